@@ -1,0 +1,375 @@
+"""distributed-03 · Communication-efficient algorithms.
+
+Each of p devices holds a quarter (1/p) of a linear-regression batch and computes a
+partial gradient. An all-reduce (`psum`) leaves the whole gradient on every device; a
+reduce-scatter (`psum_scatter`) leaves each device one slice; an all-gather rebuilds the
+full vector. Every result is checked against NumPy on the global value and on every
+device's own shard.
+
+    python -m lesson_code.distributed_03                    # 4 logical CPU devices
+    python -m lesson_code.distributed_03 --devices 8        # any p >= 1
+    python -m lesson_code.distributed_03 --platform tpu     # the physical chips
+
+The sections between `--8<--` markers are what the lesson page shows, step by step.
+"""
+import argparse
+import json
+import platform as host_platform
+import sys
+from dataclasses import dataclass
+from functools import partial
+from time import perf_counter
+
+LESSON_ID = "distributed-03"
+
+# --8<-- [start:configure_devices]
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+
+def configure_devices(platform="cpu", count=4):
+    """Pick the backend and return `count` of its devices.
+
+    This must run before anything asks JAX for a device: the backend, and how many
+    logical devices the host CPU pretends to be, are fixed when the first one is made.
+    """
+    jax.config.update("jax_platforms", platform)
+    if platform == "cpu":
+        # One CPU split into `count` logical devices: real collectives, no accelerator.
+        jax.config.update("jax_num_cpu_devices", count)
+    return jax.devices()[:count]
+# --8<-- [end:configure_devices]
+
+
+# --8<-- [start:place_data]
+@dataclass(frozen=True)
+class Problem:
+    """A regression batch sized for p devices: 4p observations, 2p weights."""
+    x: np.ndarray  # f32[N, F]
+    y: np.ndarray  # f32[N]
+    w: np.ndarray  # f32[F]
+
+    @property
+    def n_total(self):
+        return self.x.shape[0]
+
+
+def make_problem(ranks):
+    n, f = 4 * ranks, 2 * ranks  # p = 4: N = 16 observations, F = 8 weights
+    x = np.arange(n * f, dtype=np.float32).reshape(n, f) / (n * f) - 0.5
+    y = x @ np.linspace(-0.4, 0.3, f, dtype=np.float32)
+    w = np.linspace(0.1, -0.2, f, dtype=np.float32)
+    return Problem(x, y, w)
+
+
+def place(mesh, problem):
+    """Split observations across the 'data' axis; give every device all the weights."""
+    by_rows = NamedSharding(mesh, P("data"))  # x: rows split, columns whole
+    everywhere = NamedSharding(mesh, P())
+    x = jax.device_put(problem.x, by_rows)  # per device: f32[N/p, F]
+    y = jax.device_put(problem.y, by_rows)  # per device: f32[N/p]
+    w = jax.device_put(problem.w, everywhere)  # per device: f32[F]
+    return x, y, w
+# --8<-- [end:place_data]
+
+
+# --8<-- [start:local_contribution]
+def local_contribution(x_block, y_block, w, n_total):
+    """This device's share of d/dw mean((Xw - y)^2).
+
+    Divide by the GLOBAL count: the shares then sum to the global gradient. Dividing
+    by the local count (a local mean) would make the sum p times too large.
+    """
+    residual = x_block @ w - y_block  # f32[N/p, F] @ f32[F] -> f32[N/p]
+    return 2 * x_block.T @ residual / n_total  # -> g_local f32[F]
+# --8<-- [end:local_contribution]
+
+
+# --8<-- [start:reduce_all]
+def reduce_all(x_block, y_block, w, n_total):
+    g_local = local_contribution(x_block, y_block, w, n_total)
+    return jax.lax.psum(g_local, "data")  # f32[F] -> f32[F], the same on every device
+# --8<-- [end:reduce_all]
+
+
+# --8<-- [start:reduce_scatter]
+def reduce_shard(x_block, y_block, w, n_total):
+    g_local = local_contribution(x_block, y_block, w, n_total)
+    # tiled=True: device r keeps consecutive slice r of the summed vector, f32[F/p].
+    return jax.lax.psum_scatter(g_local, "data", tiled=True)
+# --8<-- [end:reduce_scatter]
+
+
+# --8<-- [start:build_programs]
+@dataclass(frozen=True)
+class Programs:
+    all_gradient: object  # (x, y, w) -> gradient replicated, P()
+    shard_gradient: object  # (x, y, w) -> gradient split, P('data')
+    gather: object  # split vector -> replicated vector
+
+
+def build_programs(mesh, n_total):
+    batch_specs = (P("data"), P("data"), P())
+    all_gradient = jax.shard_map(partial(reduce_all, n_total=n_total), mesh=mesh,
+                                 in_specs=batch_specs, out_specs=P())
+    shard_gradient = jax.shard_map(partial(reduce_shard, n_total=n_total), mesh=mesh,
+                                   in_specs=batch_specs, out_specs=P("data"))
+    # to='invarying' tells JAX the gathered vector is identical on every device, which
+    # is what out_specs=P() promises, so the replication check stays on.
+    gather = jax.shard_map(
+        lambda g_slice: jax.lax.all_gather(g_slice, "data", tiled=True, to="invarying"),
+        mesh=mesh, in_specs=P("data"), out_specs=P())
+    return Programs(jax.jit(all_gradient), jax.jit(shard_gradient), jax.jit(gather))
+# --8<-- [end:build_programs]
+
+
+# --8<-- [start:verify]
+def reference_gradient(problem, w=None, y=None):
+    """The whole-batch gradient in NumPy: no devices, no collectives."""
+    w = problem.w if w is None else w
+    y = problem.y if y is None else y
+    return 2 * problem.x.T @ (problem.x @ w - y) / problem.n_total
+
+
+def assert_matches(result, expected, slice_len=None):
+    """Check the global value AND what each device actually stores."""
+    np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-6, atol=2e-6)
+    for shard in result.addressable_shards:
+        # shard.index says which part of the global vector this device holds.
+        np.testing.assert_allclose(np.asarray(shard.data), expected[shard.index],
+                                   rtol=2e-6, atol=2e-6)
+        if slice_len is not None:
+            assert shard.data.shape == (slice_len,), shard.data.shape
+
+
+def lowered_collectives(program, *args):
+    """Which collectives the compiler was asked for, read from the StableHLO text."""
+    text = str(program.lower(*args).compiler_ir(dialect="stablehlo"))
+    ops = ("all_reduce", "reduce_scatter", "all_gather")
+    return {op for op in ops if f"stablehlo.{op}" in text}
+# --8<-- [end:verify]
+
+
+# --8<-- [start:measure]
+def completed_samples(program, *args, samples=25):
+    """Microseconds per finished call; compilation and the first run excluded."""
+    program(*args).block_until_ready()  # compile and warm up outside the clock
+    times = []
+    for _ in range(samples):
+        start = perf_counter()
+        # JAX dispatches asynchronously: stop the clock only once the result exists.
+        program(*args).block_until_ready()
+        times.append((perf_counter() - start) * 1e6)
+    return times
+
+
+def ring_payload_bytes(gradient_bytes, ranks):
+    """Idealized ring model: bytes each rank sends. A model, not a measurement."""
+    scatter = (ranks - 1) / ranks * gradient_bytes  # B_RS, and B_AG is the same
+    return {"reduce_scatter": scatter, "all_gather": scatter, "all_reduce": 2 * scatter}
+# --8<-- [end:measure]
+
+
+# --8<-- [start:momentum]
+def momentum_step(w, v, g, lr=0.1, beta=0.9):
+    """Elementwise, so it works slice by slice: no device needs the whole gradient."""
+    v = beta * v + g
+    return w - lr * v, v
+
+
+def sharded_momentum(mesh, programs, problem, g_slices):
+    v0 = np.linspace(-0.02, 0.03, problem.w.size, dtype=np.float32)
+    split = NamedSharding(mesh, P("data"))
+    w_slices = jax.device_put(problem.w, split)  # per device: f32[F/p]
+    v_slices = jax.device_put(v0, split)
+    new_w, new_v = momentum_step(w_slices, v_slices, g_slices)
+    # The next forward pass wants whole weights: this gather is real communication.
+    updated = programs.gather(new_w)
+    expected_w, expected_v = momentum_step(problem.w, v0, reference_gradient(problem))
+    assert_matches(updated, expected_w, slice_len=problem.w.size)
+    # The momentum state never left its slices: F/p values per device.
+    assert_matches(new_v, expected_v, slice_len=problem.w.size // len(mesh.devices))
+    return updated
+# --8<-- [end:momentum]
+
+
+# --8<-- [start:make_it_yours]
+def make_it_yours(mesh, programs, problem):
+    """Reverse rows and labels TOGETHER and move the weights: same gradient.
+
+    Each observation is a pair (x_i, y_i); the loss is a sum over pairs, so their
+    order cannot matter. Reversing the labels alone pairs x_i with another y.
+    """
+    reversed_problem = Problem(problem.x[::-1].copy(), problem.y[::-1].copy(),
+                               problem.w + np.float32(0.17))
+    x2, y2, w2 = place(mesh, reversed_problem)
+    expected = reference_gradient(problem, w=reversed_problem.w)
+    assert_matches(programs.all_gradient(x2, y2, w2), expected)
+    assert_matches(programs.gather(programs.shard_gradient(x2, y2, w2)), expected)
+    wrong_labels = reference_gradient(problem, w=reversed_problem.w, y=problem.y[::-1])
+    assert np.max(np.abs(wrong_labels - expected)) > 0.01
+    return expected, wrong_labels
+# --8<-- [end:make_it_yours]
+
+
+# --8<-- [start:transfer_budget]
+def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
+    """Ring all-reduce vs. reduce-scatter + all-gather, and per-rank shard storage."""
+    budget = []
+    for p in ranks:
+        scatter = gradient_bytes * (p - 1) // p
+        all_reduce = 2 * scatter  # two ring phases
+        scatter_then_gather = scatter + scatter  # the same two phases, as two calls
+        assert all_reduce == scatter_then_gather
+        assert gradient_bytes // p * p == gradient_bytes  # slices tile the vector
+        budget.append({"ranks": p, "all_reduce_bytes": all_reduce,
+                       "scatter_gather_bytes": scatter_then_gather,
+                       "shard_storage_bytes": gradient_bytes // p})
+    return budget
+# --8<-- [end:transfer_budget]
+
+
+# The two-participant table of the mechanism figure: an analytic example, not a run.
+MECHANISM_DIAGRAM = {
+    "title": "Reduce-scatter followed by all-gather",
+    "prediction": "Does every participant hold the complete reduced array after "
+                  "reduce-scatter?",
+    "reading": "Contributions \\([1,2]\\) and \\([3,4]\\) are summed into portions "
+               "\\([4]\\) and \\([6]\\). After reduce-scatter neither participant holds "
+               "the full result; all-gather then gives each \\([4,6]\\). This analytic "
+               "example shows ownership, not a physical schedule or measured traffic.",
+    "alt": "Table with one row per stage. Contribution: participant 0 holds [1, 2], "
+           "participant 1 holds [3, 4]. Reduce-scatter: participant 0 holds [4], "
+           "participant 1 holds [6]. All-gather: both hold [4, 6].",
+    "scope": "Architecture and dataflow mechanism diagram.",
+    "height": 3.8,
+    "panel": {"kind": "table",
+              "headers": ["Stage", "Participant 0", "Participant 1"],
+              "rows": [["Contribution", "[1, 2]", "[3, 4]"],
+                       ["Reduce-scatter", "[4]", "[6]"],
+                       ["All-gather", "[4, 6]", "[4, 6]"]]},
+}
+
+
+def figure_panels(local_sizes, payload):
+    """Bar data: values stored per device (observed) and bytes per rank (modelled)."""
+    return [
+        {"kind": "bar", "labels": ["all-reduce", "reduce-scatter", "after gather"],
+         "ylabel": "values stored per device",
+         "series": [{"label": "observed local shape", "y": local_sizes}]},
+        {"kind": "bar", "labels": ["all-reduce", "reduce-scatter", "scatter + gather"],
+         "ylabel": "modeled bytes per rank",
+         "series": [{"label": "idealized ring payload",
+                     "y": [payload["all_reduce"], payload["reduce_scatter"],
+                           payload["reduce_scatter"] + payload["all_gather"]]}]},
+    ]
+
+
+def summarize(samples):
+    return {"samples": samples, "minUs": min(samples),
+            "medianUs": float(np.median(samples)), "maxUs": max(samples)}
+
+
+def environment(devices):
+    return {"backend": jax.default_backend(), "deviceCount": len(devices),
+            "deviceKind": devices[0].device_kind, "processCount": jax.process_count(),
+            "jax": jax.__version__, "numpy": np.__version__,
+            "python": host_platform.python_version(), "platform": host_platform.platform()}
+
+
+def run_lesson(devices):
+    """The whole lesson on `devices`; prints its results and returns the figure data."""
+    ranks = len(devices)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    problem = make_problem(ranks)
+    x, y, w = place(mesh, problem)
+    programs = build_programs(mesh, problem.n_total)
+    features = problem.w.size
+
+    reference = reference_gradient(problem)
+    replicated = programs.all_gradient(x, y, w)
+    sliced = programs.shard_gradient(x, y, w)
+    gathered = programs.gather(sliced)
+    assert_matches(replicated, reference, slice_len=features)
+    assert_matches(sliced, reference, slice_len=features // ranks)
+    assert_matches(gathered, reference, slice_len=features)
+    assert lowered_collectives(programs.all_gradient, x, y, w) == {"all_reduce"}
+    assert lowered_collectives(programs.shard_gradient, x, y, w) == {"reduce_scatter"}
+    assert lowered_collectives(programs.gather, sliced) == {"all_gather"}
+
+    timings = {"all_reduce": completed_samples(programs.all_gradient, x, y, w),
+               "reduce_scatter": completed_samples(programs.shard_gradient, x, y, w),
+               "all_gather_only": completed_samples(programs.gather, sliced)}
+    payload = ring_payload_bytes(problem.w.nbytes, ranks)
+    shapes = [r.addressable_shards[0].data.shape for r in (replicated, sliced, gathered)]
+
+    print("Gradient reference:", reference.tolist())
+    print(f"Local result shapes: replicated {shapes[0]}, reduce-scatter {shapes[1]}, "
+          f"gathered {shapes[2]}")
+    print("Idealized ring bytes per rank:", payload["all_reduce"], payload["reduce_scatter"])
+    print(f"Completed {jax.default_backend().upper()} median microseconds:",
+          {name: float(np.median(t)) for name, t in timings.items()})
+    sharded_momentum(mesh, programs, problem, sliced)
+    print("Sharded momentum matches the independent elementwise update.")
+    make_it_yours(mesh, programs, problem)
+    print("Joint permutation preserves the gradient; label-only reversal does not.")
+    budget = communication_budget()
+    assert [row["all_reduce_bytes"] for row in budget] == [1048576, 1572864, 1835008]
+    print("Idealized payload/storage budget, not observed network traffic:", budget)
+    print(f"PASS: {LESSON_ID}")
+    return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
+            "gradient": reference.tolist(),
+            "timing": {name: summarize(t) for name, t in timings.items()},
+            "environment": environment(devices), "diagram": MECHANISM_DIAGRAM}
+
+
+class SetupError(Exception):
+    """A platform or device count this machine cannot provide; the message says why."""
+
+
+def select_devices(platform, count):
+    if count < 1:
+        raise SetupError(f"--devices must be at least 1 (got {count}); try --devices 4")
+    try:
+        devices = configure_devices(platform, count)
+    except RuntimeError as error:
+        # JAX's own reason, minus its generic advice about JAX_PLATFORMS.
+        reason = str(error).strip().splitlines()[0].split(" (set JAX_PLATFORMS")[0]
+        extra = {"tpu": "jax[tpu]", "gpu": "jax[cuda12]"}.get(platform, "jax")
+        raise SetupError(f"no {platform.upper()} backend on this machine ({reason}); "
+                         f"run with --platform cpu, or on a {platform.upper()} machine "
+                         f"with {extra}=={jax.__version__} installed") from None
+    if len(devices) < count:
+        raise SetupError(f"--devices {count} asks for {count} {platform.upper()} devices "
+                         f"but this machine has {len(devices)}; pass --devices "
+                         f"{len(devices)} or use a machine with {count}")
+    return devices
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
+                        help="cpu: logical devices on this host; tpu/gpu: physical chips")
+    parser.add_argument("--devices", type=int, default=4, help="mesh size p (default 4)")
+    parser.add_argument("--data-out", metavar="PATH",
+                        help="also write figure data, timings and environment as JSON")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    try:
+        devices = select_devices(args.platform, args.devices)
+    except SetupError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    data = run_lesson(devices)
+    if args.data_out:
+        with open(args.data_out, "w") as out:
+            json.dump(data, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""A step-by-step NumPy simulation of the ring reduce-scatter and ring all-gather.
+
+This is the schedule the idealized payload model assumes, not a trace of any real runtime:
+p ranks sit on a ring, every array is cut into p equal chunks, and at each of the p-1 steps
+every rank sends one chunk to its right-hand neighbour (rank r -> rank r+1 mod p) at once.
+
+Besides the numbers, the simulation records which ranks' inputs each copy of each chunk
+already carries, so a reader can watch a chunk go from one contribution to a full sum.
+"""
+from dataclasses import dataclass
+
+import numpy as np
+
+# state[rank][chunk]: sorted ranks whose input that rank's copy of that chunk already holds.
+# In the reduce-scatter the inputs are contributions, so the tuple lists what has been summed;
+# in the all-gather they are shards, so a copy holds (chunk,) or, not received yet, ().
+ChunkState = tuple[tuple[tuple[int, ...], ...], ...]
+
+
+# --8<-- [start:ring_records]
+@dataclass(frozen=True)
+class Send:
+    src: int
+    dst: int
+    chunk: int
+
+
+@dataclass(frozen=True)
+class Step:
+    sends: tuple[Send, ...]
+    state: ChunkState  # after this step's sends have arrived
+
+
+@dataclass(frozen=True, eq=False)  # eq on ndarray fields would be ambiguous
+class RingRun:
+    result: np.ndarray
+    bytes_sent: tuple[int, ...]  # per rank, over the whole phase
+    initial: ChunkState
+    steps: tuple[Step, ...]
+# --8<-- [end:ring_records]
+
+
+def _split_into_chunks(array: np.ndarray) -> tuple[int, int]:
+    p, n = array.shape
+    if n % p:
+        raise ValueError(f"ring simulation needs the length {n} to be divisible by {p} ranks")
+    return p, n // p
+
+
+def _freeze(state: list[list[tuple[int, ...]]]) -> ChunkState:
+    return tuple(tuple(row) for row in state)
+
+
+# --8<-- [start:ring_reduce_scatter]
+def ring_reduce_scatter(contributions: np.ndarray) -> RingRun:
+    """Sum a (p, n) array of per-rank contributions; rank r ends with chunk r of the sum."""
+    p, m = _split_into_chunks(contributions)
+    buf = contributions.reshape(p, p, m).copy()  # (p, n) -> (rank, chunk, n/p)
+    state = [[(r,)] * p for r in range(p)]
+    initial = _freeze(state)
+    bytes_sent = [0] * p
+    steps = []
+    for s in range(p - 1):
+        # Rank r passes on chunk r-s-1: its own at s=0, afterwards the one it just added to.
+        # So chunk c sets off from rank c+1 and completes its lap on rank c.
+        sends = tuple(Send(r, (r + 1) % p, (r - s - 1) % p) for r in range(p))
+        # Every rank sends at the same moment, so read all payloads before anyone adds.
+        payloads = [(buf[t.src, t.chunk].copy(), state[t.src][t.chunk]) for t in sends]
+        for t, (values, summed) in zip(sends, payloads):
+            buf[t.dst, t.chunk] += values  # receive and reduce: the receiver adds its part
+            state[t.dst][t.chunk] = tuple(sorted(state[t.dst][t.chunk] + summed))
+            bytes_sent[t.src] += values.nbytes
+        steps.append(Step(sends, _freeze(state)))
+    result = buf[np.arange(p), np.arange(p)]  # (rank, chunk, n/p) -> (p, n/p), chunk r of rank r
+    return RingRun(result, tuple(bytes_sent), initial, tuple(steps))
+# --8<-- [end:ring_reduce_scatter]
+
+
+# --8<-- [start:ring_all_gather]
+def ring_all_gather(shards: np.ndarray) -> RingRun:
+    """Give every rank all p shards of a (p, n/p) array, in rank order."""
+    p, m = shards.shape
+    buf = np.zeros((p, p, m), dtype=shards.dtype)  # (rank, chunk, n/p); only held chunks matter
+    buf[np.arange(p), np.arange(p)] = shards  # rank r starts with chunk r only
+    state = [[(c,) if c == r else () for c in range(p)] for r in range(p)]
+    initial = _freeze(state)
+    bytes_sent = [0] * p
+    steps = []
+    for s in range(p - 1):
+        # Rank r passes on chunk r-s: its own at s=0, afterwards the one it just received.
+        sends = tuple(Send(r, (r + 1) % p, (r - s) % p) for r in range(p))
+        payloads = [(buf[t.src, t.chunk].copy(), state[t.src][t.chunk]) for t in sends]
+        for t, (values, origin) in zip(sends, payloads):
+            buf[t.dst, t.chunk] = values  # receive and copy: nothing left to add
+            state[t.dst][t.chunk] = origin
+            bytes_sent[t.src] += values.nbytes
+        steps.append(Step(sends, _freeze(state)))
+    result = buf.reshape(p, p * m)  # (rank, chunk, n/p) -> (p, n): the whole vector on every rank
+    return RingRun(result, tuple(bytes_sent), initial, tuple(steps))
+# --8<-- [end:ring_all_gather]
