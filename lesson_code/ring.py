@@ -67,7 +67,7 @@ def ring_reduce_scatter(contributions: np.ndarray) -> RingRun:
         # Every rank sends at the same moment, so read all payloads before anyone adds.
         payloads = [(buf[t.src, t.chunk].copy(), state[t.src][t.chunk]) for t in sends]
         for t, (values, summed) in zip(sends, payloads):
-            buf[t.dst, t.chunk] += values  # receive and reduce: the receiver adds its part
+            buf[t.dst, t.chunk] += values  # receive and reduce into the receiver's own part
             state[t.dst][t.chunk] = tuple(sorted(state[t.dst][t.chunk] + summed))
             bytes_sent[t.src] += values.nbytes
         steps.append(Step(sends, _freeze(state)))
