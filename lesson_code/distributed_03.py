@@ -134,7 +134,9 @@ def reference_gradient(problem, w=None, y=None):
 
 def assert_matches(result, expected, slice_len=None):
     """Check the global value AND what each device actually stores."""
-    np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-6, atol=2e-6)
+    # Across processes, the other slices of a split result are not ours to read.
+    if result.is_fully_addressable or result.is_fully_replicated:
+        np.testing.assert_allclose(np.asarray(result), expected, rtol=2e-6, atol=2e-6)
     for shard in result.addressable_shards:
         # shard.index says which part of the global vector this device holds.
         np.testing.assert_allclose(np.asarray(shard.data), expected[shard.index],
@@ -252,6 +254,7 @@ MECHANISM_DIAGRAM = {
 }
 
 
+# --8<-- [start:figure_data]
 def figure_panels(local_sizes, payload):
     """Bar data: values stored per device (observed) and bytes per rank (modelled)."""
     return [
@@ -264,6 +267,7 @@ def figure_panels(local_sizes, payload):
                      "y": [payload["all_reduce"], payload["reduce_scatter"],
                            payload["reduce_scatter"] + payload["all_gather"]]}]},
     ]
+# --8<-- [end:figure_data]
 
 
 def summarize(samples):
@@ -278,6 +282,7 @@ def environment(devices):
             "python": host_platform.python_version(), "platform": host_platform.platform()}
 
 
+# --8<-- [start:run_lesson]
 def run_lesson(devices):
     """The whole lesson on `devices`; prints its results and returns the figure data."""
     ranks = len(devices)
@@ -322,6 +327,7 @@ def run_lesson(devices):
             "gradient": reference.tolist(),
             "timing": {name: summarize(t) for name, t in timings.items()},
             "environment": environment(devices), "diagram": MECHANISM_DIAGRAM}
+# --8<-- [end:run_lesson]
 
 
 class SetupError(Exception):

@@ -206,7 +206,27 @@ def record_one(lesson_id, module_path, platform, devices, processes, staged):
     path = RECORDINGS / recording_name(lesson_id, recording["environment"])
     text = dumps(recording)
     staged.append((staged_write(path, text), path))
+    if recording["provenance"] == "recorded_cpu_computation":
+        stage_notebook(lesson_id, module_path, recording["contentHash"], staged)
     return {display(path): text}
+
+
+def notebook_path(lesson_id):
+    return ROOT / "docs" / "notebooks" / f"{lesson_id}.ipynb"
+
+
+def stage_notebook(lesson_id, module_path, lesson_hash, staged):
+    import notebook  # nbclient and a kernel: only needed when recording
+    progress(f"executing the notebook companion of {lesson_id}")
+    executed = notebook.build_notebook(module_path, lesson_id, lesson_hash)
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            notebook.execute(executed, scratch)
+        except Exception as error:  # nbclient's CellExecutionError carries the cell
+            raise RecordError(f"the notebook companion failed: "
+                              f"{str(error).strip().splitlines()[-1]}") from None
+    path = notebook_path(lesson_id)
+    staged.append((staged_write(path, notebook.notebook_text(executed)), path))
 
 
 def stale_reasons(lessons):
@@ -218,11 +238,23 @@ def stale_reasons(lessons):
             reasons.append(f"{display(cpu)}: missing; run `{FIX}`")
         for path in lesson_recordings(lesson_id):
             reasons.extend(recording_problems(path, module_path))
+        notebook = notebook_path(lesson_id)
+        if notebook_content_hash(notebook) != content_hash(module_path):
+            reasons.append(f"{display(notebook)}: missing or executed from older code; "
+                           f"run `{FIX}`")
         lock = read_lock()
         for spec in available_specs(lesson_id):
             for problem in figure_problems(spec, lock):
                 reasons.append(f"{spec.path}: {problem}; run `{FIX} --render-only`")
     return reasons
+
+
+def notebook_content_hash(path):
+    """The lesson hash stored in a notebook's metadata, read without nbformat."""
+    try:
+        return json.loads(path.read_text())["metadata"]["lesson"]["contentHash"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def recording_problems(path, module_path):

@@ -15,7 +15,8 @@ import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless back
 STYLE = {
     "svg.hashsalt": "distributed-03",
     "svg.fonttype": "none",
-    "font.family": "DejaVu Sans",
+    # The default sans-serif list travels into the SVG, so browsers without DejaVu
+    # fall back to their own sans-serif instead of a serif font.
     "font.size": 10,
     # An opaque light card with dark ink reads the same on light and dark page palettes.
     "figure.facecolor": "#ffffff",
@@ -28,6 +29,8 @@ STYLE = {
 
 
 def new_figure(**kwargs):
+    # From the defaults every time: what another figure set must not change these bytes.
+    plt.rcdefaults()
     plt.rcParams.update(STYLE)
     return plt.subplots(**kwargs)
 

@@ -1,0 +1,48 @@
+# Two commands for a fresh machine: `make serve` and `make test`. Each sets up what it
+# needs first; `install` is quick when nothing changed (it only reruns when the pins do).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export NO_MKDOCS_2_WARNING := 1
+
+.PHONY: install serve build record check test browser clean
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	touch $@
+
+# MathJax, served from the site itself (no CDN); pinned by package-lock.json.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+serve: install
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+
+build: install
+	$(VENV)/bin/mkdocs build --strict
+	$(PY) scripts/check_links.py site
+
+record: install
+	$(PY) scripts/record.py
+	$(PY) scripts/record.py --processes 4
+
+# Fails when a committed recording or figure no longer matches the code.
+check: install
+	$(PY) scripts/record.py --check
+	$(PY) scripts/bench.py --check
+
+# Debian's chromium for the browser test; never a browser download.
+browser:
+	@bash scripts/ensure_chromium.sh
+
+test: install browser check record build
+	$(PY) -m pytest
+
+clean:
+	rm -rf site $(VENV) node_modules .pytest_cache
