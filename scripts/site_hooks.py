@@ -101,11 +101,24 @@ def on_files(files, config):
     return files
 
 
+DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
+                                (("value", VALUE), ("tabs", TABS), ("table", TABLE))),
+                       re.MULTILINE)
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = FRAGMENT.sub(lambda m: inline_fragment(m.group(1), page), markdown)
-    markdown = TABS.sub(lambda m: recording_tabs(m.group(1), page), markdown)
-    markdown = TABLE.sub(lambda m: recording_table(m.group(1), page), markdown)
-    return VALUE.sub(lambda m: recorded_value(*m.groups(), page=page), markdown)
+    # One pass: text that came out of a recording is never scanned for directives again.
+    return DIRECTIVE.sub(lambda m: expand(m, page), markdown)
+
+
+def expand(match, page):
+    text = match.group(0)
+    if match.group("tabs"):
+        return recording_tabs(TABS.match(text).group(1), page)
+    if match.group("table"):
+        return recording_table(TABLE.match(text).group(1), page)
+    return recorded_value(*VALUE.match(text).groups(), page=page)
 
 
 def inline_fragment(relative, page):
@@ -186,7 +199,7 @@ def recording_tabs(lesson_id, page):
     blocks = []
     for recording in executed_recordings(lesson_id, page):
         env = recording["environment"]
-        lines = [f'=== "{tab_label(recording)}"', ""]
+        lines = [f'=== "{html.escape(tab_label(recording))}"', ""]
         if recording["_staleFiles"]:
             changed = ", ".join(f"`{name}`" for name in recording["_staleFiles"])
             lines += ['    !!! warning "Stale recording"',

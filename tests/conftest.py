@@ -15,3 +15,17 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory):
+    """The site, built strictly from the working tree with JAX made unimportable."""
+    from site_build import build
+
+    site = tmp_path_factory.mktemp("site")
+    run = build(ROOT, site)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return site

@@ -1,0 +1,123 @@
+"""The docs build: strict, offline, fed only by recordings, and loud about bad ones."""
+import html
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from check_links import broken_links
+from site_build import ROOT, build, copy_project
+
+LESSON_PAGE = Path("lessons") / "distributed-03" / "index.html"
+
+
+@pytest.fixture()
+def project(tmp_path):
+    return copy_project(tmp_path / "project")
+
+
+def edit_recording(project, change):
+    path = project / "recordings" / "distributed-03.cpu.json"
+    recording = json.loads(path.read_text())
+    change(recording)
+    path.write_text(json.dumps(recording, indent=2))
+
+
+def one_line_failure(run):
+    assert run.returncode != 0
+    assert "Traceback" not in run.stderr, run.stderr[-2000:]
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    return "\n".join(errors)
+
+
+def test_strict_build_without_jax_has_no_broken_links(built_site):
+    problems, pages = broken_links(built_site)
+    assert problems == []
+    assert pages >= 3
+
+
+def test_page_values_come_from_the_recording(built_site):
+    recording = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())
+    page = (built_site / LESSON_PAGE).read_text()
+    assert recording["generatedAt"] in page
+    assert f"JAX {recording['environment']['jax']}" in page
+    median = recording["data"]["timing"]["all_reduce"]["medianUs"]
+    assert f"{median:.0f}" in page
+    # The recorded stdout appears once per recording tab, line by line, escaped.
+    for line in recording["stdout"].splitlines():
+        assert line.replace("'", "&#x27;") in page or line.replace("'", "&#39;") in page \
+            or line in page
+    assert "{{" not in page, "an unresolved placeholder reached the page"
+
+
+def code_text(page):
+    """The text of the page's highlighted code blocks, tags and entities removed."""
+    blocks = re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(blocks)))
+
+
+def test_every_code_block_comes_from_lesson_code(built_site):
+    code = code_text((built_site / LESSON_PAGE).read_text())
+    lesson = (ROOT / "lesson_code" / "distributed_03.py").read_text()
+    for name in ("configure_devices", "place_data", "local_contribution", "reduce_all",
+                 "reduce_scatter", "build_programs", "verify", "measure", "momentum",
+                 "make_it_yours", "transfer_budget", "run_lesson"):
+        section = lesson.split(f"# --8<-- [start:{name}]\n")[1].split(
+            f"# --8<-- [end:{name}]")[0]
+        assert section.strip() in code, f"section {name} is not on the page verbatim"
+    assert "check_vma=False" not in code
+
+
+def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
+    lesson = project / "lesson_code" / "distributed_03.py"
+    lesson.write_text(lesson.read_text() + "\n# a comment readers would see\n")
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "recordings/distributed-03.cpu.json: stale" in errors
+    assert "python scripts/record.py" in errors
+
+
+@pytest.mark.parametrize("corrupt, expected", [
+    (lambda p: p.write_text("{ not json"), "not valid JSON"),
+    (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "schemaVersion": 2})),
+     "schemaVersion 2 is not 1"),
+    (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
+                                        if k != "stdout"})), "stdout"),
+])
+def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expected):
+    corrupt(project / "recordings" / "distributed-03.cpu.json")
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "recordings/distributed-03.cpu.json" in errors and expected in errors
+    assert len(errors.splitlines()) == 1
+
+
+def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + "\n{{ rec:distributed-03.cpu:data.nothing.here }}\n")
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "no value at 'data.nothing.here'" in errors
+
+
+def test_recorded_text_cannot_inject_markup(project, tmp_path):
+    attack = "<script>window.injected = 1</script> <b>bold</b> ``` {{ rec:x:y }}"
+
+    def inject(recording):
+        recording["stdout"] = recording["stdout"].replace(
+            "PASS: distributed-03", attack + "\nPASS: distributed-03")
+        recording["environment"]["deviceKind"] = "<img src=x onerror=alert(1)>"
+
+    edit_recording(project, inject)
+    run = build(project, tmp_path / "site")
+    assert run.returncode == 0, run.stderr[-2000:]
+    page = (tmp_path / "site" / LESSON_PAGE).read_text()
+    assert "<script>window.injected" not in page
+    assert "&lt;script&gt;window.injected" in page
+    assert "<img src=x" not in page and "<b>bold</b>" not in page
+
+
+def test_notebook_page_renders_with_download_and_local_mathjax(built_site):
+    page = (built_site / "notebooks" / "distributed-03" / "index.html").read_text()
+    assert re.search(r'<a href="[^"]*distributed-03\.ipynb"[^>]*download', page)
+    assert "PASS: distributed-03" in page  # outputs recorded by record.py
+    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
+    assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
