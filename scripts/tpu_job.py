@@ -1,0 +1,230 @@
+"""Regenerate recordings/distributed-03.tpu.json on a single-host, 4-chip TPU VM.
+
+    python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
+    python scripts/tpu_job.py ... --dry-run      # print every command, run none
+    python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
+
+The VM gets the committed tree (git archive HEAD) and runs the same record.py as here,
+with --platform tpu. The recording it writes is copied back, checked, and only then
+moved into recordings/; any failure leaves recordings/ as it was. TPU_NAME, ZONE and
+PROJECT set the defaults of --name, --zone and --project.
+"""
+import argparse
+import codecs
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lesson_hashes import ROOT, content_files, discover_lessons  # noqa: E402
+from tpu_recording import RefusedRecording, check_tpu_recording, install_recording  # noqa: E402
+from tpu_steps import (LESSON_ID, RECORDING, RUNTIMES, UsageError, dry_run_text,  # noqa: E402
+                       job_steps)
+
+DOCS_FILE = Path("docs/sections/tpu_commands.txt")
+# What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
+DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
+                    create=True, delete=True)
+INSTALL_GCLOUD = ("gcloud not found: install the Google Cloud CLI "
+                  "(https://cloud.google.com/sdk/docs/install), run `gcloud auth login`, "
+                  "then rerun")
+# gcloud's wording for a missing or expired login, and for a zone without chips or quota.
+NOT_LOGGED_IN = re.compile(r"gcloud auth login|active account|Reauthentication|"
+                           r"refresh token|UNAUTHENTICATED")
+NO_CAPACITY = re.compile(r"RESOURCE_EXHAUSTED|no more capacity|insufficient capacity|"
+                         r"quota|stockout", re.IGNORECASE)
+# `tpu-vm ssh` ends every failed remote command with this; the remote's last line says more.
+SSH_WRAPPER = re.compile(r"\[[^\]]*ssh[^\]]*\] exited with return code")
+TAIL_BYTES = 64 * 1024
+
+
+class JobFailed(Exception):
+    """A step failed; str() is the one line to show (step, gcloud's words, what next)."""
+
+
+def progress(message):
+    print(f"tpu_job: {message}", file=sys.stderr, flush=True)
+
+
+def run_streamed(command, cwd):
+    """Run `command`; echo its output as it comes (pip and the lesson take minutes, and
+    gcloud may ask a question), and return (exit status, the end of that output)."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    tail = ""
+    with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT) as process:
+        for chunk in iter(lambda: process.stdout.read1(4096), b""):
+            text = decoder.decode(chunk)
+            sys.stderr.write(text)
+            sys.stderr.flush()
+            tail = (tail + text)[-TAIL_BYTES:]
+    return process.returncode, tail
+
+
+def gcloud_message(output):
+    """The line of `output` that says what went wrong, shortened to fit one line."""
+    lines = [line.strip() for line in output.splitlines()
+             if line.strip() and not SSH_WRAPPER.search(line)]
+    errors = [line for line in lines if line.startswith("ERROR:")]
+    message = (errors or lines or ["(no output)"])[-1]
+    return message if len(message) <= 300 else message[:297] + "..."
+
+
+def explain(step, returncode, output, accelerator, zone):
+    said = gcloud_message(output)
+    if NOT_LOGGED_IN.search(output):
+        return f"{step.title} failed: gcloud is not logged in ({said}); " \
+               f"run `gcloud auth login`, then rerun"
+    # Only `create` asks for chips; a remote "RESOURCE_EXHAUSTED" is the lesson's own OOM.
+    if step.gcloud_verb == "create" and NO_CAPACITY.search(output):
+        return f"{step.title} failed: no {accelerator} capacity or quota in {zone} " \
+               f"({said}); try a zone that offers {accelerator} (--zone), or ask for quota"
+    return f"{step.title} failed (exit {returncode}): {said}; {step.hint}"
+
+
+def run_step(step, root, accelerator, zone):
+    try:
+        returncode, output = run_streamed(step.command, root)
+    except FileNotFoundError:
+        if step.command[0] == "gcloud":
+            raise JobFailed(INSTALL_GCLOUD) from None
+        raise JobFailed(f"{step.title}: {step.command[0]} not found; install it and rerun") \
+            from None
+    if returncode != 0:
+        raise JobFailed(explain(step, returncode, output, accelerator, zone))
+
+
+def uncommitted_inputs(module_path, root=ROOT):
+    """Files behind the lesson's contentHash that differ from HEAD: the VM would not see
+    them, so its recording would be stale here the moment it lands."""
+    paths = [*content_files(module_path, root), "requirements.txt"]
+    try:
+        status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
+                                capture_output=True, text=True)
+    except FileNotFoundError:
+        raise JobFailed("git not found: the job ships the committed tree with "
+                        "`git archive`; install git and rerun") from None
+    if status.returncode != 0:
+        raise JobFailed(f"`git status` failed in {root}: {gcloud_message(status.stderr)}")
+    return [line[3:] for line in status.stdout.splitlines()]
+
+
+def run_job(name, zone, accelerator, project=None, create=False, delete=False,
+            remote_python="python3", root=ROOT, recordings_dir=None):
+    """Run every step; raise JobFailed (or KeyboardInterrupt) with recordings/ untouched.
+
+    With `delete`, the VM is deleted at the end, after a failure too, but only once it
+    is known to be this run's: a failed create may mean the name belongs to another VM.
+    """
+    module_path = discover_lessons(root)[LESSON_ID]
+    target = Path(recordings_dir or root / "recordings") / RECORDING
+    dirty = uncommitted_inputs(module_path, root)
+    if dirty:
+        listed = " ".join(dirty)
+        raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
+                        f"committed; run `git add {listed} && git commit`, then rerun")
+    with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
+        steps = job_steps(name, zone, accelerator, project, create, delete, workdir,
+                          remote_python, root)
+        cleanup = steps.pop() if delete else None
+        vm_is_ours = not create  # named by the caller, who asked for it to be deleted
+        failure = None
+        try:
+            for number, step in enumerate(steps, 1):
+                progress(f"[{number}/{len(steps) + bool(cleanup)}] {step.title}")
+                if step.command is None:
+                    install_fetched(Path(workdir) / RECORDING, target, module_path, root)
+                    continue
+                run_step(step, root, accelerator, zone)
+                vm_is_ours = vm_is_ours or step.gcloud_verb == "create"
+        except (JobFailed, KeyboardInterrupt) as error:
+            failure = error
+        if cleanup and vm_is_ours:
+            progress(f"[{len(steps) + 1}/{len(steps) + 1}] {cleanup.title}")
+            try:
+                run_step(cleanup, root, accelerator, zone)
+            except JobFailed as error:
+                if failure is None:
+                    raise JobFailed(f"{error} (the recording itself was written)") from None
+                progress(f"error: {error}")
+        elif cleanup:
+            progress(f"not deleting {name}: this run did not create it")
+        if failure is not None:
+            raise failure
+
+
+def install_fetched(fetched, target, module_path, root):
+    try:
+        check_tpu_recording(fetched, LESSON_ID, module_path, root)
+    except RefusedRecording as error:
+        raise JobFailed(str(error)) from None
+    install_recording(fetched, target)
+    progress(f"wrote {target}")
+
+
+def write_docs(root=ROOT):
+    """Regenerate the command listing that the lesson page includes."""
+    path = root / DOCS_FILE
+    path.write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)))
+    progress(f"wrote {DOCS_FILE}")
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--name", default=os.environ.get("TPU_NAME"),
+                        help="TPU VM name (default: $TPU_NAME)")
+    parser.add_argument("--zone", default=os.environ.get("ZONE"), help="default: $ZONE")
+    parser.add_argument("--project", default=os.environ.get("PROJECT"),
+                        help="default: $PROJECT, else gcloud's configured project")
+    parser.add_argument("--accelerator", metavar="|".join(RUNTIMES),
+                        help="the chip kind; multi-host slices are not supported")
+    parser.add_argument("--create", action="store_true", help="create the VM first")
+    parser.add_argument("--delete", action="store_true",
+                        help="delete the VM at the end, also after a failure")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="print every command, run none")
+    parser.add_argument("--remote-python", default="python3",
+                        help="the VM's interpreter for the venv (default python3; needs 3.11+)")
+    parser.add_argument("--recordings-dir", type=Path,
+                        help="where the recording lands (default: recordings/)")
+    parser.add_argument("--write-docs", action="store_true",
+                        help=f"regenerate {DOCS_FILE} and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv=None, root=ROOT):
+    args = parse_args(argv)
+    try:
+        if args.write_docs:
+            write_docs(root)
+            return 0
+        for flag, value, variable in (("--name", args.name, "TPU_NAME"),
+                                      ("--zone", args.zone, "ZONE"),
+                                      ("--accelerator", args.accelerator, None)):
+            if not value:
+                also = f" (or set {variable})" if variable else f": {' or '.join(RUNTIMES)}"
+                raise UsageError(f"{flag} is required{also}")
+        options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
+                       project=args.project, create=args.create, delete=args.delete,
+                       remote_python=args.remote_python)
+        if args.dry_run:
+            print(dry_run_text(job_steps(**options, root=root)), end="")
+            return 0
+        run_job(**options, root=root, recordings_dir=args.recordings_dir)
+    except UsageError as error:
+        print(f"tpu_job: error: {error}", file=sys.stderr)
+        return 2
+    except JobFailed as error:
+        print(f"tpu_job: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("tpu_job: error: interrupted; recordings/ is as it was", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

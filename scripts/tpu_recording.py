@@ -1,0 +1,63 @@
+"""Accept a recording fetched from a TPU VM, or refuse it before it touches recordings/.
+
+The VM's record.py already validated what it wrote; this checks it again here, because
+the file crossed a network and the site will present it as a measurement on TPU chips.
+"""
+import os
+from pathlib import Path
+
+from lesson_hashes import ROOT, changed_files, content_files, content_hash
+from recordings import FIX, RecordingError, load_recording, staged_write
+
+DEVICES = 4
+
+
+class RefusedRecording(Exception):
+    """The fetched file is not a current 4-chip TPU recording; str() is the one line."""
+
+
+def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
+    """Return the recording at `path` if it is a current TPU run of the lesson."""
+    try:
+        # Its own suffix says to rerun record.py here, which would record the CPU.
+        recording = load_recording(path)
+    except RecordingError as error:
+        raise RefusedRecording(str(error).removesuffix(f"; {FIX}")) from None
+    environment = recording["environment"]
+    lines = recording["stdout"].splitlines()
+    problems = [
+        (recording["lessonId"] == lesson_id, f"it records {recording['lessonId']!r}"),
+        (environment["backend"] == "tpu", f"its backend is {environment['backend']!r}"),
+        (environment["deviceCount"] == DEVICES,
+         f"it ran on {environment['deviceCount']} devices, not {DEVICES}"),
+        ("TPU" in environment.get("deviceKind", ""),
+         f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
+        (bool(lines) and lines[-1] == f"PASS: {lesson_id}",
+         f"its stdout does not end with 'PASS: {lesson_id}'"),
+    ]
+    for ok, why in problems:
+        if not ok:
+            raise RefusedRecording(f"the fetched recording is not a {DEVICES}-chip TPU run "
+                                   f"of {lesson_id}: {why}")
+    if recording["contentHash"] != content_hash(module_path, root):
+        changed = changed_files(recording.get("contentFiles", {}),
+                                content_files(module_path, root))
+        since = f" ({', '.join(changed)} differ)" if changed else " (requirements.txt differs)"
+        raise RefusedRecording(f"the fetched recording was made from other code than this "
+                               f"checkout{since}; commit your changes and rerun the job")
+    return recording
+
+
+def install_recording(source, target):
+    """Copy `source` over `target` atomically: a reader sees the old file or the new one.
+
+    Staged beside `target` first, because os.replace is atomic only within one file
+    system and the fetched file sits in a temporary directory that may be elsewhere.
+    """
+    target = Path(target)
+    temp = staged_write(target, Path(source).read_bytes())
+    try:
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise

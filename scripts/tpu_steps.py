@@ -1,0 +1,160 @@
+"""The commands the TPU job runs, as argument lists. Runs nothing and imports no JAX.
+
+One function builds the whole sequence, so the job, its --dry-run and the lesson page
+(docs/sections/tpu_commands.txt) cannot drift apart.
+"""
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON_ID = "distributed-03"
+REMOTE_DIR = LESSON_ID  # relative to the VM user's home: scp and ssh both start there
+BUNDLE = f"{LESSON_ID}.tar.gz"
+RECORDING = f"{LESSON_ID}.tpu.json"
+
+# Single-host VMs with exactly 4 chips, so `record.py --platform tpu` (4 devices by
+# default) runs unchanged in one process. Runtime versions from the Cloud TPU docs.
+RUNTIMES = {"v5litepod-4": "v2-alpha-tpuv5-lite", "v6e-4": "v2-alpha-tpuv6e"}
+
+# Names go into gcloud argument lists and remote command text, so they must look like
+# names (a leading "-" would otherwise read as a flag).
+NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
+ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
+PROJECT = re.compile(r"^([a-z][-a-z0-9.]*:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+PYTHON = re.compile(r"^python3(\.[0-9]+)?$")
+# numpy 2.4 (pinned in requirements.txt) needs Python 3.11; a stock TPU image may ship
+# an older python3, and pip's last line would then only say "No matching distribution".
+MIN_PYTHON = (3, 11)
+
+
+class UsageError(Exception):
+    """An option the job refuses before running anything; str() is the one line."""
+
+
+@dataclass(frozen=True)
+class Step:
+    title: str  # the progress line, and the "# ..." line of --dry-run
+    command: list | None  # None: done here in Python (validating the recording)
+    hint: str = ""  # what to do when it fails, for the job's one-line error
+
+    @property
+    def gcloud_verb(self):
+        """The gcloud verb: "create", "scp", "ssh" or "delete"; None for other steps."""
+        is_gcloud = self.command is not None and self.command[0] == "gcloud"
+        return self.command[4] if is_gcloud else None
+
+
+def check_options(name, zone, accelerator, project=None, remote_python="python3"):
+    """Raise UsageError for anything the job will not run with."""
+    if accelerator not in RUNTIMES:
+        raise UsageError(
+            f"--accelerator {accelerator} is not supported; use {' or '.join(RUNTIMES)} "
+            f"(one VM with 4 chips). Multi-host slices need jax.distributed.initialize() "
+            f"on every worker: see README, 'The TPU job'")
+    for flag, value, pattern in (("--name", name, NAME), ("--zone", zone, ZONE),
+                                 ("--project", project, PROJECT),
+                                 ("--remote-python", remote_python, PYTHON)):
+        if value is not None and not pattern.match(value):
+            raise UsageError(f"{flag} {value!r} does not look like a {flag[2:]} "
+                             f"(expected {pattern.pattern})")
+
+
+def jax_pin(root=ROOT):
+    """The jax version pinned in requirements.txt, so the VM installs the same one."""
+    text = (root / "requirements.txt").read_text()
+    match = re.search(r"^jax==([\w.]+)", text, re.MULTILINE)
+    if not match:
+        raise UsageError("requirements.txt pins no `jax==` version; the TPU job installs "
+                         "jax[tpu] at that pin")
+    return match.group(1)
+
+
+def remote_setup(remote_python, jax_version):
+    """Make a venv on the VM and install the project's pins plus the TPU runtime.
+
+    No Python version check here: it would need quotes inside quotes on the page, and
+    pip's own last line ("No matching distribution found for numpy==...") plus the
+    job's hint (MIN_PYTHON) already say what is wrong.
+    """
+    return " && ".join([
+        f"cd {shlex.quote(REMOTE_DIR)}",
+        shlex.join([remote_python, "-m", "venv", ".venv"]),
+        # jax_pin() matched [\w.]+, so plain double quotes are safe, and they keep the
+        # page's copy free of the '"'"' that shlex would nest inside the --command.
+        f'.venv/bin/pip install -r requirements.txt "jax[tpu]=={jax_version}"',
+    ])
+
+
+def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
+              workdir=None, remote_python="python3", root=ROOT):
+    """Every step of the job in order. `workdir` holds the local archive and the
+    fetched recording (None: paths relative to the current directory, for the page)."""
+    check_options(name, zone, accelerator, project, remote_python)
+    local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
+    where = ["--zone", zone] + (["--project", project] if project else [])
+    tpu_vm = ["gcloud", "compute", "tpus", "tpu-vm"]
+    vm = f"{name} {shlex.join(where)}"  # for the hints' commands
+
+    def ssh(command):
+        return tpu_vm + ["ssh", name, *where, "--command", command]
+
+    quoted_dir = shlex.quote(REMOTE_DIR)
+    is_vm_up = f"is the VM up? `gcloud compute tpus tpu-vm describe {vm}`"
+    steps = [Step("pack the committed tree (git archive HEAD)",
+                  ["git", "archive", "--format=tar.gz", "-o", local(BUNDLE), "HEAD"],
+                  "run the job from inside the repository, which needs at least one commit")]
+    if create:
+        steps.append(Step(
+            f"create the {accelerator} VM {name} in {zone}",
+            tpu_vm + ["create", name, *where, "--accelerator-type", accelerator,
+                      "--version", RUNTIMES[accelerator]],
+            f"if `gcloud compute tpus tpu-vm list {shlex.join(where)}` shows {name}, "
+            f"rerun without --create or pick another --name"))
+    wanted = ".".join(map(str, MIN_PYTHON))
+    steps += [
+        Step("copy the archive to the VM",
+             tpu_vm + ["scp", local(BUNDLE), f"{name}:{BUNDLE}", *where], is_vm_up),
+        Step(f"unpack it into ~/{REMOTE_DIR} on the VM", ssh(
+            f"rm -rf {quoted_dir} && mkdir {quoted_dir} && "
+            f"tar -xzf {shlex.quote(BUNDLE)} -C {quoted_dir} && rm {shlex.quote(BUNDLE)}"),
+            is_vm_up),
+        Step("make a venv and install the pins with jax[tpu] (a few minutes)",
+             ssh(remote_setup(remote_python, jax_pin(root))),
+             f"the pins need Python {wanted}+ with venv on the VM; if its {remote_python} "
+             f"is older, install one there and rerun with --remote-python python{wanted}"),
+        Step("record the lesson on the chips (scripts/record.py --platform tpu)",
+             ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
+             f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
+             f"then `cd {REMOTE_DIR} && .venv/bin/python scripts/record.py --platform tpu`"),
+        Step("copy the recording back",
+             tpu_vm + ["scp", f"{name}:{REMOTE_DIR}/recordings/{RECORDING}",
+                       local(RECORDING), *where], is_vm_up),
+        Step(f"validate {RECORDING} (schema, backend tpu, 4 TPU devices, PASS, current "
+             f"contentHash), then move it into recordings/{RECORDING}", None),
+    ]
+    if delete:
+        steps.append(Step(
+            f"delete the VM {name}", tpu_vm + ["delete", name, *where, "--quiet"],
+            f"it may still be running and billing: run "
+            f"`gcloud compute tpus tpu-vm delete {vm} --quiet`"))
+    return steps
+
+
+def job_commands(name, zone, accelerator, project=None, create=True, delete=True,
+                 workdir=None, remote_python="python3", root=ROOT):
+    """The exact commands the job runs, in order (what the lesson page shows)."""
+    steps = job_steps(name, zone, accelerator, project, create, delete, workdir,
+                      remote_python, root)
+    return [step.command for step in steps if step.command is not None]
+
+
+def dry_run_text(steps):
+    """Copy-pasteable bash: a `# title` line, then the command, for every step."""
+    lines = []
+    for step in steps:
+        lines.append(f"# {step.title}")
+        if step.command is not None:
+            lines.append(shlex.join(step.command))
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,285 @@
+"""The TPU job, driven end to end through a fake gcloud (tests/fixtures/fake_gcloud).
+
+Each flow runs in a fresh clone of this repository, so `git archive HEAD` is real, the
+lesson there equals HEAD, and the only recordings/ a test can touch is the clone's.
+"""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tpu_job
+from tpu_recording import RefusedRecording, check_tpu_recording
+from tpu_steps import RUNTIMES, dry_run_text, job_commands, job_steps
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(FIXTURES))
+from tpu_recording_fixture import FIXTURE, write_tpu_recording  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = "distributed-03.tpu.json"
+VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
+
+
+@pytest.fixture
+def clone(tmp_path):
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
+    return repo
+
+
+@pytest.fixture
+def gcloud(tmp_path, monkeypatch):
+    """Put the fake gcloud first on PATH; returns a reader of the argv it was called with."""
+    log = tmp_path / "gcloud-calls.jsonl"
+    monkeypatch.setenv("PATH", f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
+    monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
+    for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING"):
+        monkeypatch.delenv(name, raising=False)
+    return lambda: [json.loads(line) for line in log.read_text().splitlines()] \
+        if log.exists() else []
+
+
+def lesson(repo):
+    return repo / "lesson_code" / "distributed_03.py"
+
+
+def snapshot(directory):
+    return {path.name: path.read_bytes() for path in sorted(Path(directory).iterdir())}
+
+
+def verbs(calls):
+    return [call[3] for call in calls]
+
+
+def error_lines(captured):
+    return [line for line in captured.err.splitlines() if line.startswith("tpu_job: error:")]
+
+
+def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, capsys, tmp_path):
+    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
+
+    captured = capsys.readouterr()
+    assert error_lines(captured) == []
+    landed = clone / "recordings" / TARGET
+    assert landed.read_bytes() == fetched.read_bytes()
+    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes()}
+    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "delete"]
+    # The job issues exactly what job_commands() lists, in its own temporary directory.
+    issued = gcloud()
+    workdir = Path(issued[1][4]).parent
+    listed = job_commands("test-tpu", "us-east5-b", "v6e-4", workdir=workdir, root=clone)
+    assert listed[0][:2] == ["git", "archive"]
+    assert [["gcloud", *call] for call in issued] == listed[1:]
+    assert not workdir.exists()  # the archive and the fetched copy went with it
+    assert "scripts/record.py --platform tpu" in issued[4][-1]
+    # One progress line per step, and the recording lands only after it was checked.
+    steps = [line for line in captured.err.splitlines() if line.startswith("tpu_job: [")]
+    assert len(steps) == 9
+    assert captured.err.index("] validate") < captured.err.index("tpu_job: wrote")
+
+
+def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypatch, tmp_path):
+    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
+
+    assert snapshot(elsewhere) == {TARGET: fetched.read_bytes()}
+    assert snapshot(clone / "recordings") == before
+    assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp"]  # no create, no delete
+
+
+REFUSED = {
+    "stale": (dict(stale=True), "made from other code than this checkout"),
+    "cpu": (dict(environment={"backend": "cpu"}), "its backend is 'cpu'"),
+    "8 devices": (dict(environment={"deviceCount": 8}), "ran on 8 devices, not 4"),
+    "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
+    "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
+    "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_check_tpu_recording_refuses_with_the_reason(case, clone, tmp_path):
+    changes, reason = REFUSED[case]
+    fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
+    with pytest.raises(RefusedRecording) as refused:
+        check_tpu_recording(fetched, "distributed-03", lesson(clone), clone)
+    assert reason in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("case", ["stale", "no TPU kind"])
+def test_a_refused_recording_changes_nothing_and_the_vm_is_still_deleted(
+        case, clone, gcloud, monkeypatch, capsys, tmp_path):
+    changes, reason = REFUSED[case]
+    fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+
+    assert snapshot(clone / "recordings") == before
+    assert verbs(gcloud())[-1] == "delete"
+    [line] = error_lines(capsys.readouterr())
+    assert reason in line
+
+
+FAILURES = {  # mode: (the VM pre-exists?, words the one error line must contain)
+    "not-logged-in": (False, ["create the v6e-4 VM", "active account", "gcloud auth login"]),
+    "capacity": (False, ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
+                         "another zone"]),
+    "remote-fail": (False, ["record the lesson on the chips", "no TPU backend",
+                            "record.py --platform tpu"]),
+}
+
+
+@pytest.mark.parametrize("mode", FAILURES)
+def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monkeypatch,
+                                                      capsys):
+    monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+
+    assert snapshot(clone / "recordings") == before
+    [line] = error_lines(capsys.readouterr())
+    for words in FAILURES[mode][1]:
+        assert words in line
+    # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
+    assert "exited with return code" not in line
+    if mode == "remote-fail":
+        assert verbs(gcloud())[-1] == "delete"  # the VM this run made is deleted anyway
+    else:
+        # A refused create made no VM, and the name may belong to someone else's.
+        assert verbs(gcloud()) == ["create"]
+
+
+def test_delete_is_issued_after_a_failure_on_a_given_vm(clone, gcloud, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_GCLOUD_MODE", "not-logged-in")
+
+    assert tpu_job.main([*VM, "--delete"], root=clone) == 1
+
+    assert verbs(gcloud()) == ["scp", "delete"]
+    captured = capsys.readouterr()
+    [first, then] = error_lines(captured)
+    assert first.startswith("tpu_job: error: delete the VM test-tpu failed")
+    assert "copy the archive to the VM failed" in then and "gcloud auth login" in then
+
+
+def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path):
+    only_git = tmp_path / "bin"
+    only_git.mkdir()
+    (only_git / "git").symlink_to(shutil.which("git"))
+    monkeypatch.setenv("PATH", str(only_git))
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+
+    [line] = error_lines(capsys.readouterr())
+    assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
+    assert snapshot(clone / "recordings") == before
+
+
+def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, capsys):
+    with lesson(clone).open("a") as module:
+        module.write("# an edit the VM would not see\n")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+
+    [line] = error_lines(capsys.readouterr())
+    assert "lesson_code/distributed_03.py differ from HEAD" in line and "git add" in line
+    assert gcloud() == []
+
+
+@pytest.mark.parametrize("accelerator", ["v5litepod-8", "v4-8", "v6e-16", "v5p-8"])
+def test_other_accelerators_are_refused(accelerator, gcloud, capsys):
+    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
+                         "--accelerator", accelerator, "--create"]) == 2
+    [line] = error_lines(capsys.readouterr())
+    assert "v5litepod-4 or v6e-4" in line and "jax.distributed.initialize()" in line
+    assert gcloud() == []
+
+
+@pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
+                                  ["--zone", "us-east5-b && true"], ["--project", "-p"]])
+def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
+    options = dict(zip(VM[::2], VM[1::2]), **dict(zip(argv[::2], argv[1::2])))
+    # "--flag=value", so that argparse hands over even a value that starts with "-".
+    assert tpu_job.main([f"{k}={v}" for k, v in options.items()] + ["--dry-run"]) == 2
+    assert "does not look like" in error_lines(capsys.readouterr())[0]
+
+
+@pytest.mark.parametrize("accelerator", sorted(RUNTIMES))
+def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
+                                                    monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--name", "my-tpu", "--zone", "us-east5-b", "--accelerator", accelerator,
+            "--project", "my-project", "--create", "--delete", "--dry-run"]
+    assert tpu_job.main(argv) == 0
+
+    printed = capsys.readouterr().out.splitlines()
+    commands = job_commands("my-tpu", "us-east5-b", accelerator, "my-project")
+    assert [line for line in printed if not line.startswith("#")] == \
+           [shlex.join(command) for command in commands]
+    assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
+    assert f"--version {RUNTIMES[accelerator]}" in printed[3]
+    assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
+
+
+def test_environment_variables_are_the_defaults(gcloud, monkeypatch, capsys):
+    monkeypatch.setenv("TPU_NAME", "env-tpu")
+    monkeypatch.setenv("ZONE", "us-east1-d")
+    monkeypatch.setenv("PROJECT", "env-project")
+    assert tpu_job.main(["--accelerator", "v6e-4", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "ssh env-tpu --zone us-east1-d --project env-project" in out
+    assert "tpu-vm create" not in out and "tpu-vm delete" not in out
+
+
+def test_the_page_shows_the_commands_the_job_runs_now():
+    committed = (ROOT / tpu_job.DOCS_FILE).read_text()
+    assert committed == dry_run_text(job_steps(**tpu_job.DOCS_EXAMPLE)), \
+        f"{tpu_job.DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
+    for command in job_commands(**tpu_job.DOCS_EXAMPLE):
+        assert shlex.join(command) in committed.splitlines()
+    section = (ROOT / "docs" / "sections" / "tpu.md").read_text()
+    assert section.startswith("### Run it on a TPU VM")
+    fences = [block.split("```", 1)[0].strip() for block in section.split("```bash\n")[1:]]
+    assert f'--8<-- "{tpu_job.DOCS_FILE.as_posix()}"' in fences  # included, not pasted
+
+
+def test_the_canned_recording_is_a_valid_tpu_recording_only_when_fresh(tmp_path):
+    module = ROOT / "lesson_code" / "distributed_03.py"
+    cpu = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())
+    canned = json.loads(FIXTURE.read_text())
+    drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
+              f"data.panels and diagram into the fixture"
+    for field in ("gradient", "panels"):
+        assert canned["data"][field] == cpu["data"][field], drifted
+    assert canned["diagram"] == cpu["diagram"], drifted
+    fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
+    assert check_tpu_recording(fresh, "distributed-03", module)["provenance"] == \
+        "recorded_tpu_computation"
+    stale = write_tpu_recording(tmp_path / "stale.json", module, ROOT, stale=True)
+    with pytest.raises(RefusedRecording, match="other code than this checkout"):
+        check_tpu_recording(stale, "distributed-03", module)
+
+
+def test_no_fixture_reaches_the_real_recordings():
+    assert not (ROOT / "recordings" / TARGET).exists() or \
+        json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
+        json.loads(FIXTURE.read_text())["generatedAt"]
