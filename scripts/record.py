@@ -143,8 +143,9 @@ def stage_figures(lesson_id, staged, new_recordings):
     for spec in available_specs(lesson_id, arriving=new_recordings):
         recording = None
         if spec.recording:
-            text = new_recordings.get(spec.recording) or (ROOT / spec.recording).read_text()
-            recording = json.loads(text)
+            text = new_recordings.get(spec.recording)
+            # An existing recording may be corrupt: load_recording says so in one line.
+            recording = json.loads(text) if text else load_recording(ROOT / spec.recording)
         svg = call_renderer(spec, recording)
         staged.append((staged_write(ROOT / spec.path, svg), ROOT / spec.path))
         lock[spec.path] = lock_entry_for(spec, svg, new_recordings)

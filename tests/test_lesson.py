@@ -1,0 +1,570 @@
+"""The distributed-03 program against plain NumPy specs written here, not in the lesson.
+
+Each collective is checked on its global value and on every device's own shard, for
+meshes of 2, 4 and 8 logical CPU devices built in this interpreter (conftest gives it 8).
+The program as a command line runs in fresh interpreters, because its device set-up must
+be the first JAX call of the process.
+"""
+import ast
+import os
+import re
+import subprocess
+import sys
+from fractions import Fraction
+from functools import cache
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_exercises as exercises
+
+ROOT = Path(__file__).resolve().parents[1]
+LESSON_CODE = ROOT / "lesson_code"
+LESSON_FILE = LESSON_CODE / "distributed_03.py"
+EXERCISES_FILE = LESSON_CODE / "distributed_03_exercises.py"
+# The published lesson's seed files live beside the clone, in shared/seeds.
+SEEDS = ROOT.parent / "shared" / "seeds"
+SEED_RECORDING = SEEDS / "004_f069282f8a5c0ec0.txt"
+RANKS = (2, 4, 8)
+TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
+
+
+# ---------------------------------------------------------------------------- specs --
+
+def block_gradients(problem, ranks):
+    """Each device's partial gradient, in float64: its rows, divided by the GLOBAL N."""
+    x, y, w = (a.astype(np.float64) for a in (problem.x, problem.y, problem.w))
+    n = x.shape[0]
+    return [2 * xb.T @ (xb @ w - yb) / n
+            for xb, yb in zip(np.split(x, ranks), np.split(y, ranks))]
+
+
+def spec_gradient(problem, ranks=1):
+    """The whole-batch gradient: the sum of the per-block gradients."""
+    return np.sum(block_gradients(problem, ranks), axis=0)
+
+
+def ring_bytes(gradient_bytes, ranks):
+    """Idealized ring: one phase sends (p-1)/p of the vector; an all-reduce is two."""
+    phase = Fraction(gradient_bytes * (ranks - 1), ranks)
+    return {"reduce_scatter": phase, "all_gather": phase, "all_reduce": 2 * phase}
+
+
+@cache
+def lesson_setup(ranks):
+    mesh = Mesh(np.asarray(jax.devices()[:ranks]), ("data",))
+    problem = lesson.make_problem(ranks)
+    placed = lesson.place(mesh, problem)
+    return mesh, problem, placed, lesson.build_programs(mesh, problem.n_total)
+
+
+def mesh_position(mesh, device):
+    return list(mesh.devices.flat).index(device)
+
+
+def check_replicated(result, expected, mesh):
+    np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
+    assert {shard.device for shard in result.addressable_shards} == set(mesh.devices.flat)
+    for shard in result.addressable_shards:
+        assert shard.data.shape == expected.shape
+        assert expected[shard.index].shape == expected.shape  # the index is the whole vector
+        np.testing.assert_allclose(np.asarray(shard.data), expected, **TIGHT)
+
+
+def check_split(result, expected, mesh):
+    """Device r of the mesh holds consecutive slice r of the vector, and only that."""
+    ranks = mesh.devices.size
+    slices = np.split(expected, ranks)
+    np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
+    assert {shard.device for shard in result.addressable_shards} == set(mesh.devices.flat)
+    for shard in result.addressable_shards:
+        r = mesh_position(mesh, shard.device)
+        assert shard.data.shape == slices[r].shape
+        np.testing.assert_allclose(np.asarray(shard.data), slices[r], **TIGHT)
+        np.testing.assert_array_equal(expected[shard.index], slices[r])
+
+
+# ---------------------------------------------------------------------- collectives --
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_partial_gradients_sum_to_the_whole_batch_gradient(ranks):
+    _, problem, _, _ = lesson_setup(ranks)
+    np.testing.assert_allclose(spec_gradient(problem, ranks), spec_gradient(problem),
+                               rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(lesson.reference_gradient(problem), spec_gradient(problem),
+                               **TIGHT)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_all_reduce_leaves_the_whole_gradient_on_every_device(ranks):
+    mesh, problem, (x, y, w), programs = lesson_setup(ranks)
+    check_replicated(programs.all_gradient(x, y, w), spec_gradient(problem, ranks), mesh)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_reduce_scatter_leaves_slice_r_of_the_sum_on_device_r(ranks):
+    mesh, problem, (x, y, w), programs = lesson_setup(ranks)
+    check_split(programs.shard_gradient(x, y, w), spec_gradient(problem, ranks), mesh)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_all_gather_rebuilds_the_whole_vector_on_every_device(ranks):
+    mesh, problem, (x, y, w), programs = lesson_setup(ranks)
+    check_replicated(programs.gather(programs.shard_gradient(x, y, w)),
+                     spec_gradient(problem, ranks), mesh)
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_all_gather_concatenates_per_device_slices_in_rank_order(ranks):
+    mesh, problem, _, programs = lesson_setup(ranks)
+    width = problem.w.size // ranks
+    chunks = [np.arange(width, dtype=np.float32) + 10 * r for r in range(ranks)]
+    split = jax.make_array_from_single_device_arrays(
+        (problem.w.size,), NamedSharding(mesh, P("data")),
+        [jax.device_put(chunk, device) for chunk, device in zip(chunks, mesh.devices.flat)])
+    check_replicated(programs.gather(split), np.concatenate(chunks), mesh)
+
+
+def test_local_shapes_at_four_devices():
+    _, _, (x, y, w), programs = lesson_setup(4)
+    sliced = programs.shard_gradient(x, y, w)
+    results = (programs.all_gradient(x, y, w), sliced, programs.gather(sliced))
+    for result, shape in zip(results, [(8,), (2,), (8,)]):
+        assert {shard.data.shape for shard in result.addressable_shards} == {shape}
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_each_program_lowers_to_its_one_collective(ranks):
+    _, _, (x, y, w), programs = lesson_setup(ranks)
+    sliced = programs.shard_gradient(x, y, w)
+    assert lesson.lowered_collectives(programs.all_gradient, x, y, w) == {"all_reduce"}
+    assert lesson.lowered_collectives(programs.shard_gradient, x, y, w) == {"reduce_scatter"}
+    assert lesson.lowered_collectives(programs.gather, sliced) == {"all_gather"}
+
+
+def test_lowered_collectives_finds_none_in_a_program_without_communication():
+    _, _, (_, _, w), _ = lesson_setup(4)
+    assert lesson.lowered_collectives(jax.jit(lambda v: 2 * v), w) == set()
+
+
+def test_assert_matches_rejects_a_wrong_slice_and_a_wrong_slice_length():
+    _, problem, (x, y, w), programs = lesson_setup(4)
+    sliced = programs.shard_gradient(x, y, w)
+    reference = lesson.reference_gradient(problem)
+    lesson.assert_matches(sliced, reference, slice_len=2)
+    off_by_one_slice = reference.copy()
+    off_by_one_slice[2:4] *= 1.01
+    with pytest.raises(AssertionError):
+        lesson.assert_matches(sliced, off_by_one_slice)
+    with pytest.raises(AssertionError):
+        lesson.assert_matches(sliced, reference, slice_len=8)
+
+
+# ---------------------------------------------------------------- normalization trap --
+
+def local_mean_gradient(x_block, y_block, w):
+    """The trap: each device divides by ITS OWN row count, then the shares are summed."""
+    residual = x_block @ w - y_block
+    return jax.lax.psum(2 * x_block.T @ residual / x_block.shape[0], "data")
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_summing_local_means_gives_p_times_the_gradient(ranks):
+    mesh, problem, (x, y, w), programs = lesson_setup(ranks)
+    wrong = jax.jit(jax.shard_map(local_mean_gradient, mesh=mesh,
+                                  in_specs=(P("data"), P("data"), P()), out_specs=P()))
+    right = np.asarray(programs.all_gradient(x, y, w))
+    np.testing.assert_allclose(right, spec_gradient(problem), **TIGHT)
+    # N/p and N are powers of two here, so the factor is exact, not approximately p.
+    np.testing.assert_array_equal(np.asarray(wrong(x, y, w)), ranks * right)
+    if ranks == 4:
+        assert np.max(np.abs(np.asarray(wrong(x, y, w)) - right)) > 1e-3  # visibly wrong
+
+
+# --------------------------------------------------------------------------- budget --
+
+def test_ring_payload_bytes_is_the_idealized_ring_model():
+    for ranks in RANKS:
+        expected = ring_bytes(4 * 2 * ranks, ranks)
+        got = lesson.ring_payload_bytes(4 * 2 * ranks, ranks)
+        assert {k: Fraction(v) for k, v in got.items()} == expected
+    assert lesson.ring_payload_bytes(32, 4) == {"reduce_scatter": 24.0, "all_gather": 24.0,
+                                                "all_reduce": 48.0}
+
+
+@pytest.mark.parametrize("gradient_bytes", [2**20, 3 * 2**20])
+def test_communication_budget_follows_the_ring_formula(gradient_bytes):
+    budget = lesson.communication_budget(gradient_bytes, RANKS)
+    assert [row["ranks"] for row in budget] == list(RANKS)
+    for row in budget:
+        p = row["ranks"]
+        two_phases = 2 * Fraction(gradient_bytes * (p - 1), p)
+        assert row["all_reduce_bytes"] == two_phases
+        assert row["scatter_gather_bytes"] == two_phases
+        assert row["shard_storage_bytes"] * p == gradient_bytes
+
+
+def test_communication_budget_for_one_mebibyte():
+    mib = 2**20
+    assert lesson.communication_budget() == [
+        {"ranks": 2, "all_reduce_bytes": mib, "scatter_gather_bytes": mib,
+         "shard_storage_bytes": mib // 2},
+        {"ranks": 4, "all_reduce_bytes": 3 * mib // 2, "scatter_gather_bytes": 3 * mib // 2,
+         "shard_storage_bytes": mib // 4},
+        {"ranks": 8, "all_reduce_bytes": 7 * mib // 4, "scatter_gather_bytes": 7 * mib // 4,
+         "shard_storage_bytes": mib // 8},
+    ]
+
+
+def test_communication_budget_refuses_slices_that_do_not_tile_the_vector():
+    with pytest.raises(AssertionError):
+        lesson.communication_budget(gradient_bytes=10, ranks=(4,))
+
+
+# ---------------------------------------------------------------------- permutations --
+
+def gradients_through_the_lesson(ranks, x, y, w):
+    mesh, _, _, programs = lesson_setup(ranks)
+    xs, ys, ws = lesson.place(mesh, lesson.Problem(x, y, w))
+    return (np.asarray(programs.all_gradient(xs, ys, ws)),
+            np.asarray(programs.gather(programs.shard_gradient(xs, ys, ws))))
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(range(16)))
+def test_a_joint_row_permutation_keeps_the_gradient(order):
+    _, problem, _, _ = lesson_setup(4)
+    order = np.asarray(order)
+    expected = spec_gradient(problem)
+    for gradient in gradients_through_the_lesson(4, problem.x[order], problem.y[order],
+                                                 problem.w):
+        np.testing.assert_allclose(gradient, expected, rtol=1e-5, atol=2e-8)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.permutations(range(16)))
+def test_moving_labels_to_other_rows_changes_the_gradient(order):
+    _, problem, _, _ = lesson_setup(4)
+    order = np.asarray(order)
+    moved = [i for i in range(16) if order[i] != i]
+    assume(any(not np.array_equal(problem.x[i], problem.x[order[i]]) for i in moved))
+    shuffled_labels = lesson.Problem(problem.x, problem.y[order], problem.w)
+    original = spec_gradient(problem)
+    # The smallest possible change (two neighbouring labels swapped) is about 2e-4 per
+    # weight here; float32 rounding is below 1e-8.
+    for gradient in gradients_through_the_lesson(4, problem.x, problem.y[order], problem.w):
+        np.testing.assert_allclose(gradient, spec_gradient(shuffled_labels), **TIGHT)
+        assert np.max(np.abs(gradient - original)) > 1e-5
+
+
+# -------------------------------------------------------------------------- momentum --
+
+def momentum_spec(w, v, g, lr=0.1, beta=0.9):
+    v = beta * v + g
+    return w - lr * v, v
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_sharded_momentum_is_the_elementwise_update(ranks):
+    mesh, problem, (x, y, w), programs = lesson_setup(ranks)
+    features = problem.w.size
+    sliced = programs.shard_gradient(x, y, w)
+    v0 = np.linspace(-0.02, 0.03, features)  # the lesson's initial momentum
+    expected_w, expected_v = momentum_spec(problem.w.astype(np.float64), v0,
+                                           spec_gradient(problem))
+
+    check_replicated(lesson.sharded_momentum(mesh, programs, problem, sliced),
+                     expected_w, mesh)
+
+    split = NamedSharding(mesh, P("data"))
+    new_w, new_v = lesson.momentum_step(jax.device_put(problem.w, split),
+                                        jax.device_put(v0.astype(np.float32), split), sliced)
+    check_split(new_w, expected_w, mesh)
+    check_split(new_v, expected_v, mesh)
+    assert {shard.data.shape for shard in new_v.addressable_shards} == {(features // ranks,)}
+
+
+def test_sharded_momentum_rejects_a_wrong_gradient():
+    mesh, problem, (x, y, w), programs = lesson_setup(4)
+    doubled = 2 * programs.shard_gradient(x, y, w)
+    with pytest.raises(AssertionError):
+        lesson.sharded_momentum(mesh, programs, problem, doubled)
+
+
+# ------------------------------------------------------------------------- exercises --
+
+def test_make_it_yours_reference_solution():
+    mesh, problem, _, programs = lesson_setup(4)
+    expected, wrong_labels = lesson.make_it_yours(mesh, programs, problem)
+    moved_weights = lesson.Problem(problem.x, problem.y, problem.w + np.float32(0.17))
+    np.testing.assert_allclose(expected, spec_gradient(moved_weights), **TIGHT)
+    reversed_labels = lesson.Problem(problem.x, problem.y[::-1], moved_weights.w)
+    np.testing.assert_allclose(wrong_labels, spec_gradient(reversed_labels), **TIGHT)
+    assert np.max(np.abs(wrong_labels - expected)) > 0.01
+
+
+def snippet_sections(path):
+    """{name: source between its start and end markers}."""
+    text = path.read_text()
+    pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
+                         re.MULTILINE | re.DOTALL)
+    return {m.group(1): m.group(2) for m in pattern.finditer(text)}
+
+
+def is_hole(node):
+    return isinstance(node, ast.Constant) and node.value is Ellipsis
+
+
+def without_docstrings(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.Module)) and ast.get_docstring(node):
+            node.body = node.body[1:]
+    return tree
+
+
+def match_with_holes(scaffold, solution, where="section"):
+    """Assert `scaffold` is `solution` with some expressions (or assert tests) as `...`."""
+    if is_hole(scaffold) and isinstance(solution, ast.expr):
+        return
+    assert type(scaffold) is type(solution), (
+        f"{where}: scaffold has {ast.unparse(scaffold) if isinstance(scaffold, ast.AST) else scaffold!r}"
+        f" where the solution has {ast.unparse(solution) if isinstance(solution, ast.AST) else solution!r}")
+    if not isinstance(scaffold, ast.AST):
+        assert scaffold == solution, f"{where}: {scaffold!r} != {solution!r}"
+        return
+    for field in scaffold._fields:
+        mine, theirs = getattr(scaffold, field), getattr(solution, field)
+        if isinstance(mine, list):
+            assert len(mine) == len(theirs), f"{where}.{field}: {len(mine)} != {len(theirs)}"
+            for a, b in zip(mine, theirs):
+                match_with_holes(a, b, f"{where}.{field}")
+        else:
+            match_with_holes(mine, theirs, f"{where}.{field}")
+
+
+SCAFFOLDS = {"make_it_yours_scaffold": "make_it_yours", "transfer_scaffold": "transfer_budget"}
+
+
+def test_the_exercises_module_parses_and_has_both_scaffolds():
+    compile(EXERCISES_FILE.read_text(), str(EXERCISES_FILE), "exec")
+    assert set(SCAFFOLDS) <= set(snippet_sections(EXERCISES_FILE))
+    assert set(SCAFFOLDS.values()) <= set(snippet_sections(LESSON_FILE))
+
+
+@pytest.mark.parametrize("scaffold_name", SCAFFOLDS)
+def test_each_scaffold_is_its_solution_with_holes(scaffold_name):
+    scaffold_source = snippet_sections(EXERCISES_FILE)[scaffold_name]
+    solution_source = snippet_sections(LESSON_FILE)[SCAFFOLDS[scaffold_name]]
+    scaffold = without_docstrings(ast.parse(scaffold_source))
+    solution = without_docstrings(ast.parse(solution_source))
+    assert any(is_hole(node) for node in ast.walk(scaffold)), "a scaffold leaves holes"
+    match_with_holes(scaffold, solution, scaffold_name)
+
+    # Line by line: every one-line statement kept whole is a line of the solution.
+    solution_lines = {line.split("#")[0].strip() for line in solution_source.splitlines()}
+    for node in ast.walk(scaffold):
+        if isinstance(node, ast.stmt) and node.lineno == node.end_lineno \
+                and not any(is_hole(n) for n in ast.walk(node)):
+            line = scaffold_source.splitlines()[node.lineno - 1]
+            assert "TODO" not in line
+            assert line.split("#")[0].strip() in solution_lines, line
+
+
+@pytest.mark.parametrize("scaffold_name", SCAFFOLDS)
+def test_every_todo_sits_on_a_hole(scaffold_name):
+    lines = snippet_sections(EXERCISES_FILE)[scaffold_name].splitlines()
+    for line in lines:
+        if "TODO" in line:
+            assert "..." in line.split("#")[0], line
+
+
+def test_a_filled_scaffold_runs_with_the_names_the_scaffold_imports():
+    """Filling the holes with the solution must need no import the learner lacks."""
+    section = without_docstrings(ast.parse(snippet_sections(LESSON_FILE)["make_it_yours"]))
+    namespace = dict(vars(exercises))
+    exec(compile(section, "filled make_it_yours scaffold", "exec"), namespace)
+    mesh, problem, _, programs = lesson_setup(4)
+    namespace["make_it_yours"](mesh, programs, problem)
+
+
+def test_the_transfer_scaffold_has_the_solution_signature():
+    assert ast.dump(ast.parse(snippet_sections(EXERCISES_FILE)["transfer_scaffold"]).body[0].args) \
+        == ast.dump(ast.parse(snippet_sections(LESSON_FILE)["transfer_budget"]).body[0].args)
+    assert exercises.communication_budget.__defaults__ == \
+        lesson.communication_budget.__defaults__
+
+
+# ----------------------------------------------------------- the program, end to end --
+
+def lesson_env():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+@cache
+def run_program(*args):
+    return subprocess.run([sys.executable, "-m", "lesson_code.distributed_03", *args],
+                          cwd=ROOT, env=lesson_env(), capture_output=True, text=True,
+                          timeout=180)
+
+
+def seed_gradient():
+    """The gradient printed in the published recording, or None without shared/."""
+    if not SEED_RECORDING.exists():
+        return None
+    import json
+    stdout = json.loads(SEED_RECORDING.read_text())["stdout"]
+    line = next(l for l in stdout.splitlines() if l.startswith("Gradient reference: "))
+    return np.asarray(ast.literal_eval(line.removeprefix("Gradient reference: ")))
+
+
+def value_after(line, prefix):
+    assert line.startswith(prefix), (line, prefix)
+    return line[len(prefix):]
+
+
+def test_the_default_program_prints_each_result_once_in_order():
+    run = run_program()
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert len(lines) == 8, lines
+    assert len(set(lines)) == len(lines)
+
+    gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
+    expected = spec_gradient(lesson.make_problem(4))
+    np.testing.assert_allclose(gradient, expected, rtol=0, atol=1e-8)
+    published = seed_gradient()
+    if published is not None:
+        np.testing.assert_allclose(gradient, published, rtol=0, atol=1e-8)
+
+    assert lines[1] == "Local result shapes: replicated (8,), reduce-scatter (2,), gathered (8,)"
+    payload = ring_bytes(32, 4)
+    assert lines[2] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
+                        f"{float(payload['reduce_scatter'])}")
+    assert lines[2] == "Idealized ring bytes per rank: 48.0 24.0"
+    medians = ast.literal_eval(value_after(lines[3], "Completed CPU median microseconds: "))
+    assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
+    assert all(isinstance(v, float) and v > 0 for v in medians.values())
+    assert lines[4] == "Sharded momentum matches the independent elementwise update."
+    assert lines[5] == "Joint permutation preserves the gradient; label-only reversal does not."
+    budget = ast.literal_eval(value_after(
+        lines[6], "Idealized payload/storage budget, not observed network traffic: "))
+    assert [row["ranks"] for row in budget] == [2, 4, 8]
+    for row in budget:
+        p = row["ranks"]
+        assert row["all_reduce_bytes"] == row["scatter_gather_bytes"] == 2 * 2**20 * (p - 1) // p
+        assert row["shard_storage_bytes"] == 2**20 // p
+    assert lines[7] == "PASS: distributed-03"
+
+
+@pytest.mark.parametrize("ranks", [2, 8])
+def test_the_program_passes_on_other_device_counts(ranks):
+    run = run_program("--devices", str(ranks))
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert len(set(lines)) == len(lines) and lines[-1] == "PASS: distributed-03"
+    f = 2 * ranks
+    assert f"Local result shapes: replicated ({f},), reduce-scatter (2,), gathered ({f},)" \
+        in lines
+    gradient = ast.literal_eval(value_after(lines[0], "Gradient reference: "))
+    np.testing.assert_allclose(gradient, spec_gradient(lesson.make_problem(ranks)),
+                               rtol=0, atol=1e-8)
+    payload = ring_bytes(4 * f, ranks)
+    assert f"Idealized ring bytes per rank: {float(payload['all_reduce'])} " \
+           f"{float(payload['reduce_scatter'])}" in lines
+
+
+@pytest.mark.parametrize("args", [("--devices", "0"), ("--platform", "tpu")])
+def test_setup_errors_are_one_line_and_exit_2(args):
+    run = run_program(*args)
+    assert run.returncode == 2
+    assert run.stdout == ""
+    assert "Traceback" not in run.stderr
+    error_lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1, run.stderr
+    assert run.stderr.strip().splitlines()[-1] == error_lines[0]
+    assert "--platform cpu" in error_lines[0] or "--devices" in error_lines[0]
+
+
+# ----------------------------------------------------- defects of the published lesson --
+
+LESSON_MODULES = sorted(LESSON_CODE.glob("*.py"))
+RESTATING_COMMENTS = ("Update state", "Convert ``", "Configure multi-device placement",
+                      "Check tensor shape invariant", "Place `")
+
+
+def comments(path):
+    """(line number, comment text) of every `#` comment, read with the tokenizer."""
+    import io
+    import tokenize
+    with open(path, "rb") as source:
+        tokens = tokenize.tokenize(io.BytesIO(source.read()).readline)
+        return [(t.start[0], t.string.lstrip("#").strip()) for t in tokens
+                if t.type == tokenize.COMMENT]
+
+
+@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
+def test_no_replication_check_is_switched_off(path):
+    text = path.read_text()
+    assert "check_vma=False" not in text and "check_rep=False" not in text
+
+
+@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
+def test_every_imported_name_is_used(path):
+    tree = ast.parse(path.read_text())
+    imported = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                imported[alias.asname or alias.name.split(".")[0]] = node.lineno
+        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                imported[alias.asname or alias.name] = node.lineno
+    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    if path.stem.endswith("_exercises"):
+        # A scaffold imports what its holes need: a name its TODO comments ask for counts.
+        used |= {word for _, text in comments(path) if "TODO" in text
+                 for word in re.findall(r"[A-Za-z_]\w*", text)}
+    unused = sorted(name for name in imported if name not in used)
+    assert not unused, f"{path.name}: unused imports {unused}"
+
+
+@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
+def test_no_comment_restates_its_line(path):
+    for lineno, text in comments(path):
+        assert not text.startswith(RESTATING_COMMENTS), f"{path.name}:{lineno}: {text}"
+        assert "``" not in text, f"{path.name}:{lineno}: empty backticks in {text!r}"
+
+
+@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
+def test_snippet_markers_are_balanced_and_uniquely_named(path):
+    open_name, seen = None, []
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        if not re.search(r"--8<--\s*\[", line):  # prose may name the marker itself
+            continue
+        marker = re.fullmatch(r"# --8<-- \[(start|end):([\w-]+)\]", line.strip())
+        assert marker, f"{path.name}:{lineno}: malformed marker {line!r}"
+        kind, name = marker.groups()
+        if kind == "start":
+            assert open_name is None, f"{path.name}:{lineno}: {name} opens inside {open_name}"
+            assert name not in seen, f"{path.name}:{lineno}: section {name} named twice"
+            open_name = name
+            seen.append(name)
+        else:
+            assert open_name == name, f"{path.name}:{lineno}: end:{name} closes {open_name}"
+            open_name = None
+    assert open_name is None, f"{path.name}: section {open_name} never ends"
+
+
+def test_the_lesson_shows_its_sections():
+    assert {"configure_devices", "place_data", "local_contribution", "reduce_all",
+            "reduce_scatter", "build_programs", "verify", "measure", "momentum",
+            "make_it_yours", "transfer_budget"} <= set(snippet_sections(LESSON_FILE))
