@@ -6,7 +6,7 @@ reference solution also runs, so the checks you must satisfy are already written
 """
 import numpy as np
 
-from lesson_code.distributed_03 import Problem, assert_matches, place
+from lesson_code.distributed_03 import Problem, assert_matches, place, reference_gradient
 
 
 # --8<-- [start:make_it_yours_scaffold]

@@ -23,7 +23,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_specs import available_specs, figure_problems, lock_entry, read_lock, LOCK  # noqa: E402
+from figure_specs import (LOCK, available_specs, figure_problems, figure_specs,  # noqa: E402
+                          lock_entry, read_lock)
 from lesson_hashes import ROOT, changed_files, content_files, content_hash, discover_lessons  # noqa: E402
 from recordings import (RECORDINGS, RecordingError, display, dumps, lesson_recordings,  # noqa: E402
                         load_recording, staged_write, validate)
@@ -106,6 +107,10 @@ def build_recording(lesson_id, module_path, stdout, data, duration, command):
     name = f"recordings/{recording_name(lesson_id, environment)}"
     renderers = {spec.renderer_hash() for spec in available_specs(lesson_id, arriving=[name])
                  if spec.recording == name}
+    # A recording no figure is drawn from (a TPU run, say) could still be drawn by the
+    # lesson's bar-panel renderer, so that is the code its figures would depend on.
+    renderers = renderers or {spec.renderer_hash() for spec in figure_specs(lesson_id)
+                              if spec.renderer.startswith("render_figures:")}
     recording = {
         "schemaVersion": 1,
         "lessonId": lesson_id,
