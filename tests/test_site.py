@@ -121,3 +121,24 @@ def test_notebook_page_renders_with_download_and_local_mathjax(built_site):
     assert "PASS: distributed-03" in page  # outputs recorded by record.py
     scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    lesson = project / "lesson_code" / "distributed_03.py"
+    write_tpu_recording(project / "recordings" / "distributed-03.tpu.json", lesson, project,
+                        stale=stale)
+    run = build(project, tmp_path / "site")
+    assert run.returncode == 0, run.stderr[-2000:]  # CI cannot refresh it: never fatal
+    page = (tmp_path / "site" / LESSON_PAGE).read_text()
+    labels = re.findall(r'<label for="__tabbed_[^"]+">([^<]+)</label>', page)
+    tpu = [label for label in labels if label.startswith("TPU")]
+    assert len(tpu) == 1 and "TPU v6 lite" in tpu[0] and "2000-01-01" in tpu[0]
+    assert any(label.startswith("CPU") for label in labels)
+    assert "Completed TPU median microseconds" in page
+    warning = "Stale recording" in page
+    assert warning == stale
+    if stale:
+        assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]
