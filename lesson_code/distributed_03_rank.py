@@ -1,0 +1,249 @@
+"""distributed-03 as one of p real processes: the same lesson, and the bytes it sends.
+
+`scripts/multiprocess.py` starts one of these per rank on this machine. Each process owns
+ONE CPU device; `jax.distributed` joins them into a p-device mesh, and every collective
+crosses process boundaries over TCP on 127.0.0.1 (gloo). By hand, one shell per rank:
+
+    python -m lesson_code.distributed_03_rank --process-id 0 --processes 4 --port 8476 \
+        --data-out run.json
+    python -m lesson_code.distributed_03_rank --process-id 1 --processes 4 --port 8476
+    ...
+
+Process 0 prints what `python -m lesson_code.distributed_03` prints and writes the data
+JSON; the others check their own shards silently.
+"""
+import argparse
+import json
+import os
+import socket
+import struct
+import sys
+import time
+from functools import partial
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from lesson_code import distributed_03 as lesson
+
+STARTED = time.monotonic()
+
+# The lesson's own gradient (p = 4: 8 floats, 32 bytes), then one large enough that the
+# payload dwarfs per-message headers.
+LARGE_GRADIENT_BYTES = 2**20
+
+TRAFFIC_METHOD = (
+    "Sum of Linux TCP_INFO tcpi_bytes_sent (TCP payload bytes the kernel sent), read with "
+    "getsockopt, over every TCP connection the process holds, except connections to or "
+    "from the jax.distributed coordinator port (gRPC start-up and heartbeats): only gloo's "
+    "collective traffic counts. Per row: one warm-up call, then {calls} calls each ending "
+    "in block_until_ready; the change in the sum divided by {calls}. Includes gloo's "
+    "message headers and notifications; excludes IP and TCP headers. trafficBaseline: the "
+    "same count for the all-reduce program with its psum removed.")
+
+
+def lesson_stdout(rank):
+    """Where `print` goes: the real stdout on process 0, nowhere on the others.
+
+    gloo prints a connection banner from C++ straight to file descriptor 1, so fd 1
+    becomes a copy of stderr and `print` gets a private handle on the real stdout.
+    """
+    if rank:
+        return open(os.devnull, "w")
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(real_stdout, "w")
+
+
+# --8<-- [start:join]
+def join(process_id, processes, port):
+    """Become rank `process_id` of `processes`; return the global devices, rank order.
+
+    Everything here must happen before the first device exists: the CPU client is built
+    once, and only a client built after `initialize` can reach the other processes.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    address = f"127.0.0.1:{port}"
+    jax.distributed.initialize(coordinator_address=address, num_processes=processes,
+                               process_id=process_id, coordinator_bind_address=address,
+                               initialization_timeout=60)
+    lesson.configure_devices("cpu", 1)  # this process's one device
+    return sorted(jax.devices(), key=lambda d: d.process_index)
+# --8<-- [end:join]
+
+
+# --8<-- [start:count_bytes]
+BYTES_SENT_AT = 200  # offset of u64 tcpi_bytes_sent in Linux's struct tcp_info (4.19+)
+
+
+def tcp_bytes_sent(coordinator_port):
+    """Payload bytes sent so far on this process's TCP connections, the kernel's count.
+
+    Connections to or from the coordinator port carry jax.distributed's gRPC (start-up,
+    heartbeats), not collectives, so they are left out.
+    """
+    total = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
+                continue
+            # A duplicate: closing our socket object must not close gloo's descriptor.
+            sock = socket.socket(fileno=os.dup(int(fd)))
+        except OSError:
+            continue  # closed since listdir, or a socket Python cannot wrap
+        with sock:
+            if sock.type != socket.SOCK_STREAM or sock.family == socket.AF_UNIX:
+                continue
+            try:
+                ports = {sock.getsockname()[1], sock.getpeername()[1]}
+            except OSError:
+                continue  # listening, not connected: it sends nothing
+            if coordinator_port not in ports:
+                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
+                total += struct.unpack_from("Q", info, BYTES_SENT_AT)[0]
+    return total
+
+
+def bytes_sent_over(calls, coordinator_port, program, *args):
+    """Total bytes this process sends during `calls` finished calls of `program`."""
+    program(*args).block_until_ready()  # compile, and let gloo open its connections
+    before = tcp_bytes_sent(coordinator_port)
+    for _ in range(calls):
+        program(*args).block_until_ready()
+    return tcp_bytes_sent(coordinator_port) - before
+# --8<-- [end:count_bytes]
+
+
+def problem_of_size(ranks, gradient_bytes):
+    """A batch shaped like the lesson's (4p rows) whose gradient is `gradient_bytes`.
+
+    Small integers and w = 1/2: every partial sum is exact in float32, so the shards
+    match NumPy to the last bit whatever order the ranks add them in.
+    """
+    features = gradient_bytes // 4 // ranks * ranks  # float32, split evenly by psum_scatter
+    rng = np.random.default_rng(3)  # one seed, so every process builds the same batch
+    x = rng.integers(-1, 2, (4 * ranks, features)).astype(np.float32)  # f32[4p, F]
+    y = rng.integers(-3, 4, 4 * ranks).astype(np.float32)  # f32[4p]
+    return lesson.Problem(x, y, np.full(features, 0.5, np.float32))
+
+
+def place_unchecked(mesh, problem):
+    """`lesson.place`, minus the cross-process check that every host passed the same data.
+
+    That check all-gathers the whole batch: for the 16 MiB one it takes longer than the
+    rest of the run. Here every process builds the batch from one seed, so each copies
+    just the rows its own device holds.
+    """
+    def put(array, spec):
+        sharding = NamedSharding(mesh, spec)
+        return jax.make_array_from_callback(array.shape, sharding, lambda index: array[index])
+    return put(problem.x, P("data")), put(problem.y, P("data")), put(problem.w, P())
+
+
+def no_collective(mesh, n_total):
+    """The all-reduce program without its psum: same dispatch, nothing to exchange."""
+    return jax.jit(jax.shard_map(partial(lesson.local_contribution, n_total=n_total),
+                                 mesh=mesh, in_specs=(P("data"), P("data"), P()),
+                                 out_specs=P("data")))
+
+
+def measure_traffic(devices, calls, coordinator_port):
+    """Bytes each rank sends per call: one row per collective and gradient size.
+
+    Also returns the same count for a program with no collective, per size: it should
+    be zero, which shows that dispatching a call sends nothing the rows would include.
+    """
+    ranks = len(devices)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    rows, sent = [], []
+    for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
+        x, y, w = place_unchecked(mesh, problem)
+        programs = lesson.build_programs(mesh, problem.n_total)
+        sliced = programs.shard_gradient(x, y, w)
+        # The calls we count compute the right thing: checked on this process's shards.
+        lesson.assert_matches(programs.all_gradient(x, y, w), lesson.reference_gradient(problem))
+        lesson.assert_matches(sliced, lesson.reference_gradient(problem))
+        model = dict(lesson.ring_payload_bytes(problem.w.nbytes, ranks), none=0.0)
+        for collective, program, args in (
+                ("all_reduce", programs.all_gradient, (x, y, w)),
+                ("reduce_scatter", programs.shard_gradient, (x, y, w)),
+                ("all_gather", programs.gather, (sliced,)),
+                ("none", no_collective(mesh, problem.n_total), (x, y, w))):
+            sent.append(bytes_sent_over(calls, coordinator_port, program, *args))
+            rows.append({"collective": collective, "gradientBytes": problem.w.nbytes,
+                         "modelBytesPerRank": model[collective], "calls": calls})
+    # Gathered only now, so this gather's own bytes are in no row: int32 keeps counts exact.
+    assert max(sent) < 2**31, "too many calls for int32 byte totals"
+    by_rank = multihost_utils.process_allgather(np.asarray(sent, np.int32))  # i32[p, rows]
+    for row, column in zip(rows, by_rank.T):
+        observed = [int(total) / calls for total in column]
+        row["observedBytesPerRank"] = observed
+        # Kept beside the raw counts so the page can quote them without arithmetic.
+        row["excessBytesPerRank"] = [b - row["modelBytesPerRank"] for b in observed]
+        if row["modelBytesPerRank"]:
+            row["observedOverModel"] = [b / row["modelBytesPerRank"] for b in observed]
+    traffic = [row for row in rows if row["collective"] != "none"]
+    baseline = [row for row in rows if row["collective"] == "none"]
+    return traffic, baseline
+
+
+def gradient_by_rank(devices):
+    """Each process's own copy of the all-reduced lesson gradient, stacked by rank."""
+    mesh = Mesh(np.asarray(devices), ("data",))
+    problem = lesson.make_problem(len(devices))
+    programs = lesson.build_programs(mesh, problem.n_total)
+    replicated = programs.all_gradient(*lesson.place(mesh, problem))
+    local = np.asarray(replicated.addressable_shards[0].data)  # f32[F], this process's copy
+    return multihost_utils.process_allgather(local).tolist()  # -> f32[p, F]
+
+
+def progress(rank, message):
+    """A line on stderr: the launcher shows the last ones if this rank fails or hangs."""
+    print(f"rank {rank} at {time.monotonic() - STARTED:.1f} s: {message}", file=sys.stderr,
+          flush=True)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--process-id", type=int, required=True)
+    parser.add_argument("--processes", type=int, required=True)
+    parser.add_argument("--port", type=int, required=True, help="coordinator port on 127.0.0.1")
+    parser.add_argument("--calls", type=int, default=100,
+                        help="calls averaged per traffic row (default 100)")
+    parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
+    parser.add_argument("--test-hook-fail", choices=("exit", "hang"),
+                        help="TEST HOOK: exit(3) or hang right after the lesson, while "
+                             "the other ranks wait for this one in a collective")
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    rank = args.process_id
+    sys.stdout = lesson_stdout(rank)
+    devices = join(rank, args.processes, args.port)
+    progress(rank, f"joined: {len(devices)} devices in {jax.process_count()} processes")
+    data = lesson.run_lesson(devices)  # every process runs and checks it
+    sys.stdout.flush()  # the lesson's output is complete even if a later step fails
+    progress(rank, "lesson passed on its own shards")
+    if args.test_hook_fail == "exit":
+        progress(rank, "test hook: exiting with status 3")
+        os._exit(3)
+    if args.test_hook_fail == "hang":
+        progress(rank, "test hook: hanging")
+        while True:
+            os.pause()
+    data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls, args.port)
+    data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
+    data["gradientByRank"] = gradient_by_rank(devices)
+    progress(rank, "traffic measured")
+    if rank == 0 and args.data_out:
+        with open(args.data_out, "w") as out:
+            json.dump(data, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

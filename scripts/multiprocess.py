@@ -1,0 +1,171 @@
+"""Run distributed-03 as p real processes on this machine, joined over 127.0.0.1.
+
+    python scripts/multiprocess.py                       # 4 ranks; prints process 0's stdout
+    python scripts/multiprocess.py --data-out run.json   # and keeps process 0's data
+
+Each rank is `python -m lesson_code.distributed_03_rank` with one CPU device. If a rank
+fails, or the run outlives its timeout, every rank is killed, nothing is written, and
+ProcessRunError says which rank, how it ended and what it last wrote to stderr.
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RANK_MODULE = "lesson_code.distributed_03_rank"
+
+
+@dataclass(frozen=True)
+class ProcessRun:
+    stdout: str  # process 0's stdout, byte for byte
+    data: dict  # process 0's data JSON: run_lesson's result plus traffic
+    duration_s: float
+    exit_codes: list  # one per rank
+    pids: list  # one per rank; each was also its own process group
+
+
+class ProcessRunError(RuntimeError):
+    """One line: which rank, how it ended, the tail of its stderr. Every rank is dead."""
+
+    def __init__(self, message, rank=None, status=None, stderr_tail="", pids=()):
+        super().__init__(message)
+        self.rank, self.status, self.stderr_tail, self.pids = rank, status, stderr_tail, list(pids)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing holds: the kernel's pick, bound once more."""
+    for _ in range(20):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        with socket.socket() as check:
+            try:
+                check.bind(("127.0.0.1", port))  # taken since the kernel offered it?
+            except OSError:
+                continue
+        return port
+    raise ProcessRunError("no free TCP port on 127.0.0.1 after 20 tries")
+
+
+def stderr_tail(path, lines=3, limit=400):
+    """The last few non-empty stderr lines as one line: a traceback ends with its cause."""
+    text = path.read_text(errors="replace") if path.exists() else ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    tail = " | ".join(kept[-lines:])
+    return tail[-limit:] or "(empty)"
+
+
+def describe(status):
+    if status < 0:
+        return f"was killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+def start_rank(rank, ranks, port, calls, scratch, test_hook_fail):
+    command = [sys.executable, "-m", RANK_MODULE, "--process-id", str(rank),
+               "--processes", str(ranks), "--port", str(port), "--calls", str(calls)]
+    if rank == 0:
+        command += ["--data-out", str(scratch / "data.json")]
+    if test_hook_fail and test_hook_fail[0] == rank:
+        command += ["--test-hook-fail", test_hook_fail[1]]
+    # Each rank sets its own device count: one device per process, whatever the caller's
+    # environment (the test suite's asks for 8) would otherwise hand down.
+    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
+    with open(scratch / f"rank{rank}.out", "wb") as out, \
+            open(scratch / f"rank{rank}.err", "wb") as err:
+        # Files, not pipes: a chatty rank can never block on a pipe nobody is reading.
+        # A session of its own: killpg then reaches anything the rank started, too.
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=err, start_new_session=True)
+
+
+def wait_for(children, timeout_s, scratch, poll_s=0.02):
+    """Return once every rank exits 0; raise at the first failure or at the deadline."""
+    pids = [child.pid for child in children]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        # Polled often, so the first rank to fail is the one reported, not a peer that
+        # failed a moment later because it lost its connection to it.
+        statuses = [child.poll() for child in children]
+        for rank, status in enumerate(statuses):
+            if status not in (None, 0):
+                tail = stderr_tail(scratch / f"rank{rank}.err")
+                raise ProcessRunError(f"rank {rank} {describe(status)}; all {len(children)} "
+                                      f"ranks killed; stderr: {tail}", rank, status, tail, pids)
+        if None not in statuses:
+            return statuses
+        time.sleep(poll_s)
+    running = [rank for rank, child in enumerate(children) if child.poll() is None]
+    tails = "; ".join(f"rank {rank}: {stderr_tail(scratch / f'rank{rank}.err', lines=1)}"
+                      for rank in running)
+    raise ProcessRunError(f"rank {running[0]} still running after {timeout_s:g} s (ranks "
+                          f"{running} were); all {len(children)} ranks killed; last stderr "
+                          f"lines: {tails}", running[0], None, tails, pids)
+
+
+def kill_all(children):
+    for child in children:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the whole group has already exited
+        child.wait()  # reap, so no zombie outlives the run
+
+
+def run_processes(ranks=4, timeout_s=300, calls=100, test_hook_fail=None):
+    """Run the lesson as `ranks` processes; return process 0's stdout and data.
+
+    calls: repeated calls averaged per traffic row (fewer keeps tests short).
+    test_hook_fail: TEST HOOK, (rank, "exit" | "hang"): that rank fails after the lesson.
+    """
+    started = time.monotonic()
+    children = []
+    with tempfile.TemporaryDirectory(prefix="distributed-03-ranks-") as scratch:
+        scratch = Path(scratch)
+        try:
+            port = free_port()
+            for rank in range(ranks):
+                children.append(start_rank(rank, ranks, port, calls, scratch, test_hook_fail))
+            statuses = wait_for(children, timeout_s, scratch)
+        finally:
+            kill_all(children)
+        data_path = scratch / "data.json"
+        if not data_path.exists():
+            raise ProcessRunError(f"rank 0 exited with status 0 but wrote no data to "
+                                  f"{data_path}", 0, 0, stderr_tail(scratch / "rank0.err"),
+                                  [child.pid for child in children])
+        return ProcessRun(stdout=(scratch / "rank0.out").read_text(),
+                          data=json.loads(data_path.read_text()),
+                          duration_s=time.monotonic() - started, exit_codes=statuses,
+                          pids=[child.pid for child in children])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=100, help="calls per traffic row")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole run")
+    parser.add_argument("--data-out", metavar="PATH", help="write process 0's data JSON here")
+    args = parser.parse_args(argv)
+    try:
+        run = run_processes(args.ranks, args.timeout, args.calls)
+    except ProcessRunError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    sys.stdout.write(run.stdout)
+    if args.data_out:
+        Path(args.data_out).write_text(json.dumps(run.data, indent=2))
+    print(f"{args.ranks} processes finished in {run.duration_s:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Four real JAX processes over loopback: the same lesson, its gradient, measured bytes,
+and a failed rank that takes the whole run down cleanly.
+
+One short run (5 calls per traffic row) serves every check of the data; the failure
+tests start their own runs.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lesson_code.distributed_03 import make_problem, reference_gradient
+from multiprocess import ROOT, ProcessRunError, run_processes
+from render_traffic import render_traffic_svg
+
+RANKS = 4
+MIB = 2**20
+SCRATCH = "distributed-03-ranks-*"  # run_processes' temporary folder
+
+
+@pytest.fixture(scope="module")
+def run():
+    return run_processes(ranks=RANKS, timeout_s=180, calls=5)
+
+
+def traffic_row(run, collective, gradient_bytes):
+    [row] = [row for row in run.data["traffic"]
+             if row["collective"] == collective and row["gradientBytes"] == gradient_bytes]
+    return row
+
+
+def without_timings(stdout):
+    """Timings differ from run to run; every other character must not."""
+    def blank_numbers(line):
+        return re.sub(r"-?[\d.]+(e[+-]?\d+)?(?=[,}])", "T", line.group(0))
+    return re.sub(r"^Completed \w+ median microseconds: .*$", blank_numbers, stdout,
+                  flags=re.MULTILINE)
+
+
+def assert_no_process_left(pids):
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.killpg(pid, 0)  # each rank led its own group: nothing of it may survive
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)  # and it was reaped, not left a zombie
+
+
+def test_every_rank_exits_zero_as_one_of_four_processes(run):
+    assert run.exit_codes == [0] * RANKS
+    assert run.data["environment"]["processCount"] == RANKS
+    assert run.data["environment"]["deviceCount"] == RANKS
+
+
+def test_process_0_prints_what_the_single_process_lesson_prints(run):
+    single = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=120).stdout
+    assert "Completed CPU median microseconds: {'all_reduce': T" in without_timings(single)
+    assert without_timings(run.stdout) == without_timings(single)
+
+
+def test_every_rank_holds_the_numpy_gradient(run):
+    reference = reference_gradient(make_problem(RANKS))
+    assert run.data["gradient"] == reference.tolist()
+    np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
+                               rtol=2e-6, atol=2e-6)
+
+
+def test_traffic_rows_cover_each_collective_at_both_sizes(run):
+    keys = [(row["collective"], row["gradientBytes"]) for row in run.data["traffic"]]
+    assert keys == [(c, size) for size in (32, MIB)
+                    for c in ("all_reduce", "reduce_scatter", "all_gather")]
+    for row in run.data["traffic"]:
+        share = (RANKS - 1) / RANKS * row["gradientBytes"]
+        assert row["modelBytesPerRank"] == (2 * share if row["collective"] == "all_reduce"
+                                            else share)
+        assert len(row["observedBytesPerRank"]) == RANKS
+    assert "TCP_INFO" in run.data["trafficMethod"]
+
+
+def test_all_reduce_and_all_gather_send_the_ring_bytes_at_1_mib(run):
+    # gloo runs both as rings: 2(p-1)/p·G and (p-1)/p·G, plus a fixed ~2 KB of headers.
+    for collective in ("all_reduce", "all_gather"):
+        row = traffic_row(run, collective, MIB)
+        np.testing.assert_allclose(row["observedBytesPerRank"],
+                                   [row["modelBytesPerRank"]] * RANKS, rtol=0.02)
+
+
+def test_reduce_scatter_is_recursive_halving_not_a_ring(run):
+    """gloo's ReduceScatterHalvingDoubling: (p-1)/p·G in log2(p) halving steps, after
+    which rank r holds chunk bitreverse(r); ranks whose bits are not a palindrome (1 and
+    2 at p = 4) then swap a G/p chunk to put it right. The ring model misses that swap."""
+    row = traffic_row(run, "reduce_scatter", MIB)
+    bits = RANKS.bit_length() - 1
+    swaps = [int(format(r, f"0{bits}b")[::-1], 2) != r for r in range(RANKS)]
+    expected = [(RANKS - 1) / RANKS * MIB + (MIB / RANKS if swap else 0) for swap in swaps]
+    np.testing.assert_allclose(row["observedBytesPerRank"], expected, rtol=0.02)
+
+
+def test_a_program_without_collectives_sends_nothing(run):
+    for row in run.data["trafficBaseline"]:
+        assert row["observedBytesPerRank"] == [0.0] * RANKS
+
+
+def test_traffic_figure_is_deterministic_and_says_what_it_shows(run):
+    svg = render_traffic_svg({"data": run.data})
+    assert svg == render_traffic_svg({"data": run.data})
+    opening_end = svg.index(">", svg.index("<svg")) + 1
+    assert svg[opening_end:].lstrip().startswith("<title>")
+    assert "<desc>" in svg and "protocol overhead" in svg
+
+
+@pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 15)])
+def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s):
+    scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
+    started = time.monotonic()
+    with pytest.raises(ProcessRunError) as raised:
+        run_processes(ranks=RANKS, timeout_s=timeout_s, calls=1, test_hook_fail=(2, failure))
+    assert time.monotonic() - started < timeout_s + 10
+    error = raised.value
+    assert "\n" not in str(error)
+    if failure == "exit":
+        assert (error.rank, error.status) == (2, 3)
+        assert str(error).startswith("rank 2 exited with status 3")
+        assert "test hook" in error.stderr_tail
+    else:
+        assert f"still running after {timeout_s} s" in str(error)
+    assert len(error.pids) == RANKS
+    assert_no_process_left(error.pids)
+    assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) == scratch_before
+
+
+def test_the_ranks_are_gone_after_a_successful_run_too(run):
+    assert_no_process_left(run.pids)
+
+
+def test_every_value_on_the_page_section_resolves(run):
+    """The page quotes the recording the integrator writes: this run's data under `data`."""
+    from site_hooks import VALUE, lookup  # the build's own parser, so the page cannot drift
+    recordings = {
+        "distributed-03.cpu-processes": {"data": run.data, "stdout": run.stdout,
+                                         "environment": run.data["environment"]},
+        "distributed-03.cpu": json.loads((ROOT / "recordings/distributed-03.cpu.json").read_text()),
+    }
+    page = (ROOT / "docs/sections/processes.md").read_text()
+    assert page.startswith("## Going further: four real processes\n")
+    placeholders = VALUE.findall(page)
+    assert len(placeholders) > 40
+    for stem, dotted, spec in placeholders:
+        format(lookup(recordings[stem], dotted), spec)
+    for section in re.findall(r'--8<-- "lesson_code/distributed_03_rank.py:(\w+)"', page):
+        source = (ROOT / "lesson_code/distributed_03_rank.py").read_text()
+        assert f"# --8<-- [start:{section}]" in source and f"# --8<-- [end:{section}]" in source
+    assert "](../figures/distributed-03-traffic.svg)" in page and "**Figure:**" in page
