@@ -62,9 +62,9 @@ def read_lock(root=ROOT):
     return json.loads(path.read_text()) if path.exists() else {}
 
 
-def lock_entry(spec, svg, root=ROOT):
+def lock_entry(spec, svg, input_hash, root=ROOT):
     return {"sha256": hashlib.sha256(svg.encode()).hexdigest(),
-            "rendererHash": spec.renderer_hash(root), "inputHash": spec.input_hash(root)}
+            "rendererHash": spec.renderer_hash(root), "inputHash": input_hash}
 
 
 def figure_problems(spec, lock, root=ROOT):

@@ -158,10 +158,11 @@ def stage_figures(lesson_id, staged, new_recordings):
 
 
 def lock_entry_for(spec, svg, new_recordings):
-    entry = lock_entry(spec, svg)
+    """The lock entry; a recording still in a temporary file is hashed from its text."""
     if spec.recording in new_recordings:
-        entry["inputHash"] = hashlib.sha256(new_recordings[spec.recording].encode()).hexdigest()
-    return entry
+        arriving = hashlib.sha256(new_recordings[spec.recording].encode()).hexdigest()
+        return lock_entry(spec, svg, arriving)
+    return lock_entry(spec, svg, spec.input_hash())
 
 
 def commit(staged):
@@ -197,9 +198,12 @@ def record(lessons, platform="cpu", devices=4, processes=None, render_only=False
 
 def record_one(lesson_id, module_path, platform, devices, processes, staged):
     if processes:
-        from multiprocess import run_processes  # only this path needs the launcher
+        from multiprocess import ProcessRunError, run_processes  # only this path needs it
         progress(f"running {lesson_id} as {processes} JAX processes")
-        run = run_processes(ranks=processes)
+        try:
+            run = run_processes(ranks=processes)
+        except ProcessRunError as error:
+            raise RecordError(f"{error}; nothing was written") from None
         stdout, data, duration = run.stdout, run.data, run.duration_s
         command = ["python", "scripts/record.py", "--processes", str(processes)]
         module_path = module_path.with_name(module_path.stem + "_rank.py")
