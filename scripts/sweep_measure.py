@@ -1,0 +1,140 @@
+"""Time the four collectives on one mesh of logical devices, and check every result.
+
+The caller fixes the device count first (`configure_devices`, or tests/conftest.py);
+nothing here touches a device at import time.
+"""
+import time
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from sweep_model import COLLECTIVES, element_count, format_bytes
+
+
+def configure_devices(ranks):
+    # JAX fixes the platform and the number of logical CPU devices the first time anything
+    # asks for a device, so this must run before any other JAX call in the process, and a
+    # different p needs a fresh process.
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", ranks)
+
+
+# Reduce-style inputs are f32[p, n] split by rows: each rank holds its own full-length
+# gradient contribution, as after a local backward pass.
+def all_reduce(x):  # per device: x f32[1, n] -> f32[n], identical on every rank
+    return jax.lax.psum(x[0], "data")
+
+
+def reduce_scatter(x):  # per device: x f32[1, n] -> f32[n/p], block r of the sum on rank r
+    return jax.lax.psum_scatter(x[0], "data", tiled=True)
+
+
+def all_gather(g):  # per device: g f32[n/p] -> f32[n]
+    # to='invarying' declares the gathered value identical on every rank, so out_specs=P()
+    # passes shard_map's replication check without switching it off (check_vma=False).
+    return jax.lax.all_gather(g, "data", tiled=True, to="invarying")
+
+
+def reduce_scatter_all_gather(x):  # per device: f32[1, n] -> f32[n/p] -> f32[n]
+    return all_gather(reduce_scatter(x))
+
+
+ROWS, SPLIT = P("data", None), P("data")
+PROGRAMS = {  # collective: (per-device body, input spec, output spec)
+    "all_reduce": (all_reduce, ROWS, P()),
+    "reduce_scatter": (reduce_scatter, ROWS, SPLIT),
+    "all_gather": (all_gather, SPLIT, P()),
+    "reduce_scatter_all_gather": (reduce_scatter_all_gather, ROWS, P()),
+}
+assert tuple(PROGRAMS) == COLLECTIVES
+
+
+def reference(collective, contributions):
+    """The NumPy answer each collective must produce, from the f32[p, n] contributions."""
+    if collective == "all_gather":
+        return contributions[0]  # the gather's input is row 0, split over the ranks
+    return contributions.sum(axis=0)
+
+
+def count_wrong(result, expected):
+    """Values that differ from `expected` on any device's copy (nccl-tests' #wrong).
+
+    Every addressable shard is compared, so one rank holding a stale replica counts even
+    when the global view looks right.
+    """
+    return sum(int(np.count_nonzero(np.asarray(shard.data) != expected[shard.index]))
+               for shard in result.addressable_shards)
+
+
+def timed_sample(call, arg, calls):
+    """Seconds per call over `calls` back-to-back calls, waiting for each one to finish."""
+    start = time.perf_counter()
+    for _ in range(calls):
+        result = call(arg)
+        result.block_until_ready()
+    return (time.perf_counter() - start) / calls, result
+
+
+def first_guess_calls(call, arg, min_sample_s):
+    """Double the calls until one trial sample lasts min_sample_s, as timeit's autorange does,
+    so the timer's resolution and the loop are small next to what is measured."""
+    calls = 1
+    while timed_sample(call, arg, calls)[0] * calls < min_sample_s:
+        calls *= 2
+    return calls
+
+
+def time_collective(call, arg, expected, samples, min_sample_s):
+    result = call(arg)
+    result.block_until_ready()  # the warm call: first-run allocations stay out of the samples
+    wrong = count_wrong(result, expected)
+    calls = first_guess_calls(call, arg, min_sample_s)
+    while True:
+        per_call = []
+        for _ in range(samples):
+            seconds, result = timed_sample(call, arg, calls)
+            per_call.append(seconds * 1e6)
+        # A stall during the trial stops the doubling early; then the typical sample is too
+        # short, and all samples are taken again with twice the calls.
+        if np.median(per_call) * calls >= min_sample_s * 1e6:
+            break
+        calls *= 2
+    wrong += count_wrong(result, expected)
+    return {"samples": samples, "callsPerSample": calls,
+            "minUs": min(per_call), "medianUs": float(np.median(per_call)),
+            "maxUs": max(per_call), "wrong": wrong}
+
+
+def measure_ranks(devices, sizes, samples, min_sample_s, on_step=lambda text: None):
+    """One row per (size, collective) on a 1-D mesh over `devices`; times only, no bandwidths."""
+    ranks = len(devices)
+    mesh = Mesh(np.array(devices), ("data",))
+    rng = np.random.default_rng(ranks)
+    rows = []
+    for requested in sizes:
+        n = element_count(requested, ranks)
+        # Small integers make every float32 sum exact in any order, so a result is either
+        # right or wrong: no tolerance to tune, and `wrong` counts real errors only.
+        contributions = rng.integers(-8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
+        # Placed once, before timing, so no host-to-device transfer is inside a sample.
+        placed = {ROWS: jax.device_put(contributions, NamedSharding(mesh, ROWS)),
+                  SPLIT: jax.device_put(contributions[0], NamedSharding(mesh, SPLIT))}
+        for collective, (body, in_spec, out_spec) in PROGRAMS.items():
+            arg = placed[in_spec]
+            # Lowering and compiling here keeps compilation out of every timed call.
+            call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
+                                         out_specs=out_spec)).lower(arg).compile()
+            timing = time_collective(call, arg, reference(collective, contributions),
+                                     samples, min_sample_s)
+            rows.append({"collective": collective, "ranks": ranks,
+                         "requestedBytes": requested, "bytes": n * 4, **timing})
+            on_step(f"{collective} {format_bytes(n * 4)}")
+        del placed, contributions  # the 32 MiB step holds p copies; free before the next
+    return rows
+
+
+def describe_backend():
+    device = jax.devices()[0]
+    return {"backend": jax.default_backend(), "deviceKind": device.device_kind,
+            "jax": jax.__version__}
