@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install serve build record check test browser clean
+.PHONY: install serve build record bench check test browser clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -32,6 +32,11 @@ record: install
 	$(PY) scripts/record.py
 	$(PY) scripts/record.py --processes 4
 
+# The message-size sweep is a benchmark, not a test: run it by hand on a quiet machine
+# and commit what it wrote. `make check` still fails when it is stale.
+bench: install
+	$(PY) scripts/bench.py
+
 # Fails when a committed recording or figure no longer matches the code.
 check: install
 	$(PY) scripts/record.py --check
@@ -42,7 +47,7 @@ browser:
 	@bash scripts/ensure_chromium.sh
 
 test: install browser check record build
-	$(PY) -m pytest
+	$(PY) -m pytest tests
 
 clean:
 	rm -rf site $(VENV) node_modules .pytest_cache

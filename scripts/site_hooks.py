@@ -10,6 +10,7 @@ directives, resolved before Markdown is converted:
                                                     own {{ rec:... }} values resolve too
 """
 import html
+import json
 import re
 import sys
 from pathlib import Path
@@ -20,8 +21,6 @@ from mkdocs.structure.files import File
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from lesson_hashes import ROOT, changed_files, content_files, content_hash, discover_lessons  # noqa: E402
 from recordings import RECORDINGS, RecordingError, display, lesson_recordings, load_recording  # noqa: E402
-
-import json  # noqa: E402
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
