@@ -38,6 +38,7 @@ recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 def on_config(config):
     """Load every recording once; a broken or stale CPU recording stops the build here."""
     recordings.clear()
+    stale = []
     for lesson_id, module_path in discover_lessons().items():
         for path in lesson_recordings(lesson_id):
             try:
@@ -47,10 +48,12 @@ def on_config(config):
             recording["_stem"] = path.name.removesuffix(".json")
             recording["_staleFiles"] = stale_files(recording, module_path)
             if recording["_staleFiles"] and refreshable_here(recording):
-                raise PluginError(f"{display(path)}: stale, "
-                                  f"{', '.join(recording['_staleFiles'])} changed since it "
-                                  f"was recorded; run `{refresh_command(recording)}`")
+                stale.append(f"{display(path)}: stale, "
+                             f"{', '.join(recording['_staleFiles'])} changed since it was "
+                             f"recorded; run `{refresh_command(recording)}`")
             recordings[recording["_stem"]] = recording
+    if stale:
+        raise PluginError("; ".join(stale))  # one line, every stale recording in it
     for extra in RECORDINGS.glob("*.json"):
         # Other kinds (a benchmark sweep, say) are validated by their own scripts; here
         # they only need to parse so their values can be shown.
