@@ -7,7 +7,6 @@ since. `{lesson}` is filled in per lesson, so a new lesson needs no new entry he
 import hashlib
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from lesson_hashes import ROOT, renderer_hash
 

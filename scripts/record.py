@@ -23,13 +23,13 @@ from importlib.metadata import version
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_specs import (LOCK, available_specs, figure_problems, figure_specs,  # noqa: E402
+from figure_specs import (LOCK, available_specs, figure_specs,  # noqa: E402
                           lock_entry, read_lock)
-from lesson_hashes import ROOT, changed_files, content_files, content_hash, discover_lessons  # noqa: E402
-from recordings import (RECORDINGS, RecordingError, display, dumps, lesson_recordings,  # noqa: E402
-                        load_recording, staged_write, validate)
+from lesson_hashes import ROOT, content_files, content_hash, discover_lessons  # noqa: E402
+from recordings import (RECORDINGS, RecordingError, display, dumps, load_recording,  # noqa: E402
+                        staged_write, validate)
+from staleness import notebook_path, rank_module, stale_reasons  # noqa: E402
 
-FIX = "python scripts/record.py"
 LESSON_TIMEOUT_S = 600
 
 
@@ -206,7 +206,7 @@ def record_one(lesson_id, module_path, platform, devices, processes, staged):
             raise RecordError(f"{error}; nothing was written") from None
         stdout, data, duration = run.stdout, run.data, run.duration_s
         command = ["python", "scripts/record.py", "--processes", str(processes)]
-        module_path = module_path.with_name(module_path.stem + "_rank.py")
+        module_path = rank_module(module_path)
     else:
         progress(f"running {lesson_id} on {devices} {platform.upper()} device(s)")
         stdout, data, duration, command = run_lesson_process(module_path, platform, devices)
@@ -221,10 +221,6 @@ def record_one(lesson_id, module_path, platform, devices, processes, staged):
     return {display(path): text}
 
 
-def notebook_path(lesson_id):
-    return ROOT / "docs" / "notebooks" / f"{lesson_id}.ipynb"
-
-
 def stage_notebook(lesson_id, module_path, lesson_hash, staged):
     import notebook  # nbclient and a kernel: only needed when recording
     progress(f"executing the notebook companion of {lesson_id}")
@@ -237,56 +233,6 @@ def stage_notebook(lesson_id, module_path, lesson_hash, staged):
                               f"{str(error).strip().splitlines()[-1]}") from None
     path = notebook_path(lesson_id)
     staged.append((staged_write(path, notebook.notebook_text(executed)), path))
-
-
-def stale_reasons(lessons):
-    """One line per recording or figure that is missing, invalid or out of date."""
-    reasons = []
-    for lesson_id, module_path in lessons.items():
-        cpu = RECORDINGS / f"{lesson_id}.cpu.json"
-        if not cpu.exists():
-            reasons.append(f"{display(cpu)}: missing; run `{FIX}`")
-        for path in lesson_recordings(lesson_id):
-            reasons.extend(recording_problems(path, module_path))
-        notebook = notebook_path(lesson_id)
-        if notebook_content_hash(notebook) != content_hash(module_path):
-            reasons.append(f"{display(notebook)}: missing or executed from older code; "
-                           f"run `{FIX}`")
-        lock = read_lock()
-        for spec in available_specs(lesson_id):
-            for problem in figure_problems(spec, lock):
-                reasons.append(f"{spec.path}: {problem}; run `{FIX} --render-only`")
-    return reasons
-
-
-def notebook_content_hash(path):
-    """The lesson hash stored in a notebook's metadata, read without nbformat."""
-    try:
-        return json.loads(path.read_text())["metadata"]["lesson"]["contentHash"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-
-
-def recording_problems(path, module_path):
-    try:
-        recording = load_recording(path)
-    except RecordingError as error:
-        return [str(error)]
-    environment = recording["environment"]
-    if environment.get("processCount", 1) > 1:
-        module_path = module_path.with_name(module_path.stem + "_rank.py")
-        how = f"{FIX} --processes {environment['processCount']}"
-    elif environment["backend"] == "cpu":
-        how = FIX
-    else:
-        # Hardware recordings cannot be refreshed here; the site shows them as stale.
-        return []
-    if recording["contentHash"] != content_hash(module_path):
-        changed = changed_files(recording.get("contentFiles", {}), content_files(module_path))
-        since = f" ({', '.join(changed)} changed)" if changed else ""
-        return [f"{display(path)}: stale, the lesson code or pins changed{since}; "
-                f"run `{how}`"]
-    return []
 
 
 def parse_args(argv):

@@ -19,8 +19,9 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lesson_hashes import ROOT, changed_files, content_files, content_hash, discover_lessons  # noqa: E402
+from lesson_hashes import ROOT, discover_lessons  # noqa: E402
 from recordings import RECORDINGS, RecordingError, display, lesson_recordings, load_recording  # noqa: E402
+from staleness import FIX, refresh_command, refreshable_here, stale_files  # noqa: E402
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -30,7 +31,6 @@ MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
 # What MathJax's CHTML build loads at run time; speech (sre) is only fetched on request.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
                  "a11y", "ui", "sre")
-FIX = "python scripts/record.py"
 
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 
@@ -64,25 +64,6 @@ def on_config(config):
             except ValueError as error:
                 raise PluginError(f"{display(extra)}: not valid JSON ({error})") from None
     return config
-
-
-def stale_files(recording, module_path):
-    if recording["environment"].get("processCount", 1) > 1:
-        module_path = module_path.with_name(module_path.stem + "_rank.py")
-    if recording["contentHash"] == content_hash(module_path):
-        return []
-    return changed_files(recording.get("contentFiles", {}), content_files(module_path)) \
-        or ["the lesson code or its pins"]
-
-
-def refreshable_here(recording):
-    """CPU recordings are remade by CI; hardware ones can only be shown as stale."""
-    return recording["environment"]["backend"] == "cpu"
-
-
-def refresh_command(recording):
-    processes = recording["environment"].get("processCount", 1)
-    return f"{FIX} --processes {processes}" if processes > 1 else FIX
 
 
 def on_files(files, config):

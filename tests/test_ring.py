@@ -4,7 +4,6 @@ The contributions are small integers, so every summation order gives the same fl
 the comparisons can be exact.
 """
 from functools import partial
-from pathlib import Path
 
 import jax
 import matplotlib
