@@ -136,13 +136,16 @@ def recorded_value(stem, dotted, spec, page):
     return html.escape(text)  # a recording is data, never markup
 
 
-def tab_label(recording):
+def machine_label(recording):
     env = recording["environment"]
     processes = env.get("processCount", 1)
     units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices"
-    kind = env.get("deviceKind", env["backend"])
+    return f"{env['backend'].upper()} · {units} · {env.get('deviceKind', env['backend'])}"
+
+
+def tab_label(recording):
     date = recording["generatedAt"][:10]
-    return f"{env['backend'].upper()} · {units} · {kind} · {date} · JAX {env['jax']}"
+    return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
 
 
 def fenced(text, indent="    "):
@@ -172,7 +175,7 @@ def recording_table(lesson_id, page):
         status = "stale: " + ", ".join(recording["_staleFiles"]) \
             if recording["_staleFiles"] else "current"
         rows.append(f"| `recordings/{recording['_stem']}.json` | "
-                    f"`{recording['provenance']}` | {html.escape(tab_label(recording))} | "
+                    f"`{recording['provenance']}` | {html.escape(machine_label(recording))} | "
                     f"{html.escape(recording['generatedAt'])} | {html.escape(env['jax'])} | "
                     f"{html.escape(status)} |")
     return "\n".join(rows)
