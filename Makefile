@@ -40,7 +40,7 @@ bench: install
 # Fails when a committed recording or figure no longer matches the code.
 check: install
 	$(PY) scripts/record.py --check
-	$(PY) scripts/bench.py --check
+
 
 # Debian's chromium for the browser test; never a browser download.
 browser:

@@ -81,4 +81,12 @@ def stale_reasons(lessons):
         for spec in available_specs(lesson_id):
             for problem in figure_problems(spec, lock):
                 reasons.append(f"{spec.path}: {problem}; run `{FIX} --render-only`")
-    return reasons
+    return reasons + benchmark_reasons()
+
+
+def benchmark_reasons():
+    """The benchmark sweep keeps its own hash and stamp; ask its checker."""
+    import sweep_freshness  # standard library only, like this module
+
+    return [f"{reason}; run `{sweep_freshness.FIX}`"
+            for reason in sweep_freshness.stale_reasons()]
