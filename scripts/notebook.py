@@ -37,7 +37,7 @@ def build_notebook(module_path, lesson_id, content_hash, devices=4):
     docstring, blocks = source_blocks(module_path.read_text())
     title, _, intro = docstring.partition("\n")
     cells = [nbformat.v4.new_markdown_cell(
-        f"# {title}\n\n{intro.strip()}\n\nGenerated from `{module_path.parent.name}/"
+        f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from `{module_path.parent.name}/"
         f"{module_path.name}` by `scripts/record.py`, which also executed it: the outputs "
         f"below are real. Run it top to bottom in a fresh kernel (JAX {jax_version()})."
     )]
@@ -46,7 +46,7 @@ def build_notebook(module_path, lesson_id, content_hash, devices=4):
             cells.append(nbformat.v4.new_markdown_cell(f"## {name.replace('_', ' ').capitalize()}"))
         cells.append(nbformat.v4.new_code_cell(code))
     cells.append(nbformat.v4.new_markdown_cell(
-        f"## Run the lesson\n\nSet up {devices} logical CPU devices first (in a fresh "
+        f"## Set up the devices and run everything\n\nSet up {devices} logical CPU devices first (in a fresh "
         f"kernel, before any other JAX call), then run every step and check."))
     cells.append(nbformat.v4.new_code_cell(
         f'devices = configure_devices("cpu", {devices})\nresults = run_lesson(devices)'))
