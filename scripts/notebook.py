@@ -9,7 +9,10 @@ import ast
 import os
 import re
 
+from pathlib import Path
+
 import nbformat
+from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]\s*$")
@@ -66,11 +69,16 @@ def execute(notebook, working_dir, timeout_s=600):
     """Run every cell in a fresh kernel; an error in any cell raises."""
     saved = {k: os.environ.pop(k) for k in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")
              if k in os.environ}
+    # IPC sockets in the scratch folder: the kernel is reachable from this user only,
+    # and ipykernel does not warn about an unencrypted TCP port.
+    kernel = KernelManager(kernel_name="python3", transport="ipc",
+                           ip=str(Path(working_dir) / "kernel"))
     try:
-        NotebookClient(notebook, timeout=timeout_s, kernel_name="python3",
-                       record_timing=False,
+        NotebookClient(notebook, km=kernel, timeout=timeout_s, record_timing=False,
                        resources={"metadata": {"path": str(working_dir)}}).execute()
     finally:
+        if kernel.has_kernel:
+            kernel.shutdown_kernel(now=False)
         os.environ.update(saved)
     return notebook
 
