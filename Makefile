@@ -11,9 +11,9 @@ export NO_MKDOCS_2_WARNING := 1
 
 install: $(VENV)/.installed node_modules/.installed
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $@
 
 # MathJax, served from the site itself (no CDN); pinned by package-lock.json.

@@ -2,7 +2,8 @@
 
 A recording is current while its contentHash equals content_hash(...) of the code that
 would produce it today. The hash covers the lesson's own module, every lesson_code/
-module it imports (transitively), and the pinned versions in requirements.txt. A comment
+module it imports (transitively), and the pinned versions (requirements.txt and
+constraints.txt). A comment
 edit counts: the pages show this code, so what readers see has changed.
 """
 import ast
@@ -12,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "lesson_code"
-PINS = "requirements.txt"
+# The direct pins and the frozen transitive versions: either can change what runs.
+PINS = ("requirements.txt", "constraints.txt")
 LESSON_ID_LINE = re.compile(r'^LESSON_ID\s*=\s*["\']([\w.-]+)["\']\s*$', re.MULTILINE)
 
 
@@ -53,7 +55,8 @@ def local_imports(path, root=ROOT):
 
 def pinned_versions(root=ROOT):
     """The requirement lines without comments: reformatting the comments is no change."""
-    lines = (line.split("#")[0].strip() for line in (root / PINS).read_text().splitlines())
+    lines = (line.split("#")[0].strip() for name in PINS if (root / name).exists()
+             for line in (root / name).read_text().splitlines())
     return sorted(line for line in lines if line)
 
 

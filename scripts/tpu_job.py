@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lesson_hashes import ROOT, content_files, discover_lessons  # noqa: E402
+from lesson_hashes import PINS, ROOT, content_files, discover_lessons  # noqa: E402
 from tpu_recording import RefusedRecording, check_tpu_recording, install_recording  # noqa: E402
 from tpu_steps import (LESSON_ID, RECORDING, RUNTIMES, UsageError, dry_run_text,  # noqa: E402
                        job_steps)
@@ -100,7 +100,7 @@ def run_step(step, root, accelerator, zone):
 def uncommitted_inputs(module_path, root=ROOT):
     """Files behind the lesson's contentHash that differ from HEAD: the VM would not see
     them, so its recording would be stale here the moment it lands."""
-    paths = [*content_files(module_path, root), "requirements.txt"]
+    paths = [*content_files(module_path, root), *PINS]
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -210,8 +210,11 @@ def main(argv=None, root=ROOT):
         options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
                        project=args.project, create=args.create, delete=args.delete,
                        remote_python=args.remote_python)
+        # Building the steps validates every value: a usage error comes before any check
+        # of the working tree and before any gcloud call.
+        steps = job_steps(**options, root=root)
         if args.dry_run:
-            print(dry_run_text(job_steps(**options, root=root)), end="")
+            print(dry_run_text(steps), end="")
             return 0
         run_job(**options, root=root, recordings_dir=args.recordings_dir)
     except UsageError as error:

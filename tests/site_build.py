@@ -7,8 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # What the docs build reads; node_modules is linked, not copied (MathJax is 24 MB).
-BUILD_INPUTS = ("mkdocs.yml", "requirements.txt", "docs", "scripts", "lesson_code",
-                "recordings", "figures")
+BUILD_INPUTS = ("mkdocs.yml", "requirements.txt", "constraints.txt", "docs", "scripts",
+                "lesson_code", "recordings", "figures")
 
 # A build must never import JAX: make `import jax` fail outright inside the build.
 NO_JAX_BUILD = ("import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = None; "

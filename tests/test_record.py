@@ -28,7 +28,8 @@ LESSON_ID = "distributed-03"
 RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
 SEED_RECORDING = ROOT.parent / "shared" / "seeds" / "004_f069282f8a5c0ec0.txt"
 # What record.py reads and writes; docs/ because it also executes the notebook companion.
-TREE = ("lesson_code", "scripts", "recordings", "figures", "docs", "requirements.txt")
+TREE = ("lesson_code", "scripts", "recordings", "figures", "docs", "requirements.txt",
+        "constraints.txt")
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
 LESSON_FIGURES = {"figures/distributed-03.svg": render_panels_svg,
                   "figures/distributed-03-mechanism.svg": render_mechanism_svg}
