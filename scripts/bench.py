@@ -102,7 +102,8 @@ def record_sweep(out, figure, ranks, sizes, samples, min_sample_ms, measure=None
     """
     from sweep_figure import render_sweep_svg
     from sweep_model import SIZES, measure_memcpy_gbps
-    from sweep_record import build_recording, recording_text, validate, write_atomically
+    from recordings import write_atomically
+    from sweep_record import build_recording, recording_text, validate
 
     measure = measure or measure_in_subprocess
     start = time.perf_counter()
@@ -164,7 +165,7 @@ def main(argv=None):
         return 0
     if args.render_only:
         from sweep_figure import render_sweep_svg
-        from sweep_record import write_atomically
+        from recordings import write_atomically
 
         write_atomically(args.figure, render_sweep_svg(json.loads(args.out.read_text())))
         return 0

@@ -77,6 +77,16 @@ def dumps(recording):
     return json.dumps(recording, indent=2, ensure_ascii=False) + "\n"
 
 
+def write_atomically(path, data):
+    """Replace `path` with `data` so a reader sees the old file or the new one, never half."""
+    temp = staged_write(path, data)
+    try:
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
 def staged_write(path, data):
     """Write `data` to a temporary file beside `path`; return it, to os.replace later.
 

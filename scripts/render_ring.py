@@ -3,9 +3,7 @@
 The figure is drawn from lesson_code/ring.py, a simulation of the idealized ring schedule;
 nothing in it is measured. Usage: python scripts/render_ring.py figures/distributed-03-ring.svg
 """
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import matplotlib
@@ -18,7 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from lesson_code.ring import ring_all_gather, ring_reduce_scatter  # noqa: E402
-from svg_output import svg_text  # noqa: E402  (saves without dates, adds <title>/<desc>)
+from recordings import write_atomically  # noqa: E402
+from svg_output import DETERMINISTIC, svg_text  # noqa: E402  (no dates; <title>, <desc>)
 
 FIGURE_PATH = ROOT / "figures" / "distributed-03-ring.svg"
 
@@ -176,24 +175,9 @@ def render_ring_svg(p: int = 4) -> str:
     # DejaVu Sans.
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
-        # A fixed hash salt makes the generated element ids repeatable; text stays <text>.
-        matplotlib.rcParams.update({"svg.hashsalt": "distributed-03", "svg.fonttype": "none"})
+        matplotlib.rcParams.update(DETERMINISTIC)
         fig, desc = _ring_figure(p)
         return svg_text(fig, title, desc)
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write via a temporary file in the same folder, so no reader sees half a figure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent,
-                                     suffix=".tmp", delete=False) as handle:
-        handle.write(text)
-    try:
-        os.chmod(handle.name, 0o644)  # mkstemp's 0600 would hide the figure from a web server
-        os.replace(handle.name, path)
-    except BaseException:
-        os.unlink(handle.name)
-        raise
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -12,9 +12,11 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
 
+# What every renderer needs, whatever its look: repeatable element ids, text as <text>.
+DETERMINISTIC = {"svg.hashsalt": "distributed-03", "svg.fonttype": "none"}
+
 STYLE = {
-    "svg.hashsalt": "distributed-03",
-    "svg.fonttype": "none",
+    **DETERMINISTIC,
     # The default sans-serif list travels into the SVG, so browsers without DejaVu
     # fall back to their own sans-serif instead of a serif font.
     "font.size": 10,
@@ -35,8 +37,11 @@ def new_figure(**kwargs):
     return plt.subplots(**kwargs)
 
 
-def svg_text(fig, title, desc):
-    """The figure as SVG text, with <title> and <desc> for screen readers."""
+def svg_text(fig, title, desc, note=""):
+    """The figure as SVG text, with <title> and <desc> for screen readers.
+
+    `note` (an XML comment, say) goes right after them, for tools that read the file.
+    """
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     plt.close(fig)
@@ -44,5 +49,6 @@ def svg_text(fig, title, desc):
     start = svg.index("<svg")
     end = svg.index(">", start) + 1
     accessible = f"\n <title>{escape(title)}</title>\n <desc>{escape(desc)}</desc>"
+    accessible += f"\n {note}" if note else ""
     opening = svg[start:end].replace("<svg ", '<svg role="img" ', 1)
     return svg[:start] + opening + accessible + svg[end:]

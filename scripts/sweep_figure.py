@@ -1,13 +1,11 @@
 """Draw the sweep figure from the recording alone: time per call and bus bandwidth vs size."""
-import io
-from xml.sax.saxutils import escape
-
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
+from svg_output import DETERMINISTIC, svg_text
 from sweep_freshness import figure_stamp
 from sweep_model import COLLECTIVES, bus_factor, format_bytes
 
@@ -18,9 +16,6 @@ LABELS = {"all_reduce": "all-reduce (psum)", "reduce_scatter": "reduce-scatter",
           "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather"}
 MARKERS = {2: "o", 4: "s", 8: "^"}
 FIT_DASH = (0, (4, 3))
-# A fixed hash salt gives the SVG's clip-path ids, and text kept as text (no glyph paths)
-# keeps the file small and searchable: with both, the same recording gives the same bytes.
-DETERMINISTIC = {"svg.hashsalt": "distributed-03", "svg.fonttype": "none"}
 
 
 def series(recording):
@@ -122,13 +117,6 @@ def alt_text(recording):
 
 
 def render_sweep_svg(recording: dict) -> str:
-    with matplotlib.rc_context(DETERMINISTIC):
-        buffer = io.StringIO()
-        draw_panels(recording).savefig(buffer, format="svg", facecolor="white",
-                                       metadata={"Date": None, "Creator": None})
-    svg = buffer.getvalue()
     title, desc = alt_text(recording)
-    head_end = svg.index(">", svg.index("<svg")) + 1  # just after the opening <svg ...> tag
-    accessible = (f"\n <title>{escape(title)}</title>\n <desc>{escape(desc)}</desc>\n "
-                  f"{figure_stamp(recording)}")
-    return svg[:head_end] + accessible + svg[head_end:]
+    with matplotlib.rc_context(DETERMINISTIC):
+        return svg_text(draw_panels(recording), title, desc, note=figure_stamp(recording))

@@ -1,10 +1,7 @@
 """Turn measured rows into the sweep recording, validate it, and write it atomically."""
 import json
-import os
-import tempfile
 from collections import defaultdict
 from datetime import datetime, timezone
-from pathlib import Path
 
 from sweep_freshness import ROOT, content_hash
 from sweep_model import (COLLECTIVES, algbw_gbps, busbw_gbps, fit_alpha_beta,
@@ -74,20 +71,6 @@ def validate(recording):
 
     schema = json.loads(SCHEMA.read_text())
     jsonschema.Draft202012Validator(schema).validate(recording)
-
-
-def write_atomically(path: Path, text: str):
-    """Readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp's private 0600 would follow the file into git
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def recording_text(recording):

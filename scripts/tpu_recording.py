@@ -3,11 +3,10 @@
 The VM's record.py already validated what it wrote; this checks it again here, because
 the file crossed a network and the site will present it as a measurement on TPU chips.
 """
-import os
 from pathlib import Path
 
 from lesson_hashes import ROOT, changed_files, content_files, content_hash
-from recordings import FIX, RecordingError, load_recording, staged_write
+from recordings import FIX, RecordingError, load_recording, write_atomically
 
 DEVICES = 4
 
@@ -54,10 +53,4 @@ def install_recording(source, target):
     Staged beside `target` first, because os.replace is atomic only within one file
     system and the fetched file sits in a temporary directory that may be elsewhere.
     """
-    target = Path(target)
-    temp = staged_write(target, Path(source).read_bytes())
-    try:
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+    write_atomically(Path(target), Path(source).read_bytes())
