@@ -31,12 +31,12 @@ def refresh_command(recording):
     return f"{FIX} --processes {processes}" if processes > 1 else FIX
 
 
-def stale_files(recording, lesson_module):
+def stale_files(recording, lesson_module, root=ROOT):
     """Files changed since the recording was made; empty while it is current."""
     module = producing_module(recording, lesson_module)
-    if recording["contentHash"] == content_hash(module):
+    if recording["contentHash"] == content_hash(module, root):
         return []
-    return changed_files(recording.get("contentFiles", {}), content_files(module)) \
+    return changed_files(recording.get("contentFiles", {}), content_files(module, root)) \
         or ["the lesson code or its pins"]
 
 

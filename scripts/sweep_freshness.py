@@ -1,10 +1,10 @@
 """Is the committed sweep current? Standard library only, so `bench.py --check` is instant
 and never starts JAX or matplotlib."""
-import hashlib
 import json
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from lesson_hashes import PINS, ROOT, combined_hash, file_digests, pinned_versions
+
 RECORDING = ROOT / "recordings" / "distributed-03.sweep.json"
 FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
 FIX = "python scripts/bench.py"
@@ -13,16 +13,14 @@ FIX = "python scripts/bench.py"
 def hashed_sources(root=ROOT):
     """The files whose change can change a sweep: its code and the pinned versions."""
     scripts = root / "scripts"
-    return [scripts / "bench.py", *sorted(scripts.glob("sweep_*.py")), root / "requirements.txt"]
+    return [scripts / "bench.py", *sorted(scripts.glob("sweep_*.py")),
+            *(root / name for name in PINS)]
 
 
 def content_hash(root=ROOT):
-    digest = hashlib.sha256()
-    for path in hashed_sources(root):
-        # The name goes in too, so moving code between two files still changes the hash.
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+    # The lessons' scheme: each file's digest under its name, plus the pinned versions.
+    code = [path for path in hashed_sources(root) if path.suffix == ".py"]
+    return combined_hash(file_digests(code, root), pinned_versions(root))
 
 
 def figure_stamp(recording):

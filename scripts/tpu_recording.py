@@ -5,8 +5,9 @@ the file crossed a network and the site will present it as a measurement on TPU 
 """
 from pathlib import Path
 
-from lesson_hashes import ROOT, changed_files, content_files, content_hash
+from lesson_hashes import ROOT
 from recordings import FIX, RecordingError, load_recording, write_atomically
+from staleness import stale_files
 
 DEVICES = 4
 
@@ -38,12 +39,11 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
         if not ok:
             raise RefusedRecording(f"the fetched recording is not a {DEVICES}-chip TPU run "
                                    f"of {lesson_id}: {why}")
-    if recording["contentHash"] != content_hash(module_path, root):
-        changed = changed_files(recording.get("contentFiles", {}),
-                                content_files(module_path, root))
-        since = f" ({', '.join(changed)} differ)" if changed else " (requirements.txt differs)"
+    changed = stale_files(recording, module_path, root)
+    if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
-                               f"checkout{since}; commit your changes and rerun the job")
+                               f"checkout ({', '.join(changed)} differ); commit your changes "
+                               f"and rerun the job")
     return recording
 
 

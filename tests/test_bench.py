@@ -139,7 +139,9 @@ def test_check_does_not_start_jax_or_matplotlib():
 
 
 def copy_tree(destination):
-    for path in [*hashed_sources(), RECORDING, FIGURE, SCHEMA]:
+    # lesson_hashes.py: the hashing the sweep shares with the lessons.
+    for path in [*hashed_sources(), ROOT / "scripts" / "lesson_hashes.py", RECORDING, FIGURE,
+                 SCHEMA]:
         target = destination / path.relative_to(ROOT)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, target)
