@@ -1,13 +1,12 @@
 """mkdocs hooks: put recorded values, recordings, figures and MathJax into the pages.
 
-The build reads recordings; it never imports JAX and never runs lesson code. Three page
-directives, resolved before Markdown is converted:
+The build reads recordings; it never imports JAX and never runs lesson code. Page
+directives, resolved on every page before Markdown is converted:
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
     {{ rec:distributed-03.cpu:environment.jax }}    (a missing value fails the build)
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
-    --8<-- "docs/sections/<name>.md"                a page fragment, inlined here so its
-                                                    own {{ rec:... }} values resolve too
+    {{ recordings-table:<lesson-id> }}              one table row per recording
 """
 import html
 import json
@@ -26,11 +25,13 @@ from staleness import FIX, refresh_command, refreshable_here, stale_files  # noq
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
-FRAGMENT = re.compile(r'^--8<-- "(docs/sections/[\w./-]+\.md)"\s*$', re.MULTILINE)
 MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
 # What MathJax's CHTML build loads at run time; speech (sre) is only fetched on request.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
                  "a11y", "ui", "sre")
+
+# Offered for download beside the notebook: the lesson program a reader can run as is.
+DOWNLOADS = ("lesson_code/distributed_03.py",)
 
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 
@@ -67,10 +68,12 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Serve figures/ and the bundled MathJax from the site itself."""
+    """Serve figures/, the lesson program and the bundled MathJax from the site itself."""
     for svg in sorted((ROOT / "figures").glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
+    for download in DOWNLOADS:
+        files.append(File(download, str(ROOT), config["site_dir"], config["use_directory_urls"]))
     if not (MATHJAX / "tex-mml-chtml.js").exists():
         raise PluginError("node_modules/mathjax is missing; run `make install`")
     for part in MATHJAX_PARTS:
@@ -90,7 +93,6 @@ DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, patte
 
 
 def on_page_markdown(markdown, page, config, files):
-    markdown = FRAGMENT.sub(lambda m: inline_fragment(m.group(1), page), markdown)
     # One pass: text that came out of a recording is never scanned for directives again.
     return DIRECTIVE.sub(lambda m: expand(m, page), markdown)
 
@@ -102,13 +104,6 @@ def expand(match, page):
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), page)
     return recorded_value(*VALUE.match(text).groups(), page=page)
-
-
-def inline_fragment(relative, page):
-    path = ROOT / relative
-    if not path.exists():
-        raise PluginError(f"{page.file.src_uri}: includes {relative}, which does not exist")
-    return path.read_text()
 
 
 def lookup(recording, dotted):

@@ -148,8 +148,8 @@ def test_every_value_on_the_page_section_resolves(run):
                                          "environment": run.data["environment"]},
         "distributed-03.cpu": json.loads((ROOT / "recordings/distributed-03.cpu.json").read_text()),
     }
-    page = (ROOT / "docs/sections/processes.md").read_text()
-    assert page.startswith("## Going further: four real processes\n")
+    page = (ROOT / "docs/going-further/processes.md").read_text()
+    assert page.startswith("# Going further: four real processes\n")
     placeholders = VALUE.findall(page)
     assert len(placeholders) > 40
     for stem, dotted, spec in placeholders:

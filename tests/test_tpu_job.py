@@ -256,8 +256,8 @@ def test_the_page_shows_the_commands_the_job_runs_now():
         f"{tpu_job.DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
     for command in job_commands(**tpu_job.DOCS_EXAMPLE):
         assert shlex.join(command) in committed.splitlines()
-    section = (ROOT / "docs" / "sections" / "tpu.md").read_text()
-    assert section.startswith("### Run it on a TPU VM")
+    section = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
+    assert section.startswith("# Going further: run it on a TPU VM")
     fences = [block.split("```", 1)[0].strip() for block in section.split("```bash\n")[1:]]
     assert f'--8<-- "{tpu_job.DOCS_FILE.as_posix()}"' in fences  # included, not pasted
 
