@@ -6,6 +6,7 @@ The program as a command line runs in fresh interpreters, because its device set
 be the first JAX call of the process.
 """
 import ast
+import dataclasses
 import os
 import re
 import subprocess
@@ -402,6 +403,70 @@ def test_the_transfer_scaffold_has_the_solution_signature():
         lesson.communication_budget.__defaults__
 
 
+def run_checker(*args):
+    """The exercise checker as a learner runs it: a fresh interpreter, no JAX settings."""
+    return subprocess.run([sys.executable, "-m", "lesson_code.distributed_03_exercises", *args],
+                          cwd=ROOT, env=lesson_env(), capture_output=True, text=True,
+                          timeout=180)
+
+
+def test_the_checker_reports_each_unfinished_scaffold_in_one_line():
+    run = run_checker()
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert "Traceback" not in run.stdout + run.stderr
+    assert run.stdout.splitlines() == [
+        "unfinished make_it_yours: TODO: the observation rows in reverse order "
+        "(a copy, not a view)",
+        "unfinished communication_budget: TODO: bytes one rank sends in one ring phase, B_RS",
+    ]
+
+
+def test_the_checker_passes_the_lessons_own_solutions():
+    run = run_checker("--reference")
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    assert run.stdout.splitlines() == ["ok make_it_yours", "ok communication_budget"]
+
+
+def exercise(name):
+    [found] = [e for e in exercises.EXERCISES if e.name == name]
+    return found
+
+
+def verdict_of(name, implementation):
+    return exercises.verdict(dataclasses.replace(exercise(name), scaffold=implementation),
+                             use_reference=False)
+
+
+def test_a_wrong_budget_is_named_in_one_line():
+    def half_the_all_reduce():  # a typical slip: the all-reduce counted as one phase
+        return [{**row, "all_reduce_bytes": row["all_reduce_bytes"] // 2,
+                 "scatter_gather_bytes": row["scatter_gather_bytes"] // 2}
+                for row in lesson.communication_budget()]
+    ok, line = verdict_of("communication_budget", half_the_all_reduce)
+    assert not ok
+    assert line == ("wrong communication_budget: all_reduce_bytes is "
+                    "[524288, 786432, 917504], expected [1048576, 1572864, 1835008]")
+
+
+def test_a_crashing_exercise_is_reported_not_raised():
+    def crash():
+        return {}["ranks"]
+    ok, line = verdict_of("communication_budget", crash)
+    assert (ok, line) == (False, "wrong communication_budget: KeyError: 'ranks'")
+
+
+def test_make_it_yours_check_needs_the_label_only_gradient(monkeypatch):
+    mesh, problem, _, programs = lesson_setup(4)
+    monkeypatch.setattr(exercises, "lesson_mesh", lambda: (mesh, programs, problem))
+
+    def same_gradient_twice(mesh, programs, problem):
+        expected, _ = lesson.make_it_yours(mesh, programs, problem)
+        return expected, expected
+    ok, line = verdict_of("make_it_yours", same_gradient_twice)
+    assert not ok and line.startswith("wrong make_it_yours: reversing only the labels"), line
+    assert verdict_of("make_it_yours", lesson.make_it_yours) == (True, "ok make_it_yours")
+
+
 # ----------------------------------------------------------- the program, end to end --
 
 def lesson_env():
@@ -437,7 +502,7 @@ def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 8, lines
+    assert len(lines) == 9, lines
     assert len(set(lines)) == len(lines)
 
     gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
@@ -448,23 +513,30 @@ def test_the_default_program_prints_each_result_once_in_order():
         np.testing.assert_allclose(gradient, published, rtol=0, atol=1e-8)
 
     assert lines[1] == "Local result shapes: replicated (8,), reduce-scatter (2,), gathered (8,)"
+    shards = ast.literal_eval(value_after(
+        lines[2], "Reduce-scatter shards (device, index, values): "))
+    assert [(device, index) for device, index, _ in shards] == \
+        [(0, "0:2"), (1, "2:4"), (2, "4:6"), (3, "6:8")]
+    for device, _, values in shards:  # device r holds slice r, to the 5 digits printed
+        np.testing.assert_allclose(values, expected[2 * device:2 * device + 2],
+                                   rtol=1e-4, atol=1e-8)
     payload = ring_bytes(32, 4)
-    assert lines[2] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
+    assert lines[3] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
                         f"{float(payload['reduce_scatter'])}")
-    assert lines[2] == "Idealized ring bytes per rank: 48.0 24.0"
-    medians = ast.literal_eval(value_after(lines[3], "Completed CPU median microseconds: "))
+    assert lines[3] == "Idealized ring bytes per rank: 48.0 24.0"
+    medians = ast.literal_eval(value_after(lines[4], "Completed CPU median microseconds: "))
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
-    assert all(isinstance(v, float) and v > 0 for v in medians.values())
-    assert lines[4] == "Sharded momentum matches the independent elementwise update."
-    assert lines[5] == "Joint permutation preserves the gradient; label-only reversal does not."
+    assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
+    assert lines[5] == "Sharded momentum matches the independent elementwise update."
+    assert lines[6] == "Joint permutation preserves the gradient; label-only reversal does not."
     budget = ast.literal_eval(value_after(
-        lines[6], "Idealized payload/storage budget, not observed network traffic: "))
+        lines[7], "Idealized payload/storage budget, not observed network traffic: "))
     assert [row["ranks"] for row in budget] == [2, 4, 8]
     for row in budget:
         p = row["ranks"]
         assert row["all_reduce_bytes"] == row["scatter_gather_bytes"] == 2 * 2**20 * (p - 1) // p
         assert row["shard_storage_bytes"] == 2**20 // p
-    assert lines[7] == "PASS: distributed-03"
+    assert lines[8] == "PASS: distributed-03"
 
 
 @pytest.mark.parametrize("ranks", [2, 8])

@@ -116,3 +116,14 @@ def test_no_heading_holds_tex():
         text = FENCE.sub("", path.read_text())
         for heading in re.findall(r"^#+ .*$", text, re.MULTILINE):
             assert "$" not in heading and "\\(" not in heading, f"{path.name}: {heading}"
+
+
+def test_the_timing_ranges_overlap_as_the_page_says():
+    """"The three min–max ranges overlap": a new recording must still bear it out."""
+    import json
+    timing = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())[
+        "data"]["timing"]
+    assert "The three min–max ranges overlap." in PAGE.read_text()
+    for a in timing.values():
+        for b in timing.values():
+            assert a["minUs"] <= b["maxUs"] and b["minUs"] <= a["maxUs"], (a, b)
