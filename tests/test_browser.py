@@ -81,7 +81,7 @@ def assert_images_loaded(page):
 
 def test_lesson_page_in_a_browser(browser, served):
     page, watch = open_page(browser, f"{served}/lessons/distributed-03/", served)
-    assert page.locator("img[src$='.svg']").count() >= 3
+    assert page.locator("img[src$='.svg']").count() >= 2  # mechanism, storage and payload
     page.locator("img").last.scroll_into_view_if_needed()
     page.wait_for_load_state("networkidle")
     assert_images_loaded(page)
@@ -96,6 +96,17 @@ def test_lesson_page_in_a_browser(browser, served):
     assert answer.get_attribute("open") is not None
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.parametrize("name", ["ring-simulator", "processes", "sweep", "tpu"])
+def test_each_going_further_page_loads(browser, served, name):
+    page, watch = open_page(browser, f"{served}/going-further/{name}/", served, math=False)
+    page.wait_for_load_state("networkidle")
+    assert_images_loaded(page)
+    # Each deepens a point of the lesson and links back to it.
+    assert page.locator("a[href*='lessons/distributed-03/']").count() >= 1
     assert watch.problems == []
     page.close()
 
