@@ -11,7 +11,9 @@ line per exercise: `ok`, `unfinished` (a TODO still raises) or `wrong` (what dif
 It exits 1 while any exercise is unfinished or wrong.
 """
 import argparse
+import os
 import sys
+import traceback
 from dataclasses import dataclass
 from functools import cache
 from typing import Callable
@@ -125,13 +127,20 @@ def one_line(error):
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def where_raised(error):
+    """file:line of the innermost frame outside todo(), so the learner sees which hole."""
+    frames = traceback.extract_tb(error.__traceback__)
+    frame = next((f for f in reversed(frames) if f.name != "todo"), frames[-1])
+    return f"{os.path.relpath(frame.filename)}:{frame.lineno}"
+
+
 def verdict(exercise, use_reference):
     """One line: ok, unfinished (a TODO raised) or wrong (what the check found)."""
     implementation = exercise.reference if use_reference else exercise.scaffold
     try:
         exercise.check(implementation)
     except NotImplementedError as error:
-        return False, f"unfinished {exercise.name}: {one_line(error)}"
+        return False, f"unfinished {exercise.name}: {one_line(error)} ({where_raised(error)})"
     except AssertionError as error:
         return False, f"wrong {exercise.name}: {one_line(error)}"
     except Exception as error:  # a student's bug is a result to report, not a crash

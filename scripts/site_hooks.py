@@ -30,9 +30,6 @@ MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
                  "a11y", "ui", "sre")
 
-# Offered for download beside the notebook: the lesson program a reader can run as is.
-DOWNLOADS = ("lesson_code/distributed_03.py",)
-
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 
 
@@ -72,8 +69,10 @@ def on_files(files, config):
     for svg in sorted((ROOT / "figures").glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
-    for download in DOWNLOADS:
-        files.append(File(download, str(ROOT), config["site_dir"], config["use_directory_urls"]))
+    # Each lesson program, downloadable beside its notebook: it runs as is, on its own.
+    for module_path in discover_lessons().values():
+        files.append(File(module_path.relative_to(ROOT).as_posix(), str(ROOT),
+                          config["site_dir"], config["use_directory_urls"]))
     if not (MATHJAX / "tex-mml-chtml.js").exists():
         raise PluginError("node_modules/mathjax is missing; run `make install`")
     for part in MATHJAX_PARTS:

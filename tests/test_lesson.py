@@ -414,11 +414,17 @@ def test_the_checker_reports_each_unfinished_scaffold_in_one_line():
     run = run_checker()
     assert run.returncode == 1, run.stderr[-2000:]
     assert "Traceback" not in run.stdout + run.stderr
-    assert run.stdout.splitlines() == [
-        "unfinished make_it_yours: TODO: the observation rows in reverse order "
-        "(a copy, not a view)",
-        "unfinished communication_budget: TODO: bytes one rank sends in one ring phase, B_RS",
-    ]
+    first_holes = {"make_it_yours": "the observation rows in reverse order (a copy, not a view)",
+                   "communication_budget": "bytes one rank sends in one ring phase, B_RS"}
+    lines = run.stdout.splitlines()
+    assert len(lines) == len(first_holes), lines
+    source = EXERCISES_FILE.read_text().splitlines()
+    for line, (name, hole) in zip(lines, first_holes.items()):
+        # Which exercise, which TODO, and the line of the hole to fill.
+        where = re.fullmatch(rf"unfinished {name}: TODO: {re.escape(hole)} "
+                             r"\(lesson_code/distributed_03_exercises\.py:(\d+)\)", line)
+        assert where, line
+        assert f'todo("{hole}")' in source[int(where.group(1)) - 1]
 
 
 def test_the_checker_passes_the_lessons_own_solutions():
