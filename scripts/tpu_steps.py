@@ -83,8 +83,8 @@ def remote_setup(jax_version):
         f"python3 -m uv venv --python {PYTHON_VERSION} .venv",
         # jax_pin() matched [\w.]+, so plain double quotes are safe, and they keep the
         # page's copy free of the '"'"' that shlex would nest inside the --command.
-        f"python3 -m uv pip install --python .venv/bin/python -r requirements.txt "
-        f'-c constraints.txt "jax[tpu]=={jax_version}"',
+        (f"python3 -m uv pip install --python .venv/bin/python -r requirements.txt "
+         f'-c constraints.txt "jax[tpu]=={jax_version}"'),
     ])
 
 
