@@ -36,14 +36,15 @@ def environment_problem(environ):
     """
     value = environ.get("JAX_NUM_CPU_DEVICES")
     try:
-        value is None or int(value)
+        int("0" if value is None else value)
     except ValueError:
         return (f"JAX_NUM_CPU_DEVICES={value!r} is not a whole number, and JAX reads it "
                 f"on import; run `unset JAX_NUM_CPU_DEVICES` (--devices sets the count)")
     return None
 
 
-if __name__ == "__main__" and environment_problem(os.environ):
+# On import, before `import jax` below, which would otherwise end this process in a traceback.
+if environment_problem(os.environ):
     print(f"error: {environment_problem(os.environ)}", file=sys.stderr)
     sys.exit(2)
 
