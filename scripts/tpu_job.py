@@ -4,7 +4,8 @@
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
-The VM gets the committed tree (git archive HEAD) and runs the same record.py as here,
+The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
+exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
 moved into recordings/; any failure leaves recordings/ as it was. TPU_NAME, ZONE and
 PROJECT set the defaults of --name, --zone and --project.
