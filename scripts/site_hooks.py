@@ -7,6 +7,9 @@ directives, resolved on every page before Markdown is converted:
     {{ rec:distributed-03.cpu:environment.jax }}    (a missing value fails the build)
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
+    {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
+                                                    exists, else B (inline or across lines;
+                                                    not nested)
 """
 import html
 import json
@@ -25,6 +28,8 @@ from staleness import FIX, refresh_command, refreshable_here, stale_files  # noq
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
+IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
+                         r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
 # What MathJax's CHTML build loads at run time; speech (sre) is only fetched on request.
 MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
@@ -92,6 +97,7 @@ DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, patte
 
 
 def on_page_markdown(markdown, page, config, files):
+    markdown = choose_recorded_branches(markdown, page)
     # One pass: text that came out of a recording is never scanned for directives again.
     return DIRECTIVE.sub(lambda m: expand(m, page), markdown)
 
@@ -103,6 +109,17 @@ def expand(match, page):
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), page)
     return recorded_value(*VALUE.match(text).groups(), page=page)
+
+
+def choose_recorded_branches(markdown, page):
+    """Keep the text written for whether a recording exists, so that a page can say
+    "not yet recorded" until it does; the other branch, with its values, is dropped."""
+    markdown = IF_RECORDED.sub(lambda m: m.group(2) if m.group(1) in recordings
+                               else m.group(3), markdown)
+    if "if-recorded:" in markdown:
+        raise PluginError(f"{page.file.src_uri}: an {{{{ if-recorded:... }}}} without its "
+                          f"{{{{ else }}}} and {{{{ end }}}}; add them")
+    return markdown
 
 
 def lookup(recording, dotted):

@@ -4,7 +4,8 @@
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
-The VM gets the committed tree (git archive HEAD) and runs the same record.py as here,
+The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
+exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
 moved into recordings/; any failure leaves recordings/ as it was. TPU_NAME, ZONE and
 PROJECT set the defaults of --name, --zone and --project.
@@ -113,7 +114,7 @@ def uncommitted_inputs(module_path, root=ROOT):
 
 
 def run_job(name, zone, accelerator, project=None, create=False, delete=False,
-            remote_python="python3", root=ROOT, recordings_dir=None):
+            root=ROOT, recordings_dir=None):
     """Run every step; raise JobFailed (or KeyboardInterrupt) with recordings/ untouched.
 
     With `delete`, the VM is deleted at the end, after a failure too, but only once it
@@ -127,8 +128,7 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {listed} && git commit`, then rerun")
     with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
-        steps = job_steps(name, zone, accelerator, project, create, delete, workdir,
-                          remote_python, root)
+        steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
         cleanup = steps.pop() if delete else None
         vm_is_ours = not create  # named by the caller, who asked for it to be deleted
         failure = None
@@ -186,8 +186,6 @@ def parse_args(argv):
                         help="delete the VM at the end, also after a failure")
     parser.add_argument("--dry-run", action="store_true",
                         help="print every command, run none")
-    parser.add_argument("--remote-python", default="python3",
-                        help="the VM's interpreter for the venv (default python3; needs 3.11+)")
     parser.add_argument("--recordings-dir", type=Path,
                         help="where the recording lands (default: recordings/)")
     parser.add_argument("--write-docs", action="store_true",
@@ -208,8 +206,7 @@ def main(argv=None, root=ROOT):
                 also = f" (or set {variable})" if variable else f": {' or '.join(RUNTIMES)}"
                 raise UsageError(f"{flag} is required{also}")
         options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
-                       project=args.project, create=args.create, delete=args.delete,
-                       remote_python=args.remote_python)
+                       project=args.project, create=args.create, delete=args.delete)
         # Building the steps validates every value: a usage error comes before any check
         # of the working tree and before any gcloud call.
         steps = job_steps(**options, root=root)

@@ -19,14 +19,16 @@ RECORDING = f"{LESSON_ID}.tpu.json"
 RUNTIMES = {"v5litepod-4": "v2-alpha-tpuv5-lite", "v6e-4": "v2-alpha-tpuv6e"}
 
 # Names go into gcloud argument lists and remote command text, so they must look like
-# names (a leading "-" would otherwise read as a flag).
-NAME = re.compile(r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
-ZONE = re.compile(r"^[a-z]+-[a-z]+[0-9]+-[a-z]$")
-PROJECT = re.compile(r"^([a-z][-a-z0-9.]*:)?[a-z][-a-z0-9]{4,28}[a-z0-9]$")
-PYTHON = re.compile(r"^python3(\.[0-9]+)?$")
-# numpy 2.4 (pinned in requirements.txt) needs Python 3.11; a stock TPU image may ship
-# an older python3, and pip's last line would then only say "No matching distribution".
-MIN_PYTHON = (3, 11)
+# names (a leading "-" would otherwise read as a flag). Matched with fullmatch: `$` alone
+# would also accept a name that ends in a newline.
+NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
+PROJECT = re.compile(r"([a-z][-a-z0-9.]*:)?[a-z][-a-z0-9]{4,28}[a-z0-9]")
+# The pins are made for Python 3.11 (numpy 2.4 needs it), and the stock TPU images ship
+# an older python3. uv brings its own CPython, downloaded on the VM, which has the
+# internet; the image's python3 only has to pip-install uv itself.
+PYTHON_VERSION = "3.11"
+UV_VERSION = "0.13.9"
 
 
 class UsageError(Exception):
@@ -46,7 +48,7 @@ class Step:
         return self.command[4] if is_gcloud else None
 
 
-def check_options(name, zone, accelerator, project=None, remote_python="python3"):
+def check_options(name, zone, accelerator, project=None):
     """Raise UsageError for anything the job will not run with."""
     if accelerator not in RUNTIMES:
         raise UsageError(
@@ -54,9 +56,8 @@ def check_options(name, zone, accelerator, project=None, remote_python="python3"
             f"(one VM with 4 chips). Multi-host slices need jax.distributed.initialize() "
             f"on every worker: see README, 'The TPU job'")
     for flag, value, pattern in (("--name", name, NAME), ("--zone", zone, ZONE),
-                                 ("--project", project, PROJECT),
-                                 ("--remote-python", remote_python, PYTHON)):
-        if value is not None and not pattern.match(value):
+                                 ("--project", project, PROJECT)):
+        if value is not None and not pattern.fullmatch(value):
             raise UsageError(f"{flag} {value!r} does not look like a {flag[2:]} "
                              f"(expected {pattern.pattern})")
 
@@ -71,27 +72,27 @@ def jax_pin(root=ROOT):
     return match.group(1)
 
 
-def remote_setup(remote_python, jax_version):
-    """Make a venv on the VM and install the project's pins plus the TPU runtime.
-
-    No Python version check here: it would need quotes inside quotes on the page, and
-    pip's own last line ("No matching distribution found for numpy==...") plus the
-    job's hint (MIN_PYTHON) already say what is wrong.
+def remote_setup(jax_version):
+    """Provision Python 3.11 on the VM with uv, then install the project's exact pins
+    (requirements.txt with constraints.txt, as `make install` does) and the TPU runtime.
     """
     return " && ".join([
         f"cd {shlex.quote(REMOTE_DIR)}",
-        shlex.join([remote_python, "-m", "venv", ".venv"]),
+        f"python3 -m pip install --user --quiet uv=={UV_VERSION}",
+        # A uv-managed CPython, whatever the image's python3 is.
+        f"python3 -m uv venv --python {PYTHON_VERSION} .venv",
         # jax_pin() matched [\w.]+, so plain double quotes are safe, and they keep the
         # page's copy free of the '"'"' that shlex would nest inside the --command.
-        f'.venv/bin/pip install -r requirements.txt "jax[tpu]=={jax_version}"',
+        (f"python3 -m uv pip install --python .venv/bin/python -r requirements.txt "
+         f'-c constraints.txt "jax[tpu]=={jax_version}"'),
     ])
 
 
 def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
-              workdir=None, remote_python="python3", root=ROOT):
+              workdir=None, root=ROOT):
     """Every step of the job in order. `workdir` holds the local archive and the
     fetched recording (None: paths relative to the current directory, for the page)."""
-    check_options(name, zone, accelerator, project, remote_python)
+    check_options(name, zone, accelerator, project)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
     where = ["--zone", zone] + (["--project", project] if project else [])
     tpu_vm = ["gcloud", "compute", "tpus", "tpu-vm"]
@@ -112,7 +113,6 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
                       "--version", RUNTIMES[accelerator]],
             f"if `gcloud compute tpus tpu-vm list {shlex.join(where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
-    wanted = ".".join(map(str, MIN_PYTHON))
     steps += [
         Step("copy the archive to the VM",
              tpu_vm + ["scp", local(BUNDLE), f"{name}:{BUNDLE}", *where], is_vm_up),
@@ -120,10 +120,11 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
             f"rm -rf {quoted_dir} && mkdir {quoted_dir} && "
             f"tar -xzf {shlex.quote(BUNDLE)} -C {quoted_dir} && rm {shlex.quote(BUNDLE)}"),
             is_vm_up),
-        Step("make a venv and install the pins with jax[tpu] (a few minutes)",
-             ssh(remote_setup(remote_python, jax_pin(root))),
-             f"the pins need Python {wanted}+ with venv on the VM; if its {remote_python} "
-             f"is older, install one there and rerun with --remote-python python{wanted}"),
+        Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu] (a few "
+             f"minutes)", ssh(remote_setup(jax_pin(root))),
+             f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
+             f"run `sudo apt-get install -y python3-pip` there "
+             f"(`gcloud compute tpus tpu-vm ssh {vm}`), then rerun"),
         Step("record the lesson on the chips (scripts/record.py --platform tpu)",
              ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
              f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
@@ -143,10 +144,9 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
 
 
 def job_commands(name, zone, accelerator, project=None, create=True, delete=True,
-                 workdir=None, remote_python="python3", root=ROOT):
+                 workdir=None, root=ROOT):
     """The exact commands the job runs, in order (what the lesson page shows)."""
-    steps = job_steps(name, zone, accelerator, project, create, delete, workdir,
-                      remote_python, root)
+    steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
     return [step.command for step in steps if step.command is not None]
 
 

@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from fractions import Fraction
 from functools import cache
 from pathlib import Path
@@ -152,6 +153,46 @@ def test_each_program_lowers_to_its_one_collective(ranks):
 def test_lowered_collectives_finds_none_in_a_program_without_communication():
     _, _, (_, _, w), _ = lesson_setup(4)
     assert lesson.lowered_collectives(jax.jit(lambda v: 2 * v), w) == set()
+
+
+@pytest.mark.parametrize("ranks", RANKS)
+def test_on_xla_cpu_each_compiled_program_still_runs_its_one_collective(ranks):
+    _, _, (x, y, w), programs = lesson_setup(ranks)
+    sliced = programs.shard_gradient(x, y, w)
+    assert lesson.compiled_collectives(programs.all_gradient, x, y, w) == {"all_reduce"}
+    assert lesson.compiled_collectives(programs.shard_gradient, x, y, w) == \
+        {"reduce_scatter"}
+    assert lesson.compiled_collectives(programs.gather, sliced) == {"all_gather"}
+    assert lesson.compiled_collectives(jax.jit(lambda v: 2 * v), w) == set()
+
+
+def all_reduce_then_slice(mesh, n_total):
+    """What a compiler may make of a reduce-scatter: the whole sum, then this rank's part."""
+    def body(x_block, y_block, w):
+        total = jax.lax.psum(lesson.local_contribution(x_block, y_block, w, n_total), "data")
+        width = total.shape[0] // jax.lax.axis_size("data")
+        return jax.lax.dynamic_slice_in_dim(total, jax.lax.axis_index("data") * width, width)
+    return jax.jit(jax.shard_map(body, mesh=mesh, in_specs=(P("data"), P("data"), P()),
+                                 out_specs=P("data")))
+
+
+def test_report_compiled_says_what_a_rewritten_reduce_scatter_became(capsys):
+    mesh, problem, (x, y, w), programs = lesson_setup(4)
+    sliced = programs.shard_gradient(x, y, w)
+    assert lesson.report_compiled(programs, (x, y, w), sliced) == {
+        "all_reduce": ["all_reduce"], "reduce_scatter": ["reduce_scatter"],
+        "all_gather": ["all_gather"]}
+    assert capsys.readouterr().out == \
+        "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather\n"
+
+    rewritten = all_reduce_then_slice(mesh, problem.n_total)
+    check_split(rewritten(x, y, w), spec_gradient(problem, 4), mesh)  # same values...
+    # ...and the same request in the lowered program would have read "reduce_scatter".
+    swapped = lesson.Programs(programs.all_gradient, rewritten, programs.gather)
+    assert lesson.report_compiled(swapped, (x, y, w), sliced)["reduce_scatter"] == \
+        ["all_reduce"]
+    assert capsys.readouterr().out == ("Compiled HLO differs from the request: "
+                                       "reduce-scatter program runs all-reduce\n")
 
 
 def test_assert_matches_rejects_a_wrong_slice_and_a_wrong_slice_length():
@@ -510,7 +551,7 @@ def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 9, lines
+    assert len(lines) == 10, lines
     assert len(set(lines)) == len(lines)
 
     gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
@@ -544,10 +585,13 @@ def test_the_default_program_prints_each_result_once_in_order():
         p = row["ranks"]
         assert row["all_reduce_bytes"] == row["scatter_gather_bytes"] == 2 * 2**20 * (p - 1) // p
         assert row["shard_storage_bytes"] == 2**20 // p
-    assert lines[8] == "PASS: distributed-03"
+    assert lines[8] == \
+        "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather"
+    assert lines[9] == "PASS: distributed-03"
 
 
-@pytest.mark.parametrize("ranks", [2, 8])
+# 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
+@pytest.mark.parametrize("ranks", [2, 3, 8])
 def test_the_program_passes_on_other_device_counts(ranks):
     run = run_program("--devices", str(ranks))
     assert run.returncode == 0, run.stderr[-2000:]
@@ -564,16 +608,56 @@ def test_the_program_passes_on_other_device_counts(ranks):
            f"{float(payload['reduce_scatter'])}" in lines
 
 
-@pytest.mark.parametrize("args", [("--devices", "0"), ("--platform", "tpu")])
-def test_setup_errors_are_one_line_and_exit_2(args):
-    run = run_program(*args)
-    assert run.returncode == 2
+SETUP_ERRORS = {  # arguments: words the one error line must contain
+    ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
+    ("--devices", "-1"): "--devices must be at least 1 (got -1); try --devices 4",
+    ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
+    ("--devices", str(lesson.MAX_CPU_DEVICES + 1)): "try --devices 8",
+    ("--devices", "abc"): "'abc' is not a whole number; try --devices 4",
+    ("--devices", "2.5"): "'2.5' is not a whole number; try --devices 4",
+    ("--devices",): "expected one argument",
+    ("--platform", "xyz"): "invalid choice: 'xyz'",
+    ("--platform", "tpu"): "run with --platform cpu",
+}
+
+
+def assert_one_error_line(run, words):
+    assert run.returncode == 2, run.stderr[-2000:]
     assert run.stdout == ""
     assert "Traceback" not in run.stderr
-    error_lines = [line for line in run.stderr.splitlines() if line.startswith("error:")]
-    assert len(error_lines) == 1, run.stderr
-    assert run.stderr.strip().splitlines()[-1] == error_lines[0]
-    assert "--platform cpu" in error_lines[0] or "--devices" in error_lines[0]
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert words in run.stderr
+
+
+@pytest.mark.parametrize("args", SETUP_ERRORS, ids=" ".join)
+def test_setup_errors_are_one_line_and_exit_2(args):
+    assert_one_error_line(run_program(*args), SETUP_ERRORS[args])
+
+
+def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
+    # JAX would make all 4096 first (about 20 s) and then fail in a traceback.
+    started = time.monotonic()
+    run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03",
+                          "--devices", "4096"], cwd=ROOT, env=lesson_env(), check=False,
+                         capture_output=True, text=True, timeout=180)
+    assert_one_error_line(run, "--devices 4096 is more than")
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("value", ["abc", "", "4.0"])
+def test_an_unparsable_jax_num_cpu_devices_is_one_line_before_jax_is_imported(value):
+    run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
+                         env={**lesson_env(), "JAX_NUM_CPU_DEVICES": value}, check=False,
+                         capture_output=True, text=True, timeout=180)
+    assert_one_error_line(run, f"JAX_NUM_CPU_DEVICES={value!r} is not a whole number")
+    assert "unset JAX_NUM_CPU_DEVICES" in run.stderr
+
+
+def test_environment_problem_accepts_what_jax_parses():
+    assert lesson.environment_problem({}) is None
+    assert lesson.environment_problem({"JAX_NUM_CPU_DEVICES": "8"}) is None
+    assert lesson.environment_problem({"JAX_NUM_CPU_DEVICES": " 8 "}) is None
+    assert "not a whole number" in lesson.environment_problem({"JAX_NUM_CPU_DEVICES": "x"})
 
 
 # ----------------------------------------------------- defects of the published lesson --

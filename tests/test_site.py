@@ -123,6 +123,48 @@ def test_notebook_page_renders_with_download_and_local_mathjax(built_site):
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
 
 
+def page_texts(site):
+    """Each built page's visible text, tags and entities removed, whitespace collapsed."""
+    texts = {}
+    for path in sorted(Path(site).rglob("*.html")):
+        text = html.unescape(re.sub(r"<[^>]+>", " ", path.read_text()))
+        texts[path.relative_to(site).as_posix()] = " ".join(text.split())
+    return texts
+
+
+def pages_saying(site, phrase):
+    return [name for name, text in page_texts(site).items() if phrase in text]
+
+
+NOT_YET = "not yet recorded on TPU"
+RECORDED_ON_TPU = "and, unchanged, on a 4-chip TPU VM"
+
+
+def test_without_a_tpu_recording_the_site_says_so(built_site):
+    if (ROOT / "recordings" / "distributed-03.tpu.json").exists():
+        assert pages_saying(built_site, NOT_YET) == []
+        return
+    saying = pages_saying(built_site, NOT_YET)
+    assert "index.html" in saying and LESSON_PAGE.as_posix() in saying
+    assert pages_saying(built_site, "Not yet recorded on TPU")  # the TPU section's note
+    assert pages_saying(built_site, RECORDED_ON_TPU) == []
+    assert pages_saying(built_site, "The lesson was recorded on") == []
+    # Lowered versus compiled, with the CPU recording's answer and the code that reads it.
+    [compiled] = pages_saying(built_site, "the compiled HLO shows what will run")
+    assert "compiled reduce-scatter program runs reduce_scatter (one" in \
+        page_texts(built_site)[compiled]
+    assert "def compiled_collectives(program, *args):" in \
+        code_text((built_site / compiled).read_text())
+
+
+def test_an_if_recorded_without_its_end_fails_the_build(project, tmp_path):
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + "\n{{ if-recorded:distributed-03.tpu }} yes\n")
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "docs/index.md" in errors or "index.md" in errors
+    assert "if-recorded" in errors and "{{ end }}" in errors
+
+
 @pytest.mark.parametrize("stale", [False, True])
 def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     from fixtures.tpu_recording_fixture import write_tpu_recording
@@ -140,5 +182,10 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert "Completed TPU median microseconds" in page
     warning = "Stale recording" in page
     assert warning == stale
+    # The pages now speak of the recording, no longer in the conditional.
+    site = tmp_path / "site"
+    assert pages_saying(site, NOT_YET) == [] and pages_saying(site, "Not yet recorded") == []
+    assert LESSON_PAGE.as_posix() in pages_saying(site, RECORDED_ON_TPU)
+    assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 2000-01-01")
     if stale:
         assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]

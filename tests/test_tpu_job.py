@@ -15,7 +15,8 @@ import pytest
 
 import tpu_job
 from tpu_recording import RefusedRecording, check_tpu_recording
-from tpu_steps import RUNTIMES, dry_run_text, job_commands, job_steps
+from tpu_steps import (RUNTIMES, UV_VERSION, UsageError, check_options, dry_run_text,
+                       job_commands, job_steps)
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 sys.path.insert(0, str(FIXTURES))
@@ -144,6 +145,8 @@ FAILURES = {  # mode: (the VM pre-exists?, words the one error line must contain
                          "another zone"]),
     "remote-fail": (False, ["record the lesson on the chips", "no TPU backend",
                             "record.py --platform tpu"]),
+    "no-pip": (False, ["install uv, Python 3.11", "No module named pip",
+                       "sudo apt-get install -y python3-pip"]),
 }
 
 
@@ -161,7 +164,7 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
         assert words in line
     # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
     assert "exited with return code" not in line
-    if mode == "remote-fail":
+    if mode in ("remote-fail", "no-pip"):
         assert verbs(gcloud())[-1] == "delete"  # the VM this run made is deleted anyway
     else:
         # A refused create made no VM, and the name may belong to someone else's.
@@ -215,12 +218,61 @@ def test_other_accelerators_are_refused(accelerator, gcloud, capsys):
 
 
 @pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
-                                  ["--zone", "us-east5-b && true"], ["--project", "-p"]])
+                                  ["--zone", "us-east5-b && true"], ["--project", "-p"],
+                                  # `$` alone matches before a final newline
+                                  ["--name", "test-tpu\n"], ["--zone", "us-east5-b\n"],
+                                  ["--project", "my-project\n"], ["--name", "\ntest-tpu"],
+                                  ["--name", "test-tpu\nrm"]], ids=repr)
 def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
     options = dict(zip(VM[::2], VM[1::2]), **dict(zip(argv[::2], argv[1::2])))
     # "--flag=value", so that argparse hands over even a value that starts with "-".
     assert tpu_job.main([f"{k}={v}" for k, v in options.items()] + ["--dry-run"]) == 2
     assert "does not look like" in error_lines(capsys.readouterr())[0]
+    assert gcloud() == []
+
+
+@pytest.mark.parametrize("flag, value", [("name", "test-tpu\n"), ("zone", "us-east5-b\n"),
+                                         ("project", "my-project\n")])
+def test_check_options_refuses_a_trailing_newline(flag, value):
+    options = {"name": "test-tpu", "zone": "us-east5-b", "accelerator": "v6e-4",
+               "project": "my-project"}
+    check_options(**options)  # the same values without the newline are fine
+    with pytest.raises(UsageError, match=f"--{flag} .* does not look like a {flag}"):
+        check_options(**{**options, flag: value})
+
+
+def remote_setup_command(accelerator="v6e-4"):
+    [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", accelerator)
+                 if step.title.startswith("install uv")]
+    return command[command.index("--command") + 1]
+
+
+def test_the_job_gives_the_vm_python_3_11_with_uv_before_installing_the_pins():
+    setup = remote_setup_command().split(" && ")
+    assert setup[1] == f"python3 -m pip install --user --quiet uv=={UV_VERSION}"
+    assert setup[2] == "python3 -m uv venv --python 3.11 .venv"
+    assert setup[3].startswith("python3 -m uv pip install --python .venv/bin/python "
+                               "-r requirements.txt -c constraints.txt ")
+    assert setup[3].endswith('"jax[tpu]==0.10.2"')
+    subprocess.run(["bash", "-n", "-c", " && ".join(setup)], check=True)  # valid shell
+
+
+def fake_vm(command, tmp_path, mode="success"):
+    """Run one command through the fake gcloud's stock TPU image."""
+    env = {**os.environ, "FAKE_GCLOUD_LOG": str(tmp_path / "log"), "FAKE_GCLOUD_MODE": mode}
+    return subprocess.run([sys.executable, str(FIXTURES / "fake_gcloud" / "gcloud"),
+                           "compute", "tpus", "tpu-vm", "ssh", "vm", "--command", command],
+                          check=False, env=env, capture_output=True, text=True)
+
+
+def test_the_fake_stock_image_refuses_the_pins_in_its_own_python(tmp_path):
+    # What the job did before: a venv from the image's python3 (3.10) cannot take the pins.
+    old = ("cd distributed-03 && python3 -m venv .venv && "
+           ".venv/bin/pip install -r requirements.txt")
+    refused = fake_vm(old, tmp_path)
+    assert refused.returncode == 1 and "Requires-Python >=3.11" in refused.stderr
+    assert fake_vm(remote_setup_command(), tmp_path).returncode == 0
+    assert fake_vm(remote_setup_command(), tmp_path, "no-pip").returncode == 1
 
 
 @pytest.mark.parametrize("accelerator", sorted(RUNTIMES))
