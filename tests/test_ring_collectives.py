@@ -144,7 +144,8 @@ def test_the_collective_counter_sees_xla_collectives():
 
 
 def ring_rows():
-    data = json.loads(PROCESSES_RECORDING.read_text())["data"]
+    recording = json.loads(PROCESSES_RECORDING.read_text())
+    data = dict(recording["data"], processCount=recording["environment"]["processCount"])
     return data, {(row["collective"], row["gradientBytes"]): row for row in data["ringTraffic"]}
 
 
@@ -152,7 +153,7 @@ def test_recording_holds_the_ring_beside_gloo_at_both_sizes():
     data, rows = ring_rows()
     xla = {(row["collective"], row["gradientBytes"]) for row in data["traffic"]}
     assert set(rows) == xla == {(c, b) for c in COLLECTIVES for b in (32, 2**20)}
-    ranks = data["environment"]["processCount"]
+    ranks = data["processCount"]
     for (collective, gradient_bytes), row in rows.items():
         phases = 2 if collective == "all_reduce" else 1
         assert row["modelBytesPerRank"] == phases * (ranks - 1) / ranks * gradient_bytes
