@@ -22,6 +22,7 @@ from multiprocess import ROOT
 RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
 PROCESSES_RECORDING = ROOT / "recordings" / "distributed-03.cpu-processes.json"
+PAGE = ROOT / "docs" / "going-further" / "build-the-ring.md"
 
 
 def mesh_of(p):
@@ -49,7 +50,7 @@ def test_ring_equals_xla_on_every_shard(p, collective):
         np.testing.assert_array_equal(np.asarray(mine.data), np.asarray(reference.data))
 
 
-@pytest.mark.parametrize("p, features", [(3, 4), (4, 6), (8, 12)])
+@pytest.mark.parametrize("p, features", [(3, 4), (4, 6), (4, 10), (8, 12)])
 @pytest.mark.parametrize("collective", ("reduce_scatter", "all_reduce"))
 def test_sizes_the_chunking_cannot_split_are_rejected(p, features, collective):
     with pytest.raises(ValueError, match=rf"each device's {features} values into p = {p} "
@@ -102,6 +103,17 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
                 run, steps, rank), f"rank {rank} after {steps} of {p - 1} steps"
     final = shard_rows(per_device(ring_reduce_scatter, mesh)(contributions.ravel()), p)
     np.testing.assert_array_equal(np.stack(final), run.result)
+
+
+def test_the_pages_step_table_is_the_simulators_schedule():
+    p = 4
+    run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
+    table = re.findall(r"^\| (\d)[^|]* \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
+    assert [int(steps) for steps, _ in table] == list(range(p))
+    for steps, cells in table:
+        held = [tuple(map(int, cell)) for cell in re.findall(r"chunk (\d), sums (\d)", cells)]
+        expected = [simulated_running_sum(run, int(steps), rank) for rank in range(p)]
+        assert held == [(chunk, len(summed)) for chunk, summed in expected], steps
 
 
 @pytest.mark.parametrize("p", RANKS)
