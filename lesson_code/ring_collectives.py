@@ -24,76 +24,84 @@ AXIS = "data"
 
 
 def chunk_length(size, ranks):
-    """Values per chunk when `size` values are cut into `ranks` equal chunks."""
+    """Values per chunk when `size` values are cut into `ranks` chunks."""
     if size % ranks:
-        raise ValueError(f"the ring cuts each device's {size} values into p = {ranks} "
-                         f"equal chunks, and {size} is not divisible by {ranks}; pad the "
-                         f"vector to a multiple of {ranks} values")
+        raise ValueError(
+            f"the ring cuts each device's {size} values into p = {ranks} "
+            f"equal chunks, and {size} is not divisible by {ranks}; pad "
+            f"the vector to a multiple of {ranks} values")
     return size // ranks
 
 
 def pass_right(value, ranks):
-    """One ring step: every device sends `value` to rank r + 1 and receives rank r - 1's."""
-    return jax.lax.ppermute(value, AXIS, perm=[(r, (r + 1) % ranks) for r in range(ranks)])
+    """One ring step: send `value` to rank r + 1, get rank r - 1's."""
+    to_the_right = [(r, (r + 1) % ranks) for r in range(ranks)]
+    return jax.lax.ppermute(value, AXIS, perm=to_the_right)
 # --8<-- [end:ring_setup]
 
 
 # --8<-- [start:ring_reduce_scatter]
 def ring_reduce_scatter(g_local, steps=None):
-    """Per device: g_local f32[F] -> chunk f32[F/p], chunk r of the sum over all devices."""
+    """Per device: g_local f32[F] -> chunk f32[F/p], chunk r of the sum."""
     p = jax.lax.axis_size(AXIS)
     r = jax.lax.axis_index(AXIS)
-    chunks = g_local.reshape(p, chunk_length(g_local.size, p))  # f32[F] -> f32[p, F/p]
-    # Device r starts the lap of chunk r - 1 with its own contribution to it...
+    m = chunk_length(g_local.size, p)
+    chunks = g_local.reshape(p, m)  # f32[F] -> f32[p, F/p]
+    # Device r starts the lap of chunk r - 1 with its own share of it...
     running = chunks[(r - 1) % p]  # f32[F/p], 1 contribution
     for s in range(p - 1 if steps is None else steps):
-        # ...passes its running sum right, and adds its own share to the one it receives:
-        # rank r - 1's sum of chunk r - s - 2, one contribution longer on every step.
+        # ...passes its running sum right and adds its own share to the
+        # one it receives: rank r - 1's sum of chunk r - s - 2, one
+        # contribution longer on every step.
         running = pass_right(running, p) + chunks[(r - s - 2) % p]
-    # After p - 1 steps the lap that started on rank r + 1 ends here: chunk r, p contributions.
+    # After p - 1 steps the lap that started on rank r + 1 ends here:
+    # chunk r, with all p contributions.
     return running
 # --8<-- [end:ring_reduce_scatter]
 
 
 # --8<-- [start:ring_all_gather]
 def ring_all_gather(chunk, steps=None):
-    """Per device: chunk f32[F/p] (chunk r) -> f32[F], all p chunks in rank order."""
+    """Per device: chunk f32[F/p] (chunk r) -> f32[F], chunks in order."""
     p = jax.lax.axis_size(AXIS)
     r = jax.lax.axis_index(AXIS)
-    gathered = jnp.zeros((p,) + chunk.shape, chunk.dtype).at[r].set(chunk)  # f32[p, F/p]
+    gathered = jnp.zeros((p,) + chunk.shape, chunk.dtype)  # f32[p, F/p]
+    gathered = gathered.at[r].set(chunk)
     passing = chunk
     for s in range(p - 1 if steps is None else steps):
-        # Forward what arrived last step (own chunk first): rank r - 1's chunk r - s - 1.
+        # Forward what arrived last step (own chunk first), so this one
+        # is rank r - 1's: chunk r - s - 1. A copy: nothing to add.
         passing = pass_right(passing, p)
-        gathered = gathered.at[(r - s - 1) % p].set(passing)  # a copy: nothing to add
+        gathered = gathered.at[(r - s - 1) % p].set(passing)
     return gathered.reshape(-1)  # f32[p, F/p] -> f32[F]
 # --8<-- [end:ring_all_gather]
 
 
 # --8<-- [start:ring_all_reduce]
 def ring_all_reduce(g_local):
-    """Per device: g_local f32[F] -> f32[F], the sum: the two phases, 2(p - 1) steps."""
+    """Per device: g_local f32[F] -> the sum f32[F], in 2(p - 1) steps."""
     return ring_all_gather(ring_reduce_scatter(g_local))
 # --8<-- [end:ring_all_reduce]
 
 
 # --8<-- [start:ring_programs]
-def ring_programs(mesh, steps=None):
-    """The three rings as jitted programs on global arrays; p = the mesh's size.
+def ring_programs(mesh):
+    """The three rings as jitted programs on global arrays; p = mesh size.
 
-    reduce_scatter: f32[p*F] split P('data') (device r holds its g_local f32[F])
-                    -> f32[F] split P('data') (device r holds chunk r of the sum)
-    all_gather:     f32[F] split P('data') -> f32[F] on every device, P()
-    all_reduce:     f32[p*F] split P('data') -> f32[F] on every device, P()
+    reduce_scatter: f32[p*F] P('data'), device r holds its g_local f32[F]
+                    -> f32[F] P('data'), device r holds chunk r of the sum
+    all_gather:     f32[F] P('data') -> f32[F] on every device, P()
+    all_reduce:     f32[p*F] P('data') -> f32[F] on every device, P()
     """
     def program(per_device, out_specs):
-        # The ring's result IS the same on every device, but JAX cannot prove that from
-        # ppermutes (psum's result it can): check_vma=False makes out_specs=P() our own
-        # promise, and the tests check it on every device's shard.
-        return jax.jit(jax.shard_map(per_device, mesh=mesh, in_specs=P(AXIS),
-                                     out_specs=out_specs, check_vma=False))
-    return {"reduce_scatter": program(lambda g: ring_reduce_scatter(g, steps), P(AXIS)),
-            "all_gather": program(lambda c: ring_all_gather(c, steps), P()),
+        # The ring's result IS the same on every device, but JAX cannot
+        # prove that from ppermutes (psum's it can): check_vma=False makes
+        # out_specs=P() our own promise; the tests check every shard.
+        return jax.jit(jax.shard_map(
+            per_device, mesh=mesh, in_specs=P(AXIS), out_specs=out_specs,
+            check_vma=False))
+    return {"reduce_scatter": program(ring_reduce_scatter, P(AXIS)),
+            "all_gather": program(ring_all_gather, P()),
             "all_reduce": program(ring_all_reduce, P())}
 # --8<-- [end:ring_programs]
 

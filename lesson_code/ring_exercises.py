@@ -34,16 +34,16 @@ def todo(what, *needs):
 
 # --8<-- [start:ring_all_gather_scaffold]
 def ring_all_gather(chunk):
-    """Per device: chunk f32[F/p] (chunk r) -> f32[F], all p chunks in rank order."""
+    """Per device: chunk f32[F/p] (chunk r) -> f32[F], chunks in order."""
     p = jax.lax.axis_size(AXIS)
     r = jax.lax.axis_index(AXIS)
-    gathered = todo("an f32[p, F/p] array of zeros with this device's chunk in row r",
+    gathered = todo("f32[p, F/p] zeros with this device's chunk in row r",
                     jnp.zeros, chunk, r)
     passing = chunk
     for s in range(p - 1):
-        passing = todo("one ring step: send `passing` right, keep what arrives from the left",
+        passing = todo("send `passing` right, keep what arrives",
                        pass_right, passing)
-        gathered = todo(f"copy it into the row of the chunk rank r - 1 forwarded at step {s}",
+        gathered = todo("store `passing` in its chunk's row of `gathered`",
                         gathered, passing, r, s)
     return gathered.reshape(-1)  # f32[p, F/p] -> f32[F]
 # --8<-- [end:ring_all_gather_scaffold]

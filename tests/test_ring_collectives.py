@@ -194,8 +194,8 @@ def test_exercise_scaffold_fails_with_one_line_naming_the_todo():
     run = run_exercises()
     assert run.returncode == 1
     assert run.stdout.splitlines() == [(
-        "ring_all_gather: unfinished: TODO: an f32[p, F/p] array of zeros with this "
-        "device's chunk in row r")]
+        "ring_all_gather: unfinished: TODO: f32[p, F/p] zeros with this device's "
+        "chunk in row r")]
     assert "Traceback" not in run.stdout + run.stderr
 
 
@@ -233,3 +233,21 @@ def test_what_the_page_says_about_the_measured_bytes_holds():
     # "ranks 0 and 3 send about the model, but ranks 1 and 2 ..." about a third more.
     ratios = gloo[("reduce_scatter", 2**20)]["observedOverModel"]
     assert max(ratios[0], ratios[3]) < 1.01 and min(ratios[1], ratios[2]) > 1.3, ratios
+
+
+def test_each_row_of_the_pages_bytes_tables_reads_the_row_it_names():
+    recording = json.loads(PROCESSES_RECORDING.read_text())
+    page = PAGE.read_text()
+    keys = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}
+    checked = 0
+    for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):
+        for collective, algorithm, cells in re.findall(
+                r"^\| ([a-z-]+) \| (ring \(ppermute\)|XLA → gloo) \|(.*)$", table, re.MULTILINE):
+            used = re.findall(r"rec:distributed-03\.cpu-processes:data\.(\w+)\.(\d)\.(\w+)", cells)
+            assert len(used) == 9, cells  # the model, then bytes and ratio on 4 ranks
+            for key, index, _ in used:
+                row = recording["data"][key][int(index)]
+                assert (key, row["collective"], row["gradientBytes"]) == (
+                    keys[algorithm], collective.replace("-", "_"), size)
+            checked += 1
+    assert checked == 12
