@@ -210,8 +210,10 @@ def measure_ring_traffic(devices, calls, coordinator_port):
         g_locals = no_collective(mesh, problem.n_total)(x, y, w)  # per device: g_local f32[F]
         chunks = ring["reduce_scatter"](g_locals)  # per device: chunk f32[F/p]
         expected = lesson.reference_gradient(problem)
-        for result in (chunks, ring["all_gather"](chunks), ring["all_reduce"](g_locals)):
-            lesson.assert_matches(result, expected)  # on this process's shards
+        lesson.assert_matches(chunks, expected)  # on this process's shards
+        copies = np.tile(expected, (ranks, 1))  # f32[p, F]: one row per device
+        lesson.assert_matches(ring["all_gather"](chunks), copies)
+        lesson.assert_matches(ring["all_reduce"](g_locals), copies)
         model = lesson.ring_payload_bytes(problem.w.nbytes, ranks)
         for collective, argument in (("reduce_scatter", g_locals), ("all_gather", chunks),
                                      ("all_reduce", g_locals)):

@@ -67,7 +67,7 @@ def check_ring_all_gather(implementation):
     whole = np.arange(p * chunk, dtype=np.float32) + 1  # f32[F]; no zeros, so holes show
     # out_specs=P(AXIS) stacks each device's own f32[F]: every device is checked, not one.
     program = jax.jit(jax.shard_map(lambda c: implementation(c)[None], mesh=mesh,
-                                    in_specs=P(AXIS), out_specs=P(AXIS), check_vma=False))
+                                    in_specs=P(AXIS), out_specs=P(AXIS)))
     result = program(whole)
     for shard in result.addressable_shards:
         device = shard.index[0].start or 0  # row r of the stacked results is device r
