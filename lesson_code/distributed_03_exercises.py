@@ -22,6 +22,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from lesson_code import distributed_03 as lesson
+from lesson_code import ring_collectives, ring_exercises
 from lesson_code.distributed_03 import Problem, assert_matches, place, reference_gradient
 
 
@@ -120,6 +121,9 @@ EXERCISES = [
     Exercise("make_it_yours", make_it_yours, lesson.make_it_yours, check_make_it_yours),
     Exercise("communication_budget", communication_budget, lesson.communication_budget,
              check_communication_budget),
+    # Going further: build the ring yourself (its scaffold lives beside the ring's page).
+    Exercise("ring_all_gather", ring_exercises.ring_all_gather,
+             ring_collectives.ring_all_gather, ring_exercises.check_ring_all_gather),
 ]
 
 

@@ -27,6 +27,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lesson_code import distributed_03 as lesson
+from lesson_code import ring_collectives
 
 STARTED = time.monotonic()
 
@@ -149,6 +150,20 @@ def no_collective(mesh, n_total):
                                  out_specs=P("data")))
 
 
+def add_bytes_by_rank(rows, sent, calls):
+    """Fill each row with every rank's bytes per call; `sent` is this process's totals."""
+    # Gathered only now, so this gather's own bytes are in no row: int32 keeps counts exact.
+    assert max(sent) < 2**31, "too many calls for int32 byte totals"
+    by_rank = multihost_utils.process_allgather(np.asarray(sent, np.int32))  # i32[p, rows]
+    for row, column in zip(rows, by_rank.T):
+        observed = [int(total) / calls for total in column]
+        row["observedBytesPerRank"] = observed
+        # Kept beside the raw counts so the page can quote them without arithmetic.
+        row["excessBytesPerRank"] = [b - row["modelBytesPerRank"] for b in observed]
+        if row["modelBytesPerRank"]:
+            row["observedOverModel"] = [b / row["modelBytesPerRank"] for b in observed]
+
+
 def measure_traffic(devices, calls, coordinator_port):
     """Bytes each rank sends per call: one row per collective and gradient size.
 
@@ -174,19 +189,40 @@ def measure_traffic(devices, calls, coordinator_port):
             sent.append(bytes_sent_over(calls, coordinator_port, program, *args))
             rows.append({"collective": collective, "gradientBytes": problem.w.nbytes,
                          "modelBytesPerRank": model[collective], "calls": calls})
-    # Gathered only now, so this gather's own bytes are in no row: int32 keeps counts exact.
-    assert max(sent) < 2**31, "too many calls for int32 byte totals"
-    by_rank = multihost_utils.process_allgather(np.asarray(sent, np.int32))  # i32[p, rows]
-    for row, column in zip(rows, by_rank.T):
-        observed = [int(total) / calls for total in column]
-        row["observedBytesPerRank"] = observed
-        # Kept beside the raw counts so the page can quote them without arithmetic.
-        row["excessBytesPerRank"] = [b - row["modelBytesPerRank"] for b in observed]
-        if row["modelBytesPerRank"]:
-            row["observedOverModel"] = [b / row["modelBytesPerRank"] for b in observed]
+    add_bytes_by_rank(rows, sent, calls)
     traffic = [row for row in rows if row["collective"] != "none"]
     baseline = [row for row in rows if row["collective"] == "none"]
     return traffic, baseline
+
+
+def measure_ring_traffic(devices, calls, coordinator_port):
+    """The same count for the ring built from ppermute (lesson_code/ring_collectives.py).
+
+    gloo's reduce-scatter is halving-doubling; this one is the ring the byte model
+    describes, so here (p - 1)/p * G per rank per phase is a prediction to test.
+    """
+    ranks = len(devices)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    ring = ring_collectives.ring_programs(mesh)
+    rows, sent = [], []
+    for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
+        x, y, w = place_unchecked(mesh, problem)
+        g_locals = no_collective(mesh, problem.n_total)(x, y, w)  # per device: g_local f32[F]
+        chunks = ring["reduce_scatter"](g_locals)  # per device: chunk f32[F/p]
+        expected = lesson.reference_gradient(problem)
+        lesson.assert_matches(chunks, expected)  # on this process's shards
+        copies = np.tile(expected, (ranks, 1))  # f32[p, F]: one row per device
+        lesson.assert_matches(ring["all_gather"](chunks), copies)
+        lesson.assert_matches(ring["all_reduce"](g_locals), copies)
+        model = lesson.ring_payload_bytes(problem.w.nbytes, ranks)
+        for collective, argument in (("reduce_scatter", g_locals), ("all_gather", chunks),
+                                     ("all_reduce", g_locals)):
+            sent.append(bytes_sent_over(calls, coordinator_port, ring[collective], argument))
+            rows.append({"collective": collective, "algorithm": "ppermute ring",
+                         "gradientBytes": problem.w.nbytes,
+                         "modelBytesPerRank": model[collective], "calls": calls})
+    add_bytes_by_rank(rows, sent, calls)
+    return rows
 
 
 def gradient_by_rank(devices):
@@ -237,6 +273,7 @@ def main(argv=None):
             os.pause()
     data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls, args.port)
     data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
+    data["ringTraffic"] = measure_ring_traffic(devices, args.calls, args.port)
     data["gradientByRank"] = gradient_by_rank(devices)
     progress(rank, "traffic measured")
     if rank == 0 and args.data_out:

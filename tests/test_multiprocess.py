@@ -116,6 +116,13 @@ def test_reduce_scatter_is_recursive_halving_not_a_ring(run):
     np.testing.assert_allclose(row["observedBytesPerRank"], expected, rtol=0.02)
 
 
+def test_the_ppermute_ring_sends_the_ring_model_on_every_rank_at_1_mib(run):
+    """lesson_code/ring_collectives.py: the schedule the model describes, so within 1 %."""
+    for row in run.data["ringTraffic"]:
+        if row["gradientBytes"] == MIB:
+            assert all(1 <= ratio < 1.01 for ratio in row["observedOverModel"]), row
+
+
 def test_a_program_without_collectives_sends_nothing(run):
     for row in run.data["trafficBaseline"]:
         assert row["observedBytesPerRank"] == [0.0] * RANKS

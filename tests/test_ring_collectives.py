@@ -1,0 +1,259 @@
+"""The ring built from ppermute: XLA's results on every shard, the NumPy simulator's
+schedule step by step, only ppermutes in the compiled program, its measured bytes in the
+four-process recording, and its exercise.
+"""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import jax
+import numpy as np
+import pytest
+from jax.sharding import Mesh, PartitionSpec as P
+
+from lesson_code import ring
+from lesson_code.ring_collectives import (AXIS, chunk_length, ring_all_gather,
+                                          ring_programs, ring_reduce_scatter, xla_programs)
+from lesson_code.ring_exercises import collective_counts
+from multiprocess import ROOT
+
+RANKS = (2, 3, 4, 8)
+COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
+PROCESSES_RECORDING = ROOT / "recordings" / "distributed-03.cpu-processes.json"
+PAGE = ROOT / "docs" / "going-further" / "build-the-ring.md"
+
+
+def mesh_of(p):
+    return Mesh(np.asarray(jax.devices()[:p]), (AXIS,))
+
+
+def small_integers(size, seed):
+    """float32 small integers: every order of summation gives the same bits."""
+    return np.random.default_rng(seed).integers(-4, 5, size).astype(np.float32)
+
+
+@pytest.mark.parametrize("p", RANKS)
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_ring_equals_xla_on_every_shard(p, collective):
+    mesh, features = mesh_of(p), 3 * p  # 3 values per chunk
+    g_locals = small_integers(p * features, seed=p)  # device r: g_local f32[F]
+    argument = g_locals if collective != "all_gather" else g_locals[:features]
+    ours = ring_programs(mesh)[collective](argument)
+    theirs = xla_programs(mesh)[collective](argument)
+    assert len(ours.addressable_shards) == len(theirs.addressable_shards) == p
+    for position, (mine, reference) in enumerate(zip(ours.addressable_shards,
+                                                     theirs.addressable_shards)):
+        assert mine.device == reference.device == mesh.devices[position]
+        data = np.asarray(mine.data)
+        if collective == "reduce_scatter":  # both split P('data'): the same chunk
+            assert ours.shape == theirs.shape and mine.index == reference.index
+        else:  # XLA's is replicated, P(); the ring's is this device's own row
+            assert ours.shape == (p,) + theirs.shape
+            assert reference.index == (slice(None),)
+            assert mine.index[0] == slice(position, position + 1)
+            data = data[0]
+        np.testing.assert_array_equal(data, np.asarray(reference.data))
+
+
+@pytest.mark.parametrize("p, features", [(3, 4), (4, 6), (4, 10), (8, 12)])
+@pytest.mark.parametrize("collective", ("reduce_scatter", "all_reduce"))
+def test_sizes_the_chunking_cannot_split_are_rejected(p, features, collective):
+    with pytest.raises(ValueError, match=rf"each device's {features} values into p = {p} "
+                                         rf"equal chunks, and {features} is not divisible"):
+        ring_programs(mesh_of(p))[collective](np.zeros(p * features, np.float32))
+
+
+def test_chunk_length_names_size_and_p():
+    assert chunk_length(12, 4) == 3
+    with pytest.raises(ValueError, match="7 values into p = 2 .* multiple of 2"):
+        chunk_length(7, 2)
+
+
+def per_device(function, mesh):
+    """`function` run on every device, each device's own result kept: nothing replicated."""
+    return jax.jit(jax.shard_map(function, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
+
+
+def shard_rows(result, p):
+    """Each device's own result, in mesh order (shard.index says where it sits)."""
+    rows = [None] * p
+    for shard in result.addressable_shards:
+        rows[(shard.index[0].start or 0) // shard.data.shape[0]] = np.asarray(shard.data)
+    return rows
+
+
+def simulated_running_sum(run, steps, rank):
+    """(chunk, contributors) of the running sum `rank` holds after `steps` steps."""
+    if steps == 0:  # nothing received yet: its own share of the chunk it will send first
+        [chunk] = [t.chunk for t in run.steps[0].sends if t.src == rank]
+        return chunk, run.initial[rank][chunk]
+    [chunk] = [t.chunk for t in run.steps[steps - 1].sends if t.dst == rank]
+    return chunk, run.steps[steps - 1].state[rank][chunk]
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_reduce_scatter_follows_the_simulator_step_by_step(p):
+    mesh = mesh_of(p)
+    # Chunk c of rank q holds [2**q, c * 2**q]: a sum's first value is the bitmask of
+    # the ranks it adds up, its second over its first is the chunk's index.
+    contributions = np.array([[v for c in range(p) for v in (2**q, c * 2**q)]
+                              for q in range(p)], np.float32)  # f32[p, F], F = 2p
+    run = ring.ring_reduce_scatter(contributions)
+    for steps in range(p):
+        program = per_device(lambda g, k=steps: ring_reduce_scatter(g, steps=k), mesh)
+        for rank, (mask, weighted) in enumerate(shard_rows(program(contributions.ravel()), p)):
+            summed = tuple(q for q in range(p) if int(mask) >> q & 1)
+            assert (int(weighted) // int(mask), summed) == simulated_running_sum(
+                run, steps, rank), f"rank {rank} after {steps} of {p - 1} steps"
+    final = shard_rows(per_device(ring_reduce_scatter, mesh)(contributions.ravel()), p)
+    np.testing.assert_array_equal(np.stack(final), run.result)
+
+
+def test_the_pages_step_table_is_the_simulators_schedule():
+    p = 4
+    run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
+    table = re.findall(r"^\| (\d)[^|]* \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
+    assert [int(steps) for steps, _ in table] == list(range(p))
+    for steps, cells in table:
+        held = [tuple(map(int, cell)) for cell in re.findall(r"chunk (\d), sums (\d)", cells)]
+        expected = [simulated_running_sum(run, int(steps), rank) for rank in range(p)]
+        assert held == [(chunk, len(summed)) for chunk, summed in expected], steps
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_all_gather_follows_the_simulator_step_by_step(p):
+    mesh = mesh_of(p)
+    shards = np.array([[q + 1, -(q + 1)] for q in range(p)], np.float32)  # f32[p, 2], no 0
+    run = ring.ring_all_gather(shards)
+    for steps in range(p):
+        program = per_device(lambda c, k=steps: ring_all_gather(c, steps=k), mesh)
+        for rank, held in enumerate(shard_rows(program(shards.ravel()), p)):
+            chunks = held.reshape(p, 2)
+            # A chunk not received yet is still the zeros the buffer started as.
+            state = tuple((c,) if chunks[c, 0] == c + 1 else () for c in range(p))
+            expected = run.initial[rank] if steps == 0 else run.steps[steps - 1].state[rank]
+            assert state == expected, f"rank {rank} after {steps} of {p - 1} steps"
+            np.testing.assert_array_equal(chunks[[c for c in range(p) if state[c]]],
+                                          shards[[c for c in range(p) if state[c]]])
+    final = shard_rows(per_device(ring_all_gather, mesh)(shards.ravel()), p)
+    np.testing.assert_array_equal(np.stack(final), run.result)
+
+
+@pytest.mark.parametrize("p", RANKS)
+@pytest.mark.parametrize("collective, phases", [("reduce_scatter", 1), ("all_gather", 1),
+                                                ("all_reduce", 2)])
+def test_the_compiled_program_holds_p_minus_1_ppermutes_per_phase_and_nothing_else(
+        p, collective, phases):
+    size = 2 * p * (p if collective != "all_gather" else 1)
+    text = ring_programs(mesh_of(p))[collective].lower(np.zeros(size, np.float32)).as_text()
+    counts = collective_counts(text)
+    assert counts.pop("collective_permute") == phases * (p - 1)
+    assert counts == dict.fromkeys(counts, 0)
+    # Each of them moves one chunk one place to the right, around the whole ring.
+    ring_pairs = ", ".join(f"[{r}, {(r + 1) % p}]" for r in range(p))
+    assert len(re.findall(re.escape(f"dense<[{ring_pairs}]>"), text)) == phases * (p - 1)
+
+
+def test_the_collective_counter_sees_xla_collectives():
+    text = xla_programs(mesh_of(4))["all_reduce"].lower(np.zeros(8, np.float32)).as_text()
+    assert collective_counts(text)["all_reduce"] == 1
+
+
+def ring_rows():
+    recording = json.loads(PROCESSES_RECORDING.read_text())
+    data = dict(recording["data"], processCount=recording["environment"]["processCount"])
+    return data, {(row["collective"], row["gradientBytes"]): row for row in data["ringTraffic"]}
+
+
+def test_recording_holds_the_ring_beside_gloo_at_both_sizes():
+    data, rows = ring_rows()
+    xla = {(row["collective"], row["gradientBytes"]) for row in data["traffic"]}
+    assert set(rows) == xla == {(c, b) for c in COLLECTIVES for b in (32, 2**20)}
+    ranks = data["processCount"]
+    for (collective, gradient_bytes), row in rows.items():
+        phases = 2 if collective == "all_reduce" else 1
+        assert row["modelBytesPerRank"] == phases * (ranks - 1) / ranks * gradient_bytes
+        assert len(row["observedBytesPerRank"]) == ranks
+        assert row["observedOverModel"] == [b / row["modelBytesPerRank"]
+                                            for b in row["observedBytesPerRank"]]
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_recorded_ring_sends_the_model_bytes_within_1_percent_at_1_mib(collective):
+    _, rows = ring_rows()
+    ratios = rows[(collective, 2**20)]["observedOverModel"]
+    assert all(1 <= ratio < 1.01 for ratio in ratios), ratios
+
+
+def run_exercises(*flags, devices="4"):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("JAX_", "XLA_"))}
+    env["JAX_NUM_CPU_DEVICES"] = devices
+    return subprocess.run([sys.executable, "-m", "lesson_code.ring_exercises", *flags],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
+
+
+def test_exercise_scaffold_fails_with_one_line_naming_the_todo():
+    run = run_exercises()
+    assert run.returncode == 1
+    assert run.stdout.splitlines() == [(
+        "ring_all_gather: unfinished: TODO: f32[p, F/p] zeros with this device's "
+        "chunk in row r")]
+    assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("devices", ["2", "8"])
+def test_exercise_reference_passes(devices):
+    run = run_exercises("--reference", "--devices", devices)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout == f"ring_all_gather: passed on {devices} devices\n"
+
+
+def test_exercise_check_rejects_xla_all_gather_and_an_unfinished_ring():
+    from lesson_code.ring_exercises import check_ring_all_gather, failures
+
+    check_ring_all_gather(ring_all_gather)  # the reference, on all 8 test devices
+    with pytest.raises(AssertionError, match=r"^uses \{'all_gather': 1\}"):
+        check_ring_all_gather(lambda c: jax.lax.all_gather(c, AXIS, tiled=True))
+    with pytest.raises(AssertionError, match=r"^device \d holds wrong values in chunk"):
+        check_ring_all_gather(lambda c: ring_all_gather(c, steps=3))
+    [line] = failures(lambda c: c.reshape(5, 7))
+    assert line.startswith("ring_all_gather: fails with TypeError: cannot reshape")
+
+
+def test_what_the_page_says_about_the_measured_bytes_holds():
+    data, rows = ring_rows()
+    gloo = {(row["collective"], row["gradientBytes"]): row for row in data["traffic"]}
+    # "The excess is about the same at both sizes": a cost per message, not per byte.
+    small, large = (rows[("reduce_scatter", size)]["excessBytesPerRank"]
+                    for size in (32, 2**20))
+    assert all(abs(a - b) <= 0.1 * b for a, b in zip(small, large)), (small, large)
+    # "At 32 bytes no row is near its model."
+    for table in (rows, gloo):
+        for (_, size), row in table.items():
+            if size == 32:
+                assert min(row["observedOverModel"]) > 5, row
+    # "ranks 0 and 3 send about the model, but ranks 1 and 2 ..." about a third more.
+    ratios = gloo[("reduce_scatter", 2**20)]["observedOverModel"]
+    assert max(ratios[0], ratios[3]) < 1.01 and min(ratios[1], ratios[2]) > 1.3, ratios
+
+
+def test_each_row_of_the_pages_bytes_tables_reads_the_row_it_names():
+    recording = json.loads(PROCESSES_RECORDING.read_text())
+    page = PAGE.read_text()
+    keys = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}
+    checked = 0
+    for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):
+        for collective, algorithm, cells in re.findall(
+                r"^\| ([a-z-]+) \| (ring \(ppermute\)|XLA → gloo) \|(.*)$", table, re.MULTILINE):
+            used = re.findall(r"rec:distributed-03\.cpu-processes:data\.(\w+)\.(\d)\.(\w+)", cells)
+            assert len(used) == 9, cells  # the model, then bytes and ratio on 4 ranks
+            for key, index, _ in used:
+                row = recording["data"][key][int(index)]
+                assert (key, row["collective"], row["gradientBytes"]) == (
+                    keys[algorithm], collective.replace("-", "_"), size)
+            checked += 1
+    assert checked == 12
