@@ -90,7 +90,8 @@ def method_summary(samples, min_sample_ms):
         "minSampleMs": min_sample_ms,
         "samples": samples,
         "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before timing; "
-                  "calls per sample doubled until a trial, then the median sample, lasts minSampleMs; "
+                  "calls per sample doubled until a trial, then the median sample, lasts "
+                  "minSampleMs; "
                   "block_until_ready on every call; per-call us = sample time / calls",
         "check": "inputs are small integers, so float32 sums are exact: wrong counts values "
                  "!= NumPy on every device's copy, for the warm-up and the last timed call",

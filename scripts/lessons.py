@@ -18,6 +18,7 @@ class Lesson:
     id: str
     module: str  # dotted: lesson_code.distributed_03
     figures: tuple = ()
+    devices: int = 4  # logical CPU devices of the recorded run and the notebook
     rank_module: str | None = None
     simulation: str | None = None
     sweep: str | None = None
@@ -32,7 +33,7 @@ class Lesson:
         return self.root / "recordings" / f"{self.id}.{variant}.json"
 
 
-FIELDS = {"id", "module", "figures", "rank_module", "simulation", "sweep"}
+FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep"}
 
 
 def load_lessons(root=ROOT):

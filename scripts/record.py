@@ -27,7 +27,7 @@ from importlib.metadata import version
 from scripts import display
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
-                             notebook_output, read_lock, recording_outputs)
+                             notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
                                 validate)
 
@@ -99,12 +99,13 @@ def record_lesson(lesson, platform, devices, staging, scratch):
         raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
                            f"gave {found}; pass --devices {found}")
     command = ["python", "scripts/record.py"] + (
-        [] if platform == "cpu" else ["--platform", platform, "--devices", str(devices)])
+        [] if (platform, devices) == ("cpu", lesson.devices)
+        else ["--platform", platform, "--devices", str(devices)])
     recording = executed_recording(lesson, lesson.path(), run.stdout, run.data,
                                    run.duration_s, command)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
-    if platform == "cpu" and devices == 4:
+    if platform == "cpu" and devices == lesson.devices:
         from scripts.notebook import notebook_text
 
         text = notebook_text(run.notebook)
@@ -222,7 +223,7 @@ def render(output, data):
                           f"{output.source} ({type(error).__name__}: {error})") from None
 
 
-def record(lessons, platform="cpu", devices=4, processes=None, render_only=False):
+def record(lessons, platform="cpu", devices=None, processes=None, render_only=False):
     root = next(iter(lessons.values())).root
     with Staging() as staging, tempfile.TemporaryDirectory() as scratch:
         try:
@@ -234,7 +235,8 @@ def record(lessons, platform="cpu", devices=4, processes=None, render_only=False
             if processes:
                 arriving.update(record_processes(lesson, processes, staging))
             elif not render_only:
-                recorded, entries = record_lesson(lesson, platform, devices, staging, scratch)
+                recorded, entries = record_lesson(lesson, platform, devices or lesson.devices,
+                                                  staging, scratch)
                 arriving.update(recorded)
                 lock.update(entries)
                 if lesson.simulation and platform == "cpu":
@@ -262,7 +264,8 @@ def parse_args(argv):
     mode.add_argument("--render-only", action="store_true",
                       help="redraw the figures from the existing recordings, without JAX")
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
-    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--devices", type=int,
+                        help="devices to run on (default: the lesson's, in lessons.toml)")
     parser.add_argument("--processes", type=int, metavar="N",
                         help="run as N JAX processes with one CPU device each")
     parser.add_argument("--lesson", help="one lesson id (default: every lesson)")

@@ -29,7 +29,8 @@ def series(recording):
 
 def plot_measurements_and_fits(recording, time_ax, bus_ax):
     for (collective, ranks), (nbytes, median_us, busbw) in series(recording).items():
-        solid = {"color": COLOURS[collective], "marker": MARKERS.get(ranks, "D"), "lw": 1.6, "ms": 5}
+        solid = {"color": COLOURS[collective], "marker": MARKERS.get(ranks, "D"), "lw": 1.6,
+                 "ms": 5}
         time_ax.plot(nbytes, median_us, **solid)
         bus_ax.plot(nbytes, busbw, **solid)
         fit = recording["fits"][collective][str(ranks)]

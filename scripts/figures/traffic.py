@@ -95,7 +95,8 @@ def draw(data):
     fig.suptitle(f"Bytes each of {ranks} processes sent per call: observed vs idealized "
                  f"ring model", fontsize=11.5, color=INK)
     fig.legend(handles=[Patch(fc=MODEL, ec=INK, hatch="///",
-                              label=f"model, p = {ranks}: 2(p−1)/p·G all-reduce, (p−1)/p·G the others"),
+                              label=f"model, p = {ranks}: 2(p−1)/p·G all-reduce, "
+                                    f"(p−1)/p·G the others"),
                         Patch(fc=OBSERVED, ec=INK,
                               label=f"observed: ranks 0–{ranks - 1}, left to right")],
                loc="upper center", bbox_to_anchor=(0.5, 0.94), ncols=2, frameon=False,
