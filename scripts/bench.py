@@ -145,7 +145,7 @@ def fit_rows(rows):
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s):
     check_rows(rows)
-    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment)
+    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
     recording.update(method=method, rows=[with_bandwidths(r) for r in rows],
                      memcpyGBps=memcpy_gbps, fits=fit_rows(rows), durationS=duration_s,
                      command=["make", "bench"])

@@ -51,6 +51,9 @@ def recording_state(output, root=ROOT):
 def derived_problems(output, lock, root=ROOT):
     """Why a figure or notebook is not what record.py would make now (empty: current)."""
     path = root / output.path
+    if not (root / output.code).is_file():
+        return [problem(output.path, f"its code {output.code} is missing; restore it, or drop "
+                        f"the figure from lesson_code/lessons.toml, then", output.fix)]
     if not path.is_file():
         return [problem(output.path, "missing", output.fix)]
     entry = lock.get(output.path)

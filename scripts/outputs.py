@@ -26,12 +26,11 @@ class LockError(Exception):
 class RecordingOutput:
     path: str  # relative to the repository root
     module: str  # the file whose import closure (plus the pins) makes it
-    extra: tuple  # other code the recording's numbers depend on
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
 
     def current_inputs(self, root=ROOT):
-        return content_files(root / self.module, root, [root / e for e in self.extra])
+        return content_files(root / self.module, root)
 
 
 @dataclass(frozen=True)
@@ -53,23 +52,23 @@ def recording_outputs(lesson, root=ROOT):
         return lesson.path(module).relative_to(lesson.root).as_posix()
 
     wanted = [RecordingOutput(f"recordings/{lesson.id}.cpu.json", module_file(lesson.module),
-                              (), RECORD, True)]
+                              RECORD, True)]
     if lesson.simulation:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.simulation.json",
-                                      module_file(lesson.simulation), (), RECORD, True))
+                                      module_file(lesson.simulation), RECORD, True))
     if lesson.rank_module:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.cpu-processes.json",
-                                      module_file(lesson.rank_module), (),
+                                      module_file(lesson.rank_module),
                                       f"{RECORD} --processes 4", True))
     if lesson.sweep:
         # Its closure includes scripts/sweep_model.py: the fits come from that model.
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
-                                      module_file(lesson.sweep), (), BENCH, True))
+                                      module_file(lesson.sweep), BENCH, True))
     known = {output.path for output in wanted}
     for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
         name = f"recordings/{path.name}"
         if name not in known:  # a hardware run of the lesson module: tpu, gpu
-            wanted.append(RecordingOutput(name, module_file(lesson.module), (),
+            wanted.append(RecordingOutput(name, module_file(lesson.module),
                                           "the hardware job that made it", False))
     return wanted
 
@@ -102,11 +101,11 @@ def read_lock(root=ROOT):
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
-        raise LockError(f"{display(path, root)}: unreadable ({error}); run `{RECORD}` to "
-                        f"rewrite it") from None
+        raise LockError(f"{display(path, root)}: unreadable ({error}); run "
+                        f"`{RECORD}`") from None
     if not isinstance(lock, dict) or not all(isinstance(v, dict) for v in lock.values()):
-        raise LockError(f"{display(path, root)}: not a map of outputs; run `{RECORD}` to "
-                        f"rewrite it")
+        raise LockError(f"{display(path, root)}: not a map of outputs; run "
+                        f"`{RECORD}`")
     return lock
 
 

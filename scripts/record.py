@@ -66,7 +66,7 @@ def executed_recording(lesson, module_path, stdout, data, duration, command):
     environment = dict(data.pop("environment"))
     environment["matplotlib"] = version("matplotlib")
     environment["jaxlib"] = version("jaxlib")
-    recording = header(lesson.id, "executed", module_path, environment)
+    recording = header(lesson.id, "executed", module_path, environment, lesson.root)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
 
@@ -157,7 +157,8 @@ def record_simulation(lesson, staging, scratch):
     import numpy
 
     recording = header(lesson.id, "simulation", lesson.path(lesson.simulation),
-                       {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__})
+                       {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__},
+                       lesson.root)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
                      command=["python", "-m", lesson.simulation])
     return stage_recording(lesson, recording, staging)

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-from scripts import RECORDINGS, display
+from scripts import RECORDINGS, ROOT, display
 from scripts.hashes import content_files, combined_hash
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
@@ -46,9 +46,10 @@ def validator():
 
 def validate(recording, where="recording", fix="python scripts/record.py"):
     """Raise RecordingError with the first schema violation, phrased for a person."""
-    import jsonschema
+    checker = validator()  # first: a missing jsonschema is one line naming `make install`
+    from jsonschema.exceptions import best_match
 
-    error = jsonschema.exceptions.best_match(validator().iter_errors(recording))
+    error = best_match(checker.iter_errors(recording))
     if error is not None:
         field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         message = error.message if len(error.message) < 160 else error.message[:157] + "..."
@@ -64,7 +65,7 @@ def load_recording(path):
     except FileNotFoundError:
         raise RecordingError(f"{where}: missing; run `{fix}`") from None
     except IsADirectoryError:
-        raise RecordingError(f"{where}: is a directory, not a recording; remove it and "
+        raise RecordingError(f"{where}: is a directory, not a recording (remove it); "
                              f"run `{fix}`") from None
     except OSError as error:
         raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
@@ -94,9 +95,9 @@ def host_environment():
             "cpuCount": os.cpu_count()}
 
 
-def header(lesson_id, kind, module_path, environment, extra_inputs=()):
+def header(lesson_id, kind, module_path, environment, root=ROOT):
     """The fields every kind shares; `contentFiles` names what the recording is made of."""
-    files = content_files(module_path, extra=extra_inputs)
+    files = content_files(module_path, root)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     return {

@@ -126,7 +126,8 @@ def test_the_recording_figure_and_lock_move_into_place_together(tmp_path):
     from scripts.lessons import load_lessons
 
     lesson = load_lessons(root)["distributed-03"]
-    bench.record_sweep(lesson, None, [4], [8, 1024], 3, 0.2, measure=in_process_measure)
+    bench.record_sweep(lesson, None, [4], [8, 8192, 2**20], 3, 0.2,
+                       measure=in_process_measure)
     recording = load_recording(root / "recordings" / "distributed-03.sweep.json")
     assert (root / "figures" / "distributed-03-sweep.svg").read_text() == render(recording)
     lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
@@ -148,8 +149,8 @@ def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypa
     before = {p: p.read_bytes() for p in [root / "recordings" / "distributed-03.sweep.json",
                                           root / "figures" / "distributed-03-sweep.svg"]}
     with pytest.raises(RuntimeError, match="renderer broke"):
-        bench.record_sweep(load_lessons(root)["distributed-03"], None, [4], [8, 1024], 3, 0.2,
-                           measure=in_process_measure)
+        bench.record_sweep(load_lessons(root)["distributed-03"], None, [4], [8, 8192, 2**20],
+                           3, 0.2, measure=in_process_measure)
     assert {p: p.read_bytes() for p in before} == before
     assert list(root.rglob("*.tmp")) == []
 

@@ -106,8 +106,9 @@ def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tre
 
 def test_a_deleted_renderer_fails_the_check(tree):
     (tree / "scripts" / "figures" / "traffic.py").unlink()
-    assert problems(tree) == [f"figures/{LESSON_ID}-traffic.svg: stale, "
-                              f"scripts/figures/traffic.py changed; run {RENDER}"]
+    assert problems(tree) == [f"figures/{LESSON_ID}-traffic.svg: its code "
+                              f"scripts/figures/traffic.py is missing; restore it, or drop the "
+                              f"figure from lesson_code/lessons.toml, then; run {RENDER}"]
 
 
 def test_a_hand_edited_figure_is_named(tree):

@@ -61,7 +61,7 @@ def test_a_sweep_without_its_rows_is_rejected_by_the_same_schema():
 
 def test_a_recording_path_that_is_a_directory_is_one_line(tmp_path):
     (tmp_path / "x.cpu.json").mkdir()
-    with pytest.raises(RecordingError, match=r"is a directory, not a recording; remove it"):
+    with pytest.raises(RecordingError, match=r"is a directory, not a recording \(remove it\)"):
         load_recording(tmp_path / "x.cpu.json")
 
 
