@@ -39,7 +39,8 @@ def project(tmp_path_factory):
     mkdocs.write_text(mkdocs.read_text().replace(
         "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n",
         "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n"
-        "  - \"Second lesson\": lessons/psum-01.md\n", 1))
+        "  - \"Second lesson\": lessons/psum-01.md\n"
+        "  - \"Its notebook\": notebooks/psum-01.ipynb\n", 1))
     before = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
     run = record(root, "--lesson", "psum-01")
     assert run.returncode == 0, run.stderr[-3000:]
