@@ -29,7 +29,7 @@ from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
                              notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
-                                validate)
+                                remove_stray_temps, validate)
 
 LESSON_TIMEOUT_S = 600
 
@@ -226,6 +226,7 @@ def render(output, data):
 
 def record(lessons, platform="cpu", devices=None, processes=None, render_only=False):
     root = next(iter(lessons.values())).root
+    remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
     with Staging() as staging, tempfile.TemporaryDirectory() as scratch:
         try:
             lock = read_lock(root)

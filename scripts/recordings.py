@@ -141,6 +141,16 @@ def staged_write(path, data):
     return Path(temp)
 
 
+def remove_stray_temps(directories):
+    """Delete staged files a killed run left behind (`.<name>.<random>.tmp`, gitignored).
+
+    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one.
+    """
+    for directory in directories:
+        for temp in Path(directory).glob(".*.tmp"):
+            temp.unlink(missing_ok=True)
+
+
 class Staging:
     """Files written beside their targets, moved into place together by commit().
 
