@@ -164,6 +164,17 @@ def record_simulation(lesson, staging, scratch):
     return stage_recording(lesson, recording, staging)
 
 
+def simulation_current(lesson):
+    """A simulation is deterministic: while its inputs are unchanged, rerunning it would
+    write the same trace, so its recording stays."""
+    from scripts.freshness import recording_state
+    from scripts.outputs import recording_outputs
+
+    output = next(o for o in recording_outputs(lesson, lesson.root)
+                  if o.path.endswith(".simulation.json"))
+    return recording_state(output, lesson.root)[1] == []
+
+
 def record_processes(lesson, processes, staging):
     from scripts.launch import ProcessRunError, run_processes  # only this path needs it
 
@@ -183,25 +194,30 @@ def record_processes(lesson, processes, staging):
     return stage_recording(lesson, recording, staging)
 
 
-def stage_figures(lesson, staging, arriving):
-    """Draw every figure of a lesson whose input exists or is `arriving`; lock entries.
+def stage_figures(lesson, staging, arriving, lock):
+    """Draw every figure of a lesson that is not current; return their new lock entries.
 
     `arriving` maps a recording path to its text, not yet moved into place, so the figures
-    are drawn from the recording about to land.
+    are drawn from the recording about to land. A figure whose inputs and bytes are what
+    the lock says is current, as `--check` would find it, and is left alone.
     """
     import hashlib
 
-    lock = {}
+    from scripts.freshness import derived_problems
+
+    entries = {}
     for output in figure_outputs(lesson):
         text = arriving.get(output.source)
         if text is None and not (lesson.root / output.source).exists():
             continue  # `--check` names the missing input and the command that makes it
+        if text is None and not derived_problems(output, lock, lesson.root):
+            continue
         data = json.loads(text) if text else load_source(lesson.root / output.source)
         svg = render(output, data)
         staging.add(lesson.root / output.path, svg)
         source_digest = hashlib.sha256(text.encode()).hexdigest() if text else None
-        lock[output.path] = lock_entry(output, svg, lesson.root, source_digest)
-    return lock
+        entries[output.path] = lock_entry(output, svg, lesson.root, source_digest)
+    return entries
 
 
 def load_source(path):
@@ -241,10 +257,10 @@ def record(lessons, platform="cpu", devices=None, processes=None, render_only=Fa
                                                   staging, scratch)
                 arriving.update(recorded)
                 lock.update(entries)
-                if lesson.simulation and platform == "cpu":
+                if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
                     arriving.update(record_simulation(lesson, staging, scratch))
             progress(f"drawing the figures of {lesson.id}")
-            lock.update(stage_figures(lesson, staging, arriving))
+            lock.update(stage_figures(lesson, staging, arriving, lock))
         staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
         staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
