@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install serve build record bench check test browser clean
+.PHONY: install serve build record bench check lint fresh test browser clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -37,17 +37,35 @@ record: install
 bench: install
 	$(PY) scripts/bench.py
 
-# Fails when a committed recording or figure no longer matches the code.
+# Fails when a committed recording, figure or notebook no longer matches the code.
 check: install
 	$(PY) scripts/record.py --check
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+# A copy of this tree in build/fresh (gitignored), recorded afresh, built and tested
+# there: `make test` never rewrites the committed recordings, figures or notebook, which
+# change only through `make record` and `make bench`.
+FRESH := build/fresh
+fresh: install
+	rm -rf $(FRESH) && mkdir -p $(FRESH)
+	tar -c --exclude=./.git --exclude=./build --exclude=./site --exclude=./.venv \
+	    --exclude=./node_modules --exclude=./test-artifacts --exclude=__pycache__ \
+	    --exclude=./.pytest_cache --exclude=./.hypothesis . | tar -x -C $(FRESH)
+	ln -s $(CURDIR)/node_modules $(FRESH)/node_modules
+	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py
+	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py --processes 4
+	cd $(FRESH) && $(CURDIR)/$(VENV)/bin/mkdocs build --strict
+	cd $(FRESH) && $(CURDIR)/$(PY) scripts/check_links.py site
 
 
 # Debian's chromium for the browser test; never a browser download.
 browser:
 	@bash scripts/ensure_chromium.sh
 
-test: install browser check record build
-	$(PY) -m pytest tests
+test: install browser lint check fresh
+	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests
 
 clean:
 	rm -rf site $(VENV) node_modules .pytest_cache

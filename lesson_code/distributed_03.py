@@ -310,28 +310,6 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
 # --8<-- [end:transfer_budget]
 
 
-# The two-participant table of the mechanism figure: an analytic example, not a run.
-MECHANISM_DIAGRAM = {
-    "title": "Reduce-scatter followed by all-gather",
-    "prediction": "Does every participant hold the complete reduced array after "
-                  "reduce-scatter?",
-    "reading": "Contributions \\([1,2]\\) and \\([3,4]\\) are summed into portions "
-               "\\([4]\\) and \\([6]\\). After reduce-scatter neither participant holds "
-               "the full result; all-gather then gives each \\([4,6]\\). This analytic "
-               "example shows ownership, not a physical schedule or measured traffic.",
-    "alt": "Table with one row per stage. Contribution: participant 0 holds [1, 2], "
-           "participant 1 holds [3, 4]. Reduce-scatter: participant 0 holds [4], "
-           "participant 1 holds [6]. All-gather: both hold [4, 6].",
-    "scope": "Architecture and dataflow mechanism diagram.",
-    "height": 3.8,
-    "panel": {"kind": "table",
-              "headers": ["Stage", "Participant 0", "Participant 1"],
-              "rows": [["Contribution", "[1, 2]", "[3, 4]"],
-                       ["Reduce-scatter", "[4]", "[6]"],
-                       ["All-gather", "[4, 6]", "[4, 6]"]]},
-}
-
-
 # --8<-- [start:figure_data]
 def figure_panels(local_sizes, payload):
     """Bar data: values stored per device (observed) and bytes per rank (modelled)."""
@@ -407,7 +385,7 @@ def run_lesson(devices):
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
             "gradient": reference.tolist(), "compiledCollectives": compiled,
             "timing": {name: summarize(t) for name, t in timings.items()},
-            "environment": environment(devices), "diagram": MECHANISM_DIAGRAM}
+            "environment": environment(devices)}
 # --8<-- [end:run_lesson]
 
 

@@ -249,9 +249,6 @@ def parse_args(argv):
     parser.add_argument("--calls", type=int, default=100,
                         help="calls averaged per traffic row (default 100)")
     parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
-    parser.add_argument("--test-hook-fail", choices=("exit", "hang"),
-                        help="TEST HOOK: exit(3) or hang right after the lesson, while "
-                             "the other ranks wait for this one in a collective")
     return parser.parse_args(argv)
 
 
@@ -264,13 +261,6 @@ def main(argv=None):
     data = lesson.run_lesson(devices)  # every process runs and checks it
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
-    if args.test_hook_fail == "exit":
-        progress(rank, "test hook: exiting with status 3")
-        os._exit(3)
-    if args.test_hook_fail == "hang":
-        progress(rank, "test hook: hanging")
-        while True:
-            os.pause()
     data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls, args.port)
     data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
     data["ringTraffic"] = measure_ring_traffic(devices, args.calls, args.port)

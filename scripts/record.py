@@ -1,34 +1,35 @@
-"""Run each lesson, record what it printed, and draw the figures from that recording.
+"""Run each lesson once, record what it printed, and draw the figures from that recording.
 
-    python scripts/record.py                    # 4 logical CPU devices -> <lesson>.cpu.json
+    python scripts/record.py                    # 4 logical CPU devices -> <lesson>.cpu.json,
+                                                #   the notebook companion, the simulation
     python scripts/record.py --platform tpu     # the physical chips  -> <lesson>.tpu.json
     python scripts/record.py --processes 4      # 4 JAX processes     -> <lesson>.cpu-processes.json
     python scripts/record.py --render-only      # redraw figures from the existing recordings
-    python scripts/record.py --check            # is every recording and figure current?
+    python scripts/record.py --check            # is every recording, figure and notebook current?
 
-Nothing is moved into place until the lesson printed PASS and the recording validated:
-a failure or Ctrl-C leaves every earlier file as it was.
+The lessons, and what each produces, are listed in lesson_code/lessons.toml. Nothing is
+moved into place until the lesson printed PASS and the recording validated: a failure or
+Ctrl-C leaves every earlier file as it was.
 """
-import argparse
-import hashlib
-import importlib
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from datetime import datetime, timezone
-from importlib.metadata import version
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from figure_specs import (LOCK, available_specs, figure_specs,  # noqa: E402
-                          lock_entry, read_lock)
-from lesson_hashes import ROOT, content_files, content_hash, discover_lessons  # noqa: E402
-from recordings import (RECORDINGS, RecordingError, display, dumps, load_recording,  # noqa: E402
-                        staged_write, validate)
-from staleness import notebook_path, rank_module, stale_reasons  # noqa: E402
+# `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import argparse
+import json
+import subprocess
+import tempfile
+import time
+from importlib.metadata import version
+
+from scripts import display
+from scripts.lessons import RegistryError, load_lessons
+from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
+                             notebook_output, read_lock)
+from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
+                                remove_stray_temps, validate)
 
 LESSON_TIMEOUT_S = 600
 
@@ -49,34 +50,6 @@ def progress(message):
     print(f"record: {message}", file=sys.stderr, flush=True)
 
 
-def run_lesson_process(module_path, platform, devices):
-    """Run the lesson in a fresh interpreter, so its device set-up happens first."""
-    module = f"{module_path.parent.name}.{module_path.stem}"
-    with tempfile.TemporaryDirectory() as scratch:
-        data_path = Path(scratch) / "data.json"
-        command = [sys.executable, "-m", module, "--platform", platform,
-                   "--devices", str(devices), "--data-out", str(data_path)]
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
-        started = time.perf_counter()
-        try:
-            run = subprocess.run(command, cwd=ROOT, env=env, capture_output=True,
-                                 text=True, timeout=LESSON_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped; "
-                              f"nothing was written") from None
-        duration = time.perf_counter() - started
-        if run.returncode != 0 or not data_path.exists():
-            tail = "\n".join(run.stderr.strip().splitlines()[-15:])
-            if run.returncode == 2 and tail.startswith("error:"):
-                raise SetupFailure(tail.removeprefix("error: "))
-            raise RecordError(f"{module} failed (exit {run.returncode}); nothing was "
-                              f"written. Its stderr ends with:\n{tail}")
-        data = json.loads(data_path.read_text())
-    shown = ["python", "-m", module, "--platform", platform, "--devices", str(devices)]
-    return run.stdout, data, duration, shown
-
-
 def check_stdout(lesson_id, stdout):
     lines = stdout.splitlines()
     if not lines or lines[-1] != f"PASS: {lesson_id}":
@@ -88,151 +61,217 @@ def check_stdout(lesson_id, stdout):
                           f"nothing was written")
 
 
-def provenance(environment):
-    multiprocess = environment.get("processCount", 1) > 1
-    return f"recorded_{environment['backend']}{'_multiprocess' if multiprocess else ''}" \
-           f"_computation"
-
-
-def recording_name(lesson_id, environment):
-    suffix = "-processes" if environment.get("processCount", 1) > 1 else ""
-    return f"{lesson_id}.{environment['backend']}{suffix}.json"
-
-
-def build_recording(lesson_id, module_path, stdout, data, duration, command):
+def executed_recording(lesson, module_path, stdout, data, duration, command):
+    data = dict(data)
     environment = dict(data.pop("environment"))
     environment["matplotlib"] = version("matplotlib")
     environment["jaxlib"] = version("jaxlib")
-    diagram = data.pop("diagram", None)
-    name = f"recordings/{recording_name(lesson_id, environment)}"
-    renderers = {spec.renderer_hash() for spec in available_specs(lesson_id, arriving=[name])
-                 if spec.recording == name}
-    # A recording no figure is drawn from (a TPU run, say) could still be drawn by the
-    # lesson's bar-panel renderer, so that is the code its figures would depend on.
-    renderers = renderers or {spec.renderer_hash() for spec in figure_specs(lesson_id)
-                              if spec.renderer.startswith("render_figures:")}
-    recording = {
-        "schemaVersion": 1,
-        "lessonId": lesson_id,
-        "contentHash": content_hash(module_path),
-        # One renderer hash per recording: the figures drawn from it share their code.
-        "rendererHash": hashlib.sha256("".join(sorted(renderers)).encode()).hexdigest(),
-        "kind": "executed",
-        "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "provenance": provenance(environment),
-        "environment": environment,
-        "stdout": stdout,
-        "data": data,
-        "contentFiles": content_files(module_path),
-        "durationS": round(duration, 2),
-        "command": command,
-    }
-    if diagram is not None:
-        recording["diagram"] = diagram
-    return validate(recording, f"new recording of {lesson_id}")
+    recording = header(lesson.id, "executed", module_path, environment, lesson.root)
+    recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
+    return recording
 
 
-def call_renderer(spec, recording):
-    module_name, function = spec.renderer.split(":")
-    render = getattr(importlib.import_module(module_name), function)
-    return render(recording) if spec.recording else render()
+def variant_of(environment):
+    suffix = "-processes" if environment.get("processCount", 1) > 1 else ""
+    return f"{environment['backend']}{suffix}"
 
 
-def stage_figures(lesson_id, staged, new_recordings):
-    """Draw every available figure of a lesson into temporary files; return lock entries.
+def run_in_kernel(lesson, platform, devices, scratch):
+    from scripts import notebook  # nbclient and a kernel: only needed when recording
 
-    `new_recordings` maps a recording path to content not yet moved into place, so the
-    figures are drawn from the recording that is about to land.
-    """
-    lock = {}
-    for spec in available_specs(lesson_id, arriving=new_recordings):
-        recording = None
-        if spec.recording:
-            text = new_recordings.get(spec.recording)
-            # An existing recording may be corrupt: load_recording says so in one line.
-            recording = json.loads(text) if text else load_recording(ROOT / spec.recording)
-        svg = call_renderer(spec, recording)
-        staged.append((staged_write(ROOT / spec.path, svg), ROOT / spec.path))
-        lock[spec.path] = lock_entry_for(spec, svg, new_recordings)
-    return lock
-
-
-def lock_entry_for(spec, svg, new_recordings):
-    """The lock entry; a recording still in a temporary file is hashed from its text."""
-    if spec.recording in new_recordings:
-        arriving = hashlib.sha256(new_recordings[spec.recording].encode()).hexdigest()
-        return lock_entry(spec, svg, arriving)
-    return lock_entry(spec, svg, spec.input_hash())
-
-
-def commit(staged):
-    """Move every staged file into place; only reached when everything succeeded."""
-    for temp, final in staged:
-        os.replace(temp, final)
-        progress(f"wrote {display(final)}")
-
-
-def discard(staged):
-    for temp, _ in staged:
-        temp.unlink(missing_ok=True)
-
-
-def record(lessons, platform="cpu", devices=4, processes=None, render_only=False):
-    staged = []
+    progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), in a kernel")
     try:
-        lock = read_lock()
-        for lesson_id, module_path in lessons.items():
-            new_recordings = {}
-            if not render_only:
-                new_recordings.update(
-                    record_one(lesson_id, module_path, platform, devices, processes, staged))
-            progress(f"drawing the figures of {lesson_id}")
-            lock.update(stage_figures(lesson_id, staged, new_recordings))
-        staged.append((staged_write(LOCK, json.dumps(lock, indent=2, sort_keys=True) + "\n"),
-                       LOCK))
-        commit(staged)
-    except BaseException:
-        discard(staged)
-        raise
+        return notebook.run(lesson.path(), lesson.id, scratch, platform, devices)
+    except notebook.ExecutionFailed as error:
+        if error.setup:
+            raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
+                               f"{error}") from None
+        raise RecordError(f"{lesson.id} failed in its notebook: {error}; nothing was "
+                          f"written") from None
 
 
-def record_one(lesson_id, module_path, platform, devices, processes, staged):
-    if processes:
-        from multiprocess import ProcessRunError, run_processes  # only this path needs it
-        progress(f"running {lesson_id} as {processes} JAX processes")
-        try:
-            run = run_processes(ranks=processes)
-        except ProcessRunError as error:
-            raise RecordError(f"{error}; nothing was written") from None
-        stdout, data, duration = run.stdout, run.data, run.duration_s
-        command = ["python", "scripts/record.py", "--processes", str(processes)]
-        module_path = rank_module(module_path)
-    else:
-        progress(f"running {lesson_id} on {devices} {platform.upper()} device(s)")
-        stdout, data, duration, command = run_lesson_process(module_path, platform, devices)
-    check_stdout(lesson_id, stdout)
-    progress(f"{lesson_id} printed PASS in {duration:.1f} s; validating the recording")
-    recording = build_recording(lesson_id, module_path, stdout, data, duration, command)
-    path = RECORDINGS / recording_name(lesson_id, recording["environment"])
+def record_lesson(lesson, platform, devices, staging, scratch):
+    """The single run: its notebook (CPU only), and its recording, from one kernel."""
+    run = run_in_kernel(lesson, platform, devices, scratch)
+    check_stdout(lesson.id, run.stdout)
+    found = run.data["environment"]["deviceCount"]
+    if found != devices:
+        raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
+                           f"gave {found}; pass --devices {found}")
+    command = ["python", "scripts/record.py"] + (
+        [] if (platform, devices) == ("cpu", lesson.devices)
+        else ["--platform", platform, "--devices", str(devices)])
+    recording = executed_recording(lesson, lesson.path(), run.stdout, run.data,
+                                   run.duration_s, command)
+    progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
+    arriving = stage_recording(lesson, recording, staging)
+    if platform == "cpu" and devices == lesson.devices:
+        from scripts.notebook import notebook_text
+
+        text = notebook_text(run.notebook)
+        output = notebook_output(lesson)
+        staging.add(lesson.root / output.path, text)
+        return arriving, {output.path: lock_entry(output, text, lesson.root,
+                                                  source_digest=digest_text(arriving))}
+    return arriving, {}
+
+
+def digest_text(arriving):
+    import hashlib
+
+    (text,) = arriving.values()
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def stage_recording(lesson, recording, staging):
+    name = f"recordings/{lesson.id}.{variant_of(recording['environment'])}.json"
+    if recording["kind"] == "simulation":
+        name = f"recordings/{lesson.id}.simulation.json"
+    validate(recording, f"new recording {name}")
     text = dumps(recording)
-    staged.append((staged_write(path, text), path))
-    if recording["provenance"] == "recorded_cpu_computation":
-        stage_notebook(lesson_id, module_path, recording["contentHash"], staged)
-    return {display(path): text}
+    staging.add(lesson.root / name, text)
+    return {name: text}
 
 
-def stage_notebook(lesson_id, module_path, lesson_hash, staged):
-    import notebook  # nbclient and a kernel: only needed when recording
-    progress(f"executing the notebook companion of {lesson_id}")
-    executed = notebook.build_notebook(module_path, lesson_id, lesson_hash)
-    with tempfile.TemporaryDirectory() as scratch:
+def run_module(module, root, scratch):
+    """`python -m module --data-out PATH` in a fresh interpreter: (stdout, data, seconds)."""
+    data_path = Path(scratch) / f"{module}.json"
+    started = time.perf_counter()
+    try:
+        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(data_path)],
+                             cwd=root, capture_output=True, text=True,
+                             timeout=LESSON_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped; "
+                          f"nothing was written") from None
+    if run.returncode != 0 or not data_path.exists():
+        tail = " | ".join(run.stderr.strip().splitlines()[-3:])
+        raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
+                          f"written")
+    return run.stdout, json.loads(data_path.read_text()), time.perf_counter() - started
+
+
+def record_simulation(lesson, staging, scratch):
+    progress(f"recording the simulation {lesson.simulation}")
+    stdout, data, duration = run_module(lesson.simulation, lesson.root, scratch)
+    import numpy
+
+    recording = header(lesson.id, "simulation", lesson.path(lesson.simulation),
+                       {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__},
+                       lesson.root)
+    recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
+                     command=["python", "-m", lesson.simulation])
+    return stage_recording(lesson, recording, staging)
+
+
+def simulation_current(lesson):
+    """A simulation is deterministic: while its inputs are unchanged, rerunning it would
+    write the same trace, so its recording stays."""
+    from scripts.freshness import recording_state
+    from scripts.outputs import recording_outputs
+
+    output = next(o for o in recording_outputs(lesson, lesson.root)
+                  if o.path.endswith(".simulation.json"))
+    return recording_state(output, lesson.root)[1] == []
+
+
+def record_processes(lesson, processes, staging):
+    from scripts.launch import ProcessRunError, run_processes  # only this path needs it
+
+    if not lesson.rank_module:
+        raise RecordError(f"{lesson.id} has no rank_module in lesson_code/lessons.toml; "
+                          f"it cannot run as {processes} processes")
+    progress(f"running {lesson.id} as {processes} JAX processes")
+    try:
+        run = run_processes(lesson.rank_module, ranks=processes, cwd=lesson.root)
+    except ProcessRunError as error:
+        raise RecordError(f"{error}; nothing was written") from None
+    check_stdout(lesson.id, run.stdout)
+    recording = executed_recording(lesson, lesson.path(lesson.rank_module), run.stdout,
+                                   run.data, run.duration_s,
+                                   ["python", "scripts/record.py", "--processes",
+                                    str(processes)])
+    return stage_recording(lesson, recording, staging)
+
+
+def stage_figures(lesson, staging, arriving, lock):
+    """Draw every figure of a lesson that is not current; return their new lock entries.
+
+    `arriving` maps a recording path to its text, not yet moved into place, so the figures
+    are drawn from the recording about to land. A figure whose inputs and bytes are what
+    the lock says is current, as `--check` would find it, and is left alone.
+    """
+    import hashlib
+
+    from scripts.freshness import derived_problems
+
+    entries = {}
+    for output in figure_outputs(lesson):
+        text = arriving.get(output.source)
+        if text is None and not (lesson.root / output.source).exists():
+            continue  # `--check` names the missing input and the command that makes it
+        if text is None and not derived_problems(output, lock, lesson.root):
+            continue
+        data = json.loads(text) if text else load_source(lesson.root / output.source)
+        svg = render(output, data)
+        staging.add(lesson.root / output.path, svg)
+        source_digest = hashlib.sha256(text.encode()).hexdigest() if text else None
+        entries[output.path] = lock_entry(output, svg, lesson.root, source_digest)
+    return entries
+
+
+def load_source(path):
+    if path.parent.name == "recordings":
+        return load_recording(path)  # validated; a corrupt one is one line, not a traceback
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise RecordError(f"{display(path)}: unreadable ({error}); fix the file") from None
+
+
+def render(output, data):
+    from scripts.figures import KINDS
+
+    kind = next(k for k in KINDS.values() if k.module_path() == output.code)
+    try:
+        return kind.render(data)
+    except (KeyError, IndexError, TypeError, ValueError) as error:
+        raise RecordError(f"{output.path}: {kind.renderer} renderer failed on "
+                          f"{output.source} ({type(error).__name__}: {error})") from None
+
+
+def record(lessons, platform="cpu", devices=None, processes=None, render_only=False):
+    root = next(iter(lessons.values())).root
+    remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
+    with Staging() as staging, tempfile.TemporaryDirectory() as scratch:
         try:
-            notebook.execute(executed, scratch)
-        except Exception as error:  # nbclient's CellExecutionError carries the cell
-            raise RecordError(f"the notebook companion failed: "
-                              f"{str(error).strip().splitlines()[-1]}") from None
-    path = notebook_path(lesson_id)
-    staged.append((staged_write(path, notebook.notebook_text(executed)), path))
+            lock = read_lock(root)
+        except LockError:
+            lock = {}  # rewritten below from what is drawn now
+        for lesson in lessons.values():
+            arriving = {}
+            if processes:
+                arriving.update(record_processes(lesson, processes, staging))
+            elif not render_only:
+                recorded, entries = record_lesson(lesson, platform, devices or lesson.devices,
+                                                  staging, scratch)
+                arriving.update(recorded)
+                lock.update(entries)
+                if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
+                    arriving.update(record_simulation(lesson, staging, scratch))
+            progress(f"drawing the figures of {lesson.id}")
+            lock.update(stage_figures(lesson, staging, arriving, lock))
+        staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
+        staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+
+
+def check(lessons):
+    from scripts.freshness import check as problems
+
+    lines = problems(lessons, next(iter(lessons.values())).root)
+    for line in lines:
+        print(line)
+    return 1 if lines else 0
 
 
 def parse_args(argv):
@@ -243,7 +282,8 @@ def parse_args(argv):
     mode.add_argument("--render-only", action="store_true",
                       help="redraw the figures from the existing recordings, without JAX")
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
-    parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--devices", type=int,
+                        help="devices to run on (default: the lesson's, in lessons.toml)")
     parser.add_argument("--processes", type=int, metavar="N",
                         help="run as N JAX processes with one CPU device each")
     parser.add_argument("--lesson", help="one lesson id (default: every lesson)")
@@ -252,21 +292,20 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
-    lessons = discover_lessons()
-    if args.lesson:
-        if args.lesson not in lessons:
-            print(f"error: no lesson {args.lesson!r}; known: {', '.join(lessons)}",
-                  file=sys.stderr)
-            return 2
-        lessons = {args.lesson: lessons[args.lesson]}
-    if args.check:
-        reasons = stale_reasons(lessons)
-        for line in reasons:
-            print(line)
-        return 1 if reasons else 0
     try:
+        lessons = load_lessons()
+        if args.lesson:
+            if args.lesson not in lessons:
+                raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
+                                    f"known: {', '.join(lessons)}")
+            lessons = {args.lesson: lessons[args.lesson]}
+        if args.check:
+            return check(lessons)
         record(lessons, args.platform, args.devices, args.processes, args.render_only)
-    except (RecordError, RecordingError) as error:
+    except RegistryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (RecordError, RecordingError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except KeyboardInterrupt:

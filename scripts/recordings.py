@@ -1,101 +1,186 @@
-"""Reading, validating and atomically writing recordings. Imports no JAX or matplotlib.
+"""Every kind of recording: its header, validation against recordings/schema.json, reading,
+and the one atomic writer every output of the chain goes through. Imports no JAX.
 
 Every executed value the site shows comes from one of these files, so a file that does
-not validate must stop the build with one line naming it, never a traceback.
+not validate stops record.py, bench.py, --check and the build alike with one line naming
+it, never a traceback.
 """
 import json
 import os
+import platform
 import tempfile
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-import jsonschema
+from scripts import RECORDINGS, ROOT, display
+from scripts.hashes import content_files, combined_hash
 
-ROOT = Path(__file__).resolve().parents[1]
-RECORDINGS = ROOT / "recordings"
 SCHEMA_PATH = RECORDINGS / "schema.json"
-FIX = "rerun `python scripts/record.py`"
+# Files in recordings/ that are not recordings.
+NOT_RECORDINGS = {"schema.json", "outputs.lock.json"}
 
 
 class RecordingError(Exception):
-    """A recording that cannot be used; str() is one line naming the file."""
+    """A recording that cannot be used or written; str() is one line naming the file."""
 
 
-def schema():
-    return json.loads(SCHEMA_PATH.read_text())
+def fix_for(path):
+    """The command that remakes a recording, from its variant (<lesson>.<variant>.json)."""
+    variant = Path(path).name.split(".")[1] if Path(path).name.count(".") >= 2 else ""
+    if variant == "sweep":
+        return "make bench"
+    if variant == "cpu-processes":
+        return "python scripts/record.py --processes 4"
+    return "python scripts/record.py"
 
 
-def validate(recording, where="recording"):
+def validator():
+    try:
+        import jsonschema
+    except ImportError:
+        raise RecordingError("the jsonschema package is missing from this Python; run "
+                             "`make install` and use .venv/bin/python") from None
+    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+
+
+def validate(recording, where="recording", fix="python scripts/record.py"):
     """Raise RecordingError with the first schema violation, phrased for a person."""
-    validator = jsonschema.Draft202012Validator(schema())
-    error = jsonschema.exceptions.best_match(validator.iter_errors(recording))
+    checker = validator()  # first: a missing jsonschema is one line naming `make install`
+    from jsonschema.exceptions import best_match
+
+    error = best_match(checker.iter_errors(recording))
     if error is not None:
         field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         message = error.message if len(error.message) < 160 else error.message[:157] + "..."
-        raise RecordingError(f"{where}: invalid at {field}: {message}; {FIX}")
+        raise RecordingError(f"{where}: invalid at {field}: {message}; run `{fix}`")
     return recording
 
 
 def load_recording(path):
     path = Path(path)
-    where = display(path)
+    where, fix = display(path), fix_for(path)
     try:
         recording = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RecordingError(f"{where}: missing; {FIX}") from None
+        raise RecordingError(f"{where}: missing; run `{fix}`") from None
+    except IsADirectoryError:
+        raise RecordingError(f"{where}: is a directory, not a recording (remove it); "
+                             f"run `{fix}`") from None
+    except OSError as error:
+        raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RecordingError(f"{where}: not valid JSON ({error}); {FIX}") from None
+        raise RecordingError(f"{where}: not valid JSON ({error}); run `{fix}`") from None
     if not isinstance(recording, dict):
-        raise RecordingError(f"{where}: expected a JSON object; {FIX}")
-    if recording.get("schemaVersion") != 1:
-        raise RecordingError(f"{where}: schemaVersion {recording.get('schemaVersion')!r} "
-                             f"is not 1; {FIX}")
-    return validate(recording, where)
+        raise RecordingError(f"{where}: expected a JSON object; run `{fix}`")
+    return validate(recording, where, fix)
 
 
-def lesson_recordings(lesson_id, directory=RECORDINGS):
-    """Executed recordings of one lesson: <lesson>.<variant>.json (schema.json excluded)."""
-    paths = []
-    for path in sorted(Path(directory).glob(f"{lesson_id}.*.json")):
-        try:
-            kind = json.loads(path.read_text()).get("kind")
-        except (ValueError, AttributeError):
-            kind = None  # kept, so that load_recording reports what is wrong with it
-        if kind in (None, "executed"):
-            paths.append(path)
-    return paths
+def recording_paths(lesson_id, directory=RECORDINGS):
+    """Every recording of one lesson, of any kind: <lesson>.<variant>.json."""
+    return [path for path in sorted(Path(directory).glob(f"{lesson_id}.*.json"))
+            if path.name not in NOT_RECORDINGS]
 
 
-def display(path):
-    path = Path(path).resolve()
+def package_version(name):
     try:
-        return path.relative_to(ROOT).as_posix()
-    except ValueError:
-        return str(path)
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def host_environment():
+    """What every recording says about the host, whatever its kind."""
+    return {"python": platform.python_version(), "platform": platform.platform(),
+            "cpuCount": os.cpu_count()}
+
+
+def header(lesson_id, kind, module_path, environment, root=ROOT):
+    """The fields every kind shares; `contentFiles` names what the recording is made of."""
+    files = content_files(module_path, root)
+    backend = environment["backend"]
+    multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
+    return {
+        "schemaVersion": 1,
+        "lessonId": lesson_id,
+        "kind": kind,
+        "contentHash": combined_hash(files),
+        "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "provenance": f"recorded_{backend}{multiprocess}_computation",
+        "environment": {**host_environment(), **environment},
+        "contentFiles": files,
+    }
 
 
 def dumps(recording):
     return json.dumps(recording, indent=2, ensure_ascii=False) + "\n"
 
 
-def write_atomically(path, data):
-    """Replace `path` with `data` so a reader sees the old file or the new one, never half."""
-    temp = staged_write(path, data)
-    try:
-        os.replace(temp, path)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-
-
 def staged_write(path, data):
     """Write `data` to a temporary file beside `path`; return it, to os.replace later.
 
-    Same directory, so the final os.replace is an atomic rename on one file system.
+    Same directory, so the final os.replace is an atomic rename on one file system. A
+    write that fails (disk full, no permission) removes its temporary file and raises
+    RecordingError naming `path`, so no truncated .tmp is left behind.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
-    with os.fdopen(fd, "wb") as out:
-        out.write(data.encode() if isinstance(data, str) else data)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as error:
+        raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
+                             f"nothing was changed") from None
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+    except OSError as error:
+        Path(temp).unlink(missing_ok=True)
+        raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
+                             f"nothing was changed") from None
     return Path(temp)
+
+
+def remove_stray_temps(directories):
+    """Delete staged files a killed run left behind (`.<name>.<random>.tmp`, gitignored).
+
+    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one.
+    """
+    for directory in directories:
+        for temp in Path(directory).glob(".*.tmp"):
+            temp.unlink(missing_ok=True)
+
+
+class Staging:
+    """Files written beside their targets, moved into place together by commit().
+
+    Used as a context manager: leaving it by an exception (or Ctrl-C) deletes every
+    staged file, so the earlier files stay as they were.
+    """
+
+    def __init__(self):
+        self.staged = []
+
+    def add(self, path, data):
+        self.staged.append((staged_write(path, data), Path(path)))
+
+    def commit(self, report=lambda path: None):
+        for temp, final in self.staged:
+            os.replace(temp, final)
+            report(final)
+        self.staged = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for temp, _ in self.staged:
+            temp.unlink(missing_ok=True)
+        self.staged = []
+
+
+def write_atomically(path, data):
+    """Replace `path` with `data`: a reader sees the old file or the new one, never half."""
+    with Staging() as staging:
+        staging.add(path, data)
+        staging.commit()

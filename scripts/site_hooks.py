@@ -12,7 +12,6 @@ directives, resolved on every page before Markdown is converted:
                                                     not nested)
 """
 import html
-import json
 import re
 import sys
 from pathlib import Path
@@ -20,10 +19,14 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lesson_hashes import ROOT, discover_lessons  # noqa: E402
-from recordings import RECORDINGS, RecordingError, display, lesson_recordings, load_recording  # noqa: E402
-from staleness import FIX, refresh_command, refreshable_here, stale_files  # noqa: E402
+# mkdocs loads this file by path; the `scripts` package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts import ROOT
+from scripts.freshness import load_all
+from scripts.lessons import RegistryError, load_lessons
+from scripts.outputs import RECORD as FIX
+from scripts.recordings import RecordingError
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -39,33 +42,16 @@ recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 
 
 def on_config(config):
-    """Load every recording once; a broken or stale CPU recording stops the build here."""
+    """Load every recording of every registered lesson, validated; a broken recording,
+    or a stale one this machine can remake, stops the build here with one line each."""
     recordings.clear()
-    stale = []
-    for lesson_id, module_path in discover_lessons().items():
-        for path in lesson_recordings(lesson_id):
-            try:
-                recording = load_recording(path)
-            except RecordingError as error:
-                raise PluginError(str(error)) from None
-            recording["_stem"] = path.name.removesuffix(".json")
-            recording["_staleFiles"] = stale_files(recording, module_path)
-            if recording["_staleFiles"] and refreshable_here(recording):
-                stale.append(f"{display(path)}: stale, "
-                             f"{', '.join(recording['_staleFiles'])} changed since it was "
-                             f"recorded; run `{refresh_command(recording)}`")
-            recordings[recording["_stem"]] = recording
-    if stale:
-        raise PluginError("; ".join(stale))  # one line, every stale recording in it
-    for extra in RECORDINGS.glob("*.json"):
-        # Other kinds (a benchmark sweep, say) are validated by their own scripts; here
-        # they only need to parse so their values can be shown.
-        stem = extra.name.removesuffix(".json")
-        if stem not in recordings and "schema" not in stem:
-            try:
-                recordings[stem] = json.loads(extra.read_text())
-            except ValueError as error:
-                raise PluginError(f"{display(extra)}: not valid JSON ({error})") from None
+    try:
+        loaded, problems = load_all(load_lessons())
+    except (RegistryError, RecordingError) as error:
+        raise PluginError(str(error)) from None
+    if problems:
+        raise PluginError("; ".join(problems))
+    recordings.update(loaded)
     return config
 
 

@@ -19,11 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lesson_hashes import PINS, ROOT, content_files, discover_lessons  # noqa: E402
-from tpu_recording import RefusedRecording, check_tpu_recording, install_recording  # noqa: E402
-from tpu_steps import (LESSON_ID, RECORDING, RUNTIMES, UsageError, dry_run_text,  # noqa: E402
-                       job_steps)
+# `python scripts/tpu_job.py` puts scripts/ on sys.path; the package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from scripts import ROOT
+from scripts.hashes import content_files
+from scripts.lessons import load_lessons
+from scripts.tpu_recording import RefusedRecording, check_tpu_recording, install_recording
+from scripts.tpu_steps import (LESSON_ID, RECORDING, RUNTIMES, UsageError, dry_run_text,
+                               job_steps)
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -101,7 +105,7 @@ def run_step(step, root, accelerator, zone):
 def uncommitted_inputs(module_path, root=ROOT):
     """Files behind the lesson's contentHash that differ from HEAD: the VM would not see
     them, so its recording would be stale here the moment it lands."""
-    paths = [*content_files(module_path, root), *PINS]
+    paths = list(content_files(module_path, root))  # the code closure and the pins
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -120,7 +124,7 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
     With `delete`, the VM is deleted at the end, after a failure too, but only once it
     is known to be this run's: a failed create may mean the name belongs to another VM.
     """
-    module_path = discover_lessons(root)[LESSON_ID]
+    module_path = load_lessons(root)[LESSON_ID].path()
     target = Path(recordings_dir or root / "recordings") / RECORDING
     dirty = uncommitted_inputs(module_path, root)
     if dirty:

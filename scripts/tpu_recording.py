@@ -5,9 +5,9 @@ the file crossed a network and the site will present it as a measurement on TPU 
 """
 from pathlib import Path
 
-from lesson_hashes import ROOT
-from recordings import FIX, RecordingError, load_recording, write_atomically
-from staleness import stale_files
+from scripts import ROOT
+from scripts.freshness import stale_files
+from scripts.recordings import RecordingError, load_recording, write_atomically
 
 DEVICES = 4
 
@@ -22,7 +22,7 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
         # Its own suffix says to rerun record.py here, which would record the CPU.
         recording = load_recording(path)
     except RecordingError as error:
-        raise RefusedRecording(str(error).removesuffix(f"; {FIX}")) from None
+        raise RefusedRecording(str(error).split("; run `")[0]) from None
     environment = recording["environment"]
     lines = recording["stdout"].splitlines()
     problems = [

@@ -1,23 +1,50 @@
-"""Test-wide set-up.
+"""Test-wide set-up and the one helper that copies the project.
 
 JAX fixes its backend and the number of logical CPU devices the first time anything asks
 for a device, so this has to happen before any test module touches JAX. Eight devices let
 one interpreter build meshes of 2, 4 and 8 from ``jax.devices()[:p]``; anything that needs
-a different device count runs the lesson in a subprocess instead.
+a different device count runs the lesson in a subprocess, with clean_env().
 """
 import os
-import sys
+import shutil
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+FIXTURES = ROOT / "tests" / "fixtures"
+# The published lesson's recording, copied in: tests read nothing outside the repository.
+PUBLISHED_SEED = FIXTURES / "published_seed.json"
+
+# What record.py and the docs build read and write; node_modules is linked, not copied.
+PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt", "pyproject.toml",
+                 "docs", "scripts", "lesson_code", "recordings", "figures")
 
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
 
-import pytest  # noqa: E402
+def clean_env(**extra):
+    """The environment for a subprocess: this one without the suite's JAX settings."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
+    return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
+
+
+def project_copy(destination, parts=PROJECT_PARTS):
+    """A copy of the project's `parts` under `destination`, node_modules linked."""
+    destination = Path(destination)
+    destination.mkdir(parents=True, exist_ok=True)
+    for name in parts:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.tmp"))
+        else:
+            shutil.copy2(source, destination / name)
+    if (ROOT / "node_modules").exists():
+        (destination / "node_modules").symlink_to(ROOT / "node_modules")
+    return destination
 
 
 @pytest.fixture(scope="session")

@@ -23,6 +23,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from conftest import clean_env
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_exercises as exercises
 
@@ -30,9 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LESSON_CODE = ROOT / "lesson_code"
 LESSON_FILE = LESSON_CODE / "distributed_03.py"
 EXERCISES_FILE = LESSON_CODE / "distributed_03_exercises.py"
-# The published lesson's seed files live beside the clone, in shared/seeds.
-SEEDS = ROOT.parent / "shared" / "seeds"
-SEED_RECORDING = SEEDS / "004_f069282f8a5c0ec0.txt"
+SEED_RECORDING = ROOT / "tests" / "fixtures" / "published_seed.json"
 RANKS = (2, 4, 8)
 TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
 
@@ -372,13 +371,16 @@ def without_docstrings(tree):
     return tree
 
 
+def shown(node):
+    return ast.unparse(node) if isinstance(node, ast.AST) else repr(node)
+
+
 def match_with_holes(scaffold, solution, where="section"):
     """Assert `scaffold` is `solution` with some expressions (or assert tests) as holes."""
     if is_hole(scaffold) and isinstance(solution, ast.expr):
         return
     assert type(scaffold) is type(solution), (
-        f"{where}: scaffold has {ast.unparse(scaffold) if isinstance(scaffold, ast.AST) else scaffold!r}"
-        f" where the solution has {ast.unparse(solution) if isinstance(solution, ast.AST) else solution!r}")
+        f"{where}: scaffold has {shown(scaffold)} where the solution has {shown(solution)}")
     if not isinstance(scaffold, ast.AST):
         assert scaffold == solution, f"{where}: {scaffold!r} != {solution!r}"
         return
@@ -519,10 +521,7 @@ def test_make_it_yours_check_needs_the_label_only_gradient(monkeypatch):
 # ----------------------------------------------------------- the program, end to end --
 
 def lesson_env():
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    return env
+    return clean_env(PYTHONDONTWRITEBYTECODE="1")
 
 
 @cache
@@ -533,12 +532,10 @@ def run_program(*args):
 
 
 def seed_gradient():
-    """The gradient printed in the published recording, or None without shared/."""
-    if not SEED_RECORDING.exists():
-        return None
+    """The gradient printed in the published recording (tests/fixtures)."""
     import json
     stdout = json.loads(SEED_RECORDING.read_text())["stdout"]
-    line = next(l for l in stdout.splitlines() if l.startswith("Gradient reference: "))
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("Gradient reference: "))
     return np.asarray(ast.literal_eval(line.removeprefix("Gradient reference: ")))
 
 
@@ -557,9 +554,7 @@ def test_the_default_program_prints_each_result_once_in_order():
     gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
     expected = spec_gradient(lesson.make_problem(4))
     np.testing.assert_allclose(gradient, expected, rtol=0, atol=1e-8)
-    published = seed_gradient()
-    if published is not None:
-        np.testing.assert_allclose(gradient, published, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(gradient, seed_gradient(), rtol=0, atol=1e-8)
 
     assert lines[1] == "Local result shapes: replicated (8,), reduce-scatter (2,), gathered (8,)"
     shards = ast.literal_eval(value_after(
@@ -663,51 +658,13 @@ def test_environment_problem_accepts_what_jax_parses():
 # ----------------------------------------------------- defects of the published lesson --
 
 LESSON_MODULES = sorted(LESSON_CODE.glob("*.py"))
-RESTATING_COMMENTS = ("Update state", "Convert ``", "Configure multi-device placement",
-                      "Check tensor shape invariant", "Place `")
-
-
-def comments(path):
-    """(line number, comment text) of every `#` comment, read with the tokenizer."""
-    import io
-    import tokenize
-    with open(path, "rb") as source:
-        tokens = tokenize.tokenize(io.BytesIO(source.read()).readline)
-        return [(t.start[0], t.string.lstrip("#").strip()) for t in tokens
-                if t.type == tokenize.COMMENT]
-
 
 @pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
 def test_no_replication_check_is_switched_off(path):
-    text = path.read_text()
-    assert "check_vma=False" not in text and "check_rep=False" not in text
-
-
-@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
-def test_every_imported_name_is_used(path):
-    tree = ast.parse(path.read_text())
-    imported = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                imported[alias.asname or alias.name.split(".")[0]] = node.lineno
-        elif isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            for alias in node.names:
-                imported[alias.asname or alias.name] = node.lineno
-    used = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
-    if path.stem.endswith("_exercises"):
-        # A scaffold imports what its holes need: a name its TODO comments ask for counts.
-        used |= {word for _, text in comments(path) if "TODO" in text
-                 for word in re.findall(r"[A-Za-z_]\w*", text)}
-    unused = sorted(name for name in imported if name not in used)
-    assert not unused, f"{path.name}: unused imports {unused}"
-
-
-@pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
-def test_no_comment_restates_its_line(path):
-    for lineno, text in comments(path):
-        assert not text.startswith(RESTATING_COMMENTS), f"{path.name}:{lineno}: {text}"
-        assert "``" not in text, f"{path.name}:{lineno}: empty backticks in {text!r}"
+    switched_off = [node.lineno for node in ast.walk(ast.parse(path.read_text()))
+                    if isinstance(node, ast.keyword) and node.arg in ("check_vma", "check_rep")
+                    and isinstance(node.value, ast.Constant) and node.value.value is False]
+    assert switched_off == [], f"{path.name}: lines {switched_off}"
 
 
 @pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)

@@ -17,18 +17,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import ROOT, clean_env
 from lesson_code.distributed_03 import make_problem, reference_gradient
-from multiprocess import ROOT, ProcessRunError, run_processes
-from render_traffic import render_traffic_svg
+from scripts.figures.traffic import render
+from scripts.launch import ProcessRunError, run_processes
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = "distributed-03-ranks-*"  # run_processes' temporary folder
+SCRATCH = "ranks-*"  # run_processes' temporary folder
+RANK_MODULE = "lesson_code.distributed_03_rank"
 
 
 @pytest.fixture(scope="module")
 def run():
-    return run_processes(ranks=RANKS, timeout_s=180, calls=5)
+    return run_processes(RANK_MODULE, ranks=RANKS, timeout_s=180, calls=5)
 
 
 def traffic_row(run, collective, gradient_bytes):
@@ -69,7 +71,8 @@ def shard_line(stdout):
 
 def test_process_0_prints_what_the_single_process_lesson_prints(run):
     single = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
-                            capture_output=True, text=True, check=True, timeout=120).stdout
+                            env=clean_env(), capture_output=True, text=True, check=True,
+                            timeout=120).stdout
     assert "Completed CPU median microseconds: {'all_reduce': T" in without_timings(single)
     # Process 0 can list only the shard it holds: device 0's, the same as in one process.
     assert shard_line(run.stdout) == shard_line(single)[:1]
@@ -129,26 +132,29 @@ def test_a_program_without_collectives_sends_nothing(run):
 
 
 def test_traffic_figure_is_deterministic_and_says_what_it_shows(run):
-    svg = render_traffic_svg({"data": run.data})
-    assert svg == render_traffic_svg({"data": run.data})
+    svg = render({"data": run.data})
+    assert svg == render({"data": run.data})
     opening_end = svg.index(">", svg.index("<svg")) + 1
     assert svg[opening_end:].lstrip().startswith("<title>")
     assert "<desc>" in svg and "protocol overhead" in svg
 
 
 @pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 15)])
-def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s):
+def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s,
+                                                             monkeypatch):
+    monkeypatch.setenv("FAILING_RANK", failure)  # read by tests/fixtures/failing_rank.py
     scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
     started = time.monotonic()
     with pytest.raises(ProcessRunError) as raised:
-        run_processes(ranks=RANKS, timeout_s=timeout_s, calls=1, test_hook_fail=(2, failure))
+        run_processes("tests.fixtures.failing_rank", ranks=RANKS, timeout_s=timeout_s,
+                      calls=1)
     assert time.monotonic() - started < timeout_s + 10
     error = raised.value
     assert "\n" not in str(error)
     if failure == "exit":
         assert (error.rank, error.status) == (2, 3)
         assert str(error).startswith("rank 2 exited with status 3")
-        assert "test hook" in error.stderr_tail
+        assert "failing_rank fixture" in error.stderr_tail
     else:
         assert f"still running after {timeout_s} s" in str(error)
     assert len(error.pids) == RANKS
@@ -162,7 +168,7 @@ def test_the_ranks_are_gone_after_a_successful_run_too(run):
 
 def test_every_value_on_the_page_section_resolves(run):
     """The page quotes the recording the integrator writes: this run's data under `data`."""
-    from site_hooks import VALUE, lookup  # the build's own parser, so the page cannot drift
+    from scripts.site_hooks import VALUE, lookup  # the build's parser: the page cannot drift
     recordings = {
         "distributed-03.cpu-processes": {"data": run.data, "stdout": run.stdout,
                                          "environment": run.data["environment"]},

@@ -2,11 +2,11 @@
 import nbformat
 
 from conftest import ROOT
-from lesson_hashes import content_hash
-from notebook import build_notebook, execute, source_blocks
+from scripts.notebook import build_notebook, execute, source_blocks
 
 LESSON = ROOT / "lesson_code" / "distributed_03.py"
 COMMITTED = ROOT / "docs" / "notebooks" / "distributed-03.ipynb"
+RECORDING = ROOT / "recordings" / "distributed-03.cpu.json"
 
 
 def test_cells_are_the_lesson_sections_in_file_order():
@@ -18,12 +18,16 @@ def test_cells_are_the_lesson_sections_in_file_order():
     assert not any('__name__ == "__main__"' in code for _, code in blocks)
 
 
-def test_committed_notebook_is_executed_from_the_current_code():
+def test_the_committed_notebook_printed_exactly_the_committed_recording():
+    import json
+
     notebook = nbformat.read(COMMITTED, as_version=4)
-    assert notebook.metadata["lesson"]["contentHash"] == content_hash(LESSON)
-    outputs = "".join(out.get("text", "") for cell in notebook.cells
-                      if cell.cell_type == "code" for out in cell.get("outputs", []))
-    assert outputs.rstrip().endswith("PASS: distributed-03")
+    printed = "".join(out.text for cell in notebook.cells if cell.cell_type == "code"
+                      for out in cell.outputs
+                      if out.output_type == "stream" and out.name == "stdout")
+    assert printed == json.loads(RECORDING.read_text())["stdout"]
+    assert printed.rstrip().endswith("PASS: distributed-03")
+    assert not any("_json.dump" in cell.source for cell in notebook.cells)
 
 
 def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
@@ -40,6 +44,6 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
 
 
 def test_a_fresh_build_matches_the_committed_cells():
-    fresh = build_notebook(LESSON, "distributed-03", content_hash(LESSON))
+    fresh = build_notebook(LESSON, "distributed-03")
     committed = nbformat.read(COMMITTED, as_version=4)
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells]

@@ -3,10 +3,10 @@
 The contributions are small integers, so every summation order gives the same float and
 the comparisons can be exact.
 """
+import json
 from functools import partial
 
 import jax
-import matplotlib
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from jax.sharding import Mesh, PartitionSpec as P
 
-from lesson_code.ring import ring_all_gather, ring_reduce_scatter
-from render_ring import FIGURE_PATH, render_ring_svg
+from conftest import ROOT
+from lesson_code.ring import ring_all_gather, ring_reduce_scatter, trace
 
 RANKS = range(2, 9)
 
@@ -132,16 +132,8 @@ def test_simulator_matches_jax_collectives_on_every_shard(p):
         np.testing.assert_array_equal(data, gather.result[r])
 
 
-def test_committed_figure_is_what_the_renderer_draws():
-    drawn = render_ring_svg(4)
-    assert drawn == render_ring_svg(4), "two renders differ: the figure is not deterministic"
-    assert FIGURE_PATH.read_text(encoding="utf-8") == drawn, (
-        "figures/distributed-03-ring.svg is stale; run: python scripts/record.py --render-only"
-    )
-    assert "<title>" in drawn and "<desc>" in drawn
-
-
-def test_figure_ignores_rcparams_left_by_other_renderers():
-    # record.py draws all figures in one process; another renderer's style must not leak in.
-    with matplotlib.rc_context({"font.family": "serif", "font.size": 14, "text.color": "red"}):
-        assert render_ring_svg(4) == FIGURE_PATH.read_text(encoding="utf-8")
+def test_the_recorded_trace_is_what_the_simulator_gives_today():
+    """The ring figure is drawn from this recording; the simulator is its only source."""
+    recorded = json.loads((ROOT / "recordings" / "distributed-03.simulation.json").read_text())
+    assert recorded["data"] == json.loads(json.dumps(trace(4)))
+    assert recorded["stdout"].endswith("Every rank ends with the full sum.\n")

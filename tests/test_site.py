@@ -6,15 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from check_links import broken_links
-from site_build import ROOT, build, copy_project
+from conftest import ROOT, project_copy
+from scripts.check_links import broken_links
+from site_build import build
 
 LESSON_PAGE = Path("lessons") / "distributed-03" / "index.html"
 
 
 @pytest.fixture()
 def project(tmp_path):
-    return copy_project(tmp_path / "project")
+    return project_copy(tmp_path / "project")
 
 
 def edit_recording(project, change):
@@ -80,7 +81,7 @@ def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
 @pytest.mark.parametrize("corrupt, expected", [
     (lambda p: p.write_text("{ not json"), "not valid JSON"),
     (lambda p: p.write_text(json.dumps({**json.loads(p.read_text()), "schemaVersion": 2})),
-     "schemaVersion 2 is not 1"),
+     "invalid at schemaVersion"),
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
                                         if k != "stdout"})), "stdout"),
 ])

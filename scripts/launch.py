@@ -1,13 +1,10 @@
-"""Run distributed-03 as p real processes on this machine, joined over 127.0.0.1.
+"""Run a lesson's rank module as p real processes on this machine, joined over 127.0.0.1.
 
-    python scripts/multiprocess.py                       # 4 ranks; prints process 0's stdout
-    python scripts/multiprocess.py --data-out run.json   # and keeps process 0's data
-
-Each rank is `python -m lesson_code.distributed_03_rank` with one CPU device. If a rank
-fails, or the run outlives its timeout, every rank is killed, nothing is written, and
-ProcessRunError says which rank, how it ended and what it last wrote to stderr.
+`record.py --processes N` calls run_processes with the module the lesson registry names
+(lesson_code/lessons.toml, `rank_module`); each rank is `python -m <module>` with one CPU
+device. If a rank fails, or the run outlives its timeout, every rank is killed, nothing is
+written, and ProcessRunError says which rank, how it ended and what it last wrote to stderr.
 """
-import argparse
 import json
 import os
 import signal
@@ -19,8 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-RANK_MODULE = "lesson_code.distributed_03_rank"
+from scripts import ROOT
 
 
 @dataclass(frozen=True)
@@ -69,21 +65,18 @@ def describe(status):
     return f"exited with status {status}"
 
 
-def start_rank(rank, ranks, port, calls, scratch, test_hook_fail):
-    command = [sys.executable, "-m", RANK_MODULE, "--process-id", str(rank),
+def start_rank(module, rank, ranks, port, calls, scratch, cwd):
+    command = [sys.executable, "-m", module, "--process-id", str(rank),
                "--processes", str(ranks), "--port", str(port), "--calls", str(calls)]
     if rank == 0:
         command += ["--data-out", str(scratch / "data.json")]
-    if test_hook_fail and test_hook_fail[0] == rank:
-        command += ["--test-hook-fail", test_hook_fail[1]]
-    # Each rank sets its own device count: one device per process, whatever the caller's
-    # environment (the test suite's asks for 8) would otherwise hand down.
+    # One CPU device per process is what a multi-process run means.
     env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
     with open(scratch / f"rank{rank}.out", "wb") as out, \
             open(scratch / f"rank{rank}.err", "wb") as err:
         # Files, not pipes: a chatty rank can never block on a pipe nobody is reading.
         # A session of its own: killpg then reaches anything the rank started, too.
-        return subprocess.Popen(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
+        return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True)
 
 
@@ -120,20 +113,20 @@ def kill_all(children):
         child.wait()  # reap, so no zombie outlives the run
 
 
-def run_processes(ranks=4, timeout_s=300, calls=100, test_hook_fail=None):
-    """Run the lesson as `ranks` processes; return process 0's stdout and data.
+def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
+    """Run `module` (dotted, importable from `cwd`) as `ranks` processes; return process
+    0's stdout and data.
 
     calls: repeated calls averaged per traffic row (fewer keeps tests short).
-    test_hook_fail: TEST HOOK, (rank, "exit" | "hang"): that rank fails after the lesson.
     """
     started = time.monotonic()
     children = []
-    with tempfile.TemporaryDirectory(prefix="distributed-03-ranks-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="ranks-") as scratch:
         scratch = Path(scratch)
         try:
             port = free_port()
             for rank in range(ranks):
-                children.append(start_rank(rank, ranks, port, calls, scratch, test_hook_fail))
+                children.append(start_rank(module, rank, ranks, port, calls, scratch, cwd))
             statuses = wait_for(children, timeout_s, scratch)
         finally:
             kill_all(children)
@@ -146,26 +139,3 @@ def run_processes(ranks=4, timeout_s=300, calls=100, test_hook_fail=None):
                           data=json.loads(data_path.read_text()),
                           duration_s=time.monotonic() - started, exit_codes=statuses,
                           pids=[child.pid for child in children])
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=100, help="calls per traffic row")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds for the whole run")
-    parser.add_argument("--data-out", metavar="PATH", help="write process 0's data JSON here")
-    args = parser.parse_args(argv)
-    try:
-        run = run_processes(args.ranks, args.timeout, args.calls)
-    except ProcessRunError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    sys.stdout.write(run.stdout)
-    if args.data_out:
-        Path(args.data_out).write_text(json.dumps(run.data, indent=2))
-    print(f"{args.ranks} processes finished in {run.duration_s:.1f} s", file=sys.stderr)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

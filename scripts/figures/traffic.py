@@ -1,20 +1,12 @@
-"""Draw figures/distributed-03-traffic.svg: bytes each process sent, beside the ring model.
+"""Bytes each process sent, beside the ring model, from the multi-process recording alone.
 
-Drawn from a recording of the four-process run alone (`data.traffic`); nothing is run.
-Usage: python scripts/render_traffic.py RECORDING.json [OUT.svg]
+Drawn from `data.traffic` of <lesson>.cpu-processes.json; nothing is run.
 """
-import json
-import sys
-from pathlib import Path
-
 import numpy as np
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
-from svg_output import new_figure, svg_text  # deterministic SVG with <title>/<desc>
-
-ROOT = Path(__file__).resolve().parents[1]
-FIGURE_PATH = ROOT / "figures" / "distributed-03-traffic.svg"
+from scripts.figures.svg import figure_style, new_figure, svg_text
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
@@ -84,9 +76,13 @@ def describe(rows, ranks, calls):
             f"over {calls} calls. " + "; ".join(parts) + ".")
 
 
-def render_traffic_svg(recording):
-    """The figure as SVG text, from a recording (or its `data` dict) alone."""
-    data = recording.get("data", recording)
+def render(recording):
+    """The figure as SVG text, from the multi-process recording alone."""
+    with figure_style():
+        return draw(recording["data"])
+
+
+def draw(data):
     rows = [row for row in data["traffic"] if row["collective"] in COLLECTIVES]
     sizes = sorted({row["gradientBytes"] for row in rows})
     ranks, calls = len(rows[0]["observedBytesPerRank"]), rows[0].get("calls", "repeated")
@@ -99,7 +95,8 @@ def render_traffic_svg(recording):
     fig.suptitle(f"Bytes each of {ranks} processes sent per call: observed vs idealized "
                  f"ring model", fontsize=11.5, color=INK)
     fig.legend(handles=[Patch(fc=MODEL, ec=INK, hatch="///",
-                              label=f"model, p = {ranks}: 2(p−1)/p·G all-reduce, (p−1)/p·G the others"),
+                              label=f"model, p = {ranks}: 2(p−1)/p·G all-reduce, "
+                                    f"(p−1)/p·G the others"),
                         Patch(fc=OBSERVED, ec=INK,
                               label=f"observed: ranks 0–{ranks - 1}, left to right")],
                loc="upper center", bbox_to_anchor=(0.5, 0.94), ncols=2, frameon=False,
@@ -111,18 +108,3 @@ def render_traffic_svg(recording):
     fig.tight_layout(rect=(0, 0.07, 1, 0.91))
     title = f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback"
     return svg_text(fig, title, describe(rows, ranks, calls))
-
-
-def main(argv=None):
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
-        return 2
-    recording = json.loads(Path(args[0]).read_text())
-    out = Path(args[1]) if len(args) > 1 else FIGURE_PATH
-    out.write_text(render_traffic_svg(recording))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,13 +1,11 @@
 """Draw the sweep figure from the recording alone: time per call and bus bandwidth vs size."""
-import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
-from svg_output import DETERMINISTIC, svg_text
-from sweep_freshness import figure_stamp
-from sweep_model import COLLECTIVES, bus_factor, format_bytes
+from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
+from scripts.sweep_model import COLLECTIVES, bus_factor, format_bytes
 
 # Okabe-Ito colours stay distinct for colour-blind readers; the figure keeps an opaque
 # white background so it reads the same on the site's dark theme.
@@ -31,7 +29,8 @@ def series(recording):
 
 def plot_measurements_and_fits(recording, time_ax, bus_ax):
     for (collective, ranks), (nbytes, median_us, busbw) in series(recording).items():
-        solid = {"color": COLOURS[collective], "marker": MARKERS.get(ranks, "D"), "lw": 1.6, "ms": 5}
+        solid = {"color": COLOURS[collective], "marker": MARKERS.get(ranks, "D"), "lw": 1.6,
+                 "ms": 5}
         time_ax.plot(nbytes, median_us, **solid)
         bus_ax.plot(nbytes, busbw, **solid)
         fit = recording["fits"][collective][str(ranks)]
@@ -116,7 +115,8 @@ def alt_text(recording):
     return title, desc
 
 
-def render_sweep_svg(recording: dict) -> str:
+def render(recording):
     title, desc = alt_text(recording)
-    with matplotlib.rc_context(DETERMINISTIC):
-        return svg_text(draw_panels(recording), title, desc, note=figure_stamp(recording))
+    # matplotlib's defaults, not the lesson figures' style: this figure sets its own look.
+    with figure_style(DETERMINISTIC):
+        return svg_text(draw_panels(recording), title, desc)

@@ -1,25 +1,14 @@
-"""Draw figures/distributed-03-ring.svg: every chunk of a 4-rank ring, step by step.
+"""Every chunk of a p-rank ring, step by step, drawn from the simulation's recording.
 
-The figure is drawn from lesson_code/ring.py, a simulation of the idealized ring schedule;
-nothing in it is measured. Usage: python scripts/render_ring.py figures/distributed-03-ring.svg
+The recording (<lesson>.simulation.json) holds lesson_code/ring.py's trace: who sent which
+chunk at each step, and which ranks' contributions each copy sums. Nothing is simulated
+here, and nothing in it is measured.
 """
-import sys
-from pathlib import Path
-
-import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, Python puts scripts/ (not the repository root) on sys.path.
-sys.path.insert(0, str(ROOT))
-
-from lesson_code.ring import ring_all_gather, ring_reduce_scatter  # noqa: E402
-from recordings import write_atomically  # noqa: E402
-from svg_output import DETERMINISTIC, svg_text  # noqa: E402  (no dates; <title>, <desc>)
-
-FIGURE_PATH = ROOT / "figures" / "distributed-03-ring.svg"
+from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
 
 # Pale -> mid -> dark, so the three states stay apart in greyscale and for colour-blind
 # readers; the figure background is opaque white, so they read the same on dark pages.
@@ -28,11 +17,6 @@ INK, FAINT = "#1f2328", "#8c959f"
 # Layout in data units, y growing downwards. A page shows the figure about 800 px wide,
 # so 0.5 in per unit keeps the 8.5-9.5 pt cell text near 9-10 px there.
 CELL_W, CELL_H, RANK_GAP, LABEL_W, UNIT_IN = 1.1, 0.9, 0.6, 1.4, 0.5
-
-
-def example_contributions(p: int) -> np.ndarray:
-    """Rank r contributes (r+1)·[1, ..., 2p], so every partial sum can be checked by hand."""
-    return np.outer(np.arange(1, p + 1), np.arange(1, 2 * p + 1)).astype(np.float32)
 
 
 def _cell_x(rank: int, chunk: int, p: int) -> float:
@@ -50,7 +34,7 @@ def _cell_look(summed: tuple[int, ...], p: int) -> tuple[str, str, str]:
 
 def _draw_row(ax, y, label, state, values, sends, p):
     """One step: p rank blocks of p chunk cells, then what each rank sent in this step."""
-    arrived = {t.dst: t.chunk for t in sends}
+    arrived = {dst: chunk for _, dst, chunk in sends}
     ax.text(-0.3, y + CELL_H / 2, label, ha="right", va="center", fontsize=9, color=INK)
     for r in range(p):
         for c in range(p):
@@ -66,9 +50,9 @@ def _draw_row(ax, y, label, state, values, sends, p):
             if state[r][c]:
                 ax.text(centre, y + 0.72 * CELL_H, ", ".join(f"{v:g}" for v in values[r][c]),
                         ha="center", va="center", fontsize=8.5, color=ink)
-    for t in sends:
-        ax.text(_cell_x(t.src, 0, p) + p * CELL_W / 2, y + CELL_H + 0.32,
-                f"sends c{t.chunk} → rank {t.dst}", ha="center", va="center", fontsize=9,
+    for src, dst, chunk in sends:
+        ax.text(_cell_x(src, 0, p) + p * CELL_W / 2, y + CELL_H + 0.32,
+                f"sends c{chunk} → rank {dst}", ha="center", va="center", fontsize=9,
                 color=INK)
 
 
@@ -80,12 +64,13 @@ def _phases(scatter, gather, p):
 
     return [
         ("Reduce-scatter: the receiver adds the incoming chunk to its own copy",
-         [("start", scatter.initial, ())]
-         + [(f"step {s + 1}", step.state, step.sends) for s, step in enumerate(scatter.steps)]),
+         [("start", scatter["initial"], ())]
+         + [(f"step {s + 1}", step["state"], step["sends"])
+            for s, step in enumerate(scatter["steps"])]),
         ("All-gather: only finished chunks travel; the receiver stores a copy "
          "(its partial sums are no longer needed)",
-         [(f"step {s + 1}", as_sums(step.state), step.sends)
-          for s, step in enumerate(gather.steps)]),
+         [(f"step {s + 1}", as_sums(step["state"]), step["sends"])
+          for s, step in enumerate(gather["steps"])]),
     ]
 
 
@@ -111,12 +96,12 @@ def _draw_header(ax, left, p, n):
                     fontsize=8.5, color=FAINT)
 
 
-def _ring_figure(p: int) -> tuple[Figure, str]:
-    contributions = example_contributions(p)  # (p, n) with n = 2p
-    scatter = ring_reduce_scatter(contributions)
-    gather = ring_all_gather(scatter.result)
+def _ring_figure(trace):
+    p = trace["ranks"]
+    contributions = np.asarray(trace["contributions"], dtype=np.float32)  # (p, n), n = 2p
+    scatter, gather = trace["reduceScatter"], trace["allGather"]
     n = contributions.shape[1]
-    b_rs, b_ag, whole = scatter.bytes_sent[0], gather.bytes_sent[0], contributions[0].nbytes
+    b_rs, b_ag, whole = scatter["bytesSent"][0], gather["bytesSent"][0], trace["vectorBytes"]
 
     # The simulator records which contributions each copy sums; the example numbers of a
     # copy follow from that: the sum of those ranks' pieces of that chunk.
@@ -166,26 +151,12 @@ def _ring_figure(p: int) -> tuple[Figure, str]:
     return fig, desc
 
 
-def render_ring_svg(p: int = 4) -> str:
-    """The ring figure as SVG text; the same p always gives the same bytes."""
-    title = f"Ring reduce-scatter and all-gather, chunk by chunk (p = {p}, simulated)"
-    # record.py draws every figure in one process, and other renderers change the global
-    # rcParams; starting from matplotlib's defaults makes these bytes independent of them.
-    # Default fonts also keep a sans-serif fallback list in the SVG for browsers without
-    # DejaVu Sans.
-    with matplotlib.rc_context():
-        matplotlib.rcdefaults()
-        matplotlib.rcParams.update(DETERMINISTIC)
-        fig, desc = _ring_figure(p)
+def render(recording):
+    """The ring figure as SVG text; the same trace always gives the same bytes."""
+    trace = recording["data"]
+    title = (f"Ring reduce-scatter and all-gather, chunk by chunk "
+             f"(p = {trace['ranks']}, simulated)")
+    # matplotlib's defaults: their sans-serif fallback list travels into the SVG.
+    with figure_style(DETERMINISTIC):
+        fig, desc = _ring_figure(trace)
         return svg_text(fig, title, desc)
-
-
-def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    target = Path(args[0]) if args else FIGURE_PATH
-    write_atomically(target, render_ring_svg(4))
-    print(f"wrote {target}")
-
-
-if __name__ == "__main__":
-    main()

@@ -9,7 +9,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from sweep_model import COLLECTIVES, element_count, format_bytes
+from scripts.sweep_model import COLLECTIVES, element_count, format_bytes
 
 
 def configure_devices(ranks):

@@ -1,16 +1,17 @@
-"""Deterministic, accessible SVG out of a matplotlib figure.
+"""Deterministic, accessible SVG out of a matplotlib figure, with matplotlib state confined.
 
 Determinism is what lets a test compare a committed figure with a fresh rendering byte for
 byte: no date, a fixed hash salt for element ids, and text kept as <text> (selectable,
-searchable, no per-run glyph ids).
+searchable, no per-run glyph ids). Every renderer draws inside figure_style(), which starts
+from matplotlib's defaults and restores the caller's settings on the way out, so no
+renderer can change another's bytes.
 """
 import io
+from contextlib import contextmanager
 from xml.sax.saxutils import escape
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402  (after choosing the headless backend)
+from matplotlib.figure import Figure
 
 # What every renderer needs, whatever its look: repeatable element ids, text as <text>.
 DETERMINISTIC = {"svg.hashsalt": "distributed-03", "svg.fonttype": "none"}
@@ -30,25 +31,29 @@ STYLE = {
 }
 
 
+@contextmanager
+def figure_style(style=STYLE):
+    """matplotlib's defaults plus `style`, for the duration of one drawing only."""
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update(style)
+        yield
+
+
 def new_figure(**kwargs):
-    # From the defaults every time: what another figure set must not change these bytes.
-    plt.rcdefaults()
-    plt.rcParams.update(STYLE)
-    return plt.subplots(**kwargs)
+    """A Figure and its axes, outside pyplot: nothing global keeps a reference to it."""
+    subplot_args = {k: kwargs.pop(k) for k in ("nrows", "ncols", "squeeze") if k in kwargs}
+    fig = Figure(**kwargs)
+    return fig, fig.subplots(**subplot_args)
 
 
-def svg_text(fig, title, desc, note=""):
-    """The figure as SVG text, with <title> and <desc> for screen readers.
-
-    `note` (an XML comment, say) goes right after them, for tools that read the file.
-    """
+def svg_text(fig, title, desc):
+    """The figure as SVG text, with <title> and <desc> for screen readers."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    plt.close(fig)
     svg = buffer.getvalue()
     start = svg.index("<svg")
     end = svg.index(">", start) + 1
     accessible = f"\n <title>{escape(title)}</title>\n <desc>{escape(desc)}</desc>"
-    accessible += f"\n {note}" if note else ""
     opening = svg[start:end].replace("<svg ", '<svg role="img" ', 1)
     return svg[:start] + opening + accessible + svg[end:]

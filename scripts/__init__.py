@@ -1,0 +1,24 @@
+"""The machinery that turns lesson_code/ into recordings, figures, a notebook and pages.
+
+Imported as a package (`from scripts import recordings`). The command-line entry points
+(record.py, bench.py, tpu_job.py, check_links.py) put the repository root on sys.path in
+their first lines, so `python scripts/record.py` works as the README says.
+"""
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDINGS = ROOT / "recordings"
+FIGURES = ROOT / "figures"
+NOTEBOOKS = ROOT / "docs" / "notebooks"
+# Every derived file's inputs, as digests: see scripts/freshness.py.
+LOCK = RECORDINGS / "outputs.lock.json"
+REGISTRY = ROOT / "lesson_code" / "lessons.toml"
+
+
+def display(path, root=ROOT):
+    """A path as a reader at the repository root would type it."""
+    path = Path(path).resolve()
+    try:
+        return path.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,33 @@
+"""Recording -> SVG. The only importers of matplotlib, and they never import lesson_code/.
+
+Every renderer is a module here with one function, `render(data) -> str`: `data` is the
+parsed JSON of its input (a recording, or a figure's own data file under data/), and the
+SVG text comes back; writing it is record.py's job. A lesson lists the kinds it wants in
+lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
+"""
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FigureKind:
+    renderer: str  # module under scripts/figures/ with render(data) -> str
+    input: str  # the JSON it is drawn from, relative to the repository root
+    path: str  # the SVG, relative to the repository root
+
+    def module_path(self):
+        return f"scripts/figures/{self.renderer}.py"
+
+    def render(self, data):
+        return importlib.import_module(f"scripts.figures.{self.renderer}").render(data)
+
+
+KINDS = {
+    "panels": FigureKind("panels", "recordings/{id}.cpu.json", "figures/{id}.svg"),
+    "mechanism": FigureKind("mechanism", "scripts/figures/data/{id}-mechanism.json",
+                            "figures/{id}-mechanism.svg"),
+    "ring": FigureKind("ring", "recordings/{id}.simulation.json", "figures/{id}-ring.svg"),
+    "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
+                          "figures/{id}-traffic.svg"),
+    "sweep": FigureKind("sweep", "recordings/{id}.sweep.json", "figures/{id}-sweep.svg"),
+}

@@ -1,0 +1,103 @@
+"""Is every derived file still what the current code would make? One rule, one format.
+
+An output is current while the digests of its inputs, stored when it was made, equal
+today's. Every problem is one line: the file, what changed, and the command that fixes
+it. Used by `record.py --check`, by the site build and by the TPU job; imports neither
+JAX nor matplotlib.
+"""
+import hashlib
+
+from scripts import ROOT
+from scripts.hashes import changed_files, combined_hash, content_files
+from scripts.outputs import (LockError, figure_outputs, notebook_output, read_lock,
+                             recording_outputs)
+from scripts.recordings import RecordingError, load_recording
+
+
+def problem(path, what, fix):
+    return f"{path}: {what}; run `{fix}`"
+
+
+def changed(names):
+    return f"stale, {', '.join(names)} changed"
+
+
+def stale_files(recording, module_path, root=ROOT, extra=()):
+    """Files changed since the recording was made; empty while it is current."""
+    current = content_files(module_path, root, extra)
+    if "contentFiles" not in recording:  # the published seed predates contentFiles
+        return [] if recording["contentHash"] == combined_hash(current) else \
+            ["the lesson code or its pins"]
+    return changed_files(recording["contentFiles"], current)
+
+
+def recording_state(output, root=ROOT):
+    """(recording or None, [problem lines]) for one recording the registry expects."""
+    path = root / output.path
+    if not path.exists() and not output.required:
+        return None, []
+    try:
+        recording = load_recording(path)
+    except RecordingError as error:
+        return None, [str(error)]
+    recorded = recording.get("contentFiles", {})
+    names = changed_files(recorded, output.current_inputs(root))
+    recording["_staleFiles"] = names
+    if names and output.required:
+        return recording, [problem(output.path, changed(names), output.fix)]
+    return recording, []  # a stale hardware recording stays on the site, marked stale
+
+
+def derived_problems(output, lock, root=ROOT):
+    """Why a figure or notebook is not what record.py would make now (empty: current)."""
+    path = root / output.path
+    if not (root / output.code).is_file():
+        return [problem(output.path, f"its code {output.code} is missing; restore it, or drop "
+                        f"the figure from lesson_code/lessons.toml, then", output.fix)]
+    if not path.is_file():
+        return [problem(output.path, "missing", output.fix)]
+    entry = lock.get(output.path)
+    if entry is None:
+        return [problem(output.path, "not in recordings/outputs.lock.json", output.fix)]
+    if hashlib.sha256(path.read_bytes()).hexdigest() != entry.get("sha256"):
+        return [problem(output.path, "edited by hand since it was made", output.fix)]
+    names = changed_files(entry.get("inputs", {}), output.current_inputs(root))
+    return [problem(output.path, changed(names), output.fix)] if names else []
+
+
+def check(lessons, root=ROOT):
+    """One line per recording, figure or notebook that is missing, invalid or stale."""
+    lines = []
+    try:
+        lock = read_lock(root)
+    except LockError as error:
+        lines.append(str(error))
+        lock = {}
+    for lesson in lessons.values():
+        for output in recording_outputs(lesson, root):
+            lines += recording_state(output, root)[1]
+        for output in [*figure_outputs(lesson), notebook_output(lesson)]:
+            if (root / output.source).exists() or output.source in lock:
+                lines += derived_problems(output, lock, root)
+            else:
+                lines.append(problem(output.path, f"its input {output.source} is missing",
+                                     output.fix))
+    return lines
+
+
+def load_all(lessons, root=ROOT):
+    """Every recording of every lesson, validated; (recordings by stem, problem lines).
+
+    For the site build: a stale hardware recording comes back marked (`_staleFiles`),
+    a stale or broken one the registry requires comes back as a problem line.
+    """
+    loaded, lines = {}, []
+    for lesson in lessons.values():
+        for output in recording_outputs(lesson, root):
+            recording, problems = recording_state(output, root)
+            lines += problems
+            if recording is not None:
+                stem = output.path.removeprefix("recordings/").removesuffix(".json")
+                recording["_stem"] = stem
+                loaded[stem] = recording
+    return loaded, lines

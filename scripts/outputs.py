@@ -1,0 +1,128 @@
+"""Every derived file of a lesson, what it is made from, and the command that remakes it.
+
+Recordings carry their own inputs (`contentFiles`: the producing module's import closure
+and the pins), so a recording fetched from a TPU VM still says what it was made from.
+Figures and the notebook keep theirs in recordings/outputs.lock.json. Imports no JAX and
+no matplotlib.
+"""
+import json
+from dataclasses import dataclass
+
+from scripts import LOCK, ROOT, display
+from scripts.figures import KINDS
+from scripts.hashes import content_files, digest, import_closure
+
+RECORD = "python scripts/record.py"
+RENDER = "python scripts/record.py --render-only"
+BENCH = "make bench"
+NOTEBOOK_BUILDER = "scripts/notebook.py"
+
+
+class LockError(Exception):
+    """outputs.lock.json cannot be read; str() is one line with the fix."""
+
+
+@dataclass(frozen=True)
+class RecordingOutput:
+    path: str  # relative to the repository root
+    module: str  # the file whose import closure (plus the pins) makes it
+    fix: str
+    required: bool  # False for hardware runs: shown marked stale, never demanded
+
+    def current_inputs(self, root=ROOT):
+        return content_files(root / self.module, root)
+
+
+@dataclass(frozen=True)
+class DerivedOutput:
+    """A figure or the notebook: its input JSON plus the code closure that turns it into bytes."""
+    path: str
+    source: str  # the recording or data file it is made from
+    code: str  # the renderer (or builder) module
+    fix: str
+
+    def current_inputs(self, root=ROOT):
+        files = [root / self.source, *import_closure(root / self.code, root)]
+        return {path.relative_to(root).as_posix(): digest(path) for path in files}
+
+
+def recording_outputs(lesson, root=ROOT):
+    """The recordings a lesson must have, then any others found (a TPU run, say)."""
+    def module_file(module):
+        return lesson.path(module).relative_to(lesson.root).as_posix()
+
+    wanted = [RecordingOutput(f"recordings/{lesson.id}.cpu.json", module_file(lesson.module),
+                              RECORD, True)]
+    if lesson.simulation:
+        wanted.append(RecordingOutput(f"recordings/{lesson.id}.simulation.json",
+                                      module_file(lesson.simulation), RECORD, True))
+    if lesson.rank_module:
+        wanted.append(RecordingOutput(f"recordings/{lesson.id}.cpu-processes.json",
+                                      module_file(lesson.rank_module),
+                                      f"{RECORD} --processes 4", True))
+    if lesson.sweep:
+        # Its closure includes scripts/sweep_model.py: the fits come from that model.
+        wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
+                                      module_file(lesson.sweep), BENCH, True))
+    known = {output.path for output in wanted}
+    for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
+        name = f"recordings/{path.name}"
+        if name not in known:  # a hardware run of the lesson module: tpu, gpu
+            wanted.append(RecordingOutput(name, module_file(lesson.module),
+                                          "the hardware job that made it", False))
+    return wanted
+
+
+def figure_outputs(lesson):
+    outputs = []
+    for kind in lesson.figures:
+        if kind not in KINDS:
+            raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id} asks for a figure "
+                           f"of kind {kind!r}; known kinds: {', '.join(KINDS)}")
+        spec = KINDS[kind]
+        outputs.append(DerivedOutput(spec.path.format(id=lesson.id),
+                                     spec.input.format(id=lesson.id), spec.module_path(),
+                                     RENDER))
+    return outputs
+
+
+def notebook_output(lesson):
+    """The executed companion: made in the same run as the CPU recording, so only a
+    re-record remakes it."""
+    return DerivedOutput(f"docs/notebooks/{lesson.id}.ipynb",
+                         f"recordings/{lesson.id}.cpu.json", NOTEBOOK_BUILDER, RECORD)
+
+
+def read_lock(root=ROOT):
+    """{output path: {"sha256", "inputs"}}; {} when absent; LockError when unreadable."""
+    path = root / LOCK.relative_to(ROOT)
+    try:
+        lock = json.loads(path.read_text())
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as error:
+        raise LockError(f"{display(path, root)}: unreadable ({error}); run "
+                        f"`{RECORD}`") from None
+    if not isinstance(lock, dict) or not all(isinstance(v, dict) for v in lock.values()):
+        raise LockError(f"{display(path, root)}: not a map of outputs; run "
+                        f"`{RECORD}`")
+    return lock
+
+
+def lock_entry(output, data, root=ROOT, source_digest=None):
+    """What the lock keeps for an output just made: its bytes' digest and its inputs'.
+
+    `source_digest` stands in for a source still in a temporary file (a recording about
+    to land), since its final path still holds the old bytes.
+    """
+    import hashlib
+
+    inputs = output.current_inputs(root)
+    if source_digest is not None:
+        inputs[output.source] = source_digest
+    blob = data.encode() if isinstance(data, str) else data
+    return {"sha256": hashlib.sha256(blob).hexdigest(), "inputs": inputs}
+
+
+def lock_text(lock):
+    return json.dumps(lock, indent=2, sort_keys=True) + "\n"

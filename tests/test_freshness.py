@@ -1,0 +1,192 @@
+"""One freshness model: each output's inputs, what changed, and the one command that fixes it.
+
+Every check here runs `record.py --check` on a copy of the committed tree and edits the
+copy; nothing is recorded, so each test takes a second or two.
+"""
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import clean_env, project_copy
+from scripts import hashes
+
+LESSON_ID = "distributed-03"
+LESSON = f"lesson_code/{LESSON_ID.replace('-', '_')}.py"
+RENDER = "`python scripts/record.py --render-only`"
+RECORD = "`python scripts/record.py`"
+LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
+
+
+def edit(path, change):
+    path.write_text(change(path.read_text()))
+
+
+def append_comment(text):
+    return text + "\n# A reader's note: the comment is part of what the page shows.\n"
+
+
+def run_check(root, *python_flags, prelude=""):
+    code = (f"{prelude}import sys; sys.argv = ['record.py', '--check']; "
+            f"sys.path.insert(0, '.'); from scripts import record; sys.exit(record.main())")
+    return subprocess.run([sys.executable, *python_flags, "-c", code], cwd=root,
+                          env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
+                          text=True, timeout=120)
+
+
+def problems(root):
+    run = run_check(root)
+    assert "Traceback" not in run.stderr, run.stderr
+    lines = run.stdout.splitlines()
+    assert all(LINE.match(line) for line in lines), lines
+    assert run.returncode == (1 if lines else 0)
+    return lines
+
+
+@pytest.fixture
+def tree(tmp_path):
+    return project_copy(tmp_path.resolve() / "repo")
+
+
+def lesson_hash(root):
+    return hashes.content_hash(root / LESSON, root)
+
+
+def test_the_committed_tree_is_current(tree):
+    assert problems(tree) == []
+
+
+def test_a_comment_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
+    edit(tree / LESSON, append_comment)
+    lines = problems(tree)
+    assert f"recordings/{LESSON_ID}.cpu.json: stale, {LESSON} changed; run {RECORD}" in lines
+    # The rank module imports the lesson, so the process run is stale too; nothing else.
+    assert f"recordings/{LESSON_ID}.cpu-processes.json: stale, {LESSON} changed; run " \
+           f"`python scripts/record.py --processes 4`" in lines
+    assert len(lines) == 2
+
+
+def test_a_renderer_edit_asks_for_a_re_render_only(tree):
+    edit(tree / "scripts" / "figures" / "sweep.py", append_comment)
+    assert problems(tree) == [f"figures/{LESSON_ID}-sweep.svg: stale, "
+                              f"scripts/figures/sweep.py changed; run {RENDER}"]
+
+
+def test_the_shared_svg_helper_is_part_of_every_figure(tree):
+    edit(tree / "scripts" / "figures" / "svg.py", append_comment)
+    lines = problems(tree)
+    assert {line.split(":")[0] for line in lines} == {
+        f"figures/{LESSON_ID}{suffix}.svg"
+        for suffix in ("", "-mechanism", "-ring", "-traffic", "-sweep")}
+    assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
+               for line in lines)
+
+
+def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
+    edit(tree / "scripts" / "figures" / "data" / f"{LESSON_ID}-mechanism.json",
+         lambda t: t.replace("Table with one row", "A table with one row"))
+    assert problems(tree) == [
+        f"figures/{LESSON_ID}-mechanism.svg: stale, "
+        f"scripts/figures/data/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
+
+
+def test_the_notebook_builder_is_an_input_of_the_notebook(tree):
+    edit(tree / "scripts" / "notebook.py", append_comment)
+    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, scripts/notebook.py "
+                              f"changed; run {RECORD}"]
+
+
+def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):
+    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_comment)
+    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, lesson_code/"
+                              f"distributed_03_sweep.py changed; run `make bench`"]
+
+
+def test_a_deleted_renderer_fails_the_check(tree):
+    (tree / "scripts" / "figures" / "traffic.py").unlink()
+    assert problems(tree) == [f"figures/{LESSON_ID}-traffic.svg: its code "
+                              f"scripts/figures/traffic.py is missing; restore it, or drop the "
+                              f"figure from lesson_code/lessons.toml, then; run {RENDER}"]
+
+
+def test_a_hand_edited_figure_is_named(tree):
+    edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
+    assert problems(tree) == [f"figures/{LESSON_ID}.svg: edited by hand since it was made; "
+                              f"run {RENDER}"]
+
+
+@pytest.mark.parametrize("corrupt, expected", [
+    ("recordings/outputs.lock.json", "recordings/outputs.lock.json: unreadable"),
+    (f"recordings/{LESSON_ID}.sweep.json", f"recordings/{LESSON_ID}.sweep.json: not valid JSON"),
+    (f"recordings/{LESSON_ID}.cpu.json", f"recordings/{LESSON_ID}.cpu.json: not valid JSON"),
+])
+def test_a_corrupt_file_is_one_line_not_a_traceback(tree, corrupt, expected):
+    (tree / corrupt).write_text("{not json")
+    assert any(line.startswith(expected) for line in problems(tree))
+
+
+def test_a_recording_path_that_is_a_directory_is_one_line(tree):
+    path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
+    path.unlink()
+    path.mkdir()
+    assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: is a directory")
+               for line in problems(tree))
+
+
+def test_a_missing_recording_names_the_command(tree):
+    (tree / "recordings" / f"{LESSON_ID}.cpu.json").unlink()
+    assert f"recordings/{LESSON_ID}.cpu.json: missing; run {RECORD}" in problems(tree)
+
+
+def test_without_jsonschema_the_check_says_make_install(tree):
+    run = run_check(tree, prelude="import sys; sys.modules['jsonschema'] = None; ")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert "jsonschema package is missing" in run.stdout + run.stderr
+    assert "`make install`" in run.stdout + run.stderr
+
+
+def test_check_imports_neither_jax_nor_matplotlib_and_is_quick(tree):
+    run = run_check(tree, "-X", "importtime")
+    assert run.returncode == 0, run.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "jsonschema" in imported  # the import log was read
+    assert sorted(m for m in imported if m.split(".")[0] in ("jax", "jaxlib", "matplotlib")) == []
+    started = time.perf_counter()
+    assert run_check(tree).returncode == 0
+    assert time.perf_counter() - started < 2.0
+
+
+def test_a_pin_changes_the_content_hash_and_its_comment_does_not(tree):
+    pins = tree / "requirements.txt"
+    before = lesson_hash(tree)
+    edit(pins, lambda t: re.sub(r"^(numpy==\S+)$", r"\1  # why this numpy", t, count=1,
+                                flags=re.MULTILINE))
+    edit(pins, lambda t: "# a new first comment\n\n" + t)
+    assert lesson_hash(tree) == before
+    edit(pins, lambda t: re.sub(r"^numpy==[\w.]+", "numpy==1.0.0", t, count=1,
+                                flags=re.MULTILINE))
+    assert lesson_hash(tree) != before
+    assert f"recordings/{LESSON_ID}.cpu.json: stale, requirements.txt changed; run {RECORD}" \
+        in problems(tree)
+
+
+def test_files_the_lesson_does_not_import_leave_its_hash(tree):
+    before = lesson_hash(tree)
+    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_comment)
+    edit(tree / "lesson_code" / "ring.py", append_comment)
+    edit(tree / "scripts" / "figures" / "panels.py", append_comment)
+    assert lesson_hash(tree) == before
+
+
+def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
+    helper = tree / "lesson_code" / "lesson_helper.py"
+    helper.write_text("SCALE = 1\n")
+    edit(tree / LESSON, lambda t: t.replace(
+        "import argparse\n", "import argparse\nfrom lesson_code.lesson_helper import SCALE\n", 1))
+    before = lesson_hash(tree)
+    assert "lesson_code/lesson_helper.py" in hashes.content_files(tree / LESSON, tree)
+    edit(helper, append_comment)
+    assert lesson_hash(tree) != before

@@ -1,0 +1,157 @@
+"""One schema for every kind of recording, and the committed CPU recording's values."""
+import json
+
+import jsonschema
+import pytest
+
+from conftest import PUBLISHED_SEED, ROOT
+from scripts.recordings import RecordingError, dumps, load_recording, validate
+
+LESSON_ID = "distributed-03"
+RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
+MECHANISM = ROOT / "scripts" / "figures" / "data" / f"{LESSON_ID}-mechanism.json"
+EVERY_RECORDING = sorted(p for p in (ROOT / "recordings").glob("*.json")
+                         if p.name not in ("schema.json", "outputs.lock.json"))
+
+
+def gradient_from_stdout(stdout):
+    line = next(ln for ln in stdout.splitlines() if ln.startswith("Gradient reference: "))
+    return json.loads(line.removeprefix("Gradient reference: "))
+
+
+def test_the_schema_is_a_valid_schema():
+    jsonschema.Draft202012Validator.check_schema(
+        json.loads((ROOT / "recordings" / "schema.json").read_text()))
+
+
+@pytest.mark.parametrize("path", EVERY_RECORDING, ids=lambda p: p.name)
+def test_every_committed_recording_validates_and_survives_a_round_trip(path):
+    recording = load_recording(path)
+    assert json.loads(dumps(recording)) == recording
+    assert recording["environment"]["cpuCount"] >= 1
+    assert "rendererHash" not in recording  # informational in the seed only
+
+
+@pytest.mark.parametrize("field, value", [("provenance", "made_up"),
+                                          ("contentHash", "not-a-hash"),
+                                          ("kind", "illustrative")])
+def test_validation_rejects_a_broken_recording_in_one_line(field, value):
+    recording = json.loads(RECORDING.read_text())
+    recording[field] = value
+    with pytest.raises(RecordingError) as error:
+        validate(recording, "recordings/x.json")
+    assert str(error.value).startswith(f"recordings/x.json: invalid at {field}: ")
+    assert "\n" not in str(error.value)
+
+
+def test_validation_rejects_a_panel_without_numbers():
+    recording = json.loads(RECORDING.read_text())
+    recording["data"]["panels"][0]["series"][0]["y"] = ["8", "2", "8"]
+    with pytest.raises(RecordingError,
+                       match=r"invalid at data/panels/0/series/0/y/\d: '8' is not of type"):
+        validate(recording)
+
+
+def test_a_sweep_without_its_rows_is_rejected_by_the_same_schema():
+    sweep = json.loads((ROOT / "recordings" / f"{LESSON_ID}.sweep.json").read_text())
+    del sweep["rows"]
+    with pytest.raises(RecordingError, match="'rows' is a required property"):
+        validate(sweep, "sweep")
+
+
+def test_a_recording_path_that_is_a_directory_is_one_line(tmp_path):
+    (tmp_path / "x.cpu.json").mkdir()
+    with pytest.raises(RecordingError, match=r"is a directory, not a recording \(remove it\)"):
+        load_recording(tmp_path / "x.cpu.json")
+
+
+def test_the_published_seed_recording_validates():
+    validate(json.loads(PUBLISHED_SEED.read_text()), "published seed")
+
+
+def test_the_committed_recording_has_the_deterministic_values():
+    """Derived here: p = 4, F = 2p = 8 float32 weights, so 32 gradient bytes."""
+    recording = load_recording(RECORDING)
+    values, payload = recording["data"]["panels"]
+    assert values["series"][0]["y"] == [8, 8 // 4, 8]
+    one_phase = 32 * 3 / 4
+    assert payload["series"][0]["y"] == [2 * one_phase, one_phase, 2 * one_phase]
+    assert recording["environment"]["backend"] == "cpu"
+    assert recording["environment"]["deviceCount"] == 4
+    assert recording["provenance"] == "recorded_cpu_computation"
+    assert gradient_from_stdout(recording["stdout"]) == recording["data"]["gradient"]
+    lines = recording["stdout"].splitlines()
+    assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {LESSON_ID}"
+
+
+def test_the_committed_recording_matches_the_published_one():
+    seed, ours = json.loads(PUBLISHED_SEED.read_text()), load_recording(RECORDING)
+    # Same shape: every published field is still there, but for the two the published
+    # format carried that now live elsewhere (the figure's prose, an unread hash).
+    assert set(seed) - {"diagram", "rendererHash"} <= set(ours)
+    assert set(seed["environment"]) <= set(ours["environment"])
+    assert set(seed["data"]) <= set(ours["data"])
+    for key in ("schemaVersion", "lessonId", "kind", "provenance"):
+        assert ours[key] == seed[key]
+    for key in ("backend", "deviceCount"):
+        assert ours["environment"][key] == seed["environment"][key]
+    # One spelling on the site: the published "modeled" axis label reads "modelled" here.
+    published_panels = json.loads(json.dumps(seed["data"]["panels"]).replace("modeled",
+                                                                             "modelled"))
+    assert ours["data"]["panels"] == published_panels
+    published = gradient_from_stdout(seed["stdout"])
+    assert len(ours["data"]["gradient"]) == len(published)
+    for mine, theirs in zip(ours["data"]["gradient"], published):
+        assert abs(mine - theirs) < 1e-8
+    # The published first four lines, each once (the seed printed them twice, defect 1).
+    ours_lines, seed_lines = ours["stdout"].splitlines(), seed["stdout"].splitlines()
+    # Ours adds one line after the shapes: the reduce-scatter's shards, device by device.
+    assert ours_lines.pop(2).startswith("Reduce-scatter shards (device, index, values): ")
+    assert ours_lines[1:3] == seed_lines[1:3]
+    assert ours_lines[3].split(":")[0] == seed_lines[3].split(":")[0]
+
+
+def test_the_mechanism_table_keeps_the_published_numbers():
+    seed = json.loads(PUBLISHED_SEED.read_text())["diagram"]["panel"]
+    ours = json.loads(MECHANISM.read_text())["table"]
+    assert ours["headers"] == seed["headers"]
+    for mine, theirs in zip(ours["rows"], seed["rows"]):
+        assert mine[0] == theirs[0]
+        # "[1+3 = 4]" shows the sum the published "[4]" only stated.
+        assert [cell.split("= ")[-1].strip("[]") for cell in mine[1:]] == \
+            [cell.strip("[]") for cell in theirs[1:]]
+
+
+def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path,
+                                                                             monkeypatch):
+    import errno
+    import os
+
+    from scripts import recordings
+
+    class FullDisk:
+        def __init__(self, fd, mode):
+            os.close(fd)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(recordings.os, "fdopen", FullDisk)
+    target = tmp_path / "x.cpu.json"
+    with pytest.raises(RecordingError, match=r"x.cpu.json: cannot be written \(No space"):
+        recordings.write_atomically(target, "{}")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_write_under_a_file_is_one_line(tmp_path):
+    from scripts.recordings import write_atomically
+
+    (tmp_path / "figures").write_text("not a folder")
+    with pytest.raises(RecordingError, match="cannot be written"):
+        write_atomically(tmp_path / "figures" / "x.svg", "<svg/>")

@@ -1,0 +1,86 @@
+"""A second, different lesson: a module, a registry entry and a page, nothing in scripts/.
+
+tests/fixtures/second_lesson/ holds it: two devices, one psum, no figures. It is dropped
+into a copy of the project, recorded, checked and built there.
+"""
+import hashlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, ROOT, clean_env, project_copy
+from site_build import build
+
+SECOND = FIXTURES / "second_lesson"
+
+
+def digests(root, folders):
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for folder in folders for path in sorted((root / folder).rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts}
+
+
+def record(root, *args):
+    return subprocess.run([sys.executable, "scripts/record.py", *args], cwd=root,
+                          env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo")
+    shutil.copy(SECOND / "psum_01.py", root / "lesson_code" / "psum_01.py")
+    shutil.copy(SECOND / "psum-01.md", root / "docs" / "lessons" / "psum-01.md")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text() + (SECOND / "registry_entry.toml").read_text())
+    mkdocs = root / "mkdocs.yml"
+    mkdocs.write_text(mkdocs.read_text().replace(
+        "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n",
+        "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n"
+        "  - \"Second lesson\": lessons/psum-01.md\n"
+        "  - \"Its notebook\": notebooks/psum-01.ipynb\n", 1))
+    before = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
+    run = record(root, "--lesson", "psum-01")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root, before
+
+
+def test_it_records_with_nothing_under_scripts_changed(project):
+    root, before = project
+    after = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
+    assert {k: v for k, v in after.items() if k.startswith("scripts/")} == \
+        {k: v for k, v in before.items() if k.startswith("scripts/")}
+    assert digests(root, ["scripts"]) == digests(ROOT, ["scripts"])
+    added = sorted(set(after) - set(before))
+    assert added == ["docs/notebooks/psum-01.ipynb", "recordings/psum-01.cpu.json"]
+    # distributed-03's outputs are untouched; only the lock gained the new notebook's entry.
+    changed = sorted(k for k in before if before[k] != after[k])
+    assert changed == ["recordings/outputs.lock.json"]
+
+
+def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
+    import json
+
+    import nbformat
+
+    root, _ = project
+    recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
+    assert recording["environment"]["deviceCount"] == 2
+    assert recording["stdout"] == "psum over 2 devices: 3.0\nPASS: psum-01\n"
+    assert recording["data"]["sum"] == 3.0
+    notebook = nbformat.read(root / "docs" / "notebooks" / "psum-01.ipynb", as_version=4)
+    assert 'configure_devices("cpu", 2)' in notebook.cells[-1].source
+    assert notebook.cells[-1].outputs[0].text == recording["stdout"]
+
+
+def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):
+    root, _ = project
+    check = record(root, "--check")
+    assert (check.returncode, check.stdout) == (0, ""), check.stdout
+    run = build(root, tmp_path / "site")
+    assert run.returncode == 0, run.stderr[-3000:]
+    page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
+    assert "the sum is\n3." in page or "the sum is 3" in " ".join(page.split())
+    assert "PASS: psum-01" in page
