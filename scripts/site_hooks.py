@@ -61,8 +61,8 @@ def on_files(files, config):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
     # Each lesson program, downloadable beside its notebook: it runs as is, on its own.
-    for module_path in discover_lessons().values():
-        files.append(File(module_path.relative_to(ROOT).as_posix(), str(ROOT),
+    for lesson in load_lessons().values():
+        files.append(File(lesson.path().relative_to(ROOT).as_posix(), str(ROOT),
                           config["site_dir"], config["use_directory_urls"]))
     if not (MATHJAX / "tex-mml-chtml.js").exists():
         raise PluginError("node_modules/mathjax is missing; run `make install`")

@@ -182,7 +182,7 @@ def test_committed_figure_is_rendered_from_committed_sweep(committed):
 
 
 def test_claims_on_the_page_hold_for_committed_sweep(committed):
-    """docs/going-further/sweep.md states these in words; a new recording must still bear them out."""
+    """docs/going-further/sweep.md states these in words; a new recording must bear them out."""
     rows, fits = committed["rows"], committed["fits"]
     # "Every crossover lies at hundreds of KiB, thousands of times the 32-byte gradient."
     assert all(100 <= fit["nHalfKiB"] < 1024 for by_p in fits.values() for fit in by_p.values())

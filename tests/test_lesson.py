@@ -7,7 +7,6 @@ be the first JAX call of the process.
 """
 import ast
 import dataclasses
-import os
 import re
 import subprocess
 import sys
