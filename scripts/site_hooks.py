@@ -114,8 +114,14 @@ def on_page_content(html_text, page, config, files):
     values.fill_toc(page.toc)
     if getattr(page, "_title_from_render", None):  # the H1, when the page has one
         page._title_from_render = values.text(page._title_from_render)
-    if page.present_anchor_ids is not None:  # what mkdocs checks #anchor links against
+    # mkdocs checks #anchor links after every page is converted: both sides get the ids
+    # that the headings now have.
+    if page.present_anchor_ids is not None:
         page.present_anchor_ids = {values.text(anchor) for anchor in page.present_anchor_ids}
+    if page.links_to_anchors:
+        page.links_to_anchors = {target: {values.text(anchor): link
+                                          for anchor, link in anchors.items()}
+                                 for target, anchors in page.links_to_anchors.items()}
     return values.fill(html_text)
 
 
