@@ -11,11 +11,12 @@ replaces after it (see recorded_text.py: a recording is untrusted input):
                                                     own {{ rec:... }} values resolve too
 """
 import json
+import logging
 import re
 import sys
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
+from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,6 +67,24 @@ def on_config(config):
             except ValueError as error:
                 raise PluginError(f"{display(extra)}: not valid JSON ({error})") from None
     return config
+
+
+def on_serve(server, config, builder):
+    """Under `mkdocs serve`, a broken recording is reported and the server keeps answering.
+
+    mkdocs holds every request after a failed rebuild ("the server will appear stuck"),
+    so a reader's browser would hang until the file is fixed. The failed build has
+    already logged its one line; the next change to a watched file rebuilds.
+    """
+    def build_or_keep_serving():
+        try:
+            builder()
+        except Abort:  # raised after the build logged its error; a bug still tracebacks
+            logging.getLogger("mkdocs").warning(
+                "still serving the pages built before; fix the error above to rebuild")
+
+    server.builder = build_or_keep_serving
+    return server
 
 
 def on_files(files, config):

@@ -190,7 +190,7 @@ def test_no_included_file_and_no_leftover_marker_anywhere_in_the_site(hostile_si
     for path in site_files(hostile_site):
         text = path.read_text()
         assert CANARY not in text, f"{path.name} published .git/config"
-        assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.I), path.name
+        assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
 
 
 def test_hostile_text_is_escaped_text_not_markup(hostile_site):
@@ -212,16 +212,16 @@ def test_hostile_text_is_escaped_text_not_markup(hostile_site):
 
 def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
     lesson = (hostile_site / LESSON).read_text()
-    heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.S)
+    heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.DOTALL)
     assert heading and heading[1].startswith("scope-"), "the heading lost its anchor"
     assert re.fullmatch(r"[\w-]+", heading[1])
     assert "&lt;script&gt;" in heading[2] and "<script>" not in heading[2]
     toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>',
-                    lesson, re.S)
+                    lesson, re.DOTALL)
     assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
-    cell = re.search(r"<td>reading</td>\s*<td>(.*?)</td>", lesson, re.S)
+    cell = re.search(r"<td>reading</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
     assert cell and "&lt;img src=x onerror=" in cell[1]
-    code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.S)
+    code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
     assert code and "&lt;svg onload=" in code[1]
     alts = re.findall(r'<img alt="([^"]*)" src="../../figures/distributed-03.svg"', lesson)
     assert "&lt;script&gt;" in alts[-1] and "] (javascript:" in alts[-1]
