@@ -131,8 +131,12 @@ def on_page_content(html_text, page, config, files):
     if values is None:
         return html_text
     values.fill_toc(page.toc)
-    if getattr(page, "_title_from_render", None):  # the H1, when the page has one
-        page._title_from_render = values.text(page._title_from_render)
+    # The first heading becomes page.title, which the theme puts through `striptags` (it
+    # unescapes) into <title>: no escaping survives there, so no recorded text either.
+    if values.marker.search(getattr(page, "_title_from_render", None) or ""):
+        raise PluginError(f"{page.file.src_uri}: a {{{{ rec:... }}}} value is in the page's "
+                          f"first heading, its title, which the theme shows unescaped; "
+                          f"move the value below the heading")
     # mkdocs checks #anchor links after every page is converted: both sides get the ids
     # that the headings now have.
     if page.present_anchor_ids is not None:

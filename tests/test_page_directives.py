@@ -59,3 +59,12 @@ def test_a_whole_object_is_not_a_value(project, tmp_path):
 def test_a_recorded_value_cannot_be_a_link_target(project, tmp_path, markdown, attribute):
     error = failure_with_page(project, tmp_path, markdown)
     assert f"a recorded value ended up in a {attribute}= attribute" in error
+
+
+def test_a_recorded_value_cannot_be_the_page_title(project, tmp_path):
+    page = project / "docs" / "index.md"
+    page.write_text("# Run on {{ rec:distributed-03.cpu:environment.deviceKind }}\n\n"
+                    + page.read_text())
+    run = build(project, tmp_path / "site")
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert "index.md: a {{ rec:... }} value is in the page's first heading" in run.stderr
