@@ -1,8 +1,9 @@
 """mkdocs hooks: put recorded values, recordings, figures and MathJax into the pages.
 
 The build reads recordings; it never imports JAX and never runs lesson code. Three page
-directives, resolved before Markdown is converted into markers that the recorded text
-replaces after it (see recorded_text.py: a recording is untrusted input):
+directives. Before Markdown runs each becomes Markdown of ours with markers in it; after
+Markdown, the recorded text replaces the markers, escaped (recorded_text.py: a recording
+is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
     {{ rec:distributed-03.cpu:environment.jax }}    (a missing value fails the build)

@@ -12,6 +12,8 @@ import http.server
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from html.parser import HTMLParser
 
@@ -121,6 +123,11 @@ def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path):
     assert len(errors) == 1
     assert "recordings/distributed-03.tpu.json" in errors[0] and "command/1" in errors[0]
     assert not (tmp_path / "site" / LESSON).exists()
+    check = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=project,
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode != 0 and "Traceback" not in check.stderr
+    assert re.search(r"recordings/distributed-03\.tpu\.json: invalid at command/1",
+                     check.stdout + check.stderr)
 
 
 # ------------------------------------------------ free text, built into a site --
