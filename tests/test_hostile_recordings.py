@@ -317,5 +317,9 @@ def test_hostile_pages_stay_inert_in_chromium(browser, served):
     page.wait_for_timeout(500)
     assert "XSS" in page.inner_text(".md-search-result")
     assert page.evaluate(LIVE_MARKUP) == []
+    # The home page's table of recordings, the stale TPU one among them.
+    page.goto(f"{served}/", wait_until="networkidle")
+    assert "stale: lesson_code/distributed_03.py" in page.inner_text("article")
+    assert page.evaluate(LIVE_MARKUP) == []
     assert problems == []
     page.close()
