@@ -1,7 +1,9 @@
 """mkdocs hooks: put recorded values, recordings, figures and MathJax into the pages.
 
 The build reads recordings; it never imports JAX and never runs lesson code. Page
-directives, resolved on every page before Markdown is converted:
+directives. Before Markdown runs each becomes Markdown of ours with markers in it; after
+Markdown, the recorded text replaces the markers, escaped (recorded_text.py: a recording
+is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
     {{ rec:distributed-03.cpu:environment.jax }}    (a missing value fails the build)
@@ -12,11 +14,13 @@ directives, resolved on every page before Markdown is converted:
                                                     not nested)
 """
 import html
+import json
+import logging
 import re
 import sys
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
+from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
 # mkdocs loads this file by path; the `scripts` package lives one level up.
@@ -27,6 +31,7 @@ from scripts.freshness import load_all
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
+from scripts.recorded_text import PageValues
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -39,6 +44,7 @@ MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/ex
                  "a11y", "ui", "sre")
 
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
+page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
 
 
 def on_config(config):
@@ -53,6 +59,24 @@ def on_config(config):
         raise PluginError("; ".join(problems))
     recordings.update(loaded)
     return config
+
+
+def on_serve(server, config, builder):
+    """Under `mkdocs serve`, a broken recording is reported and the server keeps answering.
+
+    mkdocs holds every request after a failed rebuild ("the server will appear stuck"),
+    so a reader's browser would hang until the file is fixed. The failed build has
+    already logged its one line; the next change to a watched file rebuilds.
+    """
+    def build_or_keep_serving():
+        try:
+            builder()
+        except Abort:  # raised after the build logged its error; a bug still tracebacks
+            logging.getLogger("mkdocs").warning(
+                "still serving the pages built before; fix the error above to rebuild")
+
+    server.builder = build_or_keep_serving
+    return server
 
 
 def on_files(files, config):
@@ -82,19 +106,63 @@ DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, patte
                        re.MULTILINE)
 
 
+# Directive-looking text left after expansion: a typo, a missing part, a bad character,
+# a missing `}}`, or a block directive that is not on a line of its own.
+LEFTOVER = re.compile(r"\{\{\s*[A-Za-z][\w-]*\s*(?::|\||\}\}|$)[^\n]*", re.MULTILINE)
+
+
 def on_page_markdown(markdown, page, config, files):
     markdown = choose_recorded_branches(markdown, page)
-    # One pass: text that came out of a recording is never scanned for directives again.
-    return DIRECTIVE.sub(lambda m: expand(m, page), markdown)
+    if not page.file.src_uri.endswith(".md"):
+        return markdown  # a notebook page is converted from its own file
+    values = page_values[page.file.src_uri] = PageValues(page.file.src_uri)
+    markdown = DIRECTIVE.sub(lambda m: expand(m, page, values), markdown)
+    reject_leftover_directives(markdown, page)
+    return markdown
 
 
-def expand(match, page):
+def on_page_content(html_text, page, config, files):
+    """Put the held recorded text into the finished HTML, its toc and its title."""
+    values = page_values.pop(page.file.src_uri, None)
+    if values is None:
+        return html_text
+    values.fill_toc(page.toc)
+    # The first heading becomes page.title, which the theme puts through `striptags` (it
+    # unescapes) into <title>: no escaping survives there, so no recorded text either.
+    if values.marker.search(getattr(page, "_title_from_render", None) or ""):
+        raise PluginError(f"{page.file.src_uri}: a {{{{ rec:... }}}} value is in the page's "
+                          f"first heading, its title, which the theme shows unescaped; "
+                          f"move the value below the heading")
+    # mkdocs checks #anchor links after every page is converted: both sides get the ids
+    # that the headings now have.
+    if page.present_anchor_ids is not None:
+        page.present_anchor_ids = {values.text(anchor) for anchor in page.present_anchor_ids}
+    if page.links_to_anchors:
+        page.links_to_anchors = {target: {values.text(anchor): link
+                                          for anchor, link in anchors.items()}
+                                 for target, anchors in page.links_to_anchors.items()}
+    return values.fill(html_text)
+
+
+def reject_leftover_directives(markdown, page):
+    leftover = LEFTOVER.search(markdown)
+    if leftover:
+        line = markdown.count("\n", 0, leftover.start()) + 1
+        text = leftover.group(0).strip()
+        text = text if len(text) <= 80 else text[:77] + "..."
+        raise PluginError(f"{page.file.src_uri}: line {line}: malformed page directive "
+                          f"{text!r}; write {{{{ rec:<recording>:<dotted.path>|<format> }}}}, "
+                          f"or {{{{ recordings:<lesson> }}}} on a line of its own")
+
+
+def expand(match, page, values):
     text = match.group(0)
     if match.group("tabs"):
-        return recording_tabs(TABS.match(text).group(1), page)
+        return recording_tabs(TABS.match(text).group(1), page, values)
     if match.group("table"):
-        return recording_table(TABLE.match(text).group(1), page)
-    return recorded_value(*VALUE.match(text).groups(), page=page)
+        return recording_table(TABLE.match(text).group(1), page, values)
+    return recorded_value(*VALUE.match(text).groups(), page=page, values=values,
+                          directive=text)
 
 
 def choose_recorded_branches(markdown, page):
@@ -120,7 +188,7 @@ def lookup(recording, dotted):
     return value
 
 
-def recorded_value(stem, dotted, spec, page):
+def recorded_value(stem, dotted, spec, page, values, directive):
     if stem not in recordings:
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
                           f"recordings/{stem}.json does not exist; run `{FIX}`")
@@ -129,8 +197,16 @@ def recorded_value(stem, dotted, spec, page):
     except (KeyError, IndexError):
         raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json has no value at "
                           f"{dotted!r}") from None
-    text = format(value, spec) if spec else str(value)
-    return html.escape(text)  # a recording is data, never markup
+    if isinstance(value, (dict, list)):
+        raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
+                          f"not one value; name an item inside it")
+    try:
+        text = format(value, spec) if spec else str(value)
+    except (ValueError, TypeError) as error:
+        raise PluginError(f"{page.file.src_uri}: {directive} cannot format a "
+                          f"{type(value).__name__} with '|{spec}' ({error}); change the "
+                          f"format code") from None
+    return values.hold(text)  # a recording is data: it joins the page after Markdown
 
 
 def machine_label(recording):
@@ -164,36 +240,41 @@ def executed_recordings(lesson_id, page):
     return chosen
 
 
-def recording_table(lesson_id, page):
+# Every recorded string below goes in through values.hold: the Markdown around it is ours,
+# the text inside it is the recording's and is never read as Markdown.
+def recording_table(lesson_id, page, values):
     rows = ["| recording | provenance | ran on | recorded | JAX | status |",
             "|---|---|---|---|---|---|"]
     for recording in executed_recordings(lesson_id, page):
         env = recording["environment"]
         status = "stale: " + ", ".join(recording["_staleFiles"]) \
             if recording["_staleFiles"] else "current"
-        rows.append(f"| `recordings/{recording['_stem']}.json` | "
-                    f"`{recording['provenance']}` | {html.escape(machine_label(recording))} | "
-                    f"{html.escape(recording['generatedAt'])} | {html.escape(env['jax'])} | "
-                    f"{html.escape(status)} |")
+        path = f"recordings/{recording['_stem']}.json"
+        rows.append(f"| `{values.hold(path)}` | "
+                    f"`{values.hold(recording['provenance'])}` | "
+                    f"{values.hold(machine_label(recording))} | "
+                    f"{values.hold(recording['generatedAt'])} | {values.hold(env['jax'])} | "
+                    f"{values.hold(status)} |")
     return "\n".join(rows)
 
 
-def recording_tabs(lesson_id, page):
+def recording_tabs(lesson_id, page, values):
     blocks = []
     for recording in executed_recordings(lesson_id, page):
         env = recording["environment"]
-        lines = [f'=== "{html.escape(tab_label(recording))}"', ""]
+        lines = [f'=== "{values.hold(tab_label(recording))}"', ""]
         if recording["_staleFiles"]:
-            changed = ", ".join(f"`{name}`" for name in recording["_staleFiles"])
+            changed = ", ".join(f"`{values.hold(name)}`" for name in recording["_staleFiles"])
             lines += ['    !!! warning "Stale recording"',
                       f"        Recorded from older code: {changed} changed since. "
                       f"The values below are what that older code printed; rerun the "
                       f"hardware job to refresh them.", ""]
-        lines += [f"    *Provenance:* `{recording['provenance']}` · generated "
-                  f"{html.escape(recording['generatedAt'])} · "
-                  f"{env['deviceCount']} × {html.escape(env.get('deviceKind', '?'))} · "
-                  f"NumPy {html.escape(env['numpy'])} · "
-                  f"`{' '.join(recording.get('command', []))}`", "",
-                  fenced(recording["stdout"]), ""]
+        lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · generated "
+                  f"{values.hold(recording['generatedAt'])} · "
+                  f"{values.hold(env['deviceCount'])} × "
+                  f"{values.hold(env.get('deviceKind', '?'))} · "
+                  f"NumPy {values.hold(env['numpy'])} · "
+                  f"`{values.hold(' '.join(recording.get('command', [])))}`", "",
+                  fenced(values.hold(recording["stdout"].rstrip("\n"))), ""]
         blocks.append("\n".join(lines))
     return "\n".join(blocks)

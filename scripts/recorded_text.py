@@ -1,0 +1,98 @@
+"""Recorded text reaches a page only after Markdown and every extension have run.
+
+A recording is untrusted input: it can come from a VM, a pull request or a hand edit.
+Escaping it for HTML is not enough while Markdown still reads it: `[x](javascript:...)`
+would become a live link, a `]` would end an image's alt text and a `--8<-- "file"` line
+would make pymdownx.snippets publish that file. So a page directive leaves only a marker
+in the Markdown, letters and digits that no extension rewrites, and `fill` swaps each
+marker for the HTML-escaped value once the page's HTML exists.
+"""
+import html
+import re
+import secrets
+
+from markdown.extensions.toc import slugify
+from mkdocs.exceptions import PluginError
+
+# Where escaped text is still only text. Anything else (href, src, on*, style, id...)
+# would let a recorded value choose a link target or run script, escaped or not.
+TEXT_ATTRIBUTES = {"alt", "title", "aria-label"}
+ATTRIBUTE_NAME = re.compile(r"""([\w:.-]+)\s*=\s*(?:"[^"]*|'[^']*|[^\s"'>]*)$""")
+# Recorded prose may hold inline math such as \([4, 6]\). MathJax typesets it only inside
+# the spans arithmatex makes, and TeX has commands that link (\href) or style (\style,
+# \class), so only plain formulas get a span; anything else stays visible as text.
+INLINE_MATH = re.compile(r"\\\((.+?)\\\)")
+PLAIN_FORMULA = re.compile(r"(?:[\w\s.,;:+\-*/=<>()\[\]{}^|!']|\\(?:times|cdot|ldots|"
+                           r"dots|frac|sqrt|sum|le|ge|approx|alpha|beta|gamma|mathrm|text)"
+                           r"(?![A-Za-z]))*")
+
+
+class PageValues:
+    """The recorded strings of one page, held back until its HTML exists."""
+
+    def __init__(self, page_name):
+        self.page_name = page_name
+        self.values = []
+        # Unguessable per page, so neither an author nor a recording can forge a marker.
+        nonce = secrets.token_hex(6).upper()
+        self.prefix = f"RECVAL{nonce}N"
+        self.marker = re.compile(rf"RECVAL{nonce}N(\d+)END")
+        # The toc extension lowercases heading text into anchor ids: that copy becomes a
+        # slug of the value, which only has [a-z0-9_-] in it.
+        self.slug_marker = re.compile(rf"recval{nonce.lower()}n(\d+)end")
+
+    def hold(self, value):
+        """Keep `value` (any type, shown with str) and return the marker standing for it."""
+        self.values.append(str(value))
+        return f"{self.prefix}{len(self.values) - 1}END"
+
+    def text(self, source):
+        """`source` with every marker replaced by its value, escaped for HTML."""
+        source = self.marker.sub(lambda m: html.escape(self.values[int(m[1])]), source)
+        return self.slug_marker.sub(lambda m: slugify(self.values[int(m[1])], "-"), source)
+
+    def fill(self, content):
+        """The page's finished HTML with the values in, each escaped for where it landed."""
+        pieces, end, shown = [], 0, set()
+        for match in self.marker.finditer(content):
+            shown.add(int(match[1]))
+            pieces += [content[end:match.start()],
+                       self.render(self.values[int(match[1])], content, match.start())]
+            end = match.end()
+        if len(shown) != len(self.values):
+            raise PluginError(f"{self.page_name}: {len(self.values) - len(shown)} recorded "
+                              f"value(s) vanished while the page was converted; move the "
+                              f"{{{{ rec:... }}}} directive out of raw HTML or a comment")
+        return self.text("".join(pieces + [content[end:]]))
+
+    def render(self, value, content, at):
+        tag_start = content.rfind("<", 0, at)
+        if tag_start > content.rfind(">", 0, at):  # inside a tag: an attribute's value
+            attribute = ATTRIBUTE_NAME.search(content, tag_start, at)
+            name = attribute[1].lower() if attribute else "tag"
+            if name not in TEXT_ATTRIBUTES:
+                raise PluginError(f"{self.page_name}: a recorded value ended up in a "
+                                  f"{name}= attribute; put {{{{ rec:... }}}} in text, never "
+                                  f"in a link target or an attribute")
+            return html.escape(value)
+        if content.rfind("<code", 0, at) > content.rfind("</code>", 0, at):
+            return html.escape(value)
+        return with_plain_math(value)
+
+    def fill_toc(self, items):
+        """The table of contents carries its own copies of heading text and anchor ids."""
+        for item in items:
+            item.title = self.text(item.title)
+            item.id = self.text(item.id)
+            self.fill_toc(item.children)
+
+
+def with_plain_math(value):
+    """`value` escaped as text, its plain inline formulas in arithmatex's math spans."""
+    pieces, end = [], 0
+    for match in INLINE_MATH.finditer(value):
+        if PLAIN_FORMULA.fullmatch(match[1]):
+            pieces += [html.escape(value[end:match.start()]),
+                       f'<span class="arithmatex">\\({html.escape(match[1])}\\)</span>']
+            end = match.end()
+    return "".join(pieces) + html.escape(value[end:])

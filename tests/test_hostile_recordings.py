@@ -1,0 +1,325 @@
+"""Recordings are untrusted input: hostile ones are refused, or shown as inert text.
+
+A recording can come from a VM, a pull request or a hand edit. Fields with a format
+(command, device kind, versions, file names, dates) refuse anything outside it, in one
+line naming the file and the field. Free text (stdout, the diagram's prose) is built into
+a site here carrying script, Markdown link, image, snippet and template payloads; the
+HTML, the search index and chromium must show it as text: no script runs, no
+`javascript:` URL exists, and no file is pulled into the page.
+"""
+import functools
+import http.server
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from html.parser import HTMLParser
+
+import pytest
+
+from recordings import RecordingError, load_recording
+from site_build import ROOT, build, copy_project
+from test_browser import CHROMIUM, QUIET
+
+CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
+# Each payload is one line; stdout and the prose fields carry all of them, line by line.
+PAYLOADS = [
+    '<script>console.error("XSS script"); alert("XSS script")</script>',
+    '<img src=x onerror=alert("XSS img")>',
+    '<svg onload=alert("XSS svg")></svg>',
+    '"><script>alert("XSS attribute")</script>',
+    '[x](javascript:alert("XSS link"))',
+    '<a href="javascript:alert(\'XSS anchor\')">click</a>',
+    '![x](y" onerror="alert(\'XSS image\'))',
+    '] (javascript:alert("XSS bracket")) [',
+    '` <img src=x onerror=alert("XSS code")> `',
+    '\\(\\href{javascript:alert("XSS tex")}{x}\\)',
+    '--8<-- ".git/config"',
+    '{{ rec:distributed-03.cpu:environment.jax }}',
+    '{{ recordings:distributed-03 }}',
+    '{% include ".git/config" %}',
+    'RECVAL0N0END',
+]
+HOSTILE_TEXT = "\n".join(PAYLOADS)
+PROSE = ("prediction", "reading", "alt", "scope")
+LESSON = "lessons/distributed-03/index.html"
+
+
+# --------------------------------------------------------- refused by the schema --
+
+def write(tmp_path, recording):
+    path = tmp_path / "distributed-03.tpu.json"
+    path.write_text(json.dumps(recording))
+    return path
+
+
+def tpu_recording():
+    return json.loads((ROOT / "tests" / "fixtures" / "tpu_recording.fixture.json").read_text())
+
+
+def set_field(recording, field, value):
+    *parents, last = [int(part) if part.isdigit() else part for part in field.split("/")]
+    for part in parents:
+        recording = recording[part]
+    recording[last] = value
+
+
+FORMATTED_FIELDS = ["command/1", "environment/deviceKind", "environment/jax",
+                    "environment/numpy", "environment/python", "environment/platform",
+                    "generatedAt", "provenance", "lessonId"]
+
+
+@pytest.mark.parametrize("field", FORMATTED_FIELDS)
+# The forged marker is a valid device kind or command word; it is shown as text below.
+@pytest.mark.parametrize("payload", [p for p in PAYLOADS if not p.startswith("RECVAL")]
+                         + ["ok\n", "x" * 300])
+def test_a_formatted_field_refuses_hostile_text(tmp_path, field, payload):
+    recording = tpu_recording()
+    set_field(recording, field, payload)
+    with pytest.raises(RecordingError) as refused:
+        load_recording(write(tmp_path, recording))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(str(tmp_path / "distributed-03.tpu.json"))
+    assert f"invalid at {field}" in message
+
+
+@pytest.mark.parametrize("name", ["../.git/config", "/etc/passwd", "lesson_code/../../x.py",
+                                  "./lesson_code/x.py", "lesson_code\\x.py",
+                                  "`<img src=x onerror=alert(1)>`",
+                                  "[x](javascript:alert(1)).py", "lesson_code/x.py\n"])
+def test_a_content_file_name_must_be_a_plain_relative_path(tmp_path, name):
+    recording = tpu_recording()
+    recording["contentFiles"] = {name: "0" * 64}
+    with pytest.raises(RecordingError, match=r"invalid at contentFiles: .* does not match"):
+        load_recording(write(tmp_path, recording))
+
+
+def test_the_formatted_fields_still_take_real_values(tmp_path):
+    recording = tpu_recording()
+    recording["environment"].update(deviceKind="NVIDIA H100 80GB HBM3",
+                                    platform="macOS-14.5-arm64-arm-64bit", jax="0.10.2.dev20261101+cuda")
+    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b", "--name", "tpu-1"]
+    recording["contentFiles"] = {"lesson_code/distributed_03.py": "0" * 64, "constraints.txt": "1" * 64}
+    assert load_recording(write(tmp_path, recording))["command"][2] == "--zone=us-east5-b"
+
+
+def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path):
+    """Issue 15: a backtick, an img tag with onerror, a backtick in `command` was
+    published; now the build refuses the recording in one line."""
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    project = copy_project(tmp_path / "project")
+    path = write_tpu_recording(project / "recordings" / "distributed-03.tpu.json",
+                               project / "lesson_code" / "distributed_03.py", project)
+    recording = json.loads(path.read_text())
+    recording["command"] = ["python", '`<img src=x onerror="alert(1)">`']
+    path.write_text(json.dumps(recording))
+    run = build(project, tmp_path / "site")
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert len(errors) == 1
+    assert "recordings/distributed-03.tpu.json" in errors[0] and "command/1" in errors[0]
+    assert not (tmp_path / "site" / LESSON).exists()
+    check = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=project,
+                           capture_output=True, text=True, timeout=300)
+    assert check.returncode != 0 and "Traceback" not in check.stderr
+    assert re.search(r"recordings/distributed-03\.tpu\.json: invalid at command/1",
+                     check.stdout + check.stderr)
+
+
+# ------------------------------------------------ free text, built into a site --
+
+def hostile_project(destination):
+    """A copy of the project whose recordings carry every payload in every free-text
+    field, a stale TPU recording beside the CPU one, and a page that puts recorded text
+    in a heading, a table cell, an image's alt text and code."""
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    project = copy_project(destination)
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text(
+        f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')
+    cpu = project / "recordings" / "distributed-03.cpu.json"
+    tpu = write_tpu_recording(project / "recordings" / "distributed-03.tpu.json",
+                              project / "lesson_code" / "distributed_03.py", project,
+                              stale=True, environment={"deviceKind": "TPU v6 lite (x+y)"})
+    for path in (cpu, tpu):
+        recording = json.loads(path.read_text())
+        recording["stdout"] = HOSTILE_TEXT + "\n" + recording["stdout"]
+        for field in PROSE:
+            recording["diagram"][field] = HOSTILE_TEXT
+        path.write_text(json.dumps(recording, indent=2))
+    page = project / "docs" / "lessons" / "distributed-03.md"
+    page.write_text(page.read_text() + "\n\n## Scope: {{ rec:distributed-03.cpu:diagram.scope }}\n\n"
+                    "| field | recorded |\n|---|---|\n"
+                    "| reading | {{ rec:distributed-03.cpu:diagram.reading }} |\n"
+                    "| code | `{{ rec:distributed-03.tpu:diagram.alt }}` |\n\n"
+                    "![{{ rec:distributed-03.tpu:diagram.alt }}](../figures/distributed-03.svg)\n")
+    return project
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory):
+    base = tmp_path_factory.mktemp("hostile")
+    project = hostile_project(base / "project")
+    run = build(project, base / "site")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return base / "site"
+
+
+class Attributes(HTMLParser):
+    """Every (tag, attribute, value) and the text of every script element in a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.attributes, self.scripts, self.in_script = [], [], False
+
+    def handle_starttag(self, tag, attrs):
+        self.attributes += [(tag, name, value or "") for name, value in attrs]
+        self.in_script = tag == "script"
+
+    def handle_endtag(self, tag):
+        self.in_script = False
+
+    def handle_data(self, data):
+        if self.in_script:
+            self.scripts.append(data)
+
+
+def site_files(site):
+    return [path for path in site.rglob("*") if path.suffix in (".html", ".json", ".xml")]
+
+
+def test_no_included_file_and_no_leftover_marker_anywhere_in_the_site(hostile_site):
+    for path in site_files(hostile_site):
+        text = path.read_text()
+        assert CANARY not in text, f"{path.name} published .git/config"
+        assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
+
+
+def test_hostile_text_is_escaped_text_not_markup(hostile_site):
+    for page in hostile_site.rglob("*.html"):
+        parser = Attributes()
+        parser.feed(page.read_text())
+        for tag, name, value in parser.attributes:
+            assert not value.strip().lower().startswith("javascript:"), (page, tag, name)
+            assert not (name.startswith("on") and "XSS" in value), (page, tag, name)
+            assert not (tag == "img" and name == "src" and value in ("x", "y")), page
+        assert not [script for script in parser.scripts if "XSS" in script], page
+    lesson = (hostile_site / LESSON).read_text()
+    # Shown, as text: the payloads are on the page, escaped, and nothing expanded them.
+    assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
+    assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
+    assert "{{ rec:distributed-03.cpu:environment.jax }}" in lesson
+    assert "--8&lt;-- &quot;.git/config&quot;" in lesson
+
+
+def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
+    lesson = (hostile_site / LESSON).read_text()
+    heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.DOTALL)
+    assert heading and heading[1].startswith("scope-"), "the heading lost its anchor"
+    assert re.fullmatch(r"[\w-]+", heading[1])
+    assert "&lt;script&gt;" in heading[2] and "<script>" not in heading[2]
+    toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>',
+                    lesson, re.DOTALL)
+    assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
+    cell = re.search(r"<td>reading</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
+    assert cell and "&lt;img src=x onerror=" in cell[1]
+    code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
+    assert code and "&lt;svg onload=" in code[1]
+    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/distributed-03.svg"', lesson)
+    assert "&lt;script&gt;" in alts[-1] and "] (javascript:" in alts[-1]
+
+
+def test_the_stale_tpu_tab_shows_its_hostile_text_as_text(hostile_site):
+    lesson = (hostile_site / LESSON).read_text()
+    assert "Stale recording" in lesson
+    assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 4
+
+
+def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
+    index = (hostile_site / "search" / "search_index.json").read_text()
+    text = " ".join(doc["text"] + doc["title"] for doc in json.loads(index)["docs"])
+    assert "&lt;script&gt;console.error" in text
+    assert "<script>" not in text and "<img src=x" not in text and CANARY not in text
+
+
+# ----------------------------------------------------------------- in chromium --
+
+@pytest.fixture(scope="module")
+def browser():
+    if not os.path.exists(CHROMIUM):
+        reason = f"{CHROMIUM} is missing: apt-get install chromium (make test does, as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"browser test cannot run under CI: {reason}")
+        pytest.skip(reason)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture(scope="module")
+def served(hostile_site):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    handler = functools.partial(Quiet, directory=str(hostile_site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+
+
+def watch_for_execution(page, problems):
+    """Anything a payload would do if it ran: a dialog, a console line, a request."""
+    def on_dialog(dialog):
+        problems.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("console", lambda m: "XSS" in m.text and problems.append(f"console: {m.text}"))
+    page.on("request", lambda r: (r.url.lower().startswith("javascript:")
+                                  or re.search(r"/(x|y)(\?|$)", r.url))
+            and problems.append(f"request: {r.url}"))
+
+
+LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.attributes]
+    .filter(a => /^\\s*javascript:/i.test(a.value) || (a.name.startsWith('on') && /XSS/.test(a.value)))
+    .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
+
+
+def test_hostile_pages_stay_inert_in_chromium(browser, served):
+    problems = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    watch_for_execution(page, problems)
+    page.goto(f"{served}/lessons/distributed-03/", wait_until="networkidle")
+    page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
+                           timeout=20000)
+    for label in page.locator(".tabbed-labels label").all():  # every recording's tab
+        label.click()
+    page.wait_for_timeout(500)
+    assert page.evaluate(LIVE_MARKUP) == []
+    shown = page.inner_text("article")
+    assert '<script>console.error("XSS script"); alert("XSS script")</script>' in shown
+    assert '--8<-- ".git/config"' in shown and CANARY not in shown
+    # The search box renders results from the index: they must stay text too.
+    search = page.locator("input.md-search__input")
+    search.click()
+    page.keyboard.type("onerror")  # Material searches on key presses, not on fill()
+    page.wait_for_selector(".md-search-result__item", state="attached", timeout=20000)
+    page.wait_for_timeout(500)
+    assert "XSS" in page.inner_text(".md-search-result")
+    assert page.evaluate(LIVE_MARKUP) == []
+    # The home page's table of recordings, the stale TPU one among them.
+    page.goto(f"{served}/", wait_until="networkidle")
+    assert "stale: lesson_code/distributed_03.py" in page.inner_text("article")
+    assert page.evaluate(LIVE_MARKUP) == []
+    assert problems == []
+    page.close()

@@ -1,0 +1,98 @@
+"""`mkdocs serve`: watches what pages are made from, and a broken recording neither
+hangs the server nor leaves a traceback."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+from mkdocs.config import load_config
+
+from site_build import NO_JAX_BUILD, ROOT, copy_project
+
+RECORDING = "recordings/distributed-03.cpu.json"
+
+
+def test_serve_watches_recordings_figures_and_lesson_code():
+    config = load_config(str(ROOT / "mkdocs.yml"))
+    watched = {os.path.relpath(path, ROOT) for path in config["watch"]}
+    assert {"recordings", "figures", "lesson_code"} <= watched
+
+
+def free_port():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def serve(project, log):
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
+        cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    return process, f"http://127.0.0.1:{port}/lessons/distributed-03/"
+
+
+def wait_for(log_path, text, after=0, timeout=90):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        output = log_path.read_text()
+        if text in output[after:]:
+            return output
+        time.sleep(0.5)
+    pytest.fail(f"no {text!r} from mkdocs serve within {timeout} s:\n{output[-2000:]}")
+
+
+def stop(process):
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C sends
+    try:
+        return process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        pytest.fail("mkdocs serve did not stop on Ctrl-C")
+
+
+def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
+    project = copy_project(tmp_path / "project")
+    (project / RECORDING).write_text("{ not json")
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, _ = serve(project, log)
+        try:
+            code = process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            stop(process)
+            pytest.fail("mkdocs serve kept running on a corrupt recording")
+    output = log_path.read_text()
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    assert code != 0 and "Traceback" not in output
+    assert len(errors) == 1 and RECORDING in errors[0] and "not valid JSON" in errors[0]
+
+
+def test_a_recording_broken_while_serving_is_reported_and_the_server_answers(tmp_path):
+    project = copy_project(tmp_path / "project")
+    good = (project / RECORDING).read_text()
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, url = serve(project, log)
+        try:
+            started = len(wait_for(log_path, "Serving on"))
+            assert urllib.request.urlopen(url, timeout=10).status == 200
+            (project / RECORDING).write_text("{ not json")
+            broken = len(wait_for(log_path, "still serving", after=started))
+            assert urllib.request.urlopen(url, timeout=10).status == 200  # not stuck
+            (project / RECORDING).write_text(good)
+            wait_for(log_path, "Documentation built", after=broken)
+            assert urllib.request.urlopen(url, timeout=10).status == 200
+        finally:
+            code = stop(process)
+    output = log_path.read_text()
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    assert len(errors) == 1 and RECORDING in errors[0], output[-2000:]
+    assert "Traceback" not in output
+    assert code == 0
