@@ -13,8 +13,6 @@ is untrusted input, so no Markdown extension may ever read it):
                                                     exists, else B (inline or across lines;
                                                     not nested)
 """
-import html
-import json
 import logging
 import re
 import sys

@@ -2,7 +2,7 @@
 
 A recording can come from a VM, a pull request or a hand edit. Fields with a format
 (command, device kind, versions, file names, dates) refuse anything outside it, in one
-line naming the file and the field. Free text (stdout, the diagram's prose) is built into
+line naming the file and the field. Free text (stdout, the figure data's labels) is built into
 a site here carrying script, Markdown link, image, snippet and template payloads; the
 HTML, the search index and chromium must show it as text: no script runs, no
 `javascript:` URL exists, and no file is pulled into the page.
@@ -19,8 +19,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from recordings import RecordingError, load_recording
-from site_build import ROOT, build, copy_project
+from scripts.recordings import RecordingError, load_recording
+from conftest import ROOT
+from conftest import project_copy as copy_project
+from site_build import build
 from test_browser import CHROMIUM, QUIET
 
 CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
@@ -43,7 +45,6 @@ PAYLOADS = [
     'RECVAL0N0END',
 ]
 HOSTILE_TEXT = "\n".join(PAYLOADS)
-PROSE = ("prediction", "reading", "alt", "scope")
 LESSON = "lessons/distributed-03/index.html"
 
 
@@ -100,9 +101,12 @@ def test_a_content_file_name_must_be_a_plain_relative_path(tmp_path, name):
 def test_the_formatted_fields_still_take_real_values(tmp_path):
     recording = tpu_recording()
     recording["environment"].update(deviceKind="NVIDIA H100 80GB HBM3",
-                                    platform="macOS-14.5-arm64-arm-64bit", jax="0.10.2.dev20261101+cuda")
-    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b", "--name", "tpu-1"]
-    recording["contentFiles"] = {"lesson_code/distributed_03.py": "0" * 64, "constraints.txt": "1" * 64}
+                                    platform="macOS-14.5-arm64-arm-64bit",
+                                    jax="0.10.2.dev20261101+cuda")
+    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b",
+                            "--name", "tpu-1"]
+    recording["contentFiles"] = {"lesson_code/distributed_03.py": "0" * 64,
+                                 "constraints.txt": "1" * 64}
     assert load_recording(write(tmp_path, recording))["command"][2] == "--zone=us-east5-b"
 
 
@@ -149,15 +153,19 @@ def hostile_project(destination):
     for path in (cpu, tpu):
         recording = json.loads(path.read_text())
         recording["stdout"] = HOSTILE_TEXT + "\n" + recording["stdout"]
-        for field in PROSE:
-            recording["diagram"][field] = HOSTILE_TEXT
+        panel = recording["data"]["panels"][0]  # the bar chart's labels: free text
+        panel["labels"] = list(PAYLOADS)
+        panel["ylabel"], panel["series"][0]["label"] = PAYLOADS[0], PAYLOADS[6]
         path.write_text(json.dumps(recording, indent=2))
     page = project / "docs" / "lessons" / "distributed-03.md"
-    page.write_text(page.read_text() + "\n\n## Scope: {{ rec:distributed-03.cpu:diagram.scope }}\n\n"
-                    "| field | recorded |\n|---|---|\n"
-                    "| reading | {{ rec:distributed-03.cpu:diagram.reading }} |\n"
-                    "| code | `{{ rec:distributed-03.tpu:diagram.alt }}` |\n\n"
-                    "![{{ rec:distributed-03.tpu:diagram.alt }}](../figures/distributed-03.svg)\n")
+    cells = "".join(f"| label {i} | {{{{ rec:distributed-03.cpu:data.panels.0.labels.{i} }}}} |\n"
+                    for i in range(len(PAYLOADS)))
+    page.write_text(page.read_text()
+                    + "\n\n## Scope: {{ rec:distributed-03.cpu:data.panels.0.ylabel }}\n\n"
+                    + "| field | recorded |\n|---|---|\n" + cells
+                    + "| code | `{{ rec:distributed-03.tpu:data.panels.0.labels.2 }}` |\n\n"
+                    + "![{{ rec:distributed-03.tpu:data.panels.0.series.0.label }}]"
+                    + "(../figures/distributed-03.svg)\n")
     return project
 
 
@@ -226,18 +234,19 @@ def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
     toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>',
                     lesson, re.DOTALL)
     assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
-    cell = re.search(r"<td>reading</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
+    cell = re.search(r"<td>label 1</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
     assert cell and "&lt;img src=x onerror=" in cell[1]
     code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
     assert code and "&lt;svg onload=" in code[1]
     alts = re.findall(r'<img alt="([^"]*)" src="../../figures/distributed-03.svg"', lesson)
-    assert "&lt;script&gt;" in alts[-1] and "] (javascript:" in alts[-1]
+    assert "![x](y&quot; onerror=" in alts[-1]
 
 
 def test_the_stale_tpu_tab_shows_its_hostile_text_as_text(hostile_site):
     lesson = (hostile_site / LESSON).read_text()
     assert "Stale recording" in lesson
-    assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 4
+    # The CPU tab, the stale TPU tab and the table cell each show it as text.
+    assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 3
 
 
 def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
@@ -291,7 +300,8 @@ def watch_for_execution(page, problems):
 
 
 LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.attributes]
-    .filter(a => /^\\s*javascript:/i.test(a.value) || (a.name.startsWith('on') && /XSS/.test(a.value)))
+    .filter(a => /^\\s*javascript:/i.test(a.value)
+                 || (a.name.startsWith('on') && /XSS/.test(a.value)))
     .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
 
 
@@ -319,7 +329,8 @@ def test_hostile_pages_stay_inert_in_chromium(browser, served):
     assert page.evaluate(LIVE_MARKUP) == []
     # The home page's table of recordings, the stale TPU one among them.
     page.goto(f"{served}/", wait_until="networkidle")
-    assert "stale: lesson_code/distributed_03.py" in page.inner_text("article")
+    article = page.inner_text("article")
+    assert "stale: " in article and "lesson_code/distributed_03.py" in article
     assert page.evaluate(LIVE_MARKUP) == []
     assert problems == []
     page.close()

@@ -4,7 +4,8 @@ import re
 
 import pytest
 
-from site_build import build, copy_project
+from conftest import project_copy as copy_project
+from site_build import build
 
 
 @pytest.fixture()

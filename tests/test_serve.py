@@ -11,7 +11,9 @@ import urllib.request
 import pytest
 from mkdocs.config import load_config
 
-from site_build import NO_JAX_BUILD, ROOT, copy_project
+from conftest import ROOT
+from conftest import project_copy as copy_project
+from site_build import NO_JAX_BUILD
 
 RECORDING = "recordings/distributed-03.cpu.json"
 

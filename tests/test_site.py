@@ -105,7 +105,7 @@ def test_recorded_text_cannot_inject_markup(project, tmp_path):
     def inject(recording):
         recording["stdout"] = recording["stdout"].replace(
             "PASS: distributed-03", attack + "\nPASS: distributed-03")
-        recording["diagram"]["alt"] = "<img src=x onerror=alert(1)>"  # prose: any text
+        recording["data"]["panels"][0]["ylabel"] = "<img src=x onerror=alert(1)>"  # any text
 
     edit_recording(project, inject)
     run = build(project, tmp_path / "site")
