@@ -53,6 +53,9 @@ fresh: install
 	tar -c --exclude=./.git --exclude=./build --exclude=./site --exclude=./.venv \
 	    --exclude=./node_modules --exclude=./test-artifacts --exclude=__pycache__ \
 	    --exclude=./.pytest_cache --exclude=./.hypothesis . | tar -x -C $(FRESH)
+	# A repository of its own, holding the tree as copied: the TPU job's tests clone it.
+	git -C $(FRESH) init -q && git -C $(FRESH) add -A
+	git -C $(FRESH) -c user.name=make -c user.email=make@localhost commit -qm "make fresh"
 	ln -s $(CURDIR)/node_modules $(FRESH)/node_modules
 	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py
 	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py --processes 4
