@@ -1,4 +1,4 @@
-"""mkdocs hooks: put recorded values, recordings, figures and MathJax into the pages.
+"""mkdocs hooks: put recorded values, recordings and figures into the pages.
 
 The build reads recordings; it never imports JAX and never runs lesson code. Three page
 directives, resolved before Markdown is converted:
@@ -27,10 +27,6 @@ VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 FRAGMENT = re.compile(r'^--8<-- "(docs/sections/[\w./-]+\.md)"\s*$', re.MULTILINE)
-MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
-# What MathJax's CHTML build loads at run time; speech (sre) is only fetched on request.
-MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
-                 "a11y", "ui", "sre")
 
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 
@@ -67,20 +63,10 @@ def on_config(config):
 
 
 def on_files(files, config):
-    """Serve figures/ and the bundled MathJax from the site itself."""
+    """Serve figures/ from the site itself."""
     for svg in sorted((ROOT / "figures").glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
-    if not (MATHJAX / "tex-mml-chtml.js").exists():
-        raise PluginError("node_modules/mathjax is missing; run `make install`")
-    for part in MATHJAX_PARTS:
-        source = MATHJAX / part
-        for path in sorted([source] if source.is_file() else source.rglob("*")):
-            if path.is_file():
-                relative = path.relative_to(MATHJAX).as_posix()
-                files.append(File(relative, str(MATHJAX),
-                                  str(Path(config["site_dir"]) / "assets" / "mathjax"),
-                                  config["use_directory_urls"]))
     return files
 
 
