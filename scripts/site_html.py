@@ -2,6 +2,8 @@
 
 - Every `<pre><code>` gets `tabindex="0"`: a code block wider than a phone scrolls
   sideways, and a reader without a mouse can only scroll what can take focus.
+- Every `<table>` sits in a focusable wrapper that scrolls it, for the same reason (the
+  theme wraps tables in a scroller of its own at run time, which no key can reach).
 - Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
   not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
 """
@@ -12,6 +14,7 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\btabindex=)")
+TABLE = re.compile(r"<table\b.*?</table>", re.S)
 IMAGE = re.compile(r"<img\b[^>]*>")
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
@@ -56,4 +59,6 @@ def sized_image(tag, page, files):
 
 def on_page_content(html, page, config, files):
     html = IMAGE.sub(lambda m: sized_image(m.group(0), page, files), html)
+    html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
+                     f'aria-label="table">{m.group(0)}</div>', html)
     return CODE.sub(r'\1<code tabindex="0"', html)

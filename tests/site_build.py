@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# What the docs build reads; node_modules is linked, not copied (MathJax is 24 MB).
+# What the docs build reads; node_modules is linked, not copied.
 BUILD_INPUTS = ("mkdocs.yml", "requirements.txt", "constraints.txt", "docs", "scripts",
                 "lesson_code", "recordings", "figures")
 
@@ -29,9 +29,9 @@ def copy_project(destination):
     return destination
 
 
-def build(project, site_dir):
+def build(project, site_dir, environment=None):
     """Run a strict build of `project` into `site_dir`; return the CompletedProcess."""
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", **(environment or {})}
     return subprocess.run([sys.executable, "-c", NO_JAX_BUILD, "build", "--strict",
                            "--site-dir", str(site_dir)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=300)
