@@ -2,9 +2,10 @@
 
     python scripts/check_links.py site
 
-Internal links must reach a file (and an element with the anchor's id). Anything the
-browser would *load* (images, scripts, styles, fonts) must come from the site itself:
-links out to documentation are fine, a resource from a CDN is not.
+Internal links must reach a file (and an element with the anchor's id) and be relative:
+a root-absolute `/path` breaks when the site is published under a sub-path (a GitHub Pages
+project site). Anything the browser would *load* (images, scripts, styles, fonts) must come
+from the site itself: links out to documentation are fine, a resource from a CDN is not.
 """
 import sys
 from html.parser import HTMLParser
@@ -14,6 +15,9 @@ from urllib.parse import unquote, urljoin, urlparse
 LOADED = {("img", "src"), ("script", "src"), ("link", "href"), ("source", "src"),
           ("iframe", "src"), ("object", "data")}
 FOLLOWED = {("a", "href")}
+# Served for any missing address at any depth, so mkdocs writes its links from site_url's
+# path (root-absolute on purpose); it is the one page allowed them.
+NOT_FOUND_PAGE = "404.html"
 
 
 class PageLinks(HTMLParser):
@@ -63,6 +67,10 @@ def broken_links(site):
             if scheme in ("http", "https") or url.startswith("//"):
                 if (tag, attr) in LOADED and "canonical" not in rel:
                     problems.append(f"{where}: loads {url} from outside the site")
+                continue
+            if url.startswith("/") and where != NOT_FOUND_PAGE:
+                problems.append(f"{where}: {tag} {attr}={url!r} is root-absolute; make it "
+                                f"relative to the page so the site works under a sub-path")
                 continue
             target = target_file(site, page, url)
             if not target.exists():
