@@ -4,6 +4,10 @@
   sideways, and a reader without a mouse can only scroll what can take focus.
 - Every `<table>` sits in a focusable wrapper that scrolls it, for the same reason (the
   theme wraps tables in a scroller of its own at run time, which no key can reach).
+- Code blocks stay out of the search index (`data-search-exclude`, which the search
+  plugin reads and then strips): every reader downloads the index on every page, and the
+  code would be two thirds of it; the prose around each block names what it defines.
+- The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
 - Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
   not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
 """
@@ -13,7 +17,9 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+HIGHLIGHT = re.compile(r'<div class="highlight"')
 CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\btabindex=)")
+SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 IMAGE = re.compile(r"<img\b[^>]*>")
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
@@ -61,4 +67,14 @@ def on_page_content(html, page, config, files):
     html = IMAGE.sub(lambda m: sized_image(m.group(0), page, files), html)
     html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
                      f'aria-label="table">{m.group(0)}</div>', html)
+    html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
     return CODE.sub(r'\1<code tabindex="0"', html)
+
+
+def on_post_page(output, page, config):
+    return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
+
+
+def on_post_template(output, template_name, config):
+    """The 404 page is a theme template, not a page: it needs the same dialog name."""
+    return on_post_page(output, None, config)
