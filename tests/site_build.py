@@ -31,7 +31,10 @@ def copy_project(destination):
 
 def build(project, site_dir, environment=None):
     """Run a strict build of `project` into `site_dir`; return the CompletedProcess."""
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", **(environment or {})}
+    # The published address (CI sets SITE_URL) never leaks into a test build: tests serve
+    # the site at the root unless they ask for a sub-path themselves.
+    inherited = {key: value for key, value in os.environ.items() if key != "SITE_URL"}
+    env = {**inherited, "NO_MKDOCS_2_WARNING": "1", **(environment or {})}
     return subprocess.run([sys.executable, "-c", NO_JAX_BUILD, "build", "--strict",
                            "--site-dir", str(site_dir)],
                           cwd=project, env=env, capture_output=True, text=True, timeout=300)
