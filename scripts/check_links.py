@@ -94,7 +94,7 @@ def main(argv=None):
         return 2
     # The same SITE_URL the build read (mkdocs.yml): the 404 page's links start with its path.
     base_path = urlparse(os.environ.get("SITE_URL", "")).path or "/"
-    problems, count = broken_links(site, base_path if base_path.endswith("/") else base_path + "/")
+    problems, count = broken_links(site, base_path.rstrip("/") + "/")
     for line in problems:
         print(line)
     print(f"check_links: {count} pages, {len(problems)} broken", file=sys.stderr)

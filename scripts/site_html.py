@@ -31,7 +31,9 @@ PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
 def svg_size(path):
     """The CSS pixel size an SVG file declares on its root element."""
     root = SVG_ROOT.search(Path(path).read_text(errors="replace"))
-    attrs = dict(re.findall(r'\b(width|height|viewBox)="([^"]*)"', root.group(0))) if root else {}
+    if not root:
+        return None
+    attrs = dict(re.findall(r'\b(width|height|viewBox)="([^"]*)"', root.group(0)))
     size = []
     for name, index in (("width", 2), ("height", 3)):
         length = LENGTH.match(attrs.get(name, ""))

@@ -58,7 +58,8 @@ def display_formula(match, page):
     tex = html.unescape(match.group(1))
     parts = "".join(mathml(part, True, page) for part in top_level_parts(tex))
     # Focusable so a reader without a mouse can scroll a row that is still too wide.
-    return f'<div class="math-display" tabindex="0" role="group" aria-label="equation">{parts}</div>'
+    return ('<div class="math-display" tabindex="0" role="group" aria-label="equation">'
+            f"{parts}</div>")
 
 
 def on_page_content(html_text, page, config, files):

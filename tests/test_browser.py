@@ -10,7 +10,6 @@ Screenshots land in test-artifacts/ for a person to look at.
 import functools
 import http.server
 import os
-import shutil
 import threading
 
 import pytest

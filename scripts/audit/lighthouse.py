@@ -88,7 +88,8 @@ def main(argv=None):
         server.shutdown()
     median = {name: statistics.median(run["scores"][name] for run in runs)
               for name in CATEGORIES}
-    result = {"page": PAGE, "measuredAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    result = {"page": PAGE, "measuredAt": now,
               "settings": "Lighthouse default mobile emulation, simulated throttling, "
                           "served uncompressed by Python's http.server",
               "lighthouse": runs[0]["lighthouse"], "chromium": runs[0]["chromium"],
