@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install serve build record bench check lint fresh test browser clean
+.PHONY: install serve build record bench check lint fresh test browser java audit clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -16,7 +16,8 @@ $(VENV)/.installed: requirements.txt constraints.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	touch $@
 
-# MathJax, served from the site itself (no CDN); pinned by package-lock.json.
+# What the tests check the site with (axe-core, the Nu Html Checker); pinned by
+# package-lock.json. The site itself loads nothing from node_modules.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
@@ -67,8 +68,21 @@ fresh: install
 browser:
 	@bash scripts/ensure_chromium.sh
 
-test: install browser lint check fresh
+# A Java runtime for the Nu Html Checker; installed from Debian when missing (as root).
+java:
+	@bash scripts/ensure_java.sh
+
+test: install browser java lint check fresh
 	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests
 
+# Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
+# machine). Writes scripts/audit/scores.json; commit it. Lighthouse is installed here only.
+scripts/audit/node_modules/.installed: scripts/audit/package.json scripts/audit/package-lock.json
+	cd scripts/audit && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
+audit: build browser scripts/audit/node_modules/.installed
+	$(PY) scripts/audit/lighthouse.py
+
 clean:
-	rm -rf site $(VENV) node_modules .pytest_cache
+	rm -rf site $(VENV) node_modules scripts/audit/node_modules .pytest_cache

@@ -2,10 +2,12 @@
 
     python scripts/check_links.py site
 
-Internal links must reach a file (and an element with the anchor's id). Anything the
-browser would *load* (images, scripts, styles, fonts) must come from the site itself:
-links out to documentation are fine, a resource from a CDN is not.
+Internal links must reach a file (and an element with the anchor's id) and be relative:
+a root-absolute `/path` breaks when the site is published under a sub-path (a GitHub Pages
+project site). Anything the browser would *load* (images, scripts, styles, fonts) must come
+from the site itself: links out to documentation are fine, a resource from a CDN is not.
 """
+import os
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
@@ -14,6 +16,9 @@ from urllib.parse import unquote, urljoin, urlparse
 LOADED = {("img", "src"), ("script", "src"), ("link", "href"), ("source", "src"),
           ("iframe", "src"), ("object", "data")}
 FOLLOWED = {("a", "href")}
+# Served for any missing address at any depth, so mkdocs writes its links from site_url's
+# path (root-absolute on purpose); it is the one page allowed them.
+NOT_FOUND_PAGE = "404.html"
 
 
 class PageLinks(HTMLParser):
@@ -39,17 +44,18 @@ def parse(path):
     return parser
 
 
-def target_file(site, page, url):
+def target_file(site, page, url, base_path="/"):
     """The file a site-relative URL points at, as mkdocs lays pages out."""
-    page_url = "/" + page.relative_to(site).as_posix()
-    path = unquote(urlparse(urljoin(page_url, url)).path)
+    page_url = base_path + page.relative_to(site).as_posix()
+    path = unquote(urlparse(urljoin(page_url, url)).path).removeprefix(base_path.rstrip("/"))
     candidate = site / path.lstrip("/")
     if path.endswith("/") or candidate.is_dir():
         candidate = candidate / "index.html"
     return candidate
 
 
-def broken_links(site):
+def broken_links(site, base_path="/"):
+    """Problems in the built `site`, published at `base_path` (site_url's path)."""
     site = Path(site)
     pages = sorted(site.rglob("*.html"))
     parsed = {page: parse(page) for page in pages}
@@ -64,7 +70,11 @@ def broken_links(site):
                 if (tag, attr) in LOADED and "canonical" not in rel:
                     problems.append(f"{where}: loads {url} from outside the site")
                 continue
-            target = target_file(site, page, url)
+            if url.startswith("/") and where != NOT_FOUND_PAGE:
+                problems.append(f"{where}: {tag} {attr}={url!r} is root-absolute; make it "
+                                f"relative to the page so the site works under a sub-path")
+                continue
+            target = target_file(site, page, url, base_path)
             if not target.exists():
                 problems.append(f"{where}: {tag} {attr}={url!r} points at a missing file")
                 continue
@@ -82,7 +92,9 @@ def main(argv=None):
     if not (site / "index.html").exists():
         print(f"error: {site}/index.html not found; run `make build` first", file=sys.stderr)
         return 2
-    problems, count = broken_links(site)
+    # The same SITE_URL the build read (mkdocs.yml): the 404 page's links start with its path.
+    base_path = urlparse(os.environ.get("SITE_URL", "")).path or "/"
+    problems, count = broken_links(site, base_path.rstrip("/") + "/")
     for line in problems:
         print(line)
     print(f"check_links: {count} pages, {len(problems)} broken", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""mkdocs hooks: put recorded values, recordings, figures and MathJax into the pages.
+"""mkdocs hooks: put recorded values, recordings and figures into the pages.
 
 The build reads recordings; it never imports JAX and never runs lesson code. Page
 directives. Before Markdown runs each becomes Markdown of ours with markers in it; after
@@ -36,10 +36,6 @@ TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
-MATHJAX = ROOT / "node_modules" / "mathjax" / "es5"
-# What MathJax's CHTML build loads at run time; speech (sre) is only fetched on request.
-MATHJAX_PARTS = ("tex-mml-chtml.js", "output/chtml/fonts/woff-v2", "input/tex/extensions",
-                 "a11y", "ui", "sre")
 
 recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
 page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
@@ -78,7 +74,7 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, the lesson program and the bundled MathJax from the site itself."""
+    """Serve figures/, the lesson program from the site itself."""
     for svg in sorted((ROOT / "figures").glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
@@ -86,16 +82,6 @@ def on_files(files, config):
     for lesson in load_lessons().values():
         files.append(File(lesson.path().relative_to(ROOT).as_posix(), str(ROOT),
                           config["site_dir"], config["use_directory_urls"]))
-    if not (MATHJAX / "tex-mml-chtml.js").exists():
-        raise PluginError("node_modules/mathjax is missing; run `make install`")
-    for part in MATHJAX_PARTS:
-        source = MATHJAX / part
-        for path in sorted([source] if source.is_file() else source.rglob("*")):
-            if path.is_file():
-                relative = path.relative_to(MATHJAX).as_posix()
-                files.append(File(relative, str(MATHJAX),
-                                  str(Path(config["site_dir"]) / "assets" / "mathjax"),
-                                  config["use_directory_urls"]))
     return files
 
 

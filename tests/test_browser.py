@@ -1,8 +1,11 @@
 """The lesson as a reader's browser sees it: Debian's chromium driven by Playwright.
 
 Serves the strictly built site on 127.0.0.1 and fails on any console error, any request
-that leaves 127.0.0.1, an image that did not load, math left untypeset, or a collapsed
-answer that does not open. Screenshots land in test-artifacts/ for a person to look at.
+that leaves 127.0.0.1, an image that did not load, a formula left as TeX or typeset by a
+script, a collapsed answer that does not open, a page wider than a phone, or an axe-core
+finding (serious or critical) that a bare mkdocs-material page does not show as well.
+It serves the site a second time under a sub-path, as a GitHub Pages project site is.
+Screenshots land in test-artifacts/ for a person to look at.
 """
 import functools
 import http.server
@@ -12,22 +15,31 @@ import threading
 import pytest
 
 from conftest import ROOT
+from site_build import build
 
 CHROMIUM = "/usr/bin/chromium"
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARTIFACTS = ROOT / "test-artifacts"
 # Without these, chromium phones home at start-up; this machine's closed network refuses.
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--disable-quic"]
+PAGES = ("", "lessons/distributed-03/", "notebooks/distributed-03/", "404.html")
+SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
+SUB_PATH = "lesson-site"  # as https://<owner>.github.io/<repository>/
+
+
+def skip_or_fail(reason):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"browser test cannot run under CI: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
 def browser():
     if not os.path.exists(CHROMIUM):
-        reason = f"{CHROMIUM} is missing: apt-get install chromium (make test does, as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser test cannot run under CI: {reason}")
-        pytest.skip(reason)
+        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
+                     f"(make test does, as root)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -36,44 +48,81 @@ def browser():
         instance.close()
 
 
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    """A static server like GitHub Pages: a missing path gets the site's 404.html."""
+
+    not_found_page = None
+
+    def log_message(self, *args):
+        pass
+
+    def send_error(self, code, message=None, explain=None):
+        if code != 404 or self.not_found_page is None:
+            return super().send_error(code, message, explain)
+        body = self.not_found_page.read_bytes()
+        self.send_response(404)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
 @pytest.fixture(scope="module")
-def served(built_site):
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler,
-                                directory=str(built_site))
-    handler.log_message = lambda *args: None
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+def serve():
+    servers = []
+
+    def start(directory, not_found_page=None):
+        handler = type("Handler", (QuietHandler,), {"not_found_page": not_found_page})
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(handler, directory=str(directory)))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_port}"
+
+    yield start
+    for server in servers:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def served(built_site, serve):
+    return serve(built_site)
 
 
 class PageWatch:
     """Everything a page did that a reader would not want: errors and outside requests."""
 
     def __init__(self, page, origin):
-        self.problems = []
+        self.problems, self.requests = [], []
         page.on("console", lambda m: m.type == "error" and self.problems.append(
             f"console error: {m.text}"))
         page.on("pageerror", lambda e: self.problems.append(f"page error: {e}"))
         page.on("requestfailed", lambda r: self.problems.append(f"failed: {r.url}"))
+        page.on("request", lambda r: self.requests.append(r.url))
         page.on("request", lambda r: r.url.startswith((origin, "data:", "blob:"))
                 or self.problems.append(f"left the site: {r.url}"))
         page.on("response", lambda r: r.status >= 400 and self.problems.append(
             f"HTTP {r.status}: {r.url}"))
 
 
-def open_page(browser, url, origin, scheme="light", math=True):
-    page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+def open_page(browser, url, origin, scheme="light", width=1280):
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                            is_mobile=width < 600, has_touch=width < 600)
     watch = PageWatch(page, origin)
     page.goto(url, wait_until="networkidle")
-    if math:
-        page.wait_for_function("document.querySelectorAll('mjx-container').length > 0",
-                               timeout=20000)
     return page, watch
 
 
 def assert_images_loaded(page):
+    """Scroll every (lazy) image into view, give it time to arrive, then check them all."""
+    images = page.locator("img")
+    for index in range(images.count()):
+        images.nth(index).scroll_into_view_if_needed()
+    try:
+        page.wait_for_function("[...document.images].every(img => img.complete)",
+                               timeout=10000)
+    except Exception:
+        pass  # the assertion below names the images that never arrived
     broken = page.evaluate("""[...document.images]
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     assert broken == []
@@ -81,14 +130,18 @@ def assert_images_loaded(page):
 
 def test_lesson_page_in_a_browser(browser, served):
     page, watch = open_page(browser, f"{served}/lessons/distributed-03/", served)
-    assert page.locator("img[src$='.svg']").count() >= 2  # mechanism, storage and payload
-    page.locator("img").last.scroll_into_view_if_needed()
-    page.wait_for_load_state("networkidle")
+    figures = page.locator("img[src$='.svg']")
+    assert figures.count() >= 2  # the mechanism table, storage and payload
+    # Sized (no layout shift while loading) and lazy (below the fold waits).
+    assert page.locator("img[src$='.svg'][width][height][loading=lazy]").count() \
+        == figures.count()
     assert_images_loaded(page)
-    # Every math span was typeset: none is left as raw \( ... \) text.
-    raw = page.evaluate("""[...document.querySelectorAll('.arithmatex')]
-        .filter(el => !el.querySelector('mjx-container')).length""")
-    assert raw == 0
+    # Every formula is MathML typeset at build time: no TeX left, no math script loaded.
+    assert page.locator("math").count() > 50
+    assert page.locator(".arithmatex").count() == 0
+    assert "\\(" not in page.inner_text("article")
+    assert not [url for url in watch.requests if "mathjax" in url.lower()
+                or "katex" in url.lower()]
     answer = page.locator("details", has_text="Answer").first
     assert answer.get_attribute("open") is None
     answer.locator("summary").click()
@@ -102,11 +155,22 @@ def test_lesson_page_in_a_browser(browser, served):
 
 @pytest.mark.parametrize("name", ["ring-simulator", "processes", "sweep", "tpu"])
 def test_each_going_further_page_loads(browser, served, name):
-    page, watch = open_page(browser, f"{served}/going-further/{name}/", served, math=False)
+    page, watch = open_page(browser, f"{served}/going-further/{name}/", served)
     page.wait_for_load_state("networkidle")
     assert_images_loaded(page)
     # Each deepens a point of the lesson and links back to it.
     assert page.locator("a[href*='lessons/distributed-03/']").count() >= 1
+    assert watch.problems == []
+    page.close()
+
+
+def test_formulas_fit_a_phone(browser, served):
+    page, watch = open_page(browser, f"{served}/lessons/distributed-03/", served, "dark", 390)
+    # A display formula's parts wrap; none sticks out of its row.
+    overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
+        .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
+    assert overflow == 0
+    page.locator(".math-display").first.screenshot(path=str(ARTIFACTS / "formula-phone.png"))
     assert watch.problems == []
     page.close()
 
@@ -118,11 +182,98 @@ def test_dark_palette_and_notebook_page(browser, served):
     page.screenshot(path=str(ARTIFACTS / "lesson-dark.png"))
     page.close()
     notebook, notebook_watch = open_page(browser, f"{served}/notebooks/distributed-03/",
-                                         served, math=False)
-    # The bundled MathJax, not a CDN copy, is what the notebook page loaded.
-    assert notebook.evaluate("typeof window.MathJax") == "object"
+                                         served, "dark")
+    assert notebook.evaluate("typeof window.MathJax") == "undefined"
     assert "PASS: distributed-03" in notebook.content()
+    # Its code is the theme's code block, so it takes the theme's colours in dark mode.
+    code = notebook.locator(".highlight pre > code").first
+    background = code.evaluate("el => getComputedStyle(el).backgroundColor")
+    page_background = notebook.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background != "rgb(245, 245, 245)" and background != page_background
     assert notebook.locator("a[download][href$='.ipynb']").count() == 1
     notebook.screenshot(path=str(ARTIFACTS / "notebook.png"))
     assert watch.problems == [] and notebook_watch.problems == []
     notebook.close()
+
+
+def axe_findings(page):
+    """Serious and critical axe-core violations, one signature per failing element kind."""
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("""async () => {
+        const result = await axe.run(document, {resultTypes: ['violations']});
+        return result.violations.filter(v => ['serious', 'critical'].includes(v.impact))
+            .flatMap(v => v.nodes.map(node => {
+                const data = (node.any[0] || node.all[0] || {}).data || {};
+                // A contrast finding is identified by its colour pair: the same pair on
+                // the reference page means the theme's palette, not ours.
+                const colours = data.fgColor ? ` ${data.fgColor} on ${data.bgColor}` : '';
+                return {key: v.id + colours, where: node.target.join(' ')};
+            }));
+    }""")
+    return violations
+
+
+@pytest.fixture(scope="module")
+def reference_findings(browser, serve, tmp_path_factory):
+    """What axe finds on the bare theme, per colour scheme and width."""
+    from site_reference import build_reference
+
+    site = build_reference(tmp_path_factory.mktemp("reference"))
+    origin = serve(site)
+    findings = {}
+    for scheme, width in SCREENS:
+        page, _ = open_page(browser, f"{origin}/", origin, scheme, width)
+        findings[scheme, width] = {finding["key"] for finding in axe_findings(page)}
+        page.close()
+    return findings
+
+
+@pytest.mark.parametrize("scheme, width", SCREENS)
+def test_no_accessibility_finding_beyond_the_theme(browser, served, reference_findings,
+                                                   scheme, width):
+    if not AXE.exists():
+        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
+    ours = []
+    for path in PAGES:
+        page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
+        expected = "slate" if scheme == "dark" else "default"
+        assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+        # Nothing scrolls sideways: the page is no wider than the screen.
+        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), path
+        ours += [f"/{path}: {finding['key']} at {finding['where']}"
+                 for finding in axe_findings(page)
+                 if finding["key"] not in reference_findings[scheme, width]]
+        assert watch.problems == [], path
+        page.close()
+    assert ours == []
+
+
+def test_the_site_works_under_a_sub_path(browser, serve, tmp_path):
+    """Published as a project site, every page lives under /<repository>/."""
+    root = tmp_path / "pages"
+    site = root / SUB_PATH
+    run = build(ROOT, site, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    origin = serve(root, not_found_page=site / "404.html")
+    for path in PAGES[:3]:
+        page, watch = open_page(browser, f"{origin}/{SUB_PATH}/{path}", origin)
+        assert_images_loaded(page)
+        if path.startswith("notebooks"):
+            with page.expect_download() as download:
+                page.locator("a[download]").click()
+            assert download.value.suggested_filename == "distributed-03.ipynb"
+            assert download.value.failure() is None
+        assert watch.problems == [], path
+        page.close()
+    # A mistyped address gets the 404 page, styled: its own stylesheets load.
+    page, watch = open_page(browser, f"{origin}/{SUB_PATH}/no/such/page/", origin)
+    assert "404" in page.inner_text("article")
+    assert page.evaluate("document.styleSheets.length") >= 2
+    # The one expected failure is the missing page itself (its status and the console's
+    # note of it); any asset of the 404 page that failed would add an HTTP line of its own.
+    missing = f"HTTP 404: {origin}/{SUB_PATH}/no/such/page/"
+    assert missing in watch.problems
+    assert [problem for problem in watch.problems if problem != missing
+            and not problem.startswith("console error: Failed to load resource")] == []
+    assert len(watch.problems) == 2
+    page.close()

@@ -1,0 +1,82 @@
+"""mkdocs hook: the page markup a keyboard, a phone and a slow connection need.
+
+- Every `<pre><code>` gets `tabindex="0"`: a code block wider than a phone scrolls
+  sideways, and a reader without a mouse can only scroll what can take focus.
+- Every `<table>` sits in a focusable wrapper that scrolls it, for the same reason (the
+  theme wraps tables in a scroller of its own at run time, which no key can reach).
+- Code blocks stay out of the search index (`data-search-exclude`, which the search
+  plugin reads and then strips): every reader downloads the index on every page, and the
+  code would be two thirds of it; the prose around each block names what it defines.
+- The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
+- Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
+  not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
+"""
+import posixpath
+import re
+from pathlib import Path
+
+from mkdocs.exceptions import PluginError
+
+HIGHLIGHT = re.compile(r'<div class="highlight"')
+CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\btabindex=)")
+SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
+TABLE = re.compile(r"<table\b.*?</table>", re.S)
+IMAGE = re.compile(r"<img\b[^>]*>")
+SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
+SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
+LENGTH = re.compile(r"^\s*([0-9.]+)\s*(pt|px)?\s*$")
+PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
+
+
+def svg_size(path):
+    """The CSS pixel size an SVG file declares on its root element."""
+    root = SVG_ROOT.search(Path(path).read_text(errors="replace"))
+    if not root:
+        return None
+    attrs = dict(re.findall(r'\b(width|height|viewBox)="([^"]*)"', root.group(0)))
+    size = []
+    for name, index in (("width", 2), ("height", 3)):
+        length = LENGTH.match(attrs.get(name, ""))
+        if length:
+            size.append(round(float(length.group(1)) * PX_PER_UNIT[length.group(2)]))
+        elif len(attrs.get("viewBox", "").split()) == 4:
+            size.append(round(float(attrs["viewBox"].split()[index])))
+        else:
+            return None
+    return tuple(size)
+
+
+def sized_image(tag, page, files):
+    source = SOURCE.search(tag)
+    if not source or "width=" in tag or "://" in source.group(1):
+        return tag
+    # By now mkdocs has made the src relative to the page's URL, not to its Markdown file.
+    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
+    path = posixpath.normpath(posixpath.join(base, source.group(1)))
+    figure = files.get_file_from_path(path) if files else None
+    size = svg_size(figure.abs_src_path) if figure else None
+    if size is None:
+        raise PluginError(f"{page.file.src_uri}: cannot read the size of {source.group(1)} "
+                          f"(no such figure, or no width/height/viewBox); rerun "
+                          f"`python scripts/record.py --render-only`")
+    extra = f' width="{size[0]}" height="{size[1]}"'
+    if "loading=" not in tag:
+        extra += ' loading="lazy"'
+    return re.sub(r"\s*/?>$", extra + " />", tag)
+
+
+def on_page_content(html, page, config, files):
+    html = IMAGE.sub(lambda m: sized_image(m.group(0), page, files), html)
+    html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
+                     f'aria-label="table">{m.group(0)}</div>', html)
+    html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
+    return CODE.sub(r'\1<code tabindex="0"', html)
+
+
+def on_post_page(output, page, config):
+    return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
+
+
+def on_post_template(output, template_name, config):
+    """The 404 page is a theme template, not a page: it needs the same dialog name."""
+    return on_post_page(output, None, config)

@@ -1,0 +1,84 @@
+"""mkdocs hook: typeset every formula at build time, as MathML, so readers load no math script.
+
+pymdownx.arithmatex (generic mode) leaves `\\(...\\)` in `<span class="arithmatex">` and
+`\\[...\\]` / `$$...$$` in `<div class="arithmatex">`. This hook swaps each for MathML Core
+from latex2mathml: browsers lay MathML out themselves, with no script and no web font, it
+follows the page's text colour in light and dark mode, and screen readers read it once.
+
+A display formula becomes one `<math>` per `\\qquad`-separated part, side by side in a
+wrapping row: on a phone the parts stack instead of being cut off. If one part is still too
+wide, its row scrolls and can be reached by keyboard. The few lines of CSS this needs are
+put into the `<head>` of pages that have a formula, and only those.
+"""
+import html
+import re
+
+from latex2mathml.converter import convert
+from mkdocs.exceptions import PluginError
+
+INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>', re.S)
+DISPLAY = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
+LEFTOVER = 'class="arithmatex"'
+# A part of a display formula ends at a \qquad outside any braces.
+QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
+
+STYLE = """<style>
+.md-typeset .math-display{display:flex;flex-wrap:wrap;justify-content:center;
+align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow-x:auto}
+.md-typeset .math-display:focus-visible{outline:.1rem solid var(--md-accent-fg-color)}
+.md-typeset .math-display>math{margin:0}
+</style>
+"""
+
+pages_with_math = set()  # src_uri of every page this build put MathML into
+
+
+def top_level_parts(tex):
+    """Split at each \\qquad that is not inside braces; each part is a whole formula."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(tex):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0 and QQUAD.match(tex, index):
+            parts.append(tex[start:index])
+            start = index + len("\\qquad")
+    parts.append(tex[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def mathml(tex, display, page):
+    try:
+        return convert(tex, display="block" if display else "inline")
+    except Exception as error:  # latex2mathml raises many kinds; all mean "cannot read this"
+        raise PluginError(f"{page.file.src_uri}: cannot convert the formula {tex!r} to "
+                          f"MathML ({type(error).__name__}: {error}); rewrite it in the "
+                          f"LaTeX subset latex2mathml reads") from None
+
+
+def display_formula(match, page):
+    tex = html.unescape(match.group(1))
+    parts = "".join(mathml(part, True, page) for part in top_level_parts(tex))
+    # Focusable so a reader without a mouse can scroll a row that is still too wide.
+    return ('<div class="math-display" tabindex="0" role="group" aria-label="equation">'
+            f"{parts}</div>")
+
+
+def on_page_content(html_text, page, config, files):
+    converted = INLINE.sub(lambda m: mathml(html.unescape(m.group(1)).strip(), False, page),
+                           html_text)
+    converted = DISPLAY.sub(lambda m: display_formula(m, page), converted)
+    if LEFTOVER in converted:
+        where = converted.index(LEFTOVER)
+        raise PluginError(f"{page.file.src_uri}: a formula in an unexpected form was left "
+                          f"as TeX near {converted[where:where + 80]!r}; write it as "
+                          f"$...$ or $$...$$")
+    if converted != html_text:
+        pages_with_math.add(page.file.src_uri)
+    else:
+        pages_with_math.discard(page.file.src_uri)
+    return converted
+
+
+def on_post_page(output, page, config):
+    if page.file.src_uri in pages_with_math:
+        output = output.replace("</head>", STYLE + "</head>", 1)
+    return output
