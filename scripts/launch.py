@@ -121,7 +121,7 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
     """
     started = time.monotonic()
     children = []
-    with tempfile.TemporaryDirectory(prefix="ranks-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=f"launch-{module.rsplit('.', 1)[-1]}-") as scratch:
         scratch = Path(scratch)
         try:
             port = free_port()

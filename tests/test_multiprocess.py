@@ -24,7 +24,7 @@ from scripts.launch import ProcessRunError, run_processes
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = "ranks-*"  # run_processes' temporary folder
+SCRATCH = "launch-failing_rank-*"  # run_processes' temporary folder for the failing rank
 RANK_MODULE = "lesson_code.distributed_03_rank"
 
 
