@@ -17,7 +17,7 @@ from lesson_code import ring
 from lesson_code.ring_collectives import (AXIS, chunk_length, ring_all_gather,
                                           ring_programs, ring_reduce_scatter, xla_programs)
 from lesson_code.ring_exercises import collective_counts
-from multiprocess import ROOT
+from conftest import ROOT
 
 RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
