@@ -180,6 +180,7 @@ def test_every_value_on_the_page_section_resolves(run):
     assert page.startswith("# Going further: four real processes\n")
     placeholders = VALUE.findall(page)
     assert len(placeholders) > 40
+    assert page.count("{{") == page.count("}}") == len(placeholders)  # none malformed
     for stem, dotted, spec in placeholders:
         format(lookup(recordings[stem], dotted), spec)
     for section in re.findall(r'--8<-- "lesson_code/distributed_03_rank.py:(\w+)"', page):
