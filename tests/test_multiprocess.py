@@ -249,9 +249,12 @@ def test_the_pages_timing_claims_hold_in_the_recording():
 
 @pytest.mark.parametrize("collective", ["all_reduce", "all_gather"])
 def test_the_fixed_cost_is_nearly_the_same_at_both_sizes(run, collective):
-    """processes.md: the bytes beyond the model 'are nearly the same at both sizes'."""
-    for data in (run.data, committed()["data"]):
+    """processes.md: the bytes beyond the model 'are nearly the same at both sizes'.
+
+    The recording averages 100 calls; this test's run only 5, where one stray message
+    moves the mean by tens of bytes, so it gets a looser bound."""
+    for data, rtol in ((run.data, 0.1), (committed()["data"], 0.02)):
         small, large = ([row for row in data["traffic"] if row["collective"] == collective
                          and row["gradientBytes"] == size][0] for size in (32, MIB))
         np.testing.assert_allclose(large["excessBytesPerRank"], small["excessBytesPerRank"],
-                                   rtol=0.02)
+                                   rtol=rtol)
