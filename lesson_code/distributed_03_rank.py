@@ -1,6 +1,6 @@
 """distributed-03 as one of p real processes: the same lesson, and the bytes it sends.
 
-`scripts/multiprocess.py` starts one of these per rank on this machine. Each process owns
+`scripts/launch.py` starts one of these per rank on this machine. Each process owns
 ONE CPU device; `jax.distributed` joins them into a p-device mesh, and every collective
 crosses process boundaries over TCP on 127.0.0.1 (gloo). By hand, one shell per rank:
 
@@ -267,8 +267,8 @@ def time_collectives(devices, samples):
 def measure_rounds(devices, samples=13, passes=2):
     """The same 32-byte collectives on all p processes and on the first two alone.
 
-    With 4 processes on a 2-core machine, every dependent round may wait for a peer to
-    be scheduled; with 2 processes each has a core. The runs alternate (4, 2, 4, 2) so a
+    With more processes than cores, every dependent round may wait for a peer to be
+    scheduled; with 2 processes on a machine of 2 or more cores, each can have one. The runs alternate (4, 2, 4, 2) so a
     busy spell on the machine falls on both. While the first two run, the others wait
     at a barrier, which sleeps rather than spins.
     """
