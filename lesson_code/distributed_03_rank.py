@@ -225,6 +225,71 @@ def measure_ring_traffic(devices, calls, coordinator_port):
     return rows
 
 
+# The rounds experiment keeps the gradient fixed (the lesson's 32 B at p = 4) and changes
+# only how many processes take part, so the number of dependent rounds changes with p.
+ROUNDS_GRADIENT_FLOATS = 8
+
+
+def dependent_rounds(algorithm, collective, ranks):
+    """Messages a rank must wait for, one after another, in one call.
+
+    ring (ours): p - 1 ppermutes per phase. gloo (as its source reads): reduce-scatter by
+    halving-doubling, log2 p exchanges plus one hand-off of the bit-reversed slices when
+    p > 2; all-gather as a ring of 2(p - 1) half-chunk messages; all-reduce twice that.
+    """
+    if algorithm == "ring":
+        return {"reduce_scatter": ranks - 1, "all_gather": ranks - 1,
+                "all_reduce": 2 * (ranks - 1)}[collective]
+    halving_doubling = (ranks - 1).bit_length() + (ranks > 2)
+    return {"reduce_scatter": halving_doubling, "all_gather": 2 * (ranks - 1),
+            "all_reduce": 4 * (ranks - 1)}[collective]
+
+
+def time_collectives(devices, samples):
+    """Per algorithm and collective: times of finished calls on the mesh of `devices`."""
+    ranks = len(devices)
+    mesh = Mesh(np.asarray(devices), ("data",))
+    features = ROUNDS_GRADIENT_FLOATS
+    values = np.arange(ranks * features, dtype=np.float32) % 7 - 3  # f32[p*F]
+    g_locals = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("data")),
+                                            lambda index: values[index])
+    timed = {}
+    for algorithm, programs in (("gloo", ring_collectives.xla_programs(mesh)),
+                                ("ring", ring_collectives.ring_programs(mesh))):
+        chunks = programs["reduce_scatter"](g_locals)
+        for collective, argument in (("reduce_scatter", g_locals), ("all_gather", chunks),
+                                     ("all_reduce", g_locals)):
+            timed[algorithm, collective] = lesson.completed_samples(
+                programs[collective], argument, samples=samples)
+    return timed
+
+
+def measure_rounds(devices, samples=13, passes=2):
+    """The same 32-byte collectives on all p processes and on the first two alone.
+
+    With more processes than cores, every dependent round may wait for a peer to be
+    scheduled; with 2 processes on a machine of 2 or more cores, each can have one. The
+    runs alternate (4, 2, 4, 2) so a busy spell on the machine falls on both. While the first two run, the others wait
+    at a barrier, which sleeps rather than spins.
+    """
+    rank = jax.process_index()
+    found = {}
+    for _ in range(passes):
+        for ranks in (len(devices), 2):
+            if rank < ranks:
+                for key, times in time_collectives(devices[:ranks], samples).items():
+                    found.setdefault((ranks,) + key, []).extend(times)
+            multihost_utils.sync_global_devices(f"rounds with {ranks} processes")
+    timing = {}
+    for (ranks, algorithm, collective), times in found.items():
+        rounds = dependent_rounds(algorithm, collective, ranks)
+        row = dict(lesson.summarize(times), ranks=ranks, dependentRounds=rounds,
+                   gradientBytes=4 * ROUNDS_GRADIENT_FLOATS)
+        row["medianUsPerRound"] = row["medianUs"] / rounds  # for the page, no arithmetic
+        timing.setdefault(f"p{ranks}", {}).setdefault(algorithm, {})[collective] = row
+    return timing
+
+
 def gradient_by_rank(devices):
     """Each process's own copy of the all-reduced lesson gradient, stacked by rank."""
     mesh = Mesh(np.asarray(devices), ("data",))
@@ -266,6 +331,8 @@ def main(argv=None):
     data["ringTraffic"] = measure_ring_traffic(devices, args.calls, args.port)
     data["gradientByRank"] = gradient_by_rank(devices)
     progress(rank, "traffic measured")
+    data["roundsTiming"] = measure_rounds(devices)
+    progress(rank, "rounds timed")
     if rank == 0 and args.data_out:
         with open(args.data_out, "w") as out:
             json.dump(data, out, indent=2)

@@ -82,3 +82,33 @@ def test_renderers_import_neither_jax_nor_lesson_code():
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip() == "[]"
+
+
+# At the desktop content width (about 690 px) a figure is shown at min(its own width, 690
+# px); its smallest text must then be at least 9 px (content review M6, L12).
+CONTENT_PX, SMALLEST_PX = 690, 9
+PAGE_WIDTH_FIGURES = ["figures/distributed-03-traffic.svg",
+                      "figures/distributed-03-ring-reduce-scatter.svg",
+                      "figures/distributed-03-ring-all-gather.svg"]
+
+
+@pytest.mark.parametrize("path", PAGE_WIDTH_FIGURES)
+def test_the_smallest_text_is_9_px_at_the_page_content_width(path):
+    svg = (ROOT / path).read_text()
+    width_pt = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1))
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+    shown_px = min(width_pt * 4 / 3, CONTENT_PX)
+    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
+    assert sizes, f"{path}: no text sizes found"
+    smallest = min(sizes) * shown_px / view_width
+    assert smallest >= SMALLEST_PX, f"{path}: smallest text {smallest:.1f} px at {CONTENT_PX} px"
+
+
+def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
+    for phase in ("reduce-scatter", "all-gather"):
+        svg = (ROOT / f"figures/distributed-03-ring-{phase}.svg").read_text()
+        assert "sends c" not in svg  # the old label sat under the received cell
+        # p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3.
+        assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
+    scatter = (ROOT / "figures/distributed-03-ring-reduce-scatter.svg").read_text()
+    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 1 of the trace

@@ -79,7 +79,8 @@ def test_the_shared_svg_helper_is_part_of_every_figure(tree):
     lines = problems(tree)
     assert {line.split(":")[0] for line in lines} == {
         f"figures/{LESSON_ID}{suffix}.svg"
-        for suffix in ("", "-mechanism", "-ring", "-traffic", "-sweep")}
+        for suffix in ("", "-mechanism", "-ring-reduce-scatter", "-ring-all-gather", "-traffic",
+                       "-sweep")}
     assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
                for line in lines)
 

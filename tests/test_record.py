@@ -64,7 +64,7 @@ def test_a_clean_record_run_writes_a_cpu_recording_and_its_notebook(recorded):
     assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"
-    for kind in ("panels", "mechanism", "ring"):
+    for kind in ("panels", "mechanism", "ring-reduce-scatter", "ring-all-gather"):
         figure = KINDS[kind]
         source = json.loads((root / figure.input.format(id=LESSON_ID)).read_text())
         assert (root / figure.path.format(id=LESSON_ID)).read_text() == figure.render(source)

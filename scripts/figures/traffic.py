@@ -1,9 +1,11 @@
 """Bytes each process sent, beside the ring model, from the multi-process recording alone.
 
-Drawn from `data.traffic` of <lesson>.cpu-processes.json; nothing is run.
+Drawn from `data.traffic` (XLA's collectives, carried by gloo) and `data.ringTraffic` (the
+ring built from ppermute) of <lesson>.cpu-processes.json; nothing is run. One panel per
+gradient size; in each, a pair of groups per collective: gloo's algorithm, then the ring.
 """
 import numpy as np
-from matplotlib.patches import Patch
+from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from scripts.figures.svg import figure_style, new_figure, svg_text
@@ -11,10 +13,17 @@ from scripts.figures.svg import figure_style, new_figure, svg_text
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
           "all_gather": "all-gather"}
-# Okabe-Ito blue for what was measured; the model is outlined and hatched, so the two
-# stay apart in greyscale too. The white card keeps the ink legible on dark pages.
-OBSERVED, MODEL, INK = "#0072B2", "#ffffff", "#1f2328"
-BAR = 0.15  # bar width: the model, then one bar per rank, fill 0.15 * (p + 1) per group
+# Okabe-Ito blue and vermillion tell the two algorithms apart; they differ in marker
+# shape too, so the figure still reads in greyscale. The white card keeps the ink
+# legible on dark pages.
+ALGORITHMS = (("gloo", "XLA's collective (gloo)", "#0072B2", "o"),
+              ("ring", "ring from ppermute", "#D55E00", "s"))
+INK = "#1f2328"
+# 7.2 inches is about the page's content width (690 px), so the figure is shown at its
+# own size and 7.5-point text lands at 10 px.
+WIDTH_IN = 7.2
+SMALL = 7.5
+RANK_SPREAD = 0.5  # the ranks' dots fill this much of a group's width, 0 on the left
 
 
 def format_bytes(n):
@@ -25,55 +34,79 @@ def format_bytes(n):
 
 
 def ratio_label(ratios):
-    """`×1.001`, or `×9.4–14` when the ranks sent different amounts."""
+    """`×1.001`, or `×1.000–1.334` when the ranks sent different amounts."""
     low, high = min(ratios), max(ratios)
-    spec = ".3f" if high < 2 else ".2g"  # near 1 the third decimal is the overhead
+    spec = ".4f" if high < 1.01 else ".3f" if high < 2 else ".0f"
     low, high = format(low, spec), format(high, spec)
     return f"×{high}" if low == high else f"×{low}–{high}"
 
 
-def draw_panel(ax, rows, log_scale):
-    ranks = len(rows[0]["observedBytesPerRank"])
-    for group, row in enumerate(rows):
+def groups_of(data, size):
+    """(collective, algorithm key, row) in drawing order for one gradient size."""
+    by_algorithm = {"gloo": data["traffic"], "ring": data["ringTraffic"]}
+    found = []
+    for collective in COLLECTIVES:
+        for key, *_ in ALGORITHMS:
+            row = next(r for r in by_algorithm[key]
+                       if r["collective"] == collective and r["gradientBytes"] == size)
+            found.append((collective, key, row))
+    return found
+
+
+def draw_panel(ax, groups, log_scale):
+    style = {key: (color, marker) for key, _, color, marker in ALGORITHMS}
+    ranks = len(groups[0][2]["observedBytesPerRank"])
+    offsets = RANK_SPREAD * (np.arange(ranks) / (ranks - 1) - 0.5)  # rank 0 on the left
+    for x, (_, key, row) in enumerate(groups):
+        color, marker = style[key]
         model = row["modelBytesPerRank"]
         observed = np.asarray(row["observedBytesPerRank"])
-        left = group - BAR * ranks / 2  # the model bar's centre; ranks follow
-        ax.bar(left, model, BAR, color=MODEL, edgecolor=INK, hatch="///", linewidth=0.8)
-        ax.bar(left + BAR * np.arange(1, ranks + 1), observed, BAR, color=OBSERVED,
-               edgecolor=INK, linewidth=0.4)
-        for r in range(ranks):
-            # x in data units, y in axes units: just under the axis, whatever the scale.
-            ax.text(left + BAR * (r + 1), -0.015, f"{r}", transform=ax.get_xaxis_transform(),
-                    ha="center", va="top", fontsize=7.5, color=INK)
-        top = max(observed.max(), model)
-        ax.annotate(ratio_label(observed / model), (group, top), xytext=(0, 4),
-                    textcoords="offset points", ha="center", fontsize=9, color=INK)
-    ax.set_xticks(range(len(rows)), [LABELS[row["collective"]] for row in rows])
-    ax.tick_params(axis="x", length=0, pad=14)  # room for the rank numbers above
+        # The model is a level, not a quantity stacked from zero: a line across the group.
+        ax.hlines(model, x - 0.4, x + 0.4, colors=INK, linestyles="--", linewidth=1.2)
+        ax.plot(x + offsets, observed, marker, color=color, markersize=5.5,
+                markeredgecolor=INK, markeredgewidth=0.5, linestyle="none")
+        ax.annotate(ratio_label(observed / model), (x, max(observed.max(), model)),
+                    xytext=(0, 6), textcoords="offset points", ha="center",
+                    fontsize=SMALL, color=INK)
+    ax.set_xticks(range(len(groups)), [key for _, key, _ in groups], fontsize=SMALL)
+    for pair, collective in enumerate(COLLECTIVES):
+        # Under each pair of groups, the collective they both perform.
+        ax.text(2 * pair + 0.5, -0.16, LABELS[collective], transform=ax.get_xaxis_transform(),
+                ha="center", va="top", fontsize=9, color=INK)
+        if pair:
+            ax.axvline(2 * pair - 0.5, color="#d0d7de", linewidth=0.8)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
     if log_scale:
         ax.set_yscale("log")
-        ax.set_ylim(top=ax.get_ylim()[1] * 3)  # headroom for the ratio labels
+        low, high = ax.get_ylim()
+        ax.set_ylim(low / 1.5, high * 2.5)  # headroom for the ratio labels
     else:
-        ax.set_ylim(0, max(max(r["observedBytesPerRank"]) for r in rows) * 1.15)
-        ax.yaxis.set_major_locator(MultipleLocator(rows[0]["gradientBytes"] / 4))
+        highest = max(max(row["observedBytesPerRank"]) for _, _, row in groups)
+        ax.set_ylim(0, highest * 1.2)
+        ax.yaxis.set_major_locator(MultipleLocator(groups[0][2]["gradientBytes"] / 4))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_bytes(value)))
-    ax.set_ylabel("bytes sent per rank per call")
+    ax.tick_params(axis="y", labelsize=SMALL)
+    ax.set_ylabel("bytes per rank per call", fontsize=9)
     ax.spines[["top", "right"]].set_visible(False)
-    gradient = rows[0]["gradientBytes"]
-    ax.set_title(f"gradient G = {format_bytes(gradient)} ({gradient // 4:,} float32)",
-                 fontsize=10, color=INK)
+    gradient = groups[0][2]["gradientBytes"]
+    scale = "log scale" if log_scale else "linear scale"
+    ax.set_title(f"gradient G = {format_bytes(gradient)} ({gradient // 4:,} float32), "
+                 f"{scale}", fontsize=9.5, color=INK, loc="left")
 
 
-def describe(rows, ranks, calls):
+def describe(data, sizes, ranks, calls):
     parts = []
-    for row in rows:
-        observed = ", ".join(f"{b:,.0f}" for b in row["observedBytesPerRank"])
-        parts.append(f"{LABELS[row['collective']]} of {format_bytes(row['gradientBytes'])}: "
-                     f"model {row['modelBytesPerRank']:,.0f} B, observed by rank {observed} B")
-    return (f"Grouped bars, two panels, one per gradient size. For each collective, a "
-            f"hatched bar for the idealized ring model and {ranks} blue bars for the bytes "
-            f"ranks 0 to {ranks - 1} actually sent per call over loopback TCP, averaged "
-            f"over {calls} calls. " + "; ".join(parts) + ".")
+    for size in sizes:
+        for collective, key, row in groups_of(data, size):
+            observed = ", ".join(f"{b:,.0f}" for b in row["observedBytesPerRank"])
+            parts.append(f"{LABELS[collective]} of {format_bytes(size)} by "
+                         f"{dict((k, name) for k, name, *_ in ALGORITHMS)[key]}: model "
+                         f"{row['modelBytesPerRank']:,.0f} B, observed by rank {observed} B")
+    return (f"Two panels, one per gradient size. For each collective, two groups: XLA's "
+            f"collective as gloo runs it, and the ring built from ppermute. A dashed line "
+            f"marks the idealized ring model; {ranks} dots, ranks 0 to {ranks - 1} from "
+            f"left to right, the bytes each rank actually sent per call over loopback TCP, "
+            f"averaged over {calls} calls. " + "; ".join(parts) + ".")
 
 
 def render(recording):
@@ -83,28 +116,27 @@ def render(recording):
 
 
 def draw(data):
-    rows = [row for row in data["traffic"] if row["collective"] in COLLECTIVES]
-    sizes = sorted({row["gradientBytes"] for row in rows})
-    ranks, calls = len(rows[0]["observedBytesPerRank"]), rows[0].get("calls", "repeated")
-    fig, axes = new_figure(ncols=len(sizes), figsize=(10, 4.8))
+    sizes = sorted({row["gradientBytes"] for row in data["traffic"]})
+    first = data["traffic"][0]
+    ranks, calls = len(first["observedBytesPerRank"]), first["calls"]
+    fig, axes = new_figure(nrows=len(sizes), figsize=(WIDTH_IN, 3.0 * len(sizes) + 1.1))
     for ax, size in zip(np.atleast_1d(axes), sizes):
-        panel = sorted((r for r in rows if r["gradientBytes"] == size),
-                       key=lambda r: COLLECTIVES.index(r["collective"]))
         # Small gradients: overhead is many times the payload, so only a log axis shows both.
-        draw_panel(ax, panel, log_scale=size < 2**16)
-    fig.suptitle(f"Bytes each of {ranks} processes sent per call: observed vs idealized "
-                 f"ring model", fontsize=11.5, color=INK)
-    fig.legend(handles=[Patch(fc=MODEL, ec=INK, hatch="///",
-                              label=f"model, p = {ranks}: 2(p−1)/p·G all-reduce, "
-                                    f"(p−1)/p·G the others"),
-                        Patch(fc=OBSERVED, ec=INK,
-                              label=f"observed: ranks 0–{ranks - 1}, left to right")],
-               loc="upper center", bbox_to_anchor=(0.5, 0.94), ncols=2, frameon=False,
-               fontsize=9)
-    fig.text(0.5, 0.015, f"Above each group: observed ÷ model. Observed: TCP payload bytes "
-             f"sent, mean of {calls} calls per rank.\nIt includes protocol overhead, and "
-             "the transport's algorithm may differ from the idealized ring.",
-             ha="center", fontsize=8.5, color=INK, linespacing=1.4)
-    fig.tight_layout(rect=(0, 0.07, 1, 0.91))
-    title = f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback"
-    return svg_text(fig, title, describe(rows, ranks, calls))
+        draw_panel(ax, groups_of(data, size), log_scale=size < 2**16)
+    fig.suptitle(f"Bytes each of {ranks} processes sent per call, against the ring model",
+                 fontsize=10.5, color=INK)
+    handles = [Line2D([], [], color=INK, linestyle="--", label="ring model: "
+                      "2(p−1)/p·G all-reduce, (p−1)/p·G the others")]
+    handles += [Line2D([], [], color=color, marker=marker, linestyle="none",
+                       markeredgecolor=INK, markeredgewidth=0.5,
+                       label=f"{name}: ranks 0–{ranks - 1}, left to right")
+                for _, name, color, marker in ALGORITHMS]
+    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.965), ncols=1,
+               frameon=False, fontsize=SMALL)
+    fig.text(0.5, 0.012, f"Above each group: observed ÷ model. Observed: TCP payload bytes "
+             f"sent, mean of {calls} calls per rank,\nprotocol overhead included.",
+             ha="center", fontsize=SMALL, color=INK, linespacing=1.4)
+    fig.tight_layout(rect=(0, 0.045, 1, 0.89), h_pad=2.5)
+    title = (f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback: "
+             f"gloo's collectives and the ppermute ring")
+    return svg_text(fig, title, describe(data, sizes, ranks, calls))

@@ -1,0 +1,6 @@
+"""The ring's all-gather phase, chunk by chunk, from the simulation's recording (see ring.py)."""
+from scripts.figures.ring import render_phase
+
+
+def render(recording):
+    return render_phase(recording, "all_gather")
