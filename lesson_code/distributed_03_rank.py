@@ -269,8 +269,8 @@ def measure_rounds(devices, samples=13, passes=2):
 
     With more processes than cores, every dependent round may wait for a peer to be
     scheduled; with 2 processes on a machine of 2 or more cores, each can have one. The
-    runs alternate (4, 2, 4, 2) so a busy spell on the machine falls on both. While the first two run, the others wait
-    at a barrier, which sleeps rather than spins.
+    runs alternate (4, 2, 4, 2) so a busy spell on the machine falls on both. While the
+    first two run, the others wait at a barrier, which sleeps rather than spins.
     """
     rank = jax.process_index()
     found = {}
