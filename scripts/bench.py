@@ -25,11 +25,13 @@ import platform
 import subprocess
 import time
 
+import numpy as np
+
 from scripts import display
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, algbw_gbps, busbw_gbps,
-                                 fit_below_cache, fit_steps, measure_memcpy_gbps)
+                                 fit_below_cache, fit_steps, format_bytes, measure_memcpy_gbps)
 
 # samples: at most, per row; a row gets fewer (never under minSamples) when that many
 # would take longer than rowBudgetS, which keeps the 32 MiB rows from dominating the run.
@@ -170,9 +172,10 @@ RATIOS = {  # name: (numerator, denominator, what the ring model predicts)
 }
 
 
-def time_ratios(rows):
+def time_ratios(rows, fits):
     """Per p and size, time of one collective over another's, against the ring model's
-    2 (all-reduce moves twice a reduce-scatter's bytes) and 1 (all-gather the same)."""
+    2 (all-reduce moves twice a reduce-scatter's bytes) and 1 (all-gather the same); and
+    the median ratio over the sizes where both fits put latency ahead (S < n1/2)."""
     series = by_series(rows)
     ranks = sorted({row["ranks"] for row in rows})
     by_ranks = {}
@@ -182,15 +185,45 @@ def time_ratios(rows):
         for name, (top, bottom, _) in RATIOS.items():
             if (top, p) in series and (bottom, p) in series:
                 entry[name] = [series[top, p][b] / series[bottom, p][b] for b in sizes]
+                n_half = min(fits[c][str(p)]["nHalfBytes"] for c in (top, bottom))
+                small = [r for b, r in zip(sizes, entry[name]) if b < n_half]
+                entry[name + "BelowNHalf"] = float(np.median(small)) if small else None
         by_ranks[str(p)] = entry
     at_largest = {}
-    for name in RATIOS:
+    for name, (_, _, model) in RATIOS.items():
         values = [entry[name][-1] for entry in by_ranks.values() if name in entry]
         if values:
-            at_largest[name] = {"min": min(values), "max": max(values)}
+            at_largest[name] = {"min": min(values), "max": max(values),
+                                "versusModel": versus_model(values, model)}
     return {"model": {name: model for name, (_, _, model) in RATIOS.items()},
             "largestBytes": max(row["bytes"] for row in rows),
             "byRanks": by_ranks, "atLargest": at_largest}
+
+
+def versus_model(values, model, tolerance=1.25):
+    """In words, for the page: are the measured ratios within 25 % of the model's?"""
+    close = [model / tolerance <= v <= model * tolerance for v in values]
+    return "close to" if all(close) else "far from" if not any(close) else "around"
+
+
+def trend(values):
+    """'falls', 'rises' or 'neither rises nor falls steadily' over values in order of p."""
+    steps = [b - a for a, b in zip(values, values[1:])]
+    if all(d < 0 for d in steps):
+        return "falls"
+    if all(d > 0 for d in steps):
+        return "rises"
+    return "neither rises nor falls steadily"
+
+
+def size_labels(rows, cache_bytes):
+    """Sizes in words, so the page need not type them: the smallest moved at each p (the
+    requested 8 B rounds up to p floats), the largest, and the cache the fits stop at."""
+    ranks = sorted({row["ranks"] for row in rows})
+    return {"smallest": {str(p): format_bytes(min(r["bytes"] for r in rows if r["ranks"] == p))
+                         for p in ranks},
+            "largest": format_bytes(max(row["bytes"] for row in rows)),
+            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown"}
 
 
 def busbw_peaks(rows):
@@ -198,7 +231,8 @@ def busbw_peaks(rows):
     peaks = {}
     for (collective, ranks), values in sorted(by_series(rows, "busbwGBps").items()):
         peaks.setdefault(collective, {})[str(ranks)] = max(values.values())
-    return {c: peaks[c] for c in COLLECTIVES if c in peaks}
+    return {c: {**peaks[c], "withRanks": trend([peaks[c][p] for p in sorted(peaks[c], key=int)])}
+            for c in COLLECTIVES if c in peaks}
 
 
 def verdict(ring_residual, log_residual, ranks, noisy=0.5):
@@ -229,12 +263,32 @@ def step_fits(fits):
             dispatch, per_step, worst = fit_steps(alphas, collectives, p, count)
             entry[name] = {"dispatchUs": dispatch * 1e6, "perStepUs": per_step * 1e6,
                            "maxRelResidual": worst}
+        # What the ring-count line says the ring all-reduce / reduce-scatter time ratio
+        # must be while latency dominates: (dispatch + 2(p-1) steps) / (dispatch + p-1).
+        line = entry["ringCount"]
+        entry["ringArOverRsPredicted"] = ((line["dispatchUs"] + 2 * (p - 1) * line["perStepUs"])
+                                          / (line["dispatchUs"] + (p - 1) * line["perStepUs"]))
         entry["ringAlphaOverXla"] = (fits["ring_reduce_scatter"][str(p)]["alphaUs"]
                                      / fits["reduce_scatter"][str(p)]["alphaUs"])
         entry["supports"] = verdict(entry["ringCount"]["maxRelResidual"],
                                     entry["logCount"]["maxRelResidual"], p)
         result[str(p)] = entry
     return result
+
+
+def fit_summary(fits, lesson_bytes=32):
+    """Ranges over every fit, for sentences that speak of all of them at once."""
+    every = [fit for by_p in fits.values() for fit in by_p.values()]
+
+    def span(values):
+        return {"min": min(values), "max": max(values)}
+    return {"maxRelResidual": span([f["maxRelResidual"] for f in every]),
+            "nHalfOrderKiB": span([f["nHalfOrderKiB"] for f in every]),
+            "largestOverFit": span([f["largestOverFit"] for f in every]),
+            # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
+            "lessonBytes": lesson_bytes,
+            "lessonTransferShare": max(lesson_bytes / (f["betaGBps"] * 1e3) / f["alphaUs"]
+                                       for f in every if f["alphaUs"] > 0)}
 
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
@@ -244,8 +298,10 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
     fits = fit_rows(rows, cache_bytes)
     recording.update(method=method, rows=[with_bandwidths(r) for r in rows],
                      memcpyGBps=memcpy_gbps, lastLevelCacheBytes=cache_bytes, fits=fits,
-                     steps=step_fits(fits), ratios=time_ratios(rows),
+                     fitSummary=fit_summary(fits),
+                     steps=step_fits(fits), ratios=time_ratios(rows, fits),
                      busbwPeakGBps=busbw_peaks([with_bandwidths(r) for r in rows]),
+                     sizeLabels=size_labels(rows, cache_bytes),
                      durationS=duration_s, loadAverage1mAfter=load_after,
                      command=["make", "bench"])
     return recording

@@ -122,6 +122,11 @@ def max_relative_residual(nbytes, seconds, alpha, beta):
     return float(np.max(np.abs(relative_residuals(nbytes, seconds, alpha, 1 / beta))))
 
 
+def order_of_magnitude(value):
+    """The power of ten nearest `value` on a log scale: 300 -> 100, 400 -> 1000."""
+    return float(10 ** round(np.log10(value))) if value > 0 else 0.0
+
+
 def fit_below_cache(nbytes, seconds, cache_bytes):
     """The alpha-beta fit over the sizes smaller than the last-level cache, where one
     straight line can fit; past it every copy goes to DRAM and the line bends (a cliff).
@@ -139,6 +144,8 @@ def fit_below_cache(nbytes, seconds, cache_bytes):
     return {"alphaUs": alpha * 1e6, "betaGBps": beta / 1e9,
             "nHalfBytes": alpha * beta,  # Hockney's n1/2: where S / beta == alpha
             "nHalfKiB": alpha * beta / 1024,
+            # With residuals of tens of per cent, n1/2 earns its order of magnitude only.
+            "nHalfOrderKiB": order_of_magnitude(alpha * beta / 1024),
             "fittedSizes": int(inside.sum()), "fitMaxBytes": int(s[inside].max()),
             "maxRelResidual": max_relative_residual(s[inside], t[inside], alpha, beta),
             "largestOverFit": float(t[largest] / (alpha + s[largest] / beta))}
