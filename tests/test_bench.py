@@ -1,5 +1,6 @@
 """The message-size sweep: its arithmetic, its fit, its CLI, and the committed recording."""
 import json
+import re
 import subprocess
 import sys
 
@@ -250,6 +251,14 @@ def test_committed_sweep_is_complete_and_right(committed):
 
 def test_committed_figure_is_rendered_from_committed_sweep(committed):
     assert FIGURE.read_text() == render(committed)
+
+
+def test_committed_figure_text_is_readable_at_page_width():
+    """At the ~700 px the desktop page gives the figure, no text may render under 9 px."""
+    svg = FIGURE.read_text()
+    view_width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+    smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
+    assert smallest * 700 / view_width >= 9
 
 
 def medians(committed, collective, ranks):
