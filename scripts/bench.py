@@ -30,8 +30,9 @@ import numpy as np
 from scripts import display
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
-from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, algbw_gbps, busbw_gbps,
-                                 fit_below_cache, fit_steps, format_bytes, measure_memcpy_gbps)
+from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, XLA_COLLECTIVES,
+                                 algbw_gbps, busbw_gbps, fit_below_cache, fit_steps,
+                                 format_bytes, measure_memcpy_gbps)
 
 # samples: at most, per row; a row gets fewer (never under minSamples) when that many
 # would take longer than rowBudgetS, which keeps the 32 MiB rows from dominating the run.
@@ -195,9 +196,20 @@ def time_ratios(rows, fits):
         if values:
             at_largest[name] = {"min": min(values), "max": max(values),
                                 "versusModel": versus_model(values, model)}
+    largest = max(row["bytes"] for row in rows)
+    fastest = all(min(XLA_COLLECTIVES, key=lambda c: series[c, p][largest]) == "reduce_scatter"
+                  for p in ranks if all((c, p) in series for c in XLA_COLLECTIVES))
+    # XLA's collectives are one rendezvous each, so while latency dominates their time
+    # ratios should be close to 1 whatever the bytes.
+    latency_ratios = [entry[name] for entry in by_ranks.values()
+                      for name in ("arOverRsBelowNHalf", "agOverRsBelowNHalf")
+                      if entry.get(name) is not None]
     return {"model": {name: model for name, (_, _, model) in RATIOS.items()},
-            "largestBytes": max(row["bytes"] for row in rows),
-            "byRanks": by_ranks, "atLargest": at_largest}
+            "largestBytes": largest, "byRanks": by_ranks, "atLargest": at_largest,
+            "reduceScatterAtLargest": ("the fastest of XLA's collectives at every p" if fastest
+                                       else "not the fastest of XLA's collectives at every p"),
+            "xlaBelowNHalfVersusOne": (versus_model(latency_ratios, 1.0) if latency_ratios
+                                       else "not measured against")}
 
 
 def versus_model(values, model, tolerance=1.25):
@@ -206,9 +218,14 @@ def versus_model(values, model, tolerance=1.25):
     return "close to" if all(close) else "far from" if not any(close) else "around"
 
 
+ONE_P = "is measured at one p only"
+
+
 def trend(values):
     """'falls', 'rises' or 'neither rises nor falls steadily' over values in order of p."""
     steps = [b - a for a, b in zip(values, values[1:])]
+    if not steps:
+        return ONE_P
     if all(d < 0 for d in steps):
         return "falls"
     if all(d > 0 for d in steps):
@@ -276,15 +293,25 @@ def step_fits(fits):
     return result
 
 
+def step_summary(steps):
+    """How the cost of one step moves as p grows, in words for the page."""
+    return {"perStepWithRanks": trend([steps[p]["ringCount"]["perStepUs"]
+                                       for p in sorted(steps, key=int)])}
+
+
 def fit_summary(fits, lesson_bytes=32):
     """Ranges over every fit, for sentences that speak of all of them at once."""
     every = [fit for by_p in fits.values() for fit in by_p.values()]
+    alpha_trends = {trend([by_p[p]["alphaUs"] for p in sorted(by_p, key=int)])
+                    for by_p in fits.values()}
 
     def span(values):
         return {"min": min(values), "max": max(values)}
     return {"maxRelResidual": span([f["maxRelResidual"] for f in every]),
             "nHalfOrderKiB": span([f["nHalfOrderKiB"] for f in every]),
             "largestOverFit": span([f["largestOverFit"] for f in every]),
+            "alphaWithRanks": ("grows with p for every program" if alpha_trends == {"rises"}
+                               else "does not grow with p for every program"),
             # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
             "lessonBytes": lesson_bytes,
             "lessonTransferShare": max(lesson_bytes / (f["betaGBps"] * 1e3) / f["alphaUs"]
@@ -296,10 +323,12 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
     check_rows(rows)
     recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
     fits = fit_rows(rows, cache_bytes)
+    steps = step_fits(fits)
     recording.update(method=method, rows=[with_bandwidths(r) for r in rows],
                      memcpyGBps=memcpy_gbps, lastLevelCacheBytes=cache_bytes, fits=fits,
                      fitSummary=fit_summary(fits),
-                     steps=step_fits(fits), ratios=time_ratios(rows, fits),
+                     steps=steps, stepSummary=step_summary(steps),
+                     ratios=time_ratios(rows, fits),
                      busbwPeakGBps=busbw_peaks([with_bandwidths(r) for r in rows]),
                      sizeLabels=size_labels(rows, cache_bytes),
                      durationS=duration_s, loadAverage1mAfter=load_after,
