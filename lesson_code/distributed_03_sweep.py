@@ -1,4 +1,5 @@
-"""Time the four collectives on one mesh of logical devices, and check every result.
+"""Time XLA's four collectives and the ppermute ring on one mesh of logical devices, and
+check every result.
 
 The caller fixes the device count first (`configure_devices`, or tests/conftest.py);
 nothing here touches a device at import time.
@@ -9,7 +10,8 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from scripts.sweep_model import COLLECTIVES, element_count, format_bytes
+from lesson_code.ring_collectives import ring_all_reduce, ring_reduce_scatter
+from scripts.sweep_model import COLLECTIVES, format_bytes, sizes_for
 
 
 def configure_devices(ranks):
@@ -40,12 +42,26 @@ def reduce_scatter_all_gather(x):  # per device: f32[1, n] -> f32[n/p] -> f32[n]
     return all_gather(reduce_scatter(x))
 
 
+# The ring from lesson_code/ring_collectives.py: the same inputs and results as XLA's
+# collectives, but p - 1 dependent ppermute steps per phase instead of one collective.
+def ring_reduce_scatter_rows(x):  # per device: x f32[1, n] -> f32[n/p], block r of the sum
+    return ring_reduce_scatter(x[0])
+
+
+def ring_all_reduce_rows(x):  # per device: x f32[1, n] -> f32[1, n], this device's copy
+    # After ppermutes JAX cannot know the copies agree, so each device returns its own row
+    # and count_wrong checks every row against the sum.
+    return ring_all_reduce(x[0])[None]
+
+
 ROWS, SPLIT = P("data", None), P("data")
 PROGRAMS = {  # collective: (per-device body, input spec, output spec)
     "all_reduce": (all_reduce, ROWS, P()),
     "reduce_scatter": (reduce_scatter, ROWS, SPLIT),
     "all_gather": (all_gather, SPLIT, P()),
     "reduce_scatter_all_gather": (reduce_scatter_all_gather, ROWS, P()),
+    "ring_reduce_scatter": (ring_reduce_scatter_rows, ROWS, SPLIT),
+    "ring_all_reduce": (ring_all_reduce_rows, ROWS, ROWS),
 }
 assert tuple(PROGRAMS) == COLLECTIVES
 
@@ -54,7 +70,10 @@ def reference(collective, contributions):
     """The NumPy answer each collective must produce, from the f32[p, n] contributions."""
     if collective == "all_gather":
         return contributions[0]  # the gather's input is row 0, split over the ranks
-    return contributions.sum(axis=0)
+    total = contributions.sum(axis=0)
+    if collective == "ring_all_reduce":  # one row per device, each the full sum
+        return np.broadcast_to(total, contributions.shape)
+    return total
 
 
 def count_wrong(result, expected):
@@ -85,11 +104,22 @@ def first_guess_calls(call, arg, min_sample_s):
     return calls
 
 
-def time_collective(call, arg, expected, samples, min_sample_s):
+def sample_count(calls, per_call_s, samples, min_samples, row_budget_s):
+    """As many of `samples` as fit in row_budget_s, never fewer than min_samples: the large
+    sizes, where one call takes tens of milliseconds, get fewer samples."""
+    affordable = int(row_budget_s / (calls * per_call_s))
+    return max(min_samples, min(samples, affordable))
+
+
+def time_collective(call, arg, expected, plan):
     result = call(arg)
     result.block_until_ready()  # the warm call: first-run allocations stay out of the samples
     wrong = count_wrong(result, expected)
+    min_sample_s = plan["minSampleMs"] / 1e3
     calls = first_guess_calls(call, arg, min_sample_s)
+    trial_s = timed_sample(call, arg, calls)[0]
+    samples = sample_count(calls, trial_s, plan["samples"], plan["minSamples"],
+                           plan["rowBudgetS"])
     while True:
         per_call = []
         for _ in range(samples):
@@ -106,14 +136,17 @@ def time_collective(call, arg, expected, samples, min_sample_s):
             "maxUs": max(per_call), "wrong": wrong}
 
 
-def measure_ranks(devices, sizes, samples, min_sample_s, on_step=lambda text: None):
-    """One row per (size, collective) on a 1-D mesh over `devices`; times only, no bandwidths."""
+def measure_ranks(devices, sizes, plan, on_step=lambda text: None):
+    """One row per (size, collective) on a 1-D mesh over `devices`; times only, no bandwidths.
+
+    `plan`: samples (at most), minSamples, rowBudgetS, minSampleMs, as in scripts/bench.py.
+    """
     ranks = len(devices)
     mesh = Mesh(np.array(devices), ("data",))
     rng = np.random.default_rng(ranks)
     rows = []
-    for requested in sizes:
-        n = element_count(requested, ranks)
+    for requested, nbytes in sizes_for(sizes, ranks):
+        n = nbytes // 4
         # Small integers make every float32 sum exact in any order, so a result is either
         # right or wrong: no tolerance to tune, and `wrong` counts real errors only.
         contributions = rng.integers(-8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
@@ -125,8 +158,7 @@ def measure_ranks(devices, sizes, samples, min_sample_s, on_step=lambda text: No
             # Lowering and compiling here keeps compilation out of every timed call.
             call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
                                          out_specs=out_spec)).lower(arg).compile()
-            timing = time_collective(call, arg, reference(collective, contributions),
-                                     samples, min_sample_s)
+            timing = time_collective(call, arg, reference(collective, contributions), plan)
             rows.append({"collective": collective, "ranks": ranks,
                          "requestedBytes": requested, "bytes": n * 4, **timing})
             on_step(f"{collective} {format_bytes(n * 4)}")

@@ -1,4 +1,4 @@
-"""What the sweep's numbers mean: nccl-tests' bandwidths, the alpha-beta fit, a memcpy ceiling.
+"""What the sweep's numbers mean: nccl-tests' bandwidths, alpha-beta fits, dependent steps.
 
 NumPy only, so the recording, the figure and the tests use it without starting JAX.
 """
@@ -6,7 +6,10 @@ import time
 
 import numpy as np
 
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "reduce_scatter_all_gather")
+XLA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "reduce_scatter_all_gather")
+# lesson_code/ring_collectives.py: the same results from p - 1 ppermute steps per phase.
+RING_COLLECTIVES = ("ring_reduce_scatter", "ring_all_reduce")
+COLLECTIVES = XLA_COLLECTIVES + RING_COLLECTIVES
 
 # 8 B .. 32 MiB, a factor 4 apart: the small end is where the lesson's 8-value gradient
 # lives, the large end is well past the last-level cache of any machine we run on.
@@ -21,6 +24,18 @@ def element_count(nbytes, ranks, itemsize=4):
     """
     n = -(-nbytes // itemsize)
     return -(-n // ranks) * ranks
+
+
+def sizes_for(requested_sizes, ranks):
+    """[(requested, bytes moved)] with each moved size once: at p = 8 both 8 B and 32 B
+    round up to eight floats, and one size measured twice would only repeat a point."""
+    seen, sizes = set(), []
+    for requested in requested_sizes:
+        nbytes = 4 * element_count(requested, ranks)
+        if nbytes not in seen:
+            seen.add(nbytes)
+            sizes.append((requested, nbytes))
+    return sizes
 
 
 def format_bytes(nbytes, _tick_position=None):
@@ -38,7 +53,7 @@ def bus_factor(collective, ranks):
     (p-1)/p of either half; the combined rs+ag program here is that same pair of phases.
     """
     one_phase = (ranks - 1) / ranks
-    two_phase = {"all_reduce", "reduce_scatter_all_gather"}
+    two_phase = {"all_reduce", "reduce_scatter_all_gather", "ring_all_reduce"}
     return 2 * one_phase if collective in two_phase else one_phase
 
 
@@ -51,6 +66,36 @@ def busbw_gbps(collective, ranks, nbytes, seconds):
     return algbw_gbps(nbytes, seconds) * bus_factor(collective, ranks)
 
 
+def dependent_steps(collective, ranks, ring_steps=None):
+    """Communication steps that must follow one another in one call, as each algorithm runs
+    on one process: XLA:CPU's in-process collective is one rendezvous (every device reads
+    the others' buffers, then all wait for all), the rs+ag program two; the ppermute ring
+    waits p - 1 times per phase. `ring_steps(p)` swaps in another count for the ring phase
+    (halving-doubling's log2 p, say) to test which count the measured latencies follow."""
+    per_phase = (ring_steps or (lambda p: p - 1))(ranks)
+    return {"ring_reduce_scatter": per_phase, "ring_all_reduce": 2 * per_phase,
+            "reduce_scatter_all_gather": 2}.get(collective, 1)
+
+
+def fit_line_relative(x, y):
+    """(a, b) of y = a + b x, least squares in the relative residual (a + b x)/y - 1.
+
+    Rows scaled by 1/y keep it a linear problem with one exact answer, and weigh a point at
+    10 us like one at 10 ms, as log axes do."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    design = np.column_stack([1 / y, x / y])
+    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
+    return float(a), float(b)
+
+
+def relative_residuals(x, y, a, b):
+    """(a + b x) / y - 1 at every point: how far the straight line misses each one."""
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    return (a + b * x) / y - 1
+
+
 def fit_alpha_beta(nbytes, seconds):
     """Least-squares fit of t = alpha + S / beta; returns (alpha seconds, beta bytes/s).
 
@@ -61,8 +106,7 @@ def fit_alpha_beta(nbytes, seconds):
     """
     s = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
-    design = np.column_stack([1 / t, s / t])  # (sizes, 2): rows scaled by 1/t
-    (alpha, inverse_beta), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    alpha, inverse_beta = fit_line_relative(s, t)
     if alpha < 0:
         # Pure bandwidth explains the data better than any latency: keep alpha at zero
         # rather than report a negative time.
@@ -75,13 +119,51 @@ def fit_alpha_beta(nbytes, seconds):
 
 
 def max_relative_residual(nbytes, seconds, alpha, beta):
+    return float(np.max(np.abs(relative_residuals(nbytes, seconds, alpha, 1 / beta))))
+
+
+def order_of_magnitude(value):
+    """The power of ten nearest `value` on a log scale: 300 -> 100, 400 -> 1000."""
+    return float(10 ** round(np.log10(value))) if value > 0 else 0.0
+
+
+def fit_below_cache(nbytes, seconds, cache_bytes):
+    """The alpha-beta fit over the sizes smaller than the last-level cache, where one
+    straight line can fit; past it every copy goes to DRAM and the line bends (a cliff).
+
+    Returns the fit, its worst residual, and how far the largest size lies above the
+    fitted line, so the cliff is recorded rather than averaged into alpha and beta.
+    """
     s = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
-    return float(np.max(np.abs((alpha + s / beta) / t - 1)))
+    inside = s < cache_bytes if cache_bytes else np.ones_like(s, dtype=bool)
+    if inside.sum() < 3:
+        inside[:] = True  # too few sizes below the cache to fit a line: fit them all
+    alpha, beta = fit_alpha_beta(s[inside], t[inside])
+    largest = np.argmax(s)
+    return {"alphaUs": alpha * 1e6, "betaGBps": beta / 1e9,
+            "nHalfBytes": alpha * beta,  # Hockney's n1/2: where S / beta == alpha
+            "nHalfKiB": alpha * beta / 1024,
+            # With residuals of tens of per cent, n1/2 earns its order of magnitude only.
+            "nHalfOrderKiB": order_of_magnitude(alpha * beta / 1024),
+            "fittedSizes": int(inside.sum()), "fitMaxBytes": int(s[inside].max()),
+            "maxRelResidual": max_relative_residual(s[inside], t[inside], alpha, beta),
+            "largestOverFit": float(t[largest] / (alpha + s[largest] / beta))}
+
+
+def fit_steps(alphas_s, collectives, ranks, ring_steps=None):
+    """alpha = dispatch + steps * per-step: one line through every algorithm's alpha at one
+    p, under one way of counting steps. Returns (dispatch s, per-step s, worst relative
+    residual); the count whose line misses the alphas least is the one they support."""
+    steps = [dependent_steps(c, ranks, ring_steps) for c in collectives]
+    dispatch, per_step = fit_line_relative(steps, alphas_s)
+    worst = np.max(np.abs(relative_residuals(steps, alphas_s, dispatch, per_step)))
+    return dispatch, per_step, float(worst)
 
 
 def measure_memcpy_gbps(nbytes=256 * 2**20, repeats=5):
-    """Best-of-`repeats` bytes copied per second for one large host copy: the ceiling.
+    """Best-of-`repeats` bytes copied per second by one thread, for scale: p device
+    threads copy concurrently and share the memory bus, so this bounds nothing.
 
     Counted as memcpy benchmarks do (buffer size / time, not read + write), and both
     buffers are written once first so page faults are not part of the copy.

@@ -1,5 +1,6 @@
 """The message-size sweep: its arithmetic, its fit, its CLI, and the committed recording."""
 import json
+import re
 import subprocess
 import sys
 
@@ -14,8 +15,9 @@ from lesson_code import distributed_03_sweep as sweep_measure
 from scripts import bench
 from scripts.figures.sweep import render
 from scripts.recordings import load_recording, validate
-from scripts.sweep_model import (COLLECTIVES, SIZES, algbw_gbps, busbw_gbps, element_count,
-                                 fit_alpha_beta)
+from scripts.sweep_model import (COLLECTIVES, SIZES, XLA_COLLECTIVES, algbw_gbps, busbw_gbps,
+                                 dependent_steps, element_count, fit_alpha_beta,
+                                 fit_below_cache, fit_steps, order_of_magnitude, sizes_for)
 
 BENCH = ROOT / "scripts" / "bench.py"
 RECORDING = ROOT / "recordings" / "distributed-03.sweep.json"
@@ -31,6 +33,8 @@ FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
     ("reduce_scatter", 4, 10 * 3 / 4),              # (n-1)/n
     ("all_gather", 8, 10 * 7 / 8),                  # (n-1)/n
     ("reduce_scatter_all_gather", 4, 10 * 2 * 3 / 4),  # both phases, like all-reduce
+    ("ring_all_reduce", 4, 10 * 2 * 3 / 4),
+    ("ring_reduce_scatter", 8, 10 * 7 / 8),
 ])
 def test_bandwidths_follow_nccl_tests(collective, ranks, busbw):
     assert algbw_gbps(1e9, 0.1) == pytest.approx(10.0)
@@ -43,6 +47,53 @@ def test_element_counts_round_up_to_a_multiple_of_ranks():
     assert element_count(8, 4) == 4  # 16 B actually moved
     assert element_count(8, 8) == 8
     assert element_count(32 * 2**20, 8) == 8 * 2**20
+
+
+def test_sizes_that_round_alike_are_measured_once():
+    assert sizes_for(SIZES[:3], 8) == [(8, 32), (128, 128)]  # 8 B and 32 B are both 8 floats
+    assert sizes_for(SIZES[:3], 4) == [(8, 16), (32, 32), (128, 128)]
+    assert [b for _, b in sizes_for(SIZES, 2)] == list(SIZES)
+
+
+def test_steps_count_rendezvous_in_one_call():
+    assert [dependent_steps(c, 8) for c in COLLECTIVES] == [1, 1, 1, 2, 7, 14]
+    assert dependent_steps("ring_all_reduce", 8, np.log2) == 6
+
+
+def test_step_fit_prefers_the_count_that_made_the_latencies():
+    collectives = list(COLLECTIVES)
+    alphas = [20e-6 + dependent_steps(c, 8) * 30e-6 for c in collectives]
+    dispatch, per_step, worst = fit_steps(alphas, collectives, 8)
+    assert (dispatch, per_step, worst) == pytest.approx((20e-6, 30e-6, 0), abs=1e-9)
+    assert fit_steps(alphas, collectives, 8, np.log2)[2] > 0.2
+    assert bench.verdict(0.04, 0.3, 8) == "p - 1 steps per phase"
+    assert bench.verdict(0.3, 0.04, 8) == "log2 p steps per phase"
+    assert bench.verdict(0.1, 0.12, 4).endswith("too noisy to say")
+    assert bench.verdict(0.6, 0.9, 4).endswith("too noisy to say")
+    assert bench.verdict(0.1, 0.1, 2).startswith("either")
+
+
+def test_fit_stops_below_the_cache_and_records_the_cliff():
+    sizes = np.array(SIZES, dtype=float)
+    times = 100e-6 + sizes / 1e9
+    times[sizes >= 2**24] *= 5  # past a 16 MiB cache every size is five times slower
+    fit = fit_below_cache(sizes, times, 2**24)
+    assert fit["alphaUs"] == pytest.approx(100) and fit["betaGBps"] == pytest.approx(1)
+    assert fit["maxRelResidual"] == pytest.approx(0, abs=1e-9)
+    assert fit["fitMaxBytes"] == 8 * 2**20 and fit["fittedSizes"] == len(SIZES) - 1
+    assert fit["largestOverFit"] == pytest.approx(5)
+    assert fit["nHalfOrderKiB"] == 100  # n1/2 = 1e5 B = 98 KiB
+    assert fit_below_cache(sizes, times, None)["maxRelResidual"] > 0.5  # the cliff, fitted
+    assert order_of_magnitude(400) == 1000 and order_of_magnitude(300) == 100
+
+
+def test_words_for_the_page_follow_the_numbers():
+    assert bench.trend([4.1, 2.9, 1.8]) == "falls"
+    assert bench.trend([1.0, 2.0, 3.0]) == "rises"
+    assert bench.trend([1.0, 2.0, 1.5]).startswith("neither")
+    assert bench.versus_model([1.9, 2.2], 2) == "close to"
+    assert bench.versus_model([4.1, 4.6], 2) == "far from"
+    assert bench.versus_model([2.1, 4.6], 2) == "around"
 
 
 @settings(max_examples=40, deadline=None)
@@ -80,16 +131,19 @@ def test_quick_sweep_end_to_end(tmp_path):
     validate(recording)
     assert {(r["collective"], r["ranks"]) for r in recording["rows"]} == {
         (c, 4) for c in COLLECTIVES}
+    assert set(recording["ratios"]["byRanks"]["4"]) >= {"bytes", "arOverRs", "ringArOverRingRs"}
     assert all(r["wrong"] == 0 for r in recording["rows"])
     assert recording["provenance"] == "recorded_cpu_computation"
     assert (tmp_path / "sweep.svg").read_text() == render(recording)
 
 
-def in_process_measure(ranks, sizes, samples, min_sample_ms):
+def in_process_measure(ranks, sizes, plan):
     # conftest gave this interpreter 8 devices; a sub-mesh stands in for a fresh process.
-    rows = sweep_measure.measure_ranks(jax.devices()[:ranks], sizes, samples,
-                                       min_sample_ms / 1e3)
+    rows = sweep_measure.measure_ranks(jax.devices()[:ranks], sizes, plan)
     return {"backend": sweep_measure.describe_backend(), "rows": rows}
+
+
+TINY = {"samples": 3, "minSamples": 3, "rowBudgetS": 0.1, "minSampleMs": 0.2}
 
 
 def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
@@ -111,6 +165,24 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_the_ring_series_is_checked_like_xla_collectives():
+    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+    contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
+    for collective in ("ring_reduce_scatter", "ring_all_reduce"):
+        body, in_spec, out_spec = sweep_measure.PROGRAMS[collective]
+        call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec))
+        result = call(jax.device_put(contributions, NamedSharding(mesh, in_spec)))
+        expected = sweep_measure.reference(collective, contributions)
+        assert sweep_measure.count_wrong(result, expected) == 0
+        assert sweep_measure.count_wrong(result, expected + 1) == result.size
+
+
+def test_large_sizes_get_fewer_samples():
+    assert sweep_measure.sample_count(8, 10e-6, 15, 5, 0.6) == 15  # 80 us a sample
+    assert sweep_measure.sample_count(1, 0.3, 15, 5, 0.6) == 5  # 300 ms a call
+    assert sweep_measure.sample_count(1, 0.125, 15, 5, 1.0) == 8
+
+
 def test_wrong_values_are_counted_on_every_device_copy():
     mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
     expected = np.zeros(8, np.float32)
@@ -126,8 +198,7 @@ def test_the_recording_figure_and_lock_move_into_place_together(tmp_path):
     from scripts.lessons import load_lessons
 
     lesson = load_lessons(root)["distributed-03"]
-    bench.record_sweep(lesson, None, [4], [8, 8192, 2**20], 3, 0.2,
-                       measure=in_process_measure)
+    bench.record_sweep(lesson, None, [4], [8, 8192, 2**20], TINY, measure=in_process_measure)
     recording = load_recording(root / "recordings" / "distributed-03.sweep.json")
     assert (root / "figures" / "distributed-03-sweep.svg").read_text() == render(recording)
     lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
@@ -150,7 +221,7 @@ def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypa
                                           root / "figures" / "distributed-03-sweep.svg"]}
     with pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)["distributed-03"], None, [4], [8, 8192, 2**20],
-                           3, 0.2, measure=in_process_measure)
+                           TINY, measure=in_process_measure)
     assert {p: p.read_bytes() for p in before} == before
     assert list(root.rglob("*.tmp")) == []
 
@@ -165,26 +236,78 @@ def committed():
 def test_committed_sweep_is_complete_and_right(committed):
     validate(committed)
     assert committed["provenance"] == "recorded_cpu_computation"
+    method = committed["method"]
     for collective in COLLECTIVES:
         for ranks in (2, 4, 8):
             rows = [r for r in committed["rows"]
                     if r["collective"] == collective and r["ranks"] == ranks]
-            assert [r["requestedBytes"] for r in rows] == list(SIZES)
-            assert all(r["bytes"] == 4 * element_count(r["requestedBytes"], ranks) for r in rows)
-            assert all(r["wrong"] == 0 and r["samples"] >= 7 for r in rows)
-            shortest_us = 1000 * committed["method"]["minSampleMs"]
+            assert [(r["requestedBytes"], r["bytes"]) for r in rows] == sizes_for(SIZES, ranks)
+            assert all(r["wrong"] == 0 and r["samples"] >= method["minSamples"] for r in rows)
+            shortest_us = 1000 * method["minSampleMs"]
             assert all(r["callsPerSample"] * r["medianUs"] >= shortest_us for r in rows)
-            assert str(ranks) in committed["fits"][collective]
+            fit = committed["fits"][collective][str(ranks)]
+            assert fit["fitMaxBytes"] < committed["lastLevelCacheBytes"]
 
 
 def test_committed_figure_is_rendered_from_committed_sweep(committed):
     assert FIGURE.read_text() == render(committed)
 
 
+def test_committed_figure_text_is_readable_at_page_width():
+    """At the ~700 px the desktop page gives the figure, no text may render under 9 px."""
+    svg = FIGURE.read_text()
+    view_width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
+    smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
+    assert smallest * 700 / view_width >= 9
+
+
+def medians(committed, collective, ranks):
+    return {r["bytes"]: r["medianUs"] for r in committed["rows"]
+            if r["collective"] == collective and r["ranks"] == ranks}
+
+
 def test_claims_on_the_page_hold_for_committed_sweep(committed):
-    """docs/going-further/sweep.md states these in words; a new recording must bear them out."""
-    rows, fits = committed["rows"], committed["fits"]
-    # "Every crossover lies at hundreds of KiB, thousands of times the 32-byte gradient."
-    assert all(100 <= fit["nHalfKiB"] < 1024 for by_p in fits.values() for fit in by_p.values())
-    # "The bus bandwidth stays below the memcpy line."
-    assert max(r["busbwGBps"] for r in rows) < committed["memcpyGBps"]
+    """docs/going-further/sweep.md reads its numbers and its verdicts from the recording;
+    the verdicts must say what the recording's own numbers say."""
+    ranks = (2, 4, 8)
+    largest = committed["ratios"]["largestBytes"]
+    fastest = all(min(XLA_COLLECTIVES, key=lambda c: medians(committed, c, p)[largest])
+                  == "reduce_scatter" for p in ranks)
+    assert committed["ratios"]["reduceScatterAtLargest"].startswith(
+        "the fastest" if fastest else "not the fastest")
+    alphas = {c: [by_p[str(p)]["alphaUs"] for p in ranks] for c, by_p in committed["fits"].items()}
+    grows = all(a == sorted(a) for a in alphas.values())
+    assert committed["fitSummary"]["alphaWithRanks"].startswith("grows" if grows else "does not")
+    per_step = [committed["steps"][str(p)]["ringCount"]["perStepUs"] for p in ranks]
+    assert committed["stepSummary"]["perStepWithRanks"] == bench.trend(per_step)
+    peaks = committed["busbwPeakGBps"]["all_reduce"]
+    assert peaks["withRanks"] == bench.trend([peaks[str(p)] for p in ranks])
+    # "the transfer term is at most ... of alpha, so ... decided by dispatch and
+    # synchronisation": true for any fit whose latency is microseconds and rate GB/s.
+    assert committed["fitSummary"]["lessonTransferShare"] < 0.01
+
+
+def test_the_ring_model_rejects_what_one_process_measures_and_says_so():
+    """A recording built from times that follow the ring model says 'close to'; one whose
+    all-reduce takes four times a reduce-scatter says 'far from'."""
+    def rows_with(ar_over_rs):
+        rows = []
+        for p in (2, 4):
+            for nbytes in (2**10, 2**20, 2**24):
+                # 100 us per rendezvous, and bytes at 1 GB/s (times ar_over_rs for the
+                # all-reduce), so only the ratio at the largest size tells them apart.
+                rs = 100 + nbytes / 1e3
+                times = {"reduce_scatter": rs, "all_reduce": 100 + ar_over_rs * nbytes / 1e3,
+                         "all_gather": rs, "reduce_scatter_all_gather": 2 * rs,
+                         "ring_reduce_scatter": 100 * (p - 1) + nbytes / 1e3,
+                         "ring_all_reduce": 200 * (p - 1) + nbytes / 5e2}
+                rows += [{"collective": c, "ranks": p, "bytes": nbytes, "medianUs": t,
+                          "busbwGBps": 1.0} for c, t in times.items()]
+        return rows
+
+    for ratio, words in ((2.0, "close to"), (4.0, "far from")):
+        rows = rows_with(ratio)
+        fits = bench.fit_rows(rows, None)
+        assert bench.time_ratios(rows, fits)["atLargest"]["arOverRs"]["versusModel"] == words
+        steps = bench.step_fits(fits)
+        assert steps["4"]["supports"] == "p - 1 steps per phase"

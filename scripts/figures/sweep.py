@@ -1,117 +1,167 @@
-"""Draw the sweep figure from the recording alone: time per call and bus bandwidth vs size."""
+"""Draw the sweep figure from the recording alone: one row per device count p, with the time
+per call of every program (median, min-max band) on the left and the time ratios the ring
+model predicts (2 and 1) on the right."""
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.sweep_model import COLLECTIVES, bus_factor, format_bytes
+from scripts.sweep_model import COLLECTIVES, RING_COLLECTIVES, format_bytes
 
-# Okabe-Ito colours stay distinct for colour-blind readers; the figure keeps an opaque
-# white background so it reads the same on the site's dark theme.
-COLOURS = dict(zip(COLLECTIVES, ("#0072B2", "#D55E00", "#009E73", "#CC79A7")))
+# Okabe-Ito colours stay distinct for colour-blind readers; each ring series is dashed and
+# drawn in the shade next to XLA's collective with the same result.
+COLOURS = dict(zip(COLLECTIVES, ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00",
+                                 "#56B4E9")))
 LABELS = {"all_reduce": "all-reduce (psum)", "reduce_scatter": "reduce-scatter",
-          "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather"}
-MARKERS = {2: "o", 4: "s", 8: "^"}
-FIT_DASH = (0, (4, 3))
+          "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather",
+          "ring_reduce_scatter": "ring reduce-scatter (ppermute)",
+          "ring_all_reduce": "ring all-reduce (ppermute)"}
+MARKERS = dict(zip(COLLECTIVES, "osD^vP"))
+RATIO_STYLE = {  # ratio name in the recording: (label, colour, line style)
+    "arOverRs": ("all-reduce / reduce-scatter", COLOURS["all_reduce"], "-"),
+    "agOverRs": ("all-gather / reduce-scatter", COLOURS["all_gather"], "-"),
+    "ringArOverRingRs": ("ring all-reduce / ring reduce-scatter", COLOURS["ring_reduce_scatter"],
+                         "--"),
+}
+MEMCPY_GREY, CACHE_GREY = "0.3", "0.93"
+# The SVG is 7.2 in (518 pt) wide and shown about 700 px wide, so 1 pt draws as ~1.35 px:
+# 7.5 pt, the smallest text here, is ~10 px on the page.
+SMALL, TEXT = 7.5, 8.5
 
 
-def series(recording):
-    """(collective, ranks) -> [bytes, medianUs, busbwGBps] arrays by size, in legend order."""
+def series(recording, ranks):
+    """collective -> (bytes, min, median, max) arrays in size order, for one p."""
     grouped = {}
-    order = sorted(recording["rows"], key=lambda r: (COLLECTIVES.index(r["collective"]),
-                                                     r["ranks"], r["bytes"]))
-    for row in order:
-        grouped.setdefault((row["collective"], row["ranks"]), []).append(
-            (row["bytes"], row["medianUs"], row["busbwGBps"]))
-    return {key: [np.array(column) for column in zip(*points)] for key, points in grouped.items()}
+    for row in sorted(recording["rows"], key=lambda r: r["bytes"]):
+        if row["ranks"] == ranks:
+            grouped.setdefault(row["collective"], []).append(
+                (row["bytes"], row["minUs"], row["medianUs"], row["maxUs"]))
+    return {c: [np.array(col) for col in zip(*grouped[c])] for c in COLLECTIVES if c in grouped}
 
 
-def plot_measurements_and_fits(recording, time_ax, bus_ax):
-    for (collective, ranks), (nbytes, median_us, busbw) in series(recording).items():
-        solid = {"color": COLOURS[collective], "marker": MARKERS.get(ranks, "D"), "lw": 1.6,
-                 "ms": 5}
-        time_ax.plot(nbytes, median_us, **solid)
-        bus_ax.plot(nbytes, busbw, **solid)
-        fit = recording["fits"][collective][str(ranks)]
-        grid = np.geomspace(nbytes.min(), nbytes.max(), 64)
-        model_s = fit["alphaUs"] * 1e-6 + grid / (fit["betaGBps"] * 1e9)
-        dashed = {"color": COLOURS[collective], "ls": FIT_DASH, "lw": 0.9, "alpha": 0.6}
-        time_ax.plot(grid, model_s * 1e6, **dashed)
-        bus_ax.plot(grid, grid / model_s / 1e9 * bus_factor(collective, ranks), **dashed)
-    ceiling = recording["memcpyGBps"]
-    bus_ax.axhline(ceiling, color="0.25", lw=1.2, ls=":")
-    bus_ax.annotate(f"host memcpy {ceiling:.1f} GB/s", (0.02, ceiling),
-                    xycoords=("axes fraction", "data"), xytext=(0, 4),
-                    textcoords="offset points", fontsize=9, color="0.25")
+def log2_size_axis(ax, sizes, label_every):
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(FixedLocator([8 * label_every**k for k in range(8)]))
+    ax.xaxis.set_major_formatter(FuncFormatter(format_bytes))
+    ax.xaxis.set_minor_locator(FixedLocator(sizes))  # a tick at every measured size
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(min(sizes) / 1.5, max(sizes) * 1.5)
+    ax.tick_params(labelsize=SMALL)
+    ax.grid(True, which="major", color="0.88", lw=0.6)
+    ax.spines[["top", "right"]].set_visible(False)
 
 
-def style_axes(recording, time_ax, bus_ax):
-    sizes = sorted({row["bytes"] for row in recording["rows"]})
-    for ax in (time_ax, bus_ax):
-        ax.set_facecolor("white")
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        # Labels every 16x, a tick at every measured size: twelve labels would collide.
-        ax.xaxis.set_major_locator(FixedLocator([8 * 16**k for k in range(7)]))
-        ax.xaxis.set_major_formatter(FuncFormatter(format_bytes))
-        ax.xaxis.set_minor_locator(FixedLocator(sizes))
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlim(min(sizes) / 1.6, max(sizes) * 1.6)
-        ax.set_xlabel("gradient size S (float32 bytes, full array)")
-        ax.grid(True, which="major", color="0.88", lw=0.8)
-        ax.spines[["top", "right"]].set_visible(False)
-    time_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    time_ax.set_ylabel("time per call (µs, median)")
-    time_ax.set_title("Time per call: flat where latency dominates", fontsize=11, loc="left")
-    bus_ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    bus_ax.set_ylabel("bus bandwidth (GB/s, nccl-tests busbw)")
-    bus_ax.set_title("Bus bandwidth: rises until bandwidth dominates", fontsize=11, loc="left")
+def shade_past_cache(recording, ax, sizes):
+    cache = recording.get("lastLevelCacheBytes")
+    if cache and max(sizes) >= cache:
+        ax.axvspan(cache / 1.2, max(sizes) * 1.5, color=CACHE_GREY, lw=0, zorder=0)
 
 
-def add_legend(recording, fig):
-    """Three columns, for what the colour, the marker and the line style each mean."""
-    ranks = sorted({row["ranks"] for row in recording["rows"]})
-    colours = [Line2D([], [], color=COLOURS[c], lw=2.2, label=LABELS[c]) for c in COLLECTIVES]
-    markers = [Line2D([], [], color="0.3", marker=MARKERS.get(p, "D"), ls="",
-                      label=f"p = {p} devices") for p in ranks]
-    styles = [Line2D([], [], color="0.3", lw=1.6, label="measured median"),
-              Line2D([], [], color="0.3", lw=1.0, ls=FIT_DASH, label="alpha-beta fit"),
-              Line2D([], [], color="0.25", lw=1.2, ls=":", label="host memcpy ceiling")]
-    # A legend fills column by column, so shorter columns are padded with invisible entries.
-    height = max(len(colours), len(markers), len(styles))
-    blank = Line2D([], [], alpha=0, label=" ")
-    handles = [h for column in (colours, markers, styles)
-               for h in column + [blank] * (height - len(column))]
-    fig.legend(handles=handles, loc="lower center", ncol=3, frameon=False, fontsize=9.5,
-               columnspacing=3)
+def plot_times(recording, ax, ranks):
+    measured = series(recording, ranks)
+    sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
+    shade_past_cache(recording, ax, sizes)
+    for collective, (nbytes, low, median, high) in measured.items():
+        ring = collective in RING_COLLECTIVES
+        ax.fill_between(nbytes, low, high, color=COLOURS[collective], alpha=0.18, lw=0)
+        ax.plot(nbytes, median, color=COLOURS[collective], marker=MARKERS[collective], ms=3.2,
+                lw=1.2, ls="--" if ring else "-")
+    grid = np.geomspace(min(sizes), max(sizes), 32)
+    ax.plot(grid, grid / (recording["memcpyGBps"] * 1e3), color=MEMCPY_GREY, lw=1, ls=":")
+    log2_size_axis(ax, sizes, 16)
+    ax.set_yscale("log")
+    # The measured range decides the axis; the memcpy line leaves it where it is faster.
+    low = min(band.min() for _, band, _, _ in measured.values())
+    high = max(band.max() for _, _, _, band in measured.values())
+    ax.set_ylim(low / 2, high * 1.5)
+    ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
+    ax.set_title(f"p = {ranks}: time per call (median, min–max band)", fontsize=TEXT, loc="left")
+
+
+def format_microseconds(value, _tick_position=None):
+    """100 µs, 1 ms, 10 s: unit labels keep the log axis short enough to need no ylabel."""
+    for unit, scale in (("s", 1e6), ("ms", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} µs"
+
+
+def ratio_limits(recording):
+    """One y range for every p, so the rows compare at a glance."""
+    values = [v for entry in recording["ratios"]["byRanks"].values()
+              for name in RATIO_STYLE for v in entry.get(name, [])]
+    values += list(recording["ratios"]["model"].values())
+    return min(values) / 1.3, max(values) * 1.3
+
+
+def plot_ratios(recording, ax, ranks):
+    ratios = recording["ratios"]["byRanks"][str(ranks)]
+    sizes = ratios["bytes"]
+    shade_past_cache(recording, ax, sizes)
+    for value in sorted(set(recording["ratios"]["model"].values())):
+        ax.axhline(value, color="0.2", lw=0.9, ls=(0, (1, 2)))
+    for name, (_, colour, style) in RATIO_STYLE.items():
+        if name in ratios:
+            ax.plot(sizes, ratios[name], color=colour, lw=1.2, ls=style, marker=".", ms=4)
+    log2_size_axis(ax, sizes, 64)
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(*ratio_limits(recording))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_title(f"p = {ranks}: time ratios", fontsize=TEXT, loc="left")
+
+
+def add_legend(fig):
+    """Three columns: XLA's collectives, the ring and the scale marks, the ratios."""
+    def line(colour, label, style="-", marker=None):
+        return Line2D([], [], color=colour, lw=1.4, ls=style, marker=marker, ms=3.5, label=label)
+
+    xla = [line(COLOURS[c], LABELS[c], marker=MARKERS[c]) for c in COLLECTIVES
+           if c not in RING_COLLECTIVES]
+    ring = [line(COLOURS[c], LABELS[c], "--", MARKERS[c]) for c in RING_COLLECTIVES]
+    ring += [line(MEMCPY_GREY, "S / single-thread memcpy, for scale", ":"),
+             Patch(color=CACHE_GREY, label="S ≥ last-level cache: not fitted")]
+    ratios = [line(colour, label, style) for label, colour, style in RATIO_STYLE.values()]
+    ratios.append(line("0.2", "ring model (2 and 1)", (0, (1, 2))))
+    handles = [h for column in (xla, ring, ratios) for h in column]
+    fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, fontsize=SMALL,
+               columnspacing=1.2, handlelength=2.2)
 
 
 def draw_panels(recording):
-    fig = Figure(figsize=(11, 5.6), facecolor="white")
-    time_ax, bus_ax = fig.subplots(1, 2)
-    plot_measurements_and_fits(recording, time_ax, bus_ax)
-    style_axes(recording, time_ax, bus_ax)
-    add_legend(recording, fig)
-    fig.subplots_adjust(left=0.085, right=0.99, top=0.93, bottom=0.27, wspace=0.25)
+    ranks = sorted({row["ranks"] for row in recording["rows"]})
+    fig = Figure(figsize=(7.2, 1.0 + 2.15 * len(ranks)), facecolor="white")
+    axes = fig.subplots(len(ranks), 2, squeeze=False, gridspec_kw={"width_ratios": [1.7, 1]})
+    for (time_ax, ratio_ax), p in zip(axes, ranks):
+        plot_times(recording, time_ax, p)
+        plot_ratios(recording, ratio_ax, p)
+    axes[-1][0].set_xlabel("gradient size S (float32 bytes, full array)", fontsize=SMALL)
+    axes[-1][1].set_xlabel("S", fontsize=SMALL)
+    add_legend(fig)
+    top = 1 - 0.95 / fig.get_figheight()
+    fig.subplots_adjust(left=0.1, right=0.985, top=top, bottom=0.06, wspace=0.22,
+                        hspace=0.42)
     return fig
 
 
 def alt_text(recording):
     """Title and description for screen readers, with the numbers the figure shows."""
     ranks = sorted({row["ranks"] for row in recording["rows"]})
-    p = 4 if 4 in ranks else ranks[0]
-    fits = "; ".join(
-        f"{LABELS[c]}: alpha {fit['alphaUs']:.0f} µs, beta {fit['betaGBps']:.2f} GB/s, "
-        f"half-latency size {format_bytes(fit['nHalfBytes'])}"
-        for c in COLLECTIVES for fit in [recording["fits"][c][str(p)]])
-    sizes = [row["bytes"] for row in recording["rows"]]
-    title = "Collective time and bus bandwidth against message size on logical CPU devices"
-    desc = (f"Two log-log panels over gradient sizes from {format_bytes(min(sizes))} to "
-            f"{format_bytes(max(sizes))} for p = {', '.join(map(str, ranks))} devices. "
-            "Left: median time per call. Right: nccl-tests bus bandwidth under a host memcpy "
-            f"ceiling of {recording['memcpyGBps']:.1f} GB/s. Solid lines are measurements, "
-            f"dashed lines the fitted alpha-beta model t = alpha + S / beta. At p = {p}: {fits}.")
+    largest = recording["ratios"]["atLargest"]
+    smallest = {p: min(r["bytes"] for r in recording["rows"] if r["ranks"] == p) for p in ranks}
+    ratio_words = "; ".join(
+        f"{RATIO_STYLE[name][0]} {span['min']:.1f} to {span['max']:.1f} "
+        f"(ring model {recording['ratios']['model'][name]:g})"
+        for name, span in largest.items())
+    title = ("Time per call and time ratios of XLA's collectives and a ppermute ring against "
+             "message size on logical CPU devices")
+    desc = (f"One row per device count p = {', '.join(map(str, ranks))}. Left: median time per "
+            f"call with a min-max band, log-log, for sizes from "
+            f"{', '.join(f'{format_bytes(b)} (p = {p})' for p, b in smallest.items())} to "
+            f"{format_bytes(recording['ratios']['largestBytes'])}, with S divided by a "
+            f"single-thread memcpy of {recording['memcpyGBps']:.1f} GB/s for scale. Right: time "
+            f"ratios against the ring model's 2 and 1. At the largest size: {ratio_words}.")
     return title, desc
 
 
