@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lesson_code.ring_collectives import ring_all_reduce, ring_reduce_scatter
-from scripts.sweep_model import COLLECTIVES, format_bytes, sizes_for
+from scripts.sizes import COLLECTIVES, format_bytes, sizes_for
 
 
 def configure_devices(ranks):

@@ -5,16 +5,20 @@ with today's). Code inputs are import closures: a module plus every module of th
 repository it imports, followed transitively, so a change anywhere a lesson or a renderer
 reaches counts, and a change elsewhere does not. A comment edit counts too: the pages show
 this code. The pins count by their requirement lines, so reformatting a pin's comment
-is no change.
+is no change, and only the pins that can change a recording count (see pin_lines).
 """
 import ast
 import hashlib
+import re
 from pathlib import Path
 
 from scripts import ROOT
 
 # The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
+# The sections of requirements.txt whose packages run while a recording is made.
+RECORDING_SECTIONS = ("lesson runtime", "recording and notebook companion")
+SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
 # Import closures stop at the repository's own packages.
 PACKAGES = ("lesson_code", "scripts")
 
@@ -58,21 +62,72 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
     return sorted(seen)
 
 
+def digest_bytes(data):
+    """sha256 hex digest of bytes, or of text as UTF-8: the one digest every output uses."""
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
 def digest(path):
     """sha256 of a file's bytes; "missing" for a file that is not there."""
     path = Path(path)
     if not path.is_file():
         return "missing"
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return digest_bytes(path.read_bytes())
 
 
-def pin_digest(path):
-    """sha256 of a pin file's requirement lines, comments and blank lines dropped."""
-    path = Path(path)
-    if not path.is_file():
-        return "missing"
-    lines = (line.split("#")[0].strip() for line in path.read_text().splitlines())
-    return hashlib.sha256("".join(f"{line}\n" for line in lines if line).encode()).hexdigest()
+def package_name(line):
+    """`mkdocs-material==9.8.2` -> `mkdocs-material`, normalised as pip compares names."""
+    name = re.split(r"[\s<>=!~;\[@]", line, maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_sections(text):
+    """{section title: [requirement lines]} of requirements.txt (`# --- title ---` rules)."""
+    sections, current = {}, ""
+    for line in text.splitlines():
+        heading = SECTION.match(line.strip())
+        if heading:
+            current = heading.group(1)
+            continue
+        requirement = line.split("#")[0].strip()
+        if requirement:
+            sections.setdefault(current, []).append(requirement)
+    return sections
+
+
+def pin_lines(root=ROOT):
+    """{pin file: [the requirement lines that can change a recording]}.
+
+    The rule, decidable from the two files alone: requirements.txt counts by its lesson
+    runtime and recording sections; constraints.txt (the frozen transitive versions)
+    counts whole, except the lines of the packages requirements.txt pins only for the
+    site, the tests or the lint. So bumping mkdocs, pytest, playwright or ruff re-records
+    nothing, while any transitive version (ml_dtypes, pyzmq, ...) still counts: the files
+    cannot say which transitive package a recording reaches, and a needless re-record is
+    cheaper than a stale recording presented as current.
+    """
+    lines = {}
+    requirements = root / PINS[0]
+    if requirements.is_file():
+        sections = requirement_sections(requirements.read_text())
+        lines[PINS[0]] = [line for title in RECORDING_SECTIONS
+                          for line in sections.get(title, [])]
+        tools = {package_name(line) for title, pinned in sections.items()
+                 if title not in RECORDING_SECTIONS for line in pinned}
+    else:
+        tools = set()
+    constraints = root / PINS[1]
+    if constraints.is_file():
+        pinned = (line.split("#")[0].strip() for line in constraints.read_text().splitlines())
+        lines[PINS[1]] = [line for line in pinned if line and package_name(line) not in tools]
+    return lines
+
+
+def pin_digests(root=ROOT):
+    """{pin file: sha256 of its counted lines}; "missing" for a pin file that is not there."""
+    counted = pin_lines(root)
+    return {name: digest_bytes("".join(f"{line}\n" for line in counted[name]))
+            if name in counted else "missing" for name in PINS}
 
 
 def file_digests(paths, root=ROOT):
@@ -84,13 +139,13 @@ def content_files(module_path, root=ROOT, extra=()):
     files = {}
     for path in [module_path, *extra]:
         files.update(file_digests(import_closure(path, root), root))
-    files.update({name: pin_digest(root / name) for name in PINS})
+    files.update(pin_digests(root))
     return files
 
 
 def combined_hash(digests):
     text = "".join(f"{name} {value}\n" for name, value in sorted(digests.items()))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return digest_bytes(text)
 
 
 def content_hash(module_path, root=ROOT, extra=()):

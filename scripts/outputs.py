@@ -1,21 +1,24 @@
 """Every derived file of a lesson, what it is made from, and the command that remakes it.
 
-Recordings carry their own inputs (`contentFiles`: the producing module's import closure
-and the pins), so a recording fetched from a TPU VM still says what it was made from.
-Figures and the notebook keep theirs in recordings/outputs.lock.json. Imports no JAX and
-no matplotlib.
+Recordings carry their own inputs (`contentFiles`: the producing module's import closure,
+any code whose results are baked into it, and the pins), so a recording fetched from a
+TPU VM still says what it was made from. Figures and the notebook keep theirs in
+recordings/outputs.lock.json. Imports no JAX and no matplotlib.
 """
 import json
 from dataclasses import dataclass
 
 from scripts import LOCK, ROOT, display
 from scripts.figures import KINDS
-from scripts.hashes import content_files, digest, import_closure
+from scripts.hashes import content_files, digest, digest_bytes, import_closure
 
 RECORD = "python scripts/record.py"
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
 NOTEBOOK_BUILDER = "scripts/notebook.py"
+# The sweep's fits, ratios and their words are computed when it is recorded and stored in
+# it, so this analysis is an input of the sweep recording, beside the measured programs.
+SWEEP_ANALYSIS = "scripts/sweep_analysis.py"
 
 
 class LockError(Exception):
@@ -28,9 +31,10 @@ class RecordingOutput:
     module: str  # the file whose import closure (plus the pins) makes it
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
+    extra: tuple = ()  # more code whose results the recording stores (the sweep's analysis)
 
     def current_inputs(self, root=ROOT):
-        return content_files(root / self.module, root)
+        return content_files(root / self.module, root, [root / path for path in self.extra])
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,9 @@ def recording_outputs(lesson, root=ROOT):
                                       module_file(lesson.rank_module),
                                       f"{RECORD} --processes 4", True))
     if lesson.sweep:
-        # Its closure includes scripts/sweep_model.py: the fits come from that model.
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
-                                      module_file(lesson.sweep), BENCH, True))
+                                      module_file(lesson.sweep), BENCH, True,
+                                      extra=(SWEEP_ANALYSIS,)))
     known = {output.path for output in wanted}
     for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
         name = f"recordings/{path.name}"
@@ -115,13 +119,10 @@ def lock_entry(output, data, root=ROOT, source_digest=None):
     `source_digest` stands in for a source still in a temporary file (a recording about
     to land), since its final path still holds the old bytes.
     """
-    import hashlib
-
     inputs = output.current_inputs(root)
     if source_digest is not None:
         inputs[output.source] = source_digest
-    blob = data.encode() if isinstance(data, str) else data
-    return {"sha256": hashlib.sha256(blob).hexdigest(), "inputs": inputs}
+    return {"sha256": digest_bytes(data), "inputs": inputs}
 
 
 def lock_text(lock):

@@ -95,9 +95,10 @@ def host_environment():
             "cpuCount": os.cpu_count()}
 
 
-def header(lesson_id, kind, module_path, environment, root=ROOT):
-    """The fields every kind shares; `contentFiles` names what the recording is made of."""
-    files = content_files(module_path, root)
+def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
+    """The fields every kind shares; `contentFiles` names what the recording is made of:
+    the module's closure, the `extra` code whose results it stores, and the pins."""
+    files = content_files(module_path, root, extra)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     return {

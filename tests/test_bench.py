@@ -15,11 +15,14 @@ from lesson_code import distributed_03_sweep as sweep_measure
 from scripts import bench
 from scripts.figures.sweep import render
 from scripts.recordings import load_recording, validate
-from scripts.sweep_model import (COLLECTIVES, SIZES, XLA_COLLECTIVES, algbw_gbps, busbw_gbps,
-                                 dependent_steps, element_count, fit_alpha_beta,
-                                 fit_below_cache, fit_steps, order_of_magnitude, sizes_for)
+from scripts import sweep_analysis as analysis
+from scripts.sizes import COLLECTIVES, SIZES, XLA_COLLECTIVES, element_count, sizes_for
+from scripts.sweep_analysis import (algbw_gbps, busbw_gbps, dependent_steps, fit_alpha_beta,
+                                    fit_below_cache, fit_steps, order_of_magnitude)
 
-BENCH = ROOT / "scripts" / "bench.py"
+# A partial sweep for the tests: p = 4, three sizes, few samples.
+QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "samples": 5, "minSamples": 3,
+         "rowBudgetS": 0.2, "minSampleMs": 0.5}
 RECORDING = ROOT / "recordings" / "distributed-03.sweep.json"
 FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
 
@@ -66,11 +69,11 @@ def test_step_fit_prefers_the_count_that_made_the_latencies():
     dispatch, per_step, worst = fit_steps(alphas, collectives, 8)
     assert (dispatch, per_step, worst) == pytest.approx((20e-6, 30e-6, 0), abs=1e-9)
     assert fit_steps(alphas, collectives, 8, np.log2)[2] > 0.2
-    assert bench.verdict(0.04, 0.3, 8) == "p - 1 steps per phase"
-    assert bench.verdict(0.3, 0.04, 8) == "log2 p steps per phase"
-    assert bench.verdict(0.1, 0.12, 4).endswith("too noisy to say")
-    assert bench.verdict(0.6, 0.9, 4).endswith("too noisy to say")
-    assert bench.verdict(0.1, 0.1, 2).startswith("either")
+    assert analysis.verdict(0.04, 0.3, 8) == "p - 1 steps per phase"
+    assert analysis.verdict(0.3, 0.04, 8) == "log2 p steps per phase"
+    assert analysis.verdict(0.1, 0.12, 4).endswith("too noisy to say")
+    assert analysis.verdict(0.6, 0.9, 4).endswith("too noisy to say")
+    assert analysis.verdict(0.1, 0.1, 2).startswith("either")
 
 
 def test_fit_stops_below_the_cache_and_records_the_cliff():
@@ -88,12 +91,12 @@ def test_fit_stops_below_the_cache_and_records_the_cliff():
 
 
 def test_words_for_the_page_follow_the_numbers():
-    assert bench.trend([4.1, 2.9, 1.8]) == "falls"
-    assert bench.trend([1.0, 2.0, 3.0]) == "rises"
-    assert bench.trend([1.0, 2.0, 1.5]).startswith("neither")
-    assert bench.versus_model([1.9, 2.2], 2) == "close to"
-    assert bench.versus_model([4.1, 4.6], 2) == "far from"
-    assert bench.versus_model([2.1, 4.6], 2) == "around"
+    assert analysis.trend([4.1, 2.9, 1.8]) == "falls"
+    assert analysis.trend([1.0, 2.0, 3.0]) == "rises"
+    assert analysis.trend([1.0, 2.0, 1.5]).startswith("neither")
+    assert analysis.versus_model([1.9, 2.2], 2) == "close to"
+    assert analysis.versus_model([4.1, 4.6], 2) == "far from"
+    assert analysis.versus_model([2.1, 4.6], 2) == "around"
 
 
 @settings(max_examples=40, deadline=None)
@@ -124,8 +127,10 @@ def test_fit_never_reports_negative_latency():
 
 def test_quick_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep.json"
-    done = subprocess.run([sys.executable, str(BENCH), "--quick", "--out", str(out)],
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    program = (f"import sys; from scripts import bench; "
+               f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     recording = json.loads(out.read_text())
     validate(recording)
@@ -156,10 +161,9 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(sweep_measure, "reference", off_by_one)
     monkeypatch.setattr(bench, "measure_in_subprocess",
-                        lambda module, *args: in_process_measure(*args))
-    monkeypatch.setattr(bench, "QUICK", {**bench.QUICK, "sizes": [8, 1024], "samples": 3})
+                        lambda module, *args, root: in_process_measure(*args))
     out = tmp_path / "sweep.json"
-    assert bench.main(["--quick", "--out", str(out)]) == 1
+    assert bench.main(["--out", str(out)], plan={**QUICK, "sizes": [8, 1024], "samples": 3}) == 1
     message = capsys.readouterr().err
     assert "differ from the NumPy reference" in message and "nothing was written" in message
     assert list(tmp_path.iterdir()) == []
@@ -279,9 +283,9 @@ def test_claims_on_the_page_hold_for_committed_sweep(committed):
     grows = all(a == sorted(a) for a in alphas.values())
     assert committed["fitSummary"]["alphaWithRanks"].startswith("grows" if grows else "does not")
     per_step = [committed["steps"][str(p)]["ringCount"]["perStepUs"] for p in ranks]
-    assert committed["stepSummary"]["perStepWithRanks"] == bench.trend(per_step)
+    assert committed["stepSummary"]["perStepWithRanks"] == analysis.trend(per_step)
     peaks = committed["busbwPeakGBps"]["all_reduce"]
-    assert peaks["withRanks"] == bench.trend([peaks[str(p)] for p in ranks])
+    assert peaks["withRanks"] == analysis.trend([peaks[str(p)] for p in ranks])
     # "the transfer term is at most ... of alpha, so ... decided by dispatch and
     # synchronisation": true for any fit whose latency is microseconds and rate GB/s.
     assert committed["fitSummary"]["lessonTransferShare"] < 0.01
@@ -307,7 +311,7 @@ def test_the_ring_model_rejects_what_one_process_measures_and_says_so():
 
     for ratio, words in ((2.0, "close to"), (4.0, "far from")):
         rows = rows_with(ratio)
-        fits = bench.fit_rows(rows, None)
-        assert bench.time_ratios(rows, fits)["atLargest"]["arOverRs"]["versusModel"] == words
-        steps = bench.step_fits(fits)
+        fits = analysis.fit_rows(rows, None)
+        assert analysis.time_ratios(rows, fits)["atLargest"]["arOverRs"]["versusModel"] == words
+        steps = analysis.step_fits(fits)
         assert steps["4"]["supports"] == "p - 1 steps per phase"

@@ -9,6 +9,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.sizes import format_bytes
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
@@ -24,13 +25,6 @@ INK = "#1f2328"
 WIDTH_IN = 7.2
 SMALL = 7.5
 RANK_SPREAD = 0.5  # the ranks' dots fill this much of a group's width, 0 on the left
-
-
-def format_bytes(n):
-    for unit, size in (("MiB", 2**20), ("KiB", 2**10)):
-        if n >= size:
-            return f"{n / size:g} {unit}"
-    return f"{n:g} B"
 
 
 def ratio_label(ratios):

@@ -1,0 +1,98 @@
+"""The sweep's measurements: one worker interpreter per p, and the host's scale.
+
+`make bench` runs each p in a fresh interpreter (`python -m scripts.sweep_measure CONFIG`),
+because JAX fixes the number of logical devices at start-up. A worker prints one line of
+JSON on stdout (its rows) and its progress on stderr. The parent also measures a memcpy
+for scale and reads the last-level cache size, where the fits stop.
+"""
+import importlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from scripts import ROOT
+
+
+class WorkerFailed(RuntimeError):
+    """A worker ended without rows; str() is one line."""
+
+
+class ProgressBar:
+    """One self-overwriting line per worker, on stderr because stdout carries the rows."""
+
+    def __init__(self, total, label, width=30):
+        self.total, self.label, self.width, self.done = total, label, width, 0
+
+    def step(self, text):
+        self.done += 1
+        filled = self.width * self.done // self.total
+        bar = "#" * filled + "." * (self.width - filled)
+        end = "\n" if self.done == self.total else ""
+        print(f"\r{self.label} [{bar}] {self.done}/{self.total} {text:<40}", end=end,
+              file=sys.stderr, flush=True)
+
+
+def run_worker(config):
+    """Inside a fresh interpreter: measure one p and print the rows as JSON on stdout."""
+    sweep_programs = importlib.import_module(config["module"])
+    sweep_programs.configure_devices(config["ranks"])
+    import jax
+
+    if len(jax.devices()) != config["ranks"]:
+        raise SystemExit(f"sweep worker: asked for {config['ranks']} devices, JAX has "
+                         f"{len(jax.devices())}; was a device touched before configure_devices?")
+    sizes = sweep_programs.sizes_for(config["sizes"], config["ranks"])
+    progress = ProgressBar(len(sizes) * len(sweep_programs.PROGRAMS), f"p={config['ranks']}")
+    rows = sweep_programs.measure_ranks(jax.devices(), config["sizes"], config["plan"],
+                                        progress.step)
+    print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows}))
+
+
+def measure_in_subprocess(module, ranks, sizes, plan, root=ROOT):
+    config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
+    done = subprocess.run([sys.executable, "-m", "scripts.sweep_measure", json.dumps(config)],
+                          cwd=root, stdout=subprocess.PIPE, text=True)
+    if done.returncode:
+        raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
+                           "above); nothing was written")
+    lines = done.stdout.splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        raise WorkerFailed(f"the p={ranks} worker printed no rows (its last stdout line "
+                           f"must be their JSON); nothing was written") from None
+
+
+def last_level_cache_bytes():
+    """The largest CPU cache Linux reports for cpu0, in bytes; None where it reports none."""
+    sizes = []
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
+        text = entry.read_text().strip()
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        sizes.append(int(text.rstrip("KMG")) * scale)
+    return max(sizes, default=None)
+
+
+def measure_memcpy_gbps(nbytes=256 * 2**20, repeats=5):
+    """Best-of-`repeats` bytes copied per second by one thread, for scale: p device
+    threads copy concurrently and share the memory bus, so this bounds nothing.
+
+    Counted as memcpy benchmarks do (buffer size / time, not read + write), and both
+    buffers are written once first so page faults are not part of the copy.
+    """
+    src = np.ones(nbytes, dtype=np.uint8)
+    dst = np.zeros_like(src)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - start)
+    return nbytes / best / 1e9
+
+
+if __name__ == "__main__":
+    run_worker(json.loads(sys.argv[1]))
