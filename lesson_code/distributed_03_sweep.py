@@ -11,7 +11,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lesson_code.ring_collectives import ring_all_reduce, ring_reduce_scatter
-from scripts.sizes import COLLECTIVES, format_bytes, sizes_for
+from scripts.sizes import COLLECTIVES, sizes_for
 
 
 def configure_devices(ranks):
@@ -161,7 +161,7 @@ def measure_ranks(devices, sizes, plan, on_step=lambda text: None):
             timing = time_collective(call, arg, reference(collective, contributions), plan)
             rows.append({"collective": collective, "ranks": ranks,
                          "requestedBytes": requested, "bytes": n * 4, **timing})
-            on_step(f"{collective} {format_bytes(n * 4)}")
+            on_step(f"{collective} {n * 4} B")
         del placed, contributions  # the 32 MiB step holds p copies; free before the next
     return rows
 

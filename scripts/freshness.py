@@ -5,10 +5,8 @@ today's. Every problem is one line: the file, what changed, and the command that
 it. Used by `record.py --check`, by the site build and by the TPU job; imports neither
 JAX nor matplotlib.
 """
-import hashlib
-
 from scripts import ROOT
-from scripts.hashes import changed_files, combined_hash, content_files
+from scripts.hashes import changed_files, digest
 from scripts.outputs import (LockError, figure_outputs, notebook_output, read_lock,
                              recording_outputs)
 from scripts.recordings import RecordingError, load_recording
@@ -22,12 +20,11 @@ def changed(names):
     return f"stale, {', '.join(names)} changed"
 
 
-def stale_files(recording, module_path, root=ROOT, extra=()):
-    """Files changed since the recording was made; empty while it is current."""
-    current = content_files(module_path, root, extra)
+def stale_inputs(recording, current):
+    """The one rule for recordings: the inputs whose digest, as the recording stored it in
+    `contentFiles`, differs from `current` (today's); empty while it is current."""
     if "contentFiles" not in recording:  # the published seed predates contentFiles
-        return [] if recording["contentHash"] == combined_hash(current) else \
-            ["the lesson code or its pins"]
+        return ["its inputs (it records no contentFiles)"]
     return changed_files(recording["contentFiles"], current)
 
 
@@ -37,11 +34,10 @@ def recording_state(output, root=ROOT):
     if not path.exists() and not output.required:
         return None, []
     try:
-        recording = load_recording(path)
+        recording = load_recording(path, output.fix)
     except RecordingError as error:
         return None, [str(error)]
-    recorded = recording.get("contentFiles", {})
-    names = changed_files(recorded, output.current_inputs(root))
+    names = stale_inputs(recording, output.current_inputs(root))
     recording["_staleFiles"] = names
     if names and output.required:
         return recording, [problem(output.path, changed(names), output.fix)]
@@ -59,7 +55,7 @@ def derived_problems(output, lock, root=ROOT):
     entry = lock.get(output.path)
     if entry is None:
         return [problem(output.path, "not in recordings/outputs.lock.json", output.fix)]
-    if hashlib.sha256(path.read_bytes()).hexdigest() != entry.get("sha256"):
+    if digest(path) != entry.get("sha256"):
         return [problem(output.path, "edited by hand since it was made", output.fix)]
     names = changed_files(entry.get("inputs", {}), output.current_inputs(root))
     return [problem(output.path, changed(names), output.fix)] if names else []

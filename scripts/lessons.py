@@ -28,10 +28,6 @@ class Lesson:
         """The file of `module` (default: the lesson module), under this checkout."""
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
-    def recording(self, variant):
-        """recordings/<id>.<variant>.json: cpu, cpu-processes, tpu, simulation, sweep."""
-        return self.root / "recordings" / f"{self.id}.{variant}.json"
-
 
 FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep"}
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from scripts import LOCK, ROOT, display
 from scripts.figures import KINDS
 from scripts.hashes import content_files, digest, digest_bytes, import_closure
+from scripts.recordings import RECORD
 
-RECORD = "python scripts/record.py"
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
 NOTEBOOK_BUILDER = "scripts/notebook.py"

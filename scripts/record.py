@@ -25,6 +25,7 @@ import time
 from importlib.metadata import version
 
 from scripts import display
+from scripts.hashes import digest_bytes
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
                              notebook_output, read_lock)
@@ -111,16 +112,10 @@ def record_lesson(lesson, platform, devices, staging, scratch):
         text = notebook_text(run.notebook)
         output = notebook_output(lesson)
         staging.add(lesson.root / output.path, text)
+        (recorded,) = arriving.values()
         return arriving, {output.path: lock_entry(output, text, lesson.root,
-                                                  source_digest=digest_text(arriving))}
+                                                  source_digest=digest_bytes(recorded))}
     return arriving, {}
-
-
-def digest_text(arriving):
-    import hashlib
-
-    (text,) = arriving.values()
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def stage_recording(lesson, recording, staging):
@@ -201,8 +196,6 @@ def stage_figures(lesson, staging, arriving, lock):
     are drawn from the recording about to land. A figure whose inputs and bytes are what
     the lock says is current, as `--check` would find it, and is left alone.
     """
-    import hashlib
-
     from scripts.freshness import derived_problems
 
     entries = {}
@@ -212,17 +205,21 @@ def stage_figures(lesson, staging, arriving, lock):
             continue  # `--check` names the missing input and the command that makes it
         if text is None and not derived_problems(output, lock, lesson.root):
             continue
-        data = json.loads(text) if text else load_source(lesson.root / output.source)
+        data = json.loads(text) if text else load_source(lesson, output.source)
         svg = render(output, data)
         staging.add(lesson.root / output.path, svg)
-        source_digest = hashlib.sha256(text.encode()).hexdigest() if text else None
+        source_digest = digest_bytes(text) if text else None
         entries[output.path] = lock_entry(output, svg, lesson.root, source_digest)
     return entries
 
 
-def load_source(path):
-    if path.parent.name == "recordings":
-        return load_recording(path)  # validated; a corrupt one is one line, not a traceback
+def load_source(lesson, source):
+    from scripts.outputs import recording_outputs
+
+    path = lesson.root / source
+    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
+    if source in fixes:  # validated; a corrupt one is one line with its own fix
+        return load_recording(path, fixes[source])
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as error:

@@ -10,29 +10,25 @@ import os
 import platform
 import tempfile
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
 from scripts.hashes import content_files, combined_hash
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
-# Files in recordings/ that are not recordings.
-NOT_RECORDINGS = {"schema.json", "outputs.lock.json"}
+RECORD = "python scripts/record.py"
 
 
 class RecordingError(Exception):
-    """A recording that cannot be used or written; str() is one line naming the file."""
+    """A recording that cannot be used or written; str() is one line naming the file.
 
+    `what` says what is wrong and where; `fix` is the command that remakes the file (None
+    where no command can), so a caller with a better fix can drop it.
+    """
 
-def fix_for(path):
-    """The command that remakes a recording, from its variant (<lesson>.<variant>.json)."""
-    variant = Path(path).name.split(".")[1] if Path(path).name.count(".") >= 2 else ""
-    if variant == "sweep":
-        return "make bench"
-    if variant == "cpu-processes":
-        return "python scripts/record.py --processes 4"
-    return "python scripts/record.py"
+    def __init__(self, what, fix=None):
+        super().__init__(f"{what}; run `{fix}`" if fix else what)
+        self.what, self.fix = what, fix
 
 
 def validator():
@@ -41,10 +37,16 @@ def validator():
     except ImportError:
         raise RecordingError("the jsonschema package is missing from this Python; run "
                              "`make install` and use .venv/bin/python") from None
-    return jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text()))
+    try:
+        schema = json.loads(SCHEMA_PATH.read_text())
+    except (OSError, ValueError) as error:
+        raise RecordingError(f"{display(SCHEMA_PATH)}: the schema cannot be read "
+                             f"({getattr(error, 'strerror', None) or error})",
+                             f"git checkout -- {display(SCHEMA_PATH)}") from None
+    return jsonschema.Draft202012Validator(schema)
 
 
-def validate(recording, where="recording", fix="python scripts/record.py"):
+def validate(recording, where="recording", fix=RECORD):
     """Raise RecordingError with the first schema violation, phrased for a person."""
     checker = validator()  # first: a missing jsonschema is one line naming `make install`
     from jsonschema.exceptions import best_match
@@ -53,40 +55,29 @@ def validate(recording, where="recording", fix="python scripts/record.py"):
     if error is not None:
         field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
         message = error.message if len(error.message) < 160 else error.message[:157] + "..."
-        raise RecordingError(f"{where}: invalid at {field}: {message}; run `{fix}`")
+        raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
     return recording
 
 
-def load_recording(path):
+def load_recording(path, fix=RECORD):
+    """The validated recording at `path`; `fix` is the command that remakes it (the
+    registry's, scripts/outputs.py)."""
     path = Path(path)
-    where, fix = display(path), fix_for(path)
+    where = display(path)
     try:
         recording = json.loads(path.read_text())
     except FileNotFoundError:
-        raise RecordingError(f"{where}: missing; run `{fix}`") from None
+        raise RecordingError(f"{where}: missing", fix) from None
     except IsADirectoryError:
-        raise RecordingError(f"{where}: is a directory, not a recording (remove it); "
-                             f"run `{fix}`") from None
+        raise RecordingError(f"{where}: is a directory, not a recording (remove it)",
+                             fix) from None
     except OSError as error:
         raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RecordingError(f"{where}: not valid JSON ({error}); run `{fix}`") from None
+        raise RecordingError(f"{where}: not valid JSON ({error})", fix) from None
     if not isinstance(recording, dict):
-        raise RecordingError(f"{where}: expected a JSON object; run `{fix}`")
+        raise RecordingError(f"{where}: expected a JSON object", fix)
     return validate(recording, where, fix)
-
-
-def recording_paths(lesson_id, directory=RECORDINGS):
-    """Every recording of one lesson, of any kind: <lesson>.<variant>.json."""
-    return [path for path in sorted(Path(directory).glob(f"{lesson_id}.*.json"))
-            if path.name not in NOT_RECORDINGS]
-
-
-def package_version(name):
-    try:
-        return version(name)
-    except PackageNotFoundError:
-        return "absent"
 
 
 def host_environment():

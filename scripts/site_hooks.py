@@ -205,12 +205,10 @@ def tab_label(recording):
     return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
 
 
-def fenced(text, indent="    "):
-    """A code fence longer than any backtick run inside, so recorded text stays text."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    body = "\n".join(indent + line for line in text.rstrip("\n").splitlines())
-    return f"{indent}{fence}text\n{body}\n{indent}{fence}"
+def fenced(marker, indent="    "):
+    """A text code fence around a marker: the recorded text itself arrives after Markdown
+    (recorded_text.py), so no backtick of it can end the fence."""
+    return f"{indent}```text\n{indent}{marker}\n{indent}```"
 
 
 def executed_recordings(lesson_id, page):

@@ -1,8 +1,9 @@
-"""Message sizes: which the sweep asks for, what each moves at p ranks, and how to write one.
+"""Message sizes: which the sweep asks for and what each moves at p ranks.
 
-What lesson_code/ imports from scripts/ (the sweep module sizes its arrays with it), so a
-change here changes what `make bench` measures. NumPy-free; the analysis of what was
-measured lives in scripts/sweep_analysis.py.
+The one module of scripts/ that lesson_code/ imports (the sweep module sizes its arrays
+with it), so it is in the sweep recording's import closure: a change here asks for `make
+bench`. How a size is written for a reader is scripts/units.py, which the lesson does not
+import; the analysis of what was measured is scripts/sweep_analysis.py.
 """
 XLA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "reduce_scatter_all_gather")
 # lesson_code/ring_collectives.py: the same results from p - 1 ppermute steps per phase.
@@ -35,11 +36,3 @@ def sizes_for(requested_sizes, ranks):
             seen.add(nbytes)
             sizes.append((requested, nbytes))
     return sizes
-
-
-def format_bytes(nbytes, _tick_position=None):
-    """8 B, 2 KiB, 32 MiB: binary units, as the sizes are powers of two."""
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.3g} B"

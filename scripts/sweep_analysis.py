@@ -9,7 +9,8 @@ import math
 
 import numpy as np
 
-from scripts.sizes import COLLECTIVES, RING_COLLECTIVES, XLA_COLLECTIVES, format_bytes
+from scripts.sizes import COLLECTIVES, RING_COLLECTIVES, XLA_COLLECTIVES
+from scripts.units import format_bytes
 
 def bus_factor(collective, ranks):
     """nccl-tests' busbw / algbw (doc/PERFORMANCE.md): the share of S each rank must move.

@@ -6,7 +6,8 @@ the file crossed a network and the site will present it as a measurement on TPU 
 from pathlib import Path
 
 from scripts import ROOT
-from scripts.freshness import stale_files
+from scripts.freshness import stale_inputs
+from scripts.hashes import content_files
 from scripts.recordings import RecordingError, load_recording, write_atomically
 
 DEVICES = 4
@@ -19,10 +20,10 @@ class RefusedRecording(Exception):
 def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
     """Return the recording at `path` if it is a current TPU run of the lesson."""
     try:
-        # Its own suffix says to rerun record.py here, which would record the CPU.
         recording = load_recording(path)
     except RecordingError as error:
-        raise RefusedRecording(str(error).split("; run `")[0]) from None
+        # Without its fix: rerunning record.py here would record the CPU, not the TPU.
+        raise RefusedRecording(error.what) from None
     environment = recording["environment"]
     lines = recording["stdout"].splitlines()
     problems = [
@@ -39,7 +40,7 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
         if not ok:
             raise RefusedRecording(f"the fetched recording is not a {DEVICES}-chip TPU run "
                                    f"of {lesson_id}: {why}")
-    changed = stale_files(recording, module_path, root)
+    changed = stale_inputs(recording, content_files(module_path, root))
     if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
                                f"checkout ({', '.join(changed)} differ); commit your changes "

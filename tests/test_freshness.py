@@ -105,6 +105,30 @@ def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tre
                               f"distributed_03_sweep.py changed; run `make bench`"]
 
 
+def test_the_sweep_analysis_is_an_input_of_the_sweep_recording(tree):
+    # The words the page prints ("close to", "far from") are computed when the sweep is
+    # recorded and stored in it: changing how they are computed asks for a re-bench.
+    edit(tree / "scripts" / "sweep_analysis.py",
+         lambda t: t.replace("tolerance=1.25", "tolerance=1.5", 1))
+    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, "
+                              f"scripts/sweep_analysis.py changed; run `make bench`"]
+
+
+def test_a_format_change_redraws_and_re_benches_only_for_the_stored_labels(tree):
+    # The lesson does not import how sizes are written: only the figures do, and the
+    # sweep's analysis, whose size labels the recording stores.
+    edit(tree / "scripts" / "units.py", append_comment)
+    assert sorted(problems(tree)) == sorted([
+        f"figures/{LESSON_ID}-sweep.svg: stale, scripts/units.py changed; run {RENDER}",
+        f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}",
+        f"recordings/{LESSON_ID}.sweep.json: stale, scripts/units.py changed; run `make bench`"])
+
+
+def test_the_bench_cli_is_no_input_of_any_recording(tree):
+    edit(tree / "scripts" / "bench.py", append_comment)
+    assert problems(tree) == []
+
+
 def test_a_deleted_renderer_fails_the_check(tree):
     (tree / "scripts" / "figures" / "traffic.py").unlink()
     assert problems(tree) == [f"figures/{LESSON_ID}-traffic.svg: its code "
@@ -171,6 +195,22 @@ def test_a_pin_changes_the_content_hash_and_its_comment_does_not(tree):
                                 flags=re.MULTILINE))
     assert lesson_hash(tree) != before
     assert f"recordings/{LESSON_ID}.cpu.json: stale, requirements.txt changed; run {RECORD}" \
+        in problems(tree)
+
+
+@pytest.mark.parametrize("tool", ["ruff", "pytest", "playwright", "mkdocs", "latex2mathml"])
+def test_a_site_test_or_lint_pin_re_records_nothing(tree, tool):
+    bumped = re.compile(rf"^({re.escape(tool)}==)\S+$", re.MULTILINE)
+    for name in ("requirements.txt", "constraints.txt"):
+        edit(tree / name, lambda t: bumped.sub(r"\g<1>99.0.0", t))
+    assert "99.0.0" in (tree / "requirements.txt").read_text()
+    assert problems(tree) == []
+
+
+def test_a_transitive_pin_of_the_runtime_re_records(tree):
+    edit(tree / "constraints.txt",
+         lambda t: re.sub(r"^ml_dtypes==\S+$", "ml_dtypes==0.0.1", t, flags=re.MULTILINE))
+    assert f"recordings/{LESSON_ID}.cpu.json: stale, constraints.txt changed; run {RECORD}" \
         in problems(tree)
 
 

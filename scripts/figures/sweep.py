@@ -8,7 +8,8 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.sizes import COLLECTIVES, RING_COLLECTIVES, format_bytes
+from scripts.sizes import COLLECTIVES, RING_COLLECTIVES
+from scripts.units import format_bytes
 
 # Okabe-Ito colours stay distinct for colour-blind readers; each ring series is dashed and
 # drawn in the shade next to XLA's collective with the same result.

@@ -9,7 +9,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, MultipleLocator
 
 from scripts.figures.svg import figure_style, new_figure, svg_text
-from scripts.sizes import format_bytes
+from scripts.units import format_bytes
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",

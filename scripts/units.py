@@ -1,0 +1,13 @@
+"""How a byte count is written for a reader: 8 B, 2 KiB, 32 MiB.
+
+Used by the figures (a change asks for a re-render) and by the sweep's analysis, whose
+size labels are stored in the recording (so a change asks for `make bench` as well).
+"""
+
+
+def format_bytes(nbytes, _tick_position=None):
+    """8 B, 2 KiB, 32 MiB: binary units, as the sizes are powers of two."""
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.3g} {unit}"
+    return f"{nbytes:.3g} B"
