@@ -62,9 +62,19 @@ def check_stdout(lesson_id, stdout):
                           f"nothing was written")
 
 
+def lesson_environment(lesson, data):
+    """run_lesson's `environment`, which lesson_code/CONTRACT.md requires of every lesson."""
+    environment = data.get("environment") if isinstance(data, dict) else None
+    if not isinstance(environment, dict) or "deviceCount" not in environment:
+        raise RecordError(f"{lesson.id}: run_lesson() returned no `environment` with a "
+                          f"`deviceCount`; lesson_code/CONTRACT.md requires it; nothing was "
+                          f"written")
+    return environment
+
+
 def executed_recording(lesson, module_path, stdout, data, duration, command):
-    data = dict(data)
-    environment = dict(data.pop("environment"))
+    environment = dict(lesson_environment(lesson, data))
+    data = {key: value for key, value in data.items() if key != "environment"}
     environment["matplotlib"] = version("matplotlib")
     environment["jaxlib"] = version("jaxlib")
     recording = header(lesson.id, "executed", module_path, environment, lesson.root)
@@ -95,7 +105,7 @@ def record_lesson(lesson, platform, devices, staging, scratch):
     """The single run: its notebook (CPU only), and its recording, from one kernel."""
     run = run_in_kernel(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
-    found = run.data["environment"]["deviceCount"]
+    found = lesson_environment(lesson, run.data)["deviceCount"]
     if found != devices:
         raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
                            f"gave {found}; pass --devices {found}")
@@ -143,7 +153,12 @@ def run_module(module, root, scratch):
         tail = " | ".join(run.stderr.strip().splitlines()[-3:])
         raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
                           f"written")
-    return run.stdout, json.loads(data_path.read_text()), time.perf_counter() - started
+    try:
+        data = json.loads(data_path.read_text())
+    except (OSError, ValueError) as error:
+        raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
+                          f"as JSON ({error}); nothing was written") from None
+    return run.stdout, data, time.perf_counter() - started
 
 
 def record_simulation(lesson, staging, scratch):
@@ -237,7 +252,10 @@ def render(output, data):
                           f"{output.source} ({type(error).__name__}: {error})") from None
 
 
-def record(lessons, platform="cpu", devices=None, processes=None, render_only=False):
+def record(lessons, platform="cpu", devices=None, processes=None, render_only=False,
+           chosen=False):
+    """`chosen`: the lessons were named (--lesson), so one without a rank module is an
+    error for --processes rather than skipped."""
     root = next(iter(lessons.values())).root
     remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
     with Staging() as staging, tempfile.TemporaryDirectory() as scratch:
@@ -247,6 +265,10 @@ def record(lessons, platform="cpu", devices=None, processes=None, render_only=Fa
             lock = {}  # rewritten below from what is drawn now
         for lesson in lessons.values():
             arriving = {}
+            if processes and not lesson.rank_module and not chosen:
+                progress(f"skipping {lesson.id}: it has no rank_module in "
+                         f"lesson_code/lessons.toml")
+                continue
             if processes:
                 arriving.update(record_processes(lesson, processes, staging))
             elif not render_only:
@@ -298,7 +320,8 @@ def main(argv=None):
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
             return check(lessons)
-        record(lessons, args.platform, args.devices, args.processes, args.render_only)
+        record(lessons, args.platform, args.devices, args.processes, args.render_only,
+               chosen=bool(args.lesson))
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

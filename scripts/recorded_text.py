@@ -18,9 +18,10 @@ from mkdocs.exceptions import PluginError
 # would let a recorded value choose a link target or run script, escaped or not.
 TEXT_ATTRIBUTES = {"alt", "title", "aria-label"}
 ATTRIBUTE_NAME = re.compile(r"""([\w:.-]+)\s*=\s*(?:"[^"]*|'[^']*|[^\s"'>]*)$""")
-# Recorded prose may hold inline math such as \([4, 6]\). MathJax typesets it only inside
-# the spans arithmatex makes, and TeX has commands that link (\href) or style (\style,
-# \class), so only plain formulas get a span; anything else stays visible as text.
+# Recorded prose may hold inline math such as \([4, 6]\). Only the spans arithmatex makes
+# become MathML (scripts/site_math.py, latex2mathml, at build time), and TeX has commands
+# that link (\href) or style (\style, \class), so only plain formulas get a span;
+# anything else stays visible as text.
 INLINE_MATH = re.compile(r"\\\((.+?)\\\)")
 PLAIN_FORMULA = re.compile(r"(?:[\w\s.,;:+\-*/=<>()\[\]{}^|!']|\\(?:times|cdot|ldots|"
                            r"dots|frac|sqrt|sum|le|ge|approx|alpha|beta|gamma|mathrm|text)"

@@ -103,7 +103,7 @@ def run_step(step, root, accelerator, zone):
 
 
 def uncommitted_inputs(module_path, root=ROOT):
-    """Files behind the lesson's contentHash that differ from HEAD: the VM would not see
+    """Files in the lesson's contentFiles that differ from HEAD: the VM would not see
     them, so its recording would be stale here the moment it lands."""
     paths = list(content_files(module_path, root))  # the code closure and the pins
     try:

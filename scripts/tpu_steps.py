@@ -133,7 +133,7 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
              tpu_vm + ["scp", f"{name}:{REMOTE_DIR}/recordings/{RECORDING}",
                        local(RECORDING), *where], is_vm_up),
         Step(f"validate {RECORDING} (schema, backend tpu, 4 TPU devices, PASS, current "
-             f"contentHash), then move it into recordings/{RECORDING}", None),
+             f"contentFiles), then move it into recordings/{RECORDING}", None),
     ]
     if delete:
         steps.append(Step(

@@ -86,11 +86,11 @@ def test_the_shared_svg_helper_is_part_of_every_figure(tree):
 
 
 def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
-    edit(tree / "scripts" / "figures" / "data" / f"{LESSON_ID}-mechanism.json",
+    edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",
          lambda t: t.replace("Table with one row", "A table with one row"))
     assert problems(tree) == [
         f"figures/{LESSON_ID}-mechanism.svg: stale, "
-        f"scripts/figures/data/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
+        f"lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
 
 
 def test_the_notebook_builder_is_an_input_of_the_notebook(tree):

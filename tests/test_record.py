@@ -131,7 +131,7 @@ def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
     assert "printed PASS" in run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
         f"error: figures/{LESSON_ID}-mechanism.svg: mechanism renderer failed on "
-        f"scripts/figures/data/{LESSON_ID}-mechanism.json (ValueError: broke)")
+        f"lesson_code/figures/{LESSON_ID}-mechanism.json (ValueError: broke)")
     assert snapshot(tree) == before
     assert leftover_temp_files(tree) == []
 

@@ -9,7 +9,7 @@ from scripts.recordings import RecordingError, dumps, load_recording, validate
 
 LESSON_ID = "distributed-03"
 RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
-MECHANISM = ROOT / "scripts" / "figures" / "data" / f"{LESSON_ID}-mechanism.json"
+MECHANISM = ROOT / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json"
 EVERY_RECORDING = sorted(p for p in (ROOT / "recordings").glob("*.json")
                          if p.name not in ("schema.json", "outputs.lock.json"))
 

@@ -84,3 +84,23 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
     assert "the sum is\n3." in page or "the sum is 3" in " ".join(page.split())
     assert "PASS: psum-01" in page
+
+
+def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
+    # `record.py --processes 4` runs every lesson with a rank module and says which it
+    # skipped; the real 4-process run is tests/test_multiprocess.py's, stubbed here.
+    from scripts import record as record_script
+    from scripts.lessons import load_lessons
+
+    root, _ = project
+    ran = []
+    monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))
+    monkeypatch.setattr(record_script, "record_processes",
+                        lambda lesson, processes, staging: ran.append((lesson.id, processes))
+                        or {})
+    assert record_script.main(["--processes", "4"]) == 0
+    assert ran == [("distributed-03", 4)]
+    assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \
+        capsys.readouterr().err
+    assert record_script.main(["--processes", "4", "--lesson", "psum-01"]) == 1
+    assert "psum-01 has no rank_module" in capsys.readouterr().err

@@ -1,7 +1,8 @@
 """Recording -> SVG. The only importers of matplotlib, and they never import lesson_code/.
 
 Every renderer is a module here with one function, `render(data) -> str`: `data` is the
-parsed JSON of its input (a recording, or a figure's own data file under data/), and the
+parsed JSON of its input (a recording, or a figure's own data file the lesson keeps in
+lesson_code/figures/), and the
 SVG text comes back; writing it is record.py's job. A lesson lists the kinds it wants in
 lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
 """
@@ -24,7 +25,7 @@ class FigureKind:
 
 KINDS = {
     "panels": FigureKind("panels", "recordings/{id}.cpu.json", "figures/{id}.svg"),
-    "mechanism": FigureKind("mechanism", "scripts/figures/data/{id}-mechanism.json",
+    "mechanism": FigureKind("mechanism", "lesson_code/figures/{id}-mechanism.json",
                             "figures/{id}-mechanism.svg"),
     "ring-reduce-scatter": FigureKind("ring_reduce_scatter", "recordings/{id}.simulation.json",
                                       "figures/{id}-ring-reduce-scatter.svg"),

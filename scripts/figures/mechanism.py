@@ -1,7 +1,8 @@
 """The mechanism table: an analytic two-participant example, drawn from its data file.
 
-The table and its prose live in scripts/figures/data/<lesson>-mechanism.json, beside the
-renderer: editing a caption redraws this figure and re-runs nothing.
+The table and its prose belong to the lesson, in lesson_code/figures/<lesson>-mechanism.json
+(a lesson that wants one adds its file there, nothing under scripts/). It is data, not an
+import of any lesson module: editing a caption redraws this figure and re-runs nothing.
 """
 from scripts.figures.svg import figure_style, new_figure, svg_text
 
