@@ -383,6 +383,7 @@ def run_lesson(devices):
     compiled = report_compiled(programs, (x, y, w), sliced)
     print(f"PASS: {LESSON_ID}")
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
+            "panelsTitle": "One mathematical gradient, different local storage",
             "gradient": reference.tolist(), "compiledCollectives": compiled,
             "timing": {name: summarize(t) for name, t in timings.items()},
             "environment": environment(devices)}

@@ -6,6 +6,8 @@ BAR_COLOURS = ["#4C78A8", "#F58518", "#54A24B"]
 
 def render(recording):
     panels = recording["data"]["panels"]
+    # The lesson names its figure (lesson_code/CONTRACT.md); the renderer knows no lesson.
+    title = recording["data"].get("panelsTitle", f"The panels of {recording['lessonId']}")
     with figure_style():
         fig, axes = new_figure(nrows=len(panels), figsize=(6.4, 2.5 * len(panels)),
                                squeeze=False)
@@ -19,11 +21,11 @@ def render(recording):
             ax.set_title(panel["series"][0]["label"], loc="left", fontsize=10)
             ax.set_ylim(0, max(max(s["y"]) for s in panel["series"]) * 1.25)
             ax.spines[["top", "right"]].set_visible(False)
-        fig.suptitle("One gradient, different local storage", x=0.02, ha="left",
+        fig.suptitle(title, x=0.02, ha="left",
                      fontweight="bold")
         fig.tight_layout()
         desc = "; ".join(
             f"{panel['ylabel']} ({series['label']}): " + ", ".join(
                 f"{label} {value:g}" for label, value in zip(panel["labels"], series["y"]))
             for panel in panels for series in panel["series"])
-        return svg_text(fig, "One mathematical gradient, different local storage", desc)
+        return svg_text(fig, title, desc)
