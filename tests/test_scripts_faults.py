@@ -1,0 +1,149 @@
+"""Faults in the machinery end in one line naming the file and the fix, never a traceback.
+
+Each case injects its fault from here (a corrupt file, a measurement that cannot be
+fitted, a worker or lesson that breaks its contract) and checks the exit status, the one
+line, and that nothing was written.
+"""
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT, clean_env, project_copy
+from scripts import bench, record, recordings
+from scripts.sizes import COLLECTIVES
+from scripts.sweep_measure import WorkerFailed, measure_in_subprocess
+
+RECORDING = ROOT / "recordings" / "distributed-03.cpu.json"
+
+
+def one_line(text):
+    lines = text.strip().splitlines()
+    assert "Traceback" not in text, text
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+# --- a corrupt schema -----------------------------------------------------------------
+
+def test_a_corrupt_schema_names_the_schema_file(tmp_path, monkeypatch):
+    schema = tmp_path / "schema.json"
+    schema.write_text("{not json")
+    monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
+    with pytest.raises(recordings.RecordingError) as caught:
+        recordings.load_recording(RECORDING)
+    message = one_line(str(caught.value))
+    assert "schema.json: the schema cannot be read" in message
+    assert caught.value.fix.startswith("git checkout -- ")
+
+
+def test_the_check_with_a_corrupt_schema_is_one_line_per_recording(tmp_path):
+    root = project_copy(tmp_path.resolve() / "repo", ("requirements.txt", "constraints.txt",
+                                                      "scripts", "lesson_code", "recordings",
+                                                      "figures", "docs"))
+    (root / "recordings" / "schema.json").write_text("{not json")
+    run = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=root,
+                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1 and "Traceback" not in run.stdout + run.stderr
+    lines = run.stdout.splitlines()
+    assert lines and all("recordings/schema.json: the schema cannot be read" in line and
+                         line.endswith("run `git checkout -- recordings/schema.json`")
+                         for line in lines), lines
+
+
+# --- bench.py ---------------------------------------------------------------------------
+
+TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "samples": 3, "minSamples": 3,
+        "rowBudgetS": 0.1, "minSampleMs": 0.2}
+
+
+def shrinking_rows(module, ranks, sizes, plan, root):
+    """Times that fall as the messages grow: no alpha-beta line can fit them."""
+    rows = [{"collective": c, "ranks": ranks, "requestedBytes": s, "bytes": s,
+             "medianUs": 1000.0 / (k + 1), "minUs": 1.0, "maxUs": 2000.0, "samples": 3,
+             "callsPerSample": 1, "wrong": 0}
+            for c in COLLECTIVES for k, s in enumerate(sizes)]
+    return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows}
+
+
+def test_a_sweep_that_cannot_be_fitted_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    out = tmp_path / "sweep.json"
+    assert bench.main(["--out", str(out)], plan=TINY) == 1
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith("bench.py: the sweep cannot be fitted (times do not grow")
+    assert line.endswith("nothing was written")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
+    # A sweep module whose worker exits 0 before printing anything.
+    (tmp_path / "silent_sweep.py").write_text(
+        "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(WorkerFailed) as caught:
+        measure_in_subprocess("silent_sweep", 4, [8], {})
+    assert one_line(str(caught.value)) == (
+        "the p=4 worker printed no rows (its last stdout line must be their JSON); "
+        "nothing was written")
+
+
+def test_bench_main_reports_a_failed_worker_in_one_line(monkeypatch, capsys, tmp_path):
+    def failed(*args, **kwargs):
+        raise WorkerFailed("the p=4 worker printed no rows; nothing was written")
+
+    monkeypatch.setattr(bench, "measure_in_subprocess", failed)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
+    assert one_line(capsys.readouterr().err).startswith("bench.py: the p=4 worker")
+
+
+# --- record.py ------------------------------------------------------------------------
+
+def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
+    (tmp_path / "bad_data.py").write_text(
+        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w')"
+        ".write('{not json')\n")
+    with pytest.raises(record.RecordError) as caught:
+        record.run_module("bad_data", tmp_path, tmp_path)
+    message = one_line(str(caught.value))
+    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "
+                              "as JSON")
+    assert message.endswith("nothing was written")
+
+
+def test_a_lesson_without_environment_names_the_contract(monkeypatch, capsys):
+    before = {p: p.read_bytes() for p in (ROOT / "recordings").glob("*.json")}
+    run = SimpleNamespace(stdout="PASS: distributed-03\n", data={"gradient": [1.0]},
+                          duration_s=0.1, notebook=None)
+    monkeypatch.setattr(record, "run_in_kernel", lambda *args: run)
+    assert record.main(["--lesson", "distributed-03"]) == 1
+    line = one_line(capsys.readouterr().err)
+    assert "run_lesson() returned no `environment`" in line
+    assert "lesson_code/CONTRACT.md requires it" in line
+    assert {p: p.read_bytes() for p in (ROOT / "recordings").glob("*.json")} == before
+
+
+def test_a_recording_error_keeps_its_fix_apart():
+    error = recordings.RecordingError("recordings/x.sweep.json: missing", "make bench")
+    assert str(error) == "recordings/x.sweep.json: missing; run `make bench`"
+    assert (error.what, error.fix) == ("recordings/x.sweep.json: missing", "make bench")
+    assert str(recordings.RecordingError("cannot be read")) == "cannot be read"
+
+
+def test_a_figure_source_recording_names_its_own_fix(tmp_path):
+    root = project_copy(tmp_path.resolve() / "repo", ("requirements.txt", "constraints.txt",
+                                                      "scripts", "lesson_code", "recordings",
+                                                      "figures", "docs"))
+    (root / "recordings" / "distributed-03.sweep.json").write_text(json.dumps([1]))
+    run = subprocess.run([sys.executable, "scripts/record.py", "--render-only"], cwd=root,
+                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 1
+    assert one_line(run.stderr.replace("record: drawing the figures of distributed-03\n", "")) \
+        == "error: recordings/distributed-03.sweep.json: expected a JSON object; run " \
+           "`make bench`"
