@@ -93,7 +93,7 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     from scripts.lessons import load_lessons
 
     root, _ = project
-    ran = []
+    ran, real_record_processes = [], record_script.record_processes
     monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))
     monkeypatch.setattr(record_script, "record_processes",
                         lambda lesson, processes, staging: ran.append((lesson.id, processes))
@@ -102,5 +102,7 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     assert ran == [("distributed-03", 4)]
     assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \
         capsys.readouterr().err
+    # Named with --lesson, a lesson without a rank module is an error, not a skip.
+    monkeypatch.setattr(record_script, "record_processes", real_record_processes)
     assert record_script.main(["--processes", "4", "--lesson", "psum-01"]) == 1
     assert "psum-01 has no rank_module" in capsys.readouterr().err
