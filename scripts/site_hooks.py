@@ -6,7 +6,7 @@ Markdown, the recorded text replaces the markers, escaped (recorded_text.py: a r
 is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
-    {{ rec:distributed-03.cpu:environment.jax }}    (a missing value fails the build)
+    {{ rec:<lesson>.cpu:environment.jax }}      (a missing value fails the build)
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
@@ -37,7 +37,7 @@ TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
-recordings = {}  # recording stem ("distributed-03.cpu") -> loaded recording
+recordings = {}  # recording stem ("<lesson>.cpu") -> loaded recording
 page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
 
 

@@ -1,4 +1,4 @@
-"""Regenerate recordings/distributed-03.tpu.json on a single-host, 4-chip TPU VM.
+"""Regenerate recordings/<lesson>.tpu.json on a single-host, 4-chip TPU VM.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
@@ -7,7 +7,8 @@
 The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
 exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
-moved into recordings/; any failure leaves recordings/ as it was. TPU_NAME, ZONE and
+moved into recordings/; any failure leaves recordings/ as it was. The lesson is the
+registry's first (lesson_code/lessons.toml). TPU_NAME, ZONE and
 PROJECT set the defaults of --name, --zone and --project.
 """
 import argparse
@@ -24,10 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT
 from scripts.hashes import content_files
-from scripts.lessons import load_lessons
 from scripts.tpu_recording import RefusedRecording, check_tpu_recording, install_recording
-from scripts.tpu_steps import (LESSON_ID, RECORDING, RUNTIMES, UsageError, dry_run_text,
-                               job_steps)
+from scripts.tpu_steps import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
+                               tpu_lesson)
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -124,8 +124,9 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
     With `delete`, the VM is deleted at the end, after a failure too, but only once it
     is known to be this run's: a failed create may mean the name belongs to another VM.
     """
-    module_path = load_lessons(root)[LESSON_ID].path()
-    target = Path(recordings_dir or root / "recordings") / RECORDING
+    lesson = tpu_lesson(root)
+    module_path, fetched = lesson.path(), recording_name(lesson.id)
+    target = Path(recordings_dir or root / "recordings") / fetched
     dirty = uncommitted_inputs(module_path, root)
     if dirty:
         listed = " ".join(dirty)
@@ -140,7 +141,8 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             for number, step in enumerate(steps, 1):
                 progress(f"[{number}/{len(steps) + bool(cleanup)}] {step.title}")
                 if step.command is None:
-                    install_fetched(Path(workdir) / RECORDING, target, module_path, root)
+                    install_fetched(Path(workdir) / fetched, target, lesson.id,
+                                    module_path, root)
                     continue
                 run_step(step, root, accelerator, zone)
                 vm_is_ours = vm_is_ours or step.gcloud_verb == "create"
@@ -160,9 +162,9 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             raise failure
 
 
-def install_fetched(fetched, target, module_path, root):
+def install_fetched(fetched, target, lesson_id, module_path, root):
     try:
-        check_tpu_recording(fetched, LESSON_ID, module_path, root)
+        check_tpu_recording(fetched, lesson_id, module_path, root)
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
     install_recording(fetched, target)

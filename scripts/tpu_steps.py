@@ -8,11 +8,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-LESSON_ID = "distributed-03"
-REMOTE_DIR = LESSON_ID  # relative to the VM user's home: scp and ssh both start there
-BUNDLE = f"{LESSON_ID}.tar.gz"
-RECORDING = f"{LESSON_ID}.tpu.json"
+from scripts import ROOT
 
 # Single-host VMs with exactly 4 chips, so `record.py --platform tpu` (4 devices by
 # default) runs unchanged in one process. Runtime versions from the Cloud TPU docs.
@@ -72,12 +68,30 @@ def jax_pin(root=ROOT):
     return match.group(1)
 
 
-def remote_setup(jax_version):
+def tpu_lesson(root=ROOT):
+    """The lesson the job records: the registry's first (lesson_code/lessons.toml)."""
+    from scripts.lessons import RegistryError, load_lessons
+
+    try:
+        lessons = load_lessons(root)
+    except RegistryError as error:
+        raise UsageError(str(error)) from None
+    if not lessons:
+        raise UsageError("lesson_code/lessons.toml lists no lesson; add one ([[lesson]])")
+    return next(iter(lessons.values()))
+
+
+def recording_name(lesson_id):
+    """The file record.py --platform tpu writes under recordings/."""
+    return f"{lesson_id}.tpu.json"
+
+
+def remote_setup(jax_version, remote_dir):
     """Provision Python 3.11 on the VM with uv, then install the project's exact pins
     (requirements.txt with constraints.txt, as `make install` does) and the TPU runtime.
     """
     return " && ".join([
-        f"cd {shlex.quote(REMOTE_DIR)}",
+        f"cd {shlex.quote(remote_dir)}",
         f"python3 -m pip install --user --quiet uv=={UV_VERSION}",
         # A uv-managed CPython, whatever the image's python3 is.
         f"python3 -m uv venv --python {PYTHON_VERSION} .venv",
@@ -93,6 +107,9 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
     """Every step of the job in order. `workdir` holds the local archive and the
     fetched recording (None: paths relative to the current directory, for the page)."""
     check_options(name, zone, accelerator, project)
+    lesson_id = tpu_lesson(root).id
+    remote_dir = lesson_id  # relative to the VM user's home: scp and ssh both start there
+    bundle, recording = f"{lesson_id}.tar.gz", recording_name(lesson_id)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
     where = ["--zone", zone] + (["--project", project] if project else [])
     tpu_vm = ["gcloud", "compute", "tpus", "tpu-vm"]
@@ -101,10 +118,10 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
     def ssh(command):
         return tpu_vm + ["ssh", name, *where, "--command", command]
 
-    quoted_dir = shlex.quote(REMOTE_DIR)
+    quoted_dir = shlex.quote(remote_dir)
     is_vm_up = f"is the VM up? `gcloud compute tpus tpu-vm describe {vm}`"
     steps = [Step("pack the committed tree (git archive HEAD)",
-                  ["git", "archive", "--format=tar.gz", "-o", local(BUNDLE), "HEAD"],
+                  ["git", "archive", "--format=tar.gz", "-o", local(bundle), "HEAD"],
                   "run the job from inside the repository, which needs at least one commit")]
     if create:
         steps.append(Step(
@@ -115,25 +132,25 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
             f"rerun without --create or pick another --name"))
     steps += [
         Step("copy the archive to the VM",
-             tpu_vm + ["scp", local(BUNDLE), f"{name}:{BUNDLE}", *where], is_vm_up),
-        Step(f"unpack it into ~/{REMOTE_DIR} on the VM", ssh(
+             tpu_vm + ["scp", local(bundle), f"{name}:{bundle}", *where], is_vm_up),
+        Step(f"unpack it into ~/{remote_dir} on the VM", ssh(
             f"rm -rf {quoted_dir} && mkdir {quoted_dir} && "
-            f"tar -xzf {shlex.quote(BUNDLE)} -C {quoted_dir} && rm {shlex.quote(BUNDLE)}"),
+            f"tar -xzf {shlex.quote(bundle)} -C {quoted_dir} && rm {shlex.quote(bundle)}"),
             is_vm_up),
         Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu] (a few "
-             f"minutes)", ssh(remote_setup(jax_pin(root))),
+             f"minutes)", ssh(remote_setup(jax_pin(root), remote_dir)),
              f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
              f"run `sudo apt-get install -y python3-pip` there "
              f"(`gcloud compute tpus tpu-vm ssh {vm}`), then rerun"),
         Step("record the lesson on the chips (scripts/record.py --platform tpu)",
              ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
              f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
-             f"then `cd {REMOTE_DIR} && .venv/bin/python scripts/record.py --platform tpu`"),
+             f"then `cd {remote_dir} && .venv/bin/python scripts/record.py --platform tpu`"),
         Step("copy the recording back",
-             tpu_vm + ["scp", f"{name}:{REMOTE_DIR}/recordings/{RECORDING}",
-                       local(RECORDING), *where], is_vm_up),
-        Step(f"validate {RECORDING} (schema, backend tpu, 4 TPU devices, PASS, current "
-             f"contentFiles), then move it into recordings/{RECORDING}", None),
+             tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
+                       local(recording), *where], is_vm_up),
+        Step(f"validate {recording} (schema, backend tpu, 4 TPU devices, PASS, current "
+             f"contentFiles), then move it into recordings/{recording}", None),
     ]
     if delete:
         steps.append(Step(
