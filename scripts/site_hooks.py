@@ -6,7 +6,7 @@ Markdown, the recorded text replaces the markers, escaped (recorded_text.py: a r
 is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
-    {{ rec:<lesson>.cpu:environment.jax }}      (a missing value fails the build)
+    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build)
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
