@@ -135,7 +135,8 @@ def file_digests(paths, root=ROOT):
 
 
 def content_files(module_path, root=ROOT, extra=()):
-    """{relative path: digest} of what can change a recording: code closure plus pins."""
+    """{relative path: digest} of what can change a recording: the module's code closure,
+    the closures of `extra` (code whose results the recording stores), and the pins."""
     files = {}
     for path in [module_path, *extra]:
         files.update(file_digests(import_closure(path, root), root))
