@@ -54,6 +54,20 @@ def test_the_check_with_a_corrupt_schema_is_one_line_per_recording(tmp_path):
                          for line in lines), lines
 
 
+def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
+    from mkdocs.exceptions import PluginError
+
+    from scripts import site_hooks
+
+    schema = tmp_path / "schema.json"
+    schema.write_text("")
+    monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
+    with pytest.raises(PluginError) as caught:
+        site_hooks.on_config({})
+    assert "schema.json: the schema cannot be read" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
 # --- bench.py ---------------------------------------------------------------------------
 
 TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "samples": 3, "minSamples": 3,
@@ -100,6 +114,19 @@ def test_bench_main_reports_a_failed_worker_in_one_line(monkeypatch, capsys, tmp
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
     assert one_line(capsys.readouterr().err).startswith("bench.py: the p=4 worker")
+
+
+def test_an_unreadable_host_file_is_one_line(monkeypatch, capsys, tmp_path):
+    def unreadable():
+        raise PermissionError(13, "Permission denied", "/sys/devices/system/cpu/cpu0/cache")
+
+    monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    monkeypatch.setattr(bench, "last_level_cache_bytes", unreadable)
+    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
+    assert one_line(capsys.readouterr().err) == (
+        "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written")
+    assert list(tmp_path.iterdir()) == []
 
 
 # --- record.py ------------------------------------------------------------------------
