@@ -25,6 +25,7 @@ import time
 from importlib.metadata import version
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
                              notebook_output, read_lock)
@@ -262,7 +263,11 @@ def record(lessons, platform="cpu", devices=None, processes=None, render_only=Fa
             progress(f"drawing the figures of {lesson.id}")
             lock.update(stage_figures(lesson, staging, arriving, lock))
         staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
-        staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+        try:
+            staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+        except Interrupted as signal_:
+            signal_.written = True  # held until the moves were done: the run is complete
+            raise
 
 
 def check(lessons):
@@ -292,6 +297,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    stop_on_signals()  # Ctrl-C and SIGTERM unwind through every clean-up on the way
     try:
         lessons = load_lessons()
         if args.lesson:
@@ -308,9 +314,11 @@ def main(argv=None):
     except (RecordError, RecordingError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
-    except KeyboardInterrupt:
-        print("error: interrupted; every earlier file is as it was", file=sys.stderr)
-        return 130
+    except Interrupted as signal_:
+        outcome = ("after every new file was in place" if signal_.written
+                   else "every earlier file is as it was")
+        print(f"error: {signal_}; {outcome}", file=sys.stderr)
+        return signal_.exit_status
     return 0
 
 
