@@ -194,7 +194,7 @@ class Staging:
                     if old is not None:
                         old.unlink(missing_ok=True)
             self.staged = []
-        for _, final in moved:
+        for final, _ in moved:
             report(final)
 
     def __enter__(self):
