@@ -311,7 +311,8 @@ def refuse_what_cannot_work(args, lessons):
                              f"run `python scripts/record.py --processes 4` or free memory")
         if args.platform != "cpu" or args.devices is not None or args.render_only:
             raise UsageError("--processes runs N processes with one CPU device each; it takes "
-                             "no --platform, --devices or --render-only")
+                             "no --platform, --devices or --render-only: run "
+                             f"`python scripts/record.py --processes {args.processes}`")
     for lesson in lessons.values():
         if args.devices is not None and args.devices != lesson.devices:
             # The recording's name says its platform, not its device count: a second count

@@ -194,8 +194,8 @@ class Staging:
                     if old is not None:
                         old.unlink(missing_ok=True)
             self.staged = []
-        for final, _ in moved:
-            report(final)
+            for final, _ in moved:
+                report(final)
 
     def __enter__(self):
         return self
