@@ -126,7 +126,10 @@ def command_line(process):
 def assert_gone(processes, timeout=15):
     _, alive = psutil.wait_procs(processes, timeout=timeout)
     alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
-    assert alive == [], [command_line(p) for p in alive]
+    left = [command_line(p) for p in alive]
+    for process in alive:
+        process.kill()  # so a failing test leaves nothing running either
+    assert left == []
 
 
 def assert_one_error_line(lines, *words):
