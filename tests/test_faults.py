@@ -340,3 +340,229 @@ def test_more_ranks_than_free_memory_holds_are_refused(monkeypatch):
     with pytest.raises(record_module.UsageError, match=r"--processes 8 needs about 2\.3 "
                        r"GiB and this machine has 1\.0 GiB free"):
         record_module.refuse_what_cannot_work(args, load_lessons())
+
+
+# --- write errors: a full disk, a read-only folder, a failed move --------------------------
+
+# record.py in the copy, with one of the file system calls it makes broken first.
+BROKEN_RECORD = """
+import errno, os, sys, tempfile
+{patch}
+from scripts import record
+sys.exit(record.main({args!r}))
+"""
+FULL_DISK = """
+real_fdopen = os.fdopen
+class Full:  # writes the first bytes, then the disk is full: a truncated file
+    def __init__(self, out): self.out = out
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.out.close()
+    def write(self, data):
+        self.out.write(data[:10]); self.out.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+os.fdopen = lambda fd, mode: Full(real_fdopen(fd, mode))
+"""
+READ_ONLY_RECORDINGS = """
+real_mkstemp = tempfile.mkstemp
+def mkstemp(*args, dir=None, **kwargs):
+    if os.path.basename(dir) == "recordings":
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    return real_mkstemp(*args, dir=dir, **kwargs)
+tempfile.mkstemp = mkstemp
+"""
+LOCK_MOVE_FAILS = """
+real_replace = os.replace
+def replace(source, target):
+    if str(target).endswith("outputs.lock.json"):  # after the figures were moved
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    return real_replace(source, target)
+os.replace = replace
+"""
+
+
+def broken_record(root, patch, *args):
+    return subprocess.run([sys.executable, "-c", BROKEN_RECORD.format(patch=patch, args=args)],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("patch, message", [
+    (FULL_DISK, f"error: figures/{LESSON_ID}.svg: cannot be written (No space left on "
+                f"device); nothing was changed"),
+    (READ_ONLY_RECORDINGS, "error: recordings/outputs.lock.json: cannot be written "
+                           "(Permission denied); nothing was changed"),
+    (LOCK_MOVE_FAILS, "error: recordings/outputs.lock.json: cannot be moved into place "
+                      "(Input/output error); every file is as it was"),
+])
+def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
+    figure = tree / "figures" / f"{LESSON_ID}.svg"
+    figure.write_text(figure.read_text().replace("</svg>", "<!-- hand edit -->\n</svg>"))
+    before = snapshot(tree)
+    run = broken_record(tree, patch, "--render-only")
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == message
+    assert snapshot(tree) == before  # the figure moved before the lock failed is put back
+    assert temp_files(tree) == []
+
+
+def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
+    from scripts.recordings import RecordingError, Staging
+
+    files = [tmp_path / name for name in ("recording.json", "figure.svg", "new.svg")]
+    files[0].write_text("old recording")
+    files[1].write_text("old figure")
+    real_replace = os.replace
+
+    def replace(source, target):
+        if Path(target) == files[2]:
+            raise OSError(28, os.strerror(28))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(RecordingError, match="new.svg: cannot be moved into place"):
+        with Staging() as staging:
+            for path in files:
+                staging.add(path, "new")
+            staging.commit()
+    assert files[0].read_text() == "old recording"
+    assert files[1].read_text() == "old figure"
+    assert not files[2].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.svg", "recording.json"]
+
+
+def replayed_sweep(committed):
+    """bench.py's measure, answering with the committed sweep's rows: no JAX, no timing."""
+    def measure(ranks, sizes, samples, min_sample_ms):
+        rows = [{k: v for k, v in row.items() if k not in ("algbwGBps", "busbwGBps")}
+                for row in committed["rows"] if row["ranks"] == ranks]
+        backend = {k: committed["environment"][k] for k in ("backend", "deviceKind", "jax")}
+        return {"backend": backend, "rows": rows}
+    return measure
+
+
+@pytest.mark.parametrize("failing", ["figure", "lock"])
+def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monkeypatch,
+                                                                       failing):
+    import json
+
+    from scripts import bench
+    from scripts.lessons import load_lessons
+    from scripts.recordings import RecordingError
+
+    target = {"figure": f"{LESSON_ID}-sweep.svg", "lock": "outputs.lock.json"}[failing]
+    real_replace = os.replace
+
+    def replace(source, destination):
+        if Path(destination).name == target and str(source).endswith(".tmp") \
+                and ".old." not in str(source):
+            raise OSError(28, os.strerror(28))
+        return real_replace(source, destination)
+
+    committed = json.loads((tree / "recordings" / f"{LESSON_ID}.sweep.json").read_text())
+    before = snapshot(tree)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
+    with pytest.raises(RecordingError, match=f"{target}: cannot be moved into place"):
+        bench.record_sweep(load_lessons(tree)[LESSON_ID], None, [2, 4, 8], None, 21, 1.0,
+                           measure=replayed_sweep(committed))
+    assert snapshot(tree) == before  # the recording moved first is back as it was
+    assert temp_files(tree) == []
+
+
+# --- a SIGKILL's leftovers ---------------------------------------------------------------
+
+def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_run(tree):
+    from conftest import ROOT
+
+    strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.abc123.tmp",
+              tree / "figures" / f".{LESSON_ID}.svg.4242.old.tmp",
+              tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.x1y2.tmp"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index",
+                              *(p.relative_to(tree).as_posix() for p in strays)],
+                             cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout.split() == [p.relative_to(tree).as_posix() for p in strays]
+    for stray in strays:
+        stray.write_text("half")
+    run = record(tree, "--render-only")
+    assert run.returncode == 0, run.stderr
+    assert temp_files(tree) == []
+
+
+# --- --check and its fixes on broken inputs ----------------------------------------------
+
+@pytest.mark.parametrize("breakage, fix", [
+    ("truncated lock", "--render-only"),
+    ("corrupt sweep", None),
+    ("recording is a directory", None),
+])
+def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
+    if breakage == "truncated lock":
+        lock = tree / "recordings" / "outputs.lock.json"
+        lock.write_bytes(lock.read_bytes()[:300])
+        broken = "recordings/outputs.lock.json: unreadable"
+    elif breakage == "corrupt sweep":
+        (tree / "recordings" / f"{LESSON_ID}.sweep.json").write_text('{"rows": [')
+        broken = f"recordings/{LESSON_ID}.sweep.json: not valid JSON"
+    else:
+        path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
+        path.unlink()
+        path.mkdir()
+        broken = f"recordings/{LESSON_ID}.cpu.json: is a directory"
+    check = record(tree, "--check")
+    assert check.returncode == 1 and "Traceback" not in check.stderr + check.stdout
+    assert any(line.startswith(broken) for line in check.stdout.splitlines()), check.stdout
+    before = snapshot(tree)
+    run = record(tree, "--render-only")
+    assert "Traceback" not in run.stderr
+    if fix:  # the lock is rebuilt from what is drawn now
+        assert run.returncode == 0, run.stderr
+        assert not any(line.startswith(broken) for line in record(tree, "--check").stdout
+                       .splitlines())
+    else:  # the figure drawn from it cannot be: one line naming the file, nothing written
+        assert run.returncode == 1
+        assert run.stderr.strip().splitlines()[-1].startswith(f"error: {broken}")
+        assert snapshot(tree) == before
+    assert temp_files(tree) == []
+
+
+# --- --data-out of the lesson programs ---------------------------------------------------
+
+@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
+        tmp_path, module, where):
+    from conftest import ROOT
+
+    path = tmp_path / "missing" / "data.json" if where == "missing folder" else tmp_path
+    run = subprocess.run([sys.executable, "-m", module, "--data-out", str(path)], cwd=ROOT,
+                         env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and run.stdout == ""  # refused before the lesson printed
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert str(path) in run.stderr
+    assert sorted(tmp_path.rglob("*")) == []
+
+
+RING_WRITE_FAILS = """
+import errno, os, sys
+real_replace = os.replace
+def replace(source, target):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+os.replace = replace
+from lesson_code import ring
+ring.main(["--data-out", sys.argv[1]])
+"""
+
+
+def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_half_file(
+        tmp_path):
+    from conftest import ROOT
+
+    out = tmp_path / "trace.json"
+    out.write_text("the earlier trace")
+    run = subprocess.run([sys.executable, "-c", RING_WRITE_FAILS, str(out)], cwd=ROOT,
+                         env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr == f"error: cannot write {out} (No space left on device)\n"
+    assert out.read_text() == "the earlier trace"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
