@@ -25,6 +25,7 @@ import subprocess
 import time
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sweep_model import (COLLECTIVES, SIZES, algbw_gbps, busbw_gbps, fit_alpha_beta,
@@ -231,6 +232,7 @@ def main(argv=None):
         run_worker(json.loads(args.worker))
         return 0
     plan = QUICK if args.quick else FULL
+    stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
@@ -238,6 +240,9 @@ def main(argv=None):
     except (WrongResults, WorkerFailed, RegistryError, RecordingError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
+    except Interrupted as signal_:
+        print(f"bench.py: {signal_}; every earlier file is as it was", file=sys.stderr)
+        return signal_.exit_status
     print(f"bench: measured in {recording['durationS']:.0f} s (memcpy ceiling "
           f"{recording['memcpyGBps']:.1f} GB/s)", file=sys.stderr)
     return 0
