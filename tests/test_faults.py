@@ -189,6 +189,24 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
     assert scratch_of(run.process.pid) == []
 
 
+def test_a_sigkill_while_the_cells_run_leaves_no_kernel_and_the_next_run_cleans_up(tree):
+    before = snapshot(tree)
+    run = Record(tree)
+    try:
+        run.wait_for_line("record: running")
+        kernels = run.wait_for_children("ipykernel", 1)
+        time.sleep(1.0)
+        run.process.send_signal(signal.SIGKILL)
+        status, _ = run.finish()
+    finally:
+        run.kill()
+    assert status == -signal.SIGKILL
+    assert_gone(kernels, timeout=15)  # ipykernel exits when its parent is gone
+    assert snapshot(tree) == before  # nothing had been staged yet
+    remove_abandoned("record")  # what the next record.py does first
+    assert scratch_of(run.process.pid) == []
+
+
 def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
     """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
     from scripts.interrupts import Interrupted, stop_on_signals
