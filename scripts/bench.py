@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import platform
+import signal
 import subprocess
 import time
 
@@ -60,6 +61,9 @@ class WrongResults(RuntimeError):
 
 def run_worker(config):
     """Inside a fresh interpreter: measure one p and print the rows as JSON on stdout."""
+    # Ctrl-C reaches every process of the terminal's group: the parent answers it in one
+    # line and kills this worker, which would otherwise print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sweep_measure = importlib.import_module(config["module"])
     sweep_measure.configure_devices(config["ranks"])
     import jax
@@ -77,8 +81,12 @@ def run_worker(config):
 def measure_in_subprocess(module, ranks, sizes, samples, min_sample_ms):
     config = {"module": module, "ranks": ranks, "sizes": sizes, "samples": samples,
               "minSampleMs": min_sample_ms}
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
-                          stdout=subprocess.PIPE, text=True)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
+                              stdout=subprocess.PIPE, text=True)
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is killed mid-way through its bar
+        print(file=sys.stderr)  # so the one error line starts a line of its own
+        raise
     if done.returncode:
         raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
                            "above); nothing was written")

@@ -584,3 +584,38 @@ def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_hal
     assert run.stderr == f"error: cannot write {out} (No space left on device)\n"
     assert out.read_text() == "the earlier trace"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tmp_path,
+                                                                              signum):
+    """As a terminal's Ctrl-C (or a CI cancel) does: the signal reaches the whole group."""
+    from conftest import ROOT
+
+    out = tmp_path / "sweep.json"
+    bench = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick",
+                              "--out", str(out)], cwd=ROOT, env=clean_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        workers = []
+        deadline = time.monotonic() + 60
+        while not workers and time.monotonic() < deadline:
+            workers = [child for child in psutil.Process(bench.pid).children(recursive=True)
+                       if "--worker" in command_line(child)]
+            time.sleep(0.1)
+        assert workers, "no bench.py worker started within 60 s"
+        time.sleep(1.0)  # the worker is importing JAX or measuring
+        os.killpg(bench.pid, signum)
+        _, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.wait()
+    last = stderr.decode().strip().splitlines()[-1]  # a line of its own, after the bar
+    assert bench.returncode == EXIT[signum]
+    assert last == (f"bench.py: interrupted by {signal.Signals(signum).name}; every earlier "
+                    f"file is as it was")
+    assert "Traceback" not in stderr.decode()
+    assert_gone(workers)
+    assert list(tmp_path.iterdir()) == []
