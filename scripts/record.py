@@ -8,8 +8,9 @@
     python scripts/record.py --check            # is every recording, figure and notebook current?
 
 The lessons, and what each produces, are listed in lesson_code/lessons.toml. Nothing is
-moved into place until the lesson printed PASS and the recording validated: a failure or
-Ctrl-C leaves every earlier file as it was.
+moved into place until the lesson printed PASS and the recording validated: a failure,
+Ctrl-C (exit 130) or SIGTERM (exit 143) leaves every earlier file as it was, in one line.
+A request that cannot work (`--processes 3`, `--devices 8`) is refused first, exit 2.
 """
 import sys
 from pathlib import Path
