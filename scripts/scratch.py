@@ -13,10 +13,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+# Written into each scratch folder: only a folder holding it is ever removed by another
+# run, never a stranger's folder that happens to have a similar name.
+MARK = ".scratch-of-scripts"
+
+
 @contextmanager
 def scratch_folder(prefix):
     remove_abandoned(prefix)
     with tempfile.TemporaryDirectory(prefix=f"{prefix}-{os.getpid()}-") as folder:
+        (Path(folder) / MARK).write_text(f"{os.getpid()}\n")
         yield Path(folder)
 
 
@@ -26,7 +32,8 @@ def remove_abandoned(prefix, directory=None):
     for folder in Path(directory or tempfile.gettempdir()).glob(f"{prefix}-*-*"):
         match = name.fullmatch(folder.name)
         if match and folder.is_dir() and not folder.is_symlink() \
-                and folder.stat().st_uid == os.getuid() and not running(int(match[1])):
+                and (folder / MARK).is_file() and folder.stat().st_uid == os.getuid() \
+                and not running(int(match[1])):
             shutil.rmtree(folder, ignore_errors=True)
 
 

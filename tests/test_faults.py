@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from conftest import FIXTURES, clean_env, project_copy
-from scripts.scratch import remove_abandoned
+from scripts.scratch import MARK, remove_abandoned
 
 LESSON_ID = "distributed-03"
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
@@ -299,11 +299,15 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
     abandoned = tmp_path / f"ranks-{dead.pid}-abc123"
     in_use = tmp_path / f"ranks-{os.getpid()}-def456"
     other = tmp_path / f"record-{dead.pid}-abc123"
-    for folder in (abandoned, in_use, other):
-        (folder / "rank0.err").parent.mkdir()
+    unmarked = tmp_path / f"ranks-{dead.pid}-notours"  # a stranger's folder, by its name
+    for folder in (abandoned, in_use, other, unmarked):
+        folder.mkdir()
         (folder / "rank0.err").write_text("")
+        if folder != unmarked:
+            (folder / MARK).write_text("")
     remove_abandoned("ranks", tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([in_use.name, other.name])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [in_use.name, other.name, unmarked.name])
 
 
 # --- arguments refused before anything runs ----------------------------------------------
