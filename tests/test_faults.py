@@ -500,9 +500,12 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
     strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.abc123.tmp",
               tree / "figures" / f".{LESSON_ID}.svg.4242.old.tmp",
               tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.x1y2.tmp"]
+    # The project's .gitignore alone, in a repository of its own: what `git add` would skip.
+    shutil.copy(ROOT / ".gitignore", tree / ".gitignore")
+    subprocess.run(["git", "init", "--quiet", str(tree)], check=True)
     ignored = subprocess.run(["git", "check-ignore", "--no-index",
                               *(p.relative_to(tree).as_posix() for p in strays)],
-                             cwd=ROOT, capture_output=True, text=True)
+                             cwd=tree, capture_output=True, text=True)
     assert ignored.stdout.split() == [p.relative_to(tree).as_posix() for p in strays]
     for stray in strays:
         stray.write_text("half")
