@@ -26,6 +26,10 @@ class Interrupted(BaseException):
 
 
 def _raise(signum, _frame):
+    # The first signal stops the run; the clean-up it starts (killing the kernel or the
+    # ranks, removing staged files) must not be cut short by a second Ctrl-C.
+    for other in SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
 
 

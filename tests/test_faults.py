@@ -153,15 +153,17 @@ def make_every_figure_stale(root):
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
-@pytest.mark.parametrize("phase, signum", [
-    ("starting the kernel", signal.SIGINT),
-    ("running the cells", signal.SIGINT),
-    ("running the cells", signal.SIGTERM),
-    ("drawing the figures", signal.SIGINT),
-    ("drawing the figures", signal.SIGTERM),
+@pytest.mark.parametrize("phase, signum, times", [
+    ("starting the kernel", signal.SIGINT, 1),
+    ("running the cells", signal.SIGINT, 1),
+    ("running the cells", signal.SIGTERM, 1),
+    ("running the cells", signal.SIGINT, 3),  # an impatient Ctrl-C, Ctrl-C, Ctrl-C
+    ("drawing the figures", signal.SIGINT, 1),
+    ("drawing the figures", signal.SIGTERM, 1),
+    ("drawing the figures", signal.SIGINT, 3),
 ])
 def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
-        tree, phase, signum):
+        tree, phase, signum, times):
     make_every_figure_stale(tree)
     before = snapshot(tree)
     run = Record(tree)
@@ -173,7 +175,9 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
         elif phase == "drawing the figures":
             run.wait_for_line("record: drawing the figures")
         children = run.descendants()
-        run.process.send_signal(signum)
+        for _ in range(times):
+            run.process.send_signal(signum)
+            time.sleep(0.05)
         status, lines = run.finish()
     finally:
         run.kill()
