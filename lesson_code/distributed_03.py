@@ -430,13 +430,37 @@ def device_count(text):
                                          f"try --devices 4") from None
 
 
+def data_out_path(path):
+    """--data-out, refused before the lesson runs when its folder cannot take the file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path} is a folder; give a file path, such as "
+                                         f"{os.path.join(path, 'data.json')}")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {path}: {folder} is not a writable "
+                                         f"folder; create it, or pick another path")
+    return path
+
+
+def write_json(path, data):
+    """Beside `path`, then renamed onto it: a failed write leaves no half-written file."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temp, "w") as out:
+            json.dump(data, out, indent=2)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
 def parse_args(argv):
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
                         help="cpu: logical devices on this host; tpu/gpu: physical chips")
     parser.add_argument("--devices", type=device_count, default=4,
                         help=f"mesh size p (default 4; at most {MAX_CPU_DEVICES} on cpu)")
-    parser.add_argument("--data-out", metavar="PATH",
+    parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="also write figure data, timings and environment as JSON")
     return parser.parse_args(argv)
 
@@ -450,8 +474,12 @@ def main(argv=None):
         return 2
     data = run_lesson(devices)
     if args.data_out:
-        with open(args.data_out, "w") as out:
-            json.dump(data, out, indent=2)
+        try:
+            write_json(args.data_out, data)
+        except OSError as error:
+            print(f"error: cannot write {args.data_out} ({error.strerror}); the lesson "
+                  f"passed, but its data was not written", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -22,12 +22,14 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import time
 
 import numpy as np
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, XLA_COLLECTIVES,
@@ -68,6 +70,9 @@ class WrongResults(RuntimeError):
 
 def run_worker(config):
     """Inside a fresh interpreter: measure one p and print the rows as JSON on stdout."""
+    # Ctrl-C reaches every process of the terminal's group: the parent answers it in one
+    # line and kills this worker, which would otherwise print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sweep_measure = importlib.import_module(config["module"])
     sweep_measure.configure_devices(config["ranks"])
     import jax
@@ -84,8 +89,12 @@ def run_worker(config):
 
 def measure_in_subprocess(module, ranks, sizes, plan):
     config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
-                          stdout=subprocess.PIPE, text=True)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
+                              stdout=subprocess.PIPE, text=True)
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is killed mid-way through its bar
+        print(file=sys.stderr)  # so the one error line starts a line of its own
+        raise
     if done.returncode:
         raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
                            "above); nothing was written")
@@ -415,6 +424,7 @@ def main(argv=None):
         run_worker(json.loads(args.worker))
         return 0
     plan = QUICK if args.quick else FULL
+    stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
@@ -422,6 +432,9 @@ def main(argv=None):
     except (WrongResults, WorkerFailed, RegistryError, RecordingError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
+    except Interrupted as signal_:
+        print(f"bench.py: {signal_}; every earlier file is as it was", file=sys.stderr)
+        return signal_.exit_status
     print(f"bench: measured in {recording['durationS']:.0f} s (single-thread memcpy "
           f"{recording['memcpyGBps']:.1f} GB/s)", file=sys.stderr)
     return 0
