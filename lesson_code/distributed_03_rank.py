@@ -295,6 +295,11 @@ NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatt
 COUNT_WORDS = ["none", "one", "two", "three", "four", "five", "six"]
 
 
+def listed(items):
+    """'a', 'a and b', 'a, b and c': a list as a sentence says it."""
+    return " and ".join([", ".join(items[:-1])] * (len(items) > 1) + items[-1:])
+
+
 def rounds_verdict(timing, cores, many="p4", few="p2"):
     """Did fewer processes lower the time per round? Per collective, and in words.
 
@@ -325,7 +330,7 @@ def rounds_verdict(timing, cores, many="p4", few="p2"):
         words = f"all {COUNT_WORDS[total]} collectives took less time per round {than}"
     else:
         words = (f"{COUNT_WORDS[lower]} of the {COUNT_WORDS[total]} collectives took less "
-                 f"time per round {than}; " + " and ".join(slower) + " did not")
+                 f"time per round {than}; {listed(slower)} did not")
     if not premise:
         verdict = ("The hypothesis does not apply on this machine: it needs more processes "
                    f"than cores at p = {many_ranks} and a core each at p = {few_ranks}.")
