@@ -331,6 +331,28 @@ def summarize(samples):
             "medianUs": float(np.median(samples)), "maxUs": max(samples)}
 
 
+# How the page names each timed program, in the verdict below.
+TIMED_NAMES = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
+               "all_gather_only": "all-gather alone"}
+
+
+def ranges_verdict(timing, names=TIMED_NAMES):
+    """Whether the min-max ranges of the timed programs overlap, in words for the page.
+
+    Timings this short are noisy, so a page cannot type "the ranges overlap": a fresh
+    recording may contradict it. The words are made from the numbers instead, and a
+    separated pair is named with the side that was slower.
+    """
+    separated = [f"the fastest {names[slow]} took longer than the slowest {names[fast]}"
+                 for slow in timing for fast in timing
+                 if timing[slow]["minUs"] > timing[fast]["maxUs"]]
+    words = "overlap" if not separated else "do not all overlap: " + "; ".join(separated)
+    medians_inside = all(b["minUs"] <= a["medianUs"] <= b["maxUs"]
+                         for a in timing.values() for b in timing.values())
+    return {"rangesOverlap": not separated, "separatedPairs": len(separated),
+            "overlapWords": words, "mediansInsideAllRanges": medians_inside}
+
+
 def environment(devices):
     return {"backend": jax.default_backend(), "deviceCount": len(devices),
             "deviceKind": devices[0].device_kind, "processCount": jax.process_count(),
@@ -382,9 +404,10 @@ def run_lesson(devices):
     print("Idealized payload/storage budget, not observed network traffic:", budget)
     compiled = report_compiled(programs, (x, y, w), sliced)
     print(f"PASS: {LESSON_ID}")
+    timing = {name: summarize(t) for name, t in timings.items()}
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
             "gradient": reference.tolist(), "compiledCollectives": compiled,
-            "timing": {name: summarize(t) for name, t in timings.items()},
+            "timing": timing, "timingVerdict": ranges_verdict(timing),
             "environment": environment(devices)}
 # --8<-- [end:run_lesson]
 

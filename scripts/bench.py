@@ -33,8 +33,9 @@ from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, XLA_COLLECTIVES,
-                                 algbw_gbps, busbw_gbps, fit_below_cache, fit_steps,
-                                 format_bytes, measure_memcpy_gbps)
+                                 MEMCPY_BYTES, MEMCPY_REPEATS, algbw_gbps, busbw_gbps,
+                                 fit_below_cache, fit_steps, format_bytes,
+                                 measure_memcpy_gbps)
 
 # samples: at most, per row; a row gets fewer (never under minSamples) when that many
 # would take longer than rowBudgetS, which keeps the 32 MiB rows from dominating the run.
@@ -101,9 +102,18 @@ def measure_in_subprocess(module, ranks, sizes, plan):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def method_summary(plan):
+def warmup_calls(rows):
+    """The warm-up calls the worker made before each row's samples, as the rows report."""
+    counts = {row["warmupCalls"] for row in rows}
+    if len(counts) != 1:
+        raise WorkerFailed(f"rows report different warm-up counts {sorted(counts)}; "
+                           "rerun make bench")
+    return counts.pop()
+
+
+def method_summary(plan, warmups):
     return {
-        "warmupCalls": 1,
+        "warmupCalls": warmups,
         **{key: plan[key] for key in TIMING_KEYS},
         "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before timing; "
                   "calls per sample doubled until a trial, then the median sample, lasts "
@@ -242,14 +252,30 @@ def trend(values):
     return "neither rises nor falls steadily"
 
 
+def largest_against_cache(largest, cache_bytes):
+    """Where the largest size stands against the cache, in words: only a size past the
+    cache can show what main memory does, and the sizes and the host's cache both vary."""
+    if not cache_bytes:
+        return "of unknown size against the last-level cache"
+    if largest == cache_bytes:
+        return "the size of the last-level cache, not past it"
+    if largest < cache_bytes:
+        return "smaller than the last-level cache"
+    return f"{largest / cache_bytes:.3g} times the last-level cache"
+
+
 def size_labels(rows, cache_bytes):
     """Sizes in words, so the page need not type them: the smallest moved at each p (the
-    requested 8 B rounds up to p floats), the largest, and the cache the fits stop at."""
+    requested 8 B rounds up to p floats), the largest, the cache the fits stop at, and the
+    buffer the memcpy for scale copies."""
     ranks = sorted({row["ranks"] for row in rows})
+    largest = max(row["bytes"] for row in rows)
     return {"smallest": {str(p): format_bytes(min(r["bytes"] for r in rows if r["ranks"] == p))
                          for p in ranks},
-            "largest": format_bytes(max(row["bytes"] for row in rows)),
-            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown"}
+            "largest": format_bytes(largest),
+            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown",
+            "largestAgainstCache": largest_against_cache(largest, cache_bytes),
+            "memcpy": format_bytes(MEMCPY_BYTES)}
 
 
 def busbw_peaks(rows):
@@ -334,7 +360,8 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
     fits = fit_rows(rows, cache_bytes)
     steps = step_fits(fits)
     recording.update(method=method, rows=[with_bandwidths(r) for r in rows],
-                     memcpyGBps=memcpy_gbps, lastLevelCacheBytes=cache_bytes, fits=fits,
+                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
+                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes, fits=fits,
                      fitSummary=fit_summary(fits),
                      steps=steps, stepSummary=step_summary(steps),
                      ratios=time_ratios(rows, fits),
@@ -366,7 +393,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
         rows += measured["rows"]
         backend = measured["backend"]
     recording = build_recording(lesson, rows, describe_host(backend, load),
-                                method_summary(plan), memcpy, time.perf_counter() - start,
+                                method_summary(plan, warmup_calls(rows)), memcpy,
+                                time.perf_counter() - start,
                                 last_level_cache_bytes(), os.getloadavg()[0])
     name = f"recordings/{lesson.id}.sweep.json"
     validate(recording, f"new recording {name}", "make bench")
