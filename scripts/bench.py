@@ -20,12 +20,14 @@ import os
 import time
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import SWEEP_ANALYSIS
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sizes import SIZES
 from scripts.sweep_analysis import analyse, method_summary
-from scripts.sweep_measure import (WorkerFailed, last_level_cache_bytes, measure_in_subprocess,
+from scripts.sweep_measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
+                                   last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)
 
 # samples: at most, per row; a row gets fewer (never under minSamples) when that many
@@ -48,13 +50,23 @@ def check_rows(rows):
                            "nothing was written")
 
 
+def warmup_calls(rows):
+    """The warm-up calls the worker made before each row's samples, as the rows report."""
+    counts = {row["warmupCalls"] for row in rows}
+    if len(counts) != 1:
+        raise WorkerFailed(f"rows report different warm-up counts {sorted(counts)}; "
+                           "rerun make bench")
+    return counts.pop()
+
+
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
                     cache_bytes=None, load_after=None):
     check_rows(rows)
     recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root,
                        extra=[lesson.root / SWEEP_ANALYSIS])
-    recording.update(method=method, **analyse(rows, cache_bytes),
-                     memcpyGBps=memcpy_gbps, lastLevelCacheBytes=cache_bytes,
+    recording.update(method=method, **analyse(rows, cache_bytes, MEMCPY_BYTES),
+                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
+                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes,
                      durationS=duration_s, loadAverage1mAfter=load_after,
                      command=["make", "bench"])
     return recording
@@ -86,7 +98,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
         backend = measured["backend"]
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__, "loadAverage1m": load}
-    recording = build_recording(lesson, rows, environment, method_summary(plan), memcpy,
+    recording = build_recording(lesson, rows, environment,
+                                method_summary(plan, warmup_calls(rows)), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(),
                                 os.getloadavg()[0])
     name = f"recordings/{lesson.id}.sweep.json"
@@ -133,6 +146,7 @@ def sweep_lesson(lesson_id):
 def main(argv=None, plan=FULL):
     """`plan`: ranks, sizes (None: every size) and the timing keys; tests pass a small one."""
     args = parse_args(argv)
+    stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
@@ -140,6 +154,9 @@ def main(argv=None, plan=FULL):
     except (WrongResults, WorkerFailed, RegistryError, RecordingError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
+    except Interrupted as signal_:
+        print(f"bench.py: {signal_}; every earlier file is as it was", file=sys.stderr)
+        return signal_.exit_status
     except ValueError as error:  # the fit: times that do not grow with size
         print(f"bench.py: the sweep cannot be fitted ({error}); nothing was written",
               file=sys.stderr)

@@ -220,14 +220,30 @@ def trend(values):
     return "neither rises nor falls steadily"
 
 
-def size_labels(rows, cache_bytes):
+def largest_against_cache(largest, cache_bytes):
+    """Where the largest size stands against the cache, in words: only a size past the
+    cache can show what main memory does, and the sizes and the host's cache both vary."""
+    if not cache_bytes:
+        return "of unknown size against the last-level cache"
+    if largest == cache_bytes:
+        return "the size of the last-level cache, not past it"
+    if largest < cache_bytes:
+        return "smaller than the last-level cache"
+    return f"{largest / cache_bytes:.3g} times the last-level cache"
+
+
+def size_labels(rows, cache_bytes, memcpy_bytes):
     """Sizes in words, so the page need not type them: the smallest moved at each p (the
-    requested 8 B rounds up to p floats), the largest, and the cache the fits stop at."""
+    requested 8 B rounds up to p floats), the largest, the cache the fits stop at, and the
+    buffer the memcpy for scale copies."""
     ranks = sorted({row["ranks"] for row in rows})
+    largest = max(row["bytes"] for row in rows)
     return {"smallest": {str(p): format_bytes(min(r["bytes"] for r in rows if r["ranks"] == p))
                          for p in ranks},
-            "largest": format_bytes(max(row["bytes"] for row in rows)),
-            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown"}
+            "largest": format_bytes(largest),
+            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown",
+            "largestAgainstCache": largest_against_cache(largest, cache_bytes),
+            "memcpy": format_bytes(memcpy_bytes)}
 
 
 def busbw_peaks(rows):
@@ -305,9 +321,9 @@ def fit_summary(fits, lesson_bytes=32):
                                        for f in every if f["alphaUs"] > 0)}
 
 
-def method_summary(plan):
+def method_summary(plan, warmups):
     return {
-        "warmupCalls": 1,
+        "warmupCalls": warmups,
         **plan,  # the timing keys of the plan, as bench.py ran it
         "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before timing; "
                   "calls per sample doubled until a trial, then the median sample, lasts "
@@ -327,7 +343,7 @@ def method_summary(plan):
     }
 
 
-def analyse(rows, cache_bytes):
+def analyse(rows, cache_bytes, memcpy_bytes):
     """Every field the recording derives from the measured rows: the bandwidths, the fits
     below the cache, the step counts, the ratios and the words the page prints."""
     fits = fit_rows(rows, cache_bytes)
@@ -335,4 +351,5 @@ def analyse(rows, cache_bytes):
     rows = [with_bandwidths(row) for row in rows]
     return {"rows": rows, "fits": fits, "fitSummary": fit_summary(fits), "steps": steps,
             "stepSummary": step_summary(steps), "ratios": time_ratios(rows, fits),
-            "busbwPeakGBps": busbw_peaks(rows), "sizeLabels": size_labels(rows, cache_bytes)}
+            "busbwPeakGBps": busbw_peaks(rows),
+            "sizeLabels": size_labels(rows, cache_bytes, memcpy_bytes)}

@@ -7,6 +7,7 @@ for scale and reads the last-level cache size, where the fits stop.
 """
 import importlib
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -38,6 +39,9 @@ class ProgressBar:
 
 def run_worker(config):
     """Inside a fresh interpreter: measure one p and print the rows as JSON on stdout."""
+    # Ctrl-C reaches every process of the terminal's group: the parent answers it in one
+    # line and kills this worker, which would otherwise print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sweep_programs = importlib.import_module(config["module"])
     sweep_programs.configure_devices(config["ranks"])
     import jax
@@ -54,8 +58,12 @@ def run_worker(config):
 
 def measure_in_subprocess(module, ranks, sizes, plan, root=ROOT):
     config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
-    done = subprocess.run([sys.executable, "-m", "scripts.sweep_measure", json.dumps(config)],
-                          cwd=root, stdout=subprocess.PIPE, text=True)
+    try:
+        done = subprocess.run([sys.executable, "-m", "scripts.sweep_measure",
+                               json.dumps(config)], cwd=root, stdout=subprocess.PIPE, text=True)
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is killed mid-way through its bar
+        print(file=sys.stderr)  # so the one error line starts a line of its own
+        raise
     if done.returncode:
         raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
                            "above); nothing was written")
@@ -77,7 +85,12 @@ def last_level_cache_bytes():
     return max(sizes, default=None)
 
 
-def measure_memcpy_gbps(nbytes=256 * 2**20, repeats=5):
+# The memcpy for scale: one buffer this large, copied this many times, the best kept.
+MEMCPY_BYTES = 256 * 2**20
+MEMCPY_REPEATS = 5
+
+
+def measure_memcpy_gbps(nbytes=MEMCPY_BYTES, repeats=MEMCPY_REPEATS):
     """Best-of-`repeats` bytes copied per second by one thread, for scale: p device
     threads copy concurrently and share the memory bus, so this bounds nothing.
 

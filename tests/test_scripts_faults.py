@@ -78,7 +78,7 @@ def shrinking_rows(module, ranks, sizes, plan, root):
     """Times that fall as the messages grow: no alpha-beta line can fit them."""
     rows = [{"collective": c, "ranks": ranks, "requestedBytes": s, "bytes": s,
              "medianUs": 1000.0 / (k + 1), "minUs": 1.0, "maxUs": 2000.0, "samples": 3,
-             "callsPerSample": 1, "wrong": 0}
+             "callsPerSample": 1, "warmupCalls": 1, "wrong": 0}
             for c in COLLECTIVES for k, s in enumerate(sizes)]
     return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows}
 
