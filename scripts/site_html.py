@@ -8,6 +8,10 @@
   plugin reads and then strips): every reader downloads the index on every page, and the
   code would be two thirds of it; the prose around each block names what it defines.
 - The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
+- The theme's label of a nav section ("Going further", with `navigation.sections`) loses
+  its `tabindex=""`: mkdocs-material 9.8 writes the attribute empty for a section, which
+  is invalid HTML and which browsers ignore anyway, so dropping it changes nothing a
+  reader can do.
 - Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
   not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
 """
@@ -26,6 +30,7 @@ SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9.]+)\s*(pt|px)?\s*$")
 PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
+EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=""')
 
 
 def svg_size(path):
@@ -74,6 +79,7 @@ def on_page_content(html, page, config, files):
 
 
 def on_post_page(output, page, config):
+    output = EMPTY_TABINDEX.sub(r"\1", output)
     return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
 
 
