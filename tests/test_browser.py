@@ -11,6 +11,7 @@ land in test-artifacts/ for a person to look at.
 """
 import functools
 import http.server
+import json
 import os
 import re
 import threading
@@ -200,6 +201,10 @@ def test_lesson_page_first_load_is_at_most_500_kb(browser, served):
              for response in responses}
     total = sum(sizes.values())
     print(f"lesson page first load: {total:,} bytes in {len(sizes)} requests")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "lesson-first-load.json").write_text(
+        json.dumps({"totalBytes": total, "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes},
+                   indent=2))
     assert total <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
     page.close()
 
