@@ -331,6 +331,28 @@ def summarize(samples):
             "medianUs": float(np.median(samples)), "maxUs": max(samples)}
 
 
+# How the page names each timed program, in the verdict below.
+TIMED_NAMES = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
+               "all_gather_only": "all-gather alone"}
+
+
+def ranges_verdict(timing, names=TIMED_NAMES):
+    """Whether the min-max ranges of the timed programs overlap, in words for the page.
+
+    Timings this short are noisy, so a page cannot type "the ranges overlap": a fresh
+    recording may contradict it. The words are made from the numbers instead, and a
+    separated pair is named with the side that was slower.
+    """
+    separated = [f"the fastest {names[slow]} took longer than the slowest {names[fast]}"
+                 for slow in timing for fast in timing
+                 if timing[slow]["minUs"] > timing[fast]["maxUs"]]
+    words = "overlap" if not separated else "do not all overlap: " + "; ".join(separated)
+    medians_inside = all(b["minUs"] <= a["medianUs"] <= b["maxUs"]
+                         for a in timing.values() for b in timing.values())
+    return {"rangesOverlap": not separated, "separatedPairs": len(separated),
+            "overlapWords": words, "mediansInsideAllRanges": medians_inside}
+
+
 def environment(devices):
     return {"backend": jax.default_backend(), "deviceCount": len(devices),
             "deviceKind": devices[0].device_kind, "processCount": jax.process_count(),
@@ -382,9 +404,10 @@ def run_lesson(devices):
     print("Idealized payload/storage budget, not observed network traffic:", budget)
     compiled = report_compiled(programs, (x, y, w), sliced)
     print(f"PASS: {LESSON_ID}")
+    timing = {name: summarize(t) for name, t in timings.items()}
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
             "gradient": reference.tolist(), "compiledCollectives": compiled,
-            "timing": {name: summarize(t) for name, t in timings.items()},
+            "timing": timing, "timingVerdict": ranges_verdict(timing),
             "environment": environment(devices)}
 # --8<-- [end:run_lesson]
 
@@ -430,13 +453,37 @@ def device_count(text):
                                          f"try --devices 4") from None
 
 
+def data_out_path(path):
+    """--data-out, refused before the lesson runs when its folder cannot take the file."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise argparse.ArgumentTypeError(f"{path} is a folder; give a file path, such as "
+                                         f"{os.path.join(path, 'data.json')}")
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise argparse.ArgumentTypeError(f"cannot write {path}: {folder} is not a writable "
+                                         f"folder; create it, or pick another path")
+    return path
+
+
+def write_json(path, data):
+    """Beside `path`, then renamed onto it: a failed write leaves no half-written file."""
+    temp = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(temp, "w") as out:
+            json.dump(data, out, indent=2)
+        os.replace(temp, path)
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
+
+
 def parse_args(argv):
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
                         help="cpu: logical devices on this host; tpu/gpu: physical chips")
     parser.add_argument("--devices", type=device_count, default=4,
                         help=f"mesh size p (default 4; at most {MAX_CPU_DEVICES} on cpu)")
-    parser.add_argument("--data-out", metavar="PATH",
+    parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="also write figure data, timings and environment as JSON")
     return parser.parse_args(argv)
 
@@ -450,8 +497,12 @@ def main(argv=None):
         return 2
     data = run_lesson(devices)
     if args.data_out:
-        with open(args.data_out, "w") as out:
-            json.dump(data, out, indent=2)
+        try:
+            write_json(args.data_out, data)
+        except OSError as error:
+            print(f"error: cannot write {args.data_out} ({error.strerror}); the lesson "
+                  f"passed, but its data was not written", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -290,6 +290,66 @@ def measure_rounds(devices, samples=13, passes=2):
     return timing
 
 
+NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatter",
+         "all_gather": "all-gather", "all_reduce": "all-reduce"}
+COUNT_WORDS = ["none", "one", "two", "three", "four", "five", "six"]
+
+
+def listed(items):
+    """'a', 'a and b', 'a, b and c': a list as a sentence says it."""
+    return " and ".join([", ".join(items[:-1])] * (len(items) > 1) + items[-1:])
+
+
+def rounds_verdict(timing, cores, many="p4", few="p2"):
+    """Did fewer processes lower the time per round? Per collective, and in words.
+
+    The hypothesis predicts it only when the larger run has more processes than cores
+    and the smaller one a core per process; `premiseHolds` says whether this machine
+    was such a case. Medians this short are noisy, so the page prints these words,
+    made from the numbers, rather than a verdict typed once.
+    """
+    rows, slower = {}, []
+    for algorithm, collectives in timing[few].items():
+        for collective, row in collectives.items():
+            other = timing[many][algorithm][collective]
+            lower = row["medianUsPerRound"] < other["medianUsPerRound"]
+            rows.setdefault(algorithm, {})[collective] = {
+                "lowerWithFewer": lower, "perRoundUs": {few: row["medianUsPerRound"],
+                                                        many: other["medianUsPerRound"]}}
+            if not lower:
+                slower.append(f"{NAMES[algorithm]} {NAMES[collective]} "
+                              f"({row['medianUsPerRound']:,.0f} µs per round on "
+                              f"{row['ranks']}, {other['medianUsPerRound']:,.0f} on "
+                              f"{other['ranks']})")
+    total = sum(len(collectives) for collectives in rows.values())
+    lower = total - len(slower)
+    few_ranks, many_ranks = int(few[1:]), int(many[1:])
+    premise = few_ranks <= cores < many_ranks
+    than = f"with {few_ranks} processes than with {many_ranks}"
+    if not slower:
+        words = f"all {COUNT_WORDS[total]} collectives took less time per round {than}"
+    else:
+        words = (f"{COUNT_WORDS[lower]} of the {COUNT_WORDS[total]} collectives took less "
+                 f"time per round {than}; {listed(slower)} did not")
+    if not premise:
+        verdict = ("The hypothesis does not apply on this machine: it needs more processes "
+                   f"than cores at p = {many_ranks} and a core each at p = {few_ranks}.")
+    elif not slower:
+        verdict = "That is what the hypothesis predicts."
+    else:
+        verdict = "The hypothesis predicts it for all of them, so this run does not bear it out."
+    few_words = ("one process per core" if few_ranks <= cores
+                 else f"{few_ranks} processes sharing {cores} core{'s' * (cores > 1)}")
+    # The widest spread of any row: how far a call can stray from the fastest one.
+    spread = max(row["maxUs"] / row["minUs"] for by_algorithm in timing.values()
+                 for collectives in by_algorithm.values() for row in collectives.values())
+    gloo_ranges = lesson.ranges_verdict(timing[many]["gloo"], names=NAMES)
+    return {"collectives": rows, "lowerWithFewer": lower, "total": total,
+            "slowestOverFastest": spread, "glooRangesWords": gloo_ranges["overlapWords"],
+            "cores": cores, "premiseHolds": premise, "fewerCoresWords": few_words,
+            "lowerWords": words, "verdictWords": verdict}
+
+
 def gradient_by_rank(devices):
     """Each process's own copy of the all-reduced lesson gradient, stacked by rank."""
     mesh = Mesh(np.asarray(devices), ("data",))
@@ -334,6 +394,8 @@ def main(argv=None):
     data["roundsTiming"] = measure_rounds(devices)
     progress(rank, "rounds timed")
     if rank == 0 and args.data_out:
+        # Only ranks 0 and 1 timed the two-process runs, so only they could say this.
+        data["roundsVerdict"] = rounds_verdict(data["roundsTiming"], os.cpu_count())
         with open(args.data_out, "w") as out:
             json.dump(data, out, indent=2)
     return 0

@@ -22,17 +22,20 @@ import json
 import math
 import os
 import platform
+import signal
 import subprocess
 import time
 
 import numpy as np
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sweep_model import (COLLECTIVES, RING_COLLECTIVES, SIZES, XLA_COLLECTIVES,
-                                 algbw_gbps, busbw_gbps, fit_below_cache, fit_steps,
-                                 format_bytes, measure_memcpy_gbps)
+                                 MEMCPY_BYTES, MEMCPY_REPEATS, algbw_gbps, busbw_gbps,
+                                 fit_below_cache, fit_steps, format_bytes,
+                                 measure_memcpy_gbps)
 
 # samples: at most, per row; a row gets fewer (never under minSamples) when that many
 # would take longer than rowBudgetS, which keeps the 32 MiB rows from dominating the run.
@@ -68,6 +71,9 @@ class WrongResults(RuntimeError):
 
 def run_worker(config):
     """Inside a fresh interpreter: measure one p and print the rows as JSON on stdout."""
+    # Ctrl-C reaches every process of the terminal's group: the parent answers it in one
+    # line and kills this worker, which would otherwise print a traceback of its own.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     sweep_measure = importlib.import_module(config["module"])
     sweep_measure.configure_devices(config["ranks"])
     import jax
@@ -84,17 +90,30 @@ def run_worker(config):
 
 def measure_in_subprocess(module, ranks, sizes, plan):
     config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
-    done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
-                          stdout=subprocess.PIPE, text=True)
+    try:
+        done = subprocess.run([sys.executable, __file__, "--worker", json.dumps(config)],
+                              stdout=subprocess.PIPE, text=True)
+    except BaseException:  # Ctrl-C, SIGTERM: the worker is killed mid-way through its bar
+        print(file=sys.stderr)  # so the one error line starts a line of its own
+        raise
     if done.returncode:
         raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
                            "above); nothing was written")
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def method_summary(plan):
+def warmup_calls(rows):
+    """The warm-up calls the worker made before each row's samples, as the rows report."""
+    counts = {row["warmupCalls"] for row in rows}
+    if len(counts) != 1:
+        raise WorkerFailed(f"rows report different warm-up counts {sorted(counts)}; "
+                           "rerun make bench")
+    return counts.pop()
+
+
+def method_summary(plan, warmups):
     return {
-        "warmupCalls": 1,
+        "warmupCalls": warmups,
         **{key: plan[key] for key in TIMING_KEYS},
         "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before timing; "
                   "calls per sample doubled until a trial, then the median sample, lasts "
@@ -233,14 +252,30 @@ def trend(values):
     return "neither rises nor falls steadily"
 
 
+def largest_against_cache(largest, cache_bytes):
+    """Where the largest size stands against the cache, in words: only a size past the
+    cache can show what main memory does, and the sizes and the host's cache both vary."""
+    if not cache_bytes:
+        return "of unknown size against the last-level cache"
+    if largest == cache_bytes:
+        return "the size of the last-level cache, not past it"
+    if largest < cache_bytes:
+        return "smaller than the last-level cache"
+    return f"{largest / cache_bytes:.3g} times the last-level cache"
+
+
 def size_labels(rows, cache_bytes):
     """Sizes in words, so the page need not type them: the smallest moved at each p (the
-    requested 8 B rounds up to p floats), the largest, and the cache the fits stop at."""
+    requested 8 B rounds up to p floats), the largest, the cache the fits stop at, and the
+    buffer the memcpy for scale copies."""
     ranks = sorted({row["ranks"] for row in rows})
+    largest = max(row["bytes"] for row in rows)
     return {"smallest": {str(p): format_bytes(min(r["bytes"] for r in rows if r["ranks"] == p))
                          for p in ranks},
-            "largest": format_bytes(max(row["bytes"] for row in rows)),
-            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown"}
+            "largest": format_bytes(largest),
+            "lastLevelCache": format_bytes(cache_bytes) if cache_bytes else "unknown",
+            "largestAgainstCache": largest_against_cache(largest, cache_bytes),
+            "memcpy": format_bytes(MEMCPY_BYTES)}
 
 
 def busbw_peaks(rows):
@@ -325,7 +360,8 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
     fits = fit_rows(rows, cache_bytes)
     steps = step_fits(fits)
     recording.update(method=method, rows=[with_bandwidths(r) for r in rows],
-                     memcpyGBps=memcpy_gbps, lastLevelCacheBytes=cache_bytes, fits=fits,
+                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
+                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes, fits=fits,
                      fitSummary=fit_summary(fits),
                      steps=steps, stepSummary=step_summary(steps),
                      ratios=time_ratios(rows, fits),
@@ -357,7 +393,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
         rows += measured["rows"]
         backend = measured["backend"]
     recording = build_recording(lesson, rows, describe_host(backend, load),
-                                method_summary(plan), memcpy, time.perf_counter() - start,
+                                method_summary(plan, warmup_calls(rows)), memcpy,
+                                time.perf_counter() - start,
                                 last_level_cache_bytes(), os.getloadavg()[0])
     name = f"recordings/{lesson.id}.sweep.json"
     validate(recording, f"new recording {name}", "make bench")
@@ -415,6 +452,7 @@ def main(argv=None):
         run_worker(json.loads(args.worker))
         return 0
     plan = QUICK if args.quick else FULL
+    stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
@@ -422,6 +460,9 @@ def main(argv=None):
     except (WrongResults, WorkerFailed, RegistryError, RecordingError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
+    except Interrupted as signal_:
+        print(f"bench.py: {signal_}; every earlier file is as it was", file=sys.stderr)
+        return signal_.exit_status
     print(f"bench: measured in {recording['durationS']:.0f} s (single-thread memcpy "
           f"{recording['memcpyGBps']:.1f} GB/s)", file=sys.stderr)
     return 0

@@ -5,18 +5,18 @@
 device. If a rank fails, or the run outlives its timeout, every rank is killed, nothing is
 written, and ProcessRunError says which rank, how it ended and what it last wrote to stderr.
 """
+import ctypes
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from scripts import ROOT
+from scripts.scratch import scratch_folder
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,28 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
         # Files, not pipes: a chatty rank can never block on a pipe nobody is reading.
         # A session of its own: killpg then reaches anything the rank started, too.
         return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=err, start_new_session=True)
+                                stdout=out, stderr=err, start_new_session=True,
+                                preexec_fn=dies_with(os.getpid()))
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def dies_with(parent):
+    """A preexec_fn that has Linux SIGKILL the rank when its launcher dies, even by
+    SIGKILL, which leaves the launcher no chance to kill its ranks itself; the ranks would
+    otherwise wait for each other, forever. None (nothing to do) where there is no prctl.
+    """
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    except (OSError, AttributeError):
+        return None
+
+    def preexec():
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the launcher died before prctl: nobody to wait for
+            os._exit(1)
+    return preexec
 
 
 def wait_for(children, timeout_s, scratch, poll_s=0.02):
@@ -121,8 +142,10 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
     """
     started = time.monotonic()
     children = []
-    with tempfile.TemporaryDirectory(prefix=f"launch-{module.rsplit('.', 1)[-1]}-") as scratch:
-        scratch = Path(scratch)
+    # A rank dies with its launcher (dies_with); the launcher kills its ranks on any
+    # exception, Ctrl-C and SIGTERM included (record.py raises Interrupted for both), and
+    # the next run removes a scratch folder that SIGKILL left (scripts/scratch.py).
+    with scratch_folder("ranks") as scratch:
         try:
             port = free_port()
             for rank in range(ranks):

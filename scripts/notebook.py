@@ -9,7 +9,12 @@ The `if __name__ == "__main__"` guard is left out (a kernel's __name__ is "__mai
 """
 import ast
 import json
+import logging
+import os
 import re
+import signal
+import threading
+import time
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -17,7 +22,7 @@ from pathlib import Path
 import nbformat
 from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
-from nbclient.exceptions import CellExecutionError
+from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 
 MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]\s*$")
 MAIN_GUARD = 'if __name__ == "__main__":'
@@ -86,23 +91,82 @@ def build_notebook(module_path, lesson_id, platform="cpu", devices=4):
 
 
 def execute(notebook, working_dir, timeout_s=600):
-    """Run every cell in a fresh kernel; a cell that raises raises ExecutionFailed."""
+    """Run every cell in a fresh kernel; a cell that raises raises ExecutionFailed.
+
+    nbclient answers SIGINT and SIGTERM itself when it runs on the main thread: it shuts
+    the kernel down and carries on, to fail later with an AssertionError, or to finish. On
+    a worker thread it leaves them alone, so Ctrl-C reaches record.py, which stops the
+    kernel (and everything it started) before it passes the interrupt on.
+    """
     # IPC sockets in the scratch folder: the kernel is reachable from this user only,
     # and ipykernel does not warn about an unencrypted TCP port.
     kernel = KernelManager(kernel_name="python3", transport="ipc",
-                           ip=str(Path(working_dir) / "kernel"))
+                           ip=str(Path(working_dir) / "kernel"), log=QUIET)
+    client = NotebookClient(notebook, km=kernel, timeout=timeout_s, record_timing=False,
+                            resources={"metadata": {"path": str(working_dir)}}, log=QUIET)
+    failure = []
+    worker = threading.Thread(target=catching(client.execute, failure), name="notebook",
+                              daemon=True)
     try:
-        NotebookClient(notebook, km=kernel, timeout=timeout_s, record_timing=False,
-                       resources={"metadata": {"path": str(working_dir)}}).execute()
-    except CellExecutionError as error:
-        lines = [line for line in ANSI.sub("", str(error)).strip().splitlines() if line]
-        setup = "configure_devices(" in str(error).split("-----")[0] \
-            and not any("run_lesson" in line for line in lines[-3:])
-        raise ExecutionFailed(lines[-1] if lines else "a cell failed", setup) from None
+        worker.start()
+        worker.join()
+    except BaseException:  # Ctrl-C, SIGTERM: no kernel may outlive record.py
+        deadline = time.monotonic() + 30
+        while worker.is_alive() and time.monotonic() < deadline:
+            kill_kernel(kernel)  # again each time: the worker may be starting one
+            worker.join(timeout=0.2)
+        kill_kernel(kernel)
+        failure.append("interrupted")
+        raise
     finally:
-        if kernel.has_kernel:
-            kernel.shutdown_kernel(now=False)
+        if not worker.is_alive() and kernel.has_kernel:
+            kernel.shutdown_kernel(now=bool(failure))  # a clean run's kernel exits itself
+    if failure:
+        raise one_line(failure[0])
     return notebook
+
+
+# nbclient and jupyter_client log kernel trouble to stderr; the one line record.py prints
+# says it instead.
+QUIET = logging.getLogger("scripts.notebook")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False
+
+
+def catching(function, failures):
+    def run():
+        try:
+            function()
+        except Exception as error:  # re-raised on the main thread
+            failures.append(error)
+    return run
+
+
+def kill_kernel(kernel):
+    """SIGKILL the kernel's process group: jupyter_client starts it in a session of its
+    own, so this reaches anything the kernel started, too."""
+    process = getattr(kernel.provisioner, "process", None) if kernel.provisioner else None
+    if process is None:
+        return
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+    process.wait()
+
+
+def one_line(error):
+    """ExecutionFailed for what a worker thread raised: its last meaningful line."""
+    if isinstance(error, CellTimeoutError):
+        return ExecutionFailed("a cell ran past its time limit and was stopped", False)
+    if isinstance(error, DeadKernelError):
+        return ExecutionFailed(f"the kernel died ({error})", False)
+    if not isinstance(error, CellExecutionError):
+        return ExecutionFailed(f"{type(error).__name__}: {error}", False)
+    lines = [line for line in ANSI.sub("", str(error)).strip().splitlines() if line]
+    setup = "configure_devices(" in str(error).split("-----")[0] \
+        and not any("run_lesson" in line for line in lines[-3:])
+    return ExecutionFailed(lines[-1] if lines else "a cell failed", setup)
 
 
 def coalesce_streams(cell):
@@ -125,8 +189,6 @@ def stdout_of(notebook):
 
 def run(module_path, lesson_id, working_dir, platform="cpu", devices=4):
     """Execute the lesson once; return the notebook, its stdout and run_lesson's data."""
-    import time
-
     notebook = build_notebook(module_path, lesson_id, platform, devices)
     data_path = Path(working_dir) / "data.json"
     notebook.cells.append(nbformat.v4.new_code_cell(

@@ -8,8 +8,9 @@
     python scripts/record.py --check            # is every recording, figure and notebook current?
 
 The lessons, and what each produces, are listed in lesson_code/lessons.toml. Nothing is
-moved into place until the lesson printed PASS and the recording validated: a failure or
-Ctrl-C leaves every earlier file as it was.
+moved into place until the lesson printed PASS and the recording validated: a failure,
+Ctrl-C (exit 130) or SIGTERM (exit 143) leaves every earlier file as it was, in one line.
+A request that cannot work (`--processes 3`, `--devices 8`) is refused first, exit 2.
 """
 import sys
 from pathlib import Path
@@ -20,16 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import argparse
 import json
 import subprocess
-import tempfile
 import time
 from importlib.metadata import version
 
 from scripts import display
+from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
                              notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
                                 remove_stray_temps, validate)
+from scripts.scratch import scratch_folder
 
 LESSON_TIMEOUT_S = 600
 
@@ -97,15 +99,14 @@ def record_lesson(lesson, platform, devices, staging, scratch):
     found = run.data["environment"]["deviceCount"]
     if found != devices:
         raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
-                           f"gave {found}; pass --devices {found}")
+                           f"gave {found}; record on a machine with {devices}")
     command = ["python", "scripts/record.py"] + (
-        [] if (platform, devices) == ("cpu", lesson.devices)
-        else ["--platform", platform, "--devices", str(devices)])
+        [] if platform == "cpu" else ["--platform", platform])
     recording = executed_recording(lesson, lesson.path(), run.stdout, run.data,
                                    run.duration_s, command)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
-    if platform == "cpu" and devices == lesson.devices:
+    if platform == "cpu":
         from scripts.notebook import notebook_text
 
         text = notebook_text(run.notebook)
@@ -240,10 +241,10 @@ def render(output, data):
                           f"{output.source} ({type(error).__name__}: {error})") from None
 
 
-def record(lessons, platform="cpu", devices=None, processes=None, render_only=False):
+def record(lessons, platform="cpu", processes=None, render_only=False):
     root = next(iter(lessons.values())).root
     remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
-    with Staging() as staging, tempfile.TemporaryDirectory() as scratch:
+    with Staging() as staging, scratch_folder("record") as scratch:
         try:
             lock = read_lock(root)
         except LockError:
@@ -253,8 +254,8 @@ def record(lessons, platform="cpu", devices=None, processes=None, render_only=Fa
             if processes:
                 arriving.update(record_processes(lesson, processes, staging))
             elif not render_only:
-                recorded, entries = record_lesson(lesson, platform, devices or lesson.devices,
-                                                  staging, scratch)
+                recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
+                                                  scratch)
                 arriving.update(recorded)
                 lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
@@ -262,7 +263,11 @@ def record(lessons, platform="cpu", devices=None, processes=None, render_only=Fa
             progress(f"drawing the figures of {lesson.id}")
             lock.update(stage_figures(lesson, staging, arriving, lock))
         staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
-        staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+        try:
+            staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+        except Interrupted as signal_:
+            signal_.written = True  # held until the moves were done: the run is complete
+            raise
 
 
 def check(lessons):
@@ -274,8 +279,72 @@ def check(lessons):
     return 1 if lines else 0
 
 
+class UsageError(RecordError):
+    """A request record.py refuses before it runs anything."""
+
+    exit_status = 2
+
+
+# Process counts a multi-process run can record. Each rank checks its shards bit for bit
+# against NumPy, which holds when p is a power of two (p = 3 fails on float rounding);
+# and each rank is a whole JAX process of about 300 MB (64 ranks took 18.5 GB) sharing
+# this machine's cores, so past 16 the run measures the scheduler, not the collectives.
+PROCESS_COUNTS = (2, 4, 8, 16)
+RANK_MEMORY_BYTES = 300 * 2**20
+
+
+def refuse_what_cannot_work(args, lessons):
+    """One line, exit 2, before anything runs or any file is touched."""
+    if args.processes is not None:
+        if args.processes not in PROCESS_COUNTS:
+            why = ("a multi-process run needs 2 or more; `python scripts/record.py` records "
+                   "the single-process one" if args.processes < 2 else
+                   f"at most {PROCESS_COUNTS[-1]}: each rank is a whole JAX process of about "
+                   f"{RANK_MEMORY_BYTES // 2**20} MB" if args.processes > PROCESS_COUNTS[-1]
+                   else "the ranks check their shards bit for bit against NumPy, which holds "
+                   f"for {', '.join(map(str, PROCESS_COUNTS))}")
+            raise UsageError(f"--processes {args.processes} cannot be recorded ({why}); "
+                             f"run `python scripts/record.py --processes 4`")
+        needed, available = args.processes * RANK_MEMORY_BYTES, available_memory()
+        if available is not None and needed > available:
+            raise UsageError(f"--processes {args.processes} needs about {needed / 2**30:.1f} "
+                             f"GiB and this machine has {available / 2**30:.1f} GiB free; "
+                             f"run `python scripts/record.py --processes 4` or free memory")
+        if args.platform != "cpu" or args.devices is not None or args.render_only:
+            raise UsageError("--processes runs N processes with one CPU device each; it takes "
+                             "no --platform, --devices or --render-only: run "
+                             f"`python scripts/record.py --processes {args.processes}`")
+    for lesson in lessons.values():
+        if args.devices is not None and args.devices != lesson.devices:
+            # The recording's name says its platform, not its device count: a second count
+            # would replace the one the lesson's page describes.
+            raise UsageError(
+                f"--devices {args.devices}: {lesson.id} is recorded on {lesson.devices} "
+                f"devices, the count its page describes (`devices` in "
+                f"lesson_code/lessons.toml); to try {args.devices} without recording, run "
+                f"`python -m {lesson.module} --devices {args.devices}`")
+
+
+def available_memory():
+    """MemAvailable from /proc/meminfo, in bytes; None where there is no such file."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line (the usage is in --help)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}; see `python scripts/record.py --help`\n")
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="exit 1 listing every stale, invalid or missing output")
@@ -283,7 +352,8 @@ def parse_args(argv):
                       help="redraw the figures from the existing recordings, without JAX")
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
     parser.add_argument("--devices", type=int,
-                        help="devices to run on (default: the lesson's, in lessons.toml)")
+                        help="the lesson's device count (lessons.toml `devices`); no other is "
+                             "recorded")
     parser.add_argument("--processes", type=int, metavar="N",
                         help="run as N JAX processes with one CPU device each")
     parser.add_argument("--lesson", help="one lesson id (default: every lesson)")
@@ -292,6 +362,7 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    stop_on_signals()  # Ctrl-C and SIGTERM unwind through every clean-up on the way
     try:
         lessons = load_lessons()
         if args.lesson:
@@ -301,16 +372,19 @@ def main(argv=None):
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
             return check(lessons)
-        record(lessons, args.platform, args.devices, args.processes, args.render_only)
+        refuse_what_cannot_work(args, lessons)
+        record(lessons, args.platform, args.processes, args.render_only)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     except (RecordError, RecordingError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
-    except KeyboardInterrupt:
-        print("error: interrupted; every earlier file is as it was", file=sys.stderr)
-        return 130
+    except Interrupted as signal_:
+        outcome = ("after every new file was in place" if signal_.written
+                   else "every earlier file is as it was")
+        print(f"error: {signal_}; {outcome}", file=sys.stderr)
+        return signal_.exit_status
     return 0
 
 

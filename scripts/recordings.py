@@ -8,6 +8,7 @@ it, never a traceback.
 import json
 import os
 import platform
+import shutil
 import tempfile
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
 from scripts.hashes import content_files, combined_hash
+from scripts.interrupts import signals_deferred
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 # Files in recordings/ that are not recordings.
@@ -165,10 +167,35 @@ class Staging:
         self.staged.append((staged_write(path, data), Path(path)))
 
     def commit(self, report=lambda path: None):
-        for temp, final in self.staged:
-            os.replace(temp, final)
-            report(final)
-        self.staged = []
+        """Move every staged file into place: all of them, or (on an error) none.
+
+        Ctrl-C and SIGTERM wait until the moves are done (a mix of new and old files
+        would be worse than either). A move that fails puts back the files already moved,
+        from hard links of the old ones, and raises RecordingError naming the file.
+        """
+        with signals_deferred():
+            moved = []  # (target, a link to its old file) for each file already moved
+            try:
+                for temp, final in self.staged:
+                    old = keep_old(final)
+                    try:
+                        os.replace(temp, final)
+                    except OSError:
+                        if old is not None:
+                            old.unlink(missing_ok=True)
+                        raise
+                    moved.append((final, old))
+            except OSError as error:
+                put_back(moved)
+                raise RecordingError(f"{display(final)}: cannot be moved into place "
+                                     f"({error.strerror}); every file is as it was") from None
+            finally:
+                for _, old in moved:
+                    if old is not None:
+                        old.unlink(missing_ok=True)
+            self.staged = []
+            for final, _ in moved:
+                report(final)
 
     def __enter__(self):
         return self
@@ -177,6 +204,31 @@ class Staging:
         for temp, _ in self.staged:
             temp.unlink(missing_ok=True)
         self.staged = []
+
+
+def keep_old(path):
+    """A hard link to the file about to be replaced (None if there is none), so a failed
+    commit can put it back; named like a staged file, so a killed run's is removed."""
+    if not path.exists():
+        return None
+    old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
+    old.unlink(missing_ok=True)
+    try:
+        os.link(path, old)
+    except OSError:
+        shutil.copy2(path, old)  # a file system without hard links
+    return old
+
+
+def put_back(moved):
+    for final, old in reversed(moved):
+        try:
+            if old is None:
+                final.unlink(missing_ok=True)
+            else:
+                os.replace(old, final)
+        except OSError:
+            pass  # the error already raised names the file; nothing more can be done
 
 
 def write_atomically(path, data):

@@ -161,7 +161,12 @@ def fit_steps(alphas_s, collectives, ranks, ring_steps=None):
     return dispatch, per_step, float(worst)
 
 
-def measure_memcpy_gbps(nbytes=256 * 2**20, repeats=5):
+# The memcpy for scale: one buffer this large, copied this many times, the best kept.
+MEMCPY_BYTES = 256 * 2**20
+MEMCPY_REPEATS = 5
+
+
+def measure_memcpy_gbps(nbytes=MEMCPY_BYTES, repeats=MEMCPY_REPEATS):
     """Best-of-`repeats` bytes copied per second by one thread, for scale: p device
     threads copy concurrently and share the memory bus, so this bounds nothing.
 

@@ -287,6 +287,40 @@ def test_claims_on_the_page_hold_for_committed_sweep(committed):
     assert committed["fitSummary"]["lessonTransferShare"] < 0.01
 
 
+def test_the_page_reads_what_the_sweep_did_from_the_recording(committed):
+    """Warm-up calls, the memcpy's size and repeats and where the largest size stands
+    against the cache come from the recording, made from what the code did, not typed."""
+    from scripts.sweep_model import MEMCPY_BYTES, MEMCPY_REPEATS
+    page = (ROOT / "docs" / "going-further" / "sweep.md").read_text()
+    for path in ("method.warmupCalls|d", "memcpyRepeats|d", "sizeLabels.memcpy }}",
+                 "sizeLabels.largestAgainstCache }}"):
+        assert f"{{{{ rec:distributed-03.sweep:{path}" in page, path
+    for typed in ("One warm-up call", "np.copyto` of 256 MiB", "past it every copy",
+                  "orders of magnitude", "share one memory bus.", "wait for a core at every"):
+        assert typed not in page, typed  # content review: typed or untested causes
+    assert {row["warmupCalls"] for row in committed["rows"]} == {sweep_measure.WARMUP_CALLS}
+    assert committed["method"]["warmupCalls"] == sweep_measure.WARMUP_CALLS
+    assert (committed["memcpyBytes"], committed["memcpyRepeats"]) == (MEMCPY_BYTES,
+                                                                      MEMCPY_REPEATS)
+    largest, cache = max(r["bytes"] for r in committed["rows"]), committed["lastLevelCacheBytes"]
+    assert committed["sizeLabels"]["largestAgainstCache"] == bench.largest_against_cache(
+        largest, cache)
+
+
+def test_where_the_largest_size_stands_against_the_cache_in_words():
+    assert bench.largest_against_cache(2**25, 2**25) == \
+        "the size of the last-level cache, not past it"
+    assert bench.largest_against_cache(2**26, 2**25) == "2 times the last-level cache"
+    assert bench.largest_against_cache(2**24, 2**25) == "smaller than the last-level cache"
+    assert "unknown" in bench.largest_against_cache(2**24, None)
+
+
+def test_bench_takes_the_warm_up_count_from_the_rows():
+    assert bench.warmup_calls([{"warmupCalls": 2}, {"warmupCalls": 2}]) == 2
+    with pytest.raises(bench.WorkerFailed, match="different warm-up counts"):
+        bench.warmup_calls([{"warmupCalls": 1}, {"warmupCalls": 2}])
+
+
 def test_the_ring_model_rejects_what_one_process_measures_and_says_so():
     """A recording built from times that follow the ring model says 'close to'; one whose
     all-reduce takes four times a reduce-scatter says 'far from'."""

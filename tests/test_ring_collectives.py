@@ -23,6 +23,8 @@ RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
 PROCESSES_RECORDING = ROOT / "recordings" / "distributed-03.cpu-processes.json"
 PAGE = ROOT / "docs" / "going-further" / "build-the-ring.md"
+# The measured byte tables and what they say live on the four-process page alone.
+BYTES_PAGE = ROOT / "docs" / "going-further" / "processes.md"
 
 
 def mesh_of(p):
@@ -227,7 +229,7 @@ def test_exercise_check_rejects_xla_all_gather_and_an_unfinished_ring():
 def test_what_the_page_says_about_the_measured_bytes_holds():
     data, rows = ring_rows()
     gloo = {(row["collective"], row["gradientBytes"]): row for row in data["traffic"]}
-    # "The excess is about the same at both sizes": a cost per message, not per byte.
+    # processes.md, the ring's excess at both sizes: "a cost per message, not per byte".
     small, large = (rows[("reduce_scatter", size)]["excessBytesPerRank"]
                     for size in (32, 2**20))
     assert all(abs(a - b) <= 0.1 * b for a, b in zip(small, large)), (small, large)
@@ -241,9 +243,15 @@ def test_what_the_page_says_about_the_measured_bytes_holds():
     assert max(ratios[0], ratios[3]) < 1.01 and min(ratios[1], ratios[2]) > 1.3, ratios
 
 
+def test_the_bytes_tables_are_on_one_page_and_the_ring_page_links_there():
+    assert "-byte gradient**" not in PAGE.read_text()
+    assert "(processes.md#observed-against-the-model)" in PAGE.read_text()
+    assert BYTES_PAGE.read_text().count("-byte gradient**") == 1
+
+
 def test_each_row_of_the_pages_bytes_tables_reads_the_row_it_names():
     recording = json.loads(PROCESSES_RECORDING.read_text())
-    page = PAGE.read_text()
+    page = BYTES_PAGE.read_text()
     keys = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}
     checked = 0
     for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):

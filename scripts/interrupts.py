@@ -1,0 +1,61 @@
+"""Ctrl-C and SIGTERM as one exception, and the few steps that must not be cut in two.
+
+A command line calls `stop_on_signals()` first: from then on SIGINT and SIGTERM raise
+Interrupted wherever the program is, so every `finally` and context manager (staged files,
+scratch folders, the notebook kernel, the ranks) cleans up on the way out, and main()
+turns it into one line and the shell's exit status for that signal: 130 for SIGINT, 143
+for SIGTERM (128 + the signal's number, what a shell reports for a process it killed).
+"""
+import signal
+import threading
+from contextlib import contextmanager
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived. A BaseException, like KeyboardInterrupt, so that no
+    `except Exception` on the way up can swallow it."""
+
+    def __init__(self, signum):
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+        self.exit_status = 128 + signum
+        self.written = False  # set when it was held until staged files were in place
+        super().__init__(f"interrupted by {self.name}")
+
+
+def _raise(signum, _frame):
+    # The first signal stops the run; the clean-up it starts (killing the kernel or the
+    # ranks, removing staged files) must not be cut short by a second Ctrl-C.
+    for other in SIGNALS:
+        signal.signal(other, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+def stop_on_signals():
+    for signum in SIGNALS:
+        signal.signal(signum, _raise)
+
+
+@contextmanager
+def signals_deferred():
+    """Hold SIGINT and SIGTERM until the block is done, then deliver the first one.
+
+    For the moves that put staged files into place: stopping half way would leave new
+    files beside old ones. Handlers, not a signal mask, because a mask is per thread and
+    CPython may take a signal on any thread.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # only the main thread can set handlers, and only it receives signals
+        return
+    caught = []
+    previous = {signum: signal.signal(signum, lambda signum, _: caught.append(signum))
+                for signum in SIGNALS}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if caught:
+            signal.raise_signal(caught[0])

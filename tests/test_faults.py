@@ -1,0 +1,632 @@
+"""Every fault ends clean: one line on stderr, a non-zero exit, every earlier file as it
+was, no staged `.tmp` file, no process and no scratch folder left behind.
+
+Ctrl-C and SIGTERM in each phase of record.py, a killed launcher of a multi-process run,
+refused arguments, and write errors (a full disk, a read-only folder, a failed move).
+Each test works on its own copy of the project.
+"""
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import FIXTURES, clean_env, project_copy
+from scripts.scratch import MARK, remove_abandoned
+
+LESSON_ID = "distributed-03"
+OUTPUTS = ("recordings", "figures", "docs/notebooks")
+SCRATCH = Path(tempfile.gettempdir())
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory):
+    return project_copy(tmp_path_factory.mktemp("faults").resolve() / "repo")
+
+
+@pytest.fixture
+def tree(pristine, tmp_path):
+    return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
+
+
+def snapshot(root):
+    """Every file record.py may write, hidden ones included, with its bytes."""
+    return {path.relative_to(root).as_posix(): path.read_bytes()
+            for folder in OUTPUTS for path in sorted((root / folder).rglob("*"))
+            if path.is_file()}
+
+
+def temp_files(root):
+    return [path for folder in OUTPUTS for path in (root / folder).rglob("*.tmp")]
+
+
+def scratch_of(pid):
+    """The scratch folders (kernel sockets, rank files) of the run with this pid."""
+    return sorted(SCRATCH.glob(f"record-{pid}-*")) + sorted(SCRATCH.glob(f"ranks-{pid}-*"))
+
+
+class Record:
+    """`record.py ARGS` on a copy, its stderr read line by line as it runs."""
+
+    def __init__(self, root, *args, **env):
+        self.process = subprocess.Popen(
+            [sys.executable, str(root / "scripts" / "record.py"), *args], cwd=root,
+            env=clean_env(PYTHONDONTWRITEBYTECODE="1", **env), stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.lines, self._queue = [], queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stderr:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_line(self, prefix, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"record.py ended before {prefix!r}: {self.lines}")
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return
+        pytest.fail(f"no {prefix!r} within {timeout} s: {self.lines}")
+
+    def wait_for_children(self, word, count, timeout=120):
+        """Its descendant processes whose command line holds `word`, once `count` run."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [child for child in self.descendants()
+                     if word in " ".join(command_line(child))]
+            if len(found) >= count:
+                return found
+            time.sleep(0.1)
+        pytest.fail(f"fewer than {count} {word} processes within {timeout} s: {self.lines}")
+
+    def descendants(self):
+        try:
+            return psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def finish(self, timeout=60):
+        """Exit status and every stderr line, once it has exited."""
+        try:
+            status = self.process.wait(timeout=timeout)
+        finally:
+            self.kill()
+        while (line := self._queue.get(timeout=10)) is not None:
+            self.lines.append(line)
+        return status, self.lines
+
+    def kill(self):
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+
+def command_line(process):
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+def assert_gone(processes, timeout=15):
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    alive = [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
+    left = [command_line(p) for p in alive]
+    for process in alive:
+        process.kill()  # so a failing test leaves nothing running either
+    assert left == []
+
+
+def assert_one_error_line(lines, *words):
+    """Progress lines (`record: ...`), then exactly one line: the error."""
+    *progress, last = lines
+    assert all(line.startswith("record: ") for line in progress), lines
+    assert last.startswith("error: "), lines
+    for word in words:
+        assert word in last, last
+
+
+def make_every_figure_stale(root):
+    """Edit the SVG helper every renderer imports, so every figure is redrawn: the
+    drawing phase then lasts long enough to be interrupted."""
+    helper = root / "scripts" / "figures" / "svg.py"
+    helper.write_text(helper.read_text() + "\n# an edit that changes no figure\n")
+
+
+# --- Ctrl-C and SIGTERM while record.py runs ---------------------------------------------
+
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+@pytest.mark.parametrize("phase, signum, times", [
+    ("starting the kernel", signal.SIGINT, 1),
+    ("running the cells", signal.SIGINT, 1),
+    ("running the cells", signal.SIGTERM, 1),
+    ("running the cells", signal.SIGINT, 3),  # an impatient Ctrl-C, Ctrl-C, Ctrl-C
+    ("drawing the figures", signal.SIGINT, 1),
+    ("drawing the figures", signal.SIGTERM, 1),
+    ("drawing the figures", signal.SIGINT, 3),
+])
+def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
+        tree, phase, signum, times):
+    make_every_figure_stale(tree)
+    before = snapshot(tree)
+    run = Record(tree)
+    try:
+        run.wait_for_line("record: running")
+        if phase == "running the cells":
+            run.wait_for_children("ipykernel", 1)
+            time.sleep(1.0)  # the kernel is up and the lesson's cells are running
+        elif phase == "drawing the figures":
+            run.wait_for_line("record: drawing the figures")
+        children = run.descendants()
+        for _ in range(times):
+            run.process.send_signal(signum)
+            time.sleep(0.05)
+        status, lines = run.finish()
+    finally:
+        run.kill()
+    assert status == EXIT[signum], lines
+    name = signal.Signals(signum).name
+    assert_one_error_line(lines, f"interrupted by {name}", "every earlier file is as it was")
+    if phase != "drawing the figures":
+        assert not any("printed PASS" in line for line in lines), lines  # it was that phase
+    assert not any(line.startswith("record: wrote") for line in lines)
+    assert snapshot(tree) == before
+    assert temp_files(tree) == []
+    assert_gone(children)  # the kernel, and anything it started
+    assert scratch_of(run.process.pid) == []
+
+
+def test_a_sigkill_while_the_cells_run_leaves_no_kernel_and_the_next_run_cleans_up(tree):
+    before = snapshot(tree)
+    run = Record(tree)
+    try:
+        run.wait_for_line("record: running")
+        kernels = run.wait_for_children("ipykernel", 1)
+        time.sleep(1.0)
+        run.process.send_signal(signal.SIGKILL)
+        status, _ = run.finish()
+    finally:
+        run.kill()
+    assert status == -signal.SIGKILL
+    assert_gone(kernels, timeout=15)  # ipykernel exits when its parent is gone
+    assert snapshot(tree) == before  # nothing had been staged yet
+    remove_abandoned("record")  # what the next record.py does first
+    assert scratch_of(run.process.pid) == []
+
+
+def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
+    """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
+    from scripts.interrupts import Interrupted, stop_on_signals
+    from scripts.recordings import Staging
+
+    previous = signal.getsignal(signal.SIGINT)
+    stop_on_signals()
+    try:
+        files = [tmp_path / name for name in ("a.json", "b.json", "c.json")]
+        for path in files:
+            path.write_text("old")
+        moved = []
+
+        def report(path):
+            moved.append(path)
+
+        with pytest.raises(Interrupted) as raised:
+            with Staging() as staging:
+                for path in files:
+                    staging.add(path, "new")
+                original = os.replace
+
+                def replace_then_interrupt(source, target):
+                    original(source, target)
+                    if Path(target) == files[0]:
+                        os.kill(os.getpid(), signal.SIGINT)  # after the first of three
+                        time.sleep(0.05)  # time for Python to see it, were it not held
+
+                os.replace = replace_then_interrupt
+                try:
+                    staging.commit(report)
+                finally:
+                    os.replace = original
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert raised.value.exit_status == 130
+    assert [path.read_text() for path in files] == ["new"] * 3
+    assert moved == files
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+# --- killing the launcher of a multi-process run -----------------------------------------
+
+def hanging_ranks(root):
+    """The copy's registry names a rank that hangs once the lesson ran, so its peers wait
+    for it in a collective: a run that only a signal can end."""
+    shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text().replace(
+        'rank_module = "lesson_code.distributed_03_rank"',
+        'rank_module = "lesson_code.hanging_rank"'))
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGTERM to the group", "SIGINT", "SIGKILL"])
+def test_the_ranks_die_with_their_launcher(tree, how):
+    hanging_ranks(tree)
+    before = snapshot(tree)
+    run = Record(tree, "--processes", "4", FAILING_RANK="hang")
+    try:
+        run.wait_for_line("record: running")
+        ranks = run.wait_for_children("lesson_code.hanging_rank", 4)
+        time.sleep(1.0)  # the ranks are importing JAX or joining: well under way
+        if how == "SIGTERM to the group":
+            os.killpg(run.process.pid, signal.SIGTERM)  # a CI cancel
+        else:
+            run.process.send_signal(getattr(signal, how.split()[0]))
+        status, lines = run.finish()
+    finally:
+        run.kill()
+    assert_gone(ranks, timeout=10)
+    assert snapshot(tree) == before
+    assert temp_files(tree) == []
+    if how == "SIGKILL":
+        assert status == -signal.SIGKILL  # no word from it; the ranks died with it anyway
+        left = scratch_of(run.process.pid)
+        remove_abandoned("ranks")  # what the next multi-process run does first
+        remove_abandoned("record")  # and the next record.py
+        assert [folder for folder in left if folder.exists()] == []
+    else:
+        signum = signal.SIGINT if how == "SIGINT" else signal.SIGTERM
+        assert status == EXIT[signum], lines
+        assert_one_error_line(lines, f"interrupted by {signal.Signals(signum).name}")
+        assert scratch_of(run.process.pid) == []
+
+
+def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    abandoned = tmp_path / f"ranks-{dead.pid}-abc123"
+    in_use = tmp_path / f"ranks-{os.getpid()}-def456"
+    other = tmp_path / f"record-{dead.pid}-abc123"
+    unmarked = tmp_path / f"ranks-{dead.pid}-notours"  # a stranger's folder, by its name
+    for folder in (abandoned, in_use, other, unmarked):
+        folder.mkdir()
+        (folder / "rank0.err").write_text("")
+        if folder != unmarked:
+            (folder / MARK).write_text("")
+    remove_abandoned("ranks", tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [in_use.name, other.name, unmarked.name])
+
+
+# --- arguments refused before anything runs ----------------------------------------------
+
+def record(root, *args):
+    return subprocess.run([sys.executable, str(root / "scripts" / "record.py"), *args],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--processes", "0"], "--processes 0 cannot be recorded (a multi-process run needs 2"),
+    (["--processes", "1"], "--processes 1 cannot be recorded (a multi-process run needs 2"),
+    (["--processes", "-4"], "--processes -4 cannot be recorded"),
+    (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
+    (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
+    (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
+    (["--processes", "four"], "argument --processes: invalid int value: 'four'"),
+    (["--processes"], "argument --processes: expected one argument"),
+    (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
+    (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
+    (["--devices", "8"], f"--devices 8: {LESSON_ID} is recorded on 4 devices"),
+    (["--devices", "0"], f"--devices 0: {LESSON_ID} is recorded on 4 devices"),
+    (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
+])
+def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
+    before = snapshot(tree)
+    started = time.monotonic()
+    run = record(tree, *args)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr  # one line: no usage, no traceback
+    assert run.stderr.startswith("error: ") and message in run.stderr, run.stderr
+    assert "`python " in run.stderr  # and the command to run instead
+    assert time.monotonic() - started < 30  # refused, not tried
+    assert snapshot(tree) == before
+
+
+def test_another_device_count_names_the_registry_and_how_to_try_it(tree):
+    run = record(tree, "--devices", "8")
+    assert run.stderr == (
+        f"error: --devices 8: {LESSON_ID} is recorded on 4 devices, the count its page "
+        f"describes (`devices` in lesson_code/lessons.toml); to try 8 without recording, "
+        f"run `python -m lesson_code.distributed_03 --devices 8`\n")
+
+
+def test_more_ranks_than_free_memory_holds_are_refused(monkeypatch):
+    from scripts import record as record_module
+    from scripts.lessons import load_lessons
+
+    monkeypatch.setattr(record_module, "available_memory", lambda: 2**30)  # 1 GiB free
+    args = record_module.parse_args(["--processes", "8"])
+    with pytest.raises(record_module.UsageError, match=r"--processes 8 needs about 2\.3 "
+                       r"GiB and this machine has 1\.0 GiB free"):
+        record_module.refuse_what_cannot_work(args, load_lessons())
+
+
+# --- write errors: a full disk, a read-only folder, a failed move --------------------------
+
+# record.py in the copy, with one of the file system calls it makes broken first.
+BROKEN_RECORD = """
+import errno, os, sys, tempfile
+{patch}
+from scripts import record
+sys.exit(record.main({args!r}))
+"""
+FULL_DISK = """
+real_fdopen = os.fdopen
+class Full:  # writes the first bytes, then the disk is full: a truncated file
+    def __init__(self, out): self.out = out
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.out.close()
+    def write(self, data):
+        self.out.write(data[:10]); self.out.flush()
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+os.fdopen = lambda fd, mode: Full(real_fdopen(fd, mode))
+"""
+READ_ONLY_RECORDINGS = """
+real_mkstemp = tempfile.mkstemp
+def mkstemp(*args, dir=None, **kwargs):
+    if os.path.basename(dir) == "recordings":
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    return real_mkstemp(*args, dir=dir, **kwargs)
+tempfile.mkstemp = mkstemp
+"""
+LOCK_MOVE_FAILS = """
+real_replace = os.replace
+def replace(source, target):
+    if str(target).endswith("outputs.lock.json"):  # after the figures were moved
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+    return real_replace(source, target)
+os.replace = replace
+"""
+
+
+def broken_record(root, patch, *args):
+    return subprocess.run([sys.executable, "-c", BROKEN_RECORD.format(patch=patch, args=args)],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("patch, message", [
+    (FULL_DISK, f"error: figures/{LESSON_ID}.svg: cannot be written (No space left on "
+                f"device); nothing was changed"),
+    (READ_ONLY_RECORDINGS, "error: recordings/outputs.lock.json: cannot be written "
+                           "(Permission denied); nothing was changed"),
+    (LOCK_MOVE_FAILS, "error: recordings/outputs.lock.json: cannot be moved into place "
+                      "(Input/output error); every file is as it was"),
+])
+def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
+    figure = tree / "figures" / f"{LESSON_ID}.svg"
+    figure.write_text(figure.read_text().replace("</svg>", "<!-- hand edit -->\n</svg>"))
+    before = snapshot(tree)
+    run = broken_record(tree, patch, "--render-only")
+    assert run.returncode == 1, run.stderr
+    assert "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines()[-1] == message
+    assert snapshot(tree) == before  # the figure moved before the lock failed is put back
+    assert temp_files(tree) == []
+
+
+def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
+    from scripts.recordings import RecordingError, Staging
+
+    files = [tmp_path / name for name in ("recording.json", "figure.svg", "new.svg")]
+    files[0].write_text("old recording")
+    files[1].write_text("old figure")
+    real_replace = os.replace
+
+    def replace(source, target):
+        if Path(target) == files[2]:
+            raise OSError(28, os.strerror(28))
+        return real_replace(source, target)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with pytest.raises(RecordingError, match="new.svg: cannot be moved into place"):
+        with Staging() as staging:
+            for path in files:
+                staging.add(path, "new")
+            staging.commit()
+    assert files[0].read_text() == "old recording"
+    assert files[1].read_text() == "old figure"
+    assert not files[2].exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["figure.svg", "recording.json"]
+
+
+def replayed_sweep(committed):
+    """bench.py's measure, answering with the committed sweep's rows: no JAX, no timing."""
+    def measure(ranks, sizes, samples, min_sample_ms):
+        rows = [{k: v for k, v in row.items() if k not in ("algbwGBps", "busbwGBps")}
+                for row in committed["rows"] if row["ranks"] == ranks]
+        backend = {k: committed["environment"][k] for k in ("backend", "deviceKind", "jax")}
+        return {"backend": backend, "rows": rows}
+    return measure
+
+
+@pytest.mark.parametrize("failing", ["figure", "lock"])
+def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monkeypatch,
+                                                                       failing):
+    import json
+
+    from scripts import bench
+    from scripts.lessons import load_lessons
+    from scripts.recordings import RecordingError
+
+    target = {"figure": f"{LESSON_ID}-sweep.svg", "lock": "outputs.lock.json"}[failing]
+    real_replace = os.replace
+
+    def replace(source, destination):
+        if Path(destination).name == target and str(source).endswith(".tmp") \
+                and ".old." not in str(source):
+            raise OSError(28, os.strerror(28))
+        return real_replace(source, destination)
+
+    committed = json.loads((tree / "recordings" / f"{LESSON_ID}.sweep.json").read_text())
+    before = snapshot(tree)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
+    with pytest.raises(RecordingError, match=f"{target}: cannot be moved into place"):
+        bench.record_sweep(load_lessons(tree)[LESSON_ID], None, [2, 4, 8], None, 21, 1.0,
+                           measure=replayed_sweep(committed))
+    assert snapshot(tree) == before  # the recording moved first is back as it was
+    assert temp_files(tree) == []
+
+
+# --- a SIGKILL's leftovers ---------------------------------------------------------------
+
+def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_run(tree):
+    from conftest import ROOT
+
+    strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.abc123.tmp",
+              tree / "figures" / f".{LESSON_ID}.svg.4242.old.tmp",
+              tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.x1y2.tmp"]
+    # The project's .gitignore alone, in a repository of its own: what `git add` would skip.
+    shutil.copy(ROOT / ".gitignore", tree / ".gitignore")
+    subprocess.run(["git", "init", "--quiet", str(tree)], check=True)
+    ignored = subprocess.run(["git", "check-ignore", "--no-index",
+                              *(p.relative_to(tree).as_posix() for p in strays)],
+                             cwd=tree, capture_output=True, text=True)
+    assert ignored.stdout.split() == [p.relative_to(tree).as_posix() for p in strays]
+    for stray in strays:
+        stray.write_text("half")
+    run = record(tree, "--render-only")
+    assert run.returncode == 0, run.stderr
+    assert temp_files(tree) == []
+
+
+# --- --check and its fixes on broken inputs ----------------------------------------------
+
+@pytest.mark.parametrize("breakage, fix", [
+    ("truncated lock", "--render-only"),
+    ("corrupt sweep", None),
+    ("recording is a directory", None),
+])
+def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
+    if breakage == "truncated lock":
+        lock = tree / "recordings" / "outputs.lock.json"
+        lock.write_bytes(lock.read_bytes()[:300])
+        broken = "recordings/outputs.lock.json: unreadable"
+    elif breakage == "corrupt sweep":
+        (tree / "recordings" / f"{LESSON_ID}.sweep.json").write_text('{"rows": [')
+        broken = f"recordings/{LESSON_ID}.sweep.json: not valid JSON"
+    else:
+        path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
+        path.unlink()
+        path.mkdir()
+        broken = f"recordings/{LESSON_ID}.cpu.json: is a directory"
+    check = record(tree, "--check")
+    assert check.returncode == 1 and "Traceback" not in check.stderr + check.stdout
+    assert any(line.startswith(broken) for line in check.stdout.splitlines()), check.stdout
+    before = snapshot(tree)
+    run = record(tree, "--render-only")
+    assert "Traceback" not in run.stderr
+    if fix:  # the lock is rebuilt from what is drawn now
+        assert run.returncode == 0, run.stderr
+        assert not any(line.startswith(broken) for line in record(tree, "--check").stdout
+                       .splitlines())
+    else:  # the figure drawn from it cannot be: one line naming the file, nothing written
+        assert run.returncode == 1
+        assert run.stderr.strip().splitlines()[-1].startswith(f"error: {broken}")
+        assert snapshot(tree) == before
+    assert temp_files(tree) == []
+
+
+# --- --data-out of the lesson programs ---------------------------------------------------
+
+@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
+        tmp_path, module, where):
+    from conftest import ROOT
+
+    path = tmp_path / "missing" / "data.json" if where == "missing folder" else tmp_path
+    run = subprocess.run([sys.executable, "-m", module, "--data-out", str(path)], cwd=ROOT,
+                         env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode != 0 and run.stdout == ""  # refused before the lesson printed
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+    assert str(path) in run.stderr
+    assert sorted(tmp_path.rglob("*")) == []
+
+
+RING_WRITE_FAILS = """
+import errno, os, sys
+real_replace = os.replace
+def replace(source, target):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+os.replace = replace
+from lesson_code import ring
+ring.main(["--data-out", sys.argv[1]])
+"""
+
+
+def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_half_file(
+        tmp_path):
+    from conftest import ROOT
+
+    out = tmp_path / "trace.json"
+    out.write_text("the earlier trace")
+    run = subprocess.run([sys.executable, "-c", RING_WRITE_FAILS, str(out)], cwd=ROOT,
+                         env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1
+    assert run.stderr == f"error: cannot write {out} (No space left on device)\n"
+    assert out.read_text() == "the earlier trace"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tmp_path,
+                                                                              signum):
+    """As a terminal's Ctrl-C (or a CI cancel) does: the signal reaches the whole group."""
+    from conftest import ROOT
+
+    out = tmp_path / "sweep.json"
+    bench = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "bench.py"), "--quick",
+                              "--out", str(out)], cwd=ROOT, env=clean_env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             start_new_session=True)
+    try:
+        workers = []
+        deadline = time.monotonic() + 60
+        while not workers and time.monotonic() < deadline:
+            workers = [child for child in psutil.Process(bench.pid).children(recursive=True)
+                       if "--worker" in command_line(child)]
+            time.sleep(0.1)
+        assert workers, "no bench.py worker started within 60 s"
+        time.sleep(1.0)  # the worker is importing JAX or measuring
+        os.killpg(bench.pid, signum)
+        _, stderr = bench.communicate(timeout=60)
+    finally:
+        if bench.poll() is None:
+            os.killpg(bench.pid, signal.SIGKILL)
+            bench.wait()
+    last = stderr.decode().strip().splitlines()[-1]  # a line of its own, after the bar
+    assert bench.returncode == EXIT[signum]
+    assert last == (f"bench.py: interrupted by {signal.Signals(signum).name}; every earlier "
+                    f"file is as it was")
+    assert "Traceback" not in stderr.decode()
+    assert_gone(workers)
+    assert list(tmp_path.iterdir()) == []
