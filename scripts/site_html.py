@@ -8,8 +8,21 @@
   plugin reads and then strips): every reader downloads the index on every page, and the
   code would be two thirds of it; the prose around each block names what it defines.
 - The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
+- The theme's label of a nav section ("Going further", with `navigation.sections`) loses
+  its `tabindex=""`: mkdocs-material 9.8 writes the attribute empty for a section, which
+  is invalid HTML and which browsers ignore anyway, so dropping it changes nothing a
+  reader can do.
+- Bytes a reader downloads and never sees are left out, because the lesson page's first
+  load must stay under 500 KB (the theme's CSS, JavaScript and search index are over
+  300 KB of it): the indentation of the theme's templates outside `<pre>`, `<code>`,
+  `<textarea>`, `<script>` and `<style>` (elsewhere whitespace that holds a line break
+  shows as one space either way), and Pygments' span around each plain name in code,
+  which the theme draws in the code's own colour (`.highlight .n` takes
+  `--md-code-hl-name-color`, which is `--md-code-fg-color`).
 - Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
   not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
+- Every such figure is a link to its SVG, unless the page already made it one: a phone
+  shrinks a figure's text below legibility, and a tap then opens it full size.
 """
 import posixpath
 import re
@@ -22,10 +35,15 @@ CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\btabindex=)")
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 IMAGE = re.compile(r"<img\b[^>]*>")
+LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)")
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9.]+)\s*(pt|px)?\s*$")
 PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
+VERBATIM = re.compile(r"<(pre|code|textarea|script|style)\b.*?</\1>", re.S)
+INDENTATION = re.compile(r"\n\s+")
+NAME_TOKEN = re.compile(r'<span class="n">([^<]*)</span>')
+EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=""')
 
 
 def svg_size(path):
@@ -65,15 +83,34 @@ def sized_image(tag, page, files):
     return re.sub(r"\s*/?>$", extra + " />", tag)
 
 
+def linked_figure(match):
+    link, image = match.groups()
+    source = SOURCE.search(image)
+    if link or not source or "://" in source.group(1):
+        return match.group(0)
+    return f'<a href="{source.group(1)}">{image}</a>'
+
+
 def on_page_content(html, page, config, files):
     html = IMAGE.sub(lambda m: sized_image(m.group(0), page, files), html)
+    html = LINK_AND_IMAGE.sub(linked_figure, html)
     html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
                      f'aria-label="table">{m.group(0)}</div>', html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
     return CODE.sub(r'\1<code tabindex="0"', html)
 
 
+def without_unseen_bytes(output):
+    pieces, end = [], 0
+    for verbatim in VERBATIM.finditer(output):
+        pieces += [INDENTATION.sub("\n", output[end:verbatim.start()]),
+                   NAME_TOKEN.sub(r"\1", verbatim.group(0))]
+        end = verbatim.end()
+    return "".join(pieces + [INDENTATION.sub("\n", output[end:])])
+
+
 def on_post_page(output, page, config):
+    output = without_unseen_bytes(EMPTY_TABINDEX.sub(r"\1", output))
     return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
 
 

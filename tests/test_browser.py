@@ -2,20 +2,26 @@
 
 Serves the strictly built site on 127.0.0.1 and fails on any console error, any request
 that leaves 127.0.0.1, an image that did not load, a formula left as TeX or typeset by a
-script, a collapsed answer that does not open, a page wider than a phone, or an axe-core
-finding (serious or critical) that a bare mkdocs-material page does not show as well.
-It serves the site a second time under a sub-path, as a GitHub Pages project site is.
-Screenshots land in test-artifacts/ for a person to look at.
+script, a collapsed answer that does not open, a page wider than a phone, a figure whose
+smallest text a reader cannot read, a lesson page heavier than 500 KB on first load, or
+an axe-core finding (serious or critical) that a bare mkdocs-material page does not show
+as well. Every page the build wrote is checked, found in the built site itself. It serves
+the site a second time under a sub-path, as a GitHub Pages project site is. Screenshots
+land in test-artifacts/ for a person to look at.
 """
 import functools
 import http.server
+import json
 import os
+import re
 import threading
+from urllib.parse import urlsplit
 
 import pytest
 
 from conftest import ROOT
 from site_build import build
+from site_pages import formulas_in, markdown_source, site_pages
 
 CHROMIUM = "/usr/bin/chromium"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
@@ -24,9 +30,14 @@ ARTIFACTS = ROOT / "test-artifacts"
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--disable-quic"]
-PAGES = ("", "lessons/distributed-03/", "notebooks/distributed-03/", "404.html")
+LESSON = "lessons/distributed-03/"
+GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").glob("*.md"))
 SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
 SUB_PATH = "lesson-site"  # as https://<owner>.github.io/<repository>/
+# Issue 13: every request of the lesson page's first load, as `python -m http.server`
+# sends it (uncompressed), in kilobytes of 1,000 bytes.
+FIRST_LOAD_LIMIT = 500_000
+SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
 
 
 def skip_or_fail(reason):
@@ -89,6 +100,15 @@ def served(built_site, serve):
     return serve(built_site)
 
 
+@pytest.fixture(scope="module")
+def pages(built_site):
+    """Every page of the built site: "", "lessons/distributed-03/", ..., "404.html"."""
+    found = site_pages(built_site)
+    assert {"", LESSON, "404.html"} <= set(found)
+    assert {f"going-further/{name}/" for name in GOING_FURTHER} <= set(found)
+    return found
+
+
 class PageWatch:
     """Everything a page did that a reader would not want: errors and outside requests."""
 
@@ -113,8 +133,22 @@ def open_page(browser, url, origin, scheme="light", width=1280):
     return page, watch
 
 
+def open_every_details(page):
+    """Open each collapsed answer or hint, as a reader would to see what it holds; returns
+    them, for close_again()."""
+    return page.evaluate_handle("""[...document.querySelectorAll('details:not([open])')]
+        .map(details => (details.open = true, details))""")
+
+
+def close_again(opened):
+    opened.evaluate("all => all.forEach(details => { details.open = false; })")
+
+
 def assert_images_loaded(page):
-    """Scroll every (lazy) image into view, give it time to arrive, then check them all."""
+    """Scroll every (lazy) image into view, give it time to arrive, then check them all.
+    A figure inside a collapsed answer loads when the reader opens it, so open each one
+    (and close it again afterwards)."""
+    closed = open_every_details(page)
     images = page.locator("img")
     for index in range(images.count()):
         images.nth(index).scroll_into_view_if_needed()
@@ -125,6 +159,7 @@ def assert_images_loaded(page):
         pass  # the assertion below names the images that never arrived
     broken = page.evaluate("""[...document.images]
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
+    close_again(closed)
     assert broken == []
 
 
@@ -137,7 +172,8 @@ def test_lesson_page_in_a_browser(browser, served):
         == figures.count()
     assert_images_loaded(page)
     # Every formula is MathML typeset at build time: no TeX left, no math script loaded.
-    assert page.locator("math").count() > 50
+    formulas = formulas_in(markdown_source(LESSON))
+    assert formulas > 0 and page.locator("math").count() == formulas
     assert page.locator(".arithmatex").count() == 0
     assert "\\(" not in page.inner_text("article")
     assert not [url for url in watch.requests if "mathjax" in url.lower()
@@ -153,7 +189,27 @@ def test_lesson_page_in_a_browser(browser, served):
     page.close()
 
 
-@pytest.mark.parametrize("name", ["ring-simulator", "processes", "sweep", "tpu"])
+def test_lesson_page_first_load_is_at_most_500_kb(browser, served):
+    """Everything the first load of the lesson page requests, at a desktop size: the page,
+    the theme's CSS and JavaScript, the search index and worker, and the figures near
+    enough to the screen for chromium to fetch them; lazy figures further down wait."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    page.goto(f"{served}/{LESSON}", wait_until="networkidle")
+    sizes = {response.url.removeprefix(served): len(response.body())
+             for response in responses}
+    total = sum(sizes.values())
+    print(f"lesson page first load: {total:,} bytes in {len(sizes)} requests")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "lesson-first-load.json").write_text(
+        json.dumps({"totalBytes": total, "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes},
+                   indent=2))
+    assert total <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
+    page.close()
+
+
+@pytest.mark.parametrize("name", GOING_FURTHER)
 def test_each_going_further_page_loads(browser, served, name):
     page, watch = open_page(browser, f"{served}/going-further/{name}/", served)
     page.wait_for_load_state("networkidle")
@@ -164,15 +220,82 @@ def test_each_going_further_page_loads(browser, served, name):
     page.close()
 
 
-def test_formulas_fit_a_phone(browser, served):
-    page, watch = open_page(browser, f"{served}/lessons/distributed-03/", served, "dark", 390)
-    # A display formula's parts wrap; none sticks out of its row.
-    overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
-        .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
-    assert overflow == 0
-    page.locator(".math-display").first.screenshot(path=str(ARTIFACTS / "formula-phone.png"))
-    assert watch.problems == []
-    page.close()
+def test_formulas_fit_a_phone(browser, served, built_site, pages):
+    with_display = [path for path in pages if path.endswith("/")
+                    and 'class="math-display"' in (built_site / path / "index.html").read_text()]
+    assert LESSON in with_display and "going-further/sweep/" in with_display
+    ARTIFACTS.mkdir(exist_ok=True)
+    for path in with_display:
+        page, watch = open_page(browser, f"{served}/{path}", served, "dark", 390)
+        # A display formula's parts wrap; none sticks out of its row.
+        overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
+            .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
+        assert overflow == 0, path
+        if path == LESSON:
+            page.locator(".math-display").first.screenshot(
+                path=str(ARTIFACTS / "formula-phone.png"))
+        assert watch.problems == [], path
+        page.close()
+
+
+FONT_SIZE = re.compile(r"font-size\s*[:=]\s*[\"']?\s*([0-9.]+)([a-z%]*)")
+
+
+def smallest_text(svg):
+    """(the smallest font size of an SVG's text, the width of its viewBox), both in the
+    SVG's own units: the text's size on screen is their ratio times the drawn width."""
+    view_box = re.search(r'viewBox="([^"]*)"', re.search(r"<svg\b[^>]*>", svg).group(0))
+    assert view_box, "a figure without a viewBox does not scale with the page"
+    view_width = float(view_box.group(1).split()[2])
+    if "<text" not in svg:
+        return None, view_width
+    sizes = FONT_SIZE.findall(svg)
+    assert sizes, "a figure's text has no font size (drawn as paths?): it cannot be checked"
+    assert {unit for _, unit in sizes} <= {"", "px"}, "font sizes in user units expected"
+    return min(float(size) for size, _ in sizes), view_width
+
+
+FIGURES_ON_SCREEN = """() => [...document.querySelectorAll('article img[src$=".svg"]')]
+    .map(img => ({src: img.src, drawn: img.getBoundingClientRect().width,
+    link: img.closest('a') ? img.closest('a').href : null}))"""
+
+
+def test_every_figure_is_readable_or_opens_full_size(browser, served, built_site, pages):
+    """Issue 12: at the desktop content width a figure's smallest text renders at >= 9 px;
+    on a 390 px phone a figure that cannot be read in place opens full size on a tap."""
+    unreadable, measured, tapped = [], {}, False
+    for width in (1280, 390):
+        for path in pages:
+            page, watch = open_page(browser, f"{served}/{path}", served, width=width)
+            to_tap, opened = None, open_every_details(page)  # a hint's figure is narrower
+            for figure in page.evaluate(FIGURES_ON_SCREEN):
+                file = built_site / urlsplit(figure["src"]).path.lstrip("/")
+                font, view_width = smallest_text(file.read_text())
+                if font is None:
+                    continue
+                shown = font * figure["drawn"] / view_width  # CSS px
+                key = file.name, width  # the smallest, where a figure is on two pages
+                measured[key] = round(min(measured.get(key, shown), shown), 2)
+                if width == 1280 and shown < SMALLEST_READABLE_PX:
+                    unreadable.append(f"/{path}: {file.name} text {shown:.1f} px")
+                if width == 390 and shown < SMALLEST_READABLE_PX:
+                    # Too small on a phone: the figure is a link to itself, full size.
+                    assert figure["link"] == figure["src"], (path, file.name)
+                    to_tap = to_tap or file.name
+            assert watch.problems == [], path
+            close_again(opened)
+            if width == 390 and to_tap and not tapped:  # one tap shows the link works
+                with page.expect_navigation() as opened:
+                    page.locator(f'article a[href$="/{to_tap}"]').first.tap()
+                assert opened.value.ok and "svg" in opened.value.headers["content-type"]
+                assert page.evaluate("document.documentElement.tagName") == "svg"
+                tapped = True
+            page.close()
+    assert tapped
+    print("smallest figure text, CSS px:", measured)
+    assert unreadable == []
+    assert {name for name, width in measured} == \
+        {path.name for path in (ROOT / "figures").glob("*.svg")}
 
 
 def test_dark_palette_and_notebook_page(browser, served):
@@ -230,11 +353,11 @@ def reference_findings(browser, serve, tmp_path_factory):
 
 @pytest.mark.parametrize("scheme, width", SCREENS)
 def test_no_accessibility_finding_beyond_the_theme(browser, served, reference_findings,
-                                                   scheme, width):
+                                                   pages, scheme, width):
     if not AXE.exists():
         skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
     ours = []
-    for path in PAGES:
+    for path in pages:
         page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
         expected = "slate" if scheme == "dark" else "default"
         assert page.evaluate("document.body.dataset.mdColorScheme") == expected
@@ -248,14 +371,16 @@ def test_no_accessibility_finding_beyond_the_theme(browser, served, reference_fi
     assert ours == []
 
 
-def test_the_site_works_under_a_sub_path(browser, serve, tmp_path):
+def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
     """Published as a project site, every page lives under /<repository>/."""
     root = tmp_path / "pages"
     site = root / SUB_PATH
     run = build(ROOT, site, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
     assert run.returncode == 0, run.stderr[-3000:]
     origin = serve(root, not_found_page=site / "404.html")
-    for path in PAGES[:3]:
+    for path in pages:
+        if path == "404.html":
+            continue  # reached below, the way a reader reaches it: a mistyped address
         page, watch = open_page(browser, f"{origin}/{SUB_PATH}/{path}", origin)
         assert_images_loaded(page)
         if path.startswith("notebooks"):

@@ -9,6 +9,7 @@ import pytest
 from conftest import ROOT, project_copy
 from scripts.check_links import broken_links
 from site_build import build
+from site_pages import formulas_in, markdown_source, page_file, site_pages
 
 LESSON_PAGE = Path("lessons") / "distributed-03" / "index.html"
 
@@ -130,20 +131,33 @@ def test_notebook_page_renders_with_download_and_no_math_script(built_site):
 
 
 def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
+    counted = {}
+    for page in site_pages(built_site):
+        text = page_file(built_site, page).read_text()
+        source = markdown_source(page)
+        # Every formula of the page's source is MathML: none dropped, none left as TeX.
+        counted[page] = formulas_in(source) if source else 0
+        assert text.count("<math ") == counted[page], page
+        assert "arithmatex" not in text, page
+        assert (".math-display" in text.split("</head>")[0]) == (counted[page] > 0), page
+    assert counted["lessons/distributed-03/"] > 0 and counted["going-further/sweep/"] > 0
+    assert counted["404.html"] == counted["notebooks/distributed-03/"] == 0
     lesson = (built_site / LESSON_PAGE).read_text()
-    assert lesson.count("<math ") > 50 and "arithmatex" not in lesson
-    assert 'class="math-display"' in lesson and ".math-display" in lesson.split("</head>")[0]
-    for page in ("404.html", "notebooks/distributed-03/index.html"):
-        text = (built_site / page).read_text()
-        assert "<math" not in text and "math-display" not in text, page
+    assert 'class="math-display"' in lesson
     assert not list(built_site.rglob("*mathjax*")) and not list(built_site.rglob("*katex*"))
 
 
-def test_figures_are_sized_and_lazy(built_site):
-    images = re.findall(r"<img\b[^>]*>", (built_site / LESSON_PAGE).read_text())
-    assert len(images) >= 5
-    for image in images:
-        assert re.search(r' width="\d+" height="\d+" loading="lazy"', image), image
+def test_figures_are_sized_lazy_and_open_full_size(built_site):
+    shown = set()
+    for page in site_pages(built_site):
+        for link, image in re.findall(r"(<a\b[^>]*>)?(<img\b[^>]*>)",
+                                      page_file(built_site, page).read_text()):
+            assert re.search(r' width="\d+" height="\d+" loading="lazy"', image), image
+            # A tap on a figure opens the SVG itself, full size (a phone shrinks it).
+            source = re.search(r'src="([^"]+)"', image).group(1)
+            assert f'href="{source}"' in link, (page, image)
+            shown.add(source.rsplit("/", 1)[-1])
+    assert shown == {path.name for path in (ROOT / "figures").glob("*.svg")}
 
 
 def test_link_checker_rejects_root_absolute_links(tmp_path):

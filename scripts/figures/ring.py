@@ -18,10 +18,11 @@ from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
 ORIGINAL, PARTIAL, FULL, MISSING = "#e3eef9", "#f6c667", "#2f6f4f", "#ffffff"
 INK, FAINT = "#1f2328", "#8c959f"
 # Data units are inches. 7.2 in is about the page's content width (690 px), so the figure
-# is shown at its own size and 7-point text lands at 9.3 px; on a phone the page links the
-# figure full size.
+# is shown at its own size; inside a collapsed hint (build-the-ring) it is drawn 660 px
+# wide, where 7.3-point text still lands at 9.3 px. On a phone the page links the figure
+# full size.
 WIDTH, MARGIN, RANK_GAP, CELL_H = 7.2, 0.08, 0.14, 0.4
-SMALL, TEXT = 7.0, 7.5  # point sizes: values in a cell; everything else at least TEXT
+SMALL, TEXT = 7.3, 7.5  # point sizes: values in a cell; everything else at least TEXT
 LINE = 0.15  # inches per line of TEXT
 
 
