@@ -25,12 +25,25 @@ class Interrupted(BaseException):
         super().__init__(f"interrupted by {self.name}")
 
 
+# Every signal _raise saw. Python discards an exception raised while it runs a garbage-
+# collection callback ("Exception ignored in ..."), so a signal landing there would be
+# lost; the commit asks this list before it moves anything (raise_if_interrupted).
+received = []
+
+
 def _raise(signum, _frame):
+    received.append(signum)
     # The first signal stops the run; the clean-up it starts (killing the kernel or the
     # ranks, removing staged files) must not be cut short by a second Ctrl-C.
     for other in SIGNALS:
         signal.signal(other, signal.SIG_IGN)
     raise Interrupted(signum)
+
+
+def raise_if_interrupted():
+    """Raise the first signal again if its Interrupted was swallowed on the way up."""
+    if received:
+        raise Interrupted(received[0])
 
 
 def stop_on_signals():
@@ -46,6 +59,7 @@ def signals_deferred():
     files beside old ones. Handlers, not a signal mask, because a mask is per thread and
     CPython may take a signal on any thread.
     """
+    raise_if_interrupted()
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread can set handlers, and only it receives signals
         return

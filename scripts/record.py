@@ -26,7 +26,7 @@ from importlib.metadata import version
 
 from scripts import display
 from scripts.hashes import digest_bytes
-from scripts.interrupts import Interrupted, stop_on_signals
+from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
                              notebook_output, read_lock)
@@ -393,6 +393,7 @@ def main(argv=None):
         refuse_what_cannot_work(args, lessons)
         record(lessons, args.platform, args.processes, args.render_only,
                chosen=bool(args.lesson))
+        raise_if_interrupted()  # a signal whose exception Python discarded still counts
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
