@@ -7,6 +7,7 @@ turns it into one line and the shell's exit status for that signal: 130 for SIGI
 for SIGTERM (128 + the signal's number, what a shell reports for a process it killed).
 """
 import signal
+import sys
 import threading
 from contextlib import contextmanager
 
@@ -46,7 +47,16 @@ def raise_if_interrupted():
         raise Interrupted(received[0])
 
 
+def _quiet_when_lost(unraisable, default=sys.unraisablehook):
+    """Python prints "Exception ignored in ..." and a traceback for the Interrupted it
+    discards; that one is already in `received` and is raised again before anything
+    moves, so the run still ends in its one line."""
+    if not isinstance(unraisable.exc_value, Interrupted):
+        default(unraisable)
+
+
 def stop_on_signals():
+    sys.unraisablehook = _quiet_when_lost
     for signum in SIGNALS:
         signal.signal(signum, _raise)
 
