@@ -42,8 +42,12 @@ def _raise(signum, _frame):
 
 
 def raise_if_interrupted():
-    """Raise the first signal again if its Interrupted was swallowed on the way up."""
-    if received:
+    """Raise the first signal again if its Interrupted was swallowed on the way up.
+
+    Only while this run's handlers are in place (_raise, or SIG_IGN once it fired): a
+    caller that set its own handlers back (a test, say) has dealt with its signal.
+    """
+    if received and signal.getsignal(signal.SIGINT) in (_raise, signal.SIG_IGN):
         raise Interrupted(received[0])
 
 
@@ -56,6 +60,7 @@ def _quiet_when_lost(unraisable, default=sys.unraisablehook):
 
 
 def stop_on_signals():
+    received.clear()  # a new run: no earlier run's signal in this process counts
     sys.unraisablehook = _quiet_when_lost
     for signum in SIGNALS:
         signal.signal(signum, _raise)
