@@ -44,10 +44,10 @@ def _raise(signum, _frame):
 def raise_if_interrupted():
     """Raise the first signal again if its Interrupted was swallowed on the way up.
 
-    Only while this run's handlers are in place (_raise, or SIG_IGN once it fired): a
-    caller that set its own handlers back (a test, say) has dealt with its signal.
+    Only while _raise's own SIG_IGN is in place (it sets that when it fires, for the
+    rest of the run): a caller that set handlers back (a test, say) has dealt with it.
     """
-    if received and signal.getsignal(signal.SIGINT) in (_raise, signal.SIG_IGN):
+    if received and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         raise Interrupted(received[0])
 
 
