@@ -24,6 +24,22 @@ os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
 
+# What record.py and bench.py write: a fault must leave these byte for byte as they were.
+OUTPUTS = ("recordings", "figures", "docs/notebooks")
+
+
+def snapshot(root):
+    """Every file record.py may write, hidden ones included, with its bytes."""
+    return {path.relative_to(root).as_posix(): path.read_bytes()
+            for folder in OUTPUTS for path in sorted((root / folder).rglob("*"))
+            if path.is_file()}
+
+
+def leftover_temp_files(root):
+    """Staged files a run left behind (it must move or remove every one)."""
+    return [path for folder in OUTPUTS for path in (root / folder).rglob("*.tmp")]
+
+
 def clean_env(**extra):
     """The environment for a subprocess: this one without the suite's JAX settings."""
     env = {k: v for k, v in os.environ.items()

@@ -19,11 +19,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import FIXTURES, clean_env, project_copy
+from conftest import FIXTURES, clean_env, leftover_temp_files, project_copy, snapshot
 from scripts.scratch import MARK, remove_abandoned
 
 LESSON_ID = "distributed-03"
-OUTPUTS = ("recordings", "figures", "docs/notebooks")
 SCRATCH = Path(tempfile.gettempdir())
 
 
@@ -37,15 +36,6 @@ def tree(pristine, tmp_path):
     return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
 
 
-def snapshot(root):
-    """Every file record.py may write, hidden ones included, with its bytes."""
-    return {path.relative_to(root).as_posix(): path.read_bytes()
-            for folder in OUTPUTS for path in sorted((root / folder).rglob("*"))
-            if path.is_file()}
-
-
-def temp_files(root):
-    return [path for folder in OUTPUTS for path in (root / folder).rglob("*.tmp")]
 
 
 def scratch_of(pid):
@@ -188,7 +178,7 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
         assert not any("printed PASS" in line for line in lines), lines  # it was that phase
     assert not any(line.startswith("record: wrote") for line in lines)
     assert snapshot(tree) == before
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
     assert_gone(children)  # the kernel, and anything it started
     assert scratch_of(run.process.pid) == []
 
@@ -283,7 +273,7 @@ def test_the_ranks_die_with_their_launcher(tree, how):
         run.kill()
     assert_gone(ranks, timeout=10)
     assert snapshot(tree) == before
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
     if how == "SIGKILL":
         assert status == -signal.SIGKILL  # no word from it; the ranks died with it anyway
         left = scratch_of(run.process.pid)
@@ -429,7 +419,7 @@ def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
     assert "Traceback" not in run.stderr
     assert run.stderr.strip().splitlines()[-1] == message
     assert snapshot(tree) == before  # the figure moved before the lock failed is put back
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
 
 
 def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
@@ -494,7 +484,7 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
                            {key: committed["method"][key] for key in bench.TIMING_KEYS},
                            measure=replayed_sweep(committed))
     assert snapshot(tree) == before  # the recording moved first is back as it was
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
 
 
 # --- a SIGKILL's leftovers ---------------------------------------------------------------
@@ -516,7 +506,7 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
         stray.write_text("half")
     run = record(tree, "--render-only")
     assert run.returncode == 0, run.stderr
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
 
 
 # --- --check and its fixes on broken inputs ----------------------------------------------
@@ -553,7 +543,7 @@ def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
         assert run.returncode == 1
         assert run.stderr.strip().splitlines()[-1].startswith(f"error: {broken}")
         assert snapshot(tree) == before
-    assert temp_files(tree) == []
+    assert leftover_temp_files(tree) == []
 
 
 # --- --data-out of the lesson programs ---------------------------------------------------

@@ -8,13 +8,12 @@ import sys
 import nbformat
 import pytest
 
-from conftest import clean_env, project_copy
+from conftest import clean_env, leftover_temp_files, project_copy, snapshot
 from scripts import hashes
 from scripts.figures import KINDS
 from scripts.recordings import load_recording
 
 LESSON_ID = "distributed-03"
-OUTPUTS = ("recordings", "figures", "docs/notebooks")
 
 
 def edit(path, change):
@@ -27,15 +26,6 @@ def run_record(root, *args, timeout=300):
                           capture_output=True, text=True, timeout=timeout)
 
 
-def snapshot(root):
-    """Every file record.py may write, hidden ones included, with its bytes."""
-    return {path.relative_to(root).as_posix(): path.read_bytes()
-            for folder in OUTPUTS for path in sorted((root / folder).rglob("*"))
-            if path.is_file()}
-
-
-def leftover_temp_files(root):
-    return [p for folder in OUTPUTS for p in (root / folder).rglob("*.tmp")]
 
 
 @pytest.fixture(scope="module")
