@@ -189,6 +189,26 @@ def test_lesson_page_in_a_browser(browser, served):
     page.close()
 
 
+
+def test_a_code_blocks_copy_button_copies_that_block(browser, served):
+    """The copy buttons are in the page (scripts/site_html.py), not inserted by the theme;
+    the theme's clipboard handler must still find them, copy the block they name and say
+    so. A theme upgrade that renames its markup fails here, not in a reader's hands."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served)
+    page = context.new_page()
+    watch = PageWatch(page, served)
+    page.goto(f"{served}/{LESSON}", wait_until="networkidle")
+    block = page.locator("pre > code").nth(1)
+    button = page.locator(f"button[data-clipboard-target='#{block.get_attribute('id')}']")
+    assert button.count() == 1
+    button.click()
+    page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied == block.inner_text().rstrip() and "def " in copied
+    assert watch.problems == []
+    context.close()
+
 def test_lesson_page_first_load_is_at_most_500_kb(browser, served):
     """Everything the first load of the lesson page requests, at a desktop size: the page,
     the theme's CSS and JavaScript, the search index and worker, and the figures near

@@ -71,6 +71,26 @@ def test_every_code_block_comes_from_lesson_code(built_site):
     assert "check_vma=False" not in code
 
 
+
+def test_every_code_block_has_its_copy_button_and_scripts_wait_for_the_page(built_site):
+    """The markup a phone needs no script to build (scripts/site_html.py): each block's
+    copy button names that block, punctuation and operators carry no span, and every
+    script is deferred, so the text paints before any script runs."""
+    for path in site_pages(built_site):
+        page = page_file(built_site, path).read_text()
+        blocks = re.findall(r'<pre[^>]*>(.*?)</pre>', page, re.S)
+        buttons = re.findall(r'<button class="md-code__button" type="button" '
+                             r'title="Copy to clipboard" data-clipboard-target="#(code-\d+)" '
+                             r'data-md-type="copy"></button></span><code id="(code-\d+)"',
+                             page)
+        assert len(buttons) == len(blocks), path
+        assert all(target == code for target, code in buttons), path
+        assert len({code for _, code in buttons}) == len(buttons), path
+        assert not re.search(r'<span class="(?:n|p|o|ow|w)">|<span></span>',
+                             "".join(blocks)), path
+        scripts = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", page)
+        assert scripts and all(" defer " in tag for tag in scripts), (path, scripts)
+
 def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
     lesson = project / "lesson_code" / "distributed_03.py"
     lesson.write_text(lesson.read_text() + "\n# a comment readers would see\n")

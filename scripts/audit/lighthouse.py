@@ -1,6 +1,6 @@
 """Lighthouse on the built lesson page: a benchmark (`make audit`), not a test.
 
-    python scripts/audit/lighthouse.py [--site site] [--runs 3]
+    python scripts/audit/lighthouse.py [--site site] [--runs 5]
 
 Serves the built site the way `python -m http.server` does (no compression), runs
 Lighthouse 12.2.3 (scripts/audit/package.json) with Debian's chromium through CHROME_PATH,
@@ -68,7 +68,7 @@ def one_run(url):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--site", type=Path, default=ROOT / "site")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args(argv)
     if not (args.site / PAGE / "index.html").exists():
         sys.exit(f"audit: {args.site}/{PAGE}index.html not found; run `make build` first")
