@@ -26,10 +26,9 @@
   which the theme draws in the code's own colour (`.highlight .n` takes
   `--md-code-hl-name-color`, which is `--md-code-fg-color`).
 - Punctuation and operators in code are drawn in the code's own colour too, not in the
-  theme's lighter grey: their spans were 950 of the lesson page's 2,400 elements, and
-  each full style recalculation the theme's script makes while it starts costs in
-  proportion to the elements on the page (the spans of whitespace, which no rule
-  styles, go as well).
+  theme's lighter grey. With the spans of whitespace, which no rule styles, they were
+  1,050 of the lesson page's 2,400 elements, and each full style recalculation the
+  theme's script makes while it starts costs in proportion to the elements on the page.
 - Scripts are deferred: they run after the page is parsed and before DOMContentLoaded,
   which is what the theme's bundle waits for anyway, so a reader sees the text before
   any script runs instead of after.
@@ -129,8 +128,8 @@ def with_copy_buttons(html, page):
     def code_block(match):
         block_id = f"code-{next(numbers)}"
         if f'id="{block_id}"' in html:
-            raise PluginError(f"{page.file.src_uri if page else 'page'}: the id {block_id} "
-                              f"is already taken; rename that element's id")
+            raise PluginError(f"{page.file.src_uri}: the id {block_id} names a code "
+                              f"block's copy button target; rename the element using it")
         return (match.group(1) + COPY_BUTTON.format(id=block_id)
                 + f'<code id="{block_id}" tabindex="0"')
 

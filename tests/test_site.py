@@ -3,11 +3,14 @@ import html
 import json
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from mkdocs.exceptions import PluginError
 
 from conftest import ROOT, project_copy
 from scripts.check_links import broken_links
+from scripts.site_html import with_copy_buttons
 from site_build import build
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
@@ -90,6 +93,12 @@ def test_every_code_block_has_its_copy_button_and_scripts_wait_for_the_page(buil
                              "".join(blocks)), path
         scripts = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", page)
         assert scripts and all(" defer " in tag for tag in scripts), (path, scripts)
+
+
+def test_a_page_id_that_a_copy_button_would_need_fails_the_build():
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    with pytest.raises(PluginError, match="lessons/x.md: the id code-1 .*; rename"):
+        with_copy_buttons('<p id="code-1"></p><pre><code>x = 1</code></pre>', page)
 
 def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
     lesson = project / "lesson_code" / "distributed_03.py"
