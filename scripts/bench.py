@@ -155,7 +155,7 @@ def main(argv=None, plan=FULL):
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:
-        print(f"bench.py: {signal_}; every earlier file is as it was", file=sys.stderr)
+        print(f"bench.py: {signal_}; {signal_.outcome}", file=sys.stderr)
         return signal_.exit_status
     except ValueError as error:  # the fit: times that do not grow with size
         print(f"bench.py: the sweep cannot be fitted ({error}); nothing was written",

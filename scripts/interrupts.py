@@ -25,6 +25,12 @@ class Interrupted(BaseException):
         self.written = False  # set when it was held until staged files were in place
         super().__init__(f"interrupted by {self.name}")
 
+    @property
+    def outcome(self):
+        """What the files are now, for the command's one line."""
+        return ("after every new file was in place" if self.written
+                else "every earlier file is as it was")
+
 
 # Every signal _raise saw. Python discards an exception raised while it runs a garbage-
 # collection callback ("Exception ignored in ..."), so a signal landing there would be
@@ -41,14 +47,17 @@ def _raise(signum, _frame):
     raise Interrupted(signum)
 
 
-def raise_if_interrupted():
-    """Raise the first signal again if its Interrupted was swallowed on the way up.
+def raise_if_interrupted(written=False):
+    """Raise the first signal again if its Interrupted was swallowed on the way up;
+    `written` says the caller's staged files are already in place.
 
     Only while _raise's own SIG_IGN is in place (it sets that when it fires, for the
     rest of the run): a caller that set handlers back (a test, say) has dealt with it.
     """
     if received and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        raise Interrupted(received[0])
+        signal_ = Interrupted(received[0])
+        signal_.written = written
+        raise signal_
 
 
 def _quiet_when_lost(unraisable, default=sys.unraisablehook):

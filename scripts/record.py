@@ -281,11 +281,7 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
             progress(f"drawing the figures of {lesson.id}")
             lock.update(stage_figures(lesson, staging, arriving, lock))
         staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
-        try:
-            staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
-        except Interrupted as signal_:
-            signal_.written = True  # held until the moves were done: the run is complete
-            raise
+        staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
 
 def check(lessons):
@@ -393,7 +389,9 @@ def main(argv=None):
         refuse_what_cannot_work(args, lessons)
         record(lessons, args.platform, args.processes, args.render_only,
                chosen=bool(args.lesson))
-        raise_if_interrupted()  # a signal whose exception Python discarded still counts
+        # A signal whose exception Python discarded still counts; record() has returned,
+        # so every file it staged is in place.
+        raise_if_interrupted(written=True)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -401,9 +399,7 @@ def main(argv=None):
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except Interrupted as signal_:
-        outcome = ("after every new file was in place" if signal_.written
-                   else "every earlier file is as it was")
-        print(f"error: {signal_}; {outcome}", file=sys.stderr)
+        print(f"error: {signal_}; {signal_.outcome}", file=sys.stderr)
         return signal_.exit_status
     return 0
 

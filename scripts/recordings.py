@@ -15,7 +15,7 @@ from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
 from scripts.hashes import content_files, combined_hash
-from scripts.interrupts import signals_deferred
+from scripts.interrupts import Interrupted, signals_deferred
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -165,29 +165,37 @@ class Staging:
         would be worse than either). A move that fails puts back the files already moved,
         from hard links of the old ones, and raises RecordingError naming the file.
         """
-        with signals_deferred():
-            moved = []  # (target, a link to its old file) for each file already moved
-            try:
-                for temp, final in self.staged:
-                    old = keep_old(final)
-                    try:
-                        os.replace(temp, final)
-                    except OSError:
+        in_place = False
+        try:
+            with signals_deferred():  # raises at once for a signal swallowed before now
+                moved = []  # (target, a link to its old file) for each file already moved
+                try:
+                    for temp, final in self.staged:
+                        old = keep_old(final)
+                        try:
+                            os.replace(temp, final)
+                        except OSError:
+                            if old is not None:
+                                old.unlink(missing_ok=True)
+                            raise
+                        moved.append((final, old))
+                except OSError as error:
+                    put_back(moved)
+                    raise RecordingError(f"{display(final)}: cannot be moved into place "
+                                         f"({error.strerror}); every file is as it was"
+                                         ) from None
+                finally:
+                    for _, old in moved:
                         if old is not None:
                             old.unlink(missing_ok=True)
-                        raise
-                    moved.append((final, old))
-            except OSError as error:
-                put_back(moved)
-                raise RecordingError(f"{display(final)}: cannot be moved into place "
-                                     f"({error.strerror}); every file is as it was") from None
-            finally:
-                for _, old in moved:
-                    if old is not None:
-                        old.unlink(missing_ok=True)
-            self.staged = []
-            for final, _ in moved:
-                report(final)
+                in_place = True
+                self.staged = []
+                for final, _ in moved:
+                    report(final)
+        except Interrupted as signal_:
+            # Held until the moves were done, or raised before the first: say which.
+            signal_.written = in_place
+            raise
 
     def __enter__(self):
         return self

@@ -131,11 +131,27 @@ def assert_one_error_line(lines, *words):
         assert word in last, last
 
 
+# Appended to the copy's SVG helper: each figure then takes half a second longer to
+# finish. Drawing them all takes about a second on a quiet machine, and a test that sends
+# its signal when "drawing the figures" appears could otherwise, on a busy one, see the
+# drawing end first and the signal land after every file was in place.
+SLOW_FIGURES = """
+import time as _time
+
+_svg_text = svg_text
+
+
+def svg_text(*args, **kwargs):
+    _time.sleep(0.5)
+    return _svg_text(*args, **kwargs)
+"""
+
+
 def make_every_figure_stale(root):
-    """Edit the SVG helper every renderer imports, so every figure is redrawn: the
-    drawing phase then lasts long enough to be interrupted."""
+    """Edit the SVG helper every renderer imports, so every figure is redrawn, and slow
+    each one down: the drawing phase then lasts seconds, long enough to be interrupted."""
     helper = root / "scripts" / "figures" / "svg.py"
-    helper.write_text(helper.read_text() + "\n# an edit that changes no figure\n")
+    helper.write_text(helper.read_text() + SLOW_FIGURES)
 
 
 # --- Ctrl-C and SIGTERM while record.py runs ---------------------------------------------
@@ -238,8 +254,39 @@ def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
     assert raised.value.exit_status == 130
+    assert raised.value.written  # the command's line says the new files are in place
     assert [path.read_text() for path in files] == ["new"] * 3
     assert moved == files
+    assert list(tmp_path.glob(".*.tmp")) == []
+
+
+def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_path):
+    """Python discards an exception raised inside a garbage-collection callback, so the
+    run goes on to its commit; the commit raises the signal again and moves nothing, and
+    says so (a test once saw "after every new file was in place" with nothing moved)."""
+    from scripts import interrupts
+    from scripts.recordings import Staging
+
+    previous = signal.getsignal(signal.SIGINT)
+    interrupts.stop_on_signals()
+    try:
+        target = tmp_path / "a.json"
+        target.write_text("old")
+        with pytest.raises(interrupts.Interrupted) as raised:
+            with Staging() as staging:
+                staging.add(target, "new")
+                try:
+                    os.kill(os.getpid(), signal.SIGINT)
+                    time.sleep(0.05)
+                except interrupts.Interrupted:
+                    pass  # what Python does to it inside a garbage-collection callback
+                staging.commit()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    assert raised.value.exit_status == 130 and not raised.value.written
+    assert raised.value.outcome == "every earlier file is as it was"
+    assert target.read_text() == "old"
     assert list(tmp_path.glob(".*.tmp")) == []
 
 
