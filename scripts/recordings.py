@@ -168,34 +168,38 @@ class Staging:
         in_place = False
         try:
             with signals_deferred():  # raises at once for a signal swallowed before now
-                moved = []  # (target, a link to its old file) for each file already moved
-                try:
-                    for temp, final in self.staged:
-                        old = keep_old(final)
-                        try:
-                            os.replace(temp, final)
-                        except OSError:
-                            if old is not None:
-                                old.unlink(missing_ok=True)
-                            raise
-                        moved.append((final, old))
-                except OSError as error:
-                    put_back(moved)
-                    raise RecordingError(f"{display(final)}: cannot be moved into place "
-                                         f"({error.strerror}); every file is as it was"
-                                         ) from None
-                finally:
-                    for _, old in moved:
-                        if old is not None:
-                            old.unlink(missing_ok=True)
+                moved = self._move_every_file()
                 in_place = True
-                self.staged = []
-                for final, _ in moved:
+                for final in moved:
                     report(final)
         except Interrupted as signal_:
             # Held until the moves were done, or raised before the first: say which.
             signal_.written = in_place
             raise
+
+    def _move_every_file(self):
+        """Each staged file into place, or (on an error) none; returns their targets."""
+        moved = []  # (target, a link to its old file) for each file already moved
+        try:
+            for temp, final in self.staged:
+                old = keep_old(final)
+                try:
+                    os.replace(temp, final)
+                except OSError:
+                    if old is not None:
+                        old.unlink(missing_ok=True)
+                    raise
+                moved.append((final, old))
+        except OSError as error:
+            put_back(moved)
+            raise RecordingError(f"{display(final)}: cannot be moved into place "
+                                 f"({error.strerror}); every file is as it was") from None
+        finally:
+            for _, old in moved:
+                if old is not None:
+                    old.unlink(missing_ok=True)
+        self.staged = []
+        return [final for final, _ in moved]
 
     def __enter__(self):
         return self
