@@ -22,7 +22,7 @@ class Interrupted(BaseException):
         self.signum = signum
         self.name = signal.Signals(signum).name
         self.exit_status = 128 + signum
-        self.written = False  # set when it was held until staged files were in place
+        self.written = files_in_place  # the run's staged files were already moved
         super().__init__(f"interrupted by {self.name}")
 
     @property
@@ -31,6 +31,10 @@ class Interrupted(BaseException):
         return ("after every new file was in place" if self.written
                 else "every earlier file is as it was")
 
+
+# Set by the commit once its files are in place (recordings.Staging.commit): a signal
+# that arrives after that, wherever it is raised, says so in the command's one line.
+files_in_place = False
 
 # Every signal _raise saw. Python discards an exception raised while it runs a garbage-
 # collection callback ("Exception ignored in ..."), so a signal landing there would be
@@ -47,17 +51,14 @@ def _raise(signum, _frame):
     raise Interrupted(signum)
 
 
-def raise_if_interrupted(written=False):
-    """Raise the first signal again if its Interrupted was swallowed on the way up;
-    `written` says the caller's staged files are already in place.
+def raise_if_interrupted():
+    """Raise the first signal again if its Interrupted was swallowed on the way up.
 
     Only while _raise's own SIG_IGN is in place (it sets that when it fires, for the
     rest of the run): a caller that set handlers back (a test, say) has dealt with it.
     """
     if received and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
-        signal_ = Interrupted(received[0])
-        signal_.written = written
-        raise signal_
+        raise Interrupted(received[0])
 
 
 def _quiet_when_lost(unraisable, default=sys.unraisablehook):
@@ -69,7 +70,9 @@ def _quiet_when_lost(unraisable, default=sys.unraisablehook):
 
 
 def stop_on_signals():
+    global files_in_place
     received.clear()  # a new run: no earlier run's signal in this process counts
+    files_in_place = False
     sys.unraisablehook = _quiet_when_lost
     for signum in SIGNALS:
         signal.signal(signum, _raise)

@@ -389,9 +389,7 @@ def main(argv=None):
         refuse_what_cannot_work(args, lessons)
         record(lessons, args.platform, args.processes, args.render_only,
                chosen=bool(args.lesson))
-        # A signal whose exception Python discarded still counts; record() has returned,
-        # so every file it staged is in place.
-        raise_if_interrupted(written=True)
+        raise_if_interrupted()  # a signal whose exception Python discarded still counts
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

@@ -13,9 +13,9 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import RECORDINGS, ROOT, display
+from scripts import RECORDINGS, ROOT, display, interrupts
 from scripts.hashes import content_files, combined_hash
-from scripts.interrupts import Interrupted, signals_deferred
+from scripts.interrupts import signals_deferred
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -165,17 +165,11 @@ class Staging:
         would be worse than either). A move that fails puts back the files already moved,
         from hard links of the old ones, and raises RecordingError naming the file.
         """
-        in_place = False
-        try:
-            with signals_deferred():  # raises at once for a signal swallowed before now
-                moved = self._move_every_file()
-                in_place = True
-                for final in moved:
-                    report(final)
-        except Interrupted as signal_:
-            # Held until the moves were done, or raised before the first: say which.
-            signal_.written = in_place
-            raise
+        with signals_deferred():  # raises at once for a signal swallowed before now
+            moved = self._move_every_file()
+            interrupts.files_in_place = True  # a signal held until now says so
+            for final in moved:
+                report(final)
 
     def _move_every_file(self):
         """Each staged file into place, or (on an error) none; returns their targets."""
