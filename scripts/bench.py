@@ -22,7 +22,7 @@ import time
 from scripts import display
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import SWEEP_ANALYSIS
+from scripts.outputs import SWEEP_ANALYSIS, LockError
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sizes import SIZES
 from scripts.sweep_analysis import analyse, method_summary
@@ -82,7 +82,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
     import numpy
 
     from scripts.hashes import digest_bytes
-    from scripts.outputs import figure_outputs, lock_entry, lock_text, read_lock
+    from scripts.outputs import figure_outputs, lock_entry, lock_path, lock_text, read_lock
 
     measure = measure or (lambda *args: measure_in_subprocess(lesson.sweep, *args,
                                                               root=lesson.root))
@@ -105,20 +105,21 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
     name = f"recordings/{lesson.id}.sweep.json"
     validate(recording, f"new recording {name}", "make bench")
     text = dumps(recording)
-    figure = next(o for o in figure_outputs(lesson) if o.source == name)
-    from scripts.figures.sweep import render
-
-    svg = render(recording)
+    # The figures drawn from this recording (lessons.toml `figures`), with its renderer.
+    figures = [(figure, figure.kind.render(recording)) for figure in figure_outputs(lesson)
+               if figure.source == name]
     with Staging() as staging:
         if out is None:
             staging.add(lesson.root / name, text)
-            staging.add(lesson.root / figure.path, svg)
             lock = read_lock(lesson.root)
-            lock[figure.path] = lock_entry(figure, svg, lesson.root, digest_bytes(text))
-            staging.add(lesson.root / "recordings" / "outputs.lock.json", lock_text(lock))
+            for figure, svg in figures:
+                staging.add(lesson.root / figure.path, svg)
+                lock[figure.path] = lock_entry(figure, svg, lesson.root, digest_bytes(text))
+            staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            staging.add(Path(out).with_suffix(".svg"), svg)
+            for _, svg in figures:
+                staging.add(Path(out).with_suffix(".svg"), svg)
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
     return recording
 
@@ -151,7 +152,7 @@ def main(argv=None, plan=FULL):
         lesson = sweep_lesson(args.lesson)
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
                                  plan["sizes"], {key: plan[key] for key in TIMING_KEYS})
-    except (WrongResults, WorkerFailed, RegistryError, RecordingError) as error:
+    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:

@@ -6,11 +6,11 @@ TPU VM still says what it was made from. Figures and the notebook keep theirs in
 recordings/outputs.lock.json. Imports no JAX and no matplotlib.
 """
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scripts import LOCK, ROOT, display
 from scripts.figures import KINDS
-from scripts.hashes import content_files, digest, digest_bytes, import_closure
+from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
 from scripts.recordings import RECORD
 
 RENDER = "python scripts/record.py --render-only"
@@ -44,10 +44,11 @@ class DerivedOutput:
     source: str  # the recording or data file it is made from
     code: str  # the renderer (or builder) module
     fix: str
+    kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
 
     def current_inputs(self, root=ROOT):
-        files = [root / self.source, *import_closure(root / self.code, root)]
-        return {path.relative_to(root).as_posix(): digest(path) for path in files}
+        return file_digests([root / self.source, *import_closure(root / self.code, root)],
+                            root)
 
 
 def recording_outputs(lesson, root=ROOT):
@@ -86,7 +87,7 @@ def figure_outputs(lesson):
         spec = KINDS[kind]
         outputs.append(DerivedOutput(spec.path.format(id=lesson.id),
                                      spec.input.format(id=lesson.id), spec.module_path(),
-                                     RENDER))
+                                     RENDER, kind=spec))
     return outputs
 
 
@@ -97,9 +98,14 @@ def notebook_output(lesson):
                          f"recordings/{lesson.id}.cpu.json", NOTEBOOK_BUILDER, RECORD)
 
 
+def lock_path(root=ROOT):
+    """outputs.lock.json of the project at `root`."""
+    return root / LOCK.relative_to(ROOT)
+
+
 def read_lock(root=ROOT):
     """{output path: {"sha256", "inputs"}}; {} when absent; LockError when unreadable."""
-    path = root / LOCK.relative_to(ROOT)
+    path = lock_path(root)
     try:
         lock = json.loads(path.read_text())
     except FileNotFoundError:

@@ -28,7 +28,7 @@ from scripts import display
 from scripts.hashes import digest_bytes
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_text,
+from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_path, lock_text,
                              notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
                                 remove_stray_temps, validate)
@@ -243,9 +243,7 @@ def load_source(lesson, source):
 
 
 def render(output, data):
-    from scripts.figures import KINDS
-
-    kind = next(k for k in KINDS.values() if k.module_path() == output.code)
+    kind = output.kind
     try:
         return kind.render(data)
     except (KeyError, IndexError, TypeError, ValueError) as error:
@@ -280,7 +278,7 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                     arriving.update(record_simulation(lesson, staging, scratch))
             progress(f"drawing the figures of {lesson.id}")
             lock.update(stage_figures(lesson, staging, arriving, lock))
-        staging.add(root / "recordings" / "outputs.lock.json", lock_text(lock))
+        staging.add(lock_path(root), lock_text(lock))
         staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
 

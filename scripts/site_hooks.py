@@ -24,7 +24,7 @@ from mkdocs.structure.files import File
 # mkdocs loads this file by path; the `scripts` package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import ROOT
+from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
@@ -37,6 +37,7 @@ TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
+lessons = {}  # lesson id -> Lesson, from the registry on_config read
 recordings = {}  # recording stem ("<lesson>.cpu") -> loaded recording
 page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
 
@@ -44,9 +45,11 @@ page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_
 def on_config(config):
     """Load every recording of every registered lesson, validated; a broken recording,
     or a stale one this machine can remake, stops the build here with one line each."""
+    lessons.clear()
     recordings.clear()
     try:
-        loaded, problems = load_all(load_lessons())
+        lessons.update(load_lessons())
+        loaded, problems = load_all(lessons)
     except (RegistryError, RecordingError) as error:
         raise PluginError(str(error)) from None
     if problems:
@@ -75,11 +78,11 @@ def on_serve(server, config, builder):
 
 def on_files(files, config):
     """Serve figures/, the lesson program from the site itself."""
-    for svg in sorted((ROOT / "figures").glob("*.svg")):
+    for svg in sorted(FIGURES.glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
     # Each lesson program, downloadable beside its notebook: it runs as is, on its own.
-    for lesson in load_lessons().values():
+    for lesson in lessons.values():
         files.append(File(lesson.path().relative_to(ROOT).as_posix(), str(ROOT),
                           config["site_dir"], config["use_directory_urls"]))
     return files
@@ -96,9 +99,9 @@ LEFTOVER = re.compile(r"\{\{\s*[A-Za-z][\w-]*\s*(?::|\||\}\}|$)[^\n]*", re.MULTI
 
 
 def on_page_markdown(markdown, page, config, files):
-    markdown = choose_recorded_branches(markdown, page)
     if not page.file.src_uri.endswith(".md"):
         return markdown  # a notebook page is converted from its own file
+    markdown = choose_recorded_branches(markdown, page)
     values = page_values[page.file.src_uri] = PageValues(page.file.src_uri)
     markdown = DIRECTIVE.sub(lambda m: expand(m, page, values), markdown)
     reject_leftover_directives(markdown, page)

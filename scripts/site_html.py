@@ -48,7 +48,6 @@ HIGHLIGHT = re.compile(r'<div class="highlight"')
 CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\b(?:tabindex|id)=)")
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
-IMAGE = re.compile(r"<img\b[^>]*>")
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)")
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
@@ -104,17 +103,18 @@ def sized_image(tag, page, files):
     return re.sub(r"\s*/?>$", extra + " />", tag)
 
 
-def linked_figure(match):
+def sized_linked_image(match, page, files):
+    """An `<img>` sized, and a link to its SVG unless the page already made it one."""
     link, image = match.groups()
+    image = sized_image(image, page, files)
     source = SOURCE.search(image)
     if link or not source or "://" in source.group(1):
-        return match.group(0)
+        return (link or "") + image
     return f'<a href="{source.group(1)}">{image}</a>'
 
 
 def on_page_content(html, page, config, files):
-    html = IMAGE.sub(lambda m: sized_image(m.group(0), page, files), html)
-    html = LINK_AND_IMAGE.sub(linked_figure, html)
+    html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files), html)
     html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
                      f'aria-label="table">{m.group(0)}</div>', html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)

@@ -30,9 +30,6 @@ align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow-x:auto}
 </style>
 """
 
-pages_with_math = set()  # src_uri of every page this build put MathML into
-
-
 def top_level_parts(tex):
     """Split at each \\qquad that is not inside braces; each part is a whole formula."""
     parts, depth, start = [], 0, 0
@@ -71,14 +68,12 @@ def on_page_content(html_text, page, config, files):
         raise PluginError(f"{page.file.src_uri}: a formula in an unexpected form was left "
                           f"as TeX near {converted[where:where + 80]!r}; write it as "
                           f"$...$ or $$...$$")
-    if converted != html_text:
-        pages_with_math.add(page.file.src_uri)
-    else:
-        pages_with_math.discard(page.file.src_uri)
     return converted
 
 
 def on_post_page(output, page, config):
-    if page.file.src_uri in pages_with_math:
+    """The formulas' CSS, on the pages that have formulas (text that reads `<math` in a
+    page is escaped, so an element is the only way to match)."""
+    if "<math" in output:
         output = output.replace("</head>", STYLE + "</head>", 1)
     return output

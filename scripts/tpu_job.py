@@ -141,8 +141,7 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             for number, step in enumerate(steps, 1):
                 progress(f"[{number}/{len(steps) + bool(cleanup)}] {step.title}")
                 if step.command is None:
-                    install_fetched(Path(workdir) / fetched, target, lesson.id,
-                                    module_path, root)
+                    install_fetched(Path(workdir) / fetched, target, lesson, root)
                     continue
                 run_step(step, root, accelerator, zone)
                 vm_is_ours = vm_is_ours or step.gcloud_verb == "create"
@@ -162,9 +161,9 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             raise failure
 
 
-def install_fetched(fetched, target, lesson_id, module_path, root):
+def install_fetched(fetched, target, lesson, root):
     try:
-        check_tpu_recording(fetched, lesson_id, module_path, root)
+        check_tpu_recording(fetched, lesson.id, lesson.path(), root, lesson.devices)
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
     install_recording(fetched, target)

@@ -10,15 +10,16 @@ from scripts.freshness import stale_inputs
 from scripts.hashes import content_files
 from scripts.recordings import RecordingError, load_recording, write_atomically
 
-DEVICES = 4
+DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
 
 
 class RefusedRecording(Exception):
     """The fetched file is not a current 4-chip TPU recording; str() is the one line."""
 
 
-def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
-    """Return the recording at `path` if it is a current TPU run of the lesson."""
+def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES):
+    """Return the recording at `path` if it is a current TPU run of the lesson on
+    `devices` chips."""
     try:
         recording = load_recording(path)
     except RecordingError as error:
@@ -29,8 +30,8 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
     problems = [
         (recording["lessonId"] == lesson_id, f"it records {recording['lessonId']!r}"),
         (environment["backend"] == "tpu", f"its backend is {environment['backend']!r}"),
-        (environment["deviceCount"] == DEVICES,
-         f"it ran on {environment['deviceCount']} devices, not {DEVICES}"),
+        (environment["deviceCount"] == devices,
+         f"it ran on {environment['deviceCount']} devices, not {devices}"),
         ("TPU" in environment.get("deviceKind", ""),
          f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
         (bool(lines) and lines[-1] == f"PASS: {lesson_id}",
@@ -38,7 +39,7 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT):
     ]
     for ok, why in problems:
         if not ok:
-            raise RefusedRecording(f"the fetched recording is not a {DEVICES}-chip TPU run "
+            raise RefusedRecording(f"the fetched recording is not a {devices}-chip TPU run "
                                    f"of {lesson_id}: {why}")
     changed = stale_inputs(recording, content_files(module_path, root))
     if changed:
