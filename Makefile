@@ -58,10 +58,9 @@ fresh: install
 	git -C $(FRESH) init -q && git -C $(FRESH) add -A
 	git -C $(FRESH) -c user.name=make -c user.email=make@localhost commit -qm "make fresh"
 	ln -s $(CURDIR)/node_modules $(FRESH)/node_modules
-	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py
-	cd $(FRESH) && $(CURDIR)/$(PY) scripts/record.py --processes 4
-	cd $(FRESH) && $(CURDIR)/$(VENV)/bin/mkdocs build --strict
-	cd $(FRESH) && $(CURDIR)/$(PY) scripts/check_links.py site
+	# The same `record` and `build` as here, with this tree's environment: its stamps are
+	# current there too (tar keeps the pins' times; node_modules is the link above).
+	$(MAKE) -C $(FRESH) --no-print-directory VENV=$(CURDIR)/$(VENV) record build
 
 
 # Debian's chromium for the browser test; never a browser download.

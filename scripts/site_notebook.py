@@ -1,8 +1,9 @@
 """mkdocs hook: show the executed notebook as a page of the site, in the site's own markup.
 
 mkdocs-jupyter still puts the notebook in the navigation, sets `page.nb_url` and ships the
-`.ipynb` for download; only its HTML is replaced. That HTML (nbconvert's JupyterLab
-template) inlines about 600 KB of CSS in `<body>`, loads MathJax and a clipboard script,
+`.ipynb` for download; only its renderer is replaced (hooks run after plugins, so this
+on_pre_page has the last word), before it runs nbconvert at all. Its HTML (nbconvert's
+JupyterLab template) inlines about 600 KB of CSS in `<body>`, loads MathJax and a clipboard script,
 keeps a light code palette in dark mode and is invalid HTML in 74 places. Here the cells
 become the Markdown the lesson page is written in (a Python fence per code cell, a text
 fence per output), converted with the site's own Markdown extensions: the notebook then
@@ -62,9 +63,14 @@ def notebook_markdown(notebook, where):
     return "\n\n".join(blocks) + "\n"
 
 
-def on_page_content(html_text, page, config, files):
-    if not page.file.src_uri.endswith(".ipynb"):
-        return html_text
+def on_pre_page(page, config, files):
+    if page.file.src_uri.endswith(".ipynb"):
+        page.render = lambda config, files: render_notebook(page, config)
+    return page
+
+
+def render_notebook(page, config):
+    """What Page.render does for Markdown: page.content and page.toc, from the cells."""
     path = Path(page.file.abs_src_path)
     try:
         notebook = json.loads(path.read_text())
@@ -73,7 +79,6 @@ def on_page_content(html_text, page, config, files):
                           f"`python scripts/record.py`") from None
     converter = markdown.Markdown(extensions=config["markdown_extensions"],
                                   extension_configs=config["mdx_configs"])
-    rendered = converter.convert(notebook_markdown(notebook, page.file.src_uri))
+    page.content = converter.convert(notebook_markdown(notebook, page.file.src_uri))
     # The side bar's table of contents must name the ids this HTML has.
     page.toc = get_toc(getattr(converter, "toc_tokens", []))
-    return rendered
