@@ -7,6 +7,8 @@ a different device count runs the lesson in a subprocess, with clean_env().
 """
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,13 @@ def clean_env(**extra):
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
 
 
+def run_record(root, *args, timeout=300):
+    """`record.py ARGS` run to its end in the project at `root`, its output captured as text."""
+    return subprocess.run([sys.executable, str(Path(root) / "scripts" / "record.py"), *args],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=timeout)
+
+
 def project_copy(destination, parts=PROJECT_PARTS):
     """A copy of the project's `parts` under `destination`, node_modules linked."""
     destination = Path(destination)
@@ -72,3 +81,11 @@ def built_site(tmp_path_factory):
     run = build(ROOT, site)
     assert run.returncode == 0, run.stderr[-3000:]
     return site
+
+
+@pytest.fixture(scope="session")
+def reference_site(tmp_path_factory):
+    """The bare mkdocs-material reference site (tests/site_reference.py), built once."""
+    from site_reference import build_reference
+
+    return build_reference(tmp_path_factory.mktemp("reference"))

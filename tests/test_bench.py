@@ -12,7 +12,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, clean_env, project_copy
 from lesson_code import distributed_03_sweep as sweep_measure
-from scripts import bench
+from scripts import bench, hashes
 from scripts.figures.sweep import render
 from scripts.recordings import load_recording, validate
 from scripts import sweep_analysis as analysis
@@ -25,6 +25,12 @@ QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "samples": 5, "minSamples": 3,
          "rowBudgetS": 0.2, "minSampleMs": 0.5}
 RECORDING = ROOT / "recordings" / "distributed-03.sweep.json"
 FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
+
+
+def quick_sweep_program(out):
+    """A `python -c` program: bench.py's main on the QUICK plan, writing `out`."""
+    return (f"import sys; from scripts import bench; "
+            f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
 
 
 # --- arithmetic -----------------------------------------------------------------------
@@ -127,10 +133,8 @@ def test_fit_never_reports_negative_latency():
 
 def test_quick_sweep_end_to_end(tmp_path):
     out = tmp_path / "sweep.json"
-    program = (f"import sys; from scripts import bench; "
-               f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", quick_sweep_program(out)], cwd=ROOT,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     recording = json.loads(out.read_text())
     validate(recording)
@@ -207,8 +211,8 @@ def test_the_recording_figure_and_lock_move_into_place_together(tmp_path):
     assert (root / "figures" / "distributed-03-sweep.svg").read_text() == render(recording)
     lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
     assert lock["figures/distributed-03-sweep.svg"]["inputs"][
-        "recordings/distributed-03.sweep.json"] == __import__("hashlib").sha256(
-        (root / "recordings" / "distributed-03.sweep.json").read_bytes()).hexdigest()
+        "recordings/distributed-03.sweep.json"] == hashes.digest(
+        root / "recordings" / "distributed-03.sweep.json")
     assert list(root.rglob("*.tmp")) == []
 
 

@@ -40,9 +40,10 @@ FIRST_LOAD_LIMIT = 500_000
 SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
 
 
-def skip_or_fail(reason):
+def skip_or_fail(reason, what="browser test"):
+    """Skip when a tool is missing here; under CI, where it must be there, fail."""
     if os.environ.get("CI") == "true":
-        pytest.fail(f"browser test cannot run under CI: {reason}")
+        pytest.fail(f"{what} cannot run under CI: {reason}")
     pytest.skip(reason)
 
 
@@ -357,12 +358,9 @@ def axe_findings(page):
 
 
 @pytest.fixture(scope="module")
-def reference_findings(browser, serve, tmp_path_factory):
+def reference_findings(browser, serve, reference_site):
     """What axe finds on the bare theme, per colour scheme and width."""
-    from site_reference import build_reference
-
-    site = build_reference(tmp_path_factory.mktemp("reference"))
-    origin = serve(site)
+    origin = serve(reference_site)
     findings = {}
     for scheme, width in SCREENS:
         page, _ = open_page(browser, f"{origin}/", origin, scheme, width)

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import FIXTURES, clean_env, leftover_temp_files, project_copy, snapshot
+from conftest import (FIXTURES, clean_env, leftover_temp_files, project_copy, run_record,
+                      snapshot)
 from scripts.scratch import MARK, remove_abandoned
 
 LESSON_ID = "distributed-03"
@@ -353,12 +354,6 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
 
 # --- arguments refused before anything runs ----------------------------------------------
 
-def record(root, *args):
-    return subprocess.run([sys.executable, str(root / "scripts" / "record.py"), *args],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("args, message", [
     (["--processes", "0"], "--processes 0 cannot be recorded (a multi-process run needs 2"),
     (["--processes", "1"], "--processes 1 cannot be recorded (a multi-process run needs 2"),
@@ -377,7 +372,7 @@ def record(root, *args):
 def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
     before = snapshot(tree)
     started = time.monotonic()
-    run = record(tree, *args)
+    run = run_record(tree, *args, timeout=120)
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1, run.stderr  # one line: no usage, no traceback
     assert run.stderr.startswith("error: ") and message in run.stderr, run.stderr
@@ -387,7 +382,7 @@ def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
 
 
 def test_another_device_count_names_the_registry_and_how_to_try_it(tree):
-    run = record(tree, "--devices", "8")
+    run = run_record(tree, "--devices", "8", timeout=120)
     assert run.stderr == (
         f"error: --devices 8: {LESSON_ID} is recorded on 4 devices, the count its page "
         f"describes (`devices` in lesson_code/lessons.toml); to try 8 without recording, "
@@ -551,7 +546,7 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
     assert ignored.stdout.split() == [p.relative_to(tree).as_posix() for p in strays]
     for stray in strays:
         stray.write_text("half")
-    run = record(tree, "--render-only")
+    run = run_record(tree, "--render-only", timeout=120)
     assert run.returncode == 0, run.stderr
     assert leftover_temp_files(tree) == []
 
@@ -576,16 +571,16 @@ def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
         path.unlink()
         path.mkdir()
         broken = f"recordings/{LESSON_ID}.cpu.json: is a directory"
-    check = record(tree, "--check")
+    check = run_record(tree, "--check", timeout=120)
     assert check.returncode == 1 and "Traceback" not in check.stderr + check.stdout
     assert any(line.startswith(broken) for line in check.stdout.splitlines()), check.stdout
     before = snapshot(tree)
-    run = record(tree, "--render-only")
+    run = run_record(tree, "--render-only", timeout=120)
     assert "Traceback" not in run.stderr
     if fix:  # the lock is rebuilt from what is drawn now
         assert run.returncode == 0, run.stderr
-        assert not any(line.startswith(broken) for line in record(tree, "--check").stdout
-                       .splitlines())
+        assert not any(line.startswith(broken)
+                       for line in run_record(tree, "--check", timeout=120).stdout.splitlines())
     else:  # the figure drawn from it cannot be: one line naming the file, nothing written
         assert run.returncode == 1
         assert run.stderr.strip().splitlines()[-1].startswith(f"error: {broken}")
@@ -640,15 +635,12 @@ def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tm
                                                                               signum):
     """As a terminal's Ctrl-C (or a CI cancel) does: the signal reaches the whole group."""
     from conftest import ROOT
+    from test_bench import quick_sweep_program
 
     out = tmp_path / "sweep.json"
-    quick = {"ranks": [4], "sizes": [8, 8192, 2**20], "samples": 5, "minSamples": 3,
-             "rowBudgetS": 0.2, "minSampleMs": 0.5}
-    program = (f"import sys; from scripts import bench; "
-               f"sys.exit(bench.main(['--out', {str(out)!r}], plan={quick!r}))")
-    bench = subprocess.Popen([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             start_new_session=True)
+    bench = subprocess.Popen([sys.executable, "-c", quick_sweep_program(out)], cwd=ROOT,
+                             env=clean_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, start_new_session=True)
     try:
         workers = []
         deadline = time.monotonic() + 60

@@ -1,5 +1,4 @@
 """Every figure: render(data) -> SVG text, deterministic, accessible, and confined."""
-import hashlib
 import json
 import re
 import subprocess
@@ -10,6 +9,7 @@ import pytest
 
 from conftest import ROOT, clean_env
 from scripts.figures import KINDS
+from scripts.hashes import digest_bytes
 from scripts.lessons import load_lessons
 from scripts.outputs import figure_outputs, read_lock
 
@@ -33,7 +33,7 @@ def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
     assert svg == draw(path)  # deterministic
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
-    assert read_lock()[path]["sha256"] == hashlib.sha256(svg.encode()).hexdigest()
+    assert read_lock()[path]["sha256"] == digest_bytes(svg)
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))

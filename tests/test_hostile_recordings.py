@@ -7,14 +7,10 @@ a site here carrying script, Markdown link, image, snippet and template payloads
 HTML, the search index and chromium must show it as text: no script runs, no
 `javascript:` URL exists, and no file is pulled into the page.
 """
-import functools
-import http.server
 import json
-import os
 import re
 import subprocess
 import sys
-import threading
 from html.parser import HTMLParser
 
 import pytest
@@ -23,7 +19,7 @@ from scripts.recordings import RecordingError, load_recording
 from conftest import ROOT
 from conftest import project_copy as copy_project
 from site_build import build
-from test_browser import CHROMIUM, QUIET
+import test_browser
 
 CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
 # Each payload is one line; stdout and the prose fields carry all of them, line by line.
@@ -258,32 +254,13 @@ def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
 
 # ----------------------------------------------------------------- in chromium --
 
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        reason = f"{CHROMIUM} is missing: apt-get install chromium (make test does, as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"browser test cannot run under CI: {reason}")
-        pytest.skip(reason)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-        yield instance
-        instance.close()
+# test_browser.py's chromium and its quiet static server, as this module's fixtures.
+browser, serve = test_browser.browser, test_browser.serve
 
 
 @pytest.fixture(scope="module")
-def served(hostile_site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(hostile_site))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
+def served(hostile_site, serve):
+    return serve(hostile_site)
 
 
 def watch_for_execution(page, problems):

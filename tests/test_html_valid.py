@@ -7,13 +7,13 @@ an error it reports there too, with the same message, comes from the theme's own
 from anything this project wrote, and is the only kind left out.
 """
 import json
-import os
 import shutil
 import subprocess
 
 import pytest
 
 from conftest import ROOT
+from test_browser import skip_or_fail
 
 VNU = ROOT / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
 
@@ -26,9 +26,7 @@ def vnu(*arguments):
                          (not VNU.exists(), "node_modules/vnu-jar is missing: run "
                                             "`make install`")):
         if missing:
-            if os.environ.get("CI") == "true":
-                pytest.fail(f"the HTML checker cannot run under CI: {fix}")
-            pytest.skip(fix)
+            skip_or_fail(fix, what="the HTML checker")
     run = subprocess.run([java, "-jar", str(VNU), "--errors-only", "--format", "json",
                           *map(str, arguments)], capture_output=True, text=True, timeout=300)
     report = json.loads(run.stderr or run.stdout)
@@ -38,11 +36,8 @@ def vnu(*arguments):
 
 
 @pytest.fixture(scope="module")
-def theme_errors(tmp_path_factory):
-    from site_reference import build_reference
-
-    site = build_reference(tmp_path_factory.mktemp("reference"))
-    return {message for _, _, message in vnu("--skip-non-html", site)}
+def theme_errors(reference_site):
+    return {message for _, _, message in vnu("--skip-non-html", reference_site)}
 
 
 def test_every_page_is_valid_html(built_site, theme_errors):

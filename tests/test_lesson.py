@@ -13,7 +13,6 @@ import sys
 import time
 from fractions import Fraction
 from functools import cache
-from pathlib import Path
 
 import jax
 import numpy as np
@@ -22,15 +21,13 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import clean_env
+from conftest import PUBLISHED_SEED, ROOT, clean_env
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_exercises as exercises
 
-ROOT = Path(__file__).resolve().parents[1]
 LESSON_CODE = ROOT / "lesson_code"
 LESSON_FILE = LESSON_CODE / "distributed_03.py"
 EXERCISES_FILE = LESSON_CODE / "distributed_03_exercises.py"
-SEED_RECORDING = ROOT / "tests" / "fixtures" / "published_seed.json"
 RANKS = (2, 4, 8)
 TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
 
@@ -533,7 +530,7 @@ def run_program(*args):
 def seed_gradient():
     """The gradient printed in the published recording (tests/fixtures)."""
     import json
-    stdout = json.loads(SEED_RECORDING.read_text())["stdout"]
+    stdout = json.loads(PUBLISHED_SEED.read_text())["stdout"]
     line = next(ln for ln in stdout.splitlines() if ln.startswith("Gradient reference: "))
     return np.asarray(ast.literal_eval(line.removeprefix("Gradient reference: ")))
 

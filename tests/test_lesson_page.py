@@ -4,9 +4,9 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT
+
 PAGE = ROOT / "docs" / "lessons" / "distributed-03.md"
 LESSON_FILE = ROOT / "lesson_code" / "distributed_03.py"
 # The published lesson has about 2,000 words of prose; the page may be 1.5 times that.

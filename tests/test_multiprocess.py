@@ -8,8 +8,6 @@ import ast
 import json
 import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -17,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, clean_env
+from conftest import ROOT
 from lesson_code.distributed_03 import make_problem, reference_gradient
 from scripts.figures.traffic import render
 from scripts.launch import ProcessRunError, run_processes
+from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
@@ -70,9 +69,9 @@ def shard_line(stdout):
 
 
 def test_process_0_prints_what_the_single_process_lesson_prints(run):
-    single = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
-                            env=clean_env(), capture_output=True, text=True, check=True,
-                            timeout=120).stdout
+    program = run_program()  # `python -m lesson_code.distributed_03`, run once per session
+    assert program.returncode == 0, program.stderr[-2000:]
+    single = program.stdout
     assert "Completed CPU median microseconds: {'all_reduce': T" in without_timings(single)
     # Process 0 can list only the shard it holds: device 0's, the same as in one process.
     assert shard_line(run.stdout) == shard_line(single)[:1]

@@ -2,7 +2,7 @@
 import nbformat
 
 from conftest import ROOT
-from scripts.notebook import build_notebook, execute, source_blocks
+from scripts.notebook import build_notebook, execute, source_blocks, stdout_of
 
 LESSON = ROOT / "lesson_code" / "distributed_03.py"
 COMMITTED = ROOT / "docs" / "notebooks" / "distributed-03.ipynb"
@@ -22,9 +22,7 @@ def test_the_committed_notebook_printed_exactly_the_committed_recording():
     import json
 
     notebook = nbformat.read(COMMITTED, as_version=4)
-    printed = "".join(out.text for cell in notebook.cells if cell.cell_type == "code"
-                      for out in cell.outputs
-                      if out.output_type == "stream" and out.name == "stdout")
+    printed = stdout_of(notebook)
     assert printed == json.loads(RECORDING.read_text())["stdout"]
     assert printed.rstrip().endswith("PASS: distributed-03")
     assert not any("_json.dump" in cell.source for cell in notebook.cells)

@@ -8,9 +8,10 @@ import sys
 import nbformat
 import pytest
 
-from conftest import clean_env, leftover_temp_files, project_copy, snapshot
+from conftest import clean_env, leftover_temp_files, project_copy, run_record, snapshot
 from scripts import hashes
 from scripts.figures import KINDS
+from scripts.notebook import stdout_of
 from scripts.recordings import load_recording
 
 LESSON_ID = "distributed-03"
@@ -18,14 +19,6 @@ LESSON_ID = "distributed-03"
 
 def edit(path, change):
     path.write_text(change(path.read_text()))
-
-
-def run_record(root, *args, timeout=300):
-    return subprocess.run([sys.executable, str(root / "scripts" / "record.py"), *args],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=timeout)
-
-
 
 
 @pytest.fixture(scope="module")
@@ -67,9 +60,7 @@ def test_the_notebook_and_the_recording_are_one_execution(recorded):
     root, _ = recorded
     recording = load_recording(root / "recordings" / f"{LESSON_ID}.cpu.json")
     notebook = nbformat.read(root / "docs" / "notebooks" / f"{LESSON_ID}.ipynb", as_version=4)
-    printed = "".join(out.text for cell in notebook.cells if cell.cell_type == "code"
-                      for out in cell.outputs
-                      if out.output_type == "stream" and out.name == "stdout")
+    printed = stdout_of(notebook)
     # Line for line, timings included: the page and the notebook show the same run.
     assert printed == recording["stdout"]
     timing = recording["data"]["timing"]["all_reduce"]["medianUs"]

@@ -5,14 +5,15 @@ fitted, a worker or lesson that breaks its contract) and checks the exit status,
 line, and that nothing was written.
 """
 import json
-import subprocess
+import signal
 import sys
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, clean_env, project_copy
+from conftest import ROOT, project_copy, run_record, snapshot
 from scripts import bench, record, recordings
+from scripts.lessons import load_lessons
 from scripts.sizes import COLLECTIVES
 from scripts.sweep_measure import WorkerFailed, measure_in_subprocess
 
@@ -44,9 +45,7 @@ def test_the_check_with_a_corrupt_schema_is_one_line_per_recording(tmp_path):
                                                       "scripts", "lesson_code", "recordings",
                                                       "figures", "docs"))
     (root / "recordings" / "schema.json").write_text("{not json")
-    run = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=root,
-                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
-                         text=True, timeout=120)
+    run = run_record(root, "--check", timeout=120)
     assert run.returncode == 1 and "Traceback" not in run.stdout + run.stderr
     lines = run.stdout.splitlines()
     assert lines and all("recordings/schema.json: the schema cannot be read" in line and
@@ -143,16 +142,26 @@ def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
     assert message.endswith("nothing was written")
 
 
-def test_a_lesson_without_environment_names_the_contract(monkeypatch, capsys):
-    before = {p: p.read_bytes() for p in (ROOT / "recordings").glob("*.json")}
+def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, capsys):
+    # On a copy: were the contract check to regress, the run would write there, not here.
+    root = project_copy(tmp_path.resolve() / "repo")
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
+    before = snapshot(root)
     run = SimpleNamespace(stdout="PASS: distributed-03\n", data={"gradient": [1.0]},
                           duration_s=0.1, notebook=None)
     monkeypatch.setattr(record, "run_in_kernel", lambda *args: run)
-    assert record.main(["--lesson", "distributed-03"]) == 1
+    # record.main installs its own SIGINT/SIGTERM handlers and unraisable hook.
+    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        assert record.main(["--lesson", "distributed-03"]) == 1
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     line = one_line(capsys.readouterr().err)
     assert "run_lesson() returned no `environment`" in line
     assert "lesson_code/CONTRACT.md requires it" in line
-    assert {p: p.read_bytes() for p in (ROOT / "recordings").glob("*.json")} == before
+    assert snapshot(root) == before
 
 
 def test_a_recording_error_keeps_its_fix_apart():
@@ -167,9 +176,7 @@ def test_a_figure_source_recording_names_its_own_fix(tmp_path):
                                                       "scripts", "lesson_code", "recordings",
                                                       "figures", "docs"))
     (root / "recordings" / "distributed-03.sweep.json").write_text(json.dumps([1]))
-    run = subprocess.run([sys.executable, "scripts/record.py", "--render-only"], cwd=root,
-                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
-                         text=True, timeout=120)
+    run = run_record(root, "--render-only", timeout=120)
     assert run.returncode == 1
     assert one_line(run.stderr.replace("record: drawing the figures of distributed-03\n", "")) \
         == "error: recordings/distributed-03.sweep.json: expected a JSON object; run " \

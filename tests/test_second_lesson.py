@@ -5,12 +5,10 @@ into a copy of the project, recorded, checked and built there.
 """
 import hashlib
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, clean_env, project_copy
+from conftest import FIXTURES, ROOT, project_copy, run_record
 from site_build import build
 
 SECOND = FIXTURES / "second_lesson"
@@ -20,12 +18,6 @@ def digests(root, folders):
     return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
             for folder in folders for path in sorted((root / folder).rglob("*"))
             if path.is_file() and "__pycache__" not in path.parts}
-
-
-def record(root, *args):
-    return subprocess.run([sys.executable, "scripts/record.py", *args], cwd=root,
-                          env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
-                          text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +34,7 @@ def project(tmp_path_factory):
         "  - \"Second lesson\": lessons/psum-01.md\n"
         "  - \"Its notebook\": notebooks/psum-01.ipynb\n", 1))
     before = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
-    run = record(root, "--lesson", "psum-01")
+    run = run_record(root, "--lesson", "psum-01")
     assert run.returncode == 0, run.stderr[-3000:]
     return root, before
 
@@ -77,7 +69,7 @@ def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
 
 def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):
     root, _ = project
-    check = record(root, "--check")
+    check = run_record(root, "--check")
     assert (check.returncode, check.stdout) == (0, ""), check.stdout
     run = build(root, tmp_path / "site")
     assert run.returncode == 0, run.stderr[-3000:]

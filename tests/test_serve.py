@@ -2,7 +2,6 @@
 hangs the server nor leaves a traceback."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,6 +12,7 @@ from mkdocs.config import load_config
 
 from conftest import ROOT
 from conftest import project_copy as copy_project
+from scripts.launch import free_port
 from site_build import NO_JAX_BUILD
 
 RECORDING = "recordings/distributed-03.cpu.json"
@@ -22,12 +22,6 @@ def test_serve_watches_recordings_figures_and_lesson_code():
     config = load_config(str(ROOT / "mkdocs.yml"))
     watched = {os.path.relpath(path, ROOT) for path in config["watch"]}
     assert {"recordings", "figures", "lesson_code"} <= watched
-
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def serve(project, log):

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FIXTURES, ROOT
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording
 from scripts import tpu_job
 from scripts.tpu_recording import RefusedRecording, check_tpu_recording
 from scripts.tpu_steps import (RUNTIMES, UV_VERSION, UsageError, check_options,
                                dry_run_text, job_commands, job_steps)
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-
-ROOT = Path(__file__).resolve().parents[1]
 TARGET = "distributed-03.tpu.json"
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 
