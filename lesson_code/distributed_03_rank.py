@@ -13,6 +13,7 @@ Process 0 prints what `python -m lesson_code.distributed_03` prints and writes t
 JSON; the others check their own shards silently.
 """
 import argparse
+import fcntl
 import json
 import os
 import socket
@@ -36,8 +37,9 @@ STARTED = time.monotonic()
 LARGE_GRADIENT_BYTES = 2**20
 
 TRAFFIC_METHOD = (
-    "Sum of Linux TCP_INFO tcpi_bytes_sent (TCP payload bytes the kernel sent), read with "
-    "getsockopt, over every TCP connection the process holds, except connections to or "
+    "Sum of Linux TCP_INFO tcpi_bytes_sent minus tcpi_bytes_retrans (TCP payload bytes "
+    "the kernel sent, each once), read with getsockopt after the socket's send queue has "
+    "emptied, over every TCP connection the process holds, except connections to or "
     "from the jax.distributed coordinator port (gRPC start-up and heartbeats): only gloo's "
     "collective traffic counts. Per row: one warm-up call, then {calls} calls each ending "
     "in block_until_ready; the change in the sum divided by {calls}. Includes gloo's "
@@ -77,10 +79,26 @@ def join(process_id, processes, port):
 
 # --8<-- [start:count_bytes]
 BYTES_SENT_AT = 200  # offset of u64 tcpi_bytes_sent in Linux's struct tcp_info (4.19+)
+# The u64 right after it, tcpi_bytes_retrans: bytes sent again after a loss. On a busy
+# host loopback drops whole 64 KiB segments now and then; they are not gloo's messages.
+BYTES_RETRANS_AT = 208
+SIOCOUTQ = 0x5411  # ioctl: bytes a socket still holds, not yet sent or not yet acknowledged
+
+
+def wait_until_sent(sock, timeout_s=2.0):
+    """A call can finish here while its last bytes to a slower rank still sit in this
+    socket's queue; counted now, they would land in the next window. Wait them out."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        queued = fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0" * 4)
+        if struct.unpack("i", queued)[0] == 0:
+            return
+        time.sleep(0.001)
 
 
 def tcp_bytes_sent(coordinator_port):
-    """Payload bytes sent so far on this process's TCP connections, the kernel's count.
+    """Payload bytes sent so far on this process's TCP connections, the kernel's count,
+    each byte once (a retransmission is the network's doing, not the collective's).
 
     Connections to or from the coordinator port carry jax.distributed's gRPC (start-up,
     heartbeats), not collectives, so they are left out.
@@ -102,8 +120,10 @@ def tcp_bytes_sent(coordinator_port):
             except OSError:
                 continue  # listening, not connected: it sends nothing
             if coordinator_port not in ports:
+                wait_until_sent(sock)
                 info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-                total += struct.unpack_from("Q", info, BYTES_SENT_AT)[0]
+                sent, resent = struct.unpack_from("QQ", info, BYTES_SENT_AT)
+                total += sent - resent
     return total
 
 
