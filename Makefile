@@ -27,7 +27,7 @@ serve: install
 
 build: install
 	$(VENV)/bin/mkdocs build --strict
-	$(PY) scripts/check_links.py site
+	$(PY) scripts/pages/check_links.py site
 
 record: install
 	$(PY) scripts/record.py

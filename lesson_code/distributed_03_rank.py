@@ -1,6 +1,6 @@
 """distributed-03 as one of p real processes: the same lesson, and the bytes it sends.
 
-`scripts/launch.py` starts one of these per rank on this machine. Each process owns
+`scripts/runners/processes.py` starts one of these per rank on this machine. Each process owns
 ONE CPU device; `jax.distributed` joins them into a p-device mesh, and every collective
 crosses process boundaries over TCP on 127.0.0.1 (gloo). By hand, one shell per rank:
 

@@ -2,7 +2,7 @@
 
 Imported as a package (`from scripts import recordings`). The command-line entry points
 that import it (record.py, bench.py, tpu_job.py) put the repository root on sys.path in
-their first lines, so `python scripts/record.py` works as the README says; check_links.py
+their first lines, so `python scripts/record.py` works as the README says; pages/check_links.py
 imports nothing from here and needs no such line.
 """
 from pathlib import Path

@@ -3,8 +3,8 @@
     python scripts/bench.py                 # full sweep: p = 2, 4, 8 x 12 sizes, ~2 minutes
 
 The measured programs are the lesson's `sweep` module (lesson_code/lessons.toml); each p
-runs in its own interpreter (scripts/sweep_measure.py). This file is the command line and
-the order of events: measure, check, analyse (scripts/sweep_analysis.py), validate, draw,
+runs in its own interpreter (scripts/sweep/measure.py). This file is the command line and
+the order of events: measure, check, analyse (scripts/sweep/analysis.py), validate, draw,
 and only then move the recording, the figure and the lock entry into place together.
 `python scripts/record.py --check` says when the sweep is stale; a change to the figure's
 renderer needs only `python scripts/record.py --render-only`.
@@ -25,8 +25,8 @@ from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import SWEEP_ANALYSIS, LockError
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.sizes import SIZES
-from scripts.sweep_analysis import analyse, method_summary
-from scripts.sweep_measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
+from scripts.sweep.analysis import analyse, method_summary
+from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)
 

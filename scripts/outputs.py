@@ -15,10 +15,10 @@ from scripts.recordings import RECORD
 
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
-NOTEBOOK_BUILDER = "scripts/notebook.py"
+NOTEBOOK_BUILDER = "scripts/runners/kernel.py"
 # The sweep's fits, ratios and their words are computed when it is recorded and stored in
 # it, so this analysis is an input of the sweep recording, beside the measured programs.
-SWEEP_ANALYSIS = "scripts/sweep_analysis.py"
+SWEEP_ANALYSIS = "scripts/sweep/analysis.py"
 
 
 class LockError(Exception):

@@ -118,7 +118,7 @@ def record_lesson(lesson, platform, devices, staging, scratch):
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
     if platform == "cpu":
-        from scripts.notebook import notebook_text
+        from scripts.runners.kernel import notebook_text
 
         text = notebook_text(run.notebook)
         output = notebook_output(lesson)
@@ -187,7 +187,7 @@ def simulation_current(lesson):
 
 
 def record_processes(lesson, processes, staging):
-    from scripts.launch import ProcessRunError, run_processes  # only this path needs it
+    from scripts.runners.processes import ProcessRunError, run_processes  # only this path needs it
 
     if not lesson.rank_module:
         raise RecordError(f"{lesson.id} has no rank_module in lesson_code/lessons.toml; "

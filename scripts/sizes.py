@@ -3,7 +3,7 @@
 The one module of scripts/ that lesson_code/ imports (the sweep module sizes its arrays
 with it), so it is in the sweep recording's import closure: a change here asks for `make
 bench`. How a size is written for a reader is scripts/units.py, which the lesson does not
-import; the analysis of what was measured is scripts/sweep_analysis.py.
+import; the analysis of what was measured is scripts/sweep/analysis.py.
 """
 XLA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "reduce_scatter_all_gather")
 # lesson_code/ring_collectives.py: the same results from p - 1 ppermute steps per phase.

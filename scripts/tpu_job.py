@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT
 from scripts.hashes import content_files
-from scripts.tpu_recording import RefusedRecording, check_tpu_recording, install_recording
-from scripts.tpu_steps import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
+from scripts.hardware.verify import RefusedRecording, check_tpu_recording, install_recording
+from scripts.hardware.tpu import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
                                tpu_lesson)
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")

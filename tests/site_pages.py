@@ -12,8 +12,8 @@ import markdown
 from mkdocs.utils import yaml_load
 
 from conftest import ROOT
-from scripts.site_hooks import IF_RECORDED
-from scripts.site_math import DISPLAY, INLINE, top_level_parts
+from scripts.pages.hooks import IF_RECORDED
+from scripts.pages.mathml import DISPLAY, INLINE, top_level_parts
 
 
 def site_pages(site):
@@ -33,7 +33,7 @@ def markdown_source(page):
 
 def formulas_in(source):
     """How many <math> elements the page's formulas make: one per `$...$`, one per
-    \\qquad-separated part of each `$$...$$` (scripts/site_math.py splits them so)."""
+    \\qquad-separated part of each `$$...$$` (scripts/pages/mathml.py splits them so)."""
     config = yaml_load((ROOT / "mkdocs.yml").read_text())
     names, settings = [], {}
     for extension in config["markdown_extensions"]:

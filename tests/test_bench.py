@@ -17,7 +17,7 @@ from scripts.figures.sweep import render
 from scripts.recordings import load_recording, validate
 from scripts import sweep_analysis as analysis
 from scripts.sizes import COLLECTIVES, SIZES, XLA_COLLECTIVES, element_count, sizes_for
-from scripts.sweep_analysis import (algbw_gbps, busbw_gbps, dependent_steps, fit_alpha_beta,
+from scripts.sweep.analysis import (algbw_gbps, busbw_gbps, dependent_steps, fit_alpha_beta,
                                     fit_below_cache, fit_steps, order_of_magnitude)
 
 # A partial sweep for the tests: p = 4, three sizes, few samples.
@@ -298,7 +298,7 @@ def test_claims_on_the_page_hold_for_committed_sweep(committed):
 def test_the_page_reads_what_the_sweep_did_from_the_recording(committed):
     """Warm-up calls, the memcpy's size and repeats and where the largest size stands
     against the cache come from the recording, made from what the code did, not typed."""
-    from scripts.sweep_measure import MEMCPY_BYTES, MEMCPY_REPEATS
+    from scripts.sweep.measure import MEMCPY_BYTES, MEMCPY_REPEATS
     page = (ROOT / "docs" / "going-further" / "sweep.md").read_text()
     for path in ("method.warmupCalls|d", "memcpyRepeats|d", "sizeLabels.memcpy }}",
                  "sizeLabels.largestAgainstCache }}"):

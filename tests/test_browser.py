@@ -192,7 +192,7 @@ def test_lesson_page_in_a_browser(browser, served):
 
 
 def test_a_code_blocks_copy_button_copies_that_block(browser, served):
-    """The copy buttons are in the page (scripts/site_html.py), not inserted by the theme;
+    """The copy buttons are in the page (scripts/pages/markup.py), not inserted by the theme;
     the theme's clipboard handler must still find them, copy the block they name and say
     so. A theme upgrade that renames its markup fails here, not in a reader's hands."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})

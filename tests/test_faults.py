@@ -646,7 +646,7 @@ def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tm
         deadline = time.monotonic() + 60
         while not workers and time.monotonic() < deadline:
             workers = [child for child in psutil.Process(bench.pid).children(recursive=True)
-                       if "scripts.sweep_measure" in command_line(child)]
+                       if "scripts.sweep.measure" in command_line(child)]
             time.sleep(0.1)
         assert workers, "no bench.py worker started within 60 s"
         time.sleep(1.0)  # the worker is importing JAX or measuring

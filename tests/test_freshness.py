@@ -94,8 +94,8 @@ def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
 
 
 def test_the_notebook_builder_is_an_input_of_the_notebook(tree):
-    edit(tree / "scripts" / "notebook.py", append_comment)
-    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, scripts/notebook.py "
+    edit(tree / "scripts" / "runners/kernel.py", append_comment)
+    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, scripts/runners/kernel.py "
                               f"changed; run {RECORD}"]
 
 
@@ -108,10 +108,10 @@ def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tre
 def test_the_sweep_analysis_is_an_input_of_the_sweep_recording(tree):
     # The words the page prints ("close to", "far from") are computed when the sweep is
     # recorded and stored in it: changing how they are computed asks for a re-bench.
-    edit(tree / "scripts" / "sweep_analysis.py",
+    edit(tree / "scripts" / "sweep/analysis.py",
          lambda t: t.replace("tolerance=1.25", "tolerance=1.5", 1))
     assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, "
-                              f"scripts/sweep_analysis.py changed; run `make bench`"]
+                              f"scripts/sweep/analysis.py changed; run `make bench`"]
 
 
 def test_a_format_change_redraws_and_re_benches_only_for_the_stored_labels(tree):

@@ -18,7 +18,7 @@ import pytest
 from conftest import ROOT
 from lesson_code.distributed_03 import make_problem, reference_gradient
 from scripts.figures.traffic import render
-from scripts.launch import ProcessRunError, run_processes
+from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
 
 RANKS = 4
@@ -168,7 +168,7 @@ def test_the_ranks_are_gone_after_a_successful_run_too(run):
 
 def test_every_value_on_the_page_section_resolves(run):
     """The page quotes the recording the integrator writes: this run's data under `data`."""
-    from scripts.site_hooks import VALUE, lookup  # the build's parser: the page cannot drift
+    from scripts.pages.hooks import VALUE, lookup  # the build's parser: the page cannot drift
     # record.py adds cpuCount to the environment when it writes the recording.
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     recordings = {

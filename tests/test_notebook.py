@@ -2,7 +2,7 @@
 import nbformat
 
 from conftest import ROOT
-from scripts.notebook import build_notebook, execute, source_blocks, stdout_of
+from scripts.runners.kernel import build_notebook, execute, source_blocks, stdout_of
 
 LESSON = ROOT / "lesson_code" / "distributed_03.py"
 COMMITTED = ROOT / "docs" / "notebooks" / "distributed-03.ipynb"

@@ -11,7 +11,7 @@ import pytest
 from conftest import clean_env, leftover_temp_files, project_copy, run_record, snapshot
 from scripts import hashes
 from scripts.figures import KINDS
-from scripts.notebook import stdout_of
+from scripts.runners.kernel import stdout_of
 from scripts.recordings import load_recording
 
 LESSON_ID = "distributed-03"

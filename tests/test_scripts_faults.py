@@ -15,7 +15,7 @@ from conftest import ROOT, project_copy, run_record, snapshot
 from scripts import bench, record, recordings
 from scripts.lessons import load_lessons
 from scripts.sizes import COLLECTIVES
-from scripts.sweep_measure import WorkerFailed, measure_in_subprocess
+from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 RECORDING = ROOT / "recordings" / "distributed-03.cpu.json"
 

@@ -12,7 +12,7 @@ from mkdocs.config import load_config
 
 from conftest import ROOT
 from conftest import project_copy as copy_project
-from scripts.launch import free_port
+from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
 RECORDING = "recordings/distributed-03.cpu.json"

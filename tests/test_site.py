@@ -9,8 +9,8 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from conftest import ROOT, project_copy
-from scripts.check_links import broken_links
-from scripts.site_html import with_copy_buttons
+from scripts.pages.check_links import broken_links
+from scripts.pages.markup import with_copy_buttons
 from site_build import build
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
@@ -76,7 +76,7 @@ def test_every_code_block_comes_from_lesson_code(built_site):
 
 
 def test_every_code_block_has_its_copy_button_and_scripts_wait_for_the_page(built_site):
-    """The markup a phone needs no script to build (scripts/site_html.py): each block's
+    """The markup a phone needs no script to build (scripts/pages/markup.py): each block's
     copy button names that block, punctuation and operators carry no span, and every
     script is deferred, so the text paints before any script runs."""
     for path in site_pages(built_site):

@@ -16,8 +16,8 @@ import pytest
 from conftest import FIXTURES, ROOT
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording
 from scripts import tpu_job
-from scripts.tpu_recording import RefusedRecording, check_tpu_recording
-from scripts.tpu_steps import (RUNTIMES, UV_VERSION, UsageError, check_options,
+from scripts.hardware.verify import RefusedRecording, check_tpu_recording
+from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, UsageError, check_options,
                                dry_run_text, job_commands, job_steps)
 
 TARGET = "distributed-03.tpu.json"

@@ -1,5 +1,5 @@
 // A code block wider than the screen scrolls sideways, and only what takes focus can be
-// scrolled from a keyboard. Every block is built with tabindex="0" (scripts/site_html.py);
+// scrolled from a keyboard. Every block is built with tabindex="0" (scripts/pages/markup.py);
 // the theme takes it away again on touch screens, which can have keyboards too. Give it
 // back to the blocks that do scroll: all sizes are read before any attribute is written,
 // so the browser lays the page out once, not once per block.

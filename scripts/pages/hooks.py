@@ -2,7 +2,7 @@
 
 The build reads recordings; it never imports JAX and never runs lesson code. Page
 directives. Before Markdown runs each becomes Markdown of ours with markers in it; after
-Markdown, the recorded text replaces the markers, escaped (recorded_text.py: a recording
+Markdown, the recorded text replaces the markers, escaped (pages/recorded_text.py: a recording
 is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
@@ -22,14 +22,14 @@ from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
 # mkdocs loads this file by path; the `scripts` package lives one level up.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
-from scripts.recorded_text import PageValues
+from scripts.pages.recorded_text import PageValues
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -210,7 +210,7 @@ def tab_label(recording):
 
 def fenced(marker, indent="    "):
     """A text code fence around a marker: the recorded text itself arrives after Markdown
-    (recorded_text.py), so no backtick of it can end the fence."""
+    (pages/recorded_text.py), so no backtick of it can end the fence."""
     return f"{indent}```text\n{indent}{marker}\n{indent}```"
 
 

@@ -8,7 +8,7 @@ keeps a light code palette in dark mode and is invalid HTML in 74 places. Here t
 become the Markdown the lesson page is written in (a Python fence per code cell, a text
 fence per output), converted with the site's own Markdown extensions: the notebook then
 looks, reads and validates like every other page, and its formulas go through the same
-build-time MathML as the lesson (site_math.py runs after this hook).
+build-time MathML as the lesson (pages/mathml.py runs after this hook).
 """
 import json
 import re
@@ -45,7 +45,7 @@ def output_text(output, where):
         if mime in data:
             return source({"source": data[mime]})
     raise PluginError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
-                      f"shown as text; site_notebook.py shows text outputs only, so print "
+                      f"shown as text; pages/notebook_page.py shows text outputs only, so print "
                       f"the result instead and rerun `python scripts/record.py`")
 
 

@@ -1,6 +1,6 @@
 """Check every link, anchor and resource in a built site; exit 1 listing what is broken.
 
-    python scripts/check_links.py site
+    python scripts/pages/check_links.py site
 
 Internal links must reach a file (and an element with the anchor's id) and be relative:
 a root-absolute `/path` breaks when the site is published under a sub-path (a GitHub Pages

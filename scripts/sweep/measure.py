@@ -1,6 +1,6 @@
 """The sweep's measurements: one worker interpreter per p, and the host's scale.
 
-`make bench` runs each p in a fresh interpreter (`python -m scripts.sweep_measure CONFIG`),
+`make bench` runs each p in a fresh interpreter (`python -m scripts.sweep.measure CONFIG`),
 because JAX fixes the number of logical devices at start-up. A worker prints one line of
 JSON on stdout (its rows) and its progress on stderr. The parent also measures a memcpy
 for scale and reads the last-level cache size, where the fits stop.
@@ -59,7 +59,7 @@ def run_worker(config):
 def measure_in_subprocess(module, ranks, sizes, plan, root=ROOT):
     config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
     try:
-        done = subprocess.run([sys.executable, "-m", "scripts.sweep_measure",
+        done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure",
                                json.dumps(config)], cwd=root, stdout=subprocess.PIPE, text=True)
     except BaseException:  # Ctrl-C, SIGTERM: the worker is killed mid-way through its bar
         print(file=sys.stderr)  # so the one error line starts a line of its own

@@ -128,7 +128,7 @@ def execute(notebook, working_dir, timeout_s=600):
 
 # nbclient and jupyter_client log kernel trouble to stderr; the one line record.py prints
 # says it instead.
-QUIET = logging.getLogger("scripts.notebook")
+QUIET = logging.getLogger("scripts.runners.kernel")
 QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 
