@@ -248,126 +248,57 @@ def measure_ring_traffic(devices, calls, coordinator_port):
 # The rounds experiment keeps the gradient fixed (the lesson's 32 B at p = 4) and changes
 # only how many processes take part, so the number of dependent rounds changes with p.
 ROUNDS_GRADIENT_FLOATS = 8
+ROUNDS_BLOCKS, ROUNDS_SAMPLES = 7, 7
 
 
-def dependent_rounds(algorithm, collective, ranks):
-    """Messages a rank must wait for, one after another, in one call.
-
-    ring (ours): p - 1 ppermutes per phase. gloo (as its source reads): reduce-scatter by
-    halving-doubling, log2 p exchanges plus one hand-off of the bit-reversed slices when
-    p > 2; all-gather as a ring of 2(p - 1) half-chunk messages; all-reduce twice that.
-    """
-    if algorithm == "ring":
-        return {"reduce_scatter": ranks - 1, "all_gather": ranks - 1,
-                "all_reduce": 2 * (ranks - 1)}[collective]
-    halving_doubling = (ranks - 1).bit_length() + (ranks > 2)
-    return {"reduce_scatter": halving_doubling, "all_gather": 2 * (ranks - 1),
-            "all_reduce": 4 * (ranks - 1)}[collective]
-
-
-def time_collectives(devices, samples):
-    """Per algorithm and collective: times of finished calls on the mesh of `devices`."""
+def rounds_programs(devices):
+    """gloo's three collectives and the ppermute ring's, compiled for the mesh of
+    `devices`, each with its argument: {(algorithm, collective): (program, args)}."""
     ranks = len(devices)
     mesh = Mesh(np.asarray(devices), ("data",))
-    features = ROUNDS_GRADIENT_FLOATS
-    values = np.arange(ranks * features, dtype=np.float32) % 7 - 3  # f32[p*F]
+    values = np.arange(ranks * ROUNDS_GRADIENT_FLOATS, dtype=np.float32) % 7 - 3  # f32[p*F]
     g_locals = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("data")),
                                             lambda index: values[index])
-    timed = {}
+    found = {}
     for algorithm, programs in (("gloo", ring_collectives.xla_programs(mesh)),
                                 ("ring", ring_collectives.ring_programs(mesh))):
         chunks = programs["reduce_scatter"](g_locals)
         for collective, argument in (("reduce_scatter", g_locals), ("all_gather", chunks),
                                      ("all_reduce", g_locals)):
-            timed[algorithm, collective] = lesson.completed_samples(
-                programs[collective], argument, samples=samples)
-    return timed
+            found[algorithm, collective] = (programs[collective], (argument,))
+    return found
 
 
-def measure_rounds(devices, samples=13, passes=2):
-    """The same 32-byte collectives on all p processes and on the first two alone.
+def measure_rounds(devices, blocks=ROUNDS_BLOCKS, samples=ROUNDS_SAMPLES):
+    """The same 32-byte collectives on all p processes and on the first two alone, in
+    alternating blocks (p, 2, p, 2, ... or 2, p, ... every other block), so drift and a
+    busy spell on the machine fall on both sides and show as spread between blocks.
 
-    With more processes than cores, every dependent round may wait for a peer to be
-    scheduled; with 2 processes on a machine of 2 or more cores, each can have one. The
-    runs alternate (4, 2, 4, 2) so a busy spell on the machine falls on both. While the
-    first two run, the others wait at a barrier, which sleeps rather than spins.
+    While the first two run, the others wait at a barrier, which sleeps rather than
+    spins. Every sample of every block is kept; what they mean is derived later.
     """
     rank = jax.process_index()
-    found = {}
-    for _ in range(passes):
-        for ranks in (len(devices), 2):
+    sides = (len(devices), 2)
+    # Compiled once, before any clock starts: a block times calls, never compilation.
+    programs = {ranks: rounds_programs(devices[:ranks]) for ranks in sides if rank < ranks}
+    multihost_utils.sync_global_devices("rounds programs compiled")
+    samples_us, order = {}, []
+    for block in range(blocks):
+        turn = sides if block % 2 == 0 else sides[::-1]
+        order.append([f"p{ranks}" for ranks in turn])
+        for ranks in turn:
             if rank < ranks:
-                for key, times in time_collectives(devices[:ranks], samples).items():
-                    found.setdefault((ranks,) + key, []).extend(times)
-            multihost_utils.sync_global_devices(f"rounds with {ranks} processes")
-    timing = {}
-    for (ranks, algorithm, collective), times in found.items():
-        rounds = dependent_rounds(algorithm, collective, ranks)
-        row = dict(lesson.summarize(times), ranks=ranks, dependentRounds=rounds,
-                   gradientBytes=4 * ROUNDS_GRADIENT_FLOATS)
-        row["medianUsPerRound"] = row["medianUs"] / rounds  # for the page, no arithmetic
-        timing.setdefault(f"p{ranks}", {}).setdefault(algorithm, {})[collective] = row
-    return timing
-
-
-NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatter",
-         "all_gather": "all-gather", "all_reduce": "all-reduce"}
-COUNT_WORDS = ["none", "one", "two", "three", "four", "five", "six"]
-
-
-def listed(items):
-    """'a', 'a and b', 'a, b and c': a list as a sentence says it."""
-    return " and ".join([", ".join(items[:-1])] * (len(items) > 1) + items[-1:])
-
-
-def rounds_verdict(timing, cores, many="p4", few="p2"):
-    """Did fewer processes lower the time per round? Per collective, and in words.
-
-    The hypothesis predicts it only when the larger run has more processes than cores
-    and the smaller one a core per process; `premiseHolds` says whether this machine
-    was such a case. Medians this short are noisy, so the page prints these words,
-    made from the numbers, rather than a verdict typed once.
-    """
-    rows, slower = {}, []
-    for algorithm, collectives in timing[few].items():
-        for collective, row in collectives.items():
-            other = timing[many][algorithm][collective]
-            lower = row["medianUsPerRound"] < other["medianUsPerRound"]
-            rows.setdefault(algorithm, {})[collective] = {
-                "lowerWithFewer": lower, "perRoundUs": {few: row["medianUsPerRound"],
-                                                        many: other["medianUsPerRound"]}}
-            if not lower:
-                slower.append(f"{NAMES[algorithm]} {NAMES[collective]} "
-                              f"({row['medianUsPerRound']:,.0f} µs per round on "
-                              f"{row['ranks']}, {other['medianUsPerRound']:,.0f} on "
-                              f"{other['ranks']})")
-    total = sum(len(collectives) for collectives in rows.values())
-    lower = total - len(slower)
-    few_ranks, many_ranks = int(few[1:]), int(many[1:])
-    premise = few_ranks <= cores < many_ranks
-    than = f"with {few_ranks} processes than with {many_ranks}"
-    if not slower:
-        words = f"all {COUNT_WORDS[total]} collectives took less time per round {than}"
-    else:
-        words = (f"{COUNT_WORDS[lower]} of the {COUNT_WORDS[total]} collectives took less "
-                 f"time per round {than}; {listed(slower)} did not")
-    if not premise:
-        verdict = ("The hypothesis does not apply on this machine: it needs more processes "
-                   f"than cores at p = {many_ranks} and a core each at p = {few_ranks}.")
-    elif not slower:
-        verdict = "That is what the hypothesis predicts."
-    else:
-        verdict = "The hypothesis predicts it for all of them, so this run does not bear it out."
-    few_words = ("one process per core" if few_ranks <= cores
-                 else f"{few_ranks} processes sharing {cores} core{'s' * (cores > 1)}")
-    # The widest spread of any row: how far a call can stray from the fastest one.
-    spread = max(row["maxUs"] / row["minUs"] for by_algorithm in timing.values()
-                 for collectives in by_algorithm.values() for row in collectives.values())
-    gloo_ranges = lesson.ranges_verdict(timing[many]["gloo"], names=NAMES)
-    return {"collectives": rows, "lowerWithFewer": lower, "total": total,
-            "slowestOverFastest": spread, "glooRangesWords": gloo_ranges["overlapWords"],
-            "cores": cores, "premiseHolds": premise, "fewerCoresWords": few_words,
-            "lowerWords": words, "verdictWords": verdict}
+                items = list(programs[ranks].items())
+                shift = block % len(items)  # each block starts with another collective
+                timed, _ = lesson.interleaved_samples(dict(items[shift:] + items[:shift]),
+                                                      blocks=1, samples=samples)
+                for (algorithm, collective), times in timed.items():
+                    (samples_us.setdefault(f"p{ranks}", {}).setdefault(algorithm, {})
+                     .setdefault(collective, []).extend(times))
+            multihost_utils.sync_global_devices(f"rounds block {block} p{ranks}")
+    return {"samplesUs": samples_us, "order": order, "blocks": blocks,
+            "samplesPerBlock": samples, "warmupCallsPerBlock": 1,
+            "gradientBytes": 4 * ROUNDS_GRADIENT_FLOATS}
 
 
 def gradient_by_rank(devices):
@@ -411,11 +342,11 @@ def main(argv=None):
     data["ringTraffic"] = measure_ring_traffic(devices, args.calls, args.port)
     data["gradientByRank"] = gradient_by_rank(devices)
     progress(rank, "traffic measured")
+    before = lesson.host_load()
     data["roundsTiming"] = measure_rounds(devices)
+    data["roundsTiming"].update(hostBefore=before, hostAfter=lesson.host_load())
     progress(rank, "rounds timed")
     if rank == 0 and args.data_out:
-        # Only ranks 0 and 1 timed the two-process runs, so only they could say this.
-        data["roundsVerdict"] = rounds_verdict(data["roundsTiming"], os.cpu_count())
         with open(args.data_out, "w") as out:
             json.dump(data, out, indent=2)
     return 0

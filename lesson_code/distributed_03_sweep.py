@@ -11,7 +11,61 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lesson_code.ring_collectives import ring_all_reduce, ring_reduce_scatter
-from scripts.sizes import COLLECTIVES, sizes_for
+
+XLA_COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "reduce_scatter_all_gather")
+# lesson_code/ring_collectives.py: the same results from p - 1 ppermute steps per phase.
+RING_COLLECTIVES = ("ring_reduce_scatter", "ring_all_reduce")
+COLLECTIVES = XLA_COLLECTIVES + RING_COLLECTIVES
+
+# 8 B .. 32 MiB, a factor 4 apart: the small end is where the lesson's 8-value gradient
+# lives; the large end is far past where p devices' buffers (about 2 p S) fill a last-level
+# cache, so the largest rows show what main memory does.
+SIZES = tuple(8 * 4**k for k in range(12))
+
+
+def element_count(nbytes, ranks, itemsize=4):
+    """Elements of a float32 array of at least `nbytes`, rounded up to a multiple of `ranks`.
+
+    Reduce-scatter and the sharded all-gather input split the array evenly over the ranks,
+    so 8 B (two floats) becomes 4 floats at p=4; rows report the bytes actually moved.
+    """
+    n = -(-nbytes // itemsize)
+    return -(-n // ranks) * ranks
+
+
+def sizes_for(requested_sizes, ranks):
+    """[(requested, bytes moved)] with each moved size once: at p = 8 both 8 B and 32 B
+    round up to eight floats, and one size measured twice would only repeat a point."""
+    seen, sizes = set(), []
+    for requested in requested_sizes:
+        nbytes = 4 * element_count(requested, ranks)
+        if nbytes not in seen:
+            seen.add(nbytes)
+            sizes.append((requested, nbytes))
+    return sizes
+
+
+def program_facts(ranks):
+    """What each measured program is, for the analysis: the share of S it moves in units
+    of (p - 1)/p (nccl-tests' bus factor), its dependent steps, and the bytes of memory it
+    touches per device (reads plus writes, as multiples of S) in XLA:CPU's in-process
+    implementation: every device reads all p inputs and writes its result."""
+    ring = ranks - 1
+    return {
+        "all_reduce": {"phases": 2, "steps": 1, "ring": False,
+                       "touchedOverS": 2 + (ranks - 1) / ranks, "workingSetOverS": 2 * ranks},
+        "reduce_scatter": {"phases": 1, "steps": 1, "ring": False,
+                           "touchedOverS": 1 + 1 / ranks, "workingSetOverS": ranks + 1},
+        "all_gather": {"phases": 1, "steps": 1, "ring": False,
+                       "touchedOverS": 2, "workingSetOverS": 2 * ranks},
+        "reduce_scatter_all_gather": {"phases": 2, "steps": 2, "ring": False,
+                                      "touchedOverS": 3 + 1 / ranks,
+                                      "workingSetOverS": 2 * ranks},
+        "ring_reduce_scatter": {"phases": 1, "steps": ring, "ring": True,
+                                "touchedOverS": None, "workingSetOverS": ranks + 1},
+        "ring_all_reduce": {"phases": 2, "steps": 2 * ring, "ring": True,
+                            "touchedOverS": None, "workingSetOverS": 2 * ranks},
+    }
 
 
 def configure_devices(ranks):
@@ -104,48 +158,34 @@ def first_guess_calls(call, arg, min_sample_s):
     return calls
 
 
-def sample_count(calls, per_call_s, samples, min_samples, row_budget_s):
-    """As many of `samples` as fit in row_budget_s, never fewer than min_samples: the large
-    sizes, where one call takes tens of milliseconds, get fewer samples."""
-    affordable = int(row_budget_s / (calls * per_call_s))
-    return max(min_samples, min(samples, affordable))
-
-
 # Untimed calls before the samples: first-run allocations stay out of them. Each row
 # records the count, so the page reads it rather than typing it.
 WARMUP_CALLS = 1
 
 
 def time_collective(call, arg, expected, plan):
+    """One block of one row: warm up, find the calls per sample (autorange), then take
+    `plan["samples"]` samples. Every sample is kept, in microseconds per call."""
     for _ in range(WARMUP_CALLS):
         result = call(arg)
         result.block_until_ready()
     wrong = count_wrong(result, expected)
-    min_sample_s = plan["minSampleMs"] / 1e3
-    calls = first_guess_calls(call, arg, min_sample_s)
-    trial_s = timed_sample(call, arg, calls)[0]
-    samples = sample_count(calls, trial_s, plan["samples"], plan["minSamples"],
-                           plan["rowBudgetS"])
-    while True:
-        per_call = []
-        for _ in range(samples):
-            seconds, result = timed_sample(call, arg, calls)
-            per_call.append(seconds * 1e6)
-        # A stall during the trial stops the doubling early; then the typical sample is too
-        # short, and all samples are taken again with twice the calls.
-        if np.median(per_call) * calls >= min_sample_s * 1e6:
-            break
-        calls *= 2
+    calls = first_guess_calls(call, arg, plan["minSampleMs"] / 1e3)
+    per_call = []
+    for _ in range(plan["samples"]):
+        seconds, result = timed_sample(call, arg, calls)
+        per_call.append(seconds * 1e6)
     wrong += count_wrong(result, expected)
-    return {"samples": samples, "callsPerSample": calls, "warmupCalls": WARMUP_CALLS,
-            "minUs": min(per_call), "medianUs": float(np.median(per_call)),
-            "maxUs": max(per_call), "wrong": wrong}
+    return {"callsPerSample": calls, "warmupCalls": WARMUP_CALLS, "samplesUs": per_call,
+            "wrong": wrong}
 
 
-def measure_ranks(devices, sizes, plan, on_step=lambda text: None):
-    """One row per (size, collective) on a 1-D mesh over `devices`; times only, no bandwidths.
+def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
+    """One row per (size, collective) on a 1-D mesh over `devices`: one block of samples,
+    the programs of each size taking turns in an order that rotates with the size and
+    the block, so no program is always first after a new allocation.
 
-    `plan`: samples (at most), minSamples, rowBudgetS, minSampleMs, as in scripts/bench.py.
+    `plan`: samples (per row and block), minSampleMs, as in scripts/bench.py.
     """
     ranks = len(devices)
     mesh = Mesh(np.array(devices), ("data",))
@@ -159,14 +199,18 @@ def measure_ranks(devices, sizes, plan, on_step=lambda text: None):
         # Placed once, before timing, so no host-to-device transfer is inside a sample.
         placed = {ROWS: jax.device_put(contributions, NamedSharding(mesh, ROWS)),
                   SPLIT: jax.device_put(contributions[0], NamedSharding(mesh, SPLIT))}
-        for collective, (body, in_spec, out_spec) in PROGRAMS.items():
+        names = list(PROGRAMS)
+        shift = (block + len(rows) // len(names)) % len(names)
+        for position, collective in enumerate(names[shift:] + names[:shift]):
+            body, in_spec, out_spec = PROGRAMS[collective]
             arg = placed[in_spec]
             # Lowering and compiling here keeps compilation out of every timed call.
             call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
                                          out_specs=out_spec)).lower(arg).compile()
             timing = time_collective(call, arg, reference(collective, contributions), plan)
-            rows.append({"collective": collective, "ranks": ranks,
-                         "requestedBytes": requested, "bytes": n * 4, **timing})
+            rows.append({"collective": collective, "ranks": ranks, "block": block,
+                         "position": position, "requestedBytes": requested,
+                         "bytes": n * 4, **timing})
             on_step(f"{collective} {n * 4} B")
         del placed, contributions  # the 32 MiB step holds p copies; free before the next
     return rows

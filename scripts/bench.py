@@ -16,25 +16,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
-import os
 import time
 
 from scripts import display
+from scripts.derive import DeriveError, stage_derived
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import SWEEP_ANALYSIS, LockError
+from scripts.outputs import LockError, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
-from scripts.sizes import SIZES
-from scripts.sweep.analysis import analyse, method_summary
-from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
+from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed, host_load,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)
 
-# samples: at most, per row; a row gets fewer (never under minSamples) when that many
-# would take longer than rowBudgetS, which keeps the 32 MiB rows from dominating the run.
-FULL = {"ranks": [2, 4, 8], "sizes": None, "samples": 15, "minSamples": 5, "rowBudgetS": 0.6,
-        "minSampleMs": 1.0}
-TIMING_KEYS = ("samples", "minSamples", "rowBudgetS", "minSampleMs")
+# blocks: every p is measured this many times, in turns (p = 2, 4, 8, 2, 4, 8, ...), each
+# block in a fresh worker, so drift and a busy spell fall on every p and show as spread
+# between blocks; samples: per row and block.
+FULL = {"ranks": [2, 4, 8], "sizes": None, "blocks": 5, "samples": 3, "minSampleMs": 1.0}
+TIMING_KEYS = ("samples", "minSampleMs")
 
 
 class WrongResults(RuntimeError):
@@ -50,76 +48,89 @@ def check_rows(rows):
                            "nothing was written")
 
 
-def warmup_calls(rows):
-    """The warm-up calls the worker made before each row's samples, as the rows report."""
-    counts = {row["warmupCalls"] for row in rows}
-    if len(counts) != 1:
-        raise WorkerFailed(f"rows report different warm-up counts {sorted(counts)}; "
-                           "rerun make bench")
-    return counts.pop()
+def warn_if_busy(what):
+    """Say so before measuring on a host whose load already exceeds its cores."""
+    host = host_load()
+    if host["loadAverage1m"] > host["cores"]:
+        print(f"{what}: warning: the load average is {host['loadAverage1m']:.1f} on "
+              f"{host['cores']} cores; the times will include other work, and the page "
+              f"will say so (measure on a quiet machine for a cleaner run)", file=sys.stderr)
+
+
+def measure_blocks(measure, ranks, sizes, plan, blocks):
+    """Every p, `blocks` times, in turns; each block's rows, the order and the host."""
+    rows, order, hosts, programs, backend = [], [], [], {}, None
+    for block in range(blocks):
+        for p in ranks:
+            measured = measure(p, sizes, plan, block)
+            rows += measured["rows"]
+            backend = measured["backend"]
+            programs[str(p)] = measured["programs"]
+            hosts.append({"block": block, "ranks": p, **measured["host"]})
+            order.append({"block": block, "ranks": p})
+    return rows, order, hosts, programs, backend
 
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
-                    cache_bytes=None, load_after=None):
+                    cache_bytes=None, order=(), hosts=(), programs=None):
+    """The sweep as measured, and only that: every sample of every block, in the order
+    they ran, with the host's load around each block. The analysis is derived later."""
     check_rows(rows)
-    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root,
-                       extra=[lesson.root / SWEEP_ANALYSIS])
-    recording.update(method=method, **analyse(rows, cache_bytes, MEMCPY_BYTES),
-                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
-                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes,
-                     durationS=duration_s, loadAverage1mAfter=load_after,
+    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
+    recording.update(method=method, rows=rows, order=list(order), hosts=list(hosts),
+                     programs=programs or {}, memcpyGBps=memcpy_gbps,
+                     memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
+                     lastLevelCacheBytes=cache_bytes, durationS=duration_s,
                      command=["make", "bench"])
     return recording
 
 
-def record_sweep(lesson, out, ranks, sizes, plan, measure=None):
-    """Measure, check, fit, validate, draw; then move recording, figure and lock entry
-    into place together, or nothing.
+def method_summary(plan, blocks):
+    return {"warmupCalls": 1, "blocks": blocks, **plan,
+            "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before "
+                      "timing; in each block, calls per sample doubled until one sample "
+                      "lasts minSampleMs, then `samples` samples; block_until_ready on every "
+                      "call; per-call us = sample time / calls",
+            "check": "inputs are small integers, so float32 sums are exact: wrong counts "
+                     "values != NumPy on every device's copy, for the warm-up and the last "
+                     "timed call"}
 
-    `measure(p, sizes, plan)` returns {"backend", "rows"} for one p; tests substitute an
-    in-process one. `out` None: the committed files and the lock.
+
+def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"]):
+    """Measure, check, validate; derive the analysis and the figure; then move the
+    recording, what is derived from it and the lock entries into place together, or nothing.
+
+    `measure(p, sizes, plan, block)` returns {"backend", "rows", "programs", "host"} for
+    one p; tests substitute an in-process one. `out` None: the committed files and the lock.
     """
     import numpy
-
-    from scripts.hashes import digest_bytes
-    from scripts.outputs import figure_outputs, lock_entry, lock_path, lock_text, read_lock
 
     measure = measure or (lambda *args: measure_in_subprocess(lesson.sweep, *args,
                                                               root=lesson.root))
     start = time.perf_counter()
-    # Other work on this host slows the collectives; the load says how quiet the run was.
-    load = os.getloadavg()[0]
-    sizes = sizes or list(SIZES)
+    load = host_load()["loadAverage1m"]  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
-    rows, backend = [], None
-    for p in ranks:
-        measured = measure(p, sizes, plan)
-        rows += measured["rows"]
-        backend = measured["backend"]
+    rows, order, hosts, programs, backend = measure_blocks(measure, ranks, sizes, plan, blocks)
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__, "loadAverage1m": load}
-    recording = build_recording(lesson, rows, environment,
-                                method_summary(plan, warmup_calls(rows)), memcpy,
-                                time.perf_counter() - start, last_level_cache_bytes(),
-                                os.getloadavg()[0])
+    recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
+                                time.perf_counter() - start, last_level_cache_bytes(), order,
+                                hosts, programs)
     name = f"recordings/{lesson.id}.sweep.json"
     validate(recording, f"new recording {name}", "make bench")
     text = dumps(recording)
-    # The figures drawn from this recording (lessons.toml `figures`), with its renderer.
-    figures = [(figure, figure.kind.render(recording)) for figure in figure_outputs(lesson)
-               if figure.source == name]
     with Staging() as staging:
+        arriving = {name: text}
         if out is None:
             staging.add(lesson.root / name, text)
             lock = read_lock(lesson.root)
-            for figure, svg in figures:
-                staging.add(lesson.root / figure.path, svg)
-                lock[figure.path] = lock_entry(figure, svg, lesson.root, digest_bytes(text))
+            lock.update(stage_derived(lesson, staging, arriving, lock, only_from=name))
             staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            for _, svg in figures:
-                staging.add(Path(out).with_suffix(".svg"), svg)
+            beside = {f"recordings/analysis/{lesson.id}.sweep.json": ".analysis.json"}
+            stage_derived(lesson, staging, arriving, {}, only_from=name,
+                          place=lambda path: Path(out).with_suffix(beside.get(path, ".svg")))
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
     return recording
 
@@ -130,6 +141,8 @@ def parse_args(argv):
                         help="write the recording here and its figure beside it (.svg), "
                              "instead of the committed files")
     parser.add_argument("--ranks", type=int, nargs="+", help="device counts, one process each")
+    parser.add_argument("--blocks", type=int, default=None,
+                        help=f"times each p is measured, in turns (default {FULL['blocks']})")
     parser.add_argument("--lesson", help="the lesson whose sweep to measure (default: the "
                                          "first with a sweep in lesson_code/lessons.toml)")
     return parser.parse_args(argv)
@@ -150,18 +163,17 @@ def main(argv=None, plan=FULL):
     stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
+        warn_if_busy("bench.py")
         recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
-                                 plan["sizes"], {key: plan[key] for key in TIMING_KEYS})
-    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError) as error:
+                                 plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
+                                 blocks=args.blocks or plan["blocks"])
+    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
+            DeriveError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:
         print(f"bench.py: {signal_}; {signal_.outcome}", file=sys.stderr)
         return signal_.exit_status
-    except ValueError as error:  # the fit: times that do not grow with size
-        print(f"bench.py: the sweep cannot be fitted ({error}); nothing was written",
-              file=sys.stderr)
-        return 1
     except OSError as error:  # the figure or the lock could not be read
         print(f"bench.py: {error.filename or 'a file'}: {error.strerror or error}; nothing "
               f"was written", file=sys.stderr)

@@ -7,8 +7,8 @@ JAX nor matplotlib.
 """
 from scripts import ROOT
 from scripts.hashes import changed_files, digest
-from scripts.outputs import (LockError, figure_outputs, notebook_output, read_lock,
-                             recording_outputs)
+from scripts.outputs import (LockError, analysis_outputs, derived_outputs, notebook_output,
+                             read_lock, recording_outputs)
 from scripts.recordings import RecordingError, load_recording
 
 
@@ -72,7 +72,7 @@ def check(lessons, root=ROOT):
     for lesson in lessons.values():
         for output in recording_outputs(lesson, root):
             lines += recording_state(output, root)[1]
-        for output in [*figure_outputs(lesson), notebook_output(lesson)]:
+        for output in [*derived_outputs(lesson), notebook_output(lesson)]:
             if (root / output.source).exists() or output.source in lock:
                 lines += derived_problems(output, lock, root)
             else:
@@ -81,14 +81,44 @@ def check(lessons, root=ROOT):
     return lines
 
 
+def load_analyses(lesson, lock, root=ROOT):
+    """Each current analysis of a lesson, by stem "<id>.<variant>.analysis"; a stale,
+    edited or unreadable one is a problem line (`--render-only` remakes it)."""
+    import json
+    loaded, lines = {}, []
+    for output in analysis_outputs(lesson):
+        problems = derived_problems(output, lock, root)
+        if problems:
+            lines += problems
+            continue
+        try:
+            analysis = json.loads((root / output.path).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            lines.append(problem(output.path, f"unreadable ({error})", output.fix))
+            continue
+        if not isinstance(analysis, dict):
+            lines.append(problem(output.path, "not a JSON object", output.fix))
+            continue
+        stem = output.path.removeprefix("recordings/analysis/").removesuffix(".json")
+        loaded[f"{stem}.analysis"] = analysis
+    return loaded, lines
+
+
 def load_all(lessons, root=ROOT):
-    """Every recording of every lesson, validated; (recordings by stem, problem lines).
+    """Every recording and analysis of every lesson, validated; (by stem, problem lines).
 
     For the site build: a stale hardware recording comes back marked (`_staleFiles`),
     a stale or broken one the registry requires comes back as a problem line.
     """
     loaded, lines = {}, []
+    try:
+        lock = read_lock(root)
+    except LockError as error:
+        lock, lines = {}, [str(error)]
     for lesson in lessons.values():
+        analyses, problems = load_analyses(lesson, lock, root)
+        loaded.update(analyses)
+        lines += problems
         for output in recording_outputs(lesson, root):
             recording, problems = recording_state(output, root)
             lines += problems

@@ -22,6 +22,8 @@ class Lesson:
     rank_module: str | None = None
     simulation: str | None = None
     sweep: str | None = None
+    analysis: str | None = None  # NumPy module: analyse(variant, recording) -> dict
+    analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
     root: object = field(default=ROOT, compare=False, repr=False)
 
     def path(self, module=None):
@@ -29,7 +31,8 @@ class Lesson:
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
 
-FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep"}
+FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep",
+          "analysis", "analyses"}
 
 
 def load_lessons(root=ROOT):
@@ -46,8 +49,13 @@ def load_lessons(root=ROOT):
         if unknown or not {"id", "module"} <= set(entry):
             raise RegistryError(f"{where}: lesson entry {number} needs id and module and "
                                 f"takes only {', '.join(sorted(FIELDS))}")
-        lesson = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())), "root": root})
-        for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep):
+        lesson = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
+                           "analyses": tuple(entry.get("analyses", ())), "root": root})
+        if lesson.analyses and not lesson.analysis:
+            raise RegistryError(f"{where}: lesson {lesson.id} lists analyses but names no "
+                                f"`analysis` module; add one or drop `analyses`")
+        for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep,
+                       lesson.analysis):
             if module and not lesson.path(module).exists():
                 raise RegistryError(f"{where}: lesson {lesson.id} names {module}, but "
                                     f"{display(lesson.path(module), root)} does not exist")

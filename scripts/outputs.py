@@ -1,10 +1,12 @@
 """Every derived file of a lesson, what it is made from, and the command that remakes it.
 
-Recordings carry their own inputs (`contentFiles`: the producing module's import closure,
-any code whose results are baked into it, and the pins), so a recording fetched from a
-TPU VM still says what it was made from. Figures and the notebook keep theirs in
-recordings/outputs.lock.json. Imports no JAX and no matplotlib.
+Recordings carry their own inputs (`contentFiles`: the producing module's import closure
+and the pins), so a recording fetched from a TPU VM still says what it was made from.
+Analyses, figures and the notebook keep theirs in recordings/outputs.lock.json: an
+analysis is made from one recording, a figure from a recording or an analysis. Imports
+no JAX and no matplotlib.
 """
+import importlib
 import json
 from dataclasses import dataclass, field
 
@@ -16,9 +18,7 @@ from scripts.recordings import RECORD
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
 NOTEBOOK_BUILDER = "scripts/runners/kernel.py"
-# The sweep's fits, ratios and their words are computed when it is recorded and stored in
-# it, so this analysis is an input of the sweep recording, beside the measured programs.
-SWEEP_ANALYSIS = "scripts/sweep/analysis.py"
+ANALYSES = "recordings/analysis"
 
 
 class LockError(Exception):
@@ -31,10 +31,9 @@ class RecordingOutput:
     module: str  # the file whose import closure (plus the pins) makes it
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
-    extra: tuple = ()  # more code whose results the recording stores (the sweep's analysis)
 
     def current_inputs(self, root=ROOT):
-        return content_files(root / self.module, root, [root / path for path in self.extra])
+        return content_files(root / self.module, root)
 
 
 @dataclass(frozen=True)
@@ -67,8 +66,7 @@ def recording_outputs(lesson, root=ROOT):
                                       f"{RECORD} --processes 4", True))
     if lesson.sweep:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
-                                      module_file(lesson.sweep), BENCH, True,
-                                      extra=(SWEEP_ANALYSIS,)))
+                                      module_file(lesson.sweep), BENCH, True))
     known = {output.path for output in wanted}
     for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
         name = f"recordings/{path.name}"
@@ -76,6 +74,39 @@ def recording_outputs(lesson, root=ROOT):
             wanted.append(RecordingOutput(name, module_file(lesson.module),
                                           "the hardware job that made it", False))
     return wanted
+
+
+@dataclass(frozen=True)
+class AnalysisKind:
+    """How an analysis is made: the lesson's analysis module applied to one recording."""
+    module: str  # dotted, lessons.toml `analysis`
+    variant: str  # which recording: "cpu", "cpu-processes", "sweep"
+    renderer = "analysis"
+
+    def render(self, recording):
+        analysis = importlib.import_module(self.module).analyse(self.variant, recording)
+        # allow_nan=False: an interval of NaN is a bug to stop at, never a page value.
+        return json.dumps(analysis, indent=1, sort_keys=True, allow_nan=False) + "\n"
+
+
+def analysis_path(lesson_id, variant):
+    return f"{ANALYSES}/{lesson_id}.{variant}.json"
+
+
+def analysis_outputs(lesson):
+    """recordings/analysis/<id>.<variant>.json for each variant lessons.toml names."""
+    if not lesson.analysis:
+        return []
+    code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()
+    return [DerivedOutput(analysis_path(lesson.id, variant),
+                          f"recordings/{lesson.id}.{variant}.json", code, RENDER,
+                          kind=AnalysisKind(lesson.analysis, variant))
+            for variant in lesson.analyses]
+
+
+def derived_outputs(lesson):
+    """Analyses first, then figures: a figure may be drawn from an analysis."""
+    return [*analysis_outputs(lesson), *figure_outputs(lesson)]
 
 
 def figure_outputs(lesson):

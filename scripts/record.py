@@ -28,10 +28,10 @@ from scripts import display
 from scripts.hashes import digest_bytes
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_path, lock_text,
-                             notebook_output, read_lock)
-from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
-                                remove_stray_temps, validate)
+from scripts.derive import DeriveError, stage_derived
+from scripts.outputs import LockError, lock_entry, lock_path, lock_text, notebook_output, read_lock
+from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
+                                validate)
 from scripts.scratch import scratch_folder
 
 LESSON_TIMEOUT_S = 600
@@ -90,7 +90,7 @@ def variant_of(environment):
 
 
 def run_in_kernel(lesson, platform, devices, scratch):
-    from scripts import notebook  # nbclient and a kernel: only needed when recording
+    from scripts.runners import kernel as notebook  # nbclient and a kernel: only to record
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), in a kernel")
     try:
@@ -205,52 +205,6 @@ def record_processes(lesson, processes, staging):
     return stage_recording(lesson, recording, staging)
 
 
-def stage_figures(lesson, staging, arriving, lock):
-    """Draw every figure of a lesson that is not current; return their new lock entries.
-
-    `arriving` maps a recording path to its text, not yet moved into place, so the figures
-    are drawn from the recording about to land. A figure whose inputs and bytes are what
-    the lock says is current, as `--check` would find it, and is left alone.
-    """
-    from scripts.freshness import derived_problems
-
-    entries = {}
-    for output in figure_outputs(lesson):
-        text = arriving.get(output.source)
-        if text is None and not (lesson.root / output.source).exists():
-            continue  # `--check` names the missing input and the command that makes it
-        if text is None and not derived_problems(output, lock, lesson.root):
-            continue
-        data = json.loads(text) if text else load_source(lesson, output.source)
-        svg = render(output, data)
-        staging.add(lesson.root / output.path, svg)
-        source_digest = digest_bytes(text) if text else None
-        entries[output.path] = lock_entry(output, svg, lesson.root, source_digest)
-    return entries
-
-
-def load_source(lesson, source):
-    from scripts.outputs import recording_outputs
-
-    path = lesson.root / source
-    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
-    if source in fixes:  # validated; a corrupt one is one line with its own fix
-        return load_recording(path, fixes[source])
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as error:
-        raise RecordError(f"{display(path)}: unreadable ({error}); fix the file") from None
-
-
-def render(output, data):
-    kind = output.kind
-    try:
-        return kind.render(data)
-    except (KeyError, IndexError, TypeError, ValueError) as error:
-        raise RecordError(f"{output.path}: {kind.renderer} renderer failed on "
-                          f"{output.source} ({type(error).__name__}: {error})") from None
-
-
 def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False):
     """`chosen`: the lessons were named (--lesson), so one without a rank module is an
     error for --processes rather than skipped."""
@@ -276,8 +230,8 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                 lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
                     arriving.update(record_simulation(lesson, staging, scratch))
-            progress(f"drawing the figures of {lesson.id}")
-            lock.update(stage_figures(lesson, staging, arriving, lock))
+            progress(f"analysing and drawing the figures of {lesson.id}")
+            lock.update(stage_derived(lesson, staging, arriving, lock))
         staging.add(lock_path(root), lock_text(lock))
         staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
@@ -391,7 +345,7 @@ def main(argv=None):
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (RecordError, RecordingError, ValueError) as error:
+    except (RecordError, RecordingError, DeriveError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except Interrupted as signal_:

@@ -491,11 +491,13 @@ def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
 
 def replayed_sweep(committed):
     """bench.py's measure, answering with the committed sweep's rows: no JAX, no timing."""
-    def measure(ranks, sizes, plan):
-        rows = [{k: v for k, v in row.items() if k not in ("algbwGBps", "busbwGBps")}
-                for row in committed["rows"] if row["ranks"] == ranks]
+    def measure(ranks, sizes, plan, block):
+        rows = [row for row in committed["rows"]
+                if row["ranks"] == ranks and row["block"] == block]
         backend = {k: committed["environment"][k] for k in ("backend", "deviceKind", "jax")}
-        return {"backend": backend, "rows": rows}
+        [host] = [h for h in committed["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
+        return {"backend": backend, "rows": rows, "programs": committed["programs"][str(ranks)],
+                "host": {"before": host["before"], "after": host["after"]}}
     return measure
 
 
@@ -524,7 +526,8 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
     with pytest.raises(RecordingError, match=f"{target}: cannot be moved into place"):
         bench.record_sweep(load_lessons(tree)[LESSON_ID], None, [2, 4, 8], None,
                            {key: committed["method"][key] for key in bench.TIMING_KEYS},
-                           measure=replayed_sweep(committed))
+                           measure=replayed_sweep(committed),
+                           blocks=committed["method"]["blocks"])
     assert snapshot(tree) == before  # the recording moved first is back as it was
     assert leftover_temp_files(tree) == []
 

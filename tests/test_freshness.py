@@ -105,23 +105,29 @@ def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tre
                               f"distributed_03_sweep.py changed; run `make bench`"]
 
 
-def test_the_sweep_analysis_is_an_input_of_the_sweep_recording(tree):
-    # The words the page prints ("close to", "far from") are computed when the sweep is
-    # recorded and stored in it: changing how they are computed asks for a re-bench.
-    edit(tree / "scripts" / "sweep/analysis.py",
-         lambda t: t.replace("tolerance=1.25", "tolerance=1.5", 1))
-    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, "
-                              f"scripts/sweep/analysis.py changed; run `make bench`"]
+def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure(tree):
+    """The words a page prints come from the derived analysis: rewording one, or changing
+    a threshold or the statistics, re-renders the analyses and what is drawn from them;
+    no recording goes stale (content review M5, style review problem 1)."""
+    edit(tree / "lesson_code" / "distributed_03_sweep_analysis.py",
+         lambda t: t.replace("TOLERANCE = 1.25", "TOLERANCE = 1.5", 1))
+    assert sorted(problems(tree)) == sorted([
+        f"figures/{LESSON_ID}-sweep.svg: stale, lesson_code/distributed_03_sweep_analysis.py "
+        f"changed; run {RENDER}",
+        *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, "
+          f"lesson_code/distributed_03_sweep_analysis.py changed; run {RENDER}"
+          for variant in ("cpu", "cpu-processes", "sweep")]])
+    edit(tree / "scripts" / "intervals.py", append_comment)
+    assert all(line.endswith(f"run {RENDER}") for line in problems(tree))
 
 
-def test_a_format_change_redraws_and_re_benches_only_for_the_stored_labels(tree):
-    # The lesson does not import how sizes are written: only the figures do, and the
-    # sweep's analysis, whose size labels the recording stores.
+def test_a_format_change_redraws_and_re_measures_nothing(tree):
+    # How sizes are written (scripts/units.py) is no input of any recording: only the
+    # figures that print sizes import it.
     edit(tree / "scripts" / "units.py", append_comment)
     assert sorted(problems(tree)) == sorted([
         f"figures/{LESSON_ID}-sweep.svg: stale, scripts/units.py changed; run {RENDER}",
-        f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}",
-        f"recordings/{LESSON_ID}.sweep.json: stale, scripts/units.py changed; run `make bench`"])
+        f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}"])
 
 
 def test_the_bench_cli_is_no_input_of_any_recording(tree):

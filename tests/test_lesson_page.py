@@ -118,39 +118,21 @@ def test_no_heading_holds_tex():
             assert "$" not in heading and "\\(" not in heading, f"{path.name}: {heading}"
 
 
-def test_the_page_says_whether_the_timing_ranges_overlap_as_the_numbers_do():
-    """The page prints the lesson's verdict on the ranges; it must follow from the numbers,
-    so a fresh recording, with other timings, can never make the sentence false."""
+def test_the_recording_keeps_every_timing_sample_and_the_page_reads_the_analysis():
+    """Recordings hold what was measured (every sample of every interleaved block, the
+    order, the host's load); statistics and words come from the derived analysis."""
     import json
     data = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())["data"]
-    timing, verdict = data["timing"], data["timingVerdict"]
-    assert "The three min–max ranges {{ rec:distributed-03.cpu:data.timingVerdict." \
-        "overlapWords }}." in PAGE.read_text()
-    separated = [(a, b) for a in timing for b in timing
-                 if timing[a]["minUs"] > timing[b]["maxUs"]]
-    assert verdict["rangesOverlap"] == (not separated)
-    assert verdict["separatedPairs"] == len(separated)
-    if separated:
-        assert verdict["overlapWords"].startswith("do not all overlap: ")
-        for slow, fast in separated:
-            names = [n.replace("_only", " alone").replace("_", "-") for n in (slow, fast)]
-            assert f"the fastest {names[0]} took longer than the slowest {names[1]}" \
-                in verdict["overlapWords"]
-    else:
-        assert verdict["overlapWords"] == "overlap"
-
-
-def test_the_range_verdict_names_every_separated_pair():
-    """Both outcomes, from made-up ranges: the words are the numbers' and nothing else."""
-    from lesson_code.distributed_03 import ranges_verdict
-    row = lambda low, mid, high: {"minUs": low, "medianUs": mid, "maxUs": high}  # noqa: E731
-    apart = ranges_verdict({"all_reduce": row(226, 235, 344),
-                            "all_gather_only": row(139, 159, 194)})
-    assert apart == {"rangesOverlap": False, "separatedPairs": 1,
-                     "overlapWords": "do not all overlap: the fastest all-reduce took "
-                                     "longer than the slowest all-gather alone",
-                     "mediansInsideAllRanges": False}
-    together = ranges_verdict({"all_reduce": row(100, 150, 300),
-                               "reduce_scatter": row(120, 160, 250)})
-    assert together["rangesOverlap"] and together["overlapWords"] == "overlap"
-    assert together["mediansInsideAllRanges"]
+    timing = data["timing"]
+    assert "timingVerdict" not in data
+    names = ["all_reduce", "reduce_scatter", "all_gather_only"]
+    assert sorted(timing["samplesUs"]) == sorted(names)
+    assert all(len(blocks) == timing["blocks"] >= 5 for blocks in timing["samplesUs"].values())
+    assert all(len(block) == timing["samplesPerBlock"] for blocks in timing["samplesUs"].values()
+               for block in blocks)
+    # The programs take turns: each block starts with another program.
+    assert len({turn[0] for turn in timing["order"]}) == len(names)
+    assert sorted(timing["hostBefore"]) == ["cores", "loadAverage1m"]
+    page = PAGE.read_text()
+    assert "{{ rec:distributed-03.cpu.analysis:timing.programs.all_reduce.words }}" in page
+    assert "{{ rec:distributed-03.cpu.analysis:timing.host.words }}" in page

@@ -33,5 +33,7 @@ KINDS = {
                                   "figures/{id}-ring-all-gather.svg"),
     "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
                           "figures/{id}-traffic.svg"),
-    "sweep": FigureKind("sweep", "recordings/{id}.sweep.json", "figures/{id}-sweep.svg"),
+    # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows.
+    "sweep": FigureKind("sweep", "recordings/analysis/{id}.sweep.json",
+                        "figures/{id}-sweep.svg"),
 }

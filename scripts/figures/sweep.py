@@ -1,6 +1,9 @@
-"""Draw the sweep figure from the recording alone: one row per device count p, with the time
-per call of every program (median, min-max band) on the left and the time ratios the ring
-model predicts (2 and 1) on the right."""
+"""Draw the sweep figure from the sweep's analysis alone: one row per device count p, with
+the time per call of every program (median of the block medians, with its interval as a
+band) on the left and the time ratios the ring model predicts (2 and 1) on the right.
+
+The programs, their labels and which are the ring come from the analysis, so the figure
+knows no lesson's collectives by name."""
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -8,38 +11,45 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.sizes import COLLECTIVES, RING_COLLECTIVES
 from scripts.units import format_bytes
 
-# Okabe-Ito colours stay distinct for colour-blind readers; each ring series is dashed and
-# drawn in the shade next to XLA's collective with the same result.
-COLOURS = dict(zip(COLLECTIVES, ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00",
-                                 "#56B4E9")))
-LABELS = {"all_reduce": "all-reduce (psum)", "reduce_scatter": "reduce-scatter",
-          "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather",
-          "ring_reduce_scatter": "ring reduce-scatter (ppermute)",
-          "ring_all_reduce": "ring all-reduce (ppermute)"}
-MARKERS = dict(zip(COLLECTIVES, "osD^vP"))
-RATIO_STYLE = {  # ratio name in the recording: (label, colour, line style)
-    "arOverRs": ("all-reduce / reduce-scatter", COLOURS["all_reduce"], "-"),
-    "agOverRs": ("all-gather / reduce-scatter", COLOURS["all_gather"], "-"),
-    "ringArOverRingRs": ("ring all-reduce / ring reduce-scatter", COLOURS["ring_reduce_scatter"],
-                         "--"),
-}
+# Okabe-Ito colours stay distinct for colour-blind readers, given to the programs in the
+# order the analysis lists them; each ring series is dashed.
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000")
+MARKER_CYCLE = "osD^vP*"
+RATIO_COLOURS = ("#0072B2", "#009E73", "#D55E00")
 MEMCPY_GREY, CACHE_GREY = "0.3", "0.93"
 # The SVG is 7.2 in (518 pt) wide and shown about 700 px wide, so 1 pt draws as ~1.35 px:
 # 7.5 pt, the smallest text here, is ~10 px on the page.
 SMALL, TEXT = 7.5, 8.5
 
 
-def series(recording, ranks):
-    """collective -> (bytes, min, median, max) arrays in size order, for one p."""
+def styles(analysis):
+    """collective -> (colour, marker, dashed) in the analysis's order."""
+    ring = set(analysis["ringCollectives"])
+    return {c: (PALETTE[i % len(PALETTE)], MARKER_CYCLE[i % len(MARKER_CYCLE)], c in ring)
+            for i, c in enumerate(analysis["collectives"])}
+
+
+def ratio_styles(analysis):
+    """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
+    found = {}
+    for i, name in enumerate(analysis["ratios"]["model"]):
+        entry = next(iter(analysis["ratios"]["atLargest"].values())).get(name)
+        label = name if entry is None else entry.get("label", name)
+        found[name] = (label, RATIO_COLOURS[i % len(RATIO_COLOURS)], "--" if i >= 2 else "-")
+    return found
+
+
+def series(analysis, ranks):
+    """collective -> (bytes, interval low, median, interval high) arrays, for one p."""
     grouped = {}
-    for row in sorted(recording["rows"], key=lambda r: r["bytes"]):
+    for row in sorted(analysis["rows"], key=lambda r: r["bytes"]):
         if row["ranks"] == ranks:
             grouped.setdefault(row["collective"], []).append(
-                (row["bytes"], row["minUs"], row["medianUs"], row["maxUs"]))
-    return {c: [np.array(col) for col in zip(*grouped[c])] for c in COLLECTIVES if c in grouped}
+                (row["bytes"], row["lowUs"], row["medianUs"], row["highUs"]))
+    return {c: [np.array(col) for col in zip(*grouped[c])] for c in analysis["collectives"]
+            if c in grouped}
 
 
 def log2_size_axis(ax, sizes, label_every):
@@ -54,23 +64,27 @@ def log2_size_axis(ax, sizes, label_every):
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def shade_past_cache(recording, ax, sizes):
-    cache = recording.get("lastLevelCacheBytes")
-    if cache and max(sizes) >= cache:
-        ax.axvspan(cache / 1.2, max(sizes) * 1.5, color=CACHE_GREY, lw=0, zorder=0)
+def shade_past_cache(analysis, ax, sizes, ranks):
+    """Grey from the smallest size whose working set fills the cache for some program at
+    this p (each program's own boundary is in its fit)."""
+    boundaries = [fit[str(ranks)]["cacheBoundaryBytes"] for fit in analysis["fits"].values()
+                  if str(ranks) in fit and fit[str(ranks)]["cacheBoundaryBytes"]]
+    if boundaries and max(sizes) >= min(boundaries):
+        ax.axvspan(min(boundaries) / 1.2, max(sizes) * 1.5, color=CACHE_GREY, lw=0, zorder=0)
 
 
-def plot_times(recording, ax, ranks):
-    measured = series(recording, ranks)
+def plot_times(analysis, ax, ranks):
+    measured = series(analysis, ranks)
+    look = styles(analysis)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
-    shade_past_cache(recording, ax, sizes)
+    shade_past_cache(analysis, ax, sizes, ranks)
     for collective, (nbytes, low, median, high) in measured.items():
-        ring = collective in RING_COLLECTIVES
-        ax.fill_between(nbytes, low, high, color=COLOURS[collective], alpha=0.18, lw=0)
-        ax.plot(nbytes, median, color=COLOURS[collective], marker=MARKERS[collective], ms=3.2,
-                lw=1.2, ls="--" if ring else "-")
+        colour, marker, dashed = look[collective]
+        ax.fill_between(nbytes, low, high, color=colour, alpha=0.18, lw=0)
+        ax.plot(nbytes, median, color=colour, marker=marker, ms=3.2,
+                lw=1.2, ls="--" if dashed else "-")
     grid = np.geomspace(min(sizes), max(sizes), 32)
-    ax.plot(grid, grid / (recording["memcpyGBps"] * 1e3), color=MEMCPY_GREY, lw=1, ls=":")
+    ax.plot(grid, grid / (analysis["memcpyGBps"] * 1e3), color=MEMCPY_GREY, lw=1, ls=":")
     log2_size_axis(ax, sizes, 16)
     ax.set_yscale("log")
     # The measured range decides the axis; the memcpy line leaves it where it is faster.
@@ -78,7 +92,8 @@ def plot_times(recording, ax, ranks):
     high = max(band.max() for _, _, _, band in measured.values())
     ax.set_ylim(low / 2, high * 1.5)
     ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
-    ax.set_title(f"p = {ranks}: time per call (median, min–max band)", fontsize=TEXT, loc="left")
+    ax.set_title(f"p = {ranks}: time per call (median, interval band)", fontsize=TEXT,
+                 loc="left")
 
 
 def format_microseconds(value, _tick_position=None):
@@ -89,85 +104,89 @@ def format_microseconds(value, _tick_position=None):
     return f"{value:g} µs"
 
 
-def ratio_limits(recording):
+def ratio_limits(analysis):
     """One y range for every p, so the rows compare at a glance."""
-    values = [v for entry in recording["ratios"]["byRanks"].values()
-              for name in RATIO_STYLE for v in entry.get(name, [])]
-    values += list(recording["ratios"]["model"].values())
+    values = [v for entry in analysis["ratios"]["byRanks"].values()
+              for name in analysis["ratios"]["model"] for v in entry.get(name, [])]
+    values += list(analysis["ratios"]["model"].values())
     return min(values) / 1.3, max(values) * 1.3
 
 
-def plot_ratios(recording, ax, ranks):
-    ratios = recording["ratios"]["byRanks"][str(ranks)]
+def plot_ratios(analysis, ax, ranks):
+    ratios = analysis["ratios"]["byRanks"][str(ranks)]
     sizes = ratios["bytes"]
-    shade_past_cache(recording, ax, sizes)
-    for value in sorted(set(recording["ratios"]["model"].values())):
+    shade_past_cache(analysis, ax, sizes, ranks)
+    for value in sorted(set(analysis["ratios"]["model"].values())):
         ax.axhline(value, color="0.2", lw=0.9, ls=(0, (1, 2)))
-    for name, (_, colour, style) in RATIO_STYLE.items():
+    for name, (_, colour, style) in ratio_styles(analysis).items():
         if name in ratios:
             ax.plot(sizes, ratios[name], color=colour, lw=1.2, ls=style, marker=".", ms=4)
     log2_size_axis(ax, sizes, 64)
     ax.set_yscale("log", base=2)
-    ax.set_ylim(*ratio_limits(recording))
+    ax.set_ylim(*ratio_limits(analysis))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_title(f"p = {ranks}: time ratios", fontsize=TEXT, loc="left")
 
 
-def add_legend(fig):
-    """Three columns: XLA's collectives, the ring and the scale marks, the ratios."""
+def add_legend(fig, analysis):
+    """Three columns: one-step programs, the ring and the scale marks, the ratios."""
     def line(colour, label, style="-", marker=None):
         return Line2D([], [], color=colour, lw=1.4, ls=style, marker=marker, ms=3.5, label=label)
 
-    xla = [line(COLOURS[c], LABELS[c], marker=MARKERS[c]) for c in COLLECTIVES
-           if c not in RING_COLLECTIVES]
-    ring = [line(COLOURS[c], LABELS[c], "--", MARKERS[c]) for c in RING_COLLECTIVES]
+    look, labels = styles(analysis), analysis["labels"]
+    xla = [line(colour, labels[c], marker=marker) for c, (colour, marker, dashed)
+           in look.items() if not dashed]
+    ring = [line(colour, labels[c], "--", marker) for c, (colour, marker, dashed)
+            in look.items() if dashed]
     ring += [line(MEMCPY_GREY, "S / single-thread memcpy, for scale", ":"),
-             Patch(color=CACHE_GREY, label="S ≥ last-level cache: not fitted")]
-    ratios = [line(colour, label, style) for label, colour, style in RATIO_STYLE.values()]
+             Patch(color=CACHE_GREY, label="working set past the cache: not fitted")]
+    ratios = [line(colour, label, style)
+              for label, colour, style in ratio_styles(analysis).values()]
     ratios.append(line("0.2", "ring model (2 and 1)", (0, (1, 2))))
     handles = [h for column in (xla, ring, ratios) for h in column]
     fig.legend(handles=handles, loc="upper center", ncol=3, frameon=False, fontsize=SMALL,
                columnspacing=1.2, handlelength=2.2)
 
 
-def draw_panels(recording):
-    ranks = sorted({row["ranks"] for row in recording["rows"]})
+def draw_panels(analysis):
+    ranks = sorted({row["ranks"] for row in analysis["rows"]})
     fig = Figure(figsize=(7.2, 1.0 + 2.15 * len(ranks)), facecolor="white")
     axes = fig.subplots(len(ranks), 2, squeeze=False, gridspec_kw={"width_ratios": [1.7, 1]})
     for (time_ax, ratio_ax), p in zip(axes, ranks):
-        plot_times(recording, time_ax, p)
-        plot_ratios(recording, ratio_ax, p)
+        plot_times(analysis, time_ax, p)
+        plot_ratios(analysis, ratio_ax, p)
     axes[-1][0].set_xlabel("gradient size S (float32 bytes, full array)", fontsize=SMALL)
     axes[-1][1].set_xlabel("S", fontsize=SMALL)
-    add_legend(fig)
+    add_legend(fig, analysis)
     top = 1 - 0.95 / fig.get_figheight()
     fig.subplots_adjust(left=0.1, right=0.985, top=top, bottom=0.06, wspace=0.22,
                         hspace=0.42)
     return fig
 
 
-def alt_text(recording):
+def alt_text(analysis):
     """Title and description for screen readers, with the numbers the figure shows."""
-    ranks = sorted({row["ranks"] for row in recording["rows"]})
-    largest = recording["ratios"]["atLargest"]
-    smallest = {p: min(r["bytes"] for r in recording["rows"] if r["ranks"] == p) for p in ranks}
+    ranks = sorted({row["ranks"] for row in analysis["rows"]})
+    largest = analysis["ratios"]["atLargest"]
+    smallest = {p: min(r["bytes"] for r in analysis["rows"] if r["ranks"] == p) for p in ranks}
+    labels = {name: label for name, (label, _, _) in ratio_styles(analysis).items()}
     ratio_words = "; ".join(
-        f"{RATIO_STYLE[name][0]} {span['min']:.1f} to {span['max']:.1f} "
-        f"(ring model {recording['ratios']['model'][name]:g})"
-        for name, span in largest.items())
+        f"at p = {p}, {labels[name]} {entry['median']:.1f} "
+        f"(ring model {analysis['ratios']['model'][name]:g})"
+        for p, by_name in largest.items() for name, entry in by_name.items())
     title = ("Time per call and time ratios of XLA's collectives and a ppermute ring against "
              "message size on logical CPU devices")
     desc = (f"One row per device count p = {', '.join(map(str, ranks))}. Left: median time per "
-            f"call with a min-max band, log-log, for sizes from "
+            f"call with its interval as a band, log-log, for sizes from "
             f"{', '.join(f'{format_bytes(b)} (p = {p})' for p, b in smallest.items())} to "
-            f"{format_bytes(recording['ratios']['largestBytes'])}, with S divided by a "
-            f"single-thread memcpy of {recording['memcpyGBps']:.1f} GB/s for scale. Right: time "
+            f"{format_bytes(analysis['ratios']['largestBytes'])}, with S divided by a "
+            f"single-thread memcpy of {analysis['memcpyGBps']:.1f} GB/s for scale. Right: time "
             f"ratios against the ring model's 2 and 1. At the largest size: {ratio_words}.")
     return title, desc
 
 
-def render(recording):
-    title, desc = alt_text(recording)
+def render(analysis):
+    title, desc = alt_text(analysis)
     # matplotlib's defaults, not the lesson figures' style: this figure sets its own look.
     with figure_style(DETERMINISTIC):
-        return svg_text(draw_panels(recording), title, desc)
+        return svg_text(draw_panels(analysis), title, desc)

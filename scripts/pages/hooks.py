@@ -7,6 +7,8 @@ is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
     {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build)
+    {{ rec:<lesson>.cpu.analysis:timing.host.words }}  a value of the analysis derived
+                                                    from that recording
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
@@ -175,14 +177,22 @@ def lookup(recording, dotted):
     return value
 
 
+def source_file(stem):
+    """Where a directive's stem is read from: a recording, or an analysis derived from one
+    ("<lesson>.<variant>.analysis")."""
+    if stem.endswith(".analysis"):
+        return f"recordings/analysis/{stem.removesuffix('.analysis')}.json"
+    return f"recordings/{stem}.json"
+
+
 def recorded_value(stem, dotted, spec, page, values, directive):
     if stem not in recordings:
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
-                          f"recordings/{stem}.json does not exist; run `{FIX}`")
+                          f"{source_file(stem)} does not exist; run `{FIX}`")
     try:
         value = lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
-        raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json has no value at "
+        raise PluginError(f"{page.file.src_uri}: {source_file(stem)} has no value at "
                           f"{dotted!r}") from None
     if isinstance(value, (dict, list)):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "

@@ -7,6 +7,7 @@ for scale and reads the last-level cache size, where the fits stop.
 """
 import importlib
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -49,15 +50,25 @@ def run_worker(config):
     if len(jax.devices()) != config["ranks"]:
         raise SystemExit(f"sweep worker: asked for {config['ranks']} devices, JAX has "
                          f"{len(jax.devices())}; was a device touched before configure_devices?")
-    sizes = sweep_programs.sizes_for(config["sizes"], config["ranks"])
-    progress = ProgressBar(len(sizes) * len(sweep_programs.PROGRAMS), f"p={config['ranks']}")
-    rows = sweep_programs.measure_ranks(jax.devices(), config["sizes"], config["plan"],
-                                        progress.step)
-    print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows}))
+    requested = config["sizes"] or sweep_programs.SIZES  # None: every size the module sweeps
+    sizes = sweep_programs.sizes_for(requested, config["ranks"])
+    progress = ProgressBar(len(sizes) * len(sweep_programs.PROGRAMS),
+                           f"block {config['block'] + 1} p={config['ranks']}")
+    before = host_load()
+    rows = sweep_programs.measure_ranks(jax.devices(), requested, config["plan"],
+                                        config["block"], progress.step)
+    print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows,
+                      "programs": sweep_programs.program_facts(config["ranks"]),
+                      "host": {"before": before, "after": host_load()}}))
 
 
-def measure_in_subprocess(module, ranks, sizes, plan, root=ROOT):
-    config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan}
+def host_load():
+    """Cores and one-minute load average, read around each worker's block."""
+    return {"cores": os.cpu_count(), "loadAverage1m": round(os.getloadavg()[0], 2)}
+
+
+def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT):
+    config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan, "block": block}
     try:
         done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure",
                                json.dumps(config)], cwd=root, stdout=subprocess.PIPE, text=True)

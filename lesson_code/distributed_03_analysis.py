@@ -1,0 +1,167 @@
+"""What distributed-03's timings mean: intervals, verdicts and the words its pages print.
+
+A derived file, like a figure: `record.py` (and `--render-only`, with no JAX) turns each
+recording named in lessons.toml `analyses` into recordings/analysis/<recording>.json,
+which the pages read. Rewording a sentence here re-renders; it never re-measures.
+NumPy only, and no lesson program is imported: the recordings are the only input.
+"""
+from scripts import intervals
+
+NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatter",
+         "all_gather": "all-gather", "all_reduce": "all-reduce",
+         "all_gather_only": "all-gather alone"}
+
+
+def host(timing):
+    """The host's cores and load around a timing, and what the page says about them."""
+    before, after = timing["hostBefore"], timing["hostAfter"]
+    busy = intervals.oversubscribed(before, after)
+    words = (f"The load average was {before['loadAverage1m']:.1f} before and "
+             f"{after['loadAverage1m']:.1f} after on {before['cores']} cores: "
+             + ("the host was oversubscribed, so these times also measure other work."
+                if busy else "the host was not oversubscribed."))
+    return {"cores": before["cores"], "loadBefore": before["loadAverage1m"],
+            "loadAfter": after["loadAverage1m"], "oversubscribed": busy, "words": words}
+
+
+def interval_words(stat, unit=""):
+    """'443 (95 % interval 410–480)', the way every interval is printed."""
+    return (f"{stat['median']:,.0f}{unit} ({stat['coverage']:.0%} interval "
+            f"{stat['low']:,.0f}–{stat['high']:,.0f}{unit})")
+
+
+def ratio_words(ratio):
+    return (f"{ratio['median']:.2f}× ({ratio['coverage']:.0%} interval "
+            f"{ratio['low']:.2f}–{ratio['high']:.2f})")
+
+
+def program_timing(timing):
+    """Per program: the median of its block medians with its interval, and the spread."""
+    programs = {name: intervals.summary(blocks) for name, blocks in timing["samplesUs"].items()}
+    for stat in programs.values():
+        stat["words"] = interval_words(stat)
+    design = {key: timing[key] for key in ("blocks", "samplesPerBlock", "warmupCallsPerBlock")}
+    return {"programs": programs, "design": design, "host": host(timing),
+            "widestBlockSpread": max(stat["blockSpread"] for stat in programs.values())}
+
+
+# gloo's messages and dependency depth per call, read from gloo's source
+# (gloo/allgather.cc, gloo/allreduce.cc): its all-gather sends each chunk as two halves
+# and keeps two operations in flight ("we always wait for the next-to-last operation"),
+# so 2(p - 1) messages form two independent chains of p - 1; its ring all-reduce does
+# that in both phases. Its reduce-scatter is halving-doubling: log2 p exchanges, plus one
+# hand-off of the bit-reversed slices when p > 2. The ring is p - 1 ppermutes a phase.
+def messages_per_rank(algorithm, collective, ranks):
+    if algorithm == "ring":
+        return {"reduce_scatter": ranks - 1, "all_gather": ranks - 1,
+                "all_reduce": 2 * (ranks - 1)}[collective]
+    halving_doubling = (ranks - 1).bit_length() + (ranks > 2)
+    return {"reduce_scatter": halving_doubling, "all_gather": 2 * (ranks - 1),
+            "all_reduce": 4 * (ranks - 1)}[collective]
+
+
+def dependent_rounds(algorithm, collective, ranks):
+    """Messages a rank must wait for one after another: with two in flight, half of
+    gloo's all-gather and all-reduce messages; every message for the others."""
+    messages = messages_per_rank(algorithm, collective, ranks)
+    windowed = algorithm == "gloo" and collective in ("all_gather", "all_reduce")
+    return messages // 2 if windowed else messages
+
+
+# The lesson program's timed names for the collectives the rounds experiment times
+# again: the same 32-byte collective on the same processes, measured twice in one run.
+TWINS = {"all_reduce": "all_reduce", "reduce_scatter": "reduce_scatter",
+         "all_gather": "all_gather_only"}
+
+
+def rounds_row(rounds, lesson_timing, algorithm, collective, many, few, premise):
+    many_blocks = rounds["samplesUs"][f"p{many}"][algorithm][collective]
+    few_blocks = rounds["samplesUs"][f"p{few}"][algorithm][collective]
+    depth = {many: dependent_rounds(algorithm, collective, many),
+             few: dependent_rounds(algorithm, collective, few)}
+    stats = {p: intervals.summary(blocks) for p, blocks in ((many, many_blocks),
+                                                            (few, few_blocks))}
+    # Per round at p = many over per round at p = few, block by block: above 1 when a
+    # round costs more with more processes than cores, as the hypothesis predicts.
+    ratio = intervals.paired_ratio(many_blocks, few_blocks, scale=depth[few] / depth[many])
+    twin = None
+    if algorithm == "gloo" and collective in TWINS and lesson_timing is not None:
+        twin = intervals.disagreement(lesson_timing["programs"][TWINS[collective]]["median"],
+                                      stats[many]["median"])
+    word = (intervals.verdict(ratio, predicted_above_one=True, replicate_disagreement=twin)
+            if premise else "not applicable")
+    return {"algorithm": algorithm, "collective": collective,
+            "name": f"{NAMES[algorithm]} {NAMES[collective]}",
+            "messages": {f"p{p}": messages_per_rank(algorithm, collective, p)
+                         for p in (many, few)},
+            "dependentRounds": {f"p{p}": depth[p] for p in (many, few)},
+            "timing": {f"p{p}": {**stats[p], "words": interval_words(stats[p]),
+                                 "perRoundUs": stats[p]["median"] / depth[p]}
+                       for p in (many, few)},
+            "perRoundRatio": {**ratio, "words": ratio_words(ratio)},
+            "twinDisagreement": twin, "verdict": word}
+
+
+def rounds_verdicts(rounds, lesson_timing):
+    """Did a round cost more with more processes than cores? One verdict per collective."""
+    sides = sorted(int(key[1:]) for key in rounds["samplesUs"])
+    few, many = sides[0], sides[-1]
+    cores = rounds["hostBefore"]["cores"]
+    premise = few <= cores < many
+    rows = [rounds_row(rounds, lesson_timing, algorithm, collective, many, few, premise)
+            for algorithm in ("gloo", "ring")
+            for collective in ("reduce_scatter", "all_gather", "all_reduce")]
+    counts = {word: sum(row["verdict"] == word for row in rows)
+              for word in (intervals.SUPPORTED, intervals.CONTRADICTED,
+                           intervals.INCONCLUSIVE)}
+    twins = [row for row in rows if row["twinDisagreement"] is not None]
+    widest = max(twins, key=lambda row: row["twinDisagreement"]) if twins else None
+    premise_words = (f"With {cores} cores, {many} processes are more than the cores and "
+                     f"{few} have a core each, so the hypothesis applies here."
+                     if premise else
+                     f"With {cores} cores, {many} processes are not more than the cores, or "
+                     f"{few} do not have a core each, so the hypothesis does not apply here.")
+    return {"many": many, "few": few, "cores": cores, "premiseHolds": premise,
+            "premiseWords": premise_words,
+            "widestBlockSpread": max(row["timing"][side]["blockSpread"] for row in rows
+                                     for side in row["timing"]),
+            "rows": {f"{row['algorithm']}_{row['collective']}": row for row in rows},
+            "verdictCounts": counts, "host": host(rounds),
+            "design": {key: rounds[key] for key in ("blocks", "samplesPerBlock",
+                                                    "warmupCallsPerBlock", "gradientBytes")},
+            "widestTwin": ({"name": widest["name"], "disagreement": widest["twinDisagreement"]}
+                           if widest else None)}
+
+
+def message_check(traffic, ranks):
+    """gloo's extra bytes per message at the lesson's 32 B: the bytes counted above the
+    ring model, divided by the messages gloo's source says it sends. Equal quotients for
+    the all-gather and the all-reduce say the message counts are right."""
+    found = {}
+    for row in traffic:
+        if row["gradientBytes"] == 32 and row["collective"] in ("all_gather", "all_reduce"):
+            messages = messages_per_rank("gloo", row["collective"], ranks)
+            excess = row["excessBytesPerRank"][0]
+            found[row["collective"]] = {"messages": messages, "excessBytes": excess,
+                                        "bytesPerMessage": excess / messages}
+    return found
+
+
+def analyse_executed(recording):
+    """The lesson run on one process (cpu) or on p processes (cpu-processes)."""
+    data = recording["data"]
+    result = {"timing": program_timing(data["timing"])}
+    if "roundsTiming" in data:
+        result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"])
+    if "traffic" in data:
+        result["messageCheck"] = message_check(data["traffic"],
+                                               recording["environment"]["processCount"])
+    return result
+
+
+def analyse(variant, recording):
+    """recordings/<lesson>.<variant>.json -> the analysis the pages read."""
+    if variant == "sweep":
+        from lesson_code import distributed_03_sweep_analysis
+        return distributed_03_sweep_analysis.analyse(recording)
+    return analyse_executed(recording)

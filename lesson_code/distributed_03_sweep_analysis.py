@@ -1,0 +1,328 @@
+"""What distributed-03's message-size sweep means: medians with intervals, fits below
+each program's cache boundary, ratios against two predictions, and verdicts in words.
+
+Derived from recordings/distributed-03.sweep.json alone (lesson_code/distributed_03_analysis.py
+routes the "sweep" variant here). NumPy only; rewording re-renders, never re-measures.
+Every verdict compares paired blocks: block b measured p = 2, 4, 8 one after another and,
+inside each, every program at one size in turn, so a ratio taken within a block shares
+that block's conditions.
+"""
+import numpy as np
+
+from scripts import intervals
+from scripts.sweep import analysis as sweep_math
+
+LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
+          "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather",
+          "ring_reduce_scatter": "ring reduce-scatter", "ring_all_reduce": "ring all-reduce"}
+RATIOS = {  # name: (numerator, denominator, what the ring model predicts)
+    "arOverRs": ("all_reduce", "reduce_scatter", 2.0),
+    "agOverRs": ("all_gather", "reduce_scatter", 1.0),
+    "ringArOverRingRs": ("ring_all_reduce", "ring_reduce_scatter", 2.0),
+}
+# A ratio "agrees" with a prediction when its whole interval lies within 25 % of it.
+TOLERANCE = 1.25
+
+
+def format_bytes(nbytes):
+    """8 B, 2 KiB, 32 MiB: a size as people write it."""
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def grouped_blocks(rows):
+    """{(collective, ranks, bytes): [[samples of block 0], [block 1], ...]}."""
+    found = {}
+    for row in sorted(rows, key=lambda r: r["block"]):
+        found.setdefault((row["collective"], row["ranks"], row["bytes"]), []).append(
+            row["samplesUs"])
+    return found
+
+
+def points(blocks, programs):
+    """One row per (collective, p, S): the median of the block medians with its interval,
+    the fastest and slowest sample, and the bandwidths of the median."""
+    out = []
+    for (collective, ranks, nbytes), found in sorted(blocks.items()):
+        stat = intervals.summary(found)
+        seconds = stat["median"] * 1e-6
+        algbw = sweep_math.algbw_gbps(nbytes, seconds)
+        phases = programs[str(ranks)][collective]["phases"]
+        out.append({"collective": collective, "ranks": ranks, "bytes": nbytes,
+                    "medianUs": stat["median"], "lowUs": stat["low"], "highUs": stat["high"],
+                    "coverage": stat["coverage"], "minUs": stat["min"], "maxUs": stat["max"],
+                    "blockSpread": stat["blockSpread"], "algbwGBps": algbw,
+                    "busbwGBps": algbw * sweep_math.bus_factor(phases, ranks)})
+    return out
+
+
+def cache_boundary(collective, ranks, programs, cache_bytes):
+    """The S at which the working set (about workingSetOverS x S over the p devices'
+    inputs and outputs) fills the last-level cache: sizes below it are fitted; None when
+    the cache size is unknown."""
+    if not cache_bytes:
+        return None
+    return cache_bytes / programs[str(ranks)][collective]["workingSetOverS"]
+
+
+def fit_one(sizes, medians, boundary):
+    """alpha-beta over the sizes whose working set fits the cache (at least three)."""
+    s = np.asarray(sizes, dtype=float)
+    t = np.asarray(medians, dtype=float) * 1e-6
+    inside = s < boundary if boundary else np.ones_like(s, dtype=bool)
+    if inside.sum() < 3:
+        inside[:3] = True  # fewer than three sizes fit: fit the three smallest
+    alpha, beta = sweep_math.fit_alpha_beta(s[inside], t[inside])
+    return alpha, beta, inside
+
+
+def fits(blocks, points_by_series, programs, cache_bytes):
+    """fits[collective][str(p)]: the fit of the medians, with alpha's interval from the
+    same fit made block by block."""
+    result = {}
+    for (collective, ranks), series in sorted(points_by_series.items()):
+        sizes = sorted(series)
+        boundary = cache_boundary(collective, ranks, programs, cache_bytes)
+        alpha, beta, inside = fit_one(sizes, [series[s]["medianUs"] for s in sizes], boundary)
+        per_block = []
+        for b in range(len(blocks[collective, ranks, sizes[0]])):
+            medians = [float(np.median(blocks[collective, ranks, s][b])) for s in sizes]
+            per_block.append(fit_one(sizes, medians, boundary)[0] * 1e6)
+        fitted = [s for s, keep in zip(sizes, inside) if keep]
+        fitted_t = [series[s]["medianUs"] * 1e-6 for s in fitted]
+        largest = sizes[-1]
+        predicted = alpha + largest / beta if beta else alpha
+        result.setdefault(collective, {})[str(ranks)] = {
+            "alphaUs": alpha * 1e6, "alpha": intervals.median_interval(per_block),
+            "alphaByBlockUs": per_block,
+            "betaGBps": beta / 1e9 if beta else None,
+            "nHalfOrderKiB": (sweep_math.order_of_magnitude(alpha * beta / 1024)
+                              if beta else None),
+            "fittedSizes": len(fitted), "fitMaxBytes": int(max(fitted)),
+            "cacheBoundaryBytes": boundary,
+            "maxRelResidual": sweep_math.max_relative_residual(fitted, fitted_t, alpha, beta),
+            "largestOverFit": series[largest]["medianUs"] * 1e-6 / predicted}
+    return result
+
+
+def agreement(ratio, predicted):
+    """Does the interval of a measured ratio agree with a predicted value? "supported"
+    when the whole interval lies within 25 % of it, "contradicted" when the whole
+    interval lies outside that band, "inconclusive" when it straddles an edge."""
+    low_edge, high_edge = predicted / TOLERANCE, predicted * TOLERANCE
+    if low_edge <= ratio["low"] and ratio["high"] <= high_edge:
+        return intervals.SUPPORTED
+    if ratio["high"] < low_edge or ratio["low"] > high_edge:
+        return intervals.CONTRADICTED
+    return intervals.INCONCLUSIVE
+
+
+def touched_prediction(top, bottom, programs, ranks):
+    """The time ratio if time followed the bytes of memory each device reads and writes."""
+    facts = programs[str(ranks)]
+    if facts[top]["touchedOverS"] is None or facts[bottom]["touchedOverS"] is None:
+        return None
+    return facts[top]["touchedOverS"] / facts[bottom]["touchedOverS"]
+
+
+def ratios(blocks, ranks_list, largest, programs):
+    """At the largest size, per p: each ratio's interval against the ring model and
+    against the bytes each device touches; the rest is what neither explains."""
+    by_ranks = {}
+    for p in ranks_list:
+        entry = {}
+        for name, (top, bottom, model) in RATIOS.items():
+            if (top, p, largest) not in blocks or (bottom, p, largest) not in blocks:
+                continue
+            ratio = intervals.paired_ratio(blocks[top, p, largest], blocks[bottom, p, largest])
+            touched = touched_prediction(top, bottom, programs, p)
+            entry[name] = {**ratio, "words": ratio_words(ratio), "ringModel": model,
+                           "label": f"{LABELS[top]} / {LABELS[bottom]}",
+                           "ringModelVerdict": agreement(ratio, model),
+                           "touchedPrediction": touched,
+                           "touchedVerdict": agreement(ratio, touched) if touched else None,
+                           "unexplained": ratio["median"] / touched if touched else None}
+        by_ranks[str(p)] = entry
+    return by_ranks
+
+
+def ratio_series(points_by_series, ranks_list):
+    """For the figure: per p, every size's median ratio of each pair."""
+    out = {}
+    for p in ranks_list:
+        sizes = sorted(points_by_series.get(("reduce_scatter", p), {}))
+        entry = {"bytes": sizes}
+        for name, (top, bottom, _) in RATIOS.items():
+            if (top, p) in points_by_series and (bottom, p) in points_by_series:
+                entry[name] = [points_by_series[top, p][s]["medianUs"]
+                               / points_by_series[bottom, p][s]["medianUs"] for s in sizes]
+        out[str(p)] = entry
+    return out
+
+
+def ratio_words(ratio):
+    return (f"{ratio['median']:.2f} ({ratio['coverage']:.0%} interval {ratio['low']:.2f}–"
+            f"{ratio['high']:.2f})")
+
+
+def paired_across_ranks(per_block_top, per_block_bottom):
+    """The ratio of one quantity at the largest p over the smallest, block by block."""
+    values = [t / b for t, b in zip(per_block_top, per_block_bottom) if b > 0]
+    return intervals.median_interval(values) if values else None
+
+
+def rises_verdict(ratio):
+    if ratio is None:
+        return intervals.INCONCLUSIVE
+    return intervals.verdict(ratio, predicted_above_one=True)
+
+
+def alpha_with_ranks(fit_table, ranks_list):
+    """Does alpha grow with p? Per program, alpha at the largest p over the smallest."""
+    low, high = str(ranks_list[0]), str(ranks_list[-1])
+    result = {}
+    for collective, by_p in fit_table.items():
+        ratio = paired_across_ranks(by_p[high]["alphaByBlockUs"], by_p[low]["alphaByBlockUs"])
+        result[collective] = {**(ratio or {}), "verdict": rises_verdict(ratio),
+                              "words": ratio_words(ratio) if ratio else "not measured"}
+    return result
+
+
+def step_line(alphas, steps):
+    """alpha = dispatch + steps x per-step through every program's alpha at one p:
+    (dispatch us, per-step us, worst relative residual)."""
+    dispatch, per_step = sweep_math.fit_line_relative(steps, alphas)
+    worst = np.max(np.abs(sweep_math.relative_residuals(steps, alphas, dispatch, per_step)))
+    return dispatch, per_step, float(worst)
+
+
+def steps(fit_table, programs, ranks_list):
+    """Does each dependent rendezvous cost about the same? Per p, one line of alpha
+    against the dependent steps of every program (1 for XLA's collectives, 2 for rs+ag,
+    p - 1 and 2(p - 1) for the ring, which is those ppermutes by construction), its
+    residuals, and the per-step cost's interval from the same line fitted block by block."""
+    result = {}
+    for p in ranks_list:
+        names = [c for c in fit_table if str(p) in fit_table[c]]
+        counts = [programs[str(p)][c]["steps"] for c in names]
+        dispatch, per_step, worst = step_line([fit_table[c][str(p)]["alphaUs"] for c in names],
+                                              counts)
+        blocks = len(fit_table[names[0]][str(p)]["alphaByBlockUs"])
+        per_block = [step_line([fit_table[c][str(p)]["alphaByBlockUs"][b] for c in names],
+                               counts)[1] for b in range(blocks)]
+        result[str(p)] = {"dispatchUs": dispatch, "perStepUs": per_step,
+                          "perStep": intervals.median_interval(per_block),
+                          "perStepByBlockUs": per_block, "maxRelResidual": worst,
+                          "ringStepsPerPhase": p - 1}
+    low, high = str(ranks_list[0]), str(ranks_list[-1])
+    ratio = paired_across_ranks(result[high]["perStepByBlockUs"],
+                                result[low]["perStepByBlockUs"])
+    summary = {**(ratio or {}), "verdict": rises_verdict(ratio),
+               "words": ratio_words(ratio) if ratio else "not measured"}
+    return result, summary
+
+
+def busbw(points_list, blocks, programs, ranks_list, largest):
+    """Peak busbw per program and p, and whether busbw at the largest size falls with p."""
+    peaks = {}
+    for row in points_list:
+        best = peaks.setdefault(row["collective"], {})
+        best[str(row["ranks"])] = max(best.get(str(row["ranks"]), 0.0), row["busbwGBps"])
+    low, high = ranks_list[0], ranks_list[-1]
+    falls = {}
+    for collective in peaks:
+        if (collective, high, largest) not in blocks or (collective, low, largest) not in blocks:
+            continue
+        # busbw is S x bus factor / t, so at one S its ratio is the inverse time ratio.
+        factor = (sweep_math.bus_factor(programs[str(high)][collective]["phases"], high)
+                  / sweep_math.bus_factor(programs[str(low)][collective]["phases"], low))
+        per_block = [factor * float(np.median(b_low)) / float(np.median(b_high))
+                     for b_low, b_high in zip(blocks[collective, low, largest],
+                                              blocks[collective, high, largest])]
+        ratio = intervals.median_interval(per_block)
+        falls[collective] = {**ratio, "words": ratio_words(ratio),
+                             "verdict": intervals.verdict(ratio, predicted_above_one=False)}
+    return peaks, falls
+
+
+def host(recording):
+    """The load around every block, and what the page says about it."""
+    readings = [reading for block in recording["hosts"] for reading in
+                (block["before"], block["after"])]
+    loads = [reading["loadAverage1m"] for reading in readings]
+    cores = readings[0]["cores"]
+    busy = intervals.oversubscribed(*readings)
+    words = (f"The one-minute load average ranged from {min(loads):.1f} to {max(loads):.1f} "
+             f"on {cores} cores while it ran: "
+             + ("the host was oversubscribed, so the times also measure other work, and "
+                "a trend with p may be the scheduler's rather than the runtime's."
+                if busy else "the host was not oversubscribed."))
+    return {"cores": cores, "loadMin": min(loads), "loadMax": max(loads),
+            "oversubscribed": busy, "words": words}
+
+
+def verdict_counts(*groups):
+    words = [item["verdict"] for group in groups for item in group if item.get("verdict")]
+    return {word: words.count(word) for word in
+            (intervals.SUPPORTED, intervals.CONTRADICTED, intervals.INCONCLUSIVE)}
+
+
+def analyse(recording):
+    rows, programs = recording["rows"], recording["programs"]
+    blocks = grouped_blocks(rows)
+    ranks_list = sorted({row["ranks"] for row in rows})
+    largest = max(row["bytes"] for row in rows)
+    cache = recording.get("lastLevelCacheBytes")
+    point_list = points(blocks, programs)
+    by_series = {}
+    for row in point_list:
+        by_series.setdefault((row["collective"], row["ranks"]), {})[row["bytes"]] = row
+    collectives = list(programs[str(ranks_list[0])])
+    fit_table = fits(blocks, by_series, programs, cache)
+    fit_table = {c: fit_table[c] for c in collectives if c in fit_table}
+    step_table, step_summary = steps(fit_table, programs, ranks_list)
+    ratio_table = ratios(blocks, ranks_list, largest, programs)
+    alpha_trend = alpha_with_ranks(fit_table, ranks_list)
+    peaks, falls = busbw(point_list, blocks, programs, ranks_list, largest)
+    every_fit = [fit for by_p in fit_table.values() for fit in by_p.values()]
+    ring_verdicts = [{"verdict": entry[name]["ringModelVerdict"]}
+                     for entry in ratio_table.values() for name in entry]
+    touched_verdicts = [{"verdict": entry[name]["touchedVerdict"]}
+                        for entry in ratio_table.values() for name in entry
+                        if entry[name]["touchedVerdict"]]
+    return {
+        "collectives": collectives, "labels": LABELS,
+        "ringCollectives": [c for c in collectives if programs[str(ranks_list[0])][c]["ring"]],
+        "ranks": ranks_list, "rows": point_list, "fits": fit_table,
+        "fitSummary": {
+            "maxRelResidual": span([f["maxRelResidual"] for f in every_fit]),
+            "largestOverFit": span([f["largestOverFit"] for f in every_fit]),
+            "nHalfOrderKiB": span([f["nHalfOrderKiB"] for f in every_fit if f["nHalfOrderKiB"]]),
+            "lessonBytes": 32,
+            # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
+            "lessonTransferShare": max((32 / (f["betaGBps"] * 1e3) / f["alphaUs"]
+                                        for f in every_fit if f["alphaUs"] > 0 and f["betaGBps"]),
+                                       default=None)},
+        "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
+        "ratios": {"largestBytes": largest, "atLargest": ratio_table,
+                   "byRanks": ratio_series(by_series, ranks_list),
+                   "model": {name: model for name, (_, _, model) in RATIOS.items()}},
+        "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls,
+        "verdictCounts": verdict_counts(alpha_trend.values(), [step_summary],
+                                        falls.values(), ring_verdicts, touched_verdicts),
+        "host": host(recording), "lastLevelCacheBytes": cache,
+        "memcpyGBps": recording["memcpyGBps"], "memcpyBytes": recording["memcpyBytes"],
+        "blocks": recording["method"]["blocks"],
+        "sizeLabels": {"largest": format_bytes(largest),
+                       "lastLevelCache": format_bytes(cache) if cache else "unknown",
+                       "memcpy": format_bytes(recording["memcpyBytes"]),
+                       "smallest": {str(p): format_bytes(min(r["bytes"] for r in rows
+                                                             if r["ranks"] == p))
+                                    for p in ranks_list}},
+    }
+
+
+def span(values):
+    return {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}

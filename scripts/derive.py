@@ -1,0 +1,72 @@
+"""Every derived file of a lesson made from its recordings: analyses, then figures.
+
+One path for `record.py` (after a run, or `--render-only`) and `bench.py` (after the
+sweep): a recording about to land is passed in `arriving`, its text not yet moved into
+place, so what is derived from it is drawn from the new bytes and staged with them. An
+output whose inputs and bytes are what the lock says is current and is left alone.
+"""
+import json
+
+from scripts import display
+from scripts.hashes import digest_bytes
+from scripts.outputs import derived_outputs, lock_entry, recording_outputs
+from scripts.recordings import load_recording
+
+
+class DeriveError(Exception):
+    """An analysis or a figure could not be made; str() is one line."""
+    exit_status = 1
+
+
+def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
+    """Stage each analysis and figure of `lesson` that is not current; return their new
+    lock entries. `arriving` ({path: text}) grows with each analysis staged, so a figure
+    drawn from an analysis is drawn from the new one. `place(path)` says where a staged
+    file goes (default: its own path under the lesson's root); bench.py's `--out` puts
+    them beside its recording instead, and then they are not locked. `only_from`: make
+    only what derives from that recording (bench.py's sweep), current or not.
+    """
+    from scripts.freshness import derived_problems
+    entries, chain = {}, {only_from}
+    for output in derived_outputs(lesson):
+        if only_from is not None:
+            if output.source not in chain:
+                continue
+            chain.add(output.path)
+        text = arriving.get(output.source)
+        if text is None and not (lesson.root / output.source).exists():
+            continue  # `--check` names the missing input and the command that makes it
+        if text is None and not derived_problems(output, lock, lesson.root):
+            continue
+        data = json.loads(text) if text else load_source(lesson, output.source)
+        made = render(output, data)
+        arriving[output.path] = made
+        staging.add(place(output.path) if place else lesson.root / output.path, made)
+        if place is None:
+            source_digest = digest_bytes(text) if text else None
+            entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
+    return entries
+
+
+def load_source(lesson, source):
+    path = lesson.root / source
+    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
+    if source in fixes:  # validated; a corrupt one is one line with its own fix
+        return load_recording(path, fixes[source])
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise DeriveError(f"{display(path)}: unreadable ({error}); fix the file") from None
+
+
+def render(output, data):
+    kind = output.kind
+    try:
+        return kind.render(data)
+    except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
+        raise DeriveError(f"{output.path}: the {kind.renderer} step failed on "
+                          f"{output.source} ({type(error).__name__}: {error}); fix the "
+                          f"{kind.renderer} code or rerun what makes {output.source}") from None
+
+
+
