@@ -64,9 +64,9 @@ def render(output, data):
     try:
         return kind.render(data)
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
-        raise DeriveError(f"{output.path}: the {kind.renderer} step failed on "
-                          f"{output.source} ({type(error).__name__}: {error}); fix the "
-                          f"{kind.renderer} code or rerun what makes {output.source}") from None
+        raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "
+                          f"{output.source} ({type(error).__name__}: {error}); fix "
+                          f"{output.code}") from None
 
 
 

@@ -72,6 +72,24 @@ def project_copy(destination, parts=PROJECT_PARTS):
     return destination
 
 
+def rederive_analyses(root):
+    """Remake every lesson's analyses from the recordings now in `root`, and their lock
+    entries, as `--render-only` would, but leave the figures as they are: a test that
+    plants hostile text in a recording checks the pages, not whether a figure can draw it."""
+    import json
+
+    from scripts.lessons import load_lessons
+    from scripts.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
+    lock = read_lock(root)
+    for lesson in load_lessons(root).values():
+        for output in analysis_outputs(lesson):
+            if (root / output.source).exists():
+                text = output.kind.render(json.loads((root / output.source).read_text()))
+                (root / output.path).write_text(text)
+                lock[output.path] = lock_entry(output, text, root)
+    lock_path(root).write_text(lock_text(lock))
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
     """The site, built strictly from the working tree with JAX made unimportable."""

@@ -30,6 +30,12 @@ ANALYSIS = ROOT / "recordings" / "analysis" / "distributed-03.sweep.json"
 FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
 
 
+def quick_sweep_program(out):
+    """A `python -c` program: bench.py's main on the QUICK plan, writing `out`."""
+    return (f"import sys; from scripts import bench; "
+            f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
+
+
 def analysed(recording):
     return json.loads(AnalysisKind("lesson_code.distributed_03_analysis", "sweep")
                       .render(recording))
@@ -164,9 +170,8 @@ def test_bench_warns_before_it_measures_on_a_busy_host(monkeypatch, capsys):
 def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     """The real command, fresh worker processes and all; only the structure is checked."""
     out = tmp_path / "sweep.json"
-    program = (f"import sys; from scripts import bench; "
-               f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=clean_env(),
+    done = subprocess.run([sys.executable, "-c", quick_sweep_program(out)], cwd=ROOT,
+                          env=clean_env(),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     recording = json.loads(out.read_text())

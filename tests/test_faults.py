@@ -180,7 +180,7 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
             run.wait_for_children("ipykernel", 1)
             time.sleep(1.0)  # the kernel is up and the lesson's cells are running
         elif phase == "drawing the figures":
-            run.wait_for_line("record: drawing the figures")
+            run.wait_for_line("record: analysing and drawing the figures")
         children = run.descendants()
         for _ in range(times):
             run.process.send_signal(signum)

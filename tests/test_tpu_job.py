@@ -49,7 +49,8 @@ def lesson(repo):
 
 
 def snapshot(directory):
-    return {path.name: path.read_bytes() for path in sorted(Path(directory).iterdir())}
+    return {path.name: path.read_bytes() for path in sorted(Path(directory).iterdir())
+            if path.is_file()}
 
 
 def verbs(calls):
