@@ -352,3 +352,16 @@ def test_in_an_indexed_job_the_rank_module_joins_and_records(tmp_path):
 def test_no_page_claims_a_cluster_ran_what_only_the_seam_tested():
     for path in (SLURM_SCRIPT, K8S_MANIFEST):
         assert re.search(r"no (SLURM|Kubernetes) cluster ran this file", path.read_text())
+
+
+def test_the_scaling_out_section_includes_the_files_these_tests_run():
+    """The page shows the commands from the files above, not copies that could drift."""
+    page = (ROOT / "docs" / "going-further" / "processes.md").read_text()
+    section = page[page.index("## Scaling out"):]
+    included = re.findall(r'--8<-- "([^":]+):(\w+)"', section)
+    assert included == [("scripts/runners/mpirun.py", "mpirun_command"),
+                        ("scripts/runners/slurm.sbatch", "srun"),
+                        ("scripts/runners/kubernetes-job.yaml", "pod")]
+    for path, name in included:
+        assert snippet(ROOT / path, name).strip()
+    assert "at the seam only" in section and "run here" in section
