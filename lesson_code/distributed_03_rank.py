@@ -89,10 +89,14 @@ def join(process_id=None, processes=None, coordinator=None, bind=None):
     return distributed.global_state.process_id, distributed.global_state.coordinator_address
 
 
-def mesh_devices():
-    """This process's one CPU device joins the others': every rank's device, in rank order."""
-    lesson.configure_devices("cpu", 1)
-    return sorted(jax.devices(), key=lambda d: d.process_index)
+def mesh_devices(platform="cpu"):
+    """Every rank's devices, in rank order: on CPU one per process; on a TPU slice each
+    worker's chips (4 per host), numbered as JAX numbers them within each worker."""
+    if platform == "cpu":
+        lesson.configure_devices("cpu", 1)
+    else:
+        jax.config.update("jax_platforms", platform)
+    return sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
 # --8<-- [end:join]
 
 
@@ -441,6 +445,14 @@ def progress(rank, message):
           flush=True)
 
 
+def write_data(rank, path, data):
+    """Process 0 writes the run's data; the others have checked their shards."""
+    if rank == 0 and path:
+        with open(path, "w") as out:
+            json.dump(data, out, indent=2)
+    return 0
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description=__doc__.splitlines()[0],
@@ -453,6 +465,10 @@ def parse_args(argv):
                        help="coordinator port on 127.0.0.1 (the single-machine launcher)")
     where.add_argument("--coordinator", metavar="HOST:PORT",
                        help="rank 0's address, for a launcher JAX does not detect")
+    parser.add_argument("--platform", choices=("cpu", "tpu"), default="cpu",
+                        help="cpu: one CPU device per process, traffic counted (default); "
+                             "tpu: every chip of a multi-host slice, whose interconnect no "
+                             "socket sees, so the lesson alone")
     parser.add_argument("--calls", type=int, default=100,
                         help="calls averaged per traffic row (default 100)")
     parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
@@ -472,7 +488,7 @@ def main(argv=None):
                              bind=loopback)
     coordinator_port = int(coordinator.rsplit(":", 1)[1])  # left out of the byte counts
     sys.stdout = lesson_stdout(rank)
-    devices = mesh_devices()
+    devices = mesh_devices(args.platform)
     launch = launch_of(coordinator)
     progress(rank, f"joined: {len(devices)} devices in {launch['processes']} processes on "
                    f"{launch['hosts']} host(s), started by {launch['launcher']}")
@@ -480,6 +496,8 @@ def main(argv=None):
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
     data["launch"] = launch
+    if args.platform == "tpu":  # ICI carries the collectives: no TCP count, no rounds
+        return write_data(rank, args.data_out, data)
     data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls,
                                                                coordinator_port)
     data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
