@@ -199,6 +199,14 @@ def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mp
     assert scratch_of(run.process.pid) == []
 
 
+def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
+    with pytest.raises(mpirun.MissingLauncher, match=r"^mpirun is not installed; run "
+                       r"`apt-get install -y openmpi-bin`"):
+        mpirun.run_mpirun(RANK_MODULE, ranks=4)
+
+
 def test_mpirun_command_is_one_command_for_every_rank():
     command = mpirun.mpirun_command(RANK_MODULE, 4, 100, "data.json", "out")
     assert command[:3] == ["mpirun", "-np", "4"]
