@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install serve build record bench check lint fresh test browser java audit clean
+.PHONY: install serve build record bench check lint fresh test browser java mpi audit clean
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -71,7 +71,11 @@ browser:
 java:
 	@bash scripts/ensure_java.sh
 
-test: install browser java lint check fresh
+# Debian's Open MPI for the mpirun launcher test; installed when missing (as root).
+mpi:
+	@bash scripts/ensure_openmpi.sh
+
+test: install browser java mpi lint check fresh
 	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests
 
 # Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy

@@ -1,8 +1,15 @@
 """distributed-03 as one of p real processes: the same lesson, and the bytes it sends.
 
-`scripts/runners/processes.py` starts one of these per rank on this machine. Each process owns
-ONE CPU device; `jax.distributed` joins them into a p-device mesh, and every collective
-crosses process boundaries over TCP on 127.0.0.1 (gloo). By hand, one shell per rank:
+Each process owns ONE CPU device; `jax.distributed` joins them into a p-device mesh, and
+every collective crosses process boundaries over TCP (gloo). Whatever starts the
+processes, each is the same command. Under a cluster launcher JAX reads the rank, the
+process count and the coordinator from the launcher's environment:
+
+    mpirun -np 4 python -m lesson_code.distributed_03_rank --data-out run.json
+    srun --ntasks 4 python -m lesson_code.distributed_03_rank --data-out run.json
+
+`scripts/runners/processes.py`, which starts every rank on this machine itself, passes
+them instead, one shell per rank:
 
     python -m lesson_code.distributed_03_rank --process-id 0 --processes 4 --port 8476 \
         --data-out run.json
@@ -14,16 +21,20 @@ JSON; the others check their own shards silently.
 """
 import argparse
 import fcntl
+import ipaddress
 import json
 import os
 import socket
 import struct
 import sys
 import time
+import zlib
 from functools import partial
 
 import jax
 import numpy as np
+from jax._src import distributed  # the coordinator JAX chose, read once it joined
+from jax._src.clusters import ClusterEnv  # the launchers JAX recognises
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -61,20 +72,68 @@ def lesson_stdout(rank):
 
 
 # --8<-- [start:join]
-def join(process_id, processes, port):
-    """Become rank `process_id` of `processes`; return the global devices, rank order.
+def join(process_id=None, processes=None, coordinator=None, bind=None):
+    """Become one rank of the run; return this process's rank and the coordinator's
+    address, as JAX settled them.
 
-    Everything here must happen before the first device exists: the CPU client is built
-    once, and only a client built after `initialize` can reach the other processes.
+    Given None, JAX takes each from the launcher's environment (mpirun, srun, a Cloud TPU
+    slice: jax/_src/clusters/); the single-machine launcher passes them, and `bind` keeps
+    its coordinator on loopback. This must happen before the first device exists: the
+    CPU client is built once, and only a client built after `initialize` can reach the
+    other processes.
     """
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    address = f"127.0.0.1:{port}"
-    jax.distributed.initialize(coordinator_address=address, num_processes=processes,
-                               process_id=process_id, coordinator_bind_address=address,
+    jax.distributed.initialize(coordinator_address=coordinator, num_processes=processes,
+                               process_id=process_id, coordinator_bind_address=bind,
                                initialization_timeout=60)
-    lesson.configure_devices("cpu", 1)  # this process's one device
-    return sorted(jax.devices(), key=lambda d: d.process_index)
+    return distributed.global_state.process_id, distributed.global_state.coordinator_address
+
+
+def mesh_devices(platform="cpu"):
+    """Every rank's devices, in rank order: on CPU one per process; on a TPU slice each
+    worker's chips (4 per host), numbered as JAX numbers them within each worker."""
+    if platform == "cpu":
+        lesson.configure_devices("cpu", 1)
+    else:
+        jax.config.update("jax_platforms", platform)
+    return sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
 # --8<-- [end:join]
+
+
+# JAX's names for the launchers it detects (jax/_src/clusters/), in a reader's words.
+LAUNCHERS = {"OmpiCluster": "mpirun", "SlurmCluster": "srun", "K8sCluster": "kubernetes",
+             "GceTpuCluster": "cloud-tpu", "GkeTpuCluster": "gke-tpu"}
+
+
+def launcher_name():
+    """What started this process: the first launcher JAX recognises in its environment,
+    in the order `initialize` tries them; else a Kubernetes Indexed Job (JAX detects one
+    only with the `kubernetes` package and the right to read pods, so the manifest passes
+    the rank as flags); else this repository's single-machine launcher."""
+    for cluster in ClusterEnv._cluster_types:
+        if not cluster.opt_in_only_method and cluster.is_env_present():
+            return LAUNCHERS.get(cluster.__name__, cluster.__name__)
+    return "kubernetes" if "JOB_COMPLETION_INDEX" in os.environ else "processes.py"
+
+
+def coordinator_host(address):
+    """The coordinator's host as a reader could name it: loopback or a host name as given;
+    an IP address of another interface is private to that network, so not recorded."""
+    host = address.rsplit(":", 1)[0].strip("[]")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host  # a name: node001, a pod's DNS name
+    return host if loopback else "rank 0's host (its IP address is not recorded)"
+
+
+def launch_of(coordinator):
+    """How this run was put together: launcher, processes, hosts, coordinator's host."""
+    # Hosts are counted by a checksum of each process's host name: no name leaves its host.
+    name = zlib.crc32(socket.gethostname().encode()) & 0x7FFFFFFF
+    names = multihost_utils.process_allgather(np.asarray(name, np.int32))  # i32[p]
+    return {"launcher": launcher_name(), "processes": jax.process_count(),
+            "hosts": len(set(names.tolist())), "coordinatorHost": coordinator_host(coordinator)}
 
 
 # --8<-- [start:count_bytes]
@@ -317,39 +376,70 @@ def progress(rank, message):
           flush=True)
 
 
+def write_data(rank, path, data):
+    """Process 0 writes the run's data; the others have checked their shards."""
+    if rank == 0 and path:
+        with open(path, "w") as out:
+            json.dump(data, out, indent=2)
+    return 0
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--process-id", type=int, required=True)
-    parser.add_argument("--processes", type=int, required=True)
-    parser.add_argument("--port", type=int, required=True, help="coordinator port on 127.0.0.1")
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="Under mpirun or srun, give none of --process-id, --processes, --port or "
+               "--coordinator: JAX reads them from the launcher's environment.")
+    parser.add_argument("--process-id", type=int, help="this process's rank")
+    parser.add_argument("--processes", type=int, help="how many ranks the run has")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--port", type=int,
+                       help="coordinator port on 127.0.0.1 (the single-machine launcher)")
+    where.add_argument("--coordinator", metavar="HOST:PORT",
+                       help="rank 0's address, for a launcher JAX does not detect")
+    parser.add_argument("--platform", choices=("cpu", "tpu"), default="cpu",
+                        help="cpu: one CPU device per process, traffic counted (default); "
+                             "tpu: every chip of a multi-host slice, whose interconnect no "
+                             "socket sees, so the lesson alone")
     parser.add_argument("--calls", type=int, default=100,
                         help="calls averaged per traffic row (default 100)")
     parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    given = [args.process_id is not None, args.processes is not None,
+             args.port is not None or args.coordinator is not None]
+    if any(given) and not all(given):
+        parser.error("give --process-id, --processes and --port (or --coordinator) "
+                     "together, or none of them under mpirun or srun")
+    return args
 
 
 def main(argv=None):
     args = parse_args(argv)
-    rank = args.process_id
+    loopback = f"127.0.0.1:{args.port}" if args.port is not None else None
+    rank, coordinator = join(args.process_id, args.processes, loopback or args.coordinator,
+                             bind=loopback)
+    coordinator_port = int(coordinator.rsplit(":", 1)[1])  # left out of the byte counts
     sys.stdout = lesson_stdout(rank)
-    devices = join(rank, args.processes, args.port)
-    progress(rank, f"joined: {len(devices)} devices in {jax.process_count()} processes")
+    devices = mesh_devices(args.platform)
+    launch = launch_of(coordinator)
+    progress(rank, f"joined: {len(devices)} devices in {launch['processes']} processes on "
+                   f"{launch['hosts']} host(s), started by {launch['launcher']}")
     data = lesson.run_lesson(devices)  # every process runs and checks it
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
-    data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls, args.port)
+    data["launch"] = launch
+    if args.platform == "tpu":  # ICI carries the collectives: no TCP count, no rounds
+        return write_data(rank, args.data_out, data)
+    data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls,
+                                                               coordinator_port)
     data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
-    data["ringTraffic"] = measure_ring_traffic(devices, args.calls, args.port)
+    data["ringTraffic"] = measure_ring_traffic(devices, args.calls, coordinator_port)
     data["gradientByRank"] = gradient_by_rank(devices)
     progress(rank, "traffic measured")
     before = lesson.host_load()
     data["roundsTiming"] = measure_rounds(devices)
     data["roundsTiming"].update(hostBefore=before, hostAfter=lesson.host_load())
     progress(rank, "rounds timed")
-    if rank == 0 and args.data_out:
-        with open(args.data_out, "w") as out:
-            json.dump(data, out, indent=2)
-    return 0
+    return write_data(rank, args.data_out, data)
 
 
 if __name__ == "__main__":

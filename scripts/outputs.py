@@ -70,8 +70,11 @@ def recording_outputs(lesson, root=ROOT):
     known = {output.path for output in wanted}
     for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
         name = f"recordings/{path.name}"
-        if name not in known:  # a hardware run of the lesson module: tpu, gpu
-            wanted.append(RecordingOutput(name, module_file(lesson.module),
+        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), or of
+            # its rank module on a multi-host slice (tpu-processes)
+            module = lesson.rank_module if path.name.endswith("-processes.json") and \
+                lesson.rank_module else lesson.module
+            wanted.append(RecordingOutput(name, module_file(module),
                                           "the hardware job that made it", False))
     return wanted
 

@@ -4,6 +4,7 @@
                                                 #   the notebook companion, the simulation
     python scripts/record.py --platform tpu     # the physical chips  -> <lesson>.tpu.json
     python scripts/record.py --processes 4      # 4 JAX processes     -> <lesson>.cpu-processes.json
+    python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
     python scripts/record.py --render-only      # redraw figures from the existing recordings
     python scripts/record.py --check            # is every recording, figure and notebook current?
 
@@ -186,26 +187,37 @@ def simulation_current(lesson):
     return recording_state(output, lesson.root)[1] == []
 
 
-def record_processes(lesson, processes, staging):
-    from scripts.runners.processes import ProcessRunError, run_processes  # only this path needs it
+def launch_processes(launcher):
+    """The function that starts a rank module as N processes, for `--launcher`."""
+    if launcher == "mpirun":  # Open MPI starts the ranks; JAX reads who is who from it
+        from scripts.runners.mpirun import run_mpirun
+        return run_mpirun
+    from scripts.runners.processes import run_processes  # this repository's own launcher
+    return run_processes
+
+
+def record_processes(lesson, processes, staging, launcher="processes"):
+    from scripts.runners.processes import ProcessRunError  # only this path needs it
 
     if not lesson.rank_module:
         raise RecordError(f"{lesson.id} has no rank_module in lesson_code/lessons.toml; "
                           f"it cannot run as {processes} processes")
-    progress(f"running {lesson.id} as {processes} JAX processes")
+    progress(f"running {lesson.id} as {processes} JAX processes"
+             + (" under mpirun" if launcher == "mpirun" else ""))
     try:
-        run = run_processes(lesson.rank_module, ranks=processes, cwd=lesson.root)
+        run = launch_processes(launcher)(lesson.rank_module, ranks=processes, cwd=lesson.root)
     except ProcessRunError as error:
         raise RecordError(f"{error}; nothing was written") from None
     check_stdout(lesson.id, run.stdout)
+    command = ["python", "scripts/record.py", "--processes", str(processes)] + (
+        ["--launcher", launcher] if launcher != "processes" else [])
     recording = executed_recording(lesson, lesson.path(lesson.rank_module), run.stdout,
-                                   run.data, run.duration_s,
-                                   ["python", "scripts/record.py", "--processes",
-                                    str(processes)])
+                                   run.data, run.duration_s, command)
     return stage_recording(lesson, recording, staging)
 
 
-def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False):
+def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False,
+           launcher="processes"):
     """`chosen`: the lessons were named (--lesson), so one without a rank module is an
     error for --processes rather than skipped."""
     root = next(iter(lessons.values())).root
@@ -222,7 +234,7 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                          f"lesson_code/lessons.toml")
                 continue
             if processes:
-                arriving.update(record_processes(lesson, processes, staging))
+                arriving.update(record_processes(lesson, processes, staging, launcher))
             elif not render_only:
                 recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
                                                   scratch)
@@ -280,6 +292,10 @@ def refuse_what_cannot_work(args, lessons):
             raise UsageError("--processes runs N processes with one CPU device each; it takes "
                              "no --platform, --devices or --render-only: run "
                              f"`python scripts/record.py --processes {args.processes}`")
+    if args.launcher != "processes" and args.processes is None:
+        raise UsageError(f"--launcher {args.launcher} starts the processes of a multi-process "
+                         f"run; run `python scripts/record.py --processes 4 --launcher "
+                         f"{args.launcher}`")
     for lesson in lessons.values():
         if args.devices is not None and args.devices != lesson.devices:
             # The recording's name says its platform, not its device count: a second count
@@ -322,6 +338,9 @@ def parse_args(argv):
                              "recorded")
     parser.add_argument("--processes", type=int, metavar="N",
                         help="run as N JAX processes with one CPU device each")
+    parser.add_argument("--launcher", choices=("processes", "mpirun"), default="processes",
+                        help="with --processes: what starts the N processes (default: this "
+                             "repository's own launcher; mpirun: Open MPI, on loopback)")
     parser.add_argument("--lesson", help="one lesson id (default: every lesson)")
     return parser.parse_args(argv)
 
@@ -340,7 +359,7 @@ def main(argv=None):
             return check(lessons)
         refuse_what_cannot_work(args, lessons)
         record(lessons, args.platform, args.processes, args.render_only,
-               chosen=bool(args.lesson))
+               chosen=bool(args.lesson), launcher=args.launcher)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)

@@ -1,15 +1,20 @@
-"""Regenerate recordings/<lesson>.tpu.json on a single-host, 4-chip TPU VM.
+"""Regenerate recordings/<lesson>.tpu.json on a 4-chip TPU VM, or a slice's run.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
+    python scripts/tpu_job.py ... --accelerator v6e-16   # 4 workers: <lesson>.tpu-processes.json
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
 The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
 exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
-moved into recordings/; any failure leaves recordings/ as it was. The lesson is the
-registry's first (lesson_code/lessons.toml). TPU_NAME, ZONE and
-PROJECT set the defaults of --name, --zone and --project.
+moved into recordings/; any failure leaves recordings/ as it was. On a multi-host slice
+(v5litepod-16, v6e-16) every copy and command goes to all workers at once
+(--worker=all), each worker runs the lesson's rank module with no rank flags (JAX joins
+them through the Cloud TPU environment), and rank 0's data and stdout come back from
+worker 0, to be made into the recording here. The lesson is the registry's first
+(lesson_code/lessons.toml). TPU_NAME, ZONE and PROJECT set the defaults of --name, --zone
+and --project.
 """
 import argparse
 import codecs
@@ -18,6 +23,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 # `python scripts/tpu_job.py` puts scripts/ on sys.path; the package lives one level up.
@@ -25,14 +31,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT
 from scripts.hashes import content_files
-from scripts.hardware.verify import RefusedRecording, check_tpu_recording, install_recording
-from scripts.hardware.tpu import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
-                               tpu_lesson)
+from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, install_recording,
+                                    slice_recording)
+from scripts.hardware.tpu import (CHIPS_PER_WORKER, RUNTIMES, SLICE_DATA, SLICE_STDOUT,
+                                  UsageError, dry_run_text, job_steps, recording_name,
+                                  tpu_lesson, workers)
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
 DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
                     create=True, delete=True)
+# And the processes page, for a slice of 4 workers.
+SLICE_DOCS_FILE = Path("docs/sections/tpu_slice_commands.txt")
+SLICE_DOCS_EXAMPLE = dict(DOCS_EXAMPLE, name="my-slice", accelerator="v6e-16")
+# What a slice's recording must show. The tests' fake slice runs its workers on this
+# machine's CPU, one device each, and says so by changing this.
+SLICE_EXPECTS = {"backend": "tpu", "devices_per_worker": CHIPS_PER_WORKER}
 INSTALL_GCLOUD = ("gcloud not found: install the Google Cloud CLI "
                   "(https://cloud.google.com/sdk/docs/install), run `gcloud auth login`, "
                   "then rerun")
@@ -125,7 +139,10 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
     is known to be this run's: a failed create may mean the name belongs to another VM.
     """
     lesson = tpu_lesson(root)
-    module_path, fetched = lesson.path(), recording_name(lesson.id)
+    hosts = workers(accelerator)
+    # A slice runs the rank module, whose closure is then what must be committed.
+    module_path = lesson.path(lesson.rank_module if hosts > 1 else lesson.module)
+    fetched = recording_name(lesson.id, accelerator)
     target = Path(recordings_dir or root / "recordings") / fetched
     dirty = uncommitted_inputs(module_path, root)
     if dirty:
@@ -136,14 +153,19 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
         steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
         cleanup = steps.pop() if delete else None
         vm_is_ours = not create  # named by the caller, who asked for it to be deleted
-        failure = None
+        failure, lesson_s = None, 0.0
         try:
             for number, step in enumerate(steps, 1):
                 progress(f"[{number}/{len(steps) + bool(cleanup)}] {step.title}")
+                if step.command is None and hosts > 1:
+                    install_slice(Path(workdir), target, lesson, root, accelerator, lesson_s)
+                    continue
                 if step.command is None:
                     install_fetched(Path(workdir) / fetched, target, lesson, root)
                     continue
+                started = time.monotonic()
                 run_step(step, root, accelerator, zone)
+                lesson_s += (time.monotonic() - started) * step.runs_lesson
                 vm_is_ours = vm_is_ours or step.gcloud_verb == "create"
         except (JobFailed, KeyboardInterrupt) as error:
             failure = error
@@ -170,11 +192,31 @@ def install_fetched(fetched, target, lesson, root):
     progress(f"wrote {target}")
 
 
+def install_slice(workdir, target, lesson, root, accelerator, duration_s):
+    """Make the slice's recording from rank 0's files, check it, then move it into place."""
+    hosts = workers(accelerator)
+    command = ["python", "scripts/tpu_job.py", "--accelerator", accelerator]
+    made = workdir / target.name
+    try:
+        recording = slice_recording(workdir / SLICE_DATA, workdir / SLICE_STDOUT, lesson,
+                                    command, duration_s, root)
+        from scripts.recordings import dumps
+
+        made.write_text(dumps(recording))
+        check_tpu_recording(made, lesson.id, lesson.path(lesson.rank_module), root,
+                            devices=hosts * SLICE_EXPECTS["devices_per_worker"],
+                            processes=hosts, backend=SLICE_EXPECTS["backend"])
+    except RefusedRecording as error:
+        raise JobFailed(str(error)) from None
+    install_recording(made, target)
+    progress(f"wrote {target}")
+
+
 def write_docs(root=ROOT):
-    """Regenerate the command listing that the lesson page includes."""
-    path = root / DOCS_FILE
-    path.write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)))
-    progress(f"wrote {DOCS_FILE}")
+    """Regenerate the command listings that the pages include."""
+    for path, example in ((DOCS_FILE, DOCS_EXAMPLE), (SLICE_DOCS_FILE, SLICE_DOCS_EXAMPLE)):
+        (root / path).write_text(dry_run_text(job_steps(**example, root=root)))
+        progress(f"wrote {path}")
 
 
 def parse_args(argv):
@@ -185,7 +227,7 @@ def parse_args(argv):
     parser.add_argument("--project", default=os.environ.get("PROJECT"),
                         help="default: $PROJECT, else gcloud's configured project")
     parser.add_argument("--accelerator", metavar="|".join(RUNTIMES),
-                        help="the chip kind; multi-host slices are not supported")
+                        help="the chip kind: a 4-chip VM, or a slice of 4 such workers")
     parser.add_argument("--create", action="store_true", help="create the VM first")
     parser.add_argument("--delete", action="store_true",
                         help="delete the VM at the end, also after a failure")

@@ -17,8 +17,8 @@ from conftest import FIXTURES, ROOT
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, UsageError, check_options,
-                               dry_run_text, job_commands, job_steps)
+from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, check_options,
+                                  dry_run_text, job_commands, job_steps)
 
 TARGET = "distributed-03.tpu.json"
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
@@ -206,12 +206,13 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
     assert gcloud() == []
 
 
-@pytest.mark.parametrize("accelerator", ["v5litepod-8", "v4-8", "v6e-16", "v5p-8"])
+@pytest.mark.parametrize("accelerator", ["v5litepod-8", "v4-8", "v6e-32", "v5p-8"])
 def test_other_accelerators_are_refused(accelerator, gcloud, capsys):
     assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
                          "--accelerator", accelerator, "--create"]) == 2
     [line] = error_lines(capsys.readouterr())
-    assert "v5litepod-4 or v6e-4" in line and "jax.distributed.initialize()" in line
+    assert "v5litepod-4 or v6e-4 or v5litepod-16 or v6e-16" in line
+    assert "a slice of 4 such workers" in line
     assert gcloud() == []
 
 
@@ -332,3 +333,70 @@ def test_no_fixture_reaches_the_real_recordings():
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
         json.loads(FIXTURE.read_text())["generatedAt"]
+
+
+# --- multi-host slices ----------------------------------------------------------------------
+
+SLICE = ["--name", "test-slice", "--zone", "us-east5-b", "--accelerator", "v6e-16"]
+SLICE_TARGET = "distributed-03.tpu-processes.json"
+
+
+@pytest.mark.parametrize("accelerator", sorted(WORKERS))
+def test_a_slice_dry_run_sends_everything_to_every_worker_and_fetches_from_worker_0(
+        accelerator, gcloud, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    assert tpu_job.main(["--name", "my-slice", "--zone", "us-east5-b", "--accelerator",
+                         accelerator, "--create", "--delete", "--dry-run"]) == 0
+    commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines()
+                if not line.startswith("#")]
+    by_verb = {}
+    for command in commands[1:]:
+        by_verb.setdefault(command[4], []).append(command)
+    assert [c[-1] for c in by_verb["scp"]] == ["--worker=all", "--worker=0", "--worker=0"]
+    assert all("--worker=all" in command for command in by_verb["ssh"])
+    [run] = [c for c in by_verb["ssh"] if "distributed_03_rank" in c[-1]]
+    rank = run[-1]
+    assert "--platform tpu" in rank and "--data-out slice-data.json" in rank
+    assert not {"--process-id", "--processes", "--port", "--coordinator"} & set(rank.split())
+    assert by_verb["scp"][1][5] == "my-slice:distributed-03/slice-data.json"
+    assert gcloud() == [] and list(tmp_path.iterdir()) == []
+
+
+def test_the_processes_page_shows_the_slice_commands_the_job_runs_now():
+    committed = (ROOT / tpu_job.SLICE_DOCS_FILE).read_text()
+    assert committed == dry_run_text(job_steps(**tpu_job.SLICE_DOCS_EXAMPLE)), \
+        f"{tpu_job.SLICE_DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
+    page = (ROOT / "docs" / "going-further" / "processes.md").read_text()
+    assert f'--8<-- "{tpu_job.SLICE_DOCS_FILE.as_posix()}"' in page
+
+
+def test_the_job_runs_a_slice_end_to_end_on_loopback_workers(clone, gcloud, monkeypatch,
+                                                             capsys, tmp_path):
+    """The fake slice's workers are local processes on this CPU (tests/fixtures/fake_gcloud
+    says what it stands in for), so the job is told to expect one CPU device per worker;
+    with the real expectation the same recording is refused."""
+    monkeypatch.setenv("FAKE_GCLOUD_SLICE", str(tmp_path / "slice"))
+    monkeypatch.setenv("FAKE_GCLOUD_VENV", sys.prefix)
+    monkeypatch.setattr(tpu_job, "SLICE_EXPECTS", {"backend": "cpu", "devices_per_worker": 1})
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*SLICE, "--create", "--delete"], root=clone) == 0, \
+        capsys.readouterr().err[-3000:]
+
+    assert error_lines(capsys.readouterr()) == []
+    landed = clone / "recordings" / SLICE_TARGET
+    assert snapshot(clone / "recordings") == {**before, SLICE_TARGET: landed.read_bytes()}
+    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "scp", "delete"]
+    recording = json.loads(landed.read_text())
+    assert recording["command"] == ["python", "scripts/tpu_job.py", "--accelerator", "v6e-16"]
+    assert recording["environment"]["processCount"] == 4
+    assert recording["data"]["launch"]["processes"] == 4
+    assert recording["stdout"].endswith("PASS: distributed-03\n")
+    # Every worker got the tree and ran its own rank; only worker 0's rank wrote data.
+    homes = sorted((tmp_path / "slice").glob("worker-*/distributed-03"))
+    assert len(homes) == 4 and all((home / "lesson_code").is_dir() for home in homes)
+    assert [(home / "slice-data.json").exists() for home in homes] == [True] + [False] * 3
+    module = clone / "lesson_code" / "distributed_03_rank.py"
+    with pytest.raises(RefusedRecording, match="not a 16-chip TPU run of distributed-03: "
+                                               "its backend is 'cpu'"):
+        check_tpu_recording(landed, "distributed-03", module, clone, devices=16, processes=4)

@@ -11,8 +11,15 @@ from pathlib import Path
 from scripts import ROOT
 
 # Single-host VMs with exactly 4 chips, so `record.py --platform tpu` (4 devices by
-# default) runs unchanged in one process. Runtime versions from the Cloud TPU docs.
-RUNTIMES = {"v5litepod-4": "v2-alpha-tpuv5-lite", "v6e-4": "v2-alpha-tpuv6e"}
+# default) runs unchanged in one process; and multi-host slices of 4 workers with 4 chips
+# each, where the rank module runs on every worker at once. Runtime versions from the
+# Cloud TPU docs.
+RUNTIMES = {"v5litepod-4": "v2-alpha-tpuv5-lite", "v6e-4": "v2-alpha-tpuv6e",
+            "v5litepod-16": "v2-alpha-tpuv5-lite", "v6e-16": "v2-alpha-tpuv6e"}
+WORKERS = {"v5litepod-16": 4, "v6e-16": 4}  # hosts of a multi-host slice; others have 1
+CHIPS_PER_WORKER = 4
+# What rank 0 leaves on worker 0 of a slice: its data JSON and its stdout.
+SLICE_DATA, SLICE_STDOUT = "slice-data.json", "slice-stdout.txt"
 
 # Names go into gcloud argument lists and remote command text, so they must look like
 # names (a leading "-" would otherwise read as a flag). Matched with fullmatch: `$` alone
@@ -36,6 +43,7 @@ class Step:
     title: str  # the progress line, and the "# ..." line of --dry-run
     command: list | None  # None: done here in Python (validating the recording)
     hint: str = ""  # what to do when it fails, for the job's one-line error
+    runs_lesson: bool = False  # its wall time is the recording's durationS (slices)
 
     @property
     def gcloud_verb(self):
@@ -49,13 +57,17 @@ def check_options(name, zone, accelerator, project=None):
     if accelerator not in RUNTIMES:
         raise UsageError(
             f"--accelerator {accelerator} is not supported; use {' or '.join(RUNTIMES)} "
-            f"(one VM with 4 chips). Multi-host slices need jax.distributed.initialize() "
-            f"on every worker: see README, 'The TPU job'")
+            f"(a VM with 4 chips, or a slice of {max(WORKERS.values())} such workers)")
     for flag, value, pattern in (("--name", name, NAME), ("--zone", zone, ZONE),
                                  ("--project", project, PROJECT)):
         if value is not None and not pattern.fullmatch(value):
             raise UsageError(f"{flag} {value!r} does not look like a {flag[2:]} "
                              f"(expected {pattern.pattern})")
+
+
+def workers(accelerator):
+    """How many hosts the accelerator has: 1 for a VM, 4 for the slices."""
+    return WORKERS.get(accelerator, 1)
 
 
 def jax_pin(root=ROOT):
@@ -81,9 +93,11 @@ def tpu_lesson(root=ROOT):
     return next(iter(lessons.values()))
 
 
-def recording_name(lesson_id):
-    """The file record.py --platform tpu writes under recordings/."""
-    return f"{lesson_id}.tpu.json"
+def recording_name(lesson_id, accelerator=None):
+    """The file the job lands under recordings/: record.py --platform tpu's on one VM,
+    the rank module's run on every worker of a slice (a process run, like cpu-processes)."""
+    return f"{lesson_id}.tpu-processes.json" if workers(accelerator) > 1 else \
+        f"{lesson_id}.tpu.json"
 
 
 def remote_setup(jax_version, remote_dir):
@@ -107,19 +121,27 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
     """Every step of the job in order. `workdir` holds the local archive and the
     fetched recording (None: paths relative to the current directory, for the page)."""
     check_options(name, zone, accelerator, project)
-    lesson_id = tpu_lesson(root).id
+    lesson = tpu_lesson(root)
+    lesson_id, hosts = lesson.id, workers(accelerator)
+    if hosts > 1 and not lesson.rank_module:
+        raise UsageError(f"{lesson_id} has no rank_module in lesson_code/lessons.toml; a "
+                         f"multi-host slice runs one on every worker")
     remote_dir = lesson_id  # relative to the VM user's home: scp and ssh both start there
     bundle, recording = f"{lesson_id}.tar.gz", recording_name(lesson_id)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
     where = ["--zone", zone] + (["--project", project] if project else [])
+    # On a slice every copy and command goes to all workers at once; what comes back,
+    # from worker 0, whose rank 0 wrote it.
+    every, first = (["--worker=all"], ["--worker=0"]) if hosts > 1 else ([], [])
     tpu_vm = ["gcloud", "compute", "tpus", "tpu-vm"]
     vm = f"{name} {shlex.join(where)}"  # for the hints' commands
 
     def ssh(command):
-        return tpu_vm + ["ssh", name, *where, "--command", command]
+        return tpu_vm + ["ssh", name, *where, *every, "--command", command]
 
     quoted_dir = shlex.quote(remote_dir)
     is_vm_up = f"is the VM up? `gcloud compute tpus tpu-vm describe {vm}`"
+    on = f" on all {hosts} workers" if hosts > 1 else ""
     steps = [Step("pack the committed tree (git archive HEAD)",
                   ["git", "archive", "--format=tar.gz", "-o", local(bundle), "HEAD"],
                   "run the job from inside the repository, which needs at least one commit")]
@@ -131,27 +153,52 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
             f"if `gcloud compute tpus tpu-vm list {shlex.join(where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
     steps += [
-        Step("copy the archive to the VM",
-             tpu_vm + ["scp", local(bundle), f"{name}:{bundle}", *where], is_vm_up),
-        Step(f"unpack it into ~/{remote_dir} on the VM", ssh(
+        Step(f"copy the archive to {f'all {hosts} workers' if hosts > 1 else 'the VM'}",
+             tpu_vm + ["scp", local(bundle), f"{name}:{bundle}", *where, *every], is_vm_up),
+        Step(f"unpack it into ~/{remote_dir}{on or ' on the VM'}", ssh(
             f"rm -rf {quoted_dir} && mkdir {quoted_dir} && "
             f"tar -xzf {shlex.quote(bundle)} -C {quoted_dir} && rm {shlex.quote(bundle)}"),
             is_vm_up),
-        Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu] (a few "
+        Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu]{on} (a few "
              f"minutes)", ssh(remote_setup(jax_pin(root), remote_dir)),
              f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
              f"run `sudo apt-get install -y python3-pip` there "
              f"(`gcloud compute tpus tpu-vm ssh {vm}`), then rerun"),
-        Step("record the lesson on the chips (scripts/record.py --platform tpu)",
-             ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
-             f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
-             f"then `cd {remote_dir} && .venv/bin/python scripts/record.py --platform tpu`"),
-        Step("copy the recording back",
-             tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
-                       local(recording), *where], is_vm_up),
-        Step(f"validate {recording} (schema, backend tpu, 4 TPU devices, PASS, current "
-             f"contentFiles), then move it into recordings/{recording}", None),
     ]
+    if hosts == 1:
+        steps += [
+            Step("record the lesson on the chips (scripts/record.py --platform tpu)",
+                 ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
+                 f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh "
+                 f"{vm}`, then `cd {remote_dir} && .venv/bin/python scripts/record.py "
+                 f"--platform tpu`"),
+            Step("copy the recording back",
+                 tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
+                           local(recording), *where], is_vm_up),
+            Step(f"validate {recording} (schema, backend tpu, 4 TPU devices, PASS, current "
+                 f"contentFiles), then move it into recordings/{recording}", None),
+        ]
+    else:
+        recording = recording_name(lesson_id, accelerator)
+        chips = hosts * CHIPS_PER_WORKER
+        # No rank flags: on a slice, JAX reads the worker's number and the worker list
+        # from the Cloud TPU environment (jax/_src/clusters/cloud_tpu_cluster.py).
+        rank = (f"cd {quoted_dir} && .venv/bin/python -m {lesson.rank_module} --platform "
+                f"tpu --data-out {SLICE_DATA} > {SLICE_STDOUT}")
+        steps += [
+            Step(f"run {lesson.rank_module} on all {hosts} workers at once ({chips} chips, "
+                 f"one process per worker)", ssh(rank),
+                 f"its output is above; every worker must start within a minute of the "
+                 f"others (jax.distributed's timeout); to retry: `gcloud compute tpus tpu-vm "
+                 f"ssh {vm} --worker=all --command {shlex.quote(rank)}`", runs_lesson=True),
+            *[Step(f"copy rank 0's {what} back from worker 0",
+                   tpu_vm + ["scp", f"{name}:{remote_dir}/{file}", local(file), *where,
+                             *first], is_vm_up)
+              for what, file in (("data", SLICE_DATA), ("stdout", SLICE_STDOUT))],
+            Step(f"make {recording} from them and validate it (schema, backend tpu, "
+                 f"{chips} TPU devices in {hosts} processes, PASS, current contentFiles), "
+                 f"then move it into recordings/{recording}", None),
+        ]
     if delete:
         steps.append(Step(
             f"delete the VM {name}", tpu_vm + ["delete", name, *where, "--quiet"],

@@ -17,9 +17,11 @@ class RefusedRecording(Exception):
     """The fetched file is not a current 4-chip TPU recording; str() is the one line."""
 
 
-def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES):
+def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES,
+                        processes=1, backend="tpu"):
     """Return the recording at `path` if it is a current TPU run of the lesson on
-    `devices` chips."""
+    `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
+    but in the tests, whose fake slice runs its workers on this machine's CPU."""
     try:
         recording = load_recording(path)
     except RecordingError as error:
@@ -29,18 +31,20 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
     lines = recording["stdout"].splitlines()
     problems = [
         (recording["lessonId"] == lesson_id, f"it records {recording['lessonId']!r}"),
-        (environment["backend"] == "tpu", f"its backend is {environment['backend']!r}"),
+        (environment["backend"] == backend, f"its backend is {environment['backend']!r}"),
         (environment["deviceCount"] == devices,
          f"it ran on {environment['deviceCount']} devices, not {devices}"),
-        ("TPU" in environment.get("deviceKind", ""),
+        (environment.get("processCount", 1) == processes,
+         f"it ran in {environment.get('processCount', 1)} processes, not {processes}"),
+        (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
          f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
         (bool(lines) and lines[-1] == f"PASS: {lesson_id}",
          f"its stdout does not end with 'PASS: {lesson_id}'"),
     ]
     for ok, why in problems:
         if not ok:
-            raise RefusedRecording(f"the fetched recording is not a {devices}-chip TPU run "
-                                   f"of {lesson_id}: {why}")
+            raise RefusedRecording(f"the fetched recording is not a {devices}-chip "
+                                   f"{backend.upper()} run of {lesson_id}: {why}")
     changed = stale_inputs(recording, content_files(module_path, root))
     if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
@@ -56,3 +60,25 @@ def install_recording(source, target):
     system and the fetched file sits in a temporary directory that may be elsewhere.
     """
     write_atomically(Path(target), Path(source).read_bytes())
+
+
+def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=ROOT):
+    """The recording of a slice's run, made here from what rank 0 left on worker 0 (its
+    data JSON and stdout), as record.py makes one from a process run: one header, the
+    lesson's environment, validated against the schema (by the check that follows). Its
+    jaxlib and matplotlib versions are this checkout's: the workers installed the same
+    pins. Raises RefusedRecording."""
+    import json
+
+    from scripts.record import RecordError, check_stdout, executed_recording
+
+    try:
+        data = json.loads(Path(data_path).read_text())
+        stdout = Path(stdout_path).read_text()
+        check_stdout(lesson.id, stdout)
+        recording = executed_recording(lesson, lesson.path(lesson.rank_module), stdout,
+                                       data, duration_s, command)
+    except (OSError, ValueError, RecordError) as error:
+        raise RefusedRecording(f"rank 0's output from worker 0 does not make a recording "
+                               f"({error})") from None
+    return recording

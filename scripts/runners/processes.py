@@ -84,10 +84,11 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def dies_with(parent):
-    """A preexec_fn that has Linux SIGKILL the rank when its launcher dies, even by
-    SIGKILL, which leaves the launcher no chance to kill its ranks itself; the ranks would
-    otherwise wait for each other, forever. None (nothing to do) where there is no prctl.
+def dies_with(parent, signum=signal.SIGKILL):
+    """A preexec_fn that has Linux send `signum` to the rank when its launcher dies, even
+    by SIGKILL, which leaves the launcher no chance to kill its ranks itself; the ranks
+    would otherwise wait for each other, forever. None (nothing to do) where there is no
+    prctl.
     """
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
@@ -95,7 +96,7 @@ def dies_with(parent):
         return None
 
     def preexec():
-        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the launcher died before prctl: nobody to wait for
             os._exit(1)
     return preexec

@@ -1,0 +1,200 @@
+"""Run a lesson's rank module as p processes started by Open MPI's `mpirun`, on loopback.
+
+`record.py --processes N --launcher mpirun` calls run_mpirun. Unlike processes.py, this
+launcher hands no rank its id: every rank runs the same command, and
+`jax.distributed.initialize()` reads the rank, the process count and the coordinator
+from the environment mpirun gives it (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`,
+`OMPI_MCA_orte_hnp_uri`: jax/_src/clusters/ompi_cluster.py). The same command with a
+hostfile instead of loopback spans machines (README, "On a cluster").
+
+mpirun puts each rank in a process group of its own, so killing mpirun's group does not
+reach them, and a SIGKILLed mpirun leaves them to the init process. Every rank therefore
+carries a mark in its environment (RUN_MARK) and, whatever happened, the run ends by
+killing each process on this machine that carries its mark.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from scripts import ROOT
+from scripts.runners.processes import (ProcessRun, ProcessRunError, describe, dies_with,
+                                       free_port, stderr_tail)
+from scripts.scratch import scratch_folder
+
+RUN_MARK = "LESSON_MPIRUN_MARK"  # set to the run's scratch folder in every rank's environment
+
+
+class MissingLauncher(ProcessRunError):
+    """mpirun is not installed: the one command that installs it is in the message."""
+
+
+# --8<-- [start:mpirun_command]
+def mpirun_command(module, ranks, calls, data_out, output_dir):
+    """The whole run as one command line: the same `python -m module` for every rank."""
+    return ["mpirun", "-np", str(ranks),
+            "--oversubscribe",  # more ranks than this machine's cores
+            "--bind-to", "none",  # let the scheduler place them, as processes.py does
+            "--mca", "oob_tcp_if_include", "lo",  # loopback: the coordinator is 127.0.0.1
+            "--output-filename", str(output_dir),  # <dir>/1/rank.<r>/stdout, stderr
+            "-x", "JAX_PLATFORMS=cpu", "-x", "JAX_NUM_CPU_DEVICES=1",
+            "-x", "JAX_COORDINATOR_PORT",  # JAX's override of the port it would derive
+            sys.executable, "-m", module, "--calls", str(calls), "--data-out", str(data_out)]
+# --8<-- [end:mpirun_command]
+
+
+def mpirun_environment(port, mark):
+    env = dict(os.environ, JAX_COORDINATOR_PORT=str(port), **{RUN_MARK: mark})
+    if os.geteuid() == 0:
+        # mpirun refuses to run as root unless told twice (its own variables): in a
+        # container, root is the only user there is.
+        env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return env
+
+
+def marked_processes(mark):
+    """Pids of every process on this machine whose environment carries `mark`."""
+    needle = f"{RUN_MARK}={mark}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone since the listing, or not ours to read
+    return found
+
+
+def kill_marked(mark, timeout_s=10):
+    """SIGKILL every process that carries the run's mark, until none is left."""
+    deadline = time.monotonic() + timeout_s
+    while (pids := marked_processes(mark)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def rank_files(output_dir, rank):
+    folder = output_dir / "1" / f"rank.{rank}"
+    return folder / "stdout", folder / "stderr"
+
+
+# How mpirun names the first rank to fail: by its exit ("Process name: [[27429,1],2]" then
+# "Exit code: 3") or by a signal ("process rank 0 with PID 0 on node vm exited on signal 11").
+FAILED_BY_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]")
+FAILED_BY_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal "
+                              r"(\d+)")
+
+
+def first_failed_rank(mpirun_stderr, output_dir, status):
+    """(rank, how it ended as processes.py says it, its stderr's tail) for the rank mpirun
+    names as the first to fail; None when it names none (it could not start them)."""
+    text = mpirun_stderr.read_text(errors="replace") if mpirun_stderr.exists() else ""
+    if found := FAILED_BY_SIGNAL.search(text):
+        rank, ended = int(found.group(1)), describe(-int(found.group(2)))
+    elif found := FAILED_BY_EXIT.search(text):
+        rank, ended = int(found.group(1)), describe(status)  # mpirun exits with its status
+    else:
+        return None
+    return rank, ended, stderr_tail(rank_files(output_dir, rank)[1])
+
+
+def port_in_use(port):
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks, poll_s=0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = launcher.poll()
+        if status is not None:
+            break
+        time.sleep(poll_s)
+    else:
+        raise ProcessRunError(f"mpirun still running after {timeout_s:g} s; it and its "
+                              f"{ranks} ranks were killed; mpirun's stderr: "
+                              f"{stderr_tail(scratch / 'mpirun.err', lines=1)}",
+                              None, None, stderr_tail(scratch / "mpirun.err"), [launcher.pid])
+    if status == 0:
+        return status
+    failed = first_failed_rank(scratch / "mpirun.err", output_dir, status)
+    if status < 0:  # mpirun itself was killed: its ranks are orphans, killed by the caller
+        raise ProcessRunError(f"mpirun {describe(status)}; its {ranks} ranks were killed",
+                              None, status, stderr_tail(scratch / "mpirun.err"), [launcher.pid])
+    if failed is None:  # mpirun could not start the ranks: its own words say why
+        tail = stderr_tail(scratch / "mpirun.err")
+        raise ProcessRunError(f"mpirun {describe(status)} before any rank failed; all {ranks} "
+                              f"ranks killed; mpirun's stderr: {tail}", None, status, tail,
+                              [launcher.pid])
+    rank, ended, tail = failed
+    raise ProcessRunError(f"rank {rank} {ended} under mpirun; all {ranks} ranks killed; "
+                          f"stderr: {tail}", rank, status, tail, [launcher.pid])
+
+
+def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
+    """Run `module` as `ranks` processes under mpirun; return process 0's stdout and data.
+
+    port: the coordinator's port, given to JAX as JAX_COORDINATOR_PORT; default the
+    caller's JAX_COORDINATOR_PORT, else a free one. A port that is taken is refused
+    before mpirun starts: rank 0 would die binding it ("Failed to start RPC server", or
+    at times SIGSEGV), which mpirun reports as that rank's failure.
+    """
+    chosen = os.environ.get("JAX_COORDINATOR_PORT")  # a port the caller chose, kept
+    if port is None and chosen:
+        port = int(chosen) if chosen.isdigit() else None
+        if port is None or not 0 < port < 65536:
+            raise ProcessRunError(f"JAX_COORDINATOR_PORT={chosen!r} is not a TCP port; set it "
+                                  f"to one from 1 to 65535, or unset it to use a free one")
+    if port is not None and port_in_use(port):
+        raise ProcessRunError(f"the coordinator's port {port} on 127.0.0.1 is taken "
+                              f"(JAX_COORDINATOR_PORT); free it, or unset JAX_COORDINATOR_PORT "
+                              f"and a free port is used")
+    if shutil.which("mpirun") is None:
+        raise MissingLauncher("mpirun is not installed; run `apt-get install -y openmpi-bin` "
+                              "(Debian's Open MPI) or record with `--processes N` alone")
+    started = time.monotonic()
+    with scratch_folder("ranks") as scratch:
+        output_dir, data_path = scratch / "out", scratch / "data.json"
+        launcher = None
+        try:
+            command = mpirun_command(module, ranks, calls, data_path, output_dir)
+            with open(scratch / "mpirun.out", "wb") as out, \
+                    open(scratch / "mpirun.err", "wb") as err:
+                # If this process dies, even by SIGKILL, mpirun gets SIGTERM: on SIGTERM
+                # mpirun kills its ranks before it exits.
+                launcher = subprocess.Popen(
+                    command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch.name),
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
+                    preexec_fn=dies_with(os.getpid(), signal.SIGTERM))
+            status = wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks)
+        finally:
+            if launcher is not None:
+                if launcher.poll() is None:
+                    os.killpg(launcher.pid, signal.SIGKILL)
+                launcher.wait()
+            kill_marked(scratch.name)
+        stdout_path = rank_files(output_dir, 0)[0]
+        if not data_path.exists():
+            raise ProcessRunError(f"mpirun exited with status 0 but rank 0 wrote no data to "
+                                  f"{data_path}", 0, 0,
+                                  stderr_tail(rank_files(output_dir, 0)[1]), [launcher.pid])
+        return ProcessRun(stdout=stdout_path.read_text() if stdout_path.exists() else "",
+                          data=json.loads(data_path.read_text()),
+                          duration_s=time.monotonic() - started, exit_codes=[status] * ranks,
+                          pids=[launcher.pid])

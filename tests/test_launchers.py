@@ -1,0 +1,375 @@
+"""The rank module started the way clusters start JAX, not by this repository's launcher.
+
+Open MPI is run for real: `record.py --processes 4 --launcher mpirun` starts the four ranks
+under `mpirun` on loopback, and its recording is checked against the `--processes 4` one.
+SLURM and Kubernetes are tested at the seam only: the command in the committed files
+(scripts/runners/slurm.sbatch, scripts/runners/kubernetes-job.yaml) is started once per rank
+with the variables srun or an Indexed Job would set, which are what JAX's cluster modules
+(jax/_src/clusters/) or the manifest's flags read. No SLURM or Kubernetes runs here.
+"""
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT, clean_env, leftover_temp_files, project_copy, run_record, snapshot
+from scripts.record import check_stdout, executed_recording
+from scripts.recordings import load_recording, validate
+from scripts.runners import mpirun
+from scripts.runners.processes import ProcessRunError, free_port, kill_all, wait_for
+from scripts.scratch import remove_abandoned
+from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
+                         scratch_of)
+
+LESSON_ID = "distributed-03"
+RANK_MODULE = "lesson_code.distributed_03_rank"
+PROCESS_RECORDING = "recordings/distributed-03.cpu-processes.json"
+SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"
+K8S_MANIFEST = ROOT / "scripts" / "runners" / "kubernetes-job.yaml"
+SCRATCH = "ranks-*-*"
+
+
+
+def require_mpirun():
+    """Skip where mpirun is missing; under CI, which installs it, fail instead."""
+    if shutil.which("mpirun") is None:
+        reason = "mpirun is missing: `make test` installs Debian's openmpi-bin (as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the mpirun tests cannot run under CI: {reason}")
+        pytest.skip(reason)
+
+
+@pytest.fixture
+def needs_mpirun():
+    require_mpirun()
+
+
+def launcher_free_env(**extra):
+    """clean_env() without any launcher's variables this shell may itself carry."""
+    env = {key: value for key, value in clean_env().items()
+           if not key.startswith(("OMPI_", "PMIX_", "SLURM_", "JOB_COMPLETION", "KUBERNETES_"))
+           and key != "JAX_COORDINATOR_PORT"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # python
+    return {**env, **extra}
+
+
+def marked_ranks_left(launcher_pid):
+    """Processes still carrying the mark of an mpirun run that `launcher_pid` started
+    (scripts/runners/mpirun.py: the mark is its scratch folder, ranks-<pid>-...)."""
+    needle = f"{mpirun.RUN_MARK}=ranks-{launcher_pid}-".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+# --- Open MPI, run for real ----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def mpirun_tree(tmp_path_factory):
+    """A project copy recorded by `record.py --processes 4 --launcher mpirun`."""
+    require_mpirun()
+    root = project_copy(tmp_path_factory.mktemp("mpirun").resolve() / "repo")
+    before = json.loads((root / PROCESS_RECORDING).read_text())
+    run = run_record(root, "--processes", "4", "--launcher", "mpirun", timeout=600)
+    return root, before, run
+
+
+def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpirun_tree):
+    root, _, run = mpirun_tree
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "running distributed-03 as 4 JAX processes under mpirun" in run.stderr
+    recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
+    assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",
+                                    "--launcher", "mpirun"]
+    assert recording["data"]["launch"] == {"launcher": "mpirun", "processes": 4, "hosts": 1,
+                                           "coordinatorHost": "127.0.0.1"}
+    assert recording["environment"]["processCount"] == 4
+    assert recording["stdout"].endswith(f"PASS: {LESSON_ID}\n")
+    check = run_record(root, "--check")
+    # Other files of this copy may be stale on a branch that has not re-recorded; the
+    # recording mpirun wrote, and the figure drawn from it, must not be among them.
+    assert [line for line in check.stdout.splitlines()
+            if "cpu-processes" in line or "traffic" in line] == []
+
+
+def fixed_cost(before, collective):
+    """What one call sends beyond the payload model at the lesson's 32 bytes: gloo's
+    headers and notifications, the same whatever the size; the bytes may differ by it."""
+    [row] = [row for row in before["data"]["traffic"]
+             if row["collective"] == collective and row["gradientBytes"] == 32]
+    return max(row["excessBytesPerRank"])
+
+
+def test_mpirun_sends_the_same_bytes_per_rank_as_the_processes_run(mpirun_tree):
+    root, before, run = mpirun_tree
+    assert run.returncode == 0, run.stderr[-3000:]
+    after = json.loads((root / PROCESS_RECORDING).read_text())
+    for key in ("traffic", "ringTraffic"):
+        assert len(after["data"][key]) == len(before["data"][key])
+        for old, new in zip(before["data"][key], after["data"][key]):
+            assert (old["collective"], old["gradientBytes"]) == (new["collective"],
+                                                                 new["gradientBytes"])
+            allowed = fixed_cost(before, old["collective"])
+            for was, now in zip(old["observedBytesPerRank"], new["observedBytesPerRank"]):
+                assert abs(now - was) <= allowed, (key, old["collective"], was, now)
+    assert all(row["observedBytesPerRank"] == [0.0] * 4
+               for row in after["data"]["trafficBaseline"])
+
+
+def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, monkeypatch):
+    monkeypatch.setenv("FAILING_RANK", "exit")  # tests/fixtures/failing_rank.py
+    scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
+    with pytest.raises(ProcessRunError) as raised:
+        mpirun.run_mpirun("tests.fixtures.failing_rank", ranks=4, timeout_s=120, calls=1)
+    error = raised.value
+    assert "\n" not in str(error)
+    assert str(error).startswith("rank 2 exited with status 3 under mpirun; all 4 ranks "
+                                 "killed"), error
+    assert "failing_rank fixture" in error.stderr_tail
+    assert marked_ranks_left(os.getpid()) == []
+    assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
+
+
+def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkeypatch):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        monkeypatch.setenv("JAX_COORDINATOR_PORT", str(port))
+        monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
+        with pytest.raises(ProcessRunError, match=rf"the coordinator's port {port} on "
+                           r"127\.0\.0\.1 is taken \(JAX_COORDINATOR_PORT\); free it"):
+            mpirun.run_mpirun(RANK_MODULE, ranks=4)
+        monkeypatch.setenv("JAX_COORDINATOR_PORT", "eighty")
+        with pytest.raises(ProcessRunError, match="JAX_COORDINATOR_PORT='eighty' is not"):
+            mpirun.run_mpirun(RANK_MODULE, ranks=4)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun", "SIGKILL"])
+def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun,
+                                                                         tmp_path, how):
+    tree = project_copy(tmp_path.resolve() / "repo")
+    hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends the run
+    before = snapshot(tree)
+    run = Record(tree, "--processes", "4", "--launcher", "mpirun", FAILING_RANK="hang")
+    try:
+        run.wait_for_line("record: running")
+        # mpirun's own command line names the module too: it and the four ranks.
+        ranks = run.wait_for_children("lesson_code.hanging_rank", 5)
+        time.sleep(1.0)  # importing JAX or joining: well under way
+        if how == "SIGKILL to mpirun":
+            [launcher] = [child for child in run.descendants() if child.name() == "mpirun"]
+            launcher.kill()
+        else:
+            run.process.send_signal(getattr(signal, how))
+        status, lines = run.finish()
+    finally:
+        run.kill()
+    assert_gone(ranks, timeout=15)
+    assert snapshot(tree) == before
+    assert leftover_temp_files(tree) == []
+    if how == "SIGINT":
+        assert status == 130, lines
+        assert_one_error_line(lines, "interrupted by SIGINT")
+    elif how == "SIGKILL to mpirun":
+        assert status == 1, lines
+        assert_one_error_line(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
+                              "nothing was written")
+    else:
+        assert status == -signal.SIGKILL  # mpirun got SIGTERM (PR_SET_PDEATHSIG) and
+        remove_abandoned("ranks")  # what the next multi-process run does first
+        remove_abandoned("record")
+    assert marked_ranks_left(run.process.pid) == []  # killed its ranks; none is left
+    assert scratch_of(run.process.pid) == []
+
+
+def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
+    with pytest.raises(mpirun.MissingLauncher, match=r"^mpirun is not installed; run "
+                       r"`apt-get install -y openmpi-bin`"):
+        mpirun.run_mpirun(RANK_MODULE, ranks=4)
+
+
+def test_mpirun_command_is_one_command_for_every_rank():
+    command = mpirun.mpirun_command(RANK_MODULE, 4, 100, "data.json", "out")
+    assert command[:3] == ["mpirun", "-np", "4"]
+    rank_part = command[command.index(sys.executable):]
+    assert "--process-id" not in rank_part and "--port" not in rank_part
+    assert rank_part[1:3] == ["-m", RANK_MODULE]
+
+
+def test_record_refuses_a_launcher_without_processes(tmp_path):
+    root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
+    run = run_record(root, "--launcher", "mpirun")
+    assert run.returncode == 2
+    assert run.stderr == ("error: --launcher mpirun starts the processes of a multi-process "
+                          "run; run `python scripts/record.py --processes 4 --launcher "
+                          "mpirun`\n")
+
+
+# --- SLURM and Kubernetes, at the seam ----------------------------------------------------
+
+def snippet(path, name):
+    """The lines between `--8<-- [start:name]` and `[end:name]`: what the pages include."""
+    text = path.read_text()
+    start = text.index(f"# --8<-- [start:{name}]\n") + len(f"# --8<-- [start:{name}]\n")
+    return text[start:text.index(f"# --8<-- [end:{name}]")]
+
+
+def srun_line():
+    """The srun command of scripts/runners/slurm.sbatch, as its words."""
+    return shlex.split(snippet(SLURM_SCRIPT, "srun").replace("\\\n", " "))
+
+
+def run_ranks(commands, envs, scratch, timeout_s=300):
+    """Each command as one rank, with its environment; files, not pipes, like processes.py."""
+    children = []
+    try:
+        for rank, (command, env) in enumerate(zip(commands, envs)):
+            with open(scratch / f"rank{rank}.out", "wb") as out, \
+                    open(scratch / f"rank{rank}.err", "wb") as err:
+                children.append(subprocess.Popen(command, cwd=ROOT, env=env, stdout=out,
+                                                 stderr=err, stdin=subprocess.DEVNULL,
+                                                 start_new_session=True))
+        wait_for(children, timeout_s, scratch)
+    finally:
+        kill_all(children)
+    return (scratch / "rank0.out").read_text()
+
+
+def recorded(stdout, data_path):
+    """The recording record.py would stage from this run: validated against the schema."""
+    from scripts.lessons import load_lessons
+
+    lesson = load_lessons()[LESSON_ID]
+    check_stdout(LESSON_ID, stdout)
+    recording = executed_recording(lesson, lesson.path(RANK_MODULE), stdout,
+                                   json.loads(data_path.read_text()), 1.0, ["srun"])
+    validate(recording, "a seam recording")
+    return recording
+
+
+def test_the_srun_line_starts_the_rank_module_with_no_rank_flags():
+    words = srun_line()
+    assert words[0] == "srun"
+    python = words.index("python")
+    assert words[python + 1:python + 3] == ["-m", RANK_MODULE]
+    assert not {"--process-id", "--processes", "--port"} & set(words)
+    assert "#SBATCH --ntasks=4" in SLURM_SCRIPT.read_text()
+
+
+def free_slurm_job_id():
+    """A job id whose port (slurm_cluster.py: 61440 + id mod 4096) is free right now."""
+    for job_id in range(4096 * 7, 4096 * 8):
+        port = 61440 + job_id % 4096
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return job_id
+    pytest.fail("no free port in 61440-65535")
+
+
+def test_under_srun_the_rank_module_joins_and_records(tmp_path):
+    """The variables srun sets on a one-node step, and the srun line's own --export."""
+    words = srun_line()
+    ranks = int(words[words.index("--ntasks") + 1])
+    exported = dict(item.split("=", 1) for item in
+                    words[words.index("--export") + 1].split(",") if "=" in item)
+    command = words[words.index("python"):]
+    data_path = tmp_path / "slurm.json"
+    command[command.index("--data-out") + 1] = str(data_path)
+    command += ["--calls", "2"]  # fewer repeats: this checks the join, not the bytes
+    job_id = free_slurm_job_id()
+    envs = [launcher_free_env(**exported, SLURM_JOB_ID=str(job_id), SLURM_NTASKS=str(ranks),
+                              SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank),
+                              SLURM_STEP_NODELIST="localhost", SLURM_STEP_NUM_NODES="1")
+            for rank in range(ranks)]
+    stdout = run_ranks([command] * ranks, envs, tmp_path)
+    recording = recorded(stdout, data_path)
+    assert recording["data"]["launch"] == {"launcher": "srun", "processes": ranks,
+                                           "hosts": 1, "coordinatorHost": "localhost"}
+    # The coordinator's port came from SLURM_JOB_ID, and was still left out of the count.
+    assert all(row["observedBytesPerRank"] == [0.0] * ranks
+               for row in recording["data"]["trafficBaseline"])
+
+
+def manifest():
+    return list(yaml.safe_load_all(K8S_MANIFEST.read_text()))
+
+
+def test_the_kubernetes_manifest_parses_as_an_indexed_job_with_its_headless_service():
+    service, job = manifest()
+    assert (service["apiVersion"], service["kind"]) == ("v1", "Service")
+    assert service["spec"]["clusterIP"] == "None"  # headless: a DNS name per pod
+    assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
+    spec = job["spec"]
+    assert spec["completionMode"] == "Indexed"
+    assert spec["completions"] == spec["parallelism"] == 4
+    pod = spec["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"]
+    assert service["spec"]["selector"] == {"job-name": job["metadata"]["name"]}
+    [container] = pod["containers"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    # Pod 0 of an Indexed Job is <job>-0, found through the Service as <job>-0.<service>.
+    host = env["COORDINATOR"].rsplit(":", 1)[0]
+    assert host == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
+    [mount] = container["volumeMounts"]
+    assert container["args"][0].split("--data-out ")[1].startswith(mount["mountPath"] + "/")
+
+
+def test_in_an_indexed_job_the_rank_module_joins_and_records(tmp_path):
+    """Each pod's command, with what the Job gives a pod: its index, its host name, the
+    API server's address; COORDINATOR alone is changed, pod DNS names do not exist here."""
+    _, job = manifest()
+    [container] = job["spec"]["template"]["spec"]["containers"]
+    ranks = job["spec"]["parallelism"]
+    env = {item["name"]: item["value"] for item in container["env"]}
+    env["COORDINATOR"] = f"127.0.0.1:{free_port()}"
+    data_path = tmp_path / "k8s.json"
+    script = container["args"][0].replace("/out/distributed-03.json", str(data_path))
+    command = container["command"] + [script + " --calls 2"]
+    name = job["metadata"]["name"]
+    envs = [launcher_free_env(**env, JOB_COMPLETION_INDEX=str(rank), HOSTNAME=f"{name}-{rank}",
+                              KUBERNETES_SERVICE_HOST="10.0.0.1", KUBERNETES_SERVICE_PORT="443")
+            for rank in range(ranks)]
+    stdout = run_ranks([command] * ranks, envs, tmp_path)
+    recording = recorded(stdout, data_path)
+    assert recording["data"]["launch"] == {"launcher": "kubernetes", "processes": ranks,
+                                           "hosts": 1, "coordinatorHost": "127.0.0.1"}
+
+
+def test_no_page_claims_a_cluster_ran_what_only_the_seam_tested():
+    for path in (SLURM_SCRIPT, K8S_MANIFEST):
+        assert re.search(r"no (SLURM|Kubernetes) cluster ran this file", path.read_text())
+
+
+def test_the_scaling_out_section_includes_the_files_these_tests_run():
+    """The page shows the commands from the files above, not copies that could drift."""
+    page = (ROOT / "docs" / "going-further" / "processes.md").read_text()
+    section = page[page.index("## Scaling out"):]
+    included = re.findall(r'--8<-- "([^":]+):(\w+)"', section)
+    assert included == [("scripts/runners/mpirun.py", "mpirun_command"),
+                        ("scripts/runners/slurm.sbatch", "srun"),
+                        ("scripts/runners/kubernetes-job.yaml", "pod")]
+    for path, name in included:
+        assert snippet(ROOT / path, name).strip()
+    assert "at the seam only" in section and "run here" in section
