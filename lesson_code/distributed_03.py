@@ -274,6 +274,138 @@ def sharded_momentum(mesh, programs, problem, g_slices):
 # --8<-- [end:momentum]
 
 
+# --8<-- [start:autodiff_transposes]
+import jax.numpy as jnp
+
+# Each collective is linear, so its gradient is its transpose: the gradient of
+# <c, collective(v)> with respect to v is transpose(collective)(c). Each entry is the
+# per-device function, where its input lives and where its output lives.
+COLLECTIVES_UNDER_GRAD = {
+    "psum": (lambda v: jax.lax.psum(v, "data"), P("data"), P()),
+    "psum_scatter": (lambda v: jax.lax.psum_scatter(v, "data", tiled=True),
+                     P("data"), P("data")),
+    "all_gather": (lambda s: jax.lax.all_gather(s, "data", tiled=True),
+                   P("data"), P("data")),
+    "all_gather_invarying": (
+        lambda s: jax.lax.all_gather(s, "data", tiled=True, to="invarying"),
+        P("data"), P()),
+}
+
+
+def gradient_program(mesh, name):
+    """jit(grad of <c, collective(v)>) for one collective, as a function of (v, c)."""
+    per_device, in_spec, out_spec = COLLECTIVES_UNDER_GRAD[name]
+    forward = jax.shard_map(per_device, mesh=mesh, in_specs=in_spec, out_specs=out_spec)
+    return jax.jit(jax.grad(lambda v, c: jnp.vdot(forward(v), c)))
+
+
+def lowered_ops(program, *args):
+    """Collectives, and dynamic_slice, that the lowered program asks for."""
+    text = str(program.lower(*args).compiler_ir(dialect="stablehlo"))
+    ops = ("all_reduce", "reduce_scatter", "all_gather", "dynamic_slice")
+    return sorted(op for op in ops if f"stablehlo.{op}" in text)
+
+
+def collective_transposes(mesh, features):
+    """What the gradient of each collective runs, with its values checked in NumPy."""
+    p = mesh.devices.size
+    stacked = np.arange(p * features, dtype=np.float32)  # p partial vectors, end to end
+    whole = np.arange(features, dtype=np.float32)  # one vector, split into p slices
+    # (input, cotangent c, the gradient worked out by hand)
+    cases = {
+        # every device's input reached the one summed result: each gets c back whole
+        "psum": (stacked, whole + 1, np.tile(whole + 1, p)),
+        "psum_scatter": (stacked, whole + 1, np.tile(whole + 1, p)),
+        # p varying copies came from each slice: the gradient sums them, slice by slice
+        "all_gather": (whole, stacked + 1, (stacked + 1).reshape(p, -1).sum(axis=0)),
+        # one invariant result: each slice takes its own part of c, nothing is summed
+        "all_gather_invarying": (whole, whole + 1, whole + 1),
+    }
+    transposes = {}
+    for name, (v, c, expected) in cases.items():
+        program = gradient_program(mesh, name)
+        np.testing.assert_allclose(np.asarray(program(v, c)), expected)
+        transposes[name] = lowered_ops(program, v, c)
+    return transposes
+# --8<-- [end:autodiff_transposes]
+
+
+# --8<-- [start:autodiff_training]
+def local_loss(x_block, y_block, w, n_total):
+    """This device's share of mean((Xw - y)^2); the shares sum to the global loss."""
+    residual = x_block @ w - y_block
+    return jnp.sum(residual * residual) / n_total
+
+
+def data_parallel_grad(x_block, y_block, w, n_total):
+    # w is invariant (the same on every device) and meets varying rows, so JAX inserts
+    # a pvary; the transpose of pvary is a psum: autodiff writes the all-reduce.
+    return jax.grad(local_loss, argnums=2)(x_block, y_block, w, n_total)
+
+
+def sharded_weights_grad(x_block, y_block, w_slice, n_total, to="varying"):
+    """ZeRO-3 / FSDP: weights stored as slices, gathered for the forward pass."""
+    def loss(w_slice):
+        w = jax.lax.all_gather(w_slice, "data", tiled=True, to=to)
+        return local_loss(x_block, y_block, w, n_total)
+    return jax.grad(loss)(w_slice)
+
+
+def training_gradients(mesh, problem):
+    """Three ways to differentiate the lesson's loss; each checked against NumPy."""
+    batch = (P("data"), P("data"))
+    programs = {
+        "replicated_weights": jax.shard_map(
+            partial(data_parallel_grad, n_total=problem.n_total), mesh=mesh,
+            in_specs=(*batch, P()), out_specs=P()),
+        "sharded_weights": jax.shard_map(
+            partial(sharded_weights_grad, n_total=problem.n_total), mesh=mesh,
+            in_specs=(*batch, P("data")), out_specs=P("data")),
+        "sharded_weights_invarying": jax.shard_map(
+            partial(sharded_weights_grad, n_total=problem.n_total, to="invarying"),
+            mesh=mesh, in_specs=(*batch, P("data")), out_specs=P("data")),
+    }
+    expected = reference_gradient(problem)
+    ops = {}
+    for name, program in programs.items():
+        program = jax.jit(program)
+        args = place(mesh, problem)
+        assert_matches(program(*args), expected)
+        ops[name] = lowered_ops(program, *args)
+    return ops
+# --8<-- [end:autodiff_training]
+
+
+# --8<-- [start:autodiff_check]
+# What the installed JAX's transpose rules say (jax/_src/lax/parallel.py): a psum's
+# cotangent is already invariant (pvary: nothing to send), psum_scatter transposes to
+# all_gather, all_gather to psum_scatter, and all_gather(to="invarying") to a
+# dynamic_slice of the cotangent, which sends nothing.
+EXPECTED_TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"],
+                       "all_gather": ["reduce_scatter"],
+                       "all_gather_invarying": ["dynamic_slice"]}
+# The training gradients hold their forward gather too; the rest is the backward pass.
+EXPECTED_TRAINING = {"replicated_weights": ["all_reduce"],
+                     "sharded_weights": ["all_gather", "reduce_scatter"],
+                     "sharded_weights_invarying": ["all_gather", "all_reduce",
+                                                   "dynamic_slice"]}
+
+
+def autodiff_collectives(mesh, problem):
+    """The lowered gradient programs' collectives, asserted and printed once."""
+    transposes = collective_transposes(mesh, problem.w.size)
+    training = training_gradients(mesh, problem)
+    assert transposes == EXPECTED_TRANSPOSES, transposes
+    assert training == EXPECTED_TRAINING, training
+    words = {name: hlo_names(ops) for name, ops in training.items()}
+    print("Gradient programs run:", words)
+    return {"transposes": transposes, "trainingGradients": training,
+            # the page shows one value per directive: the same lists, as words
+            "transposeWords": {name: hlo_names(ops) for name, ops in transposes.items()},
+            "trainingWords": words}
+# --8<-- [end:autodiff_check]
+
+
 # --8<-- [start:make_it_yours]
 def make_it_yours(mesh, programs, problem):
     """Reverse rows and labels TOGETHER and move the weights: same gradient.
@@ -403,11 +535,13 @@ def run_lesson(devices):
     assert [row["all_reduce_bytes"] for row in budget] == [1048576, 1572864, 1835008]
     print("Idealized payload/storage budget, not observed network traffic:", budget)
     compiled = report_compiled(programs, (x, y, w), sliced)
+    autodiff = autodiff_collectives(mesh, problem)
     print(f"PASS: {LESSON_ID}")
     timing = {name: summarize(t) for name, t in timings.items()}
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
             "panelsTitle": "One mathematical gradient, different local storage",
             "gradient": reference.tolist(), "compiledCollectives": compiled,
+            "autodiff": autodiff,
             "timing": timing, "timingVerdict": ranges_verdict(timing),
             "environment": environment(devices)}
 # --8<-- [end:run_lesson]
