@@ -420,7 +420,8 @@ def make_it_yours(mesh, programs, problem):
     assert_matches(programs.all_gradient(x2, y2, w2), expected)
     assert_matches(programs.gather(programs.shard_gradient(x2, y2, w2)), expected)
     wrong_labels = reference_gradient(problem, w=reversed_problem.w, y=problem.y[::-1])
-    assert np.max(np.abs(wrong_labels - expected)) > 0.01
+    assert np.max(np.abs(wrong_labels - expected)) > 0.01, \
+        "reversing only the labels must change the gradient by more than 0.01"
     return expected, wrong_labels
 # --8<-- [end:make_it_yours]
 
@@ -433,13 +434,53 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
         scatter = gradient_bytes * (p - 1) // p
         all_reduce = 2 * scatter  # two ring phases
         scatter_then_gather = scatter + scatter  # the same two phases, as two calls
-        assert all_reduce == scatter_then_gather
+        assert all_reduce == scatter_then_gather, "B_AR != B_RS + B_AG: count the gather"
         assert gradient_bytes // p * p == gradient_bytes  # slices tile the vector
         budget.append({"ranks": p, "all_reduce_bytes": all_reduce,
                        "scatter_gather_bytes": scatter_then_gather,
                        "shard_storage_bytes": gradient_bytes // p})
     return budget
 # --8<-- [end:transfer_budget]
+
+
+# --8<-- [start:zero_accounting]
+def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
+    """Per-rank bytes of each ZeRO stage: sent per step (ring model, and measured in the
+    four-process run's traffic rows) and kept between steps (weights, gradient, state)."""
+    # One step of each stage, as the collectives it runs on the whole gradient (G bytes).
+    # ZeRO-1 shards the optimizer state, ZeRO-2 the gradient too, ZeRO-3 (FSDP) the
+    # weights too: gathered for the forward pass and, freed after it, again for backward.
+    stages = {"data_parallel": ("all_reduce",),
+              "zero_1": ("reduce_scatter", "all_gather"),
+              "zero_2": ("reduce_scatter", "all_gather"),
+              "zero_3": ("all_gather", "all_gather", "reduce_scatter")}
+    G, shard = gradient_bytes, gradient_bytes // ranks
+    kept = {"data_parallel": G + G + state_per_weight * G,  # weights, gradient, state
+            "zero_1": G + G + state_per_weight * shard,
+            "zero_2": G + shard + state_per_weight * shard,
+            "zero_3": shard + shard + state_per_weight * shard}
+    measured = {row["collective"]: row["observedBytesPerRank"] for row in traffic
+                if row["gradientBytes"] == gradient_bytes}
+    model = ring_payload_bytes(gradient_bytes, ranks)
+    return [{"stage": stage, "model_sent_bytes": sum(model[c] for c in collectives),
+             "measured_sent_bytes": [sum(measured[c][r] for c in collectives)
+                                     for r in range(ranks)],
+             "kept_bytes": kept[stage]}
+            for stage, collectives in stages.items()]
+# --8<-- [end:zero_accounting]
+
+
+# --8<-- [start:clipping]
+def clip_by_global_norm(g_slice, max_norm):
+    """Per device: scale this slice so that the WHOLE gradient's norm is at most max_norm.
+
+    The norm is of the whole vector, but each device holds one slice: sum the squares
+    locally, then one scalar psum (4 bytes, not the gradient) gives every device the total.
+    """
+    squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")
+    scale = jnp.minimum(1.0, max_norm / jnp.sqrt(squares))
+    return g_slice * scale
+# --8<-- [end:clipping]
 
 
 # --8<-- [start:figure_data]

@@ -22,6 +22,7 @@ class Lesson:
     rank_module: str | None = None
     simulation: str | None = None
     sweep: str | None = None
+    exercises: str | None = None  # the checks module scripts/exercises.py runs
     root: object = field(default=ROOT, compare=False, repr=False)
 
     def path(self, module=None):
@@ -29,7 +30,8 @@ class Lesson:
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
 
-FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep"}
+FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep",
+          "exercises"}
 
 
 def load_lessons(root=ROOT):
@@ -47,7 +49,8 @@ def load_lessons(root=ROOT):
             raise RegistryError(f"{where}: lesson entry {number} needs id and module and "
                                 f"takes only {', '.join(sorted(FIELDS))}")
         lesson = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())), "root": root})
-        for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep):
+        for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep,
+                       lesson.exercises):
             if module and not lesson.path(module).exists():
                 raise RegistryError(f"{where}: lesson {lesson.id} names {module}, but "
                                     f"{display(lesson.path(module), root)} does not exist")
