@@ -90,7 +90,7 @@ def variant_of(environment):
 
 
 def run_in_kernel(lesson, platform, devices, scratch):
-    from scripts import notebook  # nbclient and a kernel: only needed when recording
+    from scripts.runners import kernel as notebook  # nbclient and a kernel: only to record
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), in a kernel")
     try:
