@@ -45,3 +45,18 @@ def test_a_fresh_build_matches_the_committed_cells():
     fresh = build_notebook(LESSON, "distributed-03")
     committed = nbformat.read(COMMITTED, as_version=4)
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells]
+
+
+def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
+    notebook = build_notebook(LESSON, "distributed-03")
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    for plumbing in ("def environment_problem", "class SetupError", "class OneLineParser",
+                     "def parse_args", "def main", "argparse", "sys.exit"):
+        assert plumbing not in code, plumbing
+    headings = [line[3:] for cell in notebook.cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("## ")]
+    _, blocks = source_blocks(LESSON.read_text())
+    machine_names = {name.replace("_", " ").capitalize() for name, _ in blocks if name}
+    assert not machine_names & set(headings), machine_names & set(headings)
+    # The steps keep the page's titles.
+    assert "Step 1 · Configure four logical devices" in headings
