@@ -34,4 +34,7 @@ KINDS = {
     "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
                           "figures/{id}-traffic.svg"),
     "sweep": FigureKind("sweep", "recordings/{id}.sweep.json", "figures/{id}-sweep.svg"),
+    "tpu-predictions": FigureKind("tpu_predictions",
+                                  "lesson_code/figures/{id}-tpu-predictions.json",
+                                  "figures/{id}-tpu-predictions.svg"),
 }
