@@ -58,6 +58,10 @@ MACHINES = {
 }
 # The lesson's 32-byte gradient, and the sizes where bandwidth should dominate.
 SIZES = [32, 2**20, 32 * 2**20]
+# The curve: every power of two a size sweep measures, 8 B to 32 MiB.
+CURVE_SIZES = [2**k for k in range(3, 26)]
+# What jax.devices()[0].device_kind says on each VM: a TPU recording names its machine so.
+DEVICE_KINDS = {"v5litepod-4": ["TPU v5 lite", "TPU v5e"], "v6e-4": ["TPU v6 lite", "TPU v6e"]}
 COLLECTIVES = {"reduce_scatter": 1, "all_gather": 1, "all_reduce": 2}  # ring phases
 
 
@@ -84,8 +88,13 @@ def predictions():
     return {"title": f"Predicted on {CHIPS} TPU chips, before any TPU run",
             "model": "T = phases * max(T_hop * p / 2, V / (2 * W_link))",
             "chips": CHIPS, "hopLatencyS": HOP_LATENCY_S, "sizes": SIZES,
-            "machines": {name: {**machine, "crossoverBytes": crossover_bytes(machine)}
+            "machines": {name: {**machine, "crossoverBytes": crossover_bytes(machine),
+                                "deviceKinds": DEVICE_KINDS[name]}
                          for name, machine in MACHINES.items()},
+            "curve": {name: {collective: [[size, round(phases * phase_seconds(size, machine)
+                                                       * 1e6, 3)] for size in CURVE_SIZES]
+                             for collective, phases in COLLECTIVES.items()}
+                      for name, machine in MACHINES.items()},
             "sources": SOURCES, "rows": rows}
 
 

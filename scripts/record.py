@@ -222,7 +222,10 @@ def stage_figures(lesson, staging, arriving, lock):
         if text is None and not derived_problems(output, lock, lesson.root):
             continue
         data = json.loads(text) if text else load_source(lesson, output.source)
-        svg = render(output, data)
+        overlay = None
+        if output.overlay and (lesson.root / output.overlay).exists():
+            overlay = load_source(lesson, output.overlay)
+        svg = render(output, data, overlay)
         staging.add(lesson.root / output.path, svg)
         source_digest = digest_bytes(text) if text else None
         entries[output.path] = lock_entry(output, svg, lesson.root, source_digest)
@@ -242,10 +245,10 @@ def load_source(lesson, source):
         raise RecordError(f"{display(path)}: unreadable ({error}); fix the file") from None
 
 
-def render(output, data):
+def render(output, data, overlay=None):
     kind = output.kind
     try:
-        return kind.render(data)
+        return kind.render(data, overlay)
     except (KeyError, IndexError, TypeError, ValueError) as error:
         raise RecordError(f"{output.path}: {kind.renderer} renderer failed on "
                           f"{output.source} ({type(error).__name__}: {error})") from None

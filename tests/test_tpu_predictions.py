@@ -51,3 +51,57 @@ def test_the_figure_is_drawn_from_the_data_file_alone():
     assert "<title>Predicted on 4 TPU chips, before any TPU run</title>" in svg
     # The table's cells and the description carry the model's numbers.
     assert "372.8 µs" in svg and "11.7 µs" in svg and "bandwidth-bound from 176 KiB" in svg
+
+
+def tpu_sweep_fixture():
+    """A TPU size sweep as the VM would record it: the committed sweep's format and rows,
+    its machine a v6e chip, its medians a tenth of the CPU's (made-up TPU numbers)."""
+    recording = json.loads((ROOT / "recordings" / "distributed-03.sweep.json").read_text())
+    recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
+    recording["provenance"] = "recorded_tpu_computation"
+    for row in recording["rows"]:
+        row["medianUs"] = row["medianUs"] / 10
+    return recording
+
+
+def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
+    data = json.loads(DATA.read_text())
+    fixture = tpu_sweep_fixture()
+    svg = KINDS["tpu-predictions"].render(data, fixture)
+    assert "<title>Measured on 4 × TPU v6 lite (v6e-4) against the prediction</title>" in svg
+    assert "measured /" in svg and "measured median: all-reduce" in svg
+    # The ratios in the description are the recording's medians over the v6e-4 curve.
+    ratios = []
+    for collective, curve in data["curve"]["v6e-4"].items():
+        predicted = dict(map(tuple, curve))
+        ratios += [row["medianUs"] / predicted[row["bytes"]] for row in fixture["rows"]
+                   if row["collective"] == collective and row["ranks"] == 4]
+    assert len(ratios) == 36  # 12 sizes x 3 collectives
+    assert f"are {min(ratios):.2g} to {max(ratios):.2g} times the v6e-4 prediction" in svg
+    fixture["environment"]["deviceKind"] = "TPU v4"
+    try:
+        KINDS["tpu-predictions"].render(data, fixture)
+    except ValueError as error:
+        assert "'TPU v4' is none of the predicted VMs'" in str(error)
+    else:
+        raise AssertionError("a recording from an unpredicted chip was drawn")
+
+
+def test_a_tpu_sweep_recording_changes_the_figure_and_the_page_with_no_edit(tmp_path):
+    """Drop the recording in, redraw, build: the figure and the TPU page speak of it."""
+    from conftest import project_copy, run_record
+    from site_build import build
+
+    project = project_copy(tmp_path / "project")
+    figure = project / "figures" / "distributed-03-tpu-predictions.svg"
+    (project / "recordings" / "distributed-03.tpu-sweep.json").write_text(
+        json.dumps(tpu_sweep_fixture(), indent=2) + "\n")
+    run = run_record(project, "--render-only")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "Measured on 4 × TPU v6 lite" in figure.read_text()
+    check = run_record(project, "--check")
+    assert "distributed-03-tpu-predictions.svg" not in check.stdout + check.stderr
+    site = build(project, tmp_path / "site")
+    assert site.returncode == 0, site.stderr[-3000:]
+    page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()
+    assert "Measured against predicted." in page and "No TPU size sweep" not in page
