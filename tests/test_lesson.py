@@ -475,7 +475,7 @@ def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 10, lines
+    assert len(lines) == 11, lines
     assert len(set(lines)) == len(lines)
 
     gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
@@ -509,7 +509,11 @@ def test_the_default_program_prints_each_result_once_in_order():
         assert row["shard_storage_bytes"] == 2**20 // p
     assert lines[8] == \
         "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather"
-    assert lines[9] == "PASS: distributed-03"
+    gradients = ast.literal_eval(value_after(lines[9], "Gradient programs run: "))
+    assert gradients == {"replicated_weights": "all-reduce",
+                         "sharded_weights": "all-gather + reduce-scatter",
+                         "sharded_weights_invarying": "all-gather + all-reduce + dynamic-slice"}
+    assert lines[10] == "PASS: distributed-03"
 
 
 # 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
