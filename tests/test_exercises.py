@@ -162,3 +162,68 @@ def test_a_request_that_cannot_work_is_refused_in_one_line(args, message):
     assert run.returncode == 2
     assert run.stdout == "" and run.stderr.startswith(message), run.stderr
     assert len(run.stderr.splitlines()) == 1
+
+
+def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
+    """A lesson with 8 devices and its own checks: nothing under scripts/ changes, and
+    each exercise sees the lesson's 8 devices, not distributed-03's 4."""
+    from conftest import FIXTURES
+
+    project = project_copy(tmp_path / "project")
+    for name in ("psum_08_exercises.py", "psum_08_checks.py"):
+        (project / "lesson_code" / name).write_text(
+            (FIXTURES / "exercises_lesson" / name).read_text())
+    registry = project / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text() + '\n[[lesson]]\nid = "psum-08"\n'
+                        'module = "lesson_code.distributed_03"\ndevices = 8\n'
+                        'exercises = "lesson_code.psum_08_checks"\n')
+    run = check(project, "--lesson", "psum-08")
+    assert run.returncode == 1 and run.stdout.startswith("unfinished count_devices: TODO: the "
+                                                         "sum of `one`"), run.stdout + run.stderr
+    run = check(project, "--lesson", "psum-08", "--reference")
+    assert (run.returncode, run.stdout) == (0, "ok count_devices\n"), run.stdout + run.stderr
+    # Every lesson at once: one line per exercise, each named by its lesson.
+    run = check(project, "--reference")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.splitlines() == [f"distributed-03: ok {name}" for name in NAMES] + \
+        ["psum-08: ok count_devices"]
+
+
+def processes_in(folder):
+    """Pids of the processes whose working directory is `folder`."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd") == str(folder):
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def test_ctrl_c_stops_the_checker_and_its_running_exercise(project):
+    import signal
+    import time
+
+    source = (ROOT / SCAFFOLDS).read_text()
+    (project / SCAFFOLDS).write_text(solved(source, "make_it_yours", """
+def make_it_yours(mesh, programs, problem):
+    while True:
+        pass
+"""))
+    checker = subprocess.Popen([sys.executable, str(project / "scripts" / "exercises.py"),
+                                "--lesson", "distributed-03"], cwd=project,
+                               env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(processes_in(project)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)  # until the exercise's own process is running
+    time.sleep(1)
+    checker.send_signal(signal.SIGINT)
+    stdout, stderr = checker.communicate(timeout=60)
+    assert checker.returncode == 130, stdout + stderr
+    assert stderr == "error: interrupted by SIGINT; the running exercise was stopped\n"
+    assert "Traceback" not in stdout
+    assert processes_in(project) == []
