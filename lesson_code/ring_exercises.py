@@ -73,7 +73,11 @@ def main(argv=None):
         from lesson_code.ring_collectives import ring_all_gather as implementation
     else:
         implementation = ring_all_gather
-    problems = failures(implementation)
+    try:
+        problems = failures(implementation)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status, no traceback
+        print("error: interrupted by SIGINT; nothing was checked", file=sys.stderr)
+        return 130
     for line in problems:
         print(line)
     if problems:
