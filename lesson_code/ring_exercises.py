@@ -8,23 +8,18 @@ the TODO lines, then check it:
     python -m lesson_code.ring_exercises               # your scaffold: one line per problem
     python -m lesson_code.ring_exercises --reference   # the site's own solution: passes
 
-The check runs your function on every device and compares each device's result with the
-whole vector, then reads the compiled program: p - 1 `collective_permute`s and no
-all_gather, so `jax.lax.all_gather` does not count as an answer.
+The check (lesson_code/ring_checks.py) runs your function on every device and compares
+each device's result with the whole vector, then reads the lowered program: p - 1
+`collective_permute`s and no all_gather, so `jax.lax.all_gather` does not count as an answer.
 """
 import argparse
-import re
 import sys
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.sharding import Mesh, PartitionSpec as P
 
+from lesson_code.ring_checks import check_ring_all_gather, collective_counts  # noqa: F401
 from lesson_code.ring_collectives import AXIS, pass_right
-
-COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all",
-               "collective_broadcast", "collective_permute")
 
 
 def todo(what, *needs):
@@ -49,45 +44,6 @@ def ring_all_gather(chunk):
 # --8<-- [end:ring_all_gather_scaffold]
 
 
-def collective_counts(lowered_text):
-    """How many of each collective a lowered program holds, by StableHLO op name."""
-    return {op: len(re.findall(rf"stablehlo\.{op}\b", lowered_text)) for op in COLLECTIVES}
-
-
-def check_ring_all_gather(implementation):
-    """Raise AssertionError (one line) unless `implementation` is a ring all-gather.
-
-    Runs on every device of `jax.devices()`: device r passes in chunk r of a known vector
-    and must return the whole vector, using p - 1 ppermutes and no other collective.
-    """
-    devices = jax.devices()
-    p = len(devices)
-    mesh = Mesh(np.asarray(devices), (AXIS,))
-    chunk = 3
-    whole = np.arange(p * chunk, dtype=np.float32) + 1  # f32[F]; no zeros, so holes show
-    # out_specs=P(AXIS) stacks each device's own f32[F]: every device is checked, not one.
-    program = jax.jit(jax.shard_map(lambda c: implementation(c)[None], mesh=mesh,
-                                    in_specs=P(AXIS), out_specs=P(AXIS)))
-    result = program(whole)
-    for shard in result.addressable_shards:
-        device = shard.index[0].start or 0  # row r of the stacked results is device r
-        got = np.asarray(shard.data).reshape(-1)
-        assert got.shape == whole.shape, (
-            f"device {device} returned shape {got.shape}, expected the whole vector "
-            f"{whole.shape}")
-        if not np.array_equal(got, whole):
-            wrong = [c for c in range(p) if not np.array_equal(
-                got[c * chunk:(c + 1) * chunk], whole[c * chunk:(c + 1) * chunk])]
-            raise AssertionError(f"device {device} holds wrong values in chunk(s) {wrong} "
-                                 f"of {p}: {got.tolist()} instead of {whole.tolist()}")
-    counts = collective_counts(program.lower(whole).as_text())
-    others = {op: n for op, n in counts.items() if n and op != "collective_permute"}
-    assert not others, f"uses {others}: a ring all-gather needs only ppermute"
-    assert counts["collective_permute"] == p - 1, (
-        f"{counts['collective_permute']} ppermutes for p = {p} devices; the ring takes "
-        f"exactly p - 1 = {p - 1} steps")
-
-
 def failures(implementation):
     """One line per problem with `implementation`; empty when it passes."""
     try:
@@ -108,13 +64,20 @@ def main(argv=None):
                         help="check lesson_code.ring_collectives' own ring_all_gather")
     parser.add_argument("--devices", type=int, default=4, help="ring size p (default 4)")
     args = parser.parse_args(argv)
+    if args.devices < 2:
+        parser.error(f"--devices {args.devices}: a ring needs at least 2 devices; "
+                     f"try --devices 4")
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_num_cpu_devices", args.devices)
     if args.reference:
         from lesson_code.ring_collectives import ring_all_gather as implementation
     else:
         implementation = ring_all_gather
-    problems = failures(implementation)
+    try:
+        problems = failures(implementation)
+    except KeyboardInterrupt:  # Ctrl-C: one line and the shell's status, no traceback
+        print("error: interrupted by SIGINT; nothing was checked", file=sys.stderr)
+        return 130
     for line in problems:
         print(line)
     if problems:

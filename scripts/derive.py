@@ -39,7 +39,12 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
         if text is None and not derived_problems(output, lock, lesson.root):
             continue
         data = json.loads(text) if text else load_source(lesson, output.source)
-        made = render(output, data)
+        overlay = arriving.get(output.overlay) if output.overlay else None
+        if overlay is not None:
+            overlay = json.loads(overlay)
+        elif output.overlay and (lesson.root / output.overlay).exists():
+            overlay = load_source(lesson, output.overlay)
+        made = render(output, data, overlay)
         arriving[output.path] = made
         staging.add(place(output.path) if place else lesson.root / output.path, made)
         if place is None:
@@ -59,10 +64,12 @@ def load_source(lesson, source):
         raise DeriveError(f"{display(path)}: unreadable ({error}); fix the file") from None
 
 
-def render(output, data):
+def render(output, data, overlay=None):
+    """The output's bytes; `overlay`, a second recording drawn over the first (a hardware
+    run over a prediction), goes only to a kind that takes one."""
     kind = output.kind
     try:
-        return kind.render(data)
+        return kind.render(data, overlay) if output.overlay else kind.render(data)
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
         raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "
                           f"{output.source} ({type(error).__name__}: {error}); fix "

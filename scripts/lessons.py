@@ -22,6 +22,7 @@ class Lesson:
     rank_module: str | None = None
     simulation: str | None = None
     sweep: str | None = None
+    exercises: str | None = None  # the checks module scripts/exercises.py runs
     analysis: str | None = None  # NumPy module: analyse(variant, recording) -> dict
     analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
     root: object = field(default=ROOT, compare=False, repr=False)
@@ -32,7 +33,7 @@ class Lesson:
 
 
 FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep",
-          "analysis", "analyses"}
+          "exercises", "analysis", "analyses"}
 
 
 def load_lessons(root=ROOT):
@@ -55,7 +56,7 @@ def load_lessons(root=ROOT):
             raise RegistryError(f"{where}: lesson {lesson.id} lists analyses but names no "
                                 f"`analysis` module; add one or drop `analyses`")
         for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep,
-                       lesson.analysis):
+                       lesson.exercises, lesson.analysis):
             if module and not lesson.path(module).exists():
                 raise RegistryError(f"{where}: lesson {lesson.id} names {module}, but "
                                     f"{display(lesson.path(module), root)} does not exist")

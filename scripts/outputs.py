@@ -44,10 +44,13 @@ class DerivedOutput:
     code: str  # the renderer (or builder) module
     fix: str
     kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
+    overlay: str | None = None  # a recording drawn over the source, an input when present
 
     def current_inputs(self, root=ROOT):
-        return file_digests([root / self.source, *import_closure(root / self.code, root)],
-                            root)
+        overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
+            else []
+        return file_digests([root / self.source, *overlay,
+                             *import_closure(root / self.code, root)], root)
 
 
 def recording_outputs(lesson, root=ROOT):
@@ -119,9 +122,10 @@ def figure_outputs(lesson):
             raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id} asks for a figure "
                            f"of kind {kind!r}; known kinds: {', '.join(KINDS)}")
         spec = KINDS[kind]
+        overlay = spec.overlay.format(id=lesson.id) if spec.overlay else None
         outputs.append(DerivedOutput(spec.path.format(id=lesson.id),
                                      spec.input.format(id=lesson.id), spec.module_path(),
-                                     RENDER, kind=spec))
+                                     RENDER, kind=spec, overlay=overlay))
     return outputs
 
 

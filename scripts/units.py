@@ -9,5 +9,11 @@ def format_bytes(nbytes, _tick_position=None):
     """8 B, 2 KiB, 32 MiB: binary units, as the sizes are powers of two."""
     for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
         if nbytes >= scale:
-            return f"{nbytes / scale:.3g} {unit}"
-    return f"{nbytes:.3g} B"
+            return f"{plain(nbytes / scale)} {unit}"
+    return f"{plain(nbytes)} B"
+
+
+def plain(number):
+    """Three significant digits, never in exponent form: 1,000 rather than 1e+03."""
+    text = f"{number:.3g}"
+    return f"{number:,.0f}" if "e" in text else text

@@ -108,7 +108,29 @@ def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
     for phase in ("reduce-scatter", "all-gather"):
         svg = (ROOT / f"figures/distributed-03-ring-{phase}.svg").read_text()
         assert "sends c" not in svg  # the old label sat under the received cell
-        # p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3.
+        # p = 4, step 0: rank 0 passes to rank 1 and gets from rank 3.
         assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
     scatter = (ROOT / "figures/distributed-03-ring-reduce-scatter.svg").read_text()
-    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 1 of the trace
+    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 0 of the trace
+
+
+@pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
+def test_no_ring_figure_text_runs_past_its_canvas(phase):
+    """Every text's drawn extent lies inside the figure (the all-gather's footnote once
+    ran past it: content review L1)."""
+    import json
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from scripts.figures import ring
+
+    trace = json.loads((ROOT / "recordings/distributed-03.simulation.json").read_text())["data"]
+    with ring.figure_style(ring.DETERMINISTIC):
+        fig = ring.ring_figure(trace, ring.phases(trace)[phase])
+        renderer = FigureCanvasAgg(fig).get_renderer()
+        canvas = fig.bbox
+        for text in fig.findobj(lambda artist: hasattr(artist, "get_text")
+                                and artist.get_text()):
+            box = text.get_window_extent(renderer)
+            assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, \
+                f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f} of {canvas.x1:.0f}"

@@ -45,3 +45,19 @@ def test_a_fresh_build_matches_the_committed_cells():
     fresh = build_notebook(LESSON, "distributed-03")
     committed = nbformat.read(COMMITTED, as_version=4)
     assert [c.source for c in fresh.cells] == [c.source for c in committed.cells]
+
+
+def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
+    notebook = build_notebook(LESSON, "distributed-03")
+    code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
+    for plumbing in ("def environment_problem", "class SetupError", "class OneLineParser",
+                     "def parse_args", "def main", "argparse", "sys.exit"):
+        assert plumbing not in code, plumbing
+    headings = [line[3:] for cell in notebook.cells if cell.cell_type == "markdown"
+                for line in cell.source.splitlines() if line.startswith("## ")]
+    # Every heading is one a page shows (the sections' titles there), or the run cell's.
+    page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
+                     for line in page.read_text().splitlines() if line.startswith("##")}
+    assert set(headings) - page_headings == {"Set up the devices and run everything"}
+    # The steps keep the page's titles.
+    assert "Step 1 · Configure four logical devices" in headings

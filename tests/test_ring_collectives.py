@@ -241,6 +241,9 @@ def test_what_the_page_says_about_the_measured_bytes_holds():
     # "ranks 0 and 3 send about the model, but ranks 1 and 2 ..." about a third more.
     ratios = gloo[("reduce_scatter", 2**20)]["observedOverModel"]
     assert max(ratios[0], ratios[3]) < 1.01 and min(ratios[1], ratios[2]) > 1.3, ratios
+    # "The bytes beyond the model do not grow with the gradient": gloo's all-reduce.
+    small, large = (gloo[("all_reduce", size)]["excessBytesPerRank"][0] for size in (32, 2**20))
+    assert abs(large - small) <= 0.1 * small, (small, large)
 
 
 def test_the_bytes_tables_are_on_one_page_and_the_ring_page_links_there():

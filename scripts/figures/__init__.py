@@ -15,12 +15,17 @@ class FigureKind:
     renderer: str  # module under scripts/figures/ with render(data) -> str
     input: str  # the JSON it is drawn from, relative to the repository root
     path: str  # the SVG, relative to the repository root
+    # Optional: a recording drawn over the input when it exists (render(data, overlay)),
+    # such as a hardware run to set against a prediction. Its digest joins the figure's
+    # inputs, so its arrival makes the figure stale: `--render-only` redraws it.
+    overlay: str | None = None
 
     def module_path(self):
         return f"scripts/figures/{self.renderer}.py"
 
-    def render(self, data):
-        return importlib.import_module(f"scripts.figures.{self.renderer}").render(data)
+    def render(self, data, overlay=None):
+        module = importlib.import_module(f"scripts.figures.{self.renderer}")
+        return module.render(data) if self.overlay is None else module.render(data, overlay)
 
 
 KINDS = {
@@ -36,4 +41,8 @@ KINDS = {
     # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows.
     "sweep": FigureKind("sweep", "recordings/analysis/{id}.sweep.json",
                         "figures/{id}-sweep.svg"),
+    "tpu-predictions": FigureKind("tpu_predictions",
+                                  "lesson_code/figures/{id}-tpu-predictions.json",
+                                  "figures/{id}-tpu-predictions.svg",
+                                  overlay="recordings/{id}.tpu-sweep.json"),
 }

@@ -122,7 +122,8 @@ def phases(trace):
             f"Ring reduce-scatter: {setup}",
             "Each step, every rank sends one chunk to rank r+1, which adds it to its own copy.",
             [("start", scatter["initial"], ())]
-            + [(f"step {s + 1}", step["state"], step["sends"])
+            # Steps counted from 0, as in lesson_code/ring.py and the pages (review L2).
+            + [(f"step {s}", step["state"], step["sends"])
                for s, step in enumerate(scatter["steps"])],
             ("original", "partial", "full", "arrived"),
             f"Each rank sends {b_rs} bytes: {p - 1} chunks of G/p."),
@@ -132,7 +133,7 @@ def phases(trace):
             "copy.",
             [("start: after the reduce-scatter, rank r's finished chunk r",
               as_sums(gather["initial"]), ())]
-            + [(f"step {s + 1}", as_sums(step["state"]), step["sends"])
+            + [(f"step {s}", as_sums(step["state"]), step["sends"])
                for s, step in enumerate(gather["steps"])],
             ("full", "missing", "arrived"),
             f"Each rank sends {b_ag} bytes here; with the reduce-scatter's {b_rs}, "
@@ -157,9 +158,11 @@ def ring_figure(trace, phase):
     y = draw_header(ax, phase, p)
     for label, state, sends in phase.rows:
         y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p)
+    # One sentence a line: the all-gather's byte note is long enough that a second
+    # sentence on its line ran past the canvas (content review L1).
     ax.text(MARGIN, y, f"In a cell: which ranks' contributions the copy sums, then its values; "
-            f"rank r contributes (r+1)·[1, …, {n}].\n{phase.bytes_note} A simulation of the "
-            f"idealized ring schedule (lesson_code/ring.py),\nnot a trace of what any "
+            f"rank r contributes (r+1)·[1, …, {n}].\n{phase.bytes_note}\nA simulation of "
+            f"the idealized ring schedule (lesson_code/ring.py), not a trace of what any "
             f"runtime does.", va="top", fontsize=TEXT, color=INK, linespacing=1.4)
     height = y + 3 * LINE * 1.4 + 0.1
     fig.set_size_inches(WIDTH, height)

@@ -6,7 +6,7 @@ gradient size; in each, a pair of groups per collective: gloo's algorithm, then 
 """
 import numpy as np
 from matplotlib.lines import Line2D
-from matplotlib.ticker import FuncFormatter, MultipleLocator
+from matplotlib.ticker import FuncFormatter, LogLocator, MultipleLocator, NullLocator
 
 from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.units import format_bytes
@@ -74,6 +74,10 @@ def draw_panel(ax, groups, log_scale):
         ax.set_yscale("log")
         low, high = ax.get_ylim()
         ax.set_ylim(low / 1.5, high * 2.5)  # headroom for the ratio labels
+        # Ticks at powers of 4, so each reads as a size people write (64 B, 1 KiB), not
+        # as a power of ten in exponent form ("1e+03 B": content review, turn 3).
+        ax.yaxis.set_major_locator(LogLocator(base=4))
+        ax.yaxis.set_minor_locator(NullLocator())
     else:
         highest = max(max(row["observedBytesPerRank"]) for _, _, row in groups)
         ax.set_ylim(0, highest * 1.2)

@@ -66,23 +66,110 @@ def run_cell_source(platform, devices):
     return f'devices = configure_devices("{platform}", {devices})\nresults = run_lesson(devices)'
 
 
+# --------------------------------------------------------------- what a cell teaches --
+# The notebook holds the lesson's named sections, under the titles the pages give them,
+# and, from the code between sections, only the definitions those sections use (a
+# helper that packages results, a constant): no command-line plumbing, no argparse.
+
+def defined_names(statement):
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {statement.name}
+    if isinstance(statement, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in statement.names}
+    if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        return {node.id for target in targets for node in ast.walk(target)
+                if isinstance(node, ast.Name)}
+    return set()
+
+
+def used_names(code):
+    return {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+
+
+def top_level_statements(code):
+    """[(source of one statement, with the comments just above it, its names)]."""
+    lines, pieces, start = code.splitlines(), [], 0
+    for statement in ast.parse(code).body:
+        text = "\n".join(lines[start:statement.end_lineno]).strip()
+        pieces.append((text, defined_names(statement)))
+        start = statement.end_lineno
+    return pieces
+
+
+def teaching_blocks(blocks, run_source):
+    """The named sections, and the statements between them that they need, in order."""
+    pieces = [(name, code, set()) if name else (None, text, names)
+              for name, code in blocks
+              for text, names in ([(code, set())] if name else top_level_statements(code))]
+    needed = used_names(run_source).union(*(used_names(code) for name, code, _ in pieces
+                                            if name))
+    kept = set()
+    while True:  # a kept helper may need another: follow until nothing new is needed
+        more = {i for i, (name, _, names) in enumerate(pieces)
+                if not name and i not in kept and names & needed}
+        if not more:
+            break
+        kept |= more
+        needed |= set().union(*(used_names(pieces[i][1]) for i in more))
+    out = []
+    for i, (name, code, _) in enumerate(pieces):
+        if name:
+            out.append((name, code))
+        elif i in kept:
+            if out and out[-1][0] is None:  # neighbouring helpers share one cell
+                out[-1] = (None, out[-1][1] + "\n\n\n" + code)
+            else:
+                out.append((None, code))
+    return out
+
+
+INCLUDE = re.compile(r'^[ \t>]*--8<-- "(?P<file>[^":]+):(?P<section>[\w-]+)"', re.MULTILINE)
+HEADING = re.compile(r"^(#{2,4}) (.+?)\s*$", re.MULTILINE)
+
+
+def page_titles(module_path, lesson_id):
+    """{section: the title of the page heading it is shown under}, the lesson page first."""
+    root, file = module_path.parents[1], f"{module_path.parent.name}/{module_path.name}"
+    docs = root / "docs"
+    lesson_page = docs / "lessons" / f"{lesson_id}.md"
+    pages = [lesson_page] + sorted(p for p in docs.rglob("*.md") if p != lesson_page)
+    titles = {}
+    for page in pages:
+        if not page.is_file():
+            continue
+        text = page.read_text(encoding="utf-8")
+        for include in INCLUDE.finditer(text):
+            if include.group("file") != file:
+                continue
+            above = [h.group(2) for h in HEADING.finditer(text, 0, include.start())]
+            if above:
+                titles.setdefault(include.group("section"), above[-1])
+    return titles
+
+
 def build_notebook(module_path, lesson_id, platform="cpu", devices=4):
     docstring, blocks = source_blocks(module_path.read_text())
     title, _, intro = docstring.partition("\n")
+    run_source = run_cell_source(platform, devices)
+    titles = page_titles(module_path, lesson_id)
     cells = [nbformat.v4.new_markdown_cell(
         f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from `{module_path.parent.name}/"
         f"{module_path.name}` by `scripts/record.py`, which also executed it: the outputs "
         f"below are real. Run it top to bottom in a fresh kernel (JAX {version('jax')})."
     )]
-    for name, code in blocks:
-        if name:
-            cells.append(nbformat.v4.new_markdown_cell(f"## {name.replace('_', ' ').capitalize()}"))
+    shown = None
+    for name, code in teaching_blocks(blocks, run_source):
+        heading = titles.get(name)
+        if heading and heading != shown:
+            cells.append(nbformat.v4.new_markdown_cell(f"## {heading}"))
+            shown = heading
         cells.append(nbformat.v4.new_code_cell(code))
     cells.append(nbformat.v4.new_markdown_cell(
         f"## Set up the devices and run everything\n\nSet up {devices} logical "
         f"{platform.upper()} devices first (in a fresh kernel, before any other JAX call), "
         f"then run every step and check."))
-    cells.append(nbformat.v4.new_code_cell(run_cell_source(platform, devices)))
+    cells.append(nbformat.v4.new_code_cell(run_source))
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3",
                                        "language": "python"}

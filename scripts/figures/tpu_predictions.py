@@ -1,0 +1,172 @@
+"""Predicted collective times on a 4-chip TPU VM, and a TPU size sweep against them.
+
+Drawn from lesson_code/figures/<lesson>-tpu-predictions.json (written by the lesson's
+lesson_code/tpu_predictions.py, with a source for every input) and, once one exists, the
+TPU size sweep recordings/<lesson>.tpu-sweep.json drawn over it; nothing is run here.
+Top: the predicted microseconds at the three sizes the page names. Below: the model's
+time against size for both VMs, the latency floor and the size where bandwidth takes
+over; with a TPU sweep, its p = 4 medians as markers and, under them, measured over
+predicted for the VM the recording ran on.
+"""
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.units import format_bytes
+
+INK = "#1f2328"
+MUTED = "#57606a"
+# Okabe-Ito blue and vermillion for the two VMs; all-reduce dashed, one phase solid.
+COLOURS = ("#0072B2", "#D55E00")
+LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
+          "all_reduce": "all-reduce"}
+MARKERS = {"reduce_scatter": "o", "all_gather": "^", "all_reduce": "s"}
+WIDTH_IN = 7.2
+SMALL = 7.5
+
+
+def table_text(data):
+    """Rows of the table, one per VM and collective: microseconds at each size."""
+    sizes = data["sizes"]
+    rows = [["", *(format_bytes(size) for size in sizes)]]
+    for name in data["machines"]:
+        for collective in ("reduce_scatter", "all_reduce"):
+            cells = {row["bytes"]: row for row in data["rows"]
+                     if row["machine"] == name and row["collective"] == collective}
+            label = f"{name} {LABELS[collective]}" + (" / all-gather"
+                                                      if collective == "reduce_scatter" else "")
+            rows.append([label, *(f"{cells[size]['predictedUs']:,.1f} µs" for size in sizes)])
+    return rows
+
+
+def machine_of(data, recording):
+    """The VM whose prediction a TPU recording is checked against, from its device kind."""
+    kind = recording["environment"]["deviceKind"]
+    for name, machine in data["machines"].items():
+        if kind in machine["deviceKinds"]:
+            return name
+    known = [k for machine in data["machines"].values() for k in machine["deviceKinds"]]
+    raise ValueError(f"device kind {kind!r} is none of the predicted VMs' ({', '.join(known)})")
+
+
+def measured(data, recording):
+    """{collective: [(bytes, median us, median / predicted)]} at the predicted p."""
+    name = machine_of(data, recording)
+    points = {}
+    for collective, curve in data["curve"][name].items():
+        predicted = dict((size, us) for size, us in curve)
+        points[collective] = [(row["bytes"], row["medianUs"],
+                               row["medianUs"] / predicted[row["bytes"]])
+                              for row in recording["rows"]
+                              if row["collective"] == collective
+                              and row["ranks"] == data["chips"] and row["bytes"] in predicted]
+    return name, points
+
+
+def draw_prediction(ax, data):
+    for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), COLOURS)):
+        for collective, style in (("reduce_scatter", "-"), ("all_reduce", "--")):
+            sizes, times = zip(*data["curve"][name][collective])
+            ax.plot(sizes, times, style, color=colour, linewidth=1.6,
+                    label=f"{name}: {LABELS[collective]}"
+                          + (" (= all-gather)" if collective == "reduce_scatter" else ""))
+        crossover = machine["crossoverBytes"]
+        ax.axvline(crossover, color=colour, linewidth=0.8, linestyle=":")
+        # The first VM's label left of its line, the second's right: they never meet.
+        left = index == 0
+        ax.text(crossover / 1.15 if left else crossover * 1.15, 30 if left else 400,
+                f"{name}: bandwidth-\nbound from {format_bytes(crossover)}", color=colour,
+                fontsize=SMALL, ha="right" if left else "left", va="center")
+    for size in data["sizes"]:
+        ax.axvline(size, color="#d0d7de", linewidth=0.8, zorder=0)
+
+
+def size_axis(ax, label=True):
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_locator(LogLocator(base=32))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_bytes(value)))
+    ax.tick_params(labelsize=SMALL)
+    ax.spines[["top", "right"]].set_visible(False)
+    if label:
+        ax.set_xlabel("bytes of the whole vector (V)", fontsize=9)
+
+
+def draw_table(ax, data):
+    table = ax.table(cellText=table_text(data), loc="top", cellLoc="right",
+                     bbox=(0.0, 1.08, 1.0, 0.55), edges="horizontal")
+    table.auto_set_font_size(False)
+    table.set_fontsize(SMALL)
+    for (row, column), cell in table.get_celld().items():
+        cell.set_edgecolor("#d0d7de")
+        if column == 0:
+            cell.set_text_props(ha="left")
+        if row == 0:
+            cell.set_text_props(fontweight="bold")
+
+
+def render(data, overlay=None):
+    chips, hop = data["chips"], data["hopLatencyS"]
+    with figure_style():
+        if overlay is None:
+            fig, ax = new_figure(figsize=(WIDTH_IN, 4.4))
+            fig.subplots_adjust(left=0.12, right=0.98, top=0.64, bottom=0.17)
+            title = data["title"]
+        else:
+            fig = Figure(figsize=(WIDTH_IN, 5.8))  # outside pyplot, as new_figure does
+            ax, ratio_ax = fig.subplots(2, 1, sharex=True,
+                                        gridspec_kw={"height_ratios": [3, 1.3]})
+            fig.subplots_adjust(left=0.12, right=0.98, top=0.68, bottom=0.15, hspace=0.12)
+            name, points = measured(data, overlay)
+            kind = overlay["environment"]["deviceKind"]
+            title = f"Measured on {chips} × {kind} ({name}) against the prediction"
+        draw_prediction(ax, data)
+        size_axis(ax, label=overlay is None)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g} µs"))
+        ax.set_ylabel("time of one call", fontsize=9)
+        if overlay is not None:
+            colour = COLOURS[list(data["machines"]).index(name)]
+            for collective, rows in points.items():
+                if rows:
+                    sizes, medians, ratios = zip(*rows)
+                    ax.plot(sizes, medians, MARKERS[collective], color=colour,
+                            markerfacecolor="white", markersize=4.5,
+                            label=f"measured median: {LABELS[collective]}")
+                    ratio_ax.plot(sizes, ratios, MARKERS[collective] + "-", color=colour,
+                                  markerfacecolor="white", markersize=4, linewidth=0.8)
+            ratio_ax.axhline(1, color=MUTED, linewidth=0.8)
+            ratio_ax.set_yscale("log")
+            ratio_ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"×{value:g}"))
+            ratio_ax.set_ylabel("measured /\npredicted", fontsize=9)
+            size_axis(ratio_ax)
+        ax.legend(fontsize=SMALL, frameon=False, loc="upper left",
+                  title="below the crossover both VMs pay the same hops", title_fontsize=SMALL)
+        draw_table(ax, data)
+        fig.suptitle(title, x=0.02, ha="left", fontsize=9.5, fontweight="bold", color=INK)
+        fig.text(0.02, 0.01, f"Lines: a model, not a measurement: {data['model']},\n"
+                 f"T_hop = {hop * 1e6:g} µs, p = {chips}; sources in the data file."
+                 + ("" if overlay is None else " Markers: the TPU sweep's medians."),
+                 fontsize=SMALL, color=MUTED, va="bottom")
+        return svg_text(fig, title, describe(data, overlay))
+
+
+def describe(data, overlay=None):
+    parts = []
+    for name, machine in data["machines"].items():
+        rows = {(row["collective"], row["bytes"]): row["predictedUs"] for row in data["rows"]
+                if row["machine"] == name}
+        parts.append(f"{name}: a reduce-scatter or all-gather "
+                     + ", ".join(f"{rows[('reduce_scatter', s)]:,.1f} µs at {format_bytes(s)}"
+                                 for s in data["sizes"])
+                     + f"; an all-reduce twice that; bandwidth-bound from "
+                       f"{format_bytes(machine['crossoverBytes'])}")
+    text = ("Predicted times on 4 TPU chips, from the scaling book's ring model, before any "
+            "TPU run. " + ". ".join(parts) + ".")
+    if overlay is not None:
+        name, points = measured(data, overlay)
+        ratios = [ratio for rows in points.values() for _, _, ratio in rows]
+        text += (f" Measured on {overlay['environment']['deviceKind']}: the medians of the "
+                 f"size sweep at p = {data['chips']} are {min(ratios):.2g} to "
+                 f"{max(ratios):.2g} times the {name} prediction.")
+    return text
