@@ -28,6 +28,11 @@ def append_comment(text):
     return text + "\n# A reader's note: the comment is part of what the page shows.\n"
 
 
+def append_code(text):
+    """A change to what the module executes (a comment would key nothing new)."""
+    return text + "\nA_READERS_CONSTANT = 1\n"
+
+
 def run_check(root, *python_flags, prelude=""):
     code = (f"{prelude}import sys; sys.argv = ['record.py', '--check']; "
             f"sys.path.insert(0, '.'); from scripts import record; sys.exit(record.main())")
@@ -58,14 +63,37 @@ def test_the_committed_tree_is_current(tree):
     assert problems(tree) == []
 
 
-def test_a_comment_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
-    edit(tree / LESSON, append_comment)
+def in_a_section(text, line):
+    """`text` with `line` added inside its first snippet section, which the notebook shows."""
+    marker = text.index("# --8<-- [start:")
+    end = text.index("\n", marker) + 1
+    return text[:end] + line + text[end:]
+
+
+@pytest.mark.parametrize("shown_edit", [
+    lambda t: in_a_section(t, "# A reader's note: shown by the notebook and the page.\n"),
+    lambda t: t.replace('"""', '"""A docstring that reads better. ', 1),
+])
+def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(tree, shown_edit):
+    # A recording is keyed on the code as executed: comments and docstrings cannot change
+    # what the program measures. The notebook shows the text, so it alone is stale.
+    before = lesson_hash(tree)
+    edit(tree / LESSON, shown_edit)
+    assert lesson_hash(tree) == before
+    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; "
+                              f"run {RECORD}"]
+
+
+def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
+    edit(tree / LESSON, lambda t: t + "\nUNUSED_BY_THE_LESSON = 1\n")
     lines = problems(tree)
     assert f"recordings/{LESSON_ID}.cpu.json: stale, {LESSON} changed; run {RECORD}" in lines
-    # The rank module imports the lesson, so the process run is stale too; nothing else.
+    # The rank module imports the lesson, so the process run is stale too, and the
+    # notebook, which shows the module (it is remade by the same run).
     assert f"recordings/{LESSON_ID}.cpu-processes.json: stale, {LESSON} changed; run " \
            f"`python scripts/record.py --processes 4`" in lines
-    assert len(lines) == 2
+    assert f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; run {RECORD}" in lines
+    assert len(lines) == 3
 
 
 def test_a_renderer_edit_asks_for_a_re_render_only(tree):
@@ -100,7 +128,7 @@ def test_the_notebook_builder_is_an_input_of_the_notebook(tree):
 
 
 def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):
-    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_comment)
+    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_code)
     assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, lesson_code/"
                               f"distributed_03_sweep.py changed; run `make bench`"]
 
@@ -117,7 +145,7 @@ def test_the_sweep_analysis_is_an_input_of_the_sweep_recording(tree):
 def test_a_format_change_redraws_and_re_benches_only_for_the_stored_labels(tree):
     # The lesson does not import how sizes are written: only the figures do, and the
     # sweep's analysis, whose size labels the recording stores.
-    edit(tree / "scripts" / "units.py", append_comment)
+    edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
         f"figures/{LESSON_ID}-sweep.svg: stale, scripts/units.py changed; run {RENDER}",
         f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}",
@@ -216,9 +244,9 @@ def test_a_transitive_pin_of_the_runtime_re_records(tree):
 
 def test_files_the_lesson_does_not_import_leave_its_hash(tree):
     before = lesson_hash(tree)
-    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_comment)
-    edit(tree / "lesson_code" / "ring.py", append_comment)
-    edit(tree / "scripts" / "figures" / "panels.py", append_comment)
+    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_code)
+    edit(tree / "lesson_code" / "ring.py", append_code)
+    edit(tree / "scripts" / "figures" / "panels.py", append_code)
     assert lesson_hash(tree) == before
 
 
@@ -230,4 +258,48 @@ def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
     before = lesson_hash(tree)
     assert "lesson_code/lesson_helper.py" in hashes.content_files(tree / LESSON, tree)
     edit(helper, append_comment)
+    assert lesson_hash(tree) == before  # a comment: the same code
+    edit(helper, lambda t: t.replace("SCALE = 1", "SCALE = 2"))
     assert lesson_hash(tree) != before
+
+
+def cli_check(root, *python_flags):
+    """`python scripts/record.py --check` as a reader types it (the memo's shortcut is the
+    command line's)."""
+    return subprocess.run([sys.executable, *python_flags, "scripts/record.py", "--check"],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def imported_modules(run):
+    return {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def test_a_check_of_the_same_bytes_is_answered_from_the_memo(tree):
+    first = cli_check(tree)
+    assert (first.returncode, first.stdout) == (0, "")
+    again = cli_check(tree, "-X", "importtime")
+    assert (again.returncode, again.stdout) == (0, "")
+    # Answered before the machinery is imported: no freshness check, no jsonschema.
+    assert "scripts.memo" in imported_modules(again)
+    assert {"scripts.freshness", "jsonschema"} & imported_modules(again) == set()
+
+
+def test_any_changed_byte_is_checked_afresh(tree):
+    assert cli_check(tree).returncode == 0
+    edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
+    run = cli_check(tree)
+    assert (run.returncode, run.stdout) == (1, f"figures/{LESSON_ID}.svg: edited by hand since "
+                                               f"it was made; run {RENDER}\n")
+    (tree / "figures" / f"{LESSON_ID}.svg").unlink()  # a file gone is a change too
+    assert cli_check(tree).stdout == f"figures/{LESSON_ID}.svg: missing; run {RENDER}\n"
+
+
+def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
+    assert cli_check(tree).returncode == 0  # validated, and remembered as valid
+    path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
+    edit(path, lambda t: t.replace('"schemaVersion": 1', '"schemaVersion": "one"', 1))
+    lines = problems(tree)
+    assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: invalid at schemaVersion")
+               for line in lines), lines

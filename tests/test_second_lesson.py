@@ -90,7 +90,7 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     monkeypatch.setattr(record_script, "record_processes",
                         lambda lesson, processes, staging: ran.append((lesson.id, processes))
                         or {})
-    assert record_script.main(["--processes", "4"]) == 0
+    assert record_script.main(["--processes", "4", "--all"]) == 0
     assert ran == [("distributed-03", 4)]
     assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \
         capsys.readouterr().err
