@@ -10,13 +10,17 @@ import time
 
 import pytest
 
-from conftest import clean_env, project_copy
+from conftest import LESSONS, clean_env, project_copy
 from scripts import hashes
+from scripts.lessons import load_lessons
+from scripts.outputs import figure_outputs, lesson_command, notebook_output
 
 LESSON_ID = "distributed-03"
 LESSON = f"lesson_code/{LESSON_ID.replace('-', '_')}.py"
 RENDER = "`python scripts/record.py --render-only`"
-RECORD = "`python scripts/record.py`"
+# The fixes name the lesson (`--lesson distributed-03`) once the registry lists others.
+RECORD = f"`{lesson_command(LESSONS[LESSON_ID])}`"
+PROCESSES = f"`{lesson_command(LESSONS[LESSON_ID], 'python scripts/record.py --processes 4')}`"
 LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
 
 
@@ -91,7 +95,7 @@ def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
     # The rank module imports the lesson, so the process run is stale too, and the
     # notebook, which shows the module (it is remade by the same run).
     assert f"recordings/{LESSON_ID}.cpu-processes.json: stale, {LESSON} changed; run " \
-           f"`python scripts/record.py --processes 4`" in lines
+           f"{PROCESSES}" in lines
     assert f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; run {RECORD}" in lines
     assert len(lines) == 3
 
@@ -105,10 +109,10 @@ def test_a_renderer_edit_asks_for_a_re_render_only(tree):
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
     edit(tree / "scripts" / "figures" / "svg.py", append_comment)
     lines = problems(tree)
+    # Every figure of every registered lesson, and nothing else.
     assert {line.split(":")[0] for line in lines} == {
-        f"figures/{LESSON_ID}{suffix}.svg"
-        for suffix in ("", "-mechanism", "-ring-reduce-scatter", "-ring-all-gather", "-traffic",
-                       "-sweep")}
+        output.path for lesson in load_lessons(tree).values()
+        for output in figure_outputs(lesson)}
     assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
                for line in lines)
 
@@ -121,10 +125,12 @@ def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
         f"lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
 
 
-def test_the_notebook_builder_is_an_input_of_the_notebook(tree):
+def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
     edit(tree / "scripts" / "runners/kernel.py", append_comment)
-    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, scripts/runners/kernel.py "
-                              f"changed; run {RECORD}"]
+    # One line per registered lesson, its fix naming the lesson once there are several.
+    assert problems(tree) == [
+        f"docs/notebooks/{lesson.id}.ipynb: stale, scripts/runners/kernel.py changed; run "
+        f"`{notebook_output(lesson).fix}`" for lesson in load_lessons(tree).values()]
 
 
 def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):

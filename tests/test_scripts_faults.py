@@ -56,7 +56,7 @@ def test_the_check_with_a_corrupt_schema_is_one_line_per_recording(tmp_path):
 def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
     from mkdocs.exceptions import PluginError
 
-    from scripts import site_hooks
+    from scripts.pages import hooks as site_hooks
 
     schema = tmp_path / "schema.json"
     schema.write_text("")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from conftest import ROOT, project_copy
+from conftest import LESSONS, ROOT, each_lesson, project_copy
 from scripts.pages.check_links import broken_links
 from scripts.pages.markup import with_copy_buttons
 from site_build import build
@@ -102,10 +102,20 @@ def test_a_page_id_that_a_copy_button_would_need_fails_the_build():
 
 def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
     lesson = project / "lesson_code" / "distributed_03.py"
-    lesson.write_text(lesson.read_text() + "\n# a comment readers would see\n")
+    lesson.write_text(lesson.read_text() + "\nA_CHANGE_TO_THE_CODE = 1\n")
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert "recordings/distributed-03.cpu.json: stale" in errors
     assert "python scripts/record.py" in errors
+
+
+def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, tmp_path):
+    lesson = project / "lesson_code" / "distributed_03.py"
+    start = "# --8<-- [start:configure_devices]\n"
+    lesson.write_text(lesson.read_text().replace(start, start + "# a comment readers see\n"))
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "docs/notebooks/distributed-03.ipynb: stale, lesson_code/distributed_03.py " \
+           "changed" in errors
+    assert "recordings/distributed-03.cpu.json" not in errors  # the code is the same
 
 
 @pytest.mark.parametrize("corrupt, expected", [
@@ -146,17 +156,21 @@ def test_recorded_text_cannot_inject_markup(project, tmp_path):
     assert "<img src=x" not in page and "<b>bold</b>" not in page
 
 
-def test_notebook_page_renders_with_download_and_no_math_script(built_site):
-    page = (built_site / "notebooks" / "distributed-03" / "index.html").read_text()
+@each_lesson
+def test_notebook_page_renders_with_download_and_no_math_script(built_site, lesson):
+    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
     # Page-relative: the .ipynb sits beside the page wherever the site is published.
-    assert re.search(r'<a href="distributed-03\.ipynb"[^>]*download', page)
-    assert "PASS: distributed-03" in page  # outputs recorded by record.py
+    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
+    assert f"PASS: {lesson.id}" in page  # outputs recorded by record.py
     scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
     # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
     assert "<style" not in page.split("<body")[1]
     assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    assert page.count('<div class="highlight">') >= 18
+    code_cells = [c for c in json.loads((ROOT / "docs" / "notebooks" /
+                                         f"{lesson.id}.ipynb").read_text())["cells"]
+                  if c["cell_type"] == "code"]
+    assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
@@ -170,7 +184,8 @@ def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
         assert "arithmatex" not in text, page
         assert (".math-display" in text.split("</head>")[0]) == (counted[page] > 0), page
     assert counted["lessons/distributed-03/"] > 0 and counted["going-further/sweep/"] > 0
-    assert counted["404.html"] == counted["notebooks/distributed-03/"] == 0
+    assert counted["404.html"] == 0
+    assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
     lesson = (built_site / LESSON_PAGE).read_text()
     assert 'class="math-display"' in lesson
     assert not list(built_site.rglob("*mathjax*")) and not list(built_site.rglob("*katex*"))
