@@ -1,15 +1,18 @@
-"""Regenerate recordings/<lesson>.tpu.json on a single-host, 4-chip TPU VM.
+"""Regenerate recordings/<lesson>.tpu.json on a single-host TPU VM with the lesson's chips.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
+    python scripts/tpu_job.py --lesson ID ...    # another lesson (default: the registry's first)
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
 The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
 exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
-moved into recordings/; any failure leaves recordings/ as it was. The lesson is the
-registry's first (lesson_code/lessons.toml). TPU_NAME, ZONE and
-PROJECT set the defaults of --name, --zone and --project.
+moved into recordings/; any failure leaves recordings/ as it was. One lesson per run
+(--lesson, default the registry's first in lesson_code/lessons.toml), so one lesson's
+failure never takes another's recording with it; --accelerator defaults to the VM with
+exactly that lesson's `devices` chips, and a count no single-host VM has is refused in
+one line. TPU_NAME, ZONE and PROJECT set the defaults of --name, --zone and --project.
 """
 import argparse
 import codecs
@@ -27,7 +30,7 @@ from scripts import ROOT
 from scripts.hashes import content_files
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, install_recording
 from scripts.hardware.tpu import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
-                               tpu_lesson)
+                                  tpu_lesson)
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -117,14 +120,14 @@ def uncommitted_inputs(module_path, root=ROOT):
     return [line[3:] for line in status.stdout.splitlines()]
 
 
-def run_job(name, zone, accelerator, project=None, create=False, delete=False,
-            root=ROOT, recordings_dir=None):
+def run_job(name, zone, accelerator=None, project=None, create=False, delete=False,
+            root=ROOT, recordings_dir=None, lesson_id=None):
     """Run every step; raise JobFailed (or KeyboardInterrupt) with recordings/ untouched.
 
     With `delete`, the VM is deleted at the end, after a failure too, but only once it
     is known to be this run's: a failed create may mean the name belongs to another VM.
     """
-    lesson = tpu_lesson(root)
+    lesson = tpu_lesson(root, lesson_id)
     module_path, fetched = lesson.path(), recording_name(lesson.id)
     target = Path(recordings_dir or root / "recordings") / fetched
     dirty = uncommitted_inputs(module_path, root)
@@ -133,7 +136,9 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {listed} && git commit`, then rerun")
     with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
-        steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
+        steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
+                          lesson.id)
+        accelerator = accelerator or steps_accelerator(steps)
         cleanup = steps.pop() if delete else None
         vm_is_ours = not create  # named by the caller, who asked for it to be deleted
         failure = None
@@ -161,6 +166,14 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             raise failure
 
 
+def steps_accelerator(steps):
+    """The accelerator the steps create (chosen from the lesson), for the error lines."""
+    for step in steps:
+        if step.gcloud_verb == "create":
+            return step.command[step.command.index("--accelerator-type") + 1]
+    return "TPU"
+
+
 def install_fetched(fetched, target, lesson, root):
     try:
         check_tpu_recording(fetched, lesson.id, lesson.path(), root, lesson.devices)
@@ -184,8 +197,11 @@ def parse_args(argv):
     parser.add_argument("--zone", default=os.environ.get("ZONE"), help="default: $ZONE")
     parser.add_argument("--project", default=os.environ.get("PROJECT"),
                         help="default: $PROJECT, else gcloud's configured project")
+    parser.add_argument("--lesson", metavar="ID",
+                        help="the lesson to record (default: the registry's first)")
     parser.add_argument("--accelerator", metavar="|".join(RUNTIMES),
-                        help="the chip kind; multi-host slices are not supported")
+                        help="a single-host VM with the lesson's `devices` chips (default: "
+                             "chosen from them); multi-host slices are not supported")
     parser.add_argument("--create", action="store_true", help="create the VM first")
     parser.add_argument("--delete", action="store_true",
                         help="delete the VM at the end, also after a failure")
@@ -205,13 +221,12 @@ def main(argv=None, root=ROOT):
             write_docs(root)
             return 0
         for flag, value, variable in (("--name", args.name, "TPU_NAME"),
-                                      ("--zone", args.zone, "ZONE"),
-                                      ("--accelerator", args.accelerator, None)):
+                                      ("--zone", args.zone, "ZONE")):
             if not value:
-                also = f" (or set {variable})" if variable else f": {' or '.join(RUNTIMES)}"
-                raise UsageError(f"{flag} is required{also}")
+                raise UsageError(f"{flag} is required (or set {variable})")
         options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
-                       project=args.project, create=args.create, delete=args.delete)
+                       project=args.project, create=args.create, delete=args.delete,
+                       lesson_id=args.lesson)
         # Building the steps validates every value: a usage error comes before any check
         # of the working tree and before any gcloud call.
         steps = job_steps(**options, root=root)
