@@ -156,6 +156,36 @@ def test_recorded_text_cannot_inject_markup(project, tmp_path):
     assert "<img src=x" not in page and "<b>bold</b>" not in page
 
 
+def test_the_site_is_named_after_the_course(built_site):
+    from scripts.lessons import load_course
+
+    title = load_course()["title"]
+    for page in ("index.html", f"lessons/{next(iter(LESSONS))}/index.html"):
+        assert re.search(rf"<title>[^<]*{re.escape(title)}</title>",
+                         (built_site / page).read_text()), page
+
+
+@each_lesson
+def test_the_home_page_lists_each_lesson_with_its_notebook(built_site, lesson):
+    home = (built_site / "index.html").read_text()
+    assert f'href="lessons/{lesson.id}/"' in home
+    assert f'href="notebooks/{lesson.id}/"' in home
+
+
+@each_lesson
+def test_each_lesson_page_offers_its_program_and_notebook_as_downloads(built_site, lesson):
+    page = (built_site / "lessons" / lesson.id / "index.html").read_text()
+    downloads = page.split('id="downloads"')[1]
+    program = lesson.path().relative_to(ROOT).as_posix()
+    notebook = f"notebooks/{lesson.id}/{lesson.id}.ipynb"
+    for target in (program, notebook):
+        assert re.search(rf'<a (download )?href="../../{re.escape(target)}"( download)?>',
+                         downloads), target
+        assert (built_site / target).read_bytes() == (
+            (ROOT / program) if target == program else
+            (ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb")).read_bytes()
+
+
 @each_lesson
 def test_notebook_page_renders_with_download_and_no_math_script(built_site, lesson):
     page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
