@@ -138,3 +138,12 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     passed = [line for line in run.stdout.splitlines() if line.startswith("PASSED")]
     assert sum("[psum-01]" in line for line in passed) >= 5, passed
     assert any("every_notebook" in line for line in passed), passed
+
+
+def test_with_two_lessons_each_fix_names_its_lesson(project, tmp_path):
+    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
+    (root / "recordings" / "psum-01.cpu.json").unlink()
+    check = run_record(root, "--check")
+    assert check.returncode == 1
+    assert "recordings/psum-01.cpu.json: missing; run `python scripts/record.py --lesson " \
+           "psum-01`" in check.stdout.splitlines()
