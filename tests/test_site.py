@@ -309,3 +309,27 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 2000-01-01")
     if stale:
         assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]
+
+
+def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path):
+    from dataclasses import dataclass
+
+    from scripts.lessons import Lesson
+    from scripts.pages import hooks
+
+    @dataclass(frozen=True)
+    class WithExercises(Lesson):  # the registry's `exercises`, however it is spelled there
+        exercises: str | None = None
+
+    lesson = WithExercises("distributed-03", "lesson_code.distributed_03",
+                           exercises="lesson_code.distributed_03_exercises")
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/distributed-03.md"),
+                           url="lessons/distributed-03/")
+    markdown = hooks.downloads(lesson, page, {"docs_dir": str(ROOT / "docs"),
+                                              "use_directory_urls": True})
+    assert "[`distributed_03.py`](../lesson_code/distributed_03.py){ download }: the lesson " \
+           "program; it runs on its own" in markdown
+    assert "[`distributed_03_exercises.py`](../lesson_code/distributed_03_exercises.py)" \
+           "{ download }: its exercises" in markdown
+    assert hooks.downloadable_modules(lesson) == ["lesson_code/distributed_03.py",
+                                                  "lesson_code/distributed_03_exercises.py"]

@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
+from scripts.hashes import import_closure
 from scripts.lessons import RegistryError, load_course, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
@@ -133,11 +134,21 @@ def on_files(files, config):
     for svg in sorted(FIGURES.glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
-    # Each lesson program, downloadable beside its notebook: it runs as is, on its own.
+    # Each lesson program (and its exercises, where the registry names them),
+    # downloadable beside its notebook.
     for lesson in lessons.values():
-        files.append(File(lesson.path().relative_to(ROOT).as_posix(), str(ROOT),
-                          config["site_dir"], config["use_directory_urls"]))
+        for path in downloadable_modules(lesson):
+            files.append(File(path, str(ROOT), config["site_dir"],
+                              config["use_directory_urls"]))
     return files
+
+
+def downloadable_modules(lesson):
+    """The lesson's module, then its exercise module if the registry names one
+    (`exercises`), as paths relative to the repository root."""
+    modules = [lesson.module, getattr(lesson, "exercises", None)]
+    return [lesson.path(module).relative_to(lesson.root).as_posix()
+            for module in modules if module and lesson.path(module).is_file()]
 
 
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
@@ -170,12 +181,18 @@ def downloads(lesson, page, config):
     The program is served beside the pages (on_files); the notebook's .ipynb is copied
     beside its page by mkdocs-jupyter, a file mkdocs does not list, hence a plain link.
     """
-    program = lesson.path().relative_to(lesson.root).as_posix()
+    program, *exercises = downloadable_modules(lesson)
     here = posixpath.dirname(page.file.src_uri)
+    # It runs once downloaded only if it imports nothing else of this repository.
+    alone = import_closure(lesson.path(), lesson.root) == [lesson.path()]
     lines = ["", "", "## Downloads", "",
              f"- [`{posixpath.basename(program)}`]({posixpath.relpath(program, here)})"
-             f"{{ download }}: the lesson program; it runs on its own "
-             f"(`python {posixpath.basename(program)}`)"]
+             f"{{ download }}: the lesson program" +
+             (f"; it runs on its own (`python {posixpath.basename(program)}`)" if alone
+              else ", run from a checkout of the repository (it imports other modules)")]
+    for path in exercises:
+        lines.append(f"- [`{posixpath.basename(path)}`]({posixpath.relpath(path, here)})"
+                     f"{{ download }}: its exercises")
     notebook = f"notebooks/{lesson.id}.ipynb"
     if (Path(config["docs_dir"]) / notebook).is_file():
         served = (f"notebooks/{lesson.id}/{lesson.id}.ipynb" if config["use_directory_urls"]
