@@ -1,10 +1,11 @@
 """A second, different lesson: a module, a registry entry and a page, nothing in scripts/
 or tests/ changed.
 
-tests/fixtures/second_lesson/ holds it: two devices, one psum, no figures, steps that
-open with their own imports. It is added to a copy of the project (tests/ included) as
-the README says, then recorded, checked, linted and built there, and the copy's own tests
-about "the lesson" run for it as they are.
+tests/fixtures/second_lesson/ holds it: two devices, one psum, a figure drawn by its own
+renderer (psum_bars.py, beside it in lesson_code/), steps that open with their own
+imports. It is added to a copy of the project (tests/ included) as the README says, then
+recorded, checked, linted and built there, and the copy's own tests about "the lesson"
+run for it as they are.
 """
 import hashlib
 import shutil
@@ -30,6 +31,7 @@ def project(tmp_path_factory):
     root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
                         PROJECT_PARTS + ("tests",))
     shutil.copy(SECOND / "psum_01.py", root / "lesson_code" / "psum_01.py")
+    shutil.copy(SECOND / "psum_bars.py", root / "lesson_code" / "psum_bars.py")  # its figure
     shutil.copy(SECOND / "psum-01.md", root / "docs" / "lessons" / "psum-01.md")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + (SECOND / "registry_entry.toml").read_text())
@@ -50,8 +52,9 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
             {k: v for k, v in before.items() if k.startswith(folder)}
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
     added = sorted(set(after) - set(before))
-    assert added == ["docs/notebooks/psum-01.ipynb", "recordings/psum-01.cpu.json"]
-    # distributed-03's outputs are untouched; only the lock gained the new notebook's entry.
+    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.svg",
+                     "recordings/psum-01.cpu.json"]
+    # distributed-03's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
     assert changed == ["recordings/outputs.lock.json"]
 
@@ -147,3 +150,31 @@ def test_with_two_lessons_each_fix_names_its_lesson(project, tmp_path):
     assert check.returncode == 1
     assert "recordings/psum-01.cpu.json: missing; run `python scripts/record.py --lesson " \
            "psum-01`" in check.stdout.splitlines()
+
+
+def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path):
+    import json
+
+    root, *_ = project
+    recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
+    probe = ("import json, sys; sys.modules['jax'] = None; "
+             "from lesson_code.psum_bars import render; "
+             "sys.stdout.write(render(json.load(open('recordings/psum-01.cpu.json')))); "
+             "sys.stderr.write(repr(sorted(m for m in sys.modules "
+             "if m.startswith('lesson_code'))))")
+    drawn = subprocess.run([sys.executable, "-c", probe], cwd=root, env=clean_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr[-2000:]
+    # No lesson program (nor JAX) was imported to draw it, and the committed SVG is its output.
+    assert drawn.stderr == "['lesson_code', 'lesson_code.psum_bars']"
+    assert (root / "figures" / "psum-01-psum-bars.svg").read_text() == drawn.stdout
+    assert recording["data"]["values"] == [1.0, 2.0]
+    assert "<desc>device 0 holds 1, device 1 holds 2; psum leaves 3 on every device</desc>" \
+        in drawn.stdout
+    # Its renderer is an input like any other: an edit makes the figure stale, to redraw.
+    edited = shutil.copytree(root, tmp_path / "repo", symlinks=True)
+    renderer = edited / "lesson_code" / "psum_bars.py"
+    renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
+    check = run_record(edited, "--check")
+    assert check.stdout == ("figures/psum-01-psum-bars.svg: stale, lesson_code/psum_bars.py "
+                            "changed; run `python scripts/record.py --render-only`\n")
