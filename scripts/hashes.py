@@ -17,6 +17,7 @@ remembered under its bytes' digest (scripts/memo.py).
 import ast
 import hashlib
 import re
+import sys
 from pathlib import Path
 
 from scripts import ROOT, memo
@@ -60,14 +61,15 @@ def module_facts(path):
     reports the syntax error itself.
     """
     data = Path(path).read_bytes()
-    key = digest_bytes(data)
+    # ast.dump's text is the parser's, so the memo keeps one answer per Python version.
+    key = f"{digest_bytes(data)}:{sys.version_info[0]}.{sys.version_info[1]}"
     known = memo.recall("module", key)
     if known is not None:
         return known["code"], known["imports"]
     try:
         tree = ast.parse(data)
     except (SyntaxError, ValueError):
-        return key, []
+        return digest_bytes(data), []
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
