@@ -272,7 +272,7 @@ def test_an_unknown_lesson_is_refused_naming_the_known_ones(gcloud, capsys):
                          "--dry-run"]) == 2
     [line] = error_lines(capsys.readouterr())
     assert line == ("tpu_job: error: --lesson distributed-3: no such lesson in "
-                    "lesson_code/lessons.toml; known: distributed-03")
+                    f"lesson_code/lessons.toml; known: {', '.join(LESSONS)}")
 
 
 @pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
