@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
+from scripts.hardware.tpu import accelerators_for
 from scripts.hashes import import_closure
 from scripts.lessons import RegistryError, load_course, load_lessons
 from scripts.outputs import RECORD as FIX
@@ -350,11 +351,12 @@ def lesson_list(page, values):
     """One entry per registered lesson: its page, notebook and program, the devices it
     runs on, and whether it was recorded on TPU (`tpu_job.py --lesson <id>`)."""
     docs, here = DOCS[0], posixpath.dirname(page.file.src_uri)
+
+    def link(target):
+        return posixpath.relpath(target, here)
+
     items = []
     for lesson in lessons.values():
-        def link(target):
-            return posixpath.relpath(target, here)
-
         program = lesson.path().relative_to(lesson.root).as_posix()
         parts = [f"**[{lesson_title(lesson, docs)}]({link(f'lessons/{lesson.id}.md')})** "
                  f"(`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
@@ -363,8 +365,10 @@ def lesson_list(page, values):
         parts.append(f"[the program]({link(program)}) (`python -m {lesson.module}`)")
         tpu = "recorded there" if f"{lesson.id}.tpu" in recordings else \
             "not yet recorded on TPU"
-        parts.append(f"on a TPU VM with {lesson.devices} chips it takes `--platform tpu` "
-                     f"({tpu})")
+        vms = accelerators_for(lesson.devices)
+        parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "
+                     f"`--platform tpu` ({tpu})" if vms else
+                     f"no single-host TPU VM has {lesson.devices} chips")
         items.append("- " + " · ".join(parts))
     return "\n".join(items)
 
