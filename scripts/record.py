@@ -390,6 +390,21 @@ def check(lessons, argv):
     return status
 
 
+def prime_check(root):
+    """Work out the plain `--check` now, while what it needs is imported, so that the check
+    a reader runs next, on the files just written, is answered from the memo at once."""
+    from scripts import memo
+    from scripts.freshness import check as problems
+
+    argv = ["--check"]
+    try:
+        key = memo.tree_key(root, argv)
+        lines = problems(load_lessons(), root)  # every lesson, as main() reads them
+    except (RegistryError, RecordingError, ValueError, OSError):
+        return  # the check itself will say what is wrong
+    memo.remember_check(root, argv, key, lines, 1 if lines else 0)
+
+
 class UsageError(RecordError):
     """A request record.py refuses before it runs anything."""
 
@@ -490,6 +505,7 @@ def main(argv=None):
         record(lessons, args.platform, args.processes, args.render_only,
                chosen=bool(args.lesson), runs=lessons_to_run(lessons, args))
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
+        prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
