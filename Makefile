@@ -29,9 +29,12 @@ build: install
 	$(VENV)/bin/mkdocs build --strict
 	$(PY) scripts/pages/check_links.py site
 
+# Only what is stale runs (record.py keeps current lessons as they are); `make fresh`
+# passes RECORD_FLAGS=--all, so its copy is recorded from scratch.
+RECORD_FLAGS ?=
 record: install
-	$(PY) scripts/record.py
-	$(PY) scripts/record.py --processes 4
+	$(PY) scripts/record.py $(RECORD_FLAGS)
+	$(PY) scripts/record.py --processes 4 $(RECORD_FLAGS)
 
 # The message-size sweep is a benchmark, not a test: run it by hand on a quiet machine
 # and commit what it wrote. `make check` still fails when it is stale.
@@ -53,14 +56,17 @@ fresh: install
 	rm -rf $(FRESH) && mkdir -p $(FRESH)
 	tar -c --exclude=./.git --exclude=./build --exclude=./site --exclude=./.venv \
 	    --exclude=./node_modules --exclude=./test-artifacts --exclude=__pycache__ \
-	    --exclude=./.pytest_cache --exclude=./.hypothesis . | tar -x -C $(FRESH)
+	    --exclude=./.pytest_cache --exclude=./.hypothesis --exclude=./.cache . \
+	    | tar -x -C $(FRESH)
 	# A repository of its own, holding the tree as copied: the TPU job's tests clone it.
 	git -C $(FRESH) init -q && git -C $(FRESH) add -A
 	git -C $(FRESH) -c user.name=make -c user.email=make@localhost commit -qm "make fresh"
 	ln -s $(CURDIR)/node_modules $(FRESH)/node_modules
 	# The same `record` and `build` as here, with this tree's environment: its stamps are
 	# current there too (tar keeps the pins' times; node_modules is the link above).
-	$(MAKE) -C $(FRESH) --no-print-directory VENV=$(CURDIR)/$(VENV) record build
+	# --all: every lesson runs afresh, current or not.
+	$(MAKE) -C $(FRESH) --no-print-directory VENV=$(CURDIR)/$(VENV) RECORD_FLAGS=--all \
+	    record build
 
 
 # Debian's chromium for the browser test; never a browser download.

@@ -61,6 +61,15 @@ def derived_problems(output, lock, root=ROOT):
     return [problem(output.path, changed(names), output.fix)] if names else []
 
 
+def text_problems(notebook, lock, root=ROOT):
+    """The notebook's line when the module text it shows changed since it was made."""
+    inputs = lock.get(notebook.path, {}).get("inputs", {})
+    if notebook.shows in inputs and notebook.shows in changed_files(
+            {notebook.shows: inputs[notebook.shows]}, notebook.current_inputs(root)):
+        return [problem(notebook.path, changed([notebook.shows]), notebook.fix)]
+    return []
+
+
 def check(lessons, root=ROOT):
     """One line per recording, figure or notebook that is missing, invalid or stale."""
     lines = []
@@ -108,7 +117,9 @@ def load_all(lessons, root=ROOT):
     """Every recording and analysis of every lesson, validated; (by stem, problem lines).
 
     For the site build: a stale hardware recording comes back marked (`_staleFiles`),
-    a stale or broken one the registry requires comes back as a problem line.
+    a stale or broken one the registry requires comes back as a problem line, and so does
+    a notebook companion that no longer shows its module's text (a comment edit: no
+    recording is stale, yet the page's snippets would show other text than the notebook).
     """
     loaded, lines = {}, []
     try:
@@ -116,6 +127,7 @@ def load_all(lessons, root=ROOT):
     except LockError as error:
         lock, lines = {}, [str(error)]
     for lesson in lessons.values():
+        lines += text_problems(notebook_output(lesson), lock, root)
         analyses, problems = load_analyses(lesson, lock, root)
         loaded.update(analyses)
         lines += problems

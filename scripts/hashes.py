@@ -3,16 +3,24 @@
 Every derived file records the digests of its inputs (scripts/freshness.py compares them
 with today's). Code inputs are import closures: a module plus every module of the same
 repository it imports, followed transitively, so a change anywhere a lesson or a renderer
-reaches counts, and a change elsewhere does not. A comment edit counts too: the pages show
-this code. The pins count by their requirement lines, so reformatting a pin's comment
-is no change, and only the pins that can change a recording count (see pin_lines).
+reaches counts, and a change elsewhere does not.
+
+A recording is keyed on its code as Python executes it (code_digest: the syntax tree,
+without comments and docstrings), because a comment cannot change what a program
+measures: editing one re-runs nothing. What shows the text (the notebook companion's
+cells, the page's snippets) is keyed on the text itself (scripts/outputs.py), so the same
+edit re-renders what shows it. The pins count by their requirement lines, so reformatting
+a pin's comment is no change, and only the pins that can change a recording count (see
+pin_lines). Parsing is the one costly step, so a module's code digest and imports are
+remembered under its bytes' digest (scripts/memo.py).
 """
 import ast
 import hashlib
 import re
+import sys
 from pathlib import Path
 
-from scripts import ROOT
+from scripts import ROOT, memo
 
 # The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
@@ -32,13 +40,54 @@ def module_file(name, root=ROOT):
     return None
 
 
-def imported_names(path):
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+def without_docstrings(tree):
+    """`tree` with the docstring of the module and of every class and function removed
+    (a docstring is the first statement, a bare string); the parser already dropped the
+    comments."""
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def module_facts(path):
+    """(code digest, [imported names]) of a Python file, remembered by its bytes' digest.
+
+    The code digest is of ast.dump without line numbers, comments or docstrings: what
+    runs. A file that does not parse keys on its bytes and imports nothing; running it
+    reports the syntax error itself.
+    """
+    data = Path(path).read_bytes()
+    # ast.dump's text is the parser's, so the memo keeps one answer per Python version.
+    key = f"{digest_bytes(data)}:{sys.version_info[0]}.{sys.version_info[1]}"
+    known = memo.recall("module", key)
+    if known is not None:
+        return known["code"], known["imports"]
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError):
+        return digest_bytes(data), []
+    names = []
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+            names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    code = digest_bytes(ast.dump(without_docstrings(tree)))
+    memo.remember("module", key, {"code": code, "imports": names})
+    return code, names
+
+
+def imported_names(path):
+    return module_facts(path)[1]
+
+
+def code_digest(path):
+    """sha256 of a module's code as executed (module_facts); "missing" when not there."""
+    return module_facts(path)[0] if Path(path).is_file() else "missing"
 
 
 def import_closure(path, root=ROOT, packages=PACKAGES):
@@ -134,12 +183,17 @@ def file_digests(paths, root=ROOT):
     return {Path(p).relative_to(root).as_posix(): digest(p) for p in paths}
 
 
+def code_digests(paths, root=ROOT):
+    return {Path(p).relative_to(root).as_posix(): code_digest(p) for p in paths}
+
+
 def content_files(module_path, root=ROOT, extra=()):
     """{relative path: digest} of what can change a recording: the module's code closure,
-    the closures of `extra` (code whose results the recording stores), and the pins."""
+    the closures of `extra` (code whose results the recording stores), each keyed on its
+    code as executed, and the pins."""
     files = {}
     for path in [module_path, *extra]:
-        files.update(file_digests(import_closure(path, root), root))
+        files.update(code_digests(import_closure(path, root), root))
     files.update(pin_digests(root))
     return files
 

@@ -62,3 +62,19 @@ def load_lessons(root=ROOT):
                                     f"{display(lesson.path(module), root)} does not exist")
         lessons[lesson.id] = lesson
     return lessons
+
+
+def load_course(root=ROOT):
+    """The registry's `[course]` table: {"title", "description"}, what the site is named
+    after (the lessons are its pages); RegistryError when it is missing or incomplete."""
+    path = root / REGISTRY.relative_to(ROOT)
+    where = display(path, root)
+    try:
+        course = tomllib.loads(path.read_text()).get("course")
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise RegistryError(f"{where}: cannot be read ({error}); fix the file") from None
+    if not isinstance(course, dict) or not all(
+            isinstance(course.get(key), str) and course[key] for key in ("title", "description")):
+        raise RegistryError(f"{where}: needs a [course] table with a title and a description "
+                            f"(the site's name and summary)")
+    return course

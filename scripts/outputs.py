@@ -9,8 +9,9 @@ no JAX and no matplotlib.
 import importlib
 import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 
-from scripts import LOCK, ROOT, display
+from scripts import LOCK, REGISTRY, ROOT, display
 from scripts.figures import KINDS
 from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
 from scripts.recordings import RECORD
@@ -53,20 +54,52 @@ class DerivedOutput:
                              *import_closure(root / self.code, root)], root)
 
 
+@dataclass(frozen=True)
+class NotebookOutput(DerivedOutput):
+    """The notebook companion: its cells are the lesson module's text, so that text is an
+    input too, by its bytes (the recording is keyed on the code alone: a comment edit
+    re-renders the notebook and re-runs nothing)."""
+    shows: str = ""  # the lesson module, relative to the repository root
+
+    def current_inputs(self, root=ROOT):
+        return {**super().current_inputs(root), **file_digests([root / self.shows], root)}
+
+
+@lru_cache(maxsize=16)
+def _lesson_count(text):
+    import tomllib
+
+    try:
+        return len(tomllib.loads(text).get("lesson", []))
+    except (tomllib.TOMLDecodeError, AttributeError):
+        return 1
+
+
+def lesson_command(lesson, command=RECORD):
+    """`command` as the fix for one lesson's file: with `--lesson <id>` when the registry
+    lists more than one lesson, so the line names exactly the run that remakes it."""
+    try:
+        text = (lesson.root / REGISTRY.relative_to(ROOT)).read_text()
+    except OSError:
+        return command
+    return f"{command} --lesson {lesson.id}" if _lesson_count(text) > 1 else command
+
+
 def recording_outputs(lesson, root=ROOT):
     """The recordings a lesson must have, then any others found (a TPU run, say)."""
     def module_file(module):
         return lesson.path(module).relative_to(lesson.root).as_posix()
 
+    record = lesson_command(lesson)
     wanted = [RecordingOutput(f"recordings/{lesson.id}.cpu.json", module_file(lesson.module),
-                              RECORD, True)]
+                              record, True)]
     if lesson.simulation:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.simulation.json",
-                                      module_file(lesson.simulation), RECORD, True))
+                                      module_file(lesson.simulation), record, True))
     if lesson.rank_module:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.cpu-processes.json",
                                       module_file(lesson.rank_module),
-                                      f"{RECORD} --processes 4", True))
+                                      lesson_command(lesson, f"{RECORD} --processes 4"), True))
     if lesson.sweep:
         wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
                                       module_file(lesson.sweep), BENCH, True))
@@ -130,10 +163,13 @@ def figure_outputs(lesson):
 
 
 def notebook_output(lesson):
-    """The executed companion: made in the same run as the CPU recording, so only a
-    re-record remakes it."""
-    return DerivedOutput(f"docs/notebooks/{lesson.id}.ipynb",
-                         f"recordings/{lesson.id}.cpu.json", NOTEBOOK_BUILDER, RECORD)
+    """The executed companion: made in the same run as the CPU recording; when only the
+    module's text changed (a comment, a docstring), record.py re-renders it from the
+    executed cells instead."""
+    return NotebookOutput(f"docs/notebooks/{lesson.id}.ipynb",
+                          f"recordings/{lesson.id}.cpu.json", NOTEBOOK_BUILDER,
+                          lesson_command(lesson),
+                          shows=lesson.path().relative_to(lesson.root).as_posix())
 
 
 def lock_path(root=ROOT):

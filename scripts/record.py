@@ -1,13 +1,20 @@
-"""Run each lesson once, record what it printed, and draw the figures from that recording.
+"""Run each lesson whose recording is stale, record what it printed, draw its figures.
 
-    python scripts/record.py                    # 4 logical CPU devices -> <lesson>.cpu.json,
-                                                #   the notebook companion, the simulation
+    python scripts/record.py                    # each stale lesson, on its registered
+                                                #   devices -> <lesson>.cpu.json, the
+                                                #   notebook companion, the simulation
+    python scripts/record.py --lesson ID        # only that lesson (any mode below, too)
+    python scripts/record.py --all              # every lesson, current or not
     python scripts/record.py --platform tpu     # the physical chips  -> <lesson>.tpu.json
     python scripts/record.py --processes 4      # 4 JAX processes     -> <lesson>.cpu-processes.json
     python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
     python scripts/record.py --render-only      # redraw figures from the existing recordings
     python scripts/record.py --check            # is every recording, figure and notebook current?
 
+Like a cache (Quarto's `freeze: auto`), a run executes only the lessons whose recording
+(or, with --processes, process recording) is stale or missing; a recording is keyed on its
+code as executed, so a comment or docstring edit re-renders the notebook that shows it
+and runs no JAX. --platform tpu or gpu always runs: a hardware run is asked for by name.
 The lessons, and what each produces, are listed in lesson_code/lessons.toml. Nothing is
 moved into place until the lesson printed PASS and the recording validated: a failure,
 Ctrl-C (exit 130) or SIGTERM (exit 143) leaves every earlier file as it was, in one line.
@@ -18,6 +25,14 @@ from pathlib import Path
 
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+if __name__ == "__main__":
+    # `--check` on a tree checked before, byte for byte, is answered from the memo
+    # (scripts/memo.py) before the imports below: one Python start and one digest of the
+    # files it reads, instead of importing the machinery and jsonschema.
+    from scripts.memo import answer_check_from_memo
+
+    answer_check_from_memo(sys.argv[1:])
 
 import argparse
 import json
@@ -216,10 +231,83 @@ def record_processes(lesson, processes, staging, launcher="processes"):
     return stage_recording(lesson, recording, staging)
 
 
+def lessons_to_run(lessons, args):
+    """The ids of the lessons this run executes, like a cache: for --render-only none; for
+    --all, and on hardware (asked for by name), every one; otherwise each whose recording
+    (with --processes, its process recording) is stale or missing, or whose notebook only a
+    run can remake. A lesson whose notebook merely shows edited text is re-rendered, not run."""
+    if args.render_only:
+        return set()
+    if args.all or args.platform != "cpu":
+        return set(lessons)
+    from scripts.freshness import recording_state
+    from scripts.outputs import recording_outputs
+
+    root = next(iter(lessons.values())).root
+    try:
+        lock = read_lock(root)
+    except LockError:
+        lock = {}
+    wanted = ".cpu-processes.json" if args.processes else ".cpu.json"
+    runs = set()
+    for lesson in lessons.values():
+        output = next((o for o in recording_outputs(lesson, root)
+                       if o.path == f"recordings/{lesson.id}{wanted}"), None)
+        if output is None:  # no rank module: record() skips it, or refuses it when named
+            runs.add(lesson.id)
+            continue
+        if recording_state(output, root)[1] or (
+                not args.processes and notebook_change(lesson, lock) == "run"):
+            runs.add(lesson.id)
+        else:
+            progress(f"{lesson.id}: {output.path} is current, not re-run (--all re-runs it)")
+    return runs
+
+
+def notebook_change(lesson, lock):
+    """What the notebook companion needs: None (current), "rerender" (only the module's
+    text changed since it was made: a comment, a docstring), or "run"."""
+    from scripts.freshness import derived_problems
+    from scripts.hashes import changed_files, digest
+
+    output = notebook_output(lesson)
+    if not derived_problems(output, lock, lesson.root):
+        return None
+    entry = lock.get(output.path)
+    path = lesson.root / output.path
+    if entry is None or digest(path) != entry.get("sha256"):
+        return "run"  # missing, or edited by hand: nothing trustworthy to re-render from
+    changed = changed_files(entry.get("inputs", {}), output.current_inputs(lesson.root))
+    return "rerender" if set(changed) <= {output.shows} else "run"
+
+
+def notebook_rerendered(lesson, staging, lock):
+    """For a lesson that is not re-run: stage its notebook re-rendered from today's text
+    when that is all it needs, and update `lock`. False when only a run can make it."""
+    change = notebook_change(lesson, lock)
+    if change != "rerender":
+        return change is None
+    from scripts.runners.kernel import notebook_text, rerender
+
+    output = notebook_output(lesson)
+    notebook = rerender((lesson.root / output.path).read_text(), lesson.path(), lesson.id,
+                        "cpu", lesson.devices)
+    if notebook is None:
+        return False
+    progress(f"{lesson.id}: {output.shows} changed only in its text; re-rendering "
+             f"{output.path} from the executed cells, no run")
+    text = notebook_text(notebook)
+    staging.add(lesson.root / output.path, text)
+    lock[output.path] = lock_entry(output, text, lesson.root)
+    return True
+
+
 def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False,
-           launcher="processes"):
+           runs=None, launcher="processes"):
     """`chosen`: the lessons were named (--lesson), so one without a rank module is an
-    error for --processes rather than skipped."""
+    error for --processes rather than skipped. `runs`: the ids of the lessons to execute
+    (lessons_to_run; None: every one); the others only get their figures and notebook
+    brought up to date."""
     root = next(iter(lessons.values())).root
     remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
     with Staging() as staging, scratch_folder("record") as scratch:
@@ -233,13 +321,16 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                 progress(f"skipping {lesson.id}: it has no rank_module in "
                          f"lesson_code/lessons.toml")
                 continue
+            run = runs is None or lesson.id in runs
             if processes:
-                arriving.update(record_processes(lesson, processes, staging, launcher))
+                if run:
+                    arriving.update(record_processes(lesson, processes, staging, launcher))
             elif not render_only:
-                recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
-                                                  scratch)
-                arriving.update(recorded)
-                lock.update(entries)
+                if run or not notebook_rerendered(lesson, staging, lock):
+                    recorded, entries = record_lesson(lesson, platform, lesson.devices,
+                                                      staging, scratch)
+                    arriving.update(recorded)
+                    lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
                     arriving.update(record_simulation(lesson, staging, scratch))
             progress(f"analysing and drawing the figures of {lesson.id}")
@@ -248,13 +339,35 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
         staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
 
-def check(lessons):
+def check(lessons, argv):
+    """Print one line per stale, missing or invalid output; the answer is kept in the memo
+    for the same bytes (scripts/memo.py), which the next identical check prints at once."""
+    from scripts import memo
     from scripts.freshness import check as problems
 
-    lines = problems(lessons, next(iter(lessons.values())).root)
+    root = next(iter(lessons.values())).root
+    key = memo.tree_key(root, argv)
+    lines = problems(lessons, root)
     for line in lines:
         print(line)
-    return 1 if lines else 0
+    status = 1 if lines else 0
+    memo.remember_check(root, argv, key, lines, status)
+    return status
+
+
+def prime_check(root):
+    """Work out the plain `--check` now, while what it needs is imported, so that the check
+    a reader runs next, on the files just written, is answered from the memo at once."""
+    from scripts import memo
+    from scripts.freshness import check as problems
+
+    argv = ["--check"]
+    try:
+        key = memo.tree_key(root, argv)
+        lines = problems(load_lessons(), root)  # every lesson, as main() reads them
+    except (RegistryError, RecordingError, ValueError, OSError):
+        return  # the check itself will say what is wrong
+    memo.remember_check(root, argv, key, lines, 1 if lines else 0)
 
 
 class UsageError(RecordError):
@@ -332,6 +445,8 @@ def parse_args(argv):
                       help="exit 1 listing every stale, invalid or missing output")
     mode.add_argument("--render-only", action="store_true",
                       help="redraw the figures from the existing recordings, without JAX")
+    mode.add_argument("--all", action="store_true",
+                      help="re-run every lesson, even those whose recordings are current")
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
     parser.add_argument("--devices", type=int,
                         help="the lesson's device count (lessons.toml `devices`); no other is "
@@ -346,6 +461,7 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     stop_on_signals()  # Ctrl-C and SIGTERM unwind through every clean-up on the way
     try:
@@ -356,11 +472,13 @@ def main(argv=None):
                                     f"known: {', '.join(lessons)}")
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
-            return check(lessons)
+            return check(lessons, argv)
         refuse_what_cannot_work(args, lessons)
         record(lessons, args.platform, args.processes, args.render_only,
-               chosen=bool(args.lesson), launcher=args.launcher)
+               chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
+               launcher=args.launcher)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
+        prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2

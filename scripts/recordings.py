@@ -13,8 +13,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import RECORDINGS, ROOT, display, interrupts
-from scripts.hashes import content_files, combined_hash
+from scripts import RECORDINGS, ROOT, display, interrupts, memo
+from scripts.hashes import combined_hash, content_files, digest_bytes
 from scripts.interrupts import signals_deferred
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
@@ -67,7 +67,8 @@ def load_recording(path, fix=RECORD):
     path = Path(path)
     where = display(path)
     try:
-        recording = json.loads(path.read_text())
+        text = path.read_text()
+        recording = json.loads(text)
     except FileNotFoundError:
         raise RecordingError(f"{where}: missing", fix) from None
     except IsADirectoryError:
@@ -79,7 +80,32 @@ def load_recording(path, fix=RECORD):
         raise RecordingError(f"{where}: not valid JSON ({error})", fix) from None
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
-    return validate(recording, where, fix)
+    if validated_before(text):
+        return recording
+    validate(recording, where, fix)
+    remember_valid(text)
+    return recording
+
+
+def validation_key(text):
+    """The digest of a recording's bytes and the schema's: a recording that validated
+    against this schema once validates again, so only a changed file costs jsonschema."""
+    try:
+        schema = SCHEMA_PATH.read_bytes()
+    except OSError:
+        return None  # validate() reports the unreadable schema
+    return digest_bytes(digest_bytes(schema) + digest_bytes(text))
+
+
+def validated_before(text):
+    key = validation_key(text)
+    return key is not None and memo.recall("valid", key) is True
+
+
+def remember_valid(text):
+    key = validation_key(text)
+    if key is not None:
+        memo.remember("valid", key, True)
 
 
 def host_environment():

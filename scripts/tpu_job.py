@@ -1,6 +1,8 @@
-"""Regenerate recordings/<lesson>.tpu.json on a 4-chip TPU VM, or a slice's run.
+"""Regenerate recordings/<lesson>.tpu.json on a single-host TPU VM with the lesson's chips,
+or the rank module's run on every worker of a slice.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
+    python scripts/tpu_job.py --lesson ID ...    # another lesson (default: the registry's first)
     python scripts/tpu_job.py ... --accelerator v6e-16   # 4 workers: <lesson>.tpu-processes.json
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
@@ -8,13 +10,15 @@
 The VM gets the committed tree (git archive HEAD), a uv-managed Python 3.11 with the
 exact pins (stock TPU images ship an older python3), and runs the same record.py as here,
 with --platform tpu. The recording it writes is copied back, checked, and only then
-moved into recordings/; any failure leaves recordings/ as it was. On a multi-host slice
-(v5litepod-16, v6e-16) every copy and command goes to all workers at once
-(--worker=all), each worker runs the lesson's rank module with no rank flags (JAX joins
-them through the Cloud TPU environment), and rank 0's data and stdout come back from
-worker 0, to be made into the recording here. The lesson is the registry's first
-(lesson_code/lessons.toml). TPU_NAME, ZONE and PROJECT set the defaults of --name, --zone
-and --project.
+moved into recordings/; any failure leaves recordings/ as it was. One lesson per run
+(--lesson, default the registry's first in lesson_code/lessons.toml), so one lesson's
+failure never takes another's recording with it; --accelerator defaults to the VM with
+exactly that lesson's `devices` chips, and a count no single-host VM has is refused in
+one line. On a multi-host slice (v5litepod-16, v6e-16) every copy and command goes to all
+workers at once (--worker=all), each worker runs the lesson's rank module with no rank
+flags (JAX joins them through the Cloud TPU environment), and rank 0's data and stdout
+come back from worker 0, to be made into the recording here. TPU_NAME, ZONE and PROJECT
+set the defaults of --name, --zone and --project.
 """
 import argparse
 import codecs
@@ -131,14 +135,14 @@ def uncommitted_inputs(module_path, root=ROOT):
     return [line[3:] for line in status.stdout.splitlines()]
 
 
-def run_job(name, zone, accelerator, project=None, create=False, delete=False,
-            root=ROOT, recordings_dir=None):
+def run_job(name, zone, accelerator=None, project=None, create=False, delete=False,
+            root=ROOT, recordings_dir=None, lesson_id=None):
     """Run every step; raise JobFailed (or KeyboardInterrupt) with recordings/ untouched.
 
     With `delete`, the VM is deleted at the end, after a failure too, but only once it
     is known to be this run's: a failed create may mean the name belongs to another VM.
     """
-    lesson = tpu_lesson(root)
+    lesson = tpu_lesson(root, lesson_id)
     hosts = workers(accelerator)
     # A slice runs the rank module, whose closure is then what must be committed.
     module_path = lesson.path(lesson.rank_module if hosts > 1 else lesson.module)
@@ -150,7 +154,9 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {listed} && git commit`, then rerun")
     with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
-        steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
+        steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
+                          lesson.id)
+        accelerator = accelerator or steps_accelerator(steps)
         cleanup = steps.pop() if delete else None
         vm_is_ours = not create  # named by the caller, who asked for it to be deleted
         failure, lesson_s = None, 0.0
@@ -181,6 +187,14 @@ def run_job(name, zone, accelerator, project=None, create=False, delete=False,
             progress(f"not deleting {name}: this run did not create it")
         if failure is not None:
             raise failure
+
+
+def steps_accelerator(steps):
+    """The accelerator the steps create (chosen from the lesson), for the error lines."""
+    for step in steps:
+        if step.gcloud_verb == "create":
+            return step.command[step.command.index("--accelerator-type") + 1]
+    return "TPU"
 
 
 def install_fetched(fetched, target, lesson, root):
@@ -226,8 +240,11 @@ def parse_args(argv):
     parser.add_argument("--zone", default=os.environ.get("ZONE"), help="default: $ZONE")
     parser.add_argument("--project", default=os.environ.get("PROJECT"),
                         help="default: $PROJECT, else gcloud's configured project")
+    parser.add_argument("--lesson", metavar="ID",
+                        help="the lesson to record (default: the registry's first)")
     parser.add_argument("--accelerator", metavar="|".join(RUNTIMES),
-                        help="the chip kind: a 4-chip VM, or a slice of 4 such workers")
+                        help="a single-host VM with the lesson's `devices` chips (default: "
+                             "chosen from them), or a slice of 4 workers with 4 chips each")
     parser.add_argument("--create", action="store_true", help="create the VM first")
     parser.add_argument("--delete", action="store_true",
                         help="delete the VM at the end, also after a failure")
@@ -247,13 +264,12 @@ def main(argv=None, root=ROOT):
             write_docs(root)
             return 0
         for flag, value, variable in (("--name", args.name, "TPU_NAME"),
-                                      ("--zone", args.zone, "ZONE"),
-                                      ("--accelerator", args.accelerator, None)):
+                                      ("--zone", args.zone, "ZONE")):
             if not value:
-                also = f" (or set {variable})" if variable else f": {' or '.join(RUNTIMES)}"
-                raise UsageError(f"{flag} is required{also}")
+                raise UsageError(f"{flag} is required (or set {variable})")
         options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
-                       project=args.project, create=args.create, delete=args.delete)
+                       project=args.project, create=args.create, delete=args.delete,
+                       lesson_id=args.lesson)
         # Building the steps validates every value: a usage error comes before any check
         # of the working tree and before any gcloud call.
         steps = job_steps(**options, root=root)

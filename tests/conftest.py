@@ -25,6 +25,15 @@ PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt", "pyproject
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
+from scripts.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
+
+# This tree's registry. A test about "the lesson" runs once per registered lesson
+# (@each_lesson), so a lesson added as the README says is tested with no change here;
+# a test of one lesson's own content names it.
+LESSONS = load_lessons(ROOT)
+each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
+                                      ids=list(LESSONS))
+
 
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
 OUTPUTS = ("recordings", "figures", "docs/notebooks")

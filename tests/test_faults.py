@@ -173,7 +173,7 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
         tree, phase, signum, times):
     make_every_figure_stale(tree)
     before = snapshot(tree)
-    run = Record(tree)
+    run = Record(tree, "--all")  # a current tree runs nothing without it
     try:
         run.wait_for_line("record: running")
         if phase == "running the cells":
@@ -202,7 +202,7 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
 
 def test_a_sigkill_while_the_cells_run_leaves_no_kernel_and_the_next_run_cleans_up(tree):
     before = snapshot(tree)
-    run = Record(tree)
+    run = Record(tree, "--all")  # a current tree runs nothing without it
     try:
         run.wait_for_line("record: running")
         kernels = run.wait_for_children("ipykernel", 1)
@@ -307,7 +307,7 @@ def hanging_ranks(root):
 def test_the_ranks_die_with_their_launcher(tree, how):
     hanging_ranks(tree)
     before = snapshot(tree)
-    run = Record(tree, "--processes", "4", FAILING_RANK="hang")
+    run = Record(tree, "--processes", "4", "--all", FAILING_RANK="hang")
     try:
         run.wait_for_line("record: running")
         ranks = run.wait_for_children("lesson_code.hanging_rank", 4)

@@ -134,3 +134,34 @@ def test_no_ring_figure_text_runs_past_its_canvas(phase):
             box = text.get_window_extent(renderer)
             assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, \
                 f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f} of {canvas.x1:.0f}"
+
+
+TWO_SERIES = {"lessonId": "x", "data": {"panelsTitle": "Two series", "panels": [
+    {"kind": "bar", "labels": ["a", "b", "c"], "ylabel": "µs",
+     "series": [{"label": "min", "y": [1, 2, 3]}, {"label": "median", "y": [2, 3, 4]}]}]}}
+
+
+def test_several_series_are_drawn_side_by_side_with_a_legend():
+    from scripts.figures import panels
+    from scripts.figures.svg import figure_style, new_figure
+
+    with figure_style():
+        fig, ax = new_figure()
+        panels.side_by_side(ax, TWO_SERIES["data"]["panels"][0])
+        spans = sorted((bar.get_x(), bar.get_x() + bar.get_width()) for bar in ax.patches)
+        legend = [text.get_text() for text in ax.get_legend().get_texts()]
+    assert len(spans) == 6  # every bar of both series is drawn
+    assert all(right <= next_left + 1e-9 for (_, right), (next_left, _) in
+               zip(spans, spans[1:])), spans  # and none covers another
+    assert legend == ["min", "median"]
+    svg = panels.render(TWO_SERIES)
+    assert ">min<" in svg and ">median<" in svg and "min vs median" in svg
+    assert "µs (min): a 1, b 2, c 3; µs (median): a 2, b 3, c 4" in svg
+
+
+def test_a_panel_kind_no_renderer_draws_is_refused():
+    from scripts.figures import panels
+
+    heat = {**TWO_SERIES["data"]["panels"][0], "kind": "heatmap"}
+    with pytest.raises(ValueError, match="panel 0 is of kind 'heatmap'; only bar panels"):
+        panels.render({"lessonId": "x", "data": {"panels": [heat]}})

@@ -10,13 +10,17 @@ import time
 
 import pytest
 
-from conftest import clean_env, project_copy
+from conftest import LESSONS, clean_env, project_copy
 from scripts import hashes
+from scripts.lessons import load_lessons
+from scripts.outputs import figure_outputs, lesson_command, notebook_output
 
 LESSON_ID = "distributed-03"
 LESSON = f"lesson_code/{LESSON_ID.replace('-', '_')}.py"
 RENDER = "`python scripts/record.py --render-only`"
-RECORD = "`python scripts/record.py`"
+# The fixes name the lesson (`--lesson distributed-03`) once the registry lists others.
+RECORD = f"`{lesson_command(LESSONS[LESSON_ID])}`"
+PROCESSES = f"`{lesson_command(LESSONS[LESSON_ID], 'python scripts/record.py --processes 4')}`"
 LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
 
 
@@ -26,6 +30,11 @@ def edit(path, change):
 
 def append_comment(text):
     return text + "\n# A reader's note: the comment is part of what the page shows.\n"
+
+
+def append_code(text):
+    """A change to what the module executes (a comment would key nothing new)."""
+    return text + "\nA_READERS_CONSTANT = 1\n"
 
 
 def run_check(root, *python_flags, prelude=""):
@@ -58,14 +67,37 @@ def test_the_committed_tree_is_current(tree):
     assert problems(tree) == []
 
 
-def test_a_comment_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
-    edit(tree / LESSON, append_comment)
+def in_a_section(text, line):
+    """`text` with `line` added inside its first snippet section, which the notebook shows."""
+    marker = text.index("# --8<-- [start:")
+    end = text.index("\n", marker) + 1
+    return text[:end] + line + text[end:]
+
+
+@pytest.mark.parametrize("shown_edit", [
+    lambda t: in_a_section(t, "# A reader's note: shown by the notebook and the page.\n"),
+    lambda t: t.replace('"""', '"""A docstring that reads better. ', 1),
+])
+def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(tree, shown_edit):
+    # A recording is keyed on the code as executed: comments and docstrings cannot change
+    # what the program measures. The notebook shows the text, so it alone is stale.
+    before = lesson_hash(tree)
+    edit(tree / LESSON, shown_edit)
+    assert lesson_hash(tree) == before
+    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; "
+                              f"run {RECORD}"]
+
+
+def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
+    edit(tree / LESSON, lambda t: t + "\nUNUSED_BY_THE_LESSON = 1\n")
     lines = problems(tree)
     assert f"recordings/{LESSON_ID}.cpu.json: stale, {LESSON} changed; run {RECORD}" in lines
-    # The rank module imports the lesson, so the process run is stale too; nothing else.
+    # The rank module imports the lesson, so the process run is stale too, and the
+    # notebook, which shows the module (it is remade by the same run).
     assert f"recordings/{LESSON_ID}.cpu-processes.json: stale, {LESSON} changed; run " \
-           f"`python scripts/record.py --processes 4`" in lines
-    assert len(lines) == 2
+           f"{PROCESSES}" in lines
+    assert f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; run {RECORD}" in lines
+    assert len(lines) == 3
 
 
 def test_a_renderer_edit_asks_for_a_re_render_only(tree):
@@ -77,10 +109,10 @@ def test_a_renderer_edit_asks_for_a_re_render_only(tree):
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
     edit(tree / "scripts" / "figures" / "svg.py", append_comment)
     lines = problems(tree)
+    # Every figure of every registered lesson, and nothing else.
     assert {line.split(":")[0] for line in lines} == {
-        f"figures/{LESSON_ID}{suffix}.svg"
-        for suffix in ("", "-mechanism", "-ring-reduce-scatter", "-ring-all-gather", "-traffic",
-                       "-sweep")}
+        output.path for lesson in load_lessons(tree).values()
+        for output in figure_outputs(lesson)}
     assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
                for line in lines)
 
@@ -93,14 +125,16 @@ def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
         f"lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
 
 
-def test_the_notebook_builder_is_an_input_of_the_notebook(tree):
+def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
     edit(tree / "scripts" / "runners/kernel.py", append_comment)
-    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, scripts/runners/kernel.py "
-                              f"changed; run {RECORD}"]
+    # One line per registered lesson, its fix naming the lesson once there are several.
+    assert problems(tree) == [
+        f"docs/notebooks/{lesson.id}.ipynb: stale, scripts/runners/kernel.py changed; run "
+        f"`{notebook_output(lesson).fix}`" for lesson in load_lessons(tree).values()]
 
 
 def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):
-    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_comment)
+    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_code)
     assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, lesson_code/"
                               f"distributed_03_sweep.py changed; run `make bench`"]
 
@@ -116,14 +150,14 @@ def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure
         *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, "
           f"lesson_code/distributed_03_sweep_analysis.py changed; run {RENDER}"
           for variant in ("cpu", "cpu-processes", "sweep")]])
-    edit(tree / "scripts" / "intervals.py", append_comment)
+    edit(tree / "scripts" / "intervals.py", append_code)
     assert all(line.endswith(f"run {RENDER}") for line in problems(tree))
 
 
 def test_a_format_change_redraws_and_re_measures_nothing(tree):
     # How sizes are written (scripts/units.py) is no input of any recording: only the
     # figures that print sizes import it.
-    edit(tree / "scripts" / "units.py", append_comment)
+    edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
         f"figures/{LESSON_ID}-sweep.svg: stale, scripts/units.py changed; run {RENDER}",
         f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}"])
@@ -221,9 +255,9 @@ def test_a_transitive_pin_of_the_runtime_re_records(tree):
 
 def test_files_the_lesson_does_not_import_leave_its_hash(tree):
     before = lesson_hash(tree)
-    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_comment)
-    edit(tree / "lesson_code" / "ring.py", append_comment)
-    edit(tree / "scripts" / "figures" / "panels.py", append_comment)
+    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_code)
+    edit(tree / "lesson_code" / "ring.py", append_code)
+    edit(tree / "scripts" / "figures" / "panels.py", append_code)
     assert lesson_hash(tree) == before
 
 
@@ -235,4 +269,48 @@ def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
     before = lesson_hash(tree)
     assert "lesson_code/lesson_helper.py" in hashes.content_files(tree / LESSON, tree)
     edit(helper, append_comment)
+    assert lesson_hash(tree) == before  # a comment: the same code
+    edit(helper, lambda t: t.replace("SCALE = 1", "SCALE = 2"))
     assert lesson_hash(tree) != before
+
+
+def cli_check(root, *python_flags):
+    """`python scripts/record.py --check` as a reader types it (the memo's shortcut is the
+    command line's)."""
+    return subprocess.run([sys.executable, *python_flags, "scripts/record.py", "--check"],
+                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                          capture_output=True, text=True, timeout=120)
+
+
+def imported_modules(run):
+    return {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+def test_a_check_of_the_same_bytes_is_answered_from_the_memo(tree):
+    first = cli_check(tree)
+    assert (first.returncode, first.stdout) == (0, "")
+    again = cli_check(tree, "-X", "importtime")
+    assert (again.returncode, again.stdout) == (0, "")
+    # Answered before the machinery is imported: no freshness check, no jsonschema.
+    assert "scripts.memo" in imported_modules(again)
+    assert {"scripts.freshness", "jsonschema"} & imported_modules(again) == set()
+
+
+def test_any_changed_byte_is_checked_afresh(tree):
+    assert cli_check(tree).returncode == 0
+    edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
+    run = cli_check(tree)
+    assert (run.returncode, run.stdout) == (1, f"figures/{LESSON_ID}.svg: edited by hand since "
+                                               f"it was made; run {RENDER}\n")
+    (tree / "figures" / f"{LESSON_ID}.svg").unlink()  # a file gone is a change too
+    assert cli_check(tree).stdout == f"figures/{LESSON_ID}.svg: missing; run {RENDER}\n"
+
+
+def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
+    assert cli_check(tree).returncode == 0  # validated, and remembered as valid
+    path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
+    edit(path, lambda t: t.replace('"schemaVersion": 1', '"schemaVersion": "one"', 1))
+    lines = problems(tree)
+    assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: invalid at schemaVersion")
+               for line in lines), lines

@@ -1,54 +1,67 @@
-"""The notebook companion: cut from the lesson module, and runnable in a fresh kernel."""
+"""The notebook companion of each lesson: cut from its module, and runnable in a fresh kernel."""
+import json
+
 import nbformat
 
-from conftest import ROOT
+from conftest import LESSONS, ROOT, each_lesson
 from scripts.runners.kernel import build_notebook, execute, source_blocks, stdout_of
 
-LESSON = ROOT / "lesson_code" / "distributed_03.py"
-COMMITTED = ROOT / "docs" / "notebooks" / "distributed-03.ipynb"
-RECORDING = ROOT / "recordings" / "distributed-03.cpu.json"
+
+def committed(lesson):
+    return ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb"
 
 
-def test_cells_are_the_lesson_sections_in_file_order():
-    _, blocks = source_blocks(LESSON.read_text())
+def recorded_stdout(lesson):
+    return json.loads((ROOT / "recordings" / f"{lesson.id}.cpu.json").read_text())["stdout"]
+
+
+@each_lesson
+def test_cells_are_the_lesson_sections_in_file_order(lesson):
+    source = lesson.path().read_text()
+    _, blocks = source_blocks(source)
     names = [name for name, _ in blocks if name]
-    source = LESSON.read_text()
     assert names == sorted(names, key=lambda n: source.index(f"[start:{n}]"))
-    assert {"configure_devices", "run_lesson", "make_it_yours"} <= set(names)
     assert not any('__name__ == "__main__"' in code for _, code in blocks)
 
 
-def test_the_committed_notebook_printed_exactly_the_committed_recording():
-    import json
+def test_distributed_03_has_its_steps_and_the_exercise_prompt():
+    _, blocks = source_blocks(LESSONS["distributed-03"].path().read_text())
+    assert {"configure_devices", "run_lesson", "make_it_yours"} <= {n for n, _ in blocks if n}
 
-    notebook = nbformat.read(COMMITTED, as_version=4)
+
+@each_lesson
+def test_the_committed_notebook_printed_exactly_the_committed_recording(lesson):
+    notebook = nbformat.read(committed(lesson), as_version=4)
     printed = stdout_of(notebook)
-    assert printed == json.loads(RECORDING.read_text())["stdout"]
-    assert printed.rstrip().endswith("PASS: distributed-03")
+    assert printed == recorded_stdout(lesson)
+    assert printed.rstrip().endswith(f"PASS: {lesson.id}")
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
 
 
-def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(tmp_path):
+@each_lesson
+def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_path):
     # The committed file as a reader downloads it, outputs cleared, in an empty folder:
     # nothing from this repository is importable there.
-    notebook = nbformat.read(COMMITTED, as_version=4)
+    notebook = nbformat.read(committed(lesson), as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     execute(notebook, tmp_path)
-    printed = "".join(out.get("text", "") for out in notebook.cells[-1].outputs)
-    assert printed.rstrip().endswith("PASS: distributed-03")
-    assert printed.count("Gradient reference:") == 1
+    lines = "".join(out.get("text", "") for out in notebook.cells[-1].outputs).splitlines()
+    assert lines[-1] == f"PASS: {lesson.id}"
+    assert len(lines) == len(set(lines))  # each line once, as record.py requires
 
 
-def test_a_fresh_build_matches_the_committed_cells():
-    fresh = build_notebook(LESSON, "distributed-03")
-    committed = nbformat.read(COMMITTED, as_version=4)
-    assert [c.source for c in fresh.cells] == [c.source for c in committed.cells]
+@each_lesson
+def test_a_fresh_build_matches_the_committed_cells(lesson):
+    fresh = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
+    notebook = nbformat.read(committed(lesson), as_version=4)
+    assert [c.source for c in fresh.cells] == [c.source for c in notebook.cells]
 
 
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
-    notebook = build_notebook(LESSON, "distributed-03")
+    lesson = LESSONS["distributed-03"]
+    notebook = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     for plumbing in ("def environment_problem", "class SetupError", "class OneLineParser",
                      "def parse_args", "def main", "argparse", "sys.exit"):

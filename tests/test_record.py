@@ -26,7 +26,7 @@ def edit(path, change):
 def recorded(tmp_path_factory):
     """A copy of the checkout, recorded afresh by its own record.py: (root, the run)."""
     root = project_copy(tmp_path_factory.mktemp("recorded").resolve() / "repo")
-    run = run_record(root)
+    run = run_record(root, "--all")  # every lesson, whether the committed files are current
     assert run.returncode == 0, run.stderr[-3000:]
     return root, run
 
@@ -109,7 +109,7 @@ def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
     edit(tree / "scripts" / "figures" / "mechanism.py", lambda t: t.replace(
         "def render(diagram):\n", "def render(diagram):\n    raise ValueError('broke')\n", 1))
     before = snapshot(tree)
-    run = run_record(tree)
+    run = run_record(tree, "--all")
     assert run.returncode == 1
     assert "printed PASS" in run.stderr
     assert run.stderr.strip().splitlines()[-1] == (
@@ -122,7 +122,7 @@ def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
 
 def test_an_interrupt_while_the_lesson_runs_leaves_every_file(tree):
     before = snapshot(tree)
-    process = subprocess.Popen([sys.executable, str(tree / "scripts" / "record.py")],
+    process = subprocess.Popen([sys.executable, str(tree / "scripts" / "record.py"), "--all"],
                                cwd=tree, env=clean_env(), stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
@@ -188,3 +188,53 @@ def test_a_staged_file_left_by_a_killed_run_is_removed_by_the_next(tree):
     run = run_record(tree, "--render-only")
     assert run.returncode == 0, run.stderr[-2000:]
     assert leftover_temp_files(tree) == []
+
+
+def test_a_current_tree_runs_nothing_and_changes_no_file(tree):
+    before = snapshot(tree)
+    run = run_record(tree)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "record: running" not in run.stderr
+    assert f"record: {LESSON_ID}: recordings/{LESSON_ID}.cpu.json is current, not re-run " \
+           f"(--all re-runs it)" in run.stderr
+    assert snapshot(tree) == before
+
+
+def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
+    start = "# --8<-- [start:configure_devices]\n"
+    edit(tree / "lesson_code" / "distributed_03.py",
+         lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
+    before = snapshot(tree)
+    run = run_record(tree)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "record: running" not in run.stderr  # no kernel, no JAX
+    assert f"re-rendering docs/notebooks/{LESSON_ID}.ipynb from the executed cells" in run.stderr
+    after = snapshot(tree)
+    notebook = f"docs/notebooks/{LESSON_ID}.ipynb"
+    assert sorted(k for k in after if after[k] != before.get(k)) == [
+        notebook, "recordings/outputs.lock.json"]
+    old, new = (nbformat.reads(files[notebook].decode(), as_version=4)
+                for files in (before, after))
+    assert stdout_of(new) == stdout_of(old)  # the outputs of the run that made the recording
+    assert any("# A reader's note, shown in the notebook." in cell.source for cell in new.cells)
+    assert run_record(tree, "--check").stdout == ""
+
+
+def test_all_re_runs_a_current_lesson(tree):
+    run = run_record(tree, "--all", "--lesson", LESSON_ID)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"record: running {LESSON_ID} on 4 CPU device(s)" in run.stderr
+
+
+def test_the_check_after_a_run_is_answered_from_the_memo(tree):
+    start = "# --8<-- [start:configure_devices]\n"
+    edit(tree / "lesson_code" / "distributed_03.py",
+         lambda t: t.replace(start, start + "# Another reader's note.\n", 1))
+    assert run_record(tree).returncode == 0
+    check = subprocess.run([sys.executable, "-X", "importtime", "scripts/record.py", "--check"],
+                           cwd=tree, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                           capture_output=True, text=True, timeout=120)
+    assert (check.returncode, check.stdout) == (0, "")
+    imported = {line.rsplit("|", 1)[1].strip() for line in check.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "scripts.memo" in imported and "scripts.freshness" not in imported

@@ -1,14 +1,20 @@
-"""A second, different lesson: a module, a registry entry and a page, nothing in scripts/.
+"""A second, different lesson: a module, a registry entry and a page, nothing in scripts/
+or tests/ changed.
 
-tests/fixtures/second_lesson/ holds it: two devices, one psum, no figures. It is dropped
-into a copy of the project, recorded, checked and built there.
+tests/fixtures/second_lesson/ holds it: two devices, one psum, a figure drawn by its own
+renderer (psum_bars.py, beside it in lesson_code/), steps that open with their own
+imports. It is added to a copy of the project (tests/ included) as the README says, then
+recorded, checked, linted and built there, and the copy's own tests about "the lesson"
+run for it as they are.
 """
 import hashlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT, project_copy, run_record
+from conftest import FIXTURES, PROJECT_PARTS, ROOT, clean_env, project_copy, run_record
 from site_build import build
 
 SECOND = FIXTURES / "second_lesson"
@@ -22,32 +28,33 @@ def digests(root, folders):
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo")
+    root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
+                        PROJECT_PARTS + ("tests",))
     shutil.copy(SECOND / "psum_01.py", root / "lesson_code" / "psum_01.py")
+    shutil.copy(SECOND / "psum_bars.py", root / "lesson_code" / "psum_bars.py")  # its figure
     shutil.copy(SECOND / "psum-01.md", root / "docs" / "lessons" / "psum-01.md")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + (SECOND / "registry_entry.toml").read_text())
-    mkdocs = root / "mkdocs.yml"
-    mkdocs.write_text(mkdocs.read_text().replace(
-        "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n",
-        "  - \"Notebook companion\": notebooks/distributed-03.ipynb\n"
-        "  - \"Second lesson\": lessons/psum-01.md\n"
-        "  - \"Its notebook\": notebooks/psum-01.ipynb\n", 1))
-    before = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
-    run = run_record(root, "--lesson", "psum-01")
+    # No nav lines: the build lists a registered lesson that mkdocs.yml leaves out.
+    before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
+    run = run_record(root)  # the plain command: it runs the lessons that are not current
     assert run.returncode == 0, run.stderr[-3000:]
-    return root, before
+    return root, before, run
 
 
-def test_it_records_with_nothing_under_scripts_changed(project):
-    root, before = project
-    after = digests(root, ["scripts", "recordings", "figures", "docs/notebooks"])
-    assert {k: v for k, v in after.items() if k.startswith("scripts/")} == \
-        {k: v for k, v in before.items() if k.startswith("scripts/")}
-    assert digests(root, ["scripts"]) == digests(ROOT, ["scripts"])
+def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
+    root, before, run = project
+    assert "record: running psum-01 on 2 CPU device(s)" in run.stderr
+    assert "record: running distributed-03" not in run.stderr  # current: left alone
+    after = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
+    for folder in ("scripts/", "tests/"):
+        assert {k: v for k, v in after.items() if k.startswith(folder)} == \
+            {k: v for k, v in before.items() if k.startswith(folder)}
+    assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
     added = sorted(set(after) - set(before))
-    assert added == ["docs/notebooks/psum-01.ipynb", "recordings/psum-01.cpu.json"]
-    # distributed-03's outputs are untouched; only the lock gained the new notebook's entry.
+    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.svg",
+                     "recordings/psum-01.cpu.json"]
+    # distributed-03's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
     assert changed == ["recordings/outputs.lock.json"]
 
@@ -57,7 +64,7 @@ def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
 
     import nbformat
 
-    root, _ = project
+    root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
     assert recording["stdout"] == "psum over 2 devices: 3.0\nPASS: psum-01\n"
@@ -68,7 +75,7 @@ def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
 
 
 def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):
-    root, _ = project
+    root, *_ = project
     check = run_record(root, "--check")
     assert (check.returncode, check.stdout) == (0, ""), check.stdout
     run = build(root, tmp_path / "site")
@@ -76,6 +83,18 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
     assert "the sum is\n3." in page or "the sum is 3" in " ".join(page.split())
     assert "PASS: psum-01" in page
+    # The course lists it: in the navigation of every page, and on the home page.
+    home = (tmp_path / "site" / "index.html").read_text()
+    for html in (page, home):
+        assert "Lesson: One all-reduce on two devices" in html
+        assert 'href="notebooks/psum-01/"' in html or 'href="../../notebooks/psum-01/"' in html
+    assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' \
+        in home
+    # Its downloads are on its page, and are there.
+    for link in ('href="../../lesson_code/psum_01.py"',
+                 'href="../../notebooks/psum-01/psum-01.ipynb" download'):
+        assert link in page
+    assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
 
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
@@ -84,13 +103,13 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     from scripts import record as record_script
     from scripts.lessons import load_lessons
 
-    root, _ = project
+    root, *_ = project
     ran, real_record_processes = [], record_script.record_processes
     monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))
     monkeypatch.setattr(record_script, "record_processes",
                         lambda lesson, processes, staging: ran.append((lesson.id, processes))
                         or {})
-    assert record_script.main(["--processes", "4"]) == 0
+    assert record_script.main(["--processes", "4", "--all"]) == 0
     assert ran == [("distributed-03", 4)]
     assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \
         capsys.readouterr().err
@@ -98,3 +117,67 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     monkeypatch.setattr(record_script, "record_processes", real_record_processes)
     assert record_script.main(["--processes", "4", "--lesson", "psum-01"]) == 1
     assert "psum-01 has no rank_module" in capsys.readouterr().err
+
+
+def test_its_steps_with_their_own_imports_pass_lint(project):
+    root, *_ = project
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout[-2000:]
+
+
+def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
+    # The copy's own tests, parametrized over its registry: psum-01 is among their cases
+    # with no line of tests/ changed (run here: the page, the notebook, the freshness
+    # model's per-lesson expectations, and the built site's: its home page, downloads,
+    # every figure shown, formulas).
+    root, *_ = project
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+         "tests/test_lesson_page.py", "tests/test_notebook.py", "tests/test_freshness.py",
+         "tests/test_site.py", "-k", "psum-01 or every_figure or every_notebook or "
+         "committed_tree or named_after_the_course or sized_lazy or formulas_are_mathml"],
+        cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
+        timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:]
+    passed = [line for line in run.stdout.splitlines() if line.startswith("PASSED")]
+    assert sum("[psum-01]" in line for line in passed) >= 8, passed
+    assert any("every_notebook" in line for line in passed), passed
+    assert any("sized_lazy" in line for line in passed), passed  # its figure is shown
+
+
+def test_with_two_lessons_each_fix_names_its_lesson(project, tmp_path):
+    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
+    (root / "recordings" / "psum-01.cpu.json").unlink()
+    check = run_record(root, "--check")
+    assert check.returncode == 1
+    assert "recordings/psum-01.cpu.json: missing; run `python scripts/record.py --lesson " \
+           "psum-01`" in check.stdout.splitlines()
+
+
+def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path):
+    import json
+
+    root, *_ = project
+    recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
+    probe = ("import json, sys; sys.modules['jax'] = None; "
+             "from lesson_code.psum_bars import render; "
+             "sys.stdout.write(render(json.load(open('recordings/psum-01.cpu.json')))); "
+             "sys.stderr.write(repr(sorted(m for m in sys.modules "
+             "if m.startswith('lesson_code'))))")
+    drawn = subprocess.run([sys.executable, "-c", probe], cwd=root, env=clean_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert drawn.returncode == 0, drawn.stderr[-2000:]
+    # No lesson program (nor JAX) was imported to draw it, and the committed SVG is its output.
+    assert drawn.stderr == "['lesson_code', 'lesson_code.psum_bars']"
+    assert (root / "figures" / "psum-01-psum-bars.svg").read_text() == drawn.stdout
+    assert recording["data"]["values"] == [1.0, 2.0]
+    assert "<desc>device 0 holds 1, device 1 holds 2; psum leaves 3 on every device</desc>" \
+        in drawn.stdout
+    # Its renderer is an input like any other: an edit makes the figure stale, to redraw.
+    edited = shutil.copytree(root, tmp_path / "repo", symlinks=True)
+    renderer = edited / "lesson_code" / "psum_bars.py"
+    renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
+    check = run_record(edited, "--check")
+    assert check.stdout == ("figures/psum-01-psum-bars.svg: stale, lesson_code/psum_bars.py "
+                            "changed; run `python scripts/record.py --render-only`\n")

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from conftest import ROOT, project_copy, run_record
+from conftest import LESSONS, ROOT, each_lesson, project_copy, run_record
 from scripts.pages.check_links import broken_links
 from scripts.pages.markup import with_copy_buttons
 from site_build import build
@@ -107,10 +107,20 @@ def test_a_page_id_that_a_copy_button_would_need_fails_the_build():
 
 def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
     lesson = project / "lesson_code" / "distributed_03.py"
-    lesson.write_text(lesson.read_text() + "\n# a comment readers would see\n")
+    lesson.write_text(lesson.read_text() + "\nA_CHANGE_TO_THE_CODE = 1\n")
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert "recordings/distributed-03.cpu.json: stale" in errors
     assert "python scripts/record.py" in errors
+
+
+def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, tmp_path):
+    lesson = project / "lesson_code" / "distributed_03.py"
+    start = "# --8<-- [start:configure_devices]\n"
+    lesson.write_text(lesson.read_text().replace(start, start + "# a comment readers see\n"))
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert "docs/notebooks/distributed-03.ipynb: stale, lesson_code/distributed_03.py " \
+           "changed" in errors
+    assert "recordings/distributed-03.cpu.json" not in errors  # the code is the same
 
 
 @pytest.mark.parametrize("corrupt, expected", [
@@ -151,17 +161,51 @@ def test_recorded_text_cannot_inject_markup(project, tmp_path):
     assert "<img src=x" not in page and "<b>bold</b>" not in page
 
 
-def test_notebook_page_renders_with_download_and_no_math_script(built_site):
-    page = (built_site / "notebooks" / "distributed-03" / "index.html").read_text()
+def test_the_site_is_named_after_the_course(built_site):
+    from scripts.lessons import load_course
+
+    title = load_course()["title"]
+    for page in ("index.html", f"lessons/{next(iter(LESSONS))}/index.html"):
+        assert re.search(rf"<title>[^<]*{re.escape(title)}</title>",
+                         (built_site / page).read_text()), page
+
+
+@each_lesson
+def test_the_home_page_lists_each_lesson_with_its_notebook(built_site, lesson):
+    home = (built_site / "index.html").read_text()
+    assert f'href="lessons/{lesson.id}/"' in home
+    assert f'href="notebooks/{lesson.id}/"' in home
+
+
+@each_lesson
+def test_each_lesson_page_offers_its_program_and_notebook_as_downloads(built_site, lesson):
+    page = (built_site / "lessons" / lesson.id / "index.html").read_text()
+    downloads = page.split('id="downloads"')[1]
+    program = lesson.path().relative_to(ROOT).as_posix()
+    notebook = f"notebooks/{lesson.id}/{lesson.id}.ipynb"
+    for target in (program, notebook):
+        assert re.search(rf'<a (download )?href="../../{re.escape(target)}"( download)?>',
+                         downloads), target
+        assert (built_site / target).read_bytes() == (
+            (ROOT / program) if target == program else
+            (ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb")).read_bytes()
+
+
+@each_lesson
+def test_notebook_page_renders_with_download_and_no_math_script(built_site, lesson):
+    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
     # Page-relative: the .ipynb sits beside the page wherever the site is published.
-    assert re.search(r'<a href="distributed-03\.ipynb"[^>]*download', page)
-    assert "PASS: distributed-03" in page  # outputs recorded by record.py
+    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
+    assert f"PASS: {lesson.id}" in page  # outputs recorded by record.py
     scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
     # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
     assert "<style" not in page.split("<body")[1]
     assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    assert page.count('<div class="highlight">') >= 18
+    code_cells = [c for c in json.loads((ROOT / "docs" / "notebooks" /
+                                         f"{lesson.id}.ipynb").read_text())["cells"]
+                  if c["cell_type"] == "code"]
+    assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
@@ -175,7 +219,8 @@ def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
         assert "arithmatex" not in text, page
         assert (".math-display" in text.split("</head>")[0]) == (counted[page] > 0), page
     assert counted["lessons/distributed-03/"] > 0 and counted["going-further/sweep/"] > 0
-    assert counted["404.html"] == counted["notebooks/distributed-03/"] == 0
+    assert counted["404.html"] == 0
+    assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
     lesson = (built_site / LESSON_PAGE).read_text()
     assert 'class="math-display"' in lesson
     assert not list(built_site.rglob("*mathjax*")) and not list(built_site.rglob("*katex*"))
@@ -269,3 +314,27 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 2000-01-01")
     if stale:
         assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]
+
+
+def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path):
+    from dataclasses import dataclass
+
+    from scripts.lessons import Lesson
+    from scripts.pages import hooks
+
+    @dataclass(frozen=True)
+    class WithExercises(Lesson):  # the registry's `exercises`, however it is spelled there
+        exercises: str | None = None
+
+    lesson = WithExercises("distributed-03", "lesson_code.distributed_03",
+                           exercises="lesson_code.distributed_03_exercises")
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/distributed-03.md"),
+                           url="lessons/distributed-03/")
+    markdown = hooks.downloads(lesson, page, {"docs_dir": str(ROOT / "docs"),
+                                              "use_directory_urls": True})
+    assert "[`distributed_03.py`](../lesson_code/distributed_03.py){ download }: the lesson " \
+           "program; it runs on its own" in markdown
+    assert "[`distributed_03_exercises.py`](../lesson_code/distributed_03_exercises.py)" \
+           "{ download }: its exercises" in markdown
+    assert hooks.downloadable_modules(lesson) == ["lesson_code/distributed_03.py",
+                                                  "lesson_code/distributed_03_exercises.py"]

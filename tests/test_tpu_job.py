@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, LESSONS, ROOT, project_copy
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, check_options,
-                                  dry_run_text, job_commands, job_steps)
+from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, accelerators_for,
+                                  check_options, dry_run_text, job_commands, job_steps)
 
 TARGET = "distributed-03.tpu.json"
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
@@ -206,14 +206,74 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
     assert gcloud() == []
 
 
-@pytest.mark.parametrize("accelerator", ["v5litepod-8", "v4-8", "v6e-32", "v5p-8"])
+@pytest.mark.parametrize("accelerator", ["v4-8", "v6e-32", "v5p-8"])
 def test_other_accelerators_are_refused(accelerator, gcloud, capsys):
     assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
                          "--accelerator", accelerator, "--create"]) == 2
     [line] = error_lines(capsys.readouterr())
-    assert "v5litepod-4 or v6e-4 or v5litepod-16 or v6e-16" in line
-    assert "a slice of 4 such workers" in line
+    assert "v6e-4 or v5litepod-4" in line and "v5litepod-16 or v6e-16" in line
     assert gcloud() == []
+
+
+def test_a_vm_with_other_than_the_lessons_chip_count_is_refused(gcloud, capsys):
+    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
+                         "--accelerator", "v5litepod-8", "--dry-run"]) == 2
+    [line] = error_lines(capsys.readouterr())
+    assert line == ("tpu_job: error: --accelerator v5litepod-8 has 8 chips and distributed-03 "
+                    "records on 4 (`devices` in lesson_code/lessons.toml); use v6e-4 or "
+                    "v5litepod-4, or leave --accelerator out")
+
+
+def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys):
+    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b", "--create",
+                         "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--accelerator-type v6e-4 --version v2-alpha-tpuv6e" in out
+    assert "record.py --platform tpu --lesson distributed-03'" in out
+
+
+@pytest.fixture
+def two_lessons(tmp_path):
+    """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
+    root = project_copy(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
+                                           "lesson_code", "recordings"))
+    shutil.copy(FIXTURES / "second_lesson" / "psum_01.py", root / "lesson_code")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text() +
+                        (FIXTURES / "second_lesson" / "registry_entry.toml").read_text())
+    return root
+
+
+def test_a_lesson_no_single_host_vm_fits_is_refused_in_one_line(two_lessons, gcloud, capsys):
+    assert tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
+                         "--dry-run"], root=two_lessons) == 2
+    [line] = error_lines(capsys.readouterr())
+    assert line == ("tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM "
+                    "has 2 chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml "
+                    "to one of those")
+    assert capsys.readouterr().out == ""
+
+
+def test_an_8_device_lesson_gets_an_8_chip_vm_and_is_recorded_alone(two_lessons, gcloud,
+                                                                      capsys):
+    registry = two_lessons / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text().replace("devices = 2", "devices = 8"))
+    assert tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
+                         "--create", "--dry-run"], root=two_lessons) == 0
+    out = capsys.readouterr().out
+    assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
+    # Only this lesson runs on the VM: distributed-03's recording cannot fail with it.
+    assert "scripts/record.py --platform tpu --lesson psum-01'" in out
+    assert "psum-01/recordings/psum-01.tpu.json" in out and "distributed-03" not in out
+    assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
+
+
+def test_an_unknown_lesson_is_refused_naming_the_known_ones(gcloud, capsys):
+    assert tpu_job.main(["--lesson", "distributed-3", "--name", "t", "--zone", "us-east5-b",
+                         "--dry-run"]) == 2
+    [line] = error_lines(capsys.readouterr())
+    assert line == ("tpu_job: error: --lesson distributed-3: no such lesson in "
+                    f"lesson_code/lessons.toml; known: {', '.join(LESSONS)}")
 
 
 @pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
@@ -274,7 +334,7 @@ def test_the_fake_stock_image_refuses_the_pins_in_its_own_python(tmp_path):
     assert fake_vm(remote_setup_command(), tmp_path, "no-pip").returncode == 1
 
 
-@pytest.mark.parametrize("accelerator", sorted(RUNTIMES))
+@pytest.mark.parametrize("accelerator", accelerators_for(next(iter(LESSONS.values())).devices))
 def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
                                                     monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,5 @@
-"""Lighthouse on the built lesson page: a benchmark (`make audit`), not a test.
+"""Lighthouse on the built page of the registry's first lesson: a benchmark (`make audit`),
+not a test.
 
     python scripts/audit/lighthouse.py [--site site] [--runs 5]
 
@@ -26,7 +27,17 @@ ROOT = HERE.parents[1]
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"
 SCORES = HERE / "scores.json"
-PAGE = "lessons/distributed-03/"
+
+
+def first_lesson_page(root=ROOT):
+    """The page of the registry's first lesson (lesson_code/lessons.toml): the one audited."""
+    import tomllib
+
+    lessons = tomllib.loads((root / "lesson_code" / "lessons.toml").read_text())["lesson"]
+    return f"lessons/{lessons[0]['id']}/"
+
+
+PAGE = first_lesson_page()
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 METRICS = ("first-contentful-paint", "largest-contentful-paint", "total-blocking-time",
            "cumulative-layout-shift", "speed-index", "total-byte-weight", "dom-size")

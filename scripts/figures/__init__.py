@@ -1,18 +1,26 @@
-"""Recording -> SVG. The only importers of matplotlib, and they never import lesson_code/.
+"""Recording -> SVG. The only importers of matplotlib (with a lesson's own renderer in
+lesson_code/), and they never import a lesson program.
 
 Every renderer is a module here with one function, `render(data) -> str`: `data` is the
 parsed JSON of its input (a recording, or a figure's own data file the lesson keeps in
 lesson_code/figures/), and the
 SVG text comes back; writing it is record.py's job. A lesson lists the kinds it wants in
 lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
+
+A lesson may also bring a renderer of its own: a module under lesson_code/ with the same
+`render(data) -> SVG text`, listed among its figures by its dotted name
+(`"lesson_code.psum_bars"`). It is drawn from the lesson's CPU recording into
+`figures/<id>-<module name, _ as ->.svg`, and kept current like any other figure (its
+import closure is its code); it must never import a lesson program.
 """
 import importlib
+import re
 from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class FigureKind:
-    renderer: str  # module under scripts/figures/ with render(data) -> str
+    renderer: str  # module under scripts/figures/ (or a lesson's, dotted) with render(data)
     input: str  # the JSON it is drawn from, relative to the repository root
     path: str  # the SVG, relative to the repository root
     # Optional: a recording drawn over the input when it exists (render(data, overlay)),
@@ -20,15 +28,36 @@ class FigureKind:
     # inputs, so its arrival makes the figure stale: `--render-only` redraws it.
     overlay: str | None = None
 
+    @property
+    def module(self):
+        return self.renderer if "." in self.renderer else f"scripts.figures.{self.renderer}"
+
     def module_path(self):
-        return f"scripts/figures/{self.renderer}.py"
+        return self.module.replace(".", "/") + ".py"
 
     def render(self, data, overlay=None):
-        module = importlib.import_module(f"scripts.figures.{self.renderer}")
+        module = importlib.import_module(self.module)
         return module.render(data) if self.overlay is None else module.render(data, overlay)
 
 
-KINDS = {
+# A lesson's own renderer, named by its dotted module under lesson_code/.
+LESSON_RENDERER = re.compile(r"lesson_code(\.[A-Za-z_]\w*)+")
+
+
+class FigureKinds(dict):
+    """The kinds above by name, and any lesson renderer by its module name."""
+
+    def __contains__(self, kind):
+        return super().__contains__(kind) or bool(LESSON_RENDERER.fullmatch(str(kind)))
+
+    def __missing__(self, kind):
+        if not LESSON_RENDERER.fullmatch(str(kind)):
+            raise KeyError(kind)
+        name = kind.rsplit(".", 1)[1].replace("_", "-")
+        return FigureKind(kind, "recordings/{id}.cpu.json", f"figures/{{id}}-{name}.svg")
+
+
+KINDS = FigureKinds({
     "panels": FigureKind("panels", "recordings/{id}.cpu.json", "figures/{id}.svg"),
     "mechanism": FigureKind("mechanism", "lesson_code/figures/{id}-mechanism.json",
                             "figures/{id}-mechanism.svg"),
@@ -45,4 +74,4 @@ KINDS = {
                                   "lesson_code/figures/{id}-tpu-predictions.json",
                                   "figures/{id}-tpu-predictions.svg",
                                   overlay="recordings/{id}.tpu-sweep.json"),
-}
+})

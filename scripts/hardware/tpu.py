@@ -10,14 +10,17 @@ from pathlib import Path
 
 from scripts import ROOT
 
-# Single-host VMs with exactly 4 chips, so `record.py --platform tpu` (4 devices by
-# default) runs unchanged in one process; and multi-host slices of 4 workers with 4 chips
-# each, where the rank module runs on every worker at once. Runtime versions from the
-# Cloud TPU docs.
-RUNTIMES = {"v5litepod-4": "v2-alpha-tpuv5-lite", "v6e-4": "v2-alpha-tpuv6e",
-            "v5litepod-16": "v2-alpha-tpuv5-lite", "v6e-16": "v2-alpha-tpuv6e"}
+# Single-host TPU VMs and their chips: one process sees every chip, so `record.py
+# --platform tpu` runs unchanged there. A lesson is recorded on a VM with exactly its
+# registered `devices` (lessons.toml), so the recording is the run its page describes.
+# Multi-host slices of 4 workers with 4 chips each run the lesson's rank module on every
+# worker at once instead. Runtime versions from the Cloud TPU docs; v6e first, the default.
+CHIPS = {"v6e-1": 1, "v6e-4": 4, "v6e-8": 8,
+         "v5litepod-1": 1, "v5litepod-4": 4, "v5litepod-8": 8}
 WORKERS = {"v5litepod-16": 4, "v6e-16": 4}  # hosts of a multi-host slice; others have 1
 CHIPS_PER_WORKER = 4
+RUNTIMES = {name: "v2-alpha-tpuv6e" if name.startswith("v6e") else "v2-alpha-tpuv5-lite"
+            for name in [*CHIPS, *WORKERS]}
 # What rank 0 leaves on worker 0 of a slice: its data JSON and its stdout.
 SLICE_DATA, SLICE_STDOUT = "slice-data.json", "slice-stdout.txt"
 
@@ -52,12 +55,50 @@ class Step:
         return self.command[4] if is_gcloud else None
 
 
+def chips(count):
+    return f"{count} chip" + ("s" if count != 1 else "")
+
+
+def accelerators_for(devices):
+    """The single-host VM types with exactly `devices` chips, the default first."""
+    return [name for name, chips in CHIPS.items() if chips == devices]
+
+
+def choose_accelerator(lesson, accelerator=None):
+    """`accelerator`, or the default VM for the lesson's device count; UsageError (one
+    line) when no single-host VM has that many chips or the one asked for has another
+    count."""
+    if accelerator in WORKERS:  # a slice runs the rank module, one process per worker
+        return accelerator
+    fitting = accelerators_for(lesson.devices)
+    if not fitting:
+        counts = sorted(set(CHIPS.values()))
+        raise UsageError(
+            f"{lesson.id} records on {lesson.devices} devices and no single-host TPU VM has "
+            f"{lesson.devices} chips ({', '.join(map(str, counts[:-1]))} or {counts[-1]}); "
+            f"change its `devices` in lesson_code/lessons.toml to one of those")
+    if accelerator is None:
+        return fitting[0]
+    if accelerator not in CHIPS:
+        raise UsageError(
+            f"--accelerator {accelerator} is not supported; use {' or '.join(fitting)} "
+            f"(one VM with {lesson.devices} chips, as {lesson.id} records on), or a "
+            f"multi-host slice: {' or '.join(WORKERS)}")
+    if CHIPS[accelerator] != lesson.devices:
+        raise UsageError(
+            f"--accelerator {accelerator} has {chips(CHIPS[accelerator])} and {lesson.id} "
+            f"records on {lesson.devices} (`devices` in lesson_code/lessons.toml); use "
+            f"{' or '.join(fitting)}, or leave --accelerator out")
+    return accelerator
+
+
 def check_options(name, zone, accelerator, project=None):
     """Raise UsageError for anything the job will not run with."""
     if accelerator not in RUNTIMES:
         raise UsageError(
             f"--accelerator {accelerator} is not supported; use {' or '.join(RUNTIMES)} "
-            f"(a VM with 4 chips, or a slice of {max(WORKERS.values())} such workers)")
+            f"(single-host VMs with a lesson's chip count, or a slice of "
+            f"{max(WORKERS.values())} workers with {CHIPS_PER_WORKER} chips each)")
     for flag, value, pattern in (("--name", name, NAME), ("--zone", zone, ZONE),
                                  ("--project", project, PROJECT)):
         if value is not None and not pattern.fullmatch(value):
@@ -80,8 +121,9 @@ def jax_pin(root=ROOT):
     return match.group(1)
 
 
-def tpu_lesson(root=ROOT):
-    """The lesson the job records: the registry's first (lesson_code/lessons.toml)."""
+def tpu_lesson(root=ROOT, lesson_id=None):
+    """The one lesson the job records: `lesson_id`, or the registry's first
+    (lesson_code/lessons.toml)."""
     from scripts.lessons import RegistryError, load_lessons
 
     try:
@@ -90,7 +132,12 @@ def tpu_lesson(root=ROOT):
         raise UsageError(str(error)) from None
     if not lessons:
         raise UsageError("lesson_code/lessons.toml lists no lesson; add one ([[lesson]])")
-    return next(iter(lessons.values()))
+    if lesson_id is None:
+        return next(iter(lessons.values()))
+    if lesson_id not in lessons:
+        raise UsageError(f"--lesson {lesson_id}: no such lesson in lesson_code/lessons.toml; "
+                         f"known: {', '.join(lessons)}")
+    return lessons[lesson_id]
 
 
 def recording_name(lesson_id, accelerator=None):
@@ -116,16 +163,20 @@ def remote_setup(jax_version, remote_dir):
     ])
 
 
-def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
-              workdir=None, root=ROOT):
-    """Every step of the job in order. `workdir` holds the local archive and the
-    fetched recording (None: paths relative to the current directory, for the page)."""
+def job_steps(name, zone, accelerator=None, project=None, create=True, delete=True,
+              workdir=None, root=ROOT, lesson_id=None):
+    """Every step of the job in order, for one lesson (`lesson_id`, default the registry's
+    first) on a VM with its device count (`accelerator`, default chosen from it).
+    `workdir` holds the local archive and the fetched recording (None: paths relative to
+    the current directory, for the page)."""
+    lesson = tpu_lesson(root, lesson_id)
+    accelerator = choose_accelerator(lesson, accelerator)
     check_options(name, zone, accelerator, project)
-    lesson = tpu_lesson(root)
     lesson_id, hosts = lesson.id, workers(accelerator)
     if hosts > 1 and not lesson.rank_module:
         raise UsageError(f"{lesson_id} has no rank_module in lesson_code/lessons.toml; a "
                          f"multi-host slice runs one on every worker")
+    record = f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson_id}"
     remote_dir = lesson_id  # relative to the VM user's home: scp and ssh both start there
     bundle, recording = f"{lesson_id}.tar.gz", recording_name(lesson_id)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
@@ -167,16 +218,18 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
     ]
     if hosts == 1:
         steps += [
-            Step("record the lesson on the chips (scripts/record.py --platform tpu)",
-                 ssh(f"cd {quoted_dir} && .venv/bin/python scripts/record.py --platform tpu"),
+            # One lesson per run: another lesson's failure cannot discard this one's recording.
+            Step(f"record the lesson on the chips (scripts/record.py --platform tpu --lesson "
+                 f"{lesson_id})",
+                 ssh(f"cd {quoted_dir} && {record}"),
                  f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh "
-                 f"{vm}`, then `cd {remote_dir} && .venv/bin/python scripts/record.py "
-                 f"--platform tpu`"),
+                 f"{vm}`, then `cd {remote_dir} && {record}`"),
             Step("copy the recording back",
                  tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
                            local(recording), *where], is_vm_up),
-            Step(f"validate {recording} (schema, backend tpu, 4 TPU devices, PASS, current "
-                 f"contentFiles), then move it into recordings/{recording}", None),
+            Step(f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
+                 f"PASS, current contentFiles), then move it into recordings/{recording}",
+                 None),
         ]
     else:
         recording = recording_name(lesson_id, accelerator)
@@ -207,10 +260,11 @@ def job_steps(name, zone, accelerator, project=None, create=True, delete=True,
     return steps
 
 
-def job_commands(name, zone, accelerator, project=None, create=True, delete=True,
-                 workdir=None, root=ROOT):
+def job_commands(name, zone, accelerator=None, project=None, create=True, delete=True,
+                 workdir=None, root=ROOT, lesson_id=None):
     """The exact commands the job runs, in order (what the lesson page shows)."""
-    steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root)
+    steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
+                      lesson_id)
     return [step.command for step in steps if step.command is not None]
 
 

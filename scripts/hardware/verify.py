@@ -14,7 +14,8 @@ DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless tol
 
 
 class RefusedRecording(Exception):
-    """The fetched file is not a current 4-chip TPU recording; str() is the one line."""
+    """The fetched file is not a current TPU recording on the lesson's chips; str() is the
+    one line."""
 
 
 def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES,

@@ -11,11 +11,19 @@ is untrusted input, so no Markdown extension may ever read it):
                                                     from that recording
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
+    {{ recordings-table }}                          ... of every lesson
+    {{ lessons }}                                   the course: one entry per registered
+                                                    lesson, with its notebook and program
+
+The site is the course (lesson_code/lessons.toml): its name and summary are the registry's
+[course], a lesson the nav leaves out is listed after the last one it names, and each
+lesson page ends with its downloads.
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
                                                     exists, else B (inline or across lines;
                                                     not nested)
 """
 import logging
+import posixpath
 import re
 import sys
 from pathlib import Path
@@ -28,20 +36,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
-from scripts.lessons import RegistryError, load_lessons
+from scripts.hardware.tpu import accelerators_for
+from scripts.hashes import import_closure
+from scripts.lessons import RegistryError, load_course, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
 from scripts.pages.recorded_text import PageValues
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
-TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
+TABLE = re.compile(r"^\{\{\s*recordings-table(?::([\w-]+))?\s*\}\}\s*$", re.MULTILINE)
+LESSON_LIST = re.compile(r"^\{\{\s*lessons\s*\}\}\s*$", re.MULTILINE)
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
 lessons = {}  # lesson id -> Lesson, from the registry on_config read
 recordings = {}  # recording stem ("<lesson>.cpu") -> loaded recording
 page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
+DOCS = [ROOT / "docs"]  # the docs_dir of the build, set by on_config
 
 
 def on_config(config):
@@ -51,13 +63,55 @@ def on_config(config):
     recordings.clear()
     try:
         lessons.update(load_lessons())
+        course = load_course()
         loaded, problems = load_all(lessons)
     except (RegistryError, RecordingError) as error:
         raise PluginError(str(error)) from None
     if problems:
         raise PluginError("; ".join(problems))
     recordings.update(loaded)
+    config["site_name"], config["site_description"] = course["title"], course["description"]
+    DOCS[0] = Path(config["docs_dir"])
+    add_unlisted_lessons(config["nav"], DOCS[0])
     return config
+
+
+def lesson_title(lesson, docs):
+    """The first heading of the lesson's page (docs/lessons/<id>.md), else its id."""
+    page = docs / "lessons" / f"{lesson.id}.md"
+    heading = next((line[2:].strip() for line in page.read_text().splitlines()
+                    if line.startswith("# ")), None) if page.is_file() else None
+    return heading or lesson.id
+
+
+def nav_paths(nav):
+    for item in nav or []:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        if isinstance(value, list):
+            yield from nav_paths(value)
+        else:
+            yield value
+
+
+def add_unlisted_lessons(nav, docs):
+    """Put each registered lesson the nav does not list (its page and its notebook) after
+    the last lesson it does list, so a new lesson needs no nav lines."""
+    if nav is None:
+        return  # no nav: mkdocs lists every page itself
+    listed = set(nav_paths(nav))
+    where = max((number + 1 for number, item in enumerate(nav)
+                 if set(nav_paths([item])) & {f"lessons/{lesson}.md" for lesson in lessons}),
+                default=min(1, len(nav)))
+    for lesson in lessons.values():
+        page, notebook = f"lessons/{lesson.id}.md", f"notebooks/{lesson.id}.ipynb"
+        if page in listed or not (docs / page).is_file():
+            continue  # listed already, or no page yet (the strict build names it)
+        title = lesson_title(lesson, docs)
+        entries = [{f"Lesson: {title}": page}]
+        if notebook not in listed and (docs / notebook).is_file():
+            entries.append({f"Notebook: {title}": notebook})
+        nav[where:where] = entries
+        where += len(entries)
 
 
 def on_serve(server, config, builder):
@@ -79,19 +133,30 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, the lesson program from the site itself."""
+    """Serve figures/, each lesson program from the site itself."""
     for svg in sorted(FIGURES.glob("*.svg")):
         files.append(File(f"figures/{svg.name}", str(ROOT), config["site_dir"],
                           config["use_directory_urls"]))
-    # Each lesson program, downloadable beside its notebook: it runs as is, on its own.
+    # Each lesson program (and its exercises, where the registry names them),
+    # downloadable beside its notebook.
     for lesson in lessons.values():
-        files.append(File(lesson.path().relative_to(ROOT).as_posix(), str(ROOT),
-                          config["site_dir"], config["use_directory_urls"]))
+        for path in downloadable_modules(lesson):
+            files.append(File(path, str(ROOT), config["site_dir"],
+                              config["use_directory_urls"]))
     return files
 
 
+def downloadable_modules(lesson):
+    """The lesson's module, then its exercise module if the registry names one
+    (`exercises`), as paths relative to the repository root."""
+    modules = [lesson.module, getattr(lesson, "exercises", None)]
+    return [lesson.path(module).relative_to(lesson.root).as_posix()
+            for module in modules if module and lesson.path(module).is_file()]
+
+
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
-                                (("value", VALUE), ("tabs", TABS), ("table", TABLE))),
+                                (("value", VALUE), ("tabs", TABS), ("table", TABLE),
+                                 ("lessons", LESSON_LIST))),
                        re.MULTILINE)
 
 
@@ -107,7 +172,38 @@ def on_page_markdown(markdown, page, config, files):
     values = page_values[page.file.src_uri] = PageValues(page.file.src_uri)
     markdown = DIRECTIVE.sub(lambda m: expand(m, page, values), markdown)
     reject_leftover_directives(markdown, page)
+    lesson = lessons.get(page.file.src_uri.removeprefix("lessons/").removesuffix(".md"))
+    if lesson is not None and page.file.src_uri == f"lessons/{lesson.id}.md":
+        markdown += downloads(lesson, page, config)
     return markdown
+
+
+def downloads(lesson, page, config):
+    """The lesson page's last section: its program and its executed notebook, as files.
+
+    The program is served beside the pages (on_files); the notebook's .ipynb is copied
+    beside its page by mkdocs-jupyter, a file mkdocs does not list, hence a plain link.
+    """
+    program, *exercises = downloadable_modules(lesson)
+    here = posixpath.dirname(page.file.src_uri)
+    # It runs once downloaded only if it imports nothing else of this repository.
+    alone = import_closure(lesson.path(), lesson.root) == [lesson.path()]
+    lines = ["", "", "## Downloads", "",
+             f"- [`{posixpath.basename(program)}`]({posixpath.relpath(program, here)})"
+             f"{{ download }}: the lesson program" +
+             (f"; it runs on its own (`python {posixpath.basename(program)}`)" if alone
+              else ", run from a checkout of the repository (it imports other modules)")]
+    for path in exercises:
+        lines.append(f"- [`{posixpath.basename(path)}`]({posixpath.relpath(path, here)})"
+                     f"{{ download }}: its exercises")
+    notebook = f"notebooks/{lesson.id}.ipynb"
+    if (Path(config["docs_dir"]) / notebook).is_file():
+        served = (f"notebooks/{lesson.id}/{lesson.id}.ipynb" if config["use_directory_urls"]
+                  else notebook)
+        link = posixpath.relpath(served, page.url if config["use_directory_urls"] else here)
+        lines.append(f'- <a href="{link}" download><code>{lesson.id}.ipynb</code></a>: the '
+                     f"notebook companion, executed by `scripts/record.py`")
+    return "\n".join(lines) + "\n"
 
 
 def on_page_content(html_text, page, config, files):
@@ -150,6 +246,8 @@ def expand(match, page, values):
         return recording_tabs(TABS.match(text).group(1), page, values)
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), page, values)
+    if match.group("lessons"):
+        return lesson_list(page, values)
     return recorded_value(*VALUE.match(text).groups(), page=page, values=values,
                           directive=text)
 
@@ -225,10 +323,16 @@ def fenced(marker, indent="    "):
 
 
 def executed_recordings(lesson_id, page):
+    """The executed recordings of a lesson (of every lesson when `lesson_id` is None)."""
+    ids = list(lessons) if lesson_id is None else [lesson_id]
     chosen = [r for stem, r in sorted(recordings.items())
-              if stem.startswith(f"{lesson_id}.") and r.get("kind") == "executed"]
-    # The CPU recording first: every reader can reproduce it.
-    chosen.sort(key=lambda r: (r["environment"]["backend"] != "cpu",
+              if any(stem.startswith(f"{name}.") for name in ids)
+              and r.get("kind") == "executed"]
+    # Lesson by lesson in the registry's order, the CPU recording first: every reader can
+    # reproduce it.
+    order = {name: number for number, name in enumerate(ids)}
+    chosen.sort(key=lambda r: (order.get(r["lessonId"], len(order)),
+                               r["environment"]["backend"] != "cpu",
                                r["environment"].get("processCount", 1), r["_stem"]))
     if not chosen:
         raise PluginError(f"{page.file.src_uri}: no recording of {lesson_id}; run `{FIX}`")
@@ -251,6 +355,32 @@ def recording_table(lesson_id, page, values):
                     f"{values.hold(recording['generatedAt'])} | {values.hold(env['jax'])} | "
                     f"{values.hold(status)} |")
     return "\n".join(rows)
+
+
+def lesson_list(page, values):
+    """One entry per registered lesson: its page, notebook and program, the devices it
+    runs on, and whether it was recorded on TPU (`tpu_job.py --lesson <id>`)."""
+    docs, here = DOCS[0], posixpath.dirname(page.file.src_uri)
+
+    def link(target):
+        return posixpath.relpath(target, here)
+
+    items = []
+    for lesson in lessons.values():
+        program = lesson.path().relative_to(lesson.root).as_posix()
+        parts = [f"**[{lesson_title(lesson, docs)}]({link(f'lessons/{lesson.id}.md')})** "
+                 f"(`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
+        if (docs / "notebooks" / f"{lesson.id}.ipynb").is_file():
+            parts.append(f"[notebook companion]({link(f'notebooks/{lesson.id}.ipynb')})")
+        parts.append(f"[the program]({link(program)}) (`python -m {lesson.module}`)")
+        tpu = "recorded there" if f"{lesson.id}.tpu" in recordings else \
+            "not yet recorded on TPU"
+        vms = accelerators_for(lesson.devices)
+        parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "
+                     f"`--platform tpu` ({tpu})" if vms else
+                     f"no single-host TPU VM has {lesson.devices} chips")
+        items.append("- " + " · ".join(parts))
+    return "\n".join(items)
 
 
 def recording_tabs(lesson_id, page, values):
