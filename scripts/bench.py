@@ -24,7 +24,8 @@ from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import LockError, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
-from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed, host_load,
+from scripts.host import host_load, warn_if_busy
+from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)
 
@@ -46,15 +47,6 @@ def check_rows(rows):
                           for r in bad)
         raise WrongResults(f"results differ from the NumPy reference ({where}); "
                            "nothing was written")
-
-
-def warn_if_busy(what):
-    """Say so before measuring on a host whose load already exceeds its cores."""
-    host = host_load()
-    if host["loadAverage1m"] > host["cores"]:
-        print(f"{what}: warning: the load average is {host['loadAverage1m']:.1f} on "
-              f"{host['cores']} cores; the times will include other work, and the page "
-              f"will say so (measure on a quiet machine for a cleaner run)", file=sys.stderr)
 
 
 def measure_blocks(measure, ranks, sizes, plan, blocks):

@@ -212,6 +212,8 @@ def launch_processes(launcher):
 
 
 def record_processes(lesson, processes, staging, launcher="processes"):
+    from scripts.host import warn_if_busy
+    warn_if_busy("record")  # the rounds timing is read with the load; say so up front
     from scripts.runners.processes import ProcessRunError  # only this path needs it
 
     if not lesson.rank_module:

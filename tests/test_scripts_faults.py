@@ -74,7 +74,8 @@ def quiet_host(monkeypatch):
     """bench.py warns on a busy host before it measures; these tests count its lines on
     whatever host runs them, so the host reads as quiet here (tests/test_bench.py checks
     the warning itself)."""
-    monkeypatch.setattr(bench, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
+    import scripts.host
+    monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
 
 
 TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "blocks": 2, "samples": 3,

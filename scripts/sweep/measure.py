@@ -7,7 +7,6 @@ for scale and reads the last-level cache size, where the fits stop.
 """
 import importlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from scripts import ROOT
+from scripts.host import host_load
 
 
 class WorkerFailed(RuntimeError):
@@ -60,11 +60,6 @@ def run_worker(config):
     print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows,
                       "programs": sweep_programs.program_facts(config["ranks"]),
                       "host": {"before": before, "after": host_load()}}))
-
-
-def host_load():
-    """Cores and one-minute load average, read around each worker's block."""
-    return {"cores": os.cpu_count(), "loadAverage1m": round(os.getloadavg()[0], 2)}
 
 
 def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT):
