@@ -6,7 +6,11 @@ No test runs JAX or asserts how fast anything is.
 """
 import html
 import json
+import os
 import re
+import stat
+import subprocess
+import sys
 from html.parser import HTMLParser
 from types import SimpleNamespace
 
@@ -241,3 +245,56 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path):
     assert run.stderr.count("\n") == 1 and "field 'id'" in run.stderr
     assert snapshot(root) == before and not (tmp_path / "escaped.svg").exists()
     assert not list(tmp_path.rglob("escaped*"))
+
+
+# ------------------------------------------------------- 14: --data-out targets --
+
+def not_regular_files(tmp_path):
+    """Paths that are there but are not regular files (no device node: a test run as
+    root must never risk replacing one)."""
+    target = tmp_path / "target.json"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    return target, [link, fifo, dangling]
+
+
+@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, module):
+    from conftest import clean_env
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        # No --devices: the refusal comes from argument parsing, before any JAX runs.
+        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(path)],
+                             cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode != 0 and "not a regular file" in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr and "PASS" not in run.stdout
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+
+
+def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
+    from lesson_code.distributed_03 import write_json
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        with pytest.raises(OSError):
+            write_json(str(path), {"a": 1})  # the path changed after --data-out was parsed
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+    write_json(str(target), {"a": 1})
+    write_json(str(tmp_path / "new.json"), {"b": 2})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert json.loads((tmp_path / "new.json").read_text()) == {"b": 2}
+    # A file already at the temporary name is never written through, and no .tmp is left.
+    (tmp_path / f"new.json.{os.getpid()}.tmp").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        write_json(str(tmp_path / "new.json"), {"c": 3})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.glob("*.tmp")) == [f"new.json.{os.getpid()}.tmp"]
