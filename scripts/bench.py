@@ -24,6 +24,7 @@ from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import SWEEP_ANALYSIS, LockError
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
+from scripts.run_lock import RunLocked, exclusive_run
 from scripts.sizes import SIZES
 from scripts.sweep.analysis import analyse, method_summary
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
@@ -150,9 +151,11 @@ def main(argv=None, plan=FULL):
     stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
         lesson = sweep_lesson(args.lesson)
-        recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
-                                 plan["sizes"], {key: plan[key] for key in TIMING_KEYS})
-    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError) as error:
+        with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])):
+            recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
+                                     plan["sizes"], {key: plan[key] for key in TIMING_KEYS})
+    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
+            RunLocked) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:

@@ -32,6 +32,7 @@ from scripts.outputs import (LockError, figure_outputs, lock_entry, lock_path, l
                              notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, load_recording,
                                 remove_stray_temps, validate)
+from scripts.run_lock import RunLocked, exclusive_run
 from scripts.scratch import scratch_folder
 
 LESSON_TIMEOUT_S = 600
@@ -90,7 +91,7 @@ def variant_of(environment):
 
 
 def run_in_kernel(lesson, platform, devices, scratch):
-    from scripts import notebook  # nbclient and a kernel: only needed when recording
+    from scripts.runners import kernel as notebook  # nbclient and a kernel: only to record
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), in a kernel")
     try:
@@ -385,13 +386,14 @@ def main(argv=None):
         if args.check:
             return check(lessons)
         refuse_what_cannot_work(args, lessons)
-        record(lessons, args.platform, args.processes, args.render_only,
-               chosen=bool(args.lesson))
+        with exclusive_run(" ".join(["python scripts/record.py", *(argv or sys.argv[1:])])):
+            record(lessons, args.platform, args.processes, args.render_only,
+                   chosen=bool(args.lesson))
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (RecordError, RecordingError, ValueError) as error:
+    except (RecordError, RecordingError, RunLocked, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except Interrupted as signal_:

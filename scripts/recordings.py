@@ -8,6 +8,7 @@ it, never a traceback.
 import json
 import os
 import platform
+import re
 import shutil
 import tempfile
 from datetime import datetime, timezone
@@ -16,6 +17,7 @@ from pathlib import Path
 from scripts import RECORDINGS, ROOT, display, interrupts
 from scripts.hashes import content_files, combined_hash
 from scripts.interrupts import signals_deferred
+from scripts.scratch import running
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -120,7 +122,9 @@ def staged_write(path, data):
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The pid in the name says whose file it is (remove_stray_temps).
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                    dir=path.parent)
     except OSError as error:
         raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
                              f"nothing was changed") from None
@@ -136,13 +140,21 @@ def staged_write(path, data):
 
 
 def remove_stray_temps(directories):
-    """Delete staged files a killed run left behind (`.<name>.<random>.tmp`, gitignored).
+    """Delete staged files a killed run left behind (`.<name>.<pid>.<random>.tmp` and
+    `.<name>.<pid>.old.tmp`, gitignored), and only those whose run is gone.
 
-    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one.
+    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one. A
+    file of a run still going (a second run of this checkout, refused by the run lock,
+    or anything else still staging) is left alone, as is a name with no pid in it.
     """
     for directory in directories:
         for temp in Path(directory).glob(".*.tmp"):
-            temp.unlink(missing_ok=True)
+            owner = STAGED_NAME.fullmatch(temp.name)
+            if owner and not running(int(owner[1])) and not temp.is_dir():
+                temp.unlink(missing_ok=True)
+
+
+STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
 
 
 class Staging:

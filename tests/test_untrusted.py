@@ -298,3 +298,96 @@ def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
         write_json(str(tmp_path / "new.json"), {"c": 3})
     assert json.loads(target.read_text()) == {"a": 1}
     assert sorted(p.name for p in tmp_path.glob("*.tmp")) == [f"new.json.{os.getpid()}.tmp"]
+
+
+# ------------------------------------------------------- 3: runs that cannot collide --
+
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from scripts.run_lock import exclusive_run
+with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def lock_holder(tmp_path):
+    """A process holding the run lock of the checkout at tmp_path/project, as a run does."""
+    root = tmp_path / "project"
+    root.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(ROOT), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield root, holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_second_run_is_refused_naming_the_first(lock_holder):
+    from scripts.run_lock import RunLocked, exclusive_run
+
+    root, pid = lock_holder
+    with pytest.raises(RunLocked) as refused:
+        with exclusive_run("python scripts/record.py --render-only", root):
+            pytest.fail("two runs held the lock at once")
+    message = str(refused.value)
+    assert f"pid {pid}," in message and "\n" not in message
+    assert "`python scripts/record.py --render-only`" in message
+
+
+def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
+    from scripts.run_lock import exclusive_run
+
+    root, pid = lock_holder
+    os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
+    os.waitpid(pid, 0)
+    with exclusive_run("python scripts/record.py", root):
+        assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
+
+
+def test_record_refuses_while_another_run_holds_the_checkout(tmp_path):
+    """record.py --render-only beside a run in progress: one line, its pid, nothing touched
+    (it used to delete the other run's staged files and lose its recording)."""
+    from conftest import project_copy, run_record, snapshot
+
+    root = tmp_path / "project"
+    project_copy(root)
+    staged = root / "recordings" / f".distributed-03.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
+    staged.write_text("{}")  # the other run's, mid-way
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = snapshot(root)
+        run = run_record(root, "--render-only", timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run.returncode == 1
+    assert run.stderr == (f"error: another run, pid {holder.pid}, is writing this checkout's "
+                          f"recordings and figures; wait for it to end, or stop it, then run "
+                          f"`python scripts/record.py --render-only` again\n")
+    assert snapshot(root) == before and staged.exists()
+
+
+def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
+    from conftest import ended_pid
+    from scripts.recordings import remove_stray_temps, staged_write
+
+    gone = ended_pid()
+    mine = staged_write(tmp_path / "a.json", "{}")  # this process is still running
+    assert f".a.json.{os.getpid()}." in mine.name
+    kept = [mine, tmp_path / f".b.json.{os.getpid()}.old.tmp",
+            tmp_path / ".c.json.nopid.tmp",  # whose it is cannot be told: left alone
+            tmp_path / "d.json.tmp"]  # not a staged name at all
+    removed = [tmp_path / f".e.json.{gone}.x8y7z6w5.tmp", tmp_path / f".f.svg.{gone}.old.tmp"]
+    for path in kept[1:] + removed:
+        path.write_text("x")
+    remove_stray_temps([tmp_path])
+    assert all(path.exists() for path in kept)
+    assert not any(path.exists() for path in removed)
