@@ -391,3 +391,30 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     remove_stray_temps([tmp_path])
     assert all(path.exists() for path in kept)
     assert not any(path.exists() for path in removed)
+
+
+# --------------------------------------------------- 5: a page's format codes are bounded --
+
+@pytest.mark.parametrize("spec", [">1000000000", ".100000000f", "x^41", ".21f", "041d",
+                                  "{}", "%Y", ".5q", "1000000000000000000000000"])
+def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec, monkeypatch):
+    from scripts.pages import hooks
+    from scripts.pages.recorded_text import PageValues
+
+    monkeypatch.setitem(hooks.recordings, "lesson.cpu", {"data": {"value": 1.5}})
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
+    with pytest.raises(PluginError) as refused:
+        hooks.recorded_value("lesson.cpu", "data.value", spec, page=page,
+                             values=PageValues("lessons/x.md"), directive=directive)
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 400 and "change the format code" in message
+
+
+@pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),
+                                               (7, "d", "7"), (1.5, ">40.20f", None),
+                                               ("cpu", "^9", "   cpu   ")])
+def test_the_format_codes_pages_use_still_work(value, spec, text):
+    from scripts.pages.recorded_text import formatted
+
+    assert formatted(value, spec) == (text or format(value, spec))

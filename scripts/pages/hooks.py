@@ -29,7 +29,7 @@ from scripts.freshness import load_all
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
-from scripts.pages.recorded_text import PageValues
+from scripts.pages.recorded_text import PageValues, formatted
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -188,8 +188,8 @@ def recorded_value(stem, dotted, spec, page, values, directive):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
                           f"not one value; name an item inside it")
     try:
-        text = format(value, spec) if spec else str(value)
-    except (ValueError, TypeError) as error:
+        text = formatted(value, spec)
+    except ValueError as error:
         raise PluginError(f"{page.file.src_uri}: {directive} cannot format a "
                           f"{type(value).__name__} with '|{spec}' ({error}); change the "
                           f"format code") from None
