@@ -16,7 +16,7 @@ from types import SimpleNamespace
 
 import pytest
 from mkdocs.config import load_config
-from mkdocs.exceptions import PluginError
+from mkdocs.exceptions import Abort, PluginError
 
 from conftest import ROOT
 from scripts.pages import mathml, notebook_page
@@ -418,3 +418,31 @@ def test_the_format_codes_pages_use_still_work(value, spec, text):
     from scripts.pages.recorded_text import formatted
 
     assert formatted(value, spec) == (text or format(value, spec))
+
+
+# ------------------------------------------------------------------- 10: SITE_URL --
+
+@pytest.mark.parametrize("url", ['http://x/"><script>alert(1)</script>',
+                                 "javascript:alert(1)//", "http://x/'onmouseover='alert(1)",
+                                 "http://x/<b>", "ftp://example.com/", "http://x y/",
+                                 "http://x/\n<script>", "//example.com/"])
+def test_a_hostile_site_url_stops_the_build_in_one_line(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    try:
+        config = load_config(str(ROOT / "mkdocs.yml"))
+    except Abort:  # mkdocs' own URL check refused it (javascript:, no host): stopped there
+        return
+    with pytest.raises(PluginError) as refused:
+        hooks.on_config(config)
+    assert "\n" not in str(refused.value) and "set SITE_URL" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["https://owner.github.io/my_repo.v2/", "http://127.0.0.1:8000/",
+                                 "https://Example.org/a%20b/"])
+def test_an_ordinary_site_url_passes(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    hooks.check_site_url(load_config(str(ROOT / "mkdocs.yml")))

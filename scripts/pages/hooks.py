@@ -42,9 +42,24 @@ recordings = {}  # recording stem ("<lesson>.cpu") -> loaded recording
 page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_page_content
 
 
+# SITE_URL goes into every canonical link, the sitemap and the 404 page, where the theme
+# writes it unescaped: an address of these characters only cannot end an attribute.
+SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
+
+
+def check_site_url(config):
+    url = config.get("site_url") or ""
+    if not SITE_URL.fullmatch(url):
+        raise PluginError(f"site_url (the SITE_URL environment variable, read by mkdocs.yml) "
+                          f"is {url[:80]!r}: it must be an http(s) address of letters, "
+                          f"digits and . - _ ~ % / only; set SITE_URL to one, such as "
+                          f"https://user.github.io/lesson/")
+
+
 def on_config(config):
     """Load every recording of every registered lesson, validated; a broken recording,
     or a stale one this machine can remake, stops the build here with one line each."""
+    check_site_url(config)
     lessons.clear()
     recordings.clear()
     try:
