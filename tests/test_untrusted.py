@@ -446,3 +446,68 @@ def test_an_ordinary_site_url_passes(url, monkeypatch):
 
     monkeypatch.setenv("SITE_URL", url)
     hooks.check_site_url(load_config(str(ROOT / "mkdocs.yml")))
+
+
+# ----------------------------------------------------------- 11: the link checker --
+
+def site_with(tmp_path, body, files=()):
+    site = tmp_path / "site"
+    (site / "a").mkdir(parents=True)
+    (site / "ok.png").write_bytes(b"png")
+    (tmp_path / "outside.html").write_text("<p>not part of the site</p>")
+    (site / "a" / "index.html").write_text(f"<!doctype html><html><body>{body}</body></html>")
+    for name, text in files:
+        (site / name).write_text(text)
+    from scripts.pages.check_links import broken_links
+    return broken_links(site)[0]
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<a href="javascript:alert(1)">x</a>', "runs script"),
+    ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
+    ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
+     "loads https://cdn.example/x.png"),
+    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
+    ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
+    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
+    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
+    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
+    ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
+    ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
+    ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
+    ('<style>@import "https://cdn.example/x.css";</style>', "loads https://cdn"),
+    ("<style>p{background:url('//cdn.example/x.png')}</style>", "loads //cdn"),
+    ('<meta http-equiv="refresh" content="0; url=https://evil.example/">', "redirects out"),
+    ('<meta http-equiv="Refresh" content="0;URL=\'../missing/\'">', "missing file"),
+    ('<base href="https://evil.example/">', "moves every relative link"),
+    ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
+    ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
+    ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
+    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
+    ('<form action="vbscript:x"></form>', "runs script"),
+    ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
+])
+def test_the_link_checker_sees_every_kind_of_link_and_load(tmp_path, body, words):
+    problems = site_with(tmp_path, body)
+    assert any(words in line for line in problems), problems
+
+
+def test_the_link_checker_reads_stylesheets_and_figures(tmp_path):
+    problems = site_with(tmp_path, '<img src="../ok.png">', files=[
+        ("style.css", "@import url(https://cdn.example/font.css); a{b:url(missing.woff2)}"),
+        ("figure.svg", '<svg xmlns="http://www.w3.org/2000/svg"><use href="#nowhere"/>'
+                       '<image href="https://cdn.example/x.png"/><path id="p"/>'
+                       '<use href="#p"/></svg>')])
+    assert sorted(problems) == sorted([
+        "style.css: loads https://cdn.example/font.css from outside the site",
+        "style.css: css url='missing.woff2' points at a missing file",
+        "figure.svg: '#nowhere' has no anchor #nowhere",
+        "figure.svg: loads https://cdn.example/x.png from outside the site"])
+
+
+def test_the_link_checker_still_passes_an_ordinary_page(tmp_path):
+    assert site_with(tmp_path, '<a href="../ok.png">x</a>'
+                     '<img src="../ok.png" srcset="../ok.png 2x">'
+                     '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
+                     '<link rel="canonical" href="https://x.example/a/">'
+                     '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
