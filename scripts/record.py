@@ -22,6 +22,7 @@ import argparse
 import json
 import subprocess
 import time
+from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
@@ -54,12 +55,23 @@ def progress(message):
     print(f"record: {message}", file=sys.stderr, flush=True)
 
 
+# What a page can show of a lesson's output: the schema's stdout maxLength, and lines.
+MAX_STDOUT_CHARACTERS = 1_000_000
+MAX_STDOUT_LINES = 2_000
+
+
 def check_stdout(lesson_id, stdout):
     lines = stdout.splitlines()
+    if len(stdout) > MAX_STDOUT_CHARACTERS or len(lines) > MAX_STDOUT_LINES:
+        raise RecordError(f"the lesson printed {len(lines)} lines, {len(stdout)} characters; "
+                          f"a recording holds at most {MAX_STDOUT_LINES} lines and "
+                          f"{MAX_STDOUT_CHARACTERS} characters, so print less; nothing was "
+                          f"written")
     if not lines or lines[-1] != f"PASS: {lesson_id}":
         raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'; "
                           f"nothing was written")
-    repeated = sorted({line for line in lines if lines.count(line) > 1})
+    counts = Counter(lines)  # one pass: lines.count() per line was quadratic
+    repeated = sorted(line for line, count in counts.items() if count > 1)
     if repeated:
         raise RecordError(f"the lesson printed {repeated[0]!r} more than once; "
                           f"nothing was written")

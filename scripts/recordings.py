@@ -6,6 +6,7 @@ not validate stops record.py, bench.py, --check and the build alike with one lin
 it, never a traceback.
 """
 import json
+import math
 import os
 import platform
 import re
@@ -50,10 +51,31 @@ def validator():
     return jsonschema.Draft202012Validator(schema)
 
 
+def non_finite(value, path=()):
+    """The path of the first NaN or infinity in `value`, or None. JSON has no such
+    numbers: Python writes them as bare NaN/Infinity tokens other readers refuse, and the
+    schema's "number" lets them through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    children = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = non_finite(child, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def validate(recording, where="recording", fix=RECORD):
     """Raise RecordingError with the first schema violation, phrased for a person."""
     checker = validator()  # first: a missing jsonschema is one line naming `make install`
     from jsonschema.exceptions import best_match
+
+    bad_number = non_finite(recording)
+    if bad_number is not None:
+        field = "/".join(map(str, bad_number)) or "(top level)"
+        raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
+                             f" is not a finite number, and a recording holds only those", fix)
 
     error = best_match(checker.iter_errors(recording))
     if error is not None:
@@ -109,7 +131,13 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
 
 
 def dumps(recording):
-    return json.dumps(recording, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(recording, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def lookup_path(value, path):
+    for key in path:
+        value = value[key]
+    return value
 
 
 def staged_write(path, data):

@@ -511,3 +511,70 @@ def test_the_link_checker_still_passes_an_ordinary_page(tmp_path):
                      '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
                      '<link rel="canonical" href="https://x.example/a/">'
                      '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
+
+
+# ------------------------------------- 12: bounds on output, figure data and numbers --
+
+def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
+    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
+
+    flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
+    with pytest.raises(RecordError) as refused:
+        check_stdout("x", flood)
+    assert "\n" not in str(refused.value) and f"at most {MAX_STDOUT_LINES} lines" in \
+        str(refused.value)
+    with pytest.raises(RecordError, match="printed 'same' more than once"):
+        check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 3))
+                     + "same\nsame\nPASS: x\n")
+    check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 1)) + "PASS: x\n")
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_recording_holds_only_finite_numbers(tmp_path, number):
+    from scripts.recordings import RecordingError, dumps, load_recording, validate
+
+    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    recording["data"]["timing"] = {"all_reduce": {"medianUs": number}}
+    with pytest.raises(RecordingError, match="data/timing/all_reduce/medianUs: .* not a "
+                                             "finite number"):
+        validate(recording, "new recording")
+    with pytest.raises(ValueError):
+        dumps(recording)  # never a bare NaN or Infinity token in a file
+    path = tmp_path / "x.tpu.json"
+    path.write_text(json.dumps(recording))  # as a hand edit would: NaN / Infinity tokens
+    with pytest.raises(RecordingError) as refused:
+        load_recording(path)
+    assert "not a finite number" in str(refused.value) and "\n" not in str(refused.value)
+
+
+MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
+    (lambda d: d.update(title="x" * 2001), "`title`"),
+    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
+    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
+    (lambda d: d["table"].update(headers="hi"), "`table`"),
+    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
+    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
+     "every cell"),
+    (lambda d: d.pop("table"), "`table`"),
+])
+def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
+    import copy
+
+    from scripts.figures.mechanism import table_of
+
+    diagram = copy.deepcopy(MECHANISM)
+    change(diagram)
+    with pytest.raises(ValueError) as refused:
+        table_of(diagram)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
+    from scripts.figures.mechanism import render
+
+    diagram = {**MECHANISM, "table": {"headers": ["cost", "$"], "rows": [["$5 or $", "$\\"]]}}
+    assert render(diagram).lstrip().startswith("<?xml")
