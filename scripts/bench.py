@@ -20,6 +20,7 @@ import os
 import time
 
 from scripts import display
+from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import SWEEP_ANALYSIS, LockError
@@ -155,7 +156,7 @@ def main(argv=None, plan=FULL):
             recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS})
     except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
-            RunLocked) as error:
+            RunLocked, ClosureError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:

@@ -32,8 +32,29 @@ def module_file(name, root=ROOT):
     return None
 
 
-def imported_names(path):
-    for node in ast.walk(ast.parse(Path(path).read_text())):
+class ClosureError(ValueError):
+    """A module of an import closure cannot be read as Python; str() is one line."""
+
+
+def parsed_module(path, root=ROOT):
+    """The module's syntax tree; ClosureError naming the file for bytes that are not UTF-8
+    or text that is not Python (a closure reaches files a pull request may have changed)."""
+    from scripts import display
+
+    try:
+        return ast.parse(Path(path).read_bytes().decode("utf-8"), filename=str(path))
+    except UnicodeDecodeError as error:
+        raise ClosureError(f"{display(path, root)}: not UTF-8 (byte {error.start}); save it "
+                           f"as UTF-8") from None
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None)
+        raise ClosureError(f"{display(path, root)}: not valid Python"
+                           f"{f' (line {line}: {error.msg})' if line else ''}; fix that "
+                           f"file") from None
+
+
+def imported_names(path, root=ROOT):
+    for node in ast.walk(parsed_module(path, root)):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -54,7 +75,7 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
         seen.add(current)
         if not current.exists():
             continue
-        for name in imported_names(current):
+        for name in imported_names(current, root):
             if name.split(".")[0] in packages:
                 found = module_file(name, root)
                 if found is not None:
@@ -109,7 +130,7 @@ def pin_lines(root=ROOT):
     lines = {}
     requirements = root / PINS[0]
     if requirements.is_file():
-        sections = requirement_sections(requirements.read_text())
+        sections = requirement_sections(requirements.read_text(encoding="utf-8"))
         lines[PINS[0]] = [line for title in RECORDING_SECTIONS
                           for line in sections.get(title, [])]
         tools = {package_name(line) for title, pinned in sections.items()
@@ -118,7 +139,8 @@ def pin_lines(root=ROOT):
         tools = set()
     constraints = root / PINS[1]
     if constraints.is_file():
-        pinned = (line.split("#")[0].strip() for line in constraints.read_text().splitlines())
+        pinned = (line.split("#")[0].strip()
+                  for line in constraints.read_text(encoding="utf-8").splitlines())
         lines[PINS[1]] = [line for line in pinned if line and package_name(line) not in tools]
     return lines
 

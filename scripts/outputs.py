@@ -107,7 +107,7 @@ def read_lock(root=ROOT):
     """{output path: {"sha256", "inputs"}}; {} when absent; LockError when unreadable."""
     path = lock_path(root)
     try:
-        lock = json.loads(path.read_text())
+        lock = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
@@ -116,6 +116,13 @@ def read_lock(root=ROOT):
     if not isinstance(lock, dict) or not all(isinstance(v, dict) for v in lock.values()):
         raise LockError(f"{display(path, root)}: not a map of outputs; run "
                         f"`{RECORD}`")
+    for name, entry in lock.items():
+        inputs = entry.get("inputs")
+        if not isinstance(entry.get("sha256"), str) or not isinstance(inputs, dict) \
+                or not all(isinstance(v, str) for v in inputs.values()):
+            raise LockError(f"{display(path, root)}: the entry for {name[:80]!r} needs a "
+                            f"`sha256` and `inputs` mapping each file to its digest; run "
+                            f"`{RECORD}`")
     return lock
 
 

@@ -168,7 +168,7 @@ def run_module(module, root, scratch):
         raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
                           f"written")
     try:
-        data = json.loads(data_path.read_text())
+        data = json.loads(data_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
                           f"as JSON ({error}); nothing was written") from None
@@ -250,7 +250,7 @@ def load_source(lesson, source):
     if source in fixes:  # validated; a corrupt one is one line with its own fix
         return load_recording(path, fixes[source])
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RecordError(f"{display(path)}: unreadable ({error}); fix the file") from None
 
@@ -353,7 +353,7 @@ def refuse_what_cannot_work(args, lessons):
 def available_memory():
     """MemAvailable from /proc/meminfo, in bytes; None where there is no such file."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):

@@ -43,7 +43,7 @@ def validator():
         raise RecordingError("the jsonschema package is missing from this Python; run "
                              "`make install` and use .venv/bin/python") from None
     try:
-        schema = json.loads(SCHEMA_PATH.read_text())
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RecordingError(f"{display(SCHEMA_PATH)}: the schema cannot be read "
                              f"({getattr(error, 'strerror', None) or error})",
@@ -91,7 +91,7 @@ def load_recording(path, fix=RECORD):
     path = Path(path)
     where = display(path)
     try:
-        recording = json.loads(path.read_text())
+        recording = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RecordingError(f"{where}: missing", fix) from None
     except IsADirectoryError:

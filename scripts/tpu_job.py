@@ -173,7 +173,7 @@ def install_fetched(fetched, target, lesson, root):
 def write_docs(root=ROOT):
     """Regenerate the command listing that the lesson page includes."""
     path = root / DOCS_FILE
-    path.write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)))
+    path.write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), encoding="utf-8")
     progress(f"wrote {DOCS_FILE}")
 
 

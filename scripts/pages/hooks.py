@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
+from scripts.hashes import ClosureError
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
 from scripts.recordings import RecordingError
@@ -65,7 +66,7 @@ def on_config(config):
     try:
         lessons.update(load_lessons())
         loaded, problems = load_all(lessons)
-    except (RegistryError, RecordingError) as error:
+    except (RegistryError, RecordingError, ClosureError) as error:
         raise PluginError(str(error)) from None
     if problems:
         raise PluginError("; ".join(problems))

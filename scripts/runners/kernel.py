@@ -67,7 +67,7 @@ def run_cell_source(platform, devices):
 
 
 def build_notebook(module_path, lesson_id, platform="cpu", devices=4):
-    docstring, blocks = source_blocks(module_path.read_text())
+    docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
     title, _, intro = docstring.partition("\n")
     cells = [nbformat.v4.new_markdown_cell(
         f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from `{module_path.parent.name}/"
@@ -201,8 +201,8 @@ def run(module_path, lesson_id, working_dir, platform="cpu", devices=4):
     for cell in notebook.cells:
         if cell.cell_type == "code":
             coalesce_streams(cell)
-    return Execution(notebook, stdout_of(notebook), json.loads(data_path.read_text()),
-                     duration)
+    data = json.loads(data_path.read_text(encoding="utf-8"))
+    return Execution(notebook, stdout_of(notebook), data, duration)
 
 
 def notebook_text(notebook):
