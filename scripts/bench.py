@@ -137,6 +137,30 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+# Device counts one sweep worker can simulate (each is one process with p logical CPU
+# devices); past 16 the host's cores, not the collectives, are what would be measured.
+MAX_RANKS = 16
+
+
+class UsageError(ValueError):
+    """A request bench.py refuses before it measures anything (exit 2)."""
+
+
+def refuse_what_cannot_work(args, plan):
+    ranks = args.ranks or plan["ranks"]
+    bad = [p for p in ranks if not 2 <= p <= MAX_RANKS]
+    if bad or len(set(ranks)) != len(ranks):
+        raise UsageError(f"--ranks {' '.join(map(str, ranks))}: each device count must be "
+                         f"2 to {MAX_RANKS}, each once; run `python scripts/bench.py`")
+    if args.out is None and sorted(ranks) != sorted(plan["ranks"]):
+        # The committed sweep, its figure and the page describe every p of the full plan.
+        raise UsageError(f"--ranks {' '.join(map(str, ranks))} measures part of the sweep, "
+                         f"which would replace the committed one (p = "
+                         f"{', '.join(map(str, plan['ranks']))}); run "
+                         f"`python scripts/bench.py --ranks {' '.join(map(str, ranks))} "
+                         f"--out build/sweep.json` to write it elsewhere")
+
+
 def sweep_lesson(lesson_id):
     lessons = [lesson for lesson in load_lessons().values() if lesson.sweep]
     chosen = [lesson for lesson in lessons if lesson_id in (None, lesson.id)]
@@ -150,6 +174,11 @@ def main(argv=None, plan=FULL):
     """`plan`: ranks, sizes (None: every size) and the timing keys; tests pass a small one."""
     args = parse_args(argv)
     stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
+    try:
+        refuse_what_cannot_work(args, plan)
+    except UsageError as error:
+        print(f"bench.py: {error}", file=sys.stderr)
+        return 2
     try:
         lesson = sweep_lesson(args.lesson)
         with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])):

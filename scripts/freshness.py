@@ -61,9 +61,28 @@ def derived_problems(output, lock, root=ROOT):
     return [problem(output.path, changed(names), output.fix)] if names else []
 
 
+# The two files in recordings/ that are not recordings.
+NOT_RECORDINGS = ("recordings/schema.json", "recordings/outputs.lock.json")
+
+
+def unclaimed_recordings(lessons, root=ROOT):
+    """A line for each JSON file in recordings/ that no registered lesson claims: the
+    README promises that everything there is validated, so nothing may sit there unread."""
+    claimed = {output.path for lesson in lessons.values()
+               for output in recording_outputs(lesson, root)} | set(NOT_RECORDINGS)
+    lines = []
+    for path in sorted((root / "recordings").iterdir()):
+        name = f"recordings/{path.name}"
+        if path.suffix.lower() == ".json" and name not in claimed:
+            lines.append(problem(name, "belongs to no lesson in lesson_code/lessons.toml "
+                                 "(a recording is named <lesson id>.<variant>.json)",
+                                 f"git rm {name}"))
+    return lines
+
+
 def check(lessons, root=ROOT):
     """One line per recording, figure or notebook that is missing, invalid or stale."""
-    lines = []
+    lines = unclaimed_recordings(lessons, root)
     try:
         lock = read_lock(root)
     except LockError as error:
@@ -87,7 +106,7 @@ def load_all(lessons, root=ROOT):
     For the site build: a stale hardware recording comes back marked (`_staleFiles`),
     a stale or broken one the registry requires comes back as a problem line.
     """
-    loaded, lines = {}, []
+    loaded, lines = {}, unclaimed_recordings(lessons, root)
     for lesson in lessons.values():
         for output in recording_outputs(lesson, root):
             recording, problems = recording_state(output, root)

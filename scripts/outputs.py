@@ -74,8 +74,33 @@ def recording_outputs(lesson, root=ROOT):
         name = f"recordings/{path.name}"
         if name not in known:  # a hardware run of the lesson module: tpu, gpu
             wanted.append(RecordingOutput(name, module_file(lesson.module),
-                                          "the hardware job that made it", False))
+                                          hardware_fix(name, lesson.id), False))
     return wanted
+
+
+# The command that remakes a hardware recording, by the variant its name carries.
+HARDWARE_FIXES = {
+    "tpu": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
+           "--delete",
+    "gpu": "python scripts/record.py --platform gpu",
+}
+
+
+def hardware_fix(name, lesson_id):
+    """`recordings/<id>.tpu.json` -> the TPU job; a name no command writes cannot be
+    remade, so its fix is to remove it."""
+    variant = name.removeprefix(f"recordings/{lesson_id}.").removesuffix(".json")
+    return HARDWARE_FIXES.get(variant, f"git rm {name}")
+
+
+def recording_fix(lessons, name, root=ROOT):
+    """The command that makes `recordings/<stem>.json`, present or not; None when the
+    name belongs to no registered lesson."""
+    for lesson in lessons.values():
+        if name.startswith(f"recordings/{lesson.id}."):
+            fixes = {output.path: output.fix for output in recording_outputs(lesson, root)}
+            return fixes.get(name) or hardware_fix(name, lesson.id)
+    return None
 
 
 def figure_outputs(lesson):

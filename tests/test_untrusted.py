@@ -672,3 +672,92 @@ def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert any(line.startswith(f"recordings/outputs.lock.json: the entry for {name!r}")
                for line in run.stdout.splitlines()), run.stdout
+
+
+# ------------------------------------------------- 13 and 17: messages that name the fix --
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ranks", "0"], "each device count must be 2 to 16"),
+    (["--ranks", "-3"], "each device count must be 2 to 16"),
+    (["--ranks", "1000"], "each device count must be 2 to 16"),
+    (["--ranks", "4", "4", "--out", "x.json"], "each once"),
+    (["--ranks", "2"], "measures part of the sweep"),
+    (["--ranks", "8", "4"], "measures part of the sweep"),
+])
+def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
+    from conftest import snapshot
+    from scripts import bench
+
+    before = snapshot(ROOT)
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
+    assert snapshot(ROOT) == before  # nothing measured, nothing written
+
+
+def test_bench_accepts_the_full_plan_in_any_order():
+    from scripts import bench
+
+    args = bench.parse_args(["--ranks", "8", "2", "4"])
+    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
+    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
+                                  bench.FULL)
+
+
+def test_a_missing_hardware_recording_names_the_command_that_makes_it(monkeypatch):
+    from scripts.lessons import load_lessons
+    from scripts.outputs import recording_fix
+    from scripts.pages import hooks
+    from scripts.pages.recorded_text import PageValues
+
+    lessons = load_lessons()
+    assert "tpu_job.py" in recording_fix(lessons, "recordings/distributed-03.tpu.json")
+    assert recording_fix(lessons, "recordings/distributed-03.cpu.json") == \
+        "python scripts/record.py"
+    assert recording_fix(lessons, "recordings/distributed-03.weird.json") == \
+        "git rm recordings/distributed-03.weird.json"
+    assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
+    monkeypatch.setattr(hooks, "lessons", lessons)
+    monkeypatch.setattr(hooks, "recordings", {})
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="going-further/tpu.md"))
+    with pytest.raises(PluginError) as refused:
+        hooks.recorded_value("distributed-03.tpu", "environment.jax", None, page=page,
+                             values=PageValues(page.file.src_uri), directive="{{ rec: }}")
+    assert "run `python scripts/tpu_job.py" in str(refused.value)
+
+
+def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
+    from conftest import project_copy
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / "distributed-03.weird.json").write_text("{not json")
+    lines = check(load_lessons(root), root)
+    assert ("recordings/distributed-03.weird.json: not valid JSON" in "\n".join(lines))
+    assert any("recordings/distributed-03.weird.json: not valid JSON" in line
+               and line.endswith("run `git rm recordings/distributed-03.weird.json`")
+               for line in lines)
+
+
+# ------------------------------------ 18: nothing in recordings/ passes unread --
+
+@pytest.mark.parametrize("name, text", [("other.json", "{not json"), ("notes.JSON", "{}"),
+                                        ("psum-99.cpu.json", "{}")])
+def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
+    from conftest import project_copy
+    from scripts.freshness import check, load_all
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / name).write_text(text)
+    lessons = load_lessons(root)
+    expected = (f"recordings/{name}: belongs to no lesson in lesson_code/lessons.toml "
+                f"(a recording is named <lesson id>.<variant>.json); run `git rm "
+                f"recordings/{name}`")
+    assert expected in check(lessons, root)
+    assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it

@@ -29,6 +29,7 @@ from scripts.freshness import load_all
 from scripts.hashes import ClosureError
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import RECORD as FIX
+from scripts.outputs import recording_fix
 from scripts.recordings import RecordingError
 from scripts.pages.recorded_text import PageValues, formatted
 
@@ -193,8 +194,11 @@ def lookup(recording, dotted):
 
 def recorded_value(stem, dotted, spec, page, values, directive):
     if stem not in recordings:
+        fix = recording_fix(lessons, f"recordings/{stem}.json")
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
-                          f"recordings/{stem}.json does not exist; run `{FIX}`")
+                          f"recordings/{stem}.json does not exist; "
+                          + (f"run `{fix}`" if fix else "no lesson in lesson_code/lessons.toml "
+                             "makes it; fix the directive"))
     try:
         value = lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
