@@ -761,3 +761,22 @@ def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, 
                 f"recordings/{name}`")
     assert expected in check(lessons, root)
     assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it
+
+
+# --------------------------------------------- 15: a kernel that dies is noticed --
+
+def test_record_notices_a_kernel_that_died_and_says_so_in_one_line(tmp_path):
+    """XLA_FLAGS=--bogus makes the kernel exit as soon as JAX starts: record.py used to
+    wait for its reply until each cell's timeout (no answer after 180 s)."""
+    from conftest import clean_env, project_copy, snapshot
+
+    root = project_copy(tmp_path / "project")
+    before = snapshot(root)
+    run = subprocess.run([sys.executable, "scripts/record.py"], cwd=root,
+                         env=clean_env(XLA_FLAGS="--bogus"), capture_output=True, text=True,
+                         timeout=300)
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr
+    assert "the kernel died while the lesson ran" in errors[0]
+    assert errors[0].endswith("nothing was written")
+    assert snapshot(root) == before

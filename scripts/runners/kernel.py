@@ -109,7 +109,11 @@ def execute(notebook, working_dir, timeout_s=600):
                               daemon=True)
     try:
         worker.start()
-        worker.join()
+        died = wait_while_kernel_lives(worker, kernel)
+        if died is not None:
+            kill_kernel(kernel)
+            worker.join(timeout=5)
+            failure.append(KernelExited(died))
     except BaseException:  # Ctrl-C, SIGTERM: no kernel may outlive record.py
         deadline = time.monotonic() + 30
         while worker.is_alive() and time.monotonic() < deadline:
@@ -124,6 +128,39 @@ def execute(notebook, working_dir, timeout_s=600):
     if failure:
         raise one_line(failure[0])
     return notebook
+
+
+class KernelExited(Exception):
+    """The kernel process ended while a cell ran; str() says how."""
+
+    def __init__(self, status):
+        how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        super().__init__(f"the kernel died while the lesson ran ({how}; XLA exits so on "
+                         f"an XLA_FLAGS value it cannot parse); run the lesson program alone "
+                         f"(python -m lesson_code.<module>) to see its own error")
+
+
+# A kernel found dead is given this long for nbclient to notice it first.
+DEAD_KERNEL_GRACE_S = 2.0
+
+
+def wait_while_kernel_lives(worker, kernel):
+    """Join the worker; None when it ends by itself, the kernel's exit status when the
+    kernel process ended first. nbclient notices a kernel that dies mid-cell only through
+    a reply that never comes, so a kernel aborting at start-up (XLA_FLAGS=--bogus) would
+    otherwise hold record.py for every cell's full timeout."""
+    dead_since = None
+    while worker.is_alive():
+        worker.join(timeout=0.25)
+        process = getattr(kernel.provisioner, "process", None) if kernel.provisioner else None
+        status = process.poll() if process is not None else None
+        if status is None:
+            dead_since = None
+        elif dead_since is None:
+            dead_since = time.monotonic()
+        elif time.monotonic() - dead_since > DEAD_KERNEL_GRACE_S and worker.is_alive():
+            return status
+    return None
 
 
 # nbclient and jupyter_client log kernel trouble to stderr; the one line record.py prints
@@ -157,6 +194,8 @@ def kill_kernel(kernel):
 
 def one_line(error):
     """ExecutionFailed for what a worker thread raised: its last meaningful line."""
+    if isinstance(error, KernelExited):
+        return ExecutionFailed(str(error), False)
     if isinstance(error, CellTimeoutError):
         return ExecutionFailed("a cell ran past its time limit and was stopped", False)
     if isinstance(error, DeadKernelError):
