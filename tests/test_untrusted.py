@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -780,3 +781,53 @@ def test_record_notices_a_kernel_that_died_and_says_so_in_one_line(tmp_path):
     assert "the kernel died while the lesson ran" in errors[0]
     assert errors[0].endswith("nothing was written")
     assert snapshot(root) == before
+
+
+# ------------------------- 16: a SIGKILLed run leaves no kernel key behind for good --
+
+def kernel_connection_file(parent_pid, deadline_s=120):
+    """The `-f` connection file of the kernel `parent_pid` started, once it runs."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if not proc.name.isdigit() or \
+                        int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != parent_pid:
+                    continue
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"ipykernel_launcher" in b" ".join(argv) and b"-f" in argv:
+                return int(proc.name), Path(argv[argv.index(b"-f") + 1].decode())
+        time.sleep(0.1)
+    raise AssertionError("no kernel started")
+
+
+def test_the_kernel_s_connection_file_lives_in_the_run_s_scratch_folder(tmp_path):
+    import signal
+    import tempfile
+
+    from conftest import clean_env, project_copy
+    from scripts.scratch import remove_abandoned
+
+    root = project_copy(tmp_path / "project")
+    run = subprocess.Popen([sys.executable, "scripts/record.py"], cwd=root, env=clean_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        kernel_pid, connection = kernel_connection_file(run.pid)
+        scratch = connection.parent
+        assert scratch.parent == Path(tempfile.gettempdir())
+        assert scratch.name.startswith(f"record-{run.pid}-"), connection
+        assert connection.name == "kernel.json"
+    finally:
+        run.send_signal(signal.SIGKILL)  # no clean-up of its own can run
+        run.wait()
+        try:
+            os.killpg(kernel_pid, signal.SIGKILL)  # the kernel is in a session of its own
+        except (ProcessLookupError, UnboundLocalError):
+            pass
+    assert connection.exists()  # what SIGKILL leaves: the key, in the scratch folder...
+    remove_abandoned("record")  # ...which the next run's start-up removes
+    assert not connection.exists() and not scratch.exists()

@@ -99,9 +99,12 @@ def execute(notebook, working_dir, timeout_s=600):
     kernel (and everything it started) before it passes the interrupt on.
     """
     # IPC sockets in the scratch folder: the kernel is reachable from this user only,
-    # and ipykernel does not warn about an unencrypted TCP port.
+    # and ipykernel does not warn about an unencrypted TCP port. The connection file (it
+    # holds the kernel's key) goes there too: by default it is a mkstemp file in the
+    # system's temporary folder, which a SIGKILLed run would leave there for good.
     kernel = KernelManager(kernel_name="python3", transport="ipc",
-                           ip=str(Path(working_dir) / "kernel"), log=QUIET)
+                           ip=str(Path(working_dir) / "kernel"),
+                           connection_file=str(Path(working_dir) / "kernel.json"), log=QUIET)
     client = NotebookClient(notebook, km=kernel, timeout=timeout_s, record_timing=False,
                             resources={"metadata": {"path": str(working_dir)}}, log=QUIET)
     failure = []
