@@ -15,6 +15,7 @@ import errno
 import json
 import os
 import platform as host_platform
+import signal
 import stat
 import sys
 
@@ -509,7 +510,34 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    """The program: exit 0 after PASS; 2 for a setup error; 130 or 143 (128 + the signal,
+    as a shell reports it) for Ctrl-C or SIGTERM, in one line, never a traceback."""
     args = parse_args(argv)
+    signals = []
+
+    def stop(number, frame):
+        signals.append(number)
+        raise KeyboardInterrupt  # unwinds through write_json's clean-up
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
+                                                                   signal.SIGTERM)}
+    try:
+        status = run_program(args)
+    except KeyboardInterrupt:
+        if not signals:  # raised by Python's own handler, before ours was installed
+            signals.append(signal.SIGINT)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    # A signal counts even where some library caught its KeyboardInterrupt and carried on.
+    if signals:
+        print(f"error: interrupted by {signal.Signals(signals[0]).name}; the lesson did not "
+              f"finish", file=sys.stderr)
+        return 128 + signals[0]
+    return status
+
+
+def run_program(args):
     try:
         devices = select_devices(args.platform, args.devices)
     except SetupError as error:

@@ -831,3 +831,46 @@ def test_the_kernel_s_connection_file_lives_in_the_run_s_scratch_folder(tmp_path
     assert connection.exists()  # what SIGKILL leaves: the key, in the scratch folder...
     remove_abandoned("record")  # ...which the next run's start-up removes
     assert not connection.exists() and not scratch.exists()
+
+
+# ------------------------------------------- 8: Ctrl-C in the lesson program --
+
+# The lesson program with run_lesson replaced by one that waits for the signal: the signal
+# lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
+# carries on to print PASS, as some tries did.
+SIGNALLED_LESSON = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import lesson_code.distributed_03 as lesson
+
+def waiting(devices):
+    print("running", flush=True)
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        if sys.argv[2] != "swallowed":
+            raise
+    print("PASS: distributed-03", flush=True)
+    return {}
+
+lesson.run_lesson = waiting
+sys.exit(lesson.main(["--devices", "2"]))
+"""
+
+
+@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143),
+                                         ("swallowed", 130)])
+def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
+    import signal
+
+    from conftest import clean_env
+
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), how],
+                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    assert run.stdout.readline() == "running\n"
+    run.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
+    assert run.returncode == status
+    assert err == f"error: interrupted by {name}; the lesson did not finish\n"
