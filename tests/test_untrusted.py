@@ -874,3 +874,36 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
     name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
     assert run.returncode == status
     assert err == f"error: interrupted by {name}; the lesson did not finish\n"
+
+
+# -------------------------------------- 6: mkdocs serve keeps the last good site --
+
+def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_path):
+    import urllib.request
+
+    from conftest import project_copy
+    from test_serve import serve, stop, wait_for
+
+    project = project_copy(tmp_path / "project")
+    page = project / "docs" / "going-further" / "tpu.md"
+    good = page.read_text()
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, url = serve(project, log)
+        try:
+            started = len(wait_for(log_path, "Serving on"))
+            before = urllib.request.urlopen(url, timeout=10).read()
+            # A page error, raised while pages are written: after mkdocs emptied the site.
+            page.write_text(good + "\n{{ rec:distributed-03.cpu:no.such.value }}\n")
+            wait_for(log_path, "still serving", after=started)
+            for address in (url, url.replace("lessons/distributed-03/", "")):
+                assert urllib.request.urlopen(address, timeout=10).status == 200
+            after = urllib.request.urlopen(url, timeout=10).read()
+            # The same page; only the reload script's build counter differs.
+            assert re.sub(rb"livereload\([\d, ]+\)", b"", after) == \
+                re.sub(rb"livereload\([\d, ]+\)", b"", before)
+        finally:
+            stop(process)
+    output = log_path.read_text()
+    assert "Traceback" not in output and any(
+        "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))

@@ -15,7 +15,9 @@ is untrusted input, so no Markdown extension may ever read it):
 """
 import logging
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
@@ -82,12 +84,20 @@ def on_serve(server, config, builder):
     so a reader's browser would hang until the file is fixed. The failed build has
     already logged its one line; the next change to a watched file rebuilds.
     """
+    site = Path(config["site_dir"])  # the folder the server answers from
+
     def build_or_keep_serving():
-        try:
-            builder()
-        except Abort:  # raised after the build logged its error; a bug still tracebacks
-            logging.getLogger("mkdocs").warning(
-                "still serving the pages built before; fix the error above to rebuild")
+        # mkdocs empties the site folder before it builds the pages, so a page that fails
+        # left every address answering 404: the last good site is kept aside and put back.
+        with tempfile.TemporaryDirectory(prefix="mkdocs-last-good-") as kept:
+            shutil.copytree(site, kept, dirs_exist_ok=True)
+            try:
+                builder()
+            except Abort:  # raised after the build logged its error; a bug still tracebacks
+                shutil.rmtree(site, ignore_errors=True)
+                shutil.copytree(kept, site, dirs_exist_ok=True)
+                logging.getLogger("mkdocs").warning(
+                    "still serving the pages built before; fix the error above to rebuild")
 
     server.builder = build_or_keep_serving
     return server
