@@ -52,8 +52,8 @@ SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]
 
 
 def check_site_url(config):
-    url = config.get("site_url") or ""
-    if not SITE_URL.fullmatch(url):
+    url = config.get("site_url")
+    if url and not SITE_URL.fullmatch(url):  # no site_url: mkdocs writes no canonical link
         raise PluginError(f"site_url (the SITE_URL environment variable, read by mkdocs.yml) "
                           f"is {url[:80]!r}: it must be an http(s) address of letters, "
                           f"digits and . - _ ~ % / only; set SITE_URL to one, such as "
