@@ -907,3 +907,12 @@ def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_p
     output = log_path.read_text()
     assert "Traceback" not in output and any(
         "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))
+
+
+def test_the_build_reads_utf_8_in_an_ascii_locale(ascii_project, tmp_path):
+    from site_build import build
+
+    run = build(ascii_project, tmp_path / "site", environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
