@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts import ROOT
 from scripts.hashes import content_files
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, install_recording
+from scripts.run_lock import RunLocked, exclusive_run
 from scripts.hardware.tpu import (RUNTIMES, UsageError, dry_run_text, job_steps, recording_name,
                                tpu_lesson)
 
@@ -166,7 +167,12 @@ def install_fetched(fetched, target, lesson, root):
         check_tpu_recording(fetched, lesson.id, lesson.path(), root, lesson.devices)
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
-    install_recording(fetched, target)
+    try:
+        # Not while record.py or bench.py is writing this checkout's recordings.
+        with exclusive_run("python scripts/tpu_job.py", root):
+            install_recording(fetched, target)
+    except RunLocked as error:
+        raise JobFailed(f"{error}; the fetched recording was not installed") from None
     progress(f"wrote {target}")
 
 
