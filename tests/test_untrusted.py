@@ -916,3 +916,17 @@ def test_the_build_reads_utf_8_in_an_ascii_locale(ascii_project, tmp_path):
         "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
     assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
     assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("change", [
+    lambda panels: panels.extend([panels[0]] * 3000),  # a figure of 3,000 bar charts
+    lambda panels: panels[0]["series"].extend([panels[0]["series"][0]] * 100),
+    lambda panels: panels[0]["series"][0]["y"].extend([1.0] * 100_000),
+])
+def test_the_figure_data_a_recording_holds_is_bounded(change):
+    from scripts.recordings import RecordingError, validate
+
+    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    change(recording["data"]["panels"])
+    with pytest.raises(RecordingError, match="invalid at data/panels"):
+        validate(recording, "recording")
