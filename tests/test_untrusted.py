@@ -846,7 +846,10 @@ import lesson_code.distributed_03 as lesson
 def waiting(devices):
     print("running", flush=True)
     try:
-        time.sleep(60)
+        # Short sleeps: a signal that one of JAX's threads received is handled once the
+        # main thread is back in Python, as it is between the lesson's steps.
+        for _ in range(600):
+            time.sleep(0.1)
     except KeyboardInterrupt:
         if sys.argv[2] != "swallowed":
             raise
