@@ -11,9 +11,12 @@ device's own shard.
     python -m lesson_code.distributed_03 --platform tpu     # the physical chips
 """
 import argparse
+import errno
 import json
 import os
 import platform as host_platform
+import signal
+import stat
 import sys
 
 LESSON_ID = "distributed-03"
@@ -653,15 +656,32 @@ def data_out_path(path):
     if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
         raise argparse.ArgumentTypeError(f"cannot write {path}: {folder} is not a writable "
                                          f"folder; create it, or pick another path")
+    if not replaceable(path):
+        raise argparse.ArgumentTypeError(f"{path} is not a regular file, and only a regular "
+                                         f"file is replaced; give a new file path, such as "
+                                         f"{os.path.join(folder, 'data.json')}")
     return path
+
+
+def replaceable(path):
+    """A new path or a regular file: the rename below would put a file in place of a
+    device node (/dev/full), a symlink or a socket just as readily."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return True
 
 
 def write_json(path, data):
     """Beside `path`, then renamed onto it: a failed write leaves no half-written file."""
     temp = f"{path}.{os.getpid()}.tmp"
+    # O_EXCL: never written through a file or link already at the temporary name.
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
-        with open(temp, "w") as out:
+        with os.fdopen(fd, "w") as out:
             json.dump(data, out, indent=2)
+        if not replaceable(path):  # checked again: it may have changed while the lesson ran
+            raise OSError(errno.EEXIST, "not a regular file, so it was left alone")
         os.replace(temp, path)
     finally:
         if os.path.exists(temp):
@@ -680,7 +700,34 @@ def parse_args(argv):
 
 
 def main(argv=None):
+    """The program: exit 0 after PASS; 2 for a setup error; 130 or 143 (128 + the signal,
+    as a shell reports it) for Ctrl-C or SIGTERM, in one line, never a traceback."""
     args = parse_args(argv)
+    signals = []
+
+    def stop(number, frame):
+        signals.append(number)
+        raise KeyboardInterrupt  # unwinds through write_json's clean-up
+
+    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
+                                                                   signal.SIGTERM)}
+    try:
+        status = run_program(args)
+    except KeyboardInterrupt:
+        if not signals:  # raised by Python's own handler, before ours was installed
+            signals.append(signal.SIGINT)
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    # A signal counts even where some library caught its KeyboardInterrupt and carried on.
+    if signals:
+        print(f"error: interrupted by {signal.Signals(signals[0]).name}; the lesson did not "
+              f"finish", file=sys.stderr)
+        return 128 + signals[0]
+    return status
+
+
+def run_program(args):
     try:
         devices = select_devices(args.platform, args.devices)
     except SetupError as error:

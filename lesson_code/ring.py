@@ -142,6 +142,12 @@ def main(argv=None):
     if args.data_out and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
         sys.exit(f"error: cannot write {args.data_out}: {folder} is not a writable folder; "
                  f"create it, or pick another path")
+    # Only a new path or a regular file is replaced: the rename below would put the trace
+    # in place of a device node (/dev/full) or a symlink just as readily.
+    if args.data_out and os.path.lexists(args.data_out) and (
+            os.path.islink(args.data_out) or not os.path.isfile(args.data_out)):
+        sys.exit(f"error: {args.data_out} is not a regular file, and only a regular file is "
+                 f"replaced; give a new file path, such as {os.path.join(folder, 'data.json')}")
     data = trace(args.ranks)
     sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
     print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each rank "

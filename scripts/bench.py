@@ -20,11 +20,13 @@ import time
 
 from scripts import display
 from scripts.derive import DeriveError, stage_derived
+from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import LockError, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.host import host_load, warn_if_busy
+from scripts.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)
@@ -140,6 +142,30 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+# Device counts one sweep worker can simulate (each is one process with p logical CPU
+# devices); past 16 the host's cores, not the collectives, are what would be measured.
+MAX_RANKS = 16
+
+
+class UsageError(ValueError):
+    """A request bench.py refuses before it measures anything (exit 2)."""
+
+
+def refuse_what_cannot_work(args, plan):
+    ranks = args.ranks or plan["ranks"]
+    bad = [p for p in ranks if not 2 <= p <= MAX_RANKS]
+    if bad or len(set(ranks)) != len(ranks):
+        raise UsageError(f"--ranks {' '.join(map(str, ranks))}: each device count must be "
+                         f"2 to {MAX_RANKS}, each once; run `python scripts/bench.py`")
+    if args.out is None and sorted(ranks) != sorted(plan["ranks"]):
+        # The committed sweep, its figure and the page describe every p of the full plan.
+        raise UsageError(f"--ranks {' '.join(map(str, ranks))} measures part of the sweep, "
+                         f"which would replace the committed one (p = "
+                         f"{', '.join(map(str, plan['ranks']))}); run "
+                         f"`python scripts/bench.py --ranks {' '.join(map(str, ranks))} "
+                         f"--out build/sweep.json` to write it elsewhere")
+
+
 def sweep_lesson(lesson_id):
     lessons = [lesson for lesson in load_lessons().values() if lesson.sweep]
     chosen = [lesson for lesson in lessons if lesson_id in (None, lesson.id)]
@@ -154,13 +180,19 @@ def main(argv=None, plan=FULL):
     args = parse_args(argv)
     stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
+        refuse_what_cannot_work(args, plan)
+    except UsageError as error:
+        print(f"bench.py: {error}", file=sys.stderr)
+        return 2
+    try:
         lesson = sweep_lesson(args.lesson)
         warn_if_busy("bench.py")
-        recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
-                                 plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
-                                 blocks=args.blocks or plan["blocks"])
+        with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])):
+            recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
+                                     plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
+                                     blocks=args.blocks or plan["blocks"])
     except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
-            DeriveError) as error:
+            DeriveError, RunLocked, ClosureError) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:

@@ -70,9 +70,28 @@ def text_problems(notebook, lock, root=ROOT):
     return []
 
 
+# The two files in recordings/ that are not recordings.
+NOT_RECORDINGS = ("recordings/schema.json", "recordings/outputs.lock.json")
+
+
+def unclaimed_recordings(lessons, root=ROOT):
+    """A line for each JSON file in recordings/ that no registered lesson claims: the
+    README promises that everything there is validated, so nothing may sit there unread."""
+    claimed = {output.path for lesson in lessons.values()
+               for output in recording_outputs(lesson, root)} | set(NOT_RECORDINGS)
+    lines = []
+    for path in sorted((root / "recordings").iterdir()):
+        name = f"recordings/{path.name}"
+        if path.suffix.lower() == ".json" and name not in claimed:
+            lines.append(problem(name, "belongs to no lesson in lesson_code/lessons.toml "
+                                 "(a recording is named <lesson id>.<variant>.json)",
+                                 f"git rm {name}"))
+    return lines
+
+
 def check(lessons, root=ROOT):
     """One line per recording, figure or notebook that is missing, invalid or stale."""
-    lines = []
+    lines = unclaimed_recordings(lessons, root)
     try:
         lock = read_lock(root)
     except LockError as error:
@@ -121,11 +140,12 @@ def load_all(lessons, root=ROOT):
     a notebook companion that no longer shows its module's text (a comment edit: no
     recording is stale, yet the page's snippets would show other text than the notebook).
     """
-    loaded, lines = {}, []
+    loaded, lines = {}, unclaimed_recordings(lessons, root)
     try:
         lock = read_lock(root)
     except LockError as error:
-        lock, lines = {}, [str(error)]
+        lock = {}
+        lines.append(str(error))
     for lesson in lessons.values():
         lines += text_problems(notebook_output(lesson), lock, root)
         analyses, problems = load_analyses(lesson, lock, root)

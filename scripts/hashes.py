@@ -40,6 +40,27 @@ def module_file(name, root=ROOT):
     return None
 
 
+class ClosureError(ValueError):
+    """A module of an import closure cannot be read as Python; str() is one line."""
+
+
+def parsed_module(path, root=ROOT):
+    """The module's syntax tree; ClosureError naming the file for bytes that are not UTF-8
+    or text that is not Python (a closure reaches files a pull request may have changed)."""
+    from scripts import display
+
+    try:
+        return ast.parse(Path(path).read_bytes().decode("utf-8"), filename=str(path))
+    except UnicodeDecodeError as error:
+        raise ClosureError(f"{display(path, root)}: not UTF-8 (byte {error.start}); save it "
+                           f"as UTF-8") from None
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None)
+        raise ClosureError(f"{display(path, root)}: not valid Python"
+                           f"{f' (line {line}: {error.msg})' if line else ''}; fix that "
+                           f"file") from None
+
+
 def without_docstrings(tree):
     """`tree` with the docstring of the module and of every class and function removed
     (a docstring is the first statement, a bare string); the parser already dropped the
@@ -53,12 +74,11 @@ def without_docstrings(tree):
     return tree
 
 
-def module_facts(path):
+def module_facts(path, root=ROOT):
     """(code digest, [imported names]) of a Python file, remembered by its bytes' digest.
 
     The code digest is of ast.dump without line numbers, comments or docstrings: what
-    runs. A file that does not parse keys on its bytes and imports nothing; running it
-    reports the syntax error itself.
+    runs. A file that is not UTF-8 or does not parse is a ClosureError, one line.
     """
     data = Path(path).read_bytes()
     # ast.dump's text is the parser's, so the memo keeps one answer per Python version.
@@ -66,10 +86,7 @@ def module_facts(path):
     known = memo.recall("module", key)
     if known is not None:
         return known["code"], known["imports"]
-    try:
-        tree = ast.parse(data)
-    except (SyntaxError, ValueError):
-        return digest_bytes(data), []
+    tree = parsed_module(path, root)
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -81,8 +98,8 @@ def module_facts(path):
     return code, names
 
 
-def imported_names(path):
-    return module_facts(path)[1]
+def imported_names(path, root=ROOT):
+    return module_facts(path, root)[1]
 
 
 def code_digest(path):
@@ -103,7 +120,7 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
         seen.add(current)
         if not current.exists():
             continue
-        for name in imported_names(current):
+        for name in imported_names(current, root):
             if name.split(".")[0] in packages:
                 found = module_file(name, root)
                 if found is not None:
@@ -158,7 +175,7 @@ def pin_lines(root=ROOT):
     lines = {}
     requirements = root / PINS[0]
     if requirements.is_file():
-        sections = requirement_sections(requirements.read_text())
+        sections = requirement_sections(requirements.read_text(encoding="utf-8"))
         lines[PINS[0]] = [line for title in RECORDING_SECTIONS
                           for line in sections.get(title, [])]
         tools = {package_name(line) for title, pinned in sections.items()
@@ -167,7 +184,8 @@ def pin_lines(root=ROOT):
         tools = set()
     constraints = root / PINS[1]
     if constraints.is_file():
-        pinned = (line.split("#")[0].strip() for line in constraints.read_text().splitlines())
+        pinned = (line.split("#")[0].strip()
+                  for line in constraints.read_text(encoding="utf-8").splitlines())
         lines[PINS[1]] = [line for line in pinned if line and package_name(line) not in tools]
     return lines
 

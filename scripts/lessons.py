@@ -2,11 +2,24 @@
 
 The registry is data, so adding a lesson changes nothing under scripts/. Every other
 module asks here which lessons exist, which module runs each, and what it produces.
+
+It is also untrusted input (a pull request can change it): an id becomes file names and a
+module becomes code that record.py executes. So every field is checked here, before
+anything runs, against the one table FIELDS: an id matches the recordings' schema, a
+module is a file inside lesson_code/, `devices` is a whole number a CPU can simulate.
+A field that fails is refused in one line naming the file, the entry, the field and the fix.
 """
+import json
+import re
 import tomllib
 from dataclasses import dataclass, field
 
 from scripts import REGISTRY, ROOT, display
+from scripts.figures import KINDS
+
+# The lesson's own cap on logical CPU devices (lesson_code/distributed_03.py allows 1-256).
+MAX_DEVICES = 256
+MODULE = re.compile(r"lesson_code(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class RegistryError(Exception):
@@ -32,35 +45,128 @@ class Lesson:
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
 
-FIELDS = {"id", "module", "figures", "devices", "rank_module", "simulation", "sweep",
-          "exercises", "analysis", "analyses"}
+def lesson_id_rule(root):
+    """The recordings' lessonId pattern and length, from recordings/schema.json, so an id
+    the registry accepts is one every recording of it will carry."""
+    try:
+        schema = json.loads((root / "recordings" / "schema.json").read_text(encoding="utf-8"))
+        rule = schema["$defs"]["header"]["properties"]["lessonId"]
+        return re.compile(rule["pattern"]), rule["maxLength"]
+    except (OSError, ValueError, KeyError, TypeError, re.error):
+        raise RegistryError("recordings/schema.json: its header has no readable lessonId "
+                            "pattern; run `git checkout -- recordings/schema.json`") from None
+
+
+def check_id(value, root):
+    pattern, longest = lesson_id_rule(root)
+    if not isinstance(value, str) or len(value) > longest or not pattern.match(value):
+        return (f"lowercase letters and digits in dash-separated words, at most {longest} "
+                f"characters, such as \"distributed-03\"")
+    return None
+
+
+def check_module(value, root):
+    if not isinstance(value, str) or not MODULE.fullmatch(value):
+        return "a dotted module name inside lesson_code/, such as \"lesson_code.my_lesson\""
+    path = (root / (value.replace(".", "/") + ".py")).resolve()
+    inside = (root / "lesson_code").resolve()
+    if inside not in path.parents or not path.is_file():
+        return f"an existing module file; {display(path, root)} is not one inside lesson_code/"
+    return None
+
+
+def check_devices(value, root):
+    # bool is an int in Python: `devices = true` must not pass as 1.
+    if type(value) is not int or not 1 <= value <= MAX_DEVICES:
+        return f"a whole number from 1 to {MAX_DEVICES}, such as 4"
+    return None
+
+
+def check_figures(value, root):
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) \
+            or len(set(value)) != len(value) or not all(kind in KINDS for kind in value):
+        return (f"a list of distinct figure kinds from {', '.join(KINDS)}, or a lesson's "
+                f"own renderer module (\"lesson_code.<module>\")")
+    return None
+
+
+# The recordings a lesson's analysis may read, by variant (lessons.toml `analyses`).
+ANALYSED = re.compile(r"[a-z][a-z0-9-]{0,31}")
+
+
+def check_analyses(value, root):
+    if not isinstance(value, list) or not all(isinstance(v, str) and ANALYSED.fullmatch(v)
+                                              for v in value) or len(set(value)) != len(value):
+        return "a list of distinct recording variants, such as [\"cpu\", \"sweep\"]"
+    return None
+
+
+# Each field: (required, its check). A new field is one line here and one in Lesson.
+FIELDS = {
+    "id": (True, check_id),
+    "module": (True, check_module),
+    "figures": (False, check_figures),
+    "devices": (False, check_devices),
+    "rank_module": (False, check_module),
+    "simulation": (False, check_module),
+    "sweep": (False, check_module),
+    "exercises": (False, check_module),
+    "analysis": (False, check_module),
+    "analyses": (False, check_analyses),
+}
+
+
+def read_entries(path, where):
+    try:
+        text = path.read_bytes().decode("utf-8")
+        registry = tomllib.loads(text)
+    except OSError as error:
+        raise RegistryError(f"{where}: cannot be read ({error.strerror}); run "
+                            f"`git checkout -- {where}`") from None
+    except UnicodeDecodeError as error:
+        raise RegistryError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8") \
+            from None
+    except tomllib.TOMLDecodeError as error:
+        raise RegistryError(f"{where}: not valid TOML ({error}); fix the file") from None
+    entries = registry.get("lesson", [])
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise RegistryError(f"{where}: `lesson` must be [[lesson]] tables; see the comment "
+                            f"at the top of the file")
+    if not entries:
+        raise RegistryError(f"{where}: no [[lesson]] entry; add one (lesson_code/CONTRACT.md "
+                            f"says what a lesson provides)")
+    return entries
 
 
 def load_lessons(root=ROOT):
     """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
     path = root / REGISTRY.relative_to(ROOT)
     where = display(path, root)
-    try:
-        entries = tomllib.loads(path.read_text()).get("lesson", [])
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise RegistryError(f"{where}: cannot be read ({error}); fix the file") from None
     lessons = {}
-    for number, entry in enumerate(entries, 1):
-        unknown = set(entry) - FIELDS
-        if unknown or not {"id", "module"} <= set(entry):
-            raise RegistryError(f"{where}: lesson entry {number} needs id and module and "
-                                f"takes only {', '.join(sorted(FIELDS))}")
-        lesson = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
-                           "analyses": tuple(entry.get("analyses", ())), "root": root})
-        if lesson.analyses and not lesson.analysis:
-            raise RegistryError(f"{where}: lesson {lesson.id} lists analyses but names no "
+    for number, entry in enumerate(read_entries(path, where), 1):
+        name = entry.get("id") if isinstance(entry.get("id"), str) else f"entry {number}"
+        unknown = sorted(entry.keys() - FIELDS.keys())
+        if unknown:
+            raise RegistryError(f"{where}: lesson {name!r} has an unknown field "
+                                f"{unknown[0]!r}; the fields are {', '.join(FIELDS)}")
+        for key, (required, check) in FIELDS.items():
+            if key not in entry:
+                if required:
+                    raise RegistryError(f"{where}: lesson {name!r} has no {key!r}; add it")
+                continue
+            fix = check(entry[key], root)
+            if fix:
+                raise RegistryError(f"{where}: lesson {name!r}, field {key!r} = "
+                                    f"{entry[key]!r:.80}: must be {fix}")
+        if entry["id"] in lessons:
+            raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
+                                f"give each [[lesson]] its own id")
+        if entry.get("analyses") and not entry.get("analysis"):
+            raise RegistryError(f"{where}: lesson {name!r} lists analyses but names no "
                                 f"`analysis` module; add one or drop `analyses`")
-        for module in (lesson.module, lesson.rank_module, lesson.simulation, lesson.sweep,
-                       lesson.exercises, lesson.analysis):
-            if module and not lesson.path(module).exists():
-                raise RegistryError(f"{where}: lesson {lesson.id} names {module}, but "
-                                    f"{display(lesson.path(module), root)} does not exist")
-        lessons[lesson.id] = lesson
+        lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
+                                         "analyses": tuple(entry.get("analyses", ())),
+                                         "root": root})
     return lessons
 
 

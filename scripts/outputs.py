@@ -111,7 +111,7 @@ def recording_outputs(lesson, root=ROOT):
             module = lesson.rank_module if path.name.endswith("-processes.json") and \
                 lesson.rank_module else lesson.module
             wanted.append(RecordingOutput(name, module_file(module),
-                                          "the hardware job that made it", False))
+                                          hardware_fix(name, lesson.id), False))
     return wanted
 
 
@@ -148,6 +148,33 @@ def derived_outputs(lesson):
     return [*analysis_outputs(lesson), *figure_outputs(lesson)]
 
 
+# The command that remakes a hardware recording, by the variant its name carries.
+HARDWARE_FIXES = {
+    "tpu": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
+           "--delete",
+    "tpu-processes": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-16 "
+                     "--create --delete",
+    "gpu": "python scripts/record.py --platform gpu",
+}
+
+
+def hardware_fix(name, lesson_id):
+    """`recordings/<id>.tpu.json` -> the TPU job; a name no command writes cannot be
+    remade, so its fix is to remove it."""
+    variant = name.removeprefix(f"recordings/{lesson_id}.").removesuffix(".json")
+    return HARDWARE_FIXES.get(variant, f"git rm {name}")
+
+
+def recording_fix(lessons, name, root=ROOT):
+    """The command that makes `recordings/<stem>.json`, present or not; None when the
+    name belongs to no registered lesson."""
+    for lesson in lessons.values():
+        if name.startswith(f"recordings/{lesson.id}."):
+            fixes = {output.path: output.fix for output in recording_outputs(lesson, root)}
+            return fixes.get(name) or hardware_fix(name, lesson.id)
+    return None
+
+
 def figure_outputs(lesson):
     outputs = []
     for kind in lesson.figures:
@@ -181,7 +208,7 @@ def read_lock(root=ROOT):
     """{output path: {"sha256", "inputs"}}; {} when absent; LockError when unreadable."""
     path = lock_path(root)
     try:
-        lock = json.loads(path.read_text())
+        lock = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
     except (OSError, ValueError) as error:
@@ -190,6 +217,13 @@ def read_lock(root=ROOT):
     if not isinstance(lock, dict) or not all(isinstance(v, dict) for v in lock.values()):
         raise LockError(f"{display(path, root)}: not a map of outputs; run "
                         f"`{RECORD}`")
+    for name, entry in lock.items():
+        inputs = entry.get("inputs")
+        if not isinstance(entry.get("sha256"), str) or not isinstance(inputs, dict) \
+                or not all(isinstance(v, str) for v in inputs.values()):
+            raise LockError(f"{display(path, root)}: the entry for {name[:80]!r} needs a "
+                            f"`sha256` and `inputs` mapping each file to its digest; run "
+                            f"`{RECORD}`")
     return lock
 
 

@@ -38,6 +38,7 @@ import argparse
 import json
 import subprocess
 import time
+from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
@@ -48,6 +49,7 @@ from scripts.derive import DeriveError, stage_derived
 from scripts.outputs import LockError, lock_entry, lock_path, lock_text, notebook_output, read_lock
 from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
                                 validate)
+from scripts.run_lock import RunLocked, exclusive_run
 from scripts.scratch import scratch_folder
 
 LESSON_TIMEOUT_S = 600
@@ -69,12 +71,23 @@ def progress(message):
     print(f"record: {message}", file=sys.stderr, flush=True)
 
 
+# What a page can show of a lesson's output: the schema's stdout maxLength, and lines.
+MAX_STDOUT_CHARACTERS = 1_000_000
+MAX_STDOUT_LINES = 2_000
+
+
 def check_stdout(lesson_id, stdout):
     lines = stdout.splitlines()
+    if len(stdout) > MAX_STDOUT_CHARACTERS or len(lines) > MAX_STDOUT_LINES:
+        raise RecordError(f"the lesson printed {len(lines)} lines, {len(stdout)} characters; "
+                          f"a recording holds at most {MAX_STDOUT_LINES} lines and "
+                          f"{MAX_STDOUT_CHARACTERS} characters, so print less; nothing was "
+                          f"written")
     if not lines or lines[-1] != f"PASS: {lesson_id}":
         raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'; "
                           f"nothing was written")
-    repeated = sorted({line for line in lines if lines.count(line) > 1})
+    counts = Counter(lines)  # one pass: lines.count() per line was quadratic
+    repeated = sorted(line for line, count in counts.items() if count > 1)
     if repeated:
         raise RecordError(f"the lesson printed {repeated[0]!r} more than once; "
                           f"nothing was written")
@@ -171,7 +184,7 @@ def run_module(module, root, scratch):
         raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
                           f"written")
     try:
-        data = json.loads(data_path.read_text())
+        data = json.loads(data_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
                           f"as JSON ({error}); nothing was written") from None
@@ -425,7 +438,7 @@ def refuse_what_cannot_work(args, lessons):
 def available_memory():
     """MemAvailable from /proc/meminfo, in bytes; None where there is no such file."""
     try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
+        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
             if line.startswith("MemAvailable:"):
                 return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
@@ -476,15 +489,16 @@ def main(argv=None):
         if args.check:
             return check(lessons, argv)
         refuse_what_cannot_work(args, lessons)
-        record(lessons, args.platform, args.processes, args.render_only,
-               chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
-               launcher=args.launcher)
+        with exclusive_run(" ".join(["python scripts/record.py", *(argv or sys.argv[1:])])):
+            record(lessons, args.platform, args.processes, args.render_only,
+                   chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
+                   launcher=args.launcher)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
         prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (RecordError, RecordingError, DeriveError, ValueError) as error:
+    except (RecordError, RecordingError, DeriveError, RunLocked, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except Interrupted as signal_:

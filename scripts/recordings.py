@@ -6,8 +6,10 @@ not validate stops record.py, bench.py, --check and the build alike with one lin
 it, never a traceback.
 """
 import json
+import math
 import os
 import platform
+import re
 import shutil
 import tempfile
 from datetime import datetime, timezone
@@ -16,6 +18,7 @@ from pathlib import Path
 from scripts import RECORDINGS, ROOT, display, interrupts, memo
 from scripts.hashes import combined_hash, content_files, digest_bytes
 from scripts.interrupts import signals_deferred
+from scripts.scratch import running
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -40,7 +43,7 @@ def validator():
         raise RecordingError("the jsonschema package is missing from this Python; run "
                              "`make install` and use .venv/bin/python") from None
     try:
-        schema = json.loads(SCHEMA_PATH.read_text())
+        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise RecordingError(f"{display(SCHEMA_PATH)}: the schema cannot be read "
                              f"({getattr(error, 'strerror', None) or error})",
@@ -48,10 +51,31 @@ def validator():
     return jsonschema.Draft202012Validator(schema)
 
 
+def non_finite(value, path=()):
+    """The path of the first NaN or infinity in `value`, or None. JSON has no such
+    numbers: Python writes them as bare NaN/Infinity tokens other readers refuse, and the
+    schema's "number" lets them through."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return path
+    children = value.items() if isinstance(value, dict) else \
+        enumerate(value) if isinstance(value, list) else ()
+    for key, child in children:
+        found = non_finite(child, (*path, key))
+        if found is not None:
+            return found
+    return None
+
+
 def validate(recording, where="recording", fix=RECORD):
     """Raise RecordingError with the first schema violation, phrased for a person."""
     checker = validator()  # first: a missing jsonschema is one line naming `make install`
     from jsonschema.exceptions import best_match
+
+    bad_number = non_finite(recording)
+    if bad_number is not None:
+        field = "/".join(map(str, bad_number)) or "(top level)"
+        raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
+                             f" is not a finite number, and a recording holds only those", fix)
 
     error = best_match(checker.iter_errors(recording))
     if error is not None:
@@ -67,7 +91,7 @@ def load_recording(path, fix=RECORD):
     path = Path(path)
     where = display(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         recording = json.loads(text)
     except FileNotFoundError:
         raise RecordingError(f"{where}: missing", fix) from None
@@ -133,7 +157,13 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
 
 
 def dumps(recording):
-    return json.dumps(recording, indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(recording, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
+
+
+def lookup_path(value, path):
+    for key in path:
+        value = value[key]
+    return value
 
 
 def staged_write(path, data):
@@ -146,7 +176,9 @@ def staged_write(path, data):
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # The pid in the name says whose file it is (remove_stray_temps).
+        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                    dir=path.parent)
     except OSError as error:
         raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
                              f"nothing was changed") from None
@@ -162,13 +194,21 @@ def staged_write(path, data):
 
 
 def remove_stray_temps(directories):
-    """Delete staged files a killed run left behind (`.<name>.<random>.tmp`, gitignored).
+    """Delete staged files a killed run left behind (`.<name>.<pid>.<random>.tmp` and
+    `.<name>.<pid>.old.tmp`, gitignored), and only those whose run is gone.
 
-    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one.
+    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one. A
+    file of a run still going (a second run of this checkout, refused by the run lock,
+    or anything else still staging) is left alone, as is a name with no pid in it.
     """
     for directory in directories:
         for temp in Path(directory).glob(".*.tmp"):
-            temp.unlink(missing_ok=True)
+            owner = STAGED_NAME.fullmatch(temp.name)
+            if owner and not running(int(owner[1])) and not temp.is_dir():
+                temp.unlink(missing_ok=True)
+
+
+STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
 
 
 class Staging:

@@ -40,6 +40,7 @@ from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, inst
 from scripts.hardware.tpu import (CHIPS_PER_WORKER, RUNTIMES, SLICE_DATA, SLICE_STDOUT,
                                   UsageError, dry_run_text, job_steps, recording_name,
                                   tpu_lesson, workers)
+from scripts.run_lock import RunLocked, exclusive_run
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -202,7 +203,12 @@ def install_fetched(fetched, target, lesson, root):
         check_tpu_recording(fetched, lesson.id, lesson.path(), root, lesson.devices)
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
-    install_recording(fetched, target)
+    try:
+        # Not while record.py or bench.py is writing this checkout's recordings.
+        with exclusive_run("python scripts/tpu_job.py", root):
+            install_recording(fetched, target)
+    except RunLocked as error:
+        raise JobFailed(f"{error}; the fetched recording was not installed") from None
     progress(f"wrote {target}")
 
 
@@ -229,7 +235,8 @@ def install_slice(workdir, target, lesson, root, accelerator, duration_s):
 def write_docs(root=ROOT):
     """Regenerate the command listings that the pages include."""
     for path, example in ((DOCS_FILE, DOCS_EXAMPLE), (SLICE_DOCS_FILE, SLICE_DOCS_EXAMPLE)):
-        (root / path).write_text(dry_run_text(job_steps(**example, root=root)))
+        (root / path).write_text(dry_run_text(job_steps(**example, root=root)),
+                                 encoding="utf-8")
         progress(f"wrote {path}")
 
 

@@ -51,6 +51,13 @@ def leftover_temp_files(root):
     return [path for folder in OUTPUTS for path in (root / folder).rglob("*.tmp")]
 
 
+def ended_pid():
+    """The pid of a process that has ended: its staged files are a killed run's."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
 def clean_env(**extra):
     """The environment for a subprocess: this one without the suite's JAX settings."""
     env = {k: v for k, v in os.environ.items()

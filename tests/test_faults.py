@@ -535,11 +535,12 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
 # --- a SIGKILL's leftovers ---------------------------------------------------------------
 
 def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_run(tree):
-    from conftest import ROOT
+    from conftest import ROOT, ended_pid
 
-    strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.abc123.tmp",
-              tree / "figures" / f".{LESSON_ID}.svg.4242.old.tmp",
-              tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.x1y2.tmp"]
+    gone = ended_pid()  # the name says whose file it is; that run is gone
+    strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.{gone}.abc123.tmp",
+              tree / "figures" / f".{LESSON_ID}.svg.{gone}.old.tmp",
+              tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.{gone}.x1y2.tmp"]
     # The project's .gitignore alone, in a repository of its own: what `git add` would skip.
     shutil.copy(ROOT / ".gitignore", tree / ".gitignore")
     subprocess.run(["git", "init", "--quiet", str(tree)], check=True)

@@ -153,6 +153,7 @@ def hostile_project(destination):
         panel["labels"] = list(PAYLOADS)
         panel["ylabel"], panel["series"][0]["label"] = PAYLOADS[0], PAYLOADS[6]
         path.write_text(json.dumps(recording, indent=2))
+    hostile_notebook(project / "docs" / "notebooks" / "distributed-03.ipynb")
     rederive_analyses(project)  # the build refuses an analysis older than its recording
     page = project / "docs" / "lessons" / "distributed-03.md"
     cells = "".join(f"| label {i} | {{{{ rec:distributed-03.cpu:data.panels.0.labels.{i} }}}} |\n"
@@ -164,6 +165,31 @@ def hostile_project(destination):
                     + "![{{ rec:distributed-03.tpu:data.panels.0.series.0.label }}]"
                     + "(../figures/distributed-03.svg)\n")
     return project
+
+
+# A notebook can be changed by the same pull request that updates its lock entry, so the
+# build treats it as it treats a recording. Beside the payloads above: raw HTML blocks,
+# TeX that latex2mathml would copy into the page, and attribute lists.
+NOTEBOOK_PAYLOADS = PAYLOADS + [
+    '<div onclick="alert(\'XSS div\')">\n\nraw block\n\n</div>',
+    '$\\text{<img src=x onerror=alert("XSS mtext")>}$',
+    '$\\href{javascript:alert("XSS href")}{x}$',
+    'styled {: onclick="alert(\'XSS attr\')" }',
+    '<iframe src="javascript:alert(\'XSS iframe\')"></iframe>',
+]
+
+
+def hostile_notebook(path):
+    """The executed notebook with every payload in a Markdown cell, a code cell's source,
+    its printed output and an error's traceback."""
+    notebook = json.loads(path.read_text())
+    notebook["cells"][1:1] = [
+        {"cell_type": "markdown", "metadata": {}, "source": "\n\n".join(NOTEBOOK_PAYLOADS)},
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": HOSTILE_TEXT,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": HOSTILE_TEXT},
+                     {"output_type": "error", "ename": "E", "evalue": "XSS",
+                      "traceback": PAYLOADS}]}]
+    path.write_text(json.dumps(notebook))
 
 
 @pytest.fixture(scope="module")
@@ -281,6 +307,42 @@ LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.
     .filter(a => /^\\s*javascript:/i.test(a.value)
                  || (a.name.startsWith('on') && /XSS/.test(a.value)))
     .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
+
+
+def test_the_hostile_notebook_page_is_text(hostile_site):
+    notebook = (hostile_site / "notebooks" / "distributed-03" / "index.html").read_text()
+    assert CANARY not in notebook
+    assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
+    parser = Attributes()
+    parser.feed(notebook)
+    assert not [(tag, name) for tag, name, value in parser.attributes
+                if name.startswith("on") or value.strip().lower().startswith("javascript:")]
+    assert not [script for script in parser.scripts if "XSS" in script]
+
+
+@pytest.mark.parametrize("site_url", ['https://x.example/"><script>alert("XSS url")</script>/',
+                                      "https://x.example/'onload='alert(1)'/"])
+def test_a_hostile_site_url_stops_the_build_and_writes_no_page(tmp_path, site_url):
+    run = build(ROOT, tmp_path / "site", environment={"SITE_URL": site_url})
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert len(errors) == 1 and "set SITE_URL" in errors[0]
+    assert not list((tmp_path / "site").rglob("*.html"))
+
+
+def test_the_hostile_notebook_stays_inert_in_chromium(browser, served):
+    problems = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    watch_for_execution(page, problems)
+    page.goto(f"{served}/notebooks/distributed-03/", wait_until="networkidle")
+    page.wait_for_timeout(500)
+    assert page.evaluate(LIVE_MARKUP) == []
+    shown = page.inner_text("article")
+    assert '<script>console.error("XSS script"); alert("XSS script")</script>' in shown
+    assert '--8<-- ".git/config"' in shown and CANARY not in shown
+    assert page.locator("article iframe, article script").count() == 0
+    assert problems == []
+    page.close()
 
 
 def test_hostile_pages_stay_inert_in_chromium(browser, served):

@@ -183,7 +183,9 @@ def test_render_only_on_a_corrupt_recording_is_one_line_and_touches_nothing(tree
 
 
 def test_a_staged_file_left_by_a_killed_run_is_removed_by_the_next(tree):
-    stray = tree / "figures" / ".distributed-03.svg.abc123.tmp"
+    from conftest import ended_pid
+
+    stray = tree / "figures" / f".distributed-03.svg.{ended_pid()}.abc123.tmp"
     stray.write_text("<svg")  # what SIGKILL mid-run leaves: never moved into place
     run = run_record(tree, "--render-only")
     assert run.returncode == 0, run.stderr[-2000:]

@@ -66,7 +66,7 @@ def one_run(url):
             timeout=300)
         if run.returncode != 0 or not report.exists():
             sys.exit(f"audit: lighthouse failed on {url}: {run.stderr.strip()[-500:]}")
-        result = json.loads(report.read_text())
+        result = json.loads(report.read_text(encoding="utf-8"))
     if result.get("runtimeError"):
         sys.exit(f"audit: lighthouse could not load {url}: {result['runtimeError']}")
     return {"scores": {name: round(result["categories"][name]["score"] * 100)

@@ -7,8 +7,35 @@ import of any lesson module: editing a caption redraws this figure and re-runs n
 from scripts.figures.svg import figure_style, new_figure, svg_text
 
 
+# What one small table can hold. The file is the lesson's, so it is checked like any input:
+# a 3,000-row table took 86 s to draw, and a number for a title was a traceback.
+MAX_ROWS, MAX_COLUMNS, MAX_CELL, MAX_PROSE = 20, 8, 60, 2000
+
+
+def table_of(diagram):
+    """The diagram's table; ValueError (one line naming the field) for any other shape."""
+    if not isinstance(diagram, dict):
+        raise ValueError("the file must hold one JSON object")
+    for key in ("title", "alt"):
+        if not isinstance(diagram.get(key), str) or not 0 < len(diagram[key]) <= MAX_PROSE:
+            raise ValueError(f"`{key}` must be text of 1 to {MAX_PROSE} characters")
+    table = diagram.get("table")
+    headers = table.get("headers") if isinstance(table, dict) else None
+    rows = table.get("rows") if isinstance(table, dict) else None
+    if not isinstance(headers, list) or not 1 <= len(headers) <= MAX_COLUMNS \
+            or not isinstance(rows, list) or not 1 <= len(rows) <= MAX_ROWS \
+            or not all(isinstance(row, list) and len(row) == len(headers) for row in rows):
+        raise ValueError(f"`table` must have 1 to {MAX_COLUMNS} `headers` and 1 to {MAX_ROWS} "
+                         f"`rows`, each row one cell per header")
+    for cell in [*headers, *(cell for row in rows for cell in row)]:
+        if not isinstance(cell, str) or len(cell) > MAX_CELL:
+            raise ValueError(f"every cell of `table` must be text of at most {MAX_CELL} "
+                             f"characters, not {cell!r:.40}")
+    return table
+
+
 def render(diagram):
-    table = diagram["table"]
+    table = table_of(diagram)
     with figure_style():
         fig, ax = new_figure(figsize=(6.4, 0.6 * (len(table["rows"]) + 1) + 0.8))
         ax.axis("off")
@@ -18,6 +45,7 @@ def render(diagram):
         cells.set_fontsize(11)
         cells.scale(1, 1.9)
         for (row, col), cell in cells.get_celld().items():
+            cell.get_text().set_parse_math(False)  # a `$` is a dollar sign, never mathtext
             cell.set_edgecolor("#8c959f")
             if row == 0 or col == 0:
                 cell.set_text_props(fontweight="bold")

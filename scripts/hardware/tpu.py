@@ -113,7 +113,7 @@ def workers(accelerator):
 
 def jax_pin(root=ROOT):
     """The jax version pinned in requirements.txt, so the VM installs the same one."""
-    text = (root / "requirements.txt").read_text()
+    text = (root / "requirements.txt").read_text(encoding="utf-8")
     match = re.search(r"^jax==([\w.]+)", text, re.MULTILINE)
     if not match:
         raise UsageError("requirements.txt pins no `jax==` version; the TPU job installs "

@@ -25,7 +25,9 @@ lesson page ends with its downloads.
 import logging
 import posixpath
 import re
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
@@ -37,11 +39,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
 from scripts.hardware.tpu import accelerators_for
-from scripts.hashes import import_closure
+from scripts.hashes import ClosureError, import_closure
 from scripts.lessons import RegistryError, load_course, load_lessons
 from scripts.outputs import RECORD as FIX
+from scripts.outputs import recording_fix
 from scripts.recordings import RecordingError
-from scripts.pages.recorded_text import PageValues
+from scripts.pages.recorded_text import PageValues, formatted
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
@@ -56,16 +59,31 @@ page_values = {}  # page src_uri -> its PageValues, from on_page_markdown to on_
 DOCS = [ROOT / "docs"]  # the docs_dir of the build, set by on_config
 
 
+# SITE_URL goes into every canonical link, the sitemap and the 404 page, where the theme
+# writes it unescaped: an address of these characters only cannot end an attribute.
+SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
+
+
+def check_site_url(config):
+    url = config.get("site_url")
+    if url and not SITE_URL.fullmatch(url):  # no site_url: mkdocs writes no canonical link
+        raise PluginError(f"site_url (the SITE_URL environment variable, read by mkdocs.yml) "
+                          f"is {url[:80]!r}: it must be an http(s) address of letters, "
+                          f"digits and . - _ ~ % / only; set SITE_URL to one, such as "
+                          f"https://user.github.io/lesson/")
+
+
 def on_config(config):
     """Load every recording of every registered lesson, validated; a broken recording,
     or a stale one this machine can remake, stops the build here with one line each."""
+    check_site_url(config)
     lessons.clear()
     recordings.clear()
     try:
         lessons.update(load_lessons())
         course = load_course()
         loaded, problems = load_all(lessons)
-    except (RegistryError, RecordingError) as error:
+    except (RegistryError, RecordingError, ClosureError) as error:
         raise PluginError(str(error)) from None
     if problems:
         raise PluginError("; ".join(problems))
@@ -121,12 +139,20 @@ def on_serve(server, config, builder):
     so a reader's browser would hang until the file is fixed. The failed build has
     already logged its one line; the next change to a watched file rebuilds.
     """
+    site = Path(config["site_dir"])  # the folder the server answers from
+
     def build_or_keep_serving():
-        try:
-            builder()
-        except Abort:  # raised after the build logged its error; a bug still tracebacks
-            logging.getLogger("mkdocs").warning(
-                "still serving the pages built before; fix the error above to rebuild")
+        # mkdocs empties the site folder before it builds the pages, so a page that fails
+        # left every address answering 404: the last good site is kept aside and put back.
+        with tempfile.TemporaryDirectory(prefix="mkdocs-last-good-") as kept:
+            shutil.copytree(site, kept, dirs_exist_ok=True)
+            try:
+                builder()
+            except Abort:  # raised after the build logged its error; a bug still tracebacks
+                shutil.rmtree(site, ignore_errors=True)
+                shutil.copytree(kept, site, dirs_exist_ok=True)
+                logging.getLogger("mkdocs").warning(
+                    "still serving the pages built before; fix the error above to rebuild")
 
     server.builder = build_or_keep_serving
     return server
@@ -285,8 +311,12 @@ def source_file(stem):
 
 def recorded_value(stem, dotted, spec, page, values, directive):
     if stem not in recordings:
+        fix = (FIX if stem.endswith(".analysis")
+               else recording_fix(lessons, f"recordings/{stem}.json"))
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
-                          f"{source_file(stem)} does not exist; run `{FIX}`")
+                          f"{source_file(stem)} does not exist; "
+                          + (f"run `{fix}`" if fix else "no lesson in lesson_code/lessons.toml "
+                             "makes it; fix the directive"))
     try:
         value = lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
@@ -296,8 +326,8 @@ def recorded_value(stem, dotted, spec, page, values, directive):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
                           f"not one value; name an item inside it")
     try:
-        text = format(value, spec) if spec else str(value)
-    except (ValueError, TypeError) as error:
+        text = formatted(value, spec)
+    except ValueError as error:
         raise PluginError(f"{page.file.src_uri}: {directive} cannot format a "
                           f"{type(value).__name__} with '|{spec}' ({error}); change the "
                           f"format code") from None

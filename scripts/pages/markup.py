@@ -51,7 +51,8 @@ TABLE = re.compile(r"<table\b.*?</table>", re.S)
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)")
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
-LENGTH = re.compile(r"^\s*([0-9.]+)\s*(pt|px)?\s*$")
+LENGTH = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]+)?|\.[0-9]+)\s*(pt|px)?\s*$")
+VIEW_BOX_NUMBER = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]+)?")
 PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
 VERBATIM = re.compile(r"<(pre|code|textarea|script|style)\b.*?</\1>", re.S)
 INDENTATION = re.compile(r"\n\s+")
@@ -68,7 +69,7 @@ EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=
 
 def svg_size(path):
     """The CSS pixel size an SVG file declares on its root element."""
-    root = SVG_ROOT.search(Path(path).read_text(errors="replace"))
+    root = SVG_ROOT.search(Path(path).read_text(encoding="utf-8", errors="replace"))
     if not root:
         return None
     attrs = dict(re.findall(r'\b(width|height|viewBox)="([^"]*)"', root.group(0)))
@@ -77,11 +78,12 @@ def svg_size(path):
         length = LENGTH.match(attrs.get(name, ""))
         if length:
             size.append(round(float(length.group(1)) * PX_PER_UNIT[length.group(2)]))
-        elif len(attrs.get("viewBox", "").split()) == 4:
-            size.append(round(float(attrs["viewBox"].split()[index])))
+        elif len(box := attrs.get("viewBox", "").replace(",", " ").split()) == 4 \
+                and all(VIEW_BOX_NUMBER.fullmatch(number) for number in box):
+            size.append(round(float(box[index])))
         else:
-            return None
-    return tuple(size)
+            return None  # a width that is not a number (`abc`, `1.2.3`, `10%`): one line
+    return tuple(size) if all(size) and min(size) > 0 else None
 
 
 def sized_image(tag, page, files):

@@ -9,9 +9,15 @@ A display formula becomes one `<math>` per `\\qquad`-separated part, side by sid
 wrapping row: on a phone the parts stack instead of being cut off. If one part is still too
 wide, its row scrolls and can be reached by keyboard. The few lines of CSS this needs are
 put into the `<head>` of pages that have a formula, and only those.
+
+latex2mathml copies `\\text{...}` into the page as it is (`\\text{<script>}` is a live
+script inside `<mtext>`) and turns `\\href` and `\\style` into attributes. A formula can
+come from a notebook cell, so its MathML is rebuilt here from MathML elements and
+presentation attributes only, every piece of text escaped.
 """
 import html
 import re
+from html.parser import HTMLParser
 
 from latex2mathml.converter import convert
 from mkdocs.exceptions import PluginError
@@ -30,6 +36,61 @@ align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow-x:auto}
 </style>
 """
 
+MATHML_ELEMENTS = frozenset("""
+    math semantics annotation mrow mi mn mo ms mtext mspace msub msup msubsup mfrac msqrt
+    mroot mstyle mtable mtr mtd mlabeledtr munder mover munderover mpadded mphantom
+    menclose merror mmultiscripts mprescripts none mfenced maligngroup malignmark
+""".split())
+# Presentation only: no href, no style (CSS can load a URL), no event handler, no id.
+MATHML_ATTRIBUTES = frozenset("""
+    xmlns display mathvariant stretchy fence separator lspace rspace accent accentunder
+    movablelimits largeop symmetric minsize maxsize linethickness columnalign rowalign
+    columnspacing rowspacing columnlines rowlines frame framespacing equalrows equalcolumns
+    displaystyle scriptlevel width height depth voffset notation open close separators
+    mathcolor mathbackground mathsize form columnspan rowspan align encoding
+""".split())
+
+
+class InertMathML(HTMLParser):
+    """latex2mathml's output with only MathML elements and attributes; all text escaped."""
+
+    CDATA_CONTENT_ELEMENTS = ()  # a `<script>` here is text to escape, not script content
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.parts = []
+
+    def handle_starttag(self, tag, attrs, close=""):
+        if tag not in MATHML_ELEMENTS:
+            self.parts.append(html.escape(self.get_starttag_text()))
+            return
+        kept = "".join(f' {name}="{html.escape(value or "")}"' for name, value in attrs
+                       if name in MATHML_ATTRIBUTES)
+        self.parts.append(f"<{tag}{kept}{close}>")
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs, close=" /")
+
+    def handle_endtag(self, tag):
+        self.parts.append(f"</{tag}>" if tag in MATHML_ELEMENTS else html.escape(f"</{tag}>"))
+
+    def handle_data(self, data):
+        self.parts.append(html.escape(data, quote=False))
+
+    def handle_comment(self, data):
+        pass
+
+    def unknown_decl(self, data):
+        pass
+
+
+def inert(markup):
+    parser = InertMathML()
+    parser.feed(markup)
+    parser.close()
+    return "".join(parser.parts)
+
+
 def top_level_parts(tex):
     """Split at each \\qquad that is not inside braces; each part is a whole formula."""
     parts, depth, start = [], 0, 0
@@ -44,7 +105,7 @@ def top_level_parts(tex):
 
 def mathml(tex, display, page):
     try:
-        return convert(tex, display="block" if display else "inline")
+        return inert(convert(tex, display="block" if display else "inline"))
     except Exception as error:  # latex2mathml raises many kinds; all mean "cannot read this"
         raise PluginError(f"{page.file.src_uri}: cannot convert the formula {tex!r} to "
                           f"MathML ({type(error).__name__}: {error}); rewrite it in the "

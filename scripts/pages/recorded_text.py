@@ -28,6 +28,33 @@ PLAIN_FORMULA = re.compile(r"(?:[\w\s.,;:+\-*/=<>()\[\]{}^|!']|\\(?:times|cdot|l
                            r"(?![A-Za-z]))*")
 
 
+# Python's format-spec grammar, [[fill]align][sign][z][#][0][width][grouping][.precision][type],
+# with the width and precision a page can use: `|>1000000000` or `|.100000000f` would
+# otherwise build a gigabyte string (MemoryError) or a 195 MB page with exit 0.
+FORMAT_SPEC = re.compile(r"(?:.?[<>=^])?[+\- ]?z?#?0?(?P<width>\d+)?[,_]?"
+                         r"(?:\.(?P<precision>\d+))?[bcdeEfFgGnosxX%]?", re.S)
+MAX_WIDTH = 40
+MAX_PRECISION = 20
+
+
+def formatted(value, spec):
+    """`value` formatted with a page's `|spec`; ValueError (one line) for a spec outside
+    the grammar or the bounds, or one the value's type does not take."""
+    if not spec:
+        return str(value)
+    shape = FORMAT_SPEC.fullmatch(spec)
+    if shape is None:
+        raise ValueError("not a format code")
+    width, precision = int(shape["width"] or 0), int(shape["precision"] or 0)
+    if width > MAX_WIDTH or precision > MAX_PRECISION:
+        raise ValueError(f"a page takes widths up to {MAX_WIDTH} and precisions up to "
+                         f"{MAX_PRECISION}")
+    try:
+        return format(value, spec)
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+
+
 class PageValues:
     """The recorded strings of one page, held back until its HTML exists."""
 

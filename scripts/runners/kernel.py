@@ -149,7 +149,7 @@ def page_titles(module_path, lesson_id):
 
 
 def build_notebook(module_path, lesson_id, platform="cpu", devices=4):
-    docstring, blocks = source_blocks(module_path.read_text())
+    docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
     title, _, intro = docstring.partition("\n")
     run_source = run_cell_source(platform, devices)
     titles = page_titles(module_path, lesson_id)
@@ -186,9 +186,12 @@ def execute(notebook, working_dir, timeout_s=600):
     kernel (and everything it started) before it passes the interrupt on.
     """
     # IPC sockets in the scratch folder: the kernel is reachable from this user only,
-    # and ipykernel does not warn about an unencrypted TCP port.
+    # and ipykernel does not warn about an unencrypted TCP port. The connection file (it
+    # holds the kernel's key) goes there too: by default it is a mkstemp file in the
+    # system's temporary folder, which a SIGKILLed run would leave there for good.
     kernel = KernelManager(kernel_name="python3", transport="ipc",
-                           ip=str(Path(working_dir) / "kernel"), log=QUIET)
+                           ip=str(Path(working_dir) / "kernel"),
+                           connection_file=str(Path(working_dir) / "kernel.json"), log=QUIET)
     client = NotebookClient(notebook, km=kernel, timeout=timeout_s, record_timing=False,
                             resources={"metadata": {"path": str(working_dir)}}, log=QUIET)
     failure = []
@@ -196,7 +199,11 @@ def execute(notebook, working_dir, timeout_s=600):
                               daemon=True)
     try:
         worker.start()
-        worker.join()
+        died = wait_while_kernel_lives(worker, kernel)
+        if died is not None:
+            kill_kernel(kernel)
+            worker.join(timeout=5)
+            failure.append(KernelExited(died))
     except BaseException:  # Ctrl-C, SIGTERM: no kernel may outlive record.py
         deadline = time.monotonic() + 30
         while worker.is_alive() and time.monotonic() < deadline:
@@ -211,6 +218,39 @@ def execute(notebook, working_dir, timeout_s=600):
     if failure:
         raise one_line(failure[0])
     return notebook
+
+
+class KernelExited(Exception):
+    """The kernel process ended while a cell ran; str() says how."""
+
+    def __init__(self, status):
+        how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        super().__init__(f"the kernel died while the lesson ran ({how}; XLA exits so on "
+                         f"an XLA_FLAGS value it cannot parse); run the lesson program alone "
+                         f"(python -m lesson_code.<module>) to see its own error")
+
+
+# A kernel found dead is given this long for nbclient to notice it first.
+DEAD_KERNEL_GRACE_S = 2.0
+
+
+def wait_while_kernel_lives(worker, kernel):
+    """Join the worker; None when it ends by itself, the kernel's exit status when the
+    kernel process ended first. nbclient notices a kernel that dies mid-cell only through
+    a reply that never comes, so a kernel aborting at start-up (XLA_FLAGS=--bogus) would
+    otherwise hold record.py for every cell's full timeout."""
+    dead_since = None
+    while worker.is_alive():
+        worker.join(timeout=0.25)
+        process = getattr(kernel.provisioner, "process", None) if kernel.provisioner else None
+        status = process.poll() if process is not None else None
+        if status is None:
+            dead_since = None
+        elif dead_since is None:
+            dead_since = time.monotonic()
+        elif time.monotonic() - dead_since > DEAD_KERNEL_GRACE_S and worker.is_alive():
+            return status
+    return None
 
 
 # nbclient and jupyter_client log kernel trouble to stderr; the one line record.py prints
@@ -244,6 +284,8 @@ def kill_kernel(kernel):
 
 def one_line(error):
     """ExecutionFailed for what a worker thread raised: its last meaningful line."""
+    if isinstance(error, KernelExited):
+        return ExecutionFailed(str(error), False)
     if isinstance(error, CellTimeoutError):
         return ExecutionFailed("a cell ran past its time limit and was stopped", False)
     if isinstance(error, DeadKernelError):
@@ -288,8 +330,8 @@ def run(module_path, lesson_id, working_dir, platform="cpu", devices=4):
     for cell in notebook.cells:
         if cell.cell_type == "code":
             coalesce_streams(cell)
-    return Execution(notebook, stdout_of(notebook), json.loads(data_path.read_text()),
-                     duration)
+    data = json.loads(data_path.read_text(encoding="utf-8"))
+    return Execution(notebook, stdout_of(notebook), data, duration)
 
 
 def rerender(executed_text, module_path, lesson_id, platform="cpu", devices=4):

@@ -53,7 +53,7 @@ def free_port():
 
 def stderr_tail(path, lines=3, limit=400):
     """The last few non-empty stderr lines as one line: a traceback ends with its cause."""
-    text = path.read_text(errors="replace") if path.exists() else ""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     kept = [line.strip() for line in text.splitlines() if line.strip()]
     tail = " | ".join(kept[-lines:])
     return tail[-limit:] or "(empty)"
@@ -159,7 +159,7 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
             raise ProcessRunError(f"rank 0 exited with status 0 but wrote no data to "
                                   f"{data_path}", 0, 0, stderr_tail(scratch / "rank0.err"),
                                   [child.pid for child in children])
-        return ProcessRun(stdout=(scratch / "rank0.out").read_text(),
-                          data=json.loads(data_path.read_text()),
+        return ProcessRun(stdout=(scratch / "rank0.out").read_text(encoding="utf-8"),
+                          data=json.loads(data_path.read_text(encoding="utf-8")),
                           duration_s=time.monotonic() - started, exit_codes=statuses,
                           pids=[child.pid for child in children])

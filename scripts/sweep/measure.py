@@ -85,7 +85,7 @@ def last_level_cache_bytes():
     """The largest CPU cache Linux reports for cpu0, in bytes; None where it reports none."""
     sizes = []
     for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = entry.read_text().strip()
+        text = entry.read_text(encoding="utf-8").strip()
         scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
         sizes.append(int(text.rstrip("KMG")) * scale)
     return max(sizes, default=None)

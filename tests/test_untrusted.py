@@ -1,0 +1,935 @@
+"""Everything a maintainer or a pull request hands the build is untrusted input (issue 23).
+
+Each test feeds one boundary a hostile or malformed input and asserts what the issue asks:
+a refusal in one line naming the file, the field and the fix, or text that stays text.
+No test runs JAX or asserts how fast anything is.
+"""
+import html
+import json
+import os
+import re
+import stat
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from mkdocs.config import load_config
+from mkdocs.exceptions import Abort, PluginError
+
+from conftest import ROOT
+from scripts.pages import mathml, notebook_page
+
+CANARY = "CANARY-TOKEN-5be1c0d3"
+
+
+# ----------------------------------------------------------- 1: the notebook page --
+
+class LiveMarkup(HTMLParser):
+    """What a browser would run or load from a page: scripts, handlers, script URLs."""
+
+    def __init__(self):
+        super().__init__()
+        self.found = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "iframe", "object", "embed", "style", "link", "base", "meta"):
+            self.found.append(tag)
+        for name, value in attrs:
+            if name.startswith("on") or name in ("style", "srcdoc"):
+                self.found.append(f"{tag} {name}")
+            if name in ("href", "src", "xlink:href", "action", "formaction") and value \
+                    and not notebook_page.safe_address(value):
+                self.found.append(f"{tag} {name}={value}")
+
+
+def live_markup(html_text):
+    parser = LiveMarkup()
+    parser.feed(html_text)
+    return parser.found
+
+
+@pytest.fixture(scope="module")
+def site_config():
+    return load_config(str(ROOT / "mkdocs.yml"))
+
+
+def render(tmp_path, config, cells):
+    path = tmp_path / "hostile.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
+                                "nbformat_minor": 5}))
+    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
+                                                src_uri="notebooks/hostile.ipynb"))
+    notebook_page.render_notebook(page, config)
+    return mathml.on_page_content(page.content, page, config, None), page
+
+
+HOSTILE_MARKDOWN = [
+    '<script>alert("XSS script")</script>',
+    '<img src=x onerror=alert("XSS img")>',
+    '<svg onload=alert("XSS svg")></svg>',
+    '[click](javascript:alert("XSS link"))',
+    '[click](JaVa\tScRiPt:alert("XSS tab"))',
+    '![x](data:text/html,<script>alert(1)</script>)',
+    '<a href="javascript:alert(1)">anchor</a>',
+    '<div markdown="1" onclick="alert(1)">md_in_html</div>',
+    'attr list {: onclick="alert(1)" }',
+    '# heading <img src=x onerror=alert("XSS toc")>',
+    '$\\text{<script>alert("XSS mtext")</script>}$',
+    '$\\href{javascript:alert("XSS href")}{x}$',
+    '$\\style{background:url(http://example.com/x)}{x}$',
+    '<style>@import url(http://example.com/x.css)</style>',
+    '\x02wzxhzdk:0\x03',
+]
+
+
+def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monkeypatch):
+    # The site's snippets read files under "." (the build's working folder): here, tmp_path.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "config").write_text(f"[http]\n\textraheader = {CANARY}\n")
+    include = '--8<-- ".git/config"'
+    cells = [{"cell_type": "markdown", "source": "\n\n".join(HOSTILE_MARKDOWN + [include])},
+             {"cell_type": "code", "source": [include, "\n", "print(1)"],
+              "outputs": [{"output_type": "stream", "name": "stdout",
+                           "text": [include + "\n", '<script>alert("out")</script>\n']},
+                          {"output_type": "error", "traceback": [include, "<b>x</b>"]}]}]
+    html_text, page = render(tmp_path, site_config, cells)
+    assert live_markup(html_text) == []
+    assert CANARY not in html_text  # no snippet was expanded, from any cell or output
+    text = html.unescape(re.sub(r"<[^>]+>", "", html_text))
+    assert text.count('--8<-- ".git/config"') == 4  # ...each is shown as the text it is
+    assert "<mtext>&lt;script&gt;" in html_text  # \\text{} content, escaped
+    assert "<math" in html_text  # formulas still become MathML
+    # The side bar's table of contents is built from the same headings: text there too.
+    titles = [item.title for item in page.toc]
+    assert titles and not any("<img" in title for title in titles)
+
+
+def test_the_site_s_own_notebook_still_converts(site_config):
+    page = SimpleNamespace(file=SimpleNamespace(
+        abs_src_path=str(ROOT / "docs/notebooks/distributed-03.ipynb"),
+        src_uri="notebooks/distributed-03.ipynb"))
+    notebook_page.render_notebook(page, site_config)
+    assert "<pre" in page.content and live_markup(page.content) == []
+
+
+@pytest.mark.parametrize("notebook", [
+    {"cells": "not a list"}, {"cells": {"a": 1}}, {"cells": [1, 2]}, [],
+    {"cells": [{"cell_type": "code", "source": 3}]},
+    {"cells": [{"cell_type": "markdown", "source": ["a", None]}]},
+    {"cells": [{"cell_type": "code", "source": "", "outputs": "x"}]},
+    {"cells": [{"cell_type": "code", "source": "", "outputs": [3]}]},
+    {"cells": [{"cell_type": "code", "source": "",
+                "outputs": [{"output_type": "error", "traceback": "x"}]}]},
+    {"cells": [{"cell_type": "code", "source": "",
+                "outputs": [{"output_type": "display_data", "data": ["text/plain"]}]}]},
+    {"cells": [{"cell_type": "code", "source": "",
+                "outputs": [{"output_type": "stream", "text": [1]}]}]},
+])
+def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
+    path = tmp_path / "bad.ipynb"
+    path.write_text(json.dumps(notebook))
+    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
+                                                src_uri="notebooks/bad.ipynb"))
+    with pytest.raises(PluginError) as refused:
+        notebook_page.render_notebook(page, site_config)
+    message = str(refused.value)
+    assert "\n" not in message and "record.py" in message
+
+
+# ---------------------------------------------------------------- 2: the registry --
+
+GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
+
+
+def registry_root(tmp_path, text):
+    """A checkout with a registry holding `text`, the schema, and one lesson module."""
+    root = tmp_path / "checkout"
+    (root / "lesson_code").mkdir(parents=True)
+    (root / "recordings").mkdir()
+    (root / "recordings" / "schema.json").write_bytes(
+        (ROOT / "recordings" / "schema.json").read_bytes())
+    (root / "lesson_code" / "my_lesson.py").write_text("print('PASS: my-lesson')\n")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return root
+
+
+def refusal(tmp_path, text):
+    from scripts.lessons import RegistryError, load_lessons
+
+    with pytest.raises(RegistryError) as refused:
+        load_lessons(registry_root(tmp_path, text))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("lesson_code/lessons.toml: ")
+    return message
+
+
+def test_a_good_registry_loads(tmp_path):
+    from scripts.lessons import load_lessons
+
+    lessons = load_lessons(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}devices = 2\n"))
+    assert list(lessons) == ["my-lesson"] and lessons["my-lesson"].devices == 2
+
+
+@pytest.mark.parametrize("value", ['"../../outside"', '"a/b"', '"Upper"', '"a..b"', '""',
+                                   '"x-"', f'"{"a" * 65}"', "3", '["a"]', '"a\\nb"'])
+def test_an_id_outside_the_schema_s_pattern_is_refused(tmp_path, value):
+    message = refusal(tmp_path, f'[[lesson]]\nid = {value}\nmodule = "lesson_code.my_lesson"\n')
+    assert "field 'id'" in message and "distributed-03" in message
+
+
+@pytest.mark.parametrize("field", ["module", "rank_module", "simulation", "sweep"])
+@pytest.mark.parametrize("value", ['"..evil"', '"lesson_code..x"', '"os"', '"tests.conftest"',
+                                   '"lesson_code.missing"', '"lesson_code"',
+                                   '"lesson_code.figures"',
+                                   '"lesson_code/my_lesson"', '1', '"lesson_code.linked"'])
+def test_a_module_resolves_only_inside_lesson_code(tmp_path, field, value):
+    entry = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
+    entry = (entry.replace('"lesson_code.my_lesson"', value) if field == "module"
+             else entry + f"{field} = {value}\n")
+    root_text = f"[[lesson]]\n{entry}"
+    outside = tmp_path / "outside.py"
+    outside.write_text("raise SystemExit('ran code outside lesson_code/')\n")
+    root = registry_root(tmp_path, root_text)
+    (root / "lesson_code" / "linked.py").symlink_to(outside)  # resolves out of lesson_code/
+    from scripts.lessons import RegistryError, load_lessons
+    with pytest.raises(RegistryError) as refused:
+        load_lessons(root)
+    assert f"field {field!r}" in str(refused.value) and "lesson_code" in str(refused.value)
+
+
+@pytest.mark.parametrize("value", ["true", "false", '"4"', "0", "-1", "2.5", "1000000", "257",
+                                   "[4]", "4.0"])
+def test_devices_is_a_whole_number_in_range(tmp_path, value):
+    message = refusal(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}devices = {value}\n")
+    assert "field 'devices'" in message and "from 1 to 256" in message
+
+
+@pytest.mark.parametrize("value", ['"panels"', '["nope"]', '["panels", "panels"]', "[1]"])
+def test_figures_are_known_kinds(tmp_path, value):
+    assert "field 'figures'" in refusal(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}figures = {value}\n")
+
+
+@pytest.mark.parametrize("text, words", [
+    ("", "no [[lesson]] entry"),
+    ("# nothing registered\n", "no [[lesson]] entry"),
+    ("lesson = 3\n", "[[lesson]] tables"),
+    (f"[[lesson]]\n{GOOD_ENTRY}[[lesson]]\n{GOOD_ENTRY}", "registered twice"),
+    (f"[[lesson]]\n{GOOD_ENTRY}colour = 'red'\n", "unknown field 'colour'"),
+    ('[[lesson]]\nid = "my-lesson"\n', "has no 'module'"),
+    ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "has no 'id'"),
+    ("[[lesson]\n", "not valid TOML"),
+    (b'[[lesson]]\nid = "caf\xe9"\n', "not UTF-8"),
+    ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
+])
+def test_a_malformed_registry_is_one_line(tmp_path, text, words):
+    assert words in refusal(tmp_path, text)
+
+
+def test_record_refuses_a_bad_registry_before_running_anything(tmp_path):
+    """`record.py --render-only` with an id that climbs out: exit 2, nothing written."""
+    from conftest import project_copy, run_record, snapshot
+
+    root = tmp_path / "project"
+    project_copy(root, parts=("scripts", "lesson_code", "recordings", "figures", "docs",
+                              "requirements.txt", "constraints.txt"))
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text().replace('id = "distributed-03"',
+                                                     'id = "../../escaped"'))
+    before = snapshot(root)
+    run = run_record(root, "--render-only", timeout=120)
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.count("\n") == 1 and "field 'id'" in run.stderr
+    assert snapshot(root) == before and not (tmp_path / "escaped.svg").exists()
+    assert not list(tmp_path.rglob("escaped*"))
+
+
+# ------------------------------------------------------- 14: --data-out targets --
+
+def not_regular_files(tmp_path):
+    """Paths that are there but are not regular files (no device node: a test run as
+    root must never risk replacing one)."""
+    target = tmp_path / "target.json"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    return target, [link, fifo, dangling]
+
+
+@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, module):
+    from conftest import clean_env
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        # No --devices: the refusal comes from argument parsing, before any JAX runs.
+        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(path)],
+                             cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode != 0 and "not a regular file" in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr and "PASS" not in run.stdout
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+
+
+def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
+    from lesson_code.distributed_03 import write_json
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        with pytest.raises(OSError):
+            write_json(str(path), {"a": 1})  # the path changed after --data-out was parsed
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+    write_json(str(target), {"a": 1})
+    write_json(str(tmp_path / "new.json"), {"b": 2})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert json.loads((tmp_path / "new.json").read_text()) == {"b": 2}
+    # A file already at the temporary name is never written through, and no .tmp is left.
+    (tmp_path / f"new.json.{os.getpid()}.tmp").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        write_json(str(tmp_path / "new.json"), {"c": 3})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.glob("*.tmp")) == [f"new.json.{os.getpid()}.tmp"]
+
+
+# ------------------------------------------------------- 3: runs that cannot collide --
+
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from scripts.run_lock import exclusive_run
+with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def lock_holder(tmp_path):
+    """A process holding the run lock of the checkout at tmp_path/project, as a run does."""
+    root = tmp_path / "project"
+    root.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(ROOT), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield root, holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_second_run_is_refused_naming_the_first(lock_holder):
+    from scripts.run_lock import RunLocked, exclusive_run
+
+    root, pid = lock_holder
+    with pytest.raises(RunLocked) as refused:
+        with exclusive_run("python scripts/record.py --render-only", root):
+            pytest.fail("two runs held the lock at once")
+    message = str(refused.value)
+    assert f"pid {pid}," in message and "\n" not in message
+    assert "`python scripts/record.py --render-only`" in message
+
+
+def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
+    from scripts.run_lock import exclusive_run
+
+    root, pid = lock_holder
+    os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
+    os.waitpid(pid, 0)
+    with exclusive_run("python scripts/record.py", root):
+        assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
+
+
+def test_record_refuses_while_another_run_holds_the_checkout(tmp_path):
+    """record.py --render-only beside a run in progress: one line, its pid, nothing touched
+    (it used to delete the other run's staged files and lose its recording)."""
+    from conftest import project_copy, run_record, snapshot
+
+    root = tmp_path / "project"
+    project_copy(root)
+    staged = root / "recordings" / f".distributed-03.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
+    staged.write_text("{}")  # the other run's, mid-way
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = snapshot(root)
+        run = run_record(root, "--render-only", timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert run.returncode == 1
+    assert run.stderr == (f"error: another run, pid {holder.pid}, is writing this checkout's "
+                          f"recordings and figures; wait for it to end, or stop it, then run "
+                          f"`python scripts/record.py --render-only` again\n")
+    assert snapshot(root) == before and staged.exists()
+
+
+def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
+    from conftest import ended_pid
+    from scripts.recordings import remove_stray_temps, staged_write
+
+    gone = ended_pid()
+    mine = staged_write(tmp_path / "a.json", "{}")  # this process is still running
+    assert f".a.json.{os.getpid()}." in mine.name
+    kept = [mine, tmp_path / f".b.json.{os.getpid()}.old.tmp",
+            tmp_path / ".c.json.nopid.tmp",  # whose it is cannot be told: left alone
+            tmp_path / "d.json.tmp"]  # not a staged name at all
+    removed = [tmp_path / f".e.json.{gone}.x8y7z6w5.tmp", tmp_path / f".f.svg.{gone}.old.tmp"]
+    for path in kept[1:] + removed:
+        path.write_text("x")
+    remove_stray_temps([tmp_path])
+    assert all(path.exists() for path in kept)
+    assert not any(path.exists() for path in removed)
+
+
+# --------------------------------------------------- 5: a page's format codes are bounded --
+
+@pytest.mark.parametrize("spec", [">1000000000", ".100000000f", "x^41", ".21f", "041d",
+                                  "{}", "%Y", ".5q", "1000000000000000000000000"])
+def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec, monkeypatch):
+    from scripts.pages import hooks
+    from scripts.pages.recorded_text import PageValues
+
+    monkeypatch.setitem(hooks.recordings, "lesson.cpu", {"data": {"value": 1.5}})
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
+    with pytest.raises(PluginError) as refused:
+        hooks.recorded_value("lesson.cpu", "data.value", spec, page=page,
+                             values=PageValues("lessons/x.md"), directive=directive)
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 400 and "change the format code" in message
+
+
+@pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),
+                                               (7, "d", "7"), (1.5, ">40.20f", None),
+                                               ("cpu", "^9", "   cpu   ")])
+def test_the_format_codes_pages_use_still_work(value, spec, text):
+    from scripts.pages.recorded_text import formatted
+
+    assert formatted(value, spec) == (text or format(value, spec))
+
+
+# ------------------------------------------------------------------- 10: SITE_URL --
+
+@pytest.mark.parametrize("url", ['http://x/"><script>alert(1)</script>',
+                                 "javascript:alert(1)//", "http://x/'onmouseover='alert(1)",
+                                 "http://x/<b>", "ftp://example.com/", "http://x y/",
+                                 "http://x/\n<script>", "//example.com/"])
+def test_a_hostile_site_url_stops_the_build_in_one_line(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    try:
+        config = load_config(str(ROOT / "mkdocs.yml"))
+    except Abort:  # mkdocs' own URL check refused it (javascript:, no host): stopped there
+        return
+    with pytest.raises(PluginError) as refused:
+        hooks.on_config(config)
+    assert "\n" not in str(refused.value) and "set SITE_URL" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["https://owner.github.io/my_repo.v2/", "http://127.0.0.1:8000/",
+                                 "https://Example.org/a%20b/"])
+def test_an_ordinary_site_url_passes(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    hooks.check_site_url(load_config(str(ROOT / "mkdocs.yml")))
+
+
+# ----------------------------------------------------------- 11: the link checker --
+
+def site_with(tmp_path, body, files=()):
+    site = tmp_path / "site"
+    (site / "a").mkdir(parents=True)
+    (site / "ok.png").write_bytes(b"png")
+    (tmp_path / "outside.html").write_text("<p>not part of the site</p>")
+    (site / "a" / "index.html").write_text(f"<!doctype html><html><body>{body}</body></html>")
+    for name, text in files:
+        (site / name).write_text(text)
+    from scripts.pages.check_links import broken_links
+    return broken_links(site)[0]
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<a href="javascript:alert(1)">x</a>', "runs script"),
+    ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
+    ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
+     "loads https://cdn.example/x.png"),
+    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
+    ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
+    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
+    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
+    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
+    ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
+    ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
+    ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
+    ('<style>@import "https://cdn.example/x.css";</style>', "loads https://cdn"),
+    ("<style>p{background:url('//cdn.example/x.png')}</style>", "loads //cdn"),
+    ('<meta http-equiv="refresh" content="0; url=https://evil.example/">', "redirects out"),
+    ('<meta http-equiv="Refresh" content="0;URL=\'../missing/\'">', "missing file"),
+    ('<base href="https://evil.example/">', "moves every relative link"),
+    ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
+    ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
+    ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
+    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
+    ('<form action="vbscript:x"></form>', "runs script"),
+    ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
+])
+def test_the_link_checker_sees_every_kind_of_link_and_load(tmp_path, body, words):
+    problems = site_with(tmp_path, body)
+    assert any(words in line for line in problems), problems
+
+
+def test_the_link_checker_reads_stylesheets_and_figures(tmp_path):
+    problems = site_with(tmp_path, '<img src="../ok.png">', files=[
+        ("style.css", "@import url(https://cdn.example/font.css); a{b:url(missing.woff2)}"),
+        ("figure.svg", '<svg xmlns="http://www.w3.org/2000/svg"><use href="#nowhere"/>'
+                       '<image href="https://cdn.example/x.png"/><path id="p"/>'
+                       '<use href="#p"/></svg>')])
+    assert sorted(problems) == sorted([
+        "style.css: loads https://cdn.example/font.css from outside the site",
+        "style.css: css url='missing.woff2' points at a missing file",
+        "figure.svg: '#nowhere' has no anchor #nowhere",
+        "figure.svg: loads https://cdn.example/x.png from outside the site"])
+
+
+def test_the_link_checker_still_passes_an_ordinary_page(tmp_path):
+    assert site_with(tmp_path, '<a href="../ok.png">x</a>'
+                     '<img src="../ok.png" srcset="../ok.png 2x">'
+                     '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
+                     '<link rel="canonical" href="https://x.example/a/">'
+                     '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
+
+
+# ------------------------------------- 12: bounds on output, figure data and numbers --
+
+def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
+    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
+
+    flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
+    with pytest.raises(RecordError) as refused:
+        check_stdout("x", flood)
+    assert "\n" not in str(refused.value) and f"at most {MAX_STDOUT_LINES} lines" in \
+        str(refused.value)
+    with pytest.raises(RecordError, match="printed 'same' more than once"):
+        check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 3))
+                     + "same\nsame\nPASS: x\n")
+    check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 1)) + "PASS: x\n")
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_recording_holds_only_finite_numbers(tmp_path, number):
+    from scripts.recordings import RecordingError, dumps, load_recording, validate
+
+    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    recording["data"]["timing"] = {"all_reduce": {"medianUs": number}}
+    with pytest.raises(RecordingError, match="data/timing/all_reduce/medianUs: .* not a "
+                                             "finite number"):
+        validate(recording, "new recording")
+    with pytest.raises(ValueError):
+        dumps(recording)  # never a bare NaN or Infinity token in a file
+    path = tmp_path / "x.tpu.json"
+    path.write_text(json.dumps(recording))  # as a hand edit would: NaN / Infinity tokens
+    with pytest.raises(RecordingError) as refused:
+        load_recording(path)
+    assert "not a finite number" in str(refused.value) and "\n" not in str(refused.value)
+
+
+MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
+    (lambda d: d.update(title="x" * 2001), "`title`"),
+    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
+    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
+    (lambda d: d["table"].update(headers="hi"), "`table`"),
+    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
+    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
+     "every cell"),
+    (lambda d: d.pop("table"), "`table`"),
+])
+def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
+    import copy
+
+    from scripts.figures.mechanism import table_of
+
+    diagram = copy.deepcopy(MECHANISM)
+    change(diagram)
+    with pytest.raises(ValueError) as refused:
+        table_of(diagram)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
+    from scripts.figures.mechanism import render
+
+    # As mathtext, "$\\nocommand{$" is a ParseFatalException inside matplotlib.
+    diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
+                                      "rows": [["$\\nocommand{$", "$x^$"]]}}
+    assert render(diagram).lstrip().startswith("<?xml")
+
+
+# ------------------------------------------- 7 and 9: one line, whatever the input or locale --
+
+@pytest.mark.parametrize("entry", [{"sha256": "0" * 64, "inputs": []},
+                                   {"sha256": "0" * 64, "inputs": None},
+                                   {"sha256": "0" * 64}, {"inputs": {}},
+                                   {"sha256": 3, "inputs": {}},
+                                   {"sha256": "0" * 64, "inputs": {"a.py": 1}}])
+def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
+    from scripts.outputs import LockError, read_lock
+
+    (tmp_path / "recordings").mkdir()
+    (tmp_path / "recordings" / "outputs.lock.json").write_text(
+        json.dumps({"figures/x.svg": entry}))
+    with pytest.raises(LockError) as refused:
+        read_lock(tmp_path)
+    assert "\n" not in str(refused.value) and "'figures/x.svg'" in str(refused.value)
+
+
+@pytest.mark.parametrize("content, words", [(b"def broken(:\n", "not valid Python (line 1"),
+                                            (b"x = '\xff\xfe'\n", "not UTF-8"),
+                                            (b"x = 1\x00\n", "not valid Python")])
+def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content, words):
+    from scripts.hashes import ClosureError, import_closure
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "lesson.py").write_text("import lesson_code.helper\n")
+    (tmp_path / "lesson_code" / "helper.py").write_bytes(content)
+    with pytest.raises(ClosureError) as refused:
+        import_closure(tmp_path / "lesson_code" / "lesson.py", tmp_path)
+    assert str(refused.value).startswith("lesson_code/helper.py: " + words)
+
+
+@pytest.mark.parametrize("width, height, view_box", [("abc", "5", "0 0 x y"), ("nan", "5", ""),
+                                                     ("10%", "5", ""), ("0", "0", ""),
+                                                     ("", "", "0 0 1e9 5"), ("", "", "")])
+def test_an_svg_whose_size_is_not_a_number_has_no_size(tmp_path, width, height, view_box):
+    from scripts.pages.markup import svg_size
+
+    path = tmp_path / "x.svg"
+    path.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
+    assert svg_size(path) is None  # sized_image then stops the build in one line
+
+
+@pytest.fixture(scope="module")
+def ascii_project(tmp_path_factory):
+    from conftest import project_copy
+
+    return project_copy(tmp_path_factory.mktemp("ascii") / "project")
+
+
+def ascii_locale_run(root, *args):
+    from conftest import clean_env
+
+    # No UTF-8 mode and no locale coercion: Python's default encoding is then ASCII.
+    env = clean_env(LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=300)
+
+
+def test_check_reads_utf_8_in_an_ascii_locale(ascii_project):
+    run = ascii_locale_run(ascii_project, "scripts/record.py", "--check")
+    assert "codec" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+    assert run.returncode in (0, 1) and run.stderr == ""
+    assert all("; run `" in line for line in run.stdout.splitlines())
+
+
+def test_check_names_a_closure_module_that_is_not_python(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    (root / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == ("error: lesson_code/ring.py: not valid Python (line 1: "
+                                  "invalid syntax); fix that file")
+
+
+def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    lock = root / "recordings" / "outputs.lock.json"
+    entries = json.loads(lock.read_text())
+    name = sorted(entries)[0]
+    entries[name]["inputs"] = []
+    lock.write_text(json.dumps(entries))
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert any(line.startswith(f"recordings/outputs.lock.json: the entry for {name!r}")
+               for line in run.stdout.splitlines()), run.stdout
+
+
+# ------------------------------------------------- 13 and 17: messages that name the fix --
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ranks", "0"], "each device count must be 2 to 16"),
+    (["--ranks", "-3"], "each device count must be 2 to 16"),
+    (["--ranks", "1000"], "each device count must be 2 to 16"),
+    (["--ranks", "4", "4", "--out", "x.json"], "each once"),
+    (["--ranks", "2"], "measures part of the sweep"),
+    (["--ranks", "8", "4"], "measures part of the sweep"),
+])
+def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
+    from conftest import snapshot
+    from scripts import bench
+
+    before = snapshot(ROOT)
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
+    assert snapshot(ROOT) == before  # nothing measured, nothing written
+
+
+def test_bench_accepts_the_full_plan_in_any_order():
+    from scripts import bench
+
+    args = bench.parse_args(["--ranks", "8", "2", "4"])
+    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
+    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
+                                  bench.FULL)
+
+
+def test_a_missing_hardware_recording_names_the_command_that_makes_it(monkeypatch):
+    from scripts.lessons import load_lessons
+    from scripts.outputs import recording_fix
+    from scripts.pages import hooks
+    from scripts.pages.recorded_text import PageValues
+
+    lessons = load_lessons()
+    assert "tpu_job.py" in recording_fix(lessons, "recordings/distributed-03.tpu.json")
+    assert recording_fix(lessons, "recordings/distributed-03.cpu.json") == \
+        "python scripts/record.py"
+    assert recording_fix(lessons, "recordings/distributed-03.weird.json") == \
+        "git rm recordings/distributed-03.weird.json"
+    assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
+    monkeypatch.setattr(hooks, "lessons", lessons)
+    monkeypatch.setattr(hooks, "recordings", {})
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="going-further/tpu.md"))
+    with pytest.raises(PluginError) as refused:
+        hooks.recorded_value("distributed-03.tpu", "environment.jax", None, page=page,
+                             values=PageValues(page.file.src_uri), directive="{{ rec: }}")
+    assert "run `python scripts/tpu_job.py" in str(refused.value)
+
+
+def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
+    from conftest import project_copy
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / "distributed-03.weird.json").write_text("{not json")
+    lines = check(load_lessons(root), root)
+    assert ("recordings/distributed-03.weird.json: not valid JSON" in "\n".join(lines))
+    assert any("recordings/distributed-03.weird.json: not valid JSON" in line
+               and line.endswith("run `git rm recordings/distributed-03.weird.json`")
+               for line in lines)
+
+
+# ------------------------------------ 18: nothing in recordings/ passes unread --
+
+@pytest.mark.parametrize("name, text", [("other.json", "{not json"), ("notes.JSON", "{}"),
+                                        ("psum-99.cpu.json", "{}")])
+def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
+    from conftest import project_copy
+    from scripts.freshness import check, load_all
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / name).write_text(text)
+    lessons = load_lessons(root)
+    expected = (f"recordings/{name}: belongs to no lesson in lesson_code/lessons.toml "
+                f"(a recording is named <lesson id>.<variant>.json); run `git rm "
+                f"recordings/{name}`")
+    assert expected in check(lessons, root)
+    assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it
+
+
+# --------------------------------------------- 15: a kernel that dies is noticed --
+
+def test_record_notices_a_kernel_that_died_and_says_so_in_one_line(tmp_path):
+    """XLA_FLAGS=--bogus makes the kernel exit as soon as JAX starts: record.py used to
+    wait for its reply until each cell's timeout (no answer after 180 s)."""
+    from conftest import clean_env, project_copy, snapshot
+
+    root = project_copy(tmp_path / "project")
+    before = snapshot(root)
+    run = subprocess.run([sys.executable, "scripts/record.py"], cwd=root,
+                         env=clean_env(XLA_FLAGS="--bogus"), capture_output=True, text=True,
+                         timeout=300)
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr
+    assert "the kernel died while the lesson ran" in errors[0]
+    assert errors[0].endswith("nothing was written")
+    assert snapshot(root) == before
+
+
+# ------------------------- 16: a SIGKILLed run leaves no kernel key behind for good --
+
+def kernel_connection_file(parent_pid, deadline_s=120):
+    """The `-f` connection file of the kernel `parent_pid` started, once it runs."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if not proc.name.isdigit() or \
+                        int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != parent_pid:
+                    continue
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"ipykernel_launcher" in b" ".join(argv) and b"-f" in argv:
+                return int(proc.name), Path(argv[argv.index(b"-f") + 1].decode())
+        time.sleep(0.1)
+    raise AssertionError("no kernel started")
+
+
+def test_the_kernel_s_connection_file_lives_in_the_run_s_scratch_folder(tmp_path):
+    import signal
+    import tempfile
+
+    from conftest import clean_env, project_copy
+    from scripts.scratch import remove_abandoned
+
+    root = project_copy(tmp_path / "project")
+    run = subprocess.Popen([sys.executable, "scripts/record.py"], cwd=root, env=clean_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        kernel_pid, connection = kernel_connection_file(run.pid)
+        scratch = connection.parent
+        assert scratch.parent == Path(tempfile.gettempdir())
+        assert scratch.name.startswith(f"record-{run.pid}-"), connection
+        assert connection.name == "kernel.json"
+    finally:
+        run.send_signal(signal.SIGKILL)  # no clean-up of its own can run
+        run.wait()
+        try:
+            os.killpg(kernel_pid, signal.SIGKILL)  # the kernel is in a session of its own
+        except (ProcessLookupError, UnboundLocalError):
+            pass
+    assert connection.exists()  # what SIGKILL leaves: the key, in the scratch folder...
+    remove_abandoned("record")  # ...which the next run's start-up removes
+    assert not connection.exists() and not scratch.exists()
+
+
+# ------------------------------------------- 8: Ctrl-C in the lesson program --
+
+# The lesson program with run_lesson replaced by one that waits for the signal: the signal
+# lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
+# carries on to print PASS, as some tries did.
+SIGNALLED_LESSON = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import lesson_code.distributed_03 as lesson
+
+def waiting(devices):
+    print("running", flush=True)
+    try:
+        # Short sleeps: a signal that one of JAX's threads received is handled once the
+        # main thread is back in Python, as it is between the lesson's steps.
+        for _ in range(600):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        if sys.argv[2] != "swallowed":
+            raise
+    print("PASS: distributed-03", flush=True)
+    return {}
+
+lesson.run_lesson = waiting
+sys.exit(lesson.main(["--devices", "2"]))
+"""
+
+
+@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143),
+                                         ("swallowed", 130)])
+def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
+    import signal
+
+    from conftest import clean_env
+
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), how],
+                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    assert run.stdout.readline() == "running\n"
+    run.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
+    assert run.returncode == status
+    assert err == f"error: interrupted by {name}; the lesson did not finish\n"
+
+
+# -------------------------------------- 6: mkdocs serve keeps the last good site --
+
+def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_path):
+    import urllib.request
+
+    from conftest import project_copy
+    from test_serve import serve, stop, wait_for
+
+    project = project_copy(tmp_path / "project")
+    page = project / "docs" / "going-further" / "tpu.md"
+    good = page.read_text()
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, url = serve(project, log)
+        try:
+            started = len(wait_for(log_path, "Serving on"))
+            before = urllib.request.urlopen(url, timeout=10).read()
+            # A page error, raised while pages are written: after mkdocs emptied the site.
+            page.write_text(good + "\n{{ rec:distributed-03.cpu:no.such.value }}\n")
+            wait_for(log_path, "still serving", after=started)
+            for address in (url, url.replace("lessons/distributed-03/", "")):
+                assert urllib.request.urlopen(address, timeout=10).status == 200
+            after = urllib.request.urlopen(url, timeout=10).read()
+            # The same page; only the reload script's build counter differs.
+            assert re.sub(rb"livereload\([\d, ]+\)", b"", after) == \
+                re.sub(rb"livereload\([\d, ]+\)", b"", before)
+        finally:
+            stop(process)
+    output = log_path.read_text()
+    assert "Traceback" not in output and any(
+        "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))
+
+
+def test_the_build_reads_utf_8_in_an_ascii_locale(ascii_project, tmp_path):
+    from site_build import build
+
+    run = build(ascii_project, tmp_path / "site", environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("change", [
+    lambda panels: panels.extend([panels[0]] * 3000),  # a figure of 3,000 bar charts
+    lambda panels: panels[0]["series"].extend([panels[0]["series"][0]] * 100),
+    lambda panels: panels[0]["series"][0]["y"].extend([1.0] * 100_000),
+])
+def test_the_figure_data_a_recording_holds_is_bounded(change):
+    from scripts.recordings import RecordingError, validate
+
+    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    change(recording["data"]["panels"])
+    with pytest.raises(RecordingError, match="invalid at data/panels"):
+        validate(recording, "recording")
