@@ -176,7 +176,7 @@ def load_course(root=ROOT):
     path = root / REGISTRY.relative_to(ROOT)
     where = display(path, root)
     try:
-        course = tomllib.loads(path.read_text()).get("course")
+        course = tomllib.loads(path.read_text(encoding="utf-8")).get("course")
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise RegistryError(f"{where}: cannot be read ({error}); fix the file") from None
     if not isinstance(course, dict) or not all(

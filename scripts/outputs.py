@@ -79,7 +79,7 @@ def lesson_command(lesson, command=RECORD):
     """`command` as the fix for one lesson's file: with `--lesson <id>` when the registry
     lists more than one lesson, so the line names exactly the run that remakes it."""
     try:
-        text = (lesson.root / REGISTRY.relative_to(ROOT)).read_text()
+        text = (lesson.root / REGISTRY.relative_to(ROOT)).read_text(encoding="utf-8")
     except OSError:
         return command
     return f"{command} --lesson {lesson.id}" if _lesson_count(text) > 1 else command

@@ -305,8 +305,8 @@ def notebook_rerendered(lesson, staging, lock):
     from scripts.runners.kernel import notebook_text, rerender
 
     output = notebook_output(lesson)
-    notebook = rerender((lesson.root / output.path).read_text(), lesson.path(), lesson.id,
-                        "cpu", lesson.devices)
+    executed = (lesson.root / output.path).read_text(encoding="utf-8")
+    notebook = rerender(executed, lesson.path(), lesson.id, "cpu", lesson.devices)
     if notebook is None:
         return False
     progress(f"{lesson.id}: {output.shows} changed only in its text; re-rendering "

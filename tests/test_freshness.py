@@ -159,8 +159,8 @@ def test_a_format_change_redraws_and_re_measures_nothing(tree):
     # figures that print sizes import it.
     edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
-        f"figures/{LESSON_ID}-sweep.svg: stale, scripts/units.py changed; run {RENDER}",
-        f"figures/{LESSON_ID}-traffic.svg: stale, scripts/units.py changed; run {RENDER}"])
+        f"figures/{LESSON_ID}-{figure}.svg: stale, scripts/units.py changed; run {RENDER}"
+        for figure in ("sweep", "traffic", "tpu-predictions")])
 
 
 def test_the_bench_cli_is_no_input_of_any_recording(tree):

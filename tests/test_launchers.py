@@ -86,7 +86,7 @@ def mpirun_tree(tmp_path_factory):
     require_mpirun()
     root = project_copy(tmp_path_factory.mktemp("mpirun").resolve() / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
-    run = run_record(root, "--processes", "4", "--launcher", "mpirun", timeout=600)
+    run = run_record(root, "--processes", "4", "--launcher", "mpirun", "--all", timeout=600)
     return root, before, run
 
 
@@ -167,7 +167,7 @@ def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mp
     tree = project_copy(tmp_path.resolve() / "repo")
     hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends the run
     before = snapshot(tree)
-    run = Record(tree, "--processes", "4", "--launcher", "mpirun", FAILING_RANK="hang")
+    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", FAILING_RANK="hang")
     try:
         run.wait_for_line("record: running")
         # mpirun's own command line names the module too: it and the four ranks.

@@ -175,7 +175,13 @@ def test_every_value_on_the_page_section_resolves(run):
         "distributed-03.cpu-processes": {"data": run.data, "stdout": run.stdout,
                                          "environment": environment},
         "distributed-03.cpu": json.loads((ROOT / "recordings/distributed-03.cpu.json").read_text()),
+        "distributed-03.cpu.analysis": json.loads(
+            (ROOT / "recordings/analysis/distributed-03.cpu.json").read_text()),
     }
+    # What the page's analysis directives read: this run's, derived as record.py would.
+    from lesson_code.distributed_03_analysis import analyse
+    recordings["distributed-03.cpu-processes.analysis"] = analyse(
+        "cpu-processes", recordings["distributed-03.cpu-processes"])
     page = (ROOT / "docs/going-further/processes.md").read_text()
     assert page.startswith("# Going further: four real processes\n")
     placeholders = VALUE.findall(page)

@@ -107,8 +107,8 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     ran, real_record_processes = [], record_script.record_processes
     monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))
     monkeypatch.setattr(record_script, "record_processes",
-                        lambda lesson, processes, staging: ran.append((lesson.id, processes))
-                        or {})
+                        lambda lesson, processes, staging, *launcher:
+                        ran.append((lesson.id, processes)) or {})
     assert record_script.main(["--processes", "4", "--all"]) == 0
     assert ran == [("distributed-03", 4)]
     assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \

@@ -60,7 +60,7 @@ def tpu_sweep_fixture():
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
     for row in recording["rows"]:
-        row["medianUs"] = row["medianUs"] / 10
+        row["samplesUs"] = [t / 10 for t in row["samplesUs"]]
     return recording
 
 
@@ -71,11 +71,12 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
     assert "<title>Measured on 4 × TPU v6 lite (v6e-4) against the prediction</title>" in svg
     assert "measured /" in svg and "measured median: all-reduce" in svg
     # The ratios in the description are the recording's medians over the v6e-4 curve.
+    from scripts.figures.tpu_predictions import row_medians
     ratios = []
     for collective, curve in data["curve"]["v6e-4"].items():
         predicted = dict(map(tuple, curve))
-        ratios += [row["medianUs"] / predicted[row["bytes"]] for row in fixture["rows"]
-                   if row["collective"] == collective and row["ranks"] == 4]
+        ratios += [median / predicted[nbytes] for nbytes, median
+                   in row_medians(fixture, collective, 4, predicted).items()]
     assert len(ratios) == 36  # 12 sizes x 3 collectives
     assert f"are {min(ratios):.2g} to {max(ratios):.2g} times the v6e-4 prediction" in svg
     fixture["environment"]["deviceKind"] = "TPU v4"

@@ -773,7 +773,7 @@ def test_record_notices_a_kernel_that_died_and_says_so_in_one_line(tmp_path):
 
     root = project_copy(tmp_path / "project")
     before = snapshot(root)
-    run = subprocess.run([sys.executable, "scripts/record.py"], cwd=root,
+    run = subprocess.run([sys.executable, "scripts/record.py", "--all"], cwd=root,
                          env=clean_env(XLA_FLAGS="--bogus"), capture_output=True, text=True,
                          timeout=300)
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
@@ -813,7 +813,8 @@ def test_the_kernel_s_connection_file_lives_in_the_run_s_scratch_folder(tmp_path
     from scripts.scratch import remove_abandoned
 
     root = project_copy(tmp_path / "project")
-    run = subprocess.Popen([sys.executable, "scripts/record.py"], cwd=root, env=clean_env(),
+    run = subprocess.Popen([sys.executable, "scripts/record.py", "--all"], cwd=root,
+                           env=clean_env(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         kernel_pid, connection = kernel_connection_file(run.pid)

@@ -33,7 +33,8 @@ def first_lesson_page(root=ROOT):
     """The page of the registry's first lesson (lesson_code/lessons.toml): the one audited."""
     import tomllib
 
-    lessons = tomllib.loads((root / "lesson_code" / "lessons.toml").read_text())["lesson"]
+    registry = (root / "lesson_code" / "lessons.toml").read_text(encoding="utf-8")
+    lessons = tomllib.loads(registry)["lesson"]
     return f"lessons/{lessons[0]['id']}/"
 
 

@@ -8,6 +8,7 @@ time against size for both VMs, the latency floor and the size where bandwidth t
 over; with a TPU sweep, its p = 4 medians as markers and, under them, measured over
 predicted for the VM the recording ran on.
 """
+import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
@@ -49,17 +50,25 @@ def machine_of(data, recording):
     raise ValueError(f"device kind {kind!r} is none of the predicted VMs' ({', '.join(known)})")
 
 
+def row_medians(recording, collective, ranks, sizes):
+    """{bytes: the median of the block medians} of a sweep recording (which keeps every
+    sample of every block, one row per block), for one collective at `ranks`."""
+    blocks = {}
+    for row in recording["rows"]:
+        if row["collective"] == collective and row["ranks"] == ranks and row["bytes"] in sizes:
+            blocks.setdefault(row["bytes"], []).append(float(np.median(row["samplesUs"])))
+    return {nbytes: float(np.median(found)) for nbytes, found in sorted(blocks.items())}
+
+
 def measured(data, recording):
     """{collective: [(bytes, median us, median / predicted)]} at the predicted p."""
     name = machine_of(data, recording)
     points = {}
     for collective, curve in data["curve"][name].items():
         predicted = dict((size, us) for size, us in curve)
-        points[collective] = [(row["bytes"], row["medianUs"],
-                               row["medianUs"] / predicted[row["bytes"]])
-                              for row in recording["rows"]
-                              if row["collective"] == collective
-                              and row["ranks"] == data["chips"] and row["bytes"] in predicted]
+        medians = row_medians(recording, collective, data["chips"], predicted)
+        points[collective] = [(nbytes, median, median / predicted[nbytes])
+                              for nbytes, median in medians.items()]
     return name, points
 
 

@@ -74,8 +74,8 @@ def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=RO
     from scripts.record import RecordError, check_stdout, executed_recording
 
     try:
-        data = json.loads(Path(data_path).read_text())
-        stdout = Path(stdout_path).read_text()
+        data = json.loads(Path(data_path).read_text(encoding="utf-8"))
+        stdout = Path(stdout_path).read_text(encoding="utf-8")
         check_stdout(lesson.id, stdout)
         recording = executed_recording(lesson, lesson.path(lesson.rank_module), stdout,
                                        data, duration_s, command)

@@ -97,7 +97,7 @@ def on_config(config):
 def lesson_title(lesson, docs):
     """The first heading of the lesson's page (docs/lessons/<id>.md), else its id."""
     page = docs / "lessons" / f"{lesson.id}.md"
-    heading = next((line[2:].strip() for line in page.read_text().splitlines()
+    heading = next((line[2:].strip() for line in page.read_text(encoding="utf-8").splitlines()
                     if line.startswith("# ")), None) if page.is_file() else None
     return heading or lesson.id
 

@@ -194,7 +194,8 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
             raise ProcessRunError(f"mpirun exited with status 0 but rank 0 wrote no data to "
                                   f"{data_path}", 0, 0,
                                   stderr_tail(rank_files(output_dir, 0)[1]), [launcher.pid])
-        return ProcessRun(stdout=stdout_path.read_text() if stdout_path.exists() else "",
-                          data=json.loads(data_path.read_text()),
+        stdout = stdout_path.read_text(encoding="utf-8") if stdout_path.exists() else ""
+        return ProcessRun(stdout=stdout,
+                          data=json.loads(data_path.read_text(encoding="utf-8")),
                           duration_s=time.monotonic() - started, exit_codes=[status] * ranks,
                           pids=[launcher.pid])
