@@ -420,3 +420,94 @@ def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
             and not problem.startswith("console error: Failed to load resource")] == []
     assert len(watch.problems) == 2
     page.close()
+
+
+@pytest.fixture(scope="module")
+def classic_scrollbars():
+    """Chromium as Windows and most Linux desktops draw it: scrollbars take room.
+    Playwright passes --hide-scrollbars by default, which hides every stray scrollbar."""
+    if not os.path.exists(CHROMIUM):
+        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET,
+                                              ignore_default_args=["--hide-scrollbars"])
+        yield instance
+        instance.close()
+
+
+# Layout a reader trips over, measured on the page as drawn. Every table box that scrolls
+# must hold a table wider than the box (nothing else makes it scroll); at a desktop width
+# no table may scroll at all (its last columns would be hidden); a code block that scrolls
+# must be one the build made focusable (pages/layout.py); a row with text in its first
+# cell only, or a cell of more than 30 words, is prose that Markdown read as a table.
+LAYOUT_DEFECTS = """(desktop) => {
+    const defects = [];
+    const name = box => box.getAttribute('aria-label') || box.textContent.slice(0, 40);
+    for (const box of document.querySelectorAll('.table-scroll')) {
+        const table = box.querySelector('table');
+        const needed = Math.ceil(table.getBoundingClientRect().width);
+        if (box.scrollWidth > Math.max(box.clientWidth, needed) + 1)
+            defects.push(`table box wider than its table: ${name(box)} `
+                         + `(${box.scrollWidth} px for a ${needed} px table)`);
+        if (desktop && box.scrollWidth > box.clientWidth + 1)
+            defects.push(`table hides columns at ${innerWidth} px: ${name(box)} `
+                         + `(${box.scrollWidth - box.clientWidth} px)`);
+        for (const row of table.querySelectorAll('tbody tr')) {
+            const cells = [...row.cells].map(cell => cell.innerText.trim());
+            if (cells.length > 1 && cells[0] && cells.slice(1).every(text => !text))
+                defects.push(`prose read as a table row: "${cells[0].slice(0, 60)}"`);
+            for (const text of cells)
+                if (text.split(/\\s+/).length > 30)
+                    defects.push(`prose in a table cell: "${text.slice(0, 60)}"`);
+        }
+    }
+    for (const code of document.querySelectorAll('pre > code'))
+        if (code.scrollWidth > code.clientWidth + 1 && !code.hasAttribute('data-wide'))
+            defects.push(`code block scrolls but the build did not make it focusable: `
+                         + `${code.id} "${code.textContent.slice(0, 40)}"`);
+    return defects;
+}"""
+
+# Every text of an SVG figure, opened on its own, lies inside the figure's canvas.
+TEXT_OFF_CANVAS = """() => {
+    const canvas = document.documentElement.getBoundingClientRect();
+    return [...document.querySelectorAll('text')].map(text => [text, text.getBoundingClientRect()])
+        .filter(([, box]) => box.left < canvas.left - 1 || box.right > canvas.right + 1
+                || box.top < canvas.top - 1 || box.bottom > canvas.bottom + 1)
+        .map(([text, box]) => `${text.textContent.slice(0, 50)} `
+             + `(${Math.round(box.left)}..${Math.round(box.right)} of `
+             + `${Math.round(canvas.left)}..${Math.round(canvas.right)})`);
+}"""
+
+
+def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pages):
+    """Issue 20, item 4: with scrollbars that take room, no table or code block shows a
+    scrollbar it does not need, no table hides a column at 1280 px, no paragraph became
+    table rows, and no figure's text leaves its canvas."""
+    defects, figures = [], set()
+    ARTIFACTS.mkdir(exist_ok=True)
+    for width in (1280, 390):
+        for path in pages:
+            page, watch = open_page(classic_scrollbars, f"{served}/{path}", served,
+                                    width=width)
+            opened = open_every_details(page)
+            defects += [f"/{path} at {width} px: {defect}"
+                        for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280)]
+            figures |= set(page.evaluate("""[...document.querySelectorAll(
+                'article img[src$=".svg"]')].map(img => img.src)"""))
+            if path == LESSON and width == 1280:
+                page.locator(".table-scroll").first.screenshot(
+                    path=str(ARTIFACTS / "table-classic-scrollbars.png"))
+            close_again(opened)
+            assert watch.problems == [], path
+            page.close()
+    for figure in sorted(figures):
+        page = classic_scrollbars.new_page()
+        page.goto(figure)
+        defects += [f"{figure.rsplit('/', 1)[-1]}: text off the canvas: {text}"
+                    for text in page.evaluate(TEXT_OFF_CANVAS)]
+        page.close()
+    assert len(figures) >= 5
+    assert defects == [], "\n".join(defects)

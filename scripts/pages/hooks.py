@@ -6,7 +6,9 @@ Markdown, the recorded text replaces the markers, escaped (pages/recorded_text.p
 is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
-    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build)
+    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build;
+    {{ rec:<lesson>.cpu:generatedAt|date }}         |date writes a timestamp for people:
+                                                    "30 November 2026")
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
@@ -16,6 +18,7 @@ is untrusted input, so no Markdown extension may ever read it):
 import logging
 import re
 import sys
+from datetime import datetime
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
@@ -32,8 +35,10 @@ from scripts.recordings import RecordingError
 from scripts.pages.recorded_text import PageValues
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
-TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
-TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
+# A block directive ends at the end of its own line ([ \t]*$, not \s*$, which would eat the
+# blank line after it and glue the next paragraph onto the table as more rows).
+TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
+TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
@@ -188,7 +193,8 @@ def recorded_value(stem, dotted, spec, page, values, directive):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
                           f"not one value; name an item inside it")
     try:
-        text = format(value, spec) if spec else str(value)
+        text = human_date(value) if spec == "date" else format(value, spec) if spec \
+            else str(value)
     except (ValueError, TypeError) as error:
         raise PluginError(f"{page.file.src_uri}: {directive} cannot format a "
                           f"{type(value).__name__} with '|{spec}' ({error}); change the "
@@ -196,15 +202,25 @@ def recorded_value(stem, dotted, spec, page, values, directive):
     return values.hold(text)  # a recording is data: it joins the page after Markdown
 
 
+def human_date(timestamp):
+    """An ISO 8601 timestamp as a reader writes the day: "30 November 2026" (UTC as
+    recorded; a reader does not need the second a recording was made)."""
+    when = datetime.fromisoformat(str(timestamp))
+    return f"{when.day} {when:%B %Y}"
+
+
 def machine_label(recording):
     env = recording["environment"]
     processes = env.get("processCount", 1)
     units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices"
-    return f"{env['backend'].upper()} · {units} · {env.get('deviceKind', env['backend'])}"
+    label = f"{env['backend'].upper()} · {units}"
+    kind = env.get("deviceKind", env["backend"])
+    # "CPU · 4 devices · cpu" says cpu twice; a TPU's kind ("TPU v5 lite") says more.
+    return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
 
 
 def tab_label(recording):
-    date = recording["generatedAt"][:10]
+    date = human_date(recording["generatedAt"])
     return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
 
 
@@ -238,9 +254,10 @@ def recording_table(lesson_id, page, values):
         rows.append(f"| `{values.hold(path)}` | "
                     f"`{values.hold(recording['provenance'])}` | "
                     f"{values.hold(machine_label(recording))} | "
-                    f"{values.hold(recording['generatedAt'])} | {values.hold(env['jax'])} | "
+                    f"{values.hold(human_date(recording['generatedAt']))} | "
+                    f"{values.hold(env['jax'])} | "
                     f"{values.hold(status)} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
 
 
 def recording_tabs(lesson_id, page, values):
