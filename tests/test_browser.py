@@ -48,16 +48,22 @@ def skip_or_fail(reason, what="browser test"):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
+    """One Playwright for the module: a second one cannot start while the first runs."""
     if not os.path.exists(CHROMIUM):
         skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
                      f"(make test does, as root)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-        yield instance
-        instance.close()
+    with sync_playwright() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
+    yield instance
+    instance.close()
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -423,18 +429,13 @@ def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def classic_scrollbars():
+def classic_scrollbars(playwright):
     """Chromium as Windows and most Linux desktops draw it: scrollbars take room.
     Playwright passes --hide-scrollbars by default, which hides every stray scrollbar."""
-    if not os.path.exists(CHROMIUM):
-        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET,
-                                              ignore_default_args=["--hide-scrollbars"])
-        yield instance
-        instance.close()
+    instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET,
+                                          ignore_default_args=["--hide-scrollbars"])
+    yield instance
+    instance.close()
 
 
 # Layout a reader trips over, measured on the page as drawn. Every table box that scrolls
@@ -511,3 +512,134 @@ def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pa
         page.close()
     assert len(figures) >= 5
     assert defects == [], "\n".join(defects)
+
+
+# What the ring step-through shows, read off the page: per rank card, each chunk's
+# "which contributions" label and values, whether it just arrived, and the rank's move.
+STEPPER_SHOWS = """root => ({
+    position: root.querySelector('.ring-stepper__position').textContent,
+    status: root.querySelector('.ring-stepper__status').textContent,
+    live: root.querySelector('.ring-stepper__status').getAttribute('aria-live'),
+    bytes: root.querySelector('.ring-stepper__bytes').textContent,
+    ranks: [...root.querySelectorAll('.ring-stepper__rank')].map(card => ({
+        chunks: [...card.querySelectorAll('.ring-stepper__chunk')].map(chunk => [
+            chunk.querySelector('.ring-stepper__sums').textContent,
+            chunk.querySelector('.ring-stepper__values').textContent,
+            chunk.classList.contains('ring-stepper__chunk--arrived')]),
+        move: [...card.querySelectorAll('.ring-stepper__move > span')]
+            .map(span => span.textContent)})),
+})"""
+
+
+def expected_ring_steps(recording):
+    """Every state of the step-through, as the static figures read the same trace
+    (scripts/figures/ring.py): labels, values as the figure writes them, arrivals, moves
+    and the bytes each rank has sent by then."""
+    import numpy as np
+
+    from scripts.figures.ring import cell_look, phases
+
+    trace = recording["data"]
+    p = trace["ranks"]
+    contributions = np.asarray(trace["contributions"], dtype=np.float32)
+    chunks = contributions.reshape(p, p, -1)
+    chunk_bytes = trace["vectorBytes"] // p
+    drawn = phases(trace)
+    expected = []
+    for name, phase_key in (("reduce_scatter", "reduceScatter"), ("all_gather", "allGather")):
+        recorded_total = trace[phase_key]["bytesSent"][0]
+        for step, (_, state, sends) in enumerate(drawn[name].rows):
+            got = {dst: (chunk, src) for src, dst, chunk in sends}
+            sent = {src: (chunk, dst) for src, dst, chunk in sends}
+            ranks = []
+            for r in range(p):
+                cells = []
+                for c in range(p):
+                    label = cell_look(state[r][c], p)[2]
+                    values = ", ".join(f"{v:g}" for v in chunks[list(state[r][c]), c]
+                                       .sum(axis=0)) if state[r][c] else ""
+                    cells.append([label, values, got.get(r, (None,))[0] == c])
+                move = [f"sent c{sent[r][0]} → r{sent[r][1]}",
+                        f"got c{got[r][0]} ← r{got[r][1]}"] if sends else []
+                ranks.append({"chunks": cells, "move": move})
+            expected.append({"ranks": ranks, "bytes": step * chunk_bytes,
+                             "recordedTotal": recorded_total, "step": step})
+    return expected
+
+
+def assert_stepper_shows(shown, expected, p):
+    assert shown["ranks"] == expected["ranks"]
+    assert shown["live"] == "polite"
+    assert f": {expected['bytes']} of {expected['recordedTotal']} " in shown["bytes"]
+    if expected["step"]:
+        assert f"step {expected['step']} of {p - 1}" in shown["status"]
+        assert f"has sent {expected['bytes']} of {expected['recordedTotal']} bytes" \
+            in shown["status"]
+    else:
+        assert "start" in shown["status"]
+
+
+def test_the_ring_steps_through_the_recorded_trace(browser, served):
+    """Issue 20, item 1: every value the step-through shows, forwards with the buttons and
+    backwards with the arrow keys, equals the recorded trace as the figures read it; the
+    last step of each phase reaches the recorded bytes per rank, (p - 1)/p·G."""
+    recording = json.loads((ROOT / "recordings" / "distributed-03.simulation.json")
+                           .read_text())
+    p = recording["data"]["ranks"]
+    expected = expected_ring_steps(recording)
+    assert len(expected) == 2 * p
+    assert expected[p - 1]["bytes"] == expected[p - 1]["recordedTotal"] \
+        == (p - 1) * recording["data"]["vectorBytes"] // p
+    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served)
+    root = page.locator(".ring-stepper")
+    assert root.is_visible()
+    # The page carries the recording's data itself, parsed back unchanged.
+    embedded = page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)")
+    assert embedded == recording["data"]
+    shown = []
+    for index, state in enumerate(expected):
+        shown.append(root.evaluate(STEPPER_SHOWS))
+        assert_stepper_shows(shown[-1], state, p)
+        assert root.locator("[data-go=next]").is_disabled() == (index == len(expected) - 1)
+        if index < len(expected) - 1:
+            root.locator("[data-go=next]").click()
+    root.focus()
+    for state in reversed(expected):
+        assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, p)
+        page.keyboard.press("ArrowLeft")
+    assert root.locator("[data-go=previous]").is_disabled()
+    page.keyboard.press("End")
+    assert root.evaluate(STEPPER_SHOWS) == shown[-1]
+    page.keyboard.press("Home")
+    assert root.evaluate(STEPPER_SHOWS) == shown[0]
+    assert len({entry["status"] for entry in shown}) == len(shown)  # each step said anew
+    ARTIFACTS.mkdir(exist_ok=True)
+    root.screenshot(path=str(ARTIFACTS / "ring-stepper.png"))
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.parametrize("scheme, width", SCREENS)
+def test_the_ring_step_through_is_accessible_midway(browser, served, reference_findings,
+                                                    scheme, width):
+    """The step-through's looks (own, partial, full, missing, arrived) all appear while
+    it is stepped; axe checks them in both palettes and at both widths."""
+    if not AXE.exists():
+        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
+    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served,
+                            scheme, width)
+    root = page.locator(".ring-stepper")
+    for go in ("next", "next", "last", "previous"):  # mid reduce-scatter, then all-gather
+        root.locator(f"[data-go={go}]").click()
+        if go == "next":
+            ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
+                    if finding["key"] not in reference_findings[scheme, width]]
+            assert ours == [], go
+    assert root.locator(".ring-stepper__chunk--missing").count() > 0
+    ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
+            if finding["key"] not in reference_findings[scheme, width]]
+    assert ours == []
+    # Nothing of it is wider than a phone.
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assert watch.problems == []
+    page.close()

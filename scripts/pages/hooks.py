@@ -11,6 +11,9 @@ is untrusted input, so no Markdown extension may ever read it):
                                                     "30 November 2026")
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
     {{ recordings-table:<lesson-id> }}              one table row per recording
+    {{ json:<recording>:<dotted.path>#<id> }}       a recorded object for a page's script:
+                                                    <script type="application/json"
+                                                    id="<id>"> (on a line of its own)
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
                                                     exists, else B (inline or across lines;
                                                     not nested)
@@ -39,6 +42,8 @@ VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 # blank line after it and glue the next paragraph onto the table as more rows).
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
+JSON_BLOCK = re.compile(r"^\{\{\s*json:([\w.-]+):([\w.-]+)#([a-z][\w-]*)[ \t]*\}\}[ \t]*$",
+                        re.MULTILINE)
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
@@ -94,7 +99,8 @@ def on_files(files, config):
 
 
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
-                                (("value", VALUE), ("tabs", TABS), ("table", TABLE))),
+                                (("value", VALUE), ("tabs", TABS), ("table", TABLE),
+                                 ("json", JSON_BLOCK))),
                        re.MULTILINE)
 
 
@@ -153,6 +159,8 @@ def expand(match, page, values):
         return recording_tabs(TABS.match(text).group(1), page, values)
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), page, values)
+    if match.group("json"):
+        return recorded_json(*JSON_BLOCK.match(text).groups(), page=page, values=values)
     return recorded_value(*VALUE.match(text).groups(), page=page, values=values,
                           directive=text)
 
@@ -180,15 +188,33 @@ def lookup(recording, dotted):
     return value
 
 
-def recorded_value(stem, dotted, spec, page, values, directive):
+def recorded(stem, dotted, page):
     if stem not in recordings:
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
                           f"recordings/{stem}.json does not exist; run `{FIX}`")
     try:
-        value = lookup(recordings[stem], dotted)
+        return lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
         raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json has no value at "
                           f"{dotted!r}") from None
+
+
+def recorded_json(stem, dotted, element_id, page, values):
+    """A recorded object as the JSON of a <script type="application/json"> element, for a
+    script on the page to read (JSON.parse of its text): the data reaches the reader from
+    the recording, through the build, as the figures do. The JSON itself is made safe for
+    that element when it is held (recorded_text.script_json)."""
+    value = recorded(stem, dotted, page)
+    try:
+        held = values.hold_json(value)
+    except ValueError as error:
+        raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json's {dotted!r} is "
+                          f"not plain JSON ({error}); rerun `{FIX}`") from None
+    return f'<script type="application/json" id="{element_id}">{held}</script>\n'
+
+
+def recorded_value(stem, dotted, spec, page, values, directive):
+    value = recorded(stem, dotted, page)
     if isinstance(value, (dict, list)):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
                           f"not one value; name an item inside it")
