@@ -340,7 +340,10 @@ def test_dark_palette_and_notebook_page(browser, served):
     background = code.evaluate("el => getComputedStyle(el).backgroundColor")
     page_background = notebook.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background != "rgb(245, 245, 245)" and background != page_background
-    assert notebook.locator("a[download][href$='.ipynb']").count() == 1
+    # The theme's icon, and a visible button under the title; the program beside it.
+    assert notebook.locator("a[download][href$='.ipynb']").count() == 2
+    assert notebook.locator("a.md-button[download][href$='.ipynb']").is_visible()
+    assert notebook.locator("a.md-button[download][href$='.py']").is_visible()
     notebook.screenshot(path=str(ARTIFACTS / "notebook.png"))
     assert watch.problems == [] and notebook_watch.problems == []
     notebook.close()
@@ -408,10 +411,12 @@ def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
         page, watch = open_page(browser, f"{origin}/{SUB_PATH}/{path}", origin)
         assert_images_loaded(page)
         if path.startswith("notebooks"):
-            with page.expect_download() as download:
-                page.locator("a[download]").click()
-            assert download.value.suggested_filename == "distributed-03.ipynb"
-            assert download.value.failure() is None
+            for button, name in (("a.md-button[href$='.ipynb']", "distributed-03.ipynb"),
+                                 ("a.md-button[href$='.py']", "distributed_03.py")):
+                with page.expect_download() as download:
+                    page.locator(button).click()
+                assert download.value.suggested_filename == name
+                assert download.value.failure() is None
         assert watch.problems == [], path
         page.close()
     # A mistyped address gets the 404 page, styled: its own stylesheets load.

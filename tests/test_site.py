@@ -297,3 +297,20 @@ def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site)
                      r'class="api-link"><code>psum_scatter', page)
     for block in re.findall(r"<pre\b.*?</pre>|<h[1-6]\b.*?</h[1-6]>", page, re.S):
         assert "api-link" not in block
+
+
+def test_formulas_are_set_as_tex_sets_them():
+    """A slash is tight, a display Σ is large with its limits above and below, the TeX is
+    kept as an annotation (for search), and punctuation stays on its formula's line."""
+    from scripts.pages.mathml import on_page_content as typeset
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    inline = typeset('<p>each <span class="arithmatex">\\(G/p\\)</span>, then</p>', page,
+                     None, None)
+    assert '<mo lspace="0" rspace="0">&#x0002F;</mo>' in inline
+    assert '<annotation encoding="application/x-tex">G/p</annotation>' in inline
+    assert re.search(r'<span class="math-nowrap"><math\b.*</math>,</span> then', inline)
+    display = typeset('<div class="arithmatex">\\[g=\\sum_{r=0}^{p-1}g_r\\]</div>', page,
+                      None, None)
+    assert '<mo largeop="true" movablelimits="false">&#x02211;</mo>' in display
+    assert display.count("<math") == 1 and "<semantics><mstyle data-search-exclude>" in display

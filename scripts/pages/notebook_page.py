@@ -10,13 +10,22 @@ fence per output), converted with the site's own Markdown extensions: the notebo
 looks, reads and validates like every other page, and its formulas go through the same
 build-time MathML as the lesson (pages/mathml.py runs after this hook).
 """
+import html
 import json
+import posixpath
 import re
+import sys
 from pathlib import Path
 
 import markdown
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.toc import get_toc
+
+# mkdocs loads this file by path; the `scripts` package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scripts import ROOT  # noqa: E402
+from scripts.lessons import RegistryError, load_lessons  # noqa: E402
 
 TEXT_OUTPUTS = ("text/plain",)
 
@@ -79,6 +88,28 @@ def render_notebook(page, config):
                           f"`python scripts/record.py`") from None
     converter = markdown.Markdown(extensions=config["markdown_extensions"],
                                   extension_configs=config["mdx_configs"])
-    page.content = converter.convert(notebook_markdown(notebook, page.file.src_uri))
+    page.content = download_buttons(page) + converter.convert(
+        notebook_markdown(notebook, page.file.src_uri))
     # The side bar's table of contents must name the ids this HTML has.
     page.toc = get_toc(getattr(converter, "toc_tokens", []))
+
+
+def download_buttons(page):
+    """Visible buttons for the two downloads, under the title: the theme's own download
+    link is a 20 px icon with a tooltip. The program is the notebook's lesson module
+    (lesson_code/lessons.toml), which the site serves beside it (pages/hooks.py)."""
+    notebook = posixpath.basename(page.file.src_uri)
+    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
+    try:
+        lesson = load_lessons().get(Path(notebook).stem)
+    except RegistryError as error:
+        raise PluginError(str(error)) from None
+    buttons = [f'<a class="md-button md-button--primary" href="{html.escape(notebook)}" '
+               f'download>Download the notebook (.ipynb)</a>']
+    if lesson is not None:
+        program = lesson.path().relative_to(ROOT).as_posix()
+        href = posixpath.relpath(program, base or ".")
+        buttons.append(f'<a class="md-button" href="{html.escape(href)}" '
+                       f'download="{html.escape(posixpath.basename(program))}">'
+                       f'Download the program (.py)</a>')
+    return f'<p class="downloads">{" ".join(buttons)}</p>\n'
