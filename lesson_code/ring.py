@@ -124,6 +124,16 @@ def trace(p: int = 4) -> dict:
             "reduceScatter": _phase_record(scatter), "allGather": _phase_record(gather)}
 
 
+# The ring sizes a reader can step through on the site, besides the one the figures draw.
+STEPPABLE_RANKS = (2, 4, 8)
+
+
+def recorded_traces(p: int = 4) -> dict:
+    """The trace for p ranks, which the figures draw, and under "byRanks" the traces for
+    the other steppable ring sizes, so the page's step-through can offer each of them."""
+    return {**trace(p), "byRanks": {str(q): trace(q) for q in STEPPABLE_RANKS if q != p}}
+
+
 def main(argv=None):
     import argparse
     import json
@@ -142,7 +152,7 @@ def main(argv=None):
     if args.data_out and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
         sys.exit(f"error: cannot write {args.data_out}: {folder} is not a writable folder; "
                  f"create it, or pick another path")
-    data = trace(args.ranks)
+    data = recorded_traces(args.ranks)
     sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
     print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each rank "
           f"sent {data['reduceScatter']['bytesSent'][0]} bytes in the reduce-scatter and "

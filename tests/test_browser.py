@@ -593,6 +593,7 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served):
     p = recording["data"]["ranks"]
     expected = expected_ring_steps(recording)
     assert len(expected) == 2 * p
+    assert sorted(recording["data"]["byRanks"]) == ["2", "8"]  # p = 2, 4, 8 to choose
     assert expected[p - 1]["bytes"] == expected[p - 1]["recordedTotal"] \
         == (p - 1) * recording["data"]["vectorBytes"] // p
     page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served)
@@ -618,6 +619,16 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served):
     page.keyboard.press("Home")
     assert root.evaluate(STEPPER_SHOWS) == shown[0]
     assert len({entry["status"] for entry in shown}) == len(shown)  # each step said anew
+    # The other recorded ring sizes, forwards, each from its own recorded trace.
+    for ranks, other in sorted(recording["data"]["byRanks"].items()):
+        root.locator(f"input[type=radio][value='{ranks}']").check()
+        steps = expected_ring_steps({"data": other})
+        for index, state in enumerate(steps):
+            assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, other["ranks"])
+            if index < len(steps) - 1:
+                root.locator("[data-go=next]").click()
+        assert steps[-1]["bytes"] == (other["ranks"] - 1) * other["vectorBytes"] \
+            // other["ranks"]
     ARTIFACTS.mkdir(exist_ok=True)
     root.screenshot(path=str(ARTIFACTS / "ring-stepper.png"))
     assert watch.problems == []

@@ -86,8 +86,38 @@
   function mount(root) {
     var source = document.getElementById(root.getAttribute("data-trace"));
     if (!source) return;
-    var trace = JSON.parse(source.textContent);
-    var p = trace.ranks, chunkBytes = trace.vectorBytes / p, all = states(trace), at = 0;
+    var recorded = JSON.parse(source.textContent);
+    // The trace the figures draw, and those of the other ring sizes (lesson_code/ring.py).
+    var traces = {};
+    traces[recorded.ranks] = recorded;
+    Object.keys(recorded.byRanks || {}).forEach(function (ranks) {
+      traces[ranks] = recorded.byRanks[ranks];
+    });
+    var trace, p, chunkBytes, all, at = 0;
+    function load(ranks) {
+      trace = traces[ranks];
+      p = trace.ranks;
+      chunkBytes = trace.vectorBytes / p;
+      all = states(trace);
+    }
+    load(recorded.ranks);
+
+    var choice = text("fieldset", "ring-stepper__choice");
+    choice.appendChild(text("legend", "", "Ranks on the ring"));
+    Object.keys(traces).map(Number).sort(function (a, b) { return a - b; })
+      .forEach(function (ranks) {
+        var label = text("label"), input = text("input");
+        input.type = "radio";
+        input.name = root.getAttribute("data-trace") + "-ranks";
+        input.value = ranks;
+        input.checked = ranks === recorded.ranks;
+        label.append(input, " p = " + ranks);
+        choice.appendChild(label);
+      });
+    choice.addEventListener("change", function (event) {
+      load(event.target.value);
+      show(0);
+    });
 
     var controls = text("div", "ring-stepper__controls");
     var buttons = {};
@@ -104,7 +134,7 @@
     status.setAttribute("aria-live", "polite");
     var grid = text("div", "ring-stepper__ranks");
     var bytes = text("p", "ring-stepper__bytes");
-    root.append(controls, position, status, grid, bytes);
+    root.append(choice, controls, position, status, grid, bytes);
 
     function show(index) {
       at = Math.max(0, Math.min(all.length - 1, index));
@@ -164,7 +194,7 @@
     });
     root.addEventListener("keydown", function (event) {
       var go = keys[event.key];
-      if (!go) return;
+      if (!go || event.target.type === "radio") return;  // arrows choose among radios
       event.preventDefault();
       show(moves[go]());
       // A button that became disabled would drop the focus: keep it in the step-through.
