@@ -185,6 +185,15 @@ def test_lesson_page_in_a_browser(browser, served):
     assert "\\(" not in page.inner_text("article")
     assert not [url for url in watch.requests if "mathjax" in url.lower()
                 or "katex" in url.lower()]
+    # In the site's math font a display Σ is drawn at display size (15 px tall at 16 px
+    # text in the `math` family's fallback glyphs, 25 px in a font with a MATH table).
+    page.evaluate("document.fonts.ready.then(() => true)")
+    assert page.evaluate("""[...document.fonts].some(face => face.family.includes(
+        'Lesson Math') && face.status === 'loaded')""")
+    sigma = page.evaluate("""(() => { const sum = document.querySelector(
+        '.math-display mo[largeop]'); return sum.getBoundingClientRect().height
+        / parseFloat(getComputedStyle(sum).fontSize); })()""")
+    assert sigma >= 1.4, f"a display sum drawn {sigma:.2f} times the text size"
     answer = page.locator("details", has_text="Answer").first
     assert answer.get_attribute("open") is None
     answer.locator("summary").click()

@@ -314,3 +314,22 @@ def test_formulas_are_set_as_tex_sets_them():
                       None, None)
     assert '<mo largeop="true" movablelimits="false">&#x02211;</mo>' in display
     assert display.count("<math") == 1 and "<semantics><mstyle data-search-exclude>" in display
+
+
+def test_the_math_font_has_every_character_a_formula_uses(built_site):
+    """The site's subset math font (scripts/pages/math_font.py) must cover what the pages
+    typeset; a new symbol in a formula fails here, with the command that remakes it."""
+    from fontTools.ttLib import TTFont
+
+    font = ROOT / "docs" / "assets" / "fonts" / "lesson-math.woff"
+    covered = set(map(chr, TTFont(font).getBestCmap()))
+    from scripts.pages.math_font import drawn_characters
+
+    used = set()
+    for path in site_pages(built_site):
+        used |= drawn_characters(page_file(built_site, path).read_text())
+    assert used and used <= covered, (f"characters missing from {font.name}: "
+                                      f"{''.join(sorted(used - covered))!r}; run `mkdocs "
+                                      f"build --strict && python scripts/pages/math_font.py "
+                                      f"site`")
+    assert "fonts/lesson-math.woff" in (built_site / "assets" / "lesson.css").read_text()
