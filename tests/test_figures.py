@@ -112,3 +112,13 @@ def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
         assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
     scatter = (ROOT / "figures/distributed-03-ring-reduce-scatter.svg").read_text()
     assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 1 of the trace
+
+
+@pytest.mark.parametrize("path", sorted(FIGURES))
+def test_each_figure_names_its_font_once(path):
+    """The font-family list is one rule of the SVG's stylesheet, not 200 bytes on every
+    <text> (scripts/figures/svg.py compact): a ring figure was 82 KB, 37 of them that list."""
+    svg = draw(path)
+    assert "font-family" not in "".join(re.findall(r"<text\b[^>]*>", svg))
+    assert svg.count("font-family") == (1 if "<text" in svg else 0)
+    assert 'transform="rotate(-0 ' not in svg
