@@ -333,3 +333,20 @@ def test_the_math_font_has_every_character_a_formula_uses(built_site):
                                       f"build --strict && python scripts/pages/math_font.py "
                                       f"site`")
     assert "fonts/lesson-math.woff" in (built_site / "assets" / "lesson.css").read_text()
+
+
+def test_every_table_header_has_words(built_site):
+    """A header cell holding only a formula is named in words for screen readers (axe's
+    empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
+    from scripts.pages.layout import text_of
+
+    named = 0
+    for path in site_pages(built_site):
+        for cell in re.findall(r"<th\b[^>]*>(.*?)</th>", page_file(built_site, path)
+                               .read_text(), re.S):
+            visible = re.sub(r"<math\b.*?</math>", "", cell, flags=re.S)
+            assert text_of(visible).strip(), (path, cell[:80])
+            if "<math" in cell and 'class="sr-only"' in cell:
+                assert '<math aria-hidden="true"' in cell
+                named += 1
+    assert named > 0

@@ -12,6 +12,9 @@ known here, and so are the widths the theme gives them:
   the content column then grows to about 930 px. A table still wider scrolls in its box.
 - Each table's box is named for a screen reader after the heading above it ("Recordings
   on this site, group" rather than "table, group" for every table).
+- A header cell that holds only a formula ("p = 2") gets the formula's symbols as hidden
+  text, and the formula is hidden from screen readers instead: axe and some readers take
+  MathML for no text, which leaves the column without a name (empty-table-header).
 """
 import html
 import re
@@ -70,3 +73,18 @@ def table_names(page_html, tables):
         number = titles[:index + 1].count(title)
         names.append(f"{title}, table {number} of {count}" if count > 1 else title)
     return names
+
+
+MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b.*?</math>)\s*(</th>)", re.S)
+TOKEN = re.compile(r"<m[ion]\b[^>]*>([^<]*)</m[ion]>")
+
+
+def spoken_header(match):
+    opened, formula, closed = match.groups()
+    words = " ".join(TOKEN.findall(ANNOTATION.sub("", formula)))
+    hidden = formula.replace("<math ", '<math aria-hidden="true" ', 1)
+    return f'{opened}{hidden}<span class="sr-only">{words}</span>{closed}'
+
+
+def with_named_math_headers(table_html):
+    return MATH_ONLY_HEADER.sub(spoken_header, table_html)

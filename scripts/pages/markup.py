@@ -52,7 +52,8 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 from scripts.pages.api_links import with_api_links
-from scripts.pages.layout import may_overflow_a_phone, needs_full_width, table_names, text_of
+from scripts.pages.layout import (may_overflow_a_phone, needs_full_width, table_names,
+                                  text_of, with_named_math_headers)
 
 HIGHLIGHT = re.compile(r'<div class="highlight"')
 HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
@@ -144,7 +145,8 @@ def with_named_tables(html, page):
         if "toc" not in hidden:
             hidden.append("toc")
     return TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
-                     f'aria-label="{html_attribute(next(names))}">{m.group(0)}</div>', html)
+                     f'aria-label="{html_attribute(next(names))}">'
+                     f'{with_named_math_headers(m.group(0))}</div>', html)
 
 
 def html_attribute(text):
