@@ -124,6 +124,16 @@ def trace(p: int = 4) -> dict:
             "reduceScatter": _phase_record(scatter), "allGather": _phase_record(gather)}
 
 
+# The ring sizes a reader can step through on the site, besides the one the figures draw.
+STEPPABLE_RANKS = (2, 4, 8)
+
+
+def recorded_traces(p: int = 4) -> dict:
+    """The trace for p ranks, which the figures draw, and under "byRanks" the traces for
+    the other steppable ring sizes, so the page's step-through can offer each of them."""
+    return {**trace(p), "byRanks": {str(q): trace(q) for q in STEPPABLE_RANKS if q != p}}
+
+
 def main(argv=None):
     import argparse
     import json
@@ -148,7 +158,7 @@ def main(argv=None):
             os.path.islink(args.data_out) or not os.path.isfile(args.data_out)):
         sys.exit(f"error: {args.data_out} is not a regular file, and only a regular file is "
                  f"replaced; give a new file path, such as {os.path.join(folder, 'data.json')}")
-    data = trace(args.ranks)
+    data = recorded_traces(args.ranks)
     sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
     print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each rank "
           f"sent {data['reduceScatter']['bytesSent'][0]} bytes in the reduce-scatter and "

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import ROOT
+from conftest import LESSONS, ROOT
 from site_build import build
 from site_pages import formulas_in, markdown_source, site_pages
 
@@ -48,16 +48,22 @@ def skip_or_fail(reason, what="browser test"):
 
 
 @pytest.fixture(scope="module")
-def browser():
+def playwright():
+    """One Playwright for the module: a second one cannot start while the first runs."""
     if not os.path.exists(CHROMIUM):
         skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
                      f"(make test does, as root)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
-        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-        yield instance
-        instance.close()
+    with sync_playwright() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(playwright):
+    instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
+    yield instance
+    instance.close()
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -179,6 +185,15 @@ def test_lesson_page_in_a_browser(browser, served):
     assert "\\(" not in page.inner_text("article")
     assert not [url for url in watch.requests if "mathjax" in url.lower()
                 or "katex" in url.lower()]
+    # In the site's math font a display Σ is drawn at display size (15 px tall at 16 px
+    # text in the `math` family's fallback glyphs, 25 px in a font with a MATH table).
+    page.evaluate("document.fonts.ready.then(() => true)")
+    assert page.evaluate("""[...document.fonts].some(face => face.family.includes(
+        'Lesson Math') && face.status === 'loaded')""")
+    sigma = page.evaluate("""(() => { const sum = document.querySelector(
+        '.math-display mo[largeop]'); return sum.getBoundingClientRect().height
+        / parseFloat(getComputedStyle(sum).fontSize); })()""")
+    assert sigma >= 1.4, f"a display sum drawn {sigma:.2f} times the text size"
     answer = page.locator("details", has_text="Answer").first
     assert answer.get_attribute("open") is None
     answer.locator("summary").click()
@@ -210,20 +225,28 @@ def test_a_code_blocks_copy_button_copies_that_block(browser, served):
     assert watch.problems == []
     context.close()
 
-def test_lesson_page_first_load_is_at_most_500_kb(browser, served):
-    """Everything the first load of the lesson page requests, at a desktop size: the page,
-    the theme's CSS and JavaScript, the search index and worker, and the figures near
-    enough to the screen for chromium to fetch them; lazy figures further down wait."""
+# The lesson, and the two ring pages that carry the step-through, the math font and the
+# largest ring figure (the sweep page's budget is issue 20's item 5, not yet met).
+FIRST_LOAD_PAGES = [LESSON, "going-further/ring-simulator/", "going-further/build-the-ring/"]
+
+
+@pytest.mark.parametrize("path", FIRST_LOAD_PAGES)
+def test_first_load_is_at_most_500_kb(browser, served, path):
+    """Everything the first load of a page requests, at a desktop size: the page, the
+    theme's CSS and JavaScript, the search index and worker, the math font where a formula
+    is shown, and the figures near enough to the screen for chromium to fetch them; lazy
+    figures further down wait."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     responses = []
     page.on("response", lambda response: responses.append(response))
-    page.goto(f"{served}/{LESSON}", wait_until="networkidle")
+    page.goto(f"{served}/{path}", wait_until="networkidle")
     sizes = {response.url.removeprefix(served): len(response.body())
              for response in responses}
     total = sum(sizes.values())
-    print(f"lesson page first load: {total:,} bytes in {len(sizes)} requests")
+    print(f"/{path} first load: {total:,} bytes in {len(sizes)} requests")
     ARTIFACTS.mkdir(exist_ok=True)
-    (ARTIFACTS / "lesson-first-load.json").write_text(
+    name = "lesson" if path == LESSON else path.rstrip("/").rsplit("/", 1)[-1]
+    (ARTIFACTS / f"{name}-first-load.json").write_text(
         json.dumps({"totalBytes": total, "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes},
                    indent=2))
     assert total <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
@@ -334,7 +357,10 @@ def test_dark_palette_and_notebook_page(browser, served):
     background = code.evaluate("el => getComputedStyle(el).backgroundColor")
     page_background = notebook.evaluate("getComputedStyle(document.body).backgroundColor")
     assert background != "rgb(245, 245, 245)" and background != page_background
-    assert notebook.locator("a[download][href$='.ipynb']").count() == 1
+    # The theme's icon, and a visible button under the title; the program beside it.
+    assert notebook.locator("a[download][href$='.ipynb']").count() == 2
+    assert notebook.locator("a.md-button[download][href$='.ipynb']").is_visible()
+    assert notebook.locator("a.md-button[download][href$='.py']").is_visible()
     notebook.screenshot(path=str(ARTIFACTS / "notebook.png"))
     assert watch.problems == [] and notebook_watch.problems == []
     notebook.close()
@@ -402,11 +428,14 @@ def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
         page, watch = open_page(browser, f"{origin}/{SUB_PATH}/{path}", origin)
         assert_images_loaded(page)
         if path.startswith("notebooks"):
-            with page.expect_download() as download:
-                page.locator("a[download]").click()
-            # notebooks/<lesson id>/ offers that lesson's own notebook.
-            assert download.value.suggested_filename == f"{path.split('/')[1]}.ipynb"
-            assert download.value.failure() is None
+            # notebooks/<lesson id>/ offers that lesson's notebook and its program.
+            lesson = LESSONS[path.split("/")[1]]
+            for button, name in (("a.md-button[href$='.ipynb']", f"{lesson.id}.ipynb"),
+                                 ("a.md-button[href$='.py']", lesson.path().name)):
+                with page.expect_download() as download:
+                    page.locator(button).click()
+                assert download.value.suggested_filename == name
+                assert download.value.failure() is None
         assert watch.problems == [], path
         page.close()
     # A mistyped address gets the 404 page, styled: its own stylesheets load.
@@ -420,4 +449,232 @@ def test_the_site_works_under_a_sub_path(browser, serve, pages, tmp_path):
     assert [problem for problem in watch.problems if problem != missing
             and not problem.startswith("console error: Failed to load resource")] == []
     assert len(watch.problems) == 2
+    page.close()
+
+
+@pytest.fixture(scope="module")
+def classic_scrollbars(playwright):
+    """Chromium as Windows and most Linux desktops draw it: scrollbars take room.
+    Playwright passes --hide-scrollbars by default, which hides every stray scrollbar."""
+    instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET,
+                                          ignore_default_args=["--hide-scrollbars"])
+    yield instance
+    instance.close()
+
+
+# Layout a reader trips over, measured on the page as drawn. Every table box that scrolls
+# must hold a table wider than the box (nothing else makes it scroll); at a desktop width
+# no table may scroll at all (its last columns would be hidden); a code block that scrolls
+# must be one the build made focusable (pages/layout.py); a row with text in its first
+# cell only, or a cell of more than 30 words, is prose that Markdown read as a table.
+LAYOUT_DEFECTS = """(desktop) => {
+    const defects = [];
+    const name = box => box.getAttribute('aria-label') || box.textContent.slice(0, 40);
+    for (const box of document.querySelectorAll('.table-scroll')) {
+        const table = box.querySelector('table');
+        const needed = Math.ceil(table.getBoundingClientRect().width);
+        if (box.scrollWidth > Math.max(box.clientWidth, needed) + 1)
+            defects.push(`table box wider than its table: ${name(box)} `
+                         + `(${box.scrollWidth} px for a ${needed} px table)`);
+        if (desktop && box.scrollWidth > box.clientWidth + 1)
+            defects.push(`table hides columns at ${innerWidth} px: ${name(box)} `
+                         + `(${box.scrollWidth - box.clientWidth} px)`);
+        for (const row of table.querySelectorAll('tbody tr')) {
+            const cells = [...row.cells].map(cell => cell.innerText.trim());
+            if (cells.length > 1 && cells[0] && cells.slice(1).every(text => !text))
+                defects.push(`prose read as a table row: "${cells[0].slice(0, 60)}"`);
+            for (const text of cells)
+                if (text.split(/\\s+/).length > 30)
+                    defects.push(`prose in a table cell: "${text.slice(0, 60)}"`);
+        }
+    }
+    for (const code of document.querySelectorAll('pre > code'))
+        if (code.scrollWidth > code.clientWidth + 1 && !code.hasAttribute('data-wide'))
+            defects.push(`code block scrolls but the build did not make it focusable: `
+                         + `${code.id} "${code.textContent.slice(0, 40)}"`);
+    return defects;
+}"""
+
+# Every text of an SVG figure, opened on its own, lies inside the figure's canvas.
+TEXT_OFF_CANVAS = """() => {
+    const canvas = document.documentElement.getBoundingClientRect();
+    return [...document.querySelectorAll('text')].map(text => [text, text.getBoundingClientRect()])
+        .filter(([, box]) => box.left < canvas.left - 1 || box.right > canvas.right + 1
+                || box.top < canvas.top - 1 || box.bottom > canvas.bottom + 1)
+        .map(([text, box]) => `${text.textContent.slice(0, 50)} `
+             + `(${Math.round(box.left)}..${Math.round(box.right)} of `
+             + `${Math.round(canvas.left)}..${Math.round(canvas.right)})`);
+}"""
+
+
+def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pages):
+    """Issue 20, item 4: with scrollbars that take room, no table or code block shows a
+    scrollbar it does not need, no table hides a column at 1280 px, no paragraph became
+    table rows, and no figure's text leaves its canvas."""
+    defects, figures = [], set()
+    ARTIFACTS.mkdir(exist_ok=True)
+    for width in (1280, 390):
+        for path in pages:
+            page, watch = open_page(classic_scrollbars, f"{served}/{path}", served,
+                                    width=width)
+            opened = open_every_details(page)
+            defects += [f"/{path} at {width} px: {defect}"
+                        for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280)]
+            figures |= set(page.evaluate("""[...document.querySelectorAll(
+                'article img[src$=".svg"]')].map(img => img.src)"""))
+            if path == LESSON and width == 1280:
+                page.locator(".table-scroll").first.screenshot(
+                    path=str(ARTIFACTS / "table-classic-scrollbars.png"))
+            close_again(opened)
+            assert watch.problems == [], path
+            page.close()
+    for figure in sorted(figures):
+        page = classic_scrollbars.new_page()
+        page.goto(figure)
+        defects += [f"{figure.rsplit('/', 1)[-1]}: text off the canvas: {text}"
+                    for text in page.evaluate(TEXT_OFF_CANVAS)]
+        page.close()
+    assert len(figures) >= 5
+    assert defects == [], "\n".join(defects)
+
+
+# What the ring step-through shows, read off the page: per rank card, each chunk's
+# "which contributions" label and values, whether it just arrived, and the rank's move.
+STEPPER_SHOWS = """root => ({
+    position: root.querySelector('.ring-stepper__position').textContent,
+    status: root.querySelector('.ring-stepper__status').textContent,
+    live: root.querySelector('.ring-stepper__status').getAttribute('aria-live'),
+    bytes: root.querySelector('.ring-stepper__bytes').textContent,
+    ranks: [...root.querySelectorAll('.ring-stepper__rank')].map(card => ({
+        chunks: [...card.querySelectorAll('.ring-stepper__chunk')].map(chunk => [
+            chunk.querySelector('.ring-stepper__sums').textContent,
+            chunk.querySelector('.ring-stepper__values').textContent,
+            chunk.classList.contains('ring-stepper__chunk--arrived')]),
+        move: [...card.querySelectorAll('.ring-stepper__move > span')]
+            .map(span => span.textContent)})),
+})"""
+
+
+def expected_ring_steps(recording):
+    """Every state of the step-through, as the static figures read the same trace
+    (scripts/figures/ring.py): labels, values as the figure writes them, arrivals, moves
+    and the bytes each rank has sent by then."""
+    import numpy as np
+
+    from scripts.figures.ring import cell_look, phases
+
+    trace = recording["data"]
+    p = trace["ranks"]
+    contributions = np.asarray(trace["contributions"], dtype=np.float32)
+    chunks = contributions.reshape(p, p, -1)
+    chunk_bytes = trace["vectorBytes"] // p
+    drawn = phases(trace)
+    expected = []
+    for name, phase_key in (("reduce_scatter", "reduceScatter"), ("all_gather", "allGather")):
+        recorded_total = trace[phase_key]["bytesSent"][0]
+        for step, (_, state, sends) in enumerate(drawn[name].rows):
+            got = {dst: (chunk, src) for src, dst, chunk in sends}
+            sent = {src: (chunk, dst) for src, dst, chunk in sends}
+            ranks = []
+            for r in range(p):
+                cells = []
+                for c in range(p):
+                    label = cell_look(state[r][c], p)[2]
+                    values = ", ".join(f"{v:g}" for v in chunks[list(state[r][c]), c]
+                                       .sum(axis=0)) if state[r][c] else ""
+                    cells.append([label, values, got.get(r, (None,))[0] == c])
+                move = [f"sent c{sent[r][0]} → r{sent[r][1]}",
+                        f"got c{got[r][0]} ← r{got[r][1]}"] if sends else []
+                ranks.append({"chunks": cells, "move": move})
+            expected.append({"ranks": ranks, "bytes": step * chunk_bytes,
+                             "recordedTotal": recorded_total, "step": step})
+    return expected
+
+
+def assert_stepper_shows(shown, expected, p):
+    assert shown["ranks"] == expected["ranks"]
+    assert shown["live"] == "polite"
+    assert f": {expected['bytes']} of {expected['recordedTotal']} " in shown["bytes"]
+    if expected["step"]:
+        assert f"step {expected['step']} of {p - 1}" in shown["status"]
+        assert f"has sent {expected['bytes']} of {expected['recordedTotal']} bytes" \
+            in shown["status"]
+    else:
+        assert "start" in shown["status"]
+
+
+def test_the_ring_steps_through_the_recorded_trace(browser, served):
+    """Issue 20, item 1: every value the step-through shows, forwards with the buttons and
+    backwards with the arrow keys, equals the recorded trace as the figures read it; the
+    last step of each phase reaches the recorded bytes per rank, (p - 1)/p·G."""
+    recording = json.loads((ROOT / "recordings" / "distributed-03.simulation.json")
+                           .read_text())
+    p = recording["data"]["ranks"]
+    expected = expected_ring_steps(recording)
+    assert len(expected) == 2 * p
+    assert sorted(recording["data"]["byRanks"]) == ["2", "8"]  # p = 2, 4, 8 to choose
+    assert expected[p - 1]["bytes"] == expected[p - 1]["recordedTotal"] \
+        == (p - 1) * recording["data"]["vectorBytes"] // p
+    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served)
+    root = page.locator(".ring-stepper")
+    assert root.is_visible()
+    # The page carries the recording's data itself, parsed back unchanged.
+    embedded = page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)")
+    assert embedded == recording["data"]
+    shown = []
+    for index, state in enumerate(expected):
+        shown.append(root.evaluate(STEPPER_SHOWS))
+        assert_stepper_shows(shown[-1], state, p)
+        assert root.locator("[data-go=next]").is_disabled() == (index == len(expected) - 1)
+        if index < len(expected) - 1:
+            root.locator("[data-go=next]").click()
+    root.focus()
+    for state in reversed(expected):
+        assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, p)
+        page.keyboard.press("ArrowLeft")
+    assert root.locator("[data-go=previous]").is_disabled()
+    page.keyboard.press("End")
+    assert root.evaluate(STEPPER_SHOWS) == shown[-1]
+    page.keyboard.press("Home")
+    assert root.evaluate(STEPPER_SHOWS) == shown[0]
+    assert len({entry["status"] for entry in shown}) == len(shown)  # each step said anew
+    # The other recorded ring sizes, forwards, each from its own recorded trace.
+    for ranks, other in sorted(recording["data"]["byRanks"].items()):
+        root.locator(f"input[type=radio][value='{ranks}']").check()
+        steps = expected_ring_steps({"data": other})
+        for index, state in enumerate(steps):
+            assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, other["ranks"])
+            if index < len(steps) - 1:
+                root.locator("[data-go=next]").click()
+        assert steps[-1]["bytes"] == (other["ranks"] - 1) * other["vectorBytes"] \
+            // other["ranks"]
+    ARTIFACTS.mkdir(exist_ok=True)
+    root.screenshot(path=str(ARTIFACTS / "ring-stepper.png"))
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.parametrize("scheme, width", SCREENS)
+def test_the_ring_step_through_is_accessible_midway(browser, served, reference_findings,
+                                                    scheme, width):
+    """The step-through's looks (own, partial, full, missing, arrived) all appear while
+    it is stepped; axe checks them in both palettes and at both widths."""
+    if not AXE.exists():
+        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
+    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served,
+                            scheme, width)
+    root = page.locator(".ring-stepper")
+    for go in ("next", "next", "last", "previous"):  # mid reduce-scatter, then all-gather
+        root.locator(f"[data-go={go}]").click()
+        if go == "next":
+            ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
+                    if finding["key"] not in reference_findings[scheme, width]]
+            assert ours == [], go
+    assert root.locator(".ring-stepper__chunk--missing").count() > 0
+    ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
+            if finding["key"] not in reference_findings[scheme, width]]
+    assert ours == []
+    # Nothing of it is wider than a phone.
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assert watch.problems == []
     page.close()

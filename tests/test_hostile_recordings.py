@@ -153,6 +153,11 @@ def hostile_project(destination):
         panel["labels"] = list(PAYLOADS)
         panel["ylabel"], panel["series"][0]["label"] = PAYLOADS[0], PAYLOADS[6]
         path.write_text(json.dumps(recording, indent=2))
+    # The ring step-through's trace reaches its page as JSON in a script element.
+    simulation = project / "recordings" / "distributed-03.simulation.json"
+    recording = json.loads(simulation.read_text())
+    recording["data"]["readerNote"] = [*PAYLOADS, HOSTILE_TEXT, "</SCRIPT >", "<!--"]
+    simulation.write_text(json.dumps(recording, indent=2))
     hostile_notebook(project / "docs" / "notebooks" / "distributed-03.ipynb")
     rederive_analyses(project)  # the build refuses an analysis older than its recording
     page = project / "docs" / "lessons" / "distributed-03.md"
@@ -206,18 +211,21 @@ class Attributes(HTMLParser):
 
     def __init__(self):
         super().__init__()
-        self.attributes, self.scripts, self.in_script = [], [], False
+        self.attributes, self.scripts, self.json_scripts = [], [], []
+        self.in_script = None  # None, "code" or "json": which script element we are in
 
     def handle_starttag(self, tag, attrs):
         self.attributes += [(tag, name, value or "") for name, value in attrs]
-        self.in_script = tag == "script"
+        if tag == "script":
+            self.in_script = "json" if ("type", "application/json") in attrs else "code"
+            (self.json_scripts if self.in_script == "json" else self.scripts).append("")
 
     def handle_endtag(self, tag):
-        self.in_script = False
+        self.in_script = None
 
     def handle_data(self, data):
         if self.in_script:
-            self.scripts.append(data)
+            (self.json_scripts if self.in_script == "json" else self.scripts)[-1] += data
 
 
 def site_files(site):
@@ -246,6 +254,21 @@ def test_hostile_text_is_escaped_text_not_markup(hostile_site):
     assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
     assert "{{ rec:distributed-03.cpu:environment.jax }}" in lesson
     assert "--8&lt;-- &quot;.git/config&quot;" in lesson
+
+
+def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
+    """The step-through's trace is recorded data inside <script type="application/json">:
+    a `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
+    json.loads, the same grammar) gives back exactly what was recorded."""
+    recorded = json.loads((hostile_site.parent / "project" / "recordings" /
+                           "distributed-03.simulation.json").read_text())["data"]
+    parser = Attributes()
+    parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
+    trace = [text for text in parser.json_scripts if '"readerNote"' in text]
+    assert len(trace) == 1
+    assert not set("<>&") & set(trace[0])
+    assert json.loads(trace[0]) == recorded
+    assert ("script", "id", "ring-trace") in parser.attributes
 
 
 def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
@@ -282,7 +305,7 @@ def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
 # ----------------------------------------------------------------- in chromium --
 
 # test_browser.py's chromium and its quiet static server, as this module's fixtures.
-browser, serve = test_browser.browser, test_browser.serve
+playwright, browser, serve = test_browser.playwright, test_browser.browser, test_browser.serve
 
 
 @pytest.fixture(scope="module")
@@ -368,6 +391,12 @@ def test_hostile_pages_stay_inert_in_chromium(browser, served):
     page.wait_for_selector(".md-search-result__item", state="attached", timeout=20000)
     page.wait_for_timeout(500)
     assert "XSS" in page.inner_text(".md-search-result")
+    assert page.evaluate(LIVE_MARKUP) == []
+    # The ring step-through parses the hostile trace as data and draws its steps.
+    page.goto(f"{served}/going-further/ring-simulator/", wait_until="networkidle")
+    assert page.locator(".ring-stepper__rank").count() == 4
+    assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)"
+                         ".readerNote.includes('</SCRIPT >')")
     assert page.evaluate(LIVE_MARKUP) == []
     # The home page's table of recordings, the stale TPU one among them.
     page.goto(f"{served}/", wait_until="networkidle")

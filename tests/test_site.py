@@ -302,7 +302,7 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     page = (tmp_path / "site" / LESSON_PAGE).read_text()
     labels = re.findall(r'<label for="__tabbed_[^"]+">([^<]+)</label>', page)
     tpu = [label for label in labels if label.startswith("TPU")]
-    assert len(tpu) == 1 and "TPU v6 lite" in tpu[0] and "2000-01-01" in tpu[0]
+    assert len(tpu) == 1 and "TPU v6 lite" in tpu[0] and "1 January 2000" in tpu[0]
     assert any(label.startswith("CPU") for label in labels)
     assert "Completed TPU median microseconds" in page
     warning = "Stale recording" in page
@@ -311,7 +311,7 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     site = tmp_path / "site"
     assert pages_saying(site, NOT_YET) == [] and pages_saying(site, "Not yet recorded") == []
     assert "index.html" in pages_saying(site, RECORDED_ON_TPU)
-    assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 2000-01-01")
+    assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
     if stale:
         assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]
 
@@ -338,3 +338,89 @@ def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path)
            "{ download }: its exercises" in markdown
     assert hooks.downloadable_modules(lesson) == ["lesson_code/distributed_03.py",
                                                   "lesson_code/distributed_03_exercises.py"]
+
+
+def test_the_recordings_table_ends_where_its_paragraph_begins(built_site):
+    """The directive's table ends at its last recording: the sentence after it on the
+    home page is a paragraph, not five more table rows (turn 3 audit, H1)."""
+    home = (built_site / "index.html").read_text()
+    table_end = home.index("</table>", home.index('id="recordings-on-this-site"'))
+    assert re.match(r"</table></div>\s*<p>The message-size sweep", home[table_end:])
+    rows = re.findall(r"<tr>", home[:table_end].split('id="recordings-on-this-site"')[1])
+    executed = [path for path in (ROOT / "recordings").glob("distributed-03.*.json")
+                if json.loads(path.read_text()).get("kind") == "executed"]
+    assert len(rows) == 1 + len(executed)  # the header row, then one per recording
+
+
+def test_labels_and_dates_are_written_for_people(built_site):
+    page = (built_site / LESSON_PAGE).read_text()
+    assert "CPU · 4 devices · cpu" not in page and "CPU · 4 devices · " in page
+    assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX", page)
+
+
+def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
+    """Code stays out of the search index, so each block that defines something says so
+    in a line the index keeps; inline API names link to the JAX reference, code blocks
+    and headings never do."""
+    index = json.loads((built_site / "search" / "search_index.json").read_text())
+    text = " ".join(doc["text"] for doc in index["docs"])
+    for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):
+        assert name in text, name
+    page = (built_site / LESSON_PAGE).read_text()
+    assert re.search(r'<a href="https://docs\.jax\.dev/[^"]*psum_scatter\.html" '
+                     r'class="api-link"><code>psum_scatter', page)
+    for block in re.findall(r"<pre\b.*?</pre>|<h[1-6]\b.*?</h[1-6]>", page, re.S):
+        assert "api-link" not in block
+
+
+def test_formulas_are_set_as_tex_sets_them():
+    """A slash is tight, a display Σ is large with its limits above and below, the TeX is
+    kept as an annotation (for search), and punctuation stays on its formula's line."""
+    from scripts.pages.mathml import on_page_content as typeset
+
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    inline = typeset('<p>each <span class="arithmatex">\\(G/p\\)</span>, then</p>', page,
+                     None, None)
+    assert '<mo lspace="0" rspace="0">&#x0002F;</mo>' in inline
+    assert '<annotation encoding="application/x-tex">G/p</annotation>' in inline
+    assert re.search(r'<span class="math-nowrap"><math\b.*</math>,</span> then', inline)
+    display = typeset('<div class="arithmatex">\\[g=\\sum_{r=0}^{p-1}g_r\\]</div>', page,
+                      None, None)
+    assert '<mo largeop="true" movablelimits="false">&#x02211;</mo>' in display
+    assert display.count("<math") == 1 and "<semantics><mstyle data-search-exclude>" in display
+
+
+def test_the_math_font_has_every_character_a_formula_uses(built_site):
+    """The site's subset math font (scripts/pages/math_font.py) must cover what the pages
+    typeset; a new symbol in a formula fails here, with the command that remakes it."""
+    from fontTools.ttLib import TTFont
+
+    font = ROOT / "docs" / "assets" / "fonts" / "lesson-math.woff"
+    covered = set(map(chr, TTFont(font).getBestCmap()))
+    from scripts.pages.math_font import drawn_characters
+
+    used = set()
+    for path in site_pages(built_site):
+        used |= drawn_characters(page_file(built_site, path).read_text())
+    assert used and used <= covered, (f"characters missing from {font.name}: "
+                                      f"{''.join(sorted(used - covered))!r}; run `mkdocs "
+                                      f"build --strict && python scripts/pages/math_font.py "
+                                      f"site`")
+    assert "fonts/lesson-math.woff" in (built_site / "assets" / "lesson.css").read_text()
+
+
+def test_every_table_header_has_words(built_site):
+    """A header cell holding only a formula is named in words for screen readers (axe's
+    empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
+    from scripts.pages.layout import text_of
+
+    named = 0
+    for path in site_pages(built_site):
+        for cell in re.findall(r"<th\b[^>]*>(.*?)</th>", page_file(built_site, path)
+                               .read_text(), re.S):
+            visible = re.sub(r"<math\b.*?</math>", "", cell, flags=re.S)
+            assert text_of(visible).strip(), (path, cell[:80])
+            if "<math" in cell and 'class="sr-only"' in cell:
+                assert '<math aria-hidden="true"' in cell
+                named += 1
+    assert named > 0

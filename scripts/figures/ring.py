@@ -5,6 +5,7 @@ chunk at each step, and which ranks' contributions each copy sums. Nothing is si
 here, and nothing in it is measured. One figure per phase (ring_reduce_scatter.py and
 ring_all_gather.py are the renderers): each fits the page's content width at its own size.
 """
+import textwrap
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,9 @@ INK, FAINT = "#1f2328", "#8c959f"
 WIDTH, MARGIN, RANK_GAP, CELL_H = 7.2, 0.08, 0.14, 0.4
 SMALL, TEXT = 7.3, 7.5  # point sizes: values in a cell; everything else at least TEXT
 LINE = 0.15  # inches per line of TEXT
+# Characters of TEXT per line of the note: 7.04 in of 7.5-point DejaVu Sans holds about
+# 120 average characters, and a fallback font with wider letters (Verdana) about 100.
+NOTE_CHARS = 100
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,12 @@ def phases(trace):
     }
 
 
+def note_lines(*sentences):
+    """The note under a figure, wrapped to the canvas: a phase's byte count makes its
+    sentence longer or shorter, and an unwrapped line runs off the right edge."""
+    return [line for sentence in sentences for line in textwrap.wrap(sentence, NOTE_CHARS)]
+
+
 def ring_figure(trace, phase):
     p = trace["ranks"]
     contributions = np.asarray(trace["contributions"], dtype=np.float32)  # (p, n), n = 2p
@@ -158,13 +168,12 @@ def ring_figure(trace, phase):
     y = draw_header(ax, phase, p)
     for label, state, sends in phase.rows:
         y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p)
-    # One sentence a line: the all-gather's byte note is long enough that a second
-    # sentence on its line ran past the canvas (content review L1).
-    ax.text(MARGIN, y, f"In a cell: which ranks' contributions the copy sums, then its values; "
-            f"rank r contributes (r+1)·[1, …, {n}].\n{phase.bytes_note}\nA simulation of "
-            f"the idealized ring schedule (lesson_code/ring.py), not a trace of what any "
-            f"runtime does.", va="top", fontsize=TEXT, color=INK, linespacing=1.4)
-    height = y + 3 * LINE * 1.4 + 0.1
+    note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "
+                      f"values; rank r contributes (r+1)·[1, …, {n}].",
+                      f"{phase.bytes_note} A simulation of the idealized ring schedule "
+                      f"(lesson_code/ring.py), not a trace of what any runtime does.")
+    ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=INK, linespacing=1.4)
+    height = y + len(note) * LINE * 1.4 + 0.1
     fig.set_size_inches(WIDTH, height)
     ax.set_xlim(0, WIDTH)
     ax.set_ylim(height, 0)  # y grows downwards, in inches

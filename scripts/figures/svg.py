@@ -7,6 +7,7 @@ from matplotlib's defaults and restores the caller's settings on the way out, so
 renderer can change another's bytes.
 """
 import io
+import re
 from contextlib import contextmanager
 from xml.sax.saxutils import escape
 
@@ -48,11 +49,30 @@ def new_figure(**kwargs):
     return fig, fig.subplots(**subplot_args)
 
 
+FONT_FAMILY = re.compile(r"font-family: ([^;\"]+);? ?")
+NO_ROTATION = re.compile(r' transform="rotate\(-0 [-0-9. ]+\)"')
+STYLE_ELEMENT = '<style type="text/css">'
+
+
+def compact(svg):
+    """The same drawing in fewer bytes: matplotlib writes the whole font-family list into
+    every <text> (about 200 bytes each, 37 KB of a ring figure's 82) and a rotation by
+    -0 degrees beside it. One family for every text becomes one rule in the SVG's own
+    stylesheet, which the browser applies to each <text> that no longer names one."""
+    families = set(FONT_FAMILY.findall(svg))
+    svg = NO_ROTATION.sub("", svg)
+    if len(families) != 1 or STYLE_ELEMENT not in svg:
+        return svg  # several families: each text keeps its own
+    family = families.pop()
+    svg = FONT_FAMILY.sub("", svg).replace(' style=""', "")
+    return svg.replace(STYLE_ELEMENT, f"{STYLE_ELEMENT}text{{font-family: {family}}}", 1)
+
+
 def svg_text(fig, title, desc):
     """The figure as SVG text, with <title> and <desc> for screen readers."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    svg = buffer.getvalue()
+    svg = compact(buffer.getvalue())
     start = svg.index("<svg")
     end = svg.index(">", start) + 1
     accessible = f"\n <title>{escape(title)}</title>\n <desc>{escape(desc)}</desc>"

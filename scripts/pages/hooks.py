@@ -6,7 +6,9 @@ Markdown, the recorded text replaces the markers, escaped (pages/recorded_text.p
 is untrusted input, so no Markdown extension may ever read it):
 
     {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
-    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build)
+    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build;
+    {{ rec:<lesson>.cpu:generatedAt|date }}         |date writes a timestamp for people:
+                                                    "30 November 2026")
     {{ rec:<lesson>.cpu.analysis:timing.host.words }}  a value of the analysis derived
                                                     from that recording
     {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
@@ -14,6 +16,9 @@ is untrusted input, so no Markdown extension may ever read it):
     {{ recordings-table }}                          ... of every lesson
     {{ lessons }}                                   the course: one entry per registered
                                                     lesson, with its notebook and program
+    {{ json:<recording>:<dotted.path>#<id> }}       a recorded object for a page's script:
+                                                    <script type="application/json"
+                                                    id="<id>"> (on a line of its own)
 
 The site is the course (lesson_code/lessons.toml): its name and summary are the registry's
 [course], a lesson the nav leaves out is listed after the last one it names, and each
@@ -28,6 +33,7 @@ import re
 import shutil
 import sys
 import tempfile
+from datetime import datetime
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
@@ -47,9 +53,13 @@ from scripts.recordings import RecordingError
 from scripts.pages.recorded_text import PageValues, formatted
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
-TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)\s*\}\}\s*$", re.MULTILINE)
-TABLE = re.compile(r"^\{\{\s*recordings-table(?::([\w-]+))?\s*\}\}\s*$", re.MULTILINE)
-LESSON_LIST = re.compile(r"^\{\{\s*lessons\s*\}\}\s*$", re.MULTILINE)
+# A block directive ends at the end of its own line ([ \t]*$, not \s*$, which would eat the
+# blank line after it and glue the next paragraph onto the table as more rows).
+TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
+TABLE = re.compile(r"^\{\{\s*recordings-table(?::([\w-]+))?[ \t]*\}\}[ \t]*$", re.MULTILINE)
+LESSON_LIST = re.compile(r"^\{\{\s*lessons[ \t]*\}\}[ \t]*$", re.MULTILINE)
+JSON_BLOCK = re.compile(r"^\{\{\s*json:([\w.-]+):([\w.-]+)#([a-z][\w-]*)[ \t]*\}\}[ \t]*$",
+                        re.MULTILINE)
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 
@@ -182,7 +192,7 @@ def downloadable_modules(lesson):
 
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
                                 (("value", VALUE), ("tabs", TABS), ("table", TABLE),
-                                 ("lessons", LESSON_LIST))),
+                                 ("lessons", LESSON_LIST), ("json", JSON_BLOCK))),
                        re.MULTILINE)
 
 
@@ -274,6 +284,8 @@ def expand(match, page, values):
         return recording_table(TABLE.match(text).group(1), page, values)
     if match.group("lessons"):
         return lesson_list(page, values)
+    if match.group("json"):
+        return recorded_json(*JSON_BLOCK.match(text).groups(), page=page, values=values)
     return recorded_value(*VALUE.match(text).groups(), page=page, values=values,
                           directive=text)
 
@@ -309,7 +321,7 @@ def source_file(stem):
     return f"recordings/{stem}.json"
 
 
-def recorded_value(stem, dotted, spec, page, values, directive):
+def recorded(stem, dotted, page):
     if stem not in recordings:
         fix = (FIX if stem.endswith(".analysis")
                else recording_fix(lessons, f"recordings/{stem}.json"))
@@ -318,31 +330,59 @@ def recorded_value(stem, dotted, spec, page, values, directive):
                           + (f"run `{fix}`" if fix else "no lesson in lesson_code/lessons.toml "
                              "makes it; fix the directive"))
     try:
-        value = lookup(recordings[stem], dotted)
+        return lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
         raise PluginError(f"{page.file.src_uri}: {source_file(stem)} has no value at "
                           f"{dotted!r}") from None
+
+
+def recorded_json(stem, dotted, element_id, page, values):
+    """A recorded object as the JSON of a <script type="application/json"> element, for a
+    script on the page to read (JSON.parse of its text): the data reaches the reader from
+    the recording, through the build, as the figures do. The JSON itself is made safe for
+    that element when it is held (recorded_text.script_json)."""
+    value = recorded(stem, dotted, page)
+    try:
+        held = values.hold_json(value)
+    except ValueError as error:
+        raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json's {dotted!r} is "
+                          f"not plain JSON ({error}); rerun `{FIX}`") from None
+    return f'<script type="application/json" id="{element_id}">{held}</script>\n'
+
+
+def recorded_value(stem, dotted, spec, page, values, directive):
+    value = recorded(stem, dotted, page)
     if isinstance(value, (dict, list)):
         raise PluginError(f"{page.file.src_uri}: {directive} is a {type(value).__name__}, "
                           f"not one value; name an item inside it")
     try:
-        text = formatted(value, spec)
-    except ValueError as error:
+        text = human_date(value) if spec == "date" else formatted(value, spec)
+    except (ValueError, TypeError) as error:
         raise PluginError(f"{page.file.src_uri}: {directive} cannot format a "
                           f"{type(value).__name__} with '|{spec}' ({error}); change the "
                           f"format code") from None
     return values.hold(text)  # a recording is data: it joins the page after Markdown
 
 
+def human_date(timestamp):
+    """An ISO 8601 timestamp as a reader writes the day: "30 November 2026" (UTC as
+    recorded; a reader does not need the second a recording was made)."""
+    when = datetime.fromisoformat(str(timestamp))
+    return f"{when.day} {when:%B %Y}"
+
+
 def machine_label(recording):
     env = recording["environment"]
     processes = env.get("processCount", 1)
     units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices"
-    return f"{env['backend'].upper()} · {units} · {env.get('deviceKind', env['backend'])}"
+    label = f"{env['backend'].upper()} · {units}"
+    kind = env.get("deviceKind", env["backend"])
+    # "CPU · 4 devices · cpu" says cpu twice; a TPU's kind ("TPU v5 lite") says more.
+    return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
 
 
 def tab_label(recording):
-    date = recording["generatedAt"][:10]
+    date = human_date(recording["generatedAt"])
     return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
 
 
@@ -382,9 +422,10 @@ def recording_table(lesson_id, page, values):
         rows.append(f"| `{values.hold(path)}` | "
                     f"`{values.hold(recording['provenance'])}` | "
                     f"{values.hold(machine_label(recording))} | "
-                    f"{values.hold(recording['generatedAt'])} | {values.hold(env['jax'])} | "
+                    f"{values.hold(human_date(recording['generatedAt']))} | "
+                    f"{values.hold(env['jax'])} | "
                     f"{values.hold(status)} |")
-    return "\n".join(rows)
+    return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
 
 
 def lesson_list(page, values):

@@ -1,12 +1,19 @@
 """mkdocs hook: the page markup a keyboard, a phone and a slow connection need.
 
-- Every `<pre><code>` gets `tabindex="0"`: a code block wider than a phone scrolls
-  sideways, and a reader without a mouse can only scroll what can take focus.
+- A `<pre><code>` whose longest line may not fit a phone gets `tabindex="0"` and
+  `data-wide` (pages/layout.py decides from its text): such a block scrolls sideways, and
+  a reader without a mouse can only scroll what can take focus. A block that fits is no
+  tab stop.
 - Every `<table>` sits in a focusable wrapper that scrolls it, for the same reason (the
-  theme wraps tables in a scroller of its own at run time, which no key can reach).
+  theme wraps tables in a scroller of its own at run time, which no key can reach), named
+  after the heading above it; a table too wide for the column beside the table of
+  contents makes its page drop that sidebar (pages/layout.py).
 - Code blocks stay out of the search index (`data-search-exclude`, which the search
   plugin reads and then strips): every reader downloads the index on every page, and the
-  code would be two thirds of it; the prose around each block names what it defines.
+  code would be two thirds of it. Under a block that defines functions or classes, a
+  "Defines:" line names them, outside the excluded block: search finds
+  `completed_samples`, and a reader sees what the block is for.
+- API names in prose link to the JAX reference (pages/api_links.py).
 - The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
 - The theme's label of a nav section ("Going further", with `navigation.sections`) loses
   its `tabindex=""`: mkdocs-material 9.8 writes the attribute empty for a section, which
@@ -44,8 +51,16 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from scripts.pages.api_links import with_api_links
+from scripts.pages.layout import (may_overflow_a_phone, needs_full_width, table_names,
+                                  text_of, with_named_math_headers)
+
 HIGHLIGHT = re.compile(r'<div class="highlight"')
-CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\b(?:tabindex|id)=)")
+HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
+CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\b(?:tabindex|id)=)"
+                  r"([^>]*>)(.*?</code>)", re.S)
+DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)",
+                        re.MULTILINE)
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)")
@@ -117,14 +132,42 @@ def sized_linked_image(match, page, files):
 
 def on_page_content(html, page, config, files):
     html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files), html)
-    html = TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
-                     f'aria-label="table">{m.group(0)}</div>', html)
+    html = with_named_tables(html, page)
+    html = with_api_links(html)
+    html = HIGHLIGHT_BLOCK.sub(with_defines_line, html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
     return with_copy_buttons(html, page)
 
 
+def with_named_tables(html, page):
+    tables = list(TABLE.finditer(html))
+    names = iter(table_names(html, tables))
+    if any(needs_full_width(table.group(0)) for table in tables):
+        hidden = page.meta.setdefault("hide", [])
+        if "toc" not in hidden:
+            hidden.append("toc")
+    return TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
+                     f'aria-label="{html_attribute(next(names))}">'
+                     f'{with_named_math_headers(m.group(0))}</div>', html)
+
+
+def html_attribute(text):
+    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
+
+
+def with_defines_line(match):
+    """A highlighted block, then the names it defines as searchable text (if any)."""
+    names = list(dict.fromkeys(name for name in DEFINITION.findall(text_of(match.group(1)))
+                               if not name.startswith("__")))
+    block = f'<div class="highlight">{match.group(1)}</div>'
+    if not names:
+        return block
+    listed = ", ".join(f"<code>{name}</code>" for name in names)
+    return f'{block}\n<p class="defines">Defines: {listed}</p>'
+
+
 def with_copy_buttons(html, page):
-    """Each `<pre><code>`: focusable, with an id, and a copy button naming that id."""
+    """Each `<pre><code>`: an id and a copy button naming it; focusable if it may scroll."""
     numbers = itertools.count(1)
 
     def code_block(match):
@@ -132,8 +175,9 @@ def with_copy_buttons(html, page):
         if f'id="{block_id}"' in html:
             raise PluginError(f"{page.file.src_uri}: the id {block_id} names a code "
                               f"block's copy button target; rename the element using it")
+        focus = ' tabindex="0" data-wide' if may_overflow_a_phone(match.group(3)) else ""
         return (match.group(1) + COPY_BUTTON.format(id=block_id)
-                + f'<code id="{block_id}" tabindex="0"')
+                + f'<code id="{block_id}"{focus}' + match.group(2) + match.group(3))
 
     return CODE.sub(code_block, html)
 

@@ -5,6 +5,17 @@ pymdownx.arithmatex (generic mode) leaves `\\(...\\)` in `<span class="arithmate
 from latex2mathml: browsers lay MathML out themselves, with no script and no web font, it
 follows the page's text colour in light and dark mode, and screen readers read it once.
 
+Where MathML's defaults differ from TeX, the markup says what TeX does:
+
+- `/` is an ordinary symbol in TeX ("G/p"), but MathML's operator dictionary spaces it
+  as an infix operator ("G / p"): it gets `lspace="0" rspace="0"`.
+- A display formula's large operators (Σ) are drawn at display size with their limits
+  above and below (`largeop`, `movablelimits="false"`), whatever the reader's defaults.
+- An inline formula and the punctuation right after it do not wrap apart.
+- The TeX stays in the page as the formula's annotation (`<semantics>`), which browsers
+  do not draw and screen readers do not read; the search index holds that TeX ("G/p")
+  instead of the drawn formula flattened ("p−1pG" for \\frac{p-1}{p}G).
+
 A display formula becomes one `<math>` per `\\qquad`-separated part, side by side in a
 wrapping row: on a phone the parts stack instead of being cut off. If one part is still too
 wide, its row scrolls and can be reached by keyboard. The few lines of CSS this needs are
@@ -22,7 +33,7 @@ from html.parser import HTMLParser
 from latex2mathml.converter import convert
 from mkdocs.exceptions import PluginError
 
-INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>', re.S)
+INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>([.,;:!?)]*)', re.S)
 DISPLAY = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
 LEFTOVER = 'class="arithmatex"'
 # A part of a display formula ends at a \qquad outside any braces.
@@ -33,6 +44,7 @@ STYLE = """<style>
 align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow-x:auto}
 .md-typeset .math-display:focus-visible{outline:.1rem solid var(--md-accent-fg-color)}
 .md-typeset .math-display>math{margin:0}
+.md-typeset .math-nowrap{white-space:nowrap}
 </style>
 """
 
@@ -103,13 +115,44 @@ def top_level_parts(tex):
     return [part.strip() for part in parts if part.strip()]
 
 
+SLASH = "<mo>/</mo>"  # as inert() writes latex2mathml's <mo>&#x0002F;</mo>
+TIGHT_SLASH = '<mo lspace="0" rspace="0">&#x0002F;</mo>'
+# ∏ ∐ ∑, ∫ ∬ ∭ ∮ ∯, ⋀ ⋁ ⋂ ⋃, as inert() writes them (characters, not references).
+LARGE_OPERATOR = re.compile("<mo>([\u220F\u2210\u2211\u222B-\u222F\u22C0-\u22C3])</mo>")
+BODY = re.compile(r"^(<math\b[^>]*>)(.*)(</math>)$", re.S)
+
+
 def mathml(tex, display, page):
     try:
-        return inert(convert(tex, display="block" if display else "inline"))
+        # Rebuilt from MathML elements and attributes only, before anything of ours is added.
+        markup = inert(convert(tex, display="block" if display else "inline"))
     except Exception as error:  # latex2mathml raises many kinds; all mean "cannot read this"
         raise PluginError(f"{page.file.src_uri}: cannot convert the formula {tex!r} to "
                           f"MathML ({type(error).__name__}: {error}); rewrite it in the "
                           f"LaTeX subset latex2mathml reads") from None
+    markup = markup.replace(SLASH, TIGHT_SLASH)
+    if display:  # ∏ ∐ ∑ ⋀ ⋁ ⋂ ⋃ ∫ ...: display size, limits above and below
+        markup = LARGE_OPERATOR.sub(r'<mo largeop="true" movablelimits="false">\1</mo>', markup)
+    return with_annotation(markup, tex)
+
+
+def with_annotation(markup, tex):
+    """The formula inside <semantics>, its TeX beside it as an annotation."""
+    opened, body, closed = BODY.match(markup).groups()
+    # The search index keeps the TeX once, not the drawn formula flattened beside it. The
+    # wrapper is an <mstyle>, not an <mrow>: the search plugin ends an exclusion at the
+    # first closing tag of the same name, and formulas are full of </mrow>.
+    return (f"{opened}<semantics><mstyle data-search-exclude>{body}</mstyle>"
+            f"<annotation encoding=\"application/x-tex\">{html.escape(tex)}</annotation>"
+            f"</semantics>{closed}")
+
+
+def inline_formula(match, page):
+    formula = mathml(html.unescape(match.group(1)).strip(), False, page)
+    punctuation = match.group(2)
+    # The punctuation stays on the formula's line, as TeX keeps it.
+    return f'<span class="math-nowrap">{formula}{punctuation}</span>' if punctuation \
+        else formula
 
 
 def display_formula(match, page):
@@ -121,8 +164,7 @@ def display_formula(match, page):
 
 
 def on_page_content(html_text, page, config, files):
-    converted = INLINE.sub(lambda m: mathml(html.unescape(m.group(1)).strip(), False, page),
-                           html_text)
+    converted = INLINE.sub(lambda m: inline_formula(m, page), html_text)
     converted = DISPLAY.sub(lambda m: display_formula(m, page), converted)
     if LEFTOVER in converted:
         where = converted.index(LEFTOVER)

@@ -16,8 +16,11 @@ text: no raw HTML (a `<script>` or `onerror=` is shown as the characters it is),
 extension that reads files or sets attributes (`--8<-- ".git/config"` stays a line of
 text), and no link or image whose address has a scheme other than http(s) or mailto.
 """
+import html
 import json
+import posixpath
 import re
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -26,6 +29,12 @@ from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.toc import get_toc
+
+# mkdocs loads this file by path; the `scripts` package lives one level up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from scripts import ROOT  # noqa: E402
+from scripts.lessons import RegistryError, load_lessons  # noqa: E402
 
 TEXT_OUTPUTS = ("text/plain",)
 # The site's extensions a notebook may use: each only shapes the text it is given. Left out
@@ -165,6 +174,27 @@ def render_notebook(page, config):
                           f"`python scripts/record.py`") from None
     converter = inert_markdown(config)
     text = STASH_CHARACTERS.sub("", notebook_markdown(notebook, page.file.src_uri))
-    page.content = converter.convert(text)
+    page.content = download_buttons(page) + converter.convert(text)
     # The side bar's table of contents must name the ids this HTML has.
     page.toc = get_toc(getattr(converter, "toc_tokens", []))
+
+
+def download_buttons(page):
+    """Visible buttons for the two downloads, under the title: the theme's own download
+    link is a 20 px icon with a tooltip. The program is the notebook's lesson module
+    (lesson_code/lessons.toml), which the site serves beside it (pages/hooks.py)."""
+    notebook = posixpath.basename(page.file.src_uri)
+    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
+    try:
+        lesson = load_lessons().get(Path(notebook).stem)
+    except RegistryError as error:
+        raise PluginError(str(error)) from None
+    buttons = [f'<a class="md-button md-button--primary" href="{html.escape(notebook)}" '
+               f'download>Download the notebook (.ipynb)</a>']
+    if lesson is not None:
+        program = lesson.path().relative_to(ROOT).as_posix()
+        href = posixpath.relpath(program, base or ".")
+        buttons.append(f'<a class="md-button" href="{html.escape(href)}" '
+                       f'download="{html.escape(posixpath.basename(program))}">'
+                       f'Download the program (.py)</a>')
+    return f'<p class="downloads">{" ".join(buttons)}</p>\n'

@@ -8,6 +8,7 @@ in the Markdown, letters and digits that no extension rewrites, and `fill` swaps
 marker for the HTML-escaped value once the page's HTML exists.
 """
 import html
+import json
 import re
 import secrets
 
@@ -61,6 +62,7 @@ class PageValues:
     def __init__(self, page_name):
         self.page_name = page_name
         self.values = []
+        self.json_values = set()  # indices of values that are script JSON, not text
         # Unguessable per page, so neither an author nor a recording can forge a marker.
         nonce = secrets.token_hex(6).upper()
         self.prefix = f"RECVAL{nonce}N"
@@ -74,6 +76,13 @@ class PageValues:
         self.values.append(str(value))
         return f"{self.prefix}{len(self.values) - 1}END"
 
+    def hold_json(self, value):
+        """Keep `value` as JSON for a <script type="application/json"> element and return
+        its marker; raises ValueError for what JSON cannot hold (NaN, say)."""
+        marker = self.hold(script_json(value))
+        self.json_values.add(len(self.values) - 1)
+        return marker
+
     def text(self, source):
         """`source` with every marker replaced by its value, escaped for HTML."""
         source = self.marker.sub(lambda m: html.escape(self.values[int(m[1])]), source)
@@ -85,7 +94,7 @@ class PageValues:
         for match in self.marker.finditer(content):
             shown.add(int(match[1]))
             pieces += [content[end:match.start()],
-                       self.render(self.values[int(match[1])], content, match.start())]
+                       self.render(int(match[1]), content, match.start())]
             end = match.end()
         if len(shown) != len(self.values):
             raise PluginError(f"{self.page_name}: {len(self.values) - len(shown)} recorded "
@@ -93,7 +102,16 @@ class PageValues:
                               f"{{{{ rec:... }}}} directive out of raw HTML or a comment")
         return self.text("".join(pieces + [content[end:]]))
 
-    def render(self, value, content, at):
+    def render(self, index, content, at):
+        value = self.values[index]
+        if index in self.json_values:
+            opened = content.rfind("<script", 0, at)
+            if opened < content.rfind("</script", 0, at) or not content.startswith(
+                    '<script type="application/json"', opened):
+                raise PluginError(f"{self.page_name}: recorded JSON ended up outside its "
+                                  f"<script type=\"application/json\"> element; put the "
+                                  f"{{{{ json:... }}}} directive on a line of its own")
+            return value  # script_json made it safe for exactly this place
         tag_start = content.rfind("<", 0, at)
         if tag_start > content.rfind(">", 0, at):  # inside a tag: an attribute's value
             attribute = ATTRIBUTE_NAME.search(content, tag_start, at)
@@ -124,3 +142,15 @@ def with_plain_math(value):
                        f'<span class="arithmatex">\\({html.escape(match[1])}\\)</span>']
             end = match.end()
     return "".join(pieces) + html.escape(value[end:])
+
+
+def script_json(value):
+    """`value` as JSON that can sit inside <script type="application/json">...</script>.
+
+    The HTML parser ends a script element at the first `</script` whatever the JSON says,
+    and `<!--` would start an escape state, so no `<`, `>` or `&` may appear literally:
+    each is written as a JSON escape (`\\u003c`...), which JSON.parse reads back as the
+    same character. ensure_ascii writes U+2028/U+2029 (and everything non-ASCII) escaped.
+    """
+    text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

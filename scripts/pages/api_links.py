@@ -1,0 +1,48 @@
+"""API names in running text link to the JAX reference, as the JAX documentation's own do.
+
+Only inline `<code>` in prose is linked: never code blocks, never headings (a heading is
+already a link target), never code that is already a link. A link is outbound and loads
+nothing until a reader follows it, so the site stays offline. The table names each API
+once; `jax.`, `lax.` or `jax.lax.` before a name and a call after it (`psum_scatter(...,
+tiled=True)`) still match.
+"""
+import re
+
+REFERENCE = "https://docs.jax.dev/en/latest/"
+AUTOSUMMARY = REFERENCE + "_autosummary/"
+JAX_REFERENCE = {
+    "psum": AUTOSUMMARY + "jax.lax.psum.html",
+    "psum_scatter": AUTOSUMMARY + "jax.lax.psum_scatter.html",
+    "all_gather": AUTOSUMMARY + "jax.lax.all_gather.html",
+    "ppermute": AUTOSUMMARY + "jax.lax.ppermute.html",
+    "shard_map": AUTOSUMMARY + "jax.shard_map.html",
+    "jit": AUTOSUMMARY + "jax.jit.html",
+    "devices": AUTOSUMMARY + "jax.devices.html",
+    "distributed.initialize": AUTOSUMMARY + "jax.distributed.initialize.html",
+    "block_until_ready": AUTOSUMMARY + "jax.block_until_ready.html",
+    "NamedSharding": REFERENCE + "jax.sharding.html#jax.sharding.NamedSharding",
+    "PartitionSpec": REFERENCE + "jax.sharding.html#jax.sharding.PartitionSpec",
+    "Mesh": REFERENCE + "jax.sharding.html#jax.sharding.Mesh",
+}
+# Bare names that are also ordinary words or other things: only linked with a prefix.
+NEEDS_PREFIX = {"jit", "devices", "distributed.initialize"}
+INLINE_CODE = re.compile(r"<code>((?:jax\.)?(?:lax\.)?)([A-Za-z_][\w.]*)(\([^<]*\))?</code>")
+# Where a link must not go: code blocks, headings, existing links, the TOC's copies.
+NOT_PROSE = re.compile(r"<(pre|h[1-6]|a|nav|script|style)\b.*?</\1>", re.S)
+
+
+def linked(match):
+    prefix, name = match.group(1), match.group(2)
+    url = JAX_REFERENCE.get(name)
+    if url is None or (name in NEEDS_PREFIX and not prefix):
+        return match.group(0)
+    return f'<a href="{url}" class="api-link">{match.group(0)}</a>'
+
+
+def with_api_links(html):
+    """`html` with each known API name in inline prose code linked to its reference."""
+    pieces, end = [], 0
+    for kept in NOT_PROSE.finditer(html):
+        pieces += [INLINE_CODE.sub(linked, html[end:kept.start()]), kept.group(0)]
+        end = kept.end()
+    return "".join(pieces + [INLINE_CODE.sub(linked, html[end:])])

@@ -1,0 +1,90 @@
+"""Layout decided when the site is built, so no script has to measure the page in a browser.
+
+Reading a block's `scrollWidth` forces the browser to lay the whole page out; done for
+every code block while the theme was starting, that was a 139-287 ms long task on a phone
+(docs/assets/keyboard-scroll.js, turn 3 audit). The text of a block and of a table is
+known here, and so are the widths the theme gives them:
+
+- A code block whose longest line may not fit a 390 px phone is marked `data-wide`: only
+  such a block can scroll sideways, so only it needs to take keyboard focus.
+- A table whose cells cannot fit the content column beside the table of contents (about
+  690 px at 1280 px) makes its page drop that sidebar, as Material's `hide: [toc]` does;
+  the content column then grows to about 930 px. A table still wider scrolls in its box.
+- Each table's box is named for a screen reader after the heading above it ("Recordings
+  on this site, group" rather than "table, group" for every table).
+- A header cell that holds only a formula ("p = 2") gets the formula's symbols as hidden
+  text, and the formula is hidden from screen readers instead: axe and some readers take
+  MathML for no text, which leaves the column without a name (empty-table-header).
+"""
+import html
+import re
+
+TAGS = re.compile(r"<[^>]+>")
+# Characters of code that fit a phone: 390 px less the page's margins is 358 px, less the
+# block's padding and the room kept for the copy button (lesson.css) about 296 px, at
+# 0.85 em monospace (8.2 px a character) 36 characters; inside an admonition or a
+# collapsed answer a few less. A block may scroll when its longest line is longer.
+PHONE_CODE_CHARS = 30
+# The theme's table text is 0.64 rem (12.8 px): about 7 px an average character, 32 px of
+# padding a cell. The content column beside both sidebars at 1280 px is about 690 px.
+TABLE_CHAR_PX, CELL_PADDING_PX, COLUMN_WITH_TOC_PX = 7, 32, 690
+ROW = re.compile(r"<tr\b.*?</tr>", re.S)
+CELL = re.compile(r"<t([hd])\b[^>]*>(.*?)</t\1>", re.S)
+HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
+PERMALINK = re.compile(r'<a class="headerlink".*?</a>', re.S)
+# MathML's TeX annotation is for search and copying, not for the visible width.
+ANNOTATION = re.compile(r"<annotation\b.*?</annotation>", re.S)
+
+
+def text_of(markup):
+    return html.unescape(TAGS.sub("", ANNOTATION.sub("", markup)))
+
+
+def may_overflow_a_phone(code_html):
+    return max((len(line) for line in text_of(code_html).split("\n")), default=0) \
+        > PHONE_CODE_CHARS
+
+
+def table_width_px(table_html):
+    """The table's width if no cell wrapped: per column, its longest cell."""
+    widest = {}
+    for row in ROW.findall(table_html):
+        for column, (_, cell) in enumerate(CELL.findall(row)):
+            widest[column] = max(widest.get(column, 0), len(text_of(cell).strip()))
+    return sum(chars * TABLE_CHAR_PX + CELL_PADDING_PX for chars in widest.values())
+
+
+def needs_full_width(table_html):
+    return table_width_px(table_html) > COLUMN_WITH_TOC_PX
+
+
+def table_names(page_html, tables):
+    """A name for each table (match objects, in page order): the heading above it, with
+    its number under that heading when there are more."""
+    headings = [(m.start(), text_of(PERMALINK.sub("", m.group(3))).strip())
+                for m in HEADING.finditer(page_html)]
+    titles = []
+    for table in tables:
+        above = [title for start, title in headings if start < table.start()]
+        titles.append(above[-1] if above else "table")
+    names = []
+    for index, title in enumerate(titles):
+        count = titles.count(title)
+        number = titles[:index + 1].count(title)
+        names.append(f"{title}, table {number} of {count}" if count > 1 else title)
+    return names
+
+
+MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b.*?</math>)\s*(</th>)", re.S)
+TOKEN = re.compile(r"<m[ion]\b[^>]*>([^<]*)</m[ion]>")
+
+
+def spoken_header(match):
+    opened, formula, closed = match.groups()
+    words = " ".join(TOKEN.findall(ANNOTATION.sub("", formula)))
+    hidden = formula.replace("<math ", '<math aria-hidden="true" ', 1)
+    return f'{opened}{hidden}<span class="sr-only">{words}</span>{closed}'
+
+
+def with_named_math_headers(table_html):
+    return MATH_ONLY_HEADER.sub(spoken_header, table_html)
