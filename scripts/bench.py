@@ -187,7 +187,8 @@ def main(argv=None, plan=FULL):
     try:
         lesson = sweep_lesson(args.lesson)
         warn_if_busy("bench.py")
-        with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])):
+        with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])]),
+                           lesson.root):
             recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
                                      blocks=args.blocks or plan["blocks"])

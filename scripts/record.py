@@ -489,7 +489,10 @@ def main(argv=None):
         if args.check:
             return check(lessons, argv)
         refuse_what_cannot_work(args, lessons)
-        with exclusive_run(" ".join(["python scripts/record.py", *(argv or sys.argv[1:])])):
+        # The lock belongs to the checkout the lessons are written into.
+        root = next(iter(lessons.values())).root
+        with exclusive_run(" ".join(["python scripts/record.py", *(argv or sys.argv[1:])]),
+                           root):
             record(lessons, args.platform, args.processes, args.render_only,
                    chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
                    launcher=args.launcher)

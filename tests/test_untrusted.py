@@ -61,7 +61,8 @@ def render(tmp_path, config, cells):
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                 "nbformat_minor": 5}))
     page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
-                                                src_uri="notebooks/hostile.ipynb"))
+                                                src_uri="notebooks/hostile.ipynb"),
+                           url="notebooks/hostile/")
     notebook_page.render_notebook(page, config)
     return mathml.on_page_content(page.content, page, config, None), page
 
@@ -111,7 +112,7 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
 def test_the_site_s_own_notebook_still_converts(site_config):
     page = SimpleNamespace(file=SimpleNamespace(
         abs_src_path=str(ROOT / "docs/notebooks/distributed-03.ipynb"),
-        src_uri="notebooks/distributed-03.ipynb"))
+        src_uri="notebooks/distributed-03.ipynb"), url="notebooks/distributed-03/")
     notebook_page.render_notebook(page, site_config)
     assert "<pre" in page.content and live_markup(page.content) == []
 
@@ -133,7 +134,8 @@ def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
     path = tmp_path / "bad.ipynb"
     path.write_text(json.dumps(notebook))
     page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
-                                                src_uri="notebooks/bad.ipynb"))
+                                                src_uri="notebooks/bad.ipynb"),
+                           url="notebooks/bad/")
     with pytest.raises(PluginError) as refused:
         notebook_page.render_notebook(page, site_config)
     message = str(refused.value)

@@ -147,8 +147,24 @@ def with_named_tables(html, page):
         if "toc" not in hidden:
             hidden.append("toc")
     return TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
-                     f'aria-label="{html_attribute(next(names))}">'
+                     f'aria-label="{html_attribute(next(names))}"'
+                     f'{SEARCH_EXCLUDED if mostly_numbers(m.group(0)) else ""}>'
                      f'{with_named_math_headers(m.group(0))}</div>', html)
+
+
+# A table of recorded numbers is something to read, not to search for: its digits would
+# fill the search index every page loads (the processes and sweep pages' tables are most
+# of it) and match nothing a reader types. A table mostly of words stays searchable.
+SEARCH_EXCLUDED = ' data-search-exclude="numbers"'
+TAG = re.compile(r"<[^>]+>")
+
+
+def mostly_numbers(table, share=0.25):
+    """Whether digits are at least `share` of a table's letters and digits."""
+    text = TAG.sub(" ", table)
+    digits = sum(char.isdigit() for char in text)
+    letters = sum(char.isalpha() for char in text)
+    return digits >= share * (digits + letters) if digits + letters else False
 
 
 def html_attribute(text):
