@@ -12,16 +12,18 @@ NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatt
          "all_gather_only": "all-gather alone"}
 
 
-def host(timing):
-    """The host's cores and load around a timing, and what the page says about them."""
+def host(timing, environment):
+    """The host around a timing, and what the page says about it: whether other work
+    kept the cores busy when the run started (the readings during the timing count the
+    run's own processes too, so they cannot say)."""
     before, after = timing["hostBefore"], timing["hostAfter"]
-    busy = intervals.oversubscribed(before, after)
-    words = (f"The load average was {before['loadAverage1m']:.1f} before and "
-             f"{after['loadAverage1m']:.1f} after on {before['cores']} cores: "
-             + ("the host was oversubscribed, so these times also measure other work."
-                if busy else "the host was not oversubscribed."))
+    start = intervals.host_at_start(environment, before["cores"])
+    words = (f"While it timed, the load average was {before['loadAverage1m']:.1f} to "
+             f"{after['loadAverage1m']:.1f} on {before['cores']} cores, this run's own "
+             f"processes included. {start['words']}")
     return {"cores": before["cores"], "loadBefore": before["loadAverage1m"],
-            "loadAfter": after["loadAverage1m"], "oversubscribed": busy, "words": words}
+            "loadAfter": after["loadAverage1m"], "busyAtStart": start["busy"],
+            "busyCoresAtStart": start["busyCores"], "words": words}
 
 
 def interval_words(stat, unit=""):
@@ -35,13 +37,13 @@ def ratio_words(ratio):
             f"{ratio['low']:.2f}–{ratio['high']:.2f})")
 
 
-def program_timing(timing):
+def program_timing(timing, environment):
     """Per program: the median of its block medians with its interval, and the spread."""
     programs = {name: intervals.summary(blocks) for name, blocks in timing["samplesUs"].items()}
     for stat in programs.values():
         stat["words"] = interval_words(stat)
     design = {key: timing[key] for key in ("blocks", "samplesPerBlock", "warmupCallsPerBlock")}
-    return {"programs": programs, "design": design, "host": host(timing),
+    return {"programs": programs, "design": design, "host": host(timing, environment),
             "widestBlockSpread": max(stat["blockSpread"] for stat in programs.values())}
 
 
@@ -99,10 +101,12 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few, premise)
                                  "perRoundUs": stats[p]["median"] / depth[p]}
                        for p in (many, few)},
             "perRoundRatio": {**ratio, "words": ratio_words(ratio)},
-            "twinDisagreement": twin, "verdict": word}
+            "twinDisagreement": twin,
+            "twinWords": f"{twin:.1f}×" if twin is not None else "not timed twice",
+            "verdict": word}
 
 
-def rounds_verdicts(rounds, lesson_timing):
+def rounds_verdicts(rounds, lesson_timing, environment):
     """Did a round cost more with more processes than cores? One verdict per collective."""
     sides = sorted(int(key[1:]) for key in rounds["samplesUs"])
     few, many = sides[0], sides[-1]
@@ -126,7 +130,7 @@ def rounds_verdicts(rounds, lesson_timing):
             "widestBlockSpread": max(row["timing"][side]["blockSpread"] for row in rows
                                      for side in row["timing"]),
             "rows": {f"{row['algorithm']}_{row['collective']}": row for row in rows},
-            "verdictCounts": counts, "host": host(rounds),
+            "verdictCounts": counts, "host": host(rounds, environment),
             "design": {key: rounds[key] for key in ("blocks", "samplesPerBlock",
                                                     "warmupCallsPerBlock", "gradientBytes")},
             "widestTwin": ({"name": widest["name"], "disagreement": widest["twinDisagreement"]}
@@ -150,9 +154,10 @@ def message_check(traffic, ranks):
 def analyse_executed(recording):
     """The lesson run on one process (cpu) or on p processes (cpu-processes)."""
     data = recording["data"]
-    result = {"timing": program_timing(data["timing"])}
+    environment = recording["environment"]
+    result = {"timing": program_timing(data["timing"], environment)}
     if "roundsTiming" in data:
-        result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"])
+        result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"], environment)
     if "traffic" in data:
         result["messageCheck"] = message_check(data["traffic"],
                                                recording["environment"]["processCount"])

@@ -25,7 +25,7 @@ from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import LockError, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
-from scripts.host import host_load, warn_if_busy
+from scripts.host import host_at_start, warn_if_busy
 from scripts.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
@@ -102,11 +102,12 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     measure = measure or (lambda *args: measure_in_subprocess(lesson.sweep, *args,
                                                               root=lesson.root))
     start = time.perf_counter()
-    load = host_load()["loadAverage1m"]  # before anything of ours runs
+    start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
     rows, order, hosts, programs, backend = measure_blocks(measure, ranks, sizes, plan, blocks)
     # header() adds what every recording says about the host (python, platform, cpus).
-    environment = {**backend, "numpy": numpy.__version__, "loadAverage1m": load}
+    environment = {**backend, "numpy": numpy.__version__,
+                   "loadAverage1m": start["loadAverage1m"], "busyCoresAtStart": start["busyCores"]}
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(), order,
                                 hosts, programs)

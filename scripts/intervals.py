@@ -104,7 +104,27 @@ def disagreement(first, second):
     return max(first, second) / min(first, second)
 
 
-def oversubscribed(*hosts):
-    """Whether the load average exceeded the cores at any of the given readings
-    ({"cores", "loadAverage1m"}): then the timings also measure the other work."""
-    return any(host["loadAverage1m"] > host["cores"] for host in hosts)
+def host_at_start(environment, cores):
+    """Whether other work kept the cores busy when a measurement started, from the
+    recording's environment, and the sentence a page prints about it.
+
+    busyCoresAtStart (what other work did in the half second before the start) decides
+    where it was recorded: more than half the cores busy means the times also measure that
+    work. An older recording has only the load average, which then decides (above the
+    cores). The load average alone decays over a minute, so a run just ended still counts.
+    """
+    busy_cores = environment.get("busyCoresAtStart")
+    load = environment.get("loadAverage1m")
+    if busy_cores is not None:
+        busy = busy_cores > cores / 2
+        said = f"other work kept {busy_cores:.1f} of the {cores} cores busy"
+    elif load is not None:
+        busy = load > cores
+        said = f"the load average was {load:.1f} on {cores} cores"
+    else:
+        return {"busy": None, "busyCores": None,
+                "words": "The host's load before it started was not recorded."}
+    verdict = ("the host was busy, so these times also measure other work" if busy
+               else "the host was otherwise idle")
+    return {"busy": busy, "busyCores": busy_cores,
+            "words": f"Just before it started, {said}: {verdict}."}

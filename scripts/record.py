@@ -103,11 +103,16 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module_path, stdout, data, duration, command):
+def executed_recording(lesson, module_path, stdout, data, duration, command, start=None):
+    """`start`: the host as it was before the run began (scripts/host.py): whether other
+    work kept the cores busy, which the analysis says on the page."""
     environment = dict(lesson_environment(lesson, data))
     data = {key: value for key, value in data.items() if key != "environment"}
     environment["matplotlib"] = version("matplotlib")
     environment["jaxlib"] = version("jaxlib")
+    if start is not None:
+        environment["loadAverage1m"] = start["loadAverage1m"]
+        environment["busyCoresAtStart"] = start["busyCores"]
     recording = header(lesson.id, "executed", module_path, environment, lesson.root)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
@@ -134,6 +139,8 @@ def run_in_kernel(lesson, platform, devices, scratch):
 
 def record_lesson(lesson, platform, devices, staging, scratch):
     """The single run: its notebook (CPU only), and its recording, from one kernel."""
+    from scripts.host import host_at_start
+    start = host_at_start()
     run = run_in_kernel(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
@@ -143,7 +150,7 @@ def record_lesson(lesson, platform, devices, staging, scratch):
     command = ["python", "scripts/record.py"] + (
         [] if platform == "cpu" else ["--platform", platform])
     recording = executed_recording(lesson, lesson.path(), run.stdout, run.data,
-                                   run.duration_s, command)
+                                   run.duration_s, command, start)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
     if platform == "cpu":
@@ -225,8 +232,9 @@ def launch_processes(launcher):
 
 
 def record_processes(lesson, processes, staging, launcher="processes"):
-    from scripts.host import warn_if_busy
-    warn_if_busy("record")  # the rounds timing is read with the load; say so up front
+    from scripts.host import host_at_start, warn_if_busy
+    start = host_at_start()
+    warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
     from scripts.runners.processes import ProcessRunError  # only this path needs it
 
     if not lesson.rank_module:
@@ -242,7 +250,7 @@ def record_processes(lesson, processes, staging, launcher="processes"):
     command = ["python", "scripts/record.py", "--processes", str(processes)] + (
         ["--launcher", launcher] if launcher != "processes" else [])
     recording = executed_recording(lesson, lesson.path(lesson.rank_module), run.stdout,
-                                   run.data, run.duration_s, command)
+                                   run.data, run.duration_s, command, start)
     return stage_recording(lesson, recording, staging)
 
 

@@ -76,7 +76,7 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None):
               "warmupCallsPerBlock": 1, "gradientBytes": 32, "hostBefore": host,
               "hostAfter": host}
     return {"data": {"timing": timing, "roundsTiming": rounds},
-            "environment": {"processCount": 4}}
+            "environment": {"processCount": 4, "busyCoresAtStart": 0.1, "loadAverage1m": 0.5}}
 
 
 def test_the_rounds_hypothesis_supported_when_a_round_costs_more_with_more_processes():
@@ -115,15 +115,19 @@ def test_gloo_messages_and_dependent_rounds_follow_its_source():
             for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 3, 6]
 
 
-def test_an_oversubscribed_host_says_so():
-    busy = {"hostBefore": {"cores": 2, "loadAverage1m": 5.5},
-            "hostAfter": {"cores": 2, "loadAverage1m": 1.0}}
-    assert analysis.host(busy)["oversubscribed"]
-    assert "oversubscribed, so these times also measure other work" in \
-        analysis.host(busy)["words"]
-    quiet = {"hostBefore": {"cores": 2, "loadAverage1m": 0.3},
-             "hostAfter": {"cores": 2, "loadAverage1m": 0.4}}
-    assert "was not oversubscribed" in analysis.host(quiet)["words"]
+def test_a_host_that_other_work_kept_busy_says_so():
+    """Other work at the start decides (busyCoresAtStart); the load during the timing,
+    which counts the run's own processes, does not."""
+    during = {"hostBefore": {"cores": 2, "loadAverage1m": 5.5},
+              "hostAfter": {"cores": 2, "loadAverage1m": 6.0}}
+    busy = analysis.host(during, {"busyCoresAtStart": 1.8, "loadAverage1m": 3.0})
+    assert busy["busyAtStart"]
+    assert "the host was busy, so these times also measure other work" in busy["words"]
+    quiet = analysis.host(during, {"busyCoresAtStart": 0.1, "loadAverage1m": 2.4})
+    assert not quiet["busyAtStart"] and "otherwise idle" in quiet["words"]
+    # An older recording without busyCoresAtStart: the load at the start decides.
+    assert analysis.host(during, {"loadAverage1m": 2.5})["busyAtStart"]
+    assert not analysis.host(during, {"loadAverage1m": 1.0})["busyAtStart"]
 
 
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),
@@ -144,7 +148,8 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
     return {"rows": rows, "programs": {str(p): program_facts(p) for p in ranks},
             "hosts": [{"block": 0, "ranks": 2, "before": host, "after": host}],
             "lastLevelCacheBytes": cache, "memcpyGBps": 10.0, "memcpyBytes": 2**28,
-            "method": {"blocks": count}}
+            "method": {"blocks": count},
+            "environment": {"busyCoresAtStart": 0.1, "loadAverage1m": 0.2}}
 
 
 def ring_model_times(collective, p, nbytes):
