@@ -102,12 +102,13 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     measure = measure or (lambda *args: measure_in_subprocess(lesson.sweep, *args,
                                                               root=lesson.root))
     start = time.perf_counter()
-    start = host_at_start()  # before anything of ours runs
+    at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
     rows, order, hosts, programs, backend = measure_blocks(measure, ranks, sizes, plan, blocks)
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__,
-                   "loadAverage1m": start["loadAverage1m"], "busyCoresAtStart": start["busyCores"]}
+                   "loadAverage1m": at_start["loadAverage1m"],
+                   "busyCoresAtStart": at_start["busyCores"]}
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(), order,
                                 hosts, programs)
