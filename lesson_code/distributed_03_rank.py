@@ -316,8 +316,9 @@ def measure_ring_traffic(devices, calls, coordinator_port):
 ROUNDS_GRADIENT_FLOATS = 8
 # 25 blocks a side: the order-statistics interval of 25 block ratios leaves out the seven
 # most extreme on each side (96 % coverage), so a few stalled blocks cannot decide a verdict
-# (processes outnumber cores here, and a block that waited for the scheduler is common).
-ROUNDS_BLOCKS, ROUNDS_SAMPLES = 25, 4
+# (processes outnumber cores here, and a block that waited for the scheduler is common);
+# 9 calls a block, so one call held up by the scheduler does not move its median.
+ROUNDS_BLOCKS, ROUNDS_SAMPLES = 25, 9
 
 
 def rounds_programs(devices):
