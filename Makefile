@@ -82,7 +82,7 @@ mpi:
 	@bash scripts/ensure_openmpi.sh
 
 test: install browser java mpi lint check fresh
-	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadgroup
+	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile
 
 # Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
 # machine). Writes scripts/audit/scores.json; commit it. Lighthouse is installed here only.

@@ -16,6 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
+from contextlib import nullcontext
 import time
 
 from scripts import display
@@ -189,8 +190,9 @@ def main(argv=None, plan=FULL):
     try:
         lesson = sweep_lesson(args.lesson)
         warn_if_busy("bench.py")
-        with exclusive_run(" ".join(["python scripts/bench.py", *(argv or sys.argv[1:])]),
-                           lesson.root):
+        # The lock guards the checkout's recordings and figures; `--out` writes neither.
+        command = " ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])
+        with (exclusive_run(command, lesson.root) if args.out is None else nullcontext()):
             recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
                                      blocks=args.blocks or plan["blocks"])

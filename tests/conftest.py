@@ -123,21 +123,3 @@ def reference_site(tmp_path_factory):
     from site_reference import build_reference
 
     return build_reference(tmp_path_factory.mktemp("reference"))
-
-
-# Under pytest-xdist (`make test` runs two workers with --dist loadgroup), each test file
-# is one group, so a file's module and session fixtures are built on one worker only.
-# Files that run a command in the checkout itself, whose run lock (.run.lock) lets one
-# run at a time, share the group "checkout"; files that start rank processes and look
-# for the scratch folders any left behind (ranks-<pid>-*) share "ranks": neither pair
-# may run at once.
-SHARED_GROUPS = {"checkout": {"test_bench.py", "test_faults.py", "test_scripts_faults.py",
-                              "test_untrusted.py", "test_freshness.py", "test_record.py"},
-                 "ranks": {"test_multiprocess.py", "test_launchers.py"}}
-
-
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        name = item.path.name
-        group = next((group for group, files in SHARED_GROUPS.items() if name in files), name)
-        item.add_marker(pytest.mark.xdist_group(group))

@@ -37,7 +37,7 @@ RANK_MODULE = "lesson_code.distributed_03_rank"
 PROCESS_RECORDING = "recordings/distributed-03.cpu-processes.json"
 SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"
 K8S_MANIFEST = ROOT / "scripts" / "runners" / "kubernetes-job.yaml"
-SCRATCH = "ranks-*-*"
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
 
 
 

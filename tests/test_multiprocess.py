@@ -23,7 +23,7 @@ from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = "ranks-*-*"  # run_processes' scratch folders (scripts/scratch.py)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
 RANK_MODULE = "lesson_code.distributed_03_rank"
 
 
