@@ -371,13 +371,12 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
 ])
 def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
     before = snapshot(tree)
-    started = time.monotonic()
     run = run_record(tree, *args, timeout=120)
     assert run.returncode == 2, run.stderr
+    # One line, the error itself: no "record: running ..." progress, so nothing was tried.
     assert run.stderr.count("\n") == 1, run.stderr  # one line: no usage, no traceback
     assert run.stderr.startswith("error: ") and message in run.stderr, run.stderr
     assert "`python " in run.stderr  # and the command to run instead
-    assert time.monotonic() - started < 30  # refused, not tried
     assert snapshot(tree) == before
 
 

@@ -6,7 +6,6 @@ copy; nothing is recorded, so each test takes a second or two.
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -211,16 +210,16 @@ def test_without_jsonschema_the_check_says_make_install(tree):
     assert "`make install`" in run.stdout + run.stderr
 
 
-def test_check_imports_neither_jax_nor_matplotlib_and_is_quick(tree):
+def test_check_imports_neither_jax_nor_matplotlib(tree):
+    """How fast --check answers is a benchmark's question (paired farm-bench runs against
+    a bare Python start); here only what it imports, which decides most of it."""
     run = run_check(tree, "-X", "importtime")
     assert run.returncode == 0, run.stdout
     imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert "jsonschema" in imported  # the import log was read
     assert sorted(m for m in imported if m.split(".")[0] in ("jax", "jaxlib", "matplotlib")) == []
-    started = time.perf_counter()
     assert run_check(tree).returncode == 0
-    assert time.perf_counter() - started < 2.0
 
 
 def test_a_pin_changes_the_content_hash_and_its_comment_does_not(tree):

@@ -9,7 +9,6 @@ import ast
 import re
 import subprocess
 import sys
-import time
 from fractions import Fraction
 from functools import cache
 
@@ -561,13 +560,12 @@ def test_setup_errors_are_one_line_and_exit_2(args):
 
 
 def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
-    # JAX would make all 4096 first (about 20 s) and then fail in a traceback.
-    started = time.monotonic()
+    # JAX would make all 4096 first and then fail in a traceback; the one error line,
+    # and no traceback, show the count was refused before any device was made.
     run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03",
                           "--devices", "4096"], cwd=ROOT, env=lesson_env(), check=False,
                          capture_output=True, text=True, timeout=180)
     assert_one_error_line(run, "--devices 4096 is more than")
-    assert time.monotonic() - started < 15
 
 
 @pytest.mark.parametrize("value", ["abc", "", "4.0"])

@@ -10,12 +10,14 @@ import urllib.request
 import pytest
 from mkdocs.config import load_config
 
-from conftest import ROOT
+from conftest import LESSONS, ROOT
 from conftest import project_copy as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
-RECORDING = "recordings/distributed-03.cpu.json"
+# The registry's first lesson: what is checked here holds for any lesson's page.
+FIRST_LESSON = next(iter(LESSONS.values())).id
+RECORDING = f"recordings/{FIRST_LESSON}.cpu.json"
 
 
 def test_serve_watches_recordings_figures_and_lesson_code():
@@ -30,7 +32,7 @@ def serve(project, log):
         [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
         cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
-    return process, f"http://127.0.0.1:{port}/lessons/distributed-03/"
+    return process, f"http://127.0.0.1:{port}/lessons/{FIRST_LESSON}/"
 
 
 def wait_for(log_path, text, after=0, timeout=90):
