@@ -225,11 +225,13 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
 
 def test_the_processes_page_prints_each_verdict_with_its_interval():
     page = (ROOT / "docs/going-further/processes.md").read_text()
+    rounds = "rec:distributed-03.cpu-processes.analysis:rounds"
     for algorithm in ("gloo", "ring"):
-        for collective in COLLECTIVES:
-            row = f"rec:distributed-03.cpu-processes.analysis:rounds.rows.{algorithm}_{collective}"
-            assert f"{{{{ {row}.verdict }}}}" in page
-            assert f"{{{{ {row}.perRoundRatio.words }}}}" in page
+        verdict = f"{rounds}.verdicts.{algorithm}"
+        assert f"{{{{ {verdict}.verdict }}}}" in page
+        assert f"{{{{ {verdict}.ratio.words }}}}" in page
+        for collective in COLLECTIVES:  # each collective's ratio, with its interval
+            assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
     for claim in ("That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
         assert claim not in page  # a typed verdict; gloo's messages called rounds (M1)
 
