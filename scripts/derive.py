@@ -5,7 +5,9 @@ sweep): a recording about to land is passed in `arriving`, its text not yet move
 place, so what is derived from it is drawn from the new bytes and staged with them. An
 output whose inputs and bytes are what the lock says is current and is left alone.
 """
+import importlib
 import json
+import threading
 
 from scripts import display
 from scripts.hashes import digest_bytes
@@ -51,6 +53,27 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             source_digest = digest_bytes(text) if text else None
             entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
     return entries
+
+
+def warm_up(lesson):
+    """Import, in a background thread, the code that derives `lesson`'s files: its
+    analysis and its figures' renderers. record.py starts this as a lesson starts to
+    run, so the second or so of importing matplotlib is spent while this process only
+    waits on the lesson, not after it. Returns the thread; join it before deriving (an
+    import that fails here fails again, with its one-line error, where it is used)."""
+    modules = [output.code.removesuffix(".py").replace("/", ".")
+               for output in derived_outputs(lesson)]
+
+    def import_all():
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 - reported where it is used, not here
+                pass
+
+    thread = threading.Thread(target=import_all, name="warm-up", daemon=True)
+    thread.start()
+    return thread
 
 
 def load_source(lesson, source):

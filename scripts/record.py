@@ -45,7 +45,7 @@ from scripts import display
 from scripts.hashes import digest_bytes
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.derive import DeriveError, stage_derived
+from scripts.derive import DeriveError, stage_derived, warm_up
 from scripts.outputs import LockError, lock_entry, lock_path, lock_text, notebook_output, read_lock
 from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
                                 validate)
@@ -345,6 +345,7 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                          f"lesson_code/lessons.toml")
                 continue
             run = runs is None or lesson.id in runs
+            warming = warm_up(lesson) if run and not render_only else None
             if processes:
                 if run:
                     arriving.update(record_processes(lesson, processes, staging, launcher))
@@ -356,6 +357,8 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                     lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
                     arriving.update(record_simulation(lesson, staging, scratch))
+            if warming is not None:
+                warming.join()
             progress(f"analysing and drawing the figures of {lesson.id}")
             lock.update(stage_derived(lesson, staging, arriving, lock))
         staging.add(lock_path(root), lock_text(lock))
