@@ -1,0 +1,1 @@
+"""`make audit`: Lighthouse on every lesson page beside a bare mkdocs-material page."""

@@ -1,0 +1,67 @@
+"""A bare mkdocs-material page with the project's palette: what the theme alone produces.
+
+Two readers hold the project's pages to it. The accessibility and HTML-validity tests
+("nothing worse than the theme itself": a finding this page also shows comes from
+mkdocs-material's own markup or colours), and `make audit`, which sets each lesson
+page's blocking time against this page's in the same run. The page holds what every
+lesson page is made of (a heading, a paragraph with a link, a table and a highlighted
+Python block) and nothing of the project's (no hooks, no CSS, no templates).
+"""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+from mkdocs.utils import yaml_load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+PAGE = '''# Reference page
+
+A paragraph with [a link to the second section](#second-section) and `inline code`.
+
+| size | value |
+|---|---|
+| small | 1 |
+
+```python
+import numpy as np  # a comment
+
+
+def gradient(x, y, w, n):
+    """A docstring."""
+    return 2 * x.T @ (x @ w - y) / n if n is not None else 0.5
+```
+
+## Second section
+
+Some closing text.
+'''
+
+
+class ReferenceBuildFailed(Exception):
+    """mkdocs could not build the reference page; str() is its last lines of output."""
+
+
+def build_reference(directory, root=ROOT):
+    """Build the reference site under `directory` with `root`'s theme settings; return
+    the site folder."""
+    project = yaml_load((Path(root) / "mkdocs.yml").read_text(encoding="utf-8"))
+    theme = {key: project["theme"][key] for key in ("name", "font", "features", "palette")}
+    config = {"site_name": "Reference", "theme": theme, "plugins": ["search"],
+              "markdown_extensions": ["tables", "attr_list", "pymdownx.superfences",
+                                      {"pymdownx.highlight": {"anchor_linenums": False}},
+                                      "pymdownx.inlinehilite"]}
+    directory = Path(directory)
+    docs = directory / "docs"
+    docs.mkdir(parents=True)
+    (docs / "index.md").write_text(PAGE, encoding="utf-8")
+    (directory / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    site = directory / "site"
+    run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
+                          str(site)], cwd=directory, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    if run.returncode != 0:
+        raise ReferenceBuildFailed(run.stderr[-2000:])
+    return site
