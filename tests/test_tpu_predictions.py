@@ -106,3 +106,14 @@ def test_a_tpu_sweep_recording_changes_the_figure_and_the_page_with_no_edit(tmp_
     assert site.returncode == 0, site.stderr[-3000:]
     page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()
     assert "Measured against predicted." in page and "No TPU size sweep" not in page
+
+
+def test_the_device_kinds_are_the_ones_the_installed_jax_names():
+    """A TPU recording finds its machine by device_kind: the names must be JAX's own, so
+    a JAX upgrade that renames a chip fails here, not on a TPU VM."""
+    from jax._src import mesh_utils
+
+    from lesson_code import tpu_predictions
+
+    assert mesh_utils._TPU_V5_LITE in tpu_predictions.DEVICE_KINDS["v5litepod-4"]
+    assert mesh_utils._TPU_V6_LITE in tpu_predictions.DEVICE_KINDS["v6e-4"]
