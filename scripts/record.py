@@ -222,6 +222,14 @@ def simulation_current(lesson):
     return recording_state(output, lesson.root)[1] == []
 
 
+def import_runner(processes):
+    """Import what runs the lesson (a kernel, or N processes) before anything else."""
+    if processes:
+        from scripts.runners import processes as _  # noqa: F401
+    else:
+        from scripts.runners import kernel as _  # noqa: F401,F811
+
+
 def launch_processes(launcher):
     """The function that starts a rank module as N processes, for `--launcher`."""
     if launcher == "mpirun":  # Open MPI starts the ranks; JAX reads who is who from it
@@ -345,7 +353,12 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                          f"lesson_code/lessons.toml")
                 continue
             run = runs is None or lesson.id in runs
-            warming = warm_up(lesson) if run and not render_only else None
+            warming = None
+            if run and not render_only:
+                # The runner's own imports (nbclient, zmq) first: the renderers' imports
+                # would share one interpreter with them; they overlap only the waiting.
+                import_runner(processes)
+                warming = warm_up(lesson)
             if processes:
                 if run:
                     arriving.update(record_processes(lesson, processes, staging, launcher))
