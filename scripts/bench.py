@@ -24,7 +24,7 @@ from scripts.derive import DeriveError, stage_derived
 from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import LockError, lock_path, lock_text, read_lock
+from scripts.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.host import host_at_start, warn_if_busy
 from scripts.run_lock import RunLocked, exclusive_run
@@ -113,7 +113,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(), order,
                                 hosts, programs)
-    name = f"recordings/{lesson.id}.sweep.json"
+    files = for_lesson(lesson)
+    name = files.recording("sweep")
     validate(recording, f"new recording {name}", "make bench")
     text = dumps(recording)
     with Staging() as staging:
@@ -125,7 +126,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            beside = {f"recordings/analysis/{lesson.id}.sweep.json": ".analysis.json"}
+            beside = {files.analysis("sweep"): ".analysis.json"}
             stage_derived(lesson, staging, arriving, {}, only_from=name,
                           place=lambda path: Path(out).with_suffix(beside.get(path, ".svg")))
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))

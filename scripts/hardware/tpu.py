@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.outputs import for_lesson
 
 # Single-host TPU VMs and their chips: one process sees every chip, so `record.py
 # --platform tpu` runs unchanged there. A lesson is recorded on a VM with exactly its
@@ -140,11 +141,15 @@ def tpu_lesson(root=ROOT, lesson_id=None):
     return lessons[lesson_id]
 
 
+def recording_variant(accelerator=None):
+    """What the job records: record.py --platform tpu's run on one VM ("tpu"), the rank
+    module's run on every worker of a slice ("tpu-processes", like cpu-processes)."""
+    return "tpu-processes" if workers(accelerator) > 1 else "tpu"
+
+
 def recording_name(lesson_id, accelerator=None):
-    """The file the job lands under recordings/: record.py --platform tpu's on one VM,
-    the rank module's run on every worker of a slice (a process run, like cpu-processes)."""
-    return f"{lesson_id}.tpu-processes.json" if workers(accelerator) > 1 else \
-        f"{lesson_id}.tpu.json"
+    """The file the job lands under recordings/ (scripts/outputs.py names it)."""
+    return for_lesson(lesson_id).recording_name(recording_variant(accelerator))
 
 
 def remote_setup(jax_version, remote_dir):
@@ -225,7 +230,7 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
                  f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh "
                  f"{vm}`, then `cd {remote_dir} && {record}`"),
             Step("copy the recording back",
-                 tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
+                 tpu_vm + ["scp", f"{name}:{remote_dir}/{for_lesson(lesson_id).recording('tpu')}",
                            local(recording), *where], is_vm_up),
             Step(f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
                  f"PASS, current contentFiles), then move it into recordings/{recording}",
