@@ -115,7 +115,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
                                 hosts, programs)
     files = for_lesson(lesson)
     name = files.recording("sweep")
-    validate(recording, f"new recording {name}", "make bench")
+    validate(recording, f"new recording {name}", "make bench", lesson)
     text = dumps(recording)
     with Staging() as staging:
         arriving = {name: text}

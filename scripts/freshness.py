@@ -34,7 +34,7 @@ def recording_state(output, root=ROOT):
     if not path.exists() and not output.required:
         return None, []
     try:
-        recording = load_recording(path, output.fix)
+        recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
     names = stale_inputs(recording, output.current_inputs(root))

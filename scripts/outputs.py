@@ -112,6 +112,8 @@ class RecordingOutput:
     module: str  # the file whose import closure (plus the pins) makes it
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
+    # The lesson it belongs to: the recording must name it and fit its data schema.
+    lesson: object = field(default=None, compare=False, repr=False)
 
     def current_inputs(self, root=ROOT):
         return content_files(root / self.module, root)
@@ -172,17 +174,18 @@ def recording_outputs(lesson, root=ROOT):
 
     files, record = for_lesson(lesson), lesson_command(lesson)
     wanted = [RecordingOutput(files.recording("cpu"), module_file(lesson.module), record,
-                              True)]
+                              True, lesson)]
     if lesson.simulation:
         wanted.append(RecordingOutput(files.recording("simulation"),
-                                      module_file(lesson.simulation), record, True))
+                                      module_file(lesson.simulation), record, True, lesson))
     if lesson.rank_module:
         wanted.append(RecordingOutput(files.recording("cpu-processes"),
                                       module_file(lesson.rank_module),
-                                      lesson_command(lesson, f"{RECORD} --processes 4"), True))
+                                      lesson_command(lesson, f"{RECORD} --processes 4"), True,
+                                      lesson))
     if lesson.sweep:
         wanted.append(RecordingOutput(files.recording("sweep"), module_file(lesson.sweep),
-                                      BENCH, True))
+                                      BENCH, True, lesson))
     known = {output.path for output in wanted}
     for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
         name = f"{RECORDINGS_DIR}/{path.name}"
@@ -191,7 +194,7 @@ def recording_outputs(lesson, root=ROOT):
             module = lesson.rank_module if path.name.endswith("-processes.json") and \
                 lesson.rank_module else lesson.module
             wanted.append(RecordingOutput(name, module_file(module),
-                                          hardware_fix(name, lesson.id), False))
+                                          hardware_fix(name, lesson.id), False, lesson))
     return wanted
 
 

@@ -170,7 +170,7 @@ def stage_recording(lesson, recording, staging):
     variant = "simulation" if recording["kind"] == "simulation" else \
         variant_of(recording["environment"])
     name = for_lesson(lesson).recording(variant)
-    validate(recording, f"new recording {name}")
+    validate(recording, f"new recording {name}", lesson=lesson)
     text = dumps(recording)
     staging.add(lesson.root / name, text)
     return {name: text}

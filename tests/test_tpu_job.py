@@ -237,7 +237,8 @@ def two_lessons(tmp_path):
     """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
     root = project_copy(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
                                            "lesson_code", "recordings"))
-    shutil.copy(FIXTURES / "second_lesson" / "psum_01.py", root / "lesson_code")
+    for name in ("psum_01.py", "psum_01.schema.json"):  # the module and its data schema
+        shutil.copy(FIXTURES / "second_lesson" / name, root / "lesson_code")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() +
                         (FIXTURES / "second_lesson" / "registry_entry.toml").read_text())

@@ -8,7 +8,8 @@ from pathlib import Path
 from scripts import ROOT
 from scripts.freshness import stale_inputs
 from scripts.hashes import content_files
-from scripts.recordings import RecordingError, load_recording, write_atomically
+from scripts.recordings import (RecordingError, load_recording, registered_lesson,
+                                write_atomically)
 
 DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
 
@@ -24,7 +25,8 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
     `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
     but in the tests, whose fake slice runs its workers on this machine's CPU."""
     try:
-        recording = load_recording(path)
+        # Held to the lesson's data schema as this checkout registers it.
+        recording = load_recording(path, lesson=registered_lesson(lesson_id, root))
     except RecordingError as error:
         # Without its fix: rerunning record.py here would record the CPU, not the TPU.
         raise RefusedRecording(error.what) from None
