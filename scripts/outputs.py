@@ -189,13 +189,21 @@ def recording_outputs(lesson, root=ROOT):
     known = {output.path for output in wanted}
     for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
         name = f"{RECORDINGS_DIR}/{path.name}"
-        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), or of
-            # its rank module on a multi-host slice (tpu-processes)
-            module = lesson.rank_module if path.name.endswith("-processes.json") and \
-                lesson.rank_module else lesson.module
+        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), of its
+            # rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
+            module = hardware_module(lesson, files.variant(name))
             wanted.append(RecordingOutput(name, module_file(module),
                                           hardware_fix(name, lesson.id), False, lesson))
     return wanted
+
+
+def hardware_module(lesson, variant):
+    """The module a hardware recording is a run of, by its variant's ending."""
+    if variant.endswith("-processes") and lesson.rank_module:
+        return lesson.rank_module
+    if variant.endswith("-sweep") and lesson.sweep:
+        return lesson.sweep
+    return lesson.module
 
 
 @dataclass(frozen=True)
@@ -233,6 +241,9 @@ HARDWARE_FIXES = {
            "--delete",
     "tpu-processes": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-16 "
                      "--create --delete",
+    # The job runs the lesson's sweep on the same single-host VM, after the lesson.
+    "tpu-sweep": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 "
+                 "--create --delete",
     "gpu": "python scripts/record.py --platform gpu",
 }
 

@@ -56,6 +56,35 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
     return recording
 
 
+def check_tpu_sweep(path, lesson, root=ROOT, chips=DEVICES, backend="tpu"):
+    """Return the sweep at `path` if it is a current TPU sweep of the lesson's `sweep`
+    module (scripts/bench.py --platform tpu) on at most `chips` chips."""
+    try:
+        recording = load_recording(path, lesson=registered_lesson(lesson.id, root))
+    except RecordingError as error:
+        raise RefusedRecording(error.what) from None  # its fix would sweep this machine
+    environment = recording["environment"]
+    most = max((row["ranks"] for row in recording.get("rows", [])), default=0)
+    problems = [
+        (recording["lessonId"] == lesson.id, f"it records {recording['lessonId']!r}"),
+        (recording["kind"] == "sweep", f"it is a {recording['kind']!r} recording"),
+        (environment["backend"] == backend, f"its backend is {environment['backend']!r}"),
+        (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
+         f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
+        (most <= chips, f"it measured p = {most}, more than the VM's {chips} chips"),
+    ]
+    for ok, why in problems:
+        if not ok:
+            raise RefusedRecording(f"the fetched sweep is not a {backend.upper()} sweep of "
+                                   f"{lesson.id} on {chips} chips: {why}")
+    changed = stale_inputs(recording, content_files(lesson.path(lesson.sweep), root))
+    if changed:
+        raise RefusedRecording(f"the fetched sweep was made from other code than this "
+                               f"checkout ({', '.join(changed)} differ); commit your changes "
+                               f"and rerun the job")
+    return recording
+
+
 def install_recording(source, target):
     """Copy `source` over `target` atomically: a reader sees the old file or the new one.
 
