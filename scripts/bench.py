@@ -105,8 +105,10 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     """
     import numpy
 
+    # On CPU the worker is called as it always was; on chips it is told the platform.
+    on_chips = {} if platform == "cpu" else {"platform": platform}
     measure = measure or (lambda *args: measure_in_subprocess(
-        lesson.sweep, *args, root=lesson.root, platform=platform))
+        lesson.sweep, *args, root=lesson.root, **on_chips))
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory

@@ -33,7 +33,7 @@ from pathlib import Path
 # `python scripts/tpu_job.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import ROOT
+from scripts import ROOT, display
 from scripts.hashes import content_files
 from scripts.outputs import for_lesson
 from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, check_tpu_sweep,
@@ -177,7 +177,8 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
                     continue
                 if step.installs == "tpu-sweep":
                     sweep = for_lesson(lesson).recording_name("tpu-sweep")
-                    install_sweep(Path(workdir) / sweep, landing / sweep, lesson, root)
+                    install_sweep(Path(workdir) / sweep, landing / sweep, lesson, root,
+                                  kept=target)
                     continue
                 started = time.monotonic()
                 run_step(step, root, accelerator, zone)
@@ -221,14 +222,14 @@ def install_fetched(fetched, target, lesson, root):
     progress(f"wrote {target}")
 
 
-def install_sweep(fetched, target, lesson, root):
+def install_sweep(fetched, target, lesson, root, kept):
     """Check the VM's size sweep (scripts/bench.py --platform tpu), then move it into place.
-    The figure it is drawn over (tpu-predictions) is remade here by --render-only."""
+    `kept`: the lesson's recording, already in place. The figure the sweep is drawn over
+    (tpu-predictions) is remade here by --render-only."""
     try:
         check_tpu_sweep(fetched, lesson, root, lesson.devices)
     except RefusedRecording as error:
-        raise JobFailed(f"{error} (recordings/{recording_name(lesson.id)} was written)") \
-            from None
+        raise JobFailed(f"{error}; {display(kept)} was written") from None
     try:
         with exclusive_run("python scripts/tpu_job.py", root):
             install_recording(fetched, target)

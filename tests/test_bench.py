@@ -127,7 +127,7 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(sweep_programs, "reference", off_by_one)
     monkeypatch.setattr(bench, "measure_in_subprocess",
-                        lambda module, *args, root, platform: in_process_measure(*args))
+                        lambda module, *args, root: in_process_measure(*args))
     out = tmp_path / "sweep.json"
     assert bench.main(["--out", str(out)], plan={**QUICK, "sizes": [8, 1024]}) == 1
     message = capsys.readouterr().err
