@@ -70,10 +70,20 @@ def data_validator(lesson):
     path = data_schema_path(lesson)
     if path is None:
         return None
+    schema, shared = read_schema(path), read_schema(SCHEMA_PATH)
+    key = (str(path), json.dumps(schema, sort_keys=True), json.dumps(shared, sort_keys=True))
+    if key not in _DATA_VALIDATORS:  # checked and built once per schema text and process
+        _DATA_VALIDATORS[key] = built_data_validator(path, schema, shared)
+    return _DATA_VALIDATORS[key]
+
+
+_DATA_VALIDATORS = {}
+
+
+def built_data_validator(path, schema, shared):
     jsonschema = jsonschema_module()
     from referencing import Registry, Resource
 
-    schema, shared = read_schema(path), read_schema(SCHEMA_PATH)
     try:
         jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.SchemaError as error:

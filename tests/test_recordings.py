@@ -186,3 +186,17 @@ def test_a_write_under_a_file_is_one_line(tmp_path):
     (tmp_path / "figures").write_text("not a folder")
     with pytest.raises(RecordingError, match="cannot be written"):
         write_atomically(tmp_path / "figures" / "x.svg", "<svg/>")
+
+
+@pytest.mark.parametrize("text, words", [('{"type": 3}', "not a JSON Schema (at type"),
+                                         ("{not json", "the schema cannot be read")])
+def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
+    from dataclasses import replace
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "bad.schema.json").write_text(text)
+    lesson = replace(LESSONS[LESSON_ID], root=tmp_path, data_schema="lesson_code/bad.schema.json")
+    with pytest.raises(RecordingError) as refused:
+        validate(json.loads(RECORDING.read_text()), "recordings/x.json", lesson=lesson)
+    message = str(refused.value)
+    assert "\n" not in message and words in message and "bad.schema.json" in message
