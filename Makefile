@@ -69,17 +69,22 @@ fresh: install
 	    record build
 
 
-# Debian's chromium for the browser test; never a browser download.
+# Debian packages the tests need, installed when missing (as root): one helper for all.
+ENSURE = bash scripts/ensure_debian_package.sh
+
+# Debian's chromium for the browser test; Playwright drives it, never a browser download.
 browser:
-	@bash scripts/ensure_chromium.sh
+	@$(ENSURE) browser /usr/bin/chromium chromium "the browser test"
 
-# A Java runtime for the Nu Html Checker; installed from Debian when missing (as root).
+# A Java runtime for the Nu Html Checker (node_modules/vnu-jar): Debian's
+# default-jre-headless, Java 17 on bookworm, which vnu needs.
 java:
-	@bash scripts/ensure_java.sh
+	@$(ENSURE) java java default-jre-headless "the HTML checker"
 
-# Debian's Open MPI for the mpirun launcher test; installed when missing (as root).
+# Debian's Open MPI (mpirun) for the launcher test: tests/test_launchers.py runs the four
+# ranks under mpirun on loopback.
 mpi:
-	@bash scripts/ensure_openmpi.sh
+	@$(ENSURE) mpi mpirun openmpi-bin "the mpirun test"
 
 test: install browser java mpi lint check fresh
 	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile

@@ -11,6 +11,7 @@ import numpy as np
 
 from scripts import intervals
 from scripts.sweep import analysis as sweep_math
+from scripts.units import format_bytes  # the size labels, written as the figures write sizes
 
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
           "all_gather": "all-gather", "reduce_scatter_all_gather": "reduce-scatter + all-gather",
@@ -22,14 +23,6 @@ RATIOS = {  # name: (numerator, denominator, what the ring model predicts)
 }
 # A ratio "agrees" with a prediction when its whole interval lies within 25 % of it.
 TOLERANCE = 1.25
-
-
-def format_bytes(nbytes):
-    """8 B, 2 KiB, 32 MiB: a size as people write it."""
-    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
 
 
 def grouped_blocks(rows):

@@ -1,9 +1,12 @@
 """Message-size and rank sweep of a lesson's collectives, nccl-tests style (`make bench`).
 
     python scripts/bench.py                 # full sweep: p = 2, 4, 8 x 12 sizes, ~2 minutes
+    python scripts/bench.py --platform tpu  # on a TPU VM: the chips -> <lesson>.tpu-sweep.json
 
 The measured programs are the lesson's `sweep` module (lesson_code/lessons.toml); each p
-runs in its own interpreter (scripts/sweep/measure.py). This file is the command line and
+runs in its own interpreter (scripts/sweep/measure.py): on CPU with p logical devices, on
+TPU with p of the VM's chips (each p of the plan that the lesson's `devices` chips hold;
+the TPU job runs it there). This file is the command line and
 the order of events: measure, check, analyse (scripts/sweep/analysis.py), validate, draw,
 and only then move the recording, the figure and the lock entry into place together.
 `python scripts/record.py --check` says when the sweep is stale; a change to the figure's
@@ -24,7 +27,7 @@ from scripts.derive import DeriveError, stage_derived
 from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import LockError, lock_path, lock_text, read_lock
+from scripts.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.host import host_at_start, warn_if_busy
 from scripts.run_lock import RunLocked, exclusive_run
@@ -67,7 +70,7 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
 
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
-                    cache_bytes=None, order=(), hosts=(), programs=None):
+                    cache_bytes=None, order=(), hosts=(), programs=None, command=None):
     """The sweep as measured, and only that: every sample of every block, in the order
     they ran, with the host's load around each block. The analysis is derived later."""
     check_rows(rows)
@@ -76,7 +79,7 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
                      programs=programs or {}, memcpyGBps=memcpy_gbps,
                      memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
                      lastLevelCacheBytes=cache_bytes, durationS=duration_s,
-                     command=["make", "bench"])
+                     command=command or ["make", "bench"])
     return recording
 
 
@@ -91,17 +94,21 @@ def method_summary(plan, blocks):
                      "timed call"}
 
 
-def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"]):
+def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"],
+                 platform="cpu"):
     """Measure, check, validate; derive the analysis and the figure; then move the
     recording, what is derived from it and the lock entries into place together, or nothing.
 
     `measure(p, sizes, plan, block)` returns {"backend", "rows", "programs", "host"} for
     one p; tests substitute an in-process one. `out` None: the committed files and the lock.
+    `platform` "tpu": p of the machine's chips, recorded as <lesson>.tpu-sweep.json.
     """
     import numpy
 
-    measure = measure or (lambda *args: measure_in_subprocess(lesson.sweep, *args,
-                                                              root=lesson.root))
+    # On CPU the worker is called as it always was; on chips it is told the platform.
+    on_chips = {} if platform == "cpu" else {"platform": platform}
+    measure = measure or (lambda *args: measure_in_subprocess(
+        lesson.sweep, *args, root=lesson.root, **on_chips))
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
@@ -110,11 +117,14 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     environment = {**backend, "numpy": numpy.__version__,
                    "loadAverage1m": at_start["loadAverage1m"],
                    "busyCoresAtStart": at_start["busyCores"]}
+    command = ["make", "bench"] if platform == "cpu" else \
+        ["python", "scripts/bench.py", "--platform", platform]
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(), order,
-                                hosts, programs)
-    name = f"recordings/{lesson.id}.sweep.json"
-    validate(recording, f"new recording {name}", "make bench")
+                                hosts, programs, command)
+    files = for_lesson(lesson)
+    name = files.recording(sweep_variant(platform))
+    validate(recording, f"new recording {name}", " ".join(command), lesson)
     text = dumps(recording)
     with Staging() as staging:
         arriving = {name: text}
@@ -125,7 +135,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            beside = {f"recordings/analysis/{lesson.id}.sweep.json": ".analysis.json"}
+            beside = {files.analysis("sweep"): ".analysis.json"}
             stage_derived(lesson, staging, arriving, {}, only_from=name,
                           place=lambda path: Path(out).with_suffix(beside.get(path, ".svg")))
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
@@ -142,7 +152,21 @@ def parse_args(argv):
                         help=f"times each p is measured, in turns (default {FULL['blocks']})")
     parser.add_argument("--lesson", help="the lesson whose sweep to measure (default: the "
                                          "first with a sweep in lesson_code/lessons.toml)")
+    parser.add_argument("--platform", choices=PLATFORMS, default="cpu",
+                        help="cpu: p logical devices (default); tpu: p of a TPU VM's chips, "
+                             "recorded as <lesson>.tpu-sweep.json (scripts/tpu_job.py runs it)")
     return parser.parse_args(argv)
+
+
+# Where a sweep can run: logical CPU devices, or a TPU VM's chips. A GPU would need a
+# target that records one (a gpu-sweep the pages read); none does yet.
+PLATFORMS = ("cpu", "tpu")
+
+
+def sweep_variant(platform):
+    """The recording a sweep on `platform` writes: <lesson>.sweep.json on CPU (the
+    committed benchmark), <lesson>.<platform>-sweep.json on hardware."""
+    return "sweep" if platform == "cpu" else f"{platform}-sweep"
 
 
 # Device counts one sweep worker can simulate (each is one process with p logical CPU
@@ -154,19 +178,42 @@ class UsageError(ValueError):
     """A request bench.py refuses before it measures anything (exit 2)."""
 
 
-def refuse_what_cannot_work(args, plan):
-    ranks = args.ranks or plan["ranks"]
+def refuse_what_cannot_work(args, plan, lesson=None):
+    """The device counts to measure; UsageError (one line) for a request that cannot
+    work. On TPU they are the plan's that the lesson's `devices` chips hold: the TPU job
+    runs this on a VM with exactly that many (`lesson` is needed then)."""
+    full = plan["ranks"] if args.platform == "cpu" else tpu_ranks(plan, lesson)
+    ranks = args.ranks or full
     bad = [p for p in ranks if not 2 <= p <= MAX_RANKS]
     if bad or len(set(ranks)) != len(ranks):
         raise UsageError(f"--ranks {' '.join(map(str, ranks))}: each device count must be "
                          f"2 to {MAX_RANKS}, each once; run `python scripts/bench.py`")
-    if args.out is None and sorted(ranks) != sorted(plan["ranks"]):
+    platform = "" if args.platform == "cpu" else f" --platform {args.platform}"
+    too_many = [p for p in ranks if args.platform != "cpu" and p > lesson.devices]
+    if too_many:
+        raise UsageError(f"--ranks {' '.join(map(str, ranks))}: p = {too_many[0]} needs "
+                         f"{too_many[0]} chips, and {lesson.id}'s TPU VM has {lesson.devices} "
+                         f"(`devices` in lesson_code/lessons.toml); run "
+                         f"`python scripts/bench.py{platform}`")
+    if args.out is None and sorted(ranks) != sorted(full):
         # The committed sweep, its figure and the page describe every p of the full plan.
         raise UsageError(f"--ranks {' '.join(map(str, ranks))} measures part of the sweep, "
                          f"which would replace the committed one (p = "
-                         f"{', '.join(map(str, plan['ranks']))}); run "
-                         f"`python scripts/bench.py --ranks {' '.join(map(str, ranks))} "
-                         f"--out build/sweep.json` to write it elsewhere")
+                         f"{', '.join(map(str, full))}); run "
+                         f"`python scripts/bench.py{platform} --ranks "
+                         f"{' '.join(map(str, ranks))} --out build/sweep.json` to write it "
+                         f"elsewhere")
+    return ranks
+
+
+def tpu_ranks(plan, lesson):
+    """The plan's device counts that a VM with the lesson's `devices` chips holds."""
+    fitting = [p for p in plan["ranks"] if p <= lesson.devices]
+    if not fitting:
+        raise UsageError(f"--platform tpu: {lesson.id} records on {lesson.devices} chip(s), "
+                         f"and the sweep's smallest p is {min(plan['ranks'])}; a TPU sweep "
+                         f"needs a lesson with at least {min(plan['ranks'])} `devices`")
+    return fitting
 
 
 def sweep_lesson(lesson_id):
@@ -183,19 +230,26 @@ def main(argv=None, plan=FULL):
     args = parse_args(argv)
     stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
     try:
-        refuse_what_cannot_work(args, plan)
+        ranks = refuse_what_cannot_work(args, plan) if args.platform == "cpu" else None
     except UsageError as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 2
     try:
         lesson = sweep_lesson(args.lesson)
+        if ranks is None:  # on chips the lesson's `devices` say how many p fit
+            try:
+                ranks = refuse_what_cannot_work(args, plan, lesson)
+            except UsageError as error:
+                print(f"bench.py: {error}", file=sys.stderr)
+                return 2
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.
         command = " ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])
         with (exclusive_run(command, lesson.root) if args.out is None else nullcontext()):
-            recording = record_sweep(lesson, args.out, args.ranks or plan["ranks"],
+            recording = record_sweep(lesson, args.out, ranks,
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
-                                     blocks=args.blocks or plan["blocks"])
+                                     blocks=args.blocks or plan["blocks"],
+                                     platform=args.platform)
     except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
             DeriveError, RunLocked, ClosureError) as error:
         print(f"bench.py: {error}", file=sys.stderr)

@@ -80,7 +80,7 @@ def load_source(lesson, source):
     path = lesson.root / source
     fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     if source in fixes:  # validated; a corrupt one is one line with its own fix
-        return load_recording(path, fixes[source])
+        return load_recording(path, fixes[source], lesson)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:

@@ -7,8 +7,8 @@ JAX nor matplotlib.
 """
 from scripts import ROOT
 from scripts.hashes import changed_files, digest
-from scripts.outputs import (LockError, analysis_outputs, derived_outputs, notebook_output,
-                             read_lock, recording_outputs)
+from scripts.outputs import (LockError, analysis_outputs, derived_outputs, for_lesson,
+                             notebook_output, read_lock, recording_outputs)
 from scripts.recordings import RecordingError, load_recording
 
 
@@ -34,7 +34,7 @@ def recording_state(output, root=ROOT):
     if not path.exists() and not output.required:
         return None, []
     try:
-        recording = load_recording(path, output.fix)
+        recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
     names = stale_inputs(recording, output.current_inputs(root))
@@ -127,8 +127,7 @@ def load_analyses(lesson, lock, root=ROOT):
         if not isinstance(analysis, dict):
             lines.append(problem(output.path, "not a JSON object", output.fix))
             continue
-        stem = output.path.removeprefix("recordings/analysis/").removesuffix(".json")
-        loaded[f"{stem}.analysis"] = analysis
+        loaded[for_lesson(lesson).stem(output.kind.variant, analysis=True)] = analysis
     return loaded, lines
 
 
@@ -155,7 +154,8 @@ def load_all(lessons, root=ROOT):
             recording, problems = recording_state(output, root)
             lines += problems
             if recording is not None:
-                stem = output.path.removeprefix("recordings/").removesuffix(".json")
+                files = for_lesson(lesson)
+                stem = files.stem(files.variant(output.path))
                 recording["_stem"] = stem
                 loaded[stem] = recording
     return loaded, lines

@@ -38,6 +38,7 @@ class Lesson:
     exercises: str | None = None  # the checks module scripts/exercises.py runs
     analysis: str | None = None  # NumPy module: analyse(variant, recording) -> dict
     analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
+    data_schema: str | None = None  # JSON Schema of its recordings' `data`, from the root
     root: object = field(default=ROOT, compare=False, repr=False)
 
     def path(self, module=None):
@@ -101,6 +102,21 @@ def check_analyses(value, root):
     return None
 
 
+# A data schema is a JSON file beside the lesson (lessons.toml `data_schema`).
+DATA_SCHEMA = re.compile(r"lesson_code/([A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*"
+                         r"\.schema\.json")
+
+
+def check_data_schema(value, root):
+    if not isinstance(value, str) or not DATA_SCHEMA.fullmatch(value):
+        return ("a path inside lesson_code/ ending in .schema.json, such as "
+                "\"lesson_code/my_lesson.schema.json\"")
+    path = (root / value).resolve()
+    if (root / "lesson_code").resolve() not in path.parents or not path.is_file():
+        return f"an existing file; {display(path, root)} is not one inside lesson_code/"
+    return None
+
+
 # Each field: (required, its check). A new field is one line here and one in Lesson.
 FIELDS = {
     "id": (True, check_id),
@@ -113,6 +129,7 @@ FIELDS = {
     "exercises": (False, check_module),
     "analysis": (False, check_module),
     "analyses": (False, check_analyses),
+    "data_schema": (False, check_data_schema),
 }
 
 

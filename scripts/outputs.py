@@ -19,7 +19,87 @@ from scripts.recordings import RECORD
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
 NOTEBOOK_BUILDER = "scripts/runners/kernel.py"
+RECORDINGS_DIR = "recordings"
 ANALYSES = "recordings/analysis"
+ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<variant>.analysis`
+
+
+@dataclass(frozen=True)
+class LessonFiles:
+    """Where each file of one lesson lives, relative to the repository root: the one place
+    a recording's, an analysis', a figure's or the notebook's path is spelt. Every caller
+    (record.py, bench.py, the derive step, the freshness check, the TPU job, the page
+    hooks) asks `for_lesson(lesson)` for them, so a file cannot be written under one name
+    and looked for under another."""
+    id: str  # the lesson id
+
+    def recording(self, variant):
+        """recordings/<id>.<variant>.json: "cpu", "simulation", "cpu-processes", "sweep",
+        or a hardware run ("tpu", "tpu-processes", "tpu-sweep", "gpu")."""
+        return f"{RECORDINGS_DIR}/{self.recording_name(variant)}"
+
+    def recording_name(self, variant):
+        """The recording's file name alone (what a TPU VM writes under its recordings/)."""
+        return f"{self.id}.{variant}.json"
+
+    @property
+    def recording_pattern(self):
+        """The glob, inside recordings/, of every recording of this lesson."""
+        return f"{self.id}.*.json"
+
+    def variant(self, path):
+        """The variant a recording path of this lesson names, or None if it names none."""
+        prefix = f"{RECORDINGS_DIR}/{self.id}."
+        rest = path.removeprefix(prefix) if path.startswith(prefix) else ""
+        return rest.removesuffix(".json") if len(rest) > 5 and rest.endswith(".json") \
+            else None
+
+    def analysis(self, variant):
+        """recordings/analysis/<id>.<variant>.json: what the lesson's analysis module
+        derives from the recording of that variant."""
+        return f"{ANALYSES}/{self.id}.{variant}.json"
+
+    def figure(self, kind):
+        """The SVG of a figure kind (scripts/figures/__init__.py's FigureKind)."""
+        return kind.path.format(id=self.id)
+
+    def figure_input(self, kind):
+        return kind.input.format(id=self.id)
+
+    def figure_overlay(self, kind):
+        return kind.overlay.format(id=self.id) if kind.overlay else None
+
+    @property
+    def notebook_page(self):
+        """The executed notebook companion, relative to docs/ (as mkdocs names it)."""
+        return f"notebooks/{self.id}.ipynb"
+
+    @property
+    def notebook(self):
+        return f"docs/{self.notebook_page}"
+
+    def stem(self, variant, analysis=False):
+        """The name a page's directive gives a recording (`<id>.<variant>`) or the
+        analysis derived from it (`<id>.<variant>.analysis`)."""
+        return f"{self.id}.{variant}" + (ANALYSIS_STEM if analysis else "")
+
+    def source(self, stem):
+        """The file a directive's stem (this lesson's, `stem()`) is read from."""
+        variant = stem.removeprefix(f"{self.id}.")
+        if variant.endswith(ANALYSIS_STEM):
+            return self.analysis(variant.removesuffix(ANALYSIS_STEM))
+        return self.recording(variant)
+
+
+def for_lesson(lesson):
+    """The paths of one lesson's files (a Lesson from the registry, or its id)."""
+    return LessonFiles(lesson if isinstance(lesson, str) else lesson.id)
+
+
+def stem_source(stem):
+    """The file a directive's stem (`<id>.<variant>[.analysis]`) is read from, for any
+    lesson id, registered or not (an error line names it)."""
+    return for_lesson(stem.partition(".")[0]).source(stem)
 
 
 class LockError(Exception):
@@ -32,6 +112,8 @@ class RecordingOutput:
     module: str  # the file whose import closure (plus the pins) makes it
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
+    # The lesson it belongs to: the recording must name it and fit its data schema.
+    lesson: object = field(default=None, compare=False, repr=False)
 
     def current_inputs(self, root=ROOT):
         return content_files(root / self.module, root)
@@ -90,29 +172,38 @@ def recording_outputs(lesson, root=ROOT):
     def module_file(module):
         return lesson.path(module).relative_to(lesson.root).as_posix()
 
-    record = lesson_command(lesson)
-    wanted = [RecordingOutput(f"recordings/{lesson.id}.cpu.json", module_file(lesson.module),
-                              record, True)]
+    files, record = for_lesson(lesson), lesson_command(lesson)
+    wanted = [RecordingOutput(files.recording("cpu"), module_file(lesson.module), record,
+                              True, lesson)]
     if lesson.simulation:
-        wanted.append(RecordingOutput(f"recordings/{lesson.id}.simulation.json",
-                                      module_file(lesson.simulation), record, True))
+        wanted.append(RecordingOutput(files.recording("simulation"),
+                                      module_file(lesson.simulation), record, True, lesson))
     if lesson.rank_module:
-        wanted.append(RecordingOutput(f"recordings/{lesson.id}.cpu-processes.json",
+        wanted.append(RecordingOutput(files.recording("cpu-processes"),
                                       module_file(lesson.rank_module),
-                                      lesson_command(lesson, f"{RECORD} --processes 4"), True))
+                                      lesson_command(lesson, f"{RECORD} --processes 4"), True,
+                                      lesson))
     if lesson.sweep:
-        wanted.append(RecordingOutput(f"recordings/{lesson.id}.sweep.json",
-                                      module_file(lesson.sweep), BENCH, True))
+        wanted.append(RecordingOutput(files.recording("sweep"), module_file(lesson.sweep),
+                                      BENCH, True, lesson))
     known = {output.path for output in wanted}
-    for path in sorted((root / "recordings").glob(f"{lesson.id}.*.json")):
-        name = f"recordings/{path.name}"
-        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), or of
-            # its rank module on a multi-host slice (tpu-processes)
-            module = lesson.rank_module if path.name.endswith("-processes.json") and \
-                lesson.rank_module else lesson.module
+    for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
+        name = f"{RECORDINGS_DIR}/{path.name}"
+        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), of its
+            # rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
+            module = hardware_module(lesson, files.variant(name))
             wanted.append(RecordingOutput(name, module_file(module),
-                                          hardware_fix(name, lesson.id), False))
+                                          hardware_fix(name, lesson.id), False, lesson))
     return wanted
+
+
+def hardware_module(lesson, variant):
+    """The module a hardware recording is a run of, by its variant's ending."""
+    if variant.endswith("-processes") and lesson.rank_module:
+        return lesson.rank_module
+    if variant.endswith("-sweep") and lesson.sweep:
+        return lesson.sweep
+    return lesson.module
 
 
 @dataclass(frozen=True)
@@ -128,17 +219,13 @@ class AnalysisKind:
         return json.dumps(analysis, indent=1, sort_keys=True, allow_nan=False) + "\n"
 
 
-def analysis_path(lesson_id, variant):
-    return f"{ANALYSES}/{lesson_id}.{variant}.json"
-
-
 def analysis_outputs(lesson):
     """recordings/analysis/<id>.<variant>.json for each variant lessons.toml names."""
     if not lesson.analysis:
         return []
     code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()
-    return [DerivedOutput(analysis_path(lesson.id, variant),
-                          f"recordings/{lesson.id}.{variant}.json", code, RENDER,
+    files = for_lesson(lesson)
+    return [DerivedOutput(files.analysis(variant), files.recording(variant), code, RENDER,
                           kind=AnalysisKind(lesson.analysis, variant))
             for variant in lesson.analyses]
 
@@ -154,6 +241,9 @@ HARDWARE_FIXES = {
            "--delete",
     "tpu-processes": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-16 "
                      "--create --delete",
+    # The job runs the lesson's sweep on the same single-host VM, after the lesson.
+    "tpu-sweep": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 "
+                 "--create --delete",
     "gpu": "python scripts/record.py --platform gpu",
 }
 
@@ -161,31 +251,29 @@ HARDWARE_FIXES = {
 def hardware_fix(name, lesson_id):
     """`recordings/<id>.tpu.json` -> the TPU job; a name no command writes cannot be
     remade, so its fix is to remove it."""
-    variant = name.removeprefix(f"recordings/{lesson_id}.").removesuffix(".json")
-    return HARDWARE_FIXES.get(variant, f"git rm {name}")
+    return HARDWARE_FIXES.get(for_lesson(lesson_id).variant(name), f"git rm {name}")
 
 
 def recording_fix(lessons, name, root=ROOT):
     """The command that makes `recordings/<stem>.json`, present or not; None when the
     name belongs to no registered lesson."""
     for lesson in lessons.values():
-        if name.startswith(f"recordings/{lesson.id}."):
+        if for_lesson(lesson).variant(name) is not None:
             fixes = {output.path: output.fix for output in recording_outputs(lesson, root)}
             return fixes.get(name) or hardware_fix(name, lesson.id)
     return None
 
 
 def figure_outputs(lesson):
-    outputs = []
+    outputs, files = [], for_lesson(lesson)
     for kind in lesson.figures:
         if kind not in KINDS:
             raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id} asks for a figure "
                            f"of kind {kind!r}; known kinds: {', '.join(KINDS)}")
         spec = KINDS[kind]
-        overlay = spec.overlay.format(id=lesson.id) if spec.overlay else None
-        outputs.append(DerivedOutput(spec.path.format(id=lesson.id),
-                                     spec.input.format(id=lesson.id), spec.module_path(),
-                                     RENDER, kind=spec, overlay=overlay))
+        outputs.append(DerivedOutput(files.figure(spec), files.figure_input(spec),
+                                     spec.module_path(), RENDER, kind=spec,
+                                     overlay=files.figure_overlay(spec)))
     return outputs
 
 
@@ -193,8 +281,8 @@ def notebook_output(lesson):
     """The executed companion: made in the same run as the CPU recording; when only the
     module's text changed (a comment, a docstring), record.py re-renders it from the
     executed cells instead."""
-    return NotebookOutput(f"docs/notebooks/{lesson.id}.ipynb",
-                          f"recordings/{lesson.id}.cpu.json", NOTEBOOK_BUILDER,
+    files = for_lesson(lesson)
+    return NotebookOutput(files.notebook, files.recording("cpu"), NOTEBOOK_BUILDER,
                           lesson_command(lesson),
                           shows=lesson.path().relative_to(lesson.root).as_posix())
 

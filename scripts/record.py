@@ -46,7 +46,8 @@ from scripts.hashes import digest_bytes
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.derive import DeriveError, stage_derived, warm_up
-from scripts.outputs import LockError, lock_entry, lock_path, lock_text, notebook_output, read_lock
+from scripts.outputs import (LockError, for_lesson, lock_entry, lock_path, lock_text,
+                             notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
                                 validate)
 from scripts.run_lock import RunLocked, exclusive_run
@@ -166,10 +167,10 @@ def record_lesson(lesson, platform, devices, staging, scratch):
 
 
 def stage_recording(lesson, recording, staging):
-    name = f"recordings/{lesson.id}.{variant_of(recording['environment'])}.json"
-    if recording["kind"] == "simulation":
-        name = f"recordings/{lesson.id}.simulation.json"
-    validate(recording, f"new recording {name}")
+    variant = "simulation" if recording["kind"] == "simulation" else \
+        variant_of(recording["environment"])
+    name = for_lesson(lesson).recording(variant)
+    validate(recording, f"new recording {name}", lesson=lesson)
     text = dumps(recording)
     staging.add(lesson.root / name, text)
     return {name: text}
@@ -217,8 +218,8 @@ def simulation_current(lesson):
     from scripts.freshness import recording_state
     from scripts.outputs import recording_outputs
 
-    output = next(o for o in recording_outputs(lesson, lesson.root)
-                  if o.path.endswith(".simulation.json"))
+    path = for_lesson(lesson).recording("simulation")
+    output = next(o for o in recording_outputs(lesson, lesson.root) if o.path == path)
     return recording_state(output, lesson.root)[1] == []
 
 
@@ -279,11 +280,11 @@ def lessons_to_run(lessons, args):
         lock = read_lock(root)
     except LockError:
         lock = {}
-    wanted = ".cpu-processes.json" if args.processes else ".cpu.json"
+    wanted = "cpu-processes" if args.processes else "cpu"
     runs = set()
     for lesson in lessons.values():
-        output = next((o for o in recording_outputs(lesson, root)
-                       if o.path == f"recordings/{lesson.id}{wanted}"), None)
+        path = for_lesson(lesson).recording(wanted)
+        output = next((o for o in recording_outputs(lesson, root) if o.path == path), None)
         if output is None:  # no rank module: record() skips it, or refuses it when named
             runs.add(lesson.id)
             continue

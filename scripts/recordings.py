@@ -1,9 +1,12 @@
-"""Every kind of recording: its header, validation against recordings/schema.json, reading,
-and the one atomic writer every output of the chain goes through. Imports no JAX.
+"""Every kind of recording: its header, validation, reading, and the one atomic writer
+every output of the chain goes through. Imports no JAX.
 
-Every executed value the site shows comes from one of these files, so a file that does
-not validate stops record.py, bench.py, --check and the build alike with one line naming
-it, never a traceback.
+Validation is two schemas: recordings/schema.json, the header every recording shares and
+each kind's envelope, then the lesson's own data schema (lesson_code/lessons.toml
+`data_schema`, a file beside the lesson) for the `data` of its executed recordings. A
+lesson without one still gets the header checked. Every executed value the site shows
+comes from one of these files, so a file that does not validate stops record.py,
+bench.py, --check and the build alike with one line naming it, never a traceback.
 """
 import json
 import math
@@ -36,19 +39,78 @@ class RecordingError(Exception):
         self.what, self.fix = what, fix
 
 
-def validator():
+def read_schema(path):
+    """The JSON of a schema file; RecordingError naming it when it cannot be read."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise RecordingError(f"{display(path)}: the schema cannot be read "
+                             f"({getattr(error, 'strerror', None) or error})",
+                             f"git checkout -- {display(path)}") from None
+
+
+def jsonschema_module():
     try:
         import jsonschema
     except ImportError:
         raise RecordingError("the jsonschema package is missing from this Python; run "
                              "`make install` and use .venv/bin/python") from None
+    return jsonschema
+
+
+def validator():
+    """The shared schema's validator: the header and each kind's envelope."""
+    return jsonschema_module().Draft202012Validator(read_schema(SCHEMA_PATH))
+
+
+def data_validator(lesson):
+    """The validator of the lesson's own data schema (None when it names none). The shared
+    schema is there under its $id, so the lesson's may reuse its $defs
+    (`recordings/schema.json#/$defs/host`) rather than copy them."""
+    path = data_schema_path(lesson)
+    if path is None:
+        return None
+    schema, shared = read_schema(path), read_schema(SCHEMA_PATH)
+    key = (str(path), json.dumps(schema, sort_keys=True), json.dumps(shared, sort_keys=True))
+    if key not in _DATA_VALIDATORS:  # checked and built once per schema text and process
+        _DATA_VALIDATORS[key] = built_data_validator(path, schema, shared)
+    return _DATA_VALIDATORS[key]
+
+
+_DATA_VALIDATORS = {}
+
+
+def built_data_validator(path, schema, shared):
+    jsonschema = jsonschema_module()
+    from referencing import Registry, Resource
+
     try:
-        schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise RecordingError(f"{display(SCHEMA_PATH)}: the schema cannot be read "
-                             f"({getattr(error, 'strerror', None) or error})",
-                             f"git checkout -- {display(SCHEMA_PATH)}") from None
-    return jsonschema.Draft202012Validator(schema)
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as error:
+        raise RecordingError(f"{display(path)}: not a JSON Schema (at "
+                             f"{'/'.join(map(str, error.absolute_path)) or '(top level)'}: "
+                             f"{error.message[:120]}); fix it, or `git checkout -- "
+                             f"{display(path)}`") from None
+    registry = Registry().with_resource(shared.get("$id", "recordings/schema.json"),
+                                        Resource.from_contents(shared))
+    return jsonschema.Draft202012Validator(schema, registry=registry)
+
+
+def data_schema_path(lesson):
+    """The file of the lesson's data schema (lessons.toml `data_schema`), or None."""
+    schema = getattr(lesson, "data_schema", None)
+    return lesson.root / schema if schema else None
+
+
+def registered_lesson(lesson_id, root=ROOT):
+    """The registry's lesson of that id, or None: whose data schema a recording that
+    names no lesson of its own (a file checked on its own) is held to."""
+    from scripts.lessons import RegistryError, load_lessons
+
+    try:
+        return load_lessons(root).get(lesson_id) if isinstance(lesson_id, str) else None
+    except RegistryError as error:
+        raise RecordingError(str(error)) from None
 
 
 def non_finite(value, path=()):
@@ -66,28 +128,47 @@ def non_finite(value, path=()):
     return None
 
 
-def validate(recording, where="recording", fix=RECORD):
-    """Raise RecordingError with the first schema violation, phrased for a person."""
-    checker = validator()  # first: a missing jsonschema is one line naming `make install`
-    from jsonschema.exceptions import best_match
+def validate(recording, where="recording", fix=RECORD, lesson=None):
+    """Raise RecordingError with the first schema violation, phrased for a person.
 
+    `lesson`: the registered lesson the file belongs to (its name says so); the recording
+    must name that lesson, and its `data` must fit the lesson's data schema. Left out, it
+    is the registered lesson the recording names (none: the header alone is checked).
+    """
+    checker = validator()  # first: a missing jsonschema is one line naming `make install`
     bad_number = non_finite(recording)
     if bad_number is not None:
         field = "/".join(map(str, bad_number)) or "(top level)"
         raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
                              f" is not a finite number, and a recording holds only those", fix)
-
-    error = best_match(checker.iter_errors(recording))
-    if error is not None:
-        field = "/".join(str(part) for part in error.absolute_path) or "(top level)"
-        message = error.message if len(error.message) < 160 else error.message[:157] + "..."
-        raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
+    first_violation(checker, recording, (), where, fix)
+    if lesson is None:
+        lesson = registered_lesson(recording["lessonId"])
+    elif recording["lessonId"] != lesson.id:
+        raise RecordingError(f"{where}: invalid at lessonId: it records "
+                             f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
+    data_checker = data_validator(lesson) if lesson is not None else None
+    if data_checker is not None and recording["kind"] == "executed":
+        first_violation(data_checker, recording["data"], ("data",), where, fix)
     return recording
 
 
-def load_recording(path, fix=RECORD):
+def first_violation(checker, value, prefix, where, fix):
+    """Raise RecordingError for the most telling error of `checker` on `value`, whose
+    place in the recording is `prefix`."""
+    from jsonschema.exceptions import best_match
+
+    error = best_match(checker.iter_errors(value))
+    if error is not None:
+        field = "/".join(str(part) for part in (*prefix, *error.absolute_path)) or \
+            "(top level)"
+        message = error.message if len(error.message) < 160 else error.message[:157] + "..."
+        raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
+
+
+def load_recording(path, fix=RECORD, lesson=None):
     """The validated recording at `path`; `fix` is the command that remakes it (the
-    registry's, scripts/outputs.py)."""
+    registry's, scripts/outputs.py); `lesson`, the lesson it belongs to (validate())."""
     path = Path(path)
     where = display(path)
     try:
@@ -104,30 +185,36 @@ def load_recording(path, fix=RECORD):
         raise RecordingError(f"{where}: not valid JSON ({error})", fix) from None
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
-    if validated_before(text):
+    if lesson is None and isinstance(recording.get("lessonId"), str):
+        lesson = registered_lesson(recording["lessonId"])
+    if validated_before(text, lesson):
         return recording
-    validate(recording, where, fix)
-    remember_valid(text)
+    validate(recording, where, fix, lesson)
+    remember_valid(text, lesson)
     return recording
 
 
-def validation_key(text):
-    """The digest of a recording's bytes and the schema's: a recording that validated
-    against this schema once validates again, so only a changed file costs jsonschema."""
+def validation_key(text, lesson=None):
+    """The digest of a recording's bytes, the schemas' and the lesson it was held to: a
+    recording that validated against these once validates again, so only a changed file
+    costs jsonschema."""
     try:
-        schema = SCHEMA_PATH.read_bytes()
+        schemas = [SCHEMA_PATH.read_bytes()]
+        if data_schema_path(lesson) is not None:
+            schemas.append(data_schema_path(lesson).read_bytes())
     except OSError:
         return None  # validate() reports the unreadable schema
-    return digest_bytes(digest_bytes(schema) + digest_bytes(text))
+    held_to = f"{getattr(lesson, 'id', '')}\0"
+    return digest_bytes(held_to + "".join(map(digest_bytes, schemas)) + digest_bytes(text))
 
 
-def validated_before(text):
-    key = validation_key(text)
+def validated_before(text, lesson=None):
+    key = validation_key(text, lesson)
     return key is not None and memo.recall("valid", key) is True
 
 
-def remember_valid(text):
-    key = validation_key(text)
+def remember_valid(text, lesson=None):
+    key = validation_key(text, lesson)
     if key is not None:
         memo.remember("valid", key, True)
 

@@ -33,10 +33,11 @@ from pathlib import Path
 # `python scripts/tpu_job.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts import ROOT
+from scripts import ROOT, display
 from scripts.hashes import content_files
-from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, install_recording,
-                                    slice_recording)
+from scripts.outputs import for_lesson
+from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, check_tpu_sweep,
+                                    install_recording, slice_recording)
 from scripts.hardware.tpu import (CHIPS_PER_WORKER, RUNTIMES, SLICE_DATA, SLICE_STDOUT,
                                   UsageError, dry_run_text, job_steps, recording_name,
                                   tpu_lesson, workers)
@@ -148,8 +149,12 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
     # A slice runs the rank module, whose closure is then what must be committed.
     module_path = lesson.path(lesson.rank_module if hosts > 1 else lesson.module)
     fetched = recording_name(lesson.id, accelerator)
-    target = Path(recordings_dir or root / "recordings") / fetched
+    landing = Path(recordings_dir or root / "recordings")
+    target = landing / fetched
     dirty = uncommitted_inputs(module_path, root)
+    if hosts == 1 and lesson.sweep:  # the VM also runs the lesson's sweep
+        dirty += [name for name in uncommitted_inputs(lesson.path(lesson.sweep), root)
+                  if name not in dirty]
     if dirty:
         listed = " ".join(dirty)
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
@@ -164,11 +169,16 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         try:
             for number, step in enumerate(steps, 1):
                 progress(f"[{number}/{len(steps) + bool(cleanup)}] {step.title}")
-                if step.command is None and hosts > 1:
+                if step.installs == "tpu-processes":
                     install_slice(Path(workdir), target, lesson, root, accelerator, lesson_s)
                     continue
-                if step.command is None:
+                if step.installs == "tpu":
                     install_fetched(Path(workdir) / fetched, target, lesson, root)
+                    continue
+                if step.installs == "tpu-sweep":
+                    sweep = for_lesson(lesson).recording_name("tpu-sweep")
+                    install_sweep(Path(workdir) / sweep, landing / sweep, lesson, root,
+                                  kept=target)
                     continue
                 started = time.monotonic()
                 run_step(step, root, accelerator, zone)
@@ -210,6 +220,22 @@ def install_fetched(fetched, target, lesson, root):
     except RunLocked as error:
         raise JobFailed(f"{error}; the fetched recording was not installed") from None
     progress(f"wrote {target}")
+
+
+def install_sweep(fetched, target, lesson, root, kept):
+    """Check the VM's size sweep (scripts/bench.py --platform tpu), then move it into place.
+    `kept`: the lesson's recording, already in place. The figure the sweep is drawn over
+    (tpu-predictions) is remade here by --render-only."""
+    try:
+        check_tpu_sweep(fetched, lesson, root, lesson.devices)
+    except RefusedRecording as error:
+        raise JobFailed(f"{error}; {display(kept)} was written") from None
+    try:
+        with exclusive_run("python scripts/tpu_job.py", root):
+            install_recording(fetched, target)
+    except RunLocked as error:
+        raise JobFailed(f"{error}; the fetched sweep was not installed") from None
+    progress(f"wrote {target}; run `python scripts/record.py --render-only` to draw it")
 
 
 def install_slice(workdir, target, lesson, root, accelerator, duration_s):

@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+from contextlib import nullcontext
 
 import jax
 import numpy as np
@@ -183,6 +184,67 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
     assert analysis == analysed(recording)
     assert (tmp_path / "sweep.svg").read_text() == render(analysis)
+
+
+def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
+    # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
+    # chips (4): p = 2 and 4 of the plan, each in a worker told to use the chips, written
+    # as the lesson's tpu-sweep; nothing here has chips, so an in-process CPU measure
+    # stands in for the workers.
+    asked = []
+
+    def measure(module, ranks, sizes, plan, block, root, platform):
+        asked.append((ranks, platform))
+        return in_process_measure(ranks, sizes, plan, block)
+
+    monkeypatch.setattr(bench, "measure_in_subprocess", measure)
+    out = tmp_path / "tpu-sweep.json"
+    plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
+    assert bench.main(["--platform", "tpu", "--out", str(out)], plan=plan) == 0
+    assert asked == [(2, "tpu"), (4, "tpu")]
+    recording = load_recording(out)
+    assert recording["command"] == ["python", "scripts/bench.py", "--platform", "tpu"]
+    assert {row["ranks"] for row in recording["rows"]} == {2, 4}
+    # The committed files' name for it, and what it is a run of: the sweep module.
+    from scripts.outputs import for_lesson, recording_outputs
+    from scripts.lessons import load_lessons
+    lesson = load_lessons()["distributed-03"]
+    assert for_lesson(lesson).recording(bench.sweep_variant("tpu")) == \
+        "recordings/distributed-03.tpu-sweep.json"
+    root = project_copy(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
+                                            "requirements.txt", "constraints.txt"))
+    (root / "recordings" / "distributed-03.tpu-sweep.json").write_bytes(out.read_bytes())
+    [hardware] = [o for o in recording_outputs(load_lessons(root)["distributed-03"], root)
+                  if o.path.endswith(".tpu-sweep.json")]
+    assert hardware.module == "lesson_code/distributed_03_sweep.py" and not hardware.required
+    assert hardware.fix.startswith("python scripts/tpu_job.py")
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--platform", "tpu", "--ranks", "2", "8"], "p = 8 needs 8 chips, and distributed-03's "
+                                                 "TPU VM has 4"),
+    (["--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
+    (["--platform", "gpu"], "invalid choice: 'gpu'"),
+])
+def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, capsys,
+                                                                  monkeypatch):
+    monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))
+    with pytest.raises(SystemExit) if "gpu" in argv else nullcontext():
+        assert bench.main(argv) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
+    config = {"module": "lesson_code.distributed_03_sweep", "ranks": 2, "sizes": [8],
+              "plan": TINY, "block": 0, "platform": "tpu"}
+    done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure", json.dumps(config)],
+                          cwd=ROOT, env=clean_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.splitlines()
+    assert line.startswith("sweep worker: no TPU backend on this machine (") and \
+        line.endswith("run bench.py without --platform tpu, or on a TPU VM "
+                      "(python scripts/tpu_job.py)")
 
 
 def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path):

@@ -155,11 +155,14 @@ def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure
 
 def test_a_format_change_redraws_and_re_measures_nothing(tree):
     # How sizes are written (scripts/units.py) is no input of any recording: only the
-    # figures that print sizes import it.
+    # figures that print sizes import it, and the analysis that writes the sweep's size
+    # labels (one module for all its variants).
     edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
-        f"figures/{LESSON_ID}-{figure}.svg: stale, scripts/units.py changed; run {RENDER}"
-        for figure in ("sweep", "traffic", "tpu-predictions")])
+        *[f"figures/{LESSON_ID}-{figure}.svg: stale, scripts/units.py changed; run {RENDER}"
+          for figure in ("sweep", "traffic", "tpu-predictions")],
+        *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, scripts/units.py changed; "
+          f"run {RENDER}" for variant in ("cpu", "cpu-processes", "sweep")]])
 
 
 def test_the_bench_cli_is_no_input_of_any_recording(tree):

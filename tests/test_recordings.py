@@ -1,10 +1,11 @@
-"""One schema for every kind of recording, and the committed CPU recording's values."""
+"""The shared header every recording has, each lesson's own data schema, and the committed
+CPU recording's values."""
 import json
 
 import jsonschema
 import pytest
 
-from conftest import PUBLISHED_SEED, ROOT
+from conftest import LESSONS, PUBLISHED_SEED, ROOT
 from scripts.recordings import RecordingError, dumps, load_recording, validate
 
 LESSON_ID = "distributed-03"
@@ -22,6 +23,36 @@ def gradient_from_stdout(stdout):
 def test_the_schema_is_a_valid_schema():
     jsonschema.Draft202012Validator.check_schema(
         json.loads((ROOT / "recordings" / "schema.json").read_text()))
+
+
+def test_each_lesson_s_data_schema_is_a_valid_schema():
+    schemas = [lesson.data_schema for lesson in LESSONS.values() if lesson.data_schema]
+    assert schemas  # distributed-03 names one
+    for schema in schemas:
+        jsonschema.Draft202012Validator.check_schema(json.loads((ROOT / schema).read_text()))
+
+
+def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson():
+    from dataclasses import replace
+
+    lesson = LESSONS[LESSON_ID]
+    recording = json.loads(RECORDING.read_text())
+    recording["data"]["budget"] = [{"ranks": "four"}]  # distributed-03's own field
+    for held_to in (lesson, None):  # named by the caller, or by the recording's lessonId
+        with pytest.raises(RecordingError, match=r"invalid at data/budget/0"):
+            validate(recording, "recordings/x.json", lesson=held_to)
+    # A lesson without a data schema: its data is its own, the header is still checked.
+    plain = replace(lesson, data_schema=None)
+    validate(recording, "recordings/x.json", lesson=plain)
+    recording["generatedAt"] = "yesterday"
+    with pytest.raises(RecordingError, match="invalid at generatedAt"):
+        validate(recording, "recordings/x.json", lesson=plain)
+    # A file of one lesson that names another is refused, so no recording can slip past
+    # its lesson's schema by naming a lesson without one.
+    named_other = json.loads(RECORDING.read_text()) | {"lessonId": "other-lesson"}
+    with pytest.raises(RecordingError, match="it records 'other-lesson', and this file is "
+                                             "distributed-03's"):
+        validate(named_other, "recordings/x.json", lesson=lesson)
 
 
 @pytest.mark.parametrize("path", EVERY_RECORDING, ids=lambda p: p.name)
@@ -155,3 +186,17 @@ def test_a_write_under_a_file_is_one_line(tmp_path):
     (tmp_path / "figures").write_text("not a folder")
     with pytest.raises(RecordingError, match="cannot be written"):
         write_atomically(tmp_path / "figures" / "x.svg", "<svg/>")
+
+
+@pytest.mark.parametrize("text, words", [('{"type": 3}', "not a JSON Schema (at type"),
+                                         ("{not json", "the schema cannot be read")])
+def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
+    from dataclasses import replace
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "bad.schema.json").write_text(text)
+    lesson = replace(LESSONS[LESSON_ID], root=tmp_path, data_schema="lesson_code/bad.schema.json")
+    with pytest.raises(RecordingError) as refused:
+        validate(json.loads(RECORDING.read_text()), "recordings/x.json", lesson=lesson)
+    message = str(refused.value)
+    assert "\n" not in message and words in message and "bad.schema.json" in message

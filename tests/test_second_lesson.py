@@ -32,6 +32,7 @@ def project(tmp_path_factory):
                         PROJECT_PARTS + ("tests",))
     shutil.copy(SECOND / "psum_01.py", root / "lesson_code" / "psum_01.py")
     shutil.copy(SECOND / "psum_bars.py", root / "lesson_code" / "psum_bars.py")  # its figure
+    shutil.copy(SECOND / "psum_01.schema.json", root / "lesson_code")  # its data's schema
     shutil.copy(SECOND / "psum-01.md", root / "docs" / "lessons" / "psum-01.md")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + (SECOND / "registry_entry.toml").read_text())
@@ -144,6 +145,28 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     assert sum("[psum-01]" in line for line in passed) >= 8, passed
     assert any("every_notebook" in line for line in passed), passed
     assert any("sized_lazy" in line for line in passed), passed  # its figure is shown
+
+
+def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):
+    # The registry names psum-01's data schema; --check and the build apply it after the
+    # shared header, so data that does not fit is one line naming the field.
+    import json
+
+    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
+    path = root / "recordings" / "psum-01.cpu.json"
+    recording = json.loads(path.read_text())
+    recording["data"]["sum"] = "three"
+    path.write_text(json.dumps(recording))
+    check = run_record(root, "--check")
+    assert check.returncode == 1
+    assert "recordings/psum-01.cpu.json: invalid at data/sum: 'three' is not of type " \
+           "'number'; run `python scripts/record.py --lesson psum-01`" in \
+           check.stdout.splitlines()
+    run = build(root, tmp_path / "site")
+    assert run.returncode != 0 and "invalid at data/sum" in run.stderr
+    # distributed-03's data fits its own schema, not psum-01's: each lesson, its own.
+    assert not any(line.startswith("recordings/distributed-03") for line in
+                   check.stdout.splitlines())
 
 
 def test_with_two_lessons_each_fix_names_its_lesson(project, tmp_path):

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, LESSONS, ROOT, project_copy
-from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording
+from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, accelerators_for,
                                   check_options, dry_run_text, job_commands, job_steps)
 
 TARGET = "distributed-03.tpu.json"
+SWEEP_TARGET = "distributed-03.tpu-sweep.json"  # bench.py --platform tpu, on the same VM
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 
 
@@ -38,7 +39,7 @@ def gcloud(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
-    for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING"):
+    for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP"):
         monkeypatch.delenv(name, raising=False)
     return lambda: [json.loads(line) for line in log.read_text().splitlines()] \
         if log.exists() else []
@@ -63,7 +64,9 @@ def error_lines(captured):
 
 def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, capsys, tmp_path):
     fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone)
     monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
     before = snapshot(clone / "recordings")
 
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
@@ -72,8 +75,11 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
     assert error_lines(captured) == []
     landed = clone / "recordings" / TARGET
     assert landed.read_bytes() == fetched.read_bytes()
-    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes()}
-    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "delete"]
+    # The lesson's size sweep ran on the same VM and came back checked, beside it.
+    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes(),
+                                              SWEEP_TARGET: sweep.read_bytes()}
+    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp",
+                               "delete"]
     # The job issues exactly what job_commands() lists, in its own temporary directory.
     issued = gcloud()
     workdir = Path(issued[1][4]).parent
@@ -82,24 +88,66 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
     assert [["gcloud", *call] for call in issued] == listed[1:]
     assert not workdir.exists()  # the archive and the fetched copy went with it
     assert "scripts/record.py --platform tpu" in issued[4][-1]
-    # One progress line per step, and the recording lands only after it was checked.
+    assert issued[6][-1] == ("cd distributed-03 && .venv/bin/python scripts/bench.py "
+                             "--platform tpu --lesson distributed-03")
+    assert issued[7][4] == "test-tpu:distributed-03/recordings/distributed-03.tpu-sweep.json"
+    # One progress line per step, and each recording lands only after it was checked.
     steps = [line for line in captured.err.splitlines() if line.startswith("tpu_job: [")]
-    assert len(steps) == 9
+    assert len(steps) == 12
     assert captured.err.index("] validate") < captured.err.index("tpu_job: wrote")
+    assert captured.err.index(f"] validate {SWEEP_TARGET}") < \
+        captured.err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
+
+
+@pytest.mark.parametrize("case", ["missing", "stale", "cpu"])
+def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
+                                                             capsys, tmp_path):
+    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    if case != "missing":  # missing: the VM wrote no sweep, so copying it back fails
+        sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, stale=case == "stale",
+                                environment={"backend": "cpu"} if case == "cpu" else None)
+        monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
+    before = snapshot(clone / "recordings")
+
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+
+    # The lesson's recording was checked and moved into place before the sweep ran.
+    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes()}
+    assert verbs(gcloud())[-1] == "delete"
+    [line] = error_lines(capsys.readouterr())
+    assert {"missing": "copy the sweep back failed",
+            "stale": "the fetched sweep was made from other code than this checkout",
+            "cpu": "its backend is 'cpu'"}[case] in line
+
+
+def test_check_tpu_sweep_refuses_more_chips_than_the_vm_has(clone, tmp_path):
+    from scripts.hardware.verify import check_tpu_sweep
+    from scripts.lessons import load_lessons
+
+    distributed_03 = load_lessons(clone)["distributed-03"]
+    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, chips=8)
+    with pytest.raises(RefusedRecording, match="it measured p = 8, more than the VM's 4 chips"):
+        check_tpu_sweep(sweep, distributed_03, clone, chips=4)
+    assert check_tpu_sweep(write_tpu_sweep(tmp_path / "four.json", clone), distributed_03,
+                           clone, chips=4)["kind"] == "sweep"
 
 
 def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypatch, tmp_path):
     fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone)
     monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     before = snapshot(clone / "recordings")
 
     assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
 
-    assert snapshot(elsewhere) == {TARGET: fetched.read_bytes()}
+    assert snapshot(elsewhere) == {TARGET: fetched.read_bytes(),
+                                   SWEEP_TARGET: sweep.read_bytes()}
     assert snapshot(clone / "recordings") == before
-    assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp"]  # no create, no delete
+    assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
 
 
 REFUSED = {
@@ -237,7 +285,8 @@ def two_lessons(tmp_path):
     """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
     root = project_copy(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
                                            "lesson_code", "recordings"))
-    shutil.copy(FIXTURES / "second_lesson" / "psum_01.py", root / "lesson_code")
+    for name in ("psum_01.py", "psum_01.schema.json"):  # the module and its data schema
+        shutil.copy(FIXTURES / "second_lesson" / name, root / "lesson_code")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() +
                         (FIXTURES / "second_lesson" / "registry_entry.toml").read_text())
@@ -265,6 +314,7 @@ def test_an_8_device_lesson_gets_an_8_chip_vm_and_is_recorded_alone(two_lessons,
     # Only this lesson runs on the VM: distributed-03's recording cannot fail with it.
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
     assert "psum-01/recordings/psum-01.tpu.json" in out and "distributed-03" not in out
+    assert "bench.py" not in out and "sweep" not in out  # a lesson without a sweep: none
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
 
 

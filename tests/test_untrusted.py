@@ -204,6 +204,25 @@ def test_a_module_resolves_only_inside_lesson_code(tmp_path, field, value):
     assert f"field {field!r}" in str(refused.value) and "lesson_code" in str(refused.value)
 
 
+@pytest.mark.parametrize("value", ['"recordings/schema.json"', '"lesson_code/../x.schema.json"',
+                                   '"lesson_code/missing.schema.json"',
+                                   '"lesson_code/my_lesson.py"', '"lesson_code/linked.schema.json"',
+                                   '"/etc/x.schema.json"', "1"])
+def test_a_data_schema_is_a_schema_file_inside_lesson_code(tmp_path, value):
+    root = registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}data_schema = {value}\n")
+    (tmp_path / "x.schema.json").write_text("{}")
+    (root / "lesson_code" / "linked.schema.json").symlink_to(tmp_path / "x.schema.json")
+    from scripts.lessons import RegistryError, load_lessons
+    with pytest.raises(RegistryError) as refused:
+        load_lessons(root)
+    assert "field 'data_schema'" in str(refused.value) and "\n" not in str(refused.value)
+    (root / "lesson_code" / "my_lesson.schema.json").write_text("{}")  # the good one loads
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(f'[[lesson]]\n{GOOD_ENTRY}data_schema = '
+                        f'"lesson_code/my_lesson.schema.json"\n')
+    assert load_lessons(root)["my-lesson"].data_schema == "lesson_code/my_lesson.schema.json"
+
+
 @pytest.mark.parametrize("value", ["true", "false", '"4"', "0", "-1", "2.5", "1000000", "257",
                                    "[4]", "4.0"])
 def test_devices_is_a_whole_number_in_range(tmp_path, value):

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.outputs import for_lesson
 
 # Single-host TPU VMs and their chips: one process sees every chip, so `record.py
 # --platform tpu` runs unchanged there. A lesson is recorded on a VM with exactly its
@@ -47,6 +48,7 @@ class Step:
     command: list | None  # None: done here in Python (validating the recording)
     hint: str = ""  # what to do when it fails, for the job's one-line error
     runs_lesson: bool = False  # its wall time is the recording's durationS (slices)
+    installs: str | None = None  # a local step: the recording variant it checks and moves
 
     @property
     def gcloud_verb(self):
@@ -140,11 +142,15 @@ def tpu_lesson(root=ROOT, lesson_id=None):
     return lessons[lesson_id]
 
 
+def recording_variant(accelerator=None):
+    """What the job records: record.py --platform tpu's run on one VM ("tpu"), the rank
+    module's run on every worker of a slice ("tpu-processes", like cpu-processes)."""
+    return "tpu-processes" if workers(accelerator) > 1 else "tpu"
+
+
 def recording_name(lesson_id, accelerator=None):
-    """The file the job lands under recordings/: record.py --platform tpu's on one VM,
-    the rank module's run on every worker of a slice (a process run, like cpu-processes)."""
-    return f"{lesson_id}.tpu-processes.json" if workers(accelerator) > 1 else \
-        f"{lesson_id}.tpu.json"
+    """The file the job lands under recordings/ (scripts/outputs.py names it)."""
+    return for_lesson(lesson_id).recording_name(recording_variant(accelerator))
 
 
 def remote_setup(jax_version, remote_dir):
@@ -178,6 +184,7 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
                          f"multi-host slice runs one on every worker")
     record = f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson_id}"
     remote_dir = lesson_id  # relative to the VM user's home: scp and ssh both start there
+    files = for_lesson(lesson_id)
     bundle, recording = f"{lesson_id}.tar.gz", recording_name(lesson_id)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
     where = ["--zone", zone] + (["--project", project] if project else [])
@@ -225,12 +232,15 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
                  f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh "
                  f"{vm}`, then `cd {remote_dir} && {record}`"),
             Step("copy the recording back",
-                 tpu_vm + ["scp", f"{name}:{remote_dir}/recordings/{recording}",
+                 tpu_vm + ["scp", f"{name}:{remote_dir}/{files.recording('tpu')}",
                            local(recording), *where], is_vm_up),
             Step(f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
                  f"PASS, current contentFiles), then move it into recordings/{recording}",
-                 None),
+                 None, installs="tpu"),
         ]
+        if lesson.sweep:  # after the lesson's recording is in place: a failed sweep keeps it
+            steps += sweep_steps(lesson, vm, ssh, quoted_dir, remote_dir, tpu_vm,
+                                 name, where, local, is_vm_up)
     else:
         recording = recording_name(lesson_id, accelerator)
         chips = hosts * CHIPS_PER_WORKER
@@ -250,7 +260,8 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
               for what, file in (("data", SLICE_DATA), ("stdout", SLICE_STDOUT))],
             Step(f"make {recording} from them and validate it (schema, backend tpu, "
                  f"{chips} TPU devices in {hosts} processes, PASS, current contentFiles), "
-                 f"then move it into recordings/{recording}", None),
+                 f"then move it into recordings/{recording}", None,
+                 installs="tpu-processes"),
         ]
     if delete:
         steps.append(Step(
@@ -258,6 +269,28 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
             f"it may still be running and billing: run "
             f"`gcloud compute tpus tpu-vm delete {vm} --quiet`"))
     return steps
+
+
+def sweep_steps(lesson, vm, ssh, quoted_dir, remote_dir, tpu_vm, name, where, local,
+                is_vm_up):
+    """The lesson's size sweep on the same VM (scripts/bench.py --platform tpu: each p of
+    the sweep's plan that the VM's chips hold, each in a fresh process), fetched and
+    checked like the lesson's recording; a lesson without a `sweep` gets none."""
+    sweep = for_lesson(lesson).recording_name("tpu-sweep")
+    bench = f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}"
+    return [
+        Step(f"run the size sweep on the chips (scripts/bench.py --platform tpu --lesson "
+             f"{lesson.id}; several minutes)", ssh(f"cd {quoted_dir} && {bench}"),
+             f"its output is above; recordings/{recording_name(lesson.id)} is already in "
+             f"place; to retry the sweep by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
+             f"then `cd {remote_dir} && {bench}`"),
+        Step("copy the sweep back",
+             tpu_vm + ["scp", f"{name}:{remote_dir}/{for_lesson(lesson).recording('tpu-sweep')}",
+                       local(sweep), *where], is_vm_up),
+        Step(f"validate {sweep} (schema, backend tpu, at most {lesson.devices} TPU chips, "
+             f"current contentFiles), then move it into recordings/{sweep}", None,
+             installs="tpu-sweep"),
+    ]
 
 
 def job_commands(name, zone, accelerator=None, project=None, create=True, delete=True,

@@ -8,7 +8,8 @@ from pathlib import Path
 from scripts import ROOT
 from scripts.freshness import stale_inputs
 from scripts.hashes import content_files
-from scripts.recordings import RecordingError, load_recording, write_atomically
+from scripts.recordings import (RecordingError, load_recording, registered_lesson,
+                                write_atomically)
 
 DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
 
@@ -24,7 +25,8 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
     `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
     but in the tests, whose fake slice runs its workers on this machine's CPU."""
     try:
-        recording = load_recording(path)
+        # Held to the lesson's data schema as this checkout registers it.
+        recording = load_recording(path, lesson=registered_lesson(lesson_id, root))
     except RecordingError as error:
         # Without its fix: rerunning record.py here would record the CPU, not the TPU.
         raise RefusedRecording(error.what) from None
@@ -49,6 +51,35 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
     changed = stale_inputs(recording, content_files(module_path, root))
     if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
+                               f"checkout ({', '.join(changed)} differ); commit your changes "
+                               f"and rerun the job")
+    return recording
+
+
+def check_tpu_sweep(path, lesson, root=ROOT, chips=DEVICES, backend="tpu"):
+    """Return the sweep at `path` if it is a current TPU sweep of the lesson's `sweep`
+    module (scripts/bench.py --platform tpu) on at most `chips` chips."""
+    try:
+        recording = load_recording(path, lesson=registered_lesson(lesson.id, root))
+    except RecordingError as error:
+        raise RefusedRecording(error.what) from None  # its fix would sweep this machine
+    environment = recording["environment"]
+    most = max((row["ranks"] for row in recording.get("rows", [])), default=0)
+    problems = [
+        (recording["lessonId"] == lesson.id, f"it records {recording['lessonId']!r}"),
+        (recording["kind"] == "sweep", f"it is a {recording['kind']!r} recording"),
+        (environment["backend"] == backend, f"its backend is {environment['backend']!r}"),
+        (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
+         f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
+        (most <= chips, f"it measured p = {most}, more than the VM's {chips} chips"),
+    ]
+    for ok, why in problems:
+        if not ok:
+            raise RefusedRecording(f"the fetched sweep is not a {backend.upper()} sweep of "
+                                   f"{lesson.id} on {chips} chips: {why}")
+    changed = stale_inputs(recording, content_files(lesson.path(lesson.sweep), root))
+    if changed:
+        raise RefusedRecording(f"the fetched sweep was made from other code than this "
                                f"checkout ({', '.join(changed)} differ); commit your changes "
                                f"and rerun the job")
     return recording

@@ -47,8 +47,8 @@ from scripts.freshness import load_all
 from scripts.hardware.tpu import accelerators_for
 from scripts.hashes import ClosureError, import_closure
 from scripts.lessons import RegistryError, load_course, load_lessons
-from scripts.outputs import RECORD as FIX
-from scripts.outputs import recording_fix
+from scripts.outputs import ANALYSES, RECORD as FIX
+from scripts.outputs import for_lesson, recording_fix, stem_source
 from scripts.recordings import RecordingError
 from scripts.pages.recorded_text import PageValues, formatted
 
@@ -131,7 +131,7 @@ def add_unlisted_lessons(nav, docs):
                  if set(nav_paths([item])) & {f"lessons/{lesson}.md" for lesson in lessons}),
                 default=min(1, len(nav)))
     for lesson in lessons.values():
-        page, notebook = f"lessons/{lesson.id}.md", f"notebooks/{lesson.id}.ipynb"
+        page, notebook = f"lessons/{lesson.id}.md", for_lesson(lesson).notebook_page
         if page in listed or not (docs / page).is_file():
             continue  # listed already, or no page yet (the strict build names it)
         title = lesson_title(lesson, docs)
@@ -232,7 +232,7 @@ def downloads(lesson, page, config):
     for path in exercises:
         lines.append(f"- [`{posixpath.basename(path)}`]({posixpath.relpath(path, here)})"
                      f"{{ download }}: its exercises")
-    notebook = f"notebooks/{lesson.id}.ipynb"
+    notebook = for_lesson(lesson).notebook_page
     if (Path(config["docs_dir"]) / notebook).is_file():
         served = (f"notebooks/{lesson.id}/{lesson.id}.ipynb" if config["use_directory_urls"]
                   else notebook)
@@ -313,26 +313,18 @@ def lookup(recording, dotted):
     return value
 
 
-def source_file(stem):
-    """Where a directive's stem is read from: a recording, or an analysis derived from one
-    ("<lesson>.<variant>.analysis")."""
-    if stem.endswith(".analysis"):
-        return f"recordings/analysis/{stem.removesuffix('.analysis')}.json"
-    return f"recordings/{stem}.json"
-
-
 def recorded(stem, dotted, page):
+    source = stem_source(stem)  # a recording, or an analysis derived from one
     if stem not in recordings:
-        fix = (FIX if stem.endswith(".analysis")
-               else recording_fix(lessons, f"recordings/{stem}.json"))
+        fix = FIX if source.startswith(ANALYSES) else recording_fix(lessons, source)
         raise PluginError(f"{page.file.src_uri}: asks for {stem}:{dotted} but "
-                          f"{source_file(stem)} does not exist; "
+                          f"{source} does not exist; "
                           + (f"run `{fix}`" if fix else "no lesson in lesson_code/lessons.toml "
                              "makes it; fix the directive"))
     try:
         return lookup(recordings[stem], dotted)
     except (KeyError, IndexError):
-        raise PluginError(f"{page.file.src_uri}: {source_file(stem)} has no value at "
+        raise PluginError(f"{page.file.src_uri}: {source} has no value at "
                           f"{dotted!r}") from None
 
 
@@ -345,7 +337,7 @@ def recorded_json(stem, dotted, element_id, page, values):
     try:
         held = values.hold_json(value)
     except ValueError as error:
-        raise PluginError(f"{page.file.src_uri}: recordings/{stem}.json's {dotted!r} is "
+        raise PluginError(f"{page.file.src_uri}: {stem_source(stem)}'s {dotted!r} is "
                           f"not plain JSON ({error}); rerun `{FIX}`") from None
     return f'<script type="application/json" id="{element_id}">{held}</script>\n'
 
@@ -418,7 +410,7 @@ def recording_table(lesson_id, page, values):
         env = recording["environment"]
         status = "stale: " + ", ".join(recording["_staleFiles"]) \
             if recording["_staleFiles"] else "current"
-        path = f"recordings/{recording['_stem']}.json"
+        path = stem_source(recording["_stem"])
         rows.append(f"| `{values.hold(path)}` | "
                     f"`{values.hold(recording['provenance'])}` | "
                     f"{values.hold(machine_label(recording))} | "
@@ -441,10 +433,11 @@ def lesson_list(page, values):
         program = lesson.path().relative_to(lesson.root).as_posix()
         parts = [f"**[{lesson_title(lesson, docs)}]({link(f'lessons/{lesson.id}.md')})** "
                  f"(`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
-        if (docs / "notebooks" / f"{lesson.id}.ipynb").is_file():
-            parts.append(f"[notebook companion]({link(f'notebooks/{lesson.id}.ipynb')})")
+        notebook = for_lesson(lesson).notebook_page
+        if (docs / notebook).is_file():
+            parts.append(f"[notebook companion]({link(notebook)})")
         parts.append(f"[the program]({link(program)}) (`python -m {lesson.module}`)")
-        tpu = "recorded there" if f"{lesson.id}.tpu" in recordings else \
+        tpu = "recorded there" if for_lesson(lesson).stem("tpu") in recordings else \
             "not yet recorded on TPU"
         vms = accelerators_for(lesson.devices)
         parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "

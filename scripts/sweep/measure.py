@@ -1,7 +1,9 @@
 """The sweep's measurements: one worker interpreter per p, and the host's scale.
 
 `make bench` runs each p in a fresh interpreter (`python -m scripts.sweep.measure CONFIG`),
-because JAX fixes the number of logical devices at start-up. A worker prints one line of
+because JAX fixes the number of logical devices at start-up. On CPU the worker makes p
+logical devices; on TPU (`bench.py --platform tpu`, on a TPU VM) it measures the first p
+of the machine's chips. A worker prints one line of
 JSON on stdout (its rows) and its progress on stderr. The parent also measures a memcpy
 for scale and reads the last-level cache size, where the fits stop.
 """
@@ -44,26 +46,51 @@ def run_worker(config):
     # line and kills this worker, which would otherwise print a traceback of its own.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     sweep_programs = importlib.import_module(config["module"])
-    sweep_programs.configure_devices(config["ranks"])
-    import jax
-
-    if len(jax.devices()) != config["ranks"]:
-        raise SystemExit(f"sweep worker: asked for {config['ranks']} devices, JAX has "
-                         f"{len(jax.devices())}; was a device touched before configure_devices?")
+    devices = worker_devices(sweep_programs, config["ranks"], config.get("platform", "cpu"))
     requested = config["sizes"] or sweep_programs.SIZES  # None: every size the module sweeps
     sizes = sweep_programs.sizes_for(requested, config["ranks"])
     progress = ProgressBar(len(sizes) * len(sweep_programs.PROGRAMS),
                            f"block {config['block'] + 1} p={config['ranks']}")
     before = host_load()
-    rows = sweep_programs.measure_ranks(jax.devices(), requested, config["plan"],
+    rows = sweep_programs.measure_ranks(devices, requested, config["plan"],
                                         config["block"], progress.step)
     print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows,
                       "programs": sweep_programs.program_facts(config["ranks"]),
                       "host": {"before": before, "after": host_load()}}))
 
 
-def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT):
-    config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan, "block": block}
+def worker_devices(sweep_programs, ranks, platform):
+    """The p devices this worker measures: p logical CPU devices (the sweep module's
+    configure_devices), or the first p chips; SystemExit with one line when the machine
+    cannot give them."""
+    import jax
+
+    if platform == "cpu":
+        sweep_programs.configure_devices(ranks)
+    else:  # chips are what the machine has: choose the platform, make no CPU devices
+        jax.config.update("jax_platforms", platform)
+
+    try:
+        devices = jax.devices()
+    except RuntimeError as error:  # no such backend here: "Unable to initialize backend"
+        said = str(error).strip().splitlines()[0].split(" (set JAX_PLATFORMS")[0]
+        said = said if len(said) <= 200 else said[:197] + "..."
+        raise SystemExit(f"sweep worker: no {platform.upper()} backend on this machine "
+                         f"({said}); run bench.py without --platform {platform}, or on a "
+                         f"{platform.upper()} VM (python scripts/tpu_job.py)") from None
+    if platform == "cpu" and len(devices) != ranks:
+        raise SystemExit(f"sweep worker: asked for {ranks} devices, JAX has "
+                         f"{len(devices)}; was a device touched before configure_devices?")
+    if len(devices) < ranks:
+        raise SystemExit(f"sweep worker: p={ranks} needs {ranks} {platform.upper()} devices "
+                         f"and this machine has {len(devices)}; measure p up to "
+                         f"{len(devices)} (--ranks)")
+    return devices[:ranks]
+
+
+def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT, platform="cpu"):
+    config = {"module": module, "ranks": ranks, "sizes": sizes, "plan": plan, "block": block,
+              "platform": platform}
     try:
         done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure",
                                json.dumps(config)], cwd=root, stdout=subprocess.PIPE, text=True)
