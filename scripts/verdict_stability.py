@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.lessons import RegistryError, load_lessons  # noqa: E402
+from scripts.outputs import for_lesson  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = ("supported", "contradicted", "inconclusive", "not applicable")
@@ -90,7 +91,7 @@ def clone(into):
 def measured(lesson, variant, runs, scratch):
     """`runs` fresh recordings of `variant`, measured one after another in one clone."""
     copy = clone(scratch / "measure")
-    name = f"recordings/{lesson.id}.{variant}.json"
+    name = for_lesson(lesson).recording(variant)
     found = []
     for number in range(runs):
         print(f"verdict_stability: measuring {variant}, run {number + 1} of {runs}",
@@ -105,7 +106,7 @@ def measured(lesson, variant, runs, scratch):
 def page_texts(lesson, variant, recording, pages, scratch, number):
     """Each page's (masked text, table verdicts), built in a clean clone from `recording`."""
     copy = clone(scratch / f"derive{number}")
-    shutil.copy(recording, copy / f"recordings/{lesson.id}.{variant}.json")
+    shutil.copy(recording, copy / for_lesson(lesson).recording(variant))
     run(["scripts/record.py", "--render-only"], copy)
     run(["-m", "mkdocs", "build", "--strict", "--site-dir", str(copy / "site")], copy)
     built = {page: (copy / "site" / page).read_text(encoding="utf-8") for page in pages}
