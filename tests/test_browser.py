@@ -271,13 +271,16 @@ def step_the_ring_midway(page):
 
 def tap_a_small_figure(page, path, site, figures):
     """On a phone, a figure too small to read in place opens full size on a tap: tap the
-    first such figure of the page and say what opened."""
+    first such figure of the page a reader sees (not one inside a closed answer) and say
+    what opened."""
     for figure in figures:
         file = Path(site) / urlsplit(figure["src"]).path.lstrip("/")
         font, view_width = smallest_text(file.read_text())
-        if font is not None and font * figure["drawn"] / view_width < SMALLEST_READABLE_PX:
+        link = page.locator(f'article a[href$="/{file.name}"]').first
+        if font is not None and font * figure["drawn"] / view_width < SMALLEST_READABLE_PX \
+                and link.is_visible():
             with page.expect_navigation() as opened:
-                page.locator(f'article a[href$="/{file.name}"]').first.tap()
+                link.tap()
             return {"figure": file.name, "ok": opened.value.ok,
                     "content type": opened.value.headers["content-type"],
                     "root": page.evaluate("document.documentElement.tagName")}

@@ -125,21 +125,27 @@ def test_its_steps_with_their_own_imports_pass_lint(project):
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     # The copy's own tests, parametrized over its registry: psum-01 is among their cases
     # with no line of tests/ changed (run here: the page, the notebook, the freshness
-    # model's per-lesson expectations, and the built site's: its home page, downloads,
-    # every figure shown, formulas).
+    # model's per-lesson expectations, its figure, and the built site's: its home page,
+    # downloads, snippets, labels, every figure shown, formulas).
     root, *_ = project
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
          "tests/test_lesson_page.py", "tests/test_notebook.py", "tests/test_freshness.py",
-         "tests/test_site.py", "-k", "psum-01 or every_figure or every_notebook or "
-         "committed_tree or named_after_the_course or sized_lazy or formulas_are_mathml"],
+         "tests/test_site.py", "tests/test_figures.py", "tests/test_untrusted.py", "-k",
+         "psum-01 or every_figure or every_notebook or committed_tree or "
+         "named_after_the_course or sized_lazy or formulas_are_mathml or renderers_import"],
         cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
         timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
     passed = [line for line in run.stdout.splitlines() if line.startswith("PASSED")]
-    assert sum("[psum-01]" in line for line in passed) >= 8, passed
+    assert sum("psum-01" in line for line in passed) >= 20, passed  # 20 cases of it today
     assert any("every_notebook" in line for line in passed), passed
     assert any("sized_lazy" in line for line in passed), passed  # its figure is shown
+    assert any("renderers_import" in line for line in passed), passed  # and its renderer
+    for test in ("test_figures.py::test_the_committed_figure_is_what_its_renderer_draws",
+                 "test_site.py::test_a_broken_recording_fails_with_one_line",
+                 "test_untrusted.py::test_the_site_s_own_notebook_still_converts"):
+        assert any(test in line and "psum-01" in line for line in passed), (test, passed)
 
 
 def test_with_two_lessons_each_fix_names_its_lesson(project, tmp_path):
