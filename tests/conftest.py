@@ -30,9 +30,40 @@ from scripts.lessons import load_lessons  # noqa: E402 (no JAX; after the settin
 # This tree's registry. A test about "the lesson" runs once per registered lesson
 # (@each_lesson), so a lesson added as the README says is tested with no change here;
 # a test of one lesson's own content names it.
-LESSONS = load_lessons(ROOT)
+LESSONS = load_lessons(ROOT)  # never empty: the registry refuses a file with no lesson
 each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
                                       ids=list(LESSONS))
+
+# The course's seed lesson, taken from the registry by name here and nowhere else. Tests of
+# its own content (its snippet sections, its panels and mechanism figure, its rank module,
+# sweep and simulation) and tests that need a lesson with all of those (a hostile
+# recording's panel labels, a stale process run) use it; every other test takes its lessons
+# from LESSONS, so a lesson added as the README says changes nothing under tests/.
+SEED = LESSONS["distributed-03"]
+# Some lesson, any: the registry's first, for checks of the machinery that need one
+# recording (a page directive that reads it, a page that asks for it).
+FIRST_LESSON = next(iter(LESSONS.values()))
+
+
+def recording_name(lesson, variant="cpu"):
+    """A lesson's recording, as the repository names it: recordings/<id>.<variant>.json."""
+    return f"recordings/{lesson.id}.{variant}.json"
+
+
+def module_file(lesson, module=None):
+    """The lesson's module (or another of its modules) as a path below the root."""
+    return lesson.path(module).relative_to(lesson.root).as_posix()
+
+
+def lessons_with(*fields):
+    """The registered lessons that name every one of `fields` (a rank module, a sweep...).
+    A parametrization over none of them is an error, never a silent pass."""
+    chosen = [lesson for lesson in LESSONS.values()
+              if all(getattr(lesson, name) for name in fields)]
+    if not chosen:
+        raise pytest.UsageError(f"no registered lesson has {', '.join(fields)}: the tests "
+                                f"of those need one (lesson_code/lessons.toml)")
+    return chosen
 
 
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
@@ -88,6 +119,29 @@ def project_copy(destination, parts=PROJECT_PARTS):
     return destination
 
 
+# The small fixture lesson (two devices, one psum, a figure of its own renderer): what a
+# course author adds, and what a fault test runs when its fault does not depend on the
+# lesson, since it records in seconds.
+FIXTURE_LESSON = FIXTURES / "second_lesson"
+
+
+def add_fixture_lesson(root):
+    """Add the fixture lesson to the project at `root` as the README says (its module and
+    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson."""
+    import tomllib
+
+    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
+    lesson_id = tomllib.loads(entry)["lesson"][0]["id"]
+    # Its module, its figure's renderer and its data's schema.
+    for name in ("psum_01.py", "psum_bars.py", "psum_01.schema.json"):
+        shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
+    if (root / "docs").is_dir():
+        shutil.copy(FIXTURE_LESSON / f"{lesson_id}.md", root / "docs" / "lessons")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text() + entry)
+    return load_lessons(root)[lesson_id]
+
+
 def rederive_analyses(root):
     """Remake every lesson's analyses from the recordings now in `root`, and their lock
     entries, as `--render-only` would, but leave the figures as they are: a test that
@@ -106,20 +160,43 @@ def rederive_analyses(root):
     lock_path(root).write_text(lock_text(lock))
 
 
+def built_once(request, tmp_path_factory, name, make):
+    """`make(folder)` run once for the whole test run, its folder shared: under
+    pytest-xdist every worker asks, the first builds while the others wait on a lock, and
+    all read the same files (the tests that take it only read them)."""
+    import fcntl
+
+    shared = tmp_path_factory.getbasetemp()
+    if hasattr(request.config, "workerinput"):  # an xdist worker (not its environment,
+        shared = shared.parent  # which a pytest it starts inherits): the run's own folder
+    folder, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, however it ends
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
+            folder.mkdir()
+            result = make(folder)
+            done.write_text(str(result))
+    return Path(done.read_text())
+
+
 @pytest.fixture(scope="session")
-def built_site(tmp_path_factory):
-    """The site, built strictly from the working tree with JAX made unimportable."""
+def built_site(request, tmp_path_factory):
+    """The site, built strictly from the working tree with JAX made unimportable (once per
+    test run, whatever the number of workers)."""
     from site_build import build
 
-    site = tmp_path_factory.mktemp("site")
-    run = build(ROOT, site)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return site
+    def make(site):
+        run = build(ROOT, site)
+        assert run.returncode == 0, run.stderr[-3000:]
+        return site
+
+    return built_once(request, tmp_path_factory, "built-site", make)
 
 
 @pytest.fixture(scope="session")
-def reference_site(tmp_path_factory):
+def reference_site(request, tmp_path_factory):
     """The bare mkdocs-material reference site (tests/site_reference.py), built once."""
     from site_reference import build_reference
 
-    return build_reference(tmp_path_factory.mktemp("reference"))
+    return built_once(request, tmp_path_factory, "reference", build_reference)

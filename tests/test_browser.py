@@ -5,9 +5,11 @@ that leaves 127.0.0.1, an image that did not load, a formula left as TeX or type
 script, a collapsed answer that does not open, a page wider than a phone, a figure whose
 smallest text a reader cannot read, a lesson page heavier than 500 KB on first load, or
 an axe-core finding (serious or critical) that a bare mkdocs-material page does not show
-as well. Every page the build wrote is checked, found in the built site itself. It serves
-the site a second time under a sub-path, as a GitHub Pages project site is. Screenshots
-land in test-artifacts/ for a person to look at.
+as well. Every page the build wrote is checked, found in the built site itself, on four
+screens (light and dark, 1280 and 390 px), each page visited once per screen and read by
+every check of that screen (the `visits` fixture). It serves the site a second time under
+a sub-path, as a GitHub Pages project site is. Screenshots land in test-artifacts/ for a
+person to look at.
 """
 import functools
 import http.server
@@ -15,11 +17,13 @@ import json
 import os
 import re
 import threading
+from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import LESSONS, ROOT
+from conftest import LESSONS, ROOT, SEED, recording_name
 from site_build import build
 from site_pages import formulas_in, markdown_source, site_pages
 
@@ -30,11 +34,13 @@ ARTIFACTS = ROOT / "test-artifacts"
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run",
          "--disable-quic"]
-# The registry's first lesson stands for "the lesson page" in checks that hold for any.
-FIRST_LESSON = next(iter(LESSONS.values())).id
-LESSON = f"lessons/{FIRST_LESSON}/"
+# The seed lesson's page: the checks of its own figures, formulas and answers, and the
+# page the going-further pages (its own) link back to. Every other check reads every page.
+LESSON = f"lessons/{SEED.id}/"
+RING_SIMULATOR = "going-further/ring-simulator/"
 GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").glob("*.md"))
 SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
+DESKTOP = ("light", 1280)
 SUB_PATH = "lesson-site"  # as https://<owner>.github.io/<repository>/
 # Issue 13: every request of the lesson page's first load, as `python -m http.server`
 # sends it (uncompressed), in kilobytes of 1,000 bytes.
@@ -153,10 +159,10 @@ def close_again(opened):
     opened.evaluate("all => all.forEach(details => { details.open = false; })")
 
 
-def assert_images_loaded(page):
-    """Scroll every (lazy) image into view, give it time to arrive, then check them all.
-    A figure inside a collapsed answer loads when the reader opens it, so open each one
-    (and close it again afterwards)."""
+def broken_images(page):
+    """Scroll every (lazy) image into view, give it time to arrive, then return those that
+    did not load. A figure inside a collapsed answer loads when the reader opens it, so
+    open each one (and close it again afterwards)."""
     closed = open_every_details(page)
     images = page.locator("img")
     for index in range(images.count()):
@@ -165,47 +171,197 @@ def assert_images_loaded(page):
         page.wait_for_function("[...document.images].every(img => img.complete)",
                                timeout=10000)
     except Exception:
-        pass  # the assertion below names the images that never arrived
+        pass  # the caller's assertion names the images that never arrived
     broken = page.evaluate("""[...document.images]
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     close_again(closed)
-    assert broken == []
+    return broken
 
 
-def test_lesson_page_in_a_browser(browser, served):
-    page, watch = open_page(browser, f"{served}/{LESSON}", served)
+def assert_images_loaded(page):
+    assert broken_images(page) == []
+
+
+# ------------------------------------------------- one visit per page and screen --
+#
+# Every check below that reads a page of the built site as a reader's screen shows it
+# (light or dark, 1280 or 390 px) reads it from one visit of that page on that screen:
+# the page is loaded once, then read in an order where no step changes what a later one
+# sees (the first load's requests, then axe on the page as loaded, then the figures with
+# every answer opened and closed again, then the images scrolled in, then the clicks,
+# the tap last since it leaves the page). Each test asserts on what its visit recorded.
+
+@dataclass
+class Visit:
+    """What one page did and showed on one screen."""
+    problems: list  # PageWatch's: console errors, failed or outside requests, HTTP errors
+    requests: list
+    first_load: dict  # what the first load fetched, bytes by path (FIRST_LOAD_PAGES only)
+    scheme: str  # the theme's colour scheme on <body>
+    fits: bool  # nothing scrolls sideways
+    axe: list  # serious and critical findings (None when axe-core is missing)
+    figures: list  # FIGURES_ON_SCREEN, every answer opened
+    broken: list  # images that did not load once scrolled into view
+    display_overflow: int  # display formulas wider than their row
+    links_to_lesson: int  # links to the seed lesson's page
+    shows: dict = field(default_factory=dict)  # what a page's own checks read off it
+
+
+def read_the_lesson_page(page, watch):
+    """The seed lesson's page on the desktop screen: its figures, formulas, font and an
+    answer a reader opens."""
     figures = page.locator("img[src$='.svg']")
-    assert figures.count() >= 2  # the mechanism table, storage and payload
-    # Sized (no layout shift while loading) and lazy (below the fold waits).
-    assert page.locator("img[src$='.svg'][width][height][loading=lazy]").count() \
-        == figures.count()
-    assert_images_loaded(page)
-    # Every formula is MathML typeset at build time: no TeX left, no math script loaded.
-    formulas = formulas_in(markdown_source(LESSON))
-    assert formulas > 0 and page.locator("math").count() == formulas
-    assert page.locator(".arithmatex").count() == 0
-    assert "\\(" not in page.inner_text("article")
-    assert not [url for url in watch.requests if "mathjax" in url.lower()
-                or "katex" in url.lower()]
+    shows = {"figures": figures.count(),
+             "sized lazy figures": page.locator(
+                 "img[src$='.svg'][width][height][loading=lazy]").count(),
+             "math": page.locator("math").count(),
+             "arithmatex": page.locator(".arithmatex").count(),
+             "article": page.inner_text("article"),
+             "math scripts": [url for url in watch.requests if "mathjax" in url.lower()
+                              or "katex" in url.lower()]}
+    page.evaluate("document.fonts.ready.then(() => true)")
+    shows["math font loaded"] = page.evaluate("""[...document.fonts].some(face =>
+        face.family.includes('Lesson Math') && face.status === 'loaded')""")
     # In the site's math font a display Σ is drawn at display size (15 px tall at 16 px
     # text in the `math` family's fallback glyphs, 25 px in a font with a MATH table).
-    page.evaluate("document.fonts.ready.then(() => true)")
-    assert page.evaluate("""[...document.fonts].some(face => face.family.includes(
-        'Lesson Math') && face.status === 'loaded')""")
-    sigma = page.evaluate("""(() => { const sum = document.querySelector(
+    shows["sigma"] = page.evaluate("""(() => { const sum = document.querySelector(
         '.math-display mo[largeop]'); return sum.getBoundingClientRect().height
         / parseFloat(getComputedStyle(sum).fontSize); })()""")
-    assert sigma >= 1.4, f"a display sum drawn {sigma:.2f} times the text size"
     answer = page.locator("details", has_text="Answer").first
-    assert answer.get_attribute("open") is None
+    shows["answer closed at first"] = answer.get_attribute("open") is None
     answer.locator("summary").click()
     page.wait_for_function("el => el.open", arg=answer.element_handle())
-    assert answer.get_attribute("open") is not None
+    shows["answer opens"] = answer.get_attribute("open") is not None
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
-    assert watch.problems == []
-    page.close()
+    return shows
 
+
+def read_a_notebook_page(page):
+    """A notebook page in the dark palette: its code takes the theme's colours."""
+    code = page.locator(".highlight pre > code").first
+    shows = {"mathjax": page.evaluate("typeof window.MathJax"), "content": page.content(),
+             "code background": code.evaluate("el => getComputedStyle(el).backgroundColor"),
+             "page background": page.evaluate(
+                 "getComputedStyle(document.body).backgroundColor"),
+             "ipynb links": page.locator("a[download][href$='.ipynb']").count(),
+             "ipynb button": page.locator("a.md-button[download][href$='.ipynb']")
+             .is_visible(),
+             "py button": page.locator("a.md-button[download][href$='.py']").is_visible()}
+    page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}"
+                             f".png"))
+    return shows
+
+
+def step_the_ring_midway(page):
+    """The step-through's looks (own, partial, full, missing, arrived) all appear while it
+    is stepped: axe's findings after each of the first two steps, then once it went to
+    the last step and back one."""
+    root = page.locator(".ring-stepper")
+    findings = []
+    for go in ("next", "next", "last", "previous"):  # mid reduce-scatter, then all-gather
+        root.locator(f"[data-go={go}]").click()
+        if go == "next":
+            findings.append(axe_findings(page))
+    return {"axe while stepping": findings,
+            "missing chunks": root.locator(".ring-stepper__chunk--missing").count(),
+            "axe midway": axe_findings(page),
+            "fits midway": page.evaluate("document.documentElement.scrollWidth <= innerWidth")}
+
+
+def tap_a_small_figure(page, path, site, figures):
+    """On a phone, a figure too small to read in place opens full size on a tap: tap the
+    first such figure of the page a reader sees (not one inside a closed answer) and say
+    what opened."""
+    for figure in figures:
+        file = Path(site) / urlsplit(figure["src"]).path.lstrip("/")
+        font, view_width = smallest_text(file.read_text())
+        link = page.locator(f'article a[href$="/{file.name}"]').first
+        if font is not None and font * figure["drawn"] / view_width < SMALLEST_READABLE_PX \
+                and link.is_visible():
+            with page.expect_navigation() as opened:
+                link.tap()
+            return {"figure": file.name, "ok": opened.value.ok,
+                    "content type": opened.value.headers["content-type"],
+                    "root": page.evaluate("document.documentElement.tagName")}
+    return None
+
+
+def visit(browser, origin, site, path, scheme, width):
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                            is_mobile=width < 600, has_touch=width < 600)
+    watch = PageWatch(page, origin)
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    page.goto(f"{origin}/{path}", wait_until="networkidle")
+    first_load = {response.url.removeprefix(origin): len(response.body())
+                  for response in responses} \
+        if (scheme, width) == DESKTOP and path in FIRST_LOAD_PAGES else {}
+    record = Visit(problems=watch.problems, requests=watch.requests, first_load=first_load,
+                   scheme=page.evaluate("document.body.dataset.mdColorScheme"),
+                   fits=page.evaluate("document.documentElement.scrollWidth <= innerWidth"),
+                   axe=axe_findings(page) if AXE.exists() else None, figures=[], broken=[],
+                   display_overflow=0, links_to_lesson=0)
+    opened = open_every_details(page)  # a hint's figure is narrower
+    record.figures = page.evaluate(FIGURES_ON_SCREEN)
+    close_again(opened)
+    record.broken = broken_images(page)
+    # A display formula's parts wrap; none sticks out of its row.
+    record.display_overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
+        .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
+    record.links_to_lesson = page.locator(f"a[href*='{LESSON}']").count()
+    if path == LESSON and (scheme, width) == DESKTOP:
+        record.shows.update(read_the_lesson_page(page, watch))
+    if path == LESSON and (scheme, width) == ("dark", 1280):
+        page.screenshot(path=str(ARTIFACTS / "lesson-dark.png"))
+    if path == LESSON and (scheme, width) == ("dark", 390):
+        page.locator(".math-display").first.screenshot(path=str(ARTIFACTS / "formula-phone.png"))
+    if path.startswith("notebooks/") and (scheme, width) == ("dark", 1280):
+        record.shows.update(read_a_notebook_page(page))
+    if path == RING_SIMULATOR and AXE.exists():
+        record.shows.update(step_the_ring_midway(page))
+    # What the page did, up to here: the tap leaves it for the SVG on its own (whose
+    # favicon request is no request of the page's).
+    record.problems, record.requests = list(watch.problems), list(watch.requests)
+    if (scheme, width) == ("light", 390):
+        record.shows["tapped"] = tap_a_small_figure(page, path, site, record.figures)
+    page.close()
+    return record
+
+
+@pytest.fixture(scope="module")
+def visits(browser, served, built_site, pages):
+    """visits(scheme, width) -> {page: Visit}, every page of the site on that screen,
+    visited the first time a test asks for that screen."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    screens = {}
+
+    def on(scheme, width):
+        if (scheme, width) not in screens:
+            screens[scheme, width] = {path: visit(browser, served, built_site, path, scheme,
+                                                  width) for path in pages}
+        return screens[scheme, width]
+
+    return on
+
+
+def test_lesson_page_in_a_browser(visits):
+    seen = visits(*DESKTOP)[LESSON]
+    shows = seen.shows
+    assert shows["figures"] >= 2  # the mechanism table, storage and payload
+    # Sized (no layout shift while loading) and lazy (below the fold waits).
+    assert shows["sized lazy figures"] == shows["figures"]
+    assert seen.broken == []
+    # Every formula is MathML typeset at build time: no TeX left, no math script loaded.
+    formulas = formulas_in(markdown_source(LESSON))
+    assert formulas > 0 and shows["math"] == formulas
+    assert shows["arithmatex"] == 0
+    assert "\\(" not in shows["article"]
+    assert shows["math scripts"] == []
+    assert shows["math font loaded"]
+    assert shows["sigma"] >= 1.4, f"a display sum drawn {shows['sigma']:.2f} times the text size"
+    assert shows["answer closed at first"] and shows["answer opens"]
+    assert seen.problems == []
 
 
 def test_a_code_blocks_copy_button_copies_that_block(browser, served):
@@ -239,17 +395,12 @@ SEARCH_INDEX = "/search/search_index.json"
 
 
 @pytest.mark.parametrize("path", FIRST_LOAD_PAGES)
-def test_first_load_without_the_search_index_is_at_most_500_kb(browser, served, path):
+def test_first_load_without_the_search_index_is_at_most_500_kb(visits, path):
     """Everything the first load of a page requests, at a desktop size: the page, the
     theme's CSS and JavaScript, the search worker, the math font where a formula is shown,
     and the figures near enough to the screen for chromium to fetch them; lazy figures
     further down wait. The search index is counted apart."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    responses = []
-    page.on("response", lambda response: responses.append(response))
-    page.goto(f"{served}/{path}", wait_until="networkidle")
-    sizes = {response.url.removeprefix(served): len(response.body())
-             for response in responses}
+    sizes = visits(*DESKTOP)[path].first_load
     total = sum(sizes.values())
     own = total - sizes.get(SEARCH_INDEX, 0)
     print(f"/{path} first load: {total:,} bytes in {len(sizes)} requests, "
@@ -261,36 +412,26 @@ def test_first_load_without_the_search_index_is_at_most_500_kb(browser, served, 
                     "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes}, indent=2))
     assert SEARCH_INDEX in sizes  # the index is still fetched: the subtraction is real
     assert own <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
-    page.close()
 
 
 @pytest.mark.parametrize("name", GOING_FURTHER)
-def test_each_going_further_page_loads(browser, served, name):
-    page, watch = open_page(browser, f"{served}/going-further/{name}/", served)
-    page.wait_for_load_state("networkidle")
-    assert_images_loaded(page)
+def test_each_going_further_page_loads(visits, name):
+    seen = visits(*DESKTOP)[f"going-further/{name}/"]
+    assert seen.broken == []
     # Each deepens a point of the lesson and links back to it.
-    assert page.locator(f"a[href*='{LESSON}']").count() >= 1
-    assert watch.problems == []
-    page.close()
+    assert seen.links_to_lesson >= 1
+    assert seen.problems == []
 
 
-def test_formulas_fit_a_phone(browser, served, built_site, pages):
+def test_formulas_fit_a_phone(visits, built_site, pages):
     with_display = [path for path in pages if path.endswith("/")
                     and 'class="math-display"' in (built_site / path / "index.html").read_text()]
     assert LESSON in with_display and "going-further/sweep/" in with_display
-    ARTIFACTS.mkdir(exist_ok=True)
+    on_a_phone = visits("dark", 390)
     for path in with_display:
-        page, watch = open_page(browser, f"{served}/{path}", served, "dark", 390)
         # A display formula's parts wrap; none sticks out of its row.
-        overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
-            .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
-        assert overflow == 0, path
-        if path == LESSON:
-            page.locator(".math-display").first.screenshot(
-                path=str(ARTIFACTS / "formula-phone.png"))
-        assert watch.problems == [], path
-        page.close()
+        assert on_a_phone[path].display_overflow == 0, path
+        assert on_a_phone[path].problems == [], path
 
 
 FONT_SIZE = re.compile(r"font-size\s*[:=]\s*[\"']?\s*([0-9.]+)([a-z%]*)")
@@ -315,15 +456,13 @@ FIGURES_ON_SCREEN = """() => [...document.querySelectorAll('article img[src$=".s
     link: img.closest('a') ? img.closest('a').href : null}))"""
 
 
-def test_every_figure_is_readable_or_opens_full_size(browser, served, built_site, pages):
+def test_every_figure_is_readable_or_opens_full_size(visits, built_site, pages):
     """Issue 12: at the desktop content width a figure's smallest text renders at >= 9 px;
     on a 390 px phone a figure that cannot be read in place opens full size on a tap."""
-    unreadable, measured, tapped = [], {}, False
+    unreadable, measured, taps = [], {}, []
     for width in (1280, 390):
-        for path in pages:
-            page, watch = open_page(browser, f"{served}/{path}", served, width=width)
-            to_tap, opened = None, open_every_details(page)  # a hint's figure is narrower
-            for figure in page.evaluate(FIGURES_ON_SCREEN):
+        for path, seen in visits("light", width).items():
+            for figure in seen.figures:
                 file = built_site / urlsplit(figure["src"]).path.lstrip("/")
                 font, view_width = smallest_text(file.read_text())
                 if font is None:
@@ -336,45 +475,36 @@ def test_every_figure_is_readable_or_opens_full_size(browser, served, built_site
                 if width == 390 and shown < SMALLEST_READABLE_PX:
                     # Too small on a phone: the figure is a link to itself, full size.
                     assert figure["link"] == figure["src"], (path, file.name)
-                    to_tap = to_tap or file.name
-            assert watch.problems == [], path
-            close_again(opened)
-            if width == 390 and to_tap and not tapped:  # one tap shows the link works
-                with page.expect_navigation() as opened:
-                    page.locator(f'article a[href$="/{to_tap}"]').first.tap()
-                assert opened.value.ok and "svg" in opened.value.headers["content-type"]
-                assert page.evaluate("document.documentElement.tagName") == "svg"
-                tapped = True
-            page.close()
-    assert tapped
+            assert seen.problems == [], path
+            if width == 390 and seen.shows["tapped"]:
+                taps.append((path, seen.shows["tapped"]))
+    assert taps  # a tap shows the link works: the SVG itself opens
+    for path, tapped in taps:
+        assert tapped["ok"] and "svg" in tapped["content type"], (path, tapped)
+        assert tapped["root"] == "svg", (path, tapped)
     print("smallest figure text, CSS px:", measured)
     assert unreadable == []
     assert {name for name, width in measured} == \
         {path.name for path in (ROOT / "figures").glob("*.svg")}
 
 
-def test_dark_palette_and_notebook_page(browser, served):
-    page, watch = open_page(browser, f"{served}/{LESSON}", served, "dark")
-    scheme = page.evaluate("document.body.getAttribute('data-md-color-scheme')")
-    assert scheme == "slate"
-    page.screenshot(path=str(ARTIFACTS / "lesson-dark.png"))
-    page.close()
-    notebook, notebook_watch = open_page(browser, f"{served}/notebooks/{FIRST_LESSON}/",
-                                         served, "dark")
-    assert notebook.evaluate("typeof window.MathJax") == "undefined"
-    assert f"PASS: {FIRST_LESSON}" in notebook.content()
-    # Its code is the theme's code block, so it takes the theme's colours in dark mode.
-    code = notebook.locator(".highlight pre > code").first
-    background = code.evaluate("el => getComputedStyle(el).backgroundColor")
-    page_background = notebook.evaluate("getComputedStyle(document.body).backgroundColor")
-    assert background != "rgb(245, 245, 245)" and background != page_background
-    # The theme's icon, and a visible button under the title; the program beside it.
-    assert notebook.locator("a[download][href$='.ipynb']").count() == 2
-    assert notebook.locator("a.md-button[download][href$='.ipynb']").is_visible()
-    assert notebook.locator("a.md-button[download][href$='.py']").is_visible()
-    notebook.screenshot(path=str(ARTIFACTS / "notebook.png"))
-    assert watch.problems == [] and notebook_watch.problems == []
-    notebook.close()
+def test_dark_palette_and_notebook_page(visits):
+    dark = visits("dark", 1280)
+    assert dark[LESSON].scheme == "slate"
+    notebooks = [path for path in dark if path.startswith("notebooks/")]
+    assert notebooks == sorted(f"notebooks/{lesson}/" for lesson in LESSONS)
+    for path in notebooks:
+        shows = dark[path].shows
+        assert shows["mathjax"] == "undefined"
+        assert f"PASS: {path.split('/')[1]}" in shows["content"]
+        # Its code is the theme's code block, so it takes the theme's colours in dark mode.
+        assert shows["code background"] != "rgb(245, 245, 245)"
+        assert shows["code background"] != shows["page background"]
+        # The theme's icon, and a visible button under the title; the program beside it.
+        assert shows["ipynb links"] == 2
+        assert shows["ipynb button"] and shows["py button"]
+        assert dark[path].problems == [], path
+    assert dark[LESSON].problems == []
 
 
 def axe_findings(page):
@@ -407,22 +537,18 @@ def reference_findings(browser, serve, reference_site):
 
 
 @pytest.mark.parametrize("scheme, width", SCREENS)
-def test_no_accessibility_finding_beyond_the_theme(browser, served, reference_findings,
-                                                   pages, scheme, width):
+def test_no_accessibility_finding_beyond_the_theme(visits, reference_findings, scheme, width):
     if not AXE.exists():
         skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
     ours = []
-    for path in pages:
-        page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
-        expected = "slate" if scheme == "dark" else "default"
-        assert page.evaluate("document.body.dataset.mdColorScheme") == expected
+    expected = "slate" if scheme == "dark" else "default"
+    for path, seen in visits(scheme, width).items():
+        assert seen.scheme == expected, path
         # Nothing scrolls sideways: the page is no wider than the screen.
-        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth"), path
-        ours += [f"/{path}: {finding['key']} at {finding['where']}"
-                 for finding in axe_findings(page)
+        assert seen.fits, path
+        ours += [f"/{path}: {finding['key']} at {finding['where']}" for finding in seen.axe
                  if finding["key"] not in reference_findings[scheme, width]]
-        assert watch.problems == [], path
-        page.close()
+        assert seen.problems == [], path
     assert ours == []
 
 
@@ -618,8 +744,7 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served):
     """Issue 20, item 1: every value the step-through shows, forwards with the buttons and
     backwards with the arrow keys, equals the recorded trace as the figures read it; the
     last step of each phase reaches the recorded bytes per rank, (p - 1)/p·G."""
-    recording = json.loads((ROOT / "recordings" / "distributed-03.simulation.json")
-                           .read_text())
+    recording = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())
     p = recording["data"]["ranks"]
     expected = expected_ring_steps(recording)
     assert len(expected) == 2 * p
@@ -666,26 +791,20 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served):
 
 
 @pytest.mark.parametrize("scheme, width", SCREENS)
-def test_the_ring_step_through_is_accessible_midway(browser, served, reference_findings,
-                                                    scheme, width):
+def test_the_ring_step_through_is_accessible_midway(visits, reference_findings, scheme, width):
     """The step-through's looks (own, partial, full, missing, arrived) all appear while
     it is stepped; axe checks them in both palettes and at both widths."""
     if not AXE.exists():
         skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
-    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served,
-                            scheme, width)
-    root = page.locator(".ring-stepper")
-    for go in ("next", "next", "last", "previous"):  # mid reduce-scatter, then all-gather
-        root.locator(f"[data-go={go}]").click()
-        if go == "next":
-            ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
-                    if finding["key"] not in reference_findings[scheme, width]]
-            assert ours == [], go
-    assert root.locator(".ring-stepper__chunk--missing").count() > 0
-    ours = [f"{finding['key']} at {finding['where']}" for finding in axe_findings(page)
-            if finding["key"] not in reference_findings[scheme, width]]
-    assert ours == []
+    seen = visits(scheme, width)[RING_SIMULATOR]
+    theirs = reference_findings[scheme, width]
+    for findings in seen.shows["axe while stepping"]:
+        assert [f"{finding['key']} at {finding['where']}" for finding in findings
+                if finding["key"] not in theirs] == []
+    assert len(seen.shows["axe while stepping"]) == 2
+    assert seen.shows["missing chunks"] > 0
+    assert [f"{finding['key']} at {finding['where']}" for finding in seen.shows["axe midway"]
+            if finding["key"] not in theirs] == []
     # Nothing of it is wider than a phone.
-    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
-    assert watch.problems == []
-    page.close()
+    assert seen.shows["fits midway"]
+    assert seen.problems == []

@@ -9,11 +9,12 @@ import sys
 
 import pytest
 
-from conftest import ROOT, clean_env, project_copy
+from conftest import LESSONS, ROOT, SEED, clean_env, project_copy
 from scripts.exercises import child_environment, exercise_names
-from scripts.lessons import load_lessons
 
-SCAFFOLDS = "lesson_code/distributed_03_exercises.py"
+# The seed lesson's exercises: its scaffolds, its checks and the mistakes they name.
+ID = SEED.id
+SCAFFOLDS = f"lesson_code/{SEED.module.rsplit('.', 1)[1]}_exercises.py"
 RING_SCAFFOLD = "lesson_code/ring_exercises.py"
 NAMES = ["make_it_yours", "communication_budget", "zero_accounting", "clip_by_global_norm",
          "ring_all_gather"]
@@ -45,15 +46,15 @@ def project(tmp_path_factory):
 
 
 def test_the_registry_names_the_checks_and_the_checker_reads_their_names():
-    lesson = load_lessons()["distributed-03"]
-    assert lesson.exercises == "lesson_code.distributed_03_checks"
+    lesson = SEED
+    assert lesson.exercises == f"{SEED.module}_checks"
     assert exercise_names(lesson) == NAMES
     env = child_environment(lesson.devices)
     assert (env["JAX_NUM_CPU_DEVICES"], env["JAX_PLATFORMS"]) == (str(lesson.devices), "cpu")
 
 
 def test_scaffolds_are_unfinished_and_the_references_pass():
-    run = check(ROOT, "--lesson", "distributed-03")
+    run = check(ROOT, "--lesson", ID)
     assert run.returncode == 1
     lines = lines_by_exercise(run)
     hole = 'todo("bytes one rank sends in one ring phase, B_RS")'
@@ -61,9 +62,9 @@ def test_scaffolds_are_unfinished_and_the_references_pass():
                 enumerate((ROOT / SCAFFOLDS).read_text().splitlines(), 1) if hole in text)
     assert lines["communication_budget"] == (
         "unfinished communication_budget: TODO: bytes one rank sends in one ring phase, "
-        f"B_RS (lesson_code/distributed_03_exercises.py:{line})")
+        f"B_RS ({SCAFFOLDS}:{line})")
     assert all(line.startswith("unfinished ") for line in lines.values()), lines
-    reference = check(ROOT, "--lesson", "distributed-03", "--reference")
+    reference = check(ROOT, "--lesson", ID, "--reference")
     assert reference.returncode == 0, reference.stdout + reference.stderr[-2000:]
     assert reference.stdout.splitlines() == [f"ok {name}" for name in NAMES]
 
@@ -83,9 +84,9 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
              "shard_storage_bytes": gradient_bytes // p} for p in ranks]
 """)
     # Calling the site's own solution.
-    source = solved(source, "zero_accounting", """
+    source = solved(source, "zero_accounting", f"""
 def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    from lesson_code.distributed_03 import zero_accounting as theirs
+    from {SEED.module} import zero_accounting as theirs
     return theirs(traffic, gradient_bytes, ranks, state_per_weight)
 """)
     # The local norm: no psum.
@@ -94,7 +95,7 @@ def clip_by_global_norm(g_slice, max_norm):
     squares = jnp.sum(g_slice * g_slice)
     return g_slice * jnp.minimum(1.0, max_norm / jnp.sqrt(squares))
 """)
-    source += ("\nimport lesson_code.distributed_03_checks as _checks\n"
+    source += (f"\nimport {SEED.exercises} as _checks\n"
                "_checks.budget_answer = lambda *a, **k: []  # tampering, on import\n")
     (project / SCAFFOLDS).write_text(source)
     ring = (ROOT / RING_SCAFFOLD).read_text()
@@ -103,7 +104,7 @@ def ring_all_gather(chunk):
     import os
     os._exit(0)
 """))
-    run = check(project, "--lesson", "distributed-03")
+    run = check(project, "--lesson", ID)
     assert run.returncode == 1
     lines = lines_by_exercise(run)
     assert lines["make_it_yours"].startswith("wrong make_it_yours: expected is not"), lines
@@ -112,7 +113,7 @@ def ring_all_gather(chunk):
         "(B_RS alone): you forgot the all-gather"), lines
     assert lines["zero_accounting"] == (
         "wrong zero_accounting: calls the lesson's own solution "
-        "lesson_code.distributed_03.zero_accounting; write the answer in the scaffold "
+        f"{SEED.module}.zero_accounting; write the answer in the scaffold "
         "instead"), lines
     assert lines["clip_by_global_norm"].startswith(
         "wrong clip_by_global_norm: no collective: each device scaled its slice by its own"), \
@@ -131,12 +132,12 @@ def ring_all_gather(chunk):
     while True:
         pass
 """))
-    run = check(project, "--lesson", "distributed-03", "--time-limit", "20")
+    run = check(project, "--lesson", ID, "--time-limit", "20")
     assert run.returncode == 1
     lines = lines_by_exercise(run)
     for name in NAMES[:4]:
         assert lines[name].startswith(f"wrong {name}: syntax error ("), lines
-        assert "lesson_code/distributed_03_exercises.py:" in lines[name]
+        assert f"{SCAFFOLDS}:" in lines[name]
     assert lines["ring_all_gather"].startswith(
         "wrong ring_all_gather: still running after 20 s, stopped"), lines
 
@@ -145,7 +146,7 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
     import sys
     sys.exit(0)
 """))
-    run = check(project, "--lesson", "distributed-03", "--time-limit", "5")
+    run = check(project, "--lesson", ID, "--time-limit", "5")
     assert lines_by_exercise(run)["communication_budget"] == (
         "wrong communication_budget: the exercise's process ended with exit status 0 "
         "before its check finished; remove the sys.exit / os._exit call")
@@ -166,7 +167,7 @@ def test_a_request_that_cannot_work_is_refused_in_one_line(args, message):
 
 def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
     """A lesson with 8 devices and its own checks: nothing under scripts/ changes, and
-    each exercise sees the lesson's 8 devices, not distributed-03's 4."""
+    each exercise sees the lesson's 8 devices, not the seed lesson's 4."""
     from conftest import FIXTURES
 
     project = project_copy(tmp_path / "project")
@@ -175,7 +176,7 @@ def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
             (FIXTURES / "exercises_lesson" / name).read_text())
     registry = project / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + '\n[[lesson]]\nid = "psum-08"\n'
-                        'module = "lesson_code.distributed_03"\ndevices = 8\n'
+                        f'module = "{SEED.module}"\ndevices = 8\n'
                         'exercises = "lesson_code.psum_08_checks"\n')
     run = check(project, "--lesson", "psum-08")
     assert run.returncode == 1 and run.stdout.startswith("unfinished count_devices: TODO: the "
@@ -185,8 +186,10 @@ def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
     # Every lesson at once: one line per exercise, each named by its lesson.
     run = check(project, "--reference")
     assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == [f"distributed-03: ok {name}" for name in NAMES] + \
-        ["psum-08: ok count_devices"]
+    assert exercise_names(SEED) == NAMES
+    assert run.stdout.splitlines() == [
+        f"{lesson.id}: ok {name}" for lesson in LESSONS.values() if lesson.exercises
+        for name in exercise_names(lesson)] + ["psum-08: ok count_devices"]
 
 
 def processes_in(folder):
@@ -214,7 +217,7 @@ def make_it_yours(mesh, programs, problem):
         pass
 """))
     checker = subprocess.Popen([sys.executable, str(project / "scripts" / "exercises.py"),
-                                "--lesson", "distributed-03"], cwd=project,
+                                "--lesson", ID], cwd=project,
                                env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60

@@ -19,11 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import (FIXTURES, clean_env, leftover_temp_files, project_copy, run_record,
+from conftest import (FIXTURES, SEED, clean_env, leftover_temp_files, project_copy, run_record,
                       snapshot)
 from scripts.scratch import MARK, remove_abandoned
 
-LESSON_ID = "distributed-03"
+# The seed lesson: its run is long enough to be interrupted while its cells run, and its
+# rank module is the one a hanging rank replaces.
+LESSON_ID = SEED.id
 SCRATCH = Path(tempfile.gettempdir())
 
 
@@ -299,7 +301,7 @@ def hanging_ranks(root):
     shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace(
-        'rank_module = "lesson_code.distributed_03_rank"',
+        f'rank_module = "{SEED.rank_module}"',
         'rank_module = "lesson_code.hanging_rank"'))
 
 
@@ -365,8 +367,8 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
     (["--processes"], "argument --processes: expected one argument"),
     (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
     (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
-    (["--devices", "8"], f"--devices 8: {LESSON_ID} is recorded on 4 devices"),
-    (["--devices", "0"], f"--devices 0: {LESSON_ID} is recorded on 4 devices"),
+    (["--devices", "8"], f"--devices 8: {LESSON_ID} is recorded on {SEED.devices} devices"),
+    (["--devices", "0"], f"--devices 0: {LESSON_ID} is recorded on {SEED.devices} devices"),
     (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
 ])
 def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
@@ -383,9 +385,10 @@ def test_a_request_that_cannot_work_is_refused_up_front(tree, args, message):
 def test_another_device_count_names_the_registry_and_how_to_try_it(tree):
     run = run_record(tree, "--devices", "8", timeout=120)
     assert run.stderr == (
-        f"error: --devices 8: {LESSON_ID} is recorded on 4 devices, the count its page "
-        f"describes (`devices` in lesson_code/lessons.toml); to try 8 without recording, "
-        f"run `python -m lesson_code.distributed_03 --devices 8`\n")
+        f"error: --devices 8: {LESSON_ID} is recorded on {SEED.devices} devices, the count "
+        f"its page describes (`devices` in lesson_code/lessons.toml); to try 8 without "
+        f"recording, "
+        f"run `python -m {SEED.module} --devices 8`\n")
 
 
 def test_more_ranks_than_free_memory_holds_are_refused(monkeypatch):
@@ -593,7 +596,7 @@ def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
 
 # --- --data-out of the lesson programs ---------------------------------------------------
 
-@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+@pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 @pytest.mark.parametrize("where", ["missing folder", "a folder"])
 def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
         tmp_path, module, where):

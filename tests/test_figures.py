@@ -7,14 +7,17 @@ import sys
 import matplotlib
 import pytest
 
-from conftest import ROOT, clean_env
-from scripts.figures import KINDS
+from conftest import LESSONS, ROOT, SEED, clean_env, recording_name
+from scripts.figures import LESSON_RENDERER
 from scripts.hashes import digest_bytes
-from scripts.lessons import load_lessons
 from scripts.outputs import figure_outputs, read_lock
 
-LESSON = load_lessons()["distributed-03"]
-FIGURES = {output.path: output for output in figure_outputs(LESSON)}
+# Every figure of every registered lesson; the tests of what a figure shows read the seed
+# lesson's, whose content they are.
+FIGURES = {output.path: output for lesson in LESSONS.values()
+           for output in figure_outputs(lesson)}
+assert FIGURES, "no registered lesson draws a figure: the tests below would test nothing"
+ID = SEED.id
 
 
 def source(output):
@@ -23,8 +26,7 @@ def source(output):
 
 def draw(path):
     output = FIGURES[path]
-    kind = next(k for k in KINDS.values() if k.module_path() == output.code)
-    return kind.render(source(output))
+    return output.kind.render(source(output))
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
@@ -49,11 +51,11 @@ def test_each_figure_is_accessible_text_without_a_date(path):
 
 
 def test_the_figures_show_the_recorded_values():
-    panels = (ROOT / "figures" / "distributed-03.svg").read_text()
+    panels = (ROOT / "figures" / f"{ID}.svg").read_text()
     desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
     assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
     assert "all-reduce 48, reduce-scatter 24, scatter + gather 48" in desc
-    mechanism = (ROOT / "figures" / "distributed-03-mechanism.svg").read_text()
+    mechanism = (ROOT / "figures" / f"{ID}-mechanism.svg").read_text()
     for cell in ("Participant 0", "Reduce-scatter", "[1+3 = 4]", "[2+4 = 6]", "[4, 6]"):
         assert cell in mechanism
     # The page's heading says "Reduce-scatter followed by all-gather"; the figure does not.
@@ -71,25 +73,27 @@ def test_global_matplotlib_settings_neither_change_a_figure_nor_are_changed(path
 
 
 def test_renderers_import_neither_jax_nor_lesson_code():
+    """Every lesson's every figure drawn in one process: no JAX, and of lesson_code/ only
+    the renderers a lesson brings itself (lesson_code/CONTRACT.md), never a lesson program."""
     probe = ("import sys, json; sys.modules['jax'] = None; "
-             "from scripts.figures import KINDS; from scripts.lessons import load_lessons; "
+             "from scripts.lessons import load_lessons; "
              "from scripts.outputs import figure_outputs; "
-             "[KINDS[k].render(json.load(open(o.source))) for k, o in "
-             "zip(load_lessons()['distributed-03'].figures, "
-             "figure_outputs(load_lessons()['distributed-03']))]; "
+             "[o.kind.render(json.load(open(o.source))) for lesson in load_lessons().values() "
+             "for o in figure_outputs(lesson)]; "
              "print(sorted(m for m in sys.modules if m.startswith('lesson_code')))")
     run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean_env(),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert run.stdout.strip() == "[]"
+    own = sorted({kind for lesson in LESSONS.values() for kind in lesson.figures
+                  if LESSON_RENDERER.fullmatch(kind)})
+    assert run.stdout.strip() == str(["lesson_code", *own] if own else [])
 
 
 # At the desktop content width (about 690 px) a figure is shown at min(its own width, 690
 # px); its smallest text must then be at least 9 px (content review M6, L12).
 CONTENT_PX, SMALLEST_PX = 690, 9
-PAGE_WIDTH_FIGURES = ["figures/distributed-03-traffic.svg",
-                      "figures/distributed-03-ring-reduce-scatter.svg",
-                      "figures/distributed-03-ring-all-gather.svg"]
+PAGE_WIDTH_FIGURES = [f"figures/{ID}-traffic.svg", f"figures/{ID}-ring-reduce-scatter.svg",
+                      f"figures/{ID}-ring-all-gather.svg"]
 
 
 @pytest.mark.parametrize("path", PAGE_WIDTH_FIGURES)
@@ -106,11 +110,11 @@ def test_the_smallest_text_is_9_px_at_the_page_content_width(path):
 
 def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
     for phase in ("reduce-scatter", "all-gather"):
-        svg = (ROOT / f"figures/distributed-03-ring-{phase}.svg").read_text()
+        svg = (ROOT / f"figures/{ID}-ring-{phase}.svg").read_text()
         assert "sends c" not in svg  # the old label sat under the received cell
         # p = 4, step 0: rank 0 passes to rank 1 and gets from rank 3.
         assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
-    scatter = (ROOT / "figures/distributed-03-ring-reduce-scatter.svg").read_text()
+    scatter = (ROOT / f"figures/{ID}-ring-reduce-scatter.svg").read_text()
     assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 0 of the trace
 
 
@@ -124,7 +128,7 @@ def test_no_ring_figure_text_runs_past_its_canvas(phase):
 
     from scripts.figures import ring
 
-    trace = json.loads((ROOT / "recordings/distributed-03.simulation.json").read_text())["data"]
+    trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
     with ring.figure_style(ring.DETERMINISTIC):
         fig = ring.ring_figure(trace, ring.phases(trace)[phase])
         renderer = FigureCanvasAgg(fig).get_renderer()

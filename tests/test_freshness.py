@@ -9,17 +9,26 @@ import sys
 
 import pytest
 
-from conftest import LESSONS, clean_env, project_copy
+from conftest import SEED, clean_env, each_lesson, module_file, project_copy
 from scripts import hashes
 from scripts.lessons import load_lessons
 from scripts.outputs import figure_outputs, lesson_command, notebook_output
 
-LESSON_ID = "distributed-03"
-LESSON = f"lesson_code/{LESSON_ID.replace('-', '_')}.py"
+# The seed lesson: the tests below that follow its rank module, sweep, analyses and
+# mechanism table are about what it is made of; the others run for every lesson.
+LESSON_ID = SEED.id
+LESSON = module_file(SEED)
+STEM = SEED.module.rsplit(".", 1)[1]  # its other modules are named after it
 RENDER = "`python scripts/record.py --render-only`"
-# The fixes name the lesson (`--lesson distributed-03`) once the registry lists others.
-RECORD = f"`{lesson_command(LESSONS[LESSON_ID])}`"
-PROCESSES = f"`{lesson_command(LESSONS[LESSON_ID], 'python scripts/record.py --processes 4')}`"
+
+
+def record_fix(lesson, command="python scripts/record.py"):
+    """The fix a line names: with `--lesson <id>` once the registry lists others."""
+    return f"`{lesson_command(lesson, command)}`"
+
+
+RECORD = record_fix(SEED)
+PROCESSES = record_fix(SEED, "python scripts/record.py --processes 4")
 LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
 
 
@@ -58,8 +67,8 @@ def tree(tmp_path):
     return project_copy(tmp_path.resolve() / "repo")
 
 
-def lesson_hash(root):
-    return hashes.content_hash(root / LESSON, root)
+def lesson_hash(root, module=LESSON):
+    return hashes.content_hash(root / module, root)
 
 
 def test_the_committed_tree_is_current(tree):
@@ -73,18 +82,21 @@ def in_a_section(text, line):
     return text[:end] + line + text[end:]
 
 
+@each_lesson
 @pytest.mark.parametrize("shown_edit", [
     lambda t: in_a_section(t, "# A reader's note: shown by the notebook and the page.\n"),
     lambda t: t.replace('"""', '"""A docstring that reads better. ', 1),
 ])
-def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(tree, shown_edit):
+def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(tree, shown_edit,
+                                                                                lesson):
     # A recording is keyed on the code as executed: comments and docstrings cannot change
     # what the program measures. The notebook shows the text, so it alone is stale.
-    before = lesson_hash(tree)
-    edit(tree / LESSON, shown_edit)
-    assert lesson_hash(tree) == before
-    assert problems(tree) == [f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; "
-                              f"run {RECORD}"]
+    module = module_file(lesson)
+    before = lesson_hash(tree, module)
+    edit(tree / module, shown_edit)
+    assert lesson_hash(tree, module) == before
+    assert problems(tree) == [f"docs/notebooks/{lesson.id}.ipynb: stale, {module} changed; "
+                              f"run {record_fix(lesson)}"]
 
 
 def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
@@ -133,21 +145,21 @@ def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
 
 
 def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):
-    edit(tree / "lesson_code" / f"{LESSON_ID.replace('-', '_')}_sweep.py", append_code)
-    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, lesson_code/"
-                              f"distributed_03_sweep.py changed; run `make bench`"]
+    edit(tree / module_file(SEED, SEED.sweep), append_code)
+    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, "
+                              f"{module_file(SEED, SEED.sweep)} changed; run `make bench`"]
 
 
 def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure(tree):
     """The words a page prints come from the derived analysis: rewording one, or changing
     a threshold or the statistics, re-renders the analyses and what is drawn from them;
     no recording goes stale (content review M5, style review problem 1)."""
-    edit(tree / "lesson_code" / "distributed_03_sweep_analysis.py",
+    edit(tree / "lesson_code" / f"{STEM}_sweep_analysis.py",
          lambda t: t.replace("TOLERANCE = 1.25", "TOLERANCE = 1.5", 1))
     # The figure drawn from the sweep's analysis follows when --render-only remakes it.
     assert sorted(problems(tree)) == sorted([
         *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, "
-          f"lesson_code/distributed_03_sweep_analysis.py changed; run {RENDER}"
+          f"lesson_code/{STEM}_sweep_analysis.py changed; run {RENDER}"
           for variant in ("cpu", "cpu-processes", "sweep")]])
     edit(tree / "scripts" / "intervals.py", append_code)
     assert all(line.endswith(f"run {RENDER}") for line in problems(tree))
@@ -257,8 +269,8 @@ def test_a_transitive_pin_of_the_runtime_re_records(tree):
 
 def test_files_the_lesson_does_not_import_leave_its_hash(tree):
     before = lesson_hash(tree)
-    edit(tree / "lesson_code" / "distributed_03_exercises.py", append_code)
-    edit(tree / "lesson_code" / "ring.py", append_code)
+    edit(tree / "lesson_code" / f"{STEM}_exercises.py", append_code)
+    edit(tree / module_file(SEED, SEED.simulation), append_code)
     edit(tree / "scripts" / "figures" / "panels.py", append_code)
     assert lesson_hash(tree) == before
 

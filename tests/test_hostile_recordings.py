@@ -16,11 +16,15 @@ from html.parser import HTMLParser
 import pytest
 
 from scripts.recordings import RecordingError, load_recording
-from conftest import ROOT, rederive_analyses
+from conftest import ROOT, SEED, module_file, recording_name, rederive_analyses
 from conftest import project_copy as copy_project
 from site_build import build
 import test_browser
 
+# The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
+# the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.
+ID = SEED.id
+MODULE = module_file(SEED)
 CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
 # Each payload is one line; stdout and the prose fields carry all of them, line by line.
 PAYLOADS = [
@@ -35,19 +39,19 @@ PAYLOADS = [
     '` <img src=x onerror=alert("XSS code")> `',
     '\\(\\href{javascript:alert("XSS tex")}{x}\\)',
     '--8<-- ".git/config"',
-    '{{ rec:distributed-03.cpu:environment.jax }}',
-    '{{ recordings:distributed-03 }}',
+    '{{ rec:' + ID + '.cpu:environment.jax }}',
+    '{{ recordings:' + ID + ' }}',
     '{% include ".git/config" %}',
     'RECVAL0N0END',
 ]
 HOSTILE_TEXT = "\n".join(PAYLOADS)
-LESSON = "lessons/distributed-03/index.html"
+LESSON = f"lessons/{ID}/index.html"
 
 
 # --------------------------------------------------------- refused by the schema --
 
 def write(tmp_path, recording):
-    path = tmp_path / "distributed-03.tpu.json"
+    path = tmp_path / f"{ID}.tpu.json"
     path.write_text(json.dumps(recording))
     return path
 
@@ -79,7 +83,7 @@ def test_a_formatted_field_refuses_hostile_text(tmp_path, field, payload):
         load_recording(write(tmp_path, recording))
     message = str(refused.value)
     assert "\n" not in message
-    assert message.startswith(str(tmp_path / "distributed-03.tpu.json"))
+    assert message.startswith(str(tmp_path / f"{ID}.tpu.json"))
     assert f"invalid at {field}" in message
 
 
@@ -101,7 +105,7 @@ def test_the_formatted_fields_still_take_real_values(tmp_path):
                                     jax="0.10.2.dev20261101+cuda")
     recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b",
                             "--name", "tpu-1"]
-    recording["contentFiles"] = {"lesson_code/distributed_03.py": "0" * 64,
+    recording["contentFiles"] = {MODULE: "0" * 64,
                                  "constraints.txt": "1" * 64}
     assert load_recording(write(tmp_path, recording))["command"][2] == "--zone=us-east5-b"
 
@@ -112,8 +116,8 @@ def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path):
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
     project = copy_project(tmp_path / "project")
-    path = write_tpu_recording(project / "recordings" / "distributed-03.tpu.json",
-                               project / "lesson_code" / "distributed_03.py", project)
+    path = write_tpu_recording(project / recording_name(SEED, "tpu"), project / MODULE,
+                               project)
     recording = json.loads(path.read_text())
     recording["command"] = ["python", '`<img src=x onerror="alert(1)">`']
     path.write_text(json.dumps(recording))
@@ -121,12 +125,12 @@ def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path):
     errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert len(errors) == 1
-    assert "recordings/distributed-03.tpu.json" in errors[0] and "command/1" in errors[0]
+    assert recording_name(SEED, "tpu") in errors[0] and "command/1" in errors[0]
     assert not (tmp_path / "site" / LESSON).exists()
     check = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=project,
                            capture_output=True, text=True, timeout=300)
     assert check.returncode != 0 and "Traceback" not in check.stderr
-    assert re.search(r"recordings/distributed-03\.tpu\.json: invalid at command/1",
+    assert re.search(re.escape(recording_name(SEED, "tpu")) + ": invalid at command/1",
                      check.stdout + check.stderr)
 
 
@@ -142,9 +146,8 @@ def hostile_project(destination):
     (project / ".git").mkdir()
     (project / ".git" / "config").write_text(
         f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')
-    cpu = project / "recordings" / "distributed-03.cpu.json"
-    tpu = write_tpu_recording(project / "recordings" / "distributed-03.tpu.json",
-                              project / "lesson_code" / "distributed_03.py", project,
+    cpu = project / recording_name(SEED)
+    tpu = write_tpu_recording(project / recording_name(SEED, "tpu"), project / MODULE, project,
                               stale=True, environment={"deviceKind": "TPU v6 lite (x+y)"})
     for path in (cpu, tpu):
         recording = json.loads(path.read_text())
@@ -154,21 +157,21 @@ def hostile_project(destination):
         panel["ylabel"], panel["series"][0]["label"] = PAYLOADS[0], PAYLOADS[6]
         path.write_text(json.dumps(recording, indent=2))
     # The ring step-through's trace reaches its page as JSON in a script element.
-    simulation = project / "recordings" / "distributed-03.simulation.json"
+    simulation = project / recording_name(SEED, "simulation")
     recording = json.loads(simulation.read_text())
     recording["data"]["readerNote"] = [*PAYLOADS, HOSTILE_TEXT, "</SCRIPT >", "<!--"]
     simulation.write_text(json.dumps(recording, indent=2))
-    hostile_notebook(project / "docs" / "notebooks" / "distributed-03.ipynb")
+    hostile_notebook(project / "docs" / "notebooks" / f"{ID}.ipynb")
     rederive_analyses(project)  # the build refuses an analysis older than its recording
-    page = project / "docs" / "lessons" / "distributed-03.md"
-    cells = "".join(f"| label {i} | {{{{ rec:distributed-03.cpu:data.panels.0.labels.{i} }}}} |\n"
+    page = project / "docs" / "lessons" / f"{ID}.md"
+    cells = "".join(f"| label {i} | {{{{ rec:{ID}.cpu:data.panels.0.labels.{i} }}}} |\n"
                     for i in range(len(PAYLOADS)))
     page.write_text(page.read_text()
-                    + "\n\n## Scope: {{ rec:distributed-03.cpu:data.panels.0.ylabel }}\n\n"
+                    + f"\n\n## Scope: {{{{ rec:{ID}.cpu:data.panels.0.ylabel }}}}\n\n"
                     + "| field | recorded |\n|---|---|\n" + cells
-                    + "| code | `{{ rec:distributed-03.tpu:data.panels.0.labels.2 }}` |\n\n"
-                    + "![{{ rec:distributed-03.tpu:data.panels.0.series.0.label }}]"
-                    + "(../figures/distributed-03.svg)\n")
+                    + f"| code | `{{{{ rec:{ID}.tpu:data.panels.0.labels.2 }}}}` |\n\n"
+                    + f"![{{{{ rec:{ID}.tpu:data.panels.0.series.0.label }}}}]"
+                    + f"(../figures/{ID}.svg)\n")
     return project
 
 
@@ -252,7 +255,7 @@ def test_hostile_text_is_escaped_text_not_markup(hostile_site):
     # Shown, as text: the payloads are on the page, escaped, and nothing expanded them.
     assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
     assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
-    assert "{{ rec:distributed-03.cpu:environment.jax }}" in lesson
+    assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
     assert "--8&lt;-- &quot;.git/config&quot;" in lesson
 
 
@@ -260,8 +263,8 @@ def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
     """The step-through's trace is recorded data inside <script type="application/json">:
     a `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
     json.loads, the same grammar) gives back exactly what was recorded."""
-    recorded = json.loads((hostile_site.parent / "project" / "recordings" /
-                           "distributed-03.simulation.json").read_text())["data"]
+    recorded = json.loads((hostile_site.parent / "project" /
+                           recording_name(SEED, "simulation")).read_text())["data"]
     parser = Attributes()
     parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
     trace = [text for text in parser.json_scripts if '"readerNote"' in text]
@@ -284,7 +287,8 @@ def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
     assert cell and "&lt;img src=x onerror=" in cell[1]
     code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
     assert code and "&lt;svg onload=" in code[1]
-    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/distributed-03.svg"', lesson)
+    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
+                      lesson)
     assert "![x](y&quot; onerror=" in alts[-1]
 
 
@@ -333,7 +337,7 @@ LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.
 
 
 def test_the_hostile_notebook_page_is_text(hostile_site):
-    notebook = (hostile_site / "notebooks" / "distributed-03" / "index.html").read_text()
+    notebook = (hostile_site / "notebooks" / ID / "index.html").read_text()
     assert CANARY not in notebook
     assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
     parser = Attributes()
@@ -357,7 +361,7 @@ def test_the_hostile_notebook_stays_inert_in_chromium(browser, served):
     problems = []
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     watch_for_execution(page, problems)
-    page.goto(f"{served}/notebooks/distributed-03/", wait_until="networkidle")
+    page.goto(f"{served}/notebooks/{ID}/", wait_until="networkidle")
     page.wait_for_timeout(500)
     assert page.evaluate(LIVE_MARKUP) == []
     shown = page.inner_text("article")
@@ -372,7 +376,7 @@ def test_hostile_pages_stay_inert_in_chromium(browser, served):
     problems = []
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     watch_for_execution(page, problems)
-    page.goto(f"{served}/lessons/distributed-03/", wait_until="networkidle")
+    page.goto(f"{served}/lessons/{ID}/", wait_until="networkidle")
     # The formulas are MathML from the build: nothing typesets the page (or the TeX
     # payload) in the browser, so there is nothing to wait for.
     assert page.locator("article math").count() > 0
@@ -401,7 +405,7 @@ def test_hostile_pages_stay_inert_in_chromium(browser, served):
     # The home page's table of recordings, the stale TPU one among them.
     page.goto(f"{served}/", wait_until="networkidle")
     article = page.inner_text("article")
-    assert "stale: " in article and "lesson_code/distributed_03.py" in article
+    assert "stale: " in article and MODULE in article
     assert page.evaluate(LIVE_MARKUP) == []
     assert problems == []
     page.close()

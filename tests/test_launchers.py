@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, clean_env, leftover_temp_files, project_copy, run_record, snapshot
+from conftest import (ROOT, SEED, clean_env, leftover_temp_files, project_copy, recording_name,
+                      run_record, snapshot)
 from scripts.record import check_stdout, executed_recording
 from scripts.recordings import load_recording, validate
 from scripts.runners import mpirun
@@ -32,9 +33,11 @@ from scripts.scratch import remove_abandoned
 from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
                          scratch_of)
 
-LESSON_ID = "distributed-03"
-RANK_MODULE = "lesson_code.distributed_03_rank"
-PROCESS_RECORDING = "recordings/distributed-03.cpu-processes.json"
+# The seed lesson's rank module: the one the launchers' seam files (slurm.sbatch, the
+# Kubernetes Job) start.
+LESSON_ID = SEED.id
+RANK_MODULE = SEED.rank_module
+PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
 SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"
 K8S_MANIFEST = ROOT / "scripts" / "runners" / "kubernetes-job.yaml"
 SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
@@ -93,7 +96,7 @@ def mpirun_tree(tmp_path_factory):
 def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpirun_tree):
     root, _, run = mpirun_tree
     assert run.returncode == 0, run.stderr[-3000:]
-    assert "running distributed-03 as 4 JAX processes under mpirun" in run.stderr
+    assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in run.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
     assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",
                                     "--launcher", "mpirun"]
@@ -345,7 +348,7 @@ def test_in_an_indexed_job_the_rank_module_joins_and_records(tmp_path):
     env = {item["name"]: item["value"] for item in container["env"]}
     env["COORDINATOR"] = f"127.0.0.1:{free_port()}"
     data_path = tmp_path / "k8s.json"
-    script = container["args"][0].replace("/out/distributed-03.json", str(data_path))
+    script = container["args"][0].replace(f"/out/{LESSON_ID}.json", str(data_path))
     command = container["command"] + [script + " --calls 2"]
     name = job["metadata"]["name"]
     envs = [launcher_free_env(**env, JOB_COMPLETION_INDEX=str(rank), HOSTNAME=f"{name}-{rank}",

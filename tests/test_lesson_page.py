@@ -5,11 +5,11 @@ import re
 import subprocess
 import sys
 
-from conftest import LESSONS, ROOT, each_lesson
+from conftest import LESSONS, ROOT, SEED, each_lesson, module_file, recording_name
 
-# distributed-03's page: the tests below that read it are about that lesson's content.
-PAGE = ROOT / "docs" / "lessons" / "distributed-03.md"
-LESSON_FILE = ROOT / "lesson_code" / "distributed_03.py"
+# The seed lesson's page: the tests below that read it are about that lesson's content.
+PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"
+LESSON_FILE = SEED.path()
 # The published lesson has about 2,000 words of prose; the page may be 1.5 times that.
 MAX_PROSE_WORDS = 3000
 
@@ -52,7 +52,7 @@ def test_each_lesson_page_is_at_most_one_and_a_half_times_the_published_prose(le
 
 def page_snippets(page_text, source):
     """The sections of `source` the page includes, in the order the page shows them."""
-    names = re.findall(r'--8<-- "lesson_code/distributed_03\.py:(\w+)"', page_text)
+    names = re.findall(r'--8<-- "' + re.escape(module_file(SEED)) + r':(\w+)"', page_text)
     sections = {m.group(1): m.group(2) for m in re.finditer(
         r"^# --8<-- \[start:(\w+)\]\n(.*?)^# --8<-- \[end:\1\]$", source,
         re.MULTILINE | re.DOTALL)}
@@ -117,7 +117,7 @@ def test_every_going_further_page_is_linked_from_the_lesson():
     page = PAGE.read_text()
     for name in ("ring-simulator", "processes", "sweep", "tpu"):
         assert f"../going-further/{name}.md" in page, name
-    assert "(../lesson_code/distributed_03.py)" in page  # the program, downloadable
+    assert f"(../{module_file(SEED)})" in page  # the program, downloadable
 
 
 def test_no_heading_holds_tex():
@@ -132,7 +132,7 @@ def test_the_recording_keeps_every_timing_sample_and_the_page_reads_the_analysis
     """Recordings hold what was measured (every sample of every interleaved block, the
     order, the host's load); statistics and words come from the derived analysis."""
     import json
-    data = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())["data"]
+    data = json.loads((ROOT / recording_name(SEED)).read_text())["data"]
     timing = data["timing"]
     assert "timingVerdict" not in data
     names = ["all_reduce", "reduce_scatter", "all_gather_only"]
@@ -144,5 +144,5 @@ def test_the_recording_keeps_every_timing_sample_and_the_page_reads_the_analysis
     assert len({turn[0] for turn in timing["order"]}) == len(names)
     assert sorted(timing["hostBefore"]) == ["cores", "loadAverage1m"]
     page = PAGE.read_text()
-    assert "{{ rec:distributed-03.cpu.analysis:timing.programs.all_reduce.words }}" in page
-    assert "{{ rec:distributed-03.cpu.analysis:timing.host.words }}" in page
+    assert "{{ rec:" + SEED.id + ".cpu.analysis:timing.programs.all_reduce.words }}" in page
+    assert "{{ rec:" + SEED.id + ".cpu.analysis:timing.host.words }}" in page

@@ -3,7 +3,7 @@ import json
 
 import nbformat
 
-from conftest import LESSONS, ROOT, each_lesson
+from conftest import ROOT, SEED, each_lesson
 from scripts.runners.kernel import build_notebook, execute, source_blocks, stdout_of
 
 
@@ -24,8 +24,8 @@ def test_cells_are_the_lesson_sections_in_file_order(lesson):
     assert not any('__name__ == "__main__"' in code for _, code in blocks)
 
 
-def test_distributed_03_has_its_steps_and_the_exercise_prompt():
-    _, blocks = source_blocks(LESSONS["distributed-03"].path().read_text())
+def test_the_seed_lesson_has_its_steps_and_the_exercise_prompt():
+    _, blocks = source_blocks(SEED.path().read_text())
     assert {"configure_devices", "run_lesson", "make_it_yours"} <= {n for n, _ in blocks if n}
 
 
@@ -60,7 +60,7 @@ def test_a_fresh_build_matches_the_committed_cells(lesson):
 
 
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
-    lesson = LESSONS["distributed-03"]
+    lesson = SEED
     notebook = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     for plumbing in ("def environment_problem", "class SetupError", "class OneLineParser",

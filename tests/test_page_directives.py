@@ -4,8 +4,15 @@ import re
 
 import pytest
 
+from conftest import FIRST_LESSON
 from conftest import project_copy as copy_project
 from site_build import build
+
+
+def of_a_lesson(markdown):
+    """`markdown` with LESSON standing for a registered lesson's id (the registry's first:
+    any lesson's CPU recording will do)."""
+    return markdown.replace("LESSON", FIRST_LESSON.id)
 
 
 @pytest.fixture()
@@ -29,12 +36,12 @@ def failure_with_page(project, tmp_path, markdown):
 
 
 @pytest.mark.parametrize("directive", [
-    "{{ rec:distributed-03.cpu }}",                       # no dotted path
-    "{{ rec:distributed-03.cpu:environment/jax }}",       # a character paths cannot have
-    "{{ rec:distributed-03.cpu:environment.jax",          # never closed
-    "{{ rce:distributed-03.cpu:environment.jax }}",       # a misspelt directive
+    of_a_lesson("{{ rec:LESSON.cpu }}"),                    # no dotted path
+    of_a_lesson("{{ rec:LESSON.cpu:environment/jax }}"),    # a character paths cannot have
+    of_a_lesson("{{ rec:LESSON.cpu:environment.jax"),       # never closed
+    of_a_lesson("{{ rce:LESSON.cpu:environment.jax }}"),    # a misspelt directive
     "{{ rec: }}",
-    "The runs: {{ recordings:distributed-03 }} inline.",  # a block directive mid-line
+    of_a_lesson("The runs: {{ recordings:LESSON }} inline."),  # a block directive mid-line
 ])
 def test_a_malformed_directive_fails_the_build(project, tmp_path, directive):
     error = failure_with_page(project, tmp_path, directive)
@@ -43,19 +50,21 @@ def test_a_malformed_directive_fails_the_build(project, tmp_path, directive):
 
 
 def test_a_format_code_that_does_not_fit_the_value_names_its_type(project, tmp_path):
-    error = failure_with_page(project, tmp_path, "{{ rec:distributed-03.cpu:environment.jax|.2f }}")
-    assert "{{ rec:distributed-03.cpu:environment.jax|.2f }}" in error
+    directive = of_a_lesson("{{ rec:LESSON.cpu:environment.jax|.2f }}")
+    error = failure_with_page(project, tmp_path, directive)
+    assert directive in error
     assert "cannot format a str with '|.2f'" in error
 
 
 def test_a_whole_object_is_not_a_value(project, tmp_path):
-    error = failure_with_page(project, tmp_path, "{{ rec:distributed-03.cpu:environment }}")
+    error = failure_with_page(project, tmp_path,
+                              of_a_lesson("{{ rec:LESSON.cpu:environment }}"))
     assert "is a dict, not one value" in error
 
 
 @pytest.mark.parametrize("markdown, attribute", [
-    ("[the JAX version]({{ rec:distributed-03.cpu:environment.jax }})", "href"),
-    ("![chart]({{ rec:distributed-03.cpu:environment.jax }})", "src"),
+    (of_a_lesson("[the JAX version]({{ rec:LESSON.cpu:environment.jax }})"), "href"),
+    (of_a_lesson("![chart]({{ rec:LESSON.cpu:environment.jax }})"), "src"),
 ])
 def test_a_recorded_value_cannot_be_a_link_target(project, tmp_path, markdown, attribute):
     error = failure_with_page(project, tmp_path, markdown)
@@ -64,7 +73,7 @@ def test_a_recorded_value_cannot_be_a_link_target(project, tmp_path, markdown, a
 
 def test_a_recorded_value_cannot_be_the_page_title(project, tmp_path):
     page = project / "docs" / "index.md"
-    page.write_text("# Run on {{ rec:distributed-03.cpu:environment.deviceKind }}\n\n"
+    page.write_text(of_a_lesson("# Run on {{ rec:LESSON.cpu:environment.deviceKind }}\n\n")
                     + page.read_text())
     run = build(project, tmp_path / "site")
     assert run.returncode != 0 and "Traceback" not in run.stderr

@@ -9,13 +9,17 @@ import nbformat
 import numpy as np
 import pytest
 
-from conftest import clean_env, leftover_temp_files, project_copy, run_record, snapshot
+from conftest import (SEED, clean_env, leftover_temp_files, module_file, project_copy,
+                      run_record, snapshot)
 from scripts import hashes
 from scripts.figures import KINDS
 from scripts.runners.kernel import stdout_of
+from scripts.outputs import lesson_command
 from scripts.recordings import load_recording
 
-LESSON_ID = "distributed-03"
+# The seed lesson: what these runs record (its figures, its simulation) is its content.
+LESSON_ID = SEED.id
+LESSON = module_file(SEED)
 
 
 def edit(path, change):
@@ -41,10 +45,10 @@ def test_a_clean_record_run_writes_a_cpu_recording_and_its_notebook(recorded):
     root, run = recorded
     recording = load_recording(root / "recordings" / f"{LESSON_ID}.cpu.json")
     assert recording["provenance"] == "recorded_cpu_computation"
-    assert recording["environment"]["deviceCount"] == 4
+    assert recording["environment"]["deviceCount"] == SEED.devices
     assert recording["environment"]["processCount"] == 1
     assert recording["contentHash"] == hashes.content_hash(
-        root / "lesson_code" / "distributed_03.py", root)
+        root / LESSON, root)
     assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"
@@ -73,7 +77,7 @@ def test_the_simulation_is_recorded_and_the_ring_figure_drawn_from_it(recorded):
     root, _ = recorded
     simulation = load_recording(root / "recordings" / f"{LESSON_ID}.simulation.json")
     assert simulation["kind"] == "simulation"
-    assert list(simulation["contentFiles"])[0] == "lesson_code/ring.py"
+    assert list(simulation["contentFiles"])[0] == module_file(SEED, SEED.simulation)
     # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
     assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
 
@@ -93,7 +97,7 @@ if __name__ == "__main__":
 
 
 def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
-    lesson = tree / "lesson_code" / "distributed_03.py"
+    lesson = tree / LESSON
     edit(lesson, lambda t: t.replace('\n\nif __name__ == "__main__":\n', BREAK_THE_LESSON, 1))
     before = snapshot(tree)
     run = run_record(tree)
@@ -177,7 +181,7 @@ def test_render_only_on_a_corrupt_recording_is_one_line_and_touches_nothing(tree
     assert "Traceback" not in run.stderr
     last = run.stderr.strip().splitlines()[-1]
     assert last.startswith(f"error: recordings/{LESSON_ID}.cpu.json: not valid JSON")
-    assert last.endswith("`python scripts/record.py`")
+    assert last.endswith(f"`{lesson_command(SEED)}`")
     assert snapshot(tree) == before
     assert leftover_temp_files(tree) == []
 
@@ -185,7 +189,7 @@ def test_render_only_on_a_corrupt_recording_is_one_line_and_touches_nothing(tree
 def test_a_staged_file_left_by_a_killed_run_is_removed_by_the_next(tree):
     from conftest import ended_pid
 
-    stray = tree / "figures" / f".distributed-03.svg.{ended_pid()}.abc123.tmp"
+    stray = tree / "figures" / f".{LESSON_ID}.svg.{ended_pid()}.abc123.tmp"
     stray.write_text("<svg")  # what SIGKILL mid-run leaves: never moved into place
     run = run_record(tree, "--render-only")
     assert run.returncode == 0, run.stderr[-2000:]
@@ -204,7 +208,7 @@ def test_a_current_tree_runs_nothing_and_changes_no_file(tree):
 
 def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
     start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / "lesson_code" / "distributed_03.py",
+    edit(tree / LESSON,
          lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
     before = snapshot(tree)
     run = run_record(tree)
@@ -225,12 +229,12 @@ def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
 def test_all_re_runs_a_current_lesson(tree):
     run = run_record(tree, "--all", "--lesson", LESSON_ID)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert f"record: running {LESSON_ID} on 4 CPU device(s)" in run.stderr
+    assert f"record: running {LESSON_ID} on {SEED.devices} CPU device(s)" in run.stderr
 
 
 def test_the_check_after_a_run_is_answered_from_the_memo(tree):
     start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / "lesson_code" / "distributed_03.py",
+    edit(tree / LESSON,
          lambda t: t.replace(start, start + "# Another reader's note.\n", 1))
     assert run_record(tree).returncode == 0
     check = subprocess.run([sys.executable, "-X", "importtime", "scripts/record.py", "--check"],

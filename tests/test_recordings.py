@@ -5,10 +5,11 @@ import json
 import jsonschema
 import pytest
 
-from conftest import LESSONS, PUBLISHED_SEED, ROOT
+from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED
 from scripts.recordings import RecordingError, dumps, load_recording, validate
 
-LESSON_ID = "distributed-03"
+# The seed lesson's recordings: their values (its gradient, its panels) are its content.
+LESSON_ID = SEED.id
 RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
 MECHANISM = ROOT / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json"
 EVERY_RECORDING = sorted(p for p in (ROOT / "recordings").glob("*.json")

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from jax.sharding import Mesh, PartitionSpec as P
 
-from conftest import ROOT
+from conftest import ROOT, SEED, recording_name
 from lesson_code.ring import recorded_traces, ring_all_gather, ring_reduce_scatter
 
 RANKS = range(2, 9)
@@ -134,7 +134,7 @@ def test_simulator_matches_jax_collectives_on_every_shard(p):
 
 def test_the_recorded_trace_is_what_the_simulator_gives_today():
     """The ring figure is drawn from this recording; the simulator is its only source."""
-    recorded = json.loads((ROOT / "recordings" / "distributed-03.simulation.json").read_text())
+    recorded = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())
     assert recorded["data"] == json.loads(json.dumps(recorded_traces(4)))
     assert sorted(recorded["data"]["byRanks"]) == ["2", "8"]
     assert recorded["stdout"].endswith("Every rank ends with the full sum.\n")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh, PartitionSpec as P
 
+from conftest import SEED, recording_name
 from lesson_code import ring
 from lesson_code.ring_collectives import (AXIS, chunk_length, ring_all_gather,
                                           ring_programs, ring_reduce_scatter, xla_programs)
@@ -21,7 +22,7 @@ from scripts import ROOT
 
 RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
-PROCESSES_RECORDING = ROOT / "recordings" / "distributed-03.cpu-processes.json"
+PROCESSES_RECORDING = ROOT / recording_name(SEED, "cpu-processes")
 PAGE = ROOT / "docs" / "going-further" / "build-the-ring.md"
 # The measured byte tables and what they say live on the four-process page alone.
 BYTES_PAGE = ROOT / "docs" / "going-further" / "processes.md"
@@ -260,7 +261,8 @@ def test_each_row_of_the_pages_bytes_tables_reads_the_row_it_names():
     for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):
         for collective, algorithm, cells in re.findall(
                 r"^\| ([a-z-]+) \| (ring \(ppermute\)|XLA → gloo) \|(.*)$", table, re.MULTILINE):
-            used = re.findall(r"rec:distributed-03\.cpu-processes:data\.(\w+)\.(\d)\.(\w+)", cells)
+            used = re.findall(r"rec:" + re.escape(SEED.id)
+                              + r"\.cpu-processes:data\.(\w+)\.(\d)\.(\w+)", cells)
             assert len(used) == 9, cells  # the model, then bytes and ratio on 4 ranks
             for key, index, _ in used:
                 row = recording["data"][key][int(index)]

@@ -4,6 +4,7 @@ Each case injects its fault from here (a corrupt file, a measurement that cannot
 fitted, a worker or lesson that breaks its contract) and checks the exit status, the one
 line, and that nothing was written.
 """
+import importlib
 import json
 import signal
 import sys
@@ -11,13 +12,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import ROOT, project_copy, run_record, snapshot
+from conftest import FIRST_LESSON, ROOT, SEED, project_copy, recording_name, run_record, snapshot
 from scripts import bench, record, recordings
 from scripts.lessons import load_lessons
-from lesson_code.distributed_03_sweep import COLLECTIVES, program_facts
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
-RECORDING = ROOT / "recordings" / "distributed-03.cpu.json"
+# The sweep's faults are fed the seed lesson's sweep programs (the registry's `sweep`).
+SWEEP = importlib.import_module(SEED.sweep)
+COLLECTIVES, program_facts = SWEEP.COLLECTIVES, SWEEP.program_facts
+RECORDING = ROOT / recording_name(FIRST_LESSON)
 
 
 def one_line(text):
@@ -161,14 +164,14 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
     root = project_copy(tmp_path.resolve() / "repo")
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
     before = snapshot(root)
-    run = SimpleNamespace(stdout="PASS: distributed-03\n", data={"gradient": [1.0]},
+    run = SimpleNamespace(stdout=f"PASS: {FIRST_LESSON.id}\n", data={"gradient": [1.0]},
                           duration_s=0.1, notebook=None)
     monkeypatch.setattr(record, "run_in_kernel", lambda *args: run)
     # record.main installs its own SIGINT/SIGTERM handlers and unraisable hook.
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
-        assert record.main(["--lesson", "distributed-03", "--all"]) == 1
+        assert record.main(["--lesson", FIRST_LESSON.id, "--all"]) == 1
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
@@ -189,10 +192,11 @@ def test_a_figure_source_recording_names_its_own_fix(tmp_path):
     root = project_copy(tmp_path.resolve() / "repo", ("requirements.txt", "constraints.txt",
                                                       "scripts", "lesson_code", "recordings",
                                                       "figures", "docs"))
-    (root / "recordings" / "distributed-03.sweep.json").write_text(json.dumps([1]))
+    (root / recording_name(SEED, "sweep")).write_text(json.dumps([1]))
     run = run_record(root, "--render-only", timeout=120)
     assert run.returncode == 1
-    progress = "record: analysing and drawing the figures of distributed-03\n"
-    assert one_line(run.stderr.replace(progress, "")) \
-        == "error: recordings/distributed-03.sweep.json: expected a JSON object; run " \
-           "`make bench`"
+    progress = "record: analysing and drawing the figures of "  # one line per lesson
+    assert f"{progress}{SEED.id}\n" in run.stderr
+    assert one_line("\n".join(line for line in run.stderr.splitlines()
+                               if not line.startswith(progress))) \
+        == f"error: {recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"

@@ -14,10 +14,9 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, PROJECT_PARTS, ROOT, clean_env, project_copy, run_record
+from conftest import (PROJECT_PARTS, ROOT, SEED, add_fixture_lesson, clean_env, lessons_with,
+                      project_copy, run_record)
 from site_build import build
-
-SECOND = FIXTURES / "second_lesson"
 
 
 def digests(root, folders):
@@ -30,14 +29,10 @@ def digests(root, folders):
 def project(tmp_path_factory):
     root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
                         PROJECT_PARTS + ("tests",))
-    shutil.copy(SECOND / "psum_01.py", root / "lesson_code" / "psum_01.py")
-    shutil.copy(SECOND / "psum_bars.py", root / "lesson_code" / "psum_bars.py")  # its figure
-    shutil.copy(SECOND / "psum_01.schema.json", root / "lesson_code")  # its data's schema
-    shutil.copy(SECOND / "psum-01.md", root / "docs" / "lessons" / "psum-01.md")
-    registry = root / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text() + (SECOND / "registry_entry.toml").read_text())
-    # No nav lines: the build lists a registered lesson that mkdocs.yml leaves out.
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
+    # Its module, its figure's renderer, its entry and its page (no nav line: the build
+    # lists a registered lesson that mkdocs.yml leaves out).
+    assert add_fixture_lesson(root).id == "psum-01"
     run = run_record(root)  # the plain command: it runs the lessons that are not current
     assert run.returncode == 0, run.stderr[-3000:]
     return root, before, run
@@ -46,7 +41,7 @@ def project(tmp_path_factory):
 def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
     root, before, run = project
     assert "record: running psum-01 on 2 CPU device(s)" in run.stderr
-    assert "record: running distributed-03" not in run.stderr  # current: left alone
+    assert f"record: running {SEED.id}" not in run.stderr  # current: left alone
     after = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
     for folder in ("scripts/", "tests/"):
         assert {k: v for k, v in after.items() if k.startswith(folder)} == \
@@ -55,7 +50,7 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
     added = sorted(set(after) - set(before))
     assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.svg",
                      "recordings/psum-01.cpu.json"]
-    # distributed-03's outputs are untouched; only the lock gained the new lesson's entries.
+    # The seed lesson's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
     assert changed == ["recordings/outputs.lock.json"]
 
@@ -111,7 +106,7 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
                         lambda lesson, processes, staging, *launcher:
                         ran.append((lesson.id, processes)) or {})
     assert record_script.main(["--processes", "4", "--all"]) == 0
-    assert ran == [("distributed-03", 4)]
+    assert ran == [(lesson.id, 4) for lesson in lessons_with("rank_module")]
     assert "record: skipping psum-01: it has no rank_module in lesson_code/lessons.toml" in \
         capsys.readouterr().err
     # Named with --lesson, a lesson without a rank module is an error, not a skip.
@@ -130,21 +125,27 @@ def test_its_steps_with_their_own_imports_pass_lint(project):
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     # The copy's own tests, parametrized over its registry: psum-01 is among their cases
     # with no line of tests/ changed (run here: the page, the notebook, the freshness
-    # model's per-lesson expectations, and the built site's: its home page, downloads,
-    # every figure shown, formulas).
+    # model's per-lesson expectations, its figure, and the built site's: its home page,
+    # downloads, snippets, labels, every figure shown, formulas).
     root, *_ = project
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
          "tests/test_lesson_page.py", "tests/test_notebook.py", "tests/test_freshness.py",
-         "tests/test_site.py", "-k", "psum-01 or every_figure or every_notebook or "
-         "committed_tree or named_after_the_course or sized_lazy or formulas_are_mathml"],
+         "tests/test_site.py", "tests/test_figures.py", "tests/test_untrusted.py", "-k",
+         "psum-01 or every_figure or every_notebook or committed_tree or "
+         "named_after_the_course or sized_lazy or formulas_are_mathml or renderers_import"],
         cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
         timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
     passed = [line for line in run.stdout.splitlines() if line.startswith("PASSED")]
-    assert sum("[psum-01]" in line for line in passed) >= 8, passed
+    assert sum("psum-01" in line for line in passed) >= 20, passed  # 20 cases of it today
     assert any("every_notebook" in line for line in passed), passed
     assert any("sized_lazy" in line for line in passed), passed  # its figure is shown
+    assert any("renderers_import" in line for line in passed), passed  # and its renderer
+    for test in ("test_figures.py::test_the_committed_figure_is_what_its_renderer_draws",
+                 "test_site.py::test_a_broken_recording_fails_with_one_line",
+                 "test_untrusted.py::test_the_site_s_own_notebook_still_converts"):
+        assert any(test in line and "psum-01" in line for line in passed), (test, passed)
 
 
 def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):

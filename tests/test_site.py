@@ -8,13 +8,19 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.exceptions import PluginError
 
-from conftest import LESSONS, ROOT, each_lesson, project_copy, run_record
+from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
+                      project_copy, recording_name, run_record)
 from scripts.pages.check_links import broken_links
 from scripts.pages.markup import with_copy_buttons
 from site_build import build
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
-LESSON_PAGE = Path("lessons") / "distributed-03" / "index.html"
+# The seed lesson's page, for the checks of what that page itself holds.
+LESSON_PAGE = Path("lessons") / SEED.id / "index.html"
+
+
+def lesson_page(lesson):
+    return Path("lessons") / lesson.id / "index.html"
 
 
 @pytest.fixture()
@@ -25,7 +31,7 @@ def project(tmp_path):
 def edit_recording(project, change):
     """Change the CPU recording, then derive its analysis and figures again, as a
     maintainer would (`--render-only`): the build refuses a stale analysis."""
-    path = project / "recordings" / "distributed-03.cpu.json"
+    path = project / recording_name(SEED)
     recording = json.loads(path.read_text())
     change(recording)
     path.write_text(json.dumps(recording, indent=2))
@@ -46,19 +52,24 @@ def test_strict_build_without_jax_has_no_broken_links(built_site):
     assert pages >= 3
 
 
-def test_page_values_come_from_the_recording(built_site):
-    recording = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())
-    page = (built_site / LESSON_PAGE).read_text()
+@each_lesson
+def test_page_values_come_from_the_recording(built_site, lesson):
+    recording = json.loads((ROOT / recording_name(lesson)).read_text())
+    page = (built_site / lesson_page(lesson)).read_text()
     assert recording["generatedAt"] in page
     assert f"JAX {recording['environment']['jax']}" in page
-    analysis = json.loads((ROOT / "recordings" / "analysis" / "distributed-03.cpu.json")
-                          .read_text())
-    assert analysis["timing"]["programs"]["all_reduce"]["words"] in page
     # The recorded stdout appears once per recording tab, line by line, escaped.
     for line in recording["stdout"].splitlines():
         assert line.replace("'", "&#x27;") in page or line.replace("'", "&#39;") in page \
             or line in page
     assert "{{" not in page, "an unresolved placeholder reached the page"
+
+
+def test_the_seed_page_prints_the_words_of_its_analysis(built_site):
+    analysis = json.loads((ROOT / "recordings" / "analysis" / f"{SEED.id}.cpu.json")
+                          .read_text())
+    assert analysis["timing"]["programs"]["all_reduce"]["words"] in \
+        (built_site / LESSON_PAGE).read_text()
 
 
 def code_text(page):
@@ -67,17 +78,31 @@ def code_text(page):
     return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(blocks)))
 
 
+def snippet_section(module_text, name):
+    return module_text.split(f"# --8<-- [start:{name}]\n")[1].split(
+        f"# --8<-- [end:{name}]")[0]
+
+
+@each_lesson
+def test_every_snippet_a_lesson_page_includes_is_on_it_verbatim(built_site, lesson):
+    source = (ROOT / "docs" / "lessons" / f"{lesson.id}.md").read_text()
+    included = re.findall(r'--8<-- "(lesson_code/[\w/]+\.py):(\w+)"', source)
+    assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
+    code = code_text((built_site / lesson_page(lesson)).read_text())
+    for module, name in included:
+        section = snippet_section((ROOT / module).read_text(), name)
+        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
+
+
 def test_every_code_block_comes_from_lesson_code(built_site):
     code = code_text((built_site / LESSON_PAGE).read_text())
-    lesson = (ROOT / "lesson_code" / "distributed_03.py").read_text()
+    lesson = SEED.path().read_text()
     for name in ("configure_devices", "place_data", "local_contribution", "reduce_all",
                  "reduce_scatter", "build_programs", "verify", "measure", "momentum",
                  "make_it_yours", "transfer_budget", "run_lesson"):
-        section = lesson.split(f"# --8<-- [start:{name}]\n")[1].split(
-            f"# --8<-- [end:{name}]")[0]
-        assert section.strip() in code, f"section {name} is not on the page verbatim"
+        assert snippet_section(lesson, name).strip() in code, \
+            f"section {name} is not on the page verbatim"
     assert "check_vma=False" not in code
-
 
 
 def test_every_code_block_has_its_copy_button_and_scripts_wait_for_the_page(built_site):
@@ -105,22 +130,25 @@ def test_a_page_id_that_a_copy_button_would_need_fails_the_build():
     with pytest.raises(PluginError, match="lessons/x.md: the id code-1 .*; rename"):
         with_copy_buttons('<p id="code-1"></p><pre><code>x = 1</code></pre>', page)
 
-def test_a_stale_cpu_recording_fails_the_build(project, tmp_path):
-    lesson = project / "lesson_code" / "distributed_03.py"
-    lesson.write_text(lesson.read_text() + "\nA_CHANGE_TO_THE_CODE = 1\n")
+@each_lesson
+def test_a_stale_cpu_recording_fails_the_build(project, tmp_path, lesson):
+    module = project / module_file(lesson)
+    module.write_text(module.read_text() + "\nA_CHANGE_TO_THE_CODE = 1\n")
     errors = one_line_failure(build(project, tmp_path / "site"))
-    assert "recordings/distributed-03.cpu.json: stale" in errors
+    assert f"{recording_name(lesson)}: stale" in errors
     assert "python scripts/record.py" in errors
 
 
-def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, tmp_path):
-    lesson = project / "lesson_code" / "distributed_03.py"
-    start = "# --8<-- [start:configure_devices]\n"
-    lesson.write_text(lesson.read_text().replace(start, start + "# a comment readers see\n"))
+@each_lesson
+def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, tmp_path,
+                                                                      lesson):
+    module = project / module_file(lesson)
+    text = module.read_text()
+    start = text.index("\n", text.index("# --8<-- [start:")) + 1  # in the first section
+    module.write_text(text[:start] + "# a comment readers see\n" + text[start:])
     errors = one_line_failure(build(project, tmp_path / "site"))
-    assert "docs/notebooks/distributed-03.ipynb: stale, lesson_code/distributed_03.py " \
-           "changed" in errors
-    assert "recordings/distributed-03.cpu.json" not in errors  # the code is the same
+    assert f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed" in errors
+    assert recording_name(lesson) not in errors  # the code is the same
 
 
 @pytest.mark.parametrize("corrupt, expected", [
@@ -130,16 +158,17 @@ def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, t
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
                                         if k != "stdout"})), "stdout"),
 ])
-def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expected):
-    corrupt(project / "recordings" / "distributed-03.cpu.json")
+@each_lesson
+def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expected, lesson):
+    corrupt(project / recording_name(lesson))
     errors = one_line_failure(build(project, tmp_path / "site"))
-    assert "recordings/distributed-03.cpu.json" in errors and expected in errors
+    assert recording_name(lesson) in errors and expected in errors
     assert len(errors.splitlines()) == 1
 
 
 def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):
     page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + "\n{{ rec:distributed-03.cpu:data.nothing.here }}\n")
+    page.write_text(page.read_text() + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:data.nothing.here }}}}\n")
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert "no value at 'data.nothing.here'" in errors
 
@@ -149,7 +178,7 @@ def test_recorded_text_cannot_inject_markup(project, tmp_path):
 
     def inject(recording):
         recording["stdout"] = recording["stdout"].replace(
-            "PASS: distributed-03", attack + "\nPASS: distributed-03")
+            f"PASS: {SEED.id}", attack + f"\nPASS: {SEED.id}")
         recording["data"]["panels"][0]["ylabel"] = "<img src=x onerror=alert(1)>"  # any text
 
     edit_recording(project, inject)
@@ -218,7 +247,7 @@ def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
         assert text.count("<math ") == counted[page], page
         assert "arithmatex" not in text, page
         assert (".math-display" in text.split("</head>")[0]) == (counted[page] > 0), page
-    assert counted["lessons/distributed-03/"] > 0 and counted["going-further/sweep/"] > 0
+    assert counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
     assert counted["404.html"] == 0
     assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
     lesson = (built_site / LESSON_PAGE).read_text()
@@ -264,7 +293,7 @@ RECORDED_ON_TPU = "takes --platform tpu (recorded there)"
 
 
 def test_without_a_tpu_recording_the_site_says_so(built_site):
-    if (ROOT / "recordings" / "distributed-03.tpu.json").exists():
+    if (ROOT / recording_name(SEED, "tpu")).exists():
         assert pages_saying(built_site, NOT_YET) == []
         return
     saying = pages_saying(built_site, NOT_YET)
@@ -284,7 +313,7 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
 
 def test_an_if_recorded_without_its_end_fails_the_build(project, tmp_path):
     page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + "\n{{ if-recorded:distributed-03.tpu }} yes\n")
+    page.write_text(page.read_text() + f"\n{{{{ if-recorded:{FIRST_LESSON.id}.tpu }}}} yes\n")
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert "docs/index.md" in errors or "index.md" in errors
     assert "if-recorded" in errors and "{{ end }}" in errors
@@ -294,9 +323,8 @@ def test_an_if_recorded_without_its_end_fails_the_build(project, tmp_path):
 def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
-    lesson = project / "lesson_code" / "distributed_03.py"
-    write_tpu_recording(project / "recordings" / "distributed-03.tpu.json", lesson, project,
-                        stale=stale)
+    lesson = project / module_file(SEED)
+    write_tpu_recording(project / recording_name(SEED, "tpu"), lesson, project, stale=stale)
     run = build(project, tmp_path / "site")
     assert run.returncode == 0, run.stderr[-2000:]  # CI cannot refresh it: never fatal
     page = (tmp_path / "site" / LESSON_PAGE).read_text()
@@ -313,7 +341,7 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert "index.html" in pages_saying(site, RECORDED_ON_TPU)
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
     if stale:
-        assert "lesson_code/distributed_03.py" in page.split("Stale recording")[1][:2000]
+        assert module_file(SEED) in page.split("Stale recording")[1][:2000]
 
 
 def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path):
@@ -326,18 +354,19 @@ def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path)
     class WithExercises(Lesson):  # the registry's `exercises`, however it is spelled there
         exercises: str | None = None
 
-    lesson = WithExercises("distributed-03", "lesson_code.distributed_03",
-                           exercises="lesson_code.distributed_03_exercises")
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/distributed-03.md"),
-                           url="lessons/distributed-03/")
+    lesson = WithExercises(SEED.id, SEED.module, exercises=f"{SEED.module}_exercises")
+    page = SimpleNamespace(file=SimpleNamespace(src_uri=f"lessons/{SEED.id}.md"),
+                           url=f"lessons/{SEED.id}/")
     markdown = hooks.downloads(lesson, page, {"docs_dir": str(ROOT / "docs"),
                                               "use_directory_urls": True})
-    assert "[`distributed_03.py`](../lesson_code/distributed_03.py){ download }: the lesson " \
-           "program; it runs on its own" in markdown
-    assert "[`distributed_03_exercises.py`](../lesson_code/distributed_03_exercises.py)" \
-           "{ download }: its exercises" in markdown
-    assert hooks.downloadable_modules(lesson) == ["lesson_code/distributed_03.py",
-                                                  "lesson_code/distributed_03_exercises.py"]
+    program = module_file(SEED)
+    exercises = program.removesuffix(".py") + "_exercises.py"
+    name = program.rsplit("/", 1)[1]
+    assert f"[`{name}`](../{program}){{ download }}: the lesson program; it runs on its " \
+           "own" in markdown
+    assert f"[`{exercises.rsplit('/', 1)[1]}`](../{exercises}){{ download }}: its " \
+           "exercises" in markdown
+    assert hooks.downloadable_modules(lesson) == [program, exercises]
 
 
 def test_the_recordings_table_ends_where_its_paragraph_begins(built_site):
@@ -353,9 +382,16 @@ def test_the_recordings_table_ends_where_its_paragraph_begins(built_site):
     assert len(rows) == 1 + len(executed)  # the header row, then one per recording
 
 
-def test_labels_and_dates_are_written_for_people(built_site):
+@each_lesson
+def test_labels_are_written_for_people(built_site, lesson):
+    page = (built_site / lesson_page(lesson)).read_text()
+    devices = f"CPU · {lesson.devices} devices · "
+    assert devices + "cpu" not in page and devices in page
+
+
+def test_dates_are_written_for_people(built_site):
+    # The seed page's sentence on where its numbers come from dates its recording.
     page = (built_site / LESSON_PAGE).read_text()
-    assert "CPU · 4 devices · cpu" not in page and "CPU · 4 devices · " in page
     assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX", page)
 
 

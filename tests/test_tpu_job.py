@@ -13,15 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, LESSONS, ROOT, project_copy
+from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_lesson, module_file,
+                      project_copy, recording_name)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, accelerators_for,
                                   check_options, dry_run_text, job_commands, job_steps)
 
-TARGET = "distributed-03.tpu.json"
-SWEEP_TARGET = "distributed-03.tpu-sweep.json"  # bench.py --platform tpu, on the same VM
+# The job's lesson when none is named is the registry's first; its canned TPU recording
+# (tests/fixtures/tpu_recording.fixture.json) is the seed lesson's.
+ID = SEED.id
+MODULE = module_file(SEED)
+RANK_STEM = SEED.rank_module.rsplit(".", 1)[1]
+TARGET = f"{ID}.tpu.json"
+SWEEP_TARGET = f"{ID}.tpu-sweep.json"  # bench.py --platform tpu, on the same VM
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 
 
@@ -46,7 +52,11 @@ def gcloud(tmp_path, monkeypatch):
 
 
 def lesson(repo):
-    return repo / "lesson_code" / "distributed_03.py"
+    return repo / MODULE
+
+
+def test_the_job_s_default_lesson_is_the_seed():
+    assert FIRST_LESSON == SEED  # what the tests below that name no lesson rely on
 
 
 def snapshot(directory):
@@ -88,9 +98,9 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
     assert [["gcloud", *call] for call in issued] == listed[1:]
     assert not workdir.exists()  # the archive and the fetched copy went with it
     assert "scripts/record.py --platform tpu" in issued[4][-1]
-    assert issued[6][-1] == ("cd distributed-03 && .venv/bin/python scripts/bench.py "
-                             "--platform tpu --lesson distributed-03")
-    assert issued[7][4] == "test-tpu:distributed-03/recordings/distributed-03.tpu-sweep.json"
+    assert issued[6][-1] == (f"cd {ID} && .venv/bin/python scripts/bench.py "
+                             f"--platform tpu --lesson {ID}")
+    assert issued[7][4] == f"test-tpu:{ID}/recordings/{SWEEP_TARGET}"
     # One progress line per step, and each recording lands only after it was checked.
     steps = [line for line in captured.err.splitlines() if line.startswith("tpu_job: [")]
     assert len(steps) == 12
@@ -125,11 +135,11 @@ def test_check_tpu_sweep_refuses_more_chips_than_the_vm_has(clone, tmp_path):
     from scripts.hardware.verify import check_tpu_sweep
     from scripts.lessons import load_lessons
 
-    distributed_03 = load_lessons(clone)["distributed-03"]
+    seed = load_lessons(clone)[ID]
     sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, chips=8)
     with pytest.raises(RefusedRecording, match="it measured p = 8, more than the VM's 4 chips"):
-        check_tpu_sweep(sweep, distributed_03, clone, chips=4)
-    assert check_tpu_sweep(write_tpu_sweep(tmp_path / "four.json", clone), distributed_03,
+        check_tpu_sweep(sweep, seed, clone, chips=4)
+    assert check_tpu_sweep(write_tpu_sweep(tmp_path / "four.json", clone), seed,
                            clone, chips=4)["kind"] == "sweep"
 
 
@@ -165,7 +175,7 @@ def test_check_tpu_recording_refuses_with_the_reason(case, clone, tmp_path):
     changes, reason = REFUSED[case]
     fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
     with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, "distributed-03", lesson(clone), clone)
+        check_tpu_recording(fetched, ID, lesson(clone), clone)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
 
 
@@ -250,7 +260,7 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
 
     [line] = error_lines(capsys.readouterr())
-    assert "lesson_code/distributed_03.py differ from HEAD" in line and "git add" in line
+    assert f"{MODULE} differ from HEAD" in line and "git add" in line
     assert gcloud() == []
 
 
@@ -267,7 +277,8 @@ def test_a_vm_with_other_than_the_lessons_chip_count_is_refused(gcloud, capsys):
     assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
                          "--accelerator", "v5litepod-8", "--dry-run"]) == 2
     [line] = error_lines(capsys.readouterr())
-    assert line == ("tpu_job: error: --accelerator v5litepod-8 has 8 chips and distributed-03 "
+    assert SEED.devices == 4  # the VMs named below are the 4-chip ones
+    assert line == (f"tpu_job: error: --accelerator v5litepod-8 has 8 chips and {ID} "
                     "records on 4 (`devices` in lesson_code/lessons.toml); use v6e-4 or "
                     "v5litepod-4, or leave --accelerator out")
 
@@ -277,7 +288,7 @@ def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys)
                          "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--accelerator-type v6e-4 --version v2-alpha-tpuv6e" in out
-    assert "record.py --platform tpu --lesson distributed-03'" in out
+    assert f"record.py --platform tpu --lesson {ID}'" in out
 
 
 @pytest.fixture
@@ -285,11 +296,7 @@ def two_lessons(tmp_path):
     """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
     root = project_copy(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
                                            "lesson_code", "recordings"))
-    for name in ("psum_01.py", "psum_01.schema.json"):  # the module and its data schema
-        shutil.copy(FIXTURES / "second_lesson" / name, root / "lesson_code")
-    registry = root / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text() +
-                        (FIXTURES / "second_lesson" / "registry_entry.toml").read_text())
+    assert add_fixture_lesson(root).id == "psum-01"
     return root
 
 
@@ -311,9 +318,10 @@ def test_an_8_device_lesson_gets_an_8_chip_vm_and_is_recorded_alone(two_lessons,
                          "--create", "--dry-run"], root=two_lessons) == 0
     out = capsys.readouterr().out
     assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
-    # Only this lesson runs on the VM: distributed-03's recording cannot fail with it.
+    # Only this lesson runs on the VM: the other lessons' recordings cannot fail with it.
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
-    assert "psum-01/recordings/psum-01.tpu.json" in out and "distributed-03" not in out
+    assert "psum-01/recordings/psum-01.tpu.json" in out
+    assert not [lesson for lesson in LESSONS if lesson in out]
     assert "bench.py" not in out and "sweep" not in out  # a lesson without a sweep: none
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
 
@@ -376,7 +384,7 @@ def fake_vm(command, tmp_path, mode="success"):
 
 def test_the_fake_stock_image_refuses_the_pins_in_its_own_python(tmp_path):
     # What the job did before: a venv from the image's python3 (3.10) cannot take the pins.
-    old = ("cd distributed-03 && python3 -m venv .venv && "
+    old = (f"cd {ID} && python3 -m venv .venv && "
            ".venv/bin/pip install -r requirements.txt")
     refused = fake_vm(old, tmp_path)
     assert refused.returncode == 1 and "Requires-Python >=3.11" in refused.stderr
@@ -424,19 +432,19 @@ def test_the_page_shows_the_commands_the_job_runs_now():
 
 
 def test_the_canned_recording_is_a_valid_tpu_recording_only_when_fresh(tmp_path):
-    module = ROOT / "lesson_code" / "distributed_03.py"
-    cpu = json.loads((ROOT / "recordings" / "distributed-03.cpu.json").read_text())
+    module = ROOT / MODULE
+    cpu = json.loads((ROOT / recording_name(SEED)).read_text())
     canned = json.loads(FIXTURE.read_text())
     drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
               f"and data.panels into the fixture"
     for field in ("gradient", "panels"):
         assert canned["data"][field] == cpu["data"][field], drifted
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
-    assert check_tpu_recording(fresh, "distributed-03", module)["provenance"] == \
+    assert check_tpu_recording(fresh, ID, module)["provenance"] == \
         "recorded_tpu_computation"
     stale = write_tpu_recording(tmp_path / "stale.json", module, ROOT, stale=True)
     with pytest.raises(RefusedRecording, match="other code than this checkout"):
-        check_tpu_recording(stale, "distributed-03", module)
+        check_tpu_recording(stale, ID, module)
 
 
 def test_no_fixture_reaches_the_real_recordings():
@@ -448,7 +456,7 @@ def test_no_fixture_reaches_the_real_recordings():
 # --- multi-host slices ----------------------------------------------------------------------
 
 SLICE = ["--name", "test-slice", "--zone", "us-east5-b", "--accelerator", "v6e-16"]
-SLICE_TARGET = "distributed-03.tpu-processes.json"
+SLICE_TARGET = f"{ID}.tpu-processes.json"
 
 
 @pytest.mark.parametrize("accelerator", sorted(WORKERS))
@@ -464,11 +472,11 @@ def test_a_slice_dry_run_sends_everything_to_every_worker_and_fetches_from_worke
         by_verb.setdefault(command[4], []).append(command)
     assert [c[-1] for c in by_verb["scp"]] == ["--worker=all", "--worker=0", "--worker=0"]
     assert all("--worker=all" in command for command in by_verb["ssh"])
-    [run] = [c for c in by_verb["ssh"] if "distributed_03_rank" in c[-1]]
+    [run] = [c for c in by_verb["ssh"] if RANK_STEM in c[-1]]
     rank = run[-1]
     assert "--platform tpu" in rank and "--data-out slice-data.json" in rank
     assert not {"--process-id", "--processes", "--port", "--coordinator"} & set(rank.split())
-    assert by_verb["scp"][1][5] == "my-slice:distributed-03/slice-data.json"
+    assert by_verb["scp"][1][5] == f"my-slice:{ID}/slice-data.json"
     assert gcloud() == [] and list(tmp_path.iterdir()) == []
 
 
@@ -501,12 +509,12 @@ def test_the_job_runs_a_slice_end_to_end_on_loopback_workers(clone, gcloud, monk
     assert recording["command"] == ["python", "scripts/tpu_job.py", "--accelerator", "v6e-16"]
     assert recording["environment"]["processCount"] == 4
     assert recording["data"]["launch"]["processes"] == 4
-    assert recording["stdout"].endswith("PASS: distributed-03\n")
+    assert recording["stdout"].endswith(f"PASS: {ID}\n")
     # Every worker got the tree and ran its own rank; only worker 0's rank wrote data.
-    homes = sorted((tmp_path / "slice").glob("worker-*/distributed-03"))
+    homes = sorted((tmp_path / "slice").glob(f"worker-*/{ID}"))
     assert len(homes) == 4 and all((home / "lesson_code").is_dir() for home in homes)
     assert [(home / "slice-data.json").exists() for home in homes] == [True] + [False] * 3
-    module = clone / "lesson_code" / "distributed_03_rank.py"
-    with pytest.raises(RefusedRecording, match="not a 16-chip TPU run of distributed-03: "
+    module = clone / module_file(SEED, SEED.rank_module)
+    with pytest.raises(RefusedRecording, match=f"not a 16-chip TPU run of {ID}: "
                                                "its backend is 'cpu'"):
-        check_tpu_recording(landed, "distributed-03", module, clone, devices=16, processes=4)
+        check_tpu_recording(landed, ID, module, clone, devices=16, processes=4)

@@ -3,11 +3,12 @@ source, and the figure is drawn from that file alone."""
 import json
 import re
 
-from conftest import ROOT
+from conftest import ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
-DATA = ROOT / "lesson_code" / "figures" / "distributed-03-tpu-predictions.json"
+# The seed lesson's predictions: its own data file and its own sweep.
+DATA = ROOT / "lesson_code" / "figures" / f"{SEED.id}-tpu-predictions.json"
 
 
 def test_the_committed_predictions_are_the_models_output():
@@ -45,7 +46,7 @@ def test_every_input_names_a_source_that_exists():
 
 def test_the_figure_is_drawn_from_the_data_file_alone():
     kind = KINDS["tpu-predictions"]
-    assert kind.input.format(id="distributed-03") == DATA.relative_to(ROOT).as_posix()
+    assert kind.input.format(id=SEED.id) == DATA.relative_to(ROOT).as_posix()
     svg = kind.render(json.loads(DATA.read_text()))
     assert svg == kind.render(json.loads(DATA.read_text()))  # the same bytes each time
     assert "<title>Predicted on 4 TPU chips, before any TPU run</title>" in svg
@@ -56,7 +57,7 @@ def test_the_figure_is_drawn_from_the_data_file_alone():
 def tpu_sweep_fixture():
     """A TPU size sweep as the VM would record it: the committed sweep's format and rows,
     its machine a v6e chip, its medians a tenth of the CPU's (made-up TPU numbers)."""
-    recording = json.loads((ROOT / "recordings" / "distributed-03.sweep.json").read_text())
+    recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
     for row in recording["rows"]:
@@ -94,14 +95,14 @@ def test_a_tpu_sweep_recording_changes_the_figure_and_the_page_with_no_edit(tmp_
     from site_build import build
 
     project = project_copy(tmp_path / "project")
-    figure = project / "figures" / "distributed-03-tpu-predictions.svg"
-    (project / "recordings" / "distributed-03.tpu-sweep.json").write_text(
+    figure = project / "figures" / f"{SEED.id}-tpu-predictions.svg"
+    (project / recording_name(SEED, "tpu-sweep")).write_text(
         json.dumps(tpu_sweep_fixture(), indent=2) + "\n")
     run = run_record(project, "--render-only")
     assert run.returncode == 0, run.stdout + run.stderr
     assert "Measured on 4 × TPU v6 lite" in figure.read_text()
     check = run_record(project, "--check")
-    assert "distributed-03-tpu-predictions.svg" not in check.stdout + check.stderr
+    assert f"{SEED.id}-tpu-predictions.svg" not in check.stdout + check.stderr
     site = build(project, tmp_path / "site")
     assert site.returncode == 0, site.stderr[-3000:]
     page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()

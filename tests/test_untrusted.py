@@ -19,7 +19,7 @@ import pytest
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, PluginError
 
-from conftest import ROOT
+from conftest import FIRST_LESSON, ROOT, SEED, each_lesson, recording_name
 from scripts.pages import mathml, notebook_page
 
 CANARY = "CANARY-TOKEN-5be1c0d3"
@@ -109,10 +109,11 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     assert titles and not any("<img" in title for title in titles)
 
 
-def test_the_site_s_own_notebook_still_converts(site_config):
+@each_lesson
+def test_the_site_s_own_notebook_still_converts(site_config, lesson):
     page = SimpleNamespace(file=SimpleNamespace(
-        abs_src_path=str(ROOT / "docs/notebooks/distributed-03.ipynb"),
-        src_uri="notebooks/distributed-03.ipynb"), url="notebooks/distributed-03/")
+        abs_src_path=str(ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb"),
+        src_uri=f"notebooks/{lesson.id}.ipynb"), url=f"notebooks/{lesson.id}/")
     notebook_page.render_notebook(page, site_config)
     assert "<pre" in page.content and live_markup(page.content) == []
 
@@ -181,7 +182,12 @@ def test_a_good_registry_loads(tmp_path):
                                    '"x-"', f'"{"a" * 65}"', "3", '["a"]', '"a\\nb"'])
 def test_an_id_outside_the_schema_s_pattern_is_refused(tmp_path, value):
     message = refusal(tmp_path, f'[[lesson]]\nid = {value}\nmodule = "lesson_code.my_lesson"\n')
-    assert "field 'id'" in message and "distributed-03" in message
+    assert "field 'id'" in message
+    # ...and it shows an id the rule accepts.
+    from scripts.lessons import check_id
+
+    example = re.search(r'such as "([^"]+)"', message)
+    assert example and check_id(example[1], ROOT) is None, message
 
 
 @pytest.mark.parametrize("field", ["module", "rank_module", "simulation", "sweep"])
@@ -259,7 +265,7 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path):
     project_copy(root, parts=("scripts", "lesson_code", "recordings", "figures", "docs",
                               "requirements.txt", "constraints.txt"))
     registry = root / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text().replace('id = "distributed-03"',
+    registry.write_text(registry.read_text().replace(f'id = "{FIRST_LESSON.id}"',
                                                      'id = "../../escaped"'))
     before = snapshot(root)
     run = run_record(root, "--render-only", timeout=120)
@@ -285,7 +291,9 @@ def not_regular_files(tmp_path):
     return target, [link, fifo, dangling]
 
 
-@pytest.mark.parametrize("module", ["lesson_code.distributed_03", "lesson_code.ring"])
+# The seed lesson's program and its ring simulation guard --data-out so (lesson_code/
+# CONTRACT.md asks it of a lesson only for Ctrl-C and SIGTERM).
+@pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, module):
     from conftest import clean_env
 
@@ -302,7 +310,9 @@ def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, mo
 
 
 def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
-    from lesson_code.distributed_03 import write_json
+    import importlib
+
+    write_json = importlib.import_module(SEED.module).write_json
 
     target, paths = not_regular_files(tmp_path)
     for path in paths:
@@ -379,7 +389,7 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path):
 
     root = tmp_path / "project"
     project_copy(root)
-    staged = root / "recordings" / f".distributed-03.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
+    staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
     staged.write_text("{}")  # the other run's, mid-way
     holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root), str(root)],
                               stdout=subprocess.PIPE, text=True)
@@ -733,17 +743,19 @@ def test_a_missing_hardware_recording_names_the_command_that_makes_it(monkeypatc
     from scripts.pages.recorded_text import PageValues
 
     lessons = load_lessons()
-    assert "tpu_job.py" in recording_fix(lessons, "recordings/distributed-03.tpu.json")
-    assert recording_fix(lessons, "recordings/distributed-03.cpu.json") == \
-        "python scripts/record.py"
-    assert recording_fix(lessons, "recordings/distributed-03.weird.json") == \
-        "git rm recordings/distributed-03.weird.json"
+    lesson = FIRST_LESSON
+    assert "tpu_job.py" in recording_fix(lessons, recording_name(lesson, "tpu"))
+    assert recording_fix(lessons, recording_name(lesson)) == (
+        "python scripts/record.py" if len(lessons) == 1 else
+        f"python scripts/record.py --lesson {lesson.id}")
+    assert recording_fix(lessons, recording_name(lesson, "weird")) == \
+        f"git rm {recording_name(lesson, 'weird')}"
     assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
     monkeypatch.setattr(hooks, "lessons", lessons)
     monkeypatch.setattr(hooks, "recordings", {})
     page = SimpleNamespace(file=SimpleNamespace(src_uri="going-further/tpu.md"))
     with pytest.raises(PluginError) as refused:
-        hooks.recorded_value("distributed-03.tpu", "environment.jax", None, page=page,
+        hooks.recorded_value(f"{lesson.id}.tpu", "environment.jax", None, page=page,
                              values=PageValues(page.file.src_uri), directive="{{ rec: }}")
     assert "run `python scripts/tpu_job.py" in str(refused.value)
 
@@ -756,11 +768,11 @@ def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
     root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
                                                      "figures", "docs", "requirements.txt",
                                                      "constraints.txt"))
-    (root / "recordings" / "distributed-03.weird.json").write_text("{not json")
+    weird = recording_name(FIRST_LESSON, "weird")
+    (root / weird).write_text("{not json")
     lines = check(load_lessons(root), root)
-    assert ("recordings/distributed-03.weird.json: not valid JSON" in "\n".join(lines))
-    assert any("recordings/distributed-03.weird.json: not valid JSON" in line
-               and line.endswith("run `git rm recordings/distributed-03.weird.json`")
+    assert (f"{weird}: not valid JSON" in "\n".join(lines))
+    assert any(f"{weird}: not valid JSON" in line and line.endswith(f"run `git rm {weird}`")
                for line in lines)
 
 
@@ -861,9 +873,9 @@ def test_the_kernel_s_connection_file_lives_in_the_run_s_scratch_folder(tmp_path
 # lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
 # carries on to print PASS, as some tries did.
 SIGNALLED_LESSON = """
-import sys, time
+import importlib, sys, time
 sys.path.insert(0, sys.argv[1])
-import lesson_code.distributed_03 as lesson
+lesson = importlib.import_module(sys.argv[3])
 
 def waiting(devices):
     print("running", flush=True)
@@ -875,7 +887,7 @@ def waiting(devices):
     except KeyboardInterrupt:
         if sys.argv[2] != "swallowed":
             raise
-    print("PASS: distributed-03", flush=True)
+    print("PASS: " + lesson.LESSON_ID, flush=True)
     return {}
 
 lesson.run_lesson = waiting
@@ -890,7 +902,8 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
 
     from conftest import clean_env
 
-    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), how],
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), how,
+                            SEED.module],
                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     assert run.stdout.readline() == "running\n"
@@ -919,9 +932,9 @@ def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_p
             started = len(wait_for(log_path, "Serving on"))
             before = urllib.request.urlopen(url, timeout=10).read()
             # A page error, raised while pages are written: after mkdocs emptied the site.
-            page.write_text(good + "\n{{ rec:distributed-03.cpu:no.such.value }}\n")
+            page.write_text(good + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:no.such.value }}}}\n")
             wait_for(log_path, "still serving", after=started)
-            for address in (url, url.replace("lessons/distributed-03/", "")):
+            for address in (url, url.replace(f"lessons/{FIRST_LESSON.id}/", "")):
                 assert urllib.request.urlopen(address, timeout=10).status == 200
             after = urllib.request.urlopen(url, timeout=10).read()
             # The same page; only the reload script's build counter differs.
