@@ -314,11 +314,19 @@ def measure_ring_traffic(devices, calls, coordinator_port):
 # The rounds experiment keeps the gradient fixed (the lesson's 32 B at p = 4) and changes
 # only how many processes take part, so the number of dependent rounds changes with p.
 ROUNDS_GRADIENT_FLOATS = 8
-# 25 blocks a side: the order-statistics interval of 25 block ratios leaves out the seven
-# most extreme on each side (96 % coverage), so a few stalled blocks cannot decide a verdict
-# (processes outnumber cores here, and a block that waited for the scheduler is common);
-# 9 calls a block, so one call held up by the scheduler does not move its median.
-ROUNDS_BLOCKS, ROUNDS_SAMPLES = 25, 9
+# 25 blocks a side for a recording: with processes outnumbering the cores a block either
+# shares the cores well or waits out a time slice, and 25 blocks hold enough of both kinds
+# for the mean's bootstrap interval to keep each verdict between reruns (three quiet
+# reruns agreed word for word: scripts/verdict_stability.py); 9 calls a block, so one call
+# held up by the scheduler does not move its median. A run asked for fewer calls (a test
+# of the launch and the bookkeeping, not of the times) takes a quarter as many blocks,
+# never fewer than 5.
+ROUNDS_BLOCKS, ROUNDS_SAMPLES, FEWEST_ROUNDS_BLOCKS = 25, 9, 5
+
+
+def rounds_blocks(calls):
+    """The rounds experiment's blocks for a run of `calls` repeats (100 for a recording)."""
+    return max(FEWEST_ROUNDS_BLOCKS, min(ROUNDS_BLOCKS, calls // 4))
 
 
 def rounds_programs(devices):
@@ -412,7 +420,9 @@ def parse_args(argv):
                              "tpu: every chip of a multi-host slice, whose interconnect no "
                              "socket sees, so the lesson alone")
     parser.add_argument("--calls", type=int, default=100,
-                        help="calls averaged per traffic row (default 100)")
+                        help="how much each measurement repeats: calls averaged per traffic "
+                             "row, and a quarter as many blocks (5 to 25) of the rounds "
+                             "timing (default 100)")
     parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
     args = parser.parse_args(argv)
     given = [args.process_id is not None, args.processes is not None,
@@ -447,7 +457,7 @@ def main(argv=None):
     data["gradientByRank"] = gradient_by_rank(devices)
     progress(rank, "traffic measured")
     before = lesson.host_load()
-    data["roundsTiming"] = measure_rounds(devices)
+    data["roundsTiming"] = measure_rounds(devices, rounds_blocks(args.calls))
     data["roundsTiming"].update(hostBefore=before, hostAfter=lesson.host_load())
     progress(rank, "rounds timed")
     return write_data(rank, args.data_out, data)
