@@ -46,6 +46,7 @@ class DerivedOutput:
     fix: str
     kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
     overlay: str | None = None  # a recording drawn over the source, an input when present
+    variant: object = None  # a figure's drawing (scripts/figures/variants.py): its palette, width
 
     def current_inputs(self, root=ROOT):
         overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
@@ -176,6 +177,8 @@ def recording_fix(lessons, name, root=ROOT):
 
 
 def figure_outputs(lesson):
+    """Each figure the registry asks for, in each of its drawings (light and dark, wide and
+    narrow: scripts/figures/variants.py), each its own locked output."""
     outputs = []
     for kind in lesson.figures:
         if kind not in KINDS:
@@ -183,9 +186,15 @@ def figure_outputs(lesson):
                            f"of kind {kind!r}; known kinds: {', '.join(KINDS)}")
         spec = KINDS[kind]
         overlay = spec.overlay.format(id=lesson.id) if spec.overlay else None
-        outputs.append(DerivedOutput(spec.path.format(id=lesson.id),
-                                     spec.input.format(id=lesson.id), spec.module_path(),
-                                     RENDER, kind=spec, overlay=overlay))
+        path = spec.path.format(id=lesson.id)
+        outputs += [DerivedOutput(variant.path(path), spec.input.format(id=lesson.id),
+                                  spec.module_path(), RENDER, kind=spec, overlay=overlay,
+                                  variant=variant) for variant in spec.variants]
+    paths = [output.path for output in outputs]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing
+        raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id}'s figures would write "
+                         f"{', '.join(twice)} twice; rename the lesson's renderer module")
     return outputs
 
 

@@ -4,7 +4,8 @@ Determinism is what lets a test compare a committed figure with a fresh renderin
 byte: no date, a fixed hash salt for element ids, and text kept as <text> (selectable,
 searchable, no per-run glyph ids). Every renderer draws inside figure_style(), which starts
 from matplotlib's defaults and restores the caller's settings on the way out, so no
-renderer can change another's bytes.
+renderer can change another's bytes; it takes the drawing's palette (palette.py), whose
+paper and ink become matplotlib's defaults for that drawing.
 """
 import io
 import re
@@ -13,6 +14,8 @@ from xml.sax.saxutils import escape
 
 import matplotlib
 from matplotlib.figure import Figure
+
+from scripts.figures.palette import LIGHT
 
 # What every renderer needs, whatever its look: repeatable element ids, text as <text>.
 # The salt only has to be fixed, not meaningful; changing it changes every figure's bytes.
@@ -23,22 +26,26 @@ STYLE = {
     # The default sans-serif list travels into the SVG, so browsers without DejaVu
     # fall back to their own sans-serif instead of a serif font.
     "font.size": 10,
-    # An opaque light card with dark ink reads the same on light and dark page palettes.
-    "figure.facecolor": "#ffffff",
-    "axes.facecolor": "#ffffff",
-    "text.color": "#1f2328",
-    "axes.labelcolor": "#1f2328",
-    "xtick.color": "#1f2328",
-    "ytick.color": "#1f2328",
 }
 
 
+def palette_style(palette):
+    """The rcParams that give paper and ink their palette's colours (palette.py): what a
+    renderer does not colour itself (tick labels, axes, legend text) follows the palette."""
+    return {"figure.facecolor": palette.paper, "axes.facecolor": palette.paper,
+            "savefig.facecolor": palette.paper, "text.color": palette.ink,
+            "axes.labelcolor": palette.ink, "axes.edgecolor": palette.ink,
+            "xtick.color": palette.ink, "ytick.color": palette.ink,
+            "grid.color": palette.grid, "legend.labelcolor": palette.ink,
+            "patch.edgecolor": palette.ink}
+
+
 @contextmanager
-def figure_style(style=STYLE):
-    """matplotlib's defaults plus `style`, for the duration of one drawing only."""
+def figure_style(style=STYLE, palette=LIGHT):
+    """matplotlib's defaults plus `style` in `palette`'s colours, for one drawing only."""
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
-        matplotlib.rcParams.update(style)
+        matplotlib.rcParams.update({**style, **palette_style(palette)})
         yield
 
 
