@@ -42,7 +42,7 @@ LIGHT = Palette(
     series=("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000"),
     bars=("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"),
     own=("#e3eef9", "#1f2328"), partial=("#f6c667", "#1f2328"), full=("#2f6f4f", "#ffffff"),
-    missing=("#ffffff", "#8c959f"))
+    missing=("#ffffff", "#57606a"))
 
 # The slate page is hsl(225, 15%, 14%) = #1e2129 (mkdocs-material's palette stylesheet):
 # the dark figure sits on the same colour, framed by lesson.css like the light one.

@@ -140,17 +140,21 @@ def wide_canvas(overlay):
 # The narrow drawing's parts, top to bottom, in inches: title, table, chart (and the
 # measured over predicted), axis label and legend, note.
 NARROW_TOP_IN, NARROW_TABLE_IN, NARROW_CHART_IN, NARROW_RATIO_IN = 0.5, 1.55, 2.3, 1.0
-NARROW_LEGEND_IN, NARROW_NOTE_IN = 1.5, 0.55
+NARROW_LEGEND_IN, NARROW_NOTE_IN = 1.5, 0.55  # the legend: 0.45 in more with the markers
+
+
+def narrow_legend_in(overlay):
+    return NARROW_LEGEND_IN + (0 if overlay is None else 0.45)
 NARROW_LEFT, NARROW_RIGHT = 0.2, 0.96  # figure fractions: room for the µs tick labels
 
 
 def narrow_canvas(overlay):
     ratio_in = 0 if overlay is None else NARROW_RATIO_IN + 0.1
     height = (NARROW_TOP_IN + NARROW_TABLE_IN + 0.25 + NARROW_CHART_IN + ratio_in
-              + NARROW_LEGEND_IN + NARROW_NOTE_IN)
+              + narrow_legend_in(overlay) + NARROW_NOTE_IN)
     fig = Figure(figsize=(NARROW_IN, height))
     top = 1 - (NARROW_TOP_IN + NARROW_TABLE_IN + 0.25) / height
-    bottom = (NARROW_LEGEND_IN + NARROW_NOTE_IN) / height
+    bottom = (narrow_legend_in(overlay) + NARROW_NOTE_IN) / height
     if overlay is None:
         ax, ratio_ax = fig.subplots(), None
     else:
@@ -201,7 +205,8 @@ def render(data, overlay=None, variant=STATIC):
             size_axis(ratio_ax, small=small)
         legend_title = "below the crossover both VMs pay the same hops"
         if narrow:  # below the chart, from the figure's left edge
-            legend_top = (NARROW_LEGEND_IN + NARROW_NOTE_IN - 0.45) / fig.get_figheight()
+            legend_top = (narrow_legend_in(overlay) + NARROW_NOTE_IN - 0.45) \
+                / fig.get_figheight()
             ax.legend(fontsize=small, frameon=False, loc="upper left",
                       bbox_to_anchor=(0.01, legend_top), bbox_transform=fig.transFigure,
                       title=textwrap.fill(legend_title, 44), title_fontsize=small,
