@@ -158,15 +158,18 @@ def assert_images_loaded(page):
     A figure inside a collapsed answer loads when the reader opens it, so open each one
     (and close it again afterwards)."""
     closed = open_every_details(page)
+    # The other palette's figure is not displayed, so never fetched: only images the page
+    # draws count (scripts/pages/markup.py).
     images = page.locator("img")
     for index in range(images.count()):
-        images.nth(index).scroll_into_view_if_needed()
+        if images.nth(index).is_visible():
+            images.nth(index).scroll_into_view_if_needed()
+    drawn = "[...document.images].filter(img => img.getClientRects().length)"
     try:
-        page.wait_for_function("[...document.images].every(img => img.complete)",
-                               timeout=10000)
+        page.wait_for_function(f"{drawn}.every(img => img.complete)", timeout=10000)
     except Exception:
         pass  # the assertion below names the images that never arrived
-    broken = page.evaluate("""[...document.images]
+    broken = page.evaluate(f"""{drawn}
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     close_again(closed)
     assert broken == []
@@ -310,47 +313,101 @@ def smallest_text(svg):
     return min(float(size) for size, _ in sizes), view_width
 
 
+# Every figure image of the article: the file it shows (a <picture> picks its source), how
+# wide it is drawn (0 when hidden: the other palette's), and the link around it.
 FIGURES_ON_SCREEN = """() => [...document.querySelectorAll('article img[src$=".svg"]')]
-    .map(img => ({src: img.src, drawn: img.getBoundingClientRect().width,
-    link: img.closest('a') ? img.closest('a').href : null}))"""
+    .map(img => ({src: img.currentSrc || img.src, drawn: img.getBoundingClientRect().width,
+    link: img.closest('a') ? img.closest('a').href : null,
+    loaded: img.complete && img.naturalWidth > 0}))"""
 
 
-def test_every_figure_is_readable_or_opens_full_size(browser, served, built_site, pages):
-    """Issue 12: at the desktop content width a figure's smallest text renders at >= 9 px;
-    on a 390 px phone a figure that cannot be read in place opens full size on a tap."""
-    unreadable, measured, tapped = [], {}, False
-    for width in (1280, 390):
-        for path in pages:
-            page, watch = open_page(browser, f"{served}/{path}", served, width=width)
-            to_tap, opened = None, open_every_details(page)  # a hint's figure is narrower
-            for figure in page.evaluate(FIGURES_ON_SCREEN):
-                file = built_site / urlsplit(figure["src"]).path.lstrip("/")
-                font, view_width = smallest_text(file.read_text())
-                if font is None:
-                    continue
-                shown = font * figure["drawn"] / view_width  # CSS px
-                key = file.name, width  # the smallest, where a figure is on two pages
-                measured[key] = round(min(measured.get(key, shown), shown), 2)
-                if width == 1280 and shown < SMALLEST_READABLE_PX:
-                    unreadable.append(f"/{path}: {file.name} text {shown:.1f} px")
-                if width == 390 and shown < SMALLEST_READABLE_PX:
-                    # Too small on a phone: the figure is a link to itself, full size.
-                    assert figure["link"] == figure["src"], (path, file.name)
-                    to_tap = to_tap or file.name
-            assert watch.problems == [], path
-            close_again(opened)
-            if width == 390 and to_tap and not tapped:  # one tap shows the link works
-                with page.expect_navigation() as opened:
-                    page.locator(f'article a[href$="/{to_tap}"]').first.tap()
-                assert opened.value.ok and "svg" in opened.value.headers["content-type"]
-                assert page.evaluate("document.documentElement.tagName") == "svg"
-                tapped = True
-            page.close()
-    assert tapped
-    print("smallest figure text, CSS px:", measured)
-    assert unreadable == []
-    assert {name for name, width in measured} == \
-        {path.name for path in (ROOT / "figures").glob("*.svg")}
+def expected_variant(name, scheme, width):
+    """The drawing a reader should see (scripts/figures/variants.py): narrow on a phone,
+    dark in the dark palette; a figure drawn in one variant only is always that one."""
+    stem = name.removesuffix(".svg")
+    if not (ROOT / "figures" / f"{stem}-dark.svg").exists():
+        return name
+    return f"{stem}{'-narrow' if width < 720 else ''}{'-dark' if scheme == 'dark' else ''}.svg"
+
+
+def shown_figures(page):
+    """Scroll to each shown figure and wait until it has arrived; returns them all."""
+    for image in page.locator("article img[src$='.svg']").all():
+        if image.is_visible():
+            image.scroll_into_view_if_needed()
+    try:
+        page.wait_for_function("""[...document.querySelectorAll('article img[src$=".svg"]')]
+            .every(img => !img.getBoundingClientRect().width || img.complete)""", timeout=10000)
+    except Exception:
+        pass  # the assertions name what never arrived
+    return [figure for figure in page.evaluate(FIGURES_ON_SCREEN) if figure["drawn"]]
+
+
+@pytest.mark.parametrize("scheme, width", SCREENS)
+def test_each_figure_shown_is_its_palettes_and_widths_drawing_with_9_px_text(
+        browser, served, built_site, pages, scheme, width):
+    """Issue 20, item 3: in either palette and at either width the figure a reader sees is
+    the drawing made for it (dark on slate, narrow on a phone), it loaded, only it was
+    fetched of its variants, it links to its full-size SVG, and its smallest text renders
+    at 9 CSS px or more where it is drawn (inside collapsed answers too)."""
+    problems, measured, figure_requests = [], {}, []
+    for path in pages:
+        page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
+        opened = open_every_details(page)  # a hint's figure is narrower
+        for figure in shown_figures(page):
+            file = built_site / urlsplit(figure["src"]).path.lstrip("/")
+            static = re.sub(r"-(narrow-dark|narrow|dark)\.svg$", ".svg", file.name)
+            if file.name != expected_variant(static, scheme, width):
+                problems.append(f"/{path}: {file.name} shown, "
+                                f"{expected_variant(static, scheme, width)} expected")
+            if not figure["loaded"]:
+                problems.append(f"/{path}: {file.name} did not load")
+            if not figure["link"] or not figure["link"].endswith(".svg"):
+                problems.append(f"/{path}: {file.name} is no link to its SVG")
+            font, view_width = smallest_text(file.read_text())
+            if font is None:
+                continue
+            shown = font * figure["drawn"] / view_width  # CSS px
+            measured[file.name] = round(min(measured.get(file.name, shown), shown), 2)
+            if shown < SMALLEST_READABLE_PX:
+                problems.append(f"/{path}: {file.name} text {shown:.1f} px at "
+                                f"{figure['drawn']:.0f} px")
+        close_again(opened)
+        figure_requests += [url.rsplit("/", 1)[-1] for url in watch.requests
+                            if "/figures/" in url]
+        assert watch.problems == [], path
+        page.close()
+    print(f"smallest figure text at {width} px, {scheme}, CSS px:", measured)
+    # Every drawing of this palette and width is seen somewhere, and no other is fetched.
+    expected = {expected_variant(path.name, scheme, width)
+                for path in (ROOT / "figures").glob("*.svg")
+                if not re.search(r"-(narrow-dark|narrow|dark)\.svg$", path.name)}
+    assert set(measured) == expected
+    assert set(figure_requests) == expected, sorted(set(figure_requests) ^ expected)
+    assert problems == [], "\n".join(problems)
+
+
+def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served):
+    """The palette is the reader's choice, not only the system's: the toggle swaps the
+    figure for its dark drawing at once (a <picture> media query alone could not), and a
+    tap on a phone opens the figure's full-size SVG."""
+    page, watch = open_page(browser, f"{served}/{LESSON}", served, "light", 390)
+    before = shown_figures(page)
+    assert before and all("-narrow.svg" in figure["src"] for figure in before)
+    page.locator("label[for='__palette_1']").first.click()  # "Switch to dark mode"
+    assert page.evaluate("document.body.dataset.mdColorScheme") == "slate"
+    after = shown_figures(page)
+    assert [figure["src"].replace("-narrow-dark.svg", "-narrow.svg") for figure in after] \
+        == [figure["src"] for figure in before]
+    assert all(figure["loaded"] for figure in after)
+    link = page.locator("article a.figure-link--dark").first
+    with page.expect_navigation() as opened:
+        link.tap()
+    assert opened.value.ok and "svg" in opened.value.headers["content-type"]
+    assert page.evaluate("document.documentElement.tagName") == "svg"
+    assert page.url.endswith("-dark.svg")
+    assert watch.problems == []
+    page.close()
 
 
 def test_dark_palette_and_notebook_page(browser, served):
@@ -531,8 +588,10 @@ def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pa
             opened = open_every_details(page)
             defects += [f"/{path} at {width} px: {defect}"
                         for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280)]
+            # Every drawing the page offers: each palette's image and its narrow source.
             figures |= set(page.evaluate("""[...document.querySelectorAll(
-                'article img[src$=".svg"]')].map(img => img.src)"""))
+                'article img[src$=".svg"], article source[srcset$=".svg"]')]
+                .map(element => element.src || new URL(element.srcset, location).href)"""))
             if path == LESSON and width == 1280:
                 page.locator(".table-scroll").first.screenshot(
                     path=str(ARTIFACTS / "table-classic-scrollbars.png"))
@@ -545,7 +604,7 @@ def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pa
         defects += [f"{figure.rsplit('/', 1)[-1]}: text off the canvas: {text}"
                     for text in page.evaluate(TEXT_OFF_CANVAS)]
         page.close()
-    assert len(figures) >= 5
+    assert len(figures) >= 5 * 4  # five figures on the pages, each in four drawings
     assert defects == [], "\n".join(defects)
 
 
