@@ -189,7 +189,7 @@ def figure_outputs(lesson):
         path = spec.path.format(id=lesson.id)
         outputs += [DerivedOutput(variant.path(path), spec.input.format(id=lesson.id),
                                   spec.module_path(), RENDER, kind=spec, overlay=overlay,
-                                  variant=variant) for variant in spec.variants]
+                                  variant=variant) for variant in spec.variants(lesson.root)]
     paths = [output.path for output in outputs]
     twice = sorted({path for path in paths if paths.count(path) > 1})
     if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing

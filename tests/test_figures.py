@@ -376,3 +376,22 @@ def marker_styles(text):
     parents = {child: parent for parent in root.iter() for child in parent}
     return [use.get("style") or parents[use].get("style") for use in root.iter()
             if use.tag.endswith("}use")]
+
+
+@pytest.mark.parametrize("signature, drawings", [
+    ("def render(recording):", ["figures/x-1-bars.svg"]),
+    ("def render(recording, variant):", [f"figures/x-1-bars{suffix}.svg" for suffix in
+                                         ("", "-dark", "-narrow", "-narrow-dark")]),
+])
+def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signature,
+                                                                drawings):
+    """A lesson's own renderer is drawn light and wide only, unless its render() takes the
+    variant; which it is, is read from its source (no import, no matplotlib)."""
+    from scripts.lessons import Lesson
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "bars.py").write_text(f"{signature}\n    return ''\n")
+    lesson = Lesson("x-1", "lesson_code.x_1", figures=("lesson_code.bars",), root=tmp_path)
+    outputs = figure_outputs(lesson)
+    assert [output.path for output in outputs] == drawings
+    assert [output.variant for output in outputs] == list(VARIANTS[:len(drawings)])

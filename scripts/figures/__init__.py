@@ -12,9 +12,11 @@ A lesson may also bring a renderer of its own: a module under lesson_code/ with 
 `render(data) -> SVG text`, listed among its figures by its dotted name
 (`"lesson_code.psum_bars"`). It is drawn from the lesson's CPU recording into
 `figures/<id>-<module name, _ as ->.svg`, and kept current like any other figure (its
-import closure is its code); it must never import a lesson program. It is drawn once, in
-the light palette: the page shows it on both palettes, framed.
+import closure is its code); it must never import a lesson program. It is drawn once, light
+and wide, unless its `render` takes a second argument, the variant: then it is drawn in
+all four variants like the figures here (read from its source, not by importing it).
 """
+import ast
 import importlib
 import re
 from dataclasses import dataclass
@@ -39,19 +41,37 @@ class FigureKind:
     def module_path(self):
         return self.module.replace(".", "/") + ".py"
 
-    @property
-    def variants(self):
-        """The drawings this kind makes: all four for the renderers here, the one light
-        wide figure for a lesson's own renderer (its contract is `render(data)`)."""
-        return (STATIC,) if "." in self.renderer else VARIANTS
+    def variants(self, root):
+        """The drawings this kind makes: all four for the renderers here; for a lesson's
+        own renderer, all four when its `render` takes the variant, else the one light
+        wide figure (`render(data)`)."""
+        if "." not in self.renderer or takes_variant(root / self.module_path()):
+            return VARIANTS
+        return (STATIC,)
 
     def render(self, data, overlay=None, variant=STATIC):
         module = importlib.import_module(self.module)
+        if "." in self.renderer and variant is STATIC:
+            return module.render(data)  # a lesson renderer may take the data alone
         if "." in self.renderer:
-            return module.render(data)
+            return module.render(data, variant)
         if self.overlay is None:
             return module.render(data, variant)
         return module.render(data, overlay, variant)
+
+
+def takes_variant(path):
+    """Whether the module at `path` defines `render` with a second parameter, read from its
+    syntax tree: deciding which files a figure has must not import matplotlib."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return False  # the figure's own check names the missing or broken code
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "render":
+            arguments = node.args
+            return bool(arguments.vararg) or len(arguments.posonlyargs + arguments.args) >= 2
+    return False
 
 
 # A lesson's own renderer, named by its dotted module under lesson_code/.
