@@ -396,10 +396,24 @@ def test_each_figure_shown_is_its_palettes_and_widths_drawing_with_9_px_text(
     assert problems == [], "\n".join(problems)
 
 
+def test_without_scripts_a_reader_sees_the_static_figure(browser, served):
+    """With JavaScript off the theme cannot switch palettes: the page stays light and each
+    figure is the static light drawing, the file the page names."""
+    context = browser.new_context(java_script_enabled=False, color_scheme="dark",
+                                  viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    page.goto(f"{served}/{LESSON}", wait_until="networkidle")
+    shown = shown_figures(page)
+    assert shown and all(figure["loaded"] for figure in shown)
+    assert [re.sub(r"-(narrow-dark|narrow|dark)\.svg$", ".svg", figure["src"])
+            for figure in shown] == [figure["src"] for figure in shown]
+    context.close()
+
+
 def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served):
     """The palette is the reader's choice, not only the system's: the toggle swaps the
-    figure for its dark drawing at once (a <picture> media query alone could not), and a
-    tap on a phone opens the figure's full-size SVG."""
+    figure for its dark drawing at once (a <picture> media query alone could not), print
+    shows the light one, and a tap on a phone opens the figure's full-size SVG."""
     page, watch = open_page(browser, f"{served}/{LESSON}", served, "light", 390)
     before = shown_figures(page)
     assert before and all("-narrow.svg" in figure["src"] for figure in before)
@@ -409,6 +423,11 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
     assert [figure["src"].replace("-narrow-dark.svg", "-narrow.svg") for figure in after] \
         == [figure["src"] for figure in before]
     assert all(figure["loaded"] for figure in after)
+    # On paper the light drawing, whatever the palette on screen (lesson.css).
+    page.emulate_media(media="print")
+    printed = shown_figures(page)
+    assert printed and not [figure for figure in printed if "-dark" in figure["src"]]
+    page.emulate_media(media="screen")
     assert watch.problems == []
     # (An SVG opened on its own asks for /favicon.ico, which the site has not: not counted.)
     link = page.locator("article a.figure-link--dark").first
