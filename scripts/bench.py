@@ -24,6 +24,7 @@ import time
 
 from scripts import display
 from scripts.derive import DeriveError, stage_derived
+from scripts.figures.variants import VARIANTS
 from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
@@ -136,8 +137,16 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
         else:
             staging.add(out, text)
             beside = {files.analysis("sweep"): ".analysis.json"}
-            stage_derived(lesson, staging, arriving, {}, only_from=name,
-                          place=lambda path: Path(out).with_suffix(beside.get(path, ".svg")))
+
+            def place(path):
+                """Beside `out`: its analysis, its figure, and each figure variant with the
+                variant's own ending (sweep-dark.svg)."""
+                ending = beside.get(path) or next(
+                    variant.suffix for variant in VARIANTS[::-1]
+                    if path.endswith(f"{variant.suffix}.svg")) + ".svg"
+                return Path(out).with_name(Path(out).with_suffix("").name + ending)
+
+            stage_derived(lesson, staging, arriving, {}, only_from=name, place=place)
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
     return recording
 

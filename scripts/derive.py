@@ -92,7 +92,9 @@ def render(output, data, overlay=None):
     run over a prediction), goes only to a kind that takes one."""
     kind = output.kind
     try:
-        return kind.render(data, overlay) if output.overlay else kind.render(data)
+        if output.variant is not None:  # a figure, in one of its drawings
+            return kind.render(data, overlay, output.variant)
+        return kind.render(data)
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
         raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "
                           f"{output.source} ({type(error).__name__}: {error}); fix "

@@ -7,8 +7,8 @@ JAX nor matplotlib.
 """
 from scripts import ROOT
 from scripts.hashes import changed_files, digest
-from scripts.outputs import (LockError, analysis_outputs, derived_outputs, for_lesson,
-                             notebook_output, read_lock, recording_outputs)
+from scripts.outputs import (LockError, analysis_outputs, derived_outputs, figure_outputs,
+                             for_lesson, notebook_output, read_lock, recording_outputs)
 from scripts.recordings import RecordingError, load_recording
 
 
@@ -89,9 +89,23 @@ def unclaimed_recordings(lessons, root=ROOT):
     return lines
 
 
+def unclaimed_figures(lessons, root=ROOT):
+    """A line for each SVG in figures/ that no lesson's figures (in any of their variants:
+    scripts/figures/variants.py) claim: the site serves every file there, so a figure
+    left over from a renamed kind or an older renderer would be published unchecked."""
+    claimed = {output.path for lesson in lessons.values() for output in figure_outputs(lesson)}
+    folder = root / "figures"
+    paths = sorted(folder.iterdir()) if folder.is_dir() else []
+    return [problem(f"figures/{path.name}", "belongs to no figure of a lesson in "
+                    "lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's "
+                    "files)", f"git rm figures/{path.name}")
+            for path in paths if path.suffix.lower() == ".svg"
+            and f"figures/{path.name}" not in claimed]
+
+
 def check(lessons, root=ROOT):
     """One line per recording, figure or notebook that is missing, invalid or stale."""
-    lines = unclaimed_recordings(lessons, root)
+    lines = unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
     try:
         lock = read_lock(root)
     except LockError as error:
@@ -139,7 +153,7 @@ def load_all(lessons, root=ROOT):
     a notebook companion that no longer shows its module's text (a comment edit: no
     recording is stale, yet the page's snippets would show other text than the notebook).
     """
-    loaded, lines = {}, unclaimed_recordings(lessons, root)
+    loaded, lines = {}, unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
     try:
         lock = read_lock(root)
     except LockError as error:

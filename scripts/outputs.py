@@ -128,6 +128,7 @@ class DerivedOutput:
     fix: str
     kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
     overlay: str | None = None  # a recording drawn over the source, an input when present
+    variant: object = None  # a figure's drawing (scripts/figures/variants.py): its palette, width
 
     def current_inputs(self, root=ROOT):
         overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
@@ -265,15 +266,23 @@ def recording_fix(lessons, name, root=ROOT):
 
 
 def figure_outputs(lesson):
+    """Each figure the registry asks for, in each of its drawings (light and dark, wide and
+    narrow: scripts/figures/variants.py), each its own locked output."""
     outputs, files = [], for_lesson(lesson)
     for kind in lesson.figures:
         if kind not in KINDS:
             raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id} asks for a figure "
                            f"of kind {kind!r}; known kinds: {', '.join(KINDS)}")
         spec = KINDS[kind]
-        outputs.append(DerivedOutput(files.figure(spec), files.figure_input(spec),
-                                     spec.module_path(), RENDER, kind=spec,
-                                     overlay=files.figure_overlay(spec)))
+        overlay, path = files.figure_overlay(spec), files.figure(spec)
+        outputs += [DerivedOutput(variant.path(path), files.figure_input(spec),
+                                  spec.module_path(), RENDER, kind=spec, overlay=overlay,
+                                  variant=variant) for variant in spec.variants(lesson.root)]
+    paths = [output.path for output in outputs]
+    twice = sorted({path for path in paths if paths.count(path) > 1})
+    if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing
+        raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id}'s figures would write "
+                         f"{', '.join(twice)} twice; rename the lesson's renderer module")
     return outputs
 
 

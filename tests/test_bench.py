@@ -273,7 +273,7 @@ def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypa
     from scripts.figures import sweep as sweep_figure
     from scripts.lessons import load_lessons
 
-    def broken(analysis):
+    def broken(analysis, *variant):
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(sweep_figure, "render", broken)

@@ -8,7 +8,7 @@ import matplotlib
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, clean_env, recording_name
-from scripts.figures import LESSON_RENDERER
+from scripts.figures import KINDS, LESSON_RENDERER
 from scripts.hashes import digest_bytes
 from scripts.outputs import figure_outputs, read_lock
 
@@ -25,8 +25,12 @@ def source(output):
 
 
 def draw(path):
+    """The figure at `path` as its renderer draws it now, in that file's variant."""
     output = FIGURES[path]
-    return output.kind.render(source(output))
+    kind = output.kind
+    overlay = json.loads((ROOT / output.overlay).read_text()) \
+        if output.overlay and (ROOT / output.overlay).exists() else None
+    return kind.render(source(output), overlay, output.variant)
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
@@ -78,8 +82,8 @@ def test_renderers_import_neither_jax_nor_lesson_code():
     probe = ("import sys, json; sys.modules['jax'] = None; "
              "from scripts.lessons import load_lessons; "
              "from scripts.outputs import figure_outputs; "
-             "[o.kind.render(json.load(open(o.source))) for lesson in load_lessons().values() "
-             "for o in figure_outputs(lesson)]; "
+             "[o.kind.render(json.load(open(o.source)), None, o.variant) "
+             "for lesson in load_lessons().values() for o in figure_outputs(lesson)]; "
              "print(sorted(m for m in sys.modules if m.startswith('lesson_code')))")
     run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean_env(),
                          capture_output=True, text=True, timeout=120)
@@ -179,3 +183,221 @@ def test_each_figure_names_its_font_once(path):
     assert "font-family" not in "".join(re.findall(r"<text\b[^>]*>", svg))
     assert svg.count("font-family") == (1 if "<text" in svg else 0)
     assert 'transform="rotate(-0 ' not in svg
+
+
+# --- the variants: dark and narrow drawings of the same figure (scripts/figures/variants.py)
+
+from scripts.figures.palette import DARK, LIGHT  # noqa: E402
+from scripts.figures.variants import NARROW_IN, VARIANTS  # noqa: E402
+
+STATIC_FIGURES = sorted(path for path, output in FIGURES.items() if not output.variant.suffix)
+# Where the page shows each drawing, in CSS px: a wide one at most 660 px wide (inside a
+# collapsed hint at 1280 px; 690 beside it), a narrow one at its own width, which fits the
+# content column of a 360 px phone (328 px) and so is never scaled down on one.
+WIDE_SHOWN_PX, PHONE_COLUMN_PX = 660, 328
+
+
+def svg_width_px(svg):
+    return float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
+
+
+def smallest_text_px(svg, shown_px):
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
+    assert sizes, "no text sizes found"
+    return min(sizes) * shown_px / view_width
+
+
+def test_every_figure_comes_in_four_variants_each_locked():
+    lock = read_lock()
+    assert len(FIGURES) == len(STATIC_FIGURES) * len(VARIANTS)
+    for path in STATIC_FIGURES:
+        drawn = {FIGURES[variant.path(path)].variant for variant in VARIANTS}
+        assert drawn == set(VARIANTS), path
+        for variant in VARIANTS:
+            assert variant.path(path) in lock, f"{variant.path(path)} is not locked"
+
+
+@pytest.mark.parametrize("path", STATIC_FIGURES)
+def test_the_variants_say_the_same_as_the_figure(path):
+    """Same recording, same words: every variant has the figure's title and description."""
+    def accessible(svg):
+        return re.search(r"<title>.*?</desc>", svg, re.S).group(0)
+
+    static = accessible((ROOT / path).read_text())
+    for variant in VARIANTS[1:]:
+        assert accessible((ROOT / variant.path(path)).read_text()) == static, variant
+
+
+@pytest.mark.parametrize("path", sorted(FIGURES))
+def test_each_drawing_has_9_px_text_where_the_page_shows_it(path):
+    svg = (ROOT / path).read_text()
+    own = svg_width_px(svg)
+    if FIGURES[path].variant.narrow:
+        assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
+        shown = own
+    else:
+        shown = min(own, WIDE_SHOWN_PX)
+    smallest = smallest_text_px(svg, shown)
+    assert smallest >= SMALLEST_PX, f"{path}: smallest text {smallest:.2f} px at {shown:.0f} px"
+
+
+def texts_off_the_canvas(render, monkeypatch):
+    """Each text `render()` draws whose extent leaves its figure's canvas, as lines."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.text import Text
+
+    drawn, save = [], Figure.savefig
+
+    def keep(fig, *args, **kwargs):
+        drawn.append(fig)
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    render()
+    (fig,) = drawn
+    # Only what is drawn counts: a tick label past the axis's limits is never drawn.
+    shown, draw_text = [], Text.draw
+
+    def record(text, renderer):
+        if text.get_visible() and text.get_text():
+            shown.append(text)
+        return draw_text(text, renderer)
+
+    monkeypatch.setattr(Text, "draw", record)
+    canvas_agg = FigureCanvasAgg(fig)
+    canvas_agg.draw()
+    monkeypatch.undo()
+    renderer, canvas = canvas_agg.get_renderer(), fig.bbox
+    assert shown, "no text drawn"
+    return [f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f}, y {box.y0:.0f}-"
+            f"{box.y1:.0f} of {canvas.x1:.0f} x {canvas.y1:.0f}"
+            for text in shown for box in [text.get_window_extent(renderer)]
+            if not (canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5
+                    and canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5)]
+
+
+@pytest.mark.parametrize("path", sorted(FIGURES))
+def test_no_text_of_any_drawing_leaves_its_canvas(path, monkeypatch):
+    """Each text's drawn extent lies inside the figure, in every variant: the narrow
+    drawings wrap what the wide ones write on one line."""
+    assert texts_off_the_canvas(lambda: draw(path), monkeypatch) == []
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.suffix or "static")
+def test_a_tpu_sweep_over_the_prediction_fits_every_drawing(variant, monkeypatch):
+    """The measured overlay adds a ratio panel: it fits the narrow canvas too."""
+    from test_tpu_predictions import DATA, tpu_sweep_fixture
+
+    data, fixture = json.loads(DATA.read_text()), tpu_sweep_fixture()
+    svg = KINDS["tpu-predictions"].render(data, fixture, variant)
+    assert "measured median: all-reduce" in svg
+    assert texts_off_the_canvas(
+        lambda: KINDS["tpu-predictions"].render(data, fixture, variant), monkeypatch) == []
+
+
+def test_narrow_drawings_are_a_phone_wide_and_taller_than_wide():
+    for path, output in FIGURES.items():
+        if output.variant.narrow:
+            svg = (ROOT / path).read_text()
+            assert abs(svg_width_px(svg) - NARROW_IN * 96) < 1, path
+
+
+def relative_luminance(colour):
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a, b):
+    high, low = sorted((relative_luminance(a), relative_luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("palette", [LIGHT, DARK], ids=["light", "dark"])
+def test_each_palette_keeps_text_legible(palette):
+    """WCAG contrast: ink and muted text on the paper, and the ink of each ring cell on its
+    fill, at least 4.5:1 (7:1 for the ink)."""
+    assert contrast(palette.ink, palette.paper) >= 7
+    assert contrast(palette.muted, palette.paper) >= 4.5
+    for fill, ink in (palette.own, palette.partial, palette.full, palette.missing):
+        assert contrast(fill, ink) >= 4.5, (palette.name, fill, ink)
+
+
+def test_the_dark_data_colours_stand_out_from_the_dark_paper():
+    for colour in DARK.series:
+        assert contrast(colour, DARK.paper) >= 4.5, colour
+    for colour in DARK.bars:
+        assert contrast(colour, DARK.paper) >= 3, colour  # WCAG's 3:1 for graphics
+
+
+@pytest.mark.parametrize("path", [path for path, output in sorted(FIGURES.items())
+                                  if output.variant.palette is DARK])
+def test_a_dark_drawing_has_no_light_paper(path):
+    """White cards on the slate page were the complaint (audit M4): no white fill, and the
+    figure's background is the dark paper."""
+    svg = (ROOT / path).read_text()
+    assert "#ffffff" not in svg.lower() and "fill: white" not in svg, path
+    assert f"fill: {DARK.paper}" in svg
+
+
+@pytest.mark.parametrize("path", [f"figures/{SEED.id}{name}.svg" for name in
+                                  ("-sweep", "-ring-all-gather", "-traffic-narrow-dark")])
+def test_compact_drops_bytes_not_drawing(path, monkeypatch):
+    """svg.compact() keeps every drawn element, every text and every style, and moves no
+    coordinate by more than 0.005 pt: compare with matplotlib's own output."""
+    import xml.etree.ElementTree as ElementTree
+
+    from scripts.figures import svg as svg_module
+
+    compacted = draw(path)
+    monkeypatch.setattr(svg_module, "compact", lambda text: text)
+    plain = draw(path)
+    assert len(compacted) < 0.85 * len(plain)
+
+    def drawn(text):
+        root = ElementTree.fromstring(text)
+        elements = [element for element in root.iter()
+                    if element.tag.rsplit("}", 1)[-1] in ("path", "use", "text", "rect")]
+        # A rotation by -0 degrees turns nothing: compact() drops it.
+        return ([(e.tag, (e.text or "").strip()) for e in elements],
+                [float(n) for e in elements for key in ("d", "x", "y", "transform")
+                 for n in re.findall(r"-?\d+(?:\.\d+)?", re.sub(
+                     r"rotate\(-0 [-0-9. ]+\)", "", e.get(key, "")))])
+
+    compact_elements, compact_numbers = drawn(compacted)
+    plain_elements, plain_numbers = drawn(plain)
+    assert compact_elements == plain_elements
+    assert len(compact_numbers) == len(plain_numbers)
+    assert max(abs(a - b) for a, b in zip(compact_numbers, plain_numbers)) <= 0.005 + 1e-9
+    # Every marker still has its style: on itself or on the group that holds it.
+    assert marker_styles(compacted) == marker_styles(plain)
+
+
+def marker_styles(text):
+    import xml.etree.ElementTree as ElementTree
+
+    root = ElementTree.fromstring(text)
+    parents = {child: parent for parent in root.iter() for child in parent}
+    return [use.get("style") or parents[use].get("style") for use in root.iter()
+            if use.tag.endswith("}use")]
+
+
+@pytest.mark.parametrize("signature, drawings", [
+    ("def render(recording):", ["figures/x-1-bars.svg"]),
+    ("def render(recording, variant):", [f"figures/x-1-bars{suffix}.svg" for suffix in
+                                         ("", "-dark", "-narrow", "-narrow-dark")]),
+])
+def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signature,
+                                                                drawings):
+    """A lesson's own renderer is drawn light and wide only, unless its render() takes the
+    variant; which it is, is read from its source (no import, no matplotlib)."""
+    from scripts.lessons import Lesson
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "bars.py").write_text(f"{signature}\n    return ''\n")
+    lesson = Lesson("x-1", "lesson_code.x_1", figures=("lesson_code.bars",), root=tmp_path)
+    outputs = figure_outputs(lesson)
+    assert [output.path for output in outputs] == drawings
+    assert [output.variant for output in outputs] == list(VARIANTS[:len(drawings)])

@@ -32,6 +32,12 @@ PROCESSES = record_fix(SEED, "python scripts/record.py --processes 4")
 LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
 
 
+def drawings(figure):
+    """A figure and its variants (scripts/figures/variants.py): each a file of its own."""
+    return [f"{figure.removesuffix('.svg')}{suffix}.svg"
+            for suffix in ("", "-dark", "-narrow", "-narrow-dark")]
+
+
 def edit(path, change):
     path.write_text(change(path.read_text()))
 
@@ -113,8 +119,8 @@ def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
 
 def test_a_renderer_edit_asks_for_a_re_render_only(tree):
     edit(tree / "scripts" / "figures" / "sweep.py", append_comment)
-    assert problems(tree) == [f"figures/{LESSON_ID}-sweep.svg: stale, "
-                              f"scripts/figures/sweep.py changed; run {RENDER}"]
+    assert problems(tree) == [f"{figure}: stale, scripts/figures/sweep.py changed; run {RENDER}"
+                              for figure in drawings(f"figures/{LESSON_ID}-sweep.svg")]
 
 
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
@@ -132,8 +138,8 @@ def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
     edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",
          lambda t: t.replace("Table with one row", "A table with one row"))
     assert problems(tree) == [
-        f"figures/{LESSON_ID}-mechanism.svg: stale, "
-        f"lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"]
+        f"{figure}: stale, lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"
+        for figure in drawings(f"figures/{LESSON_ID}-mechanism.svg")]
 
 
 def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
@@ -171,8 +177,9 @@ def test_a_format_change_redraws_and_re_measures_nothing(tree):
     # labels (one module for all its variants).
     edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
-        *[f"figures/{LESSON_ID}-{figure}.svg: stale, scripts/units.py changed; run {RENDER}"
-          for figure in ("sweep", "traffic", "tpu-predictions")],
+        *[f"{drawing}: stale, scripts/units.py changed; run {RENDER}"
+          for figure in ("sweep", "traffic", "tpu-predictions")
+          for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg")],
         *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, scripts/units.py changed; "
           f"run {RENDER}" for variant in ("cpu", "cpu-processes", "sweep")]])
 
@@ -184,9 +191,23 @@ def test_the_bench_cli_is_no_input_of_any_recording(tree):
 
 def test_a_deleted_renderer_fails_the_check(tree):
     (tree / "scripts" / "figures" / "traffic.py").unlink()
-    assert problems(tree) == [f"figures/{LESSON_ID}-traffic.svg: its code "
+    assert problems(tree) == [f"{figure}: its code "
                               f"scripts/figures/traffic.py is missing; restore it, or drop the "
-                              f"figure from lesson_code/lessons.toml, then; run {RENDER}"]
+                              f"figure from lesson_code/lessons.toml, then; run {RENDER}"
+                              for figure in drawings(f"figures/{LESSON_ID}-traffic.svg")]
+
+
+def test_a_missing_or_orphan_variant_is_named(tree):
+    """A variant is checked like the figure: missing, it is named with the command that
+    draws it; an SVG no lesson's figure claims (a variant of a kind no longer drawn) is
+    named with the command that removes it."""
+    (tree / "figures" / f"{LESSON_ID}-sweep-narrow-dark.svg").unlink()
+    (tree / "figures" / f"{LESSON_ID}-retired-dark.svg").write_text("<svg/>")
+    assert problems(tree) == [
+        f"figures/{LESSON_ID}-retired-dark.svg: belongs to no figure of a lesson in "
+        f"lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's files); "
+        f"run `git rm figures/{LESSON_ID}-retired-dark.svg`",
+        f"figures/{LESSON_ID}-sweep-narrow-dark.svg: missing; run {RENDER}"]
 
 
 def test_a_hand_edited_figure_is_named(tree):

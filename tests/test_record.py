@@ -111,7 +111,8 @@ def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
 
 def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
     edit(tree / "scripts" / "figures" / "mechanism.py", lambda t: t.replace(
-        "def render(diagram):\n", "def render(diagram):\n    raise ValueError('broke')\n", 1))
+        "def render(diagram, variant=STATIC):\n",
+        "def render(diagram, variant=STATIC):\n    raise ValueError('broke')\n", 1))
     before = snapshot(tree)
     run = run_record(tree, "--all")
     assert run.returncode == 1

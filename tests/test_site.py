@@ -256,15 +256,27 @@ def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
 
 
 def test_figures_are_sized_lazy_and_open_full_size(built_site):
+    """Each figure is sized (no layout shift), lazy, and a link to its own SVG; a figure
+    with variants is one such link per palette, each a <picture> offering the narrow
+    drawing to a phone, sized too (scripts/pages/markup.py)."""
     shown = set()
+    figure = re.compile(r'(<a\b[^>]*>)?(<picture><source media="[^"]+" srcset="([^"]+)" '
+                        r'width="\d+" height="\d+" />)?(<img\b[^>]*>)')
     for page in site_pages(built_site):
-        for link, image in re.findall(r"(<a\b[^>]*>)?(<img\b[^>]*>)",
-                                      page_file(built_site, page).read_text()):
+        html = page_file(built_site, page).read_text()
+        assert html.count("<picture>") == html.count("</picture></a>"), page
+        for link, picture, narrow, image in figure.findall(html):
             assert re.search(r' width="\d+" height="\d+" loading="lazy"', image), image
-            # A tap on a figure opens the SVG itself, full size (a phone shrinks it).
+            # A tap on a figure opens the SVG itself, full size.
             source = re.search(r'src="([^"]+)"', image).group(1)
             assert f'href="{source}"' in link, (page, image)
             shown.add(source.rsplit("/", 1)[-1])
+            if picture:
+                palette = "dark" if source.endswith("-dark.svg") else "light"
+                assert f"figure-link--{palette}" in link, (page, link)
+                assert narrow == source.replace(".svg", "-narrow.svg").replace(
+                    "-dark-narrow.svg", "-narrow-dark.svg"), (page, narrow)
+                shown.add(narrow.rsplit("/", 1)[-1])
     assert shown == {path.name for path in (ROOT / "figures").glob("*.svg")}
 
 

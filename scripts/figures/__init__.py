@@ -1,21 +1,27 @@
 """Recording -> SVG. The only importers of matplotlib (with a lesson's own renderer in
 lesson_code/), and they never import a lesson program.
 
-Every renderer is a module here with one function, `render(data) -> str`: `data` is the
-parsed JSON of its input (a recording, or a figure's own data file the lesson keeps in
-lesson_code/figures/), and the
-SVG text comes back; writing it is record.py's job. A lesson lists the kinds it wants in
+Every renderer is a module here with one function, `render(data, variant) -> str`: `data`
+is the parsed JSON of its input (a recording, or a figure's own data file the lesson keeps
+in lesson_code/figures/), `variant` which of the figure's four drawings to make (light or
+dark, wide or narrow: variants.py), and the SVG text comes back; writing it is record.py's
+job. A lesson lists the kinds it wants in
 lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
 
 A lesson may also bring a renderer of its own: a module under lesson_code/ with the same
 `render(data) -> SVG text`, listed among its figures by its dotted name
 (`"lesson_code.psum_bars"`). It is drawn from the lesson's CPU recording into
 `figures/<id>-<module name, _ as ->.svg`, and kept current like any other figure (its
-import closure is its code); it must never import a lesson program.
+import closure is its code); it must never import a lesson program. It is drawn once, light
+and wide, unless its `render` takes a second argument, the variant: then it is drawn in
+all four variants like the figures here (read from its source, not by importing it).
 """
+import ast
 import importlib
 import re
 from dataclasses import dataclass
+
+from scripts.figures.variants import STATIC, VARIANTS
 
 
 @dataclass(frozen=True)
@@ -35,9 +41,37 @@ class FigureKind:
     def module_path(self):
         return self.module.replace(".", "/") + ".py"
 
-    def render(self, data, overlay=None):
+    def variants(self, root):
+        """The drawings this kind makes: all four for the renderers here; for a lesson's
+        own renderer, all four when its `render` takes the variant, else the one light
+        wide figure (`render(data)`)."""
+        if "." not in self.renderer or takes_variant(root / self.module_path()):
+            return VARIANTS
+        return (STATIC,)
+
+    def render(self, data, overlay=None, variant=STATIC):
         module = importlib.import_module(self.module)
-        return module.render(data) if self.overlay is None else module.render(data, overlay)
+        if "." in self.renderer and variant is STATIC:
+            return module.render(data)  # a lesson renderer may take the data alone
+        if "." in self.renderer:
+            return module.render(data, variant)
+        if self.overlay is None:
+            return module.render(data, variant)
+        return module.render(data, overlay, variant)
+
+
+def takes_variant(path):
+    """Whether the module at `path` defines `render` with a second parameter, read from its
+    syntax tree: deciding which files a figure has must not import matplotlib."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, SyntaxError):
+        return False  # the figure's own check names the missing or broken code
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "render":
+            arguments = node.args
+            return bool(arguments.vararg) or len(arguments.posonlyargs + arguments.args) >= 2
+    return False
 
 
 # A lesson's own renderer, named by its dotted module under lesson_code/.

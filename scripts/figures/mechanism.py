@@ -3,8 +3,10 @@
 The table and its prose belong to the lesson, in lesson_code/figures/<lesson>-mechanism.json
 (a lesson that wants one adds its file there, nothing under scripts/). It is data, not an
 import of any lesson module: editing a caption redraws this figure and re-runs nothing.
+The narrow drawing is the same table at a phone's width, its text a little smaller.
 """
 from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.figures.variants import NARROW_IN, STATIC
 
 
 # What one small table can hold. The file is the lesson's, so it is checked like any input:
@@ -34,21 +36,27 @@ def table_of(diagram):
     return table
 
 
-def render(diagram):
+def render(diagram, variant=STATIC):
     table = table_of(diagram)
-    with figure_style():
-        fig, ax = new_figure(figsize=(6.4, 0.6 * (len(table["rows"]) + 1) + 0.8))
+    palette = variant.palette
+    # 11 points on 6.4 in (14.7 px where the page shows it); 8 on 3.4 in, 10.7 px.
+    width, font = (NARROW_IN, 8) if variant.narrow else (6.4, 11)
+    row_in, margin_in = (0.45, 0.4) if variant.narrow else (0.6, 0.8)
+    with figure_style(palette=palette):
+        fig, ax = new_figure(figsize=(width, row_in * (len(table["rows"]) + 1) + margin_in))
         ax.axis("off")
         cells = ax.table(cellText=table["rows"], colLabels=table["headers"], loc="center",
                          cellLoc="center", colLoc="center")
         cells.auto_set_font_size(False)
-        cells.set_fontsize(11)
+        cells.set_fontsize(font)
         cells.scale(1, 1.9)
         for (row, col), cell in cells.get_celld().items():
             cell.get_text().set_parse_math(False)  # a `$` is a dollar sign, never mathtext
-            cell.set_edgecolor("#8c959f")
+            cell.set_edgecolor(palette.faint)
+            cell.set_facecolor(palette.paper)
+            cell.get_text().set_color(palette.ink)
             if row == 0 or col == 0:
                 cell.set_text_props(fontweight="bold")
-                cell.set_facecolor("#eaeef2")
+                cell.set_facecolor(palette.header)
         fig.tight_layout()
         return svg_text(fig, diagram["title"], diagram["alt"])

@@ -3,14 +3,19 @@
 A panel with one series colours each bar on its own (the bars are the things compared); a
 panel with several draws them side by side in each label's group, one colour per series,
 with a legend, so no series hides another. lesson_code/CONTRACT.md gives the format.
+The panels are one column already; the narrow drawing is the same column, narrower, with
+the text at sizes a phone shows at 9 px or more.
 """
-from scripts.figures.svg import figure_style, new_figure, svg_text
+import textwrap
 
-BAR_COLOURS = ["#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"]
+from scripts.figures.palette import LIGHT
+from scripts.figures.svg import STYLE, figure_style, new_figure, svg_text
+from scripts.figures.variants import NARROW_IN, STATIC
+
 KINDS = ("bar",)
 
 
-def render(recording):
+def render(recording, variant=STATIC):
     panels = recording["data"]["panels"]
     for number, panel in enumerate(panels):
         if panel.get("kind", "bar") not in KINDS:
@@ -18,18 +23,25 @@ def render(recording):
                              f"{', '.join(KINDS)} panels are drawn (lesson_code/CONTRACT.md)")
     # The lesson names its figure (lesson_code/CONTRACT.md); the renderer knows no lesson.
     title = recording["data"].get("panelsTitle", f"The panels of {recording['lessonId']}")
-    with figure_style():
-        fig, axes = new_figure(nrows=len(panels), figsize=(6.4, 2.5 * len(panels)),
+    palette = variant.palette
+    # Wide: 6.4 in at 10 points. Narrow: 3.4 in at 9 points (7.2 for the values of a
+    # several-series panel), 9.6 px or more at its own size.
+    width, font = (NARROW_IN, 9) if variant.narrow else (6.4, 10)
+    with figure_style({**STYLE, "font.size": font}, palette):
+        fig, axes = new_figure(nrows=len(panels), figsize=(width, 2.5 * len(panels)),
                                squeeze=False)
         for ax, panel in zip(axes[:, 0], panels):
+            if variant.narrow:  # labels wrap at their hyphens and spaces, titles too
+                panel = {**panel, "labels": [textwrap.fill(label, 10)
+                                             for label in panel["labels"]]}
             if len(panel["series"]) == 1:
-                one_series(ax, panel)
+                one_series(ax, panel, palette.bars, font)
             else:
-                side_by_side(ax, panel)
+                side_by_side(ax, panel, palette.bars, font)
             ax.set_ylabel(panel["ylabel"])
             ax.set_ylim(0, max(max(s["y"]) for s in panel["series"]) * 1.25)
             ax.spines[["top", "right"]].set_visible(False)
-        fig.suptitle(title, x=0.02, ha="left",
+        fig.suptitle(textwrap.fill(title, 40) if variant.narrow else title, x=0.02, ha="left",
                      fontweight="bold")
         fig.tight_layout()
         desc = "; ".join(
@@ -39,15 +51,16 @@ def render(recording):
         return svg_text(fig, title, desc)
 
 
-def one_series(ax, panel):
+def one_series(ax, panel, colours=LIGHT.bars, font=10):
     (series,) = panel["series"]
-    bars = ax.bar(panel["labels"], series["y"], color=BAR_COLOURS[: len(series["y"])],
+    bars = ax.bar(panel["labels"], series["y"],
+                  color=[colours[i % len(colours)] for i in range(len(series["y"]))],
                   width=0.6, label=series["label"])
     ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2)
-    ax.set_title(panel.get("title", series["label"]), loc="left", fontsize=10)
+    ax.set_title(panel.get("title", series["label"]), loc="left", fontsize=font)
 
 
-def side_by_side(ax, panel):
+def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
     """Each label a group of bars, one per series, in the series' colour; a legend."""
     count = len(panel["series"])
     width = 0.8 / count
@@ -55,9 +68,10 @@ def side_by_side(ax, panel):
     for number, series in enumerate(panel["series"]):
         offset = (number - (count - 1) / 2) * width
         bars = ax.bar([x + offset for x in positions], series["y"], width=width * 0.95,
-                      color=BAR_COLOURS[number % len(BAR_COLOURS)], label=series["label"])
-        ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2, fontsize=8)
+                      color=colours[number % len(colours)], label=series["label"])
+        ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2,
+                     fontsize=0.8 * font)
     ax.set_xticks(list(positions), panel["labels"])
-    ax.legend(loc="upper right", fontsize=8, frameon=False, ncols=min(count, 3))
+    ax.legend(loc="upper right", fontsize=0.8 * font, frameon=False, ncols=min(count, 3))
     ax.set_title(panel.get("title", " vs ".join(s["label"] for s in panel["series"])),
-                 loc="left", fontsize=10)
+                 loc="left", fontsize=font)

@@ -3,7 +3,8 @@
 The recording (<lesson>.simulation.json) holds lesson_code/ring.py's trace: who sent which
 chunk at each step, and which ranks' contributions each copy sums. Nothing is simulated
 here, and nothing in it is measured. One figure per phase (ring_reduce_scatter.py and
-ring_all_gather.py are the renderers): each fits the page's content width at its own size.
+ring_all_gather.py are the renderers): each fits the page's content width at its own size,
+and its narrow drawing puts two ranks on a line, each step on two lines, for a phone.
 """
 import textwrap
 from dataclasses import dataclass
@@ -12,22 +13,36 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from scripts.figures.palette import LIGHT
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
+from scripts.figures.variants import NARROW_IN, STATIC
 
-# Pale -> mid -> dark, so the three states stay apart in greyscale and for colour-blind
-# readers; the figure background is opaque white, so they read the same on dark pages.
-ORIGINAL, PARTIAL, FULL, MISSING = "#e3eef9", "#f6c667", "#2f6f4f", "#ffffff"
-INK, FAINT = "#1f2328", "#8c959f"
 # Data units are inches. 7.2 in is about the page's content width (690 px), so the figure
 # is shown at its own size; inside a collapsed hint (build-the-ring) it is drawn 660 px
-# wide, where 7.3-point text still lands at 9.3 px. On a phone the page links the figure
-# full size.
-WIDTH, MARGIN, RANK_GAP, CELL_H = 7.2, 0.08, 0.14, 0.4
+# wide, where 7.3-point text still lands at 9.3 px. A phone gets the narrow drawing.
+MARGIN, RANK_GAP, CELL_H = 0.08, 0.14, 0.4
 SMALL, TEXT = 7.3, 7.5  # point sizes: values in a cell; everything else at least TEXT
 LINE = 0.15  # inches per line of TEXT
-# Characters of TEXT per line of the note: 7.04 in of 7.5-point DejaVu Sans holds about
-# 120 average characters, and a fallback font with wider letters (Verdana) about 100.
-NOTE_CHARS = 100
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the grid sits on the canvas: how wide it is, how many ranks share a line, and
+    how many characters a line of the title, the rule and the note may hold."""
+    width: float  # inches
+    ranks_per_line: int  # 0: every rank on one line
+    title_chars: int
+    rule_chars: int
+    # 7.04 in of 7.5-point DejaVu Sans holds about 120 average characters, and a fallback
+    # font with wider letters (Verdana) about 100: 100 for the wide note, 46 for the narrow.
+    note_chars: int
+    legend_columns: int  # 0: the whole legend on one line
+
+
+WIDE = Layout(7.2, 0, 200, 200, 100, 0)
+# On a phone two ranks share a line, so a cell is as wide as in the wide drawing's
+# four-rank line, halved in count, not in size: each step takes two lines.
+NARROW = Layout(NARROW_IN, 2, 40, 56, 46, 2)
 
 
 @dataclass(frozen=True)
@@ -39,75 +54,112 @@ class Phase:
     bytes_note: str
 
 
-def cell_width(p):
-    return (WIDTH - 2 * MARGIN - (p - 1) * RANK_GAP) / (p * p)
+def per_line(p, layout):
+    return min(p, layout.ranks_per_line or p)
 
 
-def cell_x(rank, chunk, p):
-    return MARGIN + rank * (p * cell_width(p) + RANK_GAP) + chunk * cell_width(p)
+def cell_width(p, layout=WIDE):
+    k = per_line(p, layout)
+    return (layout.width - 2 * MARGIN - (k - 1) * RANK_GAP) / (k * p)
 
 
-def cell_look(summed, p):
+def cell_x(rank, chunk, p, layout=WIDE):
+    slot = rank % per_line(p, layout)
+    return MARGIN + slot * (p * cell_width(p, layout) + RANK_GAP) + chunk * cell_width(p, layout)
+
+
+def cell_look(summed, p, palette=LIGHT):
     """Fill, text colour and top-line label of a copy that sums the ranks in `summed`."""
     if not summed:
-        return MISSING, FAINT, "—"
+        return (*palette.missing, "—")
     if len(summed) == p:
-        return FULL, "white", "all"  # "0+1+2+3" would overflow the cell
-    return (ORIGINAL if len(summed) == 1 else PARTIAL), INK, "+".join(map(str, summed))
+        return (*palette.full, "all")  # "0+1+2+3" would overflow the cell
+    return (*(palette.own if len(summed) == 1 else palette.partial),
+            "+".join(map(str, summed)))
 
 
-def draw_row(ax, y, label, state, values, sends, p):
-    """One step: its label, p rank blocks of p chunk cells, then each rank's send and
-    receive, named from that rank's side."""
-    ax.text(MARGIN, y, label, va="bottom", fontsize=TEXT, fontweight="bold", color=INK)
+def draw_row(ax, y, label, state, values, sends, p, layout=WIDE, palette=LIGHT):
+    """One step: its label, p rank blocks of p chunk cells (on one line, or several of
+    `layout.ranks_per_line` with each block named), then each rank's send and receive,
+    named from that rank's side."""
+    ax.text(MARGIN, y, label, va="bottom", fontsize=TEXT, fontweight="bold",
+            color=palette.ink)
     y += 0.04
     got = {dst: (chunk, src) for src, dst, chunk in sends}
-    width = cell_width(p)
-    for r in range(p):
-        for c in range(p):
-            fill, ink, top_line = cell_look(state[r][c], p)
-            arrived = got.get(r, (None,))[0] == c
-            ax.add_patch(Rectangle(
-                (cell_x(r, c, p), y), width, CELL_H, facecolor=fill,
-                edgecolor=INK if arrived else FAINT, linewidth=2.2 if arrived else 0.8,
-                linestyle="-" if state[r][c] else "--"))
-            centre = cell_x(r, c, p) + width / 2
-            ax.text(centre, y + 0.3 * CELL_H, top_line, ha="center", va="center",
-                    fontsize=TEXT if len(top_line) < 5 else SMALL, color=ink)
-            if state[r][c]:
-                ax.text(centre, y + 0.73 * CELL_H, ", ".join(f"{v:g}" for v in values[r][c]),
-                        ha="center", va="center", fontsize=SMALL, color=ink)
-    for src, dst, chunk in sends:
-        middle = cell_x(src, 0, p) + p * width / 2
-        received, sender = got[src]
-        ax.text(middle, y + CELL_H + 0.05, f"sent c{chunk} → r{dst}\ngot c{received} ← "
-                f"r{sender}", ha="center", va="top", fontsize=TEXT, color=INK,
-                linespacing=1.25)
-    return y + CELL_H + (0.05 + 2 * LINE if sends else 0) + 0.14
+    width, k = cell_width(p, layout), per_line(p, layout)
+    for first in range(0, p, k):
+        if k < p:  # several lines: each block says whose it is
+            for r in range(first, first + k):
+                ax.text(cell_x(r, 0, p, layout) + p * width / 2, y + 0.02, f"rank {r}",
+                        ha="center", va="top", fontsize=TEXT, fontweight="bold",
+                        color=palette.ink)
+            y += LINE + 0.04
+        for r in range(first, first + k):
+            for c in range(p):
+                fill, ink, top_line = cell_look(state[r][c], p, palette)
+                arrived = got.get(r, (None,))[0] == c
+                ax.add_patch(Rectangle(
+                    (cell_x(r, c, p, layout), y), width, CELL_H, facecolor=fill,
+                    edgecolor=palette.ink if arrived else palette.faint,
+                    linewidth=2.2 if arrived else 0.8,
+                    linestyle="-" if state[r][c] else "--"))
+                centre = cell_x(r, c, p, layout) + width / 2
+                ax.text(centre, y + 0.3 * CELL_H, top_line, ha="center", va="center",
+                        fontsize=TEXT if len(top_line) < 5 else SMALL, color=ink)
+                if state[r][c]:
+                    ax.text(centre, y + 0.73 * CELL_H,
+                            ", ".join(f"{v:g}" for v in values[r][c]), ha="center",
+                            va="center", fontsize=SMALL, color=ink)
+        line_sends = [send for send in sends if first <= send[0] < first + k]
+        for src, dst, chunk in line_sends:
+            middle = cell_x(src, 0, p, layout) + p * width / 2
+            received, sender = got[src]
+            ax.text(middle, y + CELL_H + 0.05, f"sent c{chunk} → r{dst}\ngot c{received} "
+                    f"← r{sender}", ha="center", va="top", fontsize=TEXT, color=palette.ink,
+                    linespacing=1.25)
+        y += CELL_H + (0.05 + 2 * LINE if line_sends else 0) + 0.14
+    return y
 
 
-def draw_header(ax, phase, p):
-    ax.text(MARGIN, 0.1, phase.title, va="top", fontsize=9.5, fontweight="bold", color=INK)
-    ax.text(MARGIN, 0.33, phase.rule, va="top", fontsize=TEXT, fontstyle="italic", color=INK)
-    looks = {"original": Patch(facecolor=ORIGINAL, edgecolor=FAINT,
+def wrapped(text, chars):
+    return textwrap.wrap(text, chars) or [""]
+
+
+def draw_header(ax, phase, p, layout=WIDE, palette=LIGHT):
+    title = wrapped(phase.title, layout.title_chars)
+    ax.text(MARGIN, 0.1, "\n".join(title), va="top", fontsize=9.5, fontweight="bold",
+            color=palette.ink, linespacing=1.2)
+    y = 0.1 + len(title) * 0.17 + 0.06
+    rule = wrapped(phase.rule, layout.rule_chars)
+    ax.text(MARGIN, y, "\n".join(rule), va="top", fontsize=TEXT, fontstyle="italic",
+            color=palette.ink, linespacing=1.3)
+    y += len(rule) * LINE * 1.3 + 0.07
+    looks = {"original": Patch(facecolor=palette.own[0], edgecolor=palette.faint,
                                label="own contribution"),
-             "partial": Patch(facecolor=PARTIAL, edgecolor=FAINT, label="partly reduced"),
-             "full": Patch(facecolor=FULL, edgecolor=FAINT, label=f"fully reduced (all {p})"),
-             "missing": Patch(facecolor=MISSING, edgecolor=FAINT, linestyle="--",
-                              label="not received yet"),
-             "arrived": Patch(facecolor="white", edgecolor=INK, linewidth=2.2,
+             "partial": Patch(facecolor=palette.partial[0], edgecolor=palette.faint,
+                              label="partly reduced"),
+             "full": Patch(facecolor=palette.full[0], edgecolor=palette.faint,
+                           label=f"fully reduced (all {p})"),
+             "missing": Patch(facecolor=palette.missing[0], edgecolor=palette.faint,
+                              linestyle="--", label="not received yet"),
+             "arrived": Patch(facecolor=palette.paper, edgecolor=palette.ink, linewidth=2.2,
                               label="arrived this step")}
+    columns = layout.legend_columns or len(phase.legend)
     ax.legend(handles=[looks[name] for name in phase.legend], loc="upper left",
-              bbox_to_anchor=(MARGIN - 0.08, 0.55), bbox_transform=ax.transData,
-              ncol=len(phase.legend), frameon=False, fontsize=TEXT, labelcolor=INK,
+              bbox_to_anchor=(MARGIN - 0.08, y), bbox_transform=ax.transData,
+              ncol=columns, frameon=False, fontsize=TEXT, labelcolor=palette.ink,
               handlelength=1.4, columnspacing=1.0, handletextpad=0.4)
-    for r in range(p):
-        ax.text(cell_x(r, 0, p) + p * cell_width(p) / 2, 0.98, f"rank {r}", ha="center",
-                va="center", fontsize=8.5, fontweight="bold", color=INK)
+    y += 0.22 * -(-len(phase.legend) // columns) + 0.21
+    k = per_line(p, layout)
+    for r in range(k):
+        if k == p:  # one line of ranks: named once, here; otherwise in every line
+            ax.text(cell_x(r, 0, p, layout) + p * cell_width(p, layout) / 2, y, f"rank {r}",
+                    ha="center", va="center", fontsize=8.5, fontweight="bold",
+                    color=palette.ink)
         for c in range(p):
-            ax.text(cell_x(r, c, p) + cell_width(p) / 2, 1.16, f"c{c}", ha="center",
-                    va="center", fontsize=TEXT, color=FAINT)
-    return 1.3
+            ax.text(cell_x(r, c, p, layout) + cell_width(p, layout) / 2, y + 0.18, f"c{c}",
+                    ha="center", va="center", fontsize=TEXT, color=palette.muted)
+    return y + 0.32
 
 
 def phases(trace):
@@ -145,13 +197,13 @@ def phases(trace):
     }
 
 
-def note_lines(*sentences):
+def note_lines(*sentences, chars=WIDE.note_chars):
     """The note under a figure, wrapped to the canvas: a phase's byte count makes its
     sentence longer or shorter, and an unwrapped line runs off the right edge."""
-    return [line for sentence in sentences for line in textwrap.wrap(sentence, NOTE_CHARS)]
+    return [line for sentence in sentences for line in textwrap.wrap(sentence, chars)]
 
 
-def ring_figure(trace, phase):
+def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
     p = trace["ranks"]
     contributions = np.asarray(trace["contributions"], dtype=np.float32)  # (p, n), n = 2p
     n = contributions.shape[1]
@@ -162,20 +214,22 @@ def ring_figure(trace, phase):
     def values_of(state):
         return [[chunks[list(state[r][c]), c].sum(axis=0) for c in range(p)] for r in range(p)]
 
-    fig = Figure(figsize=(WIDTH, 1), facecolor="white")  # its height once drawn
+    fig = Figure(figsize=(layout.width, 1), facecolor=palette.paper)  # its height once drawn
     ax = fig.add_axes((0, 0, 1, 1))
     ax.axis("off")
-    y = draw_header(ax, phase, p)
+    y = draw_header(ax, phase, p, layout, palette)
     for label, state, sends in phase.rows:
-        y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p)
+        y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p, layout, palette)
     note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "
                       f"values; rank r contributes (r+1)·[1, …, {n}].",
                       f"{phase.bytes_note} A simulation of the idealized ring schedule "
-                      f"(lesson_code/ring.py), not a trace of what any runtime does.")
-    ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=INK, linespacing=1.4)
+                      f"(lesson_code/ring.py), not a trace of what any runtime does.",
+                      chars=layout.note_chars)
+    ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=palette.ink,
+            linespacing=1.4)
     height = y + len(note) * LINE * 1.4 + 0.1
-    fig.set_size_inches(WIDTH, height)
-    ax.set_xlim(0, WIDTH)
+    fig.set_size_inches(layout.width, height)
+    ax.set_xlim(0, layout.width)
     ax.set_ylim(height, 0)  # y grows downwards, in inches
     return fig
 
@@ -200,11 +254,11 @@ def describe(trace, name):
             f"vector. A simulation of the idealized ring schedule, not a measurement.")
 
 
-def render_phase(recording, name):
+def render_phase(recording, name, variant=STATIC):
     """One phase's figure as SVG text; the same trace always gives the same bytes."""
     trace = recording["data"]
     phase = phases(trace)[name]
     # matplotlib's defaults: their sans-serif fallback list travels into the SVG.
-    with figure_style(DETERMINISTIC):
-        fig = ring_figure(trace, phase)
+    with figure_style(DETERMINISTIC, variant.palette):
+        fig = ring_figure(trace, phase, NARROW if variant.narrow else WIDE, variant.palette)
         return svg_text(fig, phase.title, describe(trace, name))

@@ -4,7 +4,8 @@ Determinism is what lets a test compare a committed figure with a fresh renderin
 byte: no date, a fixed hash salt for element ids, and text kept as <text> (selectable,
 searchable, no per-run glyph ids). Every renderer draws inside figure_style(), which starts
 from matplotlib's defaults and restores the caller's settings on the way out, so no
-renderer can change another's bytes.
+renderer can change another's bytes; it takes the drawing's palette (palette.py), whose
+paper and ink become matplotlib's defaults for that drawing.
 """
 import io
 import re
@@ -13,6 +14,8 @@ from xml.sax.saxutils import escape
 
 import matplotlib
 from matplotlib.figure import Figure
+
+from scripts.figures.palette import LIGHT
 
 # What every renderer needs, whatever its look: repeatable element ids, text as <text>.
 # The salt only has to be fixed, not meaningful; changing it changes every figure's bytes.
@@ -23,22 +26,26 @@ STYLE = {
     # The default sans-serif list travels into the SVG, so browsers without DejaVu
     # fall back to their own sans-serif instead of a serif font.
     "font.size": 10,
-    # An opaque light card with dark ink reads the same on light and dark page palettes.
-    "figure.facecolor": "#ffffff",
-    "axes.facecolor": "#ffffff",
-    "text.color": "#1f2328",
-    "axes.labelcolor": "#1f2328",
-    "xtick.color": "#1f2328",
-    "ytick.color": "#1f2328",
 }
 
 
+def palette_style(palette):
+    """The rcParams that give paper and ink their palette's colours (palette.py): what a
+    renderer does not colour itself (tick labels, axes, legend text) follows the palette."""
+    return {"figure.facecolor": palette.paper, "axes.facecolor": palette.paper,
+            "savefig.facecolor": palette.paper, "text.color": palette.ink,
+            "axes.labelcolor": palette.ink, "axes.edgecolor": palette.ink,
+            "xtick.color": palette.ink, "ytick.color": palette.ink,
+            "grid.color": palette.grid, "legend.labelcolor": palette.ink,
+            "patch.edgecolor": palette.ink}
+
+
 @contextmanager
-def figure_style(style=STYLE):
-    """matplotlib's defaults plus `style`, for the duration of one drawing only."""
+def figure_style(style=STYLE, palette=LIGHT):
+    """matplotlib's defaults plus `style` in `palette`'s colours, for one drawing only."""
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
-        matplotlib.rcParams.update(style)
+        matplotlib.rcParams.update({**style, **palette_style(palette)})
         yield
 
 
@@ -54,13 +61,73 @@ NO_ROTATION = re.compile(r' transform="rotate\(-0 [-0-9. ]+\)"')
 STYLE_ELEMENT = '<style type="text/css">'
 
 
+# Geometry attributes, whose numbers matplotlib writes to six decimals of a point.
+GEOMETRY = re.compile(r'\b(d|x|y|x1|x2|y1|y2|width|height|transform|points)="([^"]*)"')
+LONG_DECIMAL = re.compile(r"-?\d+\.\d{3,}")
+
+
+def short_number(match):
+    """A coordinate to 0.01 pt: a hundredth of a point is 0.014 CSS px at the largest a
+    figure is drawn, far under what a screen shows; six decimals were a third of the
+    sweep figure's bytes."""
+    text = f"{float(match.group(0)):.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def with_short_coordinates(svg):
+    return GEOMETRY.sub(lambda m: f'{m.group(1)}="{LONG_DECIMAL.sub(short_number, m.group(2))}"',
+                        svg)
+
+
+# A group of markers: matplotlib writes one <use> per data point, each with the line's
+# whole style, inside a group of its own.
+MARKER_GROUP = re.compile(r'<g( clip-path="[^"]*")?>((?:\s*<use [^>]*/>)+)(\s*)</g>')
+USE_STYLE = re.compile(r' style="([^"]*)"(?=/>)')
+
+
+def with_shared_marker_styles(svg):
+    """Each group's markers share one style: it moves onto the group, which they inherit
+    it from (fill, stroke and their widths are inherited properties, and a <use> passes
+    them on to the marker it draws)."""
+    def hoist(match):
+        styles = USE_STYLE.findall(match.group(2))
+        if len(set(styles)) != 1 or styles[0].count('"'):
+            return match.group(0)
+        uses = USE_STYLE.sub("", match.group(2))
+        return f'<g{match.group(1) or ""} style="{styles[0]}">{uses}{match.group(3)}</g>'
+
+    return MARKER_GROUP.sub(hoist, svg)
+
+
+# matplotlib names every group after its artist (`id="line2d_6"`); nothing refers to
+# those names (references go to hashed ids such as `#m453f931cba`), and a bare <g> around
+# a single element groups nothing.
+ARTIST_ID = re.compile(r' id="[A-Za-z]+(?:_\d+)+"')
+BARE_GROUP = re.compile(r"<g>\s*(<(?:use|path|text)\b[^<>]*(?:/>|>[^<]*</text>))\s*</g>")
+INDENTATION = re.compile(r"\n[ \t]+")
+
+
+def without_structure_nobody_reads(svg):
+    """No indentation (whitespace between elements draws nothing, and no text of these
+    figures spans lines), no artist names, no group of one."""
+    svg = ARTIST_ID.sub("", INDENTATION.sub("\n", svg))
+    while True:
+        shorter = BARE_GROUP.sub(r"\1", svg)
+        if shorter == svg:
+            return svg
+        svg = shorter
+
+
 def compact(svg):
     """The same drawing in fewer bytes: matplotlib writes the whole font-family list into
     every <text> (about 200 bytes each, 37 KB of a ring figure's 82) and a rotation by
     -0 degrees beside it. One family for every text becomes one rule in the SVG's own
-    stylesheet, which the browser applies to each <text> that no longer names one."""
+    stylesheet, which the browser applies to each <text> that no longer names one; every
+    coordinate is written to a hundredth of a point, markers share their style, and the
+    indentation and names nothing reads are gone."""
     families = set(FONT_FAMILY.findall(svg))
-    svg = NO_ROTATION.sub("", svg)
+    svg = with_shared_marker_styles(with_short_coordinates(NO_ROTATION.sub("", svg)))
+    svg = without_structure_nobody_reads(svg)
     if len(families) != 1 or STYLE_ELEMENT not in svg:
         return svg  # several families: each text keeps its own
     family = families.pop()

@@ -3,36 +3,41 @@
 Drawn from `data.traffic` (XLA's collectives, carried by gloo) and `data.ringTraffic` (the
 ring built from ppermute) of <lesson>.cpu-processes.json; nothing is run. One panel per
 gradient size; in each, a pair of groups per collective: gloo's algorithm, then the ring.
+The narrow drawing is the same two panels on a phone's width, the long labels on two lines.
 """
+import textwrap
+
 import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MultipleLocator, NullLocator
 
+from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.figures.variants import NARROW_IN, STATIC
 from scripts.units import format_bytes
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
           "all_gather": "all-gather"}
-# Okabe-Ito blue and vermillion tell the two algorithms apart; they differ in marker
-# shape too, so the figure still reads in greyscale. The white card keeps the ink
-# legible on dark pages.
-ALGORITHMS = (("gloo", "XLA's collective (gloo)", "#0072B2", "o"),
-              ("ring", "ring from ppermute", "#D55E00", "s"))
-INK = "#1f2328"
+# Okabe-Ito blue and vermillion (the palette's first and fifth colours) tell the two
+# algorithms apart; they differ in marker shape too, so the figure reads in greyscale.
+ALGORITHMS = (("gloo", "XLA's collective (gloo)", 0, "o"),
+              ("ring", "ring from ppermute", 4, "s"))
 # 7.2 inches is about the page's content width (690 px), so the figure is shown at its
-# own size and 7.5-point text lands at 10 px.
+# own size and 7.5-point text lands at 10 px; the narrow one is shown at its own 326 px,
+# where 7 points is 9.3 px.
 WIDTH_IN = 7.2
 SMALL = 7.5
 RANK_SPREAD = 0.5  # the ranks' dots fill this much of a group's width, 0 on the left
 
 
-def ratio_label(ratios):
-    """`×1.001`, or `×1.000–1.334` when the ranks sent different amounts."""
+def ratio_label(ratios, narrow=False):
+    """`×1.001`, or `×1.000–1.334` when the ranks sent different amounts (on two lines in
+    the narrow drawing, where a group is narrower than the range)."""
     low, high = min(ratios), max(ratios)
-    spec = ".4f" if high < 1.01 else ".3f" if high < 2 else ".0f"
+    spec = ".4f" if high < 1.01 and not narrow else ".3f" if high < 2 else ".0f"
     low, high = format(low, spec), format(high, spec)
-    return f"×{high}" if low == high else f"×{low}–{high}"
+    return f"×{high}" if low == high else f"×{low}{chr(10) if narrow else ''}–{high}"
 
 
 def groups_of(data, size):
@@ -47,8 +52,10 @@ def groups_of(data, size):
     return found
 
 
-def draw_panel(ax, groups, log_scale):
-    style = {key: (color, marker) for key, _, color, marker in ALGORITHMS}
+def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
+    small, label = (7, 8) if narrow else (SMALL, 9)
+    ink = palette.ink
+    style = {key: (palette.series[colour], marker) for key, _, colour, marker in ALGORITHMS}
     ranks = len(groups[0][2]["observedBytesPerRank"])
     offsets = RANK_SPREAD * (np.arange(ranks) / (ranks - 1) - 0.5)  # rank 0 on the left
     for x, (_, key, row) in enumerate(groups):
@@ -56,40 +63,41 @@ def draw_panel(ax, groups, log_scale):
         model = row["modelBytesPerRank"]
         observed = np.asarray(row["observedBytesPerRank"])
         # The model is a level, not a quantity stacked from zero: a line across the group.
-        ax.hlines(model, x - 0.4, x + 0.4, colors=INK, linestyles="--", linewidth=1.2)
+        ax.hlines(model, x - 0.4, x + 0.4, colors=ink, linestyles="--", linewidth=1.2)
         ax.plot(x + offsets, observed, marker, color=color, markersize=5.5,
-                markeredgecolor=INK, markeredgewidth=0.5, linestyle="none")
-        ax.annotate(ratio_label(observed / model), (x, max(observed.max(), model)),
+                markeredgecolor=ink, markeredgewidth=0.5, linestyle="none")
+        ax.annotate(ratio_label(observed / model, narrow), (x, max(observed.max(), model)),
                     xytext=(0, 6), textcoords="offset points", ha="center",
-                    fontsize=SMALL, color=INK)
-    ax.set_xticks(range(len(groups)), [key for _, key, _ in groups], fontsize=SMALL)
+                    fontsize=small, color=ink, linespacing=1.1)
+    ax.set_xticks(range(len(groups)), [key for _, key, _ in groups], fontsize=small)
     for pair, collective in enumerate(COLLECTIVES):
         # Under each pair of groups, the collective they both perform.
         ax.text(2 * pair + 0.5, -0.16, LABELS[collective], transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=9, color=INK)
+                ha="center", va="top", fontsize=label, color=ink)
         if pair:
-            ax.axvline(2 * pair - 0.5, color="#d0d7de", linewidth=0.8)
+            ax.axvline(2 * pair - 0.5, color=palette.grid, linewidth=0.8)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     if log_scale:
         ax.set_yscale("log")
         low, high = ax.get_ylim()
-        ax.set_ylim(low / 1.5, high * 2.5)  # headroom for the ratio labels
+        ax.set_ylim(low / 1.5, high * (4 if narrow else 2.5))  # headroom for the ratios
         # Ticks at powers of 4, so each reads as a size people write (64 B, 1 KiB), not
         # as a power of ten in exponent form ("1e+03 B": content review, turn 3).
         ax.yaxis.set_major_locator(LogLocator(base=4))
         ax.yaxis.set_minor_locator(NullLocator())
     else:
         highest = max(max(row["observedBytesPerRank"]) for _, _, row in groups)
-        ax.set_ylim(0, highest * 1.2)
+        ax.set_ylim(0, highest * (1.3 if narrow else 1.2))
         ax.yaxis.set_major_locator(MultipleLocator(groups[0][2]["gradientBytes"] / 4))
     ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_bytes(value)))
-    ax.tick_params(axis="y", labelsize=SMALL)
-    ax.set_ylabel("bytes per rank per call", fontsize=9)
+    ax.tick_params(axis="y", labelsize=small)
+    ax.set_ylabel("bytes per rank per call", fontsize=label)
     ax.spines[["top", "right"]].set_visible(False)
     gradient = groups[0][2]["gradientBytes"]
     scale = "log scale" if log_scale else "linear scale"
-    ax.set_title(f"gradient G = {format_bytes(gradient)} ({gradient // 4:,} float32), "
-                 f"{scale}", fontsize=9.5, color=INK, loc="left")
+    title = f"gradient G = {format_bytes(gradient)} ({gradient // 4:,} float32), {scale}"
+    ax.set_title(textwrap.fill(title, 38) if narrow else title, fontsize=label + 0.5,
+                 color=ink, loc="left")
 
 
 def describe(data, sizes, ranks, calls):
@@ -107,34 +115,51 @@ def describe(data, sizes, ranks, calls):
             f"averaged over {calls} calls. " + "; ".join(parts) + ".")
 
 
-def render(recording):
+def render(recording, variant=STATIC):
     """The figure as SVG text, from the multi-process recording alone."""
-    with figure_style():
-        return draw(recording["data"])
+    with figure_style(palette=variant.palette):
+        return draw(recording["data"], variant.palette, variant.narrow)
 
 
-def draw(data):
+def draw(data, palette=LIGHT, narrow=False):
     sizes = sorted({row["gradientBytes"] for row in data["traffic"]})
     first = data["traffic"][0]
     ranks, calls = len(first["observedBytesPerRank"]), first["calls"]
-    fig, axes = new_figure(nrows=len(sizes), figsize=(WIDTH_IN, 3.0 * len(sizes) + 1.1))
+    ink, small = palette.ink, 7 if narrow else SMALL
+    width, panel_in, extra_in = (NARROW_IN, 3.2, 2.1) if narrow else (WIDTH_IN, 3.0, 1.1)
+    height = panel_in * len(sizes) + extra_in
+    fig, axes = new_figure(nrows=len(sizes), figsize=(width, height))
     for ax, size in zip(np.atleast_1d(axes), sizes):
         # Small gradients: overhead is many times the payload, so only a log axis shows both.
-        draw_panel(ax, groups_of(data, size), log_scale=size < 2**16)
-    fig.suptitle(f"Bytes each of {ranks} processes sent per call, against the ring model",
-                 fontsize=10.5, color=INK)
-    handles = [Line2D([], [], color=INK, linestyle="--", label="ring model: "
-                      "2(p−1)/p·G all-reduce, (p−1)/p·G the others")]
-    handles += [Line2D([], [], color=color, marker=marker, linestyle="none",
-                       markeredgecolor=INK, markeredgewidth=0.5,
+        draw_panel(ax, groups_of(data, size), size < 2**16, palette, narrow)
+
+    def fill(text, chars):
+        return textwrap.fill(text, chars) if narrow else text
+
+    heading = fill(f"Bytes each of {ranks} processes sent per call, against the ring model",
+                   42)
+    handles = [Line2D([], [], color=ink, linestyle="--", label=fill(
+        "ring model: 2(p−1)/p·G all-reduce, (p−1)/p·G the others", 40))]
+    handles += [Line2D([], [], color=palette.series[colour], marker=marker, linestyle="none",
+                       markeredgecolor=ink, markeredgewidth=0.5,
                        label=f"{name}: ranks 0–{ranks - 1}, left to right")
-                for _, name, color, marker in ALGORITHMS]
-    fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.965), ncols=1,
-               frameon=False, fontsize=SMALL)
-    fig.text(0.5, 0.012, f"Above each group: observed ÷ model. Observed: TCP payload bytes "
-             f"sent, mean of {calls} calls per rank,\nprotocol overhead included.",
-             ha="center", fontsize=SMALL, color=INK, linespacing=1.4)
-    fig.tight_layout(rect=(0, 0.045, 1, 0.89), h_pad=2.5)
+                for _, name, colour, marker in ALGORITHMS]
+    note = (f"Above each group: observed ÷ model. Observed: TCP payload bytes sent, mean of "
+            f"{calls} calls per rank, protocol overhead included.")
+    if narrow:  # in inches from the edges, since the narrow canvas is taller than wide
+        fig.suptitle(heading, y=1 - 0.08 / height, va="top", fontsize=9.5, color=ink)
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / height),
+                   ncols=1, frameon=False, fontsize=small)
+        fig.text(0.5, 0.08 / height, textwrap.fill(note, 52), ha="center", va="bottom",
+                 fontsize=small, color=ink, linespacing=1.4)
+        fig.tight_layout(rect=(0, 0.7 / height, 1, 1 - 1.3 / height), h_pad=2.5)
+    else:
+        fig.suptitle(heading, fontsize=10.5, color=ink)
+        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.965), ncols=1,
+                   frameon=False, fontsize=small)
+        fig.text(0.5, 0.012, note.replace(" calls per rank, ", " calls per rank,\n"),
+                 ha="center", fontsize=small, color=ink, linespacing=1.4)
+        fig.tight_layout(rect=(0, 0.045, 1, 0.89), h_pad=2.5)
     title = (f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback: "
              f"gloo's collectives and the ppermute ring")
     return svg_text(fig, title, describe(data, sizes, ranks, calls))

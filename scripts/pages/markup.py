@@ -41,8 +41,18 @@
   any script runs instead of after.
 - Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
   not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
-- Every such figure is a link to its SVG, unless the page already made it one: a phone
-  shrinks a figure's text below legibility, and a tap then opens it full size.
+- Every such figure is a link to its SVG, unless the page already made it one: a tap
+  opens it full size.
+- A figure drawn in all four variants (scripts/figures/variants.py) is written once by
+  the author, `![alt](../figures/x.svg)`, and becomes two links, one per palette, each a
+  `<picture>` whose `<source media=...>` offers the narrow drawing to a phone; the
+  stylesheet (lesson.css) shows the link of the palette the reader chose (the theme's
+  `data-md-color-scheme`) and, in print, the light one. Hiding the whole link, not just
+  the image as the theme's `#only-dark` does, keeps the hidden figure out of the tab
+  order too. The `<img>` is the static light figure itself, so a reader without scripts
+  (the theme writes the light scheme into the page) sees it as before. A browser fetches
+  only the image it shows: the other palette's is lazy and not displayed, and a
+  `<picture>` loads one source.
 """
 import itertools
 import posixpath
@@ -51,6 +61,7 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from scripts.figures.variants import BY_SUFFIX, NARROW_MEDIA
 from scripts.pages.api_links import with_api_links
 from scripts.pages.layout import (may_overflow_a_phone, needs_full_width, table_names,
                                   text_of, with_named_math_headers)
@@ -63,7 +74,8 @@ DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w
                         re.MULTILINE)
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
-LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)")
+LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)(\s*</a>)?")
+HREF = re.compile(r'\bhref="([^"]*)"')
 SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]+)?|\.[0-9]+)\s*(pt|px)?\s*$")
@@ -101,14 +113,19 @@ def svg_size(path):
     return tuple(size) if all(size) and min(size) > 0 else None
 
 
+def figure_file(source, page, files):
+    """The site file an image's `src` names, or None."""
+    # By now mkdocs has made the src relative to the page's URL, not to its Markdown file.
+    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
+    path = posixpath.normpath(posixpath.join(base, source))
+    return files.get_file_from_path(path) if files else None
+
+
 def sized_image(tag, page, files):
     source = SOURCE.search(tag)
     if not source or "width=" in tag or "://" in source.group(1):
         return tag
-    # By now mkdocs has made the src relative to the page's URL, not to its Markdown file.
-    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
-    path = posixpath.normpath(posixpath.join(base, source.group(1)))
-    figure = files.get_file_from_path(path) if files else None
+    figure = figure_file(source.group(1), page, files)
     size = svg_size(figure.abs_src_path) if figure else None
     if size is None:
         raise PluginError(f"{page.file.src_uri}: cannot read the size of {source.group(1)} "
@@ -120,14 +137,54 @@ def sized_image(tag, page, files):
     return re.sub(r"\s*/?>$", extra + " />", tag)
 
 
+def variant_source(source, suffix):
+    """../figures/x.svg -> ../figures/x<suffix>.svg"""
+    return source.removesuffix(".svg") + suffix + ".svg"
+
+
+def drawn_variants(source, page, files):
+    """Whether the figure at `source` comes in all its variants; a figure with some of
+    them only was drawn by an older renderer, which the build refuses in one line."""
+    found = [suffix for suffix in BY_SUFFIX if suffix
+             and figure_file(variant_source(source, suffix), page, files)]
+    if found and len(found) < len(BY_SUFFIX) - 1:
+        missing = [variant_source(source, suffix) for suffix in BY_SUFFIX
+                   if suffix and suffix not in found]
+        raise PluginError(f"{page.file.src_uri}: {source} has no {', '.join(missing)}; rerun "
+                          f"`python scripts/record.py --render-only`")
+    return bool(found)
+
+
+def figure_in_both_palettes(image, source, page, files):
+    """Two links, light then dark, each a <picture> with the narrow drawing for a phone."""
+    links = []
+    for palette, wide, narrow in (("light", "", "-narrow"), ("dark", "-dark", "-narrow-dark")):
+        wide_source, narrow_source = (variant_source(source, wide),
+                                      variant_source(source, narrow))
+        tag = sized_image(image.replace(f'src="{source}"', f'src="{wide_source}"', 1),
+                          page, files)
+        size = svg_size(figure_file(narrow_source, page, files).abs_src_path)
+        links.append(f'<a class="figure-link figure-link--{palette}" href="{wide_source}">'
+                     f'<picture><source media="{NARROW_MEDIA}" srcset="{narrow_source}" '
+                     f'width="{size[0]}" height="{size[1]}" />{tag}</picture></a>')
+    return "".join(links)
+
+
 def sized_linked_image(match, page, files):
-    """An `<img>` sized, and a link to its SVG unless the page already made it one."""
-    link, image = match.groups()
+    """An `<img>` sized, and a link to its SVG unless the page already made it one; a
+    figure with variants, in both palettes and both widths."""
+    link, image, closing = match.groups()
+    source = SOURCE.search(image)
+    to_itself = link is not None and closing is not None and source is not None \
+        and (HREF.search(link) or [None, None])[1] == source.group(1)
+    if source and "://" not in source.group(1) and (link is None or to_itself) \
+            and "width=" not in image and drawn_variants(source.group(1), page, files):
+        return figure_in_both_palettes(image, source.group(1), page, files)
     image = sized_image(image, page, files)
     source = SOURCE.search(image)
     if link or not source or "://" in source.group(1):
-        return (link or "") + image
-    return f'<a href="{source.group(1)}">{image}</a>'
+        return (link or "") + image + (closing or "")
+    return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")
 
 
 def on_page_content(html, page, config, files):

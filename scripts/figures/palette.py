@@ -1,0 +1,57 @@
+"""The two colour sets a figure is drawn in: one for the site's light palette, one for its
+dark (mkdocs-material's `default` and `slate` schemes).
+
+A renderer never names a colour of its own for ink, paper or rules: it takes them from the
+palette it is given, so the dark figure is the same drawing as the light one, from the same
+recording, in other colours. The colours are written into the SVG itself (no stylesheet,
+no `currentColor`): a figure opened on its own, printed, or shown by a reader that ignores
+CSS looks exactly as it does on the page.
+
+Data colours keep their meaning across palettes: the Okabe-Ito set stays distinct for
+colour-blind readers, and on the dark paper the darkest of them (blue, vermillion, black)
+are swapped for lighter members of the same family, so each line still stands out from
+the background (at least 4.5:1 against it, which tests/test_figures.py checks).
+"""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Palette:
+    name: str  # "light" or "dark"
+    paper: str  # the figure's background, the page's own where possible
+    ink: str  # text, axes, model lines
+    muted: str  # secondary text: notes, column letters
+    faint: str  # outlines of empty things, dotted scale marks
+    grid: str  # grid lines and separators between groups
+    header: str  # the fill of a table's header cells
+    shade: str  # a region set apart (the sweep's past-the-cache band)
+    series: tuple  # categorical colours, Okabe-Ito order
+    bars: tuple  # bar fills (each with the ink's bar labels beside it)
+    # The ring figures' cell looks, (fill, ink): a copy that sums its own contribution only,
+    # some of the ranks', all of them, or nothing yet; pale -> mid -> strong in light, and
+    # the reverse order of lightness in dark, so they stay apart in greyscale either way.
+    own: tuple
+    partial: tuple
+    full: tuple
+    missing: tuple
+
+
+LIGHT = Palette(
+    name="light", paper="#ffffff", ink="#1f2328", muted="#57606a", faint="#8c959f",
+    grid="#d0d7de", header="#eaeef2", shade="#ededed",
+    series=("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#D55E00", "#56B4E9", "#000000"),
+    bars=("#4C78A8", "#F58518", "#54A24B", "#B279A2", "#9D755D", "#72B7B2"),
+    own=("#e3eef9", "#1f2328"), partial=("#f6c667", "#1f2328"), full=("#2f6f4f", "#ffffff"),
+    missing=("#ffffff", "#57606a"))
+
+# The slate page is hsl(225, 15%, 14%) = #1e2129 (mkdocs-material's palette stylesheet):
+# the dark figure sits on the same colour, framed by lesson.css like the light one.
+DARK = Palette(
+    name="dark", paper="#1e2129", ink="#e6e8ee", muted="#b1b7c3", faint="#8d95a5",
+    grid="#3d4350", header="#2c313c", shade="#2a2e38",
+    series=("#56B4E9", "#E69F00", "#2BBF8F", "#DA8FB8", "#F0804A", "#A8D8F5", "#F2F2F2"),
+    bars=("#6E9BD1", "#F5A04E", "#6FBF68", "#C79BBE", "#C19A80", "#8CCFC9"),
+    own=("#26405c", "#e6e8ee"), partial=("#c99a3a", "#1e2129"), full=("#6fcf9b", "#1e2129"),
+    missing=("#1e2129", "#8d95a5"))
+
+PALETTES = {palette.name: palette for palette in (LIGHT, DARK)}
