@@ -43,6 +43,7 @@ from importlib.metadata import version
 
 from scripts import display
 from scripts.hashes import digest_bytes
+from scripts.host import host_at_start
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.derive import DeriveError, stage_derived, warm_up
@@ -138,10 +139,9 @@ def run_in_kernel(lesson, platform, devices, scratch):
                           f"written") from None
 
 
-def record_lesson(lesson, platform, devices, staging, scratch):
-    """The single run: its notebook (CPU only), and its recording, from one kernel."""
-    from scripts.host import host_at_start
-    start = host_at_start()
+def record_lesson(lesson, platform, devices, staging, scratch, start):
+    """The single run: its notebook (CPU only), and its recording, from one kernel.
+    `start`: the host as read before anything of this run began (scripts/host.py)."""
     run = run_in_kernel(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
@@ -240,9 +240,9 @@ def launch_processes(launcher):
     return run_processes
 
 
-def record_processes(lesson, processes, staging, launcher="processes"):
-    from scripts.host import host_at_start, warn_if_busy
-    start = host_at_start()
+def record_processes(lesson, processes, staging, start, launcher="processes"):
+    """`start`: the host as read before anything of this run began (scripts/host.py)."""
+    from scripts.host import warn_if_busy
     warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
     from scripts.runners.processes import ProcessRunError  # only this path needs it
 
@@ -354,19 +354,24 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                          f"lesson_code/lessons.toml")
                 continue
             run = runs is None or lesson.id in runs
-            warming = None
+            warming = start = None
             if run and not render_only:
                 # The runner's own imports (nbclient, zmq) first: the renderers' imports
                 # would share one interpreter with them; they overlap only the waiting.
+                # Other work on the cores first, before any of ours: the warm-up below
+                # keeps a core busy while it imports, and would read as other work.
+                start = host_at_start()
                 import_runner(processes)
                 warming = warm_up(lesson)
             if processes:
                 if run:
-                    arriving.update(record_processes(lesson, processes, staging, launcher))
+                    arriving.update(record_processes(lesson, processes, staging, start,
+                                                     launcher))
             elif not render_only:
                 if run or not notebook_rerendered(lesson, staging, lock):
                     recorded, entries = record_lesson(lesson, platform, lesson.devices,
-                                                      staging, scratch)
+                                                      staging, scratch,
+                                                      start or host_at_start())
                     arriving.update(recorded)
                     lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
