@@ -122,20 +122,23 @@ def algorithm_verdict(algorithm, rows, premise):
     effect, so six separate verdicts would flip between reruns on noise alone.
 
     Inconclusive when the run disagreed with itself: the lesson's own timing and this
-    one measured the same gloo collectives, and any one of them measured twice further
-    apart than the pooled effect says the noise is larger than what the run is asked to
-    tell apart (content review H1)."""
+    one measured the same gloo collectives, and one of them measured twice further apart
+    than its own effect says the noise is larger than what the run is asked to tell
+    apart (content review H1)."""
     mine = [row for row in rows if row["algorithm"] == algorithm]
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])
     twins = [row["twinDisagreement"] for row in mine if row["twinDisagreement"] is not None]
     twin = max(twins) if twins else None
-    word = (intervals.verdict(ratio, predicted_above_one=True, replicate_disagreement=twin)
-            if premise else "not applicable")
+    noisier = [row["name"] for row in mine if row["twinDisagreement"] is not None
+               and row["twinDisagreement"] > intervals.effect(row["perRoundRatio"])]
+    word = ("not applicable" if not premise else
+            intervals.INCONCLUSIVE if noisier else
+            intervals.verdict(ratio, predicted_above_one=True))
     return {"algorithm": algorithm, "name": NAMES[algorithm].removesuffix("'s"),
             "ratio": {**ratio, "words": ratio_words(ratio)}, "twinDisagreement": twin,
             "twinWords": f"{twin:.1f}×" if twin is not None else "not timed twice",
-            "verdict": word}
+            "noisierThanTheirEffect": noisier, "verdict": word}
 
 
 def rounds_verdicts(rounds, lesson_timing, environment):

@@ -314,19 +314,20 @@ def measure_ring_traffic(devices, calls, coordinator_port):
 # The rounds experiment keeps the gradient fixed (the lesson's 32 B at p = 4) and changes
 # only how many processes take part, so the number of dependent rounds changes with p.
 ROUNDS_GRADIENT_FLOATS = 8
-# 25 blocks a side for a recording: with processes outnumbering the cores a block either
-# shares the cores well or waits out a time slice, and 25 blocks hold enough of both kinds
-# for the mean's bootstrap interval to keep each verdict between reruns (three quiet
-# reruns agreed word for word: scripts/verdict_stability.py); 9 calls a block, so one call
-# held up by the scheduler does not move its median. A run asked for fewer calls (a test
-# of the launch and the bookkeeping, not of the times) takes a quarter as many blocks,
-# never fewer than 5.
-ROUNDS_BLOCKS, ROUNDS_SAMPLES, FEWEST_ROUNDS_BLOCKS = 25, 9, 5
+# 45 blocks a side for a recording: with processes outnumbering the cores a block either
+# shares the cores well or waits out a time slice, and it is the number of blocks, not
+# calls within one, that holds enough of both kinds for the mean's bootstrap interval to
+# keep each verdict between reruns (scripts/verdict_stability.py); 5 calls a block are
+# enough for its median to pass over one call held up by the scheduler (45 x 5 takes the
+# time 25 x 9 did, with an interval about a quarter narrower). A run asked for fewer
+# calls (a test of the launch and the bookkeeping, not of the times) takes as many blocks
+# in proportion, never fewer than 5.
+ROUNDS_BLOCKS, ROUNDS_SAMPLES, FEWEST_ROUNDS_BLOCKS = 45, 5, 5
 
 
 def rounds_blocks(calls):
     """The rounds experiment's blocks for a run of `calls` repeats (100 for a recording)."""
-    return max(FEWEST_ROUNDS_BLOCKS, min(ROUNDS_BLOCKS, calls // 4))
+    return max(FEWEST_ROUNDS_BLOCKS, min(ROUNDS_BLOCKS, calls * ROUNDS_BLOCKS // 100))
 
 
 def rounds_programs(devices):
@@ -421,8 +422,8 @@ def parse_args(argv):
                              "socket sees, so the lesson alone")
     parser.add_argument("--calls", type=int, default=100,
                         help="how much each measurement repeats: calls averaged per traffic "
-                             "row, and a quarter as many blocks (5 to 25) of the rounds "
-                             "timing (default 100)")
+                             "row, and the rounds timing's blocks in proportion (45 at "
+                             "100, never fewer than 5; default 100)")
     parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
     args = parser.parse_args(argv)
     given = [args.process_id is not None, args.processes is not None,

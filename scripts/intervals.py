@@ -140,14 +140,19 @@ def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARG
     than the effect itself: then the run's noise is larger than what it is asked to
     tell apart.
     """
-    effect = max(ratio["estimate"], 1 / ratio["estimate"])
-    if replicate_disagreement is not None and replicate_disagreement > effect:
+    effect_size = effect(ratio)
+    if replicate_disagreement is not None and replicate_disagreement > effect_size:
         return INCONCLUSIVE
     if ratio["low"] > margin:
         return SUPPORTED if predicted_above_one else CONTRADICTED
     if ratio["high"] < 1 / margin:
         return CONTRADICTED if predicted_above_one else SUPPORTED
     return INCONCLUSIVE
+
+
+def effect(ratio):
+    """How far a ratio is from no effect, as a factor >= 1 (2 for 2.0 and for 0.5)."""
+    return max(ratio["estimate"], 1 / ratio["estimate"])
 
 
 def disagreement(first, second):

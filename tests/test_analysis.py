@@ -99,7 +99,8 @@ def test_the_twin_measurement_of_h1_makes_gloos_verdict_inconclusive():
     assert row["twinDisagreement"] == pytest.approx(3.8, rel=0.1)
     gloo = result["verdicts"]["gloo"]
     assert gloo["twinDisagreement"] == row["twinDisagreement"]  # the widest of the three
-    assert gloo["ratio"]["estimate"] < gloo["twinDisagreement"]
+    assert row["perRoundRatio"]["estimate"] < row["twinDisagreement"]  # beyond its effect
+    assert gloo["noisierThanTheirEffect"] == [row["name"]]
     assert gloo["verdict"] == "inconclusive"
     assert result["verdicts"]["ring"]["verdict"] == "supported"  # the ring was not timed twice
 
@@ -108,6 +109,15 @@ def test_the_hypothesis_does_not_apply_with_a_core_for_every_process():
     result = analysis.analyse("cpu-processes", rounds_recording(300.0, 100.0, cores=8))
     assert not result["rounds"]["premiseHolds"]
     assert {v["verdict"] for v in result["rounds"]["verdicts"].values()} == {"not applicable"}
+
+
+def test_a_twin_within_its_own_effect_leaves_the_verdict_to_the_interval():
+    """Measured twice 1.5x apart where its effect is 3x: the noise is smaller than the
+    effect, so the pooled interval decides."""
+    recording = rounds_recording(300.0, 100.0, lesson_rs=900 / 1.5)
+    gloo = analysis.analyse("cpu-processes", recording)["rounds"]["verdicts"]["gloo"]
+    assert gloo["twinDisagreement"] == pytest.approx(1.5, rel=0.1)
+    assert gloo["noisierThanTheirEffect"] == [] and gloo["verdict"] == "supported"
 
 
 def test_other_work_holding_a_core_takes_the_premise_away():
