@@ -265,9 +265,11 @@ def interleaved_samples(programs, blocks=7, samples=5):
     return timed, order
 
 
-# 7 blocks of 5 calls: seven per-block medians bracket the median with 98 % confidence
-# (order statistics), and 35 calls per program still take well under a second here.
-TIMING_BLOCKS, TIMING_SAMPLES = 7, 5
+# 21 blocks of 5 calls: the middle of 21 per-block medians brackets the median with 96 %
+# confidence (order statistics), and the run on 4 processes, which times the same gloo
+# collectives again, can tell its own noise from an effect only with enough blocks of
+# each kind (content review H1). 105 calls per program take about a second.
+TIMING_BLOCKS, TIMING_SAMPLES = 21, 5
 
 
 def ring_payload_bytes(gradient_bytes, ranks):

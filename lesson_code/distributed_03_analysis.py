@@ -123,15 +123,15 @@ def algorithm_verdict(algorithm, rows, premise):
 
     Inconclusive when the run disagreed with itself: the lesson's own timing and this
     one measured the same gloo collectives, and one of them measured twice further apart
-    than its own effect says the noise is larger than what the run is asked to tell
-    apart (content review H1)."""
+    than the pooled effect says the run's noise is larger than what its verdict claims
+    (content review H1)."""
     mine = [row for row in rows if row["algorithm"] == algorithm]
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])
     twins = [row["twinDisagreement"] for row in mine if row["twinDisagreement"] is not None]
     twin = max(twins) if twins else None
     noisier = [row["name"] for row in mine if row["twinDisagreement"] is not None
-               and row["twinDisagreement"] > intervals.effect(row["perRoundRatio"])]
+               and row["twinDisagreement"] > intervals.effect(ratio)]
     word = ("not applicable" if not premise else
             intervals.INCONCLUSIVE if noisier else
             intervals.verdict(ratio, predicted_above_one=True))

@@ -99,7 +99,7 @@ def test_the_twin_measurement_of_h1_makes_gloos_verdict_inconclusive():
     assert row["twinDisagreement"] == pytest.approx(3.8, rel=0.1)
     gloo = result["verdicts"]["gloo"]
     assert gloo["twinDisagreement"] == row["twinDisagreement"]  # the widest of the three
-    assert row["perRoundRatio"]["estimate"] < row["twinDisagreement"]  # beyond its effect
+    assert gloo["ratio"]["estimate"] < row["twinDisagreement"]  # beyond the effect
     assert gloo["noisierThanTheirEffect"] == [row["name"]]
     assert gloo["verdict"] == "inconclusive"
     assert result["verdicts"]["ring"]["verdict"] == "supported"  # the ring was not timed twice
@@ -112,7 +112,7 @@ def test_the_hypothesis_does_not_apply_with_a_core_for_every_process():
 
 
 def test_a_twin_within_its_own_effect_leaves_the_verdict_to_the_interval():
-    """Measured twice 1.5x apart where its effect is 3x: the noise is smaller than the
+    """Measured twice 1.5x apart where the effect is 3x: the noise is smaller than the
     effect, so the pooled interval decides."""
     recording = rounds_recording(300.0, 100.0, lesson_rs=900 / 1.5)
     gloo = analysis.analyse("cpu-processes", recording)["rounds"]["verdicts"]["gloo"]
