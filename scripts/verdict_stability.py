@@ -1,6 +1,6 @@
 """Do a page's words survive a re-measure? A benchmark, not a test (it measures).
 
-    python scripts/verdict_stability.py --lesson ID --variant cpu-processes [--runs 3]
+    python scripts/verdict_stability.py --lesson ID --variant cpu-processes [--runs 3] [--keep DIR]
     python scripts/verdict_stability.py --lesson ID --variant sweep --recordings A.json B.json
 
 Measures the variant `--runs` times afresh in a clone of HEAD (`record.py --all`,
@@ -121,6 +121,9 @@ def main(argv=None):
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--recordings", nargs="+", type=Path,
                         help="compare these recordings instead of measuring afresh")
+    parser.add_argument("--keep", type=Path, metavar="DIR",
+                        help="copy the measured recordings into DIR (to read them again "
+                             "with --recordings after an analysis change)")
     args = parser.parse_args(argv)
     try:
         lessons = load_lessons()
@@ -140,6 +143,10 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="verdict-stability-") as scratch:
         scratch = Path(scratch)
         recordings = args.recordings or measured(lesson, args.variant, args.runs, scratch)
+        if args.keep and not args.recordings:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for recording in recordings:
+                shutil.copy(recording, args.keep / recording.name)
         texts = [page_texts(lesson, args.variant, recording, pages, scratch, number)
                  for number, recording in enumerate(recordings)]
     differing = 0
