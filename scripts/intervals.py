@@ -150,6 +150,11 @@ def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARG
     return INCONCLUSIVE
 
 
+def geometric_mean(values):
+    """The typical factor of several ratios: exp(mean(log v))."""
+    return float(np.exp(np.mean(np.log(values))))
+
+
 def effect(ratio):
     """How far a ratio is from no effect, as a factor >= 1 (2 for 2.0 and for 0.5)."""
     return max(ratio["estimate"], 1 / ratio["estimate"])
