@@ -305,10 +305,10 @@ def visit(browser, origin, site, path, scheme, width):
                    fits=page.evaluate("document.documentElement.scrollWidth <= innerWidth"),
                    axe=axe_findings(page) if AXE.exists() else None, figures=[], broken=[],
                    display_overflow=0, links_to_lesson=0)
+    record.broken = broken_images(page)  # scrolls each drawn figure in, waits for it
     opened = open_every_details(page)  # a hint's figure is narrower
     record.figures = page.evaluate(FIGURES_ON_SCREEN)
     close_again(opened)
-    record.broken = broken_images(page)
     # A display formula's parts wrap; none sticks out of its row.
     record.display_overflow = page.evaluate("""[...document.querySelectorAll('.math-display')]
         .filter(row => row.scrollWidth > row.clientWidth + 1).length""")
@@ -488,50 +488,75 @@ def shown_figures(page):
     return [figure for figure in page.evaluate(FIGURES_ON_SCREEN) if figure["drawn"]]
 
 
-# Besides the four screens: both sides of the narrow drawing's breakpoint (up to 720 px
-# it is shown; 721 px is the narrowest content column that shows the wide drawing).
-@pytest.mark.parametrize("scheme, width", SCREENS + [("light", 720), ("dark", 721)])
+def figure_problems(path, figures, built_site, scheme, width, measured):
+    """What is wrong with the figures a page showed on one screen: each must be the
+    drawing made for that palette and width, loaded, a link to its SVG, with its smallest
+    text at 9 CSS px or more where it is drawn; `measured` gathers that smallest text."""
+    problems = []
+    for figure in (found for found in figures if found["drawn"]):  # 0: the other palette's
+        file = built_site / urlsplit(figure["src"]).path.lstrip("/")
+        static = re.sub(r"-(narrow-dark|narrow|dark)\.svg$", ".svg", file.name)
+        if file.name != expected_variant(static, scheme, width):
+            problems.append(f"/{path}: {file.name} shown, "
+                            f"{expected_variant(static, scheme, width)} expected")
+        if not figure["loaded"]:
+            problems.append(f"/{path}: {file.name} did not load")
+        if not figure["link"] or not figure["link"].endswith(".svg"):
+            problems.append(f"/{path}: {file.name} is no link to its SVG")
+        font, view_width = smallest_text(file.read_text())
+        if font is None:
+            continue
+        shown = font * figure["drawn"] / view_width  # CSS px
+        measured[file.name] = round(min(measured.get(file.name, shown), shown), 2)
+        if shown < SMALLEST_READABLE_PX:
+            problems.append(f"/{path}: {file.name} text {shown:.1f} px at "
+                            f"{figure['drawn']:.0f} px")
+    return problems
+
+
+def assert_each_drawing_shown_alone(problems, measured, requests, scheme, width):
+    """Every drawing of this palette and width is seen somewhere, no other is fetched."""
+    print(f"smallest figure text at {width} px, {scheme}, CSS px:", measured)
+    expected = {expected_variant(path.name, scheme, width)
+                for path in (ROOT / "figures").glob("*.svg")
+                if not re.search(r"-(narrow-dark|narrow|dark)\.svg$", path.name)}
+    fetched = {url.rsplit("/", 1)[-1] for url in requests if "/figures/" in url}
+    assert set(measured) == expected
+    assert fetched == expected, sorted(fetched ^ expected)
+    assert problems == [], "\n".join(problems)
+
+
+@pytest.mark.parametrize("scheme, width", SCREENS)
 def test_each_figure_shown_is_its_palettes_and_widths_drawing_with_9_px_text(
-        browser, served, built_site, pages, scheme, width):
+        visits, built_site, scheme, width):
     """Issue 20, item 3: in either palette and at either width the figure a reader sees is
     the drawing made for it (dark on slate, narrow on a phone), it loaded, only it was
     fetched of its variants, it links to its full-size SVG, and its smallest text renders
     at 9 CSS px or more where it is drawn (inside collapsed answers too)."""
-    problems, measured, figure_requests = [], {}, []
+    problems, measured, requests = [], {}, []
+    for path, seen in visits(scheme, width).items():
+        problems += figure_problems(path, seen.figures, built_site, scheme, width, measured)
+        requests += seen.requests
+        assert seen.problems == [], path
+    assert_each_drawing_shown_alone(problems, measured, requests, scheme, width)
+
+
+# Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
+# narrowest content column that shows the wide drawing.
+@pytest.mark.parametrize("scheme, width", [("light", 720), ("dark", 721)])
+def test_at_the_breakpoint_each_figure_shown_is_that_widths_drawing(
+        browser, served, built_site, pages, scheme, width):
+    problems, measured, requests = [], {}, []
     for path in pages:
         page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
-        opened = open_every_details(page)  # a hint's figure is narrower
-        for figure in shown_figures(page):
-            file = built_site / urlsplit(figure["src"]).path.lstrip("/")
-            static = re.sub(r"-(narrow-dark|narrow|dark)\.svg$", ".svg", file.name)
-            if file.name != expected_variant(static, scheme, width):
-                problems.append(f"/{path}: {file.name} shown, "
-                                f"{expected_variant(static, scheme, width)} expected")
-            if not figure["loaded"]:
-                problems.append(f"/{path}: {file.name} did not load")
-            if not figure["link"] or not figure["link"].endswith(".svg"):
-                problems.append(f"/{path}: {file.name} is no link to its SVG")
-            font, view_width = smallest_text(file.read_text())
-            if font is None:
-                continue
-            shown = font * figure["drawn"] / view_width  # CSS px
-            measured[file.name] = round(min(measured.get(file.name, shown), shown), 2)
-            if shown < SMALLEST_READABLE_PX:
-                problems.append(f"/{path}: {file.name} text {shown:.1f} px at "
-                                f"{figure['drawn']:.0f} px")
+        opened = open_every_details(page)
+        problems += figure_problems(path, shown_figures(page), built_site, scheme, width,
+                                    measured)
         close_again(opened)
-        figure_requests += [url.rsplit("/", 1)[-1] for url in watch.requests
-                            if "/figures/" in url]
+        requests += watch.requests
         assert watch.problems == [], path
         page.close()
-    print(f"smallest figure text at {width} px, {scheme}, CSS px:", measured)
-    # Every drawing of this palette and width is seen somewhere, and no other is fetched.
-    expected = {expected_variant(path.name, scheme, width)
-                for path in (ROOT / "figures").glob("*.svg")
-                if not re.search(r"-(narrow-dark|narrow|dark)\.svg$", path.name)}
-    assert set(measured) == expected
-    assert set(figure_requests) == expected, sorted(set(figure_requests) ^ expected)
-    assert problems == [], "\n".join(problems)
+    assert_each_drawing_shown_alone(problems, measured, requests, scheme, width)
 
 
 def test_without_scripts_a_reader_sees_the_static_figure(browser, served):
