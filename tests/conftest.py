@@ -7,6 +7,7 @@ a different device count runs the lesson in a subprocess, with clean_env().
 """
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,20 @@ def reference_site(request, tmp_path_factory):
     from site_reference import build_reference
 
     return built_once(request, tmp_path_factory, "reference", build_reference)
+
+
+@pytest.fixture(autouse=True)
+def signals_as_they_were():
+    """Each test leaves this process's signal state as it found it. A command's main()
+    run in-process installs scripts/interrupts.py's handlers, which turn a later SIGINT
+    into Interrupted, set SIGINT to be ignored and remember the signal; a commit in a
+    later test of the same pytest worker would then raise that signal again
+    (raise_if_interrupted) and fail a test that never saw one."""
+    from scripts import interrupts
+
+    handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+    yield
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)
+    interrupts.received.clear()
+    interrupts.files_in_place = False
