@@ -205,14 +205,21 @@ def reference_site(request, tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def signals_as_they_were():
-    """Each test leaves this process's signal state as it found it. A command's main()
-    run in-process installs scripts/interrupts.py's handlers, which turn a later SIGINT
-    into Interrupted, set SIGINT to be ignored and remember the signal; a commit in a
-    later test of the same pytest worker would then raise that signal again
-    (raise_if_interrupted) and fail a test that never saw one."""
+    """Each test starts with Ctrl-C as a terminal gives it and leaves this process's
+    signal state as it found it.
+
+    - A suite started in the background (`make test &`, a CI runner) inherits SIGINT
+      ignored, and so would every process a test starts: `mkdocs serve` could not be
+      stopped with the Ctrl-C a test sends it. During a test SIGINT raises
+      KeyboardInterrupt, as in a foreground run, and children start with its default.
+    - A command's main() run in-process installs scripts/interrupts.py's handlers,
+      which turn a later SIGINT into Interrupted, ignore the next and remember it; a
+      commit in a later test of the same worker would raise it again."""
     from scripts import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+    if handlers[signal.SIGINT] is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
