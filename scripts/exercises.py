@@ -1,8 +1,8 @@
 """Check a lesson's exercises: one line per exercise, each run in a process of its own.
 
     python scripts/exercises.py                                  # every lesson with exercises
-    python scripts/exercises.py --lesson distributed-03          # one lesson's scaffolds
-    python scripts/exercises.py --lesson distributed-03 --reference   # its own solutions
+    python scripts/exercises.py --lesson ID          # one lesson's scaffolds
+    python scripts/exercises.py --lesson ID --reference   # its own solutions
 
 The registry (lesson_code/lessons.toml) names each lesson's checks module (`exercises`)
 and its device count (`devices`): every exercise runs on that many logical CPU devices,

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
 
-# The lesson's own cap on logical CPU devices (lesson_code/distributed_03.py allows 1-256).
+# The cap on logical CPU devices a lesson may ask for (1-256).
 MAX_DEVICES = 256
 MODULE = re.compile(r"lesson_code(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
@@ -29,7 +29,7 @@ class RegistryError(Exception):
 @dataclass(frozen=True)
 class Lesson:
     id: str
-    module: str  # dotted: lesson_code.distributed_03
+    module: str  # dotted: lesson_code.<module>
     figures: tuple = ()
     devices: int = 4  # logical CPU devices of the recorded run and the notebook
     rank_module: str | None = None
@@ -62,7 +62,7 @@ def check_id(value, root):
     pattern, longest = lesson_id_rule(root)
     if not isinstance(value, str) or len(value) > longest or not pattern.match(value):
         return (f"lowercase letters and digits in dash-separated words, at most {longest} "
-                f"characters, such as \"distributed-03\"")
+                f"characters, such as \"collectives-01\"")
     return None
 
 

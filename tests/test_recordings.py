@@ -28,7 +28,7 @@ def test_the_schema_is_a_valid_schema():
 
 def test_each_lesson_s_data_schema_is_a_valid_schema():
     schemas = [lesson.data_schema for lesson in LESSONS.values() if lesson.data_schema]
-    assert schemas  # distributed-03 names one
+    assert schemas  # the seed names one
     for schema in schemas:
         jsonschema.Draft202012Validator.check_schema(json.loads((ROOT / schema).read_text()))
 
@@ -38,7 +38,7 @@ def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson(
 
     lesson = LESSONS[LESSON_ID]
     recording = json.loads(RECORDING.read_text())
-    recording["data"]["budget"] = [{"ranks": "four"}]  # distributed-03's own field
+    recording["data"]["budget"] = [{"ranks": "four"}]  # the seed's own field
     for held_to in (lesson, None):  # named by the caller, or by the recording's lessonId
         with pytest.raises(RecordingError, match=r"invalid at data/budget/0"):
             validate(recording, "recordings/x.json", lesson=held_to)
@@ -51,8 +51,8 @@ def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson(
     # A file of one lesson that names another is refused, so no recording can slip past
     # its lesson's schema by naming a lesson without one.
     named_other = json.loads(RECORDING.read_text()) | {"lessonId": "other-lesson"}
-    with pytest.raises(RecordingError, match="it records 'other-lesson', and this file is "
-                                             "distributed-03's"):
+    with pytest.raises(RecordingError, match=f"it records 'other-lesson', and this file is "
+                                             f"{SEED.id}'s"):
         validate(named_other, "recordings/x.json", lesson=lesson)
 
 
