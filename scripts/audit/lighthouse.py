@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 from scripts.audit.reference import ReferenceBuildFailed, build_reference  # noqa: E402
 from scripts.host import host_load  # noqa: E402
 from scripts.intervals import median_interval  # noqa: E402
+from scripts.lessons import load_lessons  # noqa: E402
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"
 SCORES = HERE / "scores.json"
@@ -43,10 +44,7 @@ SCORES = HERE / "scores.json"
 
 def lesson_pages(root=ROOT):
     """Every lesson's page, in the registry's order (lesson_code/lessons.toml)."""
-    import tomllib
-
-    registry = (root / "lesson_code" / "lessons.toml").read_text(encoding="utf-8")
-    return [f"lessons/{lesson['id']}/" for lesson in tomllib.loads(registry)["lesson"]]
+    return [f"lessons/{lesson_id}/" for lesson_id in load_lessons(root)]
 
 
 # A lesson page may block the main thread at most this many times as long as the bare
