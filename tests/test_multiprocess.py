@@ -8,7 +8,9 @@ import ast
 import json
 import os
 import re
+import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +19,7 @@ import pytest
 from conftest import ROOT
 from lesson_code.distributed_03 import make_problem, reference_gradient
 from scripts.figures.traffic import render
-from scripts.runners.processes import ProcessRunError, run_processes
+from scripts.runners.processes import ProcessRunError, run_processes, running_groups
 from test_lesson import run_program
 
 RANKS = 4
@@ -46,9 +48,12 @@ def without_timings(stdout):
 
 
 def assert_no_process_left(pids):
+    # Each rank led its own group: nothing of it may still run. A child the rank had
+    # started may linger as a zombie until init reaps it, so the check is "running"
+    # (from /proc), not "exists" (killpg(pid, 0) also finds zombies).
+    assert Path("/proc/self/stat").exists(), "these checks read Linux's /proc"
+    assert set(pids) & running_groups() == set()
     for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.killpg(pid, 0)  # each rank led its own group: nothing of it may survive
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)  # and it was reaped, not left a zombie
 
@@ -157,6 +162,32 @@ def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s
     assert_no_process_left(error.pids)
     # Nothing new is left; a run may also remove folders a killed run abandoned.
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
+
+
+def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
+    """A rank's own child (platform.platform() runs `uname -p`) is in the rank's group:
+    it is killed with it, and the launcher returns only once it no longer runs."""
+    with pytest.raises(ProcessRunError) as raised:
+        run_processes("tests.fixtures.rank_with_child", ranks=2, timeout_s=30, calls=1)
+    [child] = re.findall(r"child (\d+)", raised.value.stderr_tail)
+    assert_no_process_left(raised.value.pids)
+    stat = Path(f"/proc/{child}/stat")
+    # Gone, or a zombie waiting for init: either way it does not run.
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def test_a_zombie_holds_no_running_group_and_a_sleeper_does():
+    finished = subprocess.Popen(["true"], start_new_session=True)  # never waited for: Z
+    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+    try:
+        while Path(f"/proc/{finished.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
+        groups = running_groups()
+        assert sleeper.pid in groups and finished.pid not in groups
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+        finished.wait()
 
 
 def test_the_ranks_are_gone_after_a_successful_run_too(run):

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from scripts import ROOT
 from scripts.scratch import scratch_folder
@@ -126,13 +127,39 @@ def wait_for(children, timeout_s, scratch, poll_s=0.02):
                           f"lines: {tails}", running[0], None, tails, pids)
 
 
-def kill_all(children):
+def running_groups():
+    """The process groups with at least one member still running, read from /proc (an
+    empty set where there is none). A zombie (state Z) has finished: it only waits for its
+    parent to reap it, which for an orphan is init, on init's schedule."""
+    groups = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+            state, _ppid, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # it exited while we looked
+        if state not in ("Z", "X"):
+            groups.add(int(group))
+    return groups
+
+
+def kill_all(children, settle_s=10.0):
+    """Kill every rank's whole process group and return once none of it runs."""
     for child in children:
         try:
             os.killpg(child.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # the whole group has already exited
         child.wait()  # reap, so no zombie outlives the run
+    # SIGKILL reaches a whole group at once, but only the rank itself is ours to wait
+    # for: a child it had started (platform.platform() runs `uname -p`) dies on its own
+    # schedule, a moment later. Wait for that too, so that once a run has returned or
+    # raised, nothing of it is left running (bounded: a process stuck in the kernel
+    # cannot hold the launcher forever).
+    groups = {child.pid for child in children}
+    deadline = time.monotonic() + settle_s
+    while groups & running_groups() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
