@@ -2,11 +2,14 @@
 
 Open MPI is run for real: `record.py --processes 4 --launcher mpirun` starts the four ranks
 under `mpirun` on loopback, and its recording is checked against the `--processes 4` one.
-SLURM and Kubernetes are tested at the seam only: the command in the committed files
-(scripts/runners/slurm.sbatch, scripts/runners/kubernetes-job.yaml) is started once per rank
-with the variables srun or an Indexed Job would set, which are what JAX's cluster modules
-(jax/_src/clusters/) or the manifest's flags read. No SLURM or Kubernetes runs here.
+SLURM and Kubernetes are tested at the seam only: the committed templates
+(scripts/runners/slurm.sbatch, scripts/runners/kubernetes-job.yaml) are filled for the seed
+lesson from the registry, as `scripts/runners/cluster_job.py` prints them, and the command in
+the filled file is started once per rank with the variables srun or an Indexed Job would
+set, which are what JAX's cluster modules (jax/_src/clusters/) or the manifest's flags read.
+No SLURM or Kubernetes runs here.
 """
+import dataclasses
 import json
 import os
 import re
@@ -22,23 +25,24 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings, strategies as st
 
-from conftest import (ROOT, SEED, clean_env, leftover_temp_files, project_copy, recording_name,
-                      run_record, snapshot)
+from conftest import (LESSONS, ROOT, SEED, clean_env, leftover_temp_files, project_copy,
+                      recording_name, run_record, snapshot)
 from scripts.record import check_stdout, executed_recording
 from scripts.recordings import load_recording, validate
-from scripts.runners import mpirun
+from scripts.runners import cluster_job, mpirun
 from scripts.runners.processes import ProcessRunError, free_port, kill_all, wait_for
 from scripts.scratch import remove_abandoned
 from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
                          scratch_of)
 
-# The seed lesson's rank module: the one the launchers' seam files (slurm.sbatch, the
-# Kubernetes Job) start.
+# The seed lesson's rank module: the one the launchers' seam tests start, through the job
+# files filled for it (its rank module writes the `launch` and traffic data they check).
 LESSON_ID = SEED.id
 RANK_MODULE = SEED.rank_module
 PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
-SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"
+SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"  # templates, for any lesson
 K8S_MANIFEST = ROOT / "scripts" / "runners" / "kubernetes-job.yaml"
 SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
 
@@ -229,16 +233,84 @@ def test_record_refuses_a_launcher_without_processes(tmp_path):
 
 # --- SLURM and Kubernetes, at the seam ----------------------------------------------------
 
-def snippet(path, name):
+def snippet(text, name):
     """The lines between `--8<-- [start:name]` and `[end:name]`: what the pages include."""
-    text = path.read_text()
     start = text.index(f"# --8<-- [start:{name}]\n") + len(f"# --8<-- [start:{name}]\n")
     return text[start:text.index(f"# --8<-- [end:{name}]")]
 
 
 def srun_line():
-    """The srun command of scripts/runners/slurm.sbatch, as its words."""
-    return shlex.split(snippet(SLURM_SCRIPT, "srun").replace("\\\n", " "))
+    """The srun command of slurm.sbatch filled for the seed lesson, as its words."""
+    return shlex.split(snippet(cluster_job.job_text("slurm", SEED), "srun").replace("\\\n", " "))
+
+
+def test_the_job_templates_name_no_lesson_and_are_filled_from_the_registry():
+    for target, template in (("slurm", SLURM_SCRIPT), ("kubernetes", K8S_MANIFEST)):
+        text = template.read_text()
+        assert {"@LESSON@", "@RANK_MODULE@"} <= set(re.findall(r"@[A-Z0-9_]+@", text))
+        assert not any(lesson.rank_module and lesson.rank_module in text
+                       for lesson in LESSONS.values())
+        assert LESSON_ID not in text
+        filled = cluster_job.job_text(target, SEED)
+        assert re.search(r"@[A-Z0-9_]+@", filled) is None
+        assert f"python -m {RANK_MODULE}" in filled and f"{LESSON_ID}." in filled
+
+
+def test_the_job_command_prints_the_filled_file_and_refuses_bad_input_in_one_line(capsys):
+    done = subprocess.run([sys.executable, "scripts/runners/cluster_job.py", "kubernetes",
+                           "--lesson", LESSON_ID], cwd=ROOT, env=clean_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == cluster_job.job_text("kubernetes", SEED)
+    for argv, line in [
+            (["slurm", "--lesson", "no-such-lesson"],
+             "no lesson 'no-such-lesson' in lesson_code/lessons.toml; try --lesson "),
+            (["k8s", "--lesson", LESSON_ID],
+             f"no job target 'k8s'; the targets are slurm, kubernetes: run "
+             f"`python scripts/runners/cluster_job.py slurm --lesson {LESSON_ID}`"),
+            ([], "the following arguments are required: target; run `python "
+                 "scripts/runners/cluster_job.py slurm`")]:
+        try:
+            status = cluster_job.main(argv)
+        except SystemExit as exit_:  # argparse's own errors
+            status = exit_.code
+        out, err = capsys.readouterr()
+        assert (status, out) == (2, ""), argv
+        assert err.startswith(f"error: {line}") and err.count("\n") == 1, err
+
+
+def test_a_lesson_without_a_rank_module_or_a_bad_template_is_one_line():
+    with pytest.raises(cluster_job.JobError, match=r"^lesson '[^']+' names no `rank_module` "
+                       r"in lesson_code/lessons\.toml, .*; add one \(lesson_code/CONTRACT\.md\)$"):
+        cluster_job.job_text("slurm", dataclasses.replace(SEED, rank_module=None))
+    with pytest.raises(cluster_job.JobError, match=r"^job\.yaml: unknown placeholder @IMAGE@; "
+                       r"the placeholders are @LESSON@; run `git checkout -- job\.yaml`$"):
+        cluster_job.fill("image: @IMAGE@\nname: @LESSON@\n", {"LESSON": "x"}, "job.yaml")
+
+
+# A Service's name: an RFC 1035 label, which is also a DNS-1123 label (lowercase letters,
+# digits and '-', a letter first, at most 63 characters).
+RFC_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# What the registry accepts as an id (recordings/schema.json: at most 64 characters).
+LESSON_IDS = st.from_regex(r"[a-z0-9]{1,20}(-[a-z0-9]{1,20}){0,4}", fullmatch=True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(lesson_id=LESSON_IDS)
+def test_every_lesson_id_makes_kubernetes_names_that_are_dns_labels(lesson_id):
+    name = cluster_job.kubernetes_name(lesson_id)
+    derived = (name, f"{name}-{cluster_job.RANKS - 1}", f"{name}-out")  # + pod 3, the claim
+    assert all(RFC_1035_LABEL.fullmatch(label) for label in derived), derived
+    if all(RFC_1035_LABEL.fullmatch(lesson_id + suffix) for suffix in ("-3", "-out")):
+        assert name == lesson_id  # an id that leaves room is kept as it is
+
+
+def test_kubernetes_names_of_awkward_ids_stay_readable_and_distinct():
+    assert cluster_job.kubernetes_name(LESSON_ID) == LESSON_ID
+    assert cluster_job.kubernetes_name("03-intro") == "lesson-03-intro"
+    long_a, long_b = "a" * 60 + "-one", "a" * 60 + "-two"
+    names = {cluster_job.kubernetes_name(long_a), cluster_job.kubernetes_name(long_b)}
+    assert len(names) == 2 and all(len(name) == 59 for name in names)
 
 
 def run_ranks(commands, envs, scratch, timeout_s=300):
@@ -259,11 +331,8 @@ def run_ranks(commands, envs, scratch, timeout_s=300):
 
 def recorded(stdout, data_path):
     """The recording record.py would stage from this run: validated against the schema."""
-    from scripts.lessons import load_lessons
-
-    lesson = load_lessons()[LESSON_ID]
     check_stdout(LESSON_ID, stdout)
-    recording = executed_recording(lesson, lesson.path(RANK_MODULE), stdout,
+    recording = executed_recording(SEED, SEED.path(RANK_MODULE), stdout,
                                    json.loads(data_path.read_text()), 1.0, ["srun"])
     validate(recording, "a seam recording")
     return recording
@@ -275,7 +344,7 @@ def test_the_srun_line_starts_the_rank_module_with_no_rank_flags():
     python = words.index("python")
     assert words[python + 1:python + 3] == ["-m", RANK_MODULE]
     assert not {"--process-id", "--processes", "--port"} & set(words)
-    assert "#SBATCH --ntasks=4" in SLURM_SCRIPT.read_text()
+    assert f"#SBATCH --ntasks={cluster_job.RANKS}" in cluster_job.job_text("slurm", SEED)
 
 
 def free_slurm_job_id():
@@ -316,7 +385,8 @@ def test_under_srun_the_rank_module_joins_and_records(tmp_path):
 
 
 def manifest():
-    return list(yaml.safe_load_all(K8S_MANIFEST.read_text()))
+    """The Kubernetes template filled for the seed lesson, parsed."""
+    return list(yaml.safe_load_all(cluster_job.job_text("kubernetes", SEED)))
 
 
 def test_the_kubernetes_manifest_parses_as_an_indexed_job_with_its_headless_service():
@@ -326,7 +396,8 @@ def test_the_kubernetes_manifest_parses_as_an_indexed_job_with_its_headless_serv
     assert (job["apiVersion"], job["kind"]) == ("batch/v1", "Job")
     spec = job["spec"]
     assert spec["completionMode"] == "Indexed"
-    assert spec["completions"] == spec["parallelism"] == 4
+    assert spec["completions"] == spec["parallelism"] == cluster_job.RANKS == 4
+    assert job["metadata"]["name"] == cluster_job.kubernetes_name(LESSON_ID)
     pod = spec["template"]["spec"]
     assert pod["subdomain"] == service["metadata"]["name"]
     assert service["spec"]["selector"] == {"job-name": job["metadata"]["name"]}
@@ -337,6 +408,8 @@ def test_the_kubernetes_manifest_parses_as_an_indexed_job_with_its_headless_serv
     assert host == f"{job['metadata']['name']}-0.{service['metadata']['name']}"
     [mount] = container["volumeMounts"]
     assert container["args"][0].split("--data-out ")[1].startswith(mount["mountPath"] + "/")
+    [volume] = pod["volumes"]
+    assert volume["persistentVolumeClaim"]["claimName"] == f"{job['metadata']['name']}-out"
 
 
 def test_in_an_indexed_job_the_rank_module_joins_and_records(tmp_path):
@@ -374,5 +447,5 @@ def test_the_scaling_out_section_includes_the_files_these_tests_run():
                         ("scripts/runners/slurm.sbatch", "srun"),
                         ("scripts/runners/kubernetes-job.yaml", "pod")]
     for path, name in included:
-        assert snippet(ROOT / path, name).strip()
+        assert snippet((ROOT / path).read_text(), name).strip()
     assert "at the seam only" in section and "run here" in section
