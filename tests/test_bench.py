@@ -1,6 +1,11 @@
 """The message-size sweep: its arithmetic, its measuring code's shape and bookkeeping, its
 command line, and the committed recording. No test here asserts how fast anything ran:
-the quick sweeps check structure only, and the times they measure may be anything."""
+the quick sweeps check structure only, and the times they measure may be anything.
+
+bench.py measures any lesson's `sweep` module; these tests run it on the seed lesson's
+(conftest's SEED), whose programs and committed sweep they also check, and take every path
+from the registry's outputs value (scripts/outputs.for_lesson), never from its id."""
+import importlib
 import json
 import re
 import subprocess
@@ -13,12 +18,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import ROOT, clean_env, project_copy
-from lesson_code import distributed_03_sweep as sweep_programs
-from lesson_code.distributed_03_sweep import COLLECTIVES, SIZES, element_count, sizes_for
+from conftest import ROOT, SEED, clean_env, module_file, project_copy, recording_name
 from scripts import bench, hashes
+from scripts.figures import KINDS
 from scripts.figures.sweep import render
-from scripts.outputs import AnalysisKind
+from scripts.lessons import load_lessons
+from scripts.outputs import AnalysisKind, for_lesson, recording_outputs
 from scripts.recordings import load_recording, validate
 from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, order_of_magnitude
 
@@ -26,20 +31,26 @@ from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, order
 QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "blocks": 2, "samples": 2,
          "minSampleMs": 0.2}
 TINY = {"samples": 2, "minSampleMs": 0.2}
-RECORDING = ROOT / "recordings" / "distributed-03.sweep.json"
-ANALYSIS = ROOT / "recordings" / "analysis" / "distributed-03.sweep.json"
-FIGURE = ROOT / "figures" / "distributed-03-sweep.svg"
+
+# The seed lesson's sweep programs, from its registry entry.
+sweep_programs = importlib.import_module(SEED.sweep)
+COLLECTIVES, SIZES = sweep_programs.COLLECTIVES, sweep_programs.SIZES
+element_count, sizes_for = sweep_programs.element_count, sweep_programs.sizes_for
+LESSON = ["--lesson", SEED.id]  # bench.py's choice made explicit: the programs above
+# Its sweep's files, each relative to a project root: the recording, the analysis, the figure.
+FILES = for_lesson(SEED)
+SWEEP = (FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
+RECORDING, ANALYSIS, FIGURE = (ROOT / path for path in SWEEP)
 
 
 def quick_sweep_program(out):
     """A `python -c` program: bench.py's main on the QUICK plan, writing `out`."""
     return (f"import sys; from scripts import bench; "
-            f"sys.exit(bench.main(['--out', {str(out)!r}], plan={QUICK!r}))")
+            f"sys.exit(bench.main([*{LESSON!r}, '--out', {str(out)!r}], plan={QUICK!r}))")
 
 
 def analysed(recording):
-    return json.loads(AnalysisKind("lesson_code.distributed_03_analysis", "sweep")
-                      .render(recording))
+    return json.loads(AnalysisKind(SEED.analysis, "sweep").render(recording))
 
 
 # --- arithmetic -----------------------------------------------------------------------
@@ -129,7 +140,7 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench, "measure_in_subprocess",
                         lambda module, *args, root: in_process_measure(*args))
     out = tmp_path / "sweep.json"
-    assert bench.main(["--out", str(out)], plan={**QUICK, "sizes": [8, 1024]}) == 1
+    assert bench.main([*LESSON, "--out", str(out)], plan={**QUICK, "sizes": [8, 1024]}) == 1
     message = capsys.readouterr().err
     assert "differ from the NumPy reference" in message and "nothing was written" in message
     assert list(tmp_path.iterdir()) == []
@@ -188,9 +199,12 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
 
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
     # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
-    # chips (4): p = 2 and 4 of the plan, each in a worker told to use the chips, written
-    # as the lesson's tpu-sweep; nothing here has chips, so an in-process CPU measure
-    # stands in for the workers.
+    # chips: each p of the plan that they hold, each in a worker told to use the chips,
+    # written as the lesson's tpu-sweep; nothing here has chips, so an in-process CPU
+    # measure stands in for the workers.
+    plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
+    fitting = [p for p in plan["ranks"] if p <= SEED.devices]
+    assert 0 < len(fitting) < len(plan["ranks"])  # the seed's chips hold some p, not all
     asked = []
 
     def measure(module, ranks, sizes, plan, block, root, platform):
@@ -199,32 +213,31 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
 
     monkeypatch.setattr(bench, "measure_in_subprocess", measure)
     out = tmp_path / "tpu-sweep.json"
-    plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
-    assert bench.main(["--platform", "tpu", "--out", str(out)], plan=plan) == 0
-    assert asked == [(2, "tpu"), (4, "tpu")]
+    assert bench.main([*LESSON, "--platform", "tpu", "--out", str(out)], plan=plan) == 0
+    assert asked == [(p, "tpu") for p in fitting]
     recording = load_recording(out)
     assert recording["command"] == ["python", "scripts/bench.py", "--platform", "tpu"]
-    assert {row["ranks"] for row in recording["rows"]} == {2, 4}
+    assert {row["ranks"] for row in recording["rows"]} == set(fitting)
     # The committed files' name for it, and what it is a run of: the sweep module.
-    from scripts.outputs import for_lesson, recording_outputs
-    from scripts.lessons import load_lessons
-    lesson = load_lessons()["distributed-03"]
-    assert for_lesson(lesson).recording(bench.sweep_variant("tpu")) == \
-        "recordings/distributed-03.tpu-sweep.json"
+    tpu_sweep = FILES.recording(bench.sweep_variant("tpu"))
+    assert tpu_sweep == recording_name(SEED, "tpu-sweep")
     root = project_copy(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
                                             "requirements.txt", "constraints.txt"))
-    (root / "recordings" / "distributed-03.tpu-sweep.json").write_bytes(out.read_bytes())
-    [hardware] = [o for o in recording_outputs(load_lessons(root)["distributed-03"], root)
-                  if o.path.endswith(".tpu-sweep.json")]
-    assert hardware.module == "lesson_code/distributed_03_sweep.py" and not hardware.required
+    (root / tpu_sweep).write_bytes(out.read_bytes())
+    [hardware] = [o for o in recording_outputs(load_lessons(root)[SEED.id], root)
+                  if o.path == tpu_sweep]
+    assert hardware.module == module_file(SEED, SEED.sweep) and not hardware.required
     assert hardware.fix.startswith("python scripts/tpu_job.py")
 
 
+TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
+
+
 @pytest.mark.parametrize("argv, words", [
-    (["--platform", "tpu", "--ranks", "2", "8"], "p = 8 needs 8 chips, and distributed-03's "
-                                                 "TPU VM has 4"),
-    (["--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
-    (["--platform", "gpu"], "invalid choice: 'gpu'"),
+    ([*LESSON, "--platform", "tpu", "--ranks", "2", str(TOO_MANY)],
+     f"p = {TOO_MANY} needs {TOO_MANY} chips, and {SEED.id}'s TPU VM has {SEED.devices}"),
+    ([*LESSON, "--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
+    ([*LESSON, "--platform", "gpu"], "invalid choice: 'gpu'"),
 ])
 def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, capsys,
                                                                   monkeypatch):
@@ -235,7 +248,7 @@ def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, c
 
 
 def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
-    config = {"module": "lesson_code.distributed_03_sweep", "ranks": 2, "sizes": [8],
+    config = {"module": SEED.sweep, "ranks": 2, "sizes": [8],
               "plan": TINY, "block": 0, "platform": "tpu"}
     done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure", json.dumps(config)],
                           cwd=ROOT, env=clean_env(), capture_output=True,
@@ -249,40 +262,31 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
 
 def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path):
     root = project_copy(tmp_path / "repo")
-    from scripts.lessons import load_lessons
-
-    lesson = load_lessons(root)["distributed-03"]
+    recording_file, analysis_file, figure_file = SWEEP
+    lesson = load_lessons(root)[SEED.id]
     bench.record_sweep(lesson, None, [4], [8, 8192, 2**20], TINY, measure=in_process_measure,
                        blocks=2)
-    recording = load_recording(root / "recordings" / "distributed-03.sweep.json")
-    analysis_path = root / "recordings" / "analysis" / "distributed-03.sweep.json"
-    analysis = json.loads(analysis_path.read_text())
+    recording = load_recording(root / recording_file)
+    analysis = json.loads((root / analysis_file).read_text())
     assert analysis == analysed(recording)
-    assert (root / "figures" / "distributed-03-sweep.svg").read_text() == render(analysis)
+    assert (root / figure_file).read_text() == render(analysis)
     lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
-    assert lock["recordings/analysis/distributed-03.sweep.json"]["inputs"][
-        "recordings/distributed-03.sweep.json"] == hashes.digest(
-        root / "recordings" / "distributed-03.sweep.json")
-    assert lock["figures/distributed-03-sweep.svg"]["inputs"][
-        "recordings/analysis/distributed-03.sweep.json"] == hashes.digest(analysis_path)
+    assert lock[analysis_file]["inputs"][recording_file] == hashes.digest(root / recording_file)
+    assert lock[figure_file]["inputs"][analysis_file] == hashes.digest(root / analysis_file)
     assert list(root.rglob("*.tmp")) == []
 
 
 def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypatch):
     root = project_copy(tmp_path / "repo")
     from scripts.figures import sweep as sweep_figure
-    from scripts.lessons import load_lessons
 
     def broken(analysis, *variant):
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(sweep_figure, "render", broken)
-    kept = [root / "recordings" / "distributed-03.sweep.json",
-            root / "recordings" / "analysis" / "distributed-03.sweep.json",
-            root / "figures" / "distributed-03-sweep.svg"]
-    before = {p: p.read_bytes() for p in kept}
+    before = {root / path: (root / path).read_bytes() for path in SWEEP}
     with pytest.raises(RuntimeError, match="renderer broke"):
-        bench.record_sweep(load_lessons(root)["distributed-03"], None, [4], [8, 8192, 2**20],
+        bench.record_sweep(load_lessons(root)[SEED.id], None, [4], [8, 8192, 2**20],
                            TINY, measure=in_process_measure, blocks=2)
     assert {p: p.read_bytes() for p in before} == before
     assert list(root.rglob("*.tmp")) == []
@@ -331,7 +335,7 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
     for path in ("host.words }}", "verdictCounts.inconclusive|d",
                  "alphaWithRanks.all_reduce.verdict", "stepSummary.verdict",
                  "ratios.atLargest.4.arOverRs.touchedVerdict"):
-        assert f"{{{{ rec:distributed-03.sweep.analysis:{path}" in page, path
+        assert f"{{{{ rec:{FILES.stem('sweep', analysis=True)}:{path}" in page, path
     for typed in ("grows with p for every program", "log2 p steps per phase",
                   "is the size of the last-level cache, not past it",
                   "the step\ncount below predicts"):
