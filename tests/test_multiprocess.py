@@ -2,9 +2,11 @@
 and a failed rank that takes the whole run down cleanly.
 
 One short run (5 calls per traffic row) serves every check of the data; the failure
-tests start their own runs.
+tests start their own runs. The lesson is the seed (conftest's SEED: its rank module, its
+recordings and its processes page), its files named by the registry's outputs value.
 """
 import ast
+import importlib
 import json
 import os
 import re
@@ -16,16 +18,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT
-from lesson_code.distributed_03 import make_problem, reference_gradient
+from conftest import ROOT, SEED, module_file
+from scripts.figures import KINDS
 from scripts.figures.traffic import render
+from scripts.outputs import for_lesson
 from scripts.runners.processes import ProcessRunError, run_processes, running_groups
 from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
 SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
-RANK_MODULE = "lesson_code.distributed_03_rank"
+RANK_MODULE = SEED.rank_module
+FILES = for_lesson(SEED)
+lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +78,7 @@ def shard_line(stdout):
 
 
 def test_process_0_prints_what_the_single_process_lesson_prints(run):
-    program = run_program()  # `python -m lesson_code.distributed_03`, run once per session
+    program = run_program()  # the lesson program, `python -m <module>`, once per session
     assert program.returncode == 0, program.stderr[-2000:]
     single = program.stdout
     assert "Completed CPU median microseconds: {'all_reduce': T" in without_timings(single)
@@ -85,7 +90,7 @@ def test_process_0_prints_what_the_single_process_lesson_prints(run):
 
 
 def test_every_rank_holds_the_numpy_gradient(run):
-    reference = reference_gradient(make_problem(RANKS))
+    reference = lesson_program.reference_gradient(lesson_program.make_problem(RANKS))
     assert run.data["gradient"] == reference.tolist()
     np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
                                rtol=2e-6, atol=2e-6)
@@ -199,17 +204,17 @@ def test_every_value_on_the_page_section_resolves(run):
     from scripts.pages.hooks import VALUE, lookup  # the build's parser: the page cannot drift
     # record.py adds cpuCount to the environment when it writes the recording.
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
+    processes = FILES.stem("cpu-processes")
     recordings = {
-        "distributed-03.cpu-processes": {"data": run.data, "stdout": run.stdout,
-                                         "environment": environment},
-        "distributed-03.cpu": json.loads((ROOT / "recordings/distributed-03.cpu.json").read_text()),
-        "distributed-03.cpu.analysis": json.loads(
-            (ROOT / "recordings/analysis/distributed-03.cpu.json").read_text()),
+        processes: {"data": run.data, "stdout": run.stdout, "environment": environment},
+        FILES.stem("cpu"): json.loads((ROOT / FILES.recording("cpu")).read_text()),
+        FILES.stem("cpu", analysis=True): json.loads(
+            (ROOT / FILES.analysis("cpu")).read_text()),
     }
     # What the page's analysis directives read: this run's, derived as record.py would.
-    from lesson_code.distributed_03_analysis import analyse
-    recordings["distributed-03.cpu-processes.analysis"] = analyse(
-        "cpu-processes", recordings["distributed-03.cpu-processes"])
+    analyse = importlib.import_module(SEED.analysis).analyse
+    recordings[FILES.stem("cpu-processes", analysis=True)] = analyse(
+        "cpu-processes", recordings[processes])
     page = (ROOT / "docs/going-further/processes.md").read_text()
     assert page.startswith("# Going further: four real processes\n")
     placeholders = VALUE.findall(page)
@@ -217,18 +222,21 @@ def test_every_value_on_the_page_section_resolves(run):
     assert page.count("{{") == page.count("}}") == len(placeholders)  # none malformed
     for stem, dotted, spec in placeholders:
         format(lookup(recordings[stem], dotted), spec)
-    for section in re.findall(r'--8<-- "lesson_code/distributed_03_rank.py:(\w+)"', page):
-        source = (ROOT / "lesson_code/distributed_03_rank.py").read_text()
+    rank_file = module_file(SEED, RANK_MODULE)
+    sections = re.findall(rf'--8<-- "{re.escape(rank_file)}:(\w+)"', page)
+    assert sections  # the page shows the rank module's own code
+    for section in sections:
+        source = (ROOT / rank_file).read_text()
         assert f"# --8<-- [start:{section}]" in source and f"# --8<-- [end:{section}]" in source
     # The image is also a link to itself: on a phone, a tap opens it full size.
-    assert "](../figures/distributed-03-traffic.svg)](../figures/distributed-03-traffic.svg)" \
-        in page and "**Figure:**" in page
+    figure = f"../{FILES.figure(KINDS['traffic'])}"
+    assert f"]({figure})]({figure})" in page and "**Figure:**" in page
     for claim in ("real network", "hundreds of times", "records this pattern",
                   "Only one line"):
         assert claim not in page  # content review H3, L2, L5: claims no recording backs
 
 
-COMMITTED = ROOT / "recordings" / "distributed-03.cpu-processes.json"
+COMMITTED = ROOT / FILES.recording("cpu-processes")
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
 
 
@@ -256,7 +264,7 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
 
 def test_the_processes_page_prints_each_verdict_with_its_interval():
     page = (ROOT / "docs/going-further/processes.md").read_text()
-    rounds = "rec:distributed-03.cpu-processes.analysis:rounds"
+    rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
     for algorithm in ("gloo", "ring"):
         verdict = f"{rounds}.verdicts.{algorithm}"
         assert f"{{{{ {verdict}.verdict }}}}" in page
