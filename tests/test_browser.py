@@ -394,30 +394,51 @@ FIRST_LOAD_PAGES = ["", *(f"{kind}/{lesson}/" for lesson in LESSONS
                     *(f"going-further/{name}/" for name in GOING_FURTHER)]
 
 
-# The site-wide search index loads with every page and grows with the course, not with
-# the page: the budget is the page's own load, the index is reported beside it. (With the
-# index the lesson's first load is over 500 KB since the course grew; issue 20 item 5.)
+# The site-wide search index grows with the course, not with the page: it is fetched when
+# the reader first opens search (docs/overrides/partials/search-on-demand.js), so a first
+# load carries the page alone, and the budget counts every byte of it.
 SEARCH_INDEX = "/search/search_index.json"
 
 
 @pytest.mark.parametrize("path", FIRST_LOAD_PAGES)
-def test_first_load_without_the_search_index_is_at_most_500_kb(visits, path):
+def test_first_load_is_at_most_500_kb(visits, path):
     """Everything the first load of a page requests, at a desktop size: the page, the
     theme's CSS and JavaScript, the search worker, the math font where a formula is shown,
     and the figures near enough to the screen for chromium to fetch them; lazy figures
-    further down wait. The search index is counted apart."""
+    further down, and the search index, wait."""
     sizes = visits(*DESKTOP)[path].first_load
     total = sum(sizes.values())
-    own = total - sizes.get(SEARCH_INDEX, 0)
-    print(f"/{path} first load: {total:,} bytes in {len(sizes)} requests, "
-          f"{own:,} without the search index ({own / FIRST_LOAD_LIMIT:.2f} of the budget)")
+    print(f"/{path} first load: {total:,} bytes in {len(sizes)} requests "
+          f"({total / FIRST_LOAD_LIMIT:.2f} of the budget)")
     ARTIFACTS.mkdir(exist_ok=True)
     name = "lesson" if path == LESSON else path.rstrip("/").replace("/", "-") or "home"
     (ARTIFACTS / f"{name}-first-load.json").write_text(
-        json.dumps({"totalBytes": total, "withoutSearchIndexBytes": own,
-                    "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes}, indent=2))
-    assert SEARCH_INDEX in sizes  # the index is still fetched: the subtraction is real
-    assert own <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
+        json.dumps({"totalBytes": total, "limitBytes": FIRST_LOAD_LIMIT, "requests": sizes},
+                   indent=2))
+    assert SEARCH_INDEX not in sizes  # waits for the reader to search
+    assert total <= FIRST_LOAD_LIMIT, sorted(sizes.items(), key=lambda item: -item[1])
+
+
+def test_search_fetches_the_index_when_opened_and_finds_a_name_from_the_code(browser,
+                                                                            served):
+    """The held request is sent, once, when the reader opens search; then the theme's
+    search answers as before: psum_scatter is a name the lesson's code defines a use of
+    (its "Defines:" line, scripts/pages/markup.py)."""
+    page, watch = open_page(browser, f"{served}/{LESSON}", served)
+    fetched = []
+    page.on("request", lambda request: fetched.append(request.url)
+            if request.url.endswith(SEARCH_INDEX) else None)
+    page.wait_for_timeout(300)
+    assert fetched == []
+    page.keyboard.press("/")  # the theme's shortcut: opens search, focuses its box
+    page.keyboard.type("psum_scatter")
+    results = page.locator(".md-search-result__item a")
+    results.first.wait_for(timeout=15000)
+    assert len(fetched) == 1
+    assert any(f"/{LESSON}" in href for href in results.evaluate_all(
+        "links => links.map(link => link.href)"))
+    assert watch.problems == []
+    page.close()
 
 
 @pytest.mark.parametrize("name", GOING_FURTHER)

@@ -79,6 +79,19 @@ def with_short_coordinates(svg):
                         svg)
 
 
+# matplotlib writes a path one vertex a line, "M 58.41 -371.58 \nL 58.41 -368.31 \n";
+# the path grammar needs no space around a command letter and one between two numbers.
+PATH_DATA = re.compile(r'\bd="([^"]*)"')
+AROUND_COMMAND = re.compile(r"\s*([MLHVCSQTAZmlhvcsqtaz])\s*")
+
+
+def with_tight_path_data(svg):
+    def tighten(match):
+        data = AROUND_COMMAND.sub(r"\1", match.group(1))
+        return f'd="{" ".join(data.split())}"'
+    return PATH_DATA.sub(tighten, svg)
+
+
 # A group of markers: matplotlib writes one <use> per data point, each with the line's
 # whole style, inside a group of its own.
 MARKER_GROUP = re.compile(r'<g( clip-path="[^"]*")?>((?:\s*<use [^>]*/>)+)(\s*)</g>')
@@ -123,10 +136,14 @@ def compact(svg):
     every <text> (about 200 bytes each, 37 KB of a ring figure's 82) and a rotation by
     -0 degrees beside it. One family for every text becomes one rule in the SVG's own
     stylesheet, which the browser applies to each <text> that no longer names one; every
-    coordinate is written to a hundredth of a point, markers share their style, and the
-    indentation and names nothing reads are gone."""
+    coordinate is written to a hundredth of a point, path data loses the spaces its grammar
+    does not need, markers share their style, and the indentation and names nothing reads
+    are gone."""
     families = set(FONT_FAMILY.findall(svg))
-    svg = with_shared_marker_styles(with_short_coordinates(NO_ROTATION.sub("", svg)))
+    svg = with_tight_path_data(with_short_coordinates(NO_ROTATION.sub("", svg)))
+    # SVG 2's plain href, which every browser that draws these figures reads; xlink:href
+    # was SVG 1.1's, and matplotlib writes it onto each of a figure's hundreds of <use>.
+    svg = with_shared_marker_styles(svg.replace("<use xlink:href=", "<use href="))
     svg = without_structure_nobody_reads(svg)
     if len(families) != 1 or STYLE_ELEMENT not in svg:
         return svg  # several families: each text keeps its own
