@@ -50,3 +50,23 @@ def test_the_audit_covers_every_registered_lesson():
 def test_too_few_rounds_decide_nothing():
     ratio = lighthouse.blocking_ratio(runs([(857, 68)]), PAGE)
     assert ratio["verdict"] == "inconclusive"
+
+
+def test_the_ratio_can_be_taken_against_the_long_bare_page():
+    found = runs([(120, 5), (110, 4), (130, 6), (125, 5), (118, 4)])
+    for number, ms in enumerate((110, 115, 120, 118, 112), start=1):
+        found.append({"round": number, "page": lighthouse.LONG_BARE,
+                      "metrics": {"total-blocking-time": ms}})
+    assert lighthouse.blocking_ratio(found, PAGE)["verdict"] == "misses"
+    against_long = lighthouse.blocking_ratio(found, PAGE, lighthouse.LONG_BARE)
+    assert against_long["verdict"] == "meets"
+    assert lighthouse.LONG_BARE in against_long["words"]
+
+
+def test_the_long_reference_page_is_about_as_long_as_a_lesson_page(reference_site):
+    import re
+
+    from scripts.audit.reference import LONG_PAGE_PATH
+    elements = len(re.findall(r"<[a-zA-Z]", (reference_site / LONG_PAGE_PATH /
+                                             "index.html").read_text()))
+    assert 1200 <= elements <= 2500, elements
