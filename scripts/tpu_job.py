@@ -208,34 +208,35 @@ def steps_accelerator(steps):
     return "TPU"
 
 
-def install_fetched(fetched, target, lesson, root):
+def install_checked(fetched, target, root, check, what, after_refusal="", after_writing=""):
+    """Check a file the VM made (`check()` raises RefusedRecording), then move it into
+    place, while no other run writes this checkout's recordings."""
     try:
-        check_tpu_recording(fetched, lesson.id, lesson.path(), root, lesson.devices)
+        check()
     except RefusedRecording as error:
-        raise JobFailed(str(error)) from None
+        raise JobFailed(f"{error}{after_refusal}") from None
     try:
         # Not while record.py or bench.py is writing this checkout's recordings.
         with exclusive_run("python scripts/tpu_job.py", root):
             install_recording(fetched, target)
     except RunLocked as error:
-        raise JobFailed(f"{error}; the fetched recording was not installed") from None
-    progress(f"wrote {target}")
+        raise JobFailed(f"{error}; the fetched {what} was not installed") from None
+    progress(f"wrote {target}{after_writing}")
+
+
+def install_fetched(fetched, target, lesson, root):
+    install_checked(fetched, target, root, lambda: check_tpu_recording(
+        fetched, lesson.id, lesson.path(), root, lesson.devices), "recording")
 
 
 def install_sweep(fetched, target, lesson, root, kept):
     """Check the VM's size sweep (scripts/bench.py --platform tpu), then move it into place.
     `kept`: the lesson's recording, already in place. The figure the sweep is drawn over
     (tpu-predictions) is remade here by --render-only."""
-    try:
-        check_tpu_sweep(fetched, lesson, root, lesson.devices)
-    except RefusedRecording as error:
-        raise JobFailed(f"{error}; {display(kept)} was written") from None
-    try:
-        with exclusive_run("python scripts/tpu_job.py", root):
-            install_recording(fetched, target)
-    except RunLocked as error:
-        raise JobFailed(f"{error}; the fetched sweep was not installed") from None
-    progress(f"wrote {target}; run `python scripts/record.py --render-only` to draw it")
+    install_checked(fetched, target, root,
+                    lambda: check_tpu_sweep(fetched, lesson, root, lesson.devices), "sweep",
+                    after_refusal=f"; {display(kept)} was written",
+                    after_writing="; run `python scripts/record.py --render-only` to draw it")
 
 
 def install_slice(workdir, target, lesson, root, accelerator, duration_s):

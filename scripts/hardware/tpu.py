@@ -169,6 +169,55 @@ def remote_setup(jax_version, remote_dir):
     ])
 
 
+@dataclass(frozen=True)
+class Vm:
+    """What every step that reaches the VM needs: its name and gcloud location, the
+    workers a command goes to, and where the tree is on it and here."""
+    name: str
+    where: list  # --zone, and --project when given
+    every: list  # ["--worker=all"] on a slice: a command or copy goes to every worker
+    remote_dir: str  # relative to the VM user's home: scp and ssh both start there
+    local: object  # a fetched file's path here, from its name
+
+    tpu_vm = ("gcloud", "compute", "tpus", "tpu-vm")
+
+    @property
+    def hint(self):
+        return f"{self.name} {shlex.join(self.where)}"  # for the hints' commands
+
+    @property
+    def is_up(self):
+        return f"is the VM up? `gcloud compute tpus tpu-vm describe {self.hint}`"
+
+    @property
+    def quoted_dir(self):
+        return shlex.quote(self.remote_dir)
+
+    def ssh(self, command):
+        return [*self.tpu_vm, "ssh", self.name, *self.where, *self.every, "--command",
+                command]
+
+    def fetch(self, remote_file, local_name, *workers):
+        """scp a file of the tree on the VM back here as `local_name`."""
+        return [*self.tpu_vm, "scp", f"{self.name}:{self.remote_dir}/{remote_file}",
+                self.local(local_name), *self.where, *workers]
+
+
+def recorded_on_the_vm(vm, run_title, command, fetch_title, remote_file, local_name,
+                       check_title, installs, already=""):
+    """The three steps of a recording the VM makes: run `command` in the tree there, copy
+    `remote_file` back, then check it here and move it into place (`installs`: the
+    recording variant the check expects). `already`: what the hint says is already safe."""
+    retry = "to retry by hand" if not already else f"{already}; to retry the sweep by hand"
+    return [
+        Step(run_title, vm.ssh(f"cd {vm.quoted_dir} && {command}"),
+             f"its output is above; {retry}: `gcloud compute tpus tpu-vm ssh {vm.hint}`, "
+             f"then `cd {vm.remote_dir} && {command}`"),
+        Step(fetch_title, vm.fetch(remote_file, local_name), vm.is_up),
+        Step(check_title, None, installs=installs),
+    ]
+
+
 def job_steps(name, zone, accelerator=None, project=None, create=True, delete=True,
               workdir=None, root=ROOT, lesson_id=None):
     """Every step of the job in order, for one lesson (`lesson_id`, default the registry's
@@ -183,7 +232,6 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
         raise UsageError(f"{lesson_id} has no rank_module in lesson_code/lessons.toml; a "
                          f"multi-host slice runs one on every worker")
     record = f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson_id}"
-    remote_dir = lesson_id  # relative to the VM user's home: scp and ssh both start there
     files = for_lesson(lesson_id)
     bundle, recording = f"{lesson_id}.tar.gz", recording_name(lesson_id)
     local = (lambda f: str(Path(workdir) / f)) if workdir else (lambda f: f)
@@ -191,14 +239,9 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
     # On a slice every copy and command goes to all workers at once; what comes back,
     # from worker 0, whose rank 0 wrote it.
     every, first = (["--worker=all"], ["--worker=0"]) if hosts > 1 else ([], [])
-    tpu_vm = ["gcloud", "compute", "tpus", "tpu-vm"]
-    vm = f"{name} {shlex.join(where)}"  # for the hints' commands
-
-    def ssh(command):
-        return tpu_vm + ["ssh", name, *where, *every, "--command", command]
-
-    quoted_dir = shlex.quote(remote_dir)
-    is_vm_up = f"is the VM up? `gcloud compute tpus tpu-vm describe {vm}`"
+    on_vm = Vm(name, where, every, remote_dir=lesson_id, local=local)
+    tpu_vm, vm, ssh, is_vm_up = list(Vm.tpu_vm), on_vm.hint, on_vm.ssh, on_vm.is_up
+    remote_dir, quoted_dir = on_vm.remote_dir, on_vm.quoted_dir
     on = f" on all {hosts} workers" if hosts > 1 else ""
     steps = [Step("pack the committed tree (git archive HEAD)",
                   ["git", "archive", "--format=tar.gz", "-o", local(bundle), "HEAD"],
@@ -224,23 +267,15 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
              f"(`gcloud compute tpus tpu-vm ssh {vm}`), then rerun"),
     ]
     if hosts == 1:
-        steps += [
-            # One lesson per run: another lesson's failure cannot discard this one's recording.
-            Step(f"record the lesson on the chips (scripts/record.py --platform tpu --lesson "
-                 f"{lesson_id})",
-                 ssh(f"cd {quoted_dir} && {record}"),
-                 f"its output is above; to retry by hand: `gcloud compute tpus tpu-vm ssh "
-                 f"{vm}`, then `cd {remote_dir} && {record}`"),
-            Step("copy the recording back",
-                 tpu_vm + ["scp", f"{name}:{remote_dir}/{files.recording('tpu')}",
-                           local(recording), *where], is_vm_up),
-            Step(f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
-                 f"PASS, current contentFiles), then move it into recordings/{recording}",
-                 None, installs="tpu"),
-        ]
+        # One lesson per run: another lesson's failure cannot discard this one's recording.
+        steps += recorded_on_the_vm(
+            on_vm, f"record the lesson on the chips (scripts/record.py --platform tpu "
+                   f"--lesson {lesson_id})", record,
+            "copy the recording back", files.recording("tpu"), recording,
+            f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
+            f"PASS, current contentFiles), then move it into recordings/{recording}", "tpu")
         if lesson.sweep:  # after the lesson's recording is in place: a failed sweep keeps it
-            steps += sweep_steps(lesson, vm, ssh, quoted_dir, remote_dir, tpu_vm,
-                                 name, where, local, is_vm_up)
+            steps += sweep_steps(lesson, on_vm)
     else:
         recording = recording_name(lesson_id, accelerator)
         chips = hosts * CHIPS_PER_WORKER
@@ -255,8 +290,7 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
                  f"others (jax.distributed's timeout); to retry: `gcloud compute tpus tpu-vm "
                  f"ssh {vm} --worker=all --command {shlex.quote(rank)}`", runs_lesson=True),
             *[Step(f"copy rank 0's {what} back from worker 0",
-                   tpu_vm + ["scp", f"{name}:{remote_dir}/{file}", local(file), *where,
-                             *first], is_vm_up)
+                   on_vm.fetch(file, file, *first), is_vm_up)
               for what, file in (("data", SLICE_DATA), ("stdout", SLICE_STDOUT))],
             Step(f"make {recording} from them and validate it (schema, backend tpu, "
                  f"{chips} TPU devices in {hosts} processes, PASS, current contentFiles), "
@@ -271,26 +305,20 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
     return steps
 
 
-def sweep_steps(lesson, vm, ssh, quoted_dir, remote_dir, tpu_vm, name, where, local,
-                is_vm_up):
+def sweep_steps(lesson, vm):
     """The lesson's size sweep on the same VM (scripts/bench.py --platform tpu: each p of
     the sweep's plan that the VM's chips hold, each in a fresh process), fetched and
     checked like the lesson's recording; a lesson without a `sweep` gets none."""
-    sweep = for_lesson(lesson).recording_name("tpu-sweep")
+    files = for_lesson(lesson)
+    sweep = files.recording_name("tpu-sweep")
     bench = f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}"
-    return [
-        Step(f"run the size sweep on the chips (scripts/bench.py --platform tpu --lesson "
-             f"{lesson.id}; several minutes)", ssh(f"cd {quoted_dir} && {bench}"),
-             f"its output is above; recordings/{recording_name(lesson.id)} is already in "
-             f"place; to retry the sweep by hand: `gcloud compute tpus tpu-vm ssh {vm}`, "
-             f"then `cd {remote_dir} && {bench}`"),
-        Step("copy the sweep back",
-             tpu_vm + ["scp", f"{name}:{remote_dir}/{for_lesson(lesson).recording('tpu-sweep')}",
-                       local(sweep), *where], is_vm_up),
-        Step(f"validate {sweep} (schema, backend tpu, at most {lesson.devices} TPU chips, "
-             f"current contentFiles), then move it into recordings/{sweep}", None,
-             installs="tpu-sweep"),
-    ]
+    return recorded_on_the_vm(
+        vm, f"run the size sweep on the chips (scripts/bench.py --platform tpu --lesson "
+            f"{lesson.id}; several minutes)", bench,
+        "copy the sweep back", files.recording("tpu-sweep"), sweep,
+        f"validate {sweep} (schema, backend tpu, at most {lesson.devices} TPU chips, "
+        f"current contentFiles), then move it into recordings/{sweep}", "tpu-sweep",
+        already=f"recordings/{recording_name(lesson.id)} is already in place")
 
 
 def job_commands(name, zone, accelerator=None, project=None, create=True, delete=True,
