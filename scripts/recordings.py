@@ -63,14 +63,25 @@ def validator():
     return jsonschema_module().Draft202012Validator(read_schema(SCHEMA_PATH))
 
 
-def data_validator(lesson):
-    """The validator of the lesson's own data schema (None when it names none). The shared
-    schema is there under its $id, so the lesson's may reuse its $defs
+# What of a lesson's sweep recording is the lesson's own (the names of its programs): the
+# `$defs/sweep` of its data schema, which a sweep recording must also fit.
+SWEEP_PART = "sweep"
+
+
+def data_validator(lesson, part=None):
+    """The validator of the lesson's own data schema (None when it names none), or, with
+    `part`, of that `$defs` entry of it (None when it has none). The shared schema is
+    there under its $id, so the lesson's may reuse its $defs
     (`recordings/schema.json#/$defs/host`) rather than copy them."""
     path = data_schema_path(lesson)
     if path is None:
         return None
     schema, shared = read_schema(path), read_schema(SCHEMA_PATH)
+    if part is not None:
+        if part not in schema.get("$defs", {}):
+            return None
+        schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
+                  "$ref": f"#/$defs/{part}"}
     key = (str(path), json.dumps(schema, sort_keys=True), json.dumps(shared, sort_keys=True))
     if key not in _DATA_VALIDATORS:  # checked and built once per schema text and process
         _DATA_VALIDATORS[key] = built_data_validator(path, schema, shared)
@@ -150,6 +161,9 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
     data_checker = data_validator(lesson) if lesson is not None else None
     if data_checker is not None and recording["kind"] == "executed":
         first_violation(data_checker, recording["data"], ("data",), where, fix)
+    sweep_checker = data_validator(lesson, SWEEP_PART) if lesson is not None else None
+    if sweep_checker is not None and recording["kind"] == "sweep":
+        first_violation(sweep_checker, recording, (), where, fix)
     return recording
 
 

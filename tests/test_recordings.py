@@ -91,6 +91,27 @@ def test_a_sweep_without_its_rows_is_rejected_by_the_same_schema():
         validate(sweep, "sweep")
 
 
+def test_a_sweep_program_the_lesson_does_not_have_is_refused_by_the_lesson_s_schema():
+    """The layout of a sweep is the shared schema's; the names of its programs are the
+    lesson's (its data schema's $defs/sweep): the shared schema lets any name through."""
+    sweep = json.loads((ROOT / "recordings" / f"{LESSON_ID}.sweep.json").read_text())
+    sweep["rows"][0]["collective"] = "all_to_all"
+    shared = json.loads((ROOT / "recordings" / "schema.json").read_text())
+    assert list(jsonschema.Draft202012Validator(shared).iter_errors(sweep)) == []
+    with pytest.raises(RecordingError, match=r"invalid at rows/0/collective: 'all_to_all' "
+                                             r"is not one of"):
+        validate(sweep, "sweep")
+
+
+def test_the_shared_schema_names_no_lesson_s_programs():
+    shared = (ROOT / "recordings" / "schema.json").read_text()
+    for lesson in LESSONS.values():
+        if lesson.data_schema:
+            programs = json.loads((ROOT / lesson.data_schema).read_text()).get(
+                "$defs", {}).get("sweepProgram", {}).get("enum", [])
+            assert not [name for name in programs if f'"{name}"' in shared], lesson.id
+
+
 def test_a_recording_path_that_is_a_directory_is_one_line(tmp_path):
     (tmp_path / "x.cpu.json").mkdir()
     with pytest.raises(RecordingError, match=r"is a directory, not a recording \(remove it\)"):
