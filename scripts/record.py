@@ -240,8 +240,9 @@ def launch_processes(launcher):
     return run_processes
 
 
-def record_processes(lesson, processes, staging, start, launcher="processes"):
-    """`start`: the host as read before anything of this run began (scripts/host.py)."""
+def record_processes(lesson, processes, staging, start, launcher="processes", calls=None):
+    """`start`: the host as read before anything of this run began (scripts/host.py).
+    `calls`: repeated calls per measurement in each rank (None: the rank's default)."""
     from scripts.host import warn_if_busy
     warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
     from scripts.runners.processes import ProcessRunError  # only this path needs it
@@ -252,12 +253,14 @@ def record_processes(lesson, processes, staging, start, launcher="processes"):
     progress(f"running {lesson.id} as {processes} JAX processes"
              + (" under mpirun" if launcher == "mpirun" else ""))
     try:
-        run = launch_processes(launcher)(lesson.rank_module, ranks=processes, cwd=lesson.root)
+        run = launch_processes(launcher)(lesson.rank_module, ranks=processes, cwd=lesson.root,
+                                         **({"calls": calls} if calls else {}))
     except ProcessRunError as error:
         raise RecordError(f"{error}; nothing was written") from None
     check_stdout(lesson.id, run.stdout)
     command = ["python", "scripts/record.py", "--processes", str(processes)] + (
-        ["--launcher", launcher] if launcher != "processes" else [])
+        ["--launcher", launcher] if launcher != "processes" else []) + (
+        ["--calls", str(calls)] if calls else [])
     recording = executed_recording(lesson, lesson.path(lesson.rank_module), run.stdout,
                                    run.data, run.duration_s, command, start)
     return stage_recording(lesson, recording, staging)
@@ -335,11 +338,11 @@ def notebook_rerendered(lesson, staging, lock):
 
 
 def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False,
-           runs=None, launcher="processes"):
+           runs=None, launcher="processes", calls=None):
     """`chosen`: the lessons were named (--lesson), so one without a rank module is an
     error for --processes rather than skipped. `runs`: the ids of the lessons to execute
     (lessons_to_run; None: every one); the others only get their figures and notebook
-    brought up to date."""
+    brought up to date. `calls`: --calls of a multi-process run (None: the default)."""
     root = next(iter(lessons.values())).root
     remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
     with Staging() as staging, scratch_folder("record") as scratch:
@@ -366,7 +369,7 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
             if processes:
                 if run:
                     arriving.update(record_processes(lesson, processes, staging, start,
-                                                     launcher))
+                                                     launcher, calls))
             elif not render_only:
                 if run or not notebook_rerendered(lesson, staging, lock):
                     recorded, entries = record_lesson(lesson, platform, lesson.devices,
@@ -450,6 +453,9 @@ def refuse_what_cannot_work(args, lessons):
             raise UsageError("--processes runs N processes with one CPU device each; it takes "
                              "no --platform, --devices or --render-only: run "
                              f"`python scripts/record.py --processes {args.processes}`")
+    if args.calls is not None and (args.processes is None or args.calls < 1):
+        raise UsageError("--calls sets the repeated calls of a multi-process run, 1 or more: "
+                         "run `python scripts/record.py --processes 4 --calls 5`")
     if args.launcher != "processes" and args.processes is None:
         raise UsageError(f"--launcher {args.launcher} starts the processes of a multi-process "
                          f"run; run `python scripts/record.py --processes 4 --launcher "
@@ -501,6 +507,9 @@ def parse_args(argv):
     parser.add_argument("--launcher", choices=("processes", "mpirun"), default="processes",
                         help="with --processes: what starts the N processes (default: this "
                              "repository's own launcher; mpirun: Open MPI, on loopback)")
+    parser.add_argument("--calls", type=int, metavar="N",
+                        help="with --processes: repeated calls per measurement in each rank "
+                             "(default 100); fewer make a quick run, and its intervals wider")
     parser.add_argument("--lesson", help="one lesson id (default: every lesson)")
     return parser.parse_args(argv)
 
@@ -525,7 +534,7 @@ def main(argv=None):
                            root):
             record(lessons, args.platform, args.processes, args.render_only,
                    chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
-                   launcher=args.launcher)
+                   launcher=args.launcher, calls=args.calls)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
         prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:

@@ -89,11 +89,14 @@ def marked_ranks_left(launcher_pid):
 
 @pytest.fixture(scope="module")
 def mpirun_tree(tmp_path_factory):
-    """A project copy recorded by `record.py --processes 4 --launcher mpirun`."""
+    """A project copy recorded by `record.py --processes 4 --launcher mpirun`, with 5
+    calls per measurement (the launcher is what is tested; bytes per call do not depend on
+    how many calls are averaged)."""
     require_mpirun()
     root = project_copy(tmp_path_factory.mktemp("mpirun").resolve() / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
-    run = run_record(root, "--processes", "4", "--launcher", "mpirun", "--all", timeout=600)
+    run = run_record(root, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
+                     timeout=600)
     return root, before, run
 
 
@@ -103,7 +106,7 @@ def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpiru
     assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in run.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
     assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",
-                                    "--launcher", "mpirun"]
+                                    "--launcher", "mpirun", "--calls", "5"]
     assert recording["data"]["launch"] == {"launcher": "mpirun", "processes": 4, "hosts": 1,
                                            "coordinatorHost": "127.0.0.1"}
     assert recording["environment"]["processCount"] == 4
@@ -229,6 +232,15 @@ def test_record_refuses_a_launcher_without_processes(tmp_path):
     assert run.stderr == ("error: --launcher mpirun starts the processes of a multi-process "
                           "run; run `python scripts/record.py --processes 4 --launcher "
                           "mpirun`\n")
+
+
+@pytest.mark.parametrize("args", [["--calls", "5"], ["--processes", "4", "--calls", "0"]])
+def test_record_refuses_calls_outside_a_multi_process_run(tmp_path, args):
+    root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
+    run = run_record(root, *args)
+    assert run.returncode == 2
+    assert run.stderr == ("error: --calls sets the repeated calls of a multi-process run, 1 "
+                          "or more: run `python scripts/record.py --processes 4 --calls 5`\n")
 
 
 # --- SLURM and Kubernetes, at the seam ----------------------------------------------------
