@@ -297,19 +297,22 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
 
 def hanging_ranks(root):
     """The copy's registry names a rank that hangs once the lesson ran, so its peers wait
-    for it in a collective: a run that only a signal can end."""
+    for it in a collective: a run that only a signal can end. Returns the environment to
+    start the run with: the rank hangs, and wraps the seed's rank module, which the
+    registry no longer names (tests/fixtures/failing_rank.py)."""
     shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace(
         f'rank_module = "{SEED.rank_module}"',
         'rank_module = "lesson_code.hanging_rank"'))
+    return {"FAILING_RANK": "hang", "WRAPPED_RANK": SEED.rank_module}
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGTERM to the group", "SIGINT", "SIGKILL"])
 def test_the_ranks_die_with_their_launcher(tree, how):
-    hanging_ranks(tree)
+    hanging = hanging_ranks(tree)
     before = snapshot(tree)
-    run = Record(tree, "--processes", "4", "--all", FAILING_RANK="hang")
+    run = Record(tree, "--processes", "4", "--all", **hanging)
     try:
         run.wait_for_line("record: running")
         ranks = run.wait_for_children("lesson_code.hanging_rank", 4)

@@ -175,9 +175,9 @@ def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkey
 def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun,
                                                                          tmp_path, how):
     tree = project_copy(tmp_path.resolve() / "repo")
-    hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends the run
+    hanging = hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends it
     before = snapshot(tree)
-    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", FAILING_RANK="hang")
+    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging)
     try:
         run.wait_for_line("record: running")
         # mpirun's own command line names the module too: it and the four ranks.

@@ -22,7 +22,8 @@ from conftest import ROOT, SEED, module_file
 from scripts.figures import KINDS
 from scripts.figures.traffic import render
 from scripts.outputs import for_lesson
-from scripts.runners.processes import ProcessRunError, run_processes, running_groups
+from scripts.runners.processes import (FINISHED, ProcessRunError, run_processes,
+                                       running_groups, state_and_group)
 from test_lesson import run_program
 
 RANKS = 4
@@ -176,16 +177,16 @@ def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
         run_processes("tests.fixtures.rank_with_child", ranks=2, timeout_s=30, calls=1)
     [child] = re.findall(r"child (\d+)", raised.value.stderr_tail)
     assert_no_process_left(raised.value.pids)
-    stat = Path(f"/proc/{child}/stat")
+    found = state_and_group(f"/proc/{child}/stat")
     # Gone, or a zombie waiting for init: either way it does not run.
-    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    assert found is None or found[0] in FINISHED
 
 
 def test_a_zombie_holds_no_running_group_and_a_sleeper_does():
     finished = subprocess.Popen(["true"], start_new_session=True)  # never waited for: Z
     sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
     try:
-        while Path(f"/proc/{finished.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        while state_and_group(f"/proc/{finished.pid}/stat")[0] != "Z":
             time.sleep(0.01)
         groups = running_groups()
         assert sleeper.pid in groups and finished.pid not in groups

@@ -479,11 +479,12 @@ def test_the_theme_starts_without_restyling_the_whole_page_twice(built_site):
     """scripts/pages/theme_startup.py and docs/overrides/main.html: the palette stylesheet
     keys nothing on the attribute the theme toggles as it starts, and every page takes
     the js class in its head, before any style is computed."""
+    import material
+
     from scripts.pages.theme_startup import SWITCHING_RULE
     [stylesheet] = (built_site / "assets" / "stylesheets").glob("palette.*.min.css")
     assert "data-md-color-switching" not in stylesheet.read_text()
-    source = Path(__import__("material").__file__).parent / "templates" / "assets" / \
-        "stylesheets" / stylesheet.name
+    source = Path(material.__file__).parent / "templates/assets/stylesheets" / stylesheet.name
     assert SWITCHING_RULE in source.read_text()  # the theme's own copy still has it
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]

@@ -42,7 +42,7 @@ Some closing text.
 
 
 # The same theme on a page as long as a lesson page: PAGE's sections, again and again, to
-# about the 1,700 elements of distributed-03's page (the bare page has 180). A browser
+# about the 1,700 elements of the seed lesson's page (the bare page has 180). A browser
 # paints a short page only once the theme's script, at the end of the body, has run; a
 # long one it paints first, so the theme's own start-up lands after the first paint and
 # counts as blocking time. This page says what the theme alone blocks on such a page.

@@ -239,9 +239,7 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
     # On a slice every copy and command goes to all workers at once; what comes back,
     # from worker 0, whose rank 0 wrote it.
     every, first = (["--worker=all"], ["--worker=0"]) if hosts > 1 else ([], [])
-    on_vm = Vm(name, where, every, remote_dir=lesson_id, local=local)
-    tpu_vm, vm, ssh, is_vm_up = list(Vm.tpu_vm), on_vm.hint, on_vm.ssh, on_vm.is_up
-    remote_dir, quoted_dir = on_vm.remote_dir, on_vm.quoted_dir
+    vm = Vm(name, where, every, remote_dir=lesson_id, local=local)
     on = f" on all {hosts} workers" if hosts > 1 else ""
     steps = [Step("pack the committed tree (git archive HEAD)",
                   ["git", "archive", "--format=tar.gz", "-o", local(bundle), "HEAD"],
@@ -249,48 +247,48 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
     if create:
         steps.append(Step(
             f"create the {accelerator} VM {name} in {zone}",
-            tpu_vm + ["create", name, *where, "--accelerator-type", accelerator,
+            [*Vm.tpu_vm, "create", name, *where, "--accelerator-type", accelerator,
                       "--version", RUNTIMES[accelerator]],
             f"if `gcloud compute tpus tpu-vm list {shlex.join(where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
     steps += [
         Step(f"copy the archive to {f'all {hosts} workers' if hosts > 1 else 'the VM'}",
-             tpu_vm + ["scp", local(bundle), f"{name}:{bundle}", *where, *every], is_vm_up),
-        Step(f"unpack it into ~/{remote_dir}{on or ' on the VM'}", ssh(
-            f"rm -rf {quoted_dir} && mkdir {quoted_dir} && "
-            f"tar -xzf {shlex.quote(bundle)} -C {quoted_dir} && rm {shlex.quote(bundle)}"),
-            is_vm_up),
+             [*Vm.tpu_vm, "scp", local(bundle), f"{name}:{bundle}", *where, *every], vm.is_up),
+        Step(f"unpack it into ~/{vm.remote_dir}{on or ' on the VM'}", vm.ssh(
+            f"rm -rf {vm.quoted_dir} && mkdir {vm.quoted_dir} && "
+            f"tar -xzf {shlex.quote(bundle)} -C {vm.quoted_dir} && rm {shlex.quote(bundle)}"),
+            vm.is_up),
         Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu]{on} (a few "
-             f"minutes)", ssh(remote_setup(jax_pin(root), remote_dir)),
+             f"minutes)", vm.ssh(remote_setup(jax_pin(root), vm.remote_dir)),
              f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
              f"run `sudo apt-get install -y python3-pip` there "
-             f"(`gcloud compute tpus tpu-vm ssh {vm}`), then rerun"),
+             f"(`gcloud compute tpus tpu-vm ssh {vm.hint}`), then rerun"),
     ]
     if hosts == 1:
         # One lesson per run: another lesson's failure cannot discard this one's recording.
         steps += recorded_on_the_vm(
-            on_vm, f"record the lesson on the chips (scripts/record.py --platform tpu "
+            vm, f"record the lesson on the chips (scripts/record.py --platform tpu "
                    f"--lesson {lesson_id})", record,
             "copy the recording back", files.recording("tpu"), recording,
             f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
             f"PASS, current contentFiles), then move it into recordings/{recording}", "tpu")
         if lesson.sweep:  # after the lesson's recording is in place: a failed sweep keeps it
-            steps += sweep_steps(lesson, on_vm)
+            steps += sweep_steps(lesson, vm)
     else:
         recording = recording_name(lesson_id, accelerator)
         chips = hosts * CHIPS_PER_WORKER
         # No rank flags: on a slice, JAX reads the worker's number and the worker list
         # from the Cloud TPU environment (jax/_src/clusters/cloud_tpu_cluster.py).
-        rank = (f"cd {quoted_dir} && .venv/bin/python -m {lesson.rank_module} --platform "
+        rank = (f"cd {vm.quoted_dir} && .venv/bin/python -m {lesson.rank_module} --platform "
                 f"tpu --data-out {SLICE_DATA} > {SLICE_STDOUT}")
         steps += [
             Step(f"run {lesson.rank_module} on all {hosts} workers at once ({chips} chips, "
-                 f"one process per worker)", ssh(rank),
+                 f"one process per worker)", vm.ssh(rank),
                  f"its output is above; every worker must start within a minute of the "
                  f"others (jax.distributed's timeout); to retry: `gcloud compute tpus tpu-vm "
-                 f"ssh {vm} --worker=all --command {shlex.quote(rank)}`", runs_lesson=True),
+                 f"ssh {vm.hint} --worker=all --command {shlex.quote(rank)}`", runs_lesson=True),
             *[Step(f"copy rank 0's {what} back from worker 0",
-                   on_vm.fetch(file, file, *first), is_vm_up)
+                   vm.fetch(file, file, *first), vm.is_up)
               for what, file in (("data", SLICE_DATA), ("stdout", SLICE_STDOUT))],
             Step(f"make {recording} from them and validate it (schema, backend tpu, "
                  f"{chips} TPU devices in {hosts} processes, PASS, current contentFiles), "
@@ -299,9 +297,9 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
         ]
     if delete:
         steps.append(Step(
-            f"delete the VM {name}", tpu_vm + ["delete", name, *where, "--quiet"],
+            f"delete the VM {name}", [*Vm.tpu_vm, "delete", name, *where, "--quiet"],
             f"it may still be running and billing: run "
-            f"`gcloud compute tpus tpu-vm delete {vm} --quiet`"))
+            f"`gcloud compute tpus tpu-vm delete {vm.hint} --quiet`"))
     return steps
 
 

@@ -127,20 +127,25 @@ def wait_for(children, timeout_s, scratch, poll_s=0.02):
                           f"lines: {tails}", running[0], None, tails, pids)
 
 
+FINISHED = ("Z", "X")  # a zombie, or dead: it runs no more, whoever reaps it
+
+
+def state_and_group(stat_path):
+    """(state, process group) from a /proc/<pid>/stat file; None once the process is gone."""
+    try:
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        state, _ppid, group = Path(stat_path).read_text().rsplit(")", 1)[1].split()[:3]
+    except (OSError, ValueError):
+        return None  # it exited while we looked
+    return state, int(group)
+
+
 def running_groups():
     """The process groups with at least one member still running, read from /proc (an
     empty set where there is none). A zombie (state Z) has finished: it only waits for its
     parent to reap it, which for an orphan is init, on init's schedule."""
-    groups = set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
-            state, _ppid, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
-        except (OSError, ValueError):
-            continue  # it exited while we looked
-        if state not in ("Z", "X"):
-            groups.add(int(group))
-    return groups
+    found = (state_and_group(stat) for stat in Path("/proc").glob("[0-9]*/stat"))
+    return {group for state, group in filter(None, found) if state not in FINISHED}
 
 
 def kill_all(children, settle_s=10.0):
