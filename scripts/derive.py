@@ -10,6 +10,7 @@ import json
 import threading
 
 from scripts import display
+from scripts.forked import in_two
 from scripts.hashes import digest_bytes
 from scripts.outputs import derived_outputs, lock_entry, recording_outputs
 from scripts.recordings import load_recording
@@ -29,7 +30,7 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     only what derives from that recording (bench.py's sweep), current or not.
     """
     from scripts.freshness import derived_problems
-    entries, chain = {}, {only_from}
+    entries, chain, figures = {}, {only_from}, []
     for output in derived_outputs(lesson):
         if only_from is not None:
             if output.source not in chain:
@@ -46,13 +47,26 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
             overlay = load_source(lesson, output.overlay)
-        made = render(output, data, overlay)
-        arriving[output.path] = made
-        staging.add(place(output.path) if place else lesson.root / output.path, made)
-        if place is None:
-            source_digest = digest_bytes(text) if text else None
-            entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
+        if output.variant is not None:  # a figure: drawn below, with the others
+            figures.append((output, data, overlay, text))
+            continue
+        stage(output, render(output, data, overlay), text, lesson, staging, arriving,
+              entries, place)
+    # Analyses come first (derived_outputs) and no output is made from a figure, so the
+    # figures are independent of each other: drawn on both cores.
+    drawn = in_two(lambda job: render(*job[:3]), figures)
+    for (output, _, _, text), made in zip(figures, drawn):
+        stage(output, made, text, lesson, staging, arriving, entries, place)
     return entries
+
+
+def stage(output, made, source_text, lesson, staging, arriving, entries, place):
+    """Stage one made output (and lock it, unless `place` puts it elsewhere)."""
+    arriving[output.path] = made
+    staging.add(place(output.path) if place else lesson.root / output.path, made)
+    if place is None:
+        source_digest = digest_bytes(source_text) if source_text else None
+        entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
 
 
 def warm_up(lesson):

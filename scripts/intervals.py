@@ -169,10 +169,11 @@ def host_at_start(environment, cores):
     """Whether other work kept the cores busy when a measurement started, from the
     recording's environment, and the sentence a page prints about it.
 
-    busyCoresAtStart (what other work did in the half second before the start) decides
-    where it was recorded: more than half the cores busy means the times also measure that
-    work. An older recording has only the load average, which then decides (above the
-    cores). The load average alone decays over a minute, so a run just ended still counts.
+    busyCoresAtStart (what other work did over half a second as the run started, what the
+    run itself used meanwhile taken off: scripts/host.py) decides where it was recorded:
+    more than half the cores busy means the times also measure that work. An older
+    recording has only the load average, which then decides (above the cores). The load
+    average alone decays over a minute, so a run just ended still counts.
     """
     busy_cores = environment.get("busyCoresAtStart")
     load = environment.get("loadAverage1m")
@@ -188,4 +189,4 @@ def host_at_start(environment, cores):
     verdict = ("the host was busy, so these times also measure other work" if busy
                else "the host was otherwise idle")
     return {"busy": busy, "busyCores": busy_cores,
-            "words": f"Just before it started, {said}: {verdict}."}
+            "words": f"As it started, {said}: {verdict}."}

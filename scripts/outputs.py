@@ -18,7 +18,7 @@ from scripts.recordings import RECORD
 
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
-NOTEBOOK_BUILDER = "scripts/runners/kernel.py"
+NOTEBOOK_BUILDER = "scripts/runners/notebook.py"
 RECORDINGS_DIR = "recordings"
 ANALYSES = "recordings/analysis"
 ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<variant>.analysis`

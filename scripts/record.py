@@ -35,7 +35,9 @@ if __name__ == "__main__":
     answer_check_from_memo(sys.argv[1:])
 
 import argparse
+import atexit
 import json
+import os
 import subprocess
 import time
 from collections import Counter
@@ -43,7 +45,7 @@ from importlib.metadata import version
 
 from scripts import display
 from scripts.hashes import digest_bytes
-from scripts.host import host_at_start
+from scripts.host import host_at_start, host_while_starting
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.derive import DeriveError, stage_derived, warm_up
@@ -114,7 +116,8 @@ def executed_recording(lesson, module_path, stdout, data, duration, command, sta
     environment["jaxlib"] = version("jaxlib")
     if start is not None:
         environment["loadAverage1m"] = start["loadAverage1m"]
-        environment["busyCoresAtStart"] = start["busyCores"]
+        environment["busyCoresAtStart"] = start["window"].busy_cores if "window" in start \
+            else start["busyCores"]
     recording = header(lesson.id, "executed", module_path, environment, lesson.root)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
@@ -125,13 +128,16 @@ def variant_of(environment):
     return f"{environment['backend']}{suffix}"
 
 
-def run_in_kernel(lesson, platform, devices, scratch):
-    from scripts.runners import kernel as notebook  # nbclient and a kernel: only to record
+def run_cells(lesson, platform, devices, scratch, start):
+    from scripts.runners import cells  # the notebook's cells in a fresh process
 
-    progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), in a kernel")
+    progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), as its "
+             f"notebook's cells in a fresh Python process")
+    # The host's reading may still be open (host_while_starting): the process is ours.
+    on_start = start["window"].include if "window" in start else None
     try:
-        return notebook.run(lesson.path(), lesson.id, scratch, platform, devices)
-    except notebook.ExecutionFailed as error:
+        return cells.run(lesson.path(), lesson.id, scratch, platform, devices, on_start)
+    except cells.ExecutionFailed as error:
         if error.setup:
             raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
                                f"{error}") from None
@@ -140,9 +146,9 @@ def run_in_kernel(lesson, platform, devices, scratch):
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start):
-    """The single run: its notebook (CPU only), and its recording, from one kernel.
+    """The single run: its notebook (CPU only), and its recording, from one process.
     `start`: the host as read before anything of this run began (scripts/host.py)."""
-    run = run_in_kernel(lesson, platform, devices, scratch)
+    run = run_cells(lesson, platform, devices, scratch, start)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
     if found != devices:
@@ -155,7 +161,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start):
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
     if platform == "cpu":
-        from scripts.runners.kernel import notebook_text
+        from scripts.runners.notebook import notebook_text
 
         text = notebook_text(run.notebook)
         output = notebook_output(lesson)
@@ -224,11 +230,11 @@ def simulation_current(lesson):
 
 
 def import_runner(processes):
-    """Import what runs the lesson (a kernel, or N processes) before anything else."""
+    """Import what runs the lesson (its cells, or N processes) before anything else."""
     if processes:
         from scripts.runners import processes as _  # noqa: F401
     else:
-        from scripts.runners import kernel as _  # noqa: F401,F811
+        from scripts.runners import cells as _  # noqa: F401,F811
 
 
 def launch_processes(launcher):
@@ -322,7 +328,7 @@ def notebook_rerendered(lesson, staging, lock):
     change = notebook_change(lesson, lock)
     if change != "rerender":
         return change is None
-    from scripts.runners.kernel import notebook_text, rerender
+    from scripts.runners.notebook import notebook_text, rerender
 
     output = notebook_output(lesson)
     executed = (lesson.root / output.path).read_text(encoding="utf-8")
@@ -359,11 +365,10 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
             run = runs is None or lesson.id in runs
             warming = start = None
             if run and not render_only:
-                # The runner's own imports (nbclient, zmq) first: the renderers' imports
-                # would share one interpreter with them; they overlap only the waiting.
-                # Other work on the cores first, before any of ours: the warm-up below
-                # keeps a core busy while it imports, and would read as other work.
-                start = host_at_start()
+                # Other work on the cores is read first. A multi-process run waits for the
+                # reading; a single run starts meanwhile, and what it uses of the cores in
+                # the window (the warm-up's imports, the lesson's process) is taken off.
+                start = host_at_start() if processes else host_while_starting()
                 import_runner(processes)
                 warming = warm_up(lesson)
             if processes:
@@ -549,5 +554,19 @@ def main(argv=None):
     return 0
 
 
+def exit_now(status):
+    """Exit with `status` without the interpreter's teardown: every file is written,
+    closed and in place (or was never moved), and tearing down matplotlib, NumPy and
+    jsonschema takes about 0.2 s that nothing reads. The exit handlers still run: the
+    memo (scripts/memo.py) writes its answers in one."""
+    atexit._run_exitfuncs()  # what a normal exit runs first (CPython's own atexit module)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass  # a closed pipe: nothing more can be said on it
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

@@ -42,7 +42,7 @@ def tree(pristine, tmp_path):
 
 
 def scratch_of(pid):
-    """The scratch folders (kernel sockets, rank files) of the run with this pid."""
+    """The scratch folders (the cells' files, rank files) of the run with this pid."""
     return sorted(SCRATCH.glob(f"record-{pid}-*")) + sorted(SCRATCH.glob(f"ranks-{pid}-*"))
 
 
@@ -163,7 +163,7 @@ EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 @pytest.mark.parametrize("phase, signum, times", [
-    ("starting the kernel", signal.SIGINT, 1),
+    ("starting the lesson's process", signal.SIGINT, 1),
     ("running the cells", signal.SIGINT, 1),
     ("running the cells", signal.SIGTERM, 1),
     ("running the cells", signal.SIGINT, 3),  # an impatient Ctrl-C, Ctrl-C, Ctrl-C
@@ -179,8 +179,8 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
     try:
         run.wait_for_line("record: running")
         if phase == "running the cells":
-            run.wait_for_children("ipykernel", 1)
-            time.sleep(1.0)  # the kernel is up and the lesson's cells are running
+            run.wait_for_children("cell_host", 1)
+            time.sleep(1.0)  # the process is up and the lesson's cells are running
         elif phase == "drawing the figures":
             run.wait_for_line("record: analysing and drawing the figures")
         children = run.descendants()
@@ -198,23 +198,23 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
     assert not any(line.startswith("record: wrote") for line in lines)
     assert snapshot(tree) == before
     assert leftover_temp_files(tree) == []
-    assert_gone(children)  # the kernel, and anything it started
+    assert_gone(children)  # the lesson's process, and anything it started
     assert scratch_of(run.process.pid) == []
 
 
-def test_a_sigkill_while_the_cells_run_leaves_no_kernel_and_the_next_run_cleans_up(tree):
+def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans_up(tree):
     before = snapshot(tree)
     run = Record(tree, "--all")  # a current tree runs nothing without it
     try:
         run.wait_for_line("record: running")
-        kernels = run.wait_for_children("ipykernel", 1)
+        kernels = run.wait_for_children("cell_host", 1)
         time.sleep(1.0)
         run.process.send_signal(signal.SIGKILL)
         status, _ = run.finish()
     finally:
         run.kill()
     assert status == -signal.SIGKILL
-    assert_gone(kernels, timeout=15)  # ipykernel exits when its parent is gone
+    assert_gone(kernels, timeout=15)  # it dies with its parent (PR_SET_PDEATHSIG)
     assert snapshot(tree) == before  # nothing had been staged yet
     remove_abandoned("record")  # what the next record.py does first
     assert scratch_of(run.process.pid) == []

@@ -143,10 +143,10 @@ def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
 
 
 def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
-    edit(tree / "scripts" / "runners/kernel.py", append_comment)
+    edit(tree / "scripts" / "runners/notebook.py", append_comment)
     # One line per registered lesson, its fix naming the lesson once there are several.
     assert problems(tree) == [
-        f"docs/notebooks/{lesson.id}.ipynb: stale, scripts/runners/kernel.py changed; run "
+        f"docs/notebooks/{lesson.id}.ipynb: stale, scripts/runners/notebook.py changed; run "
         f"`{notebook_output(lesson).fix}`" for lesson in load_lessons(tree).values()]
 
 

@@ -13,7 +13,7 @@ from conftest import (SEED, clean_env, leftover_temp_files, module_file, project
                       run_record, snapshot)
 from scripts import hashes
 from scripts.figures import KINDS
-from scripts.runners.kernel import stdout_of
+from scripts.runners.notebook import stdout_of
 from scripts.outputs import lesson_command
 from scripts.recordings import load_recording
 
@@ -214,7 +214,7 @@ def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
     before = snapshot(tree)
     run = run_record(tree)
     assert run.returncode == 0, run.stderr[-2000:]
-    assert "record: running" not in run.stderr  # no kernel, no JAX
+    assert "record: running" not in run.stderr  # no run, no JAX
     assert f"re-rendering docs/notebooks/{LESSON_ID}.ipynb from the executed cells" in run.stderr
     after = snapshot(tree)
     notebook = f"docs/notebooks/{LESSON_ID}.ipynb"
