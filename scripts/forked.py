@@ -10,6 +10,7 @@ again here, so an error surfaces exactly as it would without the fork.
 import json
 import os
 import signal
+import sys
 
 from scripts.runners.processes import dies_with
 
@@ -19,7 +20,7 @@ def in_two(function, items):
     this process while this one computes the first. `function` returns text (JSON is how
     the copy hands it back)."""
     items = list(items)
-    if len(items) < 2 or not hasattr(os, "fork"):
+    if len(items) < 2 or not safe_to_fork():
         return [function(item) for item in items]
     half = len(items) // 2
     theirs = items[half:]
@@ -50,6 +51,14 @@ def in_two(function, items):
     if not isinstance(done, list) or len(done) != len(theirs):
         done = [function(item) for item in theirs]  # raises here, as it would have
     return mine + done
+
+
+def safe_to_fork():
+    """Whether a fork of this process is safe: not where JAX is loaded, whose runtime
+    threads may hold locks the copy would wait on forever (JAX warns as much).
+    record.py and bench.py never import JAX, so they fork; a test that measured in its
+    own process draws on one core."""
+    return hasattr(os, "fork") and "jax" not in sys.modules
 
 
 def read_all(fd):

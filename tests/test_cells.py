@@ -3,14 +3,13 @@ forked copy that draws half the figures (scripts/forked.py), and the reading of 
 work that overlaps a run's start (scripts/host.py): what each does, on small inputs, with
 no JAX."""
 import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from scripts import forked, host
+from conftest import ROOT
+from scripts import host
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
 
@@ -100,65 +99,81 @@ def test_on_start_is_told_the_pid_and_meanwhile_runs_while_the_cells_do(tmp_path
 
 
 # --- the forked copy --------------------------------------------------------------------
+#
+# Each in a fresh interpreter, as record.py is: this test process may hold JAX (another
+# test file imported it), and in_two never forks where JAX is loaded.
 
-def test_in_two_gives_what_the_plain_loop_gives_in_order():
-    assert forked.in_two(str, range(7)) == [str(n) for n in range(7)]
-    pids = {text.split(":")[1] for text in forked.in_two(lambda n: f"{n}:{os.getpid()}",
-                                                          range(4))}
-    assert len(pids) == 2  # half of them in the copy
+def in_a_fresh_process(code):
+    run = subprocess.run([sys.executable, "-c", "import os, signal, sys, time\n"
+                          "from scripts import forked\n" + code], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    return run.returncode, run.stdout.strip(), run.stderr
+
+
+def test_in_two_gives_what_the_plain_loop_gives_in_order_half_in_a_copy():
+    status, out, err = in_a_fresh_process(
+        "texts = forked.in_two(lambda n: f'{n}:{os.getpid()}', range(7))\n"
+        "print([t.split(':')[0] for t in texts], len({t.split(':')[1] for t in texts}))")
+    assert (status, out) == (0, "['0', '1', '2', '3', '4', '5', '6'] 2"), err
 
 
 def test_what_fails_in_the_copy_fails_here_as_it_would_without_it():
-    def fails_on_three(n):
-        if n == 3:
-            raise ValueError(f"item {n}")
-        return str(n)
-
-    with pytest.raises(ValueError, match="item 3"):
-        forked.in_two(fails_on_three, range(4))  # item 3 is the copy's
+    status, out, err = in_a_fresh_process(
+        "def fails_on_three(n):\n"
+        "    if n == 3:\n"
+        "        raise ValueError(f'item {n} in {os.getpid()}')\n"
+        "    return str(n)\n"
+        "try:\n"
+        "    forked.in_two(fails_on_three, range(4))\n"  # item 3 is the copy's
+        "except ValueError as error:\n"
+        "    print(error, os.getpid())")
+    message, here = out.rsplit(" ", 1)
+    assert status == 0 and message == f"item 3 in {here}", err  # raised in this process
 
 
 def test_a_copy_killed_midway_has_its_share_done_here():
-    parent = os.getpid()
-
-    def dies_in_the_copy(n):
-        if os.getpid() != parent:
-            os.kill(os.getpid(), signal.SIGKILL)
-        return str(n)
-
-    assert forked.in_two(dies_in_the_copy, range(4)) == ["0", "1", "2", "3"]
+    status, out, err = in_a_fresh_process(
+        "parent = os.getpid()\n"
+        "def dies_in_the_copy(n):\n"
+        "    if os.getpid() != parent:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return str(n)\n"
+        "print(forked.in_two(dies_in_the_copy, range(4)))")
+    assert (status, out) == (0, "['0', '1', '2', '3']"), err
 
 
 def test_an_interrupted_parent_leaves_no_copy_behind():
-    parent = os.getpid()
-    copies = []
+    status, out, err = in_a_fresh_process(
+        "parent = os.getpid()\n"
+        "def slow(n):\n"
+        "    if os.getpid() != parent:\n"
+        "        time.sleep(60)\n"  # the copy: would outlive the parent's error
+        "    elif n == 1:\n"
+        "        raise KeyboardInterrupt\n"
+        "    return str(n)\n"
+        "def children():\n"
+        "    found = []\n"
+        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
+        "        try:\n"
+        "            stat = open(f'/proc/{pid}/stat').read()\n"
+        "        except OSError:\n"
+        "            continue\n"
+        "        if int(stat.rsplit(')', 1)[1].split()[1]) == parent:\n"
+        "            found.append(pid)\n"
+        "    return found\n"
+        "try:\n"
+        "    forked.in_two(slow, range(4))\n"
+        "except KeyboardInterrupt:\n"
+        "    print('children left:', children())")
+    assert (status, out) == (0, "children left: []"), err  # killed and reaped
 
-    def slow(n):
-        if os.getpid() != parent:
-            time.sleep(60)  # the copy: would outlive the parent's error
-        elif n == 1:
-            copies.extend(child for child in children_of(parent))
-            raise KeyboardInterrupt
-        return str(n)
 
-    with pytest.raises(KeyboardInterrupt):
-        forked.in_two(slow, range(4))
-    assert copies and all(not os.path.exists(f"/proc/{pid}") or
-                          open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-                          for pid in copies)
-
-
-def children_of(pid):
-    found = []
-    for stat in os.listdir("/proc"):
-        if stat.isdigit():
-            try:
-                with open(f"/proc/{stat}/stat") as file:
-                    if int(file.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(stat))
-            except (OSError, ValueError):
-                pass
-    return found
+def test_no_fork_where_jax_is_loaded():
+    status, out, err = in_a_fresh_process(
+        "import jax\n"
+        "print(forked.safe_to_fork(), len(set(forked.in_two(lambda n: str(os.getpid()), "
+        "range(4)))))")
+    assert (status, out) == (0, "False 1"), err
 
 
 # --- other work, read while our own run starts ------------------------------------------

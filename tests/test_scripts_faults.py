@@ -166,7 +166,7 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
     before = snapshot(root)
     run = SimpleNamespace(stdout=f"PASS: {FIRST_LESSON.id}\n", data={"gradient": [1.0]},
                           duration_s=0.1, notebook=None)
-    monkeypatch.setattr(record, "run_in_kernel", lambda *args: run)
+    monkeypatch.setattr(record, "run_cells", lambda *args: run)
     # record.main installs its own SIGINT/SIGTERM handlers and unraisable hook.
     monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
