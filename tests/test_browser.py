@@ -833,12 +833,12 @@ def test_no_layout_defect_with_classic_scrollbars(classic_scrollbars, served, pa
             close_again(opened)
             assert watch.problems == [], path
             page.close()
+    page = classic_scrollbars.new_page()  # one tab: each figure opened on its own in turn
     for figure in sorted(figures):
-        page = classic_scrollbars.new_page()
         page.goto(figure)
         defects += [f"{figure.rsplit('/', 1)[-1]}: text off the canvas: {text}"
                     for text in page.evaluate(TEXT_OFF_CANVAS)]
-        page.close()
+    page.close()
     assert len(figures) >= 5 * 4  # five figures on the pages, each in four drawings
     assert defects == [], "\n".join(defects)
 
