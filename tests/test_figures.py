@@ -36,8 +36,9 @@ def draw(path):
 
 @functools.cache
 def first_drawing(path):
-    """draw(path) once per worker: the committed-figure test draws it (and draws it again
-    to see that it is deterministic), the matplotlib-settings test compares with it."""
+    """draw(path) once per process, with the default settings and compact(): the tests
+    that read a figure as drawn now share it; those about drawing itself (deterministic,
+    unchanged by global settings, compact()'s savings, text on the canvas) draw anew."""
     return draw(path)
 
 
@@ -187,7 +188,7 @@ def test_a_panel_kind_no_renderer_draws_is_refused():
 def test_each_figure_names_its_font_once(path):
     """The font-family list is one rule of the SVG's stylesheet, not 200 bytes on every
     <text> (scripts/figures/svg.py compact): a ring figure was 82 KB, 37 of them that list."""
-    svg = draw(path)
+    svg = first_drawing(path)
     assert "font-family" not in "".join(re.findall(r"<text\b[^>]*>", svg))
     assert svg.count("font-family") == (1 if "<text" in svg else 0)
     assert 'transform="rotate(-0 ' not in svg
@@ -369,7 +370,7 @@ def test_compact_drops_bytes_not_drawing(path, monkeypatch):
 
     from scripts.figures import svg as svg_module
 
-    compacted = draw(path)
+    compacted = first_drawing(path)  # drawn before compact() is taken away below
     monkeypatch.setattr(svg_module, "compact", lambda text: text)
     plain = draw(path)
     assert len(compacted) < 0.85 * len(plain)
