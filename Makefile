@@ -87,7 +87,7 @@ mpi:
 	@$(ENSURE) mpi mpirun openmpi-bin "the mpirun test"
 
 test: install browser java mpi lint check fresh
-	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile
+	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder
 
 # Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
 # machine). Writes scripts/audit/scores.json; commit it. Lighthouse is installed here only.

@@ -203,6 +203,24 @@ def reference_site(request, tmp_path_factory):
     return built_once(request, tmp_path_factory, "reference", build_reference)
 
 
+# The test files that take longest, longest first (test-seconds of a quiet run). `make
+# test` hands whole files to two workers in collection order (--dist loadfile
+# --no-loadscope-reorder), so these start first and the short files fill in at the end;
+# otherwise a long file begun last keeps one worker busy while the other has nothing
+# left. A file missing here (or renamed) only loses its place in the queue.
+SLOWEST_FIRST = ("test_browser.py", "test_faults.py", "test_launchers.py",
+                 "test_freshness.py", "test_second_lesson.py", "test_tpu_job.py",
+                 "test_untrusted.py", "test_record.py", "test_site.py", "test_figures.py",
+                 "test_multiprocess.py", "test_exercises.py", "test_bench.py",
+                 "test_page_directives.py", "test_hostile_recordings.py")
+
+
+def pytest_collection_modifyitems(items):
+    """The slow files first, each file's tests kept together and in their own order."""
+    place = {name: index for index, name in enumerate(SLOWEST_FIRST)}
+    items.sort(key=lambda item: place.get(item.path.name, len(place)))  # a stable sort
+
+
 @pytest.fixture(autouse=True)
 def signals_as_they_were():
     """Each test starts with Ctrl-C as a terminal gives it and leaves this process's

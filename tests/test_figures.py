@@ -1,4 +1,5 @@
 """Every figure: render(data) -> SVG text, deterministic, accessible, and confined."""
+import functools
 import json
 import re
 import subprocess
@@ -33,9 +34,17 @@ def draw(path):
     return kind.render(source(output), overlay, output.variant)
 
 
+@functools.cache
+def first_drawing(path):
+    """draw(path) once per process, with the default settings and compact(): the tests
+    that read a figure as drawn now share it; those about drawing itself (deterministic,
+    unchanged by global settings, compact()'s savings, text on the canvas) draw anew."""
+    return draw(path)
+
+
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
-    svg = draw(path)
+    svg = first_drawing(path)
     assert svg == draw(path)  # deterministic
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
@@ -68,7 +77,7 @@ def test_the_figures_show_the_recorded_values():
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_global_matplotlib_settings_neither_change_a_figure_nor_are_changed(path):
-    expected = draw(path)
+    expected = first_drawing(path)  # drawn under the default settings
     with matplotlib.rc_context({"font.size": 23, "axes.facecolor": "#ff00ff",
                                 "lines.linewidth": 9}):
         before = dict(matplotlib.rcParams)
@@ -179,7 +188,7 @@ def test_a_panel_kind_no_renderer_draws_is_refused():
 def test_each_figure_names_its_font_once(path):
     """The font-family list is one rule of the SVG's stylesheet, not 200 bytes on every
     <text> (scripts/figures/svg.py compact): a ring figure was 82 KB, 37 of them that list."""
-    svg = draw(path)
+    svg = first_drawing(path)
     assert "font-family" not in "".join(re.findall(r"<text\b[^>]*>", svg))
     assert svg.count("font-family") == (1 if "<text" in svg else 0)
     assert 'transform="rotate(-0 ' not in svg
@@ -361,7 +370,7 @@ def test_compact_drops_bytes_not_drawing(path, monkeypatch):
 
     from scripts.figures import svg as svg_module
 
-    compacted = draw(path)
+    compacted = first_drawing(path)  # drawn before compact() is taken away below
     monkeypatch.setattr(svg_module, "compact", lambda text: text)
     plain = draw(path)
     assert len(compacted) < 0.85 * len(plain)

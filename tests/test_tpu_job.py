@@ -45,7 +45,8 @@ def gcloud(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
-    for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP"):
+    for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP",
+                 "FAKE_GCLOUD_CALLS"):
         monkeypatch.delenv(name, raising=False)
     return lambda: [json.loads(line) for line in log.read_text().splitlines()] \
         if log.exists() else []
@@ -495,6 +496,8 @@ def test_the_job_runs_a_slice_end_to_end_on_loopback_workers(clone, gcloud, monk
     with the real expectation the same recording is refused."""
     monkeypatch.setenv("FAKE_GCLOUD_SLICE", str(tmp_path / "slice"))
     monkeypatch.setenv("FAKE_GCLOUD_VENV", sys.prefix)
+    # The CPU ranks measure traffic a TPU run would not; nothing below reads it: one call.
+    monkeypatch.setenv("FAKE_GCLOUD_CALLS", "1")
     monkeypatch.setattr(tpu_job, "SLICE_EXPECTS", {"backend": "cpu", "devices_per_worker": 1})
     before = snapshot(clone / "recordings")
 
