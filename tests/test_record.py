@@ -109,6 +109,18 @@ def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
     assert leftover_temp_files(tree) == []
 
 
+def test_devices_this_machine_cannot_give_are_a_setup_failure_exit_2(tree):
+    """The run cell's first line sets up the devices; when that line fails (no GPU here),
+    it is this machine's limit, not the lesson's bug: exit 2, and which line says so."""
+    before = snapshot(tree)
+    run = run_record(tree, "--platform", "gpu", "--lesson", LESSON_ID)
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 2, run.stderr[-2000:]
+    assert len(errors) == 1 and "Traceback" not in run.stderr
+    assert errors[0].startswith(f"error: cannot set up {SEED.devices} GPU devices: ")
+    assert snapshot(tree) == before
+
+
 def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
     edit(tree / "scripts" / "figures" / "mechanism.py", lambda t: t.replace(
         "def render(diagram, variant=STATIC):\n",
