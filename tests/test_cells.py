@@ -3,6 +3,7 @@ forked copy that draws half the figures (scripts/forked.py), and the reading of 
 work that overlaps a run's start (scripts/host.py): what each does, on small inputs, with
 no JAX."""
 import os
+import signal
 import subprocess
 import sys
 
@@ -204,3 +205,42 @@ def test_the_plain_reading_waits_its_window_and_says_none_without_proc_stat(monk
     monkeypatch.setattr(host, "idle_and_total", lambda: (_ for _ in ()).throw(OSError()))
     assert host.busy_cores(0.05) is None
     assert host.OtherWork(0.05).busy_cores is None
+
+
+# --- a signal whose exception Python discarded ------------------------------------------
+
+@pytest.fixture
+def a_lost_signal(monkeypatch):
+    """As after interrupts._raise fired in a garbage-collection callback, where Python
+    discards the exception: the signal is in `received`, its SIG_IGN in place, and
+    nothing was raised (conftest's fixture puts the handlers back afterwards)."""
+    from scripts import interrupts
+
+    interrupts.received.append(signal.SIGTERM)
+    for signum in interrupts.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+
+
+def test_waiting_for_the_lesson_s_process_notices_a_lost_signal(a_lost_signal):
+    from scripts.interrupts import Interrupted
+    from scripts.runners.cells import wait
+
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            wait(sleeper, timeout_s=30)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_waiting_for_the_ranks_notices_a_lost_signal(a_lost_signal, tmp_path):
+    from scripts.interrupts import Interrupted
+    from scripts.runners.processes import kill_all, wait_for
+
+    sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
+    try:
+        with pytest.raises(Interrupted, match="SIGTERM"):
+            wait_for(sleepers, timeout_s=30, scratch=tmp_path)
+    finally:
+        kill_all(sleepers)

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from scripts.interrupts import raise_if_interrupted
 from scripts.runners.notebook import as_notebook, notebook_cells, stdout_of
 from scripts.runners.processes import describe, dies_with, kill_all, stderr_tail
 
@@ -89,10 +90,7 @@ def execute(sources, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None,
         if on_start is not None:
             on_start(process.pid)
         made = meanwhile() if meanwhile is not None else None
-        status = process.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise ExecutionFailed(f"the lesson ran past its {timeout_s} s time limit and was "
-                              f"stopped", False) from None
+        status = wait(process, timeout_s)
     finally:
         kill_all([process])  # anything it started, too; returns once none of it runs
     results = read_results(results_path)
@@ -105,6 +103,20 @@ def execute(sources, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None,
             f"of {len(sources)} ran; its stderr: {stderr_tail(working_dir / 'cells.err')}",
             False)
     return results, made
+
+
+def wait(process, timeout_s, poll_s=0.02):
+    """The process's exit status, polled: a signal whose Interrupted Python discarded (it
+    landed in a garbage-collection callback) still stops the wait, which a blocking wait
+    would not notice until the time limit."""
+    deadline = time.monotonic() + timeout_s
+    while (status := process.poll()) is None:
+        raise_if_interrupted()
+        if time.monotonic() > deadline:
+            raise ExecutionFailed(f"the lesson ran past its {timeout_s} s time limit and "
+                                  f"was stopped", False)
+        time.sleep(poll_s)
+    return status
 
 
 class CellRaised(ExecutionFailed):

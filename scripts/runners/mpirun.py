@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.interrupts import raise_if_interrupted
 from scripts.runners.processes import (ProcessRun, ProcessRunError, describe, dies_with,
                                        free_port, stderr_tail)
 from scripts.scratch import scratch_folder
@@ -122,6 +123,7 @@ def port_in_use(port):
 def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks, poll_s=0.05):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        raise_if_interrupted()  # as processes.wait_for does: a lost signal still stops it
         status = launcher.poll()
         if status is not None:
             break

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.interrupts import raise_if_interrupted
 from scripts.scratch import scratch_folder
 
 
@@ -108,6 +109,10 @@ def wait_for(children, timeout_s, scratch, poll_s=0.02):
     pids = [child.pid for child in children]
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        # A signal whose Interrupted Python discarded (it landed in a garbage-collection
+        # callback) still stops the wait: ranks that hang would otherwise hold the
+        # launcher until the timeout.
+        raise_if_interrupted()
         # Polled often, so the first rank to fail is the one reported, not a peer that
         # failed a moment later because it lost its connection to it.
         statuses = [child.poll() for child in children]
