@@ -259,8 +259,6 @@ def read_the_lesson_page(page, watch):
     answer.locator("summary").click()
     page.wait_for_function("el => el.open", arg=answer.element_handle())
     shows["answer opens"] = answer.get_attribute("open") is not None
-    ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
     return shows
 
 
@@ -354,6 +352,11 @@ def visit(browser, origin, site, path, scheme, width):
     # What the page did, up to here: the tap leaves it for the SVG on its own (whose
     # favicon request is no request of the page's).
     record.problems, record.requests = list(watch.problems), list(watch.requests)
+    if path == LESSON and (scheme, width) == DESKTOP:
+        # After the requests are read: on a starved CPU, Playwright's full-page capture
+        # makes a <picture> fetch its narrow drawing as well (reproduced with Chromium's
+        # CPU throttled 20x), which no reader's screen asks for.
+        page.screenshot(path=str(ARTIFACTS / "lesson.png"), full_page=True)
     if (scheme, width) == ("light", 390):
         record.shows["tapped"] = tap_a_small_figure(page, path, site, record.figures)
     page.close()
