@@ -147,7 +147,8 @@ def run_cells(lesson, platform, devices, scratch, start):
 
 def record_lesson(lesson, platform, devices, staging, scratch, start):
     """The single run: its notebook (CPU only), and its recording, from one process.
-    `start`: the host as read before anything of this run began (scripts/host.py)."""
+    `start`: the host's reading (scripts/host.py); its window may still be open, and the
+    lesson's process is then named to it as soon as it runs."""
     run = run_cells(lesson, platform, devices, scratch, start)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
