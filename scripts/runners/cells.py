@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts.interrupts import raise_if_interrupted
+from scripts.runners.cell_host import CELL_RAISED
 from scripts.runners.notebook import as_notebook, notebook_cells, stdout_of
 from scripts.runners.processes import describe, dies_with, kill_all, stderr_tail
 
 HOST = Path(__file__).with_name("cell_host.py")
-CELL_RAISED = 3  # cell_host.CELL_RAISED (that module imports nothing of ours, by design)
 LESSON_TIMEOUT_S = 600
 
 
