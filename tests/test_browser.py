@@ -657,6 +657,88 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
     page.close()
 
 
+# Records, from the moment the theme's bundle is parsed, each change to an attribute of
+# <html> or <body> (the value before and after) and each element added to the head. A
+# MutationObserver sees every change, the parser's included, in order; a change that
+# leaves a value as it was is still reported, which is why the values are compared.
+WATCH_THE_THEMES_START = r"""(() => {
+  const seen = window.__themeStart = {started: false, changes: [], added: []};
+  new MutationObserver(records => {
+    const after = new Map();
+    for (const record of records.slice().reverse()) {
+      const key = record.target.nodeName + " " + record.attributeName;
+      if (record.type === "attributes") {
+        record.now = after.has(key) ? after.get(key)
+                                    : record.target.getAttribute(record.attributeName);
+        after.set(key, record.oldValue);
+      }
+    }
+    for (const record of records) {
+      if (record.type === "childList") {
+        for (const node of record.addedNodes) {
+          if (node.nodeName === "SCRIPT" && /\/bundle\.[^/]*\.js$/.test(node.src || "")) {
+            seen.started = true;
+          } else if (seen.started && record.target === document.head) {
+            seen.added.push(node.outerHTML || node.nodeName);
+          }
+        }
+      } else if (seen.started && record.type === "attributes"
+                 && (record.target === document.documentElement
+                     || record.target === document.body)) {
+        seen.changes.push({element: record.target.nodeName, name: record.attributeName,
+                           before: record.oldValue, after: record.now});
+      }
+    }
+  }).observe(document, {subtree: true, childList: true, attributes: true,
+                        attributeOldValue: true});
+})()"""
+# Every attribute a stylesheet of the page selects on, by name ("class" for any class).
+ATTRIBUTES_STYLED = r"""() => {
+  const names = new Set(), rules = [];
+  for (const sheet of document.styleSheets) rules.push(...sheet.cssRules);
+  while (rules.length) {
+    const rule = rules.pop();
+    if (rule.cssRules) rules.push(...rule.cssRules);
+    const selector = rule.selectorText || "";
+    for (const [, name] of selector.matchAll(/\[\s*([\w-]+)/g)) names.add(name);
+    if (/\.[A-Za-z_-]/.test(selector.replace(/\[[^\]]*\]/g, ""))) names.add("class");
+  }
+  return [...names];
+}"""
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_themes_start_changes_nothing_that_restyles_the_page(browser, served, scheme):
+    """Once the page is parsed and styled, the theme's start-up must not make the browser
+    style every element again (scripts/pages/theme_startup.py names the three steps that
+    did, found in traces). Checked by what the theme does, not by time: from the moment
+    its bundle is parsed, no attribute of <html> or <body> that a stylesheet selects on
+    changes its value (a class change on the root restyles it all, whichever class), and
+    no colour-scheme meta element joins the head (Chromium restyles the whole page for
+    each). The dark palette checks the header's early switch agrees with the theme's.
+    Then the root's colour scheme still follows the palette toggle."""
+    page = browser.new_page(viewport={"width": 390, "height": 900}, color_scheme=scheme,
+                            is_mobile=True, has_touch=True)
+    page.add_init_script(WATCH_THE_THEMES_START)
+    watch = PageWatch(page, served)
+    settle(page, watch, f"{served}/{LESSON}")
+    seen = page.evaluate("window.__themeStart")
+    assert seen["started"], "the theme's bundle was never parsed"
+    styled = set(page.evaluate(ATTRIBUTES_STYLED))
+    assert {"class", "data-md-color-scheme"} <= styled  # the scan reads the theme's CSS
+    restyling = [change for change in seen["changes"]
+                 if change["before"] != change["after"] and change["name"] in styled]
+    assert restyling == []
+    assert [added for added in seen["added"] if "color-scheme" in added] == []
+    assert page.evaluate("getComputedStyle(document.documentElement).colorScheme") == \
+        ("dark" if scheme == "dark" else "normal")
+    page.locator("label[for^='__palette_']:not([hidden])").first.click()
+    assert page.evaluate("getComputedStyle(document.documentElement).colorScheme") == \
+        ("normal" if scheme == "dark" else "dark")
+    assert watch.problems == []
+    page.close()
+
+
 def test_dark_palette_and_notebook_page(visits):
     dark = visits("dark", 1280)
     assert dark[LESSON].scheme == "slate"

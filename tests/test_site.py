@@ -475,23 +475,38 @@ def test_every_table_header_has_words(built_site):
     assert named > 0
 
 
-def test_the_theme_starts_without_restyling_the_whole_page_twice(built_site):
+def test_the_theme_starts_without_restyling_the_whole_page(built_site):
     """scripts/pages/theme_startup.py and docs/overrides/main.html: the palette stylesheet
-    keys nothing on the attribute the theme toggles as it starts, and every page takes
-    the js class in its head, before any style is computed."""
+    keys nothing on the attribute the theme toggles as it starts, the bundle makes its
+    colour-scheme meta element without adding it to the head (and keeps its length, so
+    its source map still fits), and every page takes the js and js-focus-visible classes
+    in its head, before any style is computed. tests/test_browser.py watches the same in
+    a browser."""
     import material
 
-    from scripts.pages.theme_startup import SWITCHING_RULE
+    from scripts.pages.theme_startup import (ADDED_TO_HEAD, COLOR_SCHEME_META,
+                                             SWITCHING_RULE)
+    theme = Path(material.__file__).parent / "templates" / "assets"
     [stylesheet] = (built_site / "assets" / "stylesheets").glob("palette.*.min.css")
     assert "data-md-color-switching" not in stylesheet.read_text()
-    source = Path(material.__file__).parent / "templates/assets/stylesheets" / stylesheet.name
-    assert SWITCHING_RULE in source.read_text()  # the theme's own copy still has it
+    assert SWITCHING_RULE in (theme / "stylesheets" / stylesheet.name).read_text()
+    [bundle] = (built_site / "assets" / "javascripts").glob("bundle.*.min.js")
+    built, shipped = bundle.read_text(), (theme / "javascripts" / bundle.name).read_text()
+    assert COLOR_SCHEME_META + ADDED_TO_HEAD in shipped  # the theme's own copy adds it
+    assert COLOR_SCHEME_META in built and COLOR_SCHEME_META + ADDED_TO_HEAD not in built
+    assert len(built) == len(shipped)
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]
         assert 'classList.replace("no-js","js")' in head, page
+        assert 'classList.add("js-focus-visible")' in head, page
 
 
-def test_a_theme_without_the_switching_rule_fails_the_build_with_one_line():
-    from scripts.pages.theme_startup import without_switching_rule
+def test_a_theme_without_what_the_start_up_hook_changes_fails_the_build_with_one_line():
+    from scripts.pages.theme_startup import (ADDED_TO_HEAD, COLOR_SCHEME_META,
+                                             without_color_scheme_meta,
+                                             without_switching_rule)
     with pytest.raises(PluginError, match="no longer has the rule"):
         without_switching_rule(".md-header{color:red}")
+    for bundle in ("var a=1;", 2 * (COLOR_SCHEME_META + ADDED_TO_HEAD)):
+        with pytest.raises(PluginError, match=r"color-scheme meta element \d times"):
+            without_color_scheme_meta(bundle)
