@@ -657,21 +657,25 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
     page.close()
 
 
-# Records, from the moment the theme's bundle is parsed, each change to an attribute of
-# <html> or <body> (the value before and after) and each element added to the head. A
+# Records each change to an attribute of <html> or <body> (the value before and after)
+# and each element added to the head, from the moment the parser inserts the theme's
+# deferred bundle (it runs once parsing ends, so this starts early, never late). A
 # MutationObserver sees every change, the parser's included, in order; a change that
 # leaves a value as it was is still reported, which is why the values are compared.
 WATCH_THE_THEMES_START = r"""(() => {
   const seen = window.__themeStart = {started: false, changes: [], added: []};
   new MutationObserver(records => {
-    const after = new Map();
+    // Each record's value after it: the next record's old value of that attribute of that
+    // element, or, for the last one in this batch, the value it has now.
+    const later = new Map();
     for (const record of records.slice().reverse()) {
-      const key = record.target.nodeName + " " + record.attributeName;
-      if (record.type === "attributes") {
-        record.now = after.has(key) ? after.get(key)
-                                    : record.target.getAttribute(record.attributeName);
-        after.set(key, record.oldValue);
-      }
+      if (record.type !== "attributes") continue;
+      const ofTarget = later.get(record.target) || new Map();
+      later.set(record.target, ofTarget);
+      record.now = ofTarget.has(record.attributeName)
+        ? ofTarget.get(record.attributeName)
+        : record.target.getAttribute(record.attributeName);
+      ofTarget.set(record.attributeName, record.oldValue);
     }
     for (const record of records) {
       if (record.type === "childList") {
@@ -692,49 +696,71 @@ WATCH_THE_THEMES_START = r"""(() => {
   }).observe(document, {subtree: true, childList: true, attributes: true,
                         attributeOldValue: true});
 })()"""
-# Every attribute a stylesheet of the page selects on, by name ("class" for any class).
+# Every attribute the page's stylesheets select on, by name: "class" for any class
+# selector, "id" for any id selector, and always "style" (an inline custom property on
+# the root restyles every element below it).
 ATTRIBUTES_STYLED = r"""() => {
-  const names = new Set(), rules = [];
+  const names = new Set(["style"]), rules = [];
   for (const sheet of document.styleSheets) rules.push(...sheet.cssRules);
   while (rules.length) {
     const rule = rules.pop();
     if (rule.cssRules) rules.push(...rule.cssRules);
     const selector = rule.selectorText || "";
     for (const [, name] of selector.matchAll(/\[\s*([\w-]+)/g)) names.add(name);
-    if (/\.[A-Za-z_-]/.test(selector.replace(/\[[^\]]*\]/g, ""))) names.add("class");
+    const outsideAttributes = selector.replace(/\[[^\]]*\]/g, "");
+    if (/\.[A-Za-z_-]/.test(outsideAttributes)) names.add("class");
+    if (/#[A-Za-z_-]/.test(outsideAttributes)) names.add("id");
   }
   return [...names];
 }"""
+# What joining the head restyles the whole page: a colour-scheme meta element (Chromium
+# restyles every element for each) and any stylesheet.
+RESTYLES_FROM_THE_HEAD = re.compile(
+    r'^<(meta[^>]*name="color-scheme"|style\b|link[^>]*rel="stylesheet")')
+
+
+def what_the_themes_start_restyled(page):
+    """After a page opened with WATCH_THE_THEMES_START has settled: the changes to <html>
+    and <body> that a stylesheet selects on, and what joined the head that restyles."""
+    seen = page.evaluate("window.__themeStart")
+    assert seen["started"], "the theme's bundle was never parsed"
+    styled = set(page.evaluate(ATTRIBUTES_STYLED))
+    assert {"class", "data-md-color-scheme"} <= styled  # the scan reads the theme's CSS
+    return ([change for change in seen["changes"]
+             if change["before"] != change["after"] and change["name"] in styled],
+            [added for added in seen["added"] if RESTYLES_FROM_THE_HEAD.match(added)])
+
+
+ROOT_SCHEME = "getComputedStyle(document.documentElement).colorScheme"
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_themes_start_changes_nothing_that_restyles_the_page(browser, served, scheme):
+def test_the_themes_start_leaves_the_root_and_the_head_as_styled(browser, served, scheme):
     """Once the page is parsed and styled, the theme's start-up must not make the browser
     style every element again (scripts/pages/theme_startup.py names the three steps that
-    did, found in traces). Checked by what the theme does, not by time: from the moment
-    its bundle is parsed, no attribute of <html> or <body> that a stylesheet selects on
-    changes its value (a class change on the root restyles it all, whichever class), and
-    no colour-scheme meta element joins the head (Chromium restyles the whole page for
-    each). The dark palette checks the header's early switch agrees with the theme's.
-    Then the root's colour scheme still follows the palette toggle."""
+    did, found in traces). Checked by what the theme does, not by time: no attribute of
+    <html> or <body> that a stylesheet selects on changes its value (a class change on
+    the root restyles it all, whichever class), and neither a colour-scheme meta element
+    nor a stylesheet joins the head. The reader's system palette first (the dark one
+    checks that the header's early switch agrees with the theme's), then, after the
+    toggle, the palette the theme stored, on a reload. The root's colour scheme follows
+    the palette throughout (docs/assets/lesson.css)."""
     page = browser.new_page(viewport={"width": 390, "height": 900}, color_scheme=scheme,
                             is_mobile=True, has_touch=True)
     page.add_init_script(WATCH_THE_THEMES_START)
     watch = PageWatch(page, served)
     settle(page, watch, f"{served}/{LESSON}")
-    seen = page.evaluate("window.__themeStart")
-    assert seen["started"], "the theme's bundle was never parsed"
-    styled = set(page.evaluate(ATTRIBUTES_STYLED))
-    assert {"class", "data-md-color-scheme"} <= styled  # the scan reads the theme's CSS
-    restyling = [change for change in seen["changes"]
-                 if change["before"] != change["after"] and change["name"] in styled]
-    assert restyling == []
-    assert [added for added in seen["added"] if "color-scheme" in added] == []
-    assert page.evaluate("getComputedStyle(document.documentElement).colorScheme") == \
-        ("dark" if scheme == "dark" else "normal")
+    assert what_the_themes_start_restyled(page) == ([], [])
+    dark, light = "dark", "normal"
+    assert page.evaluate(ROOT_SCHEME) == (dark if scheme == "dark" else light)
     page.locator("label[for^='__palette_']:not([hidden])").first.click()
-    assert page.evaluate("getComputedStyle(document.documentElement).colorScheme") == \
-        ("normal" if scheme == "dark" else "dark")
+    toggled = light if scheme == "dark" else dark
+    assert page.evaluate(ROOT_SCHEME) == toggled
+    settle(page, watch, f"{served}/{LESSON}")  # again, with the choice stored
+    assert page.evaluate("__md_get('__palette').color.scheme") == \
+        ("slate" if toggled == dark else "default")
+    assert what_the_themes_start_restyled(page) == ([], [])
+    assert page.evaluate(ROOT_SCHEME) == toggled
     assert watch.problems == []
     page.close()
 

@@ -478,27 +478,32 @@ def test_every_table_header_has_words(built_site):
 def test_the_theme_starts_without_restyling_the_whole_page(built_site):
     """scripts/pages/theme_startup.py and docs/overrides/main.html: the palette stylesheet
     keys nothing on the attribute the theme toggles as it starts, the bundle makes its
-    colour-scheme meta element without adding it to the head (and keeps its length, so
-    its source map still fits), and every page takes the js and js-focus-visible classes
-    in its head, before any style is computed. tests/test_browser.py watches the same in
-    a browser."""
+    colour-scheme meta element without adding it to the head (and changes nowhere else,
+    so its source map still fits), and every page takes the js and js-focus-visible
+    classes in its head, before any style is computed. tests/test_browser.py watches the
+    same in a browser."""
     import material
 
     from scripts.pages.theme_startup import (ADDED_TO_HEAD, COLOR_SCHEME_META,
-                                             SWITCHING_RULE)
+                                             SWITCHING_RULE, without_color_scheme_meta)
     theme = Path(material.__file__).parent / "templates" / "assets"
     [stylesheet] = (built_site / "assets" / "stylesheets").glob("palette.*.min.css")
     assert "data-md-color-switching" not in stylesheet.read_text()
     assert SWITCHING_RULE in (theme / "stylesheets" / stylesheet.name).read_text()
     [bundle] = (built_site / "assets" / "javascripts").glob("bundle.*.min.js")
-    built, shipped = bundle.read_text(), (theme / "javascripts" / bundle.name).read_text()
+    shipped = (theme / "javascripts" / bundle.name).read_bytes().decode()
     assert COLOR_SCHEME_META + ADDED_TO_HEAD in shipped  # the theme's own copy adds it
-    assert COLOR_SCHEME_META in built and COLOR_SCHEME_META + ADDED_TO_HEAD not in built
+    built = bundle.read_bytes().decode()
+    assert built == without_color_scheme_meta(shipped) != shipped
     assert len(built) == len(shipped)
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]
         assert 'classList.replace("no-js","js")' in head, page
         assert 'classList.add("js-focus-visible")' in head, page
+    # The class is set before the theme's polyfill runs; a page whose bundle never runs
+    # keeps its focus rings only while no stylesheet hides focus under that class.
+    for css in built_site.rglob("*.css"):
+        assert "js-focus-visible" not in css.read_text(), css
 
 
 def test_a_theme_without_what_the_start_up_hook_changes_fails_the_build_with_one_line():
@@ -510,3 +515,17 @@ def test_a_theme_without_what_the_start_up_hook_changes_fails_the_build_with_one
     for bundle in ("var a=1;", 2 * (COLOR_SCHEME_META + ADDED_TO_HEAD)):
         with pytest.raises(PluginError, match=r"color-scheme meta element \d times"):
             without_color_scheme_meta(bundle)
+
+
+def test_the_start_up_hook_changes_a_file_once():
+    """A `--dirty` build keeps the built copies this hook already changed: changing one
+    again leaves it as it is, where a file of an unknown theme fails."""
+    from scripts.pages.theme_startup import (ADDED_TO_HEAD, COLOR_SCHEME_META,
+                                             SWITCHING_RULE, without_color_scheme_meta,
+                                             without_switching_rule)
+    stylesheet = f"a{{color:red}}{SWITCHING_RULE}b{{color:blue}}"
+    once = without_switching_rule(stylesheet)
+    assert SWITCHING_RULE not in once and without_switching_rule(once) == once
+    bundle = f"var a=1;{COLOR_SCHEME_META}{ADDED_TO_HEAD}var b=2;"
+    once = without_color_scheme_meta(bundle)
+    assert ADDED_TO_HEAD not in once and without_color_scheme_meta(once) == once

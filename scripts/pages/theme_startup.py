@@ -3,8 +3,9 @@ and again.
 
 The browser computes the style of every element once before the first paint. Each of the
 theme's start-up steps below made it compute all of them again, after the page was
-painted, while a reader may already be scrolling: on a bare page that is 180 elements,
-on a lesson page about 1,500, formulas and highlighted code included. Three such steps
+painted, while a reader may already be scrolling: on a bare page that is 180 elements;
+on the lesson page a trace counts 1,480 restyled (of about 1,700 in the page, formulas
+and highlighted code included). Three such steps
 are undone before they happen; each is found in a trace with Chromium's invalidation
 tracking (`disabled-by-default-devtools.timeline.invalidationTracking`).
 
@@ -18,9 +19,11 @@ tracking (`disabled-by-default-devtools.timeline.invalidationTracking`).
   `<meta name="color-scheme">` to the head and then sets its content. Chromium restyles
   the whole page for each of the two (a "platform colour change"), whether or not the
   scheme changes. The built bundle no longer adds it; the element is still made and kept
-  up to date, detached. docs/assets/lesson.css gives the root the dark scheme under the
-  dark palette instead, which is all the element did (the page's own scroll bar and
-  canvas); the theme's CSS already gives <body> its scheme.
+  up to date, detached (the theme never reads it back). docs/assets/lesson.css gives the
+  root the dark scheme under the dark palette instead, which is all the element did (the
+  page's own scroll bar and canvas); the theme's CSS already gives <body> its scheme.
+  That rule needs `:has()` (Chromium 105, Safari 15.4, Firefox 121); an older browser
+  draws the page's own scroll bar light under the dark palette.
 - **The focus-visible class.** The theme's focus-visible polyfill adds `js-focus-visible`
   to <html>. That is docs/overrides/main.html's to undo: the page's head sets the class
   (and the js class the theme swaps for no-js) before any style is computed, so the
@@ -29,58 +32,74 @@ tracking (`disabled-by-default-devtools.timeline.invalidationTracking`).
 Measured with Lighthouse on the lesson page (simulated mobile, three interleaved runs,
 quiet host), for the switching rule and the js class: Style & Layout 833-933 ms before,
 563-624 ms after; total blocking time 187-221 ms before, 117-121 ms after. `make audit`
-measures the rest (scripts/audit/scores.json).
+measures what the page blocks now (scripts/audit/scores.json).
 
-Both files are changed in the built site only. A theme whose files no longer hold exactly
-what is changed fails the build, so an upgrade is looked at again instead of silently
-keeping a patch that does nothing. The bundle keeps its length, so its source map still
-points at the right columns.
+Both files are changed in the built site only, and only once: a file already changed (a
+`--dirty` build keeps it) is left as it is. A theme whose files hold neither what is
+changed nor the change fails the build, so an upgrade is looked at again instead of
+silently keeping a patch that does nothing (the texts are mkdocs-material 9.8.2's,
+requirements.txt). The bundle keeps its length, so its source map still points at the
+right columns.
 """
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+CHECK_THE_HOOK = ("check scripts/pages/theme_startup.py against the installed "
+                  "mkdocs-material, or reinstall the pinned one: "
+                  "pip install -r requirements.txt -c constraints.txt")
 SWITCHING_RULE = ("[data-md-color-switching] *,[data-md-color-switching] :after,"
                   "[data-md-color-switching] :before{transition-duration:0s!important}")
+# What stands in the rule's place: it tells a file this hook changed from a theme's own.
+RULE_REMOVED = "/*a switching rule was here: scripts/pages/theme_startup.py*/"
 # In the theme's bundle: make the colour-scheme meta element, then add it to the head.
 COLOR_SCHEME_META = 'let o=x("meta",{name:"color-scheme"});'
 ADDED_TO_HEAD = "document.head.appendChild(o);"
+# The same statement made empty, padded with spaces so that no column moves.
+NOT_ADDED = COLOR_SCHEME_META + ";".ljust(len(ADDED_TO_HEAD))
+
 
 
 def without_switching_rule(stylesheet):
-    if SWITCHING_RULE not in stylesheet:
-        raise PluginError("the theme's palette stylesheet no longer has the rule "
-                          "scripts/pages/theme_startup.py removes; check that hook against "
-                          "the installed mkdocs-material")
-    return stylesheet.replace(SWITCHING_RULE, "", 1)
+    if SWITCHING_RULE in stylesheet:
+        return stylesheet.replace(SWITCHING_RULE, RULE_REMOVED, 1)
+    if RULE_REMOVED in stylesheet:  # changed by an earlier build
+        return stylesheet
+    raise PluginError(f"the theme's palette stylesheet no longer has the rule this hook "
+                      f"removes; {CHECK_THE_HOOK}")
 
 
 def without_color_scheme_meta(bundle):
-    """The bundle, its colour-scheme meta element made but never added to the head. The
-    statement becomes an empty one padded with spaces, so no column moves."""
-    found = bundle.count(COLOR_SCHEME_META + ADDED_TO_HEAD)
-    if found != 1:
-        raise PluginError(f"the theme's bundle adds its color-scheme meta element "
-                          f"{found} times where scripts/pages/theme_startup.py expects once; "
-                          f"check that hook against the installed mkdocs-material")
-    return bundle.replace(COLOR_SCHEME_META + ADDED_TO_HEAD,
-                          COLOR_SCHEME_META + ";".ljust(len(ADDED_TO_HEAD)), 1)
+    """The bundle, its colour-scheme meta element made but never added to the head."""
+    times = bundle.count(COLOR_SCHEME_META + ADDED_TO_HEAD)
+    if times == 1:
+        return bundle.replace(COLOR_SCHEME_META + ADDED_TO_HEAD, NOT_ADDED, 1)
+    if times == 0 and bundle.count(NOT_ADDED) == 1:  # changed by an earlier build
+        return bundle
+    raise PluginError(f"the theme's bundle holds the statement that adds its color-scheme "
+                      f"meta element {times} times, not once; {CHECK_THE_HOOK}")
 
 
-def the_one(site, pattern):
+def built_theme_file(site, pattern):
+    """The one file of the theme's that `pattern` names in the built site."""
     found = sorted(Path(site).glob(pattern))
     if len(found) != 1:
         raise PluginError(f"expected one {pattern} in the built site, found {len(found)}; "
-                          f"check scripts/pages/theme_startup.py against the installed "
-                          f"mkdocs-material")
+                          f"{CHECK_THE_HOOK}")
     return found[0]
 
 
 def rewrite(path, change):
-    path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
+    # newline="": every byte but the changed ones stays as the theme shipped it.
+    with open(path, encoding="utf-8", newline="") as original:
+        text = original.read()
+    with open(path, "w", encoding="utf-8", newline="") as changed:
+        changed.write(change(text))
 
 
 def on_post_build(config):
     site = config["site_dir"]
-    rewrite(the_one(site, "assets/stylesheets/palette.*.min.css"), without_switching_rule)
-    rewrite(the_one(site, "assets/javascripts/bundle.*.min.js"), without_color_scheme_meta)
+    rewrite(built_theme_file(site, "assets/stylesheets/palette.*.min.css"),
+            without_switching_rule)
+    rewrite(built_theme_file(site, "assets/javascripts/bundle.*.min.js"),
+            without_color_scheme_meta)
