@@ -296,10 +296,10 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
 # --- killing the launcher of a multi-process run -----------------------------------------
 
 def hanging_ranks(root):
-    """The copy's registry names a rank that hangs at its first collective, once it has
-    joined, so its peers wait for it there: a run that only a signal can end. Returns the
-    environment to start the run with: the rank hangs, and wraps the seed's rank module,
-    which the registry no longer names (tests/fixtures/failing_rank.py)."""
+    """The copy's registry names a rank that hangs once the lesson ran, so its peers wait
+    for it in a collective: a run that only a signal can end. Returns the environment to
+    start the run with: the rank hangs, and wraps the seed's rank module, which the
+    registry no longer names (tests/fixtures/failing_rank.py)."""
     shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace(

@@ -148,7 +148,7 @@ def test_traffic_figure_is_deterministic_and_says_what_it_shows(run):
     assert "<desc>" in svg and "protocol overhead" in svg
 
 
-@pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 10)])
+@pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 15)])
 def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s,
                                                              monkeypatch):
     monkeypatch.setenv("FAILING_RANK", failure)  # read by tests/fixtures/failing_rank.py
