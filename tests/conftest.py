@@ -143,6 +143,27 @@ def add_fixture_lesson(root):
     return load_lessons(root)[lesson_id]
 
 
+def fixture_lesson_alone(destination):
+    """A project at `destination` whose only lesson is the fixture lesson, recorded there:
+    for a fault test whose fault is in the machinery (a lock, a staged file), not in what a
+    lesson draws, so that its fix redraws one figure instead of every figure of the seed.
+    The seed's registry entry and its recordings, analyses and figures are left out (its
+    modules stay, registered by no entry); returns the project's root."""
+    root = project_copy(destination, ("requirements.txt", "constraints.txt",
+                                      "pyproject.toml", "scripts", "lesson_code", "recordings"))
+    registry = root / "lesson_code" / "lessons.toml"
+    text = registry.read_text()
+    registry.write_text(text[:text.index("[[lesson]]")])  # the [course] alone
+    for path in [*(root / "recordings").rglob("*.json"), *(root / "figures").rglob("*.svg"),
+                 *(root / "docs").rglob("*.ipynb")]:
+        if path.name != "schema.json":  # the header every recording shares
+            path.unlink()
+    add_fixture_lesson(root)
+    run = run_record(root)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return root
+
+
 def rederive_analyses(root):
     """Remake every lesson's analyses from the recordings now in `root`, and their lock
     entries, as `--render-only` would, but leave the figures as they are: a test that

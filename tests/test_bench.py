@@ -5,6 +5,8 @@ the quick sweeps check structure only, and the times they measure may be anythin
 bench.py measures any lesson's `sweep` module; these tests run it on the seed lesson's
 (conftest's SEED), whose programs and committed sweep they also check, and take every path
 from the registry's outputs value (scripts/outputs.for_lesson), never from its id."""
+import copy
+import functools
 import importlib
 import json
 import re
@@ -260,12 +262,39 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
                       "(python scripts/tpu_job.py)")
 
 
-def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path):
+# The two tests below stage what a sweep wrote, and check how it is moved into place
+# (all together, or nothing when the figure fails): neither reads what was measured. They
+# share one in-process measurement, memcpy included: the first to run makes it.
+STAGED_SWEEP = {"ranks": [4], "sizes": [8, 8192, 2**20], "plan": TINY, "blocks": 2}
+
+
+@functools.cache
+def memcpy_measured_once(measure_memcpy_gbps=bench.measure_memcpy_gbps):  # bench.py's own
+    return measure_memcpy_gbps()
+
+
+@functools.cache
+def block_measured_once(ranks, sizes, block):
+    return in_process_measure(ranks, list(sizes), TINY, block)
+
+
+def record_staged_sweep(lesson, monkeypatch):
+    """bench.record_sweep of STAGED_SWEEP, measured once for both tests (a copy each)."""
+    def measure(ranks, sizes, plan, block):
+        assert plan == TINY
+        return copy.deepcopy(block_measured_once(ranks, tuple(sizes), block))
+
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", memcpy_measured_once)
+    bench.record_sweep(lesson, None, STAGED_SWEEP["ranks"], STAGED_SWEEP["sizes"],
+                       STAGED_SWEEP["plan"], measure=measure, blocks=STAGED_SWEEP["blocks"])
+
+
+def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path,
+                                                                          monkeypatch):
     root = project_copy(tmp_path / "repo")
     recording_file, analysis_file, figure_file = SWEEP
     lesson = load_lessons(root)[SEED.id]
-    bench.record_sweep(lesson, None, [4], [8, 8192, 2**20], TINY, measure=in_process_measure,
-                       blocks=2)
+    record_staged_sweep(lesson, monkeypatch)
     recording = load_recording(root / recording_file)
     analysis = json.loads((root / analysis_file).read_text())
     assert analysis == analysed(recording)
@@ -286,8 +315,7 @@ def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypa
     monkeypatch.setattr(sweep_figure, "render", broken)
     before = {root / path: (root / path).read_bytes() for path in SWEEP}
     with pytest.raises(RuntimeError, match="renderer broke"):
-        bench.record_sweep(load_lessons(root)[SEED.id], None, [4], [8, 8192, 2**20],
-                           TINY, measure=in_process_measure, blocks=2)
+        record_staged_sweep(load_lessons(root)[SEED.id], monkeypatch)
     assert {p: p.read_bytes() for p in before} == before
     assert list(root.rglob("*.tmp")) == []
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import (FIXTURES, SEED, clean_env, leftover_temp_files, project_copy, run_record,
-                      snapshot)
+from conftest import (FIXTURES, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
+                      project_copy, run_record, snapshot)
 from scripts.scratch import MARK, remove_abandoned
 
 # The seed lesson: its run is long enough to be interrupted while its cells run, and its
@@ -562,12 +562,27 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
 
 # --- --check and its fixes on broken inputs ----------------------------------------------
 
-@pytest.mark.parametrize("breakage, fix", [
-    ("truncated lock", "--render-only"),
-    ("corrupt sweep", None),
-    ("recording is a directory", None),
+@pytest.fixture(scope="module")
+def fixture_lesson_pristine(tmp_path_factory):
+    return fixture_lesson_alone(tmp_path_factory.mktemp("fixture-lesson").resolve() / "repo")
+
+
+@pytest.fixture
+def fixture_lesson_tree(fixture_lesson_pristine, tmp_path):
+    """A private copy of a project whose one lesson is the small fixture lesson."""
+    return shutil.copytree(fixture_lesson_pristine, tmp_path.resolve() / "repo", symlinks=True)
+
+
+# A truncated lock is the machinery's fault, whatever the lessons: it is broken in a project
+# whose one lesson is the fixture lesson, whose fix (--render-only) then redraws one figure
+# rather than all of the seed's. The other two break files of the seed lesson itself.
+@pytest.mark.parametrize("breakage, fix, project", [
+    ("truncated lock", "--render-only", "fixture_lesson_tree"),
+    ("corrupt sweep", None, "tree"),
+    ("recording is a directory", None, "tree"),
 ])
-def test_check_and_its_fix_end_in_one_line_per_file(tree, breakage, fix):
+def test_check_and_its_fix_end_in_one_line_per_file(request, breakage, fix, project):
+    tree = request.getfixturevalue(project)
     if breakage == "truncated lock":
         lock = tree / "recordings" / "outputs.lock.json"
         lock.write_bytes(lock.read_bytes()[:300])

@@ -34,18 +34,54 @@ def draw(path):
     return kind.render(source(output), overlay, output.variant)
 
 
+# Every figure of every lesson drawn as draw() draws it, in one fresh Python process in
+# which JAX cannot be imported; it prints the lesson_code modules it imported, then each
+# drawing. One process serves two purposes: what it imported is what
+# test_renderers_import_neither_jax_nor_lesson_code checks, and its drawings are every
+# figure "as drawn now" that the other tests read, so no figure is drawn twice for that.
+DRAW_EVERY_FIGURE = """
+import json, sys
+sys.modules['jax'] = None
+from pathlib import Path
+from scripts.lessons import load_lessons
+from scripts.outputs import figure_outputs
+
+def drawing(output):
+    overlay = (json.loads(Path(output.overlay).read_text())
+               if output.overlay and Path(output.overlay).exists() else None)
+    return output.kind.render(json.loads(Path(output.source).read_text()), overlay,
+                              output.variant)
+
+drawings = {o.path: drawing(o) for lesson in load_lessons().values()
+            for o in figure_outputs(lesson)}
+modules = sorted(m for m in sys.modules if m.startswith('lesson_code'))
+sys.stdout.write(json.dumps({"modules": modules, "drawings": drawings}))
+"""
+
+
 @functools.cache
+def drawn_in_a_fresh_process():
+    """(the lesson_code modules, {figure path: SVG text}) of DRAW_EVERY_FIGURE, run once
+    per test process."""
+    run = subprocess.run([sys.executable, "-c", DRAW_EVERY_FIGURE], cwd=ROOT, env=clean_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    found = json.loads(run.stdout)
+    return found["modules"], found["drawings"]
+
+
 def first_drawing(path):
-    """draw(path) once per process, with the default settings and compact(): the tests
-    that read a figure as drawn now share it; those about drawing itself (deterministic,
-    unchanged by global settings, compact()'s savings, text on the canvas) draw anew."""
-    return draw(path)
+    """The figure at `path` as its renderer draws it now, with the default settings and
+    compact(), in a process of its own (drawn_in_a_fresh_process): the tests that read a
+    figure as drawn now share it; those about drawing itself (deterministic, unchanged by
+    global settings, compact()'s savings, text on the canvas) draw anew, here."""
+    return drawn_in_a_fresh_process()[1][path]
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
     svg = first_drawing(path)
-    assert svg == draw(path)  # deterministic
+    assert svg == draw(path)  # deterministic: drawn again here, in another process
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
     assert read_lock()[path]["sha256"] == digest_bytes(svg)
@@ -88,18 +124,11 @@ def test_global_matplotlib_settings_neither_change_a_figure_nor_are_changed(path
 def test_renderers_import_neither_jax_nor_lesson_code():
     """Every lesson's every figure drawn in one process: no JAX, and of lesson_code/ only
     the renderers a lesson brings itself (lesson_code/CONTRACT.md), never a lesson program."""
-    probe = ("import sys, json; sys.modules['jax'] = None; "
-             "from scripts.lessons import load_lessons; "
-             "from scripts.outputs import figure_outputs; "
-             "[o.kind.render(json.load(open(o.source)), None, o.variant) "
-             "for lesson in load_lessons().values() for o in figure_outputs(lesson)]; "
-             "print(sorted(m for m in sys.modules if m.startswith('lesson_code')))")
-    run = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=clean_env(),
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
+    modules, drawings = drawn_in_a_fresh_process()  # JAX unimportable there
+    assert sorted(drawings) == sorted(FIGURES)  # every figure was drawn
     own = sorted({kind for lesson in LESSONS.values() for kind in lesson.figures
                   if LESSON_RENDERER.fullmatch(kind)})
-    assert run.stdout.strip() == str(["lesson_code", *own] if own else [])
+    assert modules == (["lesson_code", *own] if own else [])
 
 
 # At the desktop content width (about 690 px) a figure is shown at min(its own width, 690
