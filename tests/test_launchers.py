@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
@@ -207,6 +208,81 @@ def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mp
         remove_abandoned("record")
     assert marked_ranks_left(run.process.pid) == []  # killed its ranks; none is left
     assert scratch_of(run.process.pid) == []
+
+
+def test_a_killed_record_leaves_no_rank_waiting_in_a_collective(needs_mpirun, tmp_path):
+    """SIGKILL to record.py once the ranks wait in a collective (rank 2 hangs at the first
+    one): mpirun, sent SIGTERM as record.py dies, can exit and leave them waiting forever
+    (it did in some tries by hand, not in others); the run's reaper
+    (scripts/runners/reaper.py) kills them however mpirun behaves."""
+    tree = project_copy(tmp_path.resolve() / "repo")
+    hung = tmp_path / "hung"
+    hanging = {**hanging_ranks(tree), "FAILING_RANK": "hang-early",
+               "FAILING_RANK_HUNG": str(hung)}
+    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging)
+    try:
+        run.wait_for_line("record: running")
+        ranks = run.wait_for_children("lesson_code.hanging_rank", 5)
+        deadline = time.monotonic() + 120
+        while not hung.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert hung.exists(), "rank 2 never reached its first collective"
+        time.sleep(0.5)  # its peers, which joined with it, are in that collective too
+        run.process.kill()
+        run.process.wait()
+    finally:
+        run.kill()
+    assert_gone(ranks, timeout=15)
+    assert marked_ranks_left(run.process.pid) == []
+    remove_abandoned("ranks")  # what the next multi-process run does first
+    remove_abandoned("record")
+    assert scratch_of(run.process.pid) == []
+
+
+# A parent that starts a reaper and a process carrying the reaper's mark, says their pids,
+# and waits to be killed.
+REAPERS_PARENT = """
+import os, subprocess, sys, time
+from scripts.runners import mpirun, reaper
+watchman = reaper.start(sys.argv[1])
+marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                          env=dict(os.environ, **{mpirun.RUN_MARK: sys.argv[1]}),
+                          start_new_session=True)
+print(watchman.pid, marked.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def waits_for_a_signal(pid):
+    """Whether the process sleeps in sigwait: the reaper is ready, its parent checked."""
+    return Path(f"/proc/{pid}/wchan").read_text().startswith("do_sigtimedwait")
+
+
+def test_the_reaper_kills_the_marked_processes_once_its_parent_dies_and_not_before():
+    """scripts/runners/reaper.py: a SIGTERM from anyone but the kernel changes nothing while
+    the parent lives; the parent SIGKILLed, the marked process is killed and the reaper
+    exits."""
+    mark = f"ranks-reaper-test-{os.getpid()}"
+    parent = subprocess.Popen([sys.executable, "-c", REAPERS_PARENT, mark], cwd=ROOT,
+                              env=clean_env(), stdout=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        watchman, marked = map(int, parent.stdout.readline().split())
+        deadline = time.monotonic() + 30
+        while not waits_for_a_signal(watchman) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(watchman, signal.SIGTERM)
+        processes = [psutil.Process(marked), psutil.Process(watchman)]
+        time.sleep(0.5)
+        assert waits_for_a_signal(watchman) and processes[0].is_running()
+        parent.kill()
+        parent.wait()
+        assert_gone(processes, timeout=10)
+    finally:
+        for pid in mpirun.marked_processes(mark):
+            os.kill(pid, signal.SIGKILL)
+        if parent.poll() is None:
+            parent.kill()
 
 
 def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):

@@ -10,7 +10,9 @@ hostfile instead of loopback spans machines (README, "On a cluster").
 mpirun puts each rank in a process group of its own, so killing mpirun's group does not
 reach them, and a SIGKILLed mpirun leaves them to the init process. Every rank therefore
 carries a mark in its environment (RUN_MARK) and, whatever happened, the run ends by
-killing each process on this machine that carries its mark.
+killing each process on this machine that carries its mark. Where this process cannot
+(it was SIGKILLed), its reaper does (scripts/runners/reaper.py): mpirun, sent SIGTERM as
+this process dies, exits, but leaves ranks that already wait in a collective running.
 """
 import json
 import os
@@ -25,6 +27,7 @@ from pathlib import Path
 
 from scripts import ROOT
 from scripts.interrupts import raise_if_interrupted
+from scripts.runners import reaper
 from scripts.runners.processes import (ProcessRun, ProcessRunError, describe, dies_with,
                                        free_port, stderr_tail)
 from scripts.scratch import scratch_folder
@@ -173,13 +176,13 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
     started = time.monotonic()
     with scratch_folder("ranks") as scratch:
         output_dir, data_path = scratch / "out", scratch / "data.json"
-        launcher = None
+        launcher, watchman = None, reaper.start(scratch.name)
         try:
             command = mpirun_command(module, ranks, calls, data_path, output_dir)
             with open(scratch / "mpirun.out", "wb") as out, \
                     open(scratch / "mpirun.err", "wb") as err:
-                # If this process dies, even by SIGKILL, mpirun gets SIGTERM: on SIGTERM
-                # mpirun kills its ranks before it exits.
+                # If this process dies, even by SIGKILL, mpirun gets SIGTERM: it then
+                # kills the ranks still starting, and the reaper the rest.
                 launcher = subprocess.Popen(
                     command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch.name),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
@@ -191,6 +194,7 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
                     os.killpg(launcher.pid, signal.SIGKILL)
                 launcher.wait()
             kill_marked(scratch.name)
+            reaper.stop(watchman)
         stdout_path = rank_files(output_dir, 0)[0]
         if not data_path.exists():
             raise ProcessRunError(f"mpirun exited with status 0 but rank 0 wrote no data to "

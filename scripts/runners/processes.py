@@ -86,15 +86,23 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
+def libc_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+prctl = libc_prctl()  # None where there is none (not Linux); looked up before any fork
+
+
 def dies_with(parent, signum=signal.SIGKILL):
     """A preexec_fn that has Linux send `signum` to the rank when its launcher dies, even
     by SIGKILL, which leaves the launcher no chance to kill its ranks itself; the ranks
     would otherwise wait for each other, forever. None (nothing to do) where there is no
     prctl.
     """
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
-    except (OSError, AttributeError):
+    if prctl is None:
         return None
 
     def preexec():
