@@ -34,9 +34,14 @@ def pristine(tmp_path_factory):
     return project_copy(tmp_path_factory.mktemp("faults").resolve() / "repo")
 
 
+def private_copy(pristine, tmp_path):
+    """A copy of a module's pristine project, for one test to break."""
+    return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
+
+
 @pytest.fixture
 def tree(pristine, tmp_path):
-    return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
+    return private_copy(pristine, tmp_path)
 
 
 
@@ -570,7 +575,7 @@ def fixture_lesson_pristine(tmp_path_factory):
 @pytest.fixture
 def fixture_lesson_tree(fixture_lesson_pristine, tmp_path):
     """A private copy of a project whose one lesson is the small fixture lesson."""
-    return shutil.copytree(fixture_lesson_pristine, tmp_path.resolve() / "repo", symlinks=True)
+    return private_copy(fixture_lesson_pristine, tmp_path)
 
 
 # A truncated lock is the machinery's fault, whatever the lessons: it is broken in a project

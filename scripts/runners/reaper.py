@@ -16,13 +16,11 @@ import os
 import signal
 import subprocess
 import sys
-from pathlib import Path
 
 # Run as `python -m scripts.runners.reaper` from the repository's root: the imports are
 # the package's own, and nothing here imports JAX.
+from scripts import ROOT
 from scripts.runners.processes import PR_SET_PDEATHSIG, prctl
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def start(mark):
