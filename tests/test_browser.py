@@ -765,6 +765,44 @@ def test_the_themes_start_leaves_the_root_and_the_head_as_styled(browser, served
     page.close()
 
 
+# The theme names each code block's <pre> "__code_..." as it sets the block up.
+SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
+IN_A_CLOSED_ANSWER = "code => code.closest('details:not([open])') !== null"
+CODE_BLOCKS_SEEN = """(seen) => [...document.querySelectorAll('article pre > code')].map(
+    (code, index) => {
+        // A closed answer's code is laid out where it would be, but never drawn.
+        const closed = (%s)(code), box = code.getBoundingClientRect();
+        return {setUp: (%s)(code), closed, seen: seen[index] || (!closed
+                && box.height > 0 && box.bottom > 0 && box.top < innerHeight)};
+    })""" % (IN_A_CLOSED_ANSWER, SET_UP_BY_THE_THEME)
+
+
+def test_the_themes_start_sets_up_only_the_code_blocks_in_view(browser, served):
+    """mkdocs.yml's content.lazy: the theme measures a code block once the block first
+    comes into view, not every block as the page starts (measuring the code of a closed
+    answer made Chromium lay out the answer's hidden content). Checked by what the theme
+    did to each block on a phone, as the page opens and once scrolled to a wide block: the
+    blocks that have been in view are set up and no other, a closed answer's none. A block
+    the build made focusable stays focusable once set up, though on a touch screen the
+    theme takes its focus away (docs/assets/keyboard-scroll.js gives it back)."""
+    page, watch = open_page(browser, f"{served}/{LESSON}", served, width=390)
+    blocks = page.evaluate(CODE_BLOCKS_SEEN, [])
+    assert [block["setUp"] for block in blocks] == [block["seen"] for block in blocks]
+    assert any(block["closed"] for block in blocks)
+    wide = page.locator("article pre > code[data-wide]:not(details:not([open]) code)").last
+    assert not wide.evaluate(SET_UP_BY_THE_THEME)
+    wide.scroll_into_view_if_needed()
+    page.wait_for_function(SET_UP_BY_THE_THEME, arg=wide.element_handle())
+    page.evaluate("new Promise(done => requestAnimationFrame(() => setTimeout(done)))")
+    blocks = page.evaluate(CODE_BLOCKS_SEEN, [block["seen"] for block in blocks])
+    assert [block["setUp"] for block in blocks] == [block["seen"] for block in blocks]
+    assert 0 < sum(block["setUp"] for block in blocks) < len(blocks)
+    assert not any(block["setUp"] for block in blocks if block["closed"])
+    assert wide.get_attribute("tabindex") == "0"
+    assert watch.problems == []
+    page.close()
+
+
 def test_dark_palette_and_notebook_page(visits):
     dark = visits("dark", 1280)
     assert dark[LESSON].scheme == "slate"
