@@ -1,5 +1,7 @@
 """`make audit`'s reading of its runs: a lesson page's blocking time against the bare
 theme's, round by round. Synthetic runs: nothing here runs Lighthouse or times anything."""
+import pytest
+
 from scripts.audit import lighthouse
 
 PAGE = "lessons/some-lesson/"
@@ -70,3 +72,60 @@ def test_the_long_reference_page_is_about_as_long_as_a_lesson_page(reference_sit
     elements = len(re.findall(r"<[a-zA-Z]", (reference_site / LONG_PAGE_PATH /
                                              "index.html").read_text()))
     assert 1200 <= elements <= 2500, elements
+
+
+def test_each_verdict_is_said_as_a_sentence_about_the_target():
+    said = {lighthouse.blocking_ratio(runs(pairs), PAGE)["words"].split(": ", 1)[1] for pairs in
+            ([(90, 80), (100, 90), (70, 60), (120, 100), (80, 70)],
+             [(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)],
+             [(90, 80), (300, 90), (70, 60), (400, 100), (80, 70)])}
+    assert said == {"meets the target of 1.5x", "misses the target of 1.5x",
+                    "cannot tell whether it meets the target of 1.5x"}
+
+
+def kept_runs():
+    """Runs as lighthouse.py keeps them: every page of a round, with its host and scores."""
+    found = runs([(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)])
+    for number, ms in enumerate((700, 650, 880, 720, 760), start=1):
+        found.append({"round": number, "page": lighthouse.LONG_BARE,
+                      "metrics": {"total-blocking-time": ms}})
+    for run in found:
+        run["hostBefore"] = {"loadAverage1m": 0.5 + run["round"] / 10, "cores": 2}
+        run["scores"] = {name: 90 for name in lighthouse.CATEGORIES}
+    return found
+
+
+def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
+                                                                       monkeypatch):
+    # What scores.json says of its runs is derived like a figure: a reworded verdict or
+    # a new threshold is redone from the runs it keeps, and Lighthouse never starts.
+    import json
+
+    scores = tmp_path / "scores.json"
+    kept = {"pages": [PAGE], "reference": lighthouse.BARE, "measuredAt": "then",
+            "blockingAgainstBare": {PAGE: {"words": "said in an older way"}},
+            "runs": kept_runs()}
+    scores.write_text(json.dumps(kept))
+    monkeypatch.setattr(lighthouse, "SCORES", scores)
+    monkeypatch.setattr(lighthouse, "one_run", lambda url: pytest.fail("Lighthouse ran"))
+    assert lighthouse.main(["--render-only"]) == 0
+    again = json.loads(scores.read_text())
+    assert again["runs"] == kept["runs"] and again["measuredAt"] == "then"
+    assert again["blockingAgainstBare"][PAGE]["verdict"] == "misses"
+    assert again["blockingAgainstBare"][PAGE]["words"].endswith("misses the target of 1.5x")
+    assert again["blockingAgainstLongBare"][PAGE]["verdict"] == "meets"
+    assert again["medianBlockingTimeMs"] == {PAGE: 800, lighthouse.BARE: 70,
+                                             lighthouse.LONG_BARE: 720}
+    assert again["loadAverage1m"] == {"min": 0.6, "max": 1.0}
+    assert list(again)[:3] == ["pages", "reference", "measuredAt"]  # its order, as kept
+
+
+def test_render_only_of_an_unreadable_file_is_one_line_naming_the_fix(tmp_path, monkeypatch):
+    scores = tmp_path / "scores.json"
+    scores.write_text('{"pages": ["lessons/some-lesson/"]')
+    monkeypatch.setattr(lighthouse, "SCORES", scores)
+    with pytest.raises(SystemExit) as stopped:
+        lighthouse.main(["--render-only"])
+    message = str(stopped.value)
+    assert "\n" not in message and message.endswith("run `make audit` to measure afresh")
+    assert scores.read_text() == '{"pages": ["lessons/some-lesson/"]'  # left as it was

@@ -2,6 +2,7 @@
 benchmark (`make audit`), not a test.
 
     python scripts/audit/lighthouse.py [--site site] [--runs 5]
+    python scripts/audit/lighthouse.py --render-only   # the kept runs, read again
 
 Serves the built site and the bare reference page (scripts/audit/reference.py, the
 theme with the project's palette and nothing of the project's) the way
@@ -59,6 +60,9 @@ BARE = "bare mkdocs-material page"
 LONG_BARE = "bare mkdocs-material page as long as a lesson page"
 # Five rounds give the widest interval 94 % coverage; fewer cannot decide either way.
 MIN_COVERAGE = 0.9
+# What each verdict says of the target, as the end of a sentence.
+VERDICT_WORDS = {"meets": "meets", "misses": "misses",
+                 "inconclusive": "cannot tell whether it meets"}
 CATEGORIES = ("performance", "accessibility", "best-practices", "seo")
 METRICS = ("first-contentful-paint", "largest-contentful-paint", "total-blocking-time",
            "cumulative-layout-shift", "speed-index", "total-byte-weight", "dom-size")
@@ -116,39 +120,45 @@ def blocking_ratio(runs, page, reference=BARE):
                "meets" if stat["high"] <= BLOCKING_TARGET else
                "misses" if stat["low"] > BLOCKING_TARGET else "inconclusive")
     words = (f"{stat['median']:.2f}x the {reference} ({stat['coverage']:.0%} interval "
-             f"{stat['low']:.2f}-{stat['high']:.2f}, {len(ratios)} rounds): {verdict} "
-             f"the target of {BLOCKING_TARGET}x")
+             f"{stat['low']:.2f}-{stat['high']:.2f}, {len(ratios)} rounds): "
+             f"{VERDICT_WORDS[verdict]} the target of {BLOCKING_TARGET}x")
     return {**stat, "ratios": ratios, "roundsWithoutBareBlocking": skipped,
             "verdict": verdict, "words": words}
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--site", type=Path, default=ROOT / "site")
-    parser.add_argument("--runs", type=int, default=5, help="rounds (each audits every page)")
-    args = parser.parse_args(argv)
-    pages = lesson_pages()
-    for page in pages:
-        if not (args.site / page / "index.html").exists():
-            sys.exit(f"audit: {args.site}/{page}index.html not found; run `make build` first")
-    if not LIGHTHOUSE.exists():
-        sys.exit("audit: Lighthouse is not installed; run `make audit` (it installs "
-                 "scripts/audit/node_modules)")
-    if not Path(CHROMIUM).exists():
-        sys.exit(f"audit: {CHROMIUM} is missing; run `make browser` as root")
+def derived(runs, pages):
+    """Every statistic and word scores.json holds beside its runs, from the runs alone: a
+    change to how they are read or said (a threshold, a sentence) is redone with
+    --render-only, never by running Lighthouse again."""
+    audited = list(dict.fromkeys(run["page"] for run in runs))
+    loads = [run["hostBefore"]["loadAverage1m"] for run in runs]
+    return {"loadAverage1m": {"min": min(loads), "max": max(loads)},
+            "medianScores": {page: {name: statistics.median(
+                run["scores"][name] for run in runs if run["page"] == page)
+                for name in CATEGORIES} for page in audited},
+            "medianBlockingTimeMs": {page: statistics.median(
+                run["metrics"]["total-blocking-time"] for run in runs if run["page"] == page)
+                for page in audited},
+            "blockingAgainstBare": {page: blocking_ratio(runs, page) for page in pages},
+            "blockingAgainstLongBare": {page: blocking_ratio(runs, page, LONG_BARE)
+                                        for page in pages}}
+
+
+def measured(site, rounds, pages):
+    """Every page audited once a round, the order reversed every other round."""
     with tempfile.TemporaryDirectory(prefix="audit-reference-") as scratch:
         try:
             bare_site = build_reference(Path(scratch))
         except ReferenceBuildFailed as error:
             sys.exit(f"audit: the bare reference page did not build: "
                      f"{str(error).strip().splitlines()[-1]}")
-        site, bare = serve(args.site), serve(bare_site)
+        served, bare = serve(site), serve(bare_site)
         try:
-            urls = {page: f"http://127.0.0.1:{site.server_port}/{page}" for page in pages}
+            urls = {page: f"http://127.0.0.1:{served.server_port}/{page}" for page in pages}
             urls[BARE] = f"http://127.0.0.1:{bare.server_port}/"
             urls[LONG_BARE] = f"http://127.0.0.1:{bare.server_port}/{LONG_PAGE_PATH}"
             runs = []
-            for number in range(args.runs):
+            for number in range(rounds):
                 order = [BARE, LONG_BARE, *pages]
                 order = order if number % 2 == 0 else order[::-1]
                 for page in order:
@@ -160,37 +170,77 @@ def main(argv=None):
                           f"blocking {tbt:.0f} ms, load {host['loadAverage1m']:.1f} on "
                           f"{host['cores']} cores", file=sys.stderr)
         finally:
-            site.shutdown()
+            served.shutdown()
             bare.shutdown()
-    median = {page: {name: statistics.median(run["scores"][name] for run in runs
-                                             if run["page"] == page)
-                     for name in CATEGORIES} for page in urls}
-    blocking = {page: statistics.median(run["metrics"]["total-blocking-time"]
-                                        for run in runs if run["page"] == page)
-                for page in urls}
-    ratios = {page: blocking_ratio(runs, page) for page in pages}
-    against_long = {page: blocking_ratio(runs, page, LONG_BARE) for page in pages}
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    loads = [run["hostBefore"]["loadAverage1m"] for run in runs]
-    result = {"pages": pages, "reference": BARE, "measuredAt": now,
+    return runs
+
+
+def shown(path):
+    """A path as a maintainer types it: from the repository's root when inside it."""
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def report(result, path):
+    blocking = result["medianBlockingTimeMs"]
+    for page in result["pages"]:
+        print(f"audit: {page}: median blocking {blocking[page]:.0f} ms against "
+              f"{blocking[BARE]:.0f} ms; {result['blockingAgainstBare'][page]['words']}",
+              file=sys.stderr)
+        print(f"audit: {page}: against {blocking[LONG_BARE]:.0f} ms of the theme alone on "
+              f"a page as long: {result['blockingAgainstLongBare'][page]['words']}",
+              file=sys.stderr)
+    loads = result["loadAverage1m"]
+    print(f"audit: load average {loads['min']:.1f}-{loads['max']:.1f}; wrote "
+          f"{shown(path)}", file=sys.stderr)
+
+
+def write_scores(result, path):
+    scratch = path.with_suffix(".json.tmp")
+    scratch.write_text(json.dumps(result, indent=2) + "\n")
+    scratch.replace(path)  # a failed run never leaves half a file behind
+
+
+def rederived(path):
+    """scores.json with what is derived from its runs derived again, the runs as kept."""
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        return {**kept, **derived(kept["runs"], kept["pages"])}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        sys.exit(f"audit: {shown(path)} cannot be read again ({error!r}); "
+                 f"run `make audit` to measure afresh")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--site", type=Path, default=ROOT / "site")
+    parser.add_argument("--runs", type=int, default=5, help="rounds (each audits every page)")
+    parser.add_argument("--render-only", action="store_true",
+                        help="derive the statistics and words again from the kept runs")
+    args = parser.parse_args(argv)
+    if args.render_only:
+        result = rederived(SCORES)
+        write_scores(result, SCORES)
+        report(result, SCORES)
+        return 0
+    pages = lesson_pages()
+    for page in pages:
+        if not (args.site / page / "index.html").exists():
+            sys.exit(f"audit: {args.site}/{page}index.html not found; run `make build` first")
+    if not LIGHTHOUSE.exists():
+        sys.exit("audit: Lighthouse is not installed; run `make audit` (it installs "
+                 "scripts/audit/node_modules)")
+    if not Path(CHROMIUM).exists():
+        sys.exit(f"audit: {CHROMIUM} is missing; run `make browser` as root")
+    runs = measured(args.site, args.runs, pages)
+    result = {"pages": pages, "reference": BARE,
+              "measuredAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "settings": "Lighthouse default mobile emulation, simulated throttling, "
                           "served uncompressed by Python's http.server; every page once a "
                           "round, the bare pages first in odd rounds and last in even ones",
               "lighthouse": runs[0]["lighthouse"], "chromium": runs[0]["chromium"],
-              "loadAverage1m": {"min": min(loads), "max": max(loads)},
-              "medianScores": median, "medianBlockingTimeMs": blocking,
-              "blockingAgainstBare": ratios, "blockingAgainstLongBare": against_long,
-              "runs": runs}
-    scratch = SCORES.with_suffix(".json.tmp")
-    scratch.write_text(json.dumps(result, indent=2) + "\n")
-    scratch.replace(SCORES)  # a failed run never leaves half a file behind
-    for page in pages:
-        print(f"audit: {page}: median blocking {blocking[page]:.0f} ms against "
-              f"{blocking[BARE]:.0f} ms; {ratios[page]['words']}", file=sys.stderr)
-        print(f"audit: {page}: against {blocking[LONG_BARE]:.0f} ms of the theme alone on "
-              f"a page as long: {against_long[page]['words']}", file=sys.stderr)
-    print(f"audit: load average {min(loads):.1f}-{max(loads):.1f}; wrote "
-          f"{SCORES.relative_to(ROOT)}", file=sys.stderr)
+              **derived(runs, pages), "runs": runs}
+    write_scores(result, SCORES)
+    report(result, SCORES)
     return 0
 
 
