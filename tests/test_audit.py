@@ -1,5 +1,7 @@
 """`make audit`'s reading of its runs: a lesson page's blocking time against the bare
 theme's, round by round. Synthetic runs: nothing here runs Lighthouse or times anything."""
+import json
+
 import pytest
 
 from scripts.audit import lighthouse
@@ -75,12 +77,12 @@ def test_the_long_reference_page_is_about_as_long_as_a_lesson_page(reference_sit
 
 
 def test_each_verdict_is_said_as_a_sentence_about_the_target():
-    said = {lighthouse.blocking_ratio(runs(pairs), PAGE)["words"].split(": ", 1)[1] for pairs in
+    said = [lighthouse.blocking_ratio(runs(pairs), PAGE)["words"].split(": ", 1)[1] for pairs in
             ([(90, 80), (100, 90), (70, 60), (120, 100), (80, 70)],
              [(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)],
-             [(90, 80), (300, 90), (70, 60), (400, 100), (80, 70)])}
-    assert said == {"meets the target of 1.5x", "misses the target of 1.5x",
-                    "cannot tell whether it meets the target of 1.5x"}
+             [(90, 80), (300, 90), (70, 60), (400, 100), (80, 70)])]
+    assert said == ["meets the target of 1.5x", "misses the target of 1.5x",
+                    "cannot tell whether it meets the target of 1.5x"]
 
 
 def kept_runs():
@@ -99,8 +101,6 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
                                                                        monkeypatch):
     # What scores.json says of its runs is derived like a figure: a reworded verdict or
     # a new threshold is redone from the runs it keeps, and Lighthouse never starts.
-    import json
-
     scores = tmp_path / "scores.json"
     kept = {"pages": [PAGE], "reference": lighthouse.BARE, "measuredAt": "then",
             "blockingAgainstBare": {PAGE: {"words": "said in an older way"}},
@@ -118,14 +118,20 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
                                              lighthouse.LONG_BARE: 720}
     assert again["loadAverage1m"] == {"min": 0.6, "max": 1.0}
     assert list(again)[:3] == ["pages", "reference", "measuredAt"]  # its order, as kept
+    assert list(again["medianScores"]) == [PAGE, lighthouse.BARE, lighthouse.LONG_BARE]
 
 
-def test_render_only_of_an_unreadable_file_is_one_line_naming_the_fix(tmp_path, monkeypatch):
+@pytest.mark.parametrize("text", ['{"pages": ["lessons/some-lesson/"]', "[]",
+                                  '{"pages": [], "runs": []}',
+                                  json.dumps({"pages": [PAGE], "runs": runs([(90, 80)])})],
+                         ids=["cut short", "not a record", "no runs", "no long bare page"])
+def test_render_only_of_a_file_without_runs_to_read_is_one_line_naming_the_fix(
+        tmp_path, monkeypatch, text):
     scores = tmp_path / "scores.json"
-    scores.write_text('{"pages": ["lessons/some-lesson/"]')
+    scores.write_text(text)
     monkeypatch.setattr(lighthouse, "SCORES", scores)
     with pytest.raises(SystemExit) as stopped:
         lighthouse.main(["--render-only"])
     message = str(stopped.value)
     assert "\n" not in message and message.endswith("run `make audit` to measure afresh")
-    assert scores.read_text() == '{"pages": ["lessons/some-lesson/"]'  # left as it was
+    assert scores.read_text() == text  # left as it was

@@ -770,10 +770,12 @@ SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
 IN_A_CLOSED_ANSWER = "code => code.closest('details:not([open])') !== null"
 CODE_BLOCKS_SEEN = """(seen) => [...document.querySelectorAll('article pre > code')].map(
     (code, index) => {
-        // A closed answer's code is laid out where it would be, but never drawn.
+        // A closed answer's code reports a box where it would be (asking lays it out),
+        // but it is never drawn, so the theme's observer never sees it. A box that only
+        // touches the viewport's edge counts as seen, as it does for the observer.
         const closed = (%s)(code), box = code.getBoundingClientRect();
         return {setUp: (%s)(code), closed, seen: seen[index] || (!closed
-                && box.height > 0 && box.bottom > 0 && box.top < innerHeight)};
+                && box.height > 0 && box.bottom >= 0 && box.top <= innerHeight)};
     })""" % (IN_A_CLOSED_ANSWER, SET_UP_BY_THE_THEME)
 
 

@@ -130,7 +130,8 @@ def derived(runs, pages):
     """Every statistic and word scores.json holds beside its runs, from the runs alone: a
     change to how they are read or said (a threshold, a sentence) is redone with
     --render-only, never by running Lighthouse again."""
-    audited = list(dict.fromkeys(run["page"] for run in runs))
+    found = {run["page"] for run in runs}
+    audited = [page for page in (*pages, BARE, LONG_BARE) if page in found]  # as written
     loads = [run["hostBefore"]["loadAverage1m"] for run in runs]
     return {"loadAverage1m": {"min": min(loads), "max": max(loads)},
             "medianScores": {page: {name: statistics.median(
@@ -196,18 +197,29 @@ def report(result, path):
 
 def write_scores(result, path):
     scratch = path.with_suffix(".json.tmp")
-    scratch.write_text(json.dumps(result, indent=2) + "\n")
-    scratch.replace(path)  # a failed run never leaves half a file behind
+    try:
+        scratch.write_text(json.dumps(result, indent=2) + "\n")
+        scratch.replace(path)  # a failed run never leaves half a file behind
+    except OSError as error:
+        scratch.unlink(missing_ok=True)
+        sys.exit(f"audit: could not write {shown(path)} ({error.strerror}); free the "
+                 f"space or fix its permissions and run the audit again")
 
 
-def rederived(path):
-    """scores.json with what is derived from its runs derived again, the runs as kept."""
+def kept_runs(path):
+    """What an earlier audit wrote, checked for the two things derived() reads."""
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
-        return {**kept, **derived(kept["runs"], kept["pages"])}
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        sys.exit(f"audit: {shown(path)} cannot be read again ({error!r}); "
+        ready = (isinstance(kept, dict) and isinstance(kept.get("pages"), list)
+                 and isinstance(kept.get("runs"), list) and kept["runs"]
+                 and {BARE, LONG_BARE} <= {run.get("page") for run in kept["runs"]})
+    except (OSError, ValueError, AttributeError) as error:
+        ready, kept = False, error
+    if not ready:
+        why = f" ({kept!r})" if isinstance(kept, Exception) else ""
+        sys.exit(f"audit: {shown(path)} holds no runs of every page to read again{why}; "
                  f"run `make audit` to measure afresh")
+    return kept
 
 
 def main(argv=None):
@@ -215,10 +227,12 @@ def main(argv=None):
     parser.add_argument("--site", type=Path, default=ROOT / "site")
     parser.add_argument("--runs", type=int, default=5, help="rounds (each audits every page)")
     parser.add_argument("--render-only", action="store_true",
-                        help="derive the statistics and words again from the kept runs")
+                        help="derive the statistics and words again from the runs "
+                             "scores.json keeps (no Lighthouse, no --site, no --runs)")
     args = parser.parse_args(argv)
     if args.render_only:
-        result = rederived(SCORES)
+        kept = kept_runs(SCORES)
+        result = {**kept, **derived(kept["runs"], kept["pages"])}
         write_scores(result, SCORES)
         report(result, SCORES)
         return 0
