@@ -85,7 +85,7 @@ def test_each_verdict_is_said_as_a_sentence_about_the_target():
                     "cannot tell whether it meets the target of 1.5x"]
 
 
-def kept_runs():
+def audited_runs():
     """Runs as lighthouse.py keeps them: every page of a round, with its host and scores."""
     found = runs([(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)])
     for number, ms in enumerate((700, 650, 880, 720, 760), start=1):
@@ -104,7 +104,7 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
     scores = tmp_path / "scores.json"
     kept = {"pages": [PAGE], "reference": lighthouse.BARE, "measuredAt": "then",
             "blockingAgainstBare": {PAGE: {"words": "said in an older way"}},
-            "runs": kept_runs()}
+            "runs": audited_runs()}
     scores.write_text(json.dumps(kept))
     monkeypatch.setattr(lighthouse, "SCORES", scores)
     monkeypatch.setattr(lighthouse, "one_run", lambda url: pytest.fail("Lighthouse ran"))
@@ -123,8 +123,11 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
 
 @pytest.mark.parametrize("text", ['{"pages": ["lessons/some-lesson/"]', "[]",
                                   '{"pages": [], "runs": []}',
-                                  json.dumps({"pages": [PAGE], "runs": runs([(90, 80)])})],
-                         ids=["cut short", "not a record", "no runs", "no long bare page"])
+                                  json.dumps({"pages": [PAGE], "runs": runs([(90, 80)])}),
+                                  json.dumps({"pages": ["lessons/another/"],
+                                              "runs": audited_runs()})],
+                         ids=["cut short", "not a record", "no runs", "runs cut short",
+                              "a page never audited"])
 def test_render_only_of_a_file_without_runs_to_read_is_one_line_naming_the_fix(
         tmp_path, monkeypatch, text):
     scores = tmp_path / "scores.json"

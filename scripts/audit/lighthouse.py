@@ -206,14 +206,22 @@ def write_scores(result, path):
                  f"space or fix its permissions and run the audit again")
 
 
+# What derived() reads of each kept run.
+RUN_FIELDS = {"round", "page", "hostBefore", "scores", "metrics"}
+
+
 def kept_runs(path):
-    """What an earlier audit wrote, checked for the two things derived() reads."""
+    """What an earlier audit wrote, checked for what derived() reads: runs of every page
+    it names and of both bare pages."""
     try:
         kept = json.loads(path.read_text(encoding="utf-8"))
         ready = (isinstance(kept, dict) and isinstance(kept.get("pages"), list)
-                 and isinstance(kept.get("runs"), list) and kept["runs"]
-                 and {BARE, LONG_BARE} <= {run.get("page") for run in kept["runs"]})
-    except (OSError, ValueError, AttributeError) as error:
+                 and isinstance(kept.get("runs"), list)
+                 and all(isinstance(run, dict) and RUN_FIELDS <= run.keys()
+                         for run in kept["runs"])
+                 and {*kept["pages"], BARE, LONG_BARE} <= {run["page"]
+                                                            for run in kept["runs"]})
+    except (OSError, ValueError, TypeError) as error:
         ready, kept = False, error
     if not ready:
         why = f" ({kept!r})" if isinstance(kept, Exception) else ""
