@@ -38,9 +38,11 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 
 from scripts.audit.reference import (LONG_PAGE_PATH, ReferenceBuildFailed,  # noqa: E402
                                      build_reference)
+from scripts import display  # noqa: E402
 from scripts.host import host_load  # noqa: E402
 from scripts.intervals import median_interval  # noqa: E402
 from scripts.lessons import load_lessons  # noqa: E402
+from scripts.recordings import RecordingError, write_atomically  # noqa: E402
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"
 SCORES = HERE / "scores.json"
@@ -176,11 +178,6 @@ def measured(site, rounds, pages):
     return runs
 
 
-def shown(path):
-    """A path as a maintainer types it: from the repository's root when inside it."""
-    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
-
-
 def report(result, path):
     blocking = result["medianBlockingTimeMs"]
     for page in result["pages"]:
@@ -192,18 +189,14 @@ def report(result, path):
               file=sys.stderr)
     loads = result["loadAverage1m"]
     print(f"audit: load average {loads['min']:.1f}-{loads['max']:.1f}; wrote "
-          f"{shown(path)}", file=sys.stderr)
+          f"{display(path)}", file=sys.stderr)
 
 
 def write_scores(result, path):
-    scratch = path.with_suffix(".json.tmp")
-    try:
-        scratch.write_text(json.dumps(result, indent=2) + "\n")
-        scratch.replace(path)  # a failed run never leaves half a file behind
-    except OSError as error:
-        scratch.unlink(missing_ok=True)
-        sys.exit(f"audit: could not write {shown(path)} ({error.strerror}); free the "
-                 f"space or fix its permissions and run the audit again")
+    try:  # a failed write never leaves half a file behind
+        write_atomically(path, json.dumps(result, indent=2) + "\n")
+    except RecordingError as error:
+        sys.exit(f"audit: {error}")
 
 
 # What derived() reads of each kept run.
@@ -225,7 +218,7 @@ def kept_runs(path):
         ready, kept = False, error
     if not ready:
         why = f" ({kept!r})" if isinstance(kept, Exception) else ""
-        sys.exit(f"audit: {shown(path)} holds no runs of every page to read again{why}; "
+        sys.exit(f"audit: {display(path)} holds no runs of every page to read again{why}; "
                  f"run `make audit` to measure afresh")
     return kept
 

@@ -45,6 +45,8 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from scripts.recordings import write_atomically
+
 CHECK_THE_HOOK = ("check scripts/pages/theme_startup.py against the installed "
                   "mkdocs-material, or reinstall the pinned one: "
                   "pip install -r requirements.txt -c constraints.txt")
@@ -57,7 +59,6 @@ COLOR_SCHEME_META = 'let o=x("meta",{name:"color-scheme"});'
 ADDED_TO_HEAD = "document.head.appendChild(o);"
 # The same statement made empty, padded with spaces so that no column moves.
 NOT_ADDED = COLOR_SCHEME_META + ";".ljust(len(ADDED_TO_HEAD))
-
 
 
 def without_switching_rule(stylesheet):
@@ -93,8 +94,7 @@ def rewrite(path, change):
     # newline="": every byte but the changed ones stays as the theme shipped it.
     with open(path, encoding="utf-8", newline="") as original:
         text = original.read()
-    with open(path, "w", encoding="utf-8", newline="") as changed:
-        changed.write(change(text))
+    write_atomically(path, change(text))
 
 
 def on_post_build(config):
