@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from scripts import LOCK, REGISTRY, ROOT, display
+from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
 from scripts.recordings import RECORD
@@ -19,6 +20,7 @@ from scripts.recordings import RECORD
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
 NOTEBOOK_BUILDER = "scripts/runners/notebook.py"
+ANALYSIS_TEXT = "scripts/analysis_text.py"
 RECORDINGS_DIR = "recordings"
 ANALYSES = "recordings/analysis"
 ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<variant>.analysis`
@@ -215,9 +217,17 @@ class AnalysisKind:
     renderer = "analysis"
 
     def render(self, recording):
-        analysis = importlib.import_module(self.module).analyse(self.variant, recording)
-        # allow_nan=False: an interval of NaN is a bug to stop at, never a page value.
-        return json.dumps(analysis, indent=1, sort_keys=True, allow_nan=False) + "\n"
+        return analysis_text(importlib.import_module(self.module).analyse(self.variant,
+                                                                          recording))
+
+
+@dataclass(frozen=True)
+class AnalysisOutput(DerivedOutput):
+    """An analysis: made by the lesson's analysis module and kept as scripts/analysis_text.py
+    writes it, so that module's text (its rounding) is an input too."""
+
+    def current_inputs(self, root=ROOT):
+        return {**super().current_inputs(root), **file_digests([root / ANALYSIS_TEXT], root)}
 
 
 def analysis_outputs(lesson):
@@ -226,8 +236,8 @@ def analysis_outputs(lesson):
         return []
     code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()
     files = for_lesson(lesson)
-    return [DerivedOutput(files.analysis(variant), files.recording(variant), code, RENDER,
-                          kind=AnalysisKind(lesson.analysis, variant))
+    return [AnalysisOutput(files.analysis(variant), files.recording(variant), code, RENDER,
+                           kind=AnalysisKind(lesson.analysis, variant))
             for variant in lesson.analyses]
 
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import SEED, clean_env, each_lesson, module_file, project_copy
 from scripts import hashes
 from scripts.lessons import load_lessons
-from scripts.outputs import figure_outputs, lesson_command, notebook_output
+from scripts.outputs import analysis_outputs, figure_outputs, lesson_command, notebook_output
 
 # The seed lesson: the tests below that follow its rank module, sweep, analyses and
 # mechanism table are about what it is made of; the others run for every lesson.
@@ -169,6 +169,13 @@ def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure
           for variant in ("cpu", "cpu-processes", "sweep")]])
     edit(tree / "scripts" / "intervals.py", append_code)
     assert all(line.endswith(f"run {RENDER}") for line in problems(tree))
+
+
+def test_how_an_analysis_is_kept_is_an_input_of_every_analysis_and_of_nothing_else(tree):
+    edit(tree / "scripts" / "analysis_text.py", append_comment)
+    assert sorted(problems(tree)) == sorted(
+        f"{output.path}: stale, scripts/analysis_text.py changed; run {RENDER}"
+        for lesson in load_lessons(tree).values() for output in analysis_outputs(lesson))
 
 
 def test_a_format_change_redraws_and_re_measures_nothing(tree):

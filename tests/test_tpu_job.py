@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_lesson, module_file,
@@ -438,8 +439,12 @@ def test_the_canned_recording_is_a_valid_tpu_recording_only_when_fresh(tmp_path)
     canned = json.loads(FIXTURE.read_text())
     drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
               f"and data.panels into the fixture"
-    for field in ("gradient", "panels"):
-        assert canned["data"][field] == cpu["data"][field], drifted
+    assert canned["data"]["panels"] == cpu["data"]["panels"], drifted
+    # The gradient to float32's precision, not to the bit: XLA's CPU code, and so the last
+    # bits of a sum, depend on the processor the recording was made on (AVX-512 or not).
+    gradient = np.asarray(cpu["data"]["gradient"])
+    assert np.allclose(canned["data"]["gradient"], gradient, rtol=0,
+                       atol=1e-5 * np.abs(gradient).max()), drifted
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
     assert check_tpu_recording(fresh, ID, module)["provenance"] == \
         "recorded_tpu_computation"
