@@ -7,6 +7,8 @@ Every verdict compares paired blocks: block b measured p = 2, 4, 8 one after ano
 inside each, every program at one size in turn, so a ratio taken within a block shares
 that block's conditions.
 """
+import math
+
 import numpy as np
 
 from scripts import intervals
@@ -54,10 +56,12 @@ def points(blocks, programs):
 def cache_boundary(collective, ranks, programs, cache_bytes):
     """The S at which the working set (about workingSetOverS x S over the p devices'
     inputs and outputs) fills the last-level cache: sizes below it are fitted; None when
-    the cache size is unknown."""
+    the cache size is unknown. Rounded up to a whole byte: a size (a whole number of
+    bytes) is below the boundary exactly when it is below its ceiling, and a byte count
+    survives scripts/analysis_text.py's six significant digits only as an int."""
     if not cache_bytes:
         return None
-    return cache_bytes / programs[str(ranks)][collective]["workingSetOverS"]
+    return math.ceil(cache_bytes / programs[str(ranks)][collective]["workingSetOverS"])
 
 
 def fit_one(sizes, medians, boundary):

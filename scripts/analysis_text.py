@@ -7,7 +7,12 @@ give sums that differ in their last bits from one machine to the next: a block m
 committed bytes. A statistic of noisy timings carries nothing in its seventeenth digit,
 so every float is kept to SIGNIFICANT digits: the derived bytes are then the recording's
 and the code's alone, whichever machine derived them (a value would have to lie within
-a few units in its last place of a rounding boundary to come out otherwise).
+a few units in its last place of a rounding boundary to come out otherwise). An exact
+quantity with more digits than that, a byte count, is an analysis's to keep as an int.
+
+A page's `{{ rec:… }}` value is formatted from the kept number, while the `words` an
+analysis writes were formatted from the unrounded one; the two can differ only where
+the page asks for six or more digits, which no page does.
 """
 import json
 

@@ -123,7 +123,8 @@ class RecordingOutput:
 
 @dataclass(frozen=True)
 class DerivedOutput:
-    """A figure or the notebook: its input JSON plus the code closure that turns it into bytes."""
+    """A figure, an analysis or the notebook: its input JSON plus the code closure that
+    turns it into bytes."""
     path: str
     source: str  # the recording or data file it is made from
     code: str  # the renderer (or builder) module
@@ -217,8 +218,8 @@ class AnalysisKind:
     renderer = "analysis"
 
     def render(self, recording):
-        return analysis_text(importlib.import_module(self.module).analyse(self.variant,
-                                                                          recording))
+        analysis = importlib.import_module(self.module).analyse(self.variant, recording)
+        return analysis_text(analysis)
 
 
 @dataclass(frozen=True)
