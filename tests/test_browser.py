@@ -805,6 +805,50 @@ def test_the_themes_start_sets_up_only_the_code_blocks_in_view(browser, served):
     page.close()
 
 
+# What the theme's components do as the page starts, in order, with three marks: the
+# bundle has been evaluated (its script's load event, which follows its run at once), a
+# watch on the theme's component$ is in place, and the page's DOMContentLoaded has been
+# dispatched (a listener on window runs after the theme's own, on the document). Each
+# emission of component$ is a component's state, named by its element.
+WATCH_THE_COMPONENTS_START = r"""
+window.__startedInOrder = [];
+document.addEventListener('load', event => {
+  if (!/\/bundle\.[0-9a-f]+\.min\.js$/.test(event.target.src || '')) return;
+  __startedInOrder.push('evaluated');
+  component$.subscribe(state => __startedInOrder.push(
+      state.ref.dataset.mdComponent || 'content'));
+  __startedInOrder.push('watched');
+}, true);
+window.addEventListener('DOMContentLoaded', () => __startedInOrder.push('parsed'));
+"""
+# scripts/pages/startup_tasks.py's list, as the theme names them once started.
+THE_THEMES_CONTROLS = {"consent", "dialog", "palette", "progress", "search",
+                       "search-query", "source"}
+STARTED_ON_A_PHONE = {"palette", "search-query", "content", "header", "header-title", "toc"}
+
+
+def test_the_themes_components_start_after_the_page_is_parsed(browser, served):
+    """scripts/pages/startup_tasks.py: the theme starts each component in a task of its
+    own, so none starts while its bundle is evaluated (the theme's own starts search
+    there) and none of the page's content components (header, table of contents,
+    content) while DOMContentLoaded is dispatched (the theme's own starts them all
+    there); the controls may start before or after it. Every component still starts."""
+    page = browser.new_page(viewport={"width": 390, "height": 900}, is_mobile=True,
+                            has_touch=True)
+    page.add_init_script(WATCH_THE_COMPONENTS_START)
+    watch = PageWatch(page, served)
+    settle(page, watch, f"{served}/{LESSON}")
+    # The theme starts the table of contents last of these (on a phone, no sidebar).
+    page.wait_for_function("__startedInOrder.includes('toc')")
+    started = page.evaluate("__startedInOrder")
+    assert started[:2] == ["evaluated", "watched"], started
+    before_parsed = started[2:started.index("parsed")]
+    assert set(before_parsed) <= THE_THEMES_CONTROLS, started
+    assert STARTED_ON_A_PHONE <= set(started)
+    assert watch.problems == []
+    page.close()
+
+
 def test_dark_palette_and_notebook_page(visits):
     dark = visits("dark", 1280)
     assert dark[LESSON].scheme == "slate"

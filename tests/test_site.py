@@ -478,12 +478,13 @@ def test_every_table_header_has_words(built_site):
 def test_the_theme_starts_without_restyling_the_whole_page(built_site):
     """scripts/pages/theme_startup.py and docs/overrides/main.html: the palette stylesheet
     keys nothing on the attribute the theme toggles as it starts, the bundle makes its
-    colour-scheme meta element without adding it to the head (and changes nowhere else,
-    so its source map still fits), and every page takes the js and js-focus-visible
-    classes in its head, before any style is computed. tests/test_browser.py watches the
-    same in a browser."""
+    colour-scheme meta element without adding it to the head (in place, so no column
+    moves), and every page takes the js and js-focus-visible classes in its head, before
+    any style is computed. tests/test_browser.py watches the same in a browser."""
     import material
 
+    from scripts.pages.source_map import inserted
+    from scripts.pages.startup_tasks import one_task_per_component
     from scripts.pages.theme_startup import (ADDED_TO_HEAD, COLOR_SCHEME_META,
                                              SWITCHING_RULE, without_color_scheme_meta)
     theme = Path(material.__file__).parent / "templates" / "assets"
@@ -493,9 +494,11 @@ def test_the_theme_starts_without_restyling_the_whole_page(built_site):
     [bundle] = (built_site / "assets" / "javascripts").glob("bundle.*.min.js")
     shipped = (theme / "javascripts" / bundle.name).read_bytes().decode()
     assert COLOR_SCHEME_META + ADDED_TO_HEAD in shipped  # the theme's own copy adds it
-    built = bundle.read_bytes().decode()
-    assert built == without_color_scheme_meta(shipped) != shipped
-    assert len(built) == len(shipped)
+    without_meta = without_color_scheme_meta(shipped)
+    assert without_meta != shipped and len(without_meta) == len(shipped)
+    # The other change to the bundle, and the only one: startup_tasks.py's.
+    assert bundle.read_bytes().decode() == inserted(without_meta,
+                                                   one_task_per_component(without_meta))
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]
         assert 'classList.replace("no-js","js")' in head, page

@@ -38,13 +38,21 @@ Both files are changed in the built site only, and only once: a file already cha
 `--dirty` build keeps it) is left as it is. A theme whose files hold neither what is
 changed nor the change fails the build, so an upgrade is looked at again instead of
 silently keeping a patch that does nothing (the texts are mkdocs-material 9.8.2's,
-requirements.txt). The bundle keeps its length, so its source map still points at the
-right columns.
+requirements.txt). The meta element's statement is emptied in place, so no column
+moves.
+
+The same hook makes the bundle start the theme's components one per task
+(scripts/pages/startup_tasks.py says why), the one change that makes it longer: its
+source map is moved to match (scripts/pages/source_map.py), so a debugger still shows
+the theme's own line and column for every column of the built bundle.
 """
+import json
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from scripts.pages.source_map import inserted, with_insertions
+from scripts.pages.startup_tasks import one_task_per_component
 from scripts.recordings import write_atomically
 
 CHECK_THE_HOOK = ("check scripts/pages/theme_startup.py against the installed "
@@ -90,16 +98,43 @@ def built_theme_file(site, pattern):
     return found[0]
 
 
-def rewrite(path, change):
+def read(path):
     # newline="": every byte but the changed ones stays as the theme shipped it.
     with open(path, encoding="utf-8", newline="") as original:
-        text = original.read()
-    write_atomically(path, change(text))
+        return original.read()
+
+
+def rewrite(path, change):
+    write_atomically(path, change(read(path)))
+
+
+def rewrite_bundle(bundle_path):
+    """Write the built bundle with its colour-scheme meta element never added and its
+    components started one per task (startup_tasks.py), and its source map moved to
+    match the second change, the one that makes the bundle longer."""
+    bundle = without_color_scheme_meta(read(bundle_path))
+    insertions = one_task_per_component(bundle)
+    source_map = bundle_path.with_name(bundle_path.name + ".map")
+    if insertions and source_map.exists():
+        line = bundle.count("\n", 0, insertions[0][0])
+        start_of_line = bundle.rfind("\n", 0, insertions[0][0]) + 1
+        if bundle.count("\n", 0, insertions[-1][0]) != line:
+            raise PluginError(f"the theme's bundle starts its components over more than "
+                              f"one line; {CHECK_THE_HOOK}")
+        text = read(source_map)
+        written = json.loads(text)["mappings"]
+        moved = with_insertions(written, line, [(index - start_of_line, len(string))
+                                                for index, string in insertions])
+        # Only the mappings change; the rest of the file stays byte for byte.
+        if text.count(json.dumps(written)) != 1:
+            raise PluginError(f"the theme's source map does not hold its mappings as one "
+                              f"plain string; {CHECK_THE_HOOK}")
+        write_atomically(source_map, text.replace(json.dumps(written), json.dumps(moved), 1))
+    write_atomically(bundle_path, inserted(bundle, insertions))
 
 
 def on_post_build(config):
     site = config["site_dir"]
     rewrite(built_theme_file(site, "assets/stylesheets/palette.*.min.css"),
             without_switching_rule)
-    rewrite(built_theme_file(site, "assets/javascripts/bundle.*.min.js"),
-            without_color_scheme_meta)
+    rewrite_bundle(built_theme_file(site, "assets/javascripts/bundle.*.min.js"))

@@ -1,0 +1,96 @@
+"""The theme's components start one per task, so a long page answers a reader's tap while
+the theme starts.
+
+mkdocs-material starts all its components in two runs of script that nothing can
+interrupt: the palette, search and the other controls while its bundle is evaluated,
+and the header, table of contents, back-to-top button, sidebars and content (code
+blocks, tabs, tooltips) when the page has been parsed (DOMContentLoaded). On a short
+page both runs happen before the first paint. A long page is painted while it is still
+being parsed, so both land after the reader can see it: a trace of the lesson page on
+this project's 2-core machine found the two at 19-29 ms and 31-51 ms, which Lighthouse
+scales four times for its mobile phone and counts, above 50 ms each, as total blocking
+time (scripts/audit/lighthouse.py compares that with the bare theme's).
+
+Here each component is started in a task of its own (RxJS `timer(0)` then the theme's
+own mount: `timer(0).pipe(switchMap(() => mount(el)))`), in the order the theme starts
+them, and none of them at the moment the bundle runs or the page is parsed. A task
+stays short, and between two the browser can paint and take input. What is lost: a
+component starts a task later, a millisecond or two (the first paint is not waited for).
+The palette the reader chose is already applied by the theme's inline script in <body>,
+and the page's text is there, so nothing a reader sees depends on the wait.
+
+The text is mkdocs-material 9.8.2's minified bundle: `me` is its getComponentElements,
+`He` RxJS's timer and `b` its switchMap (both are checked below). A theme whose bundle
+does not start these components in this way fails the build, as theme_startup.py does.
+"""
+import re
+
+from mkdocs.exceptions import PluginError
+
+# Where the bundle starts its components: control$ (at evaluation), then content$ (on
+# DOMContentLoaded), each a merge of `...me("<component>").map(e=>mount(e, ...))`.
+COMPONENTS_START = 'Hs=L(...me("consent")'
+COMPONENTS_END = ",Ki=ct.pipe(b(()=>$s),Ve(Hs),Z(1));Ki.subscribe();"
+COMPONENT = re.compile(r'\.\.\.me\("([a-z-]+)"\)\.map\(e=>')
+STARTED_BY_THE_THEME = ("consent", "dialog", "palette", "progress", "search", "source",
+                        "announce", "content", "content", "header", "header-title",
+                        "sidebar", "tabs", "toc", "top")
+# RxJS's timer(dueTime, interval, scheduler) with asyncScheduler by default, and the
+# switchMap that the bundle's own `document$.pipe(switchMap(() => content$))` uses.
+TIMER = "function He(e,t,r){e===void 0&&(e=0),r===void 0&&(r=Wr);"
+SWITCH_MAP = "Ki=ct.pipe(b(()=>$s)"
+IN_A_TASK_OF_ITS_OWN = "He(0).pipe(b(()=>"
+THEN = "))"
+CHECK_THE_HOOK = ("check scripts/pages/startup_tasks.py against the installed "
+                  "mkdocs-material, or reinstall the pinned one: "
+                  "pip install -r requirements.txt -c constraints.txt")
+
+
+def closing_parenthesis(text, opening):
+    """Index of the `)` that closes the `(` at `opening`; double-quoted strings (the
+    only ones the bundle's start-up holds) are skipped."""
+    depth, quoted = 0, False
+    for index in range(opening, len(text)):
+        character = text[index]
+        if character == '"':
+            quoted = not quoted
+        elif not quoted and character == "(":
+            depth += 1
+        elif not quoted and character == ")":
+            depth -= 1
+            if depth == 0:
+                return index
+    raise PluginError(f"the theme's bundle has an unclosed component start; {CHECK_THE_HOOK}")
+
+
+def start_up(bundle):
+    """Where the bundle starts its components, found once, or a PluginError."""
+    start, end = bundle.find(COMPONENTS_START), bundle.find(COMPONENTS_END)
+    if (bundle.count(COMPONENTS_START) != 1 or bundle.count(COMPONENTS_END) != 1
+            or end < start or bundle.count(TIMER) != 1 or SWITCH_MAP not in COMPONENTS_END):
+        raise PluginError(f"the theme's bundle does not start its components as this hook "
+                          f"expects; {CHECK_THE_HOOK}")
+    return start, end
+
+
+def one_task_per_component(bundle):
+    """The insertions, (index in `bundle`, text), that start each component in a task of
+    its own; none where the bundle already does (a `--dirty` build keeps the changed
+    file)."""
+    start, end = start_up(bundle)
+    components = list(COMPONENT.finditer(bundle, start, end))
+    if tuple(found.group(1) for found in components) != STARTED_BY_THE_THEME:
+        raise PluginError(f"the theme's bundle starts other components than this hook "
+                          f"expects; {CHECK_THE_HOOK}")
+    # Each match ends just after `.map(e=>`: the mount is what follows, up to the `)`
+    # that closes `.map(`.
+    mounts = [(found.end(), closing_parenthesis(bundle, found.end() - len("(e=>")))
+              for found in components]
+    changed = [bundle.startswith(IN_A_TASK_OF_ITS_OWN, mount) for mount, _ in mounts]
+    if all(changed):
+        return []
+    if any(changed):
+        raise PluginError(f"the theme's bundle starts some components in tasks of their "
+                          f"own and not others; {CHECK_THE_HOOK}")
+    return [insertion for mount, end_of_mount in mounts
+            for insertion in ((mount, IN_A_TASK_OF_ITS_OWN), (end_of_mount, THEN))]
