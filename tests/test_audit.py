@@ -42,6 +42,17 @@ def test_a_bare_page_that_never_blocked_gives_no_ratio_rather_than_a_division():
     assert ratio["verdict"] == "no ratio" and ratio["roundsWithoutBareBlocking"] == 2
 
 
+def test_rounds_without_a_ratio_are_said_beside_the_verdict():
+    """A round where the bare page blocked 0 ms gives no ratio; what the lesson page
+    blocked there is still kept and said."""
+    ratio = lighthouse.blocking_ratio(runs([(0, 40), (10, 0), (0, 30), (8, 0), (0, 20),
+                                            (0, 25), (0, 35)]), PAGE)
+    assert ratio["n"] == 5 and ratio["roundsWithoutBareBlocking"] == 2
+    assert ratio["blockingWhereBareDidNot"] == [8, 10]
+    assert "(94% interval 0.00-0.00, 5 rounds; 2 more gave no ratio, the bare page " \
+           "blocking 0 ms and this one 8-10 ms): meets" in ratio["words"]
+
+
 def test_the_audit_covers_every_registered_lesson():
     import tomllib
 

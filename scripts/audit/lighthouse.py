@@ -113,19 +113,26 @@ def blocking_ratio(runs, page, reference=BARE):
             run["metrics"]["total-blocking-time"]
     ratios = [found[page] / found[reference] for found in by_round.values()
               if found.get(reference) and page in found]
+    # What the page blocked in the rounds that give no ratio, said beside the verdict
+    # so that no round's reading goes unreported.
+    unpaired = sorted(found[page] for found in by_round.values()
+                      if not found.get(reference) and page in found)
     skipped = len(by_round) - len(ratios)
     if not ratios:
-        return {"ratios": [], "roundsWithoutBareBlocking": skipped, "verdict": "no ratio",
+        return {"ratios": [], "roundsWithoutBareBlocking": skipped,
+                "blockingWhereBareDidNot": unpaired, "verdict": "no ratio",
                 "words": f"the {reference} blocked for 0 ms in every round: no ratio"}
     stat = median_interval(ratios)
     verdict = ("inconclusive" if stat["coverage"] < MIN_COVERAGE else
                "meets" if stat["high"] <= BLOCKING_TARGET else
                "misses" if stat["low"] > BLOCKING_TARGET else "inconclusive")
+    without = (f"; {len(unpaired)} more gave no ratio, the bare page blocking 0 ms and "
+               f"this one {unpaired[0]:.0f}-{unpaired[-1]:.0f} ms" if unpaired else "")
     words = (f"{stat['median']:.2f}x the {reference} ({stat['coverage']:.0%} interval "
-             f"{stat['low']:.2f}-{stat['high']:.2f}, {len(ratios)} rounds): "
+             f"{stat['low']:.2f}-{stat['high']:.2f}, {len(ratios)} rounds{without}): "
              f"{VERDICT_WORDS[verdict]} the target of {BLOCKING_TARGET}x")
     return {**stat, "ratios": ratios, "roundsWithoutBareBlocking": skipped,
-            "verdict": verdict, "words": words}
+            "blockingWhereBareDidNot": unpaired, "verdict": verdict, "words": words}
 
 
 def derived(runs, pages):
