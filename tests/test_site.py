@@ -437,6 +437,29 @@ def test_formulas_are_set_as_tex_sets_them():
                       None, None)
     assert '<mo largeop="true" movablelimits="false">\u2211</mo>' in display
     assert display.count("<math") == 1 and "<semantics><mstyle data-search-exclude>" in display
+    # Under and over the Σ, "=" and "−" are tight; the "=" after g, in the line, is not.
+    tight = '<mo lspace="0" rspace="0">'
+    assert f"<mi>r</mi>{tight}=</mo><mn>0</mn>" in display
+    assert f"<mi>p</mi>{tight}\u2212</mo><mn>1</mn>" in display
+    assert "<mi>g</mi><mo>=</mo><munderover>" in display
+
+
+def test_operators_in_scripts_are_tight_and_nowhere_else():
+    from scripts.pages.mathml import tight_in_scripts
+
+    tight = '<mo lspace="0" rspace="0">'
+    # x_{i+1}^{n-1} + y: both scripts tight, the + in the line spaced.
+    markup = ("<math><msubsup><mi>x</mi><mrow><mi>i</mi><mo>+</mo><mn>1</mn></mrow>"
+              "<mrow><mi>n</mi><mo>-</mo><mn>1</mn></mrow></msubsup><mo>+</mo><mi>y</mi>"
+              "</math>")
+    assert tight_in_scripts(markup) == markup.replace("<mo>+</mo><mn>1", f"{tight}+</mo><mn>1"
+                                                      ).replace("<mo>-", f"{tight}-")
+    # A fraction in a superscript is still inside the script; the base of a script and a
+    # spaced space (self-closing) are not scripts; explicit spacing is kept.
+    markup = ("<math><msup><mrow><mi>a</mi><mo>=</mo><mi>b</mi></mrow><mfrac><mrow><mi>p"
+              "</mi><mo>-</mo><mn>1</mn></mrow><mi>p</mi></mfrac></msup><mspace width=\"1em\" />"
+              "<mo>=</mo><msub><mi>c</mi><mo lspace=\"1em\">*</mo></msub></math>")
+    assert tight_in_scripts(markup) == markup.replace("<mo>-", f"{tight}-")
 
 
 def test_the_math_font_has_every_character_a_formula_uses(built_site):

@@ -11,6 +11,9 @@ Where MathML's defaults differ from TeX, the markup says what TeX does:
   as an infix operator ("G / p"): it gets `lspace="0" rspace="0"`.
 - A display formula's large operators (Σ) are drawn at display size with their limits
   above and below (`largeop`, `movablelimits="false"`), whatever the reader's defaults.
+- In a subscript, a superscript or a limit, TeX puts no space around a relation or a
+  binary operator ("r=0" under a Σ, "p-1" over it); MathML's dictionary spaces them as
+  in the line ("r = 0"). Every operator there gets `lspace="0" rspace="0"`.
 - An inline formula and the punctuation right after it do not wrap apart.
 - The TeX stays in the page as the formula's annotation (`<semantics>`), which browsers
   do not draw and screen readers do not read; the search index holds that TeX ("G/p")
@@ -122,6 +125,36 @@ LARGE_OPERATOR = re.compile("<mo>([\u220F\u2210\u2211\u222B-\u222F\u22C0-\u22C3]
 BODY = re.compile(r"^(<math\b[^>]*>)(.*)(</math>)$", re.S)
 
 
+# Elements whose children after the first are scripts: sub- and superscripts, limits,
+# accents, a root's index.
+SCRIPTED = frozenset({"msub", "msup", "msubsup", "munder", "mover", "munderover", "mroot"})
+# A tag as inert() writes it (attribute values are escaped, so none holds a ">").
+TAG = re.compile(r"<(/?)([a-z]+)([^>]*?)(\s*/)?>")
+
+
+def tight_in_scripts(markup):
+    """`markup` with each operator inside a script spaced as TeX's script style spaces
+    it: not at all."""
+    pieces, end = [], 0
+    open_elements = []  # [name, children seen so far, inside a script] for each open tag
+    for tag in TAG.finditer(markup):
+        closing, name, attributes, self_closing = tag.groups()
+        if closing:
+            open_elements.pop()
+            continue
+        in_script = False
+        if open_elements:
+            parent = open_elements[-1]
+            in_script = parent[2] or (parent[0] in SCRIPTED and parent[1] >= 1)
+            parent[1] += 1
+        if name == "mo" and in_script and "lspace" not in attributes:
+            pieces += [markup[end:tag.start()], f'<mo{attributes} lspace="0" rspace="0">']
+            end = tag.end()
+        if not self_closing:
+            open_elements.append([name, 0, in_script])
+    return "".join(pieces + [markup[end:]])
+
+
 def mathml(tex, display, page):
     try:
         # Rebuilt from MathML elements and attributes only, before anything of ours is added.
@@ -130,7 +163,7 @@ def mathml(tex, display, page):
         raise PluginError(f"{page.file.src_uri}: cannot convert the formula {tex!r} to "
                           f"MathML ({type(error).__name__}: {error}); rewrite it in the "
                           f"LaTeX subset latex2mathml reads") from None
-    markup = markup.replace(SLASH, TIGHT_SLASH)
+    markup = tight_in_scripts(markup.replace(SLASH, TIGHT_SLASH))
     if display:  # ∏ ∐ ∑ ⋀ ⋁ ⋂ ⋃ ∫ ...: display size, limits above and below
         markup = LARGE_OPERATOR.sub(r'<mo largeop="true" movablelimits="false">\1</mo>', markup)
     return with_annotation(markup, tex)
