@@ -105,6 +105,7 @@ scripts/audit/node_modules/.installed: scripts/audit/package.json scripts/audit/
 
 audit: build browser scripts/audit/node_modules/.installed
 	$(PY) scripts/audit/lighthouse.py
+	$(PY) scripts/audit/math_side_by_side.py
 
 clean:
 	rm -rf site $(VENV) node_modules scripts/audit/node_modules .pytest_cache

@@ -154,3 +154,11 @@ def test_render_only_of_a_file_without_runs_to_read_is_one_line_naming_the_fix(
     message = str(stopped.value)
     assert "\n" not in message and message.endswith("run `make audit` to measure afresh")
     assert scores.read_text() == text  # left as it was
+
+
+def test_the_math_comparison_asks_for_a_built_site_in_one_line(tmp_path):
+    from scripts.audit import math_side_by_side
+
+    with pytest.raises(SystemExit, match=r"index\.html not found; run `make build` first"):
+        math_side_by_side.main(["--site", str(tmp_path), "--out", str(tmp_path / "math")])
+    assert not (tmp_path / "math").exists()
