@@ -832,7 +832,8 @@ def test_the_themes_components_start_after_the_page_is_parsed(browser, served):
     own, so none starts while its bundle is evaluated (the theme's own starts search
     there) and none of the page's content components (header, table of contents,
     content) while DOMContentLoaded is dispatched (the theme's own starts them all
-    there); the controls may start before or after it. Every component still starts."""
+    there); the controls may start before or after it. Every component a phone shows
+    still starts."""
     page = browser.new_page(viewport={"width": 390, "height": 900}, is_mobile=True,
                             has_touch=True)
     page.add_init_script(WATCH_THE_COMPONENTS_START)

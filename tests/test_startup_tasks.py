@@ -13,7 +13,7 @@ from mkdocs.exceptions import PluginError
 
 from scripts.pages.source_map import decoded, encoded, inserted, with_insertions
 from scripts.pages.startup_tasks import (COMPONENTS_END, COMPONENTS_START,
-                                         IN_A_TASK_OF_ITS_OWN, STARTED_BY_THE_THEME,
+                                         IN_A_TASK_OF_ITS_OWN, STARTED_BY_THE_THEME, TIMER,
                                          one_task_per_component)
 from scripts.pages.theme_startup import without_color_scheme_meta
 
@@ -52,12 +52,14 @@ def test_the_changed_bundle_is_still_javascript(tmp_path):
     assert run.returncode == 0, run.stderr
 
 
-@pytest.mark.parametrize("bundle", [
-    "var a=1;",                                           # another theme
-    COMPONENTS_START + ")" + COMPONENTS_END,              # starts other components
+@pytest.mark.parametrize("bundle, said", [
+    ("var a=1;", "does not start its components"),                       # another theme
+    (COMPONENTS_START + ")" + COMPONENTS_END, "does not define RxJS's timer"),
+    (TIMER + COMPONENTS_START + ")" + COMPONENTS_END, "other components"),
+    (TIMER + COMPONENTS_START + ".map(e=>f('x'))" + COMPONENTS_END, "cannot read"),
 ])
-def test_a_bundle_that_starts_its_components_otherwise_fails_the_build(bundle):
-    with pytest.raises(PluginError, match="startup_tasks.py"):
+def test_a_bundle_that_starts_its_components_otherwise_fails_the_build(bundle, said):
+    with pytest.raises(PluginError, match=f"{said}.*startup_tasks.py"):
         one_task_per_component(bundle)
 
 
@@ -137,3 +139,32 @@ def test_the_built_source_map_points_where_the_themes_own_does(built_site):
         assert mapped(built_map, built, in_built) == mapped(theme_map, theme, in_theme)
     # The rest of the map file is the theme's, byte for byte.
     assert json.loads(built_map) | {"mappings": ""} == json.loads(theme_map) | {"mappings": ""}
+
+
+def test_an_unreadable_source_map_fails_the_build_in_one_line_and_changes_nothing(tmp_path):
+    from scripts.pages.theme_startup import rewrite_bundle
+
+    bundle = tmp_path / THEME_BUNDLE.name
+    bundle.write_bytes(THEME_BUNDLE.read_bytes())
+    source_map = tmp_path / (THEME_BUNDLE.name + ".map")
+    source_map.write_text("{not json", encoding="utf-8")
+    with pytest.raises(PluginError, match="source map cannot be read"):
+        rewrite_bundle(bundle)
+    assert bundle.read_bytes() == THEME_BUNDLE.read_bytes()  # neither file written
+    assert source_map.read_text(encoding="utf-8") == "{not json"
+    assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
+        [bundle.name, source_map.name])  # no scratch file left
+
+
+def test_a_rebuild_moves_neither_file_again(tmp_path):
+    from scripts.pages.theme_startup import rewrite_bundle
+
+    bundle = tmp_path / THEME_BUNDLE.name
+    source_map = tmp_path / (THEME_BUNDLE.name + ".map")
+    bundle.write_bytes(THEME_BUNDLE.read_bytes())
+    source_map.write_bytes((THEME_SCRIPTS / source_map.name).read_bytes())
+    rewrite_bundle(bundle)
+    once = bundle.read_bytes(), source_map.read_bytes()
+    assert once[0] != THEME_BUNDLE.read_bytes()
+    rewrite_bundle(bundle)  # a --dirty build keeps both changed files
+    assert (bundle.read_bytes(), source_map.read_bytes()) == once

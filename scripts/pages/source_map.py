@@ -8,8 +8,6 @@ column (and name), each relative to the segment before it anywhere in the map. T
 inserted into one line moves the generated columns after it and nothing else, so only
 the first number of that line's segments changes; every other number stays as written.
 """
-import itertools
-
 BASE64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 DIGIT = {character: value for value, character in enumerate(BASE64)}
 CONTINUES = 32  # a digit's sixth bit: another digit of the same number follows
@@ -65,4 +63,4 @@ def inserted(text, insertions):
     for index, string in sorted(insertions, key=lambda pair: pair[0]):
         pieces += [text[end:index], string]
         end = index
-    return "".join(itertools.chain(pieces, [text[end:]]))
+    return "".join(pieces + [text[end:]])

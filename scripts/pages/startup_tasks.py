@@ -13,11 +13,14 @@ time (scripts/audit/lighthouse.py compares that with the bare theme's).
 
 Here each component is started in a task of its own (RxJS `timer(0)` then the theme's
 own mount: `timer(0).pipe(switchMap(() => mount(el)))`), in the order the theme starts
-them, and none of them at the moment the bundle runs or the page is parsed. A task
-stays short, and between two the browser can paint and take input. What is lost: a
-component starts a task later, a millisecond or two (the first paint is not waited for).
-The palette the reader chose is already applied by the theme's inline script in <body>,
-and the page's text is there, so nothing a reader sees depends on the wait.
+them, and none of them at the moment the bundle runs or the page is parsed. Each task
+is shorter than the two runs were, and between two the browser can paint and take
+input; the content component is still one task over the whole article. What is lost:
+each component starts a task later, a millisecond or two. The palette the reader chose
+is applied before that by the theme's inline script in <body>, but what a component
+shows waits for it: the palette toggle (hidden until the palette starts), the header's
+shadow, the table of contents' current entry. On a short page, painted after the
+bundle has run, these can now appear just after the first paint instead of with it.
 
 The text is mkdocs-material 9.8.2's minified bundle: `me` is its getComponentElements,
 `He` RxJS's timer and `b` its switchMap (both are checked below). A theme whose bundle
@@ -40,17 +43,26 @@ STARTED_BY_THE_THEME = ("consent", "dialog", "palette", "progress", "search", "s
 # COMPONENTS_END holds: `Ki=ct.pipe(b(()=>$s)...`.
 TIMER = "function He(e,t,r){e===void 0&&(e=0),r===void 0&&(r=Wr);"
 IN_A_TASK_OF_ITS_OWN = "He(0).pipe(b(()=>"
-THEN = "))"
-CHECK_THE_HOOK = ("check scripts/pages/startup_tasks.py against the installed "
-                  "mkdocs-material, or reinstall the pinned one: "
-                  "pip install -r requirements.txt -c constraints.txt")
+CLOSES_THE_TASK = "))"  # the pipe( and the b( that IN_A_TASK_OF_ITS_OWN opens
+# What closing_parenthesis() does not read: other strings, template literals, regular
+# expressions and escapes, none of which the theme's start-up holds.
+NOT_READ = ("'", "`", "/", "\\")
 
 
-def closing_parenthesis(text, opening):
-    """Index of the `)` that closes the `(` at `opening`; double-quoted strings (the
-    only ones the bundle's start-up holds) are skipped."""
+def check_the_hook(hook):
+    """The end of a hook's error about a theme it does not know: what to do."""
+    return (f"check {hook} against the installed mkdocs-material, or reinstall the "
+            f"pinned one: pip install -r requirements.txt -c constraints.txt")
+
+
+CHECK_THE_HOOK = check_the_hook("scripts/pages/startup_tasks.py")
+
+
+def closing_parenthesis(text, opening, end):
+    """Index of the `)` before `end` that closes the `(` at `opening`; double-quoted
+    strings are skipped (the only strings the bundle's start-up holds)."""
     depth, quoted = 0, False
-    for index in range(opening, len(text)):
+    for index in range(opening, end):
         character = text[index]
         if character == '"':
             quoted = not quoted
@@ -67,9 +79,15 @@ def start_up(bundle):
     """Where the bundle starts its components, found once, or a PluginError."""
     start, end = bundle.find(COMPONENTS_START), bundle.find(COMPONENTS_END)
     if (bundle.count(COMPONENTS_START) != 1 or bundle.count(COMPONENTS_END) != 1
-            or end < start or bundle.count(TIMER) != 1):
+            or end < start):
         raise PluginError(f"the theme's bundle does not start its components as this hook "
                           f"expects; {CHECK_THE_HOOK}")
+    if bundle.count(TIMER) != 1:
+        raise PluginError(f"the theme's bundle does not define RxJS's timer as this hook "
+                          f"expects; {CHECK_THE_HOOK}")
+    if any(character in bundle[start:end] for character in NOT_READ):
+        raise PluginError(f"the theme's start-up holds text this hook cannot read "
+                          f"({', '.join(NOT_READ)}); {CHECK_THE_HOOK}")
     return start, end
 
 
@@ -84,7 +102,7 @@ def one_task_per_component(bundle):
                           f"expects; {CHECK_THE_HOOK}")
     # Each match ends just after `.map(e=>`: the mount is what follows, up to the `)`
     # that closes `.map(`.
-    mounts = [(found.end(), closing_parenthesis(bundle, found.end() - len("(e=>")))
+    mounts = [(found.end(), closing_parenthesis(bundle, found.end() - len("(e=>"), end))
               for found in components]
     changed = [bundle.startswith(IN_A_TASK_OF_ITS_OWN, mount) for mount, _ in mounts]
     if all(changed):
@@ -93,4 +111,4 @@ def one_task_per_component(bundle):
         raise PluginError(f"the theme's bundle starts some components in tasks of their "
                           f"own and not others; {CHECK_THE_HOOK}")
     return [insertion for mount, end_of_mount in mounts
-            for insertion in ((mount, IN_A_TASK_OF_ITS_OWN), (end_of_mount, THEN))]
+            for insertion in ((mount, IN_A_TASK_OF_ITS_OWN), (end_of_mount, CLOSES_THE_TASK))]

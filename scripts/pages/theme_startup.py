@@ -52,12 +52,10 @@ from pathlib import Path
 from mkdocs.exceptions import PluginError
 
 from scripts.pages.source_map import inserted, with_insertions
-from scripts.pages.startup_tasks import one_task_per_component
-from scripts.recordings import write_atomically
+from scripts.pages.startup_tasks import check_the_hook, one_task_per_component
+from scripts.recordings import Staging, write_atomically
 
-CHECK_THE_HOOK = ("check scripts/pages/theme_startup.py against the installed "
-                  "mkdocs-material, or reinstall the pinned one: "
-                  "pip install -r requirements.txt -c constraints.txt")
+CHECK_THE_HOOK = check_the_hook("scripts/pages/theme_startup.py")
 SWITCHING_RULE = ("[data-md-color-switching] *,[data-md-color-switching] :after,"
                   "[data-md-color-switching] :before{transition-duration:0s!important}")
 # What stands in the rule's place: it tells a file this hook changed from a theme's own.
@@ -111,26 +109,38 @@ def rewrite(path, change):
 def rewrite_bundle(bundle_path):
     """Write the built bundle with its colour-scheme meta element never added and its
     components started one per task (startup_tasks.py), and its source map moved to
-    match the second change, the one that makes the bundle longer."""
+    match the second change, the one that makes the bundle longer. Both files are
+    written together or not at all: a map moved without its bundle would be moved again
+    by the next build."""
     bundle = without_color_scheme_meta(read(bundle_path))
     insertions = one_task_per_component(bundle)
     source_map = bundle_path.with_name(bundle_path.name + ".map")
-    if insertions and source_map.exists():
-        line = bundle.count("\n", 0, insertions[0][0])
-        start_of_line = bundle.rfind("\n", 0, insertions[0][0]) + 1
-        if bundle.count("\n", 0, insertions[-1][0]) != line:
-            raise PluginError(f"the theme's bundle starts its components over more than "
-                              f"one line; {CHECK_THE_HOOK}")
-        text = read(source_map)
+    with Staging() as staging:
+        if insertions and source_map.exists():
+            staging.add(source_map, moved_source_map(read(source_map), bundle, insertions))
+        staging.add(bundle_path, inserted(bundle, insertions))
+        staging.commit()
+
+
+def moved_source_map(text, bundle, insertions):
+    """The source map `text`, its columns moved by `insertions` into `bundle`; only its
+    mappings change, the rest of the file stays byte for byte."""
+    line = bundle.count("\n", 0, insertions[0][0])
+    start_of_line = bundle.rfind("\n", 0, insertions[0][0]) + 1
+    if bundle.count("\n", 0, insertions[-1][0]) != line:
+        raise PluginError(f"the theme's bundle starts its components over more than one "
+                          f"line; {CHECK_THE_HOOK}")
+    try:
         written = json.loads(text)["mappings"]
-        moved = with_insertions(written, line, [(index - start_of_line, len(string))
-                                                for index, string in insertions])
-        # Only the mappings change; the rest of the file stays byte for byte.
-        if text.count(json.dumps(written)) != 1:
-            raise PluginError(f"the theme's source map does not hold its mappings as one "
-                              f"plain string; {CHECK_THE_HOOK}")
-        write_atomically(source_map, text.replace(json.dumps(written), json.dumps(moved), 1))
-    write_atomically(bundle_path, inserted(bundle, insertions))
+    except (ValueError, KeyError, TypeError) as error:
+        raise PluginError(f"the theme's source map cannot be read ({error!r}); "
+                          f"{CHECK_THE_HOOK}") from None
+    if not isinstance(written, str) or text.count(json.dumps(written)) != 1:
+        raise PluginError(f"the theme's source map does not hold its mappings as one plain "
+                          f"string; {CHECK_THE_HOOK}")
+    moved = with_insertions(written, line, [(index - start_of_line, len(string))
+                                            for index, string in insertions])
+    return text.replace(json.dumps(written), json.dumps(moved), 1)
 
 
 def on_post_build(config):
