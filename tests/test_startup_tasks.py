@@ -13,7 +13,8 @@ from mkdocs.exceptions import PluginError
 
 from scripts.pages.source_map import decoded, encoded, inserted, with_insertions
 from scripts.pages.startup_tasks import (COMPONENTS_END, COMPONENTS_START,
-                                         IN_A_TASK_OF_ITS_OWN, STARTED_BY_THE_THEME, TIMER,
+                                         IN_A_TASK_OF_ITS_OWN, LATER, SET_UP,
+                                         STARTED_BY_THE_THEME, TIMER,
                                          one_task_per_component)
 from scripts.pages.theme_startup import without_color_scheme_meta
 
@@ -25,10 +26,10 @@ def theme_bundle():
     return THEME_BUNDLE.read_bytes().decode()
 
 
-def test_every_component_the_theme_starts_waits_for_a_task_of_its_own():
+def test_every_set_up_step_and_component_the_theme_starts_waits_for_a_task_of_its_own():
     bundle = theme_bundle()
     insertions = one_task_per_component(bundle)
-    assert len(insertions) == 2 * len(STARTED_BY_THE_THEME)
+    assert len(insertions) == 2 * (len(SET_UP) + len(STARTED_BY_THE_THEME))
     changed = inserted(bundle, insertions)
     start_up = changed[changed.index(COMPONENTS_START):changed.index(COMPONENTS_END)]
     # Each `...me("<component>").map(e=>mount)` became `...map(e=>He(0).pipe(b(()=>mount)))`.
@@ -36,11 +37,28 @@ def test_every_component_the_theme_starts_waits_for_a_task_of_its_own():
         assert f'...me("{component}").map(e=>{IN_A_TASK_OF_ITS_OWN}' in start_up
     assert start_up.count(IN_A_TASK_OF_ITS_OWN) == len(STARTED_BY_THE_THEME)
     assert start_up.count("(") == start_up.count(")")
-    # Nothing outside the start-up changed.
-    assert changed.replace(start_up, "") == bundle.replace(
-        bundle[bundle.index(COMPONENTS_START):bundle.index(COMPONENTS_END)], "")
+    # Each set-up statement `f(...);` became `setTimeout(()=>f(...));`, in its place.
+    set_up = changed[:changed.index(COMPONENTS_START)]
+    for statement in SET_UP:
+        assert set_up.count(f"{LATER}{statement[:-1]});") == 1
     # A --dirty build keeps the changed file: changing it again changes nothing.
     assert one_task_per_component(changed) == []
+
+
+def test_the_set_up_steps_put_off_are_the_themes_own_set_up_calls():
+    """What SET_UP names by minified names is, by the theme's source map, the set-up
+    section of its bundle.ts: the clipboard, the language selector and the four patches."""
+    bundle = theme_bundle()
+    theme_map = (THEME_SCRIPTS / (THEME_BUNDLE.name + ".map")).read_text()
+    sources = json.loads(theme_map)["sources"]
+    called = []
+    for statement in SET_UP:
+        source, line, _ = mapped(theme_map, bundle, bundle.index(statement))
+        assert sources[source].endswith("javascripts/bundle.ts"), sources[source]
+        called.append(line + 1)
+    # bundle.ts: setupClipboardJS 148, setupAlternate 151, patchEllipsis ... patchScrolllock
+    # 211-214 (1-based lines of mkdocs-material 9.8.2).
+    assert called == [148, 151, 211, 212, 213, 214]
 
 
 def test_the_changed_bundle_is_still_javascript(tmp_path):
@@ -57,6 +75,7 @@ def test_the_changed_bundle_is_still_javascript(tmp_path):
     (COMPONENTS_START + ")" + COMPONENTS_END, "does not define RxJS's timer"),
     (TIMER + COMPONENTS_START + ")" + COMPONENTS_END, "other components"),
     (TIMER + COMPONENTS_START + ".map(e=>f('x'))" + COMPONENTS_END, "cannot read"),
+    (theme_bundle().replace(SET_UP[0], SET_UP[0] + SET_UP[0]), "set-up steps"),
 ])
 def test_a_bundle_that_starts_its_components_otherwise_fails_the_build(bundle, said):
     with pytest.raises(PluginError, match=f"{said}.*startup_tasks.py"):
@@ -65,9 +84,9 @@ def test_a_bundle_that_starts_its_components_otherwise_fails_the_build(bundle, s
 
 def test_a_bundle_changed_for_some_components_only_fails_the_build():
     bundle = theme_bundle()
-    first_two = one_task_per_component(bundle)[:2]
+    last_component = one_task_per_component(bundle)[-2:]
     with pytest.raises(PluginError, match="not others"):
-        one_task_per_component(inserted(bundle, first_two))
+        one_task_per_component(inserted(bundle, last_component))
 
 
 def test_a_segment_reads_back_as_written():
@@ -137,6 +156,11 @@ def test_the_built_source_map_points_where_the_themes_own_does(built_site):
         in_theme = theme.index(needle, start) + len(needle)
         in_built = built.index(needle, start) + len(needle) + len(IN_A_TASK_OF_ITS_OWN)
         assert mapped(built_map, built, in_built) == mapped(theme_map, theme, in_theme)
+    # Each set-up statement put off still maps to the theme's own call.
+    for statement in SET_UP:
+        in_built = built.index(LATER + statement[:-1]) + len(LATER)
+        assert mapped(built_map, built, in_built) == \
+            mapped(theme_map, theme, theme.index(statement)), statement
     # The rest of the map file is the theme's, byte for byte.
     assert json.loads(built_map) | {"mappings": ""} == json.loads(theme_map) | {"mappings": ""}
 

@@ -1,5 +1,5 @@
-"""The theme's components start one per task, so a long page answers a reader's tap while
-the theme starts.
+"""The theme's set-up steps and components start one per task, so a long page answers a
+reader's tap while the theme starts.
 
 mkdocs-material starts all its components in two runs of script that nothing can
 interrupt: the palette, search and the other controls while its bundle is evaluated,
@@ -10,6 +10,14 @@ being parsed, so both land after the reader can see it: a trace of the lesson pa
 this project's 2-core machine found the two at 19-29 ms and 31-51 ms, which Lighthouse
 scales four times for its mobile phone and counts, above 50 ms each, as total blocking
 time (scripts/audit/lighthouse.py compares that with the bare theme's).
+
+Six set-up steps the bundle takes as it is evaluated, before its components, are each
+moved into a task of their own too (setTimeout), in the same order: the clipboard and
+language-selector set-ups and four patches (SET_UP below). One of them,
+patchScrolllock, reads the page's scroll position, and when the bundle runs before the
+page was first laid out that read makes the browser lay out the whole page inside the
+evaluation: traced, the evaluation took 10-18 ms, or 46-141 ms in 5 loads of 20 with
+that read, against 6-16 ms in 20 of 20 with the set-ups in tasks of their own.
 
 Here each component is started in a task of its own (RxJS `timer(0)` then the theme's
 own mount: `timer(0).pipe(switchMap(() => mount(el)))`), in the order the theme starts
@@ -44,6 +52,13 @@ STARTED_BY_THE_THEME = ("consent", "dialog", "palette", "progress", "search", "s
 TIMER = "function He(e,t,r){e===void 0&&(e=0),r===void 0&&(r=Wr);"
 IN_A_TASK_OF_ITS_OWN = "He(0).pipe(b(()=>"
 CLOSES_THE_TASK = "))"  # the pipe( and the b( that IN_A_TASK_OF_ITS_OWN opens
+# The set-up steps the bundle takes as it is evaluated (bundle.ts in its source map):
+# setupClipboardJS, setupAlternate, patchEllipsis, patchIndeterminate, patchScrollfix and
+# patchScrolllock, each a statement of its own, once, before COMPONENTS_START.
+SET_UP = ("di({alert$:fo});", "ui({document$:ct});", "Fi({viewport$:ke,document$:ct});",
+          "ji({document$:ct,tablet$:Lr});", "Ui({document$:ct});",
+          "Wi({viewport$:ke,tablet$:Lr});")
+LATER = "setTimeout(()=>"
 # What closing_parenthesis() does not read: other strings, template literals, regular
 # expressions and escapes, none of which the theme's start-up holds.
 NOT_READ = ("'", "`", "/", "\\")
@@ -91,10 +106,25 @@ def start_up(bundle):
     return start, end
 
 
+def set_up_later(bundle, start):
+    """The insertions that make each SET_UP statement `setTimeout(()=>statement)`; none
+    where the bundle already does."""
+    found = [bundle.find(statement) for statement in SET_UP]
+    later = [bundle.find(LATER + statement[:-1] + ");") for statement in SET_UP]
+    if all(index == -1 for index in found) and all(-1 < index < start for index in later):
+        return []
+    if any(bundle.count(statement) != 1 for statement in SET_UP) or \
+            found != sorted(found) or found[-1] > start:
+        raise PluginError(f"the theme's bundle does not take its set-up steps as this hook "
+                          f"expects; {CHECK_THE_HOOK}")
+    return [insertion for index, statement in zip(found, SET_UP)
+            for insertion in ((index, LATER), (index + len(statement) - 1, ")"))]
+
+
 def one_task_per_component(bundle):
-    """The insertions, (index in `bundle`, text), that start each component in a task of
-    its own; none where the bundle already does (a `--dirty` build keeps the changed
-    file)."""
+    """The insertions, (index in `bundle`, text), that take each set-up step and start
+    each component in a task of its own; none where the bundle already does (a
+    `--dirty` build keeps the changed file)."""
     start, end = start_up(bundle)
     components = list(COMPONENT.finditer(bundle, start, end))
     if tuple(found.group(1) for found in components) != STARTED_BY_THE_THEME:
@@ -105,10 +135,12 @@ def one_task_per_component(bundle):
     mounts = [(found.end(), closing_parenthesis(bundle, found.end() - len("(e=>"), end))
               for found in components]
     changed = [bundle.startswith(IN_A_TASK_OF_ITS_OWN, mount) for mount, _ in mounts]
-    if all(changed):
+    set_up = set_up_later(bundle, start)
+    if all(changed) and not set_up:
         return []
-    if any(changed):
-        raise PluginError(f"the theme's bundle starts some components in tasks of their "
+    if any(changed) or not set_up:
+        raise PluginError(f"the theme's bundle starts some of its steps in tasks of their "
                           f"own and not others; {CHECK_THE_HOOK}")
-    return [insertion for mount, end_of_mount in mounts
-            for insertion in ((mount, IN_A_TASK_OF_ITS_OWN), (end_of_mount, CLOSES_THE_TASK))]
+    return set_up + [insertion for mount, end_of_mount in mounts
+                     for insertion in ((mount, IN_A_TASK_OF_ITS_OWN),
+                                       (end_of_mount, CLOSES_THE_TASK))]
