@@ -66,14 +66,18 @@ def data_url(png):
     return "data:image/png;base64," + base64.b64encode(png).decode()
 
 
-def fetched_bytes(page, url, ready):
-    """Bytes of every response `page` receives while loading `url`, by what it is."""
-    sizes = {}
-    page.on("response", lambda response: sizes.__setitem__(
-        response.url.rsplit("/", 1)[-1], len(response.body())))
-    page.goto(url)
-    page.wait_for_function(ready)
-    return sizes
+def fetched(page):
+    """The responses `page` receives from now on; read their bodies (sizes()) while the
+    page is still open."""
+    responses = []
+    page.on("response", lambda response: responses.append(response))
+    return responses
+
+
+def sizes(responses):
+    """By file name, in order of name: fonts come in whichever order they were asked."""
+    return dict(sorted((response.url.rsplit("/", 1)[-1], len(response.body()))
+                       for response in responses))
 
 
 def side_by_side(browser, site_url, katex_url, version):
@@ -111,13 +115,21 @@ def math_bytes(browser, site_url, katex_url, formulas):
     """What each side fetches to draw `formulas`: the site its math font (its MathML is
     in the page, its rules in lesson.css), KaTeX its script, stylesheet and fonts."""
     context = browser.new_context()
-    site = fetched_bytes(context.new_page(), site_url, "document.fonts.ready")
     page = context.new_page()
-    katex = fetched_bytes(page, katex_url, "typeof katex !== 'undefined'")
+    responses = fetched(page)
+    page.goto(site_url)
+    page.evaluate("document.fonts.ready")
+    site = sizes(responses)
+    page = context.new_page()
+    responses = fetched(page)
+    page.goto(katex_url)
     page.evaluate("""formulas => { for (const tex of formulas) {
         const box = document.createElement('div'); document.body.append(box);
         katex.render(tex, box, {displayMode: true}); } }""", formulas)
-    page.evaluate("document.fonts.ready")
+    # The fonts a formula needs are asked for once it is laid out; wait until they came.
+    page.evaluate("document.fonts.ready.then(() => document.fonts.size)")
+    page.wait_for_load_state("networkidle")
+    katex = sizes(responses)
     context.close()
     return {"site": {name: size for name, size in site.items() if name.endswith(".woff")},
             "katex": {name: size for name, size in katex.items()
