@@ -12,8 +12,9 @@ import pytest
 from mkdocs.exceptions import PluginError
 
 from scripts.pages.source_map import decoded, encoded, inserted, with_insertions
-from scripts.pages.startup_tasks import (COMPONENTS_END, COMPONENTS_START,
-                                         IN_A_TASK_OF_ITS_OWN, LATER, SET_UP,
+from scripts.pages.startup_tasks import (CLOSES_THE_TASK, COMPONENTS_END,
+                                         COMPONENTS_START, IN_A_TASK_OF_ITS_OWN, LATER,
+                                         SET_UP,
                                          STARTED_BY_THE_THEME, TIMER,
                                          one_task_per_component)
 from scripts.pages.theme_startup import without_color_scheme_meta
@@ -41,6 +42,10 @@ def test_every_set_up_step_and_component_the_theme_starts_waits_for_a_task_of_it
     set_up = changed[:changed.index(COMPONENTS_START)]
     for statement in SET_UP:
         assert set_up.count(f"{LATER}{statement[:-1]});") == 1
+    # Text is only added, and only these four pieces.
+    assert {text for _, text in insertions} == {LATER, ")", IN_A_TASK_OF_ITS_OWN,
+                                                CLOSES_THE_TASK}
+    assert len(changed) == len(bundle) + sum(len(text) for _, text in insertions)
     # A --dirty build keeps the changed file: changing it again changes nothing.
     assert one_task_per_component(changed) == []
 
