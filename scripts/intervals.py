@@ -96,6 +96,16 @@ def paired_mean_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.
                              resamples, seed)
 
 
+def log_ratio(top, bottom):
+    """log(top / bottom) for means of times that can be 0 (a page that did not block):
+    0 over 0 is an equal pair (log 1), x over 0 infinitely more, 0 over x infinitely
+    less. Means of measured durations, never 0, are not affected."""
+    top, bottom = np.asarray(top, dtype=float), np.asarray(bottom, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logs = np.log(top) - np.log(bottom)
+    return np.where((top == 0) & (bottom == 0), 0.0, logs)
+
+
 def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES,
                       seed=0):
     """Several paired mean ratios that answer one question, pooled: the geometric mean
@@ -110,13 +120,16 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
         raise ValueError(f"paired blocks differ in number ({sorted(counts)})")
     n = counts.pop()
     picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    logs = [np.log(scale * top[picks].mean(axis=1) / bottom[picks].mean(axis=1))
+    logs = [log_ratio(scale * top[picks].mean(axis=1), bottom[picks].mean(axis=1))
             for top, bottom, scale in zip(tops, bottoms, scales)]
     ratios = np.exp(np.mean(logs, axis=0))
-    estimate = np.exp(np.mean([np.log(scale * top.mean() / bottom.mean())
+    estimate = np.exp(np.mean([log_ratio(scale * top.mean(), bottom.mean())
                                for top, bottom, scale in zip(tops, bottoms, scales)]))
     tail = (1 - confidence) / 2 * 100
-    low, high = np.percentile(ratios, [tail, 100 - tail])
+    # Interpolating between two infinite ratios is undefined; where some are infinite,
+    # each end is one of the drawn ratios instead.
+    method = "inverted_cdf" if np.isinf(ratios).any() else "linear"
+    low, high = np.percentile(ratios, [tail, 100 - tail], method=method)
     return {"estimate": float(estimate), "low": float(low), "high": float(high),
             "coverage": confidence, "n": n, "pooled": len(pairs),
             "method": f"percentile bootstrap over blocks, {resamples:,} resamples"}

@@ -162,3 +162,15 @@ def test_the_math_comparison_asks_for_a_built_site_in_one_line(tmp_path):
     with pytest.raises(SystemExit, match=r"index\.html not found; run `make build` first"):
         math_side_by_side.main(["--site", str(tmp_path), "--out", str(tmp_path / "math")])
     assert not (tmp_path / "math").exists()
+
+
+@pytest.mark.parametrize("pairs, verdict", [
+    ([(0, 0)] * 4 + [(0, 10)], "meets"),          # resamples where neither page blocked
+    ([(40, 0)] * 4 + [(0, 10)], "misses"),        # resamples where only this page did
+])
+def test_rounds_where_a_page_never_blocked_give_an_interval_not_nan(pairs, verdict):
+    import math
+
+    ratio = lighthouse.blocking_ratio(runs(pairs), PAGE)
+    assert not math.isnan(ratio["low"]) and not math.isnan(ratio["high"])
+    assert ratio["verdict"] == verdict and "nan" not in ratio["words"]

@@ -32,8 +32,6 @@ import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come first
@@ -131,11 +129,13 @@ def blocking_ratio(runs, page, reference=BARE):
     mean_ms = {"page": statistics.fmean(ms for ms, _ in paired) if paired else 0.0,
                "reference": statistics.fmean(ms for _, ms in paired) if paired else 0.0}
     kept = {"rounds": [list(pair) for pair in paired], "meanBlockingTimeMs": mean_ms}
+    if not paired:
+        return {**kept, "verdict": "no ratio",
+                "words": f"no round measured both this page and the {reference}: no ratio"}
     if not mean_ms["reference"]:
         return {**kept, "verdict": "no ratio",
                 "words": f"the {reference} blocked for 0 ms in every round: no ratio"}
-    with np.errstate(divide="ignore"):  # a resample of rounds where the page never blocked: 0
-        stat = paired_mean_ratio([[ms] for ms, _ in paired], [[ms] for _, ms in paired])
+    stat = paired_mean_ratio([[ms] for ms, _ in paired], [[ms] for _, ms in paired])
     verdict = ("inconclusive" if len(paired) < MIN_ROUNDS else
                "meets" if stat["high"] <= BLOCKING_TARGET else
                "misses" if stat["low"] > BLOCKING_TARGET else "inconclusive")
