@@ -15,6 +15,7 @@ side fetches to draw the page's formulas.
 import argparse
 import base64
 import functools
+import gzip
 import http.server
 import json
 import sys
@@ -75,9 +76,12 @@ def fetched(page):
 
 
 def sizes(responses):
-    """By file name, in order of name: fonts come in whichever order they were asked."""
-    return dict(sorted((response.url.rsplit("/", 1)[-1], len(response.body()))
-                       for response in responses))
+    """By file name, in order of name (fonts come in whichever order they were asked):
+    the bytes served (uncompressed, as `make serve` and the audit serve them) and gzip's
+    at its best, what a host that compresses would send (a WOFF is compressed already)."""
+    return dict(sorted((response.url.rsplit("/", 1)[-1],
+                        {"served": len(body), "gzip": len(gzip.compress(body, 9))})
+                       for response in responses for body in [response.body()]))
 
 
 def side_by_side(browser, site_url, katex_url, version):
@@ -148,6 +152,7 @@ def main(argv=None):
     if not KATEX.exists():
         sys.exit("math: KaTeX is not installed; run `make audit` (it installs "
                  "scripts/audit/node_modules)")
+    from playwright.sync_api import Error as PlaywrightError
     from playwright.sync_api import sync_playwright
 
     version = json.loads((KATEX.parent / "package.json").read_text())["version"]
@@ -176,13 +181,18 @@ def main(argv=None):
             stale.unlink()  # a formula no page has any more
     except RecordingError as error:
         sys.exit(f"math: {error}")
+    except PlaywrightError as error:  # a formula KaTeX cannot read, a browser that fails
+        sys.exit(f"math: {str(error).strip().splitlines()[0]}; nothing was written")
     finally:
         site_server.shutdown()
         katex_server.shutdown()
         (KATEX / "index.html").unlink(missing_ok=True)
     for page, cost in costs.items():
-        print(f"math: {page}: the site fetches {sum(cost['site'].values()):,} B for its "
-              f"formulas, KaTeX {sum(cost['katex'].values()):,} B", file=sys.stderr)
+        site, katex = ({way: sum(size[way] for size in cost[side].values())
+                        for way in ("served", "gzip")} for side in ("site", "katex"))
+        print(f"math: {page}: the site fetches {site['served']:,} B for its formulas "
+              f"({site['gzip']:,} B gzipped), KaTeX {katex['served']:,} B "
+              f"({katex['gzip']:,} B gzipped)", file=sys.stderr)
     print(f"math: wrote {len(names)} pictures and bytes.json in {display(args.out)}",
           file=sys.stderr)
     return 0
