@@ -460,6 +460,10 @@ def test_operators_in_scripts_are_tight_and_nowhere_else():
               "</mi><mo>-</mo><mn>1</mn></mrow><mi>p</mi></mfrac></msup><mspace width=\"1em\" />"
               "<mo>=</mo><msub><mi>c</mi><mo lspace=\"1em\">*</mo></msub></math>")
     assert tight_in_scripts(markup) == markup.replace("<mo>-", f"{tight}-")
+    # A large or named operator in a script keeps its space, as in TeX: e^{\sum x + lim}.
+    markup = ("<math><msup><mi>e</mi><mrow><mo>\u2211</mo><mi>x</mi><mo>+</mo><mo>lim</mo>"
+              "</mrow></msup></math>")
+    assert tight_in_scripts(markup) == markup.replace("<mo>+", f"{tight}+")
 
 
 def test_the_math_font_has_every_character_a_formula_uses(built_site):

@@ -13,7 +13,10 @@ Where MathML's defaults differ from TeX, the markup says what TeX does:
   above and below (`largeop`, `movablelimits="false"`), whatever the reader's defaults.
 - In a subscript, a superscript or a limit, TeX puts no space around a relation or a
   binary operator ("r=0" under a Σ, "p-1" over it); MathML's dictionary spaces them as
-  in the line ("r = 0"). Every operator there gets `lspace="0" rspace="0"`.
+  in the line ("r = 0"). Every such operator there gets `lspace="0" rspace="0"`; a large
+  operator (Σ, ∫) or a named one (lim, max) keeps its space, as in TeX. An inline
+  fraction's numerator and denominator, which TeX also sets in script style, are left
+  as the dictionary spaces them.
 - An inline formula and the punctuation right after it do not wrap apart.
 - The TeX stays in the page as the formula's annotation (`<semantics>`), which browsers
   do not draw and screen readers do not read; the search index holds that TeX ("G/p")
@@ -128,6 +131,8 @@ BODY = re.compile(r"^(<math\b[^>]*>)(.*)(</math>)$", re.S)
 # Elements whose children after the first are scripts: sub- and superscripts, limits,
 # accents, a root's index.
 SCRIPTED = frozenset({"msub", "msup", "msubsup", "munder", "mover", "munderover", "mroot"})
+# An operator TeX spaces in scripts too: a large one, or a named one (lim, max, sin).
+SPACED_IN_SCRIPTS = re.compile("([\u220F\u2210\u2211\u222B-\u222F\u22C0-\u22C3]|[A-Za-z]+)</mo>")
 # A tag as inert() writes it (attribute values are escaped, so none holds a ">").
 TAG = re.compile(r"<(/?)([a-z]+)([^>]*?)(\s*/)?>")
 
@@ -147,7 +152,8 @@ def tight_in_scripts(markup):
             parent = open_elements[-1]
             in_script = parent[2] or (parent[0] in SCRIPTED and parent[1] >= 1)
             parent[1] += 1
-        if name == "mo" and in_script and "lspace" not in attributes:
+        if name == "mo" and in_script and "lspace" not in attributes \
+                and not SPACED_IN_SCRIPTS.match(markup, tag.end()):
             pieces += [markup[end:tag.start()], f'<mo{attributes} lspace="0" rspace="0">']
             end = tag.end()
         if not self_closing:
