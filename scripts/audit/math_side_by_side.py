@@ -14,12 +14,9 @@ side fetches to draw the page's formulas.
 """
 import argparse
 import base64
-import functools
 import gzip
-import http.server
 import json
 import sys
-import threading
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -27,7 +24,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come first
 
 from scripts import display  # noqa: E402
-from scripts.audit.lighthouse import CHROMIUM, lesson_pages  # noqa: E402
+from scripts.audit.lighthouse import CHROMIUM, lesson_pages, serve  # noqa: E402
 from scripts.recordings import RecordingError, Staging  # noqa: E402
 
 KATEX = HERE / "node_modules" / "katex" / "dist"
@@ -49,18 +46,6 @@ th{font-weight:600;background:#f4f4f4;white-space:nowrap}code{font-size:12px}</s
 <tr><td><img src="%(site)s" width="%(site_width)d"></td>
 <td><img src="%(katex)s" width="%(katex_width)d"></td></tr>
 <tr><td colspan="2"><code>%(tex)s</code></td></tr></table>"""
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def serve(directory):
-    handler = functools.partial(QuietHandler, directory=str(directory))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def data_url(png):
