@@ -180,25 +180,35 @@ def test_no_fork_where_jax_is_loaded():
 
 # --- other work, read while our own run starts ------------------------------------------
 
-SPIN = "import time\nend = time.monotonic() + 0.8\nwhile time.monotonic() < end: pass"
+# A spinner that uses a fixed amount of CPU time, however busy the machine, and exits.
+SPIN = "import time\nwhile time.process_time() < 0.4: pass"
+# Long enough for the spinner to start, spin and exit inside the window on a busy host.
+SPIN_WINDOW_S = 3.0
 
 
 def test_a_process_named_to_the_window_is_taken_off_what_reads_as_other_work():
-    """Two windows over the same half second, one told of a process of ours that spins:
-    they differ by exactly that process's CPU time (bookkeeping, not this machine's
-    speed: whatever else runs is in both)."""
-    ours, everyone = host.OtherWork(), host.OtherWork()
+    """Two windows over the same seconds, one told of a process of ours that spins: they
+    differ by exactly that process's CPU time (bookkeeping, not this machine's speed:
+    whatever else runs is in both). The spinner ends inside the windows and is read
+    before it is reaped, so what it used is what both windows saw of it, even where the
+    test itself is slow to read it."""
+    ours, everyone = host.OtherWork(SPIN_WINDOW_S), host.OtherWork(SPIN_WINDOW_S)
     spinner = subprocess.Popen([sys.executable, "-c", SPIN])
     ours.include(spinner.pid)
     try:
         taken_off, seen = ours.busy_cores, everyone.busy_cores  # the window has closed
-        spun = host.cpu_seconds([spinner.pid]) - host.cpu_seconds()  # its CPU, so far
+        # Exited but not reaped (a zombie keeps its CPU times in /proc; reaping would
+        # move them into our own children's times and out of `spun`).
+        with open(f"/proc/{spinner.pid}/stat", encoding="utf-8") as stat:
+            ended_inside = stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+        spun = host.cpu_seconds([spinner.pid]) - host.cpu_seconds()
     finally:
         spinner.wait()
-    assert taken_off is not None and seen is not None and spun > 0.01
-    # What the spinner used in the window is what separates the two readings (to the
-    # ticks' 10 ms, the rounding, and the moment between the window's end and `spun`).
-    assert seen - taken_off == pytest.approx(spun / host.WINDOW_S, abs=0.15)
+    assert ended_inside, f"the spinner outlived a {SPIN_WINDOW_S} s window"
+    assert taken_off is not None and seen is not None and spun > 0.3
+    # What the spinner used is what separates the two readings (to the ticks' 10 ms and
+    # the two decimals each reading keeps).
+    assert seen - taken_off == pytest.approx(spun / SPIN_WINDOW_S, abs=0.03)
 
 
 def test_the_plain_reading_waits_its_window_and_says_none_without_proc_stat(monkeypatch):
