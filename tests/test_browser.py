@@ -28,6 +28,8 @@ from conftest import LESSONS, ROOT, SEED, recording_name
 from site_build import build
 from site_pages import formulas_in, markdown_source, site_pages
 
+from scripts.pages.startup_tasks import CONTROLS
+
 CHROMIUM = "/usr/bin/chromium"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -821,9 +823,9 @@ document.addEventListener('load', event => {
 }, true);
 window.addEventListener('DOMContentLoaded', () => __startedInOrder.push('parsed'));
 """
-# scripts/pages/startup_tasks.py's list, as the theme names them once started.
-THE_THEMES_CONTROLS = {"consent", "dialog", "palette", "progress", "search",
-                       "search-query", "source"}
+# scripts/pages/startup_tasks.py's controls, as the theme names them once started (search
+# speaks for its query box).
+THE_THEMES_CONTROLS = set(CONTROLS) | {"search-query"}
 STARTED_ON_A_PHONE = {"palette", "search-query", "content", "header", "header-title", "toc"}
 
 

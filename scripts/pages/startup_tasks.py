@@ -47,6 +47,8 @@ COMPONENT = re.compile(r'\.\.\.me\("([a-z-]+)"\)\.map\(e=>')
 STARTED_BY_THE_THEME = ("consent", "dialog", "palette", "progress", "search", "source",
                         "announce", "content", "content", "header", "header-title",
                         "sidebar", "tabs", "toc", "top")
+# The first six, control$: what the theme itself starts while its bundle is evaluated.
+CONTROLS = STARTED_BY_THE_THEME[:6]
 # RxJS's timer(dueTime, interval, scheduler), asyncScheduler by default. `b` is the
 # switchMap of the bundle's own `document$.pipe(switchMap(() => content$))`, which
 # COMPONENTS_END holds: `Ki=ct.pipe(b(()=>$s)...`.
