@@ -26,6 +26,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 from scripts import display  # noqa: E402
 from scripts.audit.lighthouse import CHROMIUM, lesson_pages, serve  # noqa: E402
 from scripts.recordings import RecordingError, Staging  # noqa: E402
+from scripts.scratch import scratch_folder  # noqa: E402
 
 KATEX = HERE / "node_modules" / "katex" / "dist"
 OUT = HERE / "math"
@@ -34,7 +35,7 @@ WIDTH = 720  # CSS pixels: the lesson column of a laptop
 # KaTeX alone on a page; each formula is drawn at the font size the site's is drawn at
 # (KaTeX's own default is 1.21 times the text around it).
 KATEX_PAGE = """<!doctype html><meta charset="utf-8">
-<link rel="stylesheet" href="/katex.min.css"><script src="/katex.min.js"></script>
+<link rel="stylesheet" href="katex/katex.min.css"><script src="katex/katex.min.js"></script>
 <style>body{margin:0;background:#fff;color:rgba(0,0,0,.87)}
 #f{display:inline-block;padding:4px 8px}
 #f .katex{font-size:1em}</style><div id="f"></div>"""
@@ -141,37 +142,40 @@ def main(argv=None):
     from playwright.sync_api import sync_playwright
 
     version = json.loads((KATEX.parent / "package.json").read_text())["version"]
-    site_server, katex_server = serve(args.site), serve(KATEX)
-    (KATEX / "index.html").write_text(KATEX_PAGE, encoding="utf-8")
-    names, costs = [], {}
-    try:  # every picture and bytes.json, or (on an error) none of them
-        with sync_playwright() as playwright, Staging() as staging:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM)
-            katex_url = f"http://127.0.0.1:{katex_server.server_port}/index.html"
-            for page in pages:
-                site_url = f"http://127.0.0.1:{site_server.server_port}/{page}"
-                pictures = side_by_side(browser, site_url, katex_url, version)
-                lesson = page.strip("/").split("/")[-1]
-                for number, (_, png) in enumerate(pictures, start=1):
-                    staging.add(args.out / f"{lesson}-{number}.png", png)
-                    names.append((lesson, number))
-                costs[page] = math_bytes(browser, site_url, katex_url,
-                                         [tex for tex, _ in pictures])
-            browser.close()
-            staging.add(args.out / "bytes.json",
-                        json.dumps({"katex": version, "pages": costs}, indent=2) + "\n")
-            staging.commit()
-        for stale in set(args.out.glob("*.png")) - {args.out / f"{lesson}-{number}.png"
-                                                    for lesson, number in names}:
-            stale.unlink()  # a formula no page has any more
-    except RecordingError as error:
-        sys.exit(f"math: {error}")
-    except PlaywrightError as error:  # a formula KaTeX cannot read, a browser that fails
-        sys.exit(f"math: {str(error).strip().splitlines()[0]}; nothing was written")
-    finally:
-        site_server.shutdown()
-        katex_server.shutdown()
-        (KATEX / "index.html").unlink(missing_ok=True)
+    # KaTeX's page is written in a scratch folder beside a link to KaTeX (its stylesheet
+    # finds its fonts beside itself), so nothing is written into node_modules.
+    with scratch_folder("math-side-by-side") as scratch:
+        (scratch / "katex").symlink_to(KATEX, target_is_directory=True)
+        (scratch / "index.html").write_text(KATEX_PAGE, encoding="utf-8")
+        site_server, katex_server = serve(args.site), serve(scratch)
+        names, costs = [], {}
+        try:  # every picture and bytes.json, or (on an error) none of them
+            with sync_playwright() as playwright, Staging() as staging:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM)
+                katex_url = f"http://127.0.0.1:{katex_server.server_port}/index.html"
+                for page in pages:
+                    site_url = f"http://127.0.0.1:{site_server.server_port}/{page}"
+                    pictures = side_by_side(browser, site_url, katex_url, version)
+                    lesson = page.strip("/").split("/")[-1]
+                    for number, (_, png) in enumerate(pictures, start=1):
+                        staging.add(args.out / f"{lesson}-{number}.png", png)
+                        names.append((lesson, number))
+                    costs[page] = math_bytes(browser, site_url, katex_url,
+                                             [tex for tex, _ in pictures])
+                browser.close()
+                staging.add(args.out / "bytes.json",
+                            json.dumps({"katex": version, "pages": costs}, indent=2) + "\n")
+                staging.commit()
+            for stale in set(args.out.glob("*.png")) - {args.out / f"{lesson}-{number}.png"
+                                                        for lesson, number in names}:
+                stale.unlink()  # a formula no page has any more
+        except RecordingError as error:
+            sys.exit(f"math: {error}")
+        except PlaywrightError as error:  # a formula KaTeX cannot read, a browser that fails
+            sys.exit(f"math: {str(error).strip().splitlines()[0]}; nothing was written")
+        finally:
+            site_server.shutdown()
+            katex_server.shutdown()
     for page, cost in costs.items():
         site, katex = ({way: sum(size[way] for size in cost[side].values())
                         for way in ("served", "gzip")} for side in ("site", "katex"))
