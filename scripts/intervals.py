@@ -1,24 +1,29 @@
 """Medians with confidence intervals, ratios with intervals, and the verdict they earn.
 
-NumPy only: a lesson's analysis (lesson_code/lessons.toml `analysis`) uses these to turn
-the raw samples of a recording into statistics and words, as a derived file that
+A lesson's analysis (lesson_code/lessons.toml `analysis`) uses these to turn the raw
+samples of a recording into statistics and words, as a derived file that
 `record.py --render-only` remakes without measuring anything again.
 
-Every interval here is distribution-free: the median of n values lies between the k-th
+The unit is the block: blocks are what interleaving makes comparable, and samples
+inside one block are not independent (a busy spell covers several in a row), so each
+block counts once, by its median. Every interval here then assumes that the blocks are
+independent draws. Rotating the order inside blocks does not make them so: a slow spell
+that spans several blocks would make every interval too narrow, and the pages say
+"if the blocks are independent draws" where an interval rests on it.
+
+A median's interval is distribution-free: the median of n values lies between the k-th
 smallest and the k-th largest of them with a probability that depends only on n and k
 (the binomial(n, 1/2) order-statistics interval), whatever the distribution of the
-times, which are skewed and heavy-tailed on a busy host. No random numbers, so the same
-samples always give the same interval. The values are per-block medians: blocks are the
-units that interleaving makes comparable, and samples inside one block are not
-independent (a busy spell covers several in a row).
-
-A mean needs one more tool: no distribution-free interval exists for it, so
-`paired_mean_ratio` uses the percentile bootstrap over blocks, with a fixed seed (the
-same samples still always give the same interval).
+times, which are skewed and heavy-tailed on a busy host. SciPy has no such interval,
+so it is written here. A mean has no distribution-free interval: `pooled_mean_ratio`
+asks `scipy.stats.bootstrap` for a paired percentile bootstrap over the blocks, seeded,
+so the same samples always give the same interval, whose coverage is nominal (about
+95 %), not exact.
 """
 import math
 
 import numpy as np
+from scipy import stats
 
 CONFIDENCE = 0.95
 
@@ -83,9 +88,9 @@ BOOTSTRAP_RESAMPLES = 4000
 
 def paired_mean_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0,
                       resamples=BOOTSTRAP_RESAMPLES, seed=0):
-    """scale × (mean of top's block medians) / (mean of bottom's), with a percentile
-    bootstrap interval: the blocks are drawn again with replacement, the same block
-    indices on both sides (they ran side by side), `resamples` times.
+    """scale × (mean of top's block medians) / (mean of bottom's), with a paired
+    percentile bootstrap interval: the blocks are drawn again with replacement, the same
+    block indices on both sides (they ran side by side), `resamples` times.
 
     For times that come in two kinds, such as processes that either share the cores
     well or wait out another's scheduler time slice, the median lands on whichever kind
@@ -110,8 +115,15 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
                       seed=0):
     """Several paired mean ratios that answer one question, pooled: the geometric mean
     of scale × mean(top) / mean(bottom) over the (top_blocks, bottom_blocks) pairs, with
-    one percentile bootstrap that draws the same blocks for every pair (all of them ran
-    in the same blocks), so the interval keeps what the pairs' noise has in common.
+    one bootstrap that draws the same blocks for every pair (all of them ran in the same
+    blocks), so the interval keeps what the pairs' noise has in common.
+
+    The percentile method, not SciPy's default BCa: BCa's interval is NaN when every
+    resample gives the same ratio (blocks all alike), and the percentile one is then
+    that ratio. A resample whose bottom mean is 0 gives an infinite ratio (log_ratio),
+    which SciPy's quantiles keep as an infinite end rather than NaN. One block leaves
+    nothing to resample (SciPy refuses it): its interval is every ratio, 0 to infinity,
+    which no verdict clears.
     """
     tops = [np.asarray(block_medians(top)) for top, _ in pairs]
     bottoms = [np.asarray(block_medians(bottom)) for _, bottom in pairs]
@@ -119,20 +131,30 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
     if len(counts) != 1:
         raise ValueError(f"paired blocks differ in number ({sorted(counts)})")
     n = counts.pop()
-    picks = np.random.default_rng(seed).integers(0, n, size=(resamples, n))
-    logs = [log_ratio(scale * top[picks].mean(axis=1), bottom[picks].mean(axis=1))
-            for top, bottom, scale in zip(tops, bottoms, scales)]
-    ratios = np.exp(np.mean(logs, axis=0))
-    estimate = np.exp(np.mean([log_ratio(scale * top.mean(), bottom.mean())
-                               for top, bottom, scale in zip(tops, bottoms, scales)]))
-    tail = (1 - confidence) / 2 * 100
-    # Interpolating between two infinite ratios is undefined; where some are infinite,
-    # each end is one of the drawn ratios instead.
-    method = "inverted_cdf" if np.isinf(ratios).any() else "linear"
-    low, high = np.percentile(ratios, [tail, 100 - tail], method=method)
-    return {"estimate": float(estimate), "low": float(low), "high": float(high),
-            "coverage": confidence, "n": n, "pooled": len(pairs),
-            "method": f"percentile bootstrap over blocks, {resamples:,} resamples"}
+    if n == 0:
+        raise ValueError("no blocks to take a mean ratio of")
+
+    def pooled(*sides, axis=-1):  # sides: top, bottom, top, bottom, ...; axis: blocks
+        logs = [log_ratio(scale * top.mean(axis=axis), bottom.mean(axis=axis))
+                for top, bottom, scale in zip(sides[0::2], sides[1::2], scales)]
+        return np.exp(np.mean(logs, axis=0))
+
+    sides = [side for pair in zip(tops, bottoms) for side in pair]
+    found = {"estimate": float(pooled(*sides)), "n": n, "pooled": len(pairs)}
+    if n < 2:
+        return {**found, "low": 0.0, "high": math.inf, "coverage": 1.0,
+                "method": "one block: nothing to resample"}
+    # SciPy's standard error, which nothing here reads, is inf - inf where a resample's
+    # ratio is infinite: that NaN is not ours to warn about.
+    with np.errstate(invalid="ignore"):
+        result = stats.bootstrap(sides, pooled, paired=True, vectorized=True,
+                                 method="percentile", n_resamples=resamples,
+                                 confidence_level=confidence,
+                                 rng=np.random.default_rng(seed))
+    return {**found, "low": float(result.confidence_interval.low),
+            "high": float(result.confidence_interval.high), "coverage": confidence,
+            "method": "SciPy's paired percentile bootstrap over blocks, "
+                      f"{resamples:,} resamples"}
 
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
