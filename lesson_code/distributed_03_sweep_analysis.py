@@ -95,8 +95,10 @@ def fits(blocks, points_by_series, programs, cache_bytes):
             "alphaUs": alpha * 1e6, "alpha": intervals.median_interval(per_block),
             "alphaByBlockUs": per_block,
             "betaGBps": beta / 1e9 if beta else None,
-            "nHalfOrderKiB": (sweep_math.order_of_magnitude(alpha * beta / 1024)
-                              if beta else None),
+            # alpha x beta to one significant figure: misses of tens of per cent leave
+            # no more digits worth printing, and a power of ten would show 2x as 10x.
+            "nHalfKiB": (sweep_math.one_significant_figure(alpha * beta / 1024)
+                         if beta else None),
             "fittedSizes": len(fitted), "fitMaxBytes": int(max(fitted)),
             "cacheBoundaryBytes": boundary,
             "maxRelResidual": sweep_math.max_relative_residual(fitted, fitted_t, alpha, beta),
@@ -265,8 +267,7 @@ def host(recording):
 
 def verdict_counts(*groups):
     words = [item["verdict"] for group in groups for item in group if item.get("verdict")]
-    return {word: words.count(word) for word in
-            (intervals.SUPPORTED, intervals.CONTRADICTED, intervals.INCONCLUSIVE)}
+    return {word: words.count(word) for word in intervals.VERDICTS}
 
 
 def analyse(recording):
@@ -299,7 +300,7 @@ def analyse(recording):
         "fitSummary": {
             "maxRelResidual": span([f["maxRelResidual"] for f in every_fit]),
             "largestOverFit": span([f["largestOverFit"] for f in every_fit]),
-            "nHalfOrderKiB": span([f["nHalfOrderKiB"] for f in every_fit if f["nHalfOrderKiB"]]),
+            "nHalfKiB": span([f["nHalfKiB"] for f in every_fit if f["nHalfKiB"]]),
             "lessonBytes": 32,
             # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
             "lessonTransferShare": max((32 / (f["betaGBps"] * 1e3) / f["alphaUs"]

@@ -158,10 +158,14 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
 
 
 SUPPORTED, CONTRADICTED, INCONCLUSIVE = "supported", "contradicted", "inconclusive"
+EQUIVALENT = "equivalent"
+VERDICTS = (SUPPORTED, CONTRADICTED, EQUIVALENT, INCONCLUSIVE)
 
 
-# A ratio within 25 % of 1 is called neither way: timings on a shared host drift by that
-# much between blocks, so an interval that only just clears 1 would flip between reruns.
+# A threshold of practical significance, not a measure of noise (paired blocks cancel
+# drift): a factor within 25 % of 1 is taken as too small to matter, however narrow its
+# interval, so it is never called an effect, and an interval wholly inside the band says
+# there is no effect of that size (EQUIVALENT).
 MARGIN = 1.25
 
 
@@ -169,19 +173,22 @@ def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARG
     """What an interval for a ratio says about a prediction that it exceeds 1 (or, with
     `predicted_above_one` False, that it stays below 1).
 
-    "supported" or "contradicted" only when the whole interval lies beyond `margin` on
-    one side of 1; "inconclusive" otherwise, and always when the same configuration,
-    measured twice in one run, disagreed (`replicate_disagreement`, a ratio >= 1) by more
-    than the effect itself: then the run's noise is larger than what it is asked to
-    tell apart.
+    "supported" or "contradicted" when the whole interval lies beyond `margin` on one
+    side of 1; "equivalent" when it lies wholly inside the band from 1/margin to margin
+    (whatever the effect is, it is smaller than the margin); "inconclusive" otherwise.
+    Always "inconclusive" when the same configuration, measured twice in one run,
+    disagreed (`replicate_disagreement`, a ratio >= 1) by more than both the effect and
+    the margin: then the run's noise is larger than what it is asked to tell apart.
     """
-    effect_size = effect(ratio)
-    if replicate_disagreement is not None and replicate_disagreement > effect_size:
+    if (replicate_disagreement is not None
+            and replicate_disagreement > max(effect(ratio), margin)):
         return INCONCLUSIVE
     if ratio["low"] > margin:
         return SUPPORTED if predicted_above_one else CONTRADICTED
     if ratio["high"] < 1 / margin:
         return CONTRADICTED if predicted_above_one else SUPPORTED
+    if 1 / margin <= ratio["low"] and ratio["high"] <= margin:
+        return EQUIVALENT
     return INCONCLUSIVE
 
 

@@ -9,8 +9,8 @@ recordings given; copies each into a clean clone, re-derives there (`record.py
 --render-only`: analyses and figures, nothing measured), builds the site, and compares
 the text of every page that reads the variant with every number masked. Numbers are
 expected to move between runs; a word that moves (a verdict, "busy" for "idle") is the
-noise deciding what the page says. Prints, per page, how many verdicts it has and how
-many are "inconclusive", and a diff where the text differs; exits 1 if any page does.
+noise deciding what the page says. Prints, per page, how many verdicts of each word its
+tables hold, and a diff where the text differs; exits 1 if any page does.
 
 Run it on a quiet host: a run whose start found other work on the cores says so on the
 page, and that sentence differs from a quiet run's by design.
@@ -28,11 +28,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts.intervals import VERDICTS as INTERVAL_VERDICTS  # noqa: E402
 from scripts.lessons import RegistryError, load_lessons  # noqa: E402
 from scripts.outputs import for_lesson  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-VERDICTS = ("supported", "contradicted", "inconclusive", "not applicable")
+VERDICTS = (*INTERVAL_VERDICTS, "not applicable")
 ARTICLE = re.compile(r"<article\b.*?</article>", re.S)
 
 
@@ -154,9 +155,10 @@ def main(argv=None):
         first, verdicts = texts[0][page]
         same = all(found[page][0] == first for found in texts)
         differing += not same
-        print(f"{page}: {len(verdicts)} verdicts in its tables, "
-              f"{verdicts.count('inconclusive')} inconclusive; masked text "
-              f"{'identical' if same else 'DIFFERS'} across {len(texts)} runs")
+        counted = ", ".join(f"{verdicts.count(word)} {word}" for word in VERDICTS
+                            if word in verdicts)
+        print(f"{page}: {len(verdicts)} verdicts in its tables ({counted or 'none'}); "
+              f"masked text {'identical' if same else 'DIFFERS'} across {len(texts)} runs")
         for number, found in enumerate(texts[1:], start=2):
             for line in difflib.unified_diff(first.split(". "), found[page][0].split(". "),
                                              "run 1", f"run {number}", lineterm="", n=0):

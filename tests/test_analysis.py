@@ -44,16 +44,30 @@ def test_overlapping_samples_are_inconclusive():
     assert intervals.verdict(ratio, predicted_above_one=True) == "inconclusive"
 
 
-def test_a_small_effect_inside_the_margin_is_not_called_either_way():
+def test_a_small_effect_wholly_inside_the_margin_is_equivalent_not_an_effect():
     ratio = intervals.paired_ratio(blocks(110, spread=0.01), blocks(100, spread=0.01))
-    assert ratio["low"] > 1  # the interval clears 1 ...
-    assert intervals.verdict(ratio, predicted_above_one=True) == "inconclusive"  # ... not 1.25
+    assert 1 < ratio["low"] and ratio["high"] < 1.25  # clears 1, but not by a quarter
+    assert intervals.verdict(ratio, predicted_above_one=True) == "equivalent"
+    assert intervals.verdict(ratio, predicted_above_one=False) == "equivalent"
+
+
+def test_an_interval_across_the_margin_is_inconclusive():
+    straddling = {"estimate": 1.2, "median": 1.2, "low": 1.1, "high": 1.3}
+    assert intervals.verdict(straddling, predicted_above_one=True) == "inconclusive"
+    below = {"estimate": 0.85, "median": 0.85, "low": 0.7, "high": 0.9}
+    assert intervals.verdict(below, predicted_above_one=True) == "inconclusive"
+    edges = {"estimate": 1.0, "median": 1.0, "low": 0.8, "high": 1.25}
+    assert intervals.verdict(edges, predicted_above_one=True) == "equivalent"
 
 
 def test_one_configuration_measured_twice_far_apart_is_inconclusive():
     ratio = intervals.paired_ratio(blocks(300), blocks(100))
     assert intervals.verdict(ratio, True, replicate_disagreement=3.8) == "inconclusive"
     assert intervals.verdict(ratio, True, replicate_disagreement=1.2) == "supported"
+    # No effect: a twin within the margin leaves it equivalent; one past it does not.
+    none = {"estimate": 1.02, "median": 1.02, "low": 0.95, "high": 1.1}
+    assert intervals.verdict(none, True, replicate_disagreement=1.2) == "equivalent"
+    assert intervals.verdict(none, True, replicate_disagreement=1.4) == "inconclusive"
 
 
 def test_order_statistics_intervals_cover_the_median_as_often_as_they_say():
@@ -105,7 +119,7 @@ def test_degenerate_blocks_give_a_number_never_nan(top, bottom, low, high):
     found = intervals.paired_mean_ratio([[t] for t in top], [[b] for b in bottom])
     assert found["low"] == pytest.approx(low, abs=0.1) and found["high"] == pytest.approx(high)
     assert not np.isnan([found["estimate"], found["low"], found["high"]]).any()
-    assert intervals.verdict(found, True) in ("supported", "contradicted", "inconclusive")
+    assert intervals.verdict(found, True) in intervals.VERDICTS
 
 
 def test_one_block_leaves_every_ratio_possible_and_none_an_error():
@@ -146,11 +160,31 @@ def test_the_rounds_hypothesis_supported_when_a_round_costs_more_with_more_proce
     result = analysis.analyse("cpu-processes", rounds_recording(300.0, 100.0))["rounds"]
     assert result["premiseHolds"]
     assert {found["verdict"] for found in result["verdicts"].values()} == {"supported"}
-    assert result["verdictCounts"] == {"supported": 2, "contradicted": 0, "inconclusive": 0}
+    assert result["verdictCounts"] == {"supported": 2, "contradicted": 0, "equivalent": 0,
+                                       "inconclusive": 0}
     row = result["rows"]["gloo_all_gather"]
+    assert "(about 95% interval " in row["perRoundRatio"]["words"]  # a bootstrap's
     assert row["perRoundRatio"]["estimate"] == pytest.approx(3.0, rel=0.15)
     assert result["verdicts"]["ring"]["ratio"]["estimate"] == pytest.approx(3.0, rel=0.15)
     assert "verdict" not in row  # one verdict per algorithm, not per collective
+
+
+def test_a_round_that_costs_the_same_on_either_side_is_equivalent():
+    """Per-round times equal at p = 4 and p = 2, with little noise: the pooled interval
+    lies inside the 25 % band, so the verdict says no effect, not only "not shown"."""
+    result = analysis.analyse("cpu-processes", rounds_recording(100.0, 100.0))["rounds"]
+    assert {found["verdict"] for found in result["verdicts"].values()} == {"equivalent"}
+    assert result["verdictCounts"]["equivalent"] == 2
+
+
+def test_the_twin_is_shown_as_the_mean_it_was_computed_on():
+    """Content review L1: the first table prints medians, the factor compares means, so
+    the row shows the first table's mean beside the factor."""
+    recording = rounds_recording(300.0, 100.0, lesson_scale=1 / 1.5)
+    row = analysis.analyse("cpu-processes", recording)["rounds"]["rows"]["gloo_all_reduce"]
+    assert row["twinWords"] == f"{row['twinMeanUs']:,.0f}, {row['twinDisagreement']:.1f}× apart"
+    assert row["twinDisagreement"] == pytest.approx(
+        row["timing"]["p4"]["mean"] / row["twinMeanUs"])
 
 
 def test_the_twin_measurements_of_h1_make_gloos_verdict_inconclusive():
@@ -304,6 +338,7 @@ def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
     # alpha was made to grow with p (50 us x p per step): supported for every program.
     assert {entry["verdict"] for entry in result["alphaWithRanks"].values()} == {"supported"}
     assert result["stepSummary"]["verdict"] == "supported"
+    assert list(result["verdictCounts"]) == list(intervals.VERDICTS)  # "equivalent" too
     json.dumps(result, allow_nan=False)  # what the derived file will hold: finite JSON
 
 

@@ -27,7 +27,7 @@ from scripts.figures.sweep import render
 from scripts.lessons import load_lessons
 from scripts.outputs import AnalysisKind, for_lesson, recording_outputs
 from scripts.recordings import load_recording, validate
-from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, order_of_magnitude
+from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, one_significant_figure
 
 # A partial sweep for the tests: p = 4, three sizes, two blocks, few samples.
 QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "blocks": 2, "samples": 2,
@@ -101,7 +101,7 @@ def test_fit_never_reports_negative_latency_and_says_when_times_do_not_grow():
     assert alpha == 0.0 and beta > 0
     flat = fit_alpha_beta(sizes, [1e-3] * len(sizes))
     assert flat[1] is None  # no bandwidth regime reached: no beta, and no error
-    assert order_of_magnitude(300) == 100 and order_of_magnitude(400) == 1000
+    assert one_significant_figure(502) == 500 and one_significant_figure(257) == 300
 
 
 # --- the measuring code: shape and bookkeeping ------------------------------------------

@@ -22,8 +22,9 @@ def test_only_what_lies_outside_the_article_is_left_out():
 
 def test_a_verdict_is_a_table_cell_that_is_one_verdict_word():
     page = ("<p>supported only when ...</p><table><tr><td>gloo</td><td><em>supported</em>"
-            "</td><td>not applicable</td><td>inconclusive, because</td></tr></table>")
-    assert stability.table_verdicts(page) == ["supported", "not applicable"]
+            "</td><td>not applicable</td><td>inconclusive, because</td>"
+            "<td>equivalent</td></tr></table>")
+    assert stability.table_verdicts(page) == ["supported", "not applicable", "equivalent"]
 
 
 def test_every_analysed_recording_is_read_by_some_page():

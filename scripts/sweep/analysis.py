@@ -57,6 +57,6 @@ def max_relative_residual(nbytes, seconds, alpha, beta):
     return float(np.max(np.abs(relative_residuals(nbytes, seconds, alpha, inverse_beta))))
 
 
-def order_of_magnitude(value):
-    """The power of ten nearest `value` on a log scale: 300 -> 100, 400 -> 1000."""
-    return float(10 ** round(np.log10(value))) if value > 0 else 0.0
+def one_significant_figure(value):
+    """`value` rounded to one significant figure: 502 -> 500, 257 -> 300."""
+    return float(f"{value:.1g}")
