@@ -28,8 +28,6 @@ from conftest import LESSONS, ROOT, SEED, recording_name
 from site_build import build
 from site_pages import formulas_in, markdown_source, site_pages
 
-from scripts.pages.startup_tasks import CONTROLS
-
 CHROMIUM = "/usr/bin/chromium"
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARTIFACTS = ROOT / "test-artifacts"
@@ -659,114 +657,6 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
     page.close()
 
 
-# Records each change to an attribute of <html> or <body> (the value before and after)
-# and each element added to the head, from the moment the parser inserts the theme's
-# deferred bundle (it runs once parsing ends, so this starts early, never late). A
-# MutationObserver sees every change, the parser's included, in order; a change that
-# leaves a value as it was is still reported, which is why the values are compared.
-WATCH_THE_THEMES_START = r"""(() => {
-  const seen = window.__themeStart = {started: false, changes: [], added: []};
-  new MutationObserver(records => {
-    // Each record's value after it: the next record's old value of that attribute of that
-    // element, or, for the last one in this batch, the value it has now.
-    const later = new Map();
-    for (const record of records.slice().reverse()) {
-      if (record.type !== "attributes") continue;
-      const ofTarget = later.get(record.target) || new Map();
-      later.set(record.target, ofTarget);
-      record.now = ofTarget.has(record.attributeName)
-        ? ofTarget.get(record.attributeName)
-        : record.target.getAttribute(record.attributeName);
-      ofTarget.set(record.attributeName, record.oldValue);
-    }
-    for (const record of records) {
-      if (record.type === "childList") {
-        for (const node of record.addedNodes) {
-          if (node.nodeName === "SCRIPT" && /\/bundle\.[^/]*\.js$/.test(node.src || "")) {
-            seen.started = true;
-          } else if (seen.started && record.target === document.head) {
-            seen.added.push(node.outerHTML || node.nodeName);
-          }
-        }
-      } else if (seen.started && record.type === "attributes"
-                 && (record.target === document.documentElement
-                     || record.target === document.body)) {
-        seen.changes.push({element: record.target.nodeName, name: record.attributeName,
-                           before: record.oldValue, after: record.now});
-      }
-    }
-  }).observe(document, {subtree: true, childList: true, attributes: true,
-                        attributeOldValue: true});
-})()"""
-# Every attribute the page's stylesheets select on, by name: "class" for any class
-# selector, "id" for any id selector, and always "style" (an inline custom property on
-# the root restyles every element below it).
-ATTRIBUTES_STYLED = r"""() => {
-  const names = new Set(["style"]), rules = [];
-  for (const sheet of document.styleSheets) rules.push(...sheet.cssRules);
-  while (rules.length) {
-    const rule = rules.pop();
-    if (rule.cssRules) rules.push(...rule.cssRules);
-    const selector = rule.selectorText || "";
-    for (const [, name] of selector.matchAll(/\[\s*([\w-]+)/g)) names.add(name);
-    const outsideAttributes = selector.replace(/\[[^\]]*\]/g, "");
-    if (/\.[A-Za-z_-]/.test(outsideAttributes)) names.add("class");
-    if (/#[A-Za-z_-]/.test(outsideAttributes)) names.add("id");
-  }
-  return [...names];
-}"""
-# What joining the head restyles the whole page: a colour-scheme meta element (Chromium
-# restyles every element for each) and any stylesheet.
-RESTYLES_FROM_THE_HEAD = re.compile(
-    r'^<(meta[^>]*name="color-scheme"|style\b|link[^>]*rel="stylesheet")')
-
-
-def what_the_themes_start_restyled(page):
-    """After a page opened with WATCH_THE_THEMES_START has settled: the changes to <html>
-    and <body> that a stylesheet selects on, and what joined the head that restyles."""
-    seen = page.evaluate("window.__themeStart")
-    assert seen["started"], "the theme's bundle was never parsed"
-    styled = set(page.evaluate(ATTRIBUTES_STYLED))
-    assert {"class", "data-md-color-scheme"} <= styled  # the scan reads the theme's CSS
-    return ([change for change in seen["changes"]
-             if change["before"] != change["after"] and change["name"] in styled],
-            [added for added in seen["added"] if RESTYLES_FROM_THE_HEAD.match(added)])
-
-
-ROOT_SCHEME = "getComputedStyle(document.documentElement).colorScheme"
-
-
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_the_themes_start_leaves_the_root_and_the_head_as_styled(browser, served, scheme):
-    """Once the page is parsed and styled, the theme's start-up must not make the browser
-    style every element again (scripts/pages/theme_startup.py names the three steps that
-    did, found in traces). Checked by what the theme does, not by time: no attribute of
-    <html> or <body> that a stylesheet selects on changes its value (a class change on
-    the root restyles it all, whichever class), and neither a colour-scheme meta element
-    nor a stylesheet joins the head. The reader's system palette first (the dark one
-    checks that the header's early switch agrees with the theme's), then, after the
-    toggle, the palette the theme stored, on a reload. The root's colour scheme follows
-    the palette throughout (docs/assets/lesson.css)."""
-    page = browser.new_page(viewport={"width": 390, "height": 900}, color_scheme=scheme,
-                            is_mobile=True, has_touch=True)
-    page.add_init_script(WATCH_THE_THEMES_START)
-    watch = PageWatch(page, served)
-    settle(page, watch, f"{served}/{LESSON}")
-    assert what_the_themes_start_restyled(page) == ([], [])
-    dark, light = "dark", "normal"
-    assert page.evaluate(ROOT_SCHEME) == (dark if scheme == "dark" else light)
-    page.locator("label[for^='__palette_']:not([hidden])").first.click()
-    toggled = light if scheme == "dark" else dark
-    assert page.evaluate(ROOT_SCHEME) == toggled
-    settle(page, watch, f"{served}/{LESSON}")  # again, with the choice stored
-    assert page.evaluate("__md_get('__palette').color.scheme") == \
-        ("slate" if toggled == dark else "default")
-    assert what_the_themes_start_restyled(page) == ([], [])
-    assert page.evaluate(ROOT_SCHEME) == toggled
-    assert watch.problems == []
-    page.close()
-
-
 # The theme names each code block's <pre> "__code_..." as it sets the block up.
 SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
 IN_A_CLOSED_ANSWER = "code => code.closest('details:not([open])') !== null"
@@ -803,51 +693,6 @@ def test_the_themes_start_sets_up_only_the_code_blocks_in_view(browser, served):
     assert 0 < sum(block["setUp"] for block in blocks) < len(blocks)
     assert not any(block["setUp"] for block in blocks if block["closed"])
     assert wide.get_attribute("tabindex") == "0"
-    assert watch.problems == []
-    page.close()
-
-
-# What the theme's components do as the page starts, in order, with three marks: the
-# bundle has been evaluated (its script's load event, which follows its run at once), a
-# watch on the theme's component$ is in place, and the page's DOMContentLoaded has been
-# dispatched (a listener on window runs after the theme's own, on the document). Each
-# emission of component$ is a component's state, named by its element.
-WATCH_THE_COMPONENTS_START = r"""
-window.__startedInOrder = [];
-document.addEventListener('load', event => {
-  if (!/\/bundle\.[0-9a-f]+\.min\.js$/.test(event.target.src || '')) return;
-  __startedInOrder.push('evaluated');
-  component$.subscribe(state => __startedInOrder.push(
-      state.ref.dataset.mdComponent || 'content'));
-  __startedInOrder.push('watched');
-}, true);
-window.addEventListener('DOMContentLoaded', () => __startedInOrder.push('parsed'));
-"""
-# scripts/pages/startup_tasks.py's controls, as the theme names them once started (search
-# speaks for its query box).
-THE_THEMES_CONTROLS = set(CONTROLS) | {"search-query"}
-STARTED_ON_A_PHONE = {"palette", "search-query", "content", "header", "header-title", "toc"}
-
-
-def test_the_themes_components_start_after_the_page_is_parsed(browser, served):
-    """scripts/pages/startup_tasks.py: the theme starts each component in a task of its
-    own, so none starts while its bundle is evaluated (the theme's own starts search
-    there) and none of the page's content components (header, table of contents,
-    content) while DOMContentLoaded is dispatched (the theme's own starts them all
-    there); the controls may start before or after it. Every component a phone shows
-    still starts."""
-    page = browser.new_page(viewport={"width": 390, "height": 900}, is_mobile=True,
-                            has_touch=True)
-    page.add_init_script(WATCH_THE_COMPONENTS_START)
-    watch = PageWatch(page, served)
-    settle(page, watch, f"{served}/{LESSON}")
-    # The theme starts the table of contents last of these (on a phone, no sidebar).
-    page.wait_for_function("__startedInOrder.includes('toc')")
-    started = page.evaluate("__startedInOrder")
-    assert started[:2] == ["evaluated", "watched"], started
-    before_parsed = started[2:started.index("parsed")]
-    assert set(before_parsed) <= THE_THEMES_CONTROLS, started
-    assert STARTED_ON_A_PHONE <= set(started)
     assert watch.problems == []
     page.close()
 
