@@ -500,3 +500,31 @@ def test_every_table_header_has_words(built_site):
                 assert '<math aria-hidden="true"' in cell
                 named += 1
     assert named > 0
+
+
+def test_the_themes_built_files_are_the_theme_packages_own(built_site):
+    """What mkdocs-material ships reaches the site byte for byte: every file under
+    assets/javascripts/ and assets/stylesheets/ is the installed package's copy, so a
+    theme upgrade is a pin bump. What the site changes, it changes through the theme's
+    own doors (docs/overrides/, extra_css, extra_javascript, feature flags)."""
+    import material
+
+    theme = Path(material.__file__).parent / "templates" / "assets"
+    built = [path for folder in ("javascripts", "stylesheets")
+             for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]
+    assert any(path.name.startswith("bundle.") for path in built)
+    shipped = {path: theme / path.relative_to(built_site / "assets") for path in built}
+    # The site's own scripts and styles sit beside these folders (assets/*.js, *.css).
+    differ = [path.relative_to(built_site).as_posix() for path, theirs in shipped.items()
+              if not theirs.is_file() or path.read_bytes() != theirs.read_bytes()]
+    assert differ == []
+    # main.html's head script: the js and js-focus-visible classes are set before any
+    # style is computed, so the theme's start-up does not change them again.
+    for page in site_pages(built_site):
+        head = page_file(built_site, page).read_text().split("</head>")[0]
+        assert 'classList.replace("no-js","js")' in head, page
+        assert 'classList.add("js-focus-visible")' in head, page
+    # A page whose bundle never runs keeps its focus rings only while no stylesheet hides
+    # focus under that class.
+    for css in built_site.rglob("*.css"):
+        assert "js-focus-visible" not in css.read_text(), css
