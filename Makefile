@@ -98,13 +98,15 @@ test: install browser java mpi lint check fresh
 	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder
 
 # Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
-# machine). Writes scripts/audit/scores.json; commit it. Lighthouse is installed here only.
+# machine). Writes scripts/audit/scores.json; commit it from the default 24 rounds. A quick
+# look: `make audit AUDIT_FLAGS=--runs=6`. Lighthouse is installed here only.
 scripts/audit/node_modules/.installed: scripts/audit/package.json scripts/audit/package-lock.json
 	cd scripts/audit && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
+AUDIT_FLAGS ?=
 audit: build browser scripts/audit/node_modules/.installed
-	$(PY) scripts/audit/lighthouse.py
+	$(PY) scripts/audit/lighthouse.py $(AUDIT_FLAGS)
 	$(PY) scripts/audit/math_side_by_side.py
 
 clean:

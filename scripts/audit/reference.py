@@ -2,11 +2,11 @@
 
 Two readers hold the project's pages to it. The accessibility and HTML-validity tests
 ("nothing worse than the theme itself": a finding this page also shows comes from
-mkdocs-material's own markup or colours), and `make audit`, which sets each lesson
-page's blocking time against this page's in the same run. The page holds what every
-lesson page is made of (a heading, a paragraph with a link, a table and a highlighted
-Python block) and nothing of the project's (no hooks, no CSS, no templates); a second
-page (long/) holds the same again and again, as long as a lesson page.
+mkdocs-material's own markup or colours) read the page itself: it holds what every lesson
+page is made of (a heading, a paragraph with a link, a table and a highlighted Python
+block) and nothing of the project's (no hooks, no CSS, no templates). `make audit` reads
+a second page (long/) that holds the same again and again, as long as a lesson page, and
+sets each lesson page's blocking time against it in the same run.
 """
 import os
 import subprocess
@@ -42,10 +42,11 @@ Some closing text.
 
 
 # The same theme on a page as long as a lesson page: PAGE's sections, again and again, to
-# about the 1,700 elements of the seed lesson's page (the bare page has 180). A browser
+# about the 1,700 elements of the seed lesson's page (the short page has 200). A browser
 # paints a short page only once the theme's script, at the end of the body, has run; a
 # long one it paints first, so the theme's own start-up lands after the first paint and
-# counts as blocking time. This page says what the theme alone blocks on such a page.
+# counts as blocking time. Only a page as long says what the theme alone blocks on a
+# lesson page.
 LONG_PAGE_PATH = "long/"
 LONG_PAGE_REPEATS = 20
 

@@ -1,9 +1,11 @@
 // Hold the theme's request for the search index until the reader first opens search
-// (the search toggle turns on) or focuses the search box; then send it. The theme asks
-// with XMLHttpRequest, once per page; every other request goes out untouched.
+// (the search toggle turns on) or focuses the search box; then send it. A page reached
+// from a search result (?h=term, the theme's search.highlight) needs the index at once to
+// mark the term, so there nothing is held. The theme asks with XMLHttpRequest, once per
+// page; every other request goes out untouched.
 (function () {
   var open = XMLHttpRequest.prototype.open, send = XMLHttpRequest.prototype.send;
-  var held = [], wanted = false;
+  var held = [], wanted = new URLSearchParams(location.search).has("h");
   function release() {
     if (wanted) return;
     wanted = true;
