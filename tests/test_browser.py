@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from conftest import LESSONS, ROOT, SEED, recording_name
+from conftest import LESSONS, ROOT, SEED
 from site_build import build
 from site_pages import formulas_in, markdown_source, site_pages
 
@@ -38,7 +38,6 @@ QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
 # The seed lesson's page: the checks of its own figures, formulas and answers, and the
 # page the going-further pages (its own) link back to. Every other check reads every page.
 LESSON = f"lessons/{SEED.id}/"
-RING_SIMULATOR = "going-further/ring-simulator/"
 GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").glob("*.md"))
 SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
 DESKTOP = ("light", 1280)
@@ -277,22 +276,6 @@ def read_a_notebook_page(page):
     return shows
 
 
-def step_the_ring_midway(page):
-    """The step-through's looks (own, partial, full, missing, arrived) all appear while it
-    is stepped: axe's findings after each of the first two steps, then once it went to
-    the last step and back one."""
-    root = page.locator(".ring-stepper")
-    findings = []
-    for go in ("next", "next", "last", "previous"):  # mid reduce-scatter, then all-gather
-        root.locator(f"[data-go={go}]").click()
-        if go == "next":
-            findings.append(axe_findings(page))
-    return {"axe while stepping": findings,
-            "missing chunks": root.locator(".ring-stepper__chunk--missing").count(),
-            "axe midway": axe_findings(page),
-            "fits midway": page.evaluate("document.documentElement.scrollWidth <= innerWidth")}
-
-
 def tap_a_small_figure(page, path, site, figures):
     """On a phone, a figure too small to read in place opens full size on a tap: tap the
     first such figure of the page a reader sees (not one inside a closed answer) and say
@@ -345,8 +328,6 @@ def visit(browser, origin, site, path, scheme, width):
         page.locator(".math-display").first.screenshot(path=str(ARTIFACTS / "formula-phone.png"))
     if path.startswith("notebooks/") and (scheme, width) == ("dark", 1280):
         record.shows.update(read_a_notebook_page(page))
-    if path == RING_SIMULATOR and AXE.exists():
-        record.shows.update(step_the_ring_midway(page))
     # What the page did, up to here: the tap leaves it for the SVG on its own (whose
     # favicon request is no request of the page's).
     record.problems, record.requests = list(watch.problems), list(watch.requests)
@@ -750,7 +731,7 @@ def test_dark_palette_and_notebook_page(visits):
 
 def axe_findings(page):
     """Serious and critical axe-core violations, one signature per failing element kind."""
-    if page.evaluate("typeof axe") == "undefined":  # once per page: the stepper asks thrice
+    if page.evaluate("typeof axe") == "undefined":  # once per page, however often asked
         page.add_script_tag(path=str(AXE))
     violations = page.evaluate("""async () => {
         const result = await axe.run(document, {resultTypes: ['violations']});
@@ -981,138 +962,3 @@ def test_no_figure_text_leaves_its_canvas(classic_scrollbars, served, built_site
                     for text in page.evaluate(TEXT_OFF_CANVAS)]
     page.close()
     assert defects == [], "\n".join(defects)
-
-
-# What the ring step-through shows, read off the page: per rank card, each chunk's
-# "which contributions" label and values, whether it just arrived, and the rank's move.
-STEPPER_SHOWS = """root => ({
-    position: root.querySelector('.ring-stepper__position').textContent,
-    status: root.querySelector('.ring-stepper__status').textContent,
-    live: root.querySelector('.ring-stepper__status').getAttribute('aria-live'),
-    bytes: root.querySelector('.ring-stepper__bytes').textContent,
-    ranks: [...root.querySelectorAll('.ring-stepper__rank')].map(card => ({
-        chunks: [...card.querySelectorAll('.ring-stepper__chunk')].map(chunk => [
-            chunk.querySelector('.ring-stepper__sums').textContent,
-            chunk.querySelector('.ring-stepper__values').textContent,
-            chunk.classList.contains('ring-stepper__chunk--arrived')]),
-        move: [...card.querySelectorAll('.ring-stepper__move > span')]
-            .map(span => span.textContent)})),
-})"""
-
-
-def expected_ring_steps(recording):
-    """Every state of the step-through, as the static figures read the same trace
-    (scripts/figures/ring.py): labels, values as the figure writes them, arrivals, moves
-    and the bytes each rank has sent by then."""
-    import numpy as np
-
-    from scripts.figures.ring import cell_look, phases
-
-    trace = recording["data"]
-    p = trace["ranks"]
-    contributions = np.asarray(trace["contributions"], dtype=np.float32)
-    chunks = contributions.reshape(p, p, -1)
-    chunk_bytes = trace["vectorBytes"] // p
-    drawn = phases(trace)
-    expected = []
-    for name, phase_key in (("reduce_scatter", "reduceScatter"), ("all_gather", "allGather")):
-        recorded_total = trace[phase_key]["bytesSent"][0]
-        for step, (_, state, sends) in enumerate(drawn[name].rows):
-            got = {dst: (chunk, src) for src, dst, chunk in sends}
-            sent = {src: (chunk, dst) for src, dst, chunk in sends}
-            ranks = []
-            for r in range(p):
-                cells = []
-                for c in range(p):
-                    label = cell_look(state[r][c], p)[2]
-                    values = ", ".join(f"{v:g}" for v in chunks[list(state[r][c]), c]
-                                       .sum(axis=0)) if state[r][c] else ""
-                    cells.append([label, values, got.get(r, (None,))[0] == c])
-                move = [f"sent c{sent[r][0]} → r{sent[r][1]}",
-                        f"got c{got[r][0]} ← r{got[r][1]}"] if sends else []
-                ranks.append({"chunks": cells, "move": move})
-            expected.append({"ranks": ranks, "bytes": step * chunk_bytes,
-                             "recordedTotal": recorded_total, "step": step})
-    return expected
-
-
-def assert_stepper_shows(shown, expected, p):
-    assert shown["ranks"] == expected["ranks"]
-    assert shown["live"] == "polite"
-    assert f": {expected['bytes']} of {expected['recordedTotal']} " in shown["bytes"]
-    if expected["step"]:
-        assert f"step {expected['step']} of {p - 1}" in shown["status"]
-        assert f"has sent {expected['bytes']} of {expected['recordedTotal']} bytes" \
-            in shown["status"]
-    else:
-        assert "start" in shown["status"]
-
-
-def test_the_ring_steps_through_the_recorded_trace(browser, served):
-    """Issue 20, item 1: every value the step-through shows, forwards with the buttons and
-    backwards with the arrow keys, equals the recorded trace as the figures read it; the
-    last step of each phase reaches the recorded bytes per rank, (p - 1)/p·G."""
-    recording = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())
-    p = recording["data"]["ranks"]
-    expected = expected_ring_steps(recording)
-    assert len(expected) == 2 * p
-    assert sorted(recording["data"]["byRanks"]) == ["2", "8"]  # p = 2, 4, 8 to choose
-    assert expected[p - 1]["bytes"] == expected[p - 1]["recordedTotal"] \
-        == (p - 1) * recording["data"]["vectorBytes"] // p
-    page, watch = open_page(browser, f"{served}/going-further/ring-simulator/", served)
-    root = page.locator(".ring-stepper")
-    assert root.is_visible()
-    # The page carries the recording's data itself, parsed back unchanged.
-    embedded = page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)")
-    assert embedded == recording["data"]
-    shown = []
-    for index, state in enumerate(expected):
-        shown.append(root.evaluate(STEPPER_SHOWS))
-        assert_stepper_shows(shown[-1], state, p)
-        assert root.locator("[data-go=next]").is_disabled() == (index == len(expected) - 1)
-        if index < len(expected) - 1:
-            root.locator("[data-go=next]").click()
-    root.focus()
-    for state in reversed(expected):
-        assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, p)
-        page.keyboard.press("ArrowLeft")
-    assert root.locator("[data-go=previous]").is_disabled()
-    page.keyboard.press("End")
-    assert root.evaluate(STEPPER_SHOWS) == shown[-1]
-    page.keyboard.press("Home")
-    assert root.evaluate(STEPPER_SHOWS) == shown[0]
-    assert len({entry["status"] for entry in shown}) == len(shown)  # each step said anew
-    # The other recorded ring sizes, forwards, each from its own recorded trace.
-    for ranks, other in sorted(recording["data"]["byRanks"].items()):
-        root.locator(f"input[type=radio][value='{ranks}']").check()
-        steps = expected_ring_steps({"data": other})
-        for index, state in enumerate(steps):
-            assert_stepper_shows(root.evaluate(STEPPER_SHOWS), state, other["ranks"])
-            if index < len(steps) - 1:
-                root.locator("[data-go=next]").click()
-        assert steps[-1]["bytes"] == (other["ranks"] - 1) * other["vectorBytes"] \
-            // other["ranks"]
-    ARTIFACTS.mkdir(exist_ok=True)
-    root.screenshot(path=str(ARTIFACTS / "ring-stepper.png"))
-    assert watch.problems == []
-    page.close()
-
-
-@pytest.mark.parametrize("scheme, width", SCREENS)
-def test_the_ring_step_through_is_accessible_midway(visits, reference_findings, scheme, width):
-    """The step-through's looks (own, partial, full, missing, arrived) all appear while
-    it is stepped; axe checks them in both palettes and at both widths."""
-    if not AXE.exists():
-        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
-    seen = visits(scheme, width)[RING_SIMULATOR]
-    theirs = reference_findings[scheme, width]
-    for findings in seen.shows["axe while stepping"]:
-        assert [f"{finding['key']} at {finding['where']}" for finding in findings
-                if finding["key"] not in theirs] == []
-    assert len(seen.shows["axe while stepping"]) == 2
-    assert seen.shows["missing chunks"] > 0
-    assert [f"{finding['key']} at {finding['where']}" for finding in seen.shows["axe midway"]
-            if finding["key"] not in theirs] == []
-    # Nothing of it is wider than a phone.
-    assert seen.shows["fits midway"]
-    assert seen.problems == []

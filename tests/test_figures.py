@@ -154,10 +154,30 @@ def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
     for phase in ("reduce-scatter", "all-gather"):
         svg = (ROOT / f"figures/{ID}-ring-{phase}.svg").read_text()
         assert "sends c" not in svg  # the old label sat under the received cell
-        # p = 4, step 0: rank 0 passes to rank 1 and gets from rank 3.
+        # p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3.
         assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
     scatter = (ROOT / f"figures/{ID}-ring-reduce-scatter.svg").read_text()
-    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # step 0 of the trace
+    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # the trace's first step
+
+
+@pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
+def test_the_ring_figures_number_steps_by_the_sends_made(phase):
+    """Audit D6: "start", then step 1 to p - 1, as the step-through and the pages count."""
+    from scripts.figures import ring
+
+    trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
+    labels = [label.split(":")[0] for label, _, _ in ring.phases(trace)[phase].rows]
+    assert labels == ["start", *(f"step {k}" for k in range(1, trace["ranks"]))]
+    svg = (ROOT / f"figures/{ID}-ring-{phase.replace('_', '-')}.svg").read_text()
+    assert ">step 0<" not in svg and f">step {trace['ranks'] - 1}<" in svg
+
+
+@pytest.mark.parametrize("path", [path for path in sorted(FIGURES) if "-ring-" in path])
+def test_the_ring_notes_never_break_inside_the_example_list(path):
+    """Audit D23: the note once wrapped "rank r contributes (r+1)·[1, / ..., 8]"."""
+    lines = re.findall(r"<text\b[^>]*>([^<]*)</text>", first_drawing(path))
+    opened = [line for line in lines if "·[1," in line]
+    assert len(opened) == 1 and re.search(r"·\[1,\s…,\s\d+\]", opened[0]), opened
 
 
 @pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])

@@ -117,11 +117,13 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
 def test_the_pages_step_table_is_the_simulators_schedule():
     p = 4
     run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
-    table = re.findall(r"^\| (\d)[^|]* \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
-    assert [int(steps) for steps, _ in table] == list(range(p))
+    # Rows "start", then one per step, named as the figures name them (audit D6).
+    table = re.findall(r"^\| (start|\d) \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
+    table = [(0 if steps == "start" else int(steps), cells) for steps, cells in table]
+    assert [steps for steps, _ in table] == list(range(p))
     for steps, cells in table:
         held = [tuple(map(int, cell)) for cell in re.findall(r"chunk (\d), sums (\d)", cells)]
-        expected = [simulated_running_sum(run, int(steps), rank) for rank in range(p)]
+        expected = [simulated_running_sum(run, steps, rank) for rank in range(p)]
         assert held == [(chunk, len(summed)) for chunk, summed in expected], steps
 
 

@@ -1,207 +1,293 @@
-// The ring, one step at a time: reduce-scatter, then all-gather, from the recorded trace.
+// The ring, one step at a time, from the recorded trace: the ranks around an ellipse, one
+// arrow per send, the chunk that just arrived outlined and marked "new".
 //
-// The trace is lesson_code/ring.py's, as `python scripts/record.py` recorded it
-// (recordings/<lesson>.simulation.json); the build puts it into the page as a
-// <script type="application/json"> element ({{ json:... }} in scripts/pages/hooks.py), so
-// nothing is fetched and nothing is simulated here. Like the static figures, a copy's
-// values are the sum of the contributions the trace says it holds. Without script the
-// figures above and below say the same; this element stays hidden.
-(function () {
+// The trace is lesson_code/ring.py's (recordings/<lesson>.simulation.json), in the page as
+// JSON ({{ json:... }}): nothing is fetched or simulated here. As in the static figures, a
+// copy's values are the sum of the contributions the trace says it holds, and the steps
+// are "start", then 1 to p - 1, one per send.
+(() => {
   "use strict";
+  // SVG units (text: 10-unit monospace), drawn at 0.9 to 1.3 px each.
+  const CHAR = 6, ROW = 15, PAD = 5, GAP = 24, ARROW = 26, MARGIN = 4;
+  const KEYS = {ArrowLeft: "previous", ArrowRight: "next", Home: "first", End: "last"};
 
-  function text(tag, className, content) {
-    var element = document.createElement(tag);
-    if (className) element.className = className;
-    if (content !== undefined) element.textContent = content;
+  // An SVG element; recorded text goes in as text only, never as markup.
+  function svg(tag, attributes, text) {
+    const element = document.createElementNS("http://www.w3.org/2000/svg", tag);
+    for (const name in attributes) element.setAttribute(name, attributes[name]);
+    if (text !== undefined) element.textContent = text;
     return element;
   }
 
   // Values as Python's format(v, "g") writes them for these numbers (the figure's form).
-  function number(value) {
-    return Number.isInteger(value) ? String(value) : String(+value.toPrecision(6));
-  }
+  const number = (value) => Number.isInteger(value) ? String(value)
+    : String(+value.toPrecision(6));
 
   function chunkValues(trace, summed, chunk) {
-    var p = trace.ranks, width = trace.contributions[0].length / p, values = [];
-    for (var i = 0; i < width; i++) {
-      var total = 0;
-      summed.forEach(function (rank) { total += trace.contributions[rank][chunk * width + i]; });
-      values.push(total);
+    const width = trace.contributions[0].length / trace.ranks, values = [];
+    for (let i = 0; i < width; i++) {
+      values.push(number(summed.reduce((total, rank) =>
+        total + trace.contributions[rank][chunk * width + i], 0)));
     }
-    return values;
+    return summed.length ? values.join(", ") : "";
   }
+
+  const cellLabel = (summed, p) => !summed.length ? "—"
+    : summed.length === p ? "all" : summed.join("+");
 
   // Every state a reader can step to: the start of each phase, then each of its steps.
   function states(trace) {
-    var p = trace.ranks, all = [];
-    for (var r = 0, everyone = []; r < p; r++) everyone.push(r);
-    [["reduce-scatter", trace.reduceScatter], ["all-gather", trace.allGather]]
-      .forEach(function (pair) {
-        var name = pair[0], phase = pair[1];
-        // The all-gather moves finished sums: a copy it holds carries every contribution.
-        var sums = name === "all-gather"
-          ? function (state) { return state.map(function (row) {
-            return row.map(function (held) { return held.length ? everyone : []; }); }); }
-          : function (state) { return state; };
-        all.push({phase: name, step: 0, state: sums(phase.initial), sends: [],
-                  phaseBytes: phase.bytesSent});
-        phase.steps.forEach(function (step, index) {
-          all.push({phase: name, step: index + 1, state: sums(step.state), sends: step.sends,
-                    phaseBytes: phase.bytesSent});
-        });
+    const p = trace.ranks, everyone = [...Array(p).keys()], all = [];
+    for (const [phase, run] of [["Reduce-scatter", trace.reduceScatter],
+                                ["All-gather", trace.allGather]]) {
+      // The all-gather moves finished sums: a copy it holds carries every contribution.
+      const sums = (state) => phase === "Reduce-scatter" ? state
+        : state.map((row) => row.map((held) => held.length ? everyone : []));
+      let sent = 0;  // bytes rank 0 has sent in this phase, counted from the trace's sends
+      all.push({phase, step: 0, state: sums(run.initial), sends: [], sent,
+                phaseBytes: run.bytesSent[0]});
+      run.steps.forEach((step, index) => {
+        sent += step.sends.filter((send) => !send[0]).length * trace.vectorBytes / p;
+        all.push({phase, step: index + 1, state: sums(step.state), sends: step.sends, sent,
+                  phaseBytes: run.bytesSent[0]});
       });
-    // How many chunks rank r has sent in its phase up to each state, counted in the trace.
-    var counts = [];
-    all.forEach(function (state, index) {
-      var before = state.step === 0 ? everyone.map(function () { return 0; })
-        : counts[index - 1].slice();
-      state.sends.forEach(function (send) { before[send[0]] += 1; });
-      counts.push(before);
-      state.chunksSent = before;
-    });
+    }
     return all;
   }
 
-  function cellLabel(summed, p) {
-    if (!summed.length) return "—";
-    return summed.length === p ? "all" : summed.join("+");
-  }
-
-  function sentence(trace, at, bytesSoFar) {
-    var p = trace.ranks, steps = p - 1;
-    var phaseName = at.phase === "reduce-scatter" ? "Reduce-scatter" : "All-gather";
-    if (at.step === 0) {
-      return phaseName + ", start: " + (at.phase === "reduce-scatter"
-        ? "every rank holds only its own contribution to every chunk."
-        : "rank r holds its finished chunk r and nothing else.");
+  // What the live region says: the sends, what each arriving chunk now holds, the bytes.
+  function sentence(trace, at) {
+    const p = trace.ranks, adds = at.phase === "Reduce-scatter";
+    if (!at.step) {
+      return `${adds ? "Every rank holds only its own contribution to every chunk."
+        : "Rank r holds its finished chunk r and nothing else."} Each of the ${p - 1} steps ` +
+        `has every rank send one ${trace.vectorBytes / p}-byte chunk: ${at.phaseBytes} ` +
+        `bytes per rank in the ${at.phase.toLowerCase()}.`;
     }
-    var moves = at.sends.map(function (send) {
-      return "rank " + send[0] + " sends c" + send[2] + " to rank " + send[1];
-    }).join(", ");
-    var done = at.phase === "reduce-scatter" ? "each adds what it got" : "each stores a copy";
-    return phaseName + ", step " + at.step + " of " + steps + ": " + moves + "; " + done +
-      ". Each rank has sent " + bytesSoFar + " of " + at.phaseBytes[0] + " bytes.";
+    const arrivals = at.sends.map(([from, to, c]) => {
+      const held = at.state[to][c];
+      return `c${c} from rank ${from} to rank ${to}, ${!adds ? "finished"
+        : held.length === p ? "now fully reduced" : "now ranks " + cellLabel(held, p)} ` +
+        `(${chunkValues(trace, held, c)})`;
+    });
+    return `Each rank ${adds ? "sends one chunk to the next, which adds it to its copy"
+      : "forwards one finished chunk to the next, which stores a copy"}: ` +
+      `${arrivals.join("; ")}. Each rank has sent ${at.sent} of its ${at.phaseBytes} bytes.`;
   }
 
-  function mount(root) {
-    var source = document.getElementById(root.getAttribute("data-trace"));
-    if (!source) return;
-    var recorded = JSON.parse(source.textContent);
-    // The trace the figures draw, and those of the other ring sizes (lesson_code/ring.py).
-    var traces = {};
-    traces[recorded.ranks] = recorded;
-    Object.keys(recorded.byRanks || {}).forEach(function (ranks) {
-      traces[ranks] = recorded.byRanks[ranks];
+  // The part of the ring between two cards, from the sender's edge to the receiver's.
+  function between([rx, ry], from, to, card) {
+    const point = (angle) => [rx * Math.cos(angle), ry * Math.sin(angle)];
+    const inside = (angle, spot) => {
+      const [x, y] = point(angle);
+      return Math.abs(x - spot.x) < card.w / 2 + 2 && Math.abs(y - spot.y) < card.h / 2 + 2;
+    };
+    let a = from.angle, b = to.angle <= a ? to.angle + 2 * Math.PI : to.angle;
+    while (a < b && inside(a, from)) a += 0.005;
+    while (b > a && inside(b, to)) b -= 0.005;
+    return {wide: b - a > Math.PI, start: point(a), end: point(b), middle: point((a + b) / 2)};
+  }
+
+  // Where the p cards sit: on an ellipse, rank 0 at the top and the ranks clockwise (a flat
+  // top packs 8 cards into the page's column), just large enough that no two cards touch,
+  // neighbours are GAP apart corner to corner and each arrow shows ARROW long between them.
+  // The first that fits the room at full size, from as round as a page is wide (height 0.8
+  // of the width) to taller ones; else the narrowest.
+  function ring(p, card, room) {
+    const {w, h} = card, turn = p > 4 ? Math.PI / p : 0;
+    const place = (radii) => {
+      const spots = [...Array(p).keys()].map((r) => {
+        const angle = 2 * Math.PI * r / p - Math.PI / 2 + turn;
+        return {x: radii[0] * Math.cos(angle), y: radii[1] * Math.sin(angle), angle};
+      });
+      return spots.every((a, i) => {
+        const next = spots[(i + 1) % p], arc = between(radii, a, next, card);
+        return Math.hypot(arc.end[0] - arc.start[0], arc.end[1] - arc.start[1]) >= ARROW &&
+          Math.hypot(Math.max(0, Math.abs(a.x - next.x) - w),
+                     Math.max(0, Math.abs(a.y - next.y) - h)) >= GAP &&
+          spots.every((b, j) => i === j || Math.abs(a.x - b.x) >= w + 4 ||
+                      Math.abs(a.y - b.y) >= h + 4);
+      }) && spots;
+    };
+    // The canvas holds every card and the ring itself (whose sides p = 2 leaves bare).
+    const extent = (radius, spots, axis, size) => 2 * (MARGIN + Math.max(radius + 2,
+      ...spots.map((spot) => (axis ? spot.y : spot.x) + size / 2)));
+    let narrowest = null;
+    for (let k = 0.8; k < 1.65; k += 0.1) {
+      let radii, spots = null;
+      for (let rx = w / 4; !spots; rx *= 1.01) {
+        // Two ranks sit one above the other: the ring's sides must show beside them.
+        radii = [p === 2 ? Math.max(rx, w / 2 + ARROW) : rx, k * rx];
+        spots = place(radii);
+      }
+      const shape = {radii, spots, width: extent(radii[0], spots, 0, w),
+                     height: extent(radii[1], spots, 1, h)};
+      if (shape.width <= room) return shape;
+      if (!narrowest || shape.width < narrowest.width - 1) narrowest = shape;
+    }
+    return narrowest;
+  }
+
+  function drawRing(trace, at, card, shape, id) {
+    const p = trace.ranks, {w, h} = card, {radii, width, height} = shape;
+    const root = svg("svg", {viewBox: `${-width / 2} ${-height / 2} ${width} ${height}`,
+                             role: "group", "aria-label": "Ranks on the ring"});
+    const marker = svg("marker", {id: `${id}-head`, viewBox: "0 0 10 10", refX: 9, refY: 5,
+                                  markerWidth: 7, markerHeight: 7, orient: "auto"});
+    marker.append(svg("path", {d: "M0 0L10 5L0 10z", class: "ring-stepper__head"}));
+    const sends = svg("g", {"aria-hidden": "true"});  // the live region says the same
+    root.append(marker, svg("ellipse", {rx: radii[0], ry: radii[1],
+                                        class: "ring-stepper__ring"}), sends);
+    const got = {};
+    // One arrow per send, along the ring from the sender's card to the receiver's, and the
+    // chunk's name inside the ring beside it, or on it where a card is in the way.
+    for (const send of at.sends) {
+      const [from, to, c] = send;
+      got[to] = c;
+      const arc = between(radii, shape.spots[from], shape.spots[to], card);
+      const inward = 1 - 13 / Math.hypot(...arc.middle);
+      let [x, y] = arc.middle.map((v) => v * inward);
+      if (shape.spots.some((spot) => Math.abs(x - spot.x) < w / 2 + 10 &&
+                           Math.abs(y - spot.y) < h / 2 + 8)) [x, y] = arc.middle;
+      const arrow = svg("g", {class: "ring-stepper__arrow", "data-send": send.join(" ")});
+      arrow.append(svg("path", {d: `M${arc.start}A${radii} 0 ${+arc.wide} 1 ${arc.end}`,
+                                pathLength: 1, "marker-end": `url(#${id}-head)`}),
+                   svg("rect", {x: x - 9, y: y - 7, width: 18, height: 14, rx: 3}),
+                   svg("text", {x, y: y + 3.5, "text-anchor": "middle"}, `c${c}`));
+      sends.append(arrow);
+    }
+    shape.spots.forEach((spot, r) => {
+      const group = svg("g", {class: "ring-stepper__rank", "data-rank": r,
+                             transform: `translate(${spot.x - w / 2} ${spot.y - h / 2})`});
+      const list = svg("g", {role: "list", "aria-label": `rank ${r}`});
+      group.append(svg("rect", {width: w, height: h, rx: 4, class: "ring-stepper__card"}),
+                  svg("text", {x: PAD, y: ROW - 3.5, class: "ring-stepper__name"}, `rank ${r}`),
+                  list);
+      at.state[r].forEach((summed, c) => {
+        const look = !summed.length ? "missing" : summed.length === p ? "full"
+          : summed.length === 1 ? "own" : "partial";
+        const item = svg("g", {role: "listitem", "data-chunk": c,
+                               transform: `translate(0 ${(c + 1) * ROW})`,
+                               class: `ring-stepper__chunk ring-stepper__chunk--${look}`});
+        const columns = [[PAD, `c${c}`, "label"], [PAD + 3 * CHAR, cellLabel(summed, p), "sums"],
+                         [w - PAD - 4 * CHAR, chunkValues(trace, summed, c), "values"]];
+        if (got[r] === c) {
+          item.classList.add("ring-stepper__chunk--arrived");
+          columns.push([w - PAD, "new", "new"]);
+        }
+        item.append(svg("rect", {x: 2, width: w - 4, height: ROW - 2, rx: 2}),
+                    ...columns.map(([x, text, name]) =>
+                      svg("text", {x, y: ROW - 5, class: `ring-stepper__${name}`}, text)));
+        list.append(item);
+      });
+      root.append(group);
     });
-    var trace, p, chunkBytes, all, at = 0;
+    return root;
+  }
+
+  // The controls are the page's (docs/sections/ring-stepper.html); the ring sizes, numbers,
+  // the trace's.
+  function mount(root) {
+    const id = root.dataset.trace, source = document.getElementById(id);
+    if (!source) return;
+    const recorded = JSON.parse(source.textContent), pace = +root.dataset.paceMs;
+    // The trace the figures draw, and those of the other ring sizes.
+    const traces = {[recorded.ranks]: recorded, ...recorded.byRanks};
+    const part = (name) => root.querySelector(`.ring-stepper__${name}`);
+    const live = part("live"), figure = part("figure");
+    const button = (go) => root.querySelector(`[data-go=${go}]`);
+    for (const ranks of Object.keys(traces).map(Number).sort((a, b) => a - b)) {
+      const label = document.createElement("label"), input = document.createElement("input");
+      Object.assign(input, {type: "radio", name: `${id}-ranks`, value: ranks,
+                            checked: ranks === recorded.ranks});
+      label.append(input, ` p = ${ranks}`);
+      part("choice").append(label);
+    }
+
+    let trace, all, card, shape, at = 0, timer = null, touched = false;
     function load(ranks) {
       trace = traces[ranks];
-      p = trace.ranks;
-      chunkBytes = trace.vectorBytes / p;
       all = states(trace);
+      // A card is as wide as its longest line (monospace): "c0 ", sums, "  ", values, " new".
+      const cells = all.flatMap((state) => state.state.flat().map((summed, i) =>
+        [cellLabel(summed, trace.ranks).length,
+         chunkValues(trace, summed, i % trace.ranks).length]));
+      card = {w: 2 * PAD + CHAR * (9 + Math.max(3, ...cells.map((cell) => cell[0])) +
+                                   Math.max(1, ...cells.map((cell) => cell[1]))),
+              h: (trace.ranks + 1) * ROW + 4};
+      shape = null;
     }
-    load(recorded.ranks);
-
-    var choice = text("fieldset", "ring-stepper__choice");
-    choice.appendChild(text("legend", "", "Ranks on the ring"));
-    Object.keys(traces).map(Number).sort(function (a, b) { return a - b; })
-      .forEach(function (ranks) {
-        var label = text("label"), input = text("input");
-        input.type = "radio";
-        input.name = root.getAttribute("data-trace") + "-ranks";
-        input.value = ranks;
-        input.checked = ranks === recorded.ranks;
-        label.append(input, " p = " + ranks);
-        choice.appendChild(label);
-      });
-    choice.addEventListener("change", function (event) {
+    function draw() {
+      const room = figure.clientWidth;
+      if (!shape || shape.room !== room) shape = {...ring(trace.ranks, card, room), room};
+      const drawn = drawRing(trace, all[at], card, shape, id);
+      // Up to 1.3 times its size where there is room, never under 0.9 (9 px text).
+      drawn.style.width = `${Math.max(0.9 * shape.width, Math.min(room, 1.3 * shape.width))}px`;
+      figure.replaceChildren(drawn);
+    }
+    function show(index) {
+      at = Math.max(0, Math.min(all.length - 1, index));
+      const state = all[at];
+      part("position").textContent = state.phase + (state.step
+        ? `, step ${state.step} of ${trace.ranks - 1}` : ", start");
+      part("status").textContent = sentence(trace, state);
+      draw();
+      // Marked, not disabled: a disabled button would drop the keyboard focus (to <body>).
+      for (const go of ["first", "previous"]) button(go).ariaDisabled = at === 0;
+      for (const go of ["next", "last"]) button(go).ariaDisabled = at === all.length - 1;
+    }
+    // While it plays the region is quiet: a screen reader would hear every step.
+    function play(on) {
+      clearInterval(timer);
+      timer = null;
+      if (on) {
+        if (at === all.length - 1) show(0);
+        timer = setInterval(() => {
+          show(at + 1);
+          if (at === all.length - 1) play(false);
+        }, pace);
+      }
+      button("play").textContent = on ? "Pause" : "Play";
+      live.ariaLive = on ? "off" : "polite";
+    }
+    const moves = {first: () => 0, previous: () => at - 1, next: () => at + 1,
+                   last: () => all.length - 1};
+    function go(name) {
+      touched = true;
+      if (name === "play") return play(!timer);
+      play(false);
+      show(moves[name]());
+    }
+    part("controls").addEventListener("click", (event) => {
+      const name = event.target.dataset.go;
+      if (name && event.target.ariaDisabled !== "true") go(name);
+    });
+    root.addEventListener("keydown", (event) => {
+      const name = KEYS[event.key];
+      if (!name || event.target.type === "radio") return;  // arrows choose among radios
+      event.preventDefault();
+      go(name);
+    });
+    part("choice").addEventListener("change", (event) => {
+      touched = true;
+      play(false);
       load(event.target.value);
       show(0);
     });
-
-    var controls = text("div", "ring-stepper__controls");
-    var buttons = {};
-    [["first", "Start"], ["previous", "Previous step"], ["next", "Next step"],
-     ["last", "End"]].forEach(function (pair) {
-      var button = text("button", "md-button", pair[1]);
-      button.type = "button";
-      button.setAttribute("data-go", pair[0]);
-      buttons[pair[0]] = button;
-      controls.appendChild(button);
-    });
-    var position = text("p", "ring-stepper__position");
-    var status = text("p", "ring-stepper__status");
-    status.setAttribute("aria-live", "polite");
-    var grid = text("div", "ring-stepper__ranks");
-    var bytes = text("p", "ring-stepper__bytes");
-    root.append(choice, controls, position, status, grid, bytes);
-
-    function show(index) {
-      at = Math.max(0, Math.min(all.length - 1, index));
-      var state = all[at];
-      var got = {}, sent = {};
-      state.sends.forEach(function (send) {
-        sent[send[0]] = send; got[send[1]] = send;
-      });
-      var bytesSoFar = state.chunksSent[0] * chunkBytes;
-      position.textContent = (state.phase === "reduce-scatter" ? "Reduce-scatter" : "All-gather")
-        + (state.step ? ", step " + state.step + " of " + (p - 1) : ", start")
-        + " (" + (at + 1) + " of " + all.length + ")";
-      status.textContent = sentence(trace, state, bytesSoFar);
-      grid.textContent = "";
-      for (var r = 0; r < p; r++) {
-        var card = text("div", "ring-stepper__rank");
-        card.setAttribute("data-rank", r);
-        card.appendChild(text("p", "ring-stepper__name", "rank " + r));
-        var chunks = text("ul", "ring-stepper__chunks");
-        for (var c = 0; c < p; c++) {
-          var summed = state.state[r][c];
-          var look = !summed.length ? "missing" : summed.length === p ? "full"
-            : summed.length === 1 ? "own" : "partial";
-          var item = text("li", "ring-stepper__chunk ring-stepper__chunk--" + look);
-          if (got[r] && got[r][2] === c) item.classList.add("ring-stepper__chunk--arrived");
-          item.setAttribute("data-chunk", c);
-          item.append(text("span", "ring-stepper__chunk-name", "c" + c),
-                      text("span", "ring-stepper__sums", cellLabel(summed, p)),
-                      text("span", "ring-stepper__values", summed.length
-                        ? chunkValues(trace, summed, c).map(number).join(", ") : ""));
-          chunks.appendChild(item);
-        }
-        card.appendChild(chunks);
-        if (sent[r]) {
-          var move = text("p", "ring-stepper__move");
-          move.append(text("span", "", "sent c" + sent[r][2] + " → r" + sent[r][1]),
-                      text("span", "", "got c" + got[r][2] + " ← r" + got[r][0]));
-          card.appendChild(move);
-        }
-        grid.appendChild(card);
-      }
-      bytes.textContent = "Bytes each rank has sent in the " + state.phase + ": " +
-        bytesSoFar + " of " + state.phaseBytes[0] + " (the model's (p − 1)/p · G = " +
-        (p - 1) + "/" + p + " · " + trace.vectorBytes + " B = " +
-        (p - 1) * trace.vectorBytes / p + " B)";
-      buttons.first.disabled = buttons.previous.disabled = at === 0;
-      buttons.next.disabled = buttons.last.disabled = at === all.length - 1;
-    }
-
-    var moves = {first: function () { return 0; }, previous: function () { return at - 1; },
-                 next: function () { return at + 1; },
-                 last: function () { return all.length - 1; }};
-    var keys = {ArrowLeft: "previous", ArrowRight: "next", Home: "first", End: "last"};
-    controls.addEventListener("click", function (event) {
-      var go = event.target.getAttribute && event.target.getAttribute("data-go");
-      if (go) show(moves[go]());
-    });
-    root.addEventListener("keydown", function (event) {
-      var go = keys[event.key];
-      if (!go || event.target.type === "radio") return;  // arrows choose among radios
-      event.preventDefault();
-      show(moves[go]());
-      // A button that became disabled would drop the focus: keep it in the step-through.
-      if (document.activeElement && document.activeElement.disabled) root.focus();
-    });
+    addEventListener("resize", draw);
+    load(recorded.ranks);
     root.hidden = false;
     show(0);
+    // Once in view it plays by itself, unless the reader asked for less motion or has
+    // already moved it; pausing or any step stops it.
+    if (!matchMedia("(prefers-reduced-motion: reduce)").matches) {
+      const watcher = new IntersectionObserver(([entry]) => {
+        if (!entry.isIntersecting) return;
+        watcher.disconnect();
+        if (!touched) play(true);
+      }, {threshold: 0.5});
+      watcher.observe(figure);
+    }
   }
 
   document.querySelectorAll(".ring-stepper[data-trace]").forEach(mount);

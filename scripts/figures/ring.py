@@ -178,9 +178,10 @@ def phases(trace):
             f"Ring reduce-scatter: {setup}",
             "Each step, every rank sends one chunk to rank r+1, which adds it to its own copy.",
             [("start", scatter["initial"], ())]
-            # Steps counted from 0, as in lesson_code/ring.py and the pages (review L2).
-            + [(f"step {s}", step["state"], step["sends"])
-               for s, step in enumerate(scatter["steps"])],
+            # Steps counted by the sends made, from 1, as the step-through
+            # (docs/assets/ring-stepper.js) and the pages count them: "start" sent nothing.
+            + [(f"step {k}", step["state"], step["sends"])
+               for k, step in enumerate(scatter["steps"], start=1)],
             ("original", "partial", "full", "arrived"),
             f"Each rank sends {b_rs} bytes: {p - 1} chunks of G/p."),
         "all_gather": Phase(
@@ -189,8 +190,8 @@ def phases(trace):
             "copy.",
             [("start: after the reduce-scatter, rank r's finished chunk r",
               as_sums(gather["initial"]), ())]
-            + [(f"step {s}", as_sums(step["state"]), step["sends"])
-               for s, step in enumerate(gather["steps"])],
+            + [(f"step {k}", as_sums(step["state"]), step["sends"])
+               for k, step in enumerate(gather["steps"], start=1)],
             ("full", "missing", "arrived"),
             f"Each rank sends {b_ag} bytes here; with the reduce-scatter's {b_rs}, "
             f"{b_rs + b_ag} bytes for a G = {whole}-byte all-reduce."),
@@ -220,8 +221,10 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
     y = draw_header(ax, phase, p, layout, palette)
     for label, state, sends in phase.rows:
         y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p, layout, palette)
+    # No-break spaces keep the list "[1, …, n]" on one line (textwrap breaks only at
+    # ASCII whitespace).
     note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "
-                      f"values; rank r contributes (r+1)·[1, …, {n}].",
+                      f"values; rank r contributes (r+1)·[1,\u00a0…,\u00a0{n}].",
                       f"{phase.bytes_note} A simulation of the idealized ring schedule "
                       f"(lesson_code/ring.py), not a trace of what any runtime does.",
                       chars=layout.note_chars)

@@ -1,0 +1,449 @@
+"""The ring step-through (docs/assets/ring-stepper.js) as a reader meets it.
+
+Every value it shows is the recorded trace's, read as the static figures read it
+(scripts/figures/ring.py), with the figures' step numbers; its ring has one arrow per send,
+from the sender's card to the receiver's; the live text names each chunk that arrived; the
+keyboard focus stays on a control at both ends; Play moves it and Pause stops it; a reader
+who asked for less motion sees nothing move until asking; axe finds nothing in it mid-way,
+in both palettes. The pages that show it are found in the built site, and only they load
+its script and stylesheet.
+"""
+import json
+import re
+from html.parser import HTMLParser
+
+import pytest
+
+from conftest import ROOT, SEED, recording_name
+from scripts.figures.palette import DARK, LIGHT
+from site_pages import page_file, site_pages
+import test_browser
+from test_browser import AXE, PageWatch, settle, skip_or_fail
+
+# The browser tests' fixtures, by name: Debian's chromium and the built site, served.
+playwright, browser, serve, served = (test_browser.playwright, test_browser.browser,
+                                      test_browser.serve, test_browser.served)
+
+# The seed lesson's pages that show it: the lesson (its "track reduced chunks" section)
+# and the going-further page with the two figures.
+LESSON = f"lessons/{SEED.id}/"
+SHOWN_ON = [LESSON, "going-further/ring-simulator/"]
+ASSETS = {"../../assets/ring-stepper.js", "../../assets/ring-stepper.css"}
+# Words for controls that exist only once the script has run.
+CONTROL_WORDS = re.compile(r"\bbuttons?\b|arrow keys?|Next step|Previous step|\bPlay\b", re.I)
+
+
+def recorded_trace():
+    return json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
+
+
+class StepperMarkup(HTMLParser):
+    """What a built page holds of the step-through: its element (and whether it starts
+    hidden), the links to its script and stylesheet, the page's text outside the element,
+    and the page's <noscript> text."""
+
+    VOID = {"link", "input", "br", "img", "meta", "hr", "source", "wbr"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth = 0  # > 0 inside the step-through's element
+        self.in_noscript = False
+        self.hidden, self.assets, self.outside, self.noscript = [], set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if self.depth:
+            self.depth += tag not in self.VOID
+        elif tag == "div" and "ring-stepper" in (attrs.get("class") or "").split():
+            self.hidden.append("hidden" in attrs)
+            self.depth = 1
+        self.in_noscript = self.in_noscript or tag == "noscript"
+        self.assets |= {value for name, value in attrs.items()
+                        if name in ("src", "href") and "ring-stepper" in (value or "")}
+
+    def handle_endtag(self, tag):
+        if self.depth and tag not in self.VOID:
+            self.depth -= 1
+        self.in_noscript = self.in_noscript and tag != "noscript"
+
+    def handle_data(self, data):
+        if not self.depth:
+            (self.noscript if self.in_noscript else self.outside).append(data)
+
+
+def test_only_the_pages_that_show_the_ring_load_its_script_and_stylesheet(built_site):
+    """D17: without script the element stays hidden, and nothing outside it speaks of its
+    controls; a <noscript> line says what shows instead."""
+    shown = {}
+    for page in site_pages(built_site):
+        markup = StepperMarkup()
+        markup.feed(page_file(built_site, page).read_text())
+        if markup.hidden or markup.assets:
+            shown[page] = markup
+    assert sorted(shown) == sorted(SHOWN_ON)
+    for page, markup in shown.items():
+        assert markup.hidden == [True], page
+        assert markup.assets == ASSETS, page
+        assert not CONTROL_WORDS.findall(" ".join(markup.outside)), page
+        assert "needs JavaScript" in " ".join(markup.noscript), page
+
+
+def test_the_build_the_ring_table_numbers_steps_as_the_figures_do():
+    """D6: "start", then one step per send, in the figure, the table and the stepper."""
+    from scripts.figures.ring import phases
+
+    rows = [label for label, _, _ in phases(recorded_trace())["reduce_scatter"].rows]
+    page = (ROOT / "docs" / "going-further" / "build-the-ring.md").read_text()
+    table = page[page.index("| Step | Device 0"):].split("\n\n")[0].splitlines()[2:]
+    assert [row.split("|")[1].strip() for row in table] == \
+        [label.removeprefix("step ") for label in rows]
+    assert rows[:2] == ["start", "step 1"]
+
+
+# What the step-through shows, read off the page: the step's name and sentence, the live
+# region's politeness, each rank's chunks (label, values, arrived, its "new" mark), and each
+# arrow's send with the cards its ends are nearest to, on screen.
+SHOWS = """root => {
+    const cards = [...root.querySelectorAll('.ring-stepper__rank')];
+    const nearest = (path, at) => {
+        const point = path.getPointAtLength(at).matrixTransform(path.getScreenCTM());
+        const away = cards.map(card => {
+            const box = card.getBoundingClientRect();
+            return Math.hypot(Math.max(box.left - point.x, 0, point.x - box.right),
+                              Math.max(box.top - point.y, 0, point.y - box.bottom));
+        });
+        return away.indexOf(Math.min(...away));
+    };
+    return {
+        position: root.querySelector('.ring-stepper__position').textContent,
+        status: root.querySelector('.ring-stepper__status').textContent,
+        live: root.querySelector('.ring-stepper__live').getAttribute('aria-live'),
+        ranks: cards.map(card => [...card.querySelectorAll('.ring-stepper__chunk')]
+            .map(chunk => [chunk.querySelector('.ring-stepper__sums').textContent,
+                           chunk.querySelector('.ring-stepper__values').textContent,
+                           chunk.classList.contains('ring-stepper__chunk--arrived'),
+                           chunk.querySelector('.ring-stepper__new')?.textContent ?? ''])),
+        arrows: [...root.querySelectorAll('.ring-stepper__arrow')].map(arrow => {
+            const path = arrow.querySelector('path');
+            return {send: arrow.dataset.send.split(' ').map(Number),
+                    label: arrow.querySelector('text').textContent,
+                    ends: [nearest(path, 0), nearest(path, path.getTotalLength())]};
+        }),
+    };
+}"""
+
+
+def expected_ring_steps(trace):
+    """Every state of the step-through as the static figures read the same trace
+    (scripts/figures/ring.py): the figure's step name, each cell's label, values (as the
+    figure writes them) and arrival, the sends, and what the live text must say."""
+    import numpy as np
+
+    from scripts.figures.ring import cell_look, phases
+
+    p = trace["ranks"]
+    chunks = np.asarray(trace["contributions"], dtype=np.float32).reshape(p, p, -1)
+    chunk_bytes = trace["vectorBytes"] // p
+    drawn = phases(trace)
+    expected = []
+    for phase, key, name in (("Reduce-scatter", "reduceScatter", "reduce_scatter"),
+                             ("All-gather", "allGather", "all_gather")):
+        total = trace[key]["bytesSent"][0]
+        for step, (label, state, sends) in enumerate(drawn[name].rows):
+            got = {dst: chunk for _, dst, chunk in sends}
+
+            def values(r, c):
+                return ", ".join(f"{v:g}" for v in chunks[list(state[r][c]), c].sum(axis=0)) \
+                    if state[r][c] else ""
+
+            ranks = [[[cell_look(state[r][c], p)[2], values(r, c), got.get(r) == c,
+                       "new" if got.get(r) == c else ""] for c in range(p)] for r in range(p)]
+            said = []
+            for src, dst, c in sends:
+                sums = cell_look(state[dst][c], p)[2]
+                held = "finished" if phase == "All-gather" else "now fully reduced" \
+                    if len(state[dst][c]) == p else f"now ranks {sums}"
+                said.append(f"c{c} from rank {src} to rank {dst}, {held} ({values(dst, c)})")
+            said.append(f"Each rank has sent {step * chunk_bytes} of its {total} bytes."
+                        if step else f"{total} bytes per rank")
+            # The figure's row names the step: "start" (or "start: ..."), "step k".
+            position = f"{phase}, {label.split(':')[0]}" + (f" of {p - 1}" if step else "")
+            expected.append({"position": position, "ranks": ranks, "said": said,
+                             "sends": [list(send) for send in sends]})
+    return expected
+
+
+def assert_shows(shown, expected):
+    assert shown["position"] == expected["position"]
+    assert shown["ranks"] == expected["ranks"]
+    for words in expected["said"]:
+        assert words in shown["status"], (words, shown["status"])
+    # One arrow per send, from the sender's card to the receiver's, named by its chunk.
+    assert [arrow["send"] for arrow in shown["arrows"]] == expected["sends"]
+    for arrow in shown["arrows"]:
+        src, dst, chunk = arrow["send"]
+        assert arrow["ends"] == [src, dst] and arrow["label"] == f"c{chunk}", arrow
+
+
+def open_stepper(browser, served, path=LESSON, scheme="light", width=1280,
+                 motion="reduce", clock=False):
+    """A page with the step-through, scrolled to it. Less motion unless asked: nothing
+    then plays by itself, so a test moves it alone."""
+    page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
+                            reduced_motion=motion, is_mobile=width < 600,
+                            has_touch=width < 600)
+    watch = PageWatch(page, served)
+    if clock:  # the page's timers run on a clock the test moves, once the page has settled
+        page.clock.install()
+    settle(page, watch, f"{served}/{path}")
+    if clock:
+        page.clock.pause_at(page.evaluate("Date.now()") + 1)
+    root = page.locator(".ring-stepper")
+    root.scroll_into_view_if_needed()
+    return page, watch, root
+
+
+def shows(root):
+    return root.evaluate(SHOWS)
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", SHOWN_ON)
+def test_the_ring_steps_through_the_recorded_trace(browser, served, path):
+    """Every state, forwards with the buttons and backwards with the arrow keys, equals
+    the recorded trace as the figures read it, on both pages; so do the other recorded
+    ring sizes; the last step of each phase reaches the recorded bytes per rank."""
+    trace = recorded_trace()
+    expected = expected_ring_steps(trace)
+    assert len(expected) == 2 * trace["ranks"]
+    page, watch, root = open_stepper(browser, served, path)
+    assert root.is_visible()
+    # The page carries the recording's data itself, parsed back unchanged.
+    assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)") \
+        == trace
+    assert root.locator("input[type=radio]:checked").get_attribute("value") \
+        == str(trace["ranks"])
+    seen = []
+    for index, state in enumerate(expected):
+        seen.append(shows(root))
+        assert_shows(seen[-1], state)
+        assert seen[-1]["live"] == "polite"
+        if index < len(expected) - 1:
+            root.locator("[data-go=next]").click()
+    root.focus()
+    for state in reversed(expected):
+        assert_shows(shows(root), state)
+        page.keyboard.press("ArrowLeft")
+    page.keyboard.press("End")
+    assert shows(root) == seen[-1]
+    page.keyboard.press("Home")
+    assert shows(root) == seen[0]
+    assert len({entry["status"] for entry in seen}) == len(seen)  # each step said anew
+    # The other recorded ring sizes, forwards, each from its own recorded trace.
+    sizes = sorted(int(n) for n in trace["byRanks"])
+    assert [int(value) for value in root.locator("input[type=radio]").evaluate_all(
+        "inputs => inputs.map(input => input.value)")] == sorted([trace["ranks"], *sizes])
+    for ranks in sizes:
+        other = trace["byRanks"][str(ranks)]
+        root.locator(f"input[type=radio][value='{ranks}']").check()
+        steps = expected_ring_steps(other)
+        for index, state in enumerate(steps):
+            assert_shows(shows(root), state)
+            if index < len(steps) - 1:
+                root.locator("[data-go=next]").click()
+        assert f"has sent {(ranks - 1) * other['vectorBytes'] // ranks} of its " \
+            f"{other['allGather']['bytesSent'][0]} bytes" in shows(root)["status"]
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_focus_stays_on_a_control_at_both_ends(browser, served):
+    """D15: Enter on "Next step" at the last step (or "Previous step" at the first) leaves
+    the focus on that button, marked unavailable, and the step where it was."""
+    page, watch, root = open_stepper(browser, served)
+    states = 2 * recorded_trace()["ranks"]
+    focused = "document.activeElement.dataset.go || document.activeElement.tagName"
+    for go, back in (("next", "previous"), ("last", "first")):
+        root.locator(f"[data-go={go}]").focus()
+        for _ in range(states + 1):  # one press more than there are steps
+            page.keyboard.press("Enter")
+            assert page.evaluate(focused) == go
+        at_end = shows(root)["position"]
+        assert root.locator(f"[data-go={go}]").get_attribute("aria-disabled") == "true"
+        page.keyboard.press("Enter")
+        assert shows(root)["position"] == at_end and page.evaluate(focused) == go
+        root.locator(f"[data-go={back}]").focus()
+        for _ in range(states + 1):
+            page.keyboard.press("Enter")
+            assert page.evaluate(focused) == back
+        assert shows(root)["position"].endswith(", start")
+        assert root.locator(f"[data-go={back}]").get_attribute("aria-disabled") == "true"
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_play_moves_one_step_at_its_pace_and_pause_stops_it(browser, served):
+    page, watch, root = open_stepper(browser, served, clock=True)
+    pace = int(root.get_attribute("data-pace-ms"))
+    expected = [state["position"] for state in expected_ring_steps(recorded_trace())]
+    play = root.locator("[data-go=play]")
+    play.click()
+    assert play.text_content() == "Pause"
+    assert shows(root)["live"] == "off"  # no sentence every step while it plays
+    page.clock.run_for(pace - 100)
+    assert shows(root)["position"] == expected[0]
+    page.clock.run_for(100)
+    assert shows(root)["position"] == expected[1]
+    page.clock.run_for(pace)
+    assert shows(root)["position"] == expected[2]
+    play.click()  # Pause
+    assert play.text_content() == "Play" and shows(root)["live"] == "polite"
+    page.clock.run_for(10 * pace)
+    assert shows(root)["position"] == expected[2]
+    # Played on, it stops at the end; Play there starts again from the start.
+    play.click()
+    page.clock.run_for(len(expected) * pace)
+    assert shows(root)["position"] == expected[-1] and play.text_content() == "Play"
+    play.click()
+    assert shows(root)["position"] == expected[0]
+    # Any step by hand stops it.
+    root.locator("[data-go=next]").click()
+    page.clock.run_for(3 * pace)
+    assert shows(root)["position"] == expected[1] and play.text_content() == "Play"
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("motion", ["no-preference", "reduce"])
+def test_it_plays_by_itself_in_view_unless_less_motion_is_asked(browser, served,
+                                                                 motion):
+    page, watch, root = open_stepper(browser, served, motion=motion, clock=True)
+    pace = int(root.get_attribute("data-pace-ms"))
+    expected = [state["position"] for state in expected_ring_steps(recorded_trace())]
+    page.clock.run_for(pace + 100)
+    position = shows(root)["position"]
+    arrow = root.locator(".ring-stepper__arrow path").first
+    if motion == "reduce":
+        assert position == expected[0]  # nothing moved: no step, no arrow
+        page.clock.run_for(20 * pace)
+        assert shows(root)["position"] == position
+        root.locator("[data-go=next]").click()
+        assert arrow.evaluate("path => getComputedStyle(path).animationName") == "none"
+        root.locator("[data-go=play]").click()  # asked: it plays
+        page.clock.run_for(pace)
+        assert shows(root)["position"] == expected[2]
+    else:
+        assert position == expected[1]
+        assert arrow.evaluate("path => getComputedStyle(path).animationName") \
+            == "ring-stepper-send"
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.browser
+def test_a_screen_reader_gets_each_rank_as_a_list_and_the_steps_as_they_come(
+        browser, served):
+    page, watch, root = open_stepper(browser, served)
+    p = recorded_trace()["ranks"]
+    root.locator("[data-go=next]").click()
+    group = page.get_by_role("group", name="The ring, step by step")
+    assert group.get_by_role("radio").count() == 1 + len(recorded_trace()["byRanks"])
+    assert group.get_by_role("button", name="Next step").count() == 1
+    for r in range(p):
+        items = group.get_by_role("list", name=f"rank {r}").get_by_role("listitem")
+        assert items.count() == p
+        texts = [" ".join(item.all_text_contents()).replace("\n", " ") for item in items.all()]
+        assert sum("new" in text for text in texts) == 1, texts
+    live = root.locator(".ring-stepper__live")
+    assert live.get_attribute("aria-live") == "polite"
+    assert live.get_attribute("aria-atomic") == "true"
+    assert "step 1 of" in live.text_content()
+    assert watch.problems == []
+    page.close()
+
+
+def rgb(hex_colour):
+    return "rgb({}, {}, {})".format(*(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)))
+
+
+def contrast(first, second):
+    def luminance(rgb):
+        channels = [int(v) / 255 for v in re.findall(r"[\d.]+", rgb)[:3]]
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+                  for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+# Each drawn cell's fill and text, and the arrived outline against the card behind it.
+COLOURS = """root => [...root.querySelectorAll('.ring-stepper__chunk')].map(chunk => ({
+    look: chunk.getAttribute('class'),
+    fill: getComputedStyle(chunk.querySelector('rect')).fill,
+    ink: getComputedStyle(chunk.querySelector('text')).fill,
+    outline: getComputedStyle(chunk.querySelector('rect')).stroke,
+    card: getComputedStyle(chunk.closest('.ring-stepper__rank')
+                           .querySelector('.ring-stepper__card')).fill,
+}))"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_every_cell_and_the_arrived_outline_hold_their_contrast(browser, served,
+                                                                scheme):
+    """D16: in dark, the cells take the dark figures' colours (not light pastels on the
+    dark page), their text holds 4.5:1 and the arrived outline 3:1 against the card."""
+    page, watch, root = open_stepper(browser, served, scheme=scheme)
+    looks = set()
+    for go in ("next", "next", "last", "previous"):  # every look: own ... missing
+        root.locator(f"[data-go={go}]").click()
+        for cell in root.evaluate(COLOURS):
+            looks.add(cell["look"].split("--")[1].split()[0])
+            if "missing" not in cell["look"]:
+                assert contrast(cell["ink"], cell["fill"]) >= 4.5, cell
+            else:
+                assert contrast(cell["ink"], cell["card"]) >= 4.5, cell
+            if "arrived" in cell["look"]:
+                assert contrast(cell["outline"], cell["card"]) >= 3, cell
+    assert looks == {"own", "partial", "full", "missing"}
+    # The figures' colours in each palette (a dark page gets the dark figures' cells).
+    palette = {"light": LIGHT, "dark": DARK}[scheme]
+    fills = {cell["look"].split("--")[1].split()[0]: cell["fill"]
+             for cell in root.evaluate(COLOURS)}
+    for look in ("own", "partial", "full"):
+        assert fills.get(look, rgb(getattr(palette, look)[0])) == \
+            rgb(getattr(palette, look)[0]), look
+    assert watch.problems == []
+    page.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("path", SHOWN_ON)
+@pytest.mark.parametrize("scheme, width", [("light", 1280), ("dark", 1280), ("light", 390),
+                                           ("dark", 390)])
+def test_axe_finds_nothing_in_the_step_through_midway(browser, served, path,
+                                                      scheme, width):
+    """At the reduce-scatter's middle step (own, partial, arrived) and an all-gather step
+    (full, missing): no axe violation of any impact inside it, and the page still no wider
+    than its screen."""
+    if not AXE.exists():
+        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
+    page, watch, root = open_stepper(browser, served, path, scheme, width)
+    page.add_script_tag(path=str(AXE))
+    p = recorded_trace()["ranks"]
+    root.focus()
+    for steps in (p // 2, p + 1):  # RS step p/2, then AG step 1
+        page.keyboard.press("Home")
+        for _ in range(steps):
+            page.keyboard.press("ArrowRight")
+        violations = page.evaluate("""async () => (await axe.run('.ring-stepper',
+            {resultTypes: ['violations']})).violations.flatMap(v => v.nodes.map(node =>
+                `${v.id} (${v.impact}) at ${node.target.join(' ')}`))""")
+        assert violations == [], shows(root)["position"]
+        assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assert watch.problems == []
+    page.close()
