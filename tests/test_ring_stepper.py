@@ -187,8 +187,7 @@ def assert_shows(shown, expected):
 
 def open_stepper(browser, served, path=LESSON, scheme="light", width=1280,
                  motion="reduce", clock=False):
-    """A page with the step-through, scrolled to it. Less motion unless asked: nothing
-    then plays by itself, so a test moves it alone."""
+    """A page with the step-through, scrolled to it (less motion unless asked)."""
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
                             reduced_motion=motion, is_mobile=width < 600,
                             has_touch=width < 600)
@@ -318,27 +317,20 @@ def test_play_moves_one_step_at_its_pace_and_pause_stops_it(browser, served):
 
 @pytest.mark.browser
 @pytest.mark.parametrize("motion", ["no-preference", "reduce"])
-def test_it_plays_by_itself_in_view_unless_less_motion_is_asked(browser, served,
-                                                                 motion):
+def test_nothing_moves_until_asked_and_reduced_motion_draws_no_animation(browser, served,
+                                                                         motion):
     page, watch, root = open_stepper(browser, served, motion=motion, clock=True)
     pace = int(root.get_attribute("data-pace-ms"))
     expected = [state["position"] for state in expected_ring_steps(recorded_trace())]
-    page.clock.run_for(pace + 100)
-    position = shows(root)["position"]
+    page.clock.run_for(20 * pace)
+    assert shows(root)["position"] == expected[0]  # in view, and still at the start
+    root.locator("[data-go=next]").click()
     arrow = root.locator(".ring-stepper__arrow path").first
-    if motion == "reduce":
-        assert position == expected[0]  # nothing moved: no step, no arrow
-        page.clock.run_for(20 * pace)
-        assert shows(root)["position"] == position
-        root.locator("[data-go=next]").click()
-        assert arrow.evaluate("path => getComputedStyle(path).animationName") == "none"
-        root.locator("[data-go=play]").click()  # asked: it plays
-        page.clock.run_for(pace)
-        assert shows(root)["position"] == expected[2]
-    else:
-        assert position == expected[1]
-        assert arrow.evaluate("path => getComputedStyle(path).animationName") \
-            == "ring-stepper-send"
+    animation = arrow.evaluate("path => getComputedStyle(path).animationName")
+    assert animation == ("none" if motion == "reduce" else "ring-stepper-send")
+    root.locator("[data-go=play]").click()  # asked: it plays, one step per pace
+    page.clock.run_for(pace)
+    assert shows(root)["position"] == expected[2]
     assert watch.problems == []
     page.close()
 

@@ -204,7 +204,7 @@
       part("choice").append(label);
     }
 
-    let trace, all, card, shape, at = 0, timer = null, touched = false;
+    let trace, all, card, shape, at = 0, timer = null;
     function load(ranks) {
       trace = traces[ranks];
       all = states(trace);
@@ -253,7 +253,6 @@
     const moves = {first: () => 0, previous: () => at - 1, next: () => at + 1,
                    last: () => all.length - 1};
     function go(name) {
-      touched = true;
       if (name === "play") return play(!timer);
       play(false);
       show(moves[name]());
@@ -269,7 +268,6 @@
       go(name);
     });
     part("choice").addEventListener("change", (event) => {
-      touched = true;
       play(false);
       load(event.target.value);
       show(0);
@@ -278,16 +276,6 @@
     load(recorded.ranks);
     root.hidden = false;
     show(0);
-    // Once in view it plays by itself, unless the reader asked for less motion or has
-    // already moved it; pausing or any step stops it.
-    if (!matchMedia("(prefers-reduced-motion: reduce)").matches) {
-      const watcher = new IntersectionObserver(([entry]) => {
-        if (!entry.isIntersecting) return;
-        watcher.disconnect();
-        if (!touched) play(true);
-      }, {threshold: 0.5});
-      watcher.observe(figure);
-    }
   }
 
   document.querySelectorAll(".ring-stepper[data-trace]").forEach(mount);
