@@ -84,7 +84,7 @@ def make_font(site):
     from fontTools import subset
     from fontTools.ttLib import TTFont
 
-    font = TTFont(SOURCE)
+    font = TTFont(SOURCE, recalcTimestamp=False)  # the same formulas, the same bytes
     del font["FFTM"]  # FontForge's timestamps, which fontTools cannot subset
     subsetter = subset.Subsetter(subset.Options(layout_features=["dtls"], hinting=False,
                                                 desubroutinize=True))

@@ -44,6 +44,8 @@ LEFTOVER = 'class="arithmatex"'
 QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
 TYPESET = Path(__file__).with_name("typeset.cjs")
 
+# The last two lines: Temml's italic correction before a superscript (its stylesheet's
+# rules, which Chromium and WebKit need and Firefox does itself), and nothing else of it.
 STYLE = """<style>
 .md-typeset .math-display{display:flex;flex-wrap:wrap;justify-content:center;
 align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow:auto hidden}
@@ -54,16 +56,14 @@ align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow:auto hidd
 .tml-med-pad{padding-left:.1em}.tml-lrg-pad{padding-left:.15em}}
 </style>
 """
-# Temml's italic correction before a superscript (its stylesheet's rules, which Chromium
-# and WebKit need and Firefox does itself), and nothing else of its stylesheet.
 
 MATHML_ELEMENTS = frozenset("""
     math semantics annotation mrow mi mn mo ms mtext mspace msub msup msubsup mfrac msqrt
     mroot mstyle mtable mtr mtd mlabeledtr munder mover munderover mpadded mphantom
     menclose merror mmultiscripts mprescripts none
 """.split())
-# Presentation only: no href, no event handler, no id. `class` names only rules of the
-# site's own CSS (Temml's tml-*); `style` only declarations without a function (SAFE_STYLE).
+# Presentation only: no href, no event handler, no id. A `class` is Temml's own (tml-*:
+# \class needs the trust Temml is not given); a `style` only plain declarations.
 MATHML_ATTRIBUTES = frozenset("""
     display mathvariant stretchy fence separator lspace rspace accent accentunder
     movablelimits largeop symmetric minsize maxsize linethickness columnalign rowalign
@@ -71,9 +71,9 @@ MATHML_ATTRIBUTES = frozenset("""
     displaystyle scriptlevel width height depth voffset notation open close separators
     mathcolor mathbackground mathsize form columnspan rowspan align encoding class style
 """.split())
-# "padding-left:0em;padding-right:5.9776pt;": no parenthesis, so no url() or other function
-# through which CSS could fetch anything.
-SAFE_STYLE = re.compile(r"(?:\s*[a-z-]+\s*:\s*[\w#.%+ -]+;?)*\s*")
+# "padding-left:0em;padding-right:5.9776pt;": without a parenthesis (or an escape that
+# could spell one) CSS has no url() or other function through which to fetch anything.
+SAFE_STYLE = re.compile(r"[^()\\]*")
 
 
 class MathError(ValueError):
