@@ -7,9 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install serve build record bench check lint fresh test browser java mpi audit clean
+.PHONY: install math-font serve build record bench check lint fresh test browser java mpi audit clean
 
-install: $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed node_modules/.installed math-font
 
 # uv installs the same pins as pip in a fraction of the time (it fetches and unpacks in
 # parallel): the uv the TPU job uses (scripts/hardware/tpu.py UV_VERSION; a test keeps the
@@ -24,11 +24,19 @@ $(VENV)/.installed: requirements.txt constraints.txt
 	    -r requirements.txt -c constraints.txt
 	touch $@
 
-# What the tests check the site with (axe-core, the Nu Html Checker); pinned by
-# package-lock.json. The site itself loads nothing from node_modules.
+# Temml, which the build runs under Node to write every formula as MathML
+# (scripts/pages/typeset.cjs), and what the tests check the site with (axe-core, the Nu
+# Html Checker: package.json's devDependencies); pinned by package-lock.json. The site
+# itself loads nothing from node_modules.
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
+
+# Debian's Latin Modern Math, which every build cuts the site's math font from
+# (scripts/pages/math_font.py pins its bytes).
+MATH_FONT := /usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf
+math-font:
+	@test -e $(MATH_FONT) || $(ENSURE) math-font $(MATH_FONT) fonts-lmodern "the math font"
 
 serve: install
 	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000

@@ -249,8 +249,9 @@ def read_the_lesson_page(page, watch):
         face.family.includes('Lesson Math') && face.status === 'loaded')""")
     # In the site's math font a display Σ is drawn at display size (15 px tall at 16 px
     # text in the `math` family's fallback glyphs, 25 px in a font with a MATH table).
-    shows["sigma"] = page.evaluate("""(() => { const sum = document.querySelector(
-        '.math-display mo[largeop]'); return sum.getBoundingClientRect().height
+    shows["sigma"] = page.evaluate("""(() => { const sum = [...document.querySelectorAll(
+        '.math-display mo')].find(mo => mo.textContent === '\u2211');
+        return sum.getBoundingClientRect().height
         / parseFloat(getComputedStyle(sum).fontSize); })()""")
     answer = page.locator("details", has_text="Answer").first
     shows["answer closed at first"] = answer.get_attribute("open") is None

@@ -279,7 +279,7 @@ def test_a_pin_changes_the_content_hash_and_its_comment_does_not(tree):
         in problems(tree)
 
 
-@pytest.mark.parametrize("tool", ["ruff", "pytest", "playwright", "mkdocs", "latex2mathml"])
+@pytest.mark.parametrize("tool", ["ruff", "pytest", "playwright", "mkdocs"])
 def test_a_site_test_or_lint_pin_re_records_nothing(tree, tool):
     bumped = re.compile(rf"^({re.escape(tool)}==)\S+$", re.MULTILINE)
     for name in ("requirements.txt", "constraints.txt"):

@@ -177,11 +177,12 @@ def hostile_project(destination):
 
 # A notebook can be changed by the same pull request that updates its lock entry, so the
 # build treats it as it treats a recording. Beside the payloads above: raw HTML blocks,
-# TeX that latex2mathml would copy into the page, and attribute lists.
-NOTEBOOK_PAYLOADS = PAYLOADS + [
+# markup in a formula's text, and attribute lists. A formula with \href is not among them:
+# in a notebook it is a formula, which Temml refuses, stopping the build in one line
+# (tests/test_math.py); in recorded prose it stays text.
+NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload] + [
     '<div onclick="alert(\'XSS div\')">\n\nraw block\n\n</div>',
     '$\\text{<img src=x onerror=alert("XSS mtext")>}$',
-    '$\\href{javascript:alert("XSS href")}{x}$',
     'styled {: onclick="alert(\'XSS attr\')" }',
     '<iframe src="javascript:alert(\'XSS iframe\')"></iframe>',
 ]

@@ -422,69 +422,6 @@ def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site)
         assert "api-link" not in block
 
 
-def test_formulas_are_set_as_tex_sets_them():
-    """A slash is tight, a display Σ is large with its limits above and below, the TeX is
-    kept as an annotation (for search), and punctuation stays on its formula's line."""
-    from scripts.pages.mathml import on_page_content as typeset
-
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
-    inline = typeset('<p>each <span class="arithmatex">\\(G/p\\)</span>, then</p>', page,
-                     None, None)
-    assert '<mo lspace="0" rspace="0">&#x0002F;</mo>' in inline
-    assert '<annotation encoding="application/x-tex">G/p</annotation>' in inline
-    assert re.search(r'<span class="math-nowrap"><math\b.*</math>,</span> then', inline)
-    display = typeset('<div class="arithmatex">\\[g=\\sum_{r=0}^{p-1}g_r\\]</div>', page,
-                      None, None)
-    assert '<mo largeop="true" movablelimits="false">\u2211</mo>' in display
-    assert display.count("<math") == 1 and "<semantics><mstyle data-search-exclude>" in display
-    # Under and over the Σ, "=" and "−" are tight; the "=" after g, in the line, is not.
-    tight = '<mo lspace="0" rspace="0">'
-    assert f"<mi>r</mi>{tight}=</mo><mn>0</mn>" in display
-    assert f"<mi>p</mi>{tight}\u2212</mo><mn>1</mn>" in display
-    assert "<mi>g</mi><mo>=</mo><munderover>" in display
-
-
-def test_operators_in_scripts_are_tight_and_nowhere_else():
-    from scripts.pages.mathml import tight_in_scripts
-
-    tight = '<mo lspace="0" rspace="0">'
-    # x_{i+1}^{n-1} + y: both scripts tight, the + in the line spaced.
-    markup = ("<math><msubsup><mi>x</mi><mrow><mi>i</mi><mo>+</mo><mn>1</mn></mrow>"
-              "<mrow><mi>n</mi><mo>-</mo><mn>1</mn></mrow></msubsup><mo>+</mo><mi>y</mi>"
-              "</math>")
-    assert tight_in_scripts(markup) == markup.replace("<mo>+</mo><mn>1", f"{tight}+</mo><mn>1"
-                                                      ).replace("<mo>-", f"{tight}-")
-    # A fraction in a superscript is still inside the script; the base of a script and a
-    # spaced space (self-closing) are not scripts; explicit spacing is kept.
-    markup = ("<math><msup><mrow><mi>a</mi><mo>=</mo><mi>b</mi></mrow><mfrac><mrow><mi>p"
-              "</mi><mo>-</mo><mn>1</mn></mrow><mi>p</mi></mfrac></msup><mspace width=\"1em\" />"
-              "<mo>=</mo><msub><mi>c</mi><mo lspace=\"1em\">*</mo></msub></math>")
-    assert tight_in_scripts(markup) == markup.replace("<mo>-", f"{tight}-")
-    # A large or named operator in a script keeps its space, as in TeX: e^{\sum x + lim}.
-    markup = ("<math><msup><mi>e</mi><mrow><mo>\u2211</mo><mi>x</mi><mo>+</mo><mo>lim</mo>"
-              "</mrow></msup></math>")
-    assert tight_in_scripts(markup) == markup.replace("<mo>+", f"{tight}+")
-
-
-def test_the_math_font_has_every_character_a_formula_uses(built_site):
-    """The site's subset math font (scripts/pages/math_font.py) must cover what the pages
-    typeset; a new symbol in a formula fails here, with the command that remakes it."""
-    from fontTools.ttLib import TTFont
-
-    font = ROOT / "docs" / "assets" / "fonts" / "lesson-math.woff"
-    covered = set(map(chr, TTFont(font).getBestCmap()))
-    from scripts.pages.math_font import drawn_characters
-
-    used = set()
-    for path in site_pages(built_site):
-        used |= drawn_characters(page_file(built_site, path).read_text())
-    assert used and used <= covered, (f"characters missing from {font.name}: "
-                                      f"{''.join(sorted(used - covered))!r}; run `mkdocs "
-                                      f"build --strict && python scripts/pages/math_font.py "
-                                      f"site`")
-    assert "fonts/lesson-math.woff" in (built_site / "assets" / "lesson.css").read_text()
-
-
 def test_every_table_header_has_words(built_site):
     """A header cell holding only a formula is named in words for screen readers (axe's
     empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""

@@ -1,68 +1,107 @@
-"""Make the site's math font: DejaVu Math TeX Gyre, cut down to the characters formulas use.
+"""mkdocs hook: after every build, the site's math font, cut from Latin Modern Math down to
+what the built pages' formulas draw.
 
-Chromium (and other browsers) lay MathML out with the `math` font family, which on most
-systems resolves glyph by glyph to text fonts without a MATH table: a display Σ is then
-drawn at text size (15 px at 16 px text), operators are spaced by guesswork and every
-reader sees other glyphs. Naming a real math font fixes all three (the Σ becomes 25 px,
-with its limits above and below), so the site ships one, as small as it can be:
+Browsers lay MathML out with the `math` font family, which on most systems falls back
+glyph by glyph to text fonts without a MATH table: a display Σ is drawn at text size,
+scripts are placed by guesswork and every reader sees other glyphs. So the site ships a
+math font, and it ships Latin Modern Math, Computer Modern's OpenType heir: TeX's glyphs
+and TeX's MATH constants (script sizes and shifts, fraction gaps, the Σ's 25 px), as KaTeX
+draws. The whole font is 734 KB; the site gets the characters its formulas draw with the
+MATH table's size variants and assembly parts for them (15 KB), as WOFF (zlib: no brotli
+module is pinned here for WOFF2). Of its layout features only `dtls` (dotless i and j
+under an accent) is kept: `ssty`, the script-size designs of every glyph, would double
+the font and take the sweep page past its 500 KB first load, and KaTeX draws scripts with
+the text glyphs scaled down too. A lesson may use any character the font has: the next
+build puts it in. Nothing is committed.
 
-- the characters the built site's formulas draw, and the ten digits, with (through
-  `--layout-features '*'`) the MATH table's size variants and assembly parts for them: a
-  character costs its glyph and its variants (Σ brings seven more), so a generous set
-  (Latin, Greek, common operators) would be 24 KB where this is 12 KB, and the lesson
-  page's first load must stay under 500 KB;
-- WOFF (zlib): no brotli module is pinned here for WOFF2.
+A single-letter `<mi>` is drawn as its mathematical italic (MathML Core's `math-auto`:
+`<mi>p</mi>` draws U+1D45D), so that is the character the font needs.
 
-The subset is committed (docs/assets/fonts/lesson-math.woff). The site test fails, naming
-this command, when a formula draws a character the font lacks: build the site, then run
-this on it. The source font is Debian's fonts-dejavu-extra (`apt-get install
-fonts-dejavu-extra`), under the GUST Font License, which allows modified copies
-(docs/assets/fonts/README.txt).
-
-    mkdocs build --strict && python scripts/pages/math_font.py site
+The source is Debian's fonts-lmodern (2.005-1, Latin Modern Math 1.959; `make install`
+installs it), under the GUST Font License, which allows modified copies such as this
+subset (docs/assets/fonts/README.txt, served beside the font).
 """
+import hashlib
 import html
 import re
-import sys
+import unicodedata
 from pathlib import Path
 
-SOURCE = Path("/usr/share/fonts/truetype/dejavu/DejaVuMathTeXGyre.ttf")
-ROOT = Path(__file__).resolve().parents[2]
-FONT = ROOT / "docs" / "assets" / "fonts" / "lesson-math.woff"
+from mkdocs.exceptions import PluginError
+
+SOURCE = Path("/usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf")
+# Pinned by content: another version would change every formula's drawing unseen.
+SOURCE_SHA256 = "6075562b771f8b82f0c179e363389684f2dd09de30038269e2628e504bd7be0f"
+# Below the site; docs/assets/lesson.css and docs/overrides/main.html name it.
+FONT = Path("assets") / "fonts" / "lesson-math.woff"
+# Family, unique id, full name, PostScript name, typographic family.
+NAMES = {1: "Lesson Math", 3: "LessonMath-Regular", 4: "Lesson Math",
+         6: "LessonMath-Regular", 16: "Lesson Math"}
 FORMULA = re.compile(r"<math\b.*?</math>", re.S)
 ANNOTATION = re.compile(r"<annotation\b.*?</annotation>", re.S)
+# A one-character <mi> without a mathvariant is drawn as MathML Core's `math-auto` says.
+SINGLE_LETTER = re.compile(r"<mi\b(?![^>]*\bmathvariant=)[^>]*>([^<])</mi>")
+LETTER = re.compile(r"(?:LATIN|GREEK) (SMALL|CAPITAL) LETTER ([A-Z ]+)")
+
+
+def math_auto(character):
+    """The mathematical italic a one-letter <mi> is drawn as: p is U+1D45D, h is ℎ."""
+    if character == "h":
+        return "\u210e"  # Unicode's italic h was there before its alphabet
+    name = LETTER.fullmatch(unicodedata.name(character, ""))
+    try:
+        return unicodedata.lookup(f"MATHEMATICAL ITALIC {name[1]} {name[2]}") if name \
+            else character
+    except KeyError:  # a letter with no italic of its own (ß, ÿ...) is drawn as it is
+        return character
 
 
 def drawn_characters(html_text):
-    """The characters the formulas of a page draw (their TeX annotations are not drawn)."""
+    """The characters the formulas of a page draw (their annotations are not drawn; a
+    space, an invisible operator or a variation selector, as in Temml's "⊕\ufe0e", draws
+    nothing of its own)."""
     used = set()
-    for formula in FORMULA.findall(html_text):
-        used |= set(html.unescape(re.sub(r"<[^>]+>", "", ANNOTATION.sub("", formula))))
-    return used
+    for formula in FORMULA.findall(ANNOTATION.sub("", html_text)):
+        formula = SINGLE_LETTER.sub(lambda m: math_auto(html.unescape(m[1])), formula)
+        used |= set(html.unescape(re.sub(r"<[^>]+>", "", formula)))
+    return {char for char in used if not char.isspace()
+            and unicodedata.category(char) != "Cf" and not "\ufe00" <= char <= "\ufe0f"}
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    site = Path(argv[0] if argv else "site")
+def make_font(site):
+    """Write the site's math font; returns (its path, how many characters it holds)."""
     if not SOURCE.exists():
-        sys.exit(f"error: {SOURCE} is missing: apt-get install fonts-dejavu-extra")
-    pages = sorted(site.rglob("*.html"))
-    if not pages:
-        sys.exit(f"error: no built pages in {site}/; run `mkdocs build --strict` first")
-    characters = set("0123456789")
-    for page in pages:
-        characters |= drawn_characters(page.read_text())
+        raise PluginError(f"{SOURCE} is missing: run `make install` (it installs Debian's "
+                          f"fonts-lmodern)")
+    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()
+    if digest != SOURCE_SHA256:
+        raise PluginError(f"{SOURCE} is not Latin Modern Math 1.959 of Debian's "
+                          f"fonts-lmodern 2.005-1 (sha256 {digest[:12]}...); install that "
+                          f"version, or pin the new one in scripts/pages/math_font.py")
+    characters = set("0123456789")  # a recorded value a page shows may hold any digit
+    for page in sorted(site.rglob("*.html")):
+        characters |= drawn_characters(page.read_text(encoding="utf-8"))
     from fontTools import subset
+    from fontTools.ttLib import TTFont
 
-    FONT.parent.mkdir(parents=True, exist_ok=True)
-    temp = FONT.with_suffix(".woff.tmp")  # renamed onto the font: never a half file
-    subset.main([str(SOURCE), f"--text={''.join(sorted(characters))}",
-                 "--layout-features=*", "--flavor=woff", "--no-hinting", "--desubroutinize",
-                 f"--output-file={temp}"])
-    temp.replace(FONT)
-    print(f"wrote {FONT.relative_to(ROOT)}: {len(characters)} characters, "
-          f"{FONT.stat().st_size:,} bytes")
+    font = TTFont(SOURCE, recalcTimestamp=False)  # the same formulas, the same bytes
+    del font["FFTM"]  # FontForge's timestamps, which fontTools cannot subset
+    subsetter = subset.Subsetter(subset.Options(layout_features=["dtls"], hinting=False,
+                                                desubroutinize=True))
+    subsetter.populate(text="".join(sorted(characters)))
+    subsetter.subset(font)
+    # The GUST Font License asks a modified copy to change the font's name.
+    for record in font["name"].names:
+        if record.nameID in NAMES:
+            record.string = NAMES[record.nameID]
+    font.flavor = "woff"
+    path = site / FONT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temp = path.with_suffix(".woff.tmp")  # renamed onto the font: never a half file
+    font.save(temp)
+    temp.replace(path)
+    return path, len(characters)
 
 
-if __name__ == "__main__":
-    main()
+def on_post_build(config):
+    make_font(Path(config["site_dir"]))

@@ -1,112 +1,95 @@
 """mkdocs hook: typeset every formula at build time, as MathML, so readers load no math script.
 
 pymdownx.arithmatex (generic mode) leaves `\\(...\\)` in `<span class="arithmatex">` and
-`\\[...\\]` / `$$...$$` in `<div class="arithmatex">`. This hook swaps each for MathML Core
-from latex2mathml: browsers lay MathML out themselves, with no script and no web font, it
-follows the page's text colour in light and dark mode, and screen readers read it once.
+`\\[...\\]` / `$$...$$` in `<div class="arithmatex">`. `typeset()` swaps each for the
+MathML that Temml writes (scripts/pages/typeset.cjs, one Node process per page). Temml is
+made for TeX's fidelity in MathML: `max` and `min` are functions, not spaced operators,
+`\\lVert g\\rVert^2` scripts the whole norm, a script or an inline fraction is set in
+script style, a final "." is ordinary. So nothing here patches spacing: browsers lay
+MathML out themselves, in the site's Latin Modern Math (scripts/pages/math_font.py), in
+the page's text colour in light and dark mode.
 
-Where MathML's defaults differ from TeX, the markup says what TeX does:
+- Each formula keeps its TeX as an annotation, for copying and for the comparison with
+  KaTeX (scripts/audit/math_side_by_side.py), and a plain-text reading of itself
+  (`readable()`, "(p−1)/p G"), which the search index holds: what the drawn formula
+  flattens to ("p−1pG") and the TeX are both kept out of it.
+- A display formula is a group named by that reading, so a screen reader tells them
+  apart. It becomes one `<math>` per `\\qquad`-separated part, side by side in a wrapping
+  row: on a phone the parts stack instead of being cut off, and a part still too wide
+  scrolls sideways in its row (never up and down) and can be reached by keyboard. An
+  inline formula and the punctuation right after it do not wrap apart. These few lines
+  of CSS go into the `<head>` of the pages that have a formula, and only those.
+- A formula's TeX is page source, and a notebook's is untrusted: Temml escapes text and
+  refuses `\\class`, `\\style` and the like; its MathML is rebuilt here from MathML
+  elements and presentation attributes only, every piece of text escaped.
 
-- `/` is an ordinary symbol in TeX ("G/p"), but MathML's operator dictionary spaces it
-  as an infix operator ("G / p"): it gets `lspace="0" rspace="0"`.
-- A display formula's large operators (Σ) are drawn at display size with their limits
-  above and below (`largeop`, `movablelimits="false"`), whatever the reader's defaults.
-- In a subscript, a superscript or a limit, TeX puts no space around a relation or a
-  binary operator ("r=0" under a Σ, "p-1" over it); MathML's dictionary spaces them as
-  in the line ("r = 0"). Every such operator there gets `lspace="0" rspace="0"`; a large
-  operator (Σ, ∫) or a named one (lim, max) keeps its space, as in TeX. An inline
-  fraction's numerator and denominator, which TeX also sets in script style, are left
-  as the dictionary spaces them.
-- An inline formula and the punctuation right after it do not wrap apart.
-- The TeX stays in the page as the formula's annotation (`<semantics>`), which browsers
-  do not draw and screen readers do not read; the search index holds that TeX ("G/p")
-  instead of the drawn formula flattened ("p−1pG" for \\frac{p-1}{p}G).
-
-A display formula becomes one `<math>` per `\\qquad`-separated part, side by side in a
-wrapping row: on a phone the parts stack instead of being cut off. If one part is still too
-wide, its row scrolls and can be reached by keyboard. The few lines of CSS this needs are
-put into the `<head>` of pages that have a formula, and only those.
-
-latex2mathml copies `\\text{...}` into the page as it is (`\\text{<script>}` is a live
-script inside `<mtext>`) and turns `\\href` and `\\style` into attributes. A formula can
-come from a notebook cell, so its MathML is rebuilt here from MathML elements and
-presentation attributes only, every piece of text escaped.
+This is a hook rather than a Markdown extension because recorded values, which may hold
+formulas, are put into the page after Markdown has run (pages/hooks.py); `typeset()` is
+a plain function of the HTML, for any other Markdown pipeline.
 """
 import html
+import json
 import re
-from html.parser import HTMLParser
+import subprocess
+import xml.etree.ElementTree as ElementTree
+from pathlib import Path
 
-from latex2mathml.converter import convert
 from mkdocs.exceptions import PluginError
 
 INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>([.,;:!?)]*)', re.S)
 DISPLAY = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
+FORMULA = re.compile(f"{INLINE.pattern}|{DISPLAY.pattern}", re.S)
 LEFTOVER = 'class="arithmatex"'
 # A part of a display formula ends at a \qquad outside any braces.
 QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
+TYPESET = Path(__file__).with_name("typeset.cjs")
 
+# The last two lines: Temml's italic correction before a superscript (its stylesheet's
+# rules, which Chromium and WebKit need and Firefox does itself), and nothing else of it.
 STYLE = """<style>
 .md-typeset .math-display{display:flex;flex-wrap:wrap;justify-content:center;
-align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow-x:auto}
+align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow:auto hidden}
 .md-typeset .math-display:focus-visible{outline:.1rem solid var(--md-accent-fg-color)}
 .md-typeset .math-display>math{margin:0}
 .md-typeset .math-nowrap{white-space:nowrap}
+@supports (not (-moz-appearance:none)){.tml-sml-pad{padding-left:.05em}
+.tml-med-pad{padding-left:.1em}.tml-lrg-pad{padding-left:.15em}}
 </style>
 """
 
 MATHML_ELEMENTS = frozenset("""
     math semantics annotation mrow mi mn mo ms mtext mspace msub msup msubsup mfrac msqrt
     mroot mstyle mtable mtr mtd mlabeledtr munder mover munderover mpadded mphantom
-    menclose merror mmultiscripts mprescripts none mfenced maligngroup malignmark
+    menclose merror mmultiscripts mprescripts none
 """.split())
-# Presentation only: no href, no style (CSS can load a URL), no event handler, no id.
+# Presentation only: no href, no event handler, no id. A `class` is Temml's own (tml-*:
+# \class needs the trust Temml is not given); a `style` only plain declarations.
 MATHML_ATTRIBUTES = frozenset("""
-    xmlns display mathvariant stretchy fence separator lspace rspace accent accentunder
+    display mathvariant stretchy fence separator lspace rspace accent accentunder
     movablelimits largeop symmetric minsize maxsize linethickness columnalign rowalign
     columnspacing rowspacing columnlines rowlines frame framespacing equalrows equalcolumns
     displaystyle scriptlevel width height depth voffset notation open close separators
-    mathcolor mathbackground mathsize form columnspan rowspan align encoding
+    mathcolor mathbackground mathsize form columnspan rowspan align encoding class style
 """.split())
+# "padding-left:0em;padding-right:5.9776pt;": without a parenthesis (or an escape that
+# could spell one) CSS has no url() or other function through which to fetch anything.
+SAFE_STYLE = re.compile(r"[^()\\]*")
 
 
-class InertMathML(HTMLParser):
-    """latex2mathml's output with only MathML elements and attributes; all text escaped."""
-
-    CDATA_CONTENT_ELEMENTS = ()  # a `<script>` here is text to escape, not script content
-
-    def __init__(self):
-        super().__init__(convert_charrefs=True)
-        self.parts = []
-
-    def handle_starttag(self, tag, attrs, close=""):
-        if tag not in MATHML_ELEMENTS:
-            self.parts.append(html.escape(self.get_starttag_text()))
-            return
-        kept = "".join(f' {name}="{html.escape(value or "")}"' for name, value in attrs
-                       if name in MATHML_ATTRIBUTES)
-        self.parts.append(f"<{tag}{kept}{close}>")
-
-    def handle_startendtag(self, tag, attrs):
-        self.handle_starttag(tag, attrs, close=" /")
-
-    def handle_endtag(self, tag):
-        self.parts.append(f"</{tag}>" if tag in MATHML_ELEMENTS else html.escape(f"</{tag}>"))
-
-    def handle_data(self, data):
-        self.parts.append(html.escape(data, quote=False))
-
-    def handle_comment(self, data):
-        pass
-
-    def unknown_decl(self, data):
-        pass
+class MathError(ValueError):
+    """A formula that cannot be typeset; the message names it and the fix."""
 
 
-def inert(markup):
-    parser = InertMathML()
-    parser.feed(markup)
-    parser.close()
-    return "".join(parser.parts)
+def inert(root):
+    """`root` (Temml's MathML, parsed) with presentation attributes only, or MathError:
+    the tree is written out again by ElementTree, which escapes every piece of text."""
+    for node in root.iter():
+        if node.tag not in MATHML_ELEMENTS:
+            raise MathError(f"Temml wrote a <{node.tag}> element, which is not MathML")
+        for name in [name for name in node.attrib if name not in MATHML_ATTRIBUTES
+                     or name == "style" and not SAFE_STYLE.fullmatch(node.attrib[name])]:
+            del node.attrib[name]
+    return root
 
 
 def top_level_parts(tex):
@@ -121,96 +104,167 @@ def top_level_parts(tex):
     return [part.strip() for part in parts if part.strip()]
 
 
-SLASH = "<mo>/</mo>"  # as inert() writes latex2mathml's <mo>&#x0002F;</mo>
-TIGHT_SLASH = '<mo lspace="0" rspace="0">&#x0002F;</mo>'
-# ∏ ∐ ∑, ∫ ∬ ∭ ∮ ∯, ⋀ ⋁ ⋂ ⋃, as inert() writes them (characters, not references).
-LARGE_OPERATOR = re.compile("<mo>([\u220F\u2210\u2211\u222B-\u222F\u22C0-\u22C3])</mo>")
-BODY = re.compile(r"^(<math\b[^>]*>)(.*)(</math>)$", re.S)
-
-
-# Elements whose children after the first are scripts: sub- and superscripts, limits,
-# accents, a root's index.
-SCRIPTED = frozenset({"msub", "msup", "msubsup", "munder", "mover", "munderover", "mroot"})
-# An operator TeX spaces in scripts too: a large one, or a named one (lim, max, sin).
-SPACED_IN_SCRIPTS = re.compile("([\u220F\u2210\u2211\u222B-\u222F\u22C0-\u22C3]|[A-Za-z]+)</mo>")
-# A tag as inert() writes it (attribute values are escaped, so none holds a ">").
-TAG = re.compile(r"<(/?)([a-z]+)([^>]*?)(\s*/)?>")
-
-
-def tight_in_scripts(markup):
-    """`markup` with each operator inside a script spaced as TeX's script style spaces
-    it: not at all."""
-    pieces, end = [], 0
-    open_elements = []  # [name, children seen so far, inside a script] for each open tag
-    for tag in TAG.finditer(markup):
-        closing, name, attributes, self_closing = tag.groups()
-        if closing:
-            open_elements.pop()
-            continue
-        in_script = False
-        if open_elements:
-            parent = open_elements[-1]
-            in_script = parent[2] or (parent[0] in SCRIPTED and parent[1] >= 1)
-            parent[1] += 1
-        if name == "mo" and in_script and "lspace" not in attributes \
-                and not SPACED_IN_SCRIPTS.match(markup, tag.end()):
-            pieces += [markup[end:tag.start()], f'<mo{attributes} lspace="0" rspace="0">']
-            end = tag.end()
-        if not self_closing:
-            open_elements.append([name, 0, in_script])
-    return "".join(pieces + [markup[end:]])
-
-
-def mathml(tex, display, page):
+def temml(formulas, where):
+    """The MathML of each (tex, display) in `formulas`, from one Node process."""
     try:
-        # Rebuilt from MathML elements and attributes only, before anything of ours is added.
-        markup = inert(convert(tex, display="block" if display else "inline"))
-    except Exception as error:  # latex2mathml raises many kinds; all mean "cannot read this"
-        raise PluginError(f"{page.file.src_uri}: cannot convert the formula {tex!r} to "
-                          f"MathML ({type(error).__name__}: {error}); rewrite it in the "
-                          f"LaTeX subset latex2mathml reads") from None
-    markup = tight_in_scripts(markup.replace(SLASH, TIGHT_SLASH))
-    if display:  # ∏ ∐ ∑ ⋀ ⋁ ⋂ ⋃ ∫ ...: display size, limits above and below
-        markup = LARGE_OPERATOR.sub(r'<mo largeop="true" movablelimits="false">\1</mo>', markup)
-    return with_annotation(markup, tex)
+        run = subprocess.run(["node", str(TYPESET)], capture_output=True, encoding="utf-8",
+                             input=json.dumps([{"tex": tex, "display": display}
+                                               for tex, display in formulas]), timeout=300)
+    except FileNotFoundError:
+        raise MathError("node is missing: install Node.js 20 (apt-get install nodejs), "
+                        "then run `make install`") from None
+    except subprocess.TimeoutExpired:
+        raise MathError(f"{where}: Temml took over 300 s on this page's formulas") from None
+    if run.returncode != 0:
+        raise MathError(f"{where}: {TYPESET.name} failed: "
+                        f"{(run.stderr.strip().splitlines() or ['no message'])[-1]}")
+    results = json.loads(run.stdout)
+    for (tex, _), result in zip(formulas, results):
+        if "error" in result:
+            raise MathError(f"{where}: cannot typeset the formula {tex!r} ({result['error']}); "
+                            f"rewrite it in the TeX that Temml reads (temml.org)")
+    return [result["mathml"] for result in results]
 
 
-def with_annotation(markup, tex):
-    """The formula inside <semantics>, its TeX beside it as an annotation."""
-    opened, body, closed = BODY.match(markup).groups()
-    # The search index keeps the TeX once, not the drawn formula flattened beside it. The
-    # wrapper is an <mstyle>, not an <mrow>: the search plugin ends an exclusion at the
-    # first closing tag of the same name, and formulas are full of </mrow>.
-    return (f"{opened}<semantics><mstyle data-search-exclude>{body}</mstyle>"
-            f"<annotation encoding=\"application/x-tex\">{html.escape(tex)}</annotation>"
-            f"</semantics>{closed}")
+# Elements whose children after the first are scripts, one level smaller (mroot's index:
+# two); a fraction's parts are one level smaller when it is itself in a compact style.
+SCRIPTED = {"msub": 1, "msup": 1, "msubsup": 1, "munder": 1, "mover": 1, "munderover": 1,
+            "mmultiscripts": 1, "mroot": 2}
+# ∏ ∐ ∑, ∫ ∬ ∭ ∮ ∯, ⋀ ⋁ ⋂ ⋃: TeX keeps a large operator's thin space in a script too.
+LARGE_OPERATORS = set("\u220f\u2210\u2211\u222b\u222c\u222d\u222e\u222f\u22c0\u22c1\u22c2\u22c3")
 
 
-def inline_formula(match, page):
-    formula = mathml(html.unescape(match.group(1)).strip(), False, page)
-    punctuation = match.group(2)
-    # The punctuation stays on the formula's line, as TeX keeps it.
-    return f'<span class="math-nowrap">{formula}{punctuation}</span>' if punctuation \
-        else formula
+def tight_in_scripts(node, depth=0, compact=False):
+    """TeX's script styles put no space around a binary operator, a relation or a
+    punctuation mark ("r=0" under a Σ, "p−1" over it or in an inline fraction), where
+    MathML Core scales the line's spacing down and keeps it. So each operator a level
+    below the line gets lspace and rspace 0, unless Temml spaced it itself; the levels
+    are counted as MathML Core counts them (math-depth)."""
+    level = node.get("scriptlevel", "")
+    if level.lstrip("+-").isdigit():
+        depth = depth + int(level) if level[0] in "+-" else int(level)
+    if node.get("displaystyle") in ("true", "false"):
+        compact = node.get("displaystyle") == "false"
+    character = (node.text or "").strip()
+    # An empty operator (Temml writes one before \pmod's space) draws nothing, but MathML
+    # Core gives an operator its dictionary does not know 5/18 em on each side.
+    if node.tag == "mo" and (depth > 0 and character not in LARGE_OPERATORS or not character) \
+            and not {"lspace", "rspace"} & set(node.attrib):
+        node.set("lspace", "0")
+        node.set("rspace", "0")
+    for index, child in enumerate(node):
+        if index and node.tag in SCRIPTED:
+            tight_in_scripts(child, depth + SCRIPTED[node.tag], True)
+        elif node.tag == "mfrac":
+            tight_in_scripts(child, depth + compact, True)
+        else:
+            tight_in_scripts(child, depth, compact)
 
 
-def display_formula(match, page):
-    tex = html.unescape(match.group(1))
-    parts = "".join(mathml(part, True, page) for part in top_level_parts(tex))
-    # Focusable so a reader without a mouse can scroll a row that is still too wide.
-    return ('<div class="math-display" tabindex="0" role="group" aria-label="equation">'
-            f"{parts}</div>")
+# Unicode has super- and subscript forms of these, so "2^{20}" reads "2²⁰" and "c_0" "c₀".
+SUPERSCRIPT = str.maketrans("0123456789+−=()", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾")
+SUBSCRIPT = str.maketrans("0123456789+−=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
+TOKENS = {"mi", "mn", "mo", "mtext", "ms"}
+INVISIBLE = re.compile("[\u2061-\u2064\ufe00-\ufe0f]")  # function application, variation...
+
+
+def readable(node):
+    """A formula as one line of plain text: "(p−1)/p G", "g_r=2/N X_r^⊤(X_rw−y_r)"."""
+    return re.sub(r"\s+", " ", INVISIBLE.sub("", reading(node))).strip()
+
+
+def reading(node):
+    tag, children = node.tag, list(node)
+    if tag in TOKENS:
+        return node.text or ""
+    if tag == "mspace":
+        return " "
+    if tag == "mphantom":
+        return ""
+    if tag == "mfrac" and len(children) == 2:
+        return f"{grouped(children[0])}/{grouped(children[1])} "  # "2/N X", not "2/NX"
+    if tag == "msqrt":
+        return f"√({''.join(map(reading, children))})"
+    marks = {"msub": "_", "munder": "_", "msup": "^", "mover": "^", "msubsup": "_^",
+             "munderover": "_^"}.get(tag)
+    if marks and len(children) == len(marks) + 1:
+        text = reading(children[0])
+        for mark, script in zip(marks, children[1:]):
+            written = reading(script).strip()
+            text += written.translate(SUBSCRIPT if mark == "_" else SUPERSCRIPT) \
+                if re.fullmatch(r"[0-9+−=()]+", written) else f"{mark}{grouped(script)}"
+        return text
+    return "".join(map(reading, children))
+
+
+def grouped(node):
+    """A fraction's or a script's part, in parentheses unless it is one token."""
+    text = reading(node).strip()
+    return text if node.tag in TOKENS or len(text) <= 1 else f"({text})"
+
+
+def formula(markup, tex):
+    """(A formula's MathML for the page, its reading). The search index keeps the
+    reading alone: the drawn part and the TeX sit in an inner <semantics>, which Temml
+    never writes, so the search plugin's exclusion (it ends at the first closing tag of
+    the same name) covers them whole."""
+    try:
+        root = inert(ElementTree.fromstring(markup))
+    except ElementTree.ParseError as error:
+        raise MathError(f"Temml wrote MathML that does not parse ({error}) for {tex!r}") \
+            from None
+    shown = "block" if root.get("display") == "block" else "inline"
+    tight_in_scripts(root, compact=shown == "inline")
+    text = readable(root)
+    body = "".join(ElementTree.tostring(child, encoding="unicode") for child in root)
+    if len(root) != 1:  # <semantics> draws its first child only
+        body = f"<mrow>{body}</mrow>"
+    tex, plain = html.escape(tex, quote=False), html.escape(text, quote=False)
+    return (f'<math display="{shown}"><semantics><semantics data-search-exclude>{body}'
+            f'<annotation encoding="application/x-tex">{tex}</annotation></semantics>'
+            f'<annotation encoding="text/plain">{plain}</annotation></semantics></math>'), text
+
+
+def typeset(html_text, where):
+    """`html_text` with every arithmatex formula as MathML; `where` names the page in an
+    error."""
+    matches = list(FORMULA.finditer(html_text))
+    requests = []
+    for match in matches:
+        if match[1] is not None:
+            requests.append((html.unescape(match[1]).strip(), False))
+        else:
+            requests += [(part, True) for part in top_level_parts(html.unescape(match[3]))]
+    typeset_formulas = iter(formula(markup, tex) for (tex, _), markup
+                            in zip(requests, temml(requests, where) if requests else []))
+    pieces, end = [], 0
+    for match in matches:
+        pieces.append(html_text[end:match.start()])
+        end = match.end()
+        if match[1] is not None:
+            markup, _ = next(typeset_formulas)
+            # The punctuation stays on the formula's line, as TeX keeps it.
+            pieces.append(f'<span class="math-nowrap">{markup}{match[2]}</span>' if match[2]
+                          else markup)
+            continue
+        parts = [next(typeset_formulas) for _ in top_level_parts(html.unescape(match[3]))]
+        label = html.escape(" ".join(text for _, text in parts))
+        # Focusable so a reader without a mouse can scroll a row that is still too wide.
+        pieces.append(f'<div class="math-display" tabindex="0" role="group" '
+                      f'aria-label="{label}">{"".join(markup for markup, _ in parts)}</div>')
+    converted = "".join(pieces) + html_text[end:]
+    if LEFTOVER in converted:
+        at = converted.index(LEFTOVER)
+        raise MathError(f"{where}: a formula in an unexpected form was left as TeX near "
+                        f"{converted[at:at + 80]!r}; write it as $...$ or $$...$$")
+    return converted
 
 
 def on_page_content(html_text, page, config, files):
-    converted = INLINE.sub(lambda m: inline_formula(m, page), html_text)
-    converted = DISPLAY.sub(lambda m: display_formula(m, page), converted)
-    if LEFTOVER in converted:
-        where = converted.index(LEFTOVER)
-        raise PluginError(f"{page.file.src_uri}: a formula in an unexpected form was left "
-                          f"as TeX near {converted[where:where + 80]!r}; write it as "
-                          f"$...$ or $$...$$")
-    return converted
+    try:
+        return typeset(html_text, page.file.src_uri)
+    except MathError as error:
+        raise PluginError(str(error)) from None
 
 
 def on_post_page(output, page, config):
