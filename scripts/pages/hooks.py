@@ -44,7 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT
 from scripts.freshness import load_all
-from scripts.hardware.tpu import accelerators_for
+from scripts.hardware.chips import accelerators_for
 from scripts.hashes import ClosureError, import_closure
 from scripts.lessons import RegistryError, load_course, load_lessons
 from scripts.outputs import ANALYSES, RECORD as FIX
