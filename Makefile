@@ -30,11 +30,13 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
+# `python -m mkdocs` from the root: mkdocs imports the pages' Markdown extension
+# (scripts.pages.page_language, in mkdocs.yml) by name, so the root must be importable.
 serve: install
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 build: install
-	$(VENV)/bin/mkdocs build --strict
+	$(PY) -m mkdocs build --strict
 	$(PY) scripts/pages/check_links.py site
 
 # Only what is stale runs (record.py keeps current lessons as they are); `make fresh`

@@ -360,17 +360,15 @@ def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path)
     from dataclasses import dataclass
 
     from scripts.lessons import Lesson
-    from scripts.pages import hooks
+    from scripts.pages.course import downloadable_files, downloads
 
     @dataclass(frozen=True)
     class WithExercises(Lesson):  # the registry's `exercises`, however it is spelled there
         exercises: str | None = None
 
     lesson = WithExercises(SEED.id, SEED.module, exercises=f"{SEED.module}_exercises")
-    page = SimpleNamespace(file=SimpleNamespace(src_uri=f"lessons/{SEED.id}.md"),
-                           url=f"lessons/{SEED.id}/")
-    markdown = hooks.downloads(lesson, page, {"docs_dir": str(ROOT / "docs"),
-                                              "use_directory_urls": True})
+    markdown = downloads(lesson, f"lessons/{SEED.id}.md", f"lessons/{SEED.id}/", True,
+                         ROOT / "docs")
     program = module_file(SEED)
     exercises = program.removesuffix(".py") + "_exercises.py"
     name = program.rsplit("/", 1)[1]
@@ -378,7 +376,7 @@ def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path)
            "own" in markdown
     assert f"[`{exercises.rsplit('/', 1)[1]}`](../{exercises}){{ download }}: its " \
            "exercises" in markdown
-    assert hooks.downloadable_modules(lesson) == [program, exercises]
+    assert downloadable_files(lesson) == [program, exercises]
 
 
 def test_the_recordings_table_ends_where_its_paragraph_begins(built_site):
