@@ -207,17 +207,19 @@ def test_the_home_page_lists_each_lesson_with_its_notebook(built_site, lesson):
 
 
 @each_lesson
-def test_each_lesson_page_offers_its_program_and_notebook_as_downloads(built_site, lesson):
+def test_each_lesson_page_offers_its_program_scaffold_and_notebook_as_downloads(built_site,
+                                                                               lesson):
+    from scripts.pages.course import downloadable_files
+
     page = (built_site / "lessons" / lesson.id / "index.html").read_text()
     downloads = page.split('id="downloads"')[1]
-    program = lesson.path().relative_to(ROOT).as_posix()
     notebook = f"notebooks/{lesson.id}/{lesson.id}.ipynb"
-    for target in (program, notebook):
+    for target in (*downloadable_files(lesson), notebook):
         assert re.search(rf'<a (download )?href="../../{re.escape(target)}"( download)?>',
                          downloads), target
         assert (built_site / target).read_bytes() == (
-            (ROOT / program) if target == program else
-            (ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb")).read_bytes()
+            ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb" if target == notebook
+            else ROOT / target).read_bytes()
 
 
 @each_lesson
@@ -356,27 +358,31 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
         assert module_file(SEED) in page.split("Stale recording")[1][:2000]
 
 
-def test_a_lesson_s_exercises_are_offered_when_the_registry_names_them(tmp_path):
-    from dataclasses import dataclass
-
-    from scripts.lessons import Lesson
+def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
     from scripts.pages.course import downloadable_files, downloads
 
-    @dataclass(frozen=True)
-    class WithExercises(Lesson):  # the registry's `exercises`, however it is spelled there
-        exercises: str | None = None
-
-    lesson = WithExercises(SEED.id, SEED.module, exercises=f"{SEED.module}_exercises")
-    markdown = downloads(lesson, f"lessons/{SEED.id}.md", f"lessons/{SEED.id}/", True,
-                         ROOT / "docs")
     program = module_file(SEED)
-    exercises = program.removesuffix(".py") + "_exercises.py"
+    scaffold = module_file(SEED, f"{SEED.module}_exercises")
+    assert SEED.exercises and downloadable_files(SEED) == [program, scaffold]
+    markdown = downloads(SEED, f"lessons/{SEED.id}.md", f"lessons/{SEED.id}/", True,
+                         ROOT / "docs")
     name = program.rsplit("/", 1)[1]
     assert f"[`{name}`](../{program}){{ download }}: the lesson program; it runs on its " \
            "own" in markdown
-    assert f"[`{exercises.rsplit('/', 1)[1]}`](../{exercises}){{ download }}: its " \
-           "exercises" in markdown
-    assert downloadable_files(lesson) == [program, exercises]
+    assert f"[`{scaffold.rsplit('/', 1)[1]}`](../{scaffold}){{ download }}: the exercise " \
+           f"scaffold you fill in" in markdown
+    assert f"`python scripts/exercises.py --lesson {SEED.id}` checks it" in markdown
+    assert module_file(SEED, SEED.exercises) not in markdown  # the checks stay home
+
+
+def test_a_lesson_without_a_scaffold_offers_its_program_alone():
+    from dataclasses import replace
+
+    from scripts.pages.course import downloadable_files
+
+    lesson = replace(SEED, module="lesson_code.ring_checks")  # no ring_checks_exercises.py
+    assert not lesson.path(f"{lesson.module}_exercises").exists()
+    assert downloadable_files(lesson) == [module_file(lesson)]
 
 
 def test_the_recordings_table_ends_where_its_paragraph_begins(built_site):

@@ -1,7 +1,8 @@
 """The course on the site (lesson_code/lessons.toml): its lessons, their titles and files.
 
 The home page lists every registered lesson (`{{ lessons }}`), a lesson the nav leaves out
-is listed after the last one it names, and each lesson page ends with its downloads.
+is listed after the last one it names, and each lesson page ends with its downloads: the
+program, the exercise scaffold a learner edits, and the executed notebook.
 """
 import posixpath
 
@@ -48,33 +49,49 @@ def add_unlisted_lessons(nav, lessons, docs):
         where += len(entries)
 
 
+def scaffold_module(lesson):
+    """The exercise scaffold a learner edits: `<lesson module>_exercises`, if the lesson
+    has one (lesson_code/CONTRACT.md); the registry's `exercises` are its checks."""
+    module = f"{lesson.module}_exercises"
+    return module if lesson.path(module).is_file() else None
+
+
 def downloadable_files(lesson):
-    """The lesson's module, then its exercise module if the registry names one
-    (`exercises`), as paths relative to the repository root."""
-    modules = [lesson.module, getattr(lesson, "exercises", None)]
+    """The lesson's program, then its exercise scaffold if it has one, as paths relative
+    to the repository root: the site serves them beside the pages."""
+    modules = [lesson.module, scaffold_module(lesson)]
     return [lesson.path(module).relative_to(lesson.root).as_posix()
-            for module in modules if module and lesson.path(module).is_file()]
+            for module in modules if module]
+
+
+def runs_alone(lesson, module=None):
+    """Whether a download of the module runs on its own: it imports nothing else of this
+    repository."""
+    path = lesson.path(module)
+    return import_closure(path, lesson.root) == [path]
 
 
 def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
-    """The lesson page's last section (Markdown): its program and its executed notebook,
-    as files.
+    """The lesson page's last section (Markdown): its program, its exercise scaffold and
+    its executed notebook, as files.
 
-    The program is served beside the pages (pages/hooks.py, on_files); the notebook's
-    .ipynb is copied beside its page by mkdocs-jupyter, a file mkdocs does not list, hence
-    a plain link relative to the page's address."""
-    program, *exercises = downloadable_files(lesson)
+    The program and the scaffold are served beside the pages (pages/hooks.py, on_files);
+    the notebook's .ipynb is copied beside its page by mkdocs-jupyter (include_source), a
+    file mkdocs does not list, hence a plain link relative to the page's address."""
     here = posixpath.dirname(page_uri)
-    # It runs once downloaded only if it imports nothing else of this repository.
-    alone = import_closure(lesson.path(), lesson.root) == [lesson.path()]
-    lines = ["", "", "## Downloads", "",
-             f"- [`{posixpath.basename(program)}`]({posixpath.relpath(program, here)})"
-             f"{{ download }}: the lesson program" +
-             (f"; it runs on its own (`python {posixpath.basename(program)}`)" if alone
-              else ", run from a checkout of the repository (it imports other modules)")]
-    for path in exercises:
-        lines.append(f"- [`{posixpath.basename(path)}`]({posixpath.relpath(path, here)})"
-                     f"{{ download }}: its exercises")
+
+    def item(path, what, module=None):
+        name = posixpath.basename(path)
+        how = (f"; it runs on its own (`python {name}`)" if runs_alone(lesson, module)
+               else ", run from a checkout of the repository (it imports other modules)")
+        return f"- [`{name}`]({posixpath.relpath(path, here)}){{ download }}: {what}{how}"
+
+    program, *scaffold = downloadable_files(lesson)
+    lines = ["", "", "## Downloads", "", item(program, "the lesson program")]
+    if scaffold:
+        lines.append(item(scaffold[0], "the exercise scaffold you fill in",
+                          scaffold_module(lesson))
+                     + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
     notebook = for_lesson(lesson).notebook_page
     if (docs / notebook).is_file():
         served = f"notebooks/{lesson.id}/{lesson.id}.ipynb" if use_directory_urls else notebook

@@ -98,7 +98,7 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, and each lesson's program and exercises, from the site."""
+    """Serve figures/, and each lesson's program and exercise scaffold, from the site."""
     paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
