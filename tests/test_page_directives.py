@@ -129,6 +129,7 @@ def test_recorded_text_is_text_after_every_extension(text):
     assert page.count(escaped) >= 6  # heading, sentence, tab label, provenance, table...
     assert "<script>" not in page and "javascript:" not in page.replace(escaped, "")
     assert "<strong>" not in page and "README" not in page.replace(escaped, "")
+    assert "recorded 1 December 2026" in page and "T18:58" not in page
     # The heading's anchor is the value's slug, its text the value as text.
     heading = re.search(r'<h2 id="([^"]+)">Ran (.*?)</h2>', page)
     assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped

@@ -12,6 +12,7 @@ from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_fil
                       project_copy, recording_name, run_record)
 from scripts.pages.check_links import broken_links
 from scripts.pages.markup import with_copy_buttons
+from scripts.pages.recorded_text import human_date
 from site_build import build
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
@@ -56,7 +57,7 @@ def test_strict_build_without_jax_has_no_broken_links(built_site):
 def test_page_values_come_from_the_recording(built_site, lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
     page = (built_site / lesson_page(lesson)).read_text()
-    assert recording["generatedAt"] in page
+    assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
     assert f"JAX {recording['environment']['jax']}" in page
     # The recorded stdout appears once per recording tab, line by line, escaped.
     for line in recording["stdout"].splitlines():
@@ -409,6 +410,11 @@ def test_dates_are_written_for_people(built_site):
     # The seed page's sentence on where its numbers come from dates its recording.
     page = (built_site / LESSON_PAGE).read_text()
     assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX", page)
+    # No page prints a recording's timestamp as it is stored (2026-12-01T18:58:07+00:00):
+    # not a provenance line, not a sentence (the turn 4 audit's D22).
+    stamped = {name: re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d[^<\s]*", text)
+               for name, text in page_texts(built_site).items()}
+    assert {name: found for name, found in stamped.items() if found} == {}
 
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):

@@ -74,8 +74,8 @@ def recording_tabs(lesson_id, sources, values):
                       f"        Recorded from older code: {changed} changed since. "
                       f"The values below are what that older code printed; rerun the "
                       f"hardware job to refresh them.", ""]
-        lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · generated "
-                  f"{values.hold(recording['generatedAt'])} · "
+        lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
+                  f"{values.hold(human_date(recording['generatedAt']))} · "
                   f"{values.hold(env['deviceCount'])} × "
                   f"{values.hold(env.get('deviceKind', '?'))} · "
                   f"NumPy {values.hold(env['numpy'])} · "
