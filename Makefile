@@ -38,11 +38,13 @@ MATH_FONT := /usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf
 math-font:
 	@test -e $(MATH_FONT) || $(ENSURE) math-font $(MATH_FONT) fonts-lmodern "the math font"
 
+# `python -m mkdocs` from the root: mkdocs imports the pages' Markdown extension
+# (scripts.pages.page_language, in mkdocs.yml) by name, so the root must be importable.
 serve: install
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8000
+	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
 build: install
-	$(VENV)/bin/mkdocs build --strict
+	$(PY) -m mkdocs build --strict
 	$(PY) scripts/pages/check_links.py site
 
 # Only what is stale runs (record.py keeps current lessons as they are); `make fresh`

@@ -12,7 +12,7 @@ import markdown
 from mkdocs.utils import yaml_load
 
 from conftest import ROOT
-from scripts.pages.hooks import IF_RECORDED
+from scripts.pages.directives import IF_RECORDED
 from scripts.pages.mathml import DISPLAY, INLINE, top_level_parts
 
 

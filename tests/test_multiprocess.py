@@ -202,7 +202,7 @@ def test_the_ranks_are_gone_after_a_successful_run_too(run):
 
 def test_every_value_on_the_page_section_resolves(run):
     """The page quotes the recording the integrator writes: this run's data under `data`."""
-    from scripts.pages.hooks import VALUE, lookup  # the build's parser: the page cannot drift
+    from scripts.pages.directives import VALUE, lookup  # the build's parser: the page cannot drift
     # record.py adds cpuCount to the environment when it writes the recording.
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")

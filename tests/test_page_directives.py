@@ -1,10 +1,15 @@
-"""Page directives ({{ rec:... }}, {{ recordings:... }}) that cannot be resolved stop the
-build with one line naming the page and the directive, never publish verbatim."""
+"""The page language (scripts/pages/page_language.py, a Python-Markdown extension): a
+page converted by Python-Markdown with the extension alone shows what was recorded, its
+recorded text as text; a directive that cannot be resolved stops the build with one line
+naming the directive (mkdocs names the page), never publishes verbatim."""
+import html
+import json
 import re
 
+import markdown
 import pytest
 
-from conftest import FIRST_LESSON
+from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
 from conftest import project_copy as copy_project
 from site_build import build
 
@@ -27,12 +32,11 @@ def failure_with_page(project, tmp_path, markdown):
     run = build(project, tmp_path / "site")
     assert run.returncode != 0, "the build published a broken directive"
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
-    # mkdocs puts its own "Error reading page 'index.md':" before the hook's line.
-    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")
-              and not re.search(r"Error \w+ page '[^']+':$", line)]
-    assert len(errors) == 1, run.stderr[-2000:]
-    assert "index.md" in errors[0]
-    return errors[0]
+    # mkdocs names the page ("Error reading page 'index.md':"), the extension the problem.
+    lines = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert len(lines) == 2 and lines[0].endswith("Error reading page 'index.md':"), \
+        run.stderr[-2000:]
+    return lines[1]
 
 
 @pytest.mark.parametrize("directive", [
@@ -77,4 +81,74 @@ def test_a_recorded_value_cannot_be_the_page_title(project, tmp_path):
                     + page.read_text())
     run = build(project, tmp_path / "site")
     assert run.returncode != 0 and "Traceback" not in run.stderr
-    assert "index.md: a {{ rec:... }} value is in the page's first heading" in run.stderr
+    assert "Error reading page 'index.md':" in run.stderr
+    assert "a {{ rec:... }} value is in the page's first heading" in run.stderr
+
+
+# ------------------------------------------ Python-Markdown alone: no mkdocs, no hooks --
+
+def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
+    recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
+    page = markdown.markdown(of_a_lesson(
+        "JAX {{ rec:LESSON.cpu:environment.jax }}, recorded on "
+        "{{ rec:LESSON.cpu:generatedAt|date }}.\n\n"
+        "{{ if-recorded:LESSON.cpu }}Recorded.{{ else }}Not yet.{{ end }}\n\n"
+        "{{ lessons }}\n"), extensions=["scripts.pages.page_language"])  # as mkdocs.yml
+    assert f"JAX {recording['environment']['jax']}, recorded on " in page
+    assert re.search(r"recorded on \d{1,2} [A-Z][a-z]+ \d{4}\.", page)
+    assert "<p>Recorded.</p>" in page and "Not yet" not in page
+    for lesson in LESSONS.values():  # links from the docs folder, as mkdocs resolves them
+        assert f'href="/lessons/{lesson.id}.md"' in page
+    assert "RECVAL" not in page and "{{" not in page
+
+
+def hostile_sources(text):
+    from scripts.pages.sources import Sources
+
+    env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
+    recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
+                 "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
+                 "stdout": f"{text}\n```\nPASS", "command": [text], "_staleFiles": [],
+                 "_stem": f"{FIRST_LESSON.id}.cpu", "data": {"words": text}}
+    return Sources(LESSONS, {f"{FIRST_LESSON.id}.cpu": recording}, ROOT / "docs")
+
+
+@pytest.mark.parametrize("text", ['<script>alert("x")</script>', '[x](javascript:alert(1))',
+                                  '--8<-- "README.md"', "**bold** `code` _x_ <!-- c -->",
+                                  "| a | b |"])
+def test_recorded_text_is_text_after_every_extension(text):
+    from scripts.pages.page_language import PageLanguage
+
+    page = markdown.markdown(of_a_lesson(
+        "## Ran {{ rec:LESSON.cpu:data.words }}\n\nSaid {{ rec:LESSON.cpu:data.words }}.\n\n"
+        "{{ recordings:LESSON }}\n\n{{ recordings-table:LESSON }}\n"),
+        extensions=["toc", "tables", "pymdownx.superfences", "pymdownx.tabbed",
+                    "pymdownx.snippets", PageLanguage(sources=hostile_sources(text))])
+    escaped = html.escape(text)
+    assert f"<p>Said {escaped}.</p>" in page
+    assert page.count(escaped) >= 6  # heading, sentence, tab label, provenance, table...
+    assert "<script>" not in page and "javascript:" not in page.replace(escaped, "")
+    assert "<strong>" not in page and "README" not in page.replace(escaped, "")
+    assert "recorded 1 December 2026" in page and "T18:58" not in page
+    # The heading's anchor is the value's slug, its text the value as text.
+    heading = re.search(r'<h2 id="([^"]+)">Ran (.*?)</h2>', page)
+    assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped
+
+
+def test_the_toc_entry_of_a_heading_with_a_value_is_its_text():
+    from scripts.pages.page_language import PageLanguage
+
+    converter = markdown.Markdown(extensions=[
+        "toc", PageLanguage(sources=hostile_sources("<img src=x onerror=alert(1)>"))])
+    converter.convert(of_a_lesson("## Scope: {{ rec:LESSON.cpu:data.words }}\n"))
+    [token] = converter.toc_tokens
+    assert token["name"] == "Scope: &lt;img src=x onerror=alert(1)&gt;"
+    assert token["id"] == "scope-img-srcx-onerroralert1"
+
+
+def test_a_page_without_directives_loads_nothing(monkeypatch):
+    from scripts.pages import page_language
+
+    monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
+    assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
+        == "<h1>Plain</h1>\n<p>text</p>"

@@ -66,7 +66,7 @@ def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
     schema.write_text("")
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
     with pytest.raises(PluginError) as caught:
-        site_hooks.on_config({})
+        site_hooks.on_config({"docs_dir": "docs"})
     assert "schema.json: the schema cannot be read" in str(caught.value)
     assert "\n" not in str(caught.value)
 

@@ -427,16 +427,16 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
 
 @pytest.mark.parametrize("spec", [">1000000000", ".100000000f", "x^41", ".21f", "041d",
                                   "{}", "%Y", ".5q", "1000000000000000000000000"])
-def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec, monkeypatch):
-    from scripts.pages import hooks
+def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec):
+    from scripts.pages.directives import recorded_value
     from scripts.pages.recorded_text import PageValues
+    from scripts.pages.sources import Sources
 
-    monkeypatch.setitem(hooks.recordings, "lesson.cpu", {"data": {"value": 1.5}})
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
+    sources = Sources({}, {"lesson.cpu": {"data": {"value": 1.5}}}, ROOT / "docs")
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     with pytest.raises(PluginError) as refused:
-        hooks.recorded_value("lesson.cpu", "data.value", spec, page=page,
-                             values=PageValues("lessons/x.md"), directive=directive)
+        recorded_value("lesson.cpu", "data.value", spec, sources, PageValues(),
+                       directive=directive)
     message = str(refused.value)
     assert "\n" not in message and len(message) < 400 and "change the format code" in message
 
@@ -734,11 +734,12 @@ def test_bench_accepts_the_full_plan_in_any_order():
                                   bench.FULL)
 
 
-def test_a_missing_hardware_recording_names_the_command_that_makes_it(monkeypatch):
+def test_a_missing_hardware_recording_names_the_command_that_makes_it():
     from scripts.lessons import load_lessons
     from scripts.outputs import recording_fix
-    from scripts.pages import hooks
+    from scripts.pages.directives import recorded_value
     from scripts.pages.recorded_text import PageValues
+    from scripts.pages.sources import Sources
 
     lessons = load_lessons()
     lesson = FIRST_LESSON
@@ -749,12 +750,10 @@ def test_a_missing_hardware_recording_names_the_command_that_makes_it(monkeypatc
     assert recording_fix(lessons, recording_name(lesson, "weird")) == \
         f"git rm {recording_name(lesson, 'weird')}"
     assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
-    monkeypatch.setattr(hooks, "lessons", lessons)
-    monkeypatch.setattr(hooks, "recordings", {})
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="going-further/tpu.md"))
     with pytest.raises(PluginError) as refused:
-        hooks.recorded_value(f"{lesson.id}.tpu", "environment.jax", None, page=page,
-                             values=PageValues(page.file.src_uri), directive="{{ rec: }}")
+        recorded_value(f"{lesson.id}.tpu", "environment.jax", None,
+                       Sources(lessons, {}, ROOT / "docs"), PageValues(),
+                       directive="{{ rec: }}")
     assert "run `python scripts/tpu_job.py" in str(refused.value)
 
 

@@ -9,17 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
+from scripts.hardware.chips import CHIPS, CHIPS_PER_WORKER, WORKERS, accelerators_for
 from scripts.outputs import for_lesson
 
-# Single-host TPU VMs and their chips: one process sees every chip, so `record.py
-# --platform tpu` runs unchanged there. A lesson is recorded on a VM with exactly its
-# registered `devices` (lessons.toml), so the recording is the run its page describes.
-# Multi-host slices of 4 workers with 4 chips each run the lesson's rank module on every
-# worker at once instead. Runtime versions from the Cloud TPU docs; v6e first, the default.
-CHIPS = {"v6e-1": 1, "v6e-4": 4, "v6e-8": 8,
-         "v5litepod-1": 1, "v5litepod-4": 4, "v5litepod-8": 8}
-WORKERS = {"v5litepod-16": 4, "v6e-16": 4}  # hosts of a multi-host slice; others have 1
-CHIPS_PER_WORKER = 4
+# The VM types and their chips are scripts/hardware/chips.py (the docs build reads them
+# too). Runtime versions from the Cloud TPU docs.
 RUNTIMES = {name: "v2-alpha-tpuv6e" if name.startswith("v6e") else "v2-alpha-tpuv5-lite"
             for name in [*CHIPS, *WORKERS]}
 # What rank 0 leaves on worker 0 of a slice: its data JSON and its stdout.
@@ -59,11 +53,6 @@ class Step:
 
 def chips(count):
     return f"{count} chip" + ("s" if count != 1 else "")
-
-
-def accelerators_for(devices):
-    """The single-host VM types with exactly `devices` chips, the default first."""
-    return [name for name, chips in CHIPS.items() if chips == devices]
 
 
 def choose_accelerator(lesson, accelerator=None):

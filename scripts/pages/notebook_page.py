@@ -1,14 +1,22 @@
 """mkdocs hook: show the executed notebook as a page of the site, in the site's own markup.
 
-mkdocs-jupyter still puts the notebook in the navigation, sets `page.nb_url` and ships the
-`.ipynb` for download; only its renderer is replaced (hooks run after plugins, so this
-on_pre_page has the last word), before it runs nbconvert at all. Its HTML (nbconvert's
-JupyterLab template) inlines about 600 KB of CSS in `<body>`, loads MathJax and a clipboard script,
-keeps a light code palette in dark mode and is invalid HTML in 74 places. Here the cells
-become the Markdown the lesson page is written in (a Python fence per code cell, a text
-fence per output), converted with the site's own Markdown extensions: the notebook then
-looks, reads and validates like every other page, and its formulas go through the same
-build-time MathML as the lesson (pages/mathml.py runs after this hook).
+mkdocs-jupyter (0.26.3) is configured through its options only (mkdocs.yml): it puts the
+notebook in the navigation, never executes it (`execute: false`), sets `page.nb_url` and
+ships the `.ipynb` beside the page for download (`include_source: true`). Its page body
+is nbconvert's JupyterLab template, and no option of the plugin changes that: it inlines
+about 600 KB of CSS in `<body>` (five <style> elements, which are invalid there, holding
+CSS the Nu checker rejects), writes the MathJax loader (`custom_mathjax_url` only changes
+its address; the default empty one is `<script src="">`, invalid HTML), a clipboard script
+and `<clipboard-copy aria-label>` elements (an ARIA attribute that element may not have),
+and passes a Markdown cell's raw HTML through (the plugin turns nbconvert's clean_html
+filter off), so a notebook's `<script>` would run on the page.
+
+So this hook's on_page_content replaces that body, mkdocs' documented place to alter a
+page's HTML, with the cells as the Markdown the lesson page is written in (a Python fence
+per code cell, a text fence per output), converted with the site's own Markdown
+extensions: the notebook then looks, reads and validates like every other page, and its
+formulas go through the same build-time MathML as the lesson (pages/mathml.py runs after
+this hook).
 
 A notebook is untrusted input: a pull request can change its cells and the lock's digest in
 the same commit. So it is converted by a Markdown instance of its own that can only write
@@ -158,10 +166,12 @@ def inert_markdown(config):
     return markdown.Markdown(extensions=[*names, TextOnly()], extension_configs=configs)
 
 
-def on_pre_page(page, config, files):
-    if page.file.src_uri.endswith(".ipynb"):
-        page.render = lambda config, files: render_notebook(page, config)
-    return page
+def on_page_content(html_text, page, config, files):
+    """The notebook page's body in the site's markup instead of nbconvert's."""
+    if not page.file.src_uri.endswith(".ipynb"):
+        return html_text
+    render_notebook(page, config)
+    return page.content
 
 
 def render_notebook(page, config):

@@ -11,9 +11,18 @@ import html
 import json
 import re
 import secrets
+from datetime import datetime
 
-from markdown.extensions.toc import slugify
-from mkdocs.exceptions import PluginError
+
+try:  # under mkdocs a BuildError is reported in one line, without a traceback
+    from mkdocs.exceptions import PluginError as Reported
+except ImportError:  # Python-Markdown on its own
+    Reported = Exception
+
+
+class PageError(Reported):
+    """A page the page language cannot build; str() is the one line that says why."""
+
 
 # Where escaped text is still only text. Anything else (href, src, on*, style, id...)
 # would let a recorded value choose a link target or run script, escaped or not.
@@ -56,20 +65,23 @@ def formatted(value, spec):
         raise ValueError(str(error)) from None
 
 
+def human_date(timestamp):
+    """An ISO 8601 timestamp as a reader writes the day: "30 November 2026" (UTC as
+    recorded; a reader does not need the second a recording was made)."""
+    when = datetime.fromisoformat(str(timestamp))
+    return f"{when.day} {when:%B %Y}"
+
+
 class PageValues:
     """The recorded strings of one page, held back until its HTML exists."""
 
-    def __init__(self, page_name):
-        self.page_name = page_name
+    def __init__(self):
         self.values = []
         self.json_values = set()  # indices of values that are script JSON, not text
         # Unguessable per page, so neither an author nor a recording can forge a marker.
         nonce = secrets.token_hex(6).upper()
         self.prefix = f"RECVAL{nonce}N"
         self.marker = re.compile(rf"RECVAL{nonce}N(\d+)END")
-        # The toc extension lowercases heading text into anchor ids: that copy becomes a
-        # slug of the value, which only has [a-z0-9_-] in it.
-        self.slug_marker = re.compile(rf"recval{nonce.lower()}n(\d+)end")
 
     def hold(self, value):
         """Keep `value` (any type, shown with str) and return the marker standing for it."""
@@ -83,24 +95,21 @@ class PageValues:
         self.json_values.add(len(self.values) - 1)
         return marker
 
-    def text(self, source):
-        """`source` with every marker replaced by its value, escaped for HTML."""
-        source = self.marker.sub(lambda m: html.escape(self.values[int(m[1])]), source)
-        return self.slug_marker.sub(lambda m: slugify(self.values[int(m[1])], "-"), source)
-
-    def fill(self, content):
-        """The page's finished HTML with the values in, each escaped for where it landed."""
+    def fill(self, content, whole=True):
+        """`content` with the values in, each escaped for where it landed: the page's
+        finished HTML (`whole`), or a piece of it, such as the heading text the toc
+        extension makes its entries and anchor ids from."""
         pieces, end, shown = [], 0, set()
         for match in self.marker.finditer(content):
             shown.add(int(match[1]))
             pieces += [content[end:match.start()],
                        self.render(int(match[1]), content, match.start())]
             end = match.end()
-        if len(shown) != len(self.values):
-            raise PluginError(f"{self.page_name}: {len(self.values) - len(shown)} recorded "
-                              f"value(s) vanished while the page was converted; move the "
-                              f"{{{{ rec:... }}}} directive out of raw HTML or a comment")
-        return self.text("".join(pieces + [content[end:]]))
+        if whole and len(shown) != len(self.values):
+            raise PageError(f"{len(self.values) - len(shown)} recorded value(s) vanished "
+                            f"while the page was converted; move the {{{{ rec:... }}}} "
+                            f"directive out of raw HTML or a comment")
+        return "".join(pieces + [content[end:]])
 
     def render(self, index, content, at):
         value = self.values[index]
@@ -108,29 +117,22 @@ class PageValues:
             opened = content.rfind("<script", 0, at)
             if opened < content.rfind("</script", 0, at) or not content.startswith(
                     '<script type="application/json"', opened):
-                raise PluginError(f"{self.page_name}: recorded JSON ended up outside its "
-                                  f"<script type=\"application/json\"> element; put the "
-                                  f"{{{{ json:... }}}} directive on a line of its own")
+                raise PageError("recorded JSON ended up outside its <script "
+                                "type=\"application/json\"> element; put the "
+                                "{{ json:... }} directive on a line of its own")
             return value  # script_json made it safe for exactly this place
         tag_start = content.rfind("<", 0, at)
         if tag_start > content.rfind(">", 0, at):  # inside a tag: an attribute's value
             attribute = ATTRIBUTE_NAME.search(content, tag_start, at)
             name = attribute[1].lower() if attribute else "tag"
             if name not in TEXT_ATTRIBUTES:
-                raise PluginError(f"{self.page_name}: a recorded value ended up in a "
-                                  f"{name}= attribute; put {{{{ rec:... }}}} in text, never "
-                                  f"in a link target or an attribute")
+                raise PageError(f"a recorded value ended up in a {name}= attribute; put "
+                                f"{{{{ rec:... }}}} in text, never in a link target or an "
+                                f"attribute")
             return html.escape(value)
         if content.rfind("<code", 0, at) > content.rfind("</code>", 0, at):
             return html.escape(value)
         return with_plain_math(value)
-
-    def fill_toc(self, items):
-        """The table of contents carries its own copies of heading text and anchor ids."""
-        for item in items:
-            item.title = self.text(item.title)
-            item.id = self.text(item.id)
-            self.fill_toc(item.children)
 
 
 def with_plain_math(value):

@@ -1,0 +1,126 @@
+"""The course on the site (lesson_code/lessons.toml): its lessons, their titles and files.
+
+The home page lists every registered lesson (`{{ lessons }}`), a lesson the nav leaves out
+is listed after the last one it names, and each lesson page ends with its downloads: the
+program, the exercise scaffold a learner edits, and the executed notebook.
+"""
+import posixpath
+
+from scripts.hardware.chips import accelerators_for
+from scripts.hashes import import_closure
+from scripts.outputs import for_lesson
+
+
+def lesson_title(lesson, docs):
+    """The first heading of the lesson's page (docs/lessons/<id>.md), else its id."""
+    page = docs / "lessons" / f"{lesson.id}.md"
+    heading = next((line[2:].strip() for line in page.read_text(encoding="utf-8").splitlines()
+                    if line.startswith("# ")), None) if page.is_file() else None
+    return heading or lesson.id
+
+
+def nav_paths(nav):
+    for item in nav or []:
+        value = next(iter(item.values())) if isinstance(item, dict) else item
+        if isinstance(value, list):
+            yield from nav_paths(value)
+        else:
+            yield value
+
+
+def add_unlisted_lessons(nav, lessons, docs):
+    """Put each registered lesson the nav does not list (its page and its notebook) after
+    the last lesson it does list, so a new lesson needs no nav lines."""
+    if nav is None:
+        return  # no nav: mkdocs lists every page itself
+    listed = set(nav_paths(nav))
+    where = max((number + 1 for number, item in enumerate(nav)
+                 if set(nav_paths([item])) & {f"lessons/{lesson}.md" for lesson in lessons}),
+                default=min(1, len(nav)))
+    for lesson in lessons.values():
+        page, notebook = f"lessons/{lesson.id}.md", for_lesson(lesson).notebook_page
+        if page in listed or not (docs / page).is_file():
+            continue  # listed already, or no page yet (the strict build names it)
+        title = lesson_title(lesson, docs)
+        entries = [{f"Lesson: {title}": page}]
+        if notebook not in listed and (docs / notebook).is_file():
+            entries.append({f"Notebook: {title}": notebook})
+        nav[where:where] = entries
+        where += len(entries)
+
+
+def scaffold_module(lesson):
+    """The exercise scaffold a learner edits: `<lesson module>_exercises`, if the lesson
+    has one (lesson_code/CONTRACT.md); the registry's `exercises` are its checks."""
+    module = f"{lesson.module}_exercises"
+    return module if lesson.path(module).is_file() else None
+
+
+def downloadable_files(lesson):
+    """The lesson's program, then its exercise scaffold if it has one, as paths relative
+    to the repository root: the site serves them beside the pages."""
+    modules = [lesson.module, scaffold_module(lesson)]
+    return [lesson.path(module).relative_to(lesson.root).as_posix()
+            for module in modules if module]
+
+
+def runs_alone(lesson, module=None):
+    """Whether a download of the module runs on its own: it imports nothing else of this
+    repository."""
+    path = lesson.path(module)
+    return import_closure(path, lesson.root) == [path]
+
+
+def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
+    """The lesson page's last section (Markdown): its program, its exercise scaffold and
+    its executed notebook, as files.
+
+    The program and the scaffold are served beside the pages (pages/hooks.py, on_files);
+    the notebook's .ipynb is copied beside its page by mkdocs-jupyter (include_source), a
+    file mkdocs does not list, hence a plain link relative to the page's address."""
+    here = posixpath.dirname(page_uri)
+
+    def item(path, what, module=None):
+        name = posixpath.basename(path)
+        how = (f"; it runs on its own (`python {name}`)" if runs_alone(lesson, module)
+               else ", run from a checkout of the repository (it imports other modules)")
+        return f"- [`{name}`]({posixpath.relpath(path, here)}){{ download }}: {what}{how}"
+
+    program, *scaffold = downloadable_files(lesson)
+    lines = ["", "", "## Downloads", "", item(program, "the lesson program")]
+    if scaffold:
+        lines.append(item(scaffold[0], "the exercise scaffold you fill in",
+                          scaffold_module(lesson))
+                     + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
+    notebook = for_lesson(lesson).notebook_page
+    if (docs / notebook).is_file():
+        served = f"notebooks/{lesson.id}/{lesson.id}.ipynb" if use_directory_urls else notebook
+        link = posixpath.relpath(served, page_url if use_directory_urls else here)
+        lines.append(f'- <a href="{link}" download><code>{lesson.id}.ipynb</code></a>: the '
+                     f"notebook companion, executed by `scripts/record.py`")
+    return "\n".join(lines) + "\n"
+
+
+def lesson_list(sources, values):
+    """The `{{ lessons }}` directive: one entry per registered lesson, with its page,
+    notebook and program, the devices it runs on, and whether it was recorded on TPU
+    (`tpu_job.py --lesson <id>`). Its links start at the docs folder (`/lessons/<id>.md`),
+    which mkdocs resolves and checks (validation.links.absolute_links: relative_to_docs)
+    on whatever page the list is on."""
+    items = []
+    for lesson in sources.lessons.values():
+        program = lesson.path().relative_to(lesson.root).as_posix()
+        parts = [f"**[{lesson_title(lesson, sources.docs)}](/lessons/{lesson.id}.md)** "
+                 f"(`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
+        notebook = for_lesson(lesson).notebook_page
+        if (sources.docs / notebook).is_file():
+            parts.append(f"[notebook companion](/{notebook})")
+        parts.append(f"[the program](/{program}) (`python -m {lesson.module}`)")
+        tpu = "recorded there" if for_lesson(lesson).stem("tpu") in sources.recordings else \
+            "not yet recorded on TPU"
+        vms = accelerators_for(lesson.devices)
+        parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "
+                     f"`--platform tpu` ({tpu})" if vms else
+                     f"no single-host TPU VM has {lesson.devices} chips")
+        items.append("- " + " · ".join(parts))
+    return "\n".join(items)

@@ -1,0 +1,106 @@
+"""The page language (pages/directives.py) as a Python-Markdown extension.
+
+Registered under `markdown_extensions` in mkdocs.yml, as pymdownx.snippets is, so a page
+builds the same wherever Python-Markdown runs:
+
+    markdown.markdown(text, extensions=[PageLanguage(root=checkout)])
+
+In one conversion, sharing that page's recorded text (a PageValues):
+
+- a preprocessor, before pymdownx.snippets (so included lesson code is never read as a
+  directive), expands each directive into Markdown with markers where recorded text goes;
+- the last postprocessor, once the page is HTML, puts the recorded text in, escaped for
+  where it landed. The toc extension also runs the postprocessors, on each heading's text,
+  before it makes the heading's anchor id and its toc entry: those get the value's text
+  (escaped) and its slug, while the heading itself keeps its markers until the end, when
+  a last treeprocessor has marked the tree finished.
+
+The registry and the recordings come from the repository at `root` (by default, the one
+this module is in), loaded and validated on the first directive of each conversion. The
+mkdocs build has loaded them once already and hands them over (`sources`, from
+pages/hooks.py), so its pages do not load them again.
+"""
+import re
+from pathlib import Path
+
+from markdown.extensions import Extension
+from markdown.postprocessors import Postprocessor
+from markdown.preprocessors import Preprocessor
+from markdown.treeprocessors import Treeprocessor
+
+from scripts import ROOT
+from scripts.pages.directives import expand_page
+from scripts.pages.recorded_text import PageError, PageValues
+from scripts.pages.sources import load_sources
+
+NAME = __name__  # what mkdocs.yml registers: scripts.pages.page_language
+LEVEL_ONE = re.compile(r"<h1[\s>].*?</h1>", re.S)
+
+
+class PageLanguage(Extension):
+    def __init__(self, **kwargs):
+        self.config = {
+            "root": ["", "the repository whose lessons and recordings the pages show "
+                         "(default: the one this module is in)"],
+            "docs_dir": ["", "its pages' folder (default: <root>/docs)"],
+            "sources": ["", "pages/sources.Sources the build already loaded (set by "
+                            "pages/hooks.py); empty: load them from root"],
+        }
+        super().__init__(**kwargs)
+
+    def extendMarkdown(self, md):
+        md.page_language = Conversion(self.getConfigs())  # what its three steps share
+        md.preprocessors.register(Directives(md), "page_language", 35)
+        md.treeprocessors.register(TreeFinished(md), "page_language_end", -100)
+        md.postprocessors.register(RecordedText(md), "page_language_text", 0)
+
+
+class Conversion:
+    """One Markdown instance's share: the sources, loaded once, and the page being
+    converted's recorded text."""
+
+    def __init__(self, config):
+        self.config = config
+        self.sources = config["sources"] or None
+        self.values = PageValues()
+        self.tree_finished = False  # False while the toc runs postprocessors on headings
+
+    def loaded_sources(self):
+        if self.sources is None:
+            root = Path(self.config["root"] or ROOT)
+            self.sources = load_sources(root, self.config["docs_dir"] or root / "docs")
+        return self.sources
+
+
+class Directives(Preprocessor):
+    def run(self, lines):
+        conversion = self.md.page_language
+        # A new page: Markdown.convert may be called again on the same instance.
+        conversion.values, conversion.tree_finished = PageValues(), False
+        text = "\n".join(lines)
+        if "{{" not in text:
+            return lines
+        return expand_page(text, conversion.loaded_sources(), conversion.values).split("\n")
+
+
+class TreeFinished(Treeprocessor):
+    def run(self, root):
+        self.md.page_language.tree_finished = True
+
+
+class RecordedText(Postprocessor):
+    def run(self, text):
+        values = self.md.page_language.values
+        if not self.md.page_language.tree_finished:  # a heading's text, for the toc
+            return values.fill(text, whole=False)
+        # A level-1 heading is the page's title, which themes show unescaped (mkdocs-material
+        # puts it through `striptags` into <title>): no recorded text may reach it.
+        if any(values.marker.search(heading) for heading in LEVEL_ONE.findall(text)):
+            raise PageError("a {{ rec:... }} value is in the page's first heading, its "
+                            "title, which the theme shows unescaped; move the value below "
+                            "the heading")
+        return values.fill(text)
+
+
+def makeExtension(**kwargs):  # the name Python-Markdown looks for
+    return PageLanguage(**kwargs)

@@ -1,0 +1,85 @@
+"""A lesson's executed recordings on a page: one tab each, or one table row each.
+
+Every recorded string goes in through values.hold: the Markdown around it is ours, the
+text inside it is the recording's and is never read as Markdown (pages/recorded_text.py).
+"""
+from scripts.outputs import RECORD as FIX
+from scripts.outputs import stem_source
+from scripts.pages.recorded_text import PageError, human_date
+
+
+def machine_label(recording):
+    env = recording["environment"]
+    processes = env.get("processCount", 1)
+    units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices"
+    label = f"{env['backend'].upper()} · {units}"
+    kind = env.get("deviceKind", env["backend"])
+    # "CPU · 4 devices · cpu" says cpu twice; a TPU's kind ("TPU v5 lite") says more.
+    return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
+
+
+def tab_label(recording):
+    date = human_date(recording["generatedAt"])
+    return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
+
+
+def fenced(marker, indent="    "):
+    """A text code fence around a marker: the recorded text itself arrives after Markdown
+    (pages/recorded_text.py), so no backtick of it can end the fence."""
+    return f"{indent}```text\n{indent}{marker}\n{indent}```"
+
+
+def executed_recordings(lesson_id, sources):
+    """The executed recordings of a lesson (of every lesson when `lesson_id` is None)."""
+    ids = list(sources.lessons) if lesson_id is None else [lesson_id]
+    chosen = [r for stem, r in sorted(sources.recordings.items())
+              if any(stem.startswith(f"{name}.") for name in ids)
+              and r.get("kind") == "executed"]
+    # Lesson by lesson in the registry's order, the CPU recording first: every reader can
+    # reproduce it.
+    order = {name: number for number, name in enumerate(ids)}
+    chosen.sort(key=lambda r: (order.get(r["lessonId"], len(order)),
+                               r["environment"]["backend"] != "cpu",
+                               r["environment"].get("processCount", 1), r["_stem"]))
+    if not chosen:
+        raise PageError(f"no recording of {lesson_id}; run `{FIX}`")
+    return chosen
+
+
+def recording_table(lesson_id, sources, values):
+    rows = ["| recording | provenance | ran on | recorded | JAX | status |",
+            "|---|---|---|---|---|---|"]
+    for recording in executed_recordings(lesson_id, sources):
+        env = recording["environment"]
+        status = "stale: " + ", ".join(recording["_staleFiles"]) \
+            if recording["_staleFiles"] else "current"
+        path = stem_source(recording["_stem"])
+        rows.append(f"| `{values.hold(path)}` | "
+                    f"`{values.hold(recording['provenance'])}` | "
+                    f"{values.hold(machine_label(recording))} | "
+                    f"{values.hold(human_date(recording['generatedAt']))} | "
+                    f"{values.hold(env['jax'])} | "
+                    f"{values.hold(status)} |")
+    return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
+
+
+def recording_tabs(lesson_id, sources, values):
+    blocks = []
+    for recording in executed_recordings(lesson_id, sources):
+        env = recording["environment"]
+        lines = [f'=== "{values.hold(tab_label(recording))}"', ""]
+        if recording["_staleFiles"]:
+            changed = ", ".join(f"`{values.hold(name)}`" for name in recording["_staleFiles"])
+            lines += ['    !!! warning "Stale recording"',
+                      f"        Recorded from older code: {changed} changed since. "
+                      f"The values below are what that older code printed; rerun the "
+                      f"hardware job to refresh them.", ""]
+        lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
+                  f"{values.hold(human_date(recording['generatedAt']))} · "
+                  f"{values.hold(env['deviceCount'])} × "
+                  f"{values.hold(env.get('deviceKind', '?'))} · "
+                  f"NumPy {values.hold(env['numpy'])} · "
+                  f"`{values.hold(' '.join(recording.get('command', [])))}`", "",
+                  fenced(values.hold(recording["stdout"].rstrip("\n"))), ""]
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)

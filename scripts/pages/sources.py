@@ -1,0 +1,34 @@
+"""What the pages are built from: the lesson registry, its recordings and the docs folder.
+
+The docs build loads them once (pages/hooks.py, on_config) and hands them to the page
+language (pages/page_language.py); Python-Markdown run on its own loads them from the
+repository the same way. Either way a broken recording, or a stale one this machine can
+remake, stops the build with one line each.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.freshness import load_all
+from scripts.hashes import ClosureError
+from scripts.lessons import RegistryError, load_lessons
+from scripts.pages.recorded_text import PageError
+from scripts.recordings import RecordingError
+
+
+@dataclass(frozen=True)
+class Sources:
+    lessons: dict  # lesson id -> Lesson, in the registry's order
+    recordings: dict  # recording stem ("<lesson>.cpu", "<lesson>.cpu.analysis") -> its JSON
+    docs: Path  # the pages' folder (docs/)
+
+
+def load_sources(root, docs):
+    """Every registered lesson and every recording and analysis of it, validated."""
+    try:
+        lessons = load_lessons(Path(root))
+        recordings, problems = load_all(lessons, Path(root))
+    except (RegistryError, RecordingError, ClosureError) as error:
+        raise PageError(str(error)) from None
+    if problems:
+        raise PageError("; ".join(problems))
+    return Sources(lessons, recordings, Path(docs))
