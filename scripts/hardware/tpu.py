@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scripts import ROOT
-from scripts.hardware.chips import CHIPS, CHIPS_PER_WORKER, WORKERS, accelerators_for
+from scripts.chips import CHIPS, CHIPS_PER_WORKER, WORKERS, accelerators_for
 from scripts.outputs import for_lesson
 
-# The VM types and their chips are scripts/hardware/chips.py (the docs build reads them
+# The VM types and their chips are scripts/chips.py (the docs build reads them
 # too). Runtime versions from the Cloud TPU docs.
 RUNTIMES = {name: "v2-alpha-tpuv6e" if name.startswith("v6e") else "v2-alpha-tpuv5-lite"
             for name in [*CHIPS, *WORKERS]}

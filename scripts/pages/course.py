@@ -6,7 +6,7 @@ program, the exercise scaffold a learner edits, and the executed notebook.
 """
 import posixpath
 
-from scripts.hardware.chips import accelerators_for
+from scripts.chips import accelerators_for
 from scripts.hashes import import_closure
 from scripts.outputs import for_lesson
 
