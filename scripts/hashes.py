@@ -11,16 +11,14 @@ measures: editing one re-runs nothing. What shows the text (the notebook compani
 cells, the page's snippets) is keyed on the text itself (scripts/outputs.py), so the same
 edit re-renders what shows it. The pins count by their requirement lines, so reformatting
 a pin's comment is no change, and only the pins that can change a recording count (see
-pin_lines). Parsing is the one costly step, so a module's code digest and imports are
-remembered under its bytes' digest (scripts/memo.py).
+pin_lines).
 """
 import ast
 import hashlib
 import re
-import sys
 from pathlib import Path
 
-from scripts import ROOT, memo
+from scripts import ROOT
 
 # The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
@@ -75,17 +73,11 @@ def without_docstrings(tree):
 
 
 def module_facts(path, root=ROOT):
-    """(code digest, [imported names]) of a Python file, remembered by its bytes' digest.
+    """(code digest, [imported names]) of a Python file.
 
     The code digest is of ast.dump without line numbers, comments or docstrings: what
     runs. A file that is not UTF-8 or does not parse is a ClosureError, one line.
     """
-    data = Path(path).read_bytes()
-    # ast.dump's text is the parser's, so the memo keeps one answer per Python version.
-    key = f"{digest_bytes(data)}:{sys.version_info[0]}.{sys.version_info[1]}"
-    known = memo.recall("module", key)
-    if known is not None:
-        return known["code"], known["imports"]
     tree = parsed_module(path, root)
     names = []
     for node in ast.walk(tree):
@@ -93,9 +85,7 @@ def module_facts(path, root=ROOT):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-    code = digest_bytes(ast.dump(without_docstrings(tree)))
-    memo.remember("module", key, {"code": code, "imports": names})
-    return code, names
+    return digest_bytes(ast.dump(without_docstrings(tree))), names
 
 
 def imported_names(path, root=ROOT):

@@ -26,18 +26,8 @@ from pathlib import Path
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-if __name__ == "__main__":
-    # `--check` on a tree checked before, byte for byte, is answered from the memo
-    # (scripts/memo.py) before the imports below: one Python start and one digest of the
-    # files it reads, instead of importing the machinery and jsonschema.
-    from scripts.memo import answer_check_from_memo
-
-    answer_check_from_memo(sys.argv[1:])
-
 import argparse
-import atexit
 import json
-import os
 import subprocess
 import time
 from collections import Counter
@@ -393,35 +383,14 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
         staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
 
 
-def check(lessons, argv):
-    """Print one line per stale, missing or invalid output; the answer is kept in the memo
-    for the same bytes (scripts/memo.py), which the next identical check prints at once."""
-    from scripts import memo
+def check(lessons):
+    """Print one line per stale, missing or invalid output; 1 if there is any."""
     from scripts.freshness import check as problems
 
-    root = next(iter(lessons.values())).root
-    key = memo.tree_key(root, argv)
-    lines = problems(lessons, root)
+    lines = problems(lessons, next(iter(lessons.values())).root)
     for line in lines:
         print(line)
-    status = 1 if lines else 0
-    memo.remember_check(root, argv, key, lines, status)
-    return status
-
-
-def prime_check(root):
-    """Work out the plain `--check` now, while what it needs is imported, so that the check
-    a reader runs next, on the files just written, is answered from the memo at once."""
-    from scripts import memo
-    from scripts.freshness import check as problems
-
-    argv = ["--check"]
-    try:
-        key = memo.tree_key(root, argv)
-        lines = problems(load_lessons(), root)  # every lesson, as main() reads them
-    except (RegistryError, RecordingError, ValueError, OSError):
-        return  # the check itself will say what is wrong
-    memo.remember_check(root, argv, key, lines, 1 if lines else 0)
+    return 1 if lines else 0
 
 
 class UsageError(RecordError):
@@ -532,7 +501,7 @@ def main(argv=None):
                                     f"known: {', '.join(lessons)}")
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
-            return check(lessons, argv)
+            return check(lessons)
         refuse_what_cannot_work(args, lessons)
         # The lock belongs to the checkout the lessons are written into.
         root = next(iter(lessons.values())).root
@@ -542,7 +511,6 @@ def main(argv=None):
                    chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
                    launcher=args.launcher, calls=args.calls)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
-        prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -555,19 +523,5 @@ def main(argv=None):
     return 0
 
 
-def exit_now(status):
-    """Exit with `status` without the interpreter's teardown: every file is written,
-    closed and in place (or was never moved), and tearing down matplotlib, NumPy and
-    jsonschema takes about 0.2 s that nothing reads. The exit handlers still run: the
-    memo (scripts/memo.py) writes its answers in one."""
-    atexit._run_exitfuncs()  # what a normal exit runs first (CPython's own atexit module)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # a closed pipe: nothing more can be said on it
-    os._exit(status)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

@@ -317,26 +317,10 @@ def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
 
 
 def cli_check(root, *python_flags):
-    """`python scripts/record.py --check` as a reader types it (the memo's shortcut is the
-    command line's)."""
+    """`python scripts/record.py --check` as a reader types it."""
     return subprocess.run([sys.executable, *python_flags, "scripts/record.py", "--check"],
                           cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
                           capture_output=True, text=True, timeout=120)
-
-
-def imported_modules(run):
-    return {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
-            if line.startswith("import time:") and "|" in line}
-
-
-def test_a_check_of_the_same_bytes_is_answered_from_the_memo(tree):
-    first = cli_check(tree)
-    assert (first.returncode, first.stdout) == (0, "")
-    again = cli_check(tree, "-X", "importtime")
-    assert (again.returncode, again.stdout) == (0, "")
-    # Answered before the machinery is imported: no freshness check, no jsonschema.
-    assert "scripts.memo" in imported_modules(again)
-    assert {"scripts.freshness", "jsonschema"} & imported_modules(again) == set()
 
 
 def test_any_changed_byte_is_checked_afresh(tree):
@@ -350,7 +334,7 @@ def test_any_changed_byte_is_checked_afresh(tree):
 
 
 def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
-    assert cli_check(tree).returncode == 0  # validated, and remembered as valid
+    assert cli_check(tree).returncode == 0  # valid before the edit
     path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
     edit(path, lambda t: t.replace('"schemaVersion": 1', '"schemaVersion": "one"', 1))
     lines = problems(tree)

@@ -243,17 +243,3 @@ def test_all_re_runs_a_current_lesson(tree):
     run = run_record(tree, "--all", "--lesson", LESSON_ID)
     assert run.returncode == 0, run.stderr[-2000:]
     assert f"record: running {LESSON_ID} on {SEED.devices} CPU device(s)" in run.stderr
-
-
-def test_the_check_after_a_run_is_answered_from_the_memo(tree):
-    start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / LESSON,
-         lambda t: t.replace(start, start + "# Another reader's note.\n", 1))
-    assert run_record(tree).returncode == 0
-    check = subprocess.run([sys.executable, "-X", "importtime", "scripts/record.py", "--check"],
-                           cwd=tree, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                           capture_output=True, text=True, timeout=120)
-    assert (check.returncode, check.stdout) == (0, "")
-    imported = {line.rsplit("|", 1)[1].strip() for line in check.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
-    assert "scripts.memo" in imported and "scripts.freshness" not in imported
