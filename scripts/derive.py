@@ -5,12 +5,9 @@ sweep): a recording about to land is passed in `arriving`, its text not yet move
 place, so what is derived from it is drawn from the new bytes and staged with them. An
 output whose inputs and bytes are what the lock says is current and is left alone.
 """
-import importlib
 import json
-import threading
 
 from scripts import display
-from scripts.forked import in_two
 from scripts.hashes import digest_bytes
 from scripts.outputs import derived_outputs, lock_entry, recording_outputs
 from scripts.recordings import load_recording
@@ -30,7 +27,7 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     only what derives from that recording (bench.py's sweep), current or not.
     """
     from scripts.freshness import derived_problems
-    entries, chain, figures = {}, {only_from}, []
+    entries, chain = {}, {only_from}
     for output in derived_outputs(lesson):
         if only_from is not None:
             if output.source not in chain:
@@ -47,16 +44,8 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
             overlay = load_source(lesson, output.overlay)
-        if output.variant is not None:  # a figure: drawn below, with the others
-            figures.append((output, data, overlay, text))
-            continue
         stage(output, render(output, data, overlay), text, lesson, staging, arriving,
               entries, place)
-    # Analyses come first (derived_outputs) and no output is made from a figure, so the
-    # figures are independent of each other: drawn on both cores.
-    drawn = in_two(lambda job: render(*job[:3]), figures)
-    for (output, _, _, text), made in zip(figures, drawn):
-        stage(output, made, text, lesson, staging, arriving, entries, place)
     return entries
 
 
@@ -67,27 +56,6 @@ def stage(output, made, source_text, lesson, staging, arriving, entries, place):
     if place is None:
         source_digest = digest_bytes(source_text) if source_text else None
         entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
-
-
-def warm_up(lesson):
-    """Import, in a background thread, the code that derives `lesson`'s files: its
-    analysis and its figures' renderers. record.py starts this as a lesson starts to
-    run, so the second or so of importing matplotlib is spent while this process only
-    waits on the lesson, not after it. Returns the thread; join it before deriving (an
-    import that fails here fails again, with its one-line error, where it is used)."""
-    modules = [output.code.removesuffix(".py").replace("/", ".")
-               for output in derived_outputs(lesson)]
-
-    def import_all():
-        for module in modules:
-            try:
-                importlib.import_module(module)
-            except Exception:  # noqa: BLE001 - reported where it is used, not here
-                pass
-
-    thread = threading.Thread(target=import_all, name="warm-up", daemon=True)
-    thread.start()
-    return thread
 
 
 def load_source(lesson, source):

@@ -38,7 +38,7 @@ from scripts.hashes import digest_bytes
 from scripts.host import host_at_start, host_while_starting
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.derive import DeriveError, stage_derived, warm_up
+from scripts.derive import DeriveError, stage_derived
 from scripts.outputs import (LockError, for_lesson, lock_entry, lock_path, lock_text,
                              notebook_output, read_lock)
 from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
@@ -354,14 +354,13 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                          f"lesson_code/lessons.toml")
                 continue
             run = runs is None or lesson.id in runs
-            warming = start = None
+            start = None
             if run and not render_only:
                 # Other work on the cores is read first. A multi-process run waits for the
                 # reading; a single run starts meanwhile, and what it uses of the cores in
-                # the window (the warm-up's imports, the lesson's process) is taken off.
+                # the window (the imports, the lesson's process) is taken off.
                 start = host_at_start() if processes else host_while_starting()
                 import_runner(processes)
-                warming = warm_up(lesson)
             if processes:
                 if run:
                     arriving.update(record_processes(lesson, processes, staging, start,
@@ -375,8 +374,6 @@ def record(lessons, platform="cpu", processes=None, render_only=False, chosen=Fa
                     lock.update(entries)
                 if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
                     arriving.update(record_simulation(lesson, staging, scratch))
-            if warming is not None:
-                warming.join()
             progress(f"analysing and drawing the figures of {lesson.id}")
             lock.update(stage_derived(lesson, staging, arriving, lock))
         staging.add(lock_path(root), lock_text(lock))

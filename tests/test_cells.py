@@ -1,7 +1,6 @@
-"""The process a lesson's cells run in (scripts/runners/cells.py and cell_host.py), the
-forked copy that draws half the figures (scripts/forked.py), and the reading of other
-work that overlaps a run's start (scripts/host.py): what each does, on small inputs, with
-no JAX."""
+"""The process a lesson's cells run in (scripts/runners/cells.py and cell_host.py) and the
+reading of other work that overlaps a run's start (scripts/host.py): what each does, on
+small inputs, with no JAX."""
 import os
 import signal
 import subprocess
@@ -9,7 +8,6 @@ import sys
 
 import pytest
 
-from conftest import ROOT
 from scripts import host
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
@@ -98,84 +96,6 @@ def test_on_start_is_told_the_pid_and_meanwhile_runs_while_the_cells_do(tmp_path
                             on_start=seen.append, meanwhile=lambda: "made")
     assert made == "made"
     assert outputs_of(results) == [[("stream", "stdout", f"{seen[0]}\n")]]
-
-
-# --- the forked copy --------------------------------------------------------------------
-#
-# Each in a fresh interpreter, as record.py is: this test process may hold JAX (another
-# test file imported it), and in_two never forks where JAX is loaded.
-
-def in_a_fresh_process(code):
-    run = subprocess.run([sys.executable, "-c", "import os, signal, sys, time\n"
-                          "from scripts import forked\n" + code], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    return run.returncode, run.stdout.strip(), run.stderr
-
-
-def test_in_two_gives_what_the_plain_loop_gives_in_order_half_in_a_copy():
-    status, out, err = in_a_fresh_process(
-        "texts = forked.in_two(lambda n: f'{n}:{os.getpid()}', range(7))\n"
-        "print([t.split(':')[0] for t in texts], len({t.split(':')[1] for t in texts}))")
-    assert (status, out) == (0, "['0', '1', '2', '3', '4', '5', '6'] 2"), err
-
-
-def test_what_fails_in_the_copy_fails_here_as_it_would_without_it():
-    status, out, err = in_a_fresh_process(
-        "def fails_on_three(n):\n"
-        "    if n == 3:\n"
-        "        raise ValueError(f'item {n} in {os.getpid()}')\n"
-        "    return str(n)\n"
-        "try:\n"
-        "    forked.in_two(fails_on_three, range(4))\n"  # item 3 is the copy's
-        "except ValueError as error:\n"
-        "    print(error, os.getpid())")
-    message, here = out.rsplit(" ", 1)
-    assert status == 0 and message == f"item 3 in {here}", err  # raised in this process
-
-
-def test_a_copy_killed_midway_has_its_share_done_here():
-    status, out, err = in_a_fresh_process(
-        "parent = os.getpid()\n"
-        "def dies_in_the_copy(n):\n"
-        "    if os.getpid() != parent:\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-        "    return str(n)\n"
-        "print(forked.in_two(dies_in_the_copy, range(4)))")
-    assert (status, out) == (0, "['0', '1', '2', '3']"), err
-
-
-def test_an_interrupted_parent_leaves_no_copy_behind():
-    status, out, err = in_a_fresh_process(
-        "parent = os.getpid()\n"
-        "def slow(n):\n"
-        "    if os.getpid() != parent:\n"
-        "        time.sleep(60)\n"  # the copy: would outlive the parent's error
-        "    elif n == 1:\n"
-        "        raise KeyboardInterrupt\n"
-        "    return str(n)\n"
-        "def children():\n"
-        "    found = []\n"
-        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "        try:\n"
-        "            stat = open(f'/proc/{pid}/stat').read()\n"
-        "        except OSError:\n"
-        "            continue\n"
-        "        if int(stat.rsplit(')', 1)[1].split()[1]) == parent:\n"
-        "            found.append(pid)\n"
-        "    return found\n"
-        "try:\n"
-        "    forked.in_two(slow, range(4))\n"
-        "except KeyboardInterrupt:\n"
-        "    print('children left:', children())")
-    assert (status, out) == (0, "children left: []"), err  # killed and reaped
-
-
-def test_no_fork_where_jax_is_loaded():
-    status, out, err = in_a_fresh_process(
-        "import jax\n"
-        "print(forked.safe_to_fork(), len(set(forked.in_two(lambda n: str(os.getpid()), "
-        "range(4)))))")
-    assert (status, out) == (0, "False 1"), err
 
 
 # --- other work, read while our own run starts ------------------------------------------
