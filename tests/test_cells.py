@@ -167,7 +167,8 @@ def test_waiting_for_the_lesson_s_process_notices_a_lost_signal(a_lost_signal):
 
 def test_waiting_for_the_ranks_notices_a_lost_signal(a_lost_signal, tmp_path):
     from scripts.interrupts import Interrupted
-    from scripts.runners.processes import kill_all, wait_for
+    from scripts.children import kill_all
+    from scripts.runners.processes import wait_for
 
     sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from scripts.interrupts import raise_if_interrupted
 from scripts.runners.cell_host import CELL_RAISED
 from scripts.runners.notebook import as_notebook, notebook_cells, stdout_of
-from scripts.runners.processes import describe, dies_with, kill_all, stderr_tail
+from scripts.children import describe, dies_with, kill_all, stderr_tail
 
 HOST = Path(__file__).with_name("cell_host.py")
 LESSON_TIMEOUT_S = 600
