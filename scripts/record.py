@@ -119,11 +119,11 @@ def variant_of(environment):
 
 
 def run_cells(lesson, platform, devices, scratch, start):
-    from scripts.runners import cells  # the notebook's cells in a fresh process
+    from scripts.runners import cells  # the notebook's cells in a fresh kernel
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), as its "
-             f"notebook's cells in a fresh Python process")
-    # The host's reading may still be open (host_while_starting): the process is ours.
+             f"notebook's cells in a fresh Jupyter kernel")
+    # The host's reading may still be open (host_while_starting): the kernel is ours.
     on_start = start["window"].include if "window" in start else None
     try:
         return cells.run(lesson.path(), lesson.id, scratch, platform, devices, on_start)
@@ -136,7 +136,7 @@ def run_cells(lesson, platform, devices, scratch, start):
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start):
-    """The single run: its notebook (CPU only), and its recording, from one process.
+    """The single run: its notebook (CPU only), and its recording, from one kernel.
     `start`: the host's reading (scripts/host.py); its window may still be open, and the
     lesson's process is then named to it as soon as it runs."""
     run = run_cells(lesson, platform, devices, scratch, start)
