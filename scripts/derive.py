@@ -28,6 +28,7 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     """
     from scripts.freshness import derived_problems
     entries, chain = {}, {only_from}
+    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     for output in derived_outputs(lesson):
         if only_from is not None:
             if output.source not in chain:
@@ -38,12 +39,12 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             continue  # `--check` names the missing input and the command that makes it
         if text is None and not derived_problems(output, lock, lesson.root):
             continue
-        data = json.loads(text) if text else load_source(lesson, output.source)
+        data = json.loads(text) if text else load_source(lesson, output.source, fixes)
         overlay = arriving.get(output.overlay) if output.overlay else None
         if overlay is not None:
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
-            overlay = load_source(lesson, output.overlay)
+            overlay = load_source(lesson, output.overlay, fixes)
         stage(output, render(output, data, overlay), text, lesson, staging, arriving,
               entries, place)
     return entries
@@ -58,9 +59,10 @@ def stage(output, made, source_text, lesson, staging, arriving, entries, place):
         entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
 
 
-def load_source(lesson, source):
+def load_source(lesson, source, fixes):
+    """A derived file's input: a recording (its path in `fixes`, with the command that
+    remakes it) validated, a lesson's data file as JSON."""
     path = lesson.root / source
-    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     if source in fixes:  # validated; a corrupt one is one line with its own fix
         return load_recording(path, fixes[source], lesson)
     try:

@@ -24,9 +24,8 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 from scripts.children import describe, dies_with, kill_all, stderr_tail
 from scripts.interrupts import raise_if_interrupted
+from scripts.runners.module import LESSON_TIMEOUT_S
 from scripts.runners.notebook import build_notebook, stdout_of
-
-CELL_TIMEOUT_S = 600
 
 # nbclient and jupyter_client log a dead kernel or a failed cell on stderr; the one line
 # record.py prints says it instead.
@@ -79,7 +78,7 @@ def kernel_environment(working_dir):
     return {**env, "IPYTHONDIR": str(working_dir / "ipython")}
 
 
-def execute(notebook, working_dir, timeout_s=CELL_TIMEOUT_S, on_start=None):
+def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None):
     """Run the notebook's code cells in order in a fresh kernel, filling in their outputs.
 
     Raises CellRaised when a cell raises, ExecutionFailed when the kernel dies or a cell
