@@ -3,6 +3,8 @@
 Every check here runs `record.py --check` on a copy of the committed tree and edits the
 copy; nothing is recorded, so each test takes a second or two.
 """
+import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -340,3 +342,28 @@ def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tre
     lines = problems(tree)
     assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: invalid at schemaVersion")
                for line in lines), lines
+
+
+def test_a_committed_cache_decides_nothing_check_says(tree):
+    """A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: one
+    forged entry made a stale lesson pass. Nothing reads .cache now: with forged entries
+    there, --check says exactly what it says without them."""
+    committed_code = hashes.code_digest(tree / LESSON)  # what the recording is keyed on
+    edit(tree / LESSON, append_code)
+    without = cli_check(tree)
+    recording = f"recordings/{LESSON_ID}.cpu.json"
+    assert without.returncode == 1 and f"{recording}: stale, {LESSON} changed" in without.stdout
+    memo = tree / ".cache" / "memo"
+    memo.mkdir(parents=True)
+    # The old memo's tables: the edited module's bytes answered with the committed code's
+    # digest (so the lesson would read as current), a check answered "nothing stale", and
+    # a table that is not JSON.
+    key = hashlib.sha256((tree / LESSON).read_bytes()).hexdigest()
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (memo / "module.json").write_text(json.dumps(
+        {f"{key}:{version}": {"code": committed_code, "imports": []}}))
+    (memo / "check.json").write_text(json.dumps({key: {"lines": [], "status": 0}}))
+    (memo / "valid.json").write_text("{not json")
+    forged = cli_check(tree)
+    assert (forged.returncode, forged.stdout, forged.stderr) == \
+        (without.returncode, without.stdout, without.stderr)
