@@ -5,12 +5,9 @@ sweep): a recording about to land is passed in `arriving`, its text not yet move
 place, so what is derived from it is drawn from the new bytes and staged with them. An
 output whose inputs and bytes are what the lock says is current and is left alone.
 """
-import importlib
 import json
-import threading
 
 from scripts import display
-from scripts.forked import in_two
 from scripts.hashes import digest_bytes
 from scripts.outputs import derived_outputs, lock_entry, recording_outputs
 from scripts.recordings import load_recording
@@ -30,7 +27,8 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     only what derives from that recording (bench.py's sweep), current or not.
     """
     from scripts.freshness import derived_problems
-    entries, chain, figures = {}, {only_from}, []
+    entries, chain = {}, {only_from}
+    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     for output in derived_outputs(lesson):
         if only_from is not None:
             if output.source not in chain:
@@ -41,22 +39,14 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             continue  # `--check` names the missing input and the command that makes it
         if text is None and not derived_problems(output, lock, lesson.root):
             continue
-        data = json.loads(text) if text else load_source(lesson, output.source)
+        data = json.loads(text) if text else load_source(lesson, output.source, fixes)
         overlay = arriving.get(output.overlay) if output.overlay else None
         if overlay is not None:
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
-            overlay = load_source(lesson, output.overlay)
-        if output.variant is not None:  # a figure: drawn below, with the others
-            figures.append((output, data, overlay, text))
-            continue
+            overlay = load_source(lesson, output.overlay, fixes)
         stage(output, render(output, data, overlay), text, lesson, staging, arriving,
               entries, place)
-    # Analyses come first (derived_outputs) and no output is made from a figure, so the
-    # figures are independent of each other: drawn on both cores.
-    drawn = in_two(lambda job: render(*job[:3]), figures)
-    for (output, _, _, text), made in zip(figures, drawn):
-        stage(output, made, text, lesson, staging, arriving, entries, place)
     return entries
 
 
@@ -69,30 +59,10 @@ def stage(output, made, source_text, lesson, staging, arriving, entries, place):
         entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
 
 
-def warm_up(lesson):
-    """Import, in a background thread, the code that derives `lesson`'s files: its
-    analysis and its figures' renderers. record.py starts this as a lesson starts to
-    run, so the second or so of importing matplotlib is spent while this process only
-    waits on the lesson, not after it. Returns the thread; join it before deriving (an
-    import that fails here fails again, with its one-line error, where it is used)."""
-    modules = [output.code.removesuffix(".py").replace("/", ".")
-               for output in derived_outputs(lesson)]
-
-    def import_all():
-        for module in modules:
-            try:
-                importlib.import_module(module)
-            except Exception:  # noqa: BLE001 - reported where it is used, not here
-                pass
-
-    thread = threading.Thread(target=import_all, name="warm-up", daemon=True)
-    thread.start()
-    return thread
-
-
-def load_source(lesson, source):
+def load_source(lesson, source, fixes):
+    """A derived file's input: a recording (its path in `fixes`, with the command that
+    remakes it) validated, a lesson's data file as JSON."""
     path = lesson.root / source
-    fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     if source in fixes:  # validated; a corrupt one is one line with its own fix
         return load_recording(path, fixes[source], lesson)
     try:

@@ -11,16 +11,15 @@ measures: editing one re-runs nothing. What shows the text (the notebook compani
 cells, the page's snippets) is keyed on the text itself (scripts/outputs.py), so the same
 edit re-renders what shows it. The pins count by their requirement lines, so reformatting
 a pin's comment is no change, and only the pins that can change a recording count (see
-pin_lines). Parsing is the one costly step, so a module's code digest and imports are
-remembered under its bytes' digest (scripts/memo.py).
+pin_lines).
 """
 import ast
 import hashlib
 import re
-import sys
+from functools import lru_cache
 from pathlib import Path
 
-from scripts import ROOT, memo
+from scripts import ROOT
 
 # The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
@@ -44,23 +43,6 @@ class ClosureError(ValueError):
     """A module of an import closure cannot be read as Python; str() is one line."""
 
 
-def parsed_module(path, root=ROOT):
-    """The module's syntax tree; ClosureError naming the file for bytes that are not UTF-8
-    or text that is not Python (a closure reaches files a pull request may have changed)."""
-    from scripts import display
-
-    try:
-        return ast.parse(Path(path).read_bytes().decode("utf-8"), filename=str(path))
-    except UnicodeDecodeError as error:
-        raise ClosureError(f"{display(path, root)}: not UTF-8 (byte {error.start}); save it "
-                           f"as UTF-8") from None
-    except (SyntaxError, ValueError) as error:
-        line = getattr(error, "lineno", None)
-        raise ClosureError(f"{display(path, root)}: not valid Python"
-                           f"{f' (line {line}: {error.msg})' if line else ''}; fix that "
-                           f"file") from None
-
-
 def without_docstrings(tree):
     """`tree` with the docstring of the module and of every class and function removed
     (a docstring is the first statement, a bare string); the parser already dropped the
@@ -75,27 +57,39 @@ def without_docstrings(tree):
 
 
 def module_facts(path, root=ROOT):
-    """(code digest, [imported names]) of a Python file, remembered by its bytes' digest.
+    """(code digest, [imported names]) of a Python file.
 
     The code digest is of ast.dump without line numbers, comments or docstrings: what
-    runs. A file that is not UTF-8 or does not parse is a ClosureError, one line.
+    runs. A file that is not UTF-8 or does not parse is a ClosureError naming it, one line
+    (a closure reaches files a pull request may have changed).
     """
-    data = Path(path).read_bytes()
-    # ast.dump's text is the parser's, so the memo keeps one answer per Python version.
-    key = f"{digest_bytes(data)}:{sys.version_info[0]}.{sys.version_info[1]}"
-    known = memo.recall("module", key)
-    if known is not None:
-        return known["code"], known["imports"]
-    tree = parsed_module(path, root)
+    from scripts import display
+
+    try:
+        return facts_of_source(Path(path).read_bytes())
+    except UnicodeDecodeError as error:
+        raise ClosureError(f"{display(path, root)}: not UTF-8 (byte {error.start}); save it "
+                           f"as UTF-8") from None
+    except (SyntaxError, ValueError) as error:
+        line = getattr(error, "lineno", None)
+        raise ClosureError(f"{display(path, root)}: not valid Python"
+                           f"{f' (line {line}: {error.msg})' if line else ''}; fix that "
+                           f"file") from None
+
+
+@lru_cache(maxsize=None)
+def facts_of_source(data):
+    """module_facts of a file's bytes. Every figure's closure reaches the same renderer
+    helpers, so one check meets the same bytes many times: they are parsed once per
+    process (keyed by the bytes themselves, so an edit is always parsed afresh)."""
+    tree = ast.parse(data.decode("utf-8"))
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names += [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-    code = digest_bytes(ast.dump(without_docstrings(tree)))
-    memo.remember("module", key, {"code": code, "imports": names})
-    return code, names
+    return digest_bytes(ast.dump(without_docstrings(tree))), tuple(names)
 
 
 def imported_names(path, root=ROOT):

@@ -11,13 +11,12 @@
     python scripts/record.py --render-only      # redraw figures from the existing recordings
     python scripts/record.py --check            # is every recording, figure and notebook current?
 
-Like a cache (Quarto's `freeze: auto`), a run executes only the lessons whose recording
-(or, with --processes, process recording) is stale or missing; a recording is keyed on its
-code as executed, so a comment or docstring edit re-renders the notebook that shows it
-and runs no JAX. --platform tpu or gpu always runs: a hardware run is asked for by name.
-The lessons, and what each produces, are listed in lesson_code/lessons.toml. Nothing is
-moved into place until the lesson printed PASS and the recording validated: a failure,
-Ctrl-C (exit 130) or SIGTERM (exit 143) leaves every earlier file as it was, in one line.
+A run first decides what it remakes (scripts/plan.py: a lesson runs only when its recording
+is stale or missing; a comment edit re-renders the notebook and runs no JAX; --platform
+tpu or gpu always runs), then carries that out. The lessons, and what each produces, are
+listed in lesson_code/lessons.toml. Nothing is moved into place until the lesson printed
+PASS and the recording validated: a failure, Ctrl-C (exit 130) or SIGTERM (exit 143)
+leaves every earlier file as it was, in one line.
 A request that cannot work (`--processes 3`, `--devices 8`) is refused first, exit 2.
 """
 import sys
@@ -26,49 +25,26 @@ from pathlib import Path
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-if __name__ == "__main__":
-    # `--check` on a tree checked before, byte for byte, is answered from the memo
-    # (scripts/memo.py) before the imports below: one Python start and one digest of the
-    # files it reads, instead of importing the machinery and jsonschema.
-    from scripts.memo import answer_check_from_memo
-
-    answer_check_from_memo(sys.argv[1:])
-
 import argparse
-import atexit
-import json
-import os
-import subprocess
-import time
 from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
+from scripts.derive import DeriveError, stage_derived
+from scripts.freshness import check as check_problems
 from scripts.hashes import digest_bytes
-from scripts.host import host_at_start, host_while_starting
+from scripts.host import host_at_start, host_while_starting, warn_if_busy
 from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
-from scripts.derive import DeriveError, stage_derived, warm_up
-from scripts.outputs import (LockError, for_lesson, lock_entry, lock_path, lock_text,
-                             notebook_output, read_lock)
+from scripts.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
                                 validate)
 from scripts.run_lock import RunLocked, exclusive_run
+from scripts.runners.module import RecordError, SetupFailure, run_module
 from scripts.scratch import scratch_folder
 
-LESSON_TIMEOUT_S = 600
-
-
-class RecordError(Exception):
-    """Recording stopped; str() is the one line to show, the earlier files are intact."""
-
-    exit_status = 1
-
-
-class SetupFailure(RecordError):
-    """This machine cannot give the platform or device count asked for."""
-
-    exit_status = 2
+# What runs a lesson (nbclient and its kernel client, nbformat, the launchers) is imported
+# by the run that needs it, below, so that --check imports only what it checks with.
 
 
 def progress(message):
@@ -129,11 +105,11 @@ def variant_of(environment):
 
 
 def run_cells(lesson, platform, devices, scratch, start):
-    from scripts.runners import cells  # the notebook's cells in a fresh process
+    from scripts.runners import cells
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), as its "
-             f"notebook's cells in a fresh Python process")
-    # The host's reading may still be open (host_while_starting): the process is ours.
+             f"notebook's cells in a fresh Jupyter kernel")
+    # The host's reading may still be open (host_while_starting): the kernel is ours.
     on_start = start["window"].include if "window" in start else None
     try:
         return cells.run(lesson.path(), lesson.id, scratch, platform, devices, on_start)
@@ -146,9 +122,9 @@ def run_cells(lesson, platform, devices, scratch, start):
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start):
-    """The single run: its notebook (CPU only), and its recording, from one process.
+    """The single run: its notebook (CPU only), and its recording, from one kernel.
     `start`: the host's reading (scripts/host.py); its window may still be open, and the
-    lesson's process is then named to it as soon as it runs."""
+    lesson's kernel is then named to it as soon as it runs."""
     run = run_cells(lesson, platform, devices, scratch, start)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
@@ -183,29 +159,6 @@ def stage_recording(lesson, recording, staging):
     return {name: text}
 
 
-def run_module(module, root, scratch):
-    """`python -m module --data-out PATH` in a fresh interpreter: (stdout, data, seconds)."""
-    data_path = Path(scratch) / f"{module}.json"
-    started = time.perf_counter()
-    try:
-        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(data_path)],
-                             cwd=root, capture_output=True, text=True,
-                             timeout=LESSON_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped; "
-                          f"nothing was written") from None
-    if run.returncode != 0 or not data_path.exists():
-        tail = " | ".join(run.stderr.strip().splitlines()[-3:])
-        raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
-                          f"written")
-    try:
-        data = json.loads(data_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
-                          f"as JSON ({error}); nothing was written") from None
-    return run.stdout, data, time.perf_counter() - started
-
-
 def record_simulation(lesson, staging, scratch):
     progress(f"recording the simulation {lesson.simulation}")
     stdout, data, duration = run_module(lesson.simulation, lesson.root, scratch)
@@ -217,25 +170,6 @@ def record_simulation(lesson, staging, scratch):
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
                      command=["python", "-m", lesson.simulation])
     return stage_recording(lesson, recording, staging)
-
-
-def simulation_current(lesson):
-    """A simulation is deterministic: while its inputs are unchanged, rerunning it would
-    write the same trace, so its recording stays."""
-    from scripts.freshness import recording_state
-    from scripts.outputs import recording_outputs
-
-    path = for_lesson(lesson).recording("simulation")
-    output = next(o for o in recording_outputs(lesson, lesson.root) if o.path == path)
-    return recording_state(output, lesson.root)[1] == []
-
-
-def import_runner(processes):
-    """Import what runs the lesson (its cells, or N processes) before anything else."""
-    if processes:
-        from scripts.runners import processes as _  # noqa: F401
-    else:
-        from scripts.runners import cells as _  # noqa: F401,F811
 
 
 def launch_processes(launcher):
@@ -250,10 +184,9 @@ def launch_processes(launcher):
 def record_processes(lesson, processes, staging, start, launcher="processes", calls=None):
     """`start`: the host as read before anything of this run began (scripts/host.py).
     `calls`: repeated calls per measurement in each rank (None: the rank's default)."""
-    from scripts.host import warn_if_busy
-    warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
-    from scripts.runners.processes import ProcessRunError  # only this path needs it
+    from scripts.runners.processes import ProcessRunError
 
+    warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
     if not lesson.rank_module:
         raise RecordError(f"{lesson.id} has no rank_module in lesson_code/lessons.toml; "
                           f"it cannot run as {processes} processes")
@@ -273,155 +206,56 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
     return stage_recording(lesson, recording, staging)
 
 
-def lessons_to_run(lessons, args):
-    """The ids of the lessons this run executes, like a cache: for --render-only none; for
-    --all, and on hardware (asked for by name), every one; otherwise each whose recording
-    (with --processes, its process recording) is stale or missing, or whose notebook only a
-    run can remake. A lesson whose notebook merely shows edited text is re-rendered, not run."""
-    if args.render_only:
-        return set()
-    if args.all or args.platform != "cpu":
-        return set(lessons)
-    from scripts.freshness import recording_state
-    from scripts.outputs import recording_outputs
+def record(plan, platform="cpu", processes=None, launcher="processes", calls=None):
+    """Carry out `plan` (scripts/plan.py): for each lesson, its steps, then its analyses and
+    figures brought up to date; then every file moved into place at once, or none.
+    `calls`: --calls of a multi-process run (None: the default)."""
+    from scripts.plan import RERENDER, RUN, SIMULATE
 
-    root = next(iter(lessons.values())).root
-    try:
-        lock = read_lock(root)
-    except LockError:
-        lock = {}
-    wanted = "cpu-processes" if args.processes else "cpu"
-    runs = set()
-    for lesson in lessons.values():
-        path = for_lesson(lesson).recording(wanted)
-        output = next((o for o in recording_outputs(lesson, root) if o.path == path), None)
-        if output is None:  # no rank module: record() skips it, or refuses it when named
-            runs.add(lesson.id)
-            continue
-        if recording_state(output, root)[1] or (
-                not args.processes and notebook_change(lesson, lock) == "run"):
-            runs.add(lesson.id)
-        else:
-            progress(f"{lesson.id}: {output.path} is current, not re-run (--all re-runs it)")
-    return runs
-
-
-def notebook_change(lesson, lock):
-    """What the notebook companion needs: None (current), "rerender" (only the module's
-    text changed since it was made: a comment, a docstring), or "run"."""
-    from scripts.freshness import derived_problems
-    from scripts.hashes import changed_files, digest
-
-    output = notebook_output(lesson)
-    if not derived_problems(output, lock, lesson.root):
-        return None
-    entry = lock.get(output.path)
-    path = lesson.root / output.path
-    if entry is None or digest(path) != entry.get("sha256"):
-        return "run"  # missing, or edited by hand: nothing trustworthy to re-render from
-    changed = changed_files(entry.get("inputs", {}), output.current_inputs(lesson.root))
-    return "rerender" if set(changed) <= {output.shows} else "run"
-
-
-def notebook_rerendered(lesson, staging, lock):
-    """For a lesson that is not re-run: stage its notebook re-rendered from today's text
-    when that is all it needs, and update `lock`. False when only a run can make it."""
-    change = notebook_change(lesson, lock)
-    if change != "rerender":
-        return change is None
-    from scripts.runners.notebook import notebook_text, rerender
-
-    output = notebook_output(lesson)
-    executed = (lesson.root / output.path).read_text(encoding="utf-8")
-    notebook = rerender(executed, lesson.path(), lesson.id, "cpu", lesson.devices)
-    if notebook is None:
-        return False
-    progress(f"{lesson.id}: {output.shows} changed only in its text; re-rendering "
-             f"{output.path} from the executed cells, no run")
-    text = notebook_text(notebook)
-    staging.add(lesson.root / output.path, text)
-    lock[output.path] = lock_entry(output, text, lesson.root)
-    return True
-
-
-def record(lessons, platform="cpu", processes=None, render_only=False, chosen=False,
-           runs=None, launcher="processes", calls=None):
-    """`chosen`: the lessons were named (--lesson), so one without a rank module is an
-    error for --processes rather than skipped. `runs`: the ids of the lessons to execute
-    (lessons_to_run; None: every one); the others only get their figures and notebook
-    brought up to date. `calls`: --calls of a multi-process run (None: the default)."""
-    root = next(iter(lessons.values())).root
-    remove_stray_temps([root / "recordings", root / "figures", root / "docs" / "notebooks"])
+    remove_stray_temps([plan.root / "recordings", plan.root / "figures",
+                        plan.root / "docs" / "notebooks"])
+    lock = dict(plan.lock)
     with Staging() as staging, scratch_folder("record") as scratch:
-        try:
-            lock = read_lock(root)
-        except LockError:
-            lock = {}  # rewritten below from what is drawn now
-        for lesson in lessons.values():
-            arriving = {}
-            if processes and not lesson.rank_module and not chosen:
-                progress(f"skipping {lesson.id}: it has no rank_module in "
-                         f"lesson_code/lessons.toml")
+        for planned in plan.lessons:
+            lesson = planned.lesson
+            if planned.note:
+                progress(planned.note)
+            if planned.skipped:
                 continue
-            run = runs is None or lesson.id in runs
-            warming = start = None
-            if run and not render_only:
-                # Other work on the cores is read first. A multi-process run waits for the
-                # reading; a single run starts meanwhile, and what it uses of the cores in
-                # the window (the warm-up's imports, the lesson's process) is taken off.
-                start = host_at_start() if processes else host_while_starting()
-                import_runner(processes)
-                warming = warm_up(lesson)
-            if processes:
-                if run:
-                    arriving.update(record_processes(lesson, processes, staging, start,
-                                                     launcher, calls))
-            elif not render_only:
-                if run or not notebook_rerendered(lesson, staging, lock):
-                    recorded, entries = record_lesson(lesson, platform, lesson.devices,
-                                                      staging, scratch,
-                                                      start or host_at_start())
-                    arriving.update(recorded)
-                    lock.update(entries)
-                if lesson.simulation and platform == "cpu" and not simulation_current(lesson):
-                    arriving.update(record_simulation(lesson, staging, scratch))
-            if warming is not None:
-                warming.join()
+            for step in planned.steps:
+                progress(step.state)
+            arriving = {}
+            if planned.step(RUN) and processes:
+                # Other work on the cores is read first; the ranks wait for the reading.
+                arriving.update(record_processes(lesson, processes, staging, host_at_start(),
+                                                 launcher, calls))
+            elif planned.step(RUN):
+                # The lesson's kernel starts while the host's reading is still open; what
+                # it uses of the cores in that window is taken off (scripts/host.py).
+                recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
+                                                  scratch, host_while_starting())
+                arriving.update(recorded)
+                lock.update(entries)
+            elif rerender := planned.step(RERENDER):
+                output = notebook_output(lesson)
+                progress(f"{lesson.id}: {output.shows} changed only in its text; "
+                         f"re-rendering {output.path} from the executed cells, no run")
+                staging.add(plan.root / output.path, rerender.text)
+                lock[output.path] = lock_entry(output, rerender.text, plan.root)
+            if planned.step(SIMULATE):
+                arriving.update(record_simulation(lesson, staging, scratch))
             progress(f"analysing and drawing the figures of {lesson.id}")
             lock.update(stage_derived(lesson, staging, arriving, lock))
-        staging.add(lock_path(root), lock_text(lock))
-        staging.commit(lambda path: progress(f"wrote {display(path, root)}"))
+        staging.add(lock_path(plan.root), lock_text(lock))
+        staging.commit(lambda path: progress(f"wrote {display(path, plan.root)}"))
 
 
-def check(lessons, argv):
-    """Print one line per stale, missing or invalid output; the answer is kept in the memo
-    for the same bytes (scripts/memo.py), which the next identical check prints at once."""
-    from scripts import memo
-    from scripts.freshness import check as problems
-
-    root = next(iter(lessons.values())).root
-    key = memo.tree_key(root, argv)
-    lines = problems(lessons, root)
+def check(lessons):
+    """Print one line per stale, missing or invalid output; 1 if there is any."""
+    lines = check_problems(lessons, next(iter(lessons.values())).root)
     for line in lines:
         print(line)
-    status = 1 if lines else 0
-    memo.remember_check(root, argv, key, lines, status)
-    return status
-
-
-def prime_check(root):
-    """Work out the plain `--check` now, while what it needs is imported, so that the check
-    a reader runs next, on the files just written, is answered from the memo at once."""
-    from scripts import memo
-    from scripts.freshness import check as problems
-
-    argv = ["--check"]
-    try:
-        key = memo.tree_key(root, argv)
-        lines = problems(load_lessons(), root)  # every lesson, as main() reads them
-    except (RegistryError, RecordingError, ValueError, OSError):
-        return  # the check itself will say what is wrong
-    memo.remember_check(root, argv, key, lines, 1 if lines else 0)
+    return 1 if lines else 0
 
 
 class UsageError(RecordError):
@@ -532,17 +366,18 @@ def main(argv=None):
                                     f"known: {', '.join(lessons)}")
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
-            return check(lessons, argv)
+            return check(lessons)
         refuse_what_cannot_work(args, lessons)
-        # The lock belongs to the checkout the lessons are written into.
-        root = next(iter(lessons.values())).root
-        with exclusive_run(" ".join(["python scripts/record.py", *(argv or sys.argv[1:])]),
-                           root):
-            record(lessons, args.platform, args.processes, args.render_only,
-                   chosen=bool(args.lesson), runs=lessons_to_run(lessons, args),
-                   launcher=args.launcher, calls=args.calls)
+        from scripts.plan import make_plan
+
+        # The lock belongs to the checkout the lessons are written into; the plan is made
+        # once it is held, so no other run changes the files it was made from.
+        with exclusive_run(" ".join(["python scripts/record.py", *argv]),
+                           next(iter(lessons.values())).root):
+            record(make_plan(lessons, args.platform, args.processes, args.render_only,
+                             args.all, chosen=bool(args.lesson)),
+                   args.platform, args.processes, args.launcher, args.calls)
         raise_if_interrupted()  # a signal whose exception Python discarded still counts
-        prime_check(next(iter(lessons.values())).root)
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -555,19 +390,5 @@ def main(argv=None):
     return 0
 
 
-def exit_now(status):
-    """Exit with `status` without the interpreter's teardown: every file is written,
-    closed and in place (or was never moved), and tearing down matplotlib, NumPy and
-    jsonschema takes about 0.2 s that nothing reads. The exit handlers still run: the
-    memo (scripts/memo.py) writes its answers in one."""
-    atexit._run_exitfuncs()  # what a normal exit runs first (CPython's own atexit module)
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # a closed pipe: nothing more can be said on it
-    os._exit(status)
-
-
 if __name__ == "__main__":
-    exit_now(main())
+    sys.exit(main())

@@ -18,8 +18,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import RECORDINGS, ROOT, display, interrupts, memo
-from scripts.hashes import combined_hash, content_files, digest_bytes
+from scripts import RECORDINGS, ROOT, display, interrupts
+from scripts.hashes import combined_hash, content_files
 from scripts.interrupts import signals_deferred
 from scripts.scratch import running
 
@@ -201,36 +201,8 @@ def load_recording(path, fix=RECORD, lesson=None):
         raise RecordingError(f"{where}: expected a JSON object", fix)
     if lesson is None and isinstance(recording.get("lessonId"), str):
         lesson = registered_lesson(recording["lessonId"])
-    if validated_before(text, lesson):
-        return recording
     validate(recording, where, fix, lesson)
-    remember_valid(text, lesson)
     return recording
-
-
-def validation_key(text, lesson=None):
-    """The digest of a recording's bytes, the schemas' and the lesson it was held to: a
-    recording that validated against these once validates again, so only a changed file
-    costs jsonschema."""
-    try:
-        schemas = [SCHEMA_PATH.read_bytes()]
-        if data_schema_path(lesson) is not None:
-            schemas.append(data_schema_path(lesson).read_bytes())
-    except OSError:
-        return None  # validate() reports the unreadable schema
-    held_to = f"{getattr(lesson, 'id', '')}\0"
-    return digest_bytes(held_to + "".join(map(digest_bytes, schemas)) + digest_bytes(text))
-
-
-def validated_before(text, lesson=None):
-    key = validation_key(text, lesson)
-    return key is not None and memo.recall("valid", key) is True
-
-
-def remember_valid(text, lesson=None):
-    key = validation_key(text, lesson)
-    if key is not None:
-        memo.remember("valid", key, True)
 
 
 def host_environment():

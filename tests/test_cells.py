@@ -1,181 +1,141 @@
-"""The process a lesson's cells run in (scripts/runners/cells.py and cell_host.py), the
-forked copy that draws half the figures (scripts/forked.py), and the reading of other
-work that overlaps a run's start (scripts/host.py): what each does, on small inputs, with
-no JAX."""
+"""The Jupyter kernel a lesson's cells run in (scripts/runners/cells.py, through nbclient)
+and the reading of other work that overlaps a run's start (scripts/host.py): what each
+guarantees, on small inputs, with no JAX."""
 import os
 import signal
+import threading
 import subprocess
 import sys
+import time
+from pathlib import Path
 
+import nbformat
+import psutil
 import pytest
 
-from conftest import ROOT
 from scripts import host
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
 
-def outputs_of(results):
+def notebook_of(*sources):
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)
+                                           for source in sources])
+
+
+def outputs_of(notebook):
     return [[(o["output_type"], o.get("name"), o.get("text") or o.get("data"))
-             for o in result["outputs"]] for result in results]
+             for o in cell.outputs] for cell in notebook.cells]
 
 
-def test_cells_share_one_main_namespace_and_keep_what_they_print_in_order(tmp_path):
-    results, _ = execute([
+def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path):
+    executed = execute(notebook_of(
         "import sys\nx = 41\nprint('one')\nprint('warn', file=sys.stderr)\nprint('two')",
         "def f():\n    return x + 1\nprint(__name__, f.__module__)",
         "f()",  # a cell ending in an expression shows its value, as in a notebook
         "y = f()",  # ...and one ending in an assignment shows nothing
-    ], tmp_path)
-    assert outputs_of(results) == [
-        [("stream", "stdout", "one\n"), ("stream", "stderr", "warn\n"),
-         ("stream", "stdout", "two\n")],
+    ), tmp_path)
+    assert outputs_of(executed) == [
+        [("stream", "stdout", "one\ntwo\n"), ("stream", "stderr", "warn\n")],
         [("stream", "stdout", "__main__ __main__\n")],
         [("execute_result", None, {"text/plain": "42"})],
         [],
     ]
-    assert [result["cell"] for result in results] == [1, 2, 3, 4]
-
-
-def test_a_stream_kept_from_an_earlier_cell_writes_into_the_cell_running_now(tmp_path):
-    results, _ = execute(["import sys\nout = sys.stdout", "out.write('later\\n')\n0"],
-                         tmp_path)
-    assert outputs_of(results)[1][0] == ("stream", "stdout", "later\n")
+    assert [cell.execution_count for cell in executed.cells] == [1, 2, 3, 4]
+    assert executed.metadata["language_info"]["name"] == "python"
 
 
 def test_the_working_folder_is_importable_and_this_repository_is_not(tmp_path):
     (tmp_path / "beside.py").write_text("NAME = 'beside'\n")
-    results, _ = execute([
+    executed = execute(notebook_of(
         "import beside, importlib.util\nprint(beside.NAME, "
-        "importlib.util.find_spec('scripts') is None)"], tmp_path)
-    assert outputs_of(results) == [[("stream", "stdout", "beside True\n")]]
+        "importlib.util.find_spec('scripts') is None)"), tmp_path)
+    assert outputs_of(executed) == [[("stream", "stdout", "beside True\n")]]
+
+
+def test_the_kernel_is_this_python_s_and_runs_no_startup_file_of_the_user(tmp_path,
+                                                                          monkeypatch):
+    startup = tmp_path / "startup.py"
+    startup.write_text("print('from the user's startup file')\nSTARTED = True\n")
+    monkeypatch.setenv("PYTHONSTARTUP", str(startup))
+    executed = execute(notebook_of("import sys\nprint(sys.executable, 'STARTED' in dir())"),
+                       tmp_path)
+    assert outputs_of(executed) == [[("stream", "stdout", f"{sys.executable} False\n")]]
 
 
 def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path):
+    notebook = notebook_of("print('before')", "a = 1\nraise ValueError('no\\nluck')",
+                           "print('never')")
     with pytest.raises(CellRaised) as raised:
-        execute(["print('before')", "a = 1\nraise ValueError('no\\nluck')", "print('never')"],
-                tmp_path)
-    assert str(raised.value) == "ValueError: no luck"  # one line
-    assert raised.value.index == 1 and raised.value.error["line"] == 2
-    assert any("ValueError" in line for line in raised.value.error["traceback"])
-    assert not any("cell_host.py" in line for line in raised.value.error["traceback"])
+        execute(notebook, tmp_path)
+    assert str(raised.value) == "ValueError: no luck"  # one line, no terminal colours
+    assert (raised.value.index, raised.value.line, raised.value.setup) == (1, 2, False)
+    assert notebook.cells[2].execution_count is None  # never ran
 
 
 def test_sys_exit_in_a_cell_is_that_cell_s_error_as_in_a_notebook(tmp_path):
     with pytest.raises(CellRaised, match="SystemExit: 4"):
-        execute(["import sys\nsys.exit(4)"], tmp_path)
+        execute(notebook_of("import sys\nsys.exit(4)"), tmp_path)
 
 
 @pytest.mark.parametrize("cell, how", [
     ("import os\nos._exit(7)", "exited with status 7"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "was killed by SIGKILL"),
 ])
-def test_a_process_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell, how):
+def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell, how):
+    started = time.monotonic()
     with pytest.raises(ExecutionFailed) as failed:
-        execute(["print('fine')", f"import sys\nprint('dying', file=sys.__stderr__)\n{cell}"],
-                tmp_path)
+        execute(notebook_of("print('fine')", f"import sys\nprint('dying', file=sys.__stderr__)\n"
+                                             f"{cell}"), tmp_path, timeout_s=120)
     message = str(failed.value)
-    assert f"the lesson's Python process {how} while cell 2 of 2 ran" in message
+    assert f"the lesson's kernel {how} while cell 2 of 2 ran" in message
     assert message.endswith("its stderr: dying") and "\n" not in message
+    # nbclient notices the dead kernel itself (DeadKernelError), not the cell's timeout.
+    assert time.monotonic() - started < 60
 
 
-def test_a_run_past_its_time_limit_is_stopped_with_all_it_started(tmp_path):
-    # 4 s: time for the process to start and write the sleeper's pid on a busy machine.
-    with pytest.raises(ExecutionFailed, match="ran past its 4 s time limit") as failed:
-        execute(["import subprocess\nsleeper = subprocess.Popen(['sleep', '60'])\n"
-                 "open('sleeper.pid', 'w').write(str(sleeper.pid))\n"
-                 "import time\ntime.sleep(60)"], tmp_path, timeout_s=4)
+def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_path):
+    # 4 s: time for the kernel to start and write the sleeper's pid on a busy machine.
+    with pytest.raises(ExecutionFailed, match="cell 1 of 1 ran past its 4 s time limit") \
+            as failed:
+        execute(notebook_of("import subprocess\nsleeper = subprocess.Popen(['sleep', '60'])\n"
+                            "open('sleeper.pid', 'w').write(str(sleeper.pid))\n"
+                            "import time\ntime.sleep(60)"), tmp_path, timeout_s=4)
     assert not failed.value.setup
-    # The sleeper was in the process's own session: killed with it, and not running
-    # once execute() has raised (a zombie waiting for init to reap it has finished).
-    stat = f"/proc/{(tmp_path / 'sleeper.pid').read_text()}/stat"
-    assert not os.path.exists(stat) or \
-        open(stat).read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    assert_not_running(int((tmp_path / "sleeper.pid").read_text()))
 
 
-def test_on_start_is_told_the_pid_and_meanwhile_runs_while_the_cells_do(tmp_path):
+def assert_not_running(pid):
+    """Gone, or a zombie waiting for init to reap it: it has finished either way."""
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def connection_file(pid):
+    """The connection file a running kernel was started with (`-f PATH`)."""
+    argv = psutil.Process(pid).cmdline()
+    return Path(argv[argv.index("-f") + 1])
+
+
+def test_the_kernel_s_files_live_in_the_working_folder_and_go_with_the_kernel(tmp_path):
     seen = []
-    results, made = execute(["import os\nprint(os.getpid())"], tmp_path,
-                            on_start=seen.append, meanwhile=lambda: "made")
-    assert made == "made"
-    assert outputs_of(results) == [[("stream", "stdout", f"{seen[0]}\n")]]
+    executed = execute(notebook_of("import os\nprint(os.getpid())"), tmp_path,
+                       on_start=lambda pid: seen.append((pid, connection_file(pid))))
+    [(pid, connection)] = seen  # told once, as soon as the kernel runs
+    assert outputs_of(executed) == [[("stream", "stdout", f"{pid}\n")]]
+    assert connection.parent == tmp_path  # not the user's Jupyter runtime folder
+    assert_not_running(pid)
+    # The connection file (it holds the kernel's key) and the sockets are gone; what the
+    # kernel printed below Python stays, for the one line a dead kernel gets.
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
 
 
-# --- the forked copy --------------------------------------------------------------------
-#
-# Each in a fresh interpreter, as record.py is: this test process may hold JAX (another
-# test file imported it), and in_two never forks where JAX is loaded.
-
-def in_a_fresh_process(code):
-    run = subprocess.run([sys.executable, "-c", "import os, signal, sys, time\n"
-                          "from scripts import forked\n" + code], cwd=ROOT,
-                         capture_output=True, text=True, timeout=120)
-    return run.returncode, run.stdout.strip(), run.stderr
-
-
-def test_in_two_gives_what_the_plain_loop_gives_in_order_half_in_a_copy():
-    status, out, err = in_a_fresh_process(
-        "texts = forked.in_two(lambda n: f'{n}:{os.getpid()}', range(7))\n"
-        "print([t.split(':')[0] for t in texts], len({t.split(':')[1] for t in texts}))")
-    assert (status, out) == (0, "['0', '1', '2', '3', '4', '5', '6'] 2"), err
-
-
-def test_what_fails_in_the_copy_fails_here_as_it_would_without_it():
-    status, out, err = in_a_fresh_process(
-        "def fails_on_three(n):\n"
-        "    if n == 3:\n"
-        "        raise ValueError(f'item {n} in {os.getpid()}')\n"
-        "    return str(n)\n"
-        "try:\n"
-        "    forked.in_two(fails_on_three, range(4))\n"  # item 3 is the copy's
-        "except ValueError as error:\n"
-        "    print(error, os.getpid())")
-    message, here = out.rsplit(" ", 1)
-    assert status == 0 and message == f"item 3 in {here}", err  # raised in this process
-
-
-def test_a_copy_killed_midway_has_its_share_done_here():
-    status, out, err = in_a_fresh_process(
-        "parent = os.getpid()\n"
-        "def dies_in_the_copy(n):\n"
-        "    if os.getpid() != parent:\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-        "    return str(n)\n"
-        "print(forked.in_two(dies_in_the_copy, range(4)))")
-    assert (status, out) == (0, "['0', '1', '2', '3']"), err
-
-
-def test_an_interrupted_parent_leaves_no_copy_behind():
-    status, out, err = in_a_fresh_process(
-        "parent = os.getpid()\n"
-        "def slow(n):\n"
-        "    if os.getpid() != parent:\n"
-        "        time.sleep(60)\n"  # the copy: would outlive the parent's error
-        "    elif n == 1:\n"
-        "        raise KeyboardInterrupt\n"
-        "    return str(n)\n"
-        "def children():\n"
-        "    found = []\n"
-        "    for pid in filter(str.isdigit, os.listdir('/proc')):\n"
-        "        try:\n"
-        "            stat = open(f'/proc/{pid}/stat').read()\n"
-        "        except OSError:\n"
-        "            continue\n"
-        "        if int(stat.rsplit(')', 1)[1].split()[1]) == parent:\n"
-        "            found.append(pid)\n"
-        "    return found\n"
-        "try:\n"
-        "    forked.in_two(slow, range(4))\n"
-        "except KeyboardInterrupt:\n"
-        "    print('children left:', children())")
-    assert (status, out) == (0, "children left: []"), err  # killed and reaped
-
-
-def test_no_fork_where_jax_is_loaded():
-    status, out, err = in_a_fresh_process(
-        "import jax\n"
-        "print(forked.safe_to_fork(), len(set(forked.in_two(lambda n: str(os.getpid()), "
-        "range(4)))))")
-    assert (status, out) == (0, "False 1"), err
+def test_a_kernel_printing_on_its_stderr_cannot_block(tmp_path):
+    """XLA logs from C++ on file descriptor 2: no pipe there for anyone to fill."""
+    executed = execute(notebook_of("import os\nfor _ in range(64):\n"
+                                   "    os.write(2, b'x' * 2**16)\nprint('done')"),
+                       tmp_path, timeout_s=120)
+    assert outputs_of(executed) == [[("stream", "stdout", "done\n")]]
+    assert (tmp_path / "kernel.err").stat().st_size >= 64 * 2**16
 
 
 # --- other work, read while our own run starts ------------------------------------------
@@ -232,22 +192,37 @@ def a_lost_signal(monkeypatch):
         signal.signal(signum, signal.SIG_IGN)
 
 
-def test_waiting_for_the_lesson_s_process_notices_a_lost_signal(a_lost_signal):
-    from scripts.interrupts import Interrupted
-    from scripts.runners.cells import wait
+def kernels_running():
+    """This process's kernels that still run (a zombie has finished)."""
+    return [child for child in psutil.Process().children(recursive=True)
+            if child.status() != psutil.STATUS_ZOMBIE
+            and "ipykernel_launcher" in " ".join(child.cmdline())]
 
-    sleeper = subprocess.Popen(["sleep", "60"])
-    try:
-        with pytest.raises(Interrupted, match="SIGTERM"):
-            wait(sleeper, timeout_s=30)
-    finally:
-        sleeper.kill()
-        sleeper.wait()
+
+def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
+    from scripts.interrupts import Interrupted, stop_on_signals
+
+    stop_on_signals()  # as record.py's main() does; conftest puts the handlers back
+    started = time.monotonic()
+    with pytest.raises(Interrupted, match="SIGINT"):
+        execute(notebook_of("import time\ntime.sleep(60)"), tmp_path, on_start=lambda _:
+                threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGINT)).start())
+    assert time.monotonic() - started < 40 and kernels_running() == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
+
+
+def test_waiting_for_the_lesson_s_kernel_notices_a_lost_signal(a_lost_signal, tmp_path):
+    from scripts.interrupts import Interrupted
+
+    with pytest.raises(Interrupted, match="SIGTERM"):
+        execute(notebook_of("import time\ntime.sleep(60)"), tmp_path)
+    assert kernels_running() == []  # the one it was starting, too
 
 
 def test_waiting_for_the_ranks_notices_a_lost_signal(a_lost_signal, tmp_path):
     from scripts.interrupts import Interrupted
-    from scripts.runners.processes import kill_all, wait_for
+    from scripts.children import kill_all
+    from scripts.runners.processes import wait_for
 
     sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
     try:

@@ -47,7 +47,7 @@ def tree(pristine, tmp_path):
 
 
 def scratch_of(pid):
-    """The scratch folders (the cells' files, rank files) of the run with this pid."""
+    """The scratch folders (the kernel's files, rank files) of the run with this pid."""
     return sorted(SCRATCH.glob(f"record-{pid}-*")) + sorted(SCRATCH.glob(f"ranks-{pid}-*"))
 
 
@@ -168,7 +168,7 @@ EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
 
 @pytest.mark.parametrize("phase, signum, times", [
-    ("starting the lesson's process", signal.SIGINT, 1),
+    ("starting the lesson's kernel", signal.SIGINT, 1),
     ("running the cells", signal.SIGINT, 1),
     ("running the cells", signal.SIGTERM, 1),
     ("running the cells", signal.SIGINT, 3),  # an impatient Ctrl-C, Ctrl-C, Ctrl-C
@@ -184,8 +184,8 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
     try:
         run.wait_for_line("record: running")
         if phase == "running the cells":
-            run.wait_for_children("cell_host", 1)
-            time.sleep(1.0)  # the process is up and the lesson's cells are running
+            run.wait_for_children("ipykernel_launcher", 1)
+            time.sleep(1.0)  # the kernel is up and the lesson's cells are running
         elif phase == "drawing the figures":
             run.wait_for_line("record: analysing and drawing the figures")
         children = run.descendants()
@@ -203,7 +203,7 @@ def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
     assert not any(line.startswith("record: wrote") for line in lines)
     assert snapshot(tree) == before
     assert leftover_temp_files(tree) == []
-    assert_gone(children)  # the lesson's process, and anything it started
+    assert_gone(children)  # the lesson's kernel, and anything it started
     assert scratch_of(run.process.pid) == []
 
 
@@ -212,7 +212,7 @@ def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans
     run = Record(tree, "--all")  # a current tree runs nothing without it
     try:
         run.wait_for_line("record: running")
-        kernels = run.wait_for_children("cell_host", 1)
+        kernels = run.wait_for_children("ipykernel_launcher", 1)
         time.sleep(1.0)
         run.process.send_signal(signal.SIGKILL)
         status, _ = run.finish()

@@ -32,8 +32,9 @@ from conftest import (LESSONS, ROOT, SEED, clean_env, leftover_temp_files, proje
                       recording_name, run_record, snapshot)
 from scripts.record import check_stdout, executed_recording
 from scripts.recordings import load_recording, validate
-from scripts.runners import cluster_job, mpirun
-from scripts.runners.processes import ProcessRunError, free_port, kill_all, wait_for
+from scripts.children import kill_all
+from scripts.runners import cluster_job, mpirun, reaper
+from scripts.runners.processes import ProcessRunError, free_port, wait_for
 from scripts.scratch import remove_abandoned
 from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
                          scratch_of)
@@ -75,7 +76,7 @@ def launcher_free_env(**extra):
 def marked_ranks_left(launcher_pid):
     """Processes still carrying the mark of an mpirun run that `launcher_pid` started
     (scripts/runners/mpirun.py: the mark is its scratch folder, ranks-<pid>-...)."""
-    needle = f"{mpirun.RUN_MARK}=ranks-{launcher_pid}-".encode()
+    needle = f"{reaper.RUN_MARK}=ranks-{launcher_pid}-".encode()
     found = []
     for entry in Path("/proc").iterdir():
         try:
@@ -243,10 +244,10 @@ def test_a_killed_record_leaves_no_rank_waiting_in_a_collective(needs_mpirun, tm
 # and waits to be killed.
 REAPERS_PARENT = """
 import os, subprocess, sys, time
-from scripts.runners import mpirun, reaper
+from scripts.runners import reaper
 watchman = reaper.start(sys.argv[1])
 marked = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
-                          env=dict(os.environ, **{mpirun.RUN_MARK: sys.argv[1]}),
+                          env=dict(os.environ, **{reaper.RUN_MARK: sys.argv[1]}),
                           start_new_session=True)
 print(watchman.pid, marked.pid, flush=True)
 time.sleep(600)
@@ -279,7 +280,7 @@ def test_the_reaper_kills_the_marked_processes_once_its_parent_dies_and_not_befo
         parent.wait()
         assert_gone(processes, timeout=10)
     finally:
-        for pid in mpirun.marked_processes(mark):
+        for pid in reaper.marked_processes(mark):
             os.kill(pid, signal.SIGKILL)
         if parent.poll() is None:
             parent.kill()

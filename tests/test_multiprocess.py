@@ -22,8 +22,8 @@ from conftest import ROOT, SEED, module_file
 from scripts.figures import KINDS
 from scripts.figures.traffic import render
 from scripts.outputs import for_lesson
-from scripts.runners.processes import (FINISHED, ProcessRunError, run_processes,
-                                       running_groups, state_and_group)
+from scripts.children import FINISHED, running_groups, state_and_group
+from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
 
 RANKS = 4

@@ -48,14 +48,14 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    # A real Jupyter kernel, as a reader's: record.py runs the same cells in a plain
-    # process (scripts/runners/cells.py), which must not be the only place they work.
+    # A fresh Jupyter kernel, as a reader's: record.py ran the same cells in one of its
+    # own (scripts/runners/cells.py), which must not be the only place they work.
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     lines = "".join(out.get("text", "") for out in notebook.cells[-1].outputs).splitlines()
     assert lines[-1] == f"PASS: {lesson.id}"
     assert len(lines) == len(set(lines))  # each line once, as record.py requires
-    # The kernel printed what record.py's own process printed, line for line, apart from
+    # The kernel printed what record.py's own kernel printed, line for line, apart from
     # the numbers (timings differ from run to run).
     assert [NUMBER.sub("#", line) for line in stdout_of(notebook).splitlines()] == \
         [NUMBER.sub("#", line) for line in recorded_stdout(lesson).splitlines()]

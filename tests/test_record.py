@@ -245,15 +245,26 @@ def test_all_re_runs_a_current_lesson(tree):
     assert f"record: running {LESSON_ID} on {SEED.devices} CPU device(s)" in run.stderr
 
 
-def test_the_check_after_a_run_is_answered_from_the_memo(tree):
+def test_one_plan_says_what_each_lesson_needs_and_why(tree):
+    """scripts/plan.py, in-process on the recorded copy: what record.py then carries out."""
+    from scripts.lessons import load_lessons
+    from scripts.plan import RERENDER, RUN, Step, make_plan
+
+    def planned(**options):
+        plan = make_plan(load_lessons(tree), **options)
+        return {each.lesson.id: each for each in plan.lessons}[LESSON_ID]
+
+    recording = f"recordings/{LESSON_ID}.cpu.json"
+    current = planned()
+    assert current.steps == ()
+    assert current.note == f"{LESSON_ID}: {recording} is current, not re-run (--all re-runs it)"
+    assert planned(every=True).steps == (Step(recording, f"{recording}: --all re-runs it", RUN),)
     start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / LESSON,
-         lambda t: t.replace(start, start + "# Another reader's note.\n", 1))
-    assert run_record(tree).returncode == 0
-    check = subprocess.run([sys.executable, "-X", "importtime", "scripts/record.py", "--check"],
-                           cwd=tree, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                           capture_output=True, text=True, timeout=120)
-    assert (check.returncode, check.stdout) == (0, "")
-    imported = {line.rsplit("|", 1)[1].strip() for line in check.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
-    assert "scripts.memo" in imported and "scripts.freshness" not in imported
+    edit(tree / LESSON, lambda t: t.replace(start, start + "# A reader's note.\n", 1))
+    (rerender,) = planned().steps  # only the text changed: no run
+    assert (rerender.output, rerender.fix) == (f"docs/notebooks/{LESSON_ID}.ipynb", RERENDER)
+    assert "# A reader's note." in rerender.text
+    edit(tree / LESSON, lambda t: t + "\nA_READERS_CONSTANT = 1\n")  # what runs changed
+    (run,) = planned().steps
+    assert (run.output, run.fix) == (recording, RUN)
+    assert run.state.startswith(f"{recording}: stale, {LESSON} changed")

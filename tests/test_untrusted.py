@@ -797,7 +797,7 @@ def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, 
 # ------------------------------- 15: a lesson process that dies is noticed --
 
 def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_path):
-    """XLA_FLAGS=--bogus makes the lesson's process exit as soon as JAX starts: record.py
+    """XLA_FLAGS=--bogus makes the lesson's kernel exit as soon as JAX starts: record.py
     says so in one line, with what XLA printed (a kernel once held it until each cell's
     timeout, 180 s)."""
     from conftest import clean_env, project_copy, snapshot
@@ -809,7 +809,7 @@ def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_p
                          timeout=300)
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr
-    assert "the lesson's Python process exited with status" in errors[0]
+    assert "the lesson's kernel exited with status" in errors[0]
     assert "XLA_FLAGS: --bogus" in errors[0]  # its own stderr says why
     assert errors[0].endswith("nothing was written")
     assert snapshot(root) == before
@@ -817,8 +817,8 @@ def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_p
 
 # ------------- 16: a SIGKILLed run leaves its lesson's files behind only until the next --
 
-def cell_host_files(parent_pid, deadline_s=120):
-    """(pid, the cells file) of the lesson process `parent_pid` started, once it runs."""
+def kernel_files(parent_pid, deadline_s=120):
+    """(pid, the connection file) of the kernel `parent_pid` started, once it runs."""
     import time
 
     deadline = time.monotonic() + deadline_s
@@ -831,13 +831,13 @@ def cell_host_files(parent_pid, deadline_s=120):
                 argv = (proc / "cmdline").read_bytes().split(b"\0")
             except (OSError, IndexError, ValueError):
                 continue
-            if any(arg.endswith(b"cell_host.py") for arg in argv):
-                return int(proc.name), Path(argv[2].decode())
+            if b"ipykernel_launcher" in argv:
+                return int(proc.name), Path(argv[argv.index(b"-f") + 1].decode())
         time.sleep(0.1)
-    raise AssertionError("no lesson process started")
+    raise AssertionError("no kernel started")
 
 
-def test_the_lesson_process_s_files_live_in_the_run_s_scratch_folder(tmp_path):
+def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
     import signal
     import tempfile
 
@@ -849,11 +849,11 @@ def test_the_lesson_process_s_files_live_in_the_run_s_scratch_folder(tmp_path):
                            env=clean_env(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        host_pid, cells = cell_host_files(run.pid)
-        scratch = cells.parent
+        host_pid, connection = kernel_files(run.pid)
+        scratch = connection.parent
         assert scratch.parent == Path(tempfile.gettempdir())
-        assert scratch.name.startswith(f"record-{run.pid}-"), cells
-        assert cells.name == "cells.json"
+        assert scratch.name.startswith(f"record-{run.pid}-"), connection
+        assert connection.name == "kernel.json"
     finally:
         run.send_signal(signal.SIGKILL)  # no clean-up of its own can run
         run.wait()
@@ -861,9 +861,11 @@ def test_the_lesson_process_s_files_live_in_the_run_s_scratch_folder(tmp_path):
             os.killpg(host_pid, signal.SIGKILL)
         except (ProcessLookupError, UnboundLocalError):
             pass
-    assert cells.exists()  # what SIGKILL leaves: the cells, in the scratch folder...
+    # What SIGKILL leaves: the connection file (it holds the kernel's key), in the
+    # scratch folder...
+    assert connection.exists()
     remove_abandoned("record")  # ...which the next run's start-up removes
-    assert not cells.exists() and not scratch.exists()
+    assert not connection.exists() and not scratch.exists()
 
 
 # ------------------------------------------- 8: Ctrl-C in the lesson program --

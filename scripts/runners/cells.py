@@ -1,165 +1,208 @@
 """The one execution of a lesson: its notebook's cells, run once, in order, in a fresh
-Python process (scripts/runners/cell_host.py).
+Jupyter kernel (ipykernel), by nbclient, as jupyter-cache and MyST-NB execute notebooks.
 
 The last cell runs the lesson; what the cells print to stdout IS the recording's stdout,
-and the data the recording keeps is `run_lesson`'s result from that same process (written
+and the data the recording keeps is `run_lesson`'s result from that same kernel (written
 by one extra cell, removed before the notebook is saved). So the notebook companion and
 the recording never disagree.
-
-Why a plain process and not a Jupyter kernel: the cells are plain Python, and a kernel
-added about a second to every recording (ipykernel, ZeroMQ and their handshakes) for
-nothing the notebook shows; its ZeroMQ threads could also abort at exit and print into
-record.py's stderr. tests/test_notebook.py still runs the committed notebook in a real
-Jupyter kernel, as a reader does.
 """
+import atexit
 import json
+import logging
 import os
-import platform as host_platform
-import subprocess
-import sys
+import re
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.interrupts import raise_if_interrupted
-from scripts.runners.cell_host import CELL_RAISED
-from scripts.runners.notebook import as_notebook, notebook_cells, stdout_of
-from scripts.runners.processes import describe, dies_with, kill_all, stderr_tail
+import nbformat
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-HOST = Path(__file__).with_name("cell_host.py")
-LESSON_TIMEOUT_S = 600
+from scripts.children import describe, dies_with, kill_all, stderr_tail
+from scripts.interrupts import raise_if_interrupted
+from scripts.runners.module import LESSON_TIMEOUT_S
+from scripts.runners.notebook import build_notebook, stdout_of
+
+# nbclient and jupyter_client log a dead kernel or a failed cell on stderr; the one line
+# record.py prints says it instead.
+QUIET = logging.getLogger("scripts.runners.cells")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False
 
 
 class ExecutionFailed(Exception):
     """The cells did not all run; str() is the one line to show."""
 
-    def __init__(self, message, setup):
+    def __init__(self, message, setup=False):
         super().__init__(message)
         self.setup = setup  # True when configure_devices itself failed
+
+
+class CellRaised(ExecutionFailed):
+    """A cell raised: str() is its exception on one line; `index` says which code cell
+    (from 0), `line` which of its lines the error came from (None if unknown)."""
+
+    def __init__(self, index, ename, evalue, line):
+        evalue = " ".join(evalue.split())
+        super().__init__(f"{ename}: {evalue}" if evalue else ename)
+        self.index, self.line = index, line
 
 
 @dataclass(frozen=True)
 class Execution:
     notebook: object  # executed, the data cell removed
     stdout: str  # every cell's stdout, in order
-    data: dict  # run_lesson's result in the same process
+    data: dict  # run_lesson's result in the same kernel
     duration_s: float
 
 
-def start_host(cells_path, results_path, working_dir):
-    with open(working_dir / "cells.out", "wb") as out, \
-            open(working_dir / "cells.err", "wb") as err:
-        # Files, not pipes: nothing the process prints outside a cell (XLA's C++ logging)
-        # can block it. A session of its own, so killpg reaches what it started; and it
-        # dies with record.py, even when record.py is SIGKILLed.
-        return subprocess.Popen([sys.executable, str(HOST), str(cells_path),
-                                 str(results_path)], cwd=working_dir,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                start_new_session=True, preexec_fn=dies_with(os.getpid()))
+def kernel_manager(working_dir):
+    """A kernel of this Python's own ipykernel (never a kernelspec of that name in the
+    user's Jupyter folders, which may start another Python). Its sockets and connection
+    file, which holds the kernel's key, live in the run's scratch folder: reachable by this
+    user alone, and gone with the folder, even after a SIGKILL (scripts/scratch.py)."""
+    return AsyncKernelManager(kernel_name="python3",
+                              kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+                              transport="ipc", ip=str(working_dir / "kernel"),
+                              connection_file=str(working_dir / "kernel.json"), log=QUIET)
 
 
-def read_results(results_path):
-    """One {"cell", "outputs", "error"} per cell that finished; a line cut short by a
-    process that died while writing it is not a result."""
-    results = []
-    for line in results_path.read_text(encoding="utf-8").splitlines():
-        try:
-            results.append(json.loads(line))
-        except ValueError:
-            break
-    return results
+def kernel_environment(working_dir):
+    """This process's environment, less what would run the user's own code in the kernel
+    before the first cell (a PYTHONSTARTUP file, an IPython profile's startup files)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONSTARTUP"}
+    return {**env, "IPYTHONDIR": str(working_dir / "ipython")}
 
 
-def execute(sources, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None,
-            meanwhile=None):
-    """Run the code cells `sources` in order in a fresh process; return one result per
-    cell ({"cell": its number, "outputs": nbformat outputs, "error": None}).
+def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None):
+    """Run the notebook's code cells in order in a fresh kernel, filling in their outputs.
 
-    Raises CellRaised when a cell raises, ExecutionFailed when the process dies or the run
-    outlives `timeout_s`. `on_start(pid)` is told the process id as soon as it runs;
-    `meanwhile()` runs while the cells do, and its value is returned beside the results.
-    Ctrl-C and SIGTERM (record.py raises Interrupted for both), like every other way out
-    of here, kill the process and all it started before they pass on.
+    Raises CellRaised when a cell raises, ExecutionFailed when the kernel dies or a cell
+    outlives `timeout_s`. `on_start(pid)` is told the kernel's process id as soon as it
+    runs. Ctrl-C and SIGTERM (record.py raises Interrupted for both), like every other way
+    out of here, kill the kernel and all it started before they pass on.
     """
     working_dir = Path(working_dir)
-    cells_path, results_path = working_dir / "cells.json", working_dir / "results.jsonl"
-    cells_path.write_text(json.dumps(sources), encoding="utf-8")
-    results_path.write_text("", encoding="utf-8")
-    process = start_host(cells_path, results_path, working_dir)
+    manager = kernel_manager(working_dir)  # kept: nbclient lets go of it when it is done
+    running = []  # the index of each cell as it starts: the last is where it stopped
+    client = NotebookClient(
+        notebook, km=manager, timeout=timeout_s, record_timing=False,
+        coalesce_streams=True,  # one output per stream per cell, as a reader's notebook
+        # SIGKILL once the last cell has run: the kernel's teardown is read by nobody.
+        shutdown_kernel="immediate",
+        # Output below Python's (XLA's C++ logging on the kernel's stderr) goes to a file,
+        # which nothing can block on, and whose tail says why a kernel died.
+        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+        resources={"metadata": {"path": str(working_dir)}}, log=QUIET,
+        on_cell_execute=lambda cell, cell_index: running.append(cell_index))
+    failures, finished = [], threading.Event()
+
+    def run_the_cells():
+        try:
+            with open(working_dir / "kernel.err", "wb") as log:
+                # These reach the kernel's Popen (KernelManager.start_kernel's keywords).
+                # The kernel dies with record.py: started from this thread, which ends
+                # only once the kernel is gone (nbclient's own clean-up, or stop()).
+                client.execute(cleanup_kc=True, stdout=log, stderr=log,
+                               env=kernel_environment(working_dir),
+                               preexec_fn=dies_with(os.getpid()))
+        except Exception as error:  # noqa: BLE001 - raised below, on record.py's thread
+            failures.append(error)
+        finally:
+            # nbclient registers its clean-up to run at exit before the kernel starts and
+            # takes it back only once it has: a kernel killed while starting would leave
+            # it to fail, with a traceback, as record.py exits.
+            atexit.unregister(client._cleanup_kernel)
+            finished.set()
+
+    # nbclient, on the main thread, would take SIGINT and SIGTERM for itself (it shuts the
+    # kernel down and carries on); on a thread of its own it leaves them to record.py.
+    # That thread's end is told by an Event: Python 3.11's Thread.join, cut short by a
+    # signal's exception, marks a thread that still runs as stopped.
+    threading.Thread(target=run_the_cells, name="nbclient", daemon=True).start()
+    kernel = None
     try:
-        if on_start is not None:
-            on_start(process.pid)
-        made = meanwhile() if meanwhile is not None else None
-        status = wait(process, timeout_s)
+        kernel = wait(finished, manager, on_start)
     finally:
-        kill_all([process])  # anything it started, too; returns once none of it runs
-    results = read_results(results_path)
-    failed = results[-1]["error"] if results else None
-    if status == CELL_RAISED and failed:
-        raise CellRaised(len(results) - 1, failed)
-    if status != 0 or len(results) != len(sources):
-        raise ExecutionFailed(
-            f"the lesson's Python process {describe(status)} while cell {len(results) + 1} "
-            f"of {len(sources)} ran; its stderr: {stderr_tail(working_dir / 'cells.err')}",
-            False)
-    return results, made
+        stop(finished, manager, kernel)
+    if failures:
+        raise one_line(failures[0], notebook, running, working_dir, kernel, timeout_s)
+    return notebook
 
 
-def wait(process, timeout_s, poll_s=0.02):
-    """The process's exit status, polled: a signal whose Interrupted Python discarded (it
-    landed in a garbage-collection callback) still stops the wait, which a blocking wait
-    would not notice until the time limit."""
-    deadline = time.monotonic() + timeout_s
-    while (status := process.poll()) is None:
+def kernel_process(manager):
+    return getattr(manager.provisioner, "process", None) if manager.provisioner else None
+
+
+def wait(finished, manager, on_start, poll_s=0.02):
+    """The kernel's Popen once the cells have run (None if it never started), polled: a
+    signal whose Interrupted Python discarded (it landed in a garbage-collection callback)
+    still stops the wait."""
+    kernel = None
+    while not finished.wait(poll_s):
         raise_if_interrupted()
-        if time.monotonic() > deadline:
-            raise ExecutionFailed(f"the lesson ran past its {timeout_s} s time limit and "
-                                  f"was stopped", False)
-        time.sleep(poll_s)
-    return status
+        if kernel is None and (kernel := kernel_process(manager)) and on_start:
+            on_start(kernel.pid)
+    return kernel or kernel_process(manager)
 
 
-class CellRaised(ExecutionFailed):
-    """A cell raised: str() is its exception on one line; `index` says which cell."""
+def stop(finished, manager, kernel, settle_s=30):
+    """Kill the kernel's process group (anything it started, too), again until nbclient's
+    thread has ended (it may be starting a kernel as this runs) and cleaned up after it."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        for process in {kernel, kernel_process(manager)} - {None}:
+            kill_all([process])
+        if finished.wait(0.2) or time.monotonic() > deadline:
+            return
 
-    def __init__(self, index, error):
-        evalue = " ".join(error["evalue"].split())
-        super().__init__(f"{error['ename']}: {evalue}" if evalue else error["ename"], False)
-        self.index, self.error = index, error
+
+CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def language_info():
-    """What a kernel reports about itself, which notebook viewers read (the highlighting
-    of mkdocs-jupyter among them)."""
-    return {"name": "python", "version": host_platform.python_version(),
-            "mimetype": "text/x-python", "file_extension": ".py",
-            "codemirror_mode": {"name": "ipython", "version": 3},
-            "nbconvert_exporter": "python", "pygments_lexer": "ipython3"}
+def one_line(error, notebook, running, working_dir, kernel, timeout_s):
+    """ExecutionFailed for what nbclient raised, saying which of the code cells (`running`:
+    the notebook index of each cell as it started)."""
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    at = sum(cell.cell_type == "code" for cell in notebook.cells[:running[-1]]) \
+        if running else 0  # the code cell it stopped in, from 0
+    if isinstance(error, CellExecutionError):
+        shown = [ANSI.sub("", line) for output in code[at].outputs
+                 if output.output_type == "error" for line in output.traceback]
+        # IPython names the cell's own frame first ("Cell In[7], line 1"): which line.
+        line = next(filter(None, map(CELL_LINE.search, shown)), None)
+        return CellRaised(at, error.ename, error.evalue, line and int(line.group(1)))
+    if isinstance(error, CellTimeoutError):
+        return ExecutionFailed(f"cell {at + 1} of {len(code)} ran past its {timeout_s} s "
+                               f"time limit and was stopped")
+    status = kernel.poll() if kernel is not None else None
+    how = describe(status) if status is not None else "died"
+    return ExecutionFailed(f"the lesson's kernel {how} while cell {at + 1} of {len(code)} "
+                           f"ran; its stderr: {stderr_tail(working_dir / 'kernel.err')}")
 
 
 def run(module_path, lesson_id, working_dir, platform="cpu", devices=4, on_start=None):
     """Execute the lesson once; return the notebook, its stdout and run_lesson's data."""
-    cells = notebook_cells(module_path, lesson_id, platform, devices)
-    sources = [source for kind, source in cells if kind == "code"]
+    notebook = build_notebook(module_path, lesson_id, platform, devices)
     data_path = Path(working_dir) / "data.json"
-    data_cell = (f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
-                 f"    _json.dump(results, _out)")  # plumbing, not part of the companion
+    notebook.cells.append(nbformat.v4.new_code_cell(
+        f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
+        f"    _json.dump(results, _out)"))  # plumbing, not part of the companion
+    runs_the_lesson = sum(cell.cell_type == "code" for cell in notebook.cells) - 2
     started = time.perf_counter()
     try:
-        results, notebook = execute(sources + [data_cell], working_dir, on_start=on_start,
-                                    meanwhile=lambda: as_notebook(cells, lesson_id))
+        execute(notebook, working_dir, on_start=on_start)
     except CellRaised as raised:
         # The run cell's first line sets up the devices: a failure there is this
         # machine's, not the lesson's.
-        raised.setup = raised.index == len(sources) - 1 and raised.error["line"] == 1
+        raised.setup = raised.index == runs_the_lesson and raised.line == 1
         raise
     duration = time.perf_counter() - started
-    import nbformat
-
-    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
-    for cell, result in zip(code, results):
-        cell.outputs = [nbformat.from_dict(output) for output in result["outputs"]]
-        cell.execution_count = result["cell"]
-    notebook.metadata["language_info"] = language_info()
+    notebook.cells.pop()
     data = json.loads(data_path.read_text(encoding="utf-8"))
     return Execution(notebook, stdout_of(notebook), data, duration)

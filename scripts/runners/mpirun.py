@@ -9,7 +9,7 @@ hostfile instead of loopback spans machines (README, "On a cluster").
 
 mpirun puts each rank in a process group of its own, so killing mpirun's group does not
 reach them, and a SIGKILLed mpirun leaves them to the init process. Every rank therefore
-carries a mark in its environment (RUN_MARK) and, whatever happened, the run ends by
+carries a mark in its environment (reaper.RUN_MARK) and, whatever happened, the run ends by
 killing each process on this machine that carries its mark. Where this process cannot
 (it was SIGKILLed), its reaper does (scripts/runners/reaper.py): mpirun, sent SIGTERM as
 this process dies, exits, but leaves ranks that already wait in a collective running.
@@ -23,17 +23,14 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from scripts import ROOT
 from scripts.interrupts import raise_if_interrupted
+from scripts.children import describe, dies_with, stderr_tail
 from scripts.runners import reaper
-from scripts.runners.processes import (ProcessRun, ProcessRunError, describe, dies_with,
-                                       free_port, stderr_tail)
+from scripts.runners.processes import ProcessRun, ProcessRunError, free_port
+from scripts.runners.reaper import RUN_MARK, kill_marked
 from scripts.scratch import scratch_folder
-
-RUN_MARK = "LESSON_MPIRUN_MARK"  # set to the run's scratch folder in every rank's environment
-
 
 class MissingLauncher(ProcessRunError):
     """mpirun is not installed: the one command that installs it is in the message."""
@@ -60,33 +57,6 @@ def mpirun_environment(port, mark):
         # container, root is the only user there is.
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env
-
-
-def marked_processes(mark):
-    """Pids of every process on this machine whose environment carries `mark`."""
-    needle = f"{RUN_MARK}={mark}\0".encode()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if needle in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue  # gone since the listing, or not ours to read
-    return found
-
-
-def kill_marked(mark, timeout_s=10):
-    """SIGKILL every process that carries the run's mark, until none is left."""
-    deadline = time.monotonic() + timeout_s
-    while (pids := marked_processes(mark)) and time.monotonic() < deadline:
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        time.sleep(0.05)
 
 
 def rank_files(output_dir, rank):

@@ -2,14 +2,17 @@
 
 The cells are cut from the lesson module at its `--8<--` section markers, so the notebook
 holds the same code as the page and the program. The last cell sets up the devices and
-runs the lesson; scripts/runners/cells.py executes the cells once, and what they print IS
-the recording's stdout, so the notebook companion and the recording never disagree.
-The `if __name__ == "__main__"` guard is left out (a notebook's __name__ is "__main__").
+runs the lesson; scripts/runners/cells.py executes the cells once in a Jupyter kernel,
+and what they print IS the recording's stdout, so the notebook companion and the recording
+never disagree. The `if __name__ == "__main__"` guard is left out (a notebook's __name__
+is "__main__").
 """
 import ast
 import hashlib
 import re
 from importlib.metadata import version
+
+import nbformat
 
 MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]\s*$")
 MAIN_GUARD = 'if __name__ == "__main__":'
@@ -119,8 +122,7 @@ def page_titles(module_path, lesson_id):
 
 
 def notebook_cells(module_path, lesson_id, platform="cpu", devices=4):
-    """[(cell type, source)] of the companion: plain text, so the cells can start running
-    before nbformat is even imported (cells.py builds the notebook while they run)."""
+    """[(cell type, source)] of the companion."""
     docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
     title, _, intro = docstring.partition("\n")
     run_source = run_cell_source(platform, devices)
@@ -153,8 +155,6 @@ def cell_id(number, source):
 
 def as_notebook(cells, lesson_id):
     """The nbformat notebook of notebook_cells()."""
-    import nbformat  # here, not at the top: see notebook_cells
-
     made = {"markdown": nbformat.v4.new_markdown_cell, "code": nbformat.v4.new_code_cell}
     notebook = nbformat.v4.new_notebook(cells=[
         made[kind](source, id=cell_id(number, source))
@@ -182,8 +182,6 @@ def rerender(executed_text, module_path, lesson_id, platform="cpu", devices=4):
     outputs, execution count and id of its executed counterpart. None when the cells no
     longer line up one to one (a section marker added or removed): then only a run makes
     the companion."""
-    import nbformat
-
     executed = nbformat.reads(executed_text, as_version=4)
     notebook = build_notebook(module_path, lesson_id, platform, devices)
     if [c.cell_type for c in executed.cells] != [c.cell_type for c in notebook.cells]:
@@ -197,6 +195,4 @@ def rerender(executed_text, module_path, lesson_id, platform="cpu", devices=4):
 
 
 def notebook_text(notebook):
-    import nbformat
-
     return nbformat.writes(notebook) + "\n"

@@ -5,18 +5,16 @@
 device. If a rank fails, or the run outlives its timeout, every rank is killed, nothing is
 written, and ProcessRunError says which rank, how it ended and what it last wrote to stderr.
 """
-import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 from scripts import ROOT
+from scripts.children import describe, dies_with, kill_all, stderr_tail
 from scripts.interrupts import raise_if_interrupted
 from scripts.scratch import scratch_folder
 
@@ -53,20 +51,6 @@ def free_port():
     raise ProcessRunError("no free TCP port on 127.0.0.1 after 20 tries")
 
 
-def stderr_tail(path, lines=3, limit=400):
-    """The last few non-empty stderr lines as one line: a traceback ends with its cause."""
-    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
-    tail = " | ".join(kept[-lines:])
-    return tail[-limit:] or "(empty)"
-
-
-def describe(status):
-    if status < 0:
-        return f"was killed by {signal.Signals(-status).name}"
-    return f"exited with status {status}"
-
-
 def start_rank(module, rank, ranks, port, calls, scratch, cwd):
     command = [sys.executable, "-m", module, "--process-id", str(rank),
                "--processes", str(ranks), "--port", str(port), "--calls", str(calls)]
@@ -81,35 +65,6 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
         return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True,
                                 preexec_fn=dies_with(os.getpid()))
-
-
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def libc_prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-prctl = libc_prctl()  # None where there is none (not Linux); looked up before any fork
-
-
-def dies_with(parent, signum=signal.SIGKILL):
-    """A preexec_fn that has Linux send `signum` to the rank when its launcher dies, even
-    by SIGKILL, which leaves the launcher no chance to kill its ranks itself; the ranks
-    would otherwise wait for each other, forever. None (nothing to do) where there is no
-    prctl.
-    """
-    if prctl is None:
-        return None
-
-    def preexec():
-        prctl(PR_SET_PDEATHSIG, signum)
-        if os.getppid() != parent:  # the launcher died before prctl: nobody to wait for
-            os._exit(1)
-    return preexec
 
 
 def wait_for(children, timeout_s, scratch, poll_s=0.02):
@@ -138,46 +93,6 @@ def wait_for(children, timeout_s, scratch, poll_s=0.02):
     raise ProcessRunError(f"rank {running[0]} still running after {timeout_s:g} s (ranks "
                           f"{running} were); all {len(children)} ranks killed; last stderr "
                           f"lines: {tails}", running[0], None, tails, pids)
-
-
-FINISHED = ("Z", "X")  # a zombie, or dead: it runs no more, whoever reaps it
-
-
-def state_and_group(stat_path):
-    """(state, process group) from a /proc/<pid>/stat file; None once the process is gone."""
-    try:
-        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
-        state, _ppid, group = Path(stat_path).read_text().rsplit(")", 1)[1].split()[:3]
-    except (OSError, ValueError):
-        return None  # it exited while we looked
-    return state, int(group)
-
-
-def running_groups():
-    """The process groups with at least one member still running, read from /proc (an
-    empty set where there is none). A zombie (state Z) has finished: it only waits for its
-    parent to reap it, which for an orphan is init, on init's schedule."""
-    found = (state_and_group(stat) for stat in Path("/proc").glob("[0-9]*/stat"))
-    return {group for state, group in filter(None, found) if state not in FINISHED}
-
-
-def kill_all(children, settle_s=10.0):
-    """Kill every rank's whole process group and return once none of it runs."""
-    for child in children:
-        try:
-            os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the whole group has already exited
-        child.wait()  # reap, so no zombie outlives the run
-    # SIGKILL reaches a whole group at once, but only the rank itself is ours to wait
-    # for: a child it had started (platform.platform() runs `uname -p`) dies on its own
-    # schedule, a moment later. Wait for that too, so that once a run has returned or
-    # raised, nothing of it is left running (bounded: a process stuck in the kernel
-    # cannot hold the launcher forever).
-    groups = {child.pid for child in children}
-    deadline = time.monotonic() + settle_s
-    while groups & running_groups() and time.monotonic() < deadline:
-        time.sleep(0.01)
 
 
 def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):

@@ -1,6 +1,6 @@
 """Clean-up that outlives the process it cleans up for: once the process that started this
 one dies, by SIGKILL too, kill every process on this machine that carries a run's mark
-(scripts/runners/mpirun.py), then exit.
+(RUN_MARK in its environment: scripts/runners/mpirun.py marks its ranks), then exit.
 
     python -m scripts.runners.reaper MARK PARENT_PID
 
@@ -16,11 +16,42 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 # Run as `python -m scripts.runners.reaper` from the repository's root: the imports are
 # the package's own, and nothing here imports JAX.
 from scripts import ROOT
-from scripts.runners.processes import PR_SET_PDEATHSIG, prctl
+from scripts.children import PR_SET_PDEATHSIG, prctl
+
+RUN_MARK = "LESSON_MPIRUN_MARK"  # set to the run's scratch folder in every rank's environment
+
+
+def marked_processes(mark):
+    """Pids of every process on this machine whose environment carries `mark`."""
+    needle = f"{RUN_MARK}={mark}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue  # gone since the listing, or not ours to read
+    return found
+
+
+def kill_marked(mark, timeout_s=10):
+    """SIGKILL every process that carries the run's mark, until none is left."""
+    deadline = time.monotonic() + timeout_s
+    while (pids := marked_processes(mark)) and time.monotonic() < deadline:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
 
 
 def start(mark):
@@ -39,9 +70,6 @@ def stop(reaper):
 
 
 def main(argv):
-    # mpirun.py starts this module, so it is imported here, not at the top; and now, not
-    # once the parent has died, when the ranks should go at once.
-    from scripts.runners.mpirun import kill_marked
     mark, parent = argv[1], int(argv[2])
     # Held, not handled: the one signal this process waits for is taken by sigwait below.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})

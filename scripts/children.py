@@ -1,0 +1,96 @@
+"""The processes a run starts: each dies with the run, even when the run is SIGKILLed, is
+killed with all it started once the run is done with it, and says in one line how it ended.
+
+One module for every launcher (the lesson's kernel, the ranks, mpirun, the reaper), so a
+child's lifetime follows one rule whoever starts it.
+"""
+import ctypes
+import os
+import signal
+import time
+from pathlib import Path
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def libc_prctl():
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+prctl = libc_prctl()  # None where there is none (not Linux); looked up before any fork
+
+
+def dies_with(parent, signum=signal.SIGKILL):
+    """A preexec_fn that has Linux send `signum` to the child when its starter dies, even
+    by SIGKILL, which leaves the starter no chance to kill its children itself (ranks
+    would wait for each other, a kernel for its next cell, forever). Linux counts the
+    thread that started the child as its parent: start it from a thread that outlives it.
+    None (nothing to do) where there is no prctl.
+    """
+    if prctl is None:
+        return None
+
+    def preexec():
+        prctl(PR_SET_PDEATHSIG, signum)
+        if os.getppid() != parent:  # the starter died before prctl: nobody to wait for
+            os._exit(1)
+    return preexec
+
+
+FINISHED = ("Z", "X")  # a zombie, or dead: it runs no more, whoever reaps it
+
+
+def state_and_group(stat_path):
+    """(state, process group) from a /proc/<pid>/stat file; None once the process is gone."""
+    try:
+        # pid (comm) state ppid pgrp ...: comm may hold spaces and parentheses.
+        state, _ppid, group = Path(stat_path).read_text().rsplit(")", 1)[1].split()[:3]
+    except (OSError, ValueError):
+        return None  # it exited while we looked
+    return state, int(group)
+
+
+def running_groups():
+    """The process groups with at least one member still running, read from /proc (an
+    empty set where there is none). A zombie (state Z) has finished: it only waits for its
+    parent to reap it, which for an orphan is init, on init's schedule."""
+    found = (state_and_group(stat) for stat in Path("/proc").glob("[0-9]*/stat"))
+    return {group for state, group in filter(None, found) if state not in FINISHED}
+
+
+def kill_all(children, settle_s=10.0):
+    """Kill each child's whole process group (each was started in a session of its own)
+    and return once none of it runs."""
+    for child in children:
+        try:
+            os.killpg(child.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # the whole group has already exited
+        child.wait()  # reap, so no zombie outlives the run
+    # SIGKILL reaches a whole group at once, but only the child itself is ours to wait
+    # for: a child it had started (platform.platform() runs `uname -p`) dies on its own
+    # schedule, a moment later. Wait for that too, so that once a run has returned or
+    # raised, nothing of it is left running (bounded: a process stuck in the kernel
+    # cannot hold the launcher forever).
+    groups = {child.pid for child in children}
+    deadline = time.monotonic() + settle_s
+    while groups & running_groups() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def describe(status):
+    """How a child ended, from its exit status (negative: the signal that killed it)."""
+    if status < 0:
+        return f"was killed by {signal.Signals(-status).name}"
+    return f"exited with status {status}"
+
+
+def stderr_tail(path, lines=3, limit=400):
+    """The last few non-empty stderr lines as one line: a traceback ends with its cause."""
+    text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
+    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    tail = " | ".join(kept[-lines:])
+    return tail[-limit:] or "(empty)"

@@ -1,0 +1,112 @@
+"""What one `record.py` run does, decided once, before anything runs.
+
+For each lesson: each output the run remakes, the state that asks for it and the step
+that remakes it, as jupyter-cache's `run_and_cache` decides which notebooks to execute
+before it executes any. record.py then carries the plan out and asks nothing again. Like
+a cache (Quarto's `freeze: auto`), a lesson runs only when its recording is stale or
+missing, or its notebook can only be remade by a run; a comment edit re-renders the
+notebook from the executed cells, and a simulation is re-recorded only when its own
+inputs changed (it is deterministic).
+"""
+from dataclasses import dataclass
+from pathlib import Path
+
+from scripts.freshness import derived_problems, recording_state
+from scripts.hashes import changed_files, digest
+from scripts.outputs import LockError, for_lesson, notebook_output, read_lock, recording_outputs
+from scripts.runners.notebook import notebook_text, rerender
+
+RUN, RERENDER, SIMULATE = "run", "rerender", "simulate"
+
+
+@dataclass(frozen=True)
+class Step:
+    """One output the run remakes: its path, why (a line as --check words it, or what the
+    command asked for), and how: RUN the lesson, RERENDER the notebook, SIMULATE."""
+    output: str
+    state: str
+    fix: str
+    text: str | None = None  # RERENDER: the notebook, re-rendered already
+
+
+@dataclass(frozen=True)
+class LessonPlan:
+    lesson: object
+    steps: tuple = ()
+    note: str | None = None  # a progress line: what is current, or why it is skipped
+    skipped: bool = False  # not this run's: nothing of it is run or drawn
+
+    def step(self, fix):
+        return next((step for step in self.steps if step.fix == fix), None)
+
+
+@dataclass(frozen=True)
+class Plan:
+    root: Path  # the checkout every lesson is written into
+    lock: dict  # outputs.lock.json as read; {} when unreadable (rewritten from this run)
+    lessons: tuple  # a LessonPlan per lesson, in registry order
+
+
+def make_plan(lessons, platform="cpu", processes=None, render_only=False, every=False,
+              chosen=False):
+    """`every`: --all; `chosen`: the lessons were named (--lesson), so one without a rank
+    module is refused by a multi-process run rather than skipped."""
+    root = next(iter(lessons.values())).root
+    try:
+        lock = read_lock(root)
+    except LockError:
+        lock = {}
+    return Plan(root, lock, tuple(
+        plan_lesson(lesson, lock, platform, processes, render_only, every, chosen)
+        for lesson in lessons.values()))
+
+
+def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):
+    if processes and not lesson.rank_module and not chosen:
+        return LessonPlan(lesson, note=f"skipping {lesson.id}: it has no rank_module in "
+                                       f"lesson_code/lessons.toml", skipped=True)
+    if render_only:
+        return LessonPlan(lesson)
+    files = for_lesson(lesson)
+    if platform != "cpu":  # a hardware run is asked for by name: always run
+        path = files.recording(platform)
+        return LessonPlan(lesson, (Step(path, f"{path}: --platform {platform} runs it", RUN),))
+    outputs = {output.path: output for output in recording_outputs(lesson, lesson.root)}
+    path = files.recording("cpu-processes" if processes else "cpu")
+    problems = recording_state(outputs[path], lesson.root)[1] if path in outputs else \
+        [f"{path}: {lesson.id} has no rank module"]  # record.py refuses it, in one line
+    steps = []
+    notebook = None if processes else notebook_step(lesson, lock)
+    if every or problems or (notebook and notebook.fix == RUN):
+        state = f"{path}: --all re-runs it" if every else \
+            problems[0] if problems else notebook.state
+        steps.append(Step(path, state, RUN))
+    elif notebook:
+        steps.append(notebook)
+    simulation = files.recording("simulation")
+    if not processes and simulation in outputs:
+        if state := next(iter(recording_state(outputs[simulation], lesson.root)[1]), None):
+            steps.append(Step(simulation, state, SIMULATE))
+    note = None if steps and steps[0].output == path else \
+        f"{lesson.id}: {path} is current, not re-run (--all re-runs it)"
+    return LessonPlan(lesson, tuple(steps), note)
+
+
+def notebook_step(lesson, lock):
+    """The notebook companion's Step: None while current; RERENDER when only the module's
+    text changed since it was made (a comment, a docstring) and its cells still line up
+    with the executed ones; otherwise RUN (missing, edited by hand, or other inputs)."""
+    output = notebook_output(lesson)
+    problems = derived_problems(output, lock, lesson.root)
+    if not problems:
+        return None
+    entry = lock.get(output.path)
+    path = lesson.root / output.path
+    if entry is None or digest(path) != entry.get("sha256"):
+        return Step(output.path, problems[0], RUN)  # nothing trustworthy to re-render from
+    changed = changed_files(entry.get("inputs", {}), output.current_inputs(lesson.root))
+    notebook = rerender(path.read_text(encoding="utf-8"), lesson.path(), lesson.id, "cpu",
+                        lesson.devices) if set(changed) <= {output.shows} else None
+    if notebook is None:
+        return Step(output.path, problems[0], RUN)
+    return Step(output.path, problems[0], RERENDER, notebook_text(notebook))

@@ -1,0 +1,48 @@
+"""A lesson module run as its own program, and the one-line errors a recording run ends in.
+
+`python -m MODULE --data-out PATH` in a fresh interpreter: what it printed, the data it
+wrote and how long it took. record.py records a lesson's simulation this way (plain
+NumPy, no devices); the lesson itself runs as notebook cells (scripts/runners/cells.py).
+"""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LESSON_TIMEOUT_S = 600
+
+
+class RecordError(Exception):
+    """Recording stopped; str() is the one line to show, the earlier files are intact."""
+
+    exit_status = 1
+
+
+class SetupFailure(RecordError):
+    """This machine cannot give the platform or device count asked for."""
+
+    exit_status = 2
+
+
+def run_module(module, root, scratch):
+    """`python -m module --data-out PATH` in a fresh interpreter: (stdout, data, seconds)."""
+    data_path = Path(scratch) / f"{module}.json"
+    started = time.perf_counter()
+    try:
+        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(data_path)],
+                             cwd=root, capture_output=True, text=True,
+                             timeout=LESSON_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped; "
+                          f"nothing was written") from None
+    if run.returncode != 0 or not data_path.exists():
+        tail = " | ".join(run.stderr.strip().splitlines()[-3:])
+        raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
+                          f"written")
+    try:
+        data = json.loads(data_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
+                          f"as JSON ({error}); nothing was written") from None
+    return run.stdout, data, time.perf_counter() - started
