@@ -1,19 +1,18 @@
 """The checks of distributed-03's exercises (the registry's `exercises` for this lesson).
 
 A learner edits distributed_03_exercises.py (and ring_exercises.py), never this file.
-`python scripts/exercises.py --lesson distributed-03` runs each exercise below in a
-process of its own (scripts/runners/exercise.py): there `answer()` computes the right
-result from NumPy and the lesson's formulas BEFORE the learner's file is imported, then
-`attempt(implementation)` runs the learner's function on the lesson's devices and
+`python scripts/exercises.py --lesson distributed-03` judges each exercise below in two
+processes (lesson_code/CONTRACT.md, "Exercises"): in the learner's, `attempt` runs the
+learner's function on the lesson's devices and returns what came out as plain data (the
+values, the lowered program's text); in the checker's, where no learner code runs,
+`answer(devices)` computes the right result from NumPy and the lesson's formulas and
 `compare(got, answer)` raises an AssertionError that says what differs, naming the
 central mistake when it is the one made.
 """
 import json
 import re
-from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
-from typing import Callable
 
 import jax
 import numpy as np
@@ -21,20 +20,11 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from lesson_code import distributed_03 as lesson
 from lesson_code import ring_checks, ring_collectives
+from lesson_code.exercise import Exercise
 
 SCAFFOLDS = "lesson_code.distributed_03_exercises"
 TRAFFIC = Path(__file__).resolve().parents[1] / "recordings" / \
     f"{lesson.LESSON_ID}.cpu-processes.json"
-
-
-@dataclass(frozen=True)
-class Exercise:
-    name: str
-    scaffold: str  # "module:function" that the learner fills in
-    reference: Callable  # the lesson's solution (--reference checks it)
-    answer: Callable[[], object]  # the right result, computed without the learner's code
-    attempt: Callable[[Callable], object]  # runs an implementation, returns its results
-    compare: Callable[[object, object], None]  # raises AssertionError saying what differs
 
 
 @cache
@@ -70,8 +60,8 @@ class Watched:
         return run
 
 
-def make_it_yours_answer():
-    _, _, problem = lesson_mesh()
+def make_it_yours_answer(devices):
+    problem = lesson.make_problem(devices)
     moved = problem.w + np.float32(0.17)
     x, y = problem.x.astype(np.float64), problem.y.astype(np.float64)
     expected = 2 * x.T @ (x @ moved - y) / problem.n_total
@@ -105,10 +95,13 @@ def make_it_yours_compare(got, answer):
 
 # ------------------------------------------------------------- the transfer budget --
 
-def budget_answer(gradient_bytes=2**20, ranks=(2, 4, 8)):
-    return [{"ranks": p, "all_reduce_bytes": 2 * (p - 1) * gradient_bytes // p,
-             "scatter_gather_bytes": 2 * (p - 1) * gradient_bytes // p,
-             "shard_storage_bytes": gradient_bytes // p} for p in ranks]
+GRADIENT_BYTES, BUDGET_RANKS = 2**20, (2, 4, 8)  # the scaffold's defaults
+
+
+def budget_answer(devices):
+    return [{"ranks": p, "all_reduce_bytes": 2 * (p - 1) * GRADIENT_BYTES // p,
+             "scatter_gather_bytes": 2 * (p - 1) * GRADIENT_BYTES // p,
+             "shard_storage_bytes": GRADIENT_BYTES // p} for p in BUDGET_RANKS]
 
 
 def budget_attempt(implementation):
@@ -128,7 +121,7 @@ def budget_compare(got, answer):
         if mine["all_reduce_bytes"] == phase:
             raise AssertionError(f"at p = {p}, all_reduce_bytes is one ring phase ({phase}):"
                                  f" a ring all-reduce is two phases, {2 * phase}")
-        if mine["shard_storage_bytes"] == 2**20:
+        if mine["shard_storage_bytes"] == GRADIENT_BYTES:
             raise AssertionError(f"at p = {p}, shard_storage_bytes is the whole gradient: "
                                  f"a rank keeps only its slice, G/p")
         for column in ("all_reduce_bytes", "scatter_gather_bytes", "shard_storage_bytes"):
@@ -143,22 +136,23 @@ def measured_traffic():
     return json.loads(TRAFFIC.read_text())["data"]["traffic"]
 
 
-ZERO_COLLECTIVES = {"data_parallel": ["all_reduce"],
-                    "zero_1": ["reduce_scatter", "all_gather"],
-                    "zero_2": ["reduce_scatter", "all_gather"],
-                    "zero_3": ["all_gather", "all_gather", "reduce_scatter"]}
+ZERO_RANKS = 4  # the scaffold's default: the four-process run's
 
 
-def zero_answer(gradient_bytes=2**20, ranks=4):
+def zero_answer(devices):
     traffic = {row["collective"]: row["observedBytesPerRank"] for row in measured_traffic()
-               if row["gradientBytes"] == gradient_bytes}
-    phase = (ranks - 1) * gradient_bytes / ranks  # one ring phase per rank
+               if row["gradientBytes"] == GRADIENT_BYTES}
+    G, p, s = GRADIENT_BYTES, ZERO_RANKS, GRADIENT_BYTES // ZERO_RANKS
+    phase = (p - 1) * G / p  # one ring phase per rank
     phases = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}
-    G, s = gradient_bytes, gradient_bytes // ranks
+    collectives = {"data_parallel": ["all_reduce"],
+                   "zero_1": ["reduce_scatter", "all_gather"],
+                   "zero_2": ["reduce_scatter", "all_gather"],
+                   "zero_3": ["all_gather", "all_gather", "reduce_scatter"]}
     kept = {"data_parallel": 3 * G, "zero_1": 2 * G + s, "zero_2": G + 2 * s, "zero_3": 3 * s}
     return [{"stage": stage, "model_sent_bytes": phase * sum(phases[c] for c in ops),
-             "measured_sent_bytes": [sum(traffic[c][r] for c in ops) for r in range(ranks)],
-             "kept_bytes": kept[stage]} for stage, ops in ZERO_COLLECTIVES.items()]
+             "measured_sent_bytes": [sum(traffic[c][r] for c in ops) for r in range(p)],
+             "kept_bytes": kept[stage]} for stage, ops in collectives.items()]
 
 
 def zero_attempt(implementation):
@@ -188,11 +182,33 @@ def zero_compare(got, answer):
 # ------------------------------------------------------------------------ clipping --
 
 MAX_NORM = 0.002  # below the lesson gradient's norm (about 0.0049), so clipping acts
+# A collective, matched by its op name alone: StableHLO prints each in its generic form,
+# `"stablehlo.all_gather"(%1) <{attributes}> : (tensor<2xf32>) -> tensor<8xf32>`, and
+# an all-reduce or reduce-scatter holds a region (`({ ... })`) before its types.
+COLLECTIVE = re.compile(r'"stablehlo\.(all_reduce|all_gather|reduce_scatter)"')
+SIGNATURE_WINDOW = 20_000  # characters: an op's types follow within a few hundred
 
 
-def clipping_answer():
-    _, _, problem = lesson_mesh()
-    g = lesson.reference_gradient(problem).astype(np.float64)
+def collectives_sent(lowered_text):
+    """["all_reduce of tensor<f32>", ...]: each collective with what it sends.
+
+    The types are the `(...)` after the first ` : ` outside the op's own operands,
+    attributes and region (each of which holds colons of its own)."""
+    found = []
+    for match in COLLECTIVE.finditer(lowered_text):
+        depth, at = 0, match.end()
+        end = min(len(lowered_text), at + SIGNATURE_WINDOW)
+        while at < end and not (depth == 0 and lowered_text.startswith(" : (", at)):
+            depth += {"(": 1, "{": 1, ")": -1, "}": -1}.get(lowered_text[at], 0)
+            at += 1
+        close_at = lowered_text.find(")", at + 4, end)
+        operands = lowered_text[at + 4:close_at] if at < end and close_at > 0 else "?"
+        found.append(f"{match[1]} of {operands}")
+    return found
+
+
+def clipping_answer(devices):
+    g = lesson.reference_gradient(lesson.make_problem(devices)).astype(np.float64)
     return {"clipped": g * min(1.0, MAX_NORM / np.linalg.norm(g)), "gradient": g}
 
 
@@ -201,16 +217,12 @@ def clipping_attempt(implementation):
     g_slices = programs.shard_gradient(*lesson.place(mesh, problem))
     program = jax.jit(jax.shard_map(partial(implementation, max_norm=MAX_NORM), mesh=mesh,
                                     in_specs=P("data"), out_specs=P("data")))
-    text = str(program.lower(g_slices).compiler_ir(dialect="stablehlo"))
-    # Each collective with the type of what it sends: `"stablehlo.<op>"(...) ... : (T) -> U`
-    lines = [f"{op} of {operand}" for op, operand in re.findall(
-        r'"stablehlo\.(all_reduce|all_gather|reduce_scatter)".*?\) : \((tensor<[^>]*>)\)',
-        text, re.DOTALL)]
-    return {"clipped": np.asarray(program(g_slices)), "collectives": lines}
+    return {"clipped": np.asarray(program(g_slices)),
+            "lowered": str(program.lower(g_slices).compiler_ir(dialect="stablehlo"))}
 
 
 def clipping_compare(got, answer):
-    collectives = got["collectives"]
+    collectives = collectives_sent(got["lowered"])
     gathers = [line for line in collectives if not line.startswith("all_reduce")]
     assert not gathers, "the program gathers the gradient to take its norm, which sends " \
         "(p-1)/p of it per rank; sum the squares of your slice, then psum that scalar"
@@ -222,24 +234,6 @@ def clipping_compare(got, answer):
     assert close(got["clipped"], answer["clipped"]), (
         "one scalar psum, but the clipped gradient is wrong: the norm is the square root "
         "of the psum of the squares (not the psum of the slices' norms)")
-
-
-# ------------------------------------------------------------------ the ring (going further)
-
-def ring_answer():
-    return None  # the check computes the whole vector itself, from each device's chunk
-
-
-def ring_attempt(implementation):
-    try:
-        ring_checks.check_ring_all_gather(implementation)
-    except AssertionError as error:
-        return str(error)
-    return None
-
-
-def ring_compare(got, answer):
-    assert got is None, got
 
 
 EXERCISES = [
@@ -254,5 +248,6 @@ EXERCISES = [
              clipping_compare),
     # Going further: build the ring yourself (its scaffold lives beside the ring's page).
     Exercise("ring_all_gather", "lesson_code.ring_exercises:ring_all_gather",
-             ring_collectives.ring_all_gather, ring_answer, ring_attempt, ring_compare),
+             ring_collectives.ring_all_gather, ring_checks.ring_answer,
+             ring_checks.run_ring_all_gather, ring_checks.compare_ring_all_gather),
 ]

@@ -12,8 +12,9 @@ The checker runs each exercise in a process of its own, on the lesson's devices,
 time limit, and prints one line per exercise: `ok`, `unfinished` (a TODO still raises,
 with its file:line) or `wrong` (what differs). It exits 1 while any is unfinished or wrong.
 """
-import os
-import sys
+if __name__ == "__main__":  # before JAX loads: the checker is the course's, not this file's
+    from lesson_code.exercise import run_checker
+    run_checker("--lesson", "distributed-03")
 
 import jax
 import jax.numpy as jnp
@@ -102,10 +103,3 @@ def clip_by_global_norm(g_slice, max_norm):
     return g_slice * scale
 # --8<-- [end:clipping_scaffold]
 
-
-if __name__ == "__main__":
-    # The checker is the course's, not this file's: run it on this lesson.
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    checker = os.path.join(root, "scripts", "exercises.py")
-    os.execv(sys.executable, [sys.executable, checker, "--lesson", "distributed-03",
-                              *sys.argv[1:]])

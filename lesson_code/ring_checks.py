@@ -1,8 +1,10 @@
 """The check of the ring all-gather exercise, apart from the scaffold a learner edits.
 
-`check_ring_all_gather` runs an implementation on every device of `jax.devices()`:
-device r passes in chunk r of a known vector and must return the whole vector, using
-p - 1 ppermutes and no other collective, read from the lowered program.
+In two halves, as every exercise is checked (lesson_code/CONTRACT.md): `run_ring_all_gather`
+runs an implementation on every device of `jax.devices()`, in the learner's process, and
+returns what each device computed and the lowered program's text; `compare_ring_all_gather`
+judges that, in the checker's: device r passed in chunk r of a known vector and must
+return the whole vector, using p - 1 ppermutes and no other collective.
 """
 import re
 
@@ -14,6 +16,7 @@ from lesson_code.ring_collectives import AXIS
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                "collective_broadcast", "collective_permute")
+CHUNK = 3  # values per device
 
 
 def collective_counts(lowered_text):
@@ -21,33 +24,46 @@ def collective_counts(lowered_text):
     return {op: len(re.findall(rf"stablehlo\.{op}\b", lowered_text)) for op in COLLECTIVES}
 
 
-def check_ring_all_gather(implementation):
-    """Raise AssertionError (one line) unless `implementation` is a ring all-gather.
+def whole_vector(p):
+    """f32[p * CHUNK], device r's input is chunk r; no zeros, so a hole shows."""
+    return np.arange(p * CHUNK, dtype=np.float32) + 1
 
-    Runs on every device of `jax.devices()`: device r passes in chunk r of a known vector
-    and must return the whole vector, using p - 1 ppermutes and no other collective.
-    """
+
+def run_ring_all_gather(implementation):
+    """{"devices": [[r, device r's result], ...], "lowered": the program's StableHLO}."""
     devices = jax.devices()
-    p = len(devices)
     mesh = Mesh(np.asarray(devices), (AXIS,))
-    chunk = 3
-    whole = np.arange(p * chunk, dtype=np.float32) + 1  # f32[F]; no zeros, so holes show
+    whole = whole_vector(len(devices))
     # out_specs=P(AXIS) stacks each device's own f32[F]: every device is checked, not one.
     program = jax.jit(jax.shard_map(lambda c: implementation(c)[None], mesh=mesh,
                                     in_specs=P(AXIS), out_specs=P(AXIS)))
     result = program(whole)
-    for shard in result.addressable_shards:
-        device = shard.index[0].start or 0  # row r of the stacked results is device r
-        got = np.asarray(shard.data).reshape(-1)
-        assert got.shape == whole.shape, (
-            f"device {device} returned shape {got.shape}, expected the whole vector "
+    # Row r of the stacked results is device r's.
+    return {"devices": [[shard.index[0].start or 0, np.asarray(shard.data).reshape(-1)]
+                        for shard in result.addressable_shards],
+            "lowered": program.lower(whole).as_text()}
+
+
+def ring_answer(devices):
+    return whole_vector(devices)
+
+
+def compare_ring_all_gather(got, whole):
+    """Raise AssertionError (one line) unless every device holds `whole`, in p - 1
+    ppermutes and no other collective."""
+    p = len(whole) // CHUNK
+    for device, values in got["devices"]:
+        values = np.asarray(values, dtype=np.float64)
+        assert values.shape == whole.shape, (
+            f"device {device} returned shape {values.shape}, expected the whole vector "
             f"{whole.shape}")
-        if not np.array_equal(got, whole):
+        if not np.array_equal(values, whole):
             wrong = [c for c in range(p) if not np.array_equal(
-                got[c * chunk:(c + 1) * chunk], whole[c * chunk:(c + 1) * chunk])]
+                values[c * CHUNK:(c + 1) * CHUNK], whole[c * CHUNK:(c + 1) * CHUNK])]
             raise AssertionError(f"device {device} holds wrong values in chunk(s) {wrong} "
-                                 f"of {p}: {got.tolist()} instead of {whole.tolist()}")
-    counts = collective_counts(program.lower(whole).as_text())
+                                 f"of {p}: {values.tolist()} instead of {whole.tolist()}")
+    assert len(got["devices"]) == p, f"{len(got['devices'])} devices answered, not {p}"
+    counts = collective_counts(got["lowered"])
     others = {op: n for op, n in counts.items() if n and op != "collective_permute"}
     assert not others, f"uses {others}: a ring all-gather needs only ppermute"
     assert counts["collective_permute"] == p - 1, (

@@ -1,18 +1,22 @@
-"""Check a lesson's exercises: one line per exercise, each run in a process of its own.
+"""Check a lesson's exercises: one line each, decided where the learner's code never runs.
 
     python scripts/exercises.py                                  # every lesson with exercises
-    python scripts/exercises.py --lesson ID          # one lesson's scaffolds
-    python scripts/exercises.py --lesson ID --reference   # its own solutions
+    python scripts/exercises.py --lesson ID                      # one lesson's scaffolds
+    python scripts/exercises.py --lesson ID --reference          # its own solutions
+    python scripts/exercises.py --lesson ID --exercise NAME [--devices N]   # one of them
 
-The registry (lesson_code/lessons.toml) names each lesson's checks module (`exercises`)
-and its device count (`devices`): every exercise runs on that many logical CPU devices,
-set up before JAX starts, so an 8-device lesson's exercises see 8. Each runs in a child
-process (scripts/runners/exercise.py) with a time limit, and its verdict counts only when
-the child hands it back with this run's token: a `sys.exit` or `os._exit` in the
-learner's code, a crash, a syntax error or a run past the limit is that exercise's
-failure, in one line, and the others still run. Exit 0 when every exercise is ok, 1 while
-one is unfinished or wrong, 2 for a request that cannot work; Ctrl-C exits 130 and
-SIGTERM 143, with the running exercise's process stopped.
+The registry (lesson_code/lessons.toml) names each lesson's checks module (`exercises`),
+whose `EXERCISES` lists its exercises (lesson_code/exercise.py), and its device count
+(`devices`). For each exercise this process works out the right answer, then runs the
+learner's function in a child process (scripts/runners/exercise.py) on that many logical
+CPU devices, in a copy of lesson_code/ where the lesson's solutions and the checks'
+answers are stubs that raise. The child hands back only what the function produced; the
+comparison is made here. The child and all it starts run under limits on time, memory,
+output and processes, and are killed once the exercise is judged: a `sys.exit`, a crash,
+an endless loop or a process left behind is that exercise's failure, in one line, and the
+others still run. Exit 0 when every exercise is ok, 1 while one is unfinished or wrong, 2
+for a request that cannot work; Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129, with no
+exercise left running; a closed stdout (`| head -1`) ends the check with exit 141.
 """
 import sys
 from pathlib import Path
@@ -21,18 +25,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
-import json
+import importlib
 import os
-import secrets
 import signal
-import subprocess
+import traceback
 
-from scripts import ROOT
-from scripts.interrupts import Interrupted, stop_on_signals
+from lesson_code.exercise import SIGNALS, Exercise
+from scripts import display
+from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
+from scripts.judge_exercise import judge_exercise, one_line
+from scripts.learner_copy import ChecksError, stand_ins
 from scripts.lessons import RegistryError, load_lessons
+from scripts.runners.descendants import become_subreaper
+from scripts.scratch import scratch_folder
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
-MAX_RESULT_BYTES = 64 * 1024
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -44,120 +51,132 @@ def parse_args(argv):
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lesson", metavar="ID", help="one lesson (default: every lesson "
                         "whose registry entry names its exercises)")
+    parser.add_argument("--exercise", metavar="NAME", help="one exercise of --lesson")
     parser.add_argument("--reference", action="store_true",
                         help="check the lesson's own solutions instead of the scaffolds")
+    parser.add_argument("--devices", type=int, metavar="N",
+                        help="logical CPU devices for --exercise (default: the lesson's)")
     parser.add_argument("--time-limit", type=float, default=TIME_LIMIT_S, metavar="S",
                         help=f"seconds per exercise (default {TIME_LIMIT_S})")
-    if any(arg == "--devices" or arg.startswith("--devices=") for arg in argv):
-        parser.error("the checker runs each lesson on its own device count (`devices` in "
-                     "lesson_code/lessons.toml); drop --devices")
     args = parser.parse_args(argv)
+    if args.exercise is not None and args.lesson is None:
+        parser.error(f"--exercise {args.exercise} needs --lesson ID")
+    if args.devices is not None and args.exercise is None:
+        parser.error("--devices needs --exercise NAME: a lesson's exercises run on its own "
+                     "device count (`devices` in lesson_code/lessons.toml)")
+    if args.devices is not None and not 1 <= args.devices <= 256:
+        parser.error(f"--devices {args.devices} must be between 1 and 256; try --devices 4")
     if not 0 < args.time_limit <= 3600:
         parser.error(f"--time-limit {args.time_limit:g} must be between 0 and 3600 seconds; "
                      f"try --time-limit {TIME_LIMIT_S}")
     return args
 
 
-def exercise_names(lesson):
-    """The checks module's exercise names, read from its source: no import, no JAX."""
-    import ast
-    tree = ast.parse(lesson.path(lesson.exercises).read_text(encoding="utf-8"))
-    names = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Exercise" \
-                and node.args and isinstance(node.args[0], ast.Constant):
-            names.append(node.args[0].value)
-    return names
+# ------------------------------------------------------------- the lesson's checks --
 
-
-def child_environment(devices):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "XLA_"))}
-    return {**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": str(devices),
-            "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-
-
-def run_one(lesson, name, use_reference, time_limit):
-    """(ok, line) for one exercise, whatever its code does to its own process."""
-    token = secrets.token_hex(16)
-    read_end, write_end = os.pipe()
-    command = [sys.executable, "-m", "scripts.runners.exercise", lesson.exercises, name,
-               str(write_end), *(["--reference"] if use_reference else [])]
-    child = subprocess.Popen(command, cwd=ROOT, env=child_environment(lesson.devices),
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.PIPE, pass_fds=(write_end,),
-                             start_new_session=True, text=True)
-    os.close(write_end)
+def load_exercises(lesson):
+    """The checks module's EXERCISES. Imported here: it is the lesson's code, and the
+    learner's (the scaffolds) is imported only in the children."""
+    checks = display(lesson.path(lesson.exercises), lesson.root)
+    fix = "; fix the checks module (lesson_code/CONTRACT.md, \"Exercises\")"
     try:
-        try:
-            _, stderr = child.communicate(token + "\n", timeout=time_limit)
-        except subprocess.TimeoutExpired:
-            return False, f"wrong {name}: still running after {time_limit:g} s, stopped " \
-                "(an endless loop? a blocking call?)"
-        with os.fdopen(read_end, "rb") as result_pipe:
-            read_end = None
-            raw = result_pipe.read(MAX_RESULT_BYTES + 1)
-    finally:
-        if child.poll() is None:
-            os.killpg(child.pid, signal.SIGKILL)  # its session: the learner's children too
-            child.wait()
-        if read_end is not None:
-            os.close(read_end)
-    return judge(name, child.returncode, raw, token, stderr)
+        module = importlib.import_module(lesson.exercises)
+    except SyntaxError as error:
+        raise ChecksError(f"{checks}:{error.lineno}: {error.msg}{fix}") from None
+    except (Exception, SystemExit) as error:
+        frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+                  if Path(frame.filename).resolve() == lesson.path(lesson.exercises).resolve()]
+        where = f"{checks}:{frames[-1].lineno}" if frames else checks
+        raise ChecksError(f"{where}: {type(error).__name__}: {one_line(error)}{fix}") \
+            from None
+    exercises = getattr(module, "EXERCISES", None)
+    if not isinstance(exercises, list) or not exercises \
+            or not all(isinstance(exercise, Exercise) for exercise in exercises):
+        raise ChecksError(f"{checks}: EXERCISES must be a list of lesson_code.exercise."
+                          f"Exercise(...){fix}")
+    names = [exercise.name for exercise in exercises]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ChecksError(f"{checks}: two exercises are named {twice[0]}; rename one{fix}")
+    return exercises
 
 
-def judge(name, returncode, raw, token, stderr):
-    if not raw:
-        last = next((line for line in reversed((stderr or "").splitlines()) if line.strip()),
-                    "")
-        if returncode < 0:
-            how = f"was killed by {signal.Signals(-returncode).name}"
-        else:
-            how = f"ended with exit status {returncode}"
-        hint = "; remove the sys.exit / os._exit call" if returncode >= 0 and not last \
-            else (f": {last.strip()[:200]}" if last else "")
-        return False, f"wrong {name}: the exercise's process {how} before its check " \
-            f"finished{hint}"
-    try:
-        result = json.loads(raw[:MAX_RESULT_BYTES])
-        valid = result.get("token") == token and result.get("state") in (
-            "ok", "unfinished", "wrong") and isinstance(result.get("line"), str)
-    except (ValueError, AttributeError):
-        valid = False
-    if not valid:
-        return False, f"wrong {name}: its verdict did not come from the checker " \
-            "(tampered with); run the checker on an unmodified checks module"
-    return result["state"] == "ok", result["line"][:500]
+# ---------------------------------------------------------------- the command line --
+
+def stop_on_every_signal():
+    """SIGINT, SIGTERM and SIGHUP (a closed terminal) raise Interrupted, as
+    scripts/interrupts.py does for the first two; then the signals a scaffold's
+    run_checker held across its exec arrive."""
+    stop_on_signals()
+    raise_interrupted = signal.getsignal(signal.SIGTERM)
+
+    def on_signal(signum, frame):
+        for each in SIGNALS:  # the clean-up the first one starts runs to its end
+            signal.signal(each, signal.SIG_IGN)
+        raise_interrupted(signum, frame)
+
+    for signum in SIGNALS:
+        signal.signal(signum, on_signal)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
-def main(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        lessons = load_lessons()
-    except RegistryError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
+def choose(args):
+    """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
+    lessons = load_lessons()
     if args.lesson is not None and args.lesson not in lessons:
-        print(f"error: no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
-              f"--lesson {next(iter(lessons), 'ID')}", file=sys.stderr)
-        return 2
+        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
+                            f"--lesson {next(iter(lessons), 'ID')}")
     chosen = [lessons[args.lesson]] if args.lesson else list(lessons.values())
     chosen = [lesson for lesson in chosen if lesson.exercises]
     if not chosen:
-        print(f"error: {args.lesson or 'no lesson'} names no `exercises` module in "
-              f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)", file=sys.stderr)
-        return 2
-    stop_on_signals()
-    passed = True
+        raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "
+                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
+    picked = []
+    for lesson in chosen:
+        exercises = load_exercises(lesson)
+        raise_if_interrupted()  # JAX, imported with the checks, may have swallowed one
+        if args.exercise is not None:
+            exercises = [e for e in exercises if e.name == args.exercise]
+            if not exercises:
+                raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
+                                  f"--exercise {load_exercises(lesson)[0].name}")
+        picked.append((lesson, exercises))
+    return picked
+
+
+def check(args):
+    # The checks' own JAX (imported with them) never makes a device; the children get
+    # their settings from child_environment, and a stray value here must not break it.
+    for key in [key for key in os.environ if key.startswith(("JAX_", "XLA_"))]:
+        del os.environ[key]
     try:
-        for lesson in chosen:
-            for name in exercise_names(lesson):
-                ok, line = run_one(lesson, name, args.reference, args.time_limit)
+        picked = choose(args)
+        replaced = [(lesson, stand_ins(exercises, lesson.root)) for lesson, exercises in picked]
+    except (RegistryError, ChecksError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    become_subreaper()
+    passed = True
+    with scratch_folder("exercises") as scratch:
+        for (lesson, exercises), (_, stubs) in zip(picked, replaced):
+            for exercise in exercises:
+                ok, line = judge_exercise(exercise, lesson.root, scratch / lesson.id,
+                                          stubs, args.reference,
+                                          args.devices or lesson.devices, args.time_limit)
                 passed &= ok
-                print(line if len(chosen) == 1 else f"{lesson.id}: {line}", flush=True)
-    except Interrupted as stopped:
-        print(f"error: {stopped}; the running exercise was stopped", file=sys.stderr)
-        return stopped.exit_status
+                print(line if len(picked) == 1 else f"{lesson.id}: {line}", flush=True)
     return 0 if passed else 1
+
+
+def main(argv=None):
+    try:
+        stop_on_every_signal()  # a signal held since a scaffold's exec arrives here
+        return check(parse_args(sys.argv[1:] if argv is None else argv))
+    except Interrupted as stopped:
+        print(f"error: {stopped}; no exercise is left running", file=sys.stderr)
+        return stopped.exit_status
+    except BrokenPipeError:  # `| head -1` has all it wanted: stop, as SIGPIPE would
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing to flush
+        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

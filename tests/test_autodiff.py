@@ -9,6 +9,7 @@ something the new JAX no longer does. The lesson computes the same table itself
 (`collective_transposes`), checks the gradient values in NumPy, and the recording keeps it.
 """
 import json
+import re
 
 import jax
 import numpy as np
@@ -55,3 +56,34 @@ def test_the_recording_keeps_the_gradient_programs_collectives():
     data = json.loads((ROOT / "recordings" / f"{lesson.LESSON_ID}.cpu.json").read_text())
     recorded = data["data"]["autodiff"]
     assert (recorded["transposes"], recorded["trainingGradients"]) == (TRANSPOSES, TRAINING)
+
+
+# An answer block on a page (`??? success "..."`) and its indented body.
+ANSWER = re.compile(r'^\?\?\? success[^\n]*\n((?:(?: {4}[^\n]*)?\n)+)', re.MULTILINE)
+NOT_PROSE = re.compile(r"\{\{.*?\}\}|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", re.DOTALL)
+COLLECTIVE_WORDS = re.compile(r"\b(all-reduce|reduce-scatter|all-gather|dynamic-slice|"
+                              r"all-to-all|collective-permute|psum|psum_scatter|all_gather|"
+                              r"ppermute|no collective)\b", re.IGNORECASE)
+
+
+def answer_claims(body):
+    """An answer's claims, as a reader takes them: its first sentence, and every phrase
+    in bold; directives, code and formulas left out."""
+    prose = NOT_PROSE.sub("X", " ".join(body.split()))
+    first = re.split(r"(?<=[.!?])(?:\*\*)?\s", prose, maxsplit=1)[0]
+    return [first, *re.findall(r"\*\*(.+?)\*\*", prose)]
+
+
+def test_no_answer_names_what_a_program_runs_in_the_pages_own_words():
+    """Which collective a program runs is read from its lowered text when the lesson is
+    recorded; an answer that names one takes the name from the recording, so a JAX
+    that lowers otherwise changes the answer instead of contradicting it."""
+    typed = {}
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        for body in ANSWER.findall(page.read_text()):
+            for claim in answer_claims(body):
+                if found := COLLECTIVE_WORDS.findall(claim):
+                    typed.setdefault(page.relative_to(ROOT).as_posix(), []).append(found)
+    assert typed == {}, typed
+    assert answer_claims("    **A `psum`.** The {{ rec:a:b }}. No all-gather here.\n") \
+        == ["**A X.", "A X."]

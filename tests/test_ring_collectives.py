@@ -1,12 +1,9 @@
 """The ring built from ppermute: XLA's results on every shard, the NumPy simulator's
 schedule step by step, only ppermutes in the compiled program, its measured bytes in the
-four-process recording, and its exercise.
+four-process recording. Its exercise is checked in tests/test_exercises.py.
 """
 import json
-import os
 import re
-import subprocess
-import sys
 
 import jax
 import numpy as np
@@ -17,7 +14,7 @@ from conftest import SEED, recording_name
 from lesson_code import ring
 from lesson_code.ring_collectives import (AXIS, chunk_length, ring_all_gather,
                                           ring_programs, ring_reduce_scatter, xla_programs)
-from lesson_code.ring_exercises import collective_counts
+from lesson_code.ring_checks import collective_counts
 from scripts import ROOT
 
 RANKS = (2, 3, 4, 8)
@@ -190,43 +187,6 @@ def test_recorded_ring_sends_the_model_bytes_within_1_percent_at_1_mib(collectiv
     _, rows = ring_rows()
     ratios = rows[(collective, 2**20)]["observedOverModel"]
     assert all(1 <= ratio < 1.01 for ratio in ratios), ratios
-
-
-def run_exercises(*flags, devices="4"):
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("JAX_", "XLA_"))}
-    env["JAX_NUM_CPU_DEVICES"] = devices
-    return subprocess.run([sys.executable, "-m", "lesson_code.ring_exercises", *flags],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
-                          check=False)
-
-
-def test_exercise_scaffold_fails_with_one_line_naming_the_todo():
-    run = run_exercises()
-    assert run.returncode == 1
-    assert run.stdout.splitlines() == [(
-        "ring_all_gather: unfinished: TODO: f32[p, F/p] zeros with this device's "
-        "chunk in row r")]
-    assert "Traceback" not in run.stdout + run.stderr
-
-
-@pytest.mark.parametrize("devices", ["2", "8"])
-def test_exercise_reference_passes(devices):
-    run = run_exercises("--reference", "--devices", devices)
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout == f"ring_all_gather: passed on {devices} devices\n"
-
-
-def test_exercise_check_rejects_xla_all_gather_and_an_unfinished_ring():
-    from lesson_code.ring_exercises import check_ring_all_gather, failures
-
-    check_ring_all_gather(ring_all_gather)  # the reference, on all 8 test devices
-    with pytest.raises(AssertionError, match=r"^uses \{'all_gather': 1\}"):
-        check_ring_all_gather(lambda c: jax.lax.all_gather(c, AXIS, tiled=True))
-    with pytest.raises(AssertionError, match=r"^device \d holds wrong values in chunk"):
-        check_ring_all_gather(lambda c: ring_all_gather(c, steps=3))
-    [line] = failures(lambda c: c.reshape(5, 7))
-    assert line.startswith("ring_all_gather: fails with TypeError: cannot reshape")
 
 
 def test_what_the_page_says_about_the_measured_bytes_holds():
