@@ -36,7 +36,7 @@ from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signal
 from scripts.judge_exercise import judge_exercise, one_line
 from scripts.learner_copy import ChecksError, stand_ins
 from scripts.lessons import RegistryError, load_lessons
-from scripts.runners.descendants import become_subreaper
+from scripts.children import become_subreaper
 from scripts.scratch import scratch_folder
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code

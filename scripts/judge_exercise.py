@@ -8,7 +8,7 @@ reads that report as data (size-capped JSON), and the exercise's `compare` decid
 Limits: the child's own (memory, output: see the runner), a time limit, and a count of
 the processes below this one, polled; this process is their subreaper, so whatever the
 child starts, in a session of its own too, is killed and reaped before the next
-exercise (scripts/runners/descendants.py).
+exercise (scripts/children.py).
 """
 import json
 import os
@@ -21,8 +21,8 @@ import time
 from scripts.interrupts import raise_if_interrupted
 from scripts.learner_copy import learner_copy
 from scripts.runners import exercise as runner
-from scripts.runners.descendants import descendants, kill_everything_below
-from scripts.runners.processes import dies_with
+from scripts.children import descendants, kill_everything_below
+from scripts.children import dies_with
 
 MAX_PROCESSES = 16  # at once, below this one: the exercise's own and whatever it starts
 POLL_S = 0.1
