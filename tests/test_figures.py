@@ -611,3 +611,19 @@ def test_data_no_figure_claims_is_named_for_removal(tmp_path):
     lines = unclaimed_figures(LESSONS, tmp_path)
     assert [line.split(":")[0] for line in lines] == [f"figures/{ID}-retired.csv",
                                                       f"figures/{ID}-retired.json"]
+
+
+def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
+    from test_tpu_predictions import DATA as PREDICTIONS
+    from test_tpu_predictions import tpu_sweep_fixture
+
+    from scripts.figures import tpu_predictions
+
+    data, fixture = json.loads(PREDICTIONS.read_text()), tpu_sweep_fixture()
+    name, points = tpu_predictions.measured(data, fixture)
+    rows = tpu_predictions.rows(data, fixture)
+    assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
+    assert [(row["machine"], row["collective"], row["bytes"], row["measuredUs"],
+             row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
+        (name, collective, *point) for collective, drawn in points.items() for point in drawn]
+    assert any(row["part"] == "measured" for row in rows)
