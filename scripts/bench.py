@@ -139,11 +139,12 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             beside = {files.analysis("sweep"): ".analysis.json"}
 
             def place(path):
-                """Beside `out`: its analysis, its figure, and each figure variant with the
-                variant's own ending (sweep-dark.svg)."""
+                """Beside `out`: its analysis, its figure, each figure variant with the
+                variant's own ending (sweep-dark.svg), and the figure's data
+                (sweep.data.csv, sweep.data.json)."""
                 ending = beside.get(path) or next(
-                    variant.suffix for variant in VARIANTS[::-1]
-                    if path.endswith(f"{variant.suffix}.svg")) + ".svg"
+                    (variant.suffix + ".svg" for variant in VARIANTS[::-1]
+                     if path.endswith(f"{variant.suffix}.svg")), ".data" + Path(path).suffix)
                 return Path(out).with_name(Path(out).with_suffix("").name + ending)
 
             stage_derived(lesson, staging, arriving, {}, only_from=name, place=place)

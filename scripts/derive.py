@@ -1,4 +1,5 @@
-"""Every derived file of a lesson made from its recordings: analyses, then figures.
+"""Every derived file of a lesson made from its recordings: analyses, then figures and
+their data.
 
 One path for `record.py` (after a run, or `--render-only`) and `bench.py` (after the
 sweep): a recording about to land is passed in `arriving`, its text not yet moved into
@@ -78,6 +79,8 @@ def render(output, data, overlay=None):
     try:
         if output.variant is not None:  # a figure, in one of its drawings
             return kind.render(data, overlay, output.variant)
+        if output.overlay is not None:  # a figure's data, drawn with what it draws over
+            return kind.render(data, overlay)
         return kind.render(data)
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
         raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "

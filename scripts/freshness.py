@@ -7,8 +7,10 @@ JAX nor matplotlib.
 """
 from scripts import ROOT
 from scripts.hashes import changed_files, digest
-from scripts.outputs import (LockError, analysis_outputs, derived_outputs, figure_outputs,
-                             for_lesson, notebook_output, read_lock, recording_outputs)
+from scripts.figures.data import FORMATS
+from scripts.outputs import (LockError, analysis_outputs, derived_outputs,
+                             figure_data_outputs, figure_outputs, for_lesson, notebook_output,
+                             read_lock, recording_outputs)
 from scripts.recordings import RecordingError, load_recording
 
 
@@ -90,16 +92,18 @@ def unclaimed_recordings(lessons, root=ROOT):
 
 
 def unclaimed_figures(lessons, root=ROOT):
-    """A line for each SVG in figures/ that no lesson's figures (in any of their variants:
-    scripts/figures/variants.py) claim: the site serves every file there, so a figure
-    left over from a renamed kind or an older renderer would be published unchecked."""
-    claimed = {output.path for lesson in lessons.values() for output in figure_outputs(lesson)}
+    """A line for each SVG, CSV or JSON in figures/ that no lesson's figures (in any of
+    their variants: scripts/figures/variants.py) or their data claim: the site serves
+    every SVG there, so a figure left over from a renamed kind or an older renderer would
+    be published unchecked, and a figure's old data would sit beside it."""
+    claimed = {output.path for lesson in lessons.values()
+               for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
     folder = root / "figures"
     paths = sorted(folder.iterdir()) if folder.is_dir() else []
     return [problem(f"figures/{path.name}", "belongs to no figure of a lesson in "
                     "lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's "
                     "files)", f"git rm figures/{path.name}")
-            for path in paths if path.suffix.lower() == ".svg"
+            for path in paths if path.suffix.lower() in (".svg", *FORMATS)
             and f"figures/{path.name}" not in claimed]
 
 

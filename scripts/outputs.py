@@ -2,9 +2,9 @@
 
 Recordings carry their own inputs (`contentFiles`: the producing module's import closure
 and the pins), so a recording fetched from a TPU VM still says what it was made from.
-Analyses, figures and the notebook keep theirs in recordings/outputs.lock.json: an
-analysis is made from one recording, a figure from a recording or an analysis. Imports
-no JAX and no matplotlib.
+Analyses, figures, the figures' data and the notebook keep theirs in
+recordings/outputs.lock.json: an analysis is made from one recording, a figure and its
+data (CSV and JSON) from a recording or an analysis. Imports no JAX and no matplotlib.
 """
 import importlib
 import json
@@ -14,6 +14,7 @@ from functools import lru_cache
 from scripts import LOCK, REGISTRY, ROOT, display
 from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
+from scripts.figures.data import FORMATS, FigureDataKind, data_path
 from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
 from scripts.recordings import RECORD
 
@@ -243,8 +244,8 @@ def analysis_outputs(lesson):
 
 
 def derived_outputs(lesson):
-    """Analyses first, then figures: a figure may be drawn from an analysis."""
-    return [*analysis_outputs(lesson), *figure_outputs(lesson)]
+    """Analyses first, then figures and their data: a figure may be drawn from an analysis."""
+    return [*analysis_outputs(lesson), *figure_outputs(lesson), *figure_data_outputs(lesson)]
 
 
 # The command that remakes a hardware recording, by the variant its name carries.
@@ -294,6 +295,43 @@ def figure_outputs(lesson):
     if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing
         raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id}'s figures would write "
                          f"{', '.join(twice)} twice; rename the lesson's renderer module")
+    return outputs
+
+
+FIGURE_DATA_CODE = "scripts/figures/data.py"
+
+
+@dataclass(frozen=True)
+class FigureDataOutput(DerivedOutput):
+    """A figure's data, as CSV or JSON: its renderer's rows (scripts/figures/data.py),
+    drawn from the figure's own input, so that module's text is an input too."""
+    figure: str = ""  # the static light SVG it is the data of
+    recording: str | None = None  # the raw recording behind it; None: modelled, not measured
+
+    def current_inputs(self, root=ROOT):
+        return {**super().current_inputs(root),
+                **file_digests(import_closure(root / FIGURE_DATA_CODE, root), root)}
+
+
+def figure_data_outputs(lesson):
+    """Each figure's data: `figures/<name>.csv` and `.json` beside its SVG, one pair per
+    figure whatever its variants, from the same input its drawings are drawn from."""
+    files = for_lesson(lesson)
+    behind = {output.path: output.source for output in analysis_outputs(lesson)}
+    outputs = []
+    for kind in lesson.figures:
+        spec = KINDS[kind]  # figure_outputs names an unknown kind
+        figure, source = files.figure(spec), files.figure_input(spec)
+        overlay = files.figure_overlay(spec)
+        # An analysis' figure came from the analysis' recording; a lesson's data file
+        # (lesson_code/figures/) from no recording at all.
+        recording = behind.get(source, source if files.variant(source) else None)
+        about = (("figure", figure), ("drawnFrom", source), ("recording", recording),
+                 ("overlay", overlay))
+        outputs += [FigureDataOutput(data_path(figure, ending), source, spec.module_path(),
+                                     RENDER, kind=FigureDataKind(spec, ending, about),
+                                     overlay=overlay, figure=figure, recording=recording)
+                    for ending in FORMATS]
     return outputs
 
 

@@ -469,3 +469,161 @@ def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signat
     outputs = figure_outputs(lesson)
     assert [output.path for output in outputs] == drawings
     assert [output.variant for output in outputs] == list(VARIANTS[:len(drawings)])
+
+
+# --- each figure's data: the rows its renderer drew, as CSV and JSON (scripts/figures/data.py)
+
+import csv  # noqa: E402
+import io  # noqa: E402
+
+from scripts.derive import DeriveError  # noqa: E402
+from scripts.derive import render as derive_render  # noqa: E402
+from scripts.figures import FigureKind  # noqa: E402
+from scripts.figures import data as figure_data  # noqa: E402
+from scripts.freshness import unclaimed_figures  # noqa: E402
+from scripts.outputs import figure_data_outputs  # noqa: E402
+
+DATA = {output.path: output for lesson in LESSONS.values()
+        for output in figure_data_outputs(lesson)}
+
+
+def overlay_of(output):
+    return json.loads((ROOT / output.overlay).read_text()) \
+        if output.overlay and (ROOT / output.overlay).exists() else None
+
+
+def csv_rows(text):
+    """The CSV's rows, each cell read back as the JSON holds it (empty: None)."""
+    header, *rows = csv.reader(io.StringIO(text))
+    return header, rows
+
+
+def same_cell(text, value):
+    if value is None:
+        return text == ""
+    if isinstance(value, str):
+        return text == value
+    return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
+
+
+def test_every_figure_has_its_data_beside_it_each_locked():
+    assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
+                                  for path in STATIC_FIGURES for ending in (".csv", ".json"))
+    lock = read_lock()
+    for path in DATA:
+        assert lock[path]["sha256"] == digest_bytes((ROOT / path).read_text()), path
+
+
+@pytest.mark.parametrize("path", sorted(DATA))
+def test_the_committed_data_is_what_its_renderer_drew_from_its_input(path):
+    output = DATA[path]
+    made = output.kind.render(source(output), overlay_of(output))
+    assert (ROOT / path).read_text() == made, f"{path}: run python scripts/record.py " \
+                                              f"--render-only"
+
+
+@pytest.mark.parametrize("figure", STATIC_FIGURES)
+def test_the_csv_holds_the_json_s_rows_and_the_json_says_where_they_come_from(figure):
+    stem = figure.removesuffix(".svg")
+    data = json.loads((ROOT / f"{stem}.json").read_text())
+    header, rows = csv_rows((ROOT / f"{stem}.csv").read_text())
+    assert header == data["columns"]
+    assert len(rows) == len(data["rows"]) > 0
+    for text_row, row in zip(rows, data["rows"]):
+        assert len(text_row) == len(row)
+        assert all(same_cell(text, value) for text, value in zip(text_row, row)), (text_row, row)
+    output = DATA[f"{stem}.json"]
+    assert data["figure"] == figure and data["drawnFrom"] == output.source
+    assert data["recording"] == output.recording
+    assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
+
+
+def svg_texts(path):
+    """Every text a drawing prints, unescaped."""
+    import html
+
+    return {html.unescape(text).strip() for text in
+            re.findall(r"<text\b[^>]*>([^<]*)</text>", (ROOT / path).read_text())}
+
+
+def test_the_data_holds_the_numbers_the_seed_s_figures_print():
+    """Where a figure prints its values, its data rows are those values: the panels' bar
+    labels, the mechanism's cells, the TPU table's microseconds, a ring cell's numbers."""
+    def rows(name):
+        found = json.loads((ROOT / f"figures/{ID}{name}.json").read_text())
+        return [dict(zip(found["columns"], row)) for row in found["rows"]]
+
+    printed = svg_texts(f"figures/{ID}.svg")
+    assert {f"{row['value']:g}" for row in rows("")} <= printed
+    printed = svg_texts(f"figures/{ID}-mechanism.svg")
+    assert {value for row in rows("-mechanism") for value in row.values()} <= printed
+    printed = svg_texts(f"figures/{ID}-tpu-predictions.svg")
+    assert {f"{row['predictedUs']:,.1f} µs" for row in rows("-tpu-predictions")
+            if row["part"] == "table"} <= printed
+    printed = svg_texts(f"figures/{ID}-ring-reduce-scatter.svg")
+    held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
+    assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= printed
+
+
+def test_every_renderer_here_says_what_its_data_rows_are():
+    import importlib
+
+    for kind in {spec.renderer: spec for spec in KINDS.values()}.values():
+        module = importlib.import_module(kind.module)
+        assert callable(getattr(module, "rows", None)), kind.module
+        assert "Data rows" in module.__doc__, f"{kind.module}: its docstring names no rows"
+
+
+def test_a_renderer_without_rows_fails_in_one_line():
+    no_rows = FigureKind("svg", "recordings/{id}.cpu.json", "figures/x.svg")
+    kind = figure_data.FigureDataKind(no_rows, ".csv", ())
+    output = DATA[f"figures/{ID}.csv"]
+    with pytest.raises(DeriveError) as failure:
+        derive_render(type(output)(output.path, output.source, output.code, output.fix,
+                                   kind=kind), {})
+    assert str(failure.value) == (
+        f"figures/{ID}.csv: svg renderer failed on recordings/{ID}.cpu.json (ValueError: "
+        f"scripts/figures/svg.py has no rows(data): every figure's data (its CSV and JSON) "
+        f"is what that function returns); fix {output.code}")
+
+
+def test_rows_hold_text_numbers_and_none_only():
+    assert figure_data.table([{"a": 1, "b": "x"}, {"b": 2.5, "c": None}]) == (
+        ["a", "b", "c"], [[1, "x", None], [None, 2.5, None]])
+    assert type(figure_data.cell(np_float(3.0))) is float
+    for bad in (float("nan"), float("inf"), True, [1], {"a": 1}):
+        with pytest.raises(ValueError):
+            figure_data.cell(bad)
+    with pytest.raises(ValueError):
+        figure_data.table([])
+
+
+def np_float(value):
+    import numpy as np
+
+    return np.float32(value)
+
+
+def test_data_no_figure_claims_is_named_for_removal(tmp_path):
+    (tmp_path / "figures").mkdir()
+    for name in (f"{ID}-sweep.csv", f"{ID}-retired.csv", f"{ID}-retired.json", "notes.txt"):
+        (tmp_path / "figures" / name).write_text("x")
+    lines = unclaimed_figures(LESSONS, tmp_path)
+    assert [line.split(":")[0] for line in lines] == [f"figures/{ID}-retired.csv",
+                                                      f"figures/{ID}-retired.json"]
+
+
+def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
+    from test_tpu_predictions import DATA as PREDICTIONS
+    from test_tpu_predictions import tpu_sweep_fixture
+
+    from scripts.figures import tpu_predictions
+
+    data, fixture = json.loads(PREDICTIONS.read_text()), tpu_sweep_fixture()
+    name, points = tpu_predictions.measured(data, fixture)
+    rows = tpu_predictions.rows(data, fixture)
+    assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
+    assert [(row["machine"], row["collective"], row["bytes"], row["measuredUs"],
+             row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
+        (name, collective, *point) for collective, drawn in points.items() for point in drawn]
+    assert any(row["part"] == "measured" for row in rows)

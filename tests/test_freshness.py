@@ -14,7 +14,8 @@ import pytest
 from conftest import SEED, clean_env, each_lesson, module_file, project_copy
 from scripts import hashes
 from scripts.lessons import load_lessons
-from scripts.outputs import analysis_outputs, figure_outputs, lesson_command, notebook_output
+from scripts.outputs import (analysis_outputs, figure_data_outputs, figure_outputs, lesson_command,
+                             notebook_output)
 
 # The seed lesson: the tests below that follow its rank module, sweep, analyses and
 # mechanism table are about what it is made of; the others run for every lesson.
@@ -35,9 +36,11 @@ LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
 
 
 def drawings(figure):
-    """A figure and its variants (scripts/figures/variants.py): each a file of its own."""
-    return [f"{figure.removesuffix('.svg')}{suffix}.svg"
-            for suffix in ("", "-dark", "-narrow", "-narrow-dark")]
+    """A figure, its variants (scripts/figures/variants.py) and its data (CSV, JSON, drawn
+    by the same renderer from the same input): each a file of its own."""
+    return [f"{figure.removesuffix('.svg')}{suffix}"
+            for suffix in (".svg", "-dark.svg", "-narrow.svg", "-narrow-dark.svg", ".csv",
+                           ".json")]
 
 
 def edit(path, change):
@@ -128,10 +131,10 @@ def test_a_renderer_edit_asks_for_a_re_render_only(tree):
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
     edit(tree / "scripts" / "figures" / "svg.py", append_comment)
     lines = problems(tree)
-    # Every figure of every registered lesson, and nothing else.
+    # Every figure of every registered lesson and its data, and nothing else.
     assert {line.split(":")[0] for line in lines} == {
         output.path for lesson in load_lessons(tree).values()
-        for output in figure_outputs(lesson)}
+        for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
     assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
                for line in lines)
 

@@ -48,7 +48,8 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
             {k: v for k, v in before.items() if k.startswith(folder)}
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
     added = sorted(set(after) - set(before))
-    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.svg",
+    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
+                     "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
                      "recordings/psum-01.cpu.json"]
     # The seed lesson's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
@@ -203,5 +204,6 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
     renderer = edited / "lesson_code" / "psum_bars.py"
     renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
     check = run_record(edited, "--check")
-    assert check.stdout == ("figures/psum-01-psum-bars.svg: stale, lesson_code/psum_bars.py "
-                            "changed; run `python scripts/record.py --render-only`\n")
+    assert check.stdout == "".join(
+        f"figures/psum-01-psum-bars{ending}: stale, lesson_code/psum_bars.py changed; run "
+        f"`python scripts/record.py --render-only`\n" for ending in (".svg", ".csv", ".json"))

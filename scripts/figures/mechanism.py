@@ -4,6 +4,9 @@ The table and its prose belong to the lesson, in lesson_code/figures/<lesson>-me
 (a lesson that wants one adds its file there, nothing under scripts/). It is data, not an
 import of any lesson module: editing a caption redraws this figure and re-runs nothing.
 The narrow drawing is the same table at a phone's width, its text a little smaller.
+
+Data rows (rows(), the figure's CSV and JSON): the table's rows, one dict each, keyed by
+its headers (which must differ). Modelled, not measured: no run made them.
 """
 from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
@@ -34,6 +37,13 @@ def table_of(diagram):
             raise ValueError(f"every cell of `table` must be text of at most {MAX_CELL} "
                              f"characters, not {cell!r:.40}")
     return table
+
+
+def rows(diagram):
+    table = table_of(diagram)
+    if len(set(table["headers"])) < len(table["headers"]):
+        raise ValueError("`table` must have headers that differ: they name its data's columns")
+    return [dict(zip(table["headers"], row)) for row in table["rows"]]
 
 
 def render(diagram, variant=STATIC):

@@ -5,6 +5,9 @@ panel with several draws them side by side in each label's group, one colour per
 with a legend, so no series hides another. lesson_code/CONTRACT.md gives the format.
 The panels are one column already; the narrow drawing is the same column, narrower, with
 the text at sizes a phone shows at 9 px or more.
+
+Data rows (rows(), the figure's CSV and JSON): one per bar, `panel` (its title as drawn),
+`ylabel`, `series`, `label` (under the bar) and `value` (its height, printed above it).
 """
 import textwrap
 
@@ -15,12 +18,30 @@ from scripts.figures.variants import NARROW_IN, STATIC
 KINDS = ("bar",)
 
 
-def render(recording, variant=STATIC):
+def panels_of(recording):
+    """The recording's panels; ValueError for a kind of panel this renderer cannot draw."""
     panels = recording["data"]["panels"]
     for number, panel in enumerate(panels):
         if panel.get("kind", "bar") not in KINDS:
             raise ValueError(f"panel {number} is of kind {panel['kind']!r}; only "
                              f"{', '.join(KINDS)} panels are drawn (lesson_code/CONTRACT.md)")
+    return panels
+
+
+def panel_title(panel):
+    """The panel's own title, else its series' labels (one series: its label)."""
+    return panel.get("title", " vs ".join(series["label"] for series in panel["series"]))
+
+
+def rows(recording):
+    return [{"panel": panel_title(panel), "ylabel": panel["ylabel"], "series": series["label"],
+             "label": label, "value": value}
+            for panel in panels_of(recording) for series in panel["series"]
+            for label, value in zip(panel["labels"], series["y"])]
+
+
+def render(recording, variant=STATIC):
+    panels = panels_of(recording)
     # The lesson names its figure (lesson_code/CONTRACT.md); the renderer knows no lesson.
     title = recording["data"].get("panelsTitle", f"The panels of {recording['lessonId']}")
     palette = variant.palette
@@ -57,7 +78,7 @@ def one_series(ax, panel, colours=LIGHT.bars, font=10):
                   color=[colours[i % len(colours)] for i in range(len(series["y"]))],
                   width=0.6, label=series["label"])
     ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2)
-    ax.set_title(panel.get("title", series["label"]), loc="left", fontsize=font)
+    ax.set_title(panel_title(panel), loc="left", fontsize=font)
 
 
 def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
@@ -73,5 +94,4 @@ def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
                      fontsize=0.8 * font)
     ax.set_xticks(list(positions), panel["labels"])
     ax.legend(loc="upper right", fontsize=0.8 * font, frameon=False, ncols=min(count, 3))
-    ax.set_title(panel.get("title", " vs ".join(s["label"] for s in panel["series"])),
-                 loc="left", fontsize=font)
+    ax.set_title(panel_title(panel), loc="left", fontsize=font)

@@ -5,6 +5,13 @@ chunk at each step, and which ranks' contributions each copy sums. Nothing is si
 here, and nothing in it is measured. One figure per phase (ring_reduce_scatter.py and
 ring_all_gather.py are the renderers): each fits the page's content width at its own size,
 and its narrow drawing puts two ranks on a line, each step on two lines, for a phone.
+
+Data rows (rows(), the figure's CSV and JSON; phase_rows here): one per step, rank and
+chunk cell: `step` (0 is the start, then one per round of sends, as the figure counts
+them), `rank`, `chunk`, `sums` (whose contributions the copy sums, `0+3`; empty where
+the rank holds no copy), `value1`... (the copy's numbers, printed in the cell), `sentTo`
+and `arrivedFrom` (the rank this step sent that chunk to, or got it from). Simulated
+with NumPy, not measured.
 """
 import textwrap
 from dataclasses import dataclass
@@ -204,23 +211,45 @@ def note_lines(*sentences, chars=WIDE.note_chars):
     return [line for sentence in sentences for line in textwrap.wrap(sentence, chars)]
 
 
-def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
+def copy_values(trace, state):
+    """Each copy's example numbers, [rank][chunk] -> f32[n/p]."""
     p = trace["ranks"]
     contributions = np.asarray(trace["contributions"], dtype=np.float32)  # (p, n), n = 2p
-    n = contributions.shape[1]
     # The simulator records which contributions each copy sums; the example numbers of a
     # copy follow from that: the sum of those ranks' pieces of that chunk.
-    chunks = contributions.reshape(p, p, n // p)  # (p, n) -> (rank, chunk, n/p)
+    chunks = contributions.reshape(p, p, -1)  # (p, n) -> (rank, chunk, n/p)
+    return [[chunks[list(state[r][c]), c].sum(axis=0) for c in range(p)] for r in range(p)]
 
-    def values_of(state):
-        return [[chunks[list(state[r][c]), c].sum(axis=0) for c in range(p)] for r in range(p)]
 
+def phase_rows(recording, name):
+    """The data rows of one phase's figure (see the module's docstring)."""
+    trace = recording["data"]
+    p, found = trace["ranks"], []
+    for step, (_, state, sends) in enumerate(phases(trace)[name].rows):
+        values = copy_values(trace, state)
+        sent = {(src, chunk): dst for src, dst, chunk in sends}
+        got = {(dst, chunk): src for src, dst, chunk in sends}
+        for rank in range(p):
+            for chunk in range(p):
+                held = state[rank][chunk]
+                found.append({
+                    "step": step, "rank": rank, "chunk": chunk,
+                    "sums": "+".join(map(str, held)) if held else None,
+                    **{f"value{i}": float(v) if held else None
+                       for i, v in enumerate(values[rank][chunk], start=1)},
+                    "sentTo": sent.get((rank, chunk)), "arrivedFrom": got.get((rank, chunk))})
+    return found
+
+
+def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
+    p, n = trace["ranks"], len(trace["contributions"][0])
     fig = Figure(figsize=(layout.width, 1), facecolor=palette.paper)  # its height once drawn
     ax = fig.add_axes((0, 0, 1, 1))
     ax.axis("off")
     y = draw_header(ax, phase, p, layout, palette)
     for label, state, sends in phase.rows:
-        y = draw_row(ax, y + LINE, label, state, values_of(state), sends, p, layout, palette)
+        y = draw_row(ax, y + LINE, label, state, copy_values(trace, state), sends, p, layout,
+                     palette)
     # No-break spaces keep the list "[1, …, n]" on one line (textwrap breaks only at
     # ASCII whitespace).
     note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "

@@ -4,7 +4,12 @@ band) on the left and the time ratios the ring model predicts (2 and 1) on the r
 
 The programs, their labels and which are the ring come from the analysis, so the figure
 knows no lesson's collectives by name. The narrow drawing stacks the same panels in one
-column, each p's time panel above its ratio panel, under a one-column legend."""
+column, each p's time panel above its ratio panel, under a one-column legend.
+
+Data rows (rows(), the figure's CSV and JSON), per p (`ranks`): a `time` row per program
+and size S (`bytes`) with its `medianUs` and interval `lowUs`-`highUs` (the line and its
+band), and a `ratio` row per ratio and size with its `ratio` and the ring `model`'s value
+(the dotted line); `series` is the program's or the ratio's name, `label` its legend."""
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +62,23 @@ def series(analysis, ranks):
                 (row["bytes"], row["lowUs"], row["medianUs"], row["highUs"]))
     return {c: [np.array(col) for col in zip(*grouped[c])] for c in analysis["collectives"]
             if c in grouped}
+
+
+def rows(analysis):
+    found = []
+    for ranks in sorted({row["ranks"] for row in analysis["rows"]}):
+        for collective, columns in series(analysis, ranks).items():
+            found += [{"ranks": ranks, "panel": "time", "series": collective,
+                       "label": analysis["labels"][collective], "bytes": nbytes, "lowUs": low,
+                       "medianUs": median, "highUs": high}
+                      for nbytes, low, median, high in zip(*columns)]
+        ratios = analysis["ratios"]["byRanks"][str(ranks)]
+        for name, (label, _, _) in ratio_styles(analysis).items():
+            found += [{"ranks": ranks, "panel": "ratio", "series": name, "label": label,
+                       "bytes": nbytes, "ratio": ratio,
+                       "model": analysis["ratios"]["model"][name]}
+                      for nbytes, ratio in zip(ratios["bytes"], ratios.get(name, []))]
+    return found
 
 
 def log2_size_axis(ax, sizes, label_every, look):

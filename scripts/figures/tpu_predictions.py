@@ -8,6 +8,12 @@ time against size for both VMs, the latency floor and the size where bandwidth t
 over; with a TPU sweep, its p = 4 medians as markers and, under them, measured over
 predicted for the VM the recording ran on. The narrow drawing stacks the same parts for a
 phone: the table across the whole width, the chart, then its legend below it.
+
+Data rows (rows(), the figure's CSV and JSON), each with its `part` of the figure, its
+`machine` (VM) and `collective`: `table` (`bytes`, `predictedUs` as the table prints
+it), `curve` (each point of a model line), `crossover` (`bytes` where the VM turns
+bandwidth-bound, its dotted line) and, drawn over a TPU sweep, `measured` (`measuredUs`,
+the p = chips median, and `measuredOverPredicted`). Lines modelled, not measured.
 """
 import textwrap
 
@@ -30,19 +36,46 @@ WIDTH_IN = 7.2
 SMALL = 7.5
 
 
+# The collectives drawn: all-gather costs what reduce-scatter does, so it shares its line.
+DRAWN = ("reduce_scatter", "all_reduce")
+
+
+def table_cells(data):
+    """(VM, collective, its data rows at the table's sizes), one per table row."""
+    for name in data["machines"]:
+        for collective in DRAWN:
+            cells = {row["bytes"]: row for row in data["rows"]
+                     if row["machine"] == name and row["collective"] == collective}
+            yield name, collective, [cells[size] for size in data["sizes"]]
+
+
 def table_text(data, narrow=False):
     """Rows of the table, one per VM and collective: microseconds at each size (the row's
     name on two lines in the narrow drawing)."""
-    sizes = data["sizes"]
-    rows = [["", *(format_bytes(size) for size in sizes)]]
-    for name in data["machines"]:
-        for collective in ("reduce_scatter", "all_reduce"):
-            cells = {row["bytes"]: row for row in data["rows"]
-                     if row["machine"] == name and row["collective"] == collective}
-            label = f"{name}{chr(10) if narrow else ' '}{LABELS[collective]}" + (
-                " / all-gather" if collective == "reduce_scatter" else "")
-            rows.append([label, *(f"{cells[size]['predictedUs']:,.1f} µs" for size in sizes)])
+    rows = [["", *(format_bytes(size) for size in data["sizes"])]]
+    for name, collective, cells in table_cells(data):
+        label = f"{name}{chr(10) if narrow else ' '}{LABELS[collective]}" + (
+            " / all-gather" if collective == "reduce_scatter" else "")
+        rows.append([label, *(f"{cell['predictedUs']:,.1f} µs" for cell in cells)])
     return rows
+
+
+def rows(data, overlay=None):
+    found = [{"part": "table", "machine": name, "collective": collective,
+              "bytes": cell["bytes"], "predictedUs": cell["predictedUs"]}
+             for name, collective, cells in table_cells(data) for cell in cells]
+    found += [{"part": "curve", "machine": name, "collective": collective, "bytes": size,
+               "predictedUs": us}
+              for name in data["machines"] for collective in DRAWN
+              for size, us in data["curve"][name][collective]]
+    found += [{"part": "crossover", "machine": name, "bytes": machine["crossoverBytes"]}
+              for name, machine in data["machines"].items()]
+    if overlay is not None:
+        name, points = measured(data, overlay)
+        found += [{"part": "measured", "machine": name, "collective": collective,
+                   "bytes": nbytes, "measuredUs": median, "measuredOverPredicted": ratio}
+                  for collective, drawn in points.items() for nbytes, median, ratio in drawn]
+    return found
 
 
 def machine_of(data, recording):
@@ -80,7 +113,7 @@ def measured(data, recording):
 def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
     colours = [palette.series[i] for i in VM_SERIES]
     for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), colours)):
-        for collective, style in (("reduce_scatter", "-"), ("all_reduce", "--")):
+        for collective, style in zip(DRAWN, ("-", "--")):
             sizes, times = zip(*data["curve"][name][collective])
             ax.plot(sizes, times, style, color=colour, linewidth=1.6,
                     label=f"{name}: {LABELS[collective]}"

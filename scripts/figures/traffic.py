@@ -4,6 +4,10 @@ Drawn from `data.traffic` (XLA's collectives, carried by gloo) and `data.ringTra
 ring built from ppermute) of <lesson>.cpu-processes.json; nothing is run. One panel per
 gradient size; in each, a pair of groups per collective: gloo's algorithm, then the ring.
 The narrow drawing is the same two panels on a phone's width, the long labels on two lines.
+
+Data rows (rows(), the figure's CSV and JSON): one per dot, `gradientBytes` (the panel),
+`collective`, `algorithm` (`gloo` or `ring`), `rank`, `observedBytes` (what that rank
+sent per call, the dot), `modelBytes` (the dashed ring model) and `calls` (averaged over).
 """
 import textwrap
 
@@ -50,6 +54,20 @@ def groups_of(data, size):
                        if r["collective"] == collective and r["gradientBytes"] == size)
             found.append((collective, key, row))
     return found
+
+
+def sizes_of(data):
+    """The gradient sizes, one panel each, smallest first."""
+    return sorted({row["gradientBytes"] for row in data["traffic"]})
+
+
+def rows(recording):
+    data = recording["data"]
+    return [{"gradientBytes": size, "collective": collective, "algorithm": key, "rank": rank,
+             "observedBytes": observed, "modelBytes": row["modelBytesPerRank"],
+             "calls": row["calls"]}
+            for size in sizes_of(data) for collective, key, row in groups_of(data, size)
+            for rank, observed in enumerate(row["observedBytesPerRank"])]
 
 
 def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
@@ -122,7 +140,7 @@ def render(recording, variant=STATIC):
 
 
 def draw(data, palette=LIGHT, narrow=False):
-    sizes = sorted({row["gradientBytes"] for row in data["traffic"]})
+    sizes = sizes_of(data)
     first = data["traffic"][0]
     ranks, calls = len(first["observedBytesPerRank"]), first["calls"]
     ink, small = palette.ink, 7 if narrow else SMALL

@@ -9,7 +9,8 @@ pages/page_language.py, registered in mkdocs.yml; these events do what only mkdo
   one, or a stale one this machine can remake, stops the build with one line each, and
   the page language is handed what was loaded.
 - on_serve: a failed rebuild under `mkdocs serve` keeps the last good site.
-- on_files: figures/ and each lesson's downloads are served from the site itself.
+- on_files: figures/, each lesson's downloads, and each figure's data and recording are
+  served from the site itself.
 - on_page_markdown: each lesson page ends with its downloads.
 
 The build reads recordings; it never imports JAX and never runs lesson code.
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from scripts import FIGURES, ROOT
 from scripts.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
+from scripts.pages.figure_data import served_files
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.pages.sources import load_sources
 
@@ -98,10 +100,12 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, and each lesson's program and exercise scaffold, from the site."""
+    """Serve figures/, each lesson's program and exercise scaffold, and what the figures'
+    data lines link to, from the site."""
     paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
+    paths += served_files(loaded(config).lessons, ROOT)  # what figures' data lines link to
     for path in paths:
         files.append(File(path, str(ROOT), config["site_dir"], config["use_directory_urls"]))
     return files

@@ -53,6 +53,9 @@
   (the theme writes the light scheme into the page) sees it as before. A browser fetches
   only the image it shows: the other palette's is lazy and not displayed, and a
   `<picture>` loads one source.
+- Under every figure of a lesson, a line links its data (CSV, JSON) and says where and
+  when it was recorded (pages/figure_data.py): the build writes it for each figure the
+  page shows, from the registry and the recordings, so no page types one.
 """
 import itertools
 import posixpath
@@ -63,8 +66,10 @@ from mkdocs.exceptions import PluginError
 
 from scripts.figures.variants import BY_SUFFIX, NARROW_MEDIA
 from scripts.pages.api_links import with_api_links
+from scripts.pages.figure_data import data_line
 from scripts.pages.layout import (may_overflow_a_phone, needs_full_width, table_names,
                                   text_of, with_named_math_headers)
+from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 
 HIGHLIGHT = re.compile(r'<div class="highlight"')
 HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
@@ -187,8 +192,19 @@ def sized_linked_image(match, page, files):
     return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")
 
 
+def figure_data_line(image, page, files, config):
+    """The data line under a figure (pages/figure_data.py); "" for any other image."""
+    source = SOURCE.search(image)
+    figure = figure_file(source.group(1), page, files) \
+        if source and "://" not in source.group(1) else None
+    if figure is None:
+        return ""
+    return data_line(figure.src_uri, page.url, config["mdx_configs"][PAGE_LANGUAGE]["sources"])
+
+
 def on_page_content(html, page, config, files):
-    html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files), html)
+    html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files)
+                              + figure_data_line(m.group(2), page, files, config), html)
     html = with_named_tables(html, page)
     html = with_api_links(html)
     html = HIGHLIGHT_BLOCK.sub(with_defines_line, html)

@@ -1,0 +1,95 @@
+"""The data behind a figure, as CSV and JSON: the rows its renderer drew.
+
+Every renderer has, beside `render`, a `rows(data)` (`rows(data, overlay)` for a kind
+with an overlay) that returns what the drawing plots, one dict per row, read by the same
+helpers the drawing uses, so the data a reader downloads is the picture's. A figure
+`figures/<name>.svg` has `figures/<name>.csv` and `figures/<name>.json` beside it, each a
+derived file like the drawings (scripts/outputs.py declares them, `--render-only` remakes
+them, `--check` names a stale one), and the page shows links to both under the figure
+(scripts/pages/figure_data.py). Imports neither matplotlib nor a renderer until a table
+is made, so declaring the outputs stays cheap.
+"""
+import csv
+import importlib
+import io
+import json
+import math
+from dataclasses import dataclass
+
+# The two files of a figure's data, by their ending.
+FORMATS = (".csv", ".json")
+
+
+def data_path(figure_path, ending):
+    """figures/x.svg -> figures/x.csv (or .json)."""
+    return figure_path.removesuffix(".svg") + ending
+
+
+def cell(value):
+    """A row's value as JSON and CSV both hold it: text, a whole number, a finite float,
+    or None (empty in the CSV); a NumPy scalar as its Python number."""
+    value = value.item() if hasattr(value, "item") else value
+    if value is None or isinstance(value, str) or (isinstance(value, int)
+                                                   and not isinstance(value, bool)):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return value
+    raise ValueError(f"a data row holds {value!r:.40}; rows hold text, numbers and None")
+
+
+def table(rows):
+    """(columns, rows as lists): the columns in the order the rows first name them."""
+    if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) for r in rows):
+        raise ValueError("rows() must return a non-empty list of dicts")
+    columns = list(dict.fromkeys(name for row in rows for name in row))
+    return columns, [[cell(row.get(name)) for name in columns] for row in rows]
+
+
+def csv_text(columns, rows):
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    # repr keeps every digit of a float (json writes the same), so a CSV cell read back
+    # with float() is the JSON's number exactly.
+    writer.writerows([["" if v is None else repr(v) if isinstance(v, float) else v
+                       for v in row] for row in rows])
+    return out.getvalue()
+
+
+def json_text(about, columns, rows):
+    """`about` (where the rows come from), the columns, then one row a line: small, and
+    a diff of two recordings' data reads row by row."""
+    fields = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
+              for k, v in {**about, "columns": columns}.items()]
+    lines = ",\n".join(f"  {json.dumps(row, ensure_ascii=False)}" for row in rows)
+    return "{\n" + ",\n".join([*fields, f' "rows": [\n{lines}\n ]']) + "\n}\n"
+
+
+@dataclass(frozen=True)
+class FigureDataKind:
+    """How one data file of a figure is made: its renderer's rows, in one format."""
+    figure: object  # the FigureKind (scripts/figures/__init__.py)
+    ending: str  # ".csv" or ".json"
+    about: tuple  # (key, value) pairs the JSON opens with: the figure and its sources
+
+    @property
+    def renderer(self):
+        return self.figure.renderer
+
+    def rows(self, data, overlay=None):
+        """The renderer's rows; ValueError (one line) when the renderer has no rows()."""
+        module = importlib.import_module(self.figure.module)
+        if not callable(getattr(module, "rows", None)):
+            raise ValueError(f"{self.figure.module_path()} has no rows(data): every figure's "
+                             f"data (its CSV and JSON) is what that function returns")
+        found = module.rows(data) if self.figure.overlay is None else module.rows(data, overlay)
+        return table(found)
+
+    def render(self, data, overlay=None):
+        columns, rows = self.rows(data, overlay)
+        if self.ending == ".csv":
+            return csv_text(columns, rows)
+        about = dict(self.about)
+        if overlay is None:
+            about.pop("overlay", None)  # drawn without it: the JSON does not name it
+        return json_text(about, columns, rows)

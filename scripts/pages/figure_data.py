@@ -1,0 +1,97 @@
+"""Under every figure on a page: its data, and where and when that data was recorded.
+
+One line, made by the build for each registered figure a page shows (pages/markup.py
+calls `data_line`), nothing typed on a page: links to the figure's CSV and JSON
+(scripts/figures/data.py: the rows its renderer drew), then what its raw recording's
+header says: the platform and the devices or processes, the day, the JAX version and the
+recording's code digest (its `contentHash`; a recording holds no git commit, and the line
+says so), linked to the recording itself. A figure drawn from a lesson's own data file
+(a model, not a run) says "modelled, not measured" and links to that file; one drawn
+from a simulation, "simulated with NumPy, not measured". The line stays out of the search
+index: every page's reader downloads the index, and the line matches nothing one types.
+
+The site serves what the lines link to (`served_files`, pages/hooks.py on_files).
+"""
+import html
+import posixpath
+
+from scripts.outputs import figure_data_outputs, stem_source
+from scripts.pages.recorded_text import human_date
+from scripts.pages.recording_views import machine_label
+
+# The digest's first characters, enough to tell two recordings' code apart on a page.
+DIGEST_CHARS = 8
+
+
+def figure_data(lessons):
+    """{figure's static SVG path: (its CSV output, its JSON output)} of every lesson."""
+    found = {}
+    for lesson in lessons.values():
+        for output in figure_data_outputs(lesson):
+            found.setdefault(output.figure, []).append(output)
+    return {figure: tuple(outputs) for figure, outputs in found.items()}
+
+
+def served_files(lessons, root):
+    """Every file a data line links to that exists: the data files, the recordings and
+    the lesson data files the figures are drawn from, relative to the repository root."""
+    paths = {path for pair in figure_data(lessons).values() for output in pair
+             for path in (output.path, output.recording or output.source, output.overlay)
+             if path}
+    return sorted(path for path in paths if (root / path).is_file())
+
+
+def count_words(numbers):
+    """[2, 4, 8] -> "2, 4 and 8"."""
+    words = [str(number) for number in numbers]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def ran_on(recording):
+    """"CPU · 4 devices", "CPU · 4 processes"; a sweep, which has one device count per
+    row and none in its header, names the counts its rows hold."""
+    env = recording["environment"]
+    if "deviceCount" in env:
+        return machine_label(recording)
+    ranks = sorted({row["ranks"] for row in recording.get("rows", [])})
+    return env["backend"].upper() + (f" · {count_words(ranks)} devices" if ranks else "")
+
+
+def recorded(recording):
+    """What the header says, in the words of the recordings' tabs (pages/recording_views)."""
+    env = recording["environment"]
+    what = ("simulated with NumPy, not measured, on" if recording["kind"] == "simulation"
+            else "recorded on")
+    return (f"{what} {ran_on(recording)} · {human_date(recording['generatedAt'])} · "
+            f"JAX {env['jax']} · code digest {recording['contentHash'][:DIGEST_CHARS]} "
+            f"(no commit recorded)")
+
+
+def data_line(figure, page_url, sources):
+    """The line's HTML for the figure at `figure` (its static SVG, relative to the
+    repository root), or "" for an image no lesson's figures claim."""
+    outputs = figure_data(sources.lessons).get(figure)
+    if outputs is None:
+        return ""
+    base = page_url if page_url.endswith("/") else posixpath.dirname(page_url)
+    by_path = {stem_source(stem): recording for stem, recording in sources.recordings.items()}
+
+    def link(path, text):
+        href = html.escape(posixpath.relpath(path, base or "."))
+        return f'<a href="{href}">{text}</a>'
+
+    def file_link(path):
+        return link(path, f"<code>{html.escape(posixpath.basename(path))}</code>")
+
+    csv, data = outputs
+    line = f"Data: {link(csv.path, 'CSV')}, {link(data.path, 'JSON')}, from "
+    if data.recording is None:
+        line += f"{file_link(data.source)}: modelled, not measured"
+    else:
+        through = " (through its analysis)" if data.source != data.recording else ""
+        line += (f"{file_link(data.recording)}{through}, "
+                 f"{html.escape(recorded(by_path[data.recording]))}")
+    if data.overlay in by_path:  # a hardware run drawn over the model
+        line += (f"; its markers from {file_link(data.overlay)}, "
+                 f"{html.escape(recorded(by_path[data.overlay]))}")
+    return f'<span class="figure-data" data-search-exclude>{line}</span>'
