@@ -493,7 +493,11 @@ def test_300_mb_on_stderr_stop_at_the_output_limit_and_the_checker_never_holds_t
     lines, checker_peak, _ = bounded
     assert lines["zero_accounting"] == ("wrong zero_accounting: its stderr reached the 1 MiB "
                                         "output limit and was cut there; print less")
-    assert checker_peak < 300_000_000, checker_peak
+    # The checker computes the answers itself, so JAX is in its memory: 170-450 MB seen,
+    # by load and by how much the compiler cached. Holding the 300 MB it was sent took
+    # 878 MB (05c3190, where the checker read the stream whole); cutting it keeps the peak
+    # where JAX alone puts it, far below that.
+    assert checker_peak < 650_000_000, checker_peak
 
 
 def test_allocating_2_5_gb_is_over_the_memory_limit(bounded):
