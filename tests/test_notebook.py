@@ -6,7 +6,7 @@ import nbformat
 from nbclient import NotebookClient
 
 from conftest import ROOT, SEED, each_lesson
-from scripts.runners.notebook import build_notebook, source_blocks, stdout_of
+from scripts.runners.notebook import build_notebook, source_blocks, stdout_of, teaching_blocks
 
 
 def committed(lesson):
@@ -86,3 +86,16 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     assert set(headings) - page_headings == {"Set up the devices and run everything"}
     # The steps keep the page's titles.
     assert "Step 1 · Configure four logical devices" in headings
+
+
+# ---------------------------------------------------------------- cutting the cells --
+
+def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
+    """A section's local variable `main` is not the module's `def main()` (argparse): only
+    the module-level names a section reads keep a helper in the notebook."""
+    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
+              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
+                     "\n\ndef helper(x):\n    return x")]
+    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
+    assert "def helper" in kept
+    assert "def main" not in kept and "argparse" not in kept

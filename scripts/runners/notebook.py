@@ -9,6 +9,7 @@ The `if __name__ == "__main__"` guard is left out (a notebook's __name__ is "__m
 import ast
 import hashlib
 import re
+import symtable
 from importlib.metadata import version
 
 MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]\s*$")
@@ -54,7 +55,15 @@ def defined_names(statement):
 
 
 def used_names(code):
-    return {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+    """The module-level names `code` reads, in any of its scopes: a function's parameters
+    and local variables are not among them, so a local named `main` keeps no `def main()`."""
+    names, tables = set(), [symtable.symtable(code, "<section>", "exec")]
+    while tables:
+        table = tables.pop()
+        names |= {symbol.get_name() for symbol in table.get_symbols()
+                  if symbol.is_referenced() and symbol.is_global()}
+        tables += table.get_children()
+    return names
 
 
 def top_level_statements(code):
