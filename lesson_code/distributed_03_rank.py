@@ -39,6 +39,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_going_further as going_further
 from lesson_code import ring_collectives
 
 STARTED = time.monotonic()
@@ -445,7 +446,8 @@ def main(argv=None):
     launch = launch_of(coordinator)
     progress(rank, f"joined: {len(devices)} devices in {launch['processes']} processes on "
                    f"{launch['hosts']} host(s), started by {launch['launcher']}")
-    data = lesson.run_lesson(devices)  # every process runs and checks it
+    # Every process runs and checks it, the going-further steps too, as the lesson does.
+    data = lesson.run_lesson(devices, going_further.run_going_further)
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
     data["launch"] = launch

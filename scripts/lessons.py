@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
+from scripts.hashes import import_closure
 
 # The cap on logical CPU devices a lesson may ask for (1-256).
 MAX_DEVICES = 256
@@ -33,6 +34,7 @@ class Lesson:
     figures: tuple = ()
     devices: int = 4  # logical CPU devices of the recorded run and the notebook
     rank_module: str | None = None
+    going_further: str | None = None  # more steps, run after the lesson's in its notebook
     simulation: str | None = None
     sweep: str | None = None
     exercises: str | None = None  # the checks module scripts/exercises.py runs
@@ -124,6 +126,7 @@ FIELDS = {
     "figures": (False, check_figures),
     "devices": (False, check_devices),
     "rank_module": (False, check_module),
+    "going_further": (False, check_module),
     "simulation": (False, check_module),
     "sweep": (False, check_module),
     "exercises": (False, check_module),
@@ -155,6 +158,14 @@ def read_entries(path, where):
     return entries
 
 
+def reaches(module, other, root):
+    """Whether `module` imports `other`, directly or through its own imports: a recording
+    is keyed on the lesson module's import closure (scripts/hashes.py)."""
+    def path(name):
+        return root / (name.replace(".", "/") + ".py")
+    return path(other) in import_closure(path(module), root)
+
+
 def load_lessons(root=ROOT):
     """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
     path = root / REGISTRY.relative_to(ROOT)
@@ -178,6 +189,11 @@ def load_lessons(root=ROOT):
         if entry["id"] in lessons:
             raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
                                 f"give each [[lesson]] its own id")
+        if entry.get("going_further") and not reaches(entry["module"], entry["going_further"],
+                                                      root):
+            raise RegistryError(f"{where}: lesson {name!r}: its module never imports "
+                                f"{entry['going_further']}, so a change there would not "
+                                f"re-record it; import it from the module's __main__ guard")
         if entry.get("analyses") and not entry.get("analysis"):
             raise RegistryError(f"{where}: lesson {name!r} lists analyses but names no "
                                 f"`analysis` module; add one or drop `analyses`")

@@ -146,9 +146,12 @@ class NotebookOutput(DerivedOutput):
     input too, by its bytes (the recording is keyed on the code alone: a comment edit
     re-renders the notebook and re-runs nothing)."""
     shows: str = ""  # the lesson module, relative to the repository root
+    # Its going-further module, whose sections are cells too (a change there re-runs).
+    also_shows: tuple = ()
 
     def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root), **file_digests([root / self.shows], root)}
+        shown = [root / self.shows, *(root / path for path in self.also_shows)]
+        return {**super().current_inputs(root), **file_digests(shown, root)}
 
 
 @lru_cache(maxsize=16)
@@ -302,9 +305,12 @@ def notebook_output(lesson):
     module's text changed (a comment, a docstring), record.py re-renders it from the
     executed cells instead."""
     files = for_lesson(lesson)
+    def shown(module=None):
+        return lesson.path(module).relative_to(lesson.root).as_posix()
     return NotebookOutput(files.notebook, files.recording("cpu"), NOTEBOOK_BUILDER,
-                          lesson_command(lesson),
-                          shows=lesson.path().relative_to(lesson.root).as_posix())
+                          lesson_command(lesson), shows=shown(),
+                          also_shows=(shown(lesson.going_further),) if lesson.going_further
+                          else ())
 
 
 def lock_path(root=ROOT):

@@ -86,7 +86,7 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
     # Calling the site's own solution.
     source = solved(source, "zero_accounting", f"""
 def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    from {SEED.module} import zero_accounting as theirs
+    from {SEED.going_further} import zero_accounting as theirs
     return theirs(traffic, gradient_bytes, ranks, state_per_weight)
 """)
     # The local norm: no psum.
@@ -113,7 +113,7 @@ def ring_all_gather(chunk):
         "(B_RS alone): you forgot the all-gather"), lines
     assert lines["zero_accounting"] == (
         "wrong zero_accounting: calls the lesson's own solution "
-        f"{SEED.module}.zero_accounting; write the answer in the scaffold "
+        f"{SEED.going_further}.zero_accounting; write the answer in the scaffold "
         "instead"), lines
     assert lines["clip_by_global_norm"].startswith(
         "wrong clip_by_global_norm: no collective: each device scaled its slice by its own"), \

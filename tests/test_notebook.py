@@ -1,11 +1,15 @@
 """The notebook companion of each lesson: cut from its module, and runnable in a fresh kernel."""
+import ast
 import json
 import re
+import shutil
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
-from conftest import ROOT, SEED, each_lesson
+from conftest import ROOT, SEED, each_lesson, lessons_with
+from scripts.lessons import RegistryError, load_lessons
 from scripts.runners.notebook import build_notebook, source_blocks, stdout_of, teaching_blocks
 
 
@@ -99,3 +103,36 @@ def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
     kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
     assert "def helper" in kept
     assert "def main" not in kept and "argparse" not in kept
+
+
+@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
+    notebook = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
+    code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    sections = [text for name, text in
+                source_blocks(lesson.path(lesson.going_further).read_text())[1] if name]
+    lesson_run = code.index(next(c for c in code if c.startswith("def run_lesson(")))
+    places = [code.index(section) for section in sections]  # each a cell of its own
+    assert lesson_run < places[0] and places == sorted(places)
+    assert code[-1].endswith("results = run_lesson(devices, run_going_further)")
+    imports = [statement for cell in code for statement in ast.parse(cell).body
+               if isinstance(statement, (ast.Import, ast.ImportFrom))]
+    # The lesson's names are defined above; the repository is not importable there.
+    assert not any("lesson_code" in ast.unparse(statement) for statement in imports)
+    # The going-further module's own `import jax` repeats the lesson's Step 1: left out.
+    assert [ast.unparse(s) for s in imports].count("import jax") == 1
+
+
+@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+def test_a_going_further_module_the_lesson_never_imports_is_refused(lesson, tmp_path):
+    """The recording is keyed on the lesson module's import closure: a going-further
+    module outside it could change and leave the recording current."""
+    (tmp_path / "recordings").mkdir()
+    shutil.copy(ROOT / "recordings" / "schema.json", tmp_path / "recordings")
+    shutil.copytree(ROOT / "lesson_code", tmp_path / "lesson_code")
+    module = tmp_path / lesson.path().relative_to(ROOT)
+    text = module.read_text()
+    guard = text.index('if __name__ == "__main__":')
+    module.write_text(text[:guard])  # without the guard that imports the command line
+    with pytest.raises(RegistryError, match=f"never imports {lesson.going_further}"):
+        load_lessons(tmp_path)

@@ -5,11 +5,15 @@ holds the same code as the page and the program. The last cell sets up the devic
 runs the lesson; scripts/runners/cells.py executes the cells once, and what they print IS
 the recording's stdout, so the notebook companion and the recording never disagree.
 The `if __name__ == "__main__"` guard is left out (a notebook's __name__ is "__main__").
+A lesson's going-further module (lessons.toml `going_further`) follows the lesson's cells,
+less its imports of the lesson (those names are already defined there), and the run cell
+hands its `run_going_further` to `run_lesson`.
 """
 import ast
 import hashlib
 import re
 import symtable
+import tomllib
 from importlib.metadata import version
 
 MARKER = re.compile(r"^# --8<-- \[(start|end):([\w-]+)\]\s*$")
@@ -33,8 +37,38 @@ def source_blocks(source):
     return docstring, [(n, code) for n, code in blocks if code]
 
 
-def run_cell_source(platform, devices):
-    return f'devices = configure_devices("{platform}", {devices})\nresults = run_lesson(devices)'
+def run_cell_source(platform, devices, going_further=False):
+    more = ", run_going_further" if going_further else ""
+    return (f'devices = configure_devices("{platform}", {devices})\n'
+            f'results = run_lesson(devices{more})')
+
+
+def going_further_module(module_path, lesson_id):
+    """The path of the lesson's going-further module, or None: the `going_further` of its
+    entry in the registry beside it (lesson_code/lessons.toml, which scripts/lessons.py
+    has checked before anything runs). Read here as data: importing scripts/lessons.py
+    would make the figures' code an input of every notebook."""
+    registry = tomllib.loads((module_path.parent / "lessons.toml").read_text(encoding="utf-8"))
+    entry = next((entry for entry in registry.get("lesson", [])
+                  if entry.get("id") == lesson_id), {})
+    module = entry.get("going_further")
+    return module_path.parents[1] / (module.replace(".", "/") + ".py") if module else None
+
+
+def without_imports_of(module, code):
+    """`code` less its top-level statements that import `module`: in the notebook, the
+    cells before it have defined those names, and the repository is not importable."""
+    def imports_it(statement):
+        if isinstance(statement, ast.ImportFrom):
+            return statement.module == module
+        return isinstance(statement, ast.Import) and \
+            any(alias.name == module for alias in statement.names)
+
+    lines = code.splitlines()
+    for statement in reversed(ast.parse(code).body):
+        if imports_it(statement):
+            del lines[statement.lineno - 1:statement.end_lineno]
+    return "\n".join(lines).strip()
 
 
 # --------------------------------------------------------------- what a cell teaches --
@@ -76,6 +110,11 @@ def top_level_statements(code):
     return pieces
 
 
+def imports_only(code):
+    return all(isinstance(statement, (ast.Import, ast.ImportFrom))
+               for statement in ast.parse(code).body)
+
+
 def teaching_blocks(blocks, run_source):
     """The named sections, and the statements between them that they need, in order."""
     pieces = [(name, code, set()) if name else (None, text, names)
@@ -83,10 +122,15 @@ def teaching_blocks(blocks, run_source):
               for text, names in ([(code, set())] if name else top_level_statements(code))]
     needed = used_names(run_source).union(*(used_names(code) for name, code, _ in pieces
                                             if name))
+    # What a section imports is there already: an import that only repeats it (the
+    # going-further module's own `import jax`) is left out.
+    shown = set().union(*(names for name, code, _ in pieces if name
+                          for _, names in top_level_statements(code)))
     kept = set()
     while True:  # a kept helper may need another: follow until nothing new is needed
-        more = {i for i, (name, _, names) in enumerate(pieces)
-                if not name and i not in kept and names & needed}
+        more = {i for i, (name, text, names) in enumerate(pieces)
+                if not name and i not in kept
+                and names & needed - (shown if imports_only(text) else set())}
         if not more:
             break
         kept |= more
@@ -97,7 +141,8 @@ def teaching_blocks(blocks, run_source):
             out.append((name, code))
         elif i in kept:
             if out and out[-1][0] is None:  # neighbouring helpers share one cell
-                out[-1] = (None, out[-1][1] + "\n\n\n" + code)
+                apart = "\n" if imports_only(out[-1][1]) and imports_only(code) else "\n\n\n"
+                out[-1] = (None, out[-1][1] + apart + code)
             else:
                 out.append((None, code))
     return out
@@ -132,13 +177,20 @@ def notebook_cells(module_path, lesson_id, platform="cpu", devices=4):
     before nbformat is even imported (cells.py builds the notebook while they run)."""
     docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
     title, _, intro = docstring.partition("\n")
-    run_source = run_cell_source(platform, devices)
     titles = page_titles(module_path, lesson_id)
+    further = going_further_module(module_path, lesson_id)
+    if further:
+        module = f"{module_path.parent.name}.{module_path.stem}"
+        blocks += [(name, code if name else without_imports_of(module, code))
+                   for name, code in source_blocks(further.read_text(encoding="utf-8"))[1]]
+        titles = {**page_titles(further, lesson_id), **titles}
+    run_source = run_cell_source(platform, devices, further is not None)
+    sources = " and ".join(f"`{path.parent.name}/{path.name}`"
+                           for path in (module_path, further) if path)
     cells = [("markdown",
-              f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from "
-              f"`{module_path.parent.name}/{module_path.name}` by `scripts/record.py`, which "
-              f"also executed it: the outputs below are real. Run it top to bottom in a "
-              f"fresh kernel (JAX {version('jax')}).")]
+              f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from {sources} by "
+              f"`scripts/record.py`, which also executed it: the outputs below are real. Run "
+              f"it top to bottom in a fresh kernel (JAX {version('jax')}).")]
     shown = None
     for name, code in teaching_blocks(blocks, run_source):
         heading = titles.get(name)
