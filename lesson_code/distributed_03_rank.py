@@ -32,7 +32,7 @@ from functools import partial
 import jax
 import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_going_further as going_further
@@ -185,7 +185,7 @@ def measure_traffic(devices, calls, coordinator_port):
     be zero, which shows that dispatching a call sends nothing the rows would include.
     """
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     rows, sent = [], []
     for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
         x, y, w = place_unchecked(mesh, problem)
@@ -216,7 +216,7 @@ def measure_ring_traffic(devices, calls, coordinator_port):
     describes, so here (p - 1)/p * G per rank per phase is a prediction to test.
     """
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     ring = ring_collectives.ring_programs(mesh)
     rows, sent = [], []
     for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
@@ -262,7 +262,7 @@ def rounds_programs(devices):
     """gloo's three collectives and the ppermute ring's, compiled for the mesh of
     `devices`, each with its argument: {(algorithm, collective): (program, args)}."""
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     values = np.arange(ranks * ROUNDS_GRADIENT_FLOATS, dtype=np.float32) % 7 - 3  # f32[p*F]
     g_locals = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("data")),
                                             lambda index: values[index])
@@ -310,7 +310,7 @@ def measure_rounds(devices, blocks=ROUNDS_BLOCKS, samples=ROUNDS_SAMPLES):
 
 def gradient_by_rank(devices):
     """Each process's own copy of the all-reduced lesson gradient, stacked by rank."""
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     problem = lesson.make_problem(len(devices))
     programs = lesson.build_programs(mesh, problem.n_total)
     replicated = programs.all_gradient(*lesson.place(mesh, problem))
