@@ -13,6 +13,16 @@ device's own shard.
 LESSON_ID = "distributed-03"
 
 # --8<-- [start:configure_devices]
+import warnings
+
+# First, before JAX is imported: a deprecated JAX call then stops the program with an error
+# that names it, instead of working until the JAX release that removes it. Python charges
+# a warning to the module whose line made the call, so this holds the lesson's code (run
+# as a script or a notebook it is __main__) and JAX's own to it; other libraries'
+# deprecations stay warnings.
+warnings.filterwarnings("error", category=DeprecationWarning,
+                        module=r"(jax|lesson_code)\b|__main__")
+
 import jax
 import numpy as np
 from jax.sharding import AxisType, NamedSharding, PartitionSpec as P

@@ -29,15 +29,16 @@ import time
 import zlib
 from functools import partial
 
-import jax
-import numpy as np
-from jax.experimental import multihost_utils
-from jax.sharding import NamedSharding, PartitionSpec as P
-
+# The lesson first: it makes JAX's deprecations errors before JAX is imported (its Step 1).
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_going_further as going_further
 from lesson_code import ring_collectives
 from lesson_code.tcp_bytes import bytes_sent_over, coordinator_connection
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 STARTED = time.monotonic()
 

@@ -20,7 +20,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import PUBLISHED_SEED, ROOT, clean_env
+from conftest import PUBLISHED_SEED, ROOT, clean_env, project_copy, run_record
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_cli as cli
 from lesson_code import distributed_03_exercises as exercises
@@ -677,3 +677,51 @@ def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps
                                                                 skip_main_guard=False)
     assert "lesson_code.distributed_03" in imported_modules(GOING_FURTHER_FILE)
     assert cli.lesson is lesson and cli.going_further.place is lesson.place
+
+
+# ---------------------------------------------------------- JAX's deprecations --
+
+DEPRECATED_CALL = """
+import sys, warnings
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("always")  # every warning shown, as a notebook kernel shows them
+from lesson_code import distributed_03 as lesson  # its first step adds its filter
+import jax
+
+lesson.configure_devices("cpu", 2)
+# Another library's deprecation, charged to its own module: a warning still.
+with warnings.catch_warnings(record=True) as seen:
+    exec("import warnings; warnings.warn('old', DeprecationWarning)",
+         {"__name__": "ipykernel.kernelbase"})
+print("others:", [str(w.message) for w in seen])
+# A deprecated JAX call from a lesson line (`with mesh:`, in JAX 0.10): an error.
+with lesson.data_mesh(jax.devices()):
+    pass
+"""
+
+
+def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warnings():
+    run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT)], cwd=ROOT,
+                         env=lesson_env(), capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1
+    assert run.stdout == "others: ['old']\n"
+    assert run.stderr.strip().splitlines()[-1] == (
+        "DeprecationWarning: `with mesh:` context manager has been deprecated. Please use "
+        "`with jax.set_mesh(mesh):` instead.")
+
+
+def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(tmp_path):
+    """What CI sees after a JAX upgrade deprecates a call the lesson makes: record.py stops,
+    in one line naming the call, and writes nothing."""
+    root = project_copy(tmp_path / "repo")
+    lesson_file = root / LESSON_FILE.relative_to(ROOT)
+    text = lesson_file.read_text()
+    step = "    mesh = data_mesh(devices)\n"
+    assert text.count(step) == 1
+    lesson_file.write_text(text.replace(step, step + "    with mesh:  # deprecated in JAX 0.10\n"
+                                                     "        pass\n"))
+    run = run_record(root, "--lesson", "distributed-03")
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 1 and len(errors) == 1, run.stderr[-3000:]
+    assert "DeprecationWarning: `with mesh:` context manager has been deprecated" in errors[0]
+    assert "nothing was written" in errors[0]
