@@ -254,10 +254,11 @@ def interleaved_samples(programs, blocks=7, samples=5):
     return timed, order
 
 
-# 21 blocks of 5 calls: the middle of 21 per-block medians brackets the median with 96 %
-# confidence (order statistics), and the run on 4 processes, which times the same gloo
-# collectives again, can tell its own noise from an effect only with enough blocks of
-# each kind (content review H1). 105 calls per program take about a second.
+# 21 blocks of 5 calls: the 6th and the 16th of the 21 block medians bracket the median
+# with 97 % confidence if the blocks are independent draws (order statistics), and the
+# run on 4 processes, which times the same gloo collectives again, needs that many
+# blocks of each kind to tell its own noise from an effect. 105 calls per program take
+# about a second.
 TIMING_BLOCKS, TIMING_SAMPLES = 21, 5
 
 

@@ -123,7 +123,7 @@ def training_gradients(mesh, problem):
 
 
 # --8<-- [start:autodiff_check]
-# What the installed JAX's transpose rules say (jax/_src/lax/parallel.py): a psum's
+# What the installed JAX's transpose rules say (_src/lax/parallel.py in JAX's source): a psum's
 # cotangent is already invariant (pvary: nothing to send), psum_scatter transposes to
 # all_gather, all_gather to psum_scatter, and all_gather(to="invarying") to a
 # dynamic_slice of the cotangent, which sends nothing.

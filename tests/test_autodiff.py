@@ -1,6 +1,6 @@
 """What each collective transposes to under jax.grad, written here from the installed JAX.
 
-The table below was read from `jax/_src/lax/parallel.py` (JAX 0.10.2): the transpose rule
+The table below was read from `_src/lax/parallel.py` in JAX 0.10.2: the transpose rule
 of `reduce_scatter_p` binds `all_gather`, that of `all_gather_p` binds `psum_scatter`,
 `all_gather_invariant_p`'s takes a `dynamic_slice_in_dim` of the cotangent, and a `psum`
 of a varying value is invariant, so its cotangent only needs a `pvary` (no communication).
