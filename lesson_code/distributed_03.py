@@ -429,10 +429,11 @@ def run_lesson(devices, going_further=None):
 
 
 if __name__ == "__main__":
-    # The command line (--platform, --devices, --data-out, one-line errors) is no step of
-    # the lesson: distributed_03_cli.py holds it, and imports this file as a module. This
-    # file alone (downloaded, run as a script) runs the lesson on 4 logical CPU devices.
+    # Run alone (the page's download), this file runs the lesson on 4 logical CPU devices.
+    # `python -m lesson_code.distributed_03` hands over to its command line (--platform,
+    # --devices, --data-out, one-line errors), which is no step of the lesson and imports
+    # this file as a module: named here, not imported, the lesson needs no other file.
     if __package__:
-        from lesson_code.distributed_03_cli import main
-        raise SystemExit(main())
+        import importlib
+        raise SystemExit(importlib.import_module(f"{__package__}.distributed_03_cli").main())
     run_lesson(configure_devices())

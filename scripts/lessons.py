@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
-from scripts.hashes import import_closure
 
 # The cap on logical CPU devices a lesson may ask for (1-256).
 MAX_DEVICES = 256
@@ -158,14 +157,6 @@ def read_entries(path, where):
     return entries
 
 
-def reaches(module, other, root):
-    """Whether `module` imports `other`, directly or through its own imports: a recording
-    is keyed on the lesson module's import closure (scripts/hashes.py)."""
-    def path(name):
-        return root / (name.replace(".", "/") + ".py")
-    return path(other) in import_closure(path(module), root)
-
-
 def load_lessons(root=ROOT):
     """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
     path = root / REGISTRY.relative_to(ROOT)
@@ -189,11 +180,6 @@ def load_lessons(root=ROOT):
         if entry["id"] in lessons:
             raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
                                 f"give each [[lesson]] its own id")
-        if entry.get("going_further") and not reaches(entry["module"], entry["going_further"],
-                                                      root):
-            raise RegistryError(f"{where}: lesson {name!r}: its module never imports "
-                                f"{entry['going_further']}, so a change there would not "
-                                f"re-record it; import it from the module's __main__ guard")
         if entry.get("analyses") and not entry.get("analysis"):
             raise RegistryError(f"{where}: lesson {name!r} lists analyses but names no "
                                 f"`analysis` module; add one or drop `analyses`")

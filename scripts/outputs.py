@@ -146,7 +146,9 @@ class NotebookOutput(DerivedOutput):
     input too, by its bytes (the recording is keyed on the code alone: a comment edit
     re-renders the notebook and re-runs nothing)."""
     shows: str = ""  # the lesson module, relative to the repository root
-    # Its going-further module, whose sections are cells too (a change there re-runs).
+    # Its going-further module, whose sections are cells too. The lesson module does not
+    # import it, so the CPU recording's inputs miss it: its change makes this stale, and
+    # record.py then re-runs the lesson, which records both.
     also_shows: tuple = ()
 
     def current_inputs(self, root=ROOT):

@@ -24,6 +24,7 @@ from conftest import PUBLISHED_SEED, ROOT, clean_env, project_copy, run_record
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_cli as cli
 from lesson_code import distributed_03_exercises as exercises
+from scripts.hashes import import_closure
 
 LESSON_CODE = ROOT / "lesson_code"
 LESSON_FILE = LESSON_CODE / "distributed_03.py"
@@ -659,24 +660,14 @@ def test_the_lesson_file_is_the_steps_its_pages_show():
     assert len(shown) >= 0.85 * len(code), f"{len(shown)} of {len(code)} lines shown"
 
 
-def imported_modules(path, skip_main_guard=True):
-    """The modules `path` imports at run time, less (by default) its __main__ guard's."""
-    tree = ast.parse(path.read_text())
-    body = [node for node in tree.body if not (
-        skip_main_guard and isinstance(node, ast.If) and "__main__" in ast.unparse(node.test))]
-    return {alias.name if isinstance(node, ast.Import) else node.module
-            for top in body for node in ast.walk(top)
-            if isinstance(node, (ast.Import, ast.ImportFrom))
-            for alias in (node.names if isinstance(node, ast.Import) else [None])}
-
-
 def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
-    assert not any(name.startswith("lesson_code") for name in imported_modules(LESSON_FILE))
-    # Only its __main__ guard hands over, to the command line, which imports the others.
-    assert "lesson_code.distributed_03_cli" in imported_modules(LESSON_FILE,
-                                                                skip_main_guard=False)
-    assert "lesson_code.distributed_03" in imported_modules(GOING_FURTHER_FILE)
+    """The lesson file imports no other file of this repository (so the page offers it
+    as running on its own); the command line and the going-further steps import it."""
+    assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
+    guard = LESSON_FILE.read_text().split('if __name__ == "__main__":')[1]
+    assert "distributed_03_cli" in guard  # `python -m` hands over to it, by name
     assert cli.lesson is lesson and cli.going_further.place is lesson.place
+    assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
 
 
 # ---------------------------------------------------------- JAX's deprecations --
