@@ -10,46 +10,22 @@ device's own shard.
     python -m lesson_code.distributed_03 --devices 8        # any p from 1 to 256
     python -m lesson_code.distributed_03 --platform tpu     # the physical chips
 """
-import argparse
-import errno
-import json
-import os
-import platform as host_platform
-import signal
-import stat
-import sys
-
 LESSON_ID = "distributed-03"
-# The most logical CPU devices the program will make. The problem grows with p (4p x 2p):
-# 512 devices still pass in ~7 s, but at 1024 the float32 sums of 1024 shares drift past
-# the checks' tolerance and start-up alone takes half a minute.
-MAX_CPU_DEVICES = 256
-
-
-def environment_problem(environ):
-    """Why `import jax` would fail in this environment, or None.
-
-    JAX parses JAX_NUM_CPU_DEVICES when it is imported, so a value that is not a whole
-    number ends in a traceback from inside that import, before main() can say anything.
-    """
-    value = environ.get("JAX_NUM_CPU_DEVICES")
-    try:
-        int("0" if value is None else value)
-    except ValueError:
-        return (f"JAX_NUM_CPU_DEVICES={value!r} is not a whole number, and JAX reads it "
-                f"on import; run `unset JAX_NUM_CPU_DEVICES` (--devices sets the count)")
-    return None
-
-
-# On import, before `import jax` below, which would otherwise end this process in a traceback.
-if environment_problem(os.environ):
-    print(f"error: {environment_problem(os.environ)}", file=sys.stderr)
-    sys.exit(2)
 
 # --8<-- [start:configure_devices]
+import warnings
+
+# First, before JAX is imported: a deprecated JAX call then stops the program with an error
+# that names it, instead of working until the JAX release that removes it. Python charges
+# a warning to the module whose line made the call, so this holds the lesson's code (run
+# as a script or a notebook it is __main__) and JAX's own to it; other libraries'
+# deprecations stay warnings.
+warnings.filterwarnings("error", category=DeprecationWarning,
+                        module=r"(jax|lesson_code)\b|__main__")
+
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 
 def configure_devices(platform="cpu", count=4):
@@ -88,6 +64,19 @@ def make_problem(ranks):
     y = x @ np.linspace(-0.4, 0.3, f, dtype=np.float32)
     w = np.linspace(0.1, -0.2, f, dtype=np.float32)
     return Problem(x, y, w)
+
+
+def data_mesh(devices):
+    """One mesh axis, 'data', over the devices in the order of the chips' ring.
+
+    jax.make_mesh orders TPU chips so that neighbours on the axis are neighbours on the
+    interconnect: on a 2x2 slice 0, 1, 3, 2, where jax.devices() order would make two of
+    the ring's four hops diagonal. On CPU it keeps the order given. The axis is Auto, as
+    in a plain Mesh: the collectives are written by hand inside shard_map, and outside it
+    the compiler places the arrays.
+    """
+    return jax.make_mesh((len(devices),), ("data",), axis_types=(AxisType.Auto,),
+                         devices=devices)
 
 
 def place(mesh, problem):
@@ -265,10 +254,11 @@ def interleaved_samples(programs, blocks=7, samples=5):
     return timed, order
 
 
-# 21 blocks of 5 calls: the middle of 21 per-block medians brackets the median with 96 %
-# confidence (order statistics), and the run on 4 processes, which times the same gloo
-# collectives again, can tell its own noise from an effect only with enough blocks of
-# each kind (content review H1). 105 calls per program take about a second.
+# 21 blocks of 5 calls: the 6th and the 16th of the 21 block medians bracket the median
+# with 97 % confidence if the blocks are independent draws (order statistics), and the
+# run on 4 processes, which times the same gloo collectives again, needs that many
+# blocks of each kind to tell its own noise from an effect. 105 calls per program take
+# about a second.
 TIMING_BLOCKS, TIMING_SAMPLES = 21, 5
 
 
@@ -300,142 +290,6 @@ def sharded_momentum(mesh, programs, problem, g_slices):
     assert_matches(new_v, expected_v, slice_len=problem.w.size // len(mesh.devices))
     return updated
 # --8<-- [end:momentum]
-
-
-# --8<-- [start:autodiff_transposes]
-import jax.numpy as jnp
-
-# Each collective is linear, so its gradient is its transpose: the gradient of
-# <c, collective(v)> with respect to v is transpose(collective)(c). Each entry is the
-# per-device function, where its input lives and where its output lives.
-COLLECTIVES_UNDER_GRAD = {
-    "psum": (lambda v: jax.lax.psum(v, "data"), P("data"), P()),
-    "psum_scatter": (lambda v: jax.lax.psum_scatter(v, "data", tiled=True),
-                     P("data"), P("data")),
-    "all_gather": (lambda s: jax.lax.all_gather(s, "data", tiled=True),
-                   P("data"), P("data")),
-    "all_gather_invarying": (
-        lambda s: jax.lax.all_gather(s, "data", tiled=True, to="invarying"),
-        P("data"), P()),
-}
-
-
-def gradient_program(mesh, name):
-    """jit(grad of <c, collective(v)>) for one collective, as a function of (v, c)."""
-    per_device, in_spec, out_spec = COLLECTIVES_UNDER_GRAD[name]
-    forward = jax.shard_map(per_device, mesh=mesh, in_specs=in_spec, out_specs=out_spec)
-    return jax.jit(jax.grad(lambda v, c: jnp.vdot(forward(v), c)))
-
-
-def lowered_ops(program, *args):
-    """Collectives, and dynamic_slice, that the lowered program asks for."""
-    text = str(program.lower(*args).compiler_ir(dialect="stablehlo"))
-    ops = ("all_reduce", "reduce_scatter", "all_gather", "dynamic_slice")
-    return sorted(op for op in ops if f"stablehlo.{op}" in text)
-
-
-def collective_transposes(mesh, features):
-    """What the gradient of each collective runs, with its values checked in NumPy."""
-    p = mesh.devices.size
-    stacked = np.arange(p * features, dtype=np.float32)  # p partial vectors, end to end
-    whole = np.arange(features, dtype=np.float32)  # one vector, split into p slices
-    # (input, cotangent c, the gradient worked out by hand)
-    cases = {
-        # every device's input reached the one summed result: each gets c back whole
-        "psum": (stacked, whole + 1, np.tile(whole + 1, p)),
-        "psum_scatter": (stacked, whole + 1, np.tile(whole + 1, p)),
-        # p varying copies came from each slice: the gradient sums them, slice by slice
-        "all_gather": (whole, stacked + 1, (stacked + 1).reshape(p, -1).sum(axis=0)),
-        # one invariant result: each slice takes its own part of c, nothing is summed
-        "all_gather_invarying": (whole, whole + 1, whole + 1),
-    }
-    transposes = {}
-    for name, (v, c, expected) in cases.items():
-        _, in_spec, out_spec = COLLECTIVES_UNDER_GRAD[name]
-        # The gradient has the input's layout, c the output's: placed like the batch.
-        v = jax.device_put(v, NamedSharding(mesh, in_spec))
-        c = jax.device_put(c, NamedSharding(mesh, out_spec))
-        program = gradient_program(mesh, name)
-        assert_matches(program(v, c), expected)
-        transposes[name] = lowered_ops(program, v, c)
-    return transposes
-# --8<-- [end:autodiff_transposes]
-
-
-# --8<-- [start:autodiff_training]
-def local_loss(x_block, y_block, w, n_total):
-    """This device's share of mean((Xw - y)^2); the shares sum to the global loss."""
-    residual = x_block @ w - y_block
-    return jnp.sum(residual * residual) / n_total
-
-
-def data_parallel_grad(x_block, y_block, w, n_total):
-    # w is invariant (the same on every device) and meets varying rows, so JAX inserts
-    # a pvary; the transpose of pvary is a psum: autodiff writes the all-reduce.
-    return jax.grad(local_loss, argnums=2)(x_block, y_block, w, n_total)
-
-
-def sharded_weights_grad(x_block, y_block, w_slice, n_total, to="varying"):
-    """ZeRO-3 / FSDP: weights stored as slices, gathered for the forward pass."""
-    def loss(w_slice):
-        w = jax.lax.all_gather(w_slice, "data", tiled=True, to=to)
-        return local_loss(x_block, y_block, w, n_total)
-    return jax.grad(loss)(w_slice)
-
-
-def training_gradients(mesh, problem):
-    """Three ways to differentiate the lesson's loss; each checked against NumPy."""
-    batch = (P("data"), P("data"))
-    programs = {
-        "replicated_weights": jax.shard_map(
-            partial(data_parallel_grad, n_total=problem.n_total), mesh=mesh,
-            in_specs=(*batch, P()), out_specs=P()),
-        "sharded_weights": jax.shard_map(
-            partial(sharded_weights_grad, n_total=problem.n_total), mesh=mesh,
-            in_specs=(*batch, P("data")), out_specs=P("data")),
-        "sharded_weights_invarying": jax.shard_map(
-            partial(sharded_weights_grad, n_total=problem.n_total, to="invarying"),
-            mesh=mesh, in_specs=(*batch, P("data")), out_specs=P("data")),
-    }
-    expected = reference_gradient(problem)
-    ops = {}
-    for name, program in programs.items():
-        program = jax.jit(program)
-        args = place(mesh, problem)
-        assert_matches(program(*args), expected)
-        ops[name] = lowered_ops(program, *args)
-    return ops
-# --8<-- [end:autodiff_training]
-
-
-# --8<-- [start:autodiff_check]
-# What the installed JAX's transpose rules say (jax/_src/lax/parallel.py): a psum's
-# cotangent is already invariant (pvary: nothing to send), psum_scatter transposes to
-# all_gather, all_gather to psum_scatter, and all_gather(to="invarying") to a
-# dynamic_slice of the cotangent, which sends nothing.
-EXPECTED_TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"],
-                       "all_gather": ["reduce_scatter"],
-                       "all_gather_invarying": ["dynamic_slice"]}
-# The training gradients hold their forward gather too; the rest is the backward pass.
-EXPECTED_TRAINING = {"replicated_weights": ["all_reduce"],
-                     "sharded_weights": ["all_gather", "reduce_scatter"],
-                     "sharded_weights_invarying": ["all_gather", "all_reduce",
-                                                   "dynamic_slice"]}
-
-
-def autodiff_collectives(mesh, problem):
-    """The lowered gradient programs' collectives, asserted and printed once."""
-    transposes = collective_transposes(mesh, problem.w.size)
-    training = training_gradients(mesh, problem)
-    assert transposes == EXPECTED_TRANSPOSES, transposes
-    assert training == EXPECTED_TRAINING, training
-    words = {name: hlo_names(ops) for name, ops in training.items()}
-    print("Gradient programs run:", words)
-    return {"transposes": transposes, "trainingGradients": training,
-            # the page shows one value per directive: the same lists, as words
-            "transposeWords": {name: hlo_names(ops) for name, ops in transposes.items()},
-            "trainingWords": words}
-# --8<-- [end:autodiff_check]
 
 
 # --8<-- [start:make_it_yours]
@@ -475,46 +329,6 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
 # --8<-- [end:transfer_budget]
 
 
-# --8<-- [start:zero_accounting]
-def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    """Per-rank bytes of each ZeRO stage: sent per step (ring model, and measured in the
-    four-process run's traffic rows) and kept between steps (weights, gradient, state)."""
-    # One step of each stage, as the collectives it runs on the whole gradient (G bytes).
-    # ZeRO-1 shards the optimizer state, ZeRO-2 the gradient too, ZeRO-3 (FSDP) the
-    # weights too: gathered for the forward pass and, freed after it, again for backward.
-    stages = {"data_parallel": ("all_reduce",),
-              "zero_1": ("reduce_scatter", "all_gather"),
-              "zero_2": ("reduce_scatter", "all_gather"),
-              "zero_3": ("all_gather", "all_gather", "reduce_scatter")}
-    G, shard = gradient_bytes, gradient_bytes // ranks
-    kept = {"data_parallel": G + G + state_per_weight * G,  # weights, gradient, state
-            "zero_1": G + G + state_per_weight * shard,
-            "zero_2": G + shard + state_per_weight * shard,
-            "zero_3": shard + shard + state_per_weight * shard}
-    measured = {row["collective"]: row["observedBytesPerRank"] for row in traffic
-                if row["gradientBytes"] == gradient_bytes}
-    model = ring_payload_bytes(gradient_bytes, ranks)
-    return [{"stage": stage, "model_sent_bytes": sum(model[c] for c in collectives),
-             "measured_sent_bytes": [sum(measured[c][r] for c in collectives)
-                                     for r in range(ranks)],
-             "kept_bytes": kept[stage]}
-            for stage, collectives in stages.items()]
-# --8<-- [end:zero_accounting]
-
-
-# --8<-- [start:clipping]
-def clip_by_global_norm(g_slice, max_norm):
-    """Per device: scale this slice so that the WHOLE gradient's norm is at most max_norm.
-
-    The norm is of the whole vector, but each device holds one slice: sum the squares
-    locally, then one scalar psum (4 bytes, not the gradient) gives every device the total.
-    """
-    squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")
-    scale = jnp.minimum(1.0, max_norm / jnp.sqrt(squares))
-    return g_slice * scale
-# --8<-- [end:clipping]
-
-
 # --8<-- [start:figure_data]
 def figure_panels(local_sizes, payload):
     """Bar data: values stored per device (observed) and bytes per rank (modelled)."""
@@ -529,6 +343,10 @@ def figure_panels(local_sizes, payload):
                            payload["reduce_scatter"] + payload["all_gather"]]}]},
     ]
 # --8<-- [end:figure_data]
+
+
+import os
+import platform as host_platform
 
 
 def host_load():
@@ -553,10 +371,12 @@ def environment(devices):
 
 
 # --8<-- [start:run_lesson]
-def run_lesson(devices):
-    """The whole lesson on `devices`; prints its results and returns the figure data."""
+def run_lesson(devices, going_further=None):
+    """The whole lesson on `devices`; prints its results and returns the figure data.
+    `going_further(mesh, problem)`, when given, runs the going-further pages' steps on
+    the same mesh before PASS (lesson_code/distributed_03_going_further.py)."""
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = data_mesh(devices)
     problem = make_problem(ranks)
     x, y, w = place(mesh, problem)
     programs = build_programs(mesh, problem.n_total)
@@ -597,154 +417,23 @@ def run_lesson(devices):
     assert [row["all_reduce_bytes"] for row in budget] == [1048576, 1572864, 1835008]
     print("Idealized payload/storage budget, not observed network traffic:", budget)
     compiled = report_compiled(programs, (x, y, w), sliced)
-    autodiff = autodiff_collectives(mesh, problem)
+    further = going_further(mesh, problem) if going_further else {}
     print(f"PASS: {LESSON_ID}")
     return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
             "panelsTitle": "One mathematical gradient, different local storage",
             "gradient": reference.tolist(), "compiledCollectives": compiled,
-            "autodiff": autodiff, "budget": budget, "shards": shard_listing(sliced),
+            "budget": budget, "shards": shard_listing(sliced),
             "timing": timing_record(timings, order, before, TIMING_SAMPLES),
-            "environment": environment(devices)}
+            "environment": environment(devices), **further}
 # --8<-- [end:run_lesson]
 
 
-class SetupError(Exception):
-    """A platform or device count this machine cannot provide; the message says why."""
-
-
-def select_devices(platform, count):
-    if count < 1:
-        raise SetupError(f"--devices must be at least 1 (got {count}); try --devices 4")
-    if platform == "cpu" and count > MAX_CPU_DEVICES:
-        raise SetupError(f"--devices {count} is more than the {MAX_CPU_DEVICES} logical CPU "
-                         f"devices this program makes (see MAX_CPU_DEVICES); try --devices 8")
-    try:
-        devices = configure_devices(platform, count)
-    except RuntimeError as error:
-        # JAX's own reason, minus its generic advice about JAX_PLATFORMS.
-        reason = str(error).strip().splitlines()[0].split(" (set JAX_PLATFORMS")[0]
-        extra = {"tpu": "jax[tpu]", "gpu": "jax[cuda12]"}.get(platform, "jax")
-        raise SetupError(f"no {platform.upper()} backend on this machine ({reason}); "
-                         f"run with --platform cpu, or on a {platform.upper()} machine "
-                         f"with {extra}=={jax.__version__} installed") from None
-    if len(devices) < count:
-        raise SetupError(f"--devices {count} asks for {count} {platform.upper()} devices "
-                         f"but this machine has {len(devices)}; pass --devices "
-                         f"{len(devices)} or use a machine with {count}")
-    return devices
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, ending a usage error in the program's one `error:` line."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message}\n")
-
-
-def device_count(text):
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; "
-                                         f"try --devices 4") from None
-
-
-def data_out_path(path):
-    """--data-out, refused before the lesson runs when its folder cannot take the file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise argparse.ArgumentTypeError(f"{path} is a folder; give a file path, such as "
-                                         f"{os.path.join(path, 'data.json')}")
-    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {path}: {folder} is not a writable "
-                                         f"folder; create it, or pick another path")
-    if not replaceable(path):
-        raise argparse.ArgumentTypeError(f"{path} is not a regular file, and only a regular "
-                                         f"file is replaced; give a new file path, such as "
-                                         f"{os.path.join(folder, 'data.json')}")
-    return path
-
-
-def replaceable(path):
-    """A new path or a regular file: the rename below would put a file in place of a
-    device node (/dev/full), a symlink or a socket just as readily."""
-    try:
-        return stat.S_ISREG(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return True
-
-
-def write_json(path, data):
-    """Beside `path`, then renamed onto it: a failed write leaves no half-written file."""
-    temp = f"{path}.{os.getpid()}.tmp"
-    # O_EXCL: never written through a file or link already at the temporary name.
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(data, out, indent=2)
-        if not replaceable(path):  # checked again: it may have changed while the lesson ran
-            raise OSError(errno.EEXIST, "not a regular file, so it was left alone")
-        os.replace(temp, path)
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-
-
-def parse_args(argv):
-    parser = OneLineParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
-                        help="cpu: logical devices on this host; tpu/gpu: physical chips")
-    parser.add_argument("--devices", type=device_count, default=4,
-                        help=f"mesh size p (default 4; at most {MAX_CPU_DEVICES} on cpu)")
-    parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
-                        help="also write figure data, timings and environment as JSON")
-    return parser.parse_args(argv)
-
-
-def main(argv=None):
-    """The program: exit 0 after PASS; 2 for a setup error; 130 or 143 (128 + the signal,
-    as a shell reports it) for Ctrl-C or SIGTERM, in one line, never a traceback."""
-    args = parse_args(argv)
-    signals = []
-
-    def stop(number, frame):
-        signals.append(number)
-        raise KeyboardInterrupt  # unwinds through write_json's clean-up
-
-    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
-                                                                   signal.SIGTERM)}
-    try:
-        status = run_program(args)
-    except KeyboardInterrupt:
-        if not signals:  # raised by Python's own handler, before ours was installed
-            signals.append(signal.SIGINT)
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    # A signal counts even where some library caught its KeyboardInterrupt and carried on.
-    if signals:
-        print(f"error: interrupted by {signal.Signals(signals[0]).name}; the lesson did not "
-              f"finish", file=sys.stderr)
-        return 128 + signals[0]
-    return status
-
-
-def run_program(args):
-    try:
-        devices = select_devices(args.platform, args.devices)
-    except SetupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    data = run_lesson(devices)
-    if args.data_out:
-        try:
-            write_json(args.data_out, data)
-        except OSError as error:
-            print(f"error: cannot write {args.data_out} ({error.strerror}); the lesson "
-                  f"passed, but its data was not written", file=sys.stderr)
-            return 1
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run alone (the page's download), this file runs the lesson on 4 logical CPU devices.
+    # `python -m lesson_code.distributed_03` hands over to its command line (--platform,
+    # --devices, --data-out, one-line errors), which is no step of the lesson and imports
+    # this file as a module: named here, not imported, the lesson needs no other file.
+    if __package__:
+        import importlib
+        raise SystemExit(importlib.import_module(f"{__package__}.distributed_03_cli").main())
+    run_lesson(configure_devices())

@@ -19,6 +19,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_going_further as going_further
 from lesson_code import ring_checks, ring_collectives
 from lesson_code.exercise import Exercise
 
@@ -241,10 +242,10 @@ EXERCISES = [
              make_it_yours_answer, make_it_yours_attempt, make_it_yours_compare),
     Exercise("communication_budget", f"{SCAFFOLDS}:communication_budget",
              lesson.communication_budget, budget_answer, budget_attempt, budget_compare),
-    Exercise("zero_accounting", f"{SCAFFOLDS}:zero_accounting", lesson.zero_accounting,
+    Exercise("zero_accounting", f"{SCAFFOLDS}:zero_accounting", going_further.zero_accounting,
              zero_answer, zero_attempt, zero_compare),
     Exercise("clip_by_global_norm", f"{SCAFFOLDS}:clip_by_global_norm",
-             lesson.clip_by_global_norm, clipping_answer, clipping_attempt,
+             going_further.clip_by_global_norm, clipping_answer, clipping_attempt,
              clipping_compare),
     # Going further: build the ring yourself (its scaffold lives beside the ring's page).
     Exercise("ring_all_gather", "lesson_code.ring_exercises:ring_all_gather",

@@ -1,6 +1,7 @@
 """Your exercises for distributed-03: fill in every `todo("...")`, then check them.
 
-Each scaffold is a reference solution (in distributed_03.py) with its key expressions
+Each scaffold is a reference solution (in distributed_03.py, or for the going-further
+pages' exercises in distributed_03_going_further.py) with its key expressions
 replaced by `todo("...")`, which raises NotImplementedError until you fill it in. This is
 the only file you edit; the checks live in distributed_03_checks.py.
 

@@ -20,26 +20,25 @@ Process 0 prints what `python -m lesson_code.distributed_03` prints and writes t
 JSON; the others check their own shards silently.
 """
 import argparse
-import fcntl
 import ipaddress
 import json
 import os
 import socket
-import struct
 import sys
 import time
 import zlib
 from functools import partial
 
+# The lesson first: it makes JAX's deprecations errors before JAX is imported (its Step 1).
+from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_going_further as going_further
+from lesson_code import ring_collectives
+from lesson_code.tcp_bytes import bytes_sent_over, coordinator_connection
+
 import jax
 import numpy as np
-from jax._src import distributed  # the coordinator JAX chose, read once it joined
-from jax._src.clusters import ClusterEnv  # the launchers JAX recognises
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
-
-from lesson_code import distributed_03 as lesson
-from lesson_code import ring_collectives
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 STARTED = time.monotonic()
 
@@ -58,14 +57,10 @@ TRAFFIC_METHOD = (
     "same count for the all-reduce program with its psum removed.")
 
 
-def lesson_stdout(rank):
-    """Where `print` goes: the real stdout on process 0, nowhere on the others.
-
-    gloo prints a connection banner from C++ straight to file descriptor 1, so fd 1
-    becomes a copy of stderr and `print` gets a private handle on the real stdout.
-    """
-    if rank:
-        return open(os.devnull, "w")
+def private_stdout():
+    """The real stdout, on a descriptor of its own; file descriptor 1 becomes a copy of
+    stderr. gloo prints a connection banner from C++ straight to fd 1, and only process
+    0 prints the lesson, which it can know only once JAX has made its devices."""
     real_stdout = os.dup(1)
     os.dup2(2, 1)
     return os.fdopen(real_stdout, "w")
@@ -73,20 +68,19 @@ def lesson_stdout(rank):
 
 # --8<-- [start:join]
 def join(process_id=None, processes=None, coordinator=None, bind=None):
-    """Become one rank of the run; return this process's rank and the coordinator's
-    address, as JAX settled them.
+    """Become one rank of the run; return the coordinator's (host, port).
 
     Given None, JAX takes each from the launcher's environment (mpirun, srun, a Cloud TPU
-    slice: jax/_src/clusters/); the single-machine launcher passes them, and `bind` keeps
-    its coordinator on loopback. This must happen before the first device exists: the
-    CPU client is built once, and only a client built after `initialize` can reach the
-    other processes.
+    slice); the single-machine launcher passes them, and `bind` keeps its coordinator on
+    loopback. This must happen before the first device exists: the CPU client is built
+    once, and only a client built after `initialize` can reach the other processes.
     """
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=coordinator, num_processes=processes,
                                process_id=process_id, coordinator_bind_address=bind,
                                initialization_timeout=60)
-    return distributed.global_state.process_id, distributed.global_state.coordinator_address
+    # Read now, while the coordinator's are the only connections (lesson_code/tcp_bytes.py).
+    return coordinator_connection()
 
 
 def mesh_devices(platform="cpu"):
@@ -100,104 +94,39 @@ def mesh_devices(platform="cpu"):
 # --8<-- [end:join]
 
 
-# JAX's names for the launchers it detects (jax/_src/clusters/), in a reader's words.
-LAUNCHERS = {"OmpiCluster": "mpirun", "SlurmCluster": "srun", "K8sCluster": "kubernetes",
-             "GceTpuCluster": "cloud-tpu", "GkeTpuCluster": "gke-tpu"}
+# A variable each launcher sets in every process it starts, and the launcher's name.
+LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("SLURM_PROCID", "srun"),
+                      ("JOB_COMPLETION_INDEX", "kubernetes"))
 
 
-def launcher_name():
-    """What started this process: the first launcher JAX recognises in its environment,
-    in the order `initialize` tries them; else a Kubernetes Indexed Job (JAX detects one
-    only with the `kubernetes` package and the right to read pods, so the manifest passes
-    the rank as flags); else this repository's single-machine launcher."""
-    for cluster in ClusterEnv._cluster_types:
-        if not cluster.opt_in_only_method and cluster.is_env_present():
-            return LAUNCHERS.get(cluster.__name__, cluster.__name__)
-    return "kubernetes" if "JOB_COMPLETION_INDEX" in os.environ else "processes.py"
+def launcher_name(platform="cpu"):
+    """What started this process, by the variables launchers set: Open MPI's mpirun,
+    SLURM's srun, a Kubernetes Indexed Job; on a TPU slice, its workers (a GKE pod's, when
+    Kubernetes says so); else this repository's single-machine launcher."""
+    for variable, name in LAUNCHER_VARIABLES:
+        if variable in os.environ:
+            return name
+    if platform == "tpu":
+        return "gke-tpu" if "KUBERNETES_SERVICE_HOST" in os.environ else "cloud-tpu"
+    return "processes.py"
 
 
 def coordinator_host(address):
-    """The coordinator's host as a reader could name it: loopback or a host name as given;
-    an IP address of another interface is private to that network, so not recorded."""
-    host = address.rsplit(":", 1)[0].strip("[]")
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host  # a name: node001, a pod's DNS name
-    return host if loopback else "rank 0's host (its IP address is not recorded)"
+    """The coordinator's IP address as a reader could use it: a loopback address; that of
+    another interface is private to its network, so not recorded."""
+    if ipaddress.ip_address(address).is_loopback:
+        return address
+    return "rank 0's host (its IP address is not recorded)"
 
 
-def launch_of(coordinator):
+def launch_of(coordinator_address, platform="cpu"):
     """How this run was put together: launcher, processes, hosts, coordinator's host."""
     # Hosts are counted by a checksum of each process's host name: no name leaves its host.
     name = zlib.crc32(socket.gethostname().encode()) & 0x7FFFFFFF
     names = multihost_utils.process_allgather(np.asarray(name, np.int32))  # i32[p]
-    return {"launcher": launcher_name(), "processes": jax.process_count(),
-            "hosts": len(set(names.tolist())), "coordinatorHost": coordinator_host(coordinator)}
-
-
-# --8<-- [start:count_bytes]
-BYTES_SENT_AT = 200  # offset of u64 tcpi_bytes_sent in Linux's struct tcp_info (4.19+)
-# The u64 right after it, tcpi_bytes_retrans: bytes sent again after a loss. On a busy
-# host loopback drops whole 64 KiB segments now and then; they are not gloo's messages.
-BYTES_RETRANS_AT = 208
-SIOCOUTQ = 0x5411  # ioctl: bytes a socket still holds, not yet sent or not yet acknowledged
-
-
-def wait_until_sent(sock, timeout_s=2.0):
-    """A call can finish here while its last bytes to a slower rank still sit in this
-    socket's queue; counted now, they would land in the next window. Wait them out."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        queued = fcntl.ioctl(sock.fileno(), SIOCOUTQ, b"\0" * 4)
-        if struct.unpack("i", queued)[0] == 0:
-            return
-        time.sleep(0.001)
-
-
-def tcp_bytes_sent(coordinator_port):
-    """(payload bytes sent so far on this process's TCP connections, each byte once; bytes
-    sent again after a loss), the kernel's counts. A retransmission is the network's
-    doing, not the collective's: it is kept apart, so the page can show how big it was.
-
-    Connections to or from the coordinator port carry jax.distributed's gRPC (start-up,
-    heartbeats), not collectives, so they are left out.
-    """
-    total = resent_total = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if not os.readlink(f"/proc/self/fd/{fd}").startswith("socket:"):
-                continue
-            # A duplicate: closing our socket object must not close gloo's descriptor.
-            sock = socket.socket(fileno=os.dup(int(fd)))
-        except OSError:
-            continue  # closed since listdir, or a socket Python cannot wrap
-        with sock:
-            if sock.type != socket.SOCK_STREAM or sock.family == socket.AF_UNIX:
-                continue
-            try:
-                ports = {sock.getsockname()[1], sock.getpeername()[1]}
-            except OSError:
-                continue  # listening, not connected: it sends nothing
-            if coordinator_port not in ports:
-                wait_until_sent(sock)
-                info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 256)
-                sent, resent = struct.unpack_from("QQ", info, BYTES_SENT_AT)
-                total += sent - resent
-                resent_total += resent
-    return total, resent_total
-
-
-def bytes_sent_over(calls, coordinator_port, program, *args):
-    """(bytes this process sends during `calls` finished calls of `program`, bytes it
-    sent again in that time)."""
-    program(*args).block_until_ready()  # compile, and let gloo open its connections
-    before, resent_before = tcp_bytes_sent(coordinator_port)
-    for _ in range(calls):
-        program(*args).block_until_ready()
-    after, resent_after = tcp_bytes_sent(coordinator_port)
-    return after - before, resent_after - resent_before
-# --8<-- [end:count_bytes]
+    return {"launcher": launcher_name(platform), "processes": jax.process_count(),
+            "hosts": len(set(names.tolist())),
+            "coordinatorHost": coordinator_host(coordinator_address)}
 
 
 def problem_of_size(ranks, gradient_bytes):
@@ -242,7 +171,7 @@ def add_bytes_by_rank(rows, sent, calls):
     for row, counted, resent in zip(rows, by_rank[:, :, 0].T, by_rank[:, :, 1].T):
         observed = [int(total) / calls for total in counted]
         row["observedBytesPerRank"] = observed
-        # Left out of observed: loopback's occasional lost segment, resent by TCP.
+        # Left out of observed: the tails TCP resent while a receiver waited for a core.
         row["retransmittedBytesPerRank"] = [int(total) / calls for total in resent]
         # Kept beside the raw counts so the page can quote them without arithmetic.
         row["excessBytesPerRank"] = [b - row["modelBytesPerRank"] for b in observed]
@@ -257,7 +186,7 @@ def measure_traffic(devices, calls, coordinator_port):
     be zero, which shows that dispatching a call sends nothing the rows would include.
     """
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     rows, sent = [], []
     for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
         x, y, w = place_unchecked(mesh, problem)
@@ -288,7 +217,7 @@ def measure_ring_traffic(devices, calls, coordinator_port):
     describes, so here (p - 1)/p * G per rank per phase is a prediction to test.
     """
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     ring = ring_collectives.ring_programs(mesh)
     rows, sent = [], []
     for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
@@ -334,7 +263,7 @@ def rounds_programs(devices):
     """gloo's three collectives and the ppermute ring's, compiled for the mesh of
     `devices`, each with its argument: {(algorithm, collective): (program, args)}."""
     ranks = len(devices)
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     values = np.arange(ranks * ROUNDS_GRADIENT_FLOATS, dtype=np.float32) % 7 - 3  # f32[p*F]
     g_locals = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("data")),
                                             lambda index: values[index])
@@ -382,7 +311,7 @@ def measure_rounds(devices, blocks=ROUNDS_BLOCKS, samples=ROUNDS_SAMPLES):
 
 def gradient_by_rank(devices):
     """Each process's own copy of the all-reduced lesson gradient, stacked by rank."""
-    mesh = Mesh(np.asarray(devices), ("data",))
+    mesh = lesson.data_mesh(devices)
     problem = lesson.make_problem(len(devices))
     programs = lesson.build_programs(mesh, problem.n_total)
     replicated = programs.all_gradient(*lesson.place(mesh, problem))
@@ -436,16 +365,19 @@ def parse_args(argv):
 
 def main(argv=None):
     args = parse_args(argv)
+    real_stdout = private_stdout()  # before gloo can print its banner
     loopback = f"127.0.0.1:{args.port}" if args.port is not None else None
-    rank, coordinator = join(args.process_id, args.processes, loopback or args.coordinator,
-                             bind=loopback)
-    coordinator_port = int(coordinator.rsplit(":", 1)[1])  # left out of the byte counts
-    sys.stdout = lesson_stdout(rank)
+    host, coordinator_port = join(args.process_id, args.processes,
+                                  loopback or args.coordinator, bind=loopback)
     devices = mesh_devices(args.platform)
-    launch = launch_of(coordinator)
+    rank = jax.process_index()
+    # Process 0 prints the lesson; the others check their own shards silently.
+    sys.stdout = real_stdout if rank == 0 else open(os.devnull, "w")
+    launch = launch_of(host, args.platform)
     progress(rank, f"joined: {len(devices)} devices in {launch['processes']} processes on "
                    f"{launch['hosts']} host(s), started by {launch['launcher']}")
-    data = lesson.run_lesson(devices)  # every process runs and checks it
+    # Every process runs and checks it, the going-further steps too, as the lesson does.
+    data = lesson.run_lesson(devices, going_further.run_going_further)
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
     data["launch"] = launch

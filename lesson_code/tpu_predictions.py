@@ -61,9 +61,9 @@ SIZES = [32, 2**20, 32 * 2**20]
 # The curve: every power of two a size sweep measures, 8 B to 32 MiB.
 CURVE_SIZES = [2**k for k in range(3, 26)]
 # What jax.devices()[0].device_kind says on each VM: a TPU recording names its machine so.
-# The first of each is JAX's own name for the chip (jax/_src/mesh_utils.py, _TPU_V5_LITE
-# and _TPU_V6_LITE; tests/test_tpu_predictions.py reads them from the installed JAX); the
-# second is the name Pallas also accepts (jax/_src/pallas/mosaic/tpu_info.py).
+# The first of each is JAX's own name for the chip (_TPU_V5_LITE and _TPU_V6_LITE in
+# _src/mesh_utils.py of JAX's source; tests/test_tpu_predictions.py reads them from the
+# installed JAX); the second is the name Pallas also accepts (_src/pallas/mosaic/tpu_info.py).
 DEVICE_KINDS = {"v5litepod-4": ["TPU v5 lite", "TPU v5e"], "v6e-4": ["TPU v6 lite", "TPU v6e"]}
 COLLECTIVES = {"reduce_scatter": 1, "all_gather": 1, "all_reduce": 2}  # ring phases
 

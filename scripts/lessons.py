@@ -33,6 +33,7 @@ class Lesson:
     figures: tuple = ()
     devices: int = 4  # logical CPU devices of the recorded run and the notebook
     rank_module: str | None = None
+    going_further: str | None = None  # more steps, run after the lesson's in its notebook
     simulation: str | None = None
     sweep: str | None = None
     exercises: str | None = None  # the checks module scripts/exercises.py runs
@@ -44,6 +45,14 @@ class Lesson:
     def path(self, module=None):
         """The file of `module` (default: the lesson module), under this checkout."""
         return self.root / ((module or self.module).replace(".", "/") + ".py")
+
+    def also_run_with(self, module=None):
+        """The files whose results a recording of `module` (default: the lesson module)
+        stores besides its own: the lesson's one execution runs its going-further module
+        too (its cells follow the lesson's), so that module is an input of the recording."""
+        if (module or self.module) == self.module and self.going_further:
+            return (self.path(self.going_further),)
+        return ()
 
 
 def lesson_id_rule(root):
@@ -124,6 +133,7 @@ FIELDS = {
     "figures": (False, check_figures),
     "devices": (False, check_devices),
     "rank_module": (False, check_module),
+    "going_further": (False, check_module),
     "simulation": (False, check_module),
     "sweep": (False, check_module),
     "exercises": (False, check_module),

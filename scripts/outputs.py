@@ -117,9 +117,10 @@ class RecordingOutput:
     required: bool  # False for hardware runs: shown marked stale, never demanded
     # The lesson it belongs to: the recording must name it and fit its data schema.
     lesson: object = field(default=None, compare=False, repr=False)
+    extra: tuple = ()  # more code whose results it stores (Lesson.also_run_with)
 
     def current_inputs(self, root=ROOT):
-        return content_files(root / self.module, root)
+        return content_files(root / self.module, root, [root / path for path in self.extra])
 
 
 @dataclass(frozen=True)
@@ -147,9 +148,14 @@ class NotebookOutput(DerivedOutput):
     input too, by its bytes (the recording is keyed on the code alone: a comment edit
     re-renders the notebook and re-runs nothing)."""
     shows: str = ""  # the lesson module, relative to the repository root
+    # Its going-further module, whose sections are cells too. The lesson module does not
+    # import it, so the CPU recording's inputs miss it: its change makes this stale, and
+    # record.py then re-runs the lesson, which records both.
+    also_shows: tuple = ()
 
     def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root), **file_digests([root / self.shows], root)}
+        shown = [root / self.shows, *(root / path for path in self.also_shows)]
+        return {**super().current_inputs(root), **file_digests(shown, root)}
 
 
 @lru_cache(maxsize=16)
@@ -177,9 +183,13 @@ def recording_outputs(lesson, root=ROOT):
     def module_file(module):
         return lesson.path(module).relative_to(lesson.root).as_posix()
 
+    def also_run_with(module):
+        return tuple(path.relative_to(lesson.root).as_posix()
+                     for path in lesson.also_run_with(module))
+
     files, record = for_lesson(lesson), lesson_command(lesson)
     wanted = [RecordingOutput(files.recording("cpu"), module_file(lesson.module), record,
-                              True, lesson)]
+                              True, lesson, also_run_with(lesson.module))]
     if lesson.simulation:
         wanted.append(RecordingOutput(files.recording("simulation"),
                                       module_file(lesson.simulation), record, True, lesson))
@@ -198,7 +208,8 @@ def recording_outputs(lesson, root=ROOT):
             # rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
             module = hardware_module(lesson, files.variant(name))
             wanted.append(RecordingOutput(name, module_file(module),
-                                          hardware_fix(name, lesson.id), False, lesson))
+                                          hardware_fix(name, lesson.id), False, lesson,
+                                          also_run_with(module)))
     return wanted
 
 
@@ -340,9 +351,12 @@ def notebook_output(lesson):
     module's text changed (a comment, a docstring), record.py re-renders it from the
     executed cells instead."""
     files = for_lesson(lesson)
+    def shown(module=None):
+        return lesson.path(module).relative_to(lesson.root).as_posix()
     return NotebookOutput(files.notebook, files.recording("cpu"), NOTEBOOK_BUILDER,
-                          lesson_command(lesson),
-                          shows=lesson.path().relative_to(lesson.root).as_posix())
+                          lesson_command(lesson), shows=shown(),
+                          also_shows=(shown(lesson.going_further),) if lesson.going_further
+                          else ())
 
 
 def lock_path(root=ROOT):

@@ -105,8 +105,8 @@ def notebook_step(lesson, lock):
     if entry is None or digest(path) != entry.get("sha256"):
         return Step(output.path, problems[0], RUN)  # nothing trustworthy to re-render from
     changed = changed_files(entry.get("inputs", {}), output.current_inputs(lesson.root))
-    notebook = rerender(path.read_text(encoding="utf-8"), lesson.path(), lesson.id, "cpu",
-                        lesson.devices) if set(changed) <= {output.shows} else None
+    notebook = rerender(path.read_text(encoding="utf-8"), lesson, "cpu", lesson.devices) \
+        if set(changed) <= {output.shows} else None
     if notebook is None:
         return Step(output.path, problems[0], RUN)
     return Step(output.path, problems[0], RERENDER, notebook_text(notebook))

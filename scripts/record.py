@@ -83,7 +83,7 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module_path, stdout, data, duration, command, start=None):
+def executed_recording(lesson, module, stdout, data, duration, command, start=None):
     """`start`: the host as it was before the run began (scripts/host.py): whether other
     work kept the cores busy, which the analysis says on the page."""
     environment = dict(lesson_environment(lesson, data))
@@ -94,7 +94,8 @@ def executed_recording(lesson, module_path, stdout, data, duration, command, sta
         environment["loadAverage1m"] = start["loadAverage1m"]
         environment["busyCoresAtStart"] = start["window"].busy_cores if "window" in start \
             else start["busyCores"]
-    recording = header(lesson.id, "executed", module_path, environment, lesson.root)
+    recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
+                       lesson.also_run_with(module))
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
 
@@ -112,7 +113,7 @@ def run_cells(lesson, platform, devices, scratch, start):
     # The host's reading may still be open (host_while_starting): the kernel is ours.
     on_start = start["window"].include if "window" in start else None
     try:
-        return cells.run(lesson.path(), lesson.id, scratch, platform, devices, on_start)
+        return cells.run(lesson, scratch, platform, devices, on_start)
     except cells.ExecutionFailed as error:
         if error.setup:
             raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
@@ -133,7 +134,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start):
                            f"gave {found}; record on a machine with {devices}")
     command = ["python", "scripts/record.py"] + (
         [] if platform == "cpu" else ["--platform", platform])
-    recording = executed_recording(lesson, lesson.path(), run.stdout, run.data,
+    recording = executed_recording(lesson, lesson.module, run.stdout, run.data,
                                    run.duration_s, command, start)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
@@ -201,7 +202,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
     command = ["python", "scripts/record.py", "--processes", str(processes)] + (
         ["--launcher", launcher] if launcher != "processes" else []) + (
         ["--calls", str(calls)] if calls else [])
-    recording = executed_recording(lesson, lesson.path(lesson.rank_module), run.stdout,
+    recording = executed_recording(lesson, lesson.rank_module, run.stdout,
                                    run.data, run.duration_s, command, start)
     return stage_recording(lesson, recording, staging)
 

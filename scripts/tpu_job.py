@@ -122,10 +122,10 @@ def run_step(step, root, accelerator, zone):
         raise JobFailed(explain(step, returncode, output, accelerator, zone))
 
 
-def uncommitted_inputs(module_path, root=ROOT):
+def uncommitted_inputs(module_path, root=ROOT, extra=()):
     """Files in the lesson's contentFiles that differ from HEAD: the VM would not see
     them, so its recording would be stale here the moment it lands."""
-    paths = list(content_files(module_path, root))  # the code closure and the pins
+    paths = list(content_files(module_path, root, extra))  # the code closures and the pins
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -151,7 +151,7 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
     fetched = recording_name(lesson.id, accelerator)
     landing = Path(recordings_dir or root / "recordings")
     target = landing / fetched
-    dirty = uncommitted_inputs(module_path, root)
+    dirty = uncommitted_inputs(module_path, root, () if hosts > 1 else lesson.also_run_with())
     if hosts == 1 and lesson.sweep:  # the VM also runs the lesson's sweep
         dirty += [name for name in uncommitted_inputs(lesson.path(lesson.sweep), root)
                   if name not in dirty]
@@ -226,7 +226,8 @@ def install_checked(fetched, target, root, check, what, after_refusal="", after_
 
 def install_fetched(fetched, target, lesson, root):
     install_checked(fetched, target, root, lambda: check_tpu_recording(
-        fetched, lesson.id, lesson.path(), root, lesson.devices), "recording")
+        fetched, lesson.id, lesson.path(), root, lesson.devices,
+        extra=lesson.also_run_with()), "recording")
 
 
 def install_sweep(fetched, target, lesson, root, kept):

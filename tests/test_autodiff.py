@@ -1,12 +1,13 @@
 """What each collective transposes to under jax.grad, written here from the installed JAX.
 
-The table below was read from `jax/_src/lax/parallel.py` (JAX 0.10.2): the transpose rule
+The table below was read from `_src/lax/parallel.py` in JAX 0.10.2: the transpose rule
 of `reduce_scatter_p` binds `all_gather`, that of `all_gather_p` binds `psum_scatter`,
 `all_gather_invariant_p`'s takes a `dynamic_slice_in_dim` of the cotangent, and a `psum`
 of a varying value is invariant, so its cotangent only needs a `pvary` (no communication).
-A JAX upgrade that changes any of these fails here, before the lesson page can say
-something the new JAX no longer does. The lesson computes the same table itself
-(`collective_transposes`), checks the gradient values in NumPy, and the recording keeps it.
+A JAX upgrade that changes any of these fails here, before the autodiff page can say
+something the new JAX no longer does. The lesson's going-further module computes the same
+table itself (`collective_transposes`), checks the gradient values in NumPy, and the
+recording keeps it.
 """
 import json
 import re
@@ -18,6 +19,7 @@ from jax.sharding import Mesh
 
 from conftest import ROOT
 from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_going_further as going_further
 
 # Forward collective -> what its gradient program asks for (lowered StableHLO).
 TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"], "all_gather": ["reduce_scatter"],
@@ -37,18 +39,18 @@ def mesh_of(ranks):
 @pytest.mark.parametrize("ranks", [2, 4, 8])
 def test_each_collective_transposes_to_what_the_jax_source_says(ranks):
     # collective_transposes also checks every gradient's values against NumPy.
-    assert lesson.collective_transposes(mesh_of(ranks), 2 * ranks) == TRANSPOSES
+    assert going_further.collective_transposes(mesh_of(ranks), 2 * ranks) == TRANSPOSES
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_the_training_gradients_ask_for_the_collectives_autodiff_writes(ranks):
     problem = lesson.make_problem(ranks)
-    assert lesson.training_gradients(mesh_of(ranks), problem) == TRAINING
+    assert going_further.training_gradients(mesh_of(ranks), problem) == TRAINING
 
 
 def test_the_lessons_own_expectations_are_these():
-    assert lesson.EXPECTED_TRANSPOSES == TRANSPOSES
-    assert lesson.EXPECTED_TRAINING == TRAINING
+    assert going_further.EXPECTED_TRANSPOSES == TRANSPOSES
+    assert going_further.EXPECTED_TRAINING == TRAINING
 
 
 def test_the_recording_keeps_the_gradient_programs_collectives():

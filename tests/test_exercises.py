@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, LESSONS, ROOT, SEED, clean_env, project_copy
+from conftest import FIXTURES, LESSONS, ROOT, SEED, clean_env, module_file, project_copy
 from lesson_code import ring_checks
 from lesson_code.exercise import Exercise
 from scripts.exercises import load_exercises
@@ -201,11 +201,13 @@ def test_the_ring_check_rejects_xla_all_gather_and_an_unfinished_ring():
 
 # ---------------------------------------------------- each mistake the pages name --
 
-CLIPPING = section("lesson_code/distributed_03.py", "clipping")
+GOING_FURTHER = module_file(SEED, SEED.going_further)
+
+CLIPPING = section(GOING_FURTHER, "clipping")
 PSUM_OF_SQUARES = 'squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")'
 RING = section("lesson_code/ring_collectives.py", "ring_all_gather") \
     .replace("def ring_all_gather(chunk, steps=None):", "def ring_all_gather(chunk):")
-ZERO = section("lesson_code/distributed_03.py", "zero_accounting")
+ZERO = section(GOING_FURTHER, "zero_accounting")
 MAKE_IT_YOURS = section("lesson_code/distributed_03.py", "make_it_yours")
 
 # (exercise, its scaffold file, the learner's function, the start of the checker's line):
@@ -352,7 +354,7 @@ def clip_by_global_norm(g_slice, max_norm):
     "zero_accounting": """
 def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
     import importlib
-    import lesson_code.distributed_03 as lesson
+    import lesson_code.distributed_03_going_further as lesson
     return importlib.reload(lesson).zero_accounting(traffic, gradient_bytes, ranks,
                                                     state_per_weight)
 """,
@@ -400,13 +402,13 @@ def test_replacing_the_checks_at_import_changes_nothing(attacked):
 def test_the_solution_is_out_of_reach_through_the_checks(attacked):
     assert attacked["clip_by_global_norm"] == (
         "wrong clip_by_global_norm: calls the lesson's own solution "
-        f"{SEED.module}.clip_by_global_norm; write the answer in the scaffold instead")
+        f"{SEED.going_further}.clip_by_global_norm; write the answer in the scaffold instead")
 
 
 def test_the_solution_is_out_of_reach_through_a_reload(attacked):
     assert attacked["zero_accounting"] == (
-        f"wrong zero_accounting: calls the lesson's own solution {SEED.module}.zero_accounting;"
-        " write the answer in the scaffold instead")
+        "wrong zero_accounting: calls the lesson's own solution "
+        f"{SEED.going_further}.zero_accounting; write the answer in the scaffold instead")
 
 
 def test_the_answer_is_out_of_reach_through_the_checks(attacked):

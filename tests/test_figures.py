@@ -627,3 +627,27 @@ def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
              row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
         (name, collective, *point) for collective, drawn in points.items() for point in drawn]
     assert any(row["part"] == "measured" for row in rows)
+
+
+@pytest.mark.parametrize("signature, drawn", [
+    ("def render(recording):", lambda variant: "light wide"),
+    ("def render(recording, variant):", lambda variant: variant.suffix or "light wide"),
+])
+def test_a_lesson_renderer_is_called_as_its_signature_says(tmp_path, monkeypatch, signature,
+                                                          drawn):
+    """CONTRACT.md's `render(recording, variant)` gets the variant in every drawing, the
+    light wide one too; a `render(recording)` gets the recording alone."""
+    import importlib.util
+
+    from scripts.figures.variants import VARIANTS
+
+    path = tmp_path / "two_argument_bars.py"
+    body = "variant.suffix or 'light wide'" if "variant" in signature else "'light wide'"
+    path.write_text(f"{signature}\n    return {body}\n")
+    spec = importlib.util.spec_from_file_location("lesson_code.two_argument_bars", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "lesson_code.two_argument_bars", module)
+    kind = KINDS["lesson_code.two_argument_bars"]
+    for variant in VARIANTS:
+        assert kind.render({"data": {}}, None, variant) == drawn(variant)

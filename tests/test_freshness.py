@@ -312,7 +312,7 @@ def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
     helper = tree / "lesson_code" / "lesson_helper.py"
     helper.write_text("SCALE = 1\n")
     edit(tree / LESSON, lambda t: t.replace(
-        "import argparse\n", "import argparse\nfrom lesson_code.lesson_helper import SCALE\n", 1))
+        "import jax\n", "import jax\nfrom lesson_code.lesson_helper import SCALE\n", 1))
     before = lesson_hash(tree)
     assert "lesson_code/lesson_helper.py" in hashes.content_files(tree / LESSON, tree)
     edit(helper, append_comment)

@@ -421,7 +421,7 @@ def run_ranks(commands, envs, scratch, timeout_s=300):
 def recorded(stdout, data_path):
     """The recording record.py would stage from this run: validated against the schema."""
     check_stdout(LESSON_ID, stdout)
-    recording = executed_recording(SEED, SEED.path(RANK_MODULE), stdout,
+    recording = executed_recording(SEED, RANK_MODULE, stdout,
                                    json.loads(data_path.read_text()), 1.0, ["srun"])
     validate(recording, "a seam recording")
     return recording
@@ -466,8 +466,9 @@ def test_under_srun_the_rank_module_joins_and_records(tmp_path):
             for rank in range(ranks)]
     stdout = run_ranks([command] * ranks, envs, tmp_path)
     recording = recorded(stdout, data_path)
+    # JAX dialled "localhost" (the step's node list); the connection reached 127.0.0.1.
     assert recording["data"]["launch"] == {"launcher": "srun", "processes": ranks,
-                                           "hosts": 1, "coordinatorHost": "localhost"}
+                                           "hosts": 1, "coordinatorHost": "127.0.0.1"}
     # The coordinator's port came from SLURM_JOB_ID, and was still left out of the count.
     assert all(row["observedBytesPerRank"] == [0.0] * ranks
                for row in recording["data"]["trafficBaseline"])

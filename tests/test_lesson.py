@@ -3,7 +3,8 @@
 Each collective is checked on its global value and on every device's own shard, for
 meshes of 2, 4 and 8 logical CPU devices built in this interpreter (conftest gives it 8).
 The program as a command line runs in fresh interpreters, because its device set-up must
-be the first JAX call of the process.
+be the first JAX call of the process. The lesson file is the lesson's steps: its command
+line and its going-further steps are modules of their own, which import it.
 """
 import ast
 import re
@@ -19,12 +20,15 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import PUBLISHED_SEED, ROOT, clean_env
+from conftest import PUBLISHED_SEED, ROOT, clean_env, project_copy, run_record
 from lesson_code import distributed_03 as lesson
+from lesson_code import distributed_03_cli as cli
 from lesson_code import distributed_03_exercises as exercises
+from scripts.hashes import import_closure
 
 LESSON_CODE = ROOT / "lesson_code"
 LESSON_FILE = LESSON_CODE / "distributed_03.py"
+GOING_FURTHER_FILE = LESSON_CODE / "distributed_03_going_further.py"
 EXERCISES_FILE = LESSON_CODE / "distributed_03_exercises.py"
 RANKS = (2, 4, 8)
 TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
@@ -388,20 +392,26 @@ def match_with_holes(scaffold, solution, where="section"):
             match_with_holes(mine, theirs, f"{where}.{field}")
 
 
-SCAFFOLDS = {"make_it_yours_scaffold": "make_it_yours", "transfer_scaffold": "transfer_budget",
-             "zero_scaffold": "zero_accounting", "clipping_scaffold": "clipping"}
+# Each scaffold's section -> the file and section of its solution: the lesson page's
+# exercises are solved in the lesson, the autodiff page's in its going-further module.
+SCAFFOLDS = {"make_it_yours_scaffold": (LESSON_FILE, "make_it_yours"),
+             "transfer_scaffold": (LESSON_FILE, "transfer_budget"),
+             "zero_scaffold": (GOING_FURTHER_FILE, "zero_accounting"),
+             "clipping_scaffold": (GOING_FURTHER_FILE, "clipping")}
 
 
 def test_the_exercises_module_parses_and_has_every_scaffold():
     compile(EXERCISES_FILE.read_text(), str(EXERCISES_FILE), "exec")
     assert set(SCAFFOLDS) <= set(snippet_sections(EXERCISES_FILE))
-    assert set(SCAFFOLDS.values()) <= set(snippet_sections(LESSON_FILE))
+    for path, section in SCAFFOLDS.values():
+        assert section in snippet_sections(path), (path.name, section)
 
 
 @pytest.mark.parametrize("scaffold_name", SCAFFOLDS)
 def test_each_scaffold_is_its_solution_with_holes(scaffold_name):
     scaffold_source = snippet_sections(EXERCISES_FILE)[scaffold_name]
-    solution_source = snippet_sections(LESSON_FILE)[SCAFFOLDS[scaffold_name]]
+    path, section = SCAFFOLDS[scaffold_name]
+    solution_source = snippet_sections(path)[section]
     scaffold = without_docstrings(ast.parse(scaffold_source))
     solution = without_docstrings(ast.parse(solution_source))
     assert any(is_hole(node) for node in ast.walk(scaffold)), "a scaffold leaves holes"
@@ -537,7 +547,7 @@ SETUP_ERRORS = {  # arguments: words the one error line must contain
     ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
     ("--devices", "-1"): "--devices must be at least 1 (got -1); try --devices 4",
     ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
-    ("--devices", str(lesson.MAX_CPU_DEVICES + 1)): "try --devices 8",
+    ("--devices", str(cli.MAX_CPU_DEVICES + 1)): "try --devices 8",
     ("--devices", "abc"): "'abc' is not a whole number; try --devices 4",
     ("--devices", "2.5"): "'2.5' is not a whole number; try --devices 4",
     ("--devices",): "expected one argument",
@@ -568,20 +578,28 @@ def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     assert_one_error_line(run, "--devices 4096 is more than")
 
 
-@pytest.mark.parametrize("value", ["abc", "", "4.0"])
-def test_an_unparsable_jax_num_cpu_devices_is_one_line_before_jax_is_imported(value):
+def test_an_unparsable_jax_num_cpu_devices_is_named_by_jax_itself():
+    """The lesson's first line imports JAX, which reads the variable on import and ends in
+    an error naming it; the program no longer guards the import (a reader's --devices
+    sets the count)."""
     run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
-                         env={**lesson_env(), "JAX_NUM_CPU_DEVICES": value}, check=False,
+                         env={**lesson_env(), "JAX_NUM_CPU_DEVICES": "abc"}, check=False,
                          capture_output=True, text=True, timeout=180)
-    assert_one_error_line(run, f"JAX_NUM_CPU_DEVICES={value!r} is not a whole number")
-    assert "unset JAX_NUM_CPU_DEVICES" in run.stderr
+    assert run.returncode != 0 and run.stdout == ""
+    assert run.stderr.strip().splitlines()[-1] == \
+        'ValueError: Invalid value "abc" for JAX flag jax_num_cpu_devices'
 
 
-def test_environment_problem_accepts_what_jax_parses():
-    assert lesson.environment_problem({}) is None
-    assert lesson.environment_problem({"JAX_NUM_CPU_DEVICES": "8"}) is None
-    assert lesson.environment_problem({"JAX_NUM_CPU_DEVICES": " 8 "}) is None
-    assert "not a whole number" in lesson.environment_problem({"JAX_NUM_CPU_DEVICES": "x"})
+def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
+    """The page's download is the lesson file: run as a script outside the repository, it
+    needs neither its command line nor its going-further module."""
+    (tmp_path / "distributed_03.py").write_bytes(LESSON_FILE.read_bytes())
+    run = subprocess.run([sys.executable, "distributed_03.py"], cwd=tmp_path, env=lesson_env(),
+                         capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    assert lines[-1] == "PASS: distributed-03" and len(lines) == 10
+    assert not any(line.startswith("Gradient programs run") for line in lines)
 
 
 # ----------------------------------------------------- defects of the published lesson --
@@ -620,3 +638,81 @@ def test_the_lesson_shows_its_sections():
     assert {"configure_devices", "place_data", "local_contribution", "reduce_all",
             "reduce_scatter", "build_programs", "verify", "measure", "momentum",
             "make_it_yours", "transfer_budget"} <= set(snippet_sections(LESSON_FILE))
+
+
+def included_sections(path):
+    """The sections of `path` some page includes."""
+    file = path.relative_to(ROOT).as_posix()
+    return {name for page in (ROOT / "docs").rglob("*.md")
+            for name in re.findall(rf'--8<-- "{re.escape(file)}:([\w-]+)"', page.read_text())}
+
+
+def test_the_lesson_file_is_the_steps_its_pages_show():
+    """At most 500 lines, and 85 % of its code lines (not blank, not a marker) inside the
+    sections the pages include: the command line and the going-further steps live apart."""
+    text = LESSON_FILE.read_text()
+    assert len(text.splitlines()) <= 500
+    sections = snippet_sections(LESSON_FILE)
+    assert set(sections) <= included_sections(LESSON_FILE)  # every section is on a page
+    code = [line for line in text.splitlines()
+            if line.strip() and not line.startswith("# --8<-- [")]
+    shown = [line for body in sections.values() for line in body.splitlines() if line.strip()]
+    assert len(shown) >= 0.85 * len(code), f"{len(shown)} of {len(code)} lines shown"
+
+
+def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
+    """The lesson file imports no other file of this repository (so the page offers it
+    as running on its own); the command line and the going-further steps import it."""
+    assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
+    guard = LESSON_FILE.read_text().split('if __name__ == "__main__":')[1]
+    assert "distributed_03_cli" in guard  # `python -m` hands over to it, by name
+    assert cli.lesson is lesson and cli.going_further.place is lesson.place
+    assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
+
+
+# ---------------------------------------------------------- JAX's deprecations --
+
+DEPRECATED_CALL = """
+import sys, warnings
+sys.path.insert(0, sys.argv[1])
+warnings.simplefilter("always")  # every warning shown, as a notebook kernel shows them
+from lesson_code import distributed_03 as lesson  # its first step adds its filter
+import jax
+
+lesson.configure_devices("cpu", 2)
+# Another library's deprecation, charged to its own module: a warning still.
+with warnings.catch_warnings(record=True) as seen:
+    exec("import warnings; warnings.warn('old', DeprecationWarning)",
+         {"__name__": "ipykernel.kernelbase"})
+print("others:", [str(w.message) for w in seen])
+# A deprecated JAX call from a lesson line (`with mesh:`, in JAX 0.10): an error.
+with lesson.data_mesh(jax.devices()):
+    pass
+"""
+
+
+def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warnings():
+    run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT)], cwd=ROOT,
+                         env=lesson_env(), capture_output=True, text=True, timeout=180)
+    assert run.returncode == 1
+    assert run.stdout == "others: ['old']\n"
+    assert run.stderr.strip().splitlines()[-1] == (
+        "DeprecationWarning: `with mesh:` context manager has been deprecated. Please use "
+        "`with jax.set_mesh(mesh):` instead.")
+
+
+def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(tmp_path):
+    """What CI sees after a JAX upgrade deprecates a call the lesson makes: record.py stops,
+    in one line naming the call, and writes nothing."""
+    root = project_copy(tmp_path / "repo")
+    lesson_file = root / LESSON_FILE.relative_to(ROOT)
+    text = lesson_file.read_text()
+    step = "    mesh = data_mesh(devices)\n"
+    assert text.count(step) == 1
+    lesson_file.write_text(text.replace(step, step + "    with mesh:  # deprecated in JAX 0.10\n"
+                                                     "        pass\n"))
+    run = run_record(root, "--lesson", "distributed-03")
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 1 and len(errors) == 1, run.stderr[-3000:]
+    assert "DeprecationWarning: `with mesh:` context manager has been deprecated" in errors[0]
+    assert "nothing was written" in errors[0]

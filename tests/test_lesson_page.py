@@ -73,7 +73,7 @@ def test_the_steps_run_when_pasted_in_page_order(tmp_path):
     assert steps[0] == "configure_devices" and len(steps) >= 7, steps
     pasted = "\n\n".join(sections[name] for name in steps) + """
 devices = configure_devices("cpu", 4)
-mesh = Mesh(np.asarray(devices), ("data",))
+mesh = data_mesh(devices)
 problem = make_problem(len(devices))
 x, y, w = place(mesh, problem)
 programs = build_programs(mesh, problem.n_total)

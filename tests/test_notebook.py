@@ -1,12 +1,14 @@
 """The notebook companion of each lesson: cut from its module, and runnable in a fresh kernel."""
+import ast
 import json
 import re
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
-from conftest import ROOT, SEED, each_lesson
-from scripts.runners.notebook import build_notebook, source_blocks, stdout_of
+from conftest import ROOT, SEED, each_lesson, lessons_with, module_file, project_copy, run_record
+from scripts.runners.notebook import build_notebook, source_blocks, stdout_of, teaching_blocks
 
 
 def committed(lesson):
@@ -66,14 +68,14 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 
 @each_lesson
 def test_a_fresh_build_matches_the_committed_cells(lesson):
-    fresh = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
+    fresh = build_notebook(lesson, devices=lesson.devices)
     notebook = nbformat.read(committed(lesson), as_version=4)
     assert [c.source for c in fresh.cells] == [c.source for c in notebook.cells]
 
 
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     lesson = SEED
-    notebook = build_notebook(lesson.path(), lesson.id, devices=lesson.devices)
+    notebook = build_notebook(lesson, devices=lesson.devices)
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     for plumbing in ("def environment_problem", "class SetupError", "class OneLineParser",
                      "def parse_args", "def main", "argparse", "sys.exit"):
@@ -86,3 +88,47 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     assert set(headings) - page_headings == {"Set up the devices and run everything"}
     # The steps keep the page's titles.
     assert "Step 1 · Configure four logical devices" in headings
+
+
+# ---------------------------------------------------------------- cutting the cells --
+
+def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
+    """A section's local variable `main` is not the module's `def main()` (argparse): only
+    the module-level names a section reads keep a helper in the notebook."""
+    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
+              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
+                     "\n\ndef helper(x):\n    return x")]
+    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
+    assert "def helper" in kept
+    assert "def main" not in kept and "argparse" not in kept
+
+
+@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
+    notebook = build_notebook(lesson, devices=lesson.devices)
+    code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    sections = [text for name, text in
+                source_blocks(lesson.path(lesson.going_further).read_text())[1] if name]
+    lesson_run = code.index(next(c for c in code if c.startswith("def run_lesson(")))
+    places = [code.index(section) for section in sections]  # each a cell of its own
+    assert lesson_run < places[0] and places == sorted(places)
+    assert code[-1].endswith("results = run_lesson(devices, run_going_further)")
+    imports = [statement for cell in code for statement in ast.parse(cell).body
+               if isinstance(statement, (ast.Import, ast.ImportFrom))]
+    # The lesson's names are defined above; the repository is not importable there.
+    assert not any("lesson_code" in ast.unparse(statement) for statement in imports)
+    # The going-further module's own `import jax` repeats the lesson's Step 1: left out.
+    assert [ast.unparse(s) for s in imports].count("import jax") == 1
+
+
+@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+def test_a_change_to_the_going_further_steps_asks_for_the_lesson_s_run(lesson, tmp_path):
+    """The lesson module does not import its going-further module, so the CPU recording's
+    inputs miss it; the notebook's do, and a stale notebook re-runs the lesson."""
+    root = project_copy(tmp_path / "repo")
+    further = root / lesson.path(lesson.going_further).relative_to(ROOT)
+    further.write_text(further.read_text() + "\nEXTRA = 1\n")
+    check = run_record(root, "--check", timeout=120)
+    assert check.returncode == 1
+    [line] = [line for line in check.stdout.splitlines() if "notebooks" in line]
+    assert module_file(lesson, lesson.going_further) in line and "record.py" in line

@@ -308,9 +308,7 @@ def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, mo
 
 
 def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
-    import importlib
-
-    write_json = importlib.import_module(SEED.module).write_json
+    from lesson_code.distributed_03_cli import write_json  # the seed's command line
 
     target, paths = not_regular_files(tmp_path)
     for path in paths:
@@ -872,13 +870,14 @@ def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
 
 # The lesson program with run_lesson replaced by one that waits for the signal: the signal
 # lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
-# carries on to print PASS, as some tries did.
+# carries on to print PASS, as some tries did. The program runs as `python -m` runs it.
 SIGNALLED_LESSON = """
-import importlib, sys, time
+import importlib, runpy, sys, time, warnings
 sys.path.insert(0, sys.argv[1])
-lesson = importlib.import_module(sys.argv[3])
+how, module = sys.argv[2:4]
+lesson = importlib.import_module(module)
 
-def waiting(devices):
+def waiting(devices, *going_further):
     print("running", flush=True)
     try:
         # Short sleeps: a signal that one of JAX's threads received is handled once the
@@ -886,13 +885,15 @@ def waiting(devices):
         for _ in range(600):
             time.sleep(0.1)
     except KeyboardInterrupt:
-        if sys.argv[2] != "swallowed":
+        if how != "swallowed":
             raise
     print("PASS: " + lesson.LESSON_ID, flush=True)
     return {}
 
 lesson.run_lesson = waiting
-sys.exit(lesson.main(["--devices", "2"]))
+sys.argv[1:] = ["--devices", "2"]
+warnings.simplefilter("ignore", RuntimeWarning)  # runpy's: the module was imported above
+runpy.run_module(module, run_name="__main__")
 """
 
 

@@ -20,6 +20,7 @@ import ast
 import importlib
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from scripts.figures.variants import STATIC, VARIANTS
 
@@ -51,13 +52,11 @@ class FigureKind:
 
     def render(self, data, overlay=None, variant=STATIC):
         module = importlib.import_module(self.module)
-        if "." in self.renderer and variant is STATIC:
-            return module.render(data)  # a lesson renderer may take the data alone
-        if "." in self.renderer:
-            return module.render(data, variant)
-        if self.overlay is None:
-            return module.render(data, variant)
-        return module.render(data, overlay, variant)
+        if self.overlay is not None:
+            return module.render(data, overlay, variant)
+        if "." in self.renderer and not takes_variant(Path(module.__file__)):
+            return module.render(data)  # a lesson renderer of the data alone: light, wide
+        return module.render(data, variant)
 
 
 def takes_variant(path):

@@ -20,7 +20,7 @@ class RefusedRecording(Exception):
 
 
 def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES,
-                        processes=1, backend="tpu"):
+                        processes=1, backend="tpu", extra=()):
     """Return the recording at `path` if it is a current TPU run of the lesson on
     `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
     but in the tests, whose fake slice runs its workers on this machine's CPU."""
@@ -48,7 +48,7 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
         if not ok:
             raise RefusedRecording(f"the fetched recording is not a {devices}-chip "
                                    f"{backend.upper()} run of {lesson_id}: {why}")
-    changed = stale_inputs(recording, content_files(module_path, root))
+    changed = stale_inputs(recording, content_files(module_path, root, extra))
     if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
                                f"checkout ({', '.join(changed)} differ); commit your changes "

@@ -186,9 +186,10 @@ def one_line(error, notebook, running, working_dir, kernel, timeout_s):
                            f"ran; its stderr: {stderr_tail(working_dir / 'kernel.err')}")
 
 
-def run(module_path, lesson_id, working_dir, platform="cpu", devices=4, on_start=None):
-    """Execute the lesson once; return the notebook, its stdout and run_lesson's data."""
-    notebook = build_notebook(module_path, lesson_id, platform, devices)
+def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
+    """Execute `lesson` (a registry Lesson) once; return the notebook, its stdout and
+    run_lesson's data."""
+    notebook = build_notebook(lesson, platform, devices)
     data_path = Path(working_dir) / "data.json"
     notebook.cells.append(nbformat.v4.new_code_cell(
         f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"

@@ -5,11 +5,14 @@ holds the same code as the page and the program. The last cell sets up the devic
 runs the lesson; scripts/runners/cells.py executes the cells once in a Jupyter kernel,
 and what they print IS the recording's stdout, so the notebook companion and the recording
 never disagree. The `if __name__ == "__main__"` guard is left out (a notebook's __name__
-is "__main__").
+is "__main__"). A lesson's going-further module (lessons.toml `going_further`) follows
+the lesson's cells, less its imports of the lesson (those names are already defined
+there), and the run cell hands its `run_going_further` to `run_lesson`.
 """
 import ast
 import hashlib
 import re
+import symtable
 from importlib.metadata import version
 
 import nbformat
@@ -35,8 +38,26 @@ def source_blocks(source):
     return docstring, [(n, code) for n, code in blocks if code]
 
 
-def run_cell_source(platform, devices):
-    return f'devices = configure_devices("{platform}", {devices})\nresults = run_lesson(devices)'
+def run_cell_source(platform, devices, going_further=False):
+    more = ", run_going_further" if going_further else ""
+    return (f'devices = configure_devices("{platform}", {devices})\n'
+            f'results = run_lesson(devices{more})')
+
+
+def without_imports_of(module, code):
+    """`code` less its top-level statements that import `module`: in the notebook, the
+    cells before it have defined those names, and the repository is not importable."""
+    def imports_it(statement):
+        if isinstance(statement, ast.ImportFrom):
+            return statement.module == module
+        return isinstance(statement, ast.Import) and \
+            any(alias.name == module for alias in statement.names)
+
+    lines = code.splitlines()
+    for statement in reversed(ast.parse(code).body):
+        if imports_it(statement):
+            del lines[statement.lineno - 1:statement.end_lineno]
+    return "\n".join(lines).strip()
 
 
 # --------------------------------------------------------------- what a cell teaches --
@@ -57,7 +78,15 @@ def defined_names(statement):
 
 
 def used_names(code):
-    return {node.id for node in ast.walk(ast.parse(code)) if isinstance(node, ast.Name)}
+    """The module-level names `code` reads, in any of its scopes: a function's parameters
+    and local variables are not among them, so a local named `main` keeps no `def main()`."""
+    names, tables = set(), [symtable.symtable(code, "<section>", "exec")]
+    while tables:
+        table = tables.pop()
+        names |= {symbol.get_name() for symbol in table.get_symbols()
+                  if symbol.is_referenced() and symbol.is_global()}
+        tables += table.get_children()
+    return names
 
 
 def top_level_statements(code):
@@ -70,6 +99,11 @@ def top_level_statements(code):
     return pieces
 
 
+def imports_only(code):
+    return all(isinstance(statement, (ast.Import, ast.ImportFrom))
+               for statement in ast.parse(code).body)
+
+
 def teaching_blocks(blocks, run_source):
     """The named sections, and the statements between them that they need, in order."""
     pieces = [(name, code, set()) if name else (None, text, names)
@@ -77,10 +111,15 @@ def teaching_blocks(blocks, run_source):
               for text, names in ([(code, set())] if name else top_level_statements(code))]
     needed = used_names(run_source).union(*(used_names(code) for name, code, _ in pieces
                                             if name))
+    # What a section imports is there already: an import that only repeats it (the
+    # going-further module's own `import jax`) is left out.
+    shown = set().union(*(names for name, code, _ in pieces if name
+                          for _, names in top_level_statements(code)))
     kept = set()
     while True:  # a kept helper may need another: follow until nothing new is needed
-        more = {i for i, (name, _, names) in enumerate(pieces)
-                if not name and i not in kept and names & needed}
+        more = {i for i, (name, text, names) in enumerate(pieces)
+                if not name and i not in kept
+                and names & needed - (shown if imports_only(text) else set())}
         if not more:
             break
         kept |= more
@@ -91,7 +130,8 @@ def teaching_blocks(blocks, run_source):
             out.append((name, code))
         elif i in kept:
             if out and out[-1][0] is None:  # neighbouring helpers share one cell
-                out[-1] = (None, out[-1][1] + "\n\n\n" + code)
+                apart = "\n" if imports_only(out[-1][1]) and imports_only(code) else "\n\n\n"
+                out[-1] = (None, out[-1][1] + apart + code)
             else:
                 out.append((None, code))
     return out
@@ -121,17 +161,26 @@ def page_titles(module_path, lesson_id):
     return titles
 
 
-def notebook_cells(module_path, lesson_id, platform="cpu", devices=4):
-    """[(cell type, source)] of the companion."""
+def notebook_cells(lesson, platform="cpu", devices=4):
+    """[(cell type, source)] of `lesson`'s companion (a registry Lesson: its module, its
+    id and its going-further module, if it has one)."""
+    module_path, lesson_id = lesson.path(), lesson.id
+    further = lesson.path(lesson.going_further) if lesson.going_further else None
     docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
     title, _, intro = docstring.partition("\n")
-    run_source = run_cell_source(platform, devices)
     titles = page_titles(module_path, lesson_id)
+    if further:
+        module = f"{module_path.parent.name}.{module_path.stem}"
+        blocks += [(name, code if name else without_imports_of(module, code))
+                   for name, code in source_blocks(further.read_text(encoding="utf-8"))[1]]
+        titles = {**page_titles(further, lesson_id), **titles}
+    run_source = run_cell_source(platform, devices, further is not None)
+    sources = " and ".join(f"`{path.parent.name}/{path.name}`"
+                           for path in (module_path, further) if path)
     cells = [("markdown",
-              f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from "
-              f"`{module_path.parent.name}/{module_path.name}` by `scripts/record.py`, which "
-              f"also executed it: the outputs below are real. Run it top to bottom in a "
-              f"fresh kernel (JAX {version('jax')}).")]
+              f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from {sources} by "
+              f"`scripts/record.py`, which also executed it: the outputs below are real. Run "
+              f"it top to bottom in a fresh kernel (JAX {version('jax')}).")]
     shown = None
     for name, code in teaching_blocks(blocks, run_source):
         heading = titles.get(name)
@@ -165,8 +214,8 @@ def as_notebook(cells, lesson_id):
     return notebook
 
 
-def build_notebook(module_path, lesson_id, platform="cpu", devices=4):
-    return as_notebook(notebook_cells(module_path, lesson_id, platform, devices), lesson_id)
+def build_notebook(lesson, platform="cpu", devices=4):
+    return as_notebook(notebook_cells(lesson, platform, devices), lesson.id)
 
 
 def stdout_of(notebook):
@@ -175,7 +224,7 @@ def stdout_of(notebook):
                    if output.output_type == "stream" and output.name == "stdout")
 
 
-def rerender(executed_text, module_path, lesson_id, platform="cpu", devices=4):
+def rerender(executed_text, lesson, platform="cpu", devices=4):
     """The companion rebuilt from today's module text around the outputs of an earlier
     execution, for a module whose code (its syntax tree) is unchanged: the same program
     ran, only its comments or docstrings read differently. Each code cell keeps the
@@ -183,7 +232,7 @@ def rerender(executed_text, module_path, lesson_id, platform="cpu", devices=4):
     longer line up one to one (a section marker added or removed): then only a run makes
     the companion."""
     executed = nbformat.reads(executed_text, as_version=4)
-    notebook = build_notebook(module_path, lesson_id, platform, devices)
+    notebook = build_notebook(lesson, platform, devices)
     if [c.cell_type for c in executed.cells] != [c.cell_type for c in notebook.cells]:
         return None
     for old, new in zip(executed.cells, notebook.cells):
