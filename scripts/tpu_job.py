@@ -226,8 +226,7 @@ def install_checked(fetched, target, root, check, what, after_refusal="", after_
 
 def install_fetched(fetched, target, lesson, root):
     install_checked(fetched, target, root, lambda: check_tpu_recording(
-        fetched, lesson.id, lesson.path(), root, lesson.devices,
-        extra=lesson.also_run_with()), "recording")
+        fetched, lesson.id, lesson.path(), root, lesson.devices), "recording")
 
 
 def install_sweep(fetched, target, lesson, root, kept):

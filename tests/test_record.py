@@ -12,6 +12,7 @@ import pytest
 from conftest import (SEED, clean_env, leftover_temp_files, module_file, project_copy,
                       run_record, snapshot)
 from scripts import hashes
+from scripts.lessons import load_lessons
 from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
 from scripts.outputs import lesson_command
@@ -47,8 +48,9 @@ def test_a_clean_record_run_writes_a_cpu_recording_and_its_notebook(recorded):
     assert recording["provenance"] == "recorded_cpu_computation"
     assert recording["environment"]["deviceCount"] == SEED.devices
     assert recording["environment"]["processCount"] == 1
+    copied = load_lessons(root)[LESSON_ID]
     assert recording["contentHash"] == hashes.content_hash(
-        root / LESSON, root)
+        root / LESSON, root, copied.also_run_with())
     assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"

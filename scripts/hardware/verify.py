@@ -20,13 +20,14 @@ class RefusedRecording(Exception):
 
 
 def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES,
-                        processes=1, backend="tpu", extra=()):
+                        processes=1, backend="tpu"):
     """Return the recording at `path` if it is a current TPU run of the lesson on
     `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
     but in the tests, whose fake slice runs its workers on this machine's CPU."""
     try:
         # Held to the lesson's data schema as this checkout registers it.
-        recording = load_recording(path, lesson=registered_lesson(lesson_id, root))
+        lesson = registered_lesson(lesson_id, root)
+        recording = load_recording(path, lesson=lesson)
     except RecordingError as error:
         # Without its fix: rerunning record.py here would record the CPU, not the TPU.
         raise RefusedRecording(error.what) from None
@@ -48,6 +49,8 @@ def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES
         if not ok:
             raise RefusedRecording(f"the fetched recording is not a {devices}-chip "
                                    f"{backend.upper()} run of {lesson_id}: {why}")
+    # A run of the lesson module stores its going-further module's results too.
+    extra = lesson.also_run_with() if lesson and Path(module_path) == lesson.path() else ()
     changed = stale_inputs(recording, content_files(module_path, root, extra))
     if changed:
         raise RefusedRecording(f"the fetched recording was made from other code than this "
@@ -108,7 +111,7 @@ def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=RO
         data = json.loads(Path(data_path).read_text(encoding="utf-8"))
         stdout = Path(stdout_path).read_text(encoding="utf-8")
         check_stdout(lesson.id, stdout)
-        recording = executed_recording(lesson, lesson.path(lesson.rank_module), stdout,
+        recording = executed_recording(lesson, lesson.rank_module, stdout,
                                        data, duration_s, command)
     except (OSError, ValueError, RecordError) as error:
         raise RefusedRecording(f"rank 0's output from worker 0 does not make a recording "
