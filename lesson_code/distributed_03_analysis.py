@@ -222,4 +222,7 @@ def analyse(variant, recording):
     if variant == "sweep":
         from lesson_code import distributed_03_sweep_analysis
         return distributed_03_sweep_analysis.analyse(recording)
+    if variant == "tpu-sweep":  # against the predictions made before it ran
+        from lesson_code import distributed_03_tpu_comparison
+        return distributed_03_tpu_comparison.compare(recording)
     return analyse_executed(recording)

@@ -4,11 +4,12 @@ check every result.
 The caller fixes the device count first (`configure_devices`, or tests/conftest.py);
 nothing here touches a device at import time.
 """
+import resource
 import time
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import AxisType, NamedSharding, PartitionSpec as P
 
 from lesson_code.ring_collectives import ring_all_reduce, ring_reduce_scatter
 
@@ -108,6 +109,38 @@ def ring_all_reduce_rows(x):  # per device: x f32[1, n] -> f32[1, n], this devic
     return ring_all_reduce(x[0])[None]
 
 
+# --8<-- [start:looped]
+def looped(body, collectives):
+    """`collectives` calls of `body` in one program, inside a fori_loop: nccl-tests'
+    preallocated buffers, as far as a jitted program has them. XLA allocates the loop's
+    buffers once per call, so every iteration after the first reuses them, and the host's
+    dispatch is paid once for all of them.
+
+    Every iteration reads the same input, passed through an optimization barrier, which
+    hides that sameness from XLA: it can neither hoist the collective out of the loop nor
+    merge the iterations into one. So the result is `body`'s, whatever `collectives` is.
+    """
+    def program(x):
+        def again(_, carry):
+            x = jax.lax.optimization_barrier(carry[0])
+            return x, body(x)
+        return jax.lax.fori_loop(1, collectives, again, (x, body(x)))[1]
+    return program
+# --8<-- [end:looped]
+
+
+# Collectives per call in the looped variant of every program, by backend. On CPU each
+# 32 MiB collective takes tens of milliseconds, so 4 keep the sweep minutes long and still
+# leave three collectives that reuse the first one's buffers. On TPU a call's dispatch
+# (tens of us) is far longer than a small collective (about 1 us a hop), so the loop must
+# be long for the difference between the two variants to dwarf the dispatch's jitter.
+LOOP_COLLECTIVES = {"cpu": 4, "tpu": 64}
+
+
+def loop_collectives():
+    return LOOP_COLLECTIVES.get(jax.default_backend(), LOOP_COLLECTIVES["tpu"])
+
+
 ROWS, SPLIT = P("data", None), P("data")
 PROGRAMS = {  # collective: (per-device body, input spec, output spec)
     "all_reduce": (all_reduce, ROWS, P()),
@@ -140,13 +173,22 @@ def count_wrong(result, expected):
                for shard in result.addressable_shards)
 
 
+def minor_faults():
+    """Minor page faults of this process so far, every device thread's: each is the kernel
+    mapping a fresh page on its first touch, which a buffer the allocator has just taken
+    from the system pays on every page it writes."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def timed_sample(call, arg, calls):
-    """Seconds per call over `calls` back-to-back calls, waiting for each one to finish."""
-    start = time.perf_counter()
+    """Seconds per call over `calls` back-to-back calls, waiting for each one to finish, and
+    the minor page faults the calls took between them."""
+    faults, start = minor_faults(), time.perf_counter()
     for _ in range(calls):
         result = call(arg)
         result.block_until_ready()
-    return (time.perf_counter() - start) / calls, result
+    seconds = (time.perf_counter() - start) / calls
+    return seconds, minor_faults() - faults, result
 
 
 def first_guess_calls(call, arg, min_sample_s):
@@ -158,37 +200,56 @@ def first_guess_calls(call, arg, min_sample_s):
     return calls
 
 
-# Untimed calls before the samples: first-run allocations stay out of them. Each row
-# records the count, so the page reads it rather than typing it.
+# Untimed calls before the samples: compilation and first-run set-up stay out of them.
+# They do not keep allocation out: where the allocator hands each call's output fresh
+# pages from the system (at 32 MiB here), every timed call faults them in again, and the
+# faults counted with every sample say so. Each row records the count, so the page reads
+# it rather than typing it.
 WARMUP_CALLS = 1
 
 
 def time_collective(call, arg, expected, plan):
     """One block of one row: warm up, find the calls per sample (autorange), then take
-    `plan["samples"]` samples. Every sample is kept, in microseconds per call."""
+    `plan["samples"]` samples. Every sample is kept, in microseconds per call, with the
+    minor page faults of its calls."""
     for _ in range(WARMUP_CALLS):
         result = call(arg)
         result.block_until_ready()
     wrong = count_wrong(result, expected)
     calls = first_guess_calls(call, arg, plan["minSampleMs"] / 1e3)
-    per_call = []
+    per_call, faults = [], []
     for _ in range(plan["samples"]):
-        seconds, result = timed_sample(call, arg, calls)
+        seconds, faulted, result = timed_sample(call, arg, calls)
         per_call.append(seconds * 1e6)
+        faults.append(faulted)
     wrong += count_wrong(result, expected)
     return {"callsPerSample": calls, "warmupCalls": WARMUP_CALLS, "samplesUs": per_call,
-            "wrong": wrong}
+            "minorFaults": faults, "wrong": wrong}
+
+
+def ring_mesh(devices):
+    """A one-axis mesh over `devices` in the order of the chips' physical ring.
+
+    jax.make_mesh asks JAX's mesh_utils for the order: on a 2x2 TPU v5e or v6e it is
+    0, 1, 3, 2, the 4-cycle over the slice's four links, where devices() order would make
+    two of the four ring hops diagonal, across chips no link joins. On CPU devices it is
+    the order given. Auto axes, as Mesh(...) makes them: shard_map's specs say the rest.
+    """
+    return jax.make_mesh((len(devices),), ("data",), (AxisType.Auto,), devices=devices)
 
 
 def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
-    """One row per (size, collective) on a 1-D mesh over `devices`: one block of samples,
-    the programs of each size taking turns in an order that rotates with the size and
-    the block, so no program is always first after a new allocation.
+    """Two rows per (size, collective) on a 1-D mesh over `devices`, one block of samples
+    each: one collective per call (`collectivesPerCall` 1: a fresh output every call) and
+    `loop_collectives()` of them in one call (`looped`: the loop's buffers reused). The
+    rows of each size take turns in an order that rotates with the size and the block, so
+    no program is always first after a new allocation.
 
     `plan`: samples (per row and block), minSampleMs, as in scripts/bench.py.
     """
     ranks = len(devices)
-    mesh = Mesh(np.array(devices), ("data",))
+    mesh = ring_mesh(devices)
+    looping = loop_collectives()
     rng = np.random.default_rng(ranks)
     rows = []
     for requested, nbytes in sizes_for(sizes, ranks):
@@ -199,21 +260,59 @@ def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
         # Placed once, before timing, so no host-to-device transfer is inside a sample.
         placed = {ROWS: jax.device_put(contributions, NamedSharding(mesh, ROWS)),
                   SPLIT: jax.device_put(contributions[0], NamedSharding(mesh, SPLIT))}
-        names = list(PROGRAMS)
-        shift = (block + len(rows) // len(names)) % len(names)
-        for position, collective in enumerate(names[shift:] + names[:shift]):
+        turns = [(name, k) for name in PROGRAMS for k in (1, looping)]
+        shift = (block + len(rows) // len(turns)) % len(turns)
+        for position, (collective, k) in enumerate(turns[shift:] + turns[:shift]):
             body, in_spec, out_spec = PROGRAMS[collective]
             arg = placed[in_spec]
             # Lowering and compiling here keeps compilation out of every timed call.
-            call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec,
-                                         out_specs=out_spec)).lower(arg).compile()
+            call = jax.jit(jax.shard_map(looped(body, k) if k > 1 else body, mesh=mesh,
+                                         in_specs=in_spec, out_specs=out_spec))
+            call = call.lower(arg).compile()
             timing = time_collective(call, arg, reference(collective, contributions), plan)
             rows.append({"collective": collective, "ranks": ranks, "block": block,
                          "position": position, "requestedBytes": requested,
-                         "bytes": n * 4, **timing})
-            on_step(f"{collective} {n * 4} B")
+                         "bytes": n * 4, "collectivesPerCall": k, **timing})
+            on_step(f"{collective} x{k} {n * 4} B")
         del placed, contributions  # the 32 MiB step holds p copies; free before the next
     return rows
+
+
+def donation_probe(devices, nbytes, calls=3):
+    """What donating the input does to the faults: the all-reduce of f32[p, n] rows into rows
+    of the same shape (so the output can take the input's buffer), compiled once as is and
+    once with the input donated (jax.jit donate_argnums), `calls` calls each after a
+    warm-up, with the minor faults of each call and what the compiled program reserves:
+    the bytes it aliases to its input and its scratch (temp) bytes, per device.
+
+    The donated program consumes its input, so each call is given the last one's output:
+    sums of small integers times a power of p, exact in float32; the first is checked.
+    """
+    mesh, ranks = ring_mesh(devices), len(devices)
+    n = nbytes // 4
+    contributions = np.random.default_rng(ranks).integers(
+        -8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
+    expected = reference("ring_all_reduce", contributions)
+    probe = {"ranks": ranks, "bytes": nbytes}
+    for name, donated in (("kept", ()), ("donated", (0,))):
+        arg = jax.device_put(contributions, NamedSharding(mesh, ROWS))
+        call = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "data"), mesh=mesh,
+                                     in_specs=ROWS, out_specs=ROWS), donate_argnums=donated)
+        call = call.lower(arg).compile()
+        memory = call.memory_analysis()
+        result = call(arg)
+        wrong = count_wrong(result, expected)
+        faults = []
+        for _ in range(calls):
+            arg = result if donated else arg
+            before = minor_faults()
+            result = call(arg)
+            result.block_until_ready()
+            faults.append(minor_faults() - before)
+        probe[name] = {"faultsPerCall": faults, "wrong": wrong,
+                       "aliasBytes": memory.alias_size_in_bytes,
+                       "tempBytes": memory.temp_size_in_bytes}
+    return probe
 
 
 def describe_backend():

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import argparse
 from contextlib import nullcontext
+import resource
 import time
 
 from scripts import display
@@ -57,8 +58,9 @@ def check_rows(rows):
 
 
 def measure_blocks(measure, ranks, sizes, plan, blocks):
-    """Every p, `blocks` times, in turns; each block's rows, the order and the host."""
-    rows, order, hosts, programs, backend = [], [], [], {}, None
+    """Every p, `blocks` times, in turns; each block's rows, the order and the host, and
+    what each p's donation probe found (the worker runs it once, in block 0)."""
+    rows, order, hosts, programs, backend, donation = [], [], [], {}, None, []
     for block in range(blocks):
         for p in ranks:
             measured = measure(p, sizes, plan, block)
@@ -67,19 +69,24 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
             programs[str(p)] = measured["programs"]
             hosts.append({"block": block, "ranks": p, **measured["host"]})
             order.append({"block": block, "ranks": p})
-    return rows, order, hosts, programs, backend
+            donation += [measured["donation"]] if measured.get("donation") else []
+    return rows, order, hosts, programs, backend, donation
 
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
-                    cache_bytes=None, order=(), hosts=(), programs=None, command=None):
+                    cache_bytes=None, order=(), hosts=(), programs=None, command=None,
+                    donation=()):
     """The sweep as measured, and only that: every sample of every block, in the order
     they ran, with the host's load around each block. The analysis is derived later."""
-    check_rows(rows)
+    check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
+                        "ranks": probe["ranks"], "bytes": probe["bytes"]}
+                       for probe in donation for name in ("kept", "donated")])
     recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
     recording.update(method=method, rows=rows, order=list(order), hosts=list(hosts),
-                     programs=programs or {}, memcpyGBps=memcpy_gbps,
-                     memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
-                     lastLevelCacheBytes=cache_bytes, durationS=duration_s,
+                     programs=programs or {}, donation=list(donation),
+                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
+                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes,
+                     pageBytes=resource.getpagesize(), durationS=duration_s,
                      command=command or ["make", "bench"])
     return recording
 
@@ -89,7 +96,10 @@ def method_summary(plan, blocks):
             "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before "
                       "timing; in each block, calls per sample doubled until one sample "
                       "lasts minSampleMs, then `samples` samples; block_until_ready on every "
-                      "call; per-call us = sample time / calls",
+                      "call; per-call us = sample time / calls; every program twice, with "
+                      "one collective per call and with collectivesPerCall of them in one "
+                      "fori_loop; minorFaults: getrusage(RUSAGE_SELF).ru_minflt around "
+                      "each sample's calls",
             "check": "inputs are small integers, so float32 sums are exact: wrong counts "
                      "values != NumPy on every device's copy, for the warm-up and the last "
                      "timed call"}
@@ -113,7 +123,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
-    rows, order, hosts, programs, backend = measure_blocks(measure, ranks, sizes, plan, blocks)
+    rows, order, hosts, programs, backend, donation = measure_blocks(measure, ranks, sizes,
+                                                                     plan, blocks)
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__,
                    "loadAverage1m": at_start["loadAverage1m"],
@@ -122,7 +133,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
         ["python", "scripts/bench.py", "--platform", platform]
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, last_level_cache_bytes(), order,
-                                hosts, programs, command)
+                                hosts, programs, command, donation)
     files = for_lesson(lesson)
     name = files.recording(sweep_variant(platform))
     validate(recording, f"new recording {name}", " ".join(command), lesson)
@@ -136,7 +147,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            beside = {files.analysis("sweep"): ".analysis.json"}
+            beside = {files.analysis(sweep_variant(platform)): ".analysis.json"}
 
             def place(path):
                 """Beside `out`: its analysis, its figure, each figure variant with the

@@ -121,18 +121,30 @@ def check(lessons, root=ROOT):
         for output in [*derived_outputs(lesson), notebook_output(lesson)]:
             if (root / output.source).exists() or output.source in lock:
                 lines += derived_problems(output, lock, root)
-            else:
+            elif not from_absent_hardware_run(output, lesson, root):
                 lines.append(problem(output.path, f"its input {output.source} is missing",
                                      output.fix))
     return lines
 
 
+def from_absent_hardware_run(output, lesson, root=ROOT):
+    """Whether `output` is made from a hardware recording that is not here (an analysis of
+    a TPU sweep no VM has run yet): nothing to make, and nothing missing."""
+    required = {recording.path for recording in recording_outputs(lesson, root)
+                if recording.required}
+    return output.source.startswith("recordings/") and output.source not in required \
+        and not (root / output.source).exists()
+
+
 def load_analyses(lesson, lock, root=ROOT):
     """Each current analysis of a lesson, by stem "<id>.<variant>.analysis"; a stale,
-    edited or unreadable one is a problem line (`--render-only` remakes it)."""
+    edited or unreadable one is a problem line (`--render-only` remakes it). One made from
+    a hardware recording that is not here is not expected."""
     import json
     loaded, lines = {}, []
     for output in analysis_outputs(lesson):
+        if from_absent_hardware_run(output, lesson, root):
+            continue
         problems = derived_problems(output, lock, root)
         if problems:
             lines += problems

@@ -232,11 +232,13 @@ def install_fetched(fetched, target, lesson, root):
 def install_sweep(fetched, target, lesson, root, kept):
     """Check the VM's size sweep (scripts/bench.py --platform tpu), then move it into place.
     `kept`: the lesson's recording, already in place. The figure the sweep is drawn over
-    (tpu-predictions) is remade here by --render-only."""
+    (tpu-predictions) and its verdicts against the predictions (its analysis) are made
+    here by --render-only."""
     install_checked(fetched, target, root,
                     lambda: check_tpu_sweep(fetched, lesson, root, lesson.devices), "sweep",
                     after_refusal=f"; {display(kept)} was written",
-                    after_writing="; run `python scripts/record.py --render-only` to draw it")
+                    after_writing="; run `python scripts/record.py --render-only` to draw it "
+                                  "and judge the predictions")
 
 
 def install_slice(workdir, target, lesson, root, accelerator, duration_s):

@@ -360,7 +360,7 @@ def test_a_tpu_sweep_over_the_prediction_fits_every_drawing(variant, monkeypatch
 
     data, fixture = json.loads(DATA.read_text()), tpu_sweep_fixture()
     svg = KINDS["tpu-predictions"].render(data, fixture, variant)
-    assert "measured median: all-reduce" in svg
+    assert "own cost: all-reduce" in svg
     assert texts_off_the_canvas(
         lambda: KINDS["tpu-predictions"].render(data, fixture, variant), monkeypatch) == []
 

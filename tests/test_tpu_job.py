@@ -112,6 +112,44 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
         captured.err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
 
 
+def test_the_comparison_page_says_not_yet_run_before_any_tpu_sweep(built_site):
+    """The committed tree holds no TPU sweep: every prediction is still open."""
+    assert not (ROOT / recording_name(SEED, "tpu-sweep")).exists()
+    page = (built_site / "going-further" / "tpu" / "index.html").read_text()
+    assert "Measured against predicted: not yet run." in page
+
+
+def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud, monkeypatch,
+                                                                   tmp_path):
+    """Canned results through the whole path: the job lands a TPU sweep whose 32 MiB own
+    costs are 1.5x the predictions (inside their band) and 32 B ones 10x (outside theirs),
+    `record.py --render-only` draws and judges it, and the built page says so."""
+    from conftest import run_record
+    from site_build import build
+
+    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
+    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, over_predicted=lambda row:
+                            10.0 if row["bytes"] == 32 else 1.5)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
+    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
+    run = run_record(clone, "--render-only")
+    assert run.returncode == 0, run.stdout + run.stderr
+    check = run_record(clone, "--check")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "Measured on 4 × TPU v6 lite" in (
+        clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
+    site = build(clone, tmp_path / "site")
+    assert site.returncode == 0, site.stderr[-3000:]
+    page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()
+    cells = [re.sub(r"<[^>]+>", "", cell).strip()
+             for cell in re.findall(r"<td\b[^>]*>(.*?)</td>", page, re.S)]
+    # 12 predictions: the six at 32 B refuted, the six at 32 MiB supported; the p = 4 over
+    # p = 2 ratio shares the factor, so it is the model's 0.75: supported three times.
+    assert cells.count("refuted") == 6 and cells.count("supported") == 9
+    assert "Measured against predicted." in page and "not yet run" not in page
+
+
 @pytest.mark.parametrize("case", ["missing", "stale", "cpu"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):

@@ -1,7 +1,10 @@
 """The TPU predictions: the committed data file is the model's output, every input has a
 source, and the figure is drawn from that file alone."""
 import json
+import math
 import re
+
+import pytest
 
 from conftest import ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
@@ -17,21 +20,70 @@ def test_the_committed_predictions_are_the_models_output():
     assert json.loads(DATA.read_text()) == json.loads(json.dumps(model.predictions()))
 
 
-def test_the_predictions_follow_the_ring_model():
-    rows = {(row["machine"], row["collective"], row["bytes"]): row
+def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
+    rows = {(row["machine"], row["collective"], row["ranks"], row["bytes"]): row
             for row in model.predictions()["rows"]}
-    # 32 B: p/2 = 2 hops of 1 us whatever the VM; an all-reduce is two phases.
+    big = 32 * 2**20
     for machine in model.MACHINES:
-        assert rows[(machine, "reduce_scatter", 32)]["predictedUs"] == 2.0
-        assert rows[(machine, "all_reduce", 32)]["predictedUs"] == 4.0
-        assert rows[(machine, "all_gather", 32)]["bound"] == "latency"
-    # 1 MiB on v5e: V / (2 x 4.5e10 B/s), bandwidth-bound.
-    row = rows[("v5litepod-4", "reduce_scatter", 2**20)]
-    assert abs(row["predictedUs"] - 2**20 / 9e10 * 1e6) < 1e-3 and row["bound"] == "bandwidth"
+        # 32 B: p/2 hops of 1 us whatever the VM; an all-reduce is two phases.
+        for p in model.RANKS:
+            assert rows[(machine, "reduce_scatter", p, 32)]["predictedUs"] == p / 2
+            assert rows[(machine, "all_reduce", p, 32)]["predictedUs"] == p
+            assert rows[(machine, "all_gather", p, 32)]["bound"] == "latency"
+            assert rows[(machine, "all_gather", p, big)]["bound"] == "bandwidth"
+    link = model.MACHINES["v5litepod-4"]["linkOneWayBytesPerS"]
+    # p = 2: half of V over the one link; p = 4: three quarters of V over two links.
+    assert rows[("v5litepod-4", "all_gather", 2, big)]["predictedUs"] == \
+        pytest.approx(big / 2 / link * 1e6, abs=1e-3)
+    assert rows[("v5litepod-4", "all_gather", 4, big)]["predictedUs"] == \
+        pytest.approx(big * 3 / 4 / (2 * link) * 1e6, abs=1e-3)
+    # The book's V / W_bidi is the same at every p, and 4/3 of the model at p = 4.
+    assert rows[("v5litepod-4", "all_gather", 4, big)]["bookUs"] == \
+        rows[("v5litepod-4", "all_gather", 2, big)]["bookUs"]
     # v6e's links are twice as fast: half the time wherever bandwidth bounds it.
-    assert rows[("v6e-4", "all_reduce", 32 * 2**20)]["predictedUs"] * 2 == \
-        rows[("v5litepod-4", "all_reduce", 32 * 2**20)]["predictedUs"]
-    assert model.crossover_bytes(model.MACHINES["v5litepod-4"]) == 180_000
+    assert rows[("v6e-4", "all_reduce", 4, big)]["predictedUs"] * 2 == \
+        pytest.approx(rows[("v5litepod-4", "all_reduce", 4, big)]["predictedUs"], abs=0.01)
+    assert model.crossover_bytes(model.MACHINES["v5litepod-4"], 4) == pytest.approx(240_000)
+    assert model.ring_links(2) == 1 and model.ring_links(4) == 2
+
+
+def test_every_prediction_carries_a_band_written_down_before_the_run():
+    data = model.predictions()
+    for row in data["rows"]:
+        band = model.BANDS[row["bound"]]
+        assert row["band"] == {"low": band["low"], "high": band["high"]}
+        assert band["low"] < 1 < band["high"]
+    assert {(row["ranks"], row["bytes"]) for row in data["rows"]} == \
+        {(p, size) for p in (2, 4) for size in model.SIZES}
+
+
+def test_the_ratio_question_separates_the_model_from_both_rivals():
+    """t(p = 4) / t(p = 2) at 32 MiB: 0.75 here, 1.0 for the book's V / W_bidi, 1.5 for a
+    ring with (p - 1)/p and two links at p = 2. Its band holds the model and neither rival."""
+    question = model.ratio_question()
+    assert question["predicted"] == pytest.approx(0.75)
+    assert sorted(question["rivals"].values()) == [1.0, 1.5]
+    band = question["band"]
+    assert band["low"] < 0.75 < band["high"] < min(question["rivals"].values())
+    assert band["high"] == pytest.approx(math.sqrt(0.75), abs=1e-3)
+
+
+def test_the_page_states_the_bands_and_the_loop_the_modules_use():
+    """The TPU page writes the pre-registered bands and the loop length out in words
+    (no recording holds them before the run): they must be the modules' own."""
+    from lesson_code.distributed_03_sweep import LOOP_COLLECTIVES
+
+    page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
+    bands = model.BANDS
+    assert f"bandwidth-bound (32 MiB): {bands['bandwidth']['low']:g}× to " \
+           f"{bands['bandwidth']['high']:g}×" in page
+    assert f"latency-bound (32 B): {bands['latency']['low']:g}× to " \
+           f"{bands['latency']['high']:g}×" in page
+    band = model.ratio_question()["band"]
+    assert f"The band is {band['low']:.2f} to {band['high']:.2f}" in page
+    assert f"{LOOP_COLLECTIVES['tpu']} on a TPU" in page
+    for answer in ("0.75", "says 1.0", "says 1.5"):
+        assert answer in page
 
 
 def test_every_input_names_a_source_that_exists():
@@ -49,20 +101,24 @@ def test_the_figure_is_drawn_from_the_data_file_alone():
     assert kind.input.format(id=SEED.id) == DATA.relative_to(ROOT).as_posix()
     svg = kind.render(json.loads(DATA.read_text()))
     assert svg == kind.render(json.loads(DATA.read_text()))  # the same bytes each time
-    assert "<title>Predicted on 4 TPU chips, before any TPU run</title>" in svg
-    # The table's cells and the description carry the model's numbers.
-    assert "372.8 µs" in svg and "11.7 µs" in svg and "bandwidth-bound from 176 KiB" in svg
+    assert "<title>Predicted on 4 TPU chips at p = 2 and 4, before any TPU run</title>" in svg
+    # The table's cells and the description carry the model's numbers: v5e's one phase at
+    # 32 MiB at p = 2 and p = 4, and where p = 4 turns bandwidth-bound.
+    assert "372.8 µs" in svg and "279.6 µs" in svg
+    assert "bandwidth-bound from 234 KiB" in svg
 
 
-def tpu_sweep_fixture():
-    """A TPU size sweep as the VM would record it: the committed sweep's format and rows,
-    its machine a v6e chip, its medians a tenth of the CPU's (made-up TPU numbers)."""
+def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
+    """A TPU size sweep as the VM would record it: the committed sweep's format and rows
+    at p = 2 and 4, its machine a v6e chip, each collective's own cost over_predicted(row)
+    times the v6e-4 prediction (made-up TPU numbers: fixtures/tpu_recording_fixture.py)."""
+    from fixtures.tpu_recording_fixture import canned_times
+
     recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
-    for row in recording["rows"]:
-        row["samplesUs"] = [t / 10 for t in row["samplesUs"]]
-    return recording
+    recording["rows"] = [row for row in recording["rows"] if row["ranks"] <= 4]
+    return canned_times(recording, over_predicted)
 
 
 def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
@@ -70,16 +126,10 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
     fixture = tpu_sweep_fixture()
     svg = KINDS["tpu-predictions"].render(data, fixture)
     assert "<title>Measured on 4 × TPU v6 lite (v6e-4) against the prediction</title>" in svg
-    assert "measured /" in svg and "measured median: all-reduce" in svg
-    # The ratios in the description are the recording's medians over the v6e-4 curve.
-    from scripts.figures.tpu_predictions import row_medians
-    ratios = []
-    for collective, curve in data["curve"]["v6e-4"].items():
-        predicted = dict(map(tuple, curve))
-        ratios += [median / predicted[nbytes] for nbytes, median
-                   in row_medians(fixture, collective, 4, predicted).items()]
-    assert len(ratios) == 36  # 12 sizes x 3 collectives
-    assert f"are {min(ratios):.2g} to {max(ratios):.2g} times the v6e-4 prediction" in svg
+    assert "measured /" in svg and "own cost: all-reduce" in svg
+    # Made exactly the prediction: measured over predicted is 1 at every size drawn.
+    assert "own cost in the size sweep at p = 2 and 4 is 1 to 1 times the v6e-4 " \
+           "prediction" in svg
     fixture["environment"]["deviceKind"] = "TPU v4"
     try:
         KINDS["tpu-predictions"].render(data, fixture)
@@ -89,32 +139,48 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
         raise AssertionError("a recording from an unpredicted chip was drawn")
 
 
-def test_a_tpu_sweep_recording_changes_the_figure_and_the_page_with_no_edit(tmp_path):
-    """Drop the recording in, redraw, build: the figure and the TPU page speak of it."""
-    from conftest import project_copy, run_record
-    from site_build import build
+def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
+    """Canned results: the own cost of every collective made the prediction times 1.5
+    (inside both bands), times 4 (outside both), and at the band's edge for one point."""
+    from lesson_code.distributed_03_tpu_comparison import compare
 
-    project = project_copy(tmp_path / "project")
-    figure = project / "figures" / f"{SEED.id}-tpu-predictions.svg"
-    (project / recording_name(SEED, "tpu-sweep")).write_text(
-        json.dumps(tpu_sweep_fixture(), indent=2) + "\n")
-    run = run_record(project, "--render-only")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert "Measured on 4 × TPU v6 lite" in figure.read_text()
-    check = run_record(project, "--check")
-    assert f"{SEED.id}-tpu-predictions.svg" not in check.stdout + check.stderr
-    site = build(project, tmp_path / "site")
-    assert site.returncode == 0, site.stderr[-3000:]
-    page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()
-    assert "Measured against predicted." in page and "No TPU size sweep" not in page
+    within = compare(tpu_sweep_fixture(lambda row: 1.5))
+    assert {row["verdict"] for row in within["rows"]} == {"supported"}
+    assert within["machine"] == "v6e-4" and within["collectivesPerCall"] == 4
+    # Every p shares the factor, so t(4)/t(2) is the model's 0.75: supported too.
+    assert {ratio["verdict"] for ratio in within["ratios"]} == {"supported"}
+    outside = compare(tpu_sweep_fixture(lambda row: 4.0))
+    assert {row["verdict"] for row in outside["rows"]} == {"refuted"}
+    # The book's answer to the p question, 1.0: the p = 4 times made 4/3 of the model.
+    book = compare(tpu_sweep_fixture(lambda row: 4 / 3 if row["ranks"] == 4 else 1.0))
+    assert {ratio["verdict"] for ratio in book["ratios"]} == {"refuted"}
+    assert book["ratios"][0]["measured"]["median"] == pytest.approx(1.0, abs=0.01)
+    assert book["counts"]["refuted"] == 3
 
 
 def test_the_device_kinds_are_the_ones_the_installed_jax_names():
     """A TPU recording finds its machine by device_kind: the names must be JAX's own, so
     a JAX upgrade that renames a chip fails here, not on a TPU VM."""
-    from jax._src import mesh_utils
+    from jax.experimental.mesh_utils import device_kind_handler_dict
 
-    from lesson_code import tpu_predictions
+    assert model.DEVICE_KINDS["v5litepod-4"][0] in device_kind_handler_dict
+    assert model.DEVICE_KINDS["v6e-4"][0] in device_kind_handler_dict
 
-    assert mesh_utils._TPU_V5_LITE in tpu_predictions.DEVICE_KINDS["v5litepod-4"]
-    assert mesh_utils._TPU_V6_LITE in tpu_predictions.DEVICE_KINDS["v6e-4"]
+
+class FakeChip:
+    """What JAX's mesh code reads of a TPU device: its id, kind, platform and coords."""
+
+    def __init__(self, id, coords, kind):
+        self.id, self.coords, self.device_kind, self.platform = id, coords, kind, "tpu"
+        self.core_on_chip, self.slice_index, self.process_index = 0, 0, 0
+
+
+@pytest.mark.parametrize("machine", ["v5litepod-4", "v6e-4"])
+def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine):
+    """The predictions' 4-cycle: JAX orders a 2x2 v5e or v6e as 0, 1, 3, 2, which is what
+    jax.make_mesh (the sweep's ring_mesh) builds its mesh from."""
+    from jax.experimental.mesh_utils import create_device_mesh
+
+    kind = model.DEVICE_KINDS[machine][0]
+    chips = [FakeChip(i, (i % 2, i // 2, 0), kind) for i in range(4)]
+    assert [chip.id for chip in create_device_mesh((4,), chips).flat] == [0, 1, 3, 2]

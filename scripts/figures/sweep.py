@@ -46,7 +46,7 @@ def ratio_styles(analysis, palette=LIGHT):
     """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
     found = {}
     for i, name in enumerate(analysis["ratios"]["model"]):
-        entry = next(iter(analysis["ratios"]["atLargest"].values())).get(name)
+        entry = next(iter(analysis["ratios"]["belowOnset"].values())).get(name)
         label = name if entry is None else entry.get("label", name)
         colour = palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]]
         found[name] = (label, colour, "--" if i >= 2 else "-")
@@ -103,11 +103,19 @@ def shade_past_cache(analysis, ax, sizes, ranks, look):
                    zorder=0)
 
 
+def mark_fault_onset(analysis, ax, look):
+    """A line at the size from which calls fault in fresh pages for their outputs."""
+    onset = analysis["faults"]["onsetBytes"]
+    if onset:
+        ax.axvline(onset / 1.4, color=look.palette.ink, lw=0.9, ls=(0, (4, 2)))
+
+
 def plot_times(analysis, ax, ranks, look):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
     shade_past_cache(analysis, ax, sizes, ranks, look)
+    mark_fault_onset(analysis, ax, look)
     for collective, (nbytes, low, median, high) in measured.items():
         colour, marker, dashed = drawn[collective]
         ax.fill_between(nbytes, low, high, color=colour, alpha=0.18, lw=0)
@@ -147,6 +155,7 @@ def plot_ratios(analysis, ax, ranks, look):
     ratios = analysis["ratios"]["byRanks"][str(ranks)]
     sizes = ratios["bytes"]
     shade_past_cache(analysis, ax, sizes, ranks, look)
+    mark_fault_onset(analysis, ax, look)
     for value in sorted(set(analysis["ratios"]["model"].values())):
         ax.axhline(value, color=look.palette.ink, lw=0.9, ls=(0, (1, 2)))
     for name, (_, colour, style) in ratio_styles(analysis, look.palette).items():
@@ -173,6 +182,9 @@ def add_legend(fig, analysis, look):
             in drawn.items() if dashed]
     ring += [line(palette.muted, "S / single-thread memcpy, for scale", ":"),
              Patch(color=palette.shade, label="working set past the cache: not fitted")]
+    if analysis["faults"]["onsetBytes"]:
+        ring.append(line(palette.ink, "from here calls fault in fresh output pages: not "
+                         "fitted", (0, (4, 2))))
     ratios = [line(colour, label, style)
               for label, colour, style in ratio_styles(analysis, palette).values()]
     ratios.append(line(palette.ink, "ring model (2 and 1)", (0, (1, 2))))
@@ -199,9 +211,11 @@ def look_of(variant):
 
 def draw_panels(analysis, look):
     ranks = sorted({row["ranks"] for row in analysis["rows"]})
+    # The legend's scale marks: memcpy, the cache shade, and the fault onset when there is one.
+    marks = 3 + bool(analysis["faults"]["onsetBytes"])
     if look.narrow:  # one column: p's time per call, then its ratios, for each p
         legend_in = 0.16 * (len(analysis["collectives"]) + len(analysis["ratios"]["model"])
-                            + 3) + 0.2
+                            + marks) + 0.2
         height = legend_in + 0.5 + len(ranks) * (2.1 + 1.6)
         fig = Figure(figsize=(NARROW_IN, height), facecolor=look.palette.paper)
         axes = fig.subplots(2 * len(ranks), 1, squeeze=False,
@@ -217,12 +231,16 @@ def draw_panels(analysis, look):
         plot_ratios(analysis, ratio_ax, p, look)
     pairs[-1][0].set_xlabel("gradient size S (float32 bytes, full array)", fontsize=look.small)
     pairs[-1][1].set_xlabel("S", fontsize=look.small)
-    add_legend(fig, analysis, look)
+    entries = add_legend(fig, analysis, look)
     if look.narrow:
         fig.subplots_adjust(left=0.19, right=0.96, top=1 - legend_in / height,
                             bottom=0.45 / height, hspace=0.55)
     else:
-        top = 1 - 0.95 / fig.get_figheight()
+        # Three legend columns of 0.17 in a row, under 0.27 in of margin; past four rows the
+        # figure grows by the rows it adds.
+        rows = -(-entries // 3)
+        fig.set_figheight(fig.get_figheight() + 0.17 * max(0, rows - 4))
+        top = 1 - (0.27 + 0.17 * rows) / fig.get_figheight()
         fig.subplots_adjust(left=0.1, right=0.985, top=top, bottom=0.06, wspace=0.22,
                             hspace=0.42)
     return fig
@@ -231,21 +249,23 @@ def draw_panels(analysis, look):
 def alt_text(analysis):
     """Title and description for screen readers, with the numbers the figure shows."""
     ranks = sorted({row["ranks"] for row in analysis["rows"]})
-    largest = analysis["ratios"]["atLargest"]
+    below_onset = analysis["ratios"]["belowOnset"]
     smallest = {p: min(r["bytes"] for r in analysis["rows"] if r["ranks"] == p) for p in ranks}
     labels = {name: label for name, (label, _, _) in ratio_styles(analysis).items()}
     ratio_words = "; ".join(
         f"at p = {p}, {labels[name]} {entry['median']:.1f} "
         f"(ring model {analysis['ratios']['model'][name]:g})"
-        for p, by_name in largest.items() for name, entry in by_name.items())
+        for p, by_name in below_onset.items() for name, entry in by_name.items())
     title = ("Time per call and time ratios of XLA's collectives and a ppermute ring against "
              "message size on logical CPU devices")
     desc = (f"One row per device count p = {', '.join(map(str, ranks))}. Left: median time per "
             f"call with its interval as a band, log-log, for sizes from "
             f"{', '.join(f'{format_bytes(b)} (p = {p})' for p, b in smallest.items())} to "
-            f"{format_bytes(analysis['ratios']['largestBytes'])}, with S divided by a "
-            f"single-thread memcpy of {analysis['memcpyGBps']:.1f} GB/s for scale. Right: time "
-            f"ratios against the ring model's 2 and 1. At the largest size: {ratio_words}.")
+            f"{analysis['sizeLabels']['largest']}, with S divided by a single-thread memcpy "
+            f"of {analysis['memcpyGBps']:.1f} GB/s for scale; calls fault in fresh pages for "
+            f"their outputs from {analysis['faults']['labels']['onset']}. Right: time "
+            f"ratios against the ring model's 2 and 1. At "
+            f"{analysis['sizeLabels']['ratios']}, the largest size below that: {ratio_words}.")
     return title, desc
 
 

@@ -1,130 +1,116 @@
-"""Predicted collective times on a 4-chip TPU VM, and a TPU size sweep against them.
+"""Predicted collective times on a 4-chip TPU VM at p = 2 and 4, and a TPU size sweep
+against them.
 
 Drawn from lesson_code/figures/<lesson>-tpu-predictions.json (written by the lesson's
-lesson_code/tpu_predictions.py, with a source for every input) and, once one exists, the
-TPU size sweep recordings/<lesson>.tpu-sweep.json drawn over it; nothing is run here.
-Top: the predicted microseconds at the three sizes the page names. Below: the model's
-time against size for both VMs, the latency floor and the size where bandwidth takes
-over; with a TPU sweep, its p = 4 medians as markers and, under them, measured over
-predicted for the VM the recording ran on. The narrow drawing stacks the same parts for a
-phone: the table across the whole width, the chart, then its legend below it.
+lesson_code/tpu_predictions.py, with a source for every input and the band outside which
+a measurement refutes each prediction) and, once one exists, the TPU size sweep
+recordings/<lesson>.tpu-sweep.json drawn over it; nothing is run here. Top: the predicted
+microseconds of one ring phase at the two sizes the predictions name. Below: the model's
+time against size for both VMs at p = 4 and p = 2, and the size where bandwidth takes over
+at p = 4; with a TPU sweep, each collective's own cost (the sweep's looped calls less its
+single ones, scripts/sweep/analysis.own_costs) as markers and, under them,
+measured over predicted with the bandwidth band. The narrow drawing stacks the same parts
+for a phone: the table across the whole width, the chart, then its legend below it.
 
 Data rows (rows(), the figure's CSV and JSON), each with its `part` of the figure, its
-`machine` (VM) and `collective`: `table` (`bytes`, `predictedUs` as the table prints
-it), `curve` (each point of a model line), `crossover` (`bytes` where the VM turns
-bandwidth-bound, its dotted line) and, drawn over a TPU sweep, `measured` (`measuredUs`,
-the p = chips median, and `measuredOverPredicted`). Lines modelled, not measured.
+`machine` (VM) and `ranks` (p): `table` (`bytes`, `predictedUs` of one phase as the table
+prints it), `curve` (each point of a model line), `crossover` (`bytes` where the VM turns
+bandwidth-bound at that p, the dotted line at the largest p) and, drawn over a TPU sweep,
+`measured` (`collective`, `bytes`, `ownCostUs`, the median own cost per collective, and
+`measuredOverPredicted`). Lines modelled, not measured.
 """
 import textwrap
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes
 
-# Okabe-Ito blue and vermillion (the palette's series 0 and 4) for the two VMs; all-reduce
-# dashed, one phase solid.
+# Okabe-Ito blue and vermillion (the palette's series 0 and 4) for the two VMs; p = 4
+# solid, p = 2 dotted: one ring phase (a reduce-scatter or an all-gather) each.
 VM_SERIES = (0, 4)
 LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
           "all_reduce": "all-reduce"}
 MARKERS = {"reduce_scatter": "o", "all_gather": "^", "all_reduce": "s"}
+RANK_STYLES = {4: "-", 2: ":"}
 WIDTH_IN = 7.2
 SMALL = 7.5
 
 
-# The collectives drawn: all-gather costs what reduce-scatter does, so it shares its line.
-DRAWN = ("reduce_scatter", "all_reduce")
-
-
-def table_cells(data):
-    """(VM, collective, its data rows at the table's sizes), one per table row."""
-    for name in data["machines"]:
-        for collective in DRAWN:
-            cells = {row["bytes"]: row for row in data["rows"]
-                     if row["machine"] == name and row["collective"] == collective}
-            yield name, collective, [cells[size] for size in data["sizes"]]
-
 
 def table_text(data, narrow=False):
-    """Rows of the table, one per VM and collective: microseconds at each size (the row's
-    name on two lines in the narrow drawing)."""
-    rows = [["", *(format_bytes(size) for size in data["sizes"])]]
-    for name, collective, cells in table_cells(data):
-        label = f"{name}{chr(10) if narrow else ' '}{LABELS[collective]}" + (
-            " / all-gather" if collective == "reduce_scatter" else "")
-        rows.append([label, *(f"{cell['predictedUs']:,.1f} µs" for cell in cells)])
+    """Rows of the table, one per VM and p: one phase's microseconds at each size, with
+    the band of each size in its heading (the row's name on two lines when narrow)."""
+    sizes = data["sizes"]
+    bands = {row["bytes"]: row["band"] for row in data["rows"]}
+    band = "" if narrow else "band "
+    rows = [["one phase", *(f"{format_bytes(size)} ({band}{bands[size]['low']:g}–"
+                            f"{bands[size]['high']:g}×)" for size in sizes)]]
+    for name in data["machines"]:
+        for ranks in data["ranks"]:
+            cells = {row["bytes"]: row for row in data["rows"] if row["machine"] == name
+                     and row["ranks"] == ranks and row["collective"] == "reduce_scatter"}
+            label = f"{name}{chr(10) if narrow else ' '}p = {ranks}"
+            rows.append([label, *(f"{cells[size]['predictedUs']:,.1f} µs" for size in sizes)])
     return rows
 
 
 def rows(data, overlay=None):
-    found = [{"part": "table", "machine": name, "collective": collective,
-              "bytes": cell["bytes"], "predictedUs": cell["predictedUs"]}
-             for name, collective, cells in table_cells(data) for cell in cells]
-    found += [{"part": "curve", "machine": name, "collective": collective, "bytes": size,
+    found = [{"part": "table", "machine": row["machine"], "ranks": row["ranks"],
+              "bytes": row["bytes"], "predictedUs": row["predictedUs"]}
+             for row in data["rows"] if row["collective"] == "reduce_scatter"]
+    found += [{"part": "curve", "machine": name, "ranks": int(ranks), "bytes": size,
                "predictedUs": us}
-              for name in data["machines"] for collective in DRAWN
-              for size, us in data["curve"][name][collective]]
-    found += [{"part": "crossover", "machine": name, "bytes": machine["crossoverBytes"]}
-              for name, machine in data["machines"].items()]
+              for name in data["machines"] for ranks in map(str, data["ranks"])
+              for size, us in data["curve"][name][ranks]["reduce_scatter"]]
+    found += [{"part": "crossover", "machine": name, "ranks": int(ranks), "bytes": nbytes}
+              for name, machine in data["machines"].items()
+              for ranks, nbytes in machine["crossoverBytes"].items()]
     if overlay is not None:
         name, points = measured(data, overlay)
-        found += [{"part": "measured", "machine": name, "collective": collective,
-                   "bytes": nbytes, "measuredUs": median, "measuredOverPredicted": ratio}
-                  for collective, drawn in points.items() for nbytes, median, ratio in drawn]
+        found += [{"part": "measured", "machine": name, "ranks": ranks,
+                   "collective": collective, "bytes": nbytes, "ownCostUs": cost,
+                   "measuredOverPredicted": ratio}
+                  for (collective, ranks), drawn in points.items()
+                  for nbytes, cost, ratio in drawn]
     return found
 
 
-def machine_of(data, recording):
-    """The VM whose prediction a TPU recording is checked against, from its device kind."""
-    kind = recording["environment"]["deviceKind"]
-    for name, machine in data["machines"].items():
-        if kind in machine["deviceKinds"]:
-            return name
-    known = [k for machine in data["machines"].values() for k in machine["deviceKinds"]]
-    raise ValueError(f"device kind {kind!r} is none of the predicted VMs' ({', '.join(known)})")
-
-
-def row_medians(recording, collective, ranks, sizes):
-    """{bytes: the median of the block medians} of a sweep recording (which keeps every
-    sample of every block, one row per block), for one collective at `ranks`."""
-    blocks = {}
-    for row in recording["rows"]:
-        if row["collective"] == collective and row["ranks"] == ranks and row["bytes"] in sizes:
-            blocks.setdefault(row["bytes"], []).append(float(np.median(row["samplesUs"])))
-    return {nbytes: float(np.median(found)) for nbytes, found in sorted(blocks.items())}
-
-
 def measured(data, recording):
-    """{collective: [(bytes, median us, median / predicted)]} at the predicted p."""
-    name = machine_of(data, recording)
+    """(VM, {(collective, p): [(bytes, own cost us, over predicted)]}) at the predicted p."""
+    name = predicted_machine(data, recording["environment"]["deviceKind"])
+    costs, _ = own_costs(recording["rows"])
     points = {}
-    for collective, curve in data["curve"][name].items():
-        predicted = dict((size, us) for size, us in curve)
-        medians = row_medians(recording, collective, data["chips"], predicted)
-        points[collective] = [(nbytes, median, median / predicted[nbytes])
-                              for nbytes, median in medians.items()]
+    for ranks in data["ranks"]:
+        for collective, curve in data["curve"][name][str(ranks)].items():
+            predicted = dict((size, us) for size, us in curve)
+            points[collective, ranks] = [
+                (nbytes, float(np.median(found)), float(np.median(found)) / predicted[nbytes])
+                for (c, p, nbytes), found in sorted(costs.items())
+                if c == collective and p == ranks and nbytes in predicted]
     return name, points
 
 
 def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
     colours = [palette.series[i] for i in VM_SERIES]
     for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), colours)):
-        for collective, style in zip(DRAWN, ("-", "--")):
-            sizes, times = zip(*data["curve"][name][collective])
-            ax.plot(sizes, times, style, color=colour, linewidth=1.6,
-                    label=f"{name}: {LABELS[collective]}"
-                          + (" (= all-gather)" if collective == "reduce_scatter" else ""))
-        crossover = machine["crossoverBytes"]
+        for ranks in sorted(data["ranks"], reverse=True):
+            sizes, times = zip(*data["curve"][name][str(ranks)]["reduce_scatter"])
+            ax.plot(sizes, times, RANK_STYLES.get(ranks, "--"), color=colour, linewidth=1.6,
+                    label=f"{name}, p = {ranks}: one phase")
+        crossover = machine["crossoverBytes"][str(max(data["ranks"]))]
         ax.axvline(crossover, color=colour, linewidth=0.8, linestyle=":")
         # The first VM's label left of its line, the second's right: they never meet. On a
         # phone's width there is no room right of the second: both go left, one higher.
         left = index == 0 or narrow
         ax.text(crossover / 1.15 if left else crossover * 1.15, 30 if index == 0 else 400,
-                f"{name}: bandwidth-\nbound from {format_bytes(crossover)}", color=colour,
+                f"{name}, p = {max(data['ranks'])}: bandwidth-\nbound from "
+                f"{format_bytes(crossover)}", color=colour,
                 fontsize=small, ha="right" if left else "left", va="center")
     for size in data["sizes"]:
         ax.axvline(size, color=palette.grid, linewidth=0.8, zorder=0)
@@ -143,7 +129,7 @@ def size_axis(ax, label=True, small=SMALL):
 
 def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=False):
     # Narrow: the row names take half the width, on two lines each.
-    widths = [0.5, 0.16, 0.16, 0.18] if narrow else None
+    widths = [0.4, 0.3, 0.3] if narrow else None
     table = ax.table(cellText=table_text(data, narrow), loc="top", cellLoc="right",
                      bbox=bbox, edges="horizontal", colWidths=widths)
     table.auto_set_font_size(False)
@@ -173,7 +159,7 @@ def wide_canvas(overlay):
 # The narrow drawing's parts, top to bottom, in inches: title, table, chart (and the
 # measured over predicted), axis label and legend, note.
 NARROW_TOP_IN, NARROW_TABLE_IN, NARROW_CHART_IN, NARROW_RATIO_IN = 0.5, 1.55, 2.3, 1.0
-NARROW_LEGEND_IN, NARROW_NOTE_IN = 1.5, 0.55  # the legend: 0.45 in more with the markers
+NARROW_LEGEND_IN, NARROW_NOTE_IN = 1.5, 0.85  # the legend: 0.45 in more with the markers
 
 
 def narrow_legend_in(overlay):
@@ -219,20 +205,39 @@ def render(data, overlay=None, variant=STATIC):
         draw_prediction(ax, data, palette, small, narrow)
         size_axis(ax, label=overlay is None, small=small)
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g} µs"))
+        if overlay is not None:  # room above the markers for the legend's seven entries
+            ax.set_ylim(0.5, 1e5)
+        ax.yaxis.set_major_formatter(FuncFormatter(
+            lambda value, _: f"{value / 1e3:g} ms" if value >= 1e3 else f"{value:g} µs"))
         ax.set_ylabel("time of one call", fontsize=label)
         if overlay is not None:
             colour = palette.series[VM_SERIES[list(data["machines"]).index(name)]]
-            for collective, rows in points.items():
+            every_ratio = [1.0]
+            for (collective, ranks), rows in points.items():
                 if rows:
                     sizes, medians, ratios = zip(*rows)
+                    every_ratio += ratios
+                    filled = ranks == max(data["ranks"])  # hollow: p = 2, unlabelled
                     ax.plot(sizes, medians, MARKERS[collective], color=colour,
-                            markerfacecolor=palette.paper, markersize=4.5,
-                            label=f"measured median: {LABELS[collective]}")
-                    ratio_ax.plot(sizes, ratios, MARKERS[collective] + "-", color=colour,
-                                  markerfacecolor=palette.paper, markersize=4, linewidth=0.8)
+                            markerfacecolor=colour if filled else palette.paper,
+                            markersize=4.5,
+                            label=f"own cost: {LABELS[collective]}" if filled else None)
+                    ratio_ax.plot(sizes, ratios, MARKERS[collective] + RANK_STYLES.get(
+                        ranks, "--"), color=colour,
+                        markerfacecolor=colour if filled else palette.paper, markersize=4,
+                        linewidth=0.8)
             ratio_ax.axhline(1, color=palette.muted, linewidth=0.8)
+            band = data["bands"]["bandwidth"]
+            ratio_ax.axhspan(band["low"], band["high"], color=palette.shade, linewidth=0,
+                             zorder=0)
             ratio_ax.set_yscale("log")
+            # Powers of two from the band's edges and the measured ratios, labelled ×0.5, ×1.
+            low = min(min(every_ratio), band["low"]) / 1.3
+            high = max(max(every_ratio), band["high"]) * 1.3
+            ratio_ax.set_ylim(low, high)
+            ticks = [2.0**k for k in range(-8, 9) if low <= 2.0**k <= high]
+            ratio_ax.yaxis.set_major_locator(FixedLocator(ticks))
+            ratio_ax.yaxis.set_minor_locator(NullLocator())
             ratio_ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"×{value:g}"))
             ratio_ax.set_ylabel("measured /\npredicted", fontsize=label)
             size_axis(ratio_ax, small=small)
@@ -252,10 +257,12 @@ def render(data, overlay=None, variant=STATIC):
                      fontsize=9.5, fontweight="bold", color=palette.ink,
                      **({"y": 1 - 0.06 / fig.get_figheight(), "va": "top"} if narrow else {}))
         note = (f"Lines: a model, not a measurement: {data['model']}, T_hop = {hop * 1e6:g} "
-                f"µs, p = {chips}; sources in the data file."
-                + ("" if overlay is None else " Markers: the TPU sweep's medians."))
-        note = textwrap.fill(note, 52) if narrow else note.replace(
-            f"{data['model']}, T_hop", f"{data['model']},\nT_hop")
+                f"µs; an all-reduce is twice one phase; sources in the data file."
+                + ("" if overlay is None else " Markers: the TPU sweep's own cost per "
+                   "collective (filled: p = 4, hollow: p = 2); shaded: the bandwidth band."))
+        note = textwrap.fill(note, 52) if narrow else "\n".join(
+            textwrap.fill(line, 118) for line in note.replace(
+                f"{data['model']}, T_hop", f"{data['model']},\nT_hop").split("\n"))
         fig.text(0.02, 0.01, note, fontsize=small, color=palette.muted, va="bottom")
         return svg_text(fig, title, describe(data, overlay))
 
@@ -263,19 +270,21 @@ def render(data, overlay=None, variant=STATIC):
 def describe(data, overlay=None):
     parts = []
     for name, machine in data["machines"].items():
-        rows = {(row["collective"], row["bytes"]): row["predictedUs"] for row in data["rows"]
-                if row["machine"] == name}
-        parts.append(f"{name}: a reduce-scatter or all-gather "
-                     + ", ".join(f"{rows[('reduce_scatter', s)]:,.1f} µs at {format_bytes(s)}"
-                                 for s in data["sizes"])
-                     + f"; an all-reduce twice that; bandwidth-bound from "
-                       f"{format_bytes(machine['crossoverBytes'])}")
-    text = ("Predicted times on 4 TPU chips, from the scaling book's ring model, before any "
-            "TPU run. " + ". ".join(parts) + ".")
+        for ranks in data["ranks"]:
+            rows = {(row["collective"], row["bytes"]): row["predictedUs"] for row in data["rows"]
+                    if row["machine"] == name and row["ranks"] == ranks}
+            parts.append(f"{name} at p = {ranks}: a reduce-scatter or all-gather "
+                         + ", ".join(f"{rows[('reduce_scatter', s)]:,.1f} µs at {format_bytes(s)}"
+                                     for s in data["sizes"])
+                         + f"; bandwidth-bound from "
+                           f"{format_bytes(machine['crossoverBytes'][str(ranks)])}")
+    text = (f"Predicted times on {data['chips']} TPU chips, from the scaling book's ring model "
+            "with (p - 1)/p kept, before any TPU run; an all-reduce is twice one phase. "
+            + ". ".join(parts) + ".")
     if overlay is not None:
         name, points = measured(data, overlay)
         ratios = [ratio for rows in points.values() for _, _, ratio in rows]
-        text += (f" Measured on {overlay['environment']['deviceKind']}: the medians of the "
-                 f"size sweep at p = {data['chips']} are {min(ratios):.2g} to "
-                 f"{max(ratios):.2g} times the {name} prediction.")
+        text += (f" Measured on {overlay['environment']['deviceKind']}: each collective's own "
+                 f"cost in the size sweep at p = {' and '.join(map(str, data['ranks']))} is "
+                 f"{min(ratios):.2g} to {max(ratios):.2g} times the {name} prediction.")
     return text

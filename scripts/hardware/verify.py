@@ -75,6 +75,10 @@ def check_tpu_sweep(path, lesson, root=ROOT, chips=DEVICES, backend="tpu"):
         (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
          f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
         (most <= chips, f"it measured p = {most}, more than the VM's {chips} chips"),
+        # The predictions are of each collective's own cost: a looped call less a single one.
+        (any(row["collectivesPerCall"] > 1 for row in recording.get("rows", [])),
+         "it has no looped rows (collectivesPerCall > 1) to take each collective's own "
+         "cost from"),
     ]
     for ok, why in problems:
         if not ok:

@@ -1,6 +1,8 @@
 """The arithmetic of a message-size sweep, for any lesson's analysis: nccl-tests'
-bandwidths and Hockney's alpha-beta fit. NumPy only; no words and no collective names
-(a lesson's analysis module says what its programs are and what the numbers mean).
+bandwidths, Hockney's alpha-beta fit, and the rows of a sweep recording grouped by block,
+with each collective's own cost (a looped call less a single one). NumPy only; no words
+and no collective names (a lesson's analysis module says what its programs are and what
+the numbers mean).
 """
 import numpy as np
 
@@ -60,3 +62,46 @@ def max_relative_residual(nbytes, seconds, alpha, beta):
 def one_significant_figure(value):
     """`value` rounded to one significant figure: 502 -> 500, 257 -> 300."""
     return float(f"{value:.1g}")
+
+
+def grouped(rows, looped, field):
+    """{(collective, ranks, bytes): [[per call, each sample of block 0], [block 1], ...]}
+    of the one-per-call rows (looped False) or the looped ones; `field` "samplesUs" (already
+    per call) or "minorFaults" (per sample, divided here by the sample's calls)."""
+    found = {}
+    for row in sorted(rows, key=lambda r: r["block"]):
+        if (row["collectivesPerCall"] > 1) != looped:
+            continue
+        values = row[field] if field == "samplesUs" else \
+            [faults / row["callsPerSample"] for faults in row[field]]
+        found.setdefault((row["collective"], row["ranks"], row["bytes"]), []).append(values)
+    return found
+
+
+def block_differences(loop_blocks, call_blocks, looping):
+    """One more collective inside the loop, block by block: (a call of `looping`
+    collectives - a call of one) / (looping - 1), each the median of its block. Both were
+    measured in the same block, so the call's dispatch and its one-time allocations
+    cancel, and what is left is the collective's own cost."""
+    return [(float(np.median(loop)) - float(np.median(one))) / (looping - 1)
+            for loop, one in zip(loop_blocks, call_blocks)]
+
+
+def own_costs(rows, field="samplesUs"):
+    """({(collective, ranks, bytes): [one more collective, block by block]}, collectives
+    per looped call) of a sweep recording's rows."""
+    calls, loops = grouped(rows, False, field), grouped(rows, True, field)
+    looping = next(row["collectivesPerCall"] for row in rows if row["collectivesPerCall"] > 1)
+    return {key: block_differences(loops[key], calls[key], looping)
+            for key in calls if key in loops}, looping
+
+
+def predicted_machine(predictions, device_kind):
+    """The machine of a predictions file (its `machines`, each with the `deviceKinds` JAX
+    names it by) that a hardware recording of `device_kind` ran on; ValueError if none."""
+    for name, machine in predictions["machines"].items():
+        if device_kind in machine["deviceKinds"]:
+            return name
+    known = [k for machine in predictions["machines"].values() for k in machine["deviceKinds"]]
+    raise ValueError(f"device kind {device_kind!r} is none of the predicted VMs' "
+                     f"({', '.join(known)})")

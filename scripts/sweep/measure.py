@@ -49,14 +49,19 @@ def run_worker(config):
     devices = worker_devices(sweep_programs, config["ranks"], config.get("platform", "cpu"))
     requested = config["sizes"] or sweep_programs.SIZES  # None: every size the module sweeps
     sizes = sweep_programs.sizes_for(requested, config["ranks"])
-    progress = ProgressBar(len(sizes) * len(sweep_programs.PROGRAMS),
+    # Two rows per program and size: one collective per call, and the looped variant.
+    progress = ProgressBar(2 * len(sizes) * len(sweep_programs.PROGRAMS),
                            f"block {config['block'] + 1} p={config['ranks']}")
     before = host_load()
     rows = sweep_programs.measure_ranks(devices, requested, config["plan"],
                                         config["block"], progress.step)
+    after = host_load()
+    # Once per p, after its first block: what donating the input does at the largest size.
+    donation = sweep_programs.donation_probe(devices, sizes[-1][1]) \
+        if config["block"] == 0 else None
     print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows,
                       "programs": sweep_programs.program_facts(config["ranks"]),
-                      "host": {"before": before, "after": host_load()}}))
+                      "host": {"before": before, "after": after}, "donation": donation}))
 
 
 def worker_devices(sweep_programs, ranks, platform):

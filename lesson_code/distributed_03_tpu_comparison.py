@@ -1,0 +1,71 @@
+"""A TPU size sweep against the predictions written down before it ran: supported, refuted
+or inconclusive, per prediction and for the p = 4 over p = 2 question.
+
+The analysis of recordings/distributed-03.tpu-sweep.json (lesson_code/distributed_03_analysis.py
+routes the "tpu-sweep" variant here). What is compared is each collective's own cost, not
+a call's: the sweep times every program with one collective per call and with
+`collectivesPerCall` of them in one jitted loop, and the difference, block by block,
+divided by the extra collectives, leaves out the host's dispatch, which on a TPU is far
+longer than a small collective. A prediction is *supported* when the whole interval of
+measured over predicted lies inside its band, *refuted* when the whole interval lies
+outside it, and *inconclusive* when it straddles an edge.
+"""
+from lesson_code import tpu_predictions
+from scripts import intervals
+from scripts.sweep.analysis import own_costs, predicted_machine
+from scripts.units import format_bytes
+
+LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
+          "all_reduce": "all-reduce"}
+SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED = ("supported", "refuted", "inconclusive",
+                                                  "not measured")
+
+
+def judged(interval, band):
+    if band["low"] <= interval["low"] and interval["high"] <= band["high"]:
+        return SUPPORTED
+    if interval["high"] < band["low"] or interval["low"] > band["high"]:
+        return REFUTED
+    return INCONCLUSIVE
+
+
+def compare(recording, data=None):
+    data = data or tpu_predictions.predictions()
+    name = predicted_machine(data, recording["environment"]["deviceKind"])
+    costs, looping = own_costs(recording["rows"])
+    rows = []
+    for row in (r for r in data["rows"] if r["machine"] == name):
+        key = (row["collective"], row["ranks"], row["bytes"])
+        label = (f"{LABELS[row['collective']]}, p = {row['ranks']}, "
+                 f"{format_bytes(row['bytes'])}")
+        entry = {"label": label, "predictedUs": row["predictedUs"], "band": row["band"],
+                 "bound": row["bound"], "measuredWords": "—", "overWords": "—",
+                 "verdict": NOT_MEASURED}
+        if key in costs:
+            measured = intervals.median_interval(costs[key])
+            over = intervals.median_interval([t / row["predictedUs"] for t in costs[key]])
+            entry.update(measured=measured, overPredicted=over,
+                         measuredWords=f"{measured['median']:,.1f} ({measured['low']:,.1f}–"
+                                       f"{measured['high']:,.1f})",
+                         overWords=f"{over['median']:.2f}× ({over['low']:.2f}–"
+                                   f"{over['high']:.2f})",
+                         verdict=judged(over, row["band"]))
+        rows.append(entry)
+    question = data["ratio"]
+    ratios = []
+    for collective in LABELS:
+        top = costs.get((collective, question["numerator"], question["bytes"]))
+        bottom = costs.get((collective, question["denominator"], question["bytes"]))
+        entry = {"label": LABELS[collective], "predicted": question["predicted"],
+                 "band": question["band"], "words": "—", "verdict": NOT_MEASURED}
+        if top and bottom:
+            ratio = intervals.median_interval([t / b for t, b in zip(top, bottom) if b > 0])
+            entry.update(measured=ratio, verdict=judged(ratio, question["band"]),
+                         words=f"{ratio['median']:.2f} ({ratio['low']:.2f}–"
+                               f"{ratio['high']:.2f})")
+        ratios.append(entry)
+    verdicts = [entry["verdict"] for entry in rows + ratios]
+    return {"machine": name, "deviceKind": recording["environment"]["deviceKind"],
+            "collectivesPerCall": looping, "rows": rows, "ratios": ratios,
+            "counts": {word: verdicts.count(word)
+                       for word in (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED)}}
