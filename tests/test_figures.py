@@ -623,9 +623,10 @@ def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
     name, points = tpu_predictions.measured(data, fixture)
     rows = tpu_predictions.rows(data, fixture)
     assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
-    assert [(row["machine"], row["collective"], row["bytes"], row["measuredUs"],
+    assert [(row["machine"], row["collective"], row["ranks"], row["bytes"], row["ownCostUs"],
              row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
-        (name, collective, *point) for collective, drawn in points.items() for point in drawn]
+        (name, collective, ranks, *point) for (collective, ranks), drawn in points.items()
+        for point in drawn]
     assert any(row["part"] == "measured" for row in rows)
 
 

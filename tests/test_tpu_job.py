@@ -37,6 +37,8 @@ VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 def clone(tmp_path):
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
+    if (ROOT / "node_modules").exists():  # the build's Temml, linked as project_copy does
+        (repo / "node_modules").symlink_to(ROOT / "node_modules")
     return repo
 
 
