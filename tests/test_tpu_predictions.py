@@ -3,6 +3,8 @@ source, and the figure is drawn from that file alone."""
 import json
 import re
 
+import pytest
+
 from conftest import ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
@@ -118,3 +120,16 @@ def test_the_device_kinds_are_the_ones_the_installed_jax_names():
 
     assert mesh_utils._TPU_V5_LITE in tpu_predictions.DEVICE_KINDS["v5litepod-4"]
     assert mesh_utils._TPU_V6_LITE in tpu_predictions.DEVICE_KINDS["v6e-4"]
+
+
+def test_predictions_whose_machines_are_a_list_are_one_line():
+    from scripts.derive import DeriveError, render
+    from scripts.outputs import figure_outputs
+
+    data = json.loads(DATA.read_text())
+    data["machines"] = list(data["machines"].values())  # was an AttributeError traceback
+    [output] = [output for output in figure_outputs(SEED)
+                if output.kind is KINDS["tpu-predictions"] and output.variant.suffix == ""]
+    with pytest.raises(DeriveError, match=r"tpu_predictions renderer failed on .*: `machines` "
+                       r"must map each VM's name to its object"):
+        render(output, data)
