@@ -16,9 +16,12 @@ REGISTRY = ROOT / "lesson_code" / "lessons.toml"
 
 
 def display(path, root=ROOT):
-    """A path as a reader at the repository root would type it."""
-    path = Path(path).resolve()
+    """A path as a reader at the repository root would type it: a link by its own name,
+    not where it leads, and a name that is not UTF-8 with its odd bytes as \\xNN."""
+    path = Path(path)
+    path = path.resolve() if path.name in ("", "..") else path.parent.resolve() / path.name
     try:
-        return path.relative_to(Path(root).resolve()).as_posix()
+        shown = path.relative_to(Path(root).resolve()).as_posix()
     except ValueError:
-        return str(path)
+        shown = str(path)
+    return shown.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

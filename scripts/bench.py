@@ -24,10 +24,11 @@ import resource
 import time
 
 from scripts import display
+from scripts.checkout import LinkInCheckout, refuse_links
 from scripts.derive import DeriveError, stage_derived
 from scripts.figures.variants import VARIANTS
 from scripts.hashes import ClosureError
-from scripts.interrupts import Interrupted, stop_on_signals
+from scripts.interrupts import Interrupted, run_command, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
 from scripts.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.recordings import RecordingError, Staging, dumps, header, validate
@@ -256,6 +257,7 @@ def main(argv=None, plan=FULL):
         print(f"bench.py: {error}", file=sys.stderr)
         return 2
     try:
+        refuse_links()  # before any file of the checkout is read or written
         lesson = sweep_lesson(args.lesson)
         if ranks is None:  # on chips the lesson's `devices` say how many p fit
             try:
@@ -272,7 +274,7 @@ def main(argv=None, plan=FULL):
                                      blocks=args.blocks or plan["blocks"],
                                      platform=args.platform)
     except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
-            DeriveError, RunLocked, ClosureError) as error:
+            DeriveError, RunLocked, ClosureError, LinkInCheckout) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1
     except Interrupted as signal_:
@@ -288,4 +290,4 @@ def main(argv=None, plan=FULL):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -8,10 +8,9 @@ output whose inputs and bytes are what the lock says is current and is left alon
 """
 import json
 
-from scripts import display
 from scripts.hashes import digest_bytes
 from scripts.outputs import derived_outputs, lock_entry, recording_outputs
-from scripts.recordings import load_recording
+from scripts.recordings import RecordingError, load_recording, read_json
 
 
 class DeriveError(Exception):
@@ -67,9 +66,9 @@ def load_source(lesson, source, fixes):
     if source in fixes:  # validated; a corrupt one is one line with its own fix
         return load_recording(path, fixes[source], lesson)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
-        raise DeriveError(f"{display(path)}: unreadable ({error}); fix the file") from None
+        return read_json(path)
+    except RecordingError as error:
+        raise DeriveError(f"{error.what}; fix the file") from None
 
 
 def render(output, data, overlay=None):

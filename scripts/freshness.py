@@ -5,13 +5,13 @@ today's. Every problem is one line: the file, what changed, and the command that
 it. Used by `record.py --check`, by the site build and by the TPU job; imports neither
 JAX nor matplotlib.
 """
-from scripts import ROOT
+from scripts import ROOT, display
 from scripts.hashes import changed_files, digest
 from scripts.figures.data import FORMATS
 from scripts.outputs import (LockError, analysis_outputs, derived_outputs,
                              figure_data_outputs, figure_outputs, for_lesson, notebook_output,
                              read_lock, recording_outputs)
-from scripts.recordings import RecordingError, load_recording
+from scripts.recordings import RecordingError, load_recording, read_json
 
 
 def problem(path, what, fix):
@@ -83,7 +83,7 @@ def unclaimed_recordings(lessons, root=ROOT):
                for output in recording_outputs(lesson, root)} | set(NOT_RECORDINGS)
     lines = []
     for path in sorted((root / "recordings").iterdir()):
-        name = f"recordings/{path.name}"
+        name = display(path, root)  # a name that is not UTF-8 with its bytes as \xNN
         if path.suffix.lower() == ".json" and name not in claimed:
             lines.append(problem(name, "belongs to no lesson in lesson_code/lessons.toml "
                                  "(a recording is named <lesson id>.<variant>.json)",
@@ -100,9 +100,9 @@ def unclaimed_figures(lessons, root=ROOT):
                for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
     folder = root / "figures"
     paths = sorted(folder.iterdir()) if folder.is_dir() else []
-    return [problem(f"figures/{path.name}", "belongs to no figure of a lesson in "
+    return [problem(display(path, root), "belongs to no figure of a lesson in "
                     "lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's "
-                    "files)", f"git rm figures/{path.name}")
+                    "files)", f"git rm {display(path, root)}")
             for path in paths if path.suffix.lower() in (".svg", *FORMATS)
             and f"figures/{path.name}" not in claimed]
 
@@ -140,7 +140,6 @@ def load_analyses(lesson, lock, root=ROOT):
     """Each current analysis of a lesson, by stem "<id>.<variant>.analysis"; a stale,
     edited or unreadable one is a problem line (`--render-only` remakes it). One made from
     a hardware recording that is not here is not expected."""
-    import json
     loaded, lines = {}, []
     for output in analysis_outputs(lesson):
         if from_absent_hardware_run(output, lesson, root):
@@ -150,9 +149,10 @@ def load_analyses(lesson, lock, root=ROOT):
             lines += problems
             continue
         try:
-            analysis = json.loads((root / output.path).read_text(encoding="utf-8"))
-        except (OSError, ValueError) as error:
-            lines.append(problem(output.path, f"unreadable ({error})", output.fix))
+            analysis = read_json(root / output.path)
+        except RecordingError as error:
+            lines.append(problem(output.path, error.what.removeprefix(
+                f"{display(root / output.path)}: "), output.fix))
             continue
         if not isinstance(analysis, dict):
             lines.append(problem(output.path, "not a JSON object", output.fix))

@@ -1,21 +1,31 @@
-"""Ctrl-C and SIGTERM as one exception, and the few steps that must not be cut in two.
+"""Ctrl-C, SIGTERM and SIGHUP as one exception, a reader that goes away, and the few
+steps that must not be cut in two.
 
-A command line calls `stop_on_signals()` first: from then on SIGINT and SIGTERM raise
-Interrupted wherever the program is, so every `finally` and context manager (staged files,
-scratch folders, the notebook kernel, the ranks) cleans up on the way out, and main()
-turns it into one line and the shell's exit status for that signal: 130 for SIGINT, 143
-for SIGTERM (128 + the signal's number, what a shell reports for a process it killed).
+A command line calls `stop_on_signals()` first: from then on SIGINT, SIGTERM and SIGHUP
+(the terminal or the ssh session closed) raise Interrupted wherever the program is, so
+every `finally` and context manager (staged files, scratch folders, the notebook kernel,
+the ranks) cleans up on the way out, and main() turns it into one line and the shell's
+exit status for that signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP (128 + the
+signal's number, what a shell reports for a process it killed).
+
+Its `sys.exit(main())` is `sys.exit(run_command(main))`: when the reader of its output
+goes away (`record.py --check | head -1`), the command ends with 141, as a shell reports
+a process SIGPIPE killed, and no traceback; and a progress line on stderr that nobody
+reads any more changes nothing about the run (`--render-only 2>&1 | head -1` still
+finishes, and exits as it would have).
 """
+import os
 import signal
 import sys
 import threading
 from contextlib import contextmanager
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+CLOSED_PIPE = 128 + signal.SIGPIPE  # 141
 
 
 class Interrupted(BaseException):
-    """SIGINT or SIGTERM arrived. A BaseException, like KeyboardInterrupt, so that no
+    """SIGINT, SIGTERM or SIGHUP arrived. A BaseException, like KeyboardInterrupt, so that no
     `except Exception` on the way up can swallow it."""
 
     def __init__(self, signum):
@@ -75,12 +85,14 @@ def stop_on_signals():
     files_in_place = False
     sys.unraisablehook = _quiet_when_lost
     for signum in SIGNALS:
+        if signum == signal.SIGHUP and signal.getsignal(signum) is signal.SIG_IGN:
+            continue  # started under nohup: asked to outlive the terminal
         signal.signal(signum, _raise)
 
 
 @contextmanager
 def signals_deferred():
-    """Hold SIGINT and SIGTERM until the block is done, then deliver the first one.
+    """Hold SIGINT, SIGTERM and SIGHUP until the block is done, then deliver the first.
 
     For the moves that put staged files into place: stopping half way would leave new
     files beside old ones. Handlers, not a signal mask, because a mask is per thread and
@@ -100,3 +112,53 @@ def signals_deferred():
             signal.signal(signum, handler)
         if caught:
             signal.raise_signal(caught[0])
+
+
+class UnreadStderr:
+    """sys.stderr, whose writes never fail: once its reader is gone (a closed pipe, a
+    terminal hung up), what the command says there goes to /dev/null instead, and the
+    run carries on. A command's outcome is its files and its exit status, never whether
+    someone still reads its progress lines."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def write(self, text):
+        return self._forgiving(self.stream.write, text)
+
+    def flush(self):
+        return self._forgiving(self.stream.flush)
+
+    def _forgiving(self, call, *args):
+        try:
+            return call(*args)
+        except OSError:  # EPIPE, or EIO from a terminal that hung up
+            nobody_reads(self.stream)
+        try:
+            return call(*args)  # what was still buffered goes to /dev/null with it
+        except OSError:
+            return None
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def nobody_reads(stream):
+    """Point the stream's file descriptor at /dev/null: what is written there, and what
+    Python flushes at exit, is then dropped instead of failing again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, stream.fileno())
+    os.close(devnull)
+
+
+def run_command(main, *args):
+    """main(*args)'s exit status; 141 once the reader of its stdout has gone away."""
+    if not isinstance(sys.stderr, UnreadStderr):
+        sys.stderr = UnreadStderr(sys.stderr)
+    try:
+        status = main(*args)
+        sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit
+        return status
+    except BrokenPipeError:
+        nobody_reads(sys.stdout)
+        return CLOSED_PIPE

@@ -62,7 +62,7 @@ def lesson_id_rule(root):
         schema = json.loads((root / "recordings" / "schema.json").read_text(encoding="utf-8"))
         rule = schema["$defs"]["header"]["properties"]["lessonId"]
         return re.compile(rule["pattern"]), rule["maxLength"]
-    except (OSError, ValueError, KeyError, TypeError, re.error):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError, re.error):
         raise RegistryError("recordings/schema.json: its header has no readable lessonId "
                             "pattern; run `git checkout -- recordings/schema.json`") from None
 
@@ -195,6 +195,14 @@ def load_lessons(root=ROOT):
                                          "analyses": tuple(entry.get("analyses", ())),
                                          "root": root})
     return lessons
+
+
+def first_of(items, limit=5, separator=", "):
+    """`items` joined for one error line: the first `limit`, then how many more. An error
+    line quotes what it names; with 10,000 lessons, all of them made a line of 950 kB."""
+    items = list(items)
+    shown = separator.join(items[:limit])
+    return shown if len(items) <= limit else f"{shown}{separator}and {len(items) - limit:,} more"
 
 
 def load_course(root=ROOT):

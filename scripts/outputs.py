@@ -16,7 +16,7 @@ from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.figures.data import FORMATS, FigureDataKind, data_path
 from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
-from scripts.recordings import RECORD
+from scripts.recordings import RECORD, RecordingError, read_json
 
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
@@ -106,7 +106,13 @@ def stem_source(stem):
 
 
 class LockError(Exception):
-    """outputs.lock.json cannot be read; str() is one line with the fix."""
+    """outputs.lock.json cannot be read, or holds a malformed entry; str() is one line
+    with the fix. `valid`: the entries that can still be used (none when the file
+    cannot be read), so a run that remakes the malformed one keeps every other."""
+
+    def __init__(self, what, valid=None):
+        super().__init__(f"{what}; run `{RECORD}`")
+        self.what, self.valid = what, valid or {}
 
 
 @dataclass(frozen=True)
@@ -367,24 +373,27 @@ def lock_path(root=ROOT):
 def read_lock(root=ROOT):
     """{output path: {"sha256", "inputs"}}; {} when absent; LockError when unreadable."""
     path = lock_path(root)
-    try:
-        lock = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not path.exists() and not path.is_symlink():
         return {}
-    except (OSError, ValueError) as error:
-        raise LockError(f"{display(path, root)}: unreadable ({error}); run "
-                        f"`{RECORD}`") from None
-    if not isinstance(lock, dict) or not all(isinstance(v, dict) for v in lock.values()):
-        raise LockError(f"{display(path, root)}: not a map of outputs; run "
-                        f"`{RECORD}`")
-    for name, entry in lock.items():
-        inputs = entry.get("inputs")
-        if not isinstance(entry.get("sha256"), str) or not isinstance(inputs, dict) \
-                or not all(isinstance(v, str) for v in inputs.values()):
-            raise LockError(f"{display(path, root)}: the entry for {name[:80]!r} needs a "
-                            f"`sha256` and `inputs` mapping each file to its digest; run "
-                            f"`{RECORD}`")
+    try:
+        lock = read_json(path)
+    except RecordingError as error:
+        why = error.what.removeprefix(f"{display(path)}: ")
+        raise LockError(f"{display(path, root)}: unreadable: {why}") from None
+    if not isinstance(lock, dict):
+        raise LockError(f"{display(path, root)}: not a map of outputs")
+    valid = {name: entry for name, entry in lock.items() if well_formed(entry)}
+    malformed = [name for name in lock if name not in valid]
+    if malformed:
+        raise LockError(f"{display(path, root)}: the entry for {malformed[0][:80]!r} needs a "
+                        f"`sha256` and `inputs` mapping each file to its digest", valid)
     return lock
+
+
+def well_formed(entry):
+    return isinstance(entry, dict) and isinstance(entry.get("sha256"), str) \
+        and isinstance(entry.get("inputs"), dict) \
+        and all(isinstance(digest, str) for digest in entry["inputs"].values())
 
 
 def lock_entry(output, data, root=ROOT, source_digest=None):

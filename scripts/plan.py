@@ -43,8 +43,11 @@ class LessonPlan:
 @dataclass(frozen=True)
 class Plan:
     root: Path  # the checkout every lesson is written into
-    lock: dict  # outputs.lock.json as read; {} when unreadable (rewritten from this run)
+    # outputs.lock.json as read: its well-formed entries ({} when it cannot be read); what
+    # a malformed entry locked is stale, so this run remakes it and keeps every other.
+    lock: dict
     lessons: tuple  # a LessonPlan per lesson, in registry order
+    lock_note: str | None = None  # a progress line: the lock's entries this run drops
 
 
 def make_plan(lessons, platform="cpu", processes=None, render_only=False, every=False,
@@ -53,12 +56,14 @@ def make_plan(lessons, platform="cpu", processes=None, render_only=False, every=
     module is refused by a multi-process run rather than skipped."""
     root = next(iter(lessons.values())).root
     try:
-        lock = read_lock(root)
-    except LockError:
-        lock = {}
+        lock, note = read_lock(root), None
+    except LockError as error:
+        lock = error.valid
+        note = f"{error.what}: what it locked is remade; the lock's {len(lock)} other " \
+               f"entries are kept"
     return Plan(root, lock, tuple(
         plan_lesson(lesson, lock, platform, processes, render_only, every, chosen)
-        for lesson in lessons.values()))
+        for lesson in lessons.values()), note)
 
 
 def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):

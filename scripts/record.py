@@ -30,15 +30,17 @@ from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
+from scripts.checkout import LinkInCheckout, refuse_links
 from scripts.derive import DeriveError, stage_derived
 from scripts.freshness import check as check_problems
 from scripts.hashes import digest_bytes
 from scripts.host import host_at_start, host_while_starting, warn_if_busy
-from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
-from scripts.lessons import RegistryError, load_lessons
+from scripts.interrupts import (Interrupted, raise_if_interrupted, run_command,
+                               stop_on_signals)
+from scripts.lessons import RegistryError, first_of, load_lessons
 from scripts.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
-from scripts.recordings import (RecordingError, Staging, dumps, header, remove_stray_temps,
-                                validate)
+from scripts.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
+                                Staging, dumps, header, remove_stray_temps, validate)
 from scripts.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
 from scripts.scratch import scratch_folder
@@ -49,11 +51,6 @@ from scripts.scratch import scratch_folder
 
 def progress(message):
     print(f"record: {message}", file=sys.stderr, flush=True)
-
-
-# What a page can show of a lesson's output: the schema's stdout maxLength, and lines.
-MAX_STDOUT_CHARACTERS = 1_000_000
-MAX_STDOUT_LINES = 2_000
 
 
 def check_stdout(lesson_id, stdout):
@@ -216,6 +213,8 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
     remove_stray_temps([plan.root / "recordings", plan.root / "figures",
                         plan.root / "docs" / "notebooks"])
     lock = dict(plan.lock)
+    if plan.lock_note:
+        progress(plan.lock_note)
     with Staging() as staging, scratch_folder("record") as scratch:
         for planned in plan.lessons:
             lesson = planned.lesson
@@ -358,13 +357,14 @@ def parse_args(argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
-    stop_on_signals()  # Ctrl-C and SIGTERM unwind through every clean-up on the way
+    stop_on_signals()  # Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way
     try:
+        refuse_links()  # before any file of the checkout is read or written
         lessons = load_lessons()
         if args.lesson:
             if args.lesson not in lessons:
                 raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
-                                    f"known: {', '.join(lessons)}")
+                                    f"known: {first_of(lessons)}")
             lessons = {args.lesson: lessons[args.lesson]}
         if args.check:
             return check(lessons)
@@ -382,7 +382,8 @@ def main(argv=None):
     except RegistryError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except (RecordError, RecordingError, DeriveError, RunLocked, ValueError) as error:
+    except (RecordError, RecordingError, DeriveError, RunLocked, LinkInCheckout,
+            ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return getattr(error, "exit_status", 1)
     except Interrupted as signal_:
@@ -392,4 +393,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -7,13 +7,20 @@ each kind's envelope, then the lesson's own data schema (lesson_code/lessons.tom
 lesson without one still gets the header checked. Every executed value the site shows
 comes from one of these files, so a file that does not validate stops record.py,
 bench.py, --check and the build alike with one line naming it, never a traceback.
+
+Every committed JSON file is read here (read_json): a pull request or a fetched file can
+hold anything, so it is read only if it is a regular file, not a link, of a bounded size,
+and JSON that Python cannot hold (an integer of 5,000 digits, arrays nested 100,000
+deep) is refused in one line like any other malformed file.
 """
+import errno
 import json
 import math
 import os
 import platform
 import re
 import shutil
+import stat
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,13 +46,76 @@ class RecordingError(Exception):
         self.what, self.fix = what, fix
 
 
+# The most a JSON file read here may hold. The largest recording, a sweep, is under
+# 0.4 MB; a file far past that is no recording, and reading it whole could take all of
+# memory (a link to /dev/zero did).
+MAX_JSON_BYTES = 32 * 2**20
+# What a page can show of a lesson's output: the schema's stdout maxLength, and lines.
+MAX_STDOUT_CHARACTERS = 1_000_000
+MAX_STDOUT_LINES = 2_000
+
+
+def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
+    """The bytes of the regular file at `path`, at most `limit` of them; RecordingError
+    (one line naming it) for a link, a folder, a device or pipe, or a larger file. Opened
+    without following a link and without waiting (a pipe would block), then checked."""
+    where = display(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise RecordingError(f"{where}: missing", fix) from None
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise RecordingError(f"{where}: is a symbolic link; a recording is a file of "
+                                 f"its own: `git rm {where}`", fix) from None
+        raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
+    try:
+        kind = os.fstat(fd).st_mode
+        if stat.S_ISDIR(kind):
+            raise RecordingError(f"{where}: is a directory, not a recording (remove it)",
+                                 fix)
+        if not stat.S_ISREG(kind):
+            raise RecordingError(f"{where}: not a regular file (a device, pipe or socket); "
+                                 f"remove it", fix)
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, which no recording "
+                             f"is", fix)
+    return b"".join(chunks)
+
+
+def parse_json(data, where, fix=None):
+    """JSON text (bytes or str) as Python values; RecordingError naming `where` for text
+    that is not UTF-8 JSON, or that Python cannot hold: ValueError for an integer past its
+    4,300 digits, RecursionError for arrays nested past its parser's depth."""
+    try:
+        return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
+    except RecursionError:
+        raise RecordingError(f"{where}: not valid JSON (nested deeper than a JSON reader "
+                             f"goes)", fix) from None
+    except ValueError as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise RecordingError(f"{where}: not valid JSON ({str(error)[:160]})", fix) from None
+
+
+def read_json(path, fix=None, limit=MAX_JSON_BYTES):
+    """The JSON in the file at `path` (read_bytes, then parse_json)."""
+    return parse_json(read_bytes(path, fix, limit), display(path), fix)
+
+
 def read_schema(path):
     """The JSON of a schema file; RecordingError naming it when it cannot be read."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        return read_json(path)
+    except RecordingError as error:
         raise RecordingError(f"{display(path)}: the schema cannot be read "
-                             f"({getattr(error, 'strerror', None) or error})",
+                             f"({error.what.removeprefix(display(path) + ': ')})",
                              f"git checkout -- {display(path)}") from None
 
 
@@ -145,7 +215,16 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
     `lesson`: the registered lesson the file belongs to (its name says so); the recording
     must name that lesson, and its `data` must fit the lesson's data schema. Left out, it
     is the registered lesson the recording names (none: the header alone is checked).
+    Every limit a recording is held to is here, so every reader applies it: the schema,
+    finite numbers, and the stdout a page can show.
     """
+    try:
+        return validated(recording, where, fix, lesson)
+    except RecursionError:  # values nested deeper than the checks below can walk
+        raise RecordingError(f"{where}: nested too deeply to be a recording", fix) from None
+
+
+def validated(recording, where, fix, lesson):
     checker = validator()  # first: a missing jsonschema is one line naming `make install`
     bad_number = non_finite(recording)
     if bad_number is not None:
@@ -153,6 +232,10 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
         raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
                              f" is not a finite number, and a recording holds only those", fix)
     first_violation(checker, recording, (), where, fix)
+    stdout = recording.get("stdout")
+    if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
+        raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
+                             f"and a recording holds at most {MAX_STDOUT_LINES}", fix)
     if lesson is None:
         lesson = registered_lesson(recording["lessonId"])
     elif recording["lessonId"] != lesson.id:
@@ -185,18 +268,7 @@ def load_recording(path, fix=RECORD, lesson=None):
     registry's, scripts/outputs.py); `lesson`, the lesson it belongs to (validate())."""
     path = Path(path)
     where = display(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-        recording = json.loads(text)
-    except FileNotFoundError:
-        raise RecordingError(f"{where}: missing", fix) from None
-    except IsADirectoryError:
-        raise RecordingError(f"{where}: is a directory, not a recording (remove it)",
-                             fix) from None
-    except OSError as error:
-        raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RecordingError(f"{where}: not valid JSON ({error})", fix) from None
+    recording = read_json(path, fix)
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
     if lesson is None and isinstance(recording.get("lessonId"), str):
@@ -239,31 +311,39 @@ def lookup_path(value, path):
     return value
 
 
-def staged_write(path, data):
+def staged_write(path, data, staged=None):
     """Write `data` to a temporary file beside `path`; return it, to os.replace later.
 
     Same directory, so the final os.replace is an atomic rename on one file system. A
-    write that fails (disk full, no permission) removes its temporary file and raises
-    RecordingError naming `path`, so no truncated .tmp is left behind.
+    write that fails (disk full, no permission), or Ctrl-C or SIGTERM on the way, removes
+    its temporary file, so no empty or truncated .tmp is left behind; a failure raises
+    RecordingError naming `path`. `staged`: a list (a Staging's) the file joins, with
+    `path`, in the same step that makes it, so no signal finds it made and not listed.
     """
     path = Path(path)
+    made = []
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # The pid in the name says whose file it is (remove_stray_temps).
-        fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
-                                    dir=path.parent)
-    except OSError as error:
-        raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
-                             f"nothing was changed") from None
-    try:
+        with signals_deferred():  # a signal waits until the file is made and listed
+            # The pid in the name says whose file it is (remove_stray_temps).
+            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.",
+                                        suffix=".tmp", dir=path.parent)
+            made.append((Path(temp), path))
+            if staged is not None:
+                staged.append(made[0])
         os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode() if isinstance(data, str) else data)
-    except OSError as error:
-        Path(temp).unlink(missing_ok=True)
-        raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
-                             f"nothing was changed") from None
-    return Path(temp)
+    except BaseException as error:
+        for entry in made:
+            entry[0].unlink(missing_ok=True)
+            if staged is not None and entry in staged:
+                staged.remove(entry)
+        if isinstance(error, OSError):
+            raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
+                                 f"nothing was changed") from None
+        raise
+    return made[0][0]
 
 
 def remove_stray_temps(directories):
@@ -275,7 +355,7 @@ def remove_stray_temps(directories):
     or anything else still staging) is left alone, as is a name with no pid in it.
     """
     for directory in directories:
-        for temp in Path(directory).glob(".*.tmp"):
+        for temp in Path(directory).rglob(".*.tmp"):  # recordings/analysis/ is in there
             owner = STAGED_NAME.fullmatch(temp.name)
             if owner and not running(int(owner[1])) and not temp.is_dir():
                 temp.unlink(missing_ok=True)
@@ -295,7 +375,7 @@ class Staging:
         self.staged = []
 
     def add(self, path, data):
-        self.staged.append((staged_write(path, data), Path(path)))
+        staged_write(path, data, self.staged)
 
     def commit(self, report=lambda path: None):
         """Move every staged file into place: all of them, or (on an error) none.

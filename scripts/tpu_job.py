@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT, display
 from scripts.hashes import content_files
+from scripts.interrupts import run_command
 from scripts.outputs import for_lesson
 from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, check_tpu_sweep,
                                     install_recording, slice_recording)
@@ -326,4 +327,4 @@ def main(argv=None, root=ROOT):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -28,9 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scripts.interrupts import run_command  # noqa: E402
 from scripts.intervals import VERDICTS as INTERVAL_VERDICTS  # noqa: E402
-from scripts.lessons import RegistryError, load_lessons  # noqa: E402
+from scripts.lessons import RegistryError, first_of, load_lessons  # noqa: E402
 from scripts.outputs import for_lesson  # noqa: E402
+from scripts.recordings import RecordingError, load_recording  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = (*INTERVAL_VERDICTS, "not applicable")
@@ -133,7 +135,7 @@ def main(argv=None):
     lesson_id = args.lesson or next(iter(lessons))
     if lesson_id not in lessons:
         sys.exit(f"verdict_stability: no lesson {lesson_id!r} in lesson_code/lessons.toml; "
-                 f"pass one of {', '.join(lessons)}")
+                 f"pass one of {first_of(lessons)}")
     lesson = lessons[lesson_id]
     pages = pages_reading(ROOT, lesson.id, args.variant)
     if not pages:
@@ -141,6 +143,12 @@ def main(argv=None):
                  f"{args.variant}; pass a variant a page reads")
     if args.recordings and len(args.recordings) < 2 or not args.recordings and args.runs < 2:
         sys.exit("verdict_stability: comparing needs at least two runs; pass --runs 3")
+    for recording in args.recordings or ():  # each read as the build would, before cloning
+        try:
+            load_recording(recording, fix=None, lesson=lesson)
+        except RecordingError as error:
+            sys.exit(f"verdict_stability: {error.what}; pass --recordings files that are "
+                     f"valid {lesson.id} recordings")
     with tempfile.TemporaryDirectory(prefix="verdict-stability-") as scratch:
         scratch = Path(scratch)
         recordings = args.recordings or measured(lesson, args.variant, args.runs, scratch)
@@ -167,4 +175,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

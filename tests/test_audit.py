@@ -129,13 +129,37 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
     assert list(again)[:3] == ["pages", "reference", "measuredAt"]  # its order, as kept
 
 
+def kept_with(change):
+    """The kept file of audited_runs() with `change` made to its first run."""
+    found = audited_runs()
+    change(found[0])
+    return json.dumps({"pages": [PAGE], "runs": found})
+
+
+def blocking(value):
+    return lambda run: run["metrics"].update({"total-blocking-time": value})
+
+
 @pytest.mark.parametrize("text", ['{"pages": ["lessons/some-lesson/"]', "[]",
                                   '{"pages": [], "runs": []}',
                                   json.dumps({"pages": [PAGE], "runs": runs([(90, 80)])}),
                                   json.dumps({"pages": ["lessons/another/"],
-                                              "runs": audited_runs()})],
+                                              "runs": audited_runs()}),
+                                  kept_with(lambda run: run.update(hostBefore=[0.5])),
+                                  kept_with(lambda run: run.update(round="one")),
+                                  kept_with(lambda run: run.update(page=["x"])),
+                                  kept_with(lambda run: run["metrics"].clear()),
+                                  kept_with(blocking(float("nan"))),
+                                  kept_with(blocking(-5)),
+                                  kept_with(blocking(float("inf"))),
+                                  '{"pages": [], "runs": [' + "9" * 5000 + "]}",
+                                  "[" * 100_000 + "]" * 100_000],
                          ids=["cut short", "not a record", "no runs", "runs cut short",
-                              "a page never audited"])
+                              "a page never audited", "a host that is a list",
+                              "a round that is text", "a page that is a list",
+                              "no metrics", "NaN blocking", "negative blocking",
+                              "infinite blocking", "a 5,000-digit integer",
+                              "100,000 nested arrays"])
 def test_render_only_of_a_file_without_runs_to_read_is_one_line_naming_the_fix(
         tmp_path, monkeypatch, text):
     scores = tmp_path / "scores.json"

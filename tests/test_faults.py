@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import (FIXTURES, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
+from conftest import (FIXTURES, ROOT, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
                       project_copy, run_record, snapshot)
 from scripts.scratch import MARK, remove_abandoned
 
@@ -164,7 +164,7 @@ def make_every_figure_stale(root):
 
 # --- Ctrl-C and SIGTERM while record.py runs ---------------------------------------------
 
-EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 
 
 @pytest.mark.parametrize("phase, signum, times", [
@@ -172,9 +172,11 @@ EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
     ("running the cells", signal.SIGINT, 1),
     ("running the cells", signal.SIGTERM, 1),
     ("running the cells", signal.SIGINT, 3),  # an impatient Ctrl-C, Ctrl-C, Ctrl-C
+    ("running the cells", signal.SIGHUP, 1),  # the terminal or the ssh session closed
     ("drawing the figures", signal.SIGINT, 1),
     ("drawing the figures", signal.SIGTERM, 1),
     ("drawing the figures", signal.SIGINT, 3),
+    ("drawing the figures", signal.SIGHUP, 1),
 ])
 def test_a_signal_in_each_phase_ends_the_run_in_one_line_and_changes_nothing(
         tree, phase, signum, times):
@@ -360,6 +362,116 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
     remove_abandoned("ranks", tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [in_use.name, other.name, unmarked.name])
+
+
+def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tmp_path,
+                                                                            monkeypatch):
+    from scripts.scratch import scratch_folder
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp_path / f"ranks-{gone.pid}-abc123"  # a SIGKILLed multi-process run's
+    left.mkdir()
+    (left / MARK).write_text("")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with scratch_folder("record") as scratch:  # a plain record.py: it starts no ranks
+        assert sorted(tmp_path.iterdir()) == [scratch]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
+    """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
+    `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
+    from scripts import recordings
+    from scripts.interrupts import Interrupted
+
+    def signal_arrives(*_):
+        raise Interrupted(signal.SIGTERM)
+
+    monkeypatch.setattr(recordings.os, "fchmod", signal_arrives)  # just after mkstemp
+    with pytest.raises(Interrupted):
+        with recordings.Staging() as staging:
+            staging.add(tmp_path / "analysis" / "x.json", "{}")
+    assert list((tmp_path / "analysis").iterdir()) == []
+
+
+# --- the lock file, the reader of the output, and what a pull request commits -----------
+
+@pytest.mark.parametrize("make, words", [
+    (lambda path: path.mkdir(), "it is a directory; remove it"),
+    (lambda path: path.symlink_to(path.parent.parent / "outside"),
+     "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
+])
+def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(tmp_path,
+                                                                                  make,
+                                                                                  words):
+    from scripts.run_lock import RunLocked, exclusive_run
+
+    root = tmp_path / "checkout"
+    root.mkdir()
+    outside = tmp_path / "outside"
+    outside.write_text("someone's file\n")
+    make(root / ".run.lock")
+    with pytest.raises(RunLocked) as refused:
+        with exclusive_run("python scripts/record.py", root):
+            pytest.fail("the lock was taken")
+    assert str(refused.value) == (".run.lock, the lock that keeps two runs of this checkout "
+                                  f"apart, cannot be opened: {words}")
+    assert outside.read_text() == "someone's file\n"  # was truncated and overwritten
+
+
+# The lock taken by another user: imports first (as root, this Python lives where another
+# user cannot read), then that user's ids, then the lock of a checkout it cannot write.
+AS_ANOTHER_USER = """
+import os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from scripts.run_lock import RunLocked, exclusive_run
+if os.geteuid() == 0:
+    os.setgid(65534)
+    os.setuid(65534)  # nobody
+try:
+    with exclusive_run("python scripts/record.py", Path(sys.argv[1])):
+        print("taken")
+except RunLocked as error:
+    print(error)
+"""
+
+
+def test_another_user_s_or_a_read_only_checkout_s_lock_is_one_line(tmp_path):
+    root = tmp_path / "checkout"
+    root.mkdir()
+    (root / ".run.lock").write_text("")
+    (root / ".run.lock").chmod(0o444)  # for a run that is not root: its own, read-only
+    root.chmod(0o555)
+    try:
+        done = subprocess.run([sys.executable, "-c", AS_ANOTHER_USER, str(root), str(ROOT)],
+                              capture_output=True, text=True, timeout=60, env=clean_env())
+    finally:
+        root.chmod(0o755)
+    assert done.stderr == "" and done.stdout == (
+        ".run.lock, the lock that keeps two runs of this checkout apart, cannot be opened: "
+        "Permission denied; run `python scripts/record.py` in a checkout this user can "
+        "write, or remove a .run.lock that another user left\n")
+
+
+def closed_pipe():
+    """A pipe whose reader is already gone: what `| head -1` is once head has its line."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def test_check_piped_to_a_reader_that_left_is_141_and_no_traceback(tree):
+    make_every_figure_stale(tree)  # lines to print
+    write = closed_pipe()
+    try:
+        done = subprocess.run([sys.executable, "scripts/record.py", "--check"], cwd=tree,
+                              env=clean_env(), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 # --- arguments refused before anything runs ----------------------------------------------
@@ -549,6 +661,7 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
 
     gone = ended_pid()  # the name says whose file it is; that run is gone
     strays = [tree / "recordings" / f".{LESSON_ID}.cpu.json.{gone}.abc123.tmp",
+              tree / "recordings" / "analysis" / f".{LESSON_ID}.cpu.json.{gone}.q9r8.tmp",
               tree / "figures" / f".{LESSON_ID}.svg.{gone}.old.tmp",
               tree / "docs" / "notebooks" / f".{LESSON_ID}.ipynb.{gone}.x1y2.tmp"]
     # The project's .gitignore alone, in a repository of its own: what `git add` would skip.

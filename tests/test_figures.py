@@ -652,3 +652,34 @@ def test_a_lesson_renderer_is_called_as_its_signature_says(tmp_path, monkeypatch
     kind = KINDS["lesson_code.two_argument_bars"]
     for variant in VARIANTS:
         assert kind.render({"data": {}}, None, variant) == drawn(variant)
+
+
+# --- text no SVG can hold (issue 37) -----------------------------------------------------
+
+@pytest.mark.parametrize("character", ["\x00", "\x01", "\ufffe"])
+@pytest.mark.parametrize("where", ["title", "alt", "cell"])
+def test_a_character_xml_cannot_hold_is_refused_in_one_line_not_drawn(character, where):
+    from xml.etree import ElementTree
+
+    from scripts.figures.mechanism import render
+
+    diagram = json.loads((ROOT / KINDS["mechanism"].input.format(id=ID)).read_text())
+    ElementTree.fromstring(render(diagram).encode())  # as committed: XML
+    if where == "cell":
+        diagram["table"]["rows"][0][0] += character
+    else:
+        diagram[where] += character
+    with pytest.raises(ValueError) as refused:
+        render(diagram)  # was an SVG that is not XML, so no browser would draw it
+    message = str(refused.value)
+    assert "\n" not in message and (f"U+{ord(character):04X}" in message or where == "cell")
+
+
+def test_no_renderer_writes_an_svg_that_is_not_xml():
+    from scripts.figures.svg import new_figure, svg_text
+
+    fig, ax = new_figure()
+    ax.set_title("a title from a recording\x01")
+    with pytest.raises(ValueError, match=r"^the figure's text holds U\+0001, a character no "
+                       r"SVG can hold; remove it from the figure's data$"):
+        svg_text(fig, "title", "desc")

@@ -32,7 +32,8 @@ def record_fix(lesson, command="python scripts/record.py"):
 
 RECORD = record_fix(SEED)
 PROCESSES = record_fix(SEED, "python scripts/record.py --processes 4")
-LINE = re.compile(r"^[\w./-]+: .+; run `[^`]+`$")
+# A path may hold \xNN: the bytes of a name that is not UTF-8 (scripts.display).
+LINE = re.compile(r"^[\w./\\-]+: .+; run `[^`]+`$")
 
 
 def drawings(figure):
@@ -383,3 +384,29 @@ def test_an_analysis_of_a_hardware_run_is_expected_once_that_run_is_here(tree):
     write_tpu_sweep(tree / "recordings" / f"{LESSON_ID}.tpu-sweep.json", tree)
     assert f"recordings/analysis/{LESSON_ID}.tpu-sweep.json: missing; run {RENDER}" in \
         problems(tree)
+
+
+# --- committed JSON Python cannot hold, and names that are not UTF-8 (issue 37) ---------
+
+@pytest.mark.parametrize("text, words", [('{"x": ' + "9" * 5000 + "}", "Exceeds the limit"),
+                                         ("[" * 100_000 + "]" * 100_000, "nested deeper")],
+                         ids=["a 5,000-digit integer", "100,000 nested arrays"])
+@pytest.mark.parametrize("path", ["recordings/outputs.lock.json",
+                                  f"recordings/{LESSON_ID}.simulation.json"])
+def test_committed_json_python_cannot_hold_is_one_line_naming_the_file(tree, path, text,
+                                                                       words):
+    (tree / path).write_text(text)
+    lines = [line for line in problems(tree) if line.startswith(f"{path}: ")]
+    assert lines and all(words in line for line in lines), problems(tree)
+
+
+def test_a_recording_whose_name_is_not_utf_8_is_one_line(tree):
+    import os
+
+    stray = os.fsdecode(b"caf\xe9.cpu.json")  # Latin-1, as a checkout on another system made it
+    (tree / "recordings" / stray).write_text("{}")
+    (tree / "figures" / stray.replace(".cpu.json", ".svg")).write_text("<svg/>")
+    assert r"figures/caf\xe9.svg: belongs to no figure" in "\n".join(problems(tree))
+    assert r"recordings/caf\xe9.cpu.json: belongs to no lesson in lesson_code/lessons.toml " \
+           r"(a recording is named <lesson id>.<variant>.json); run `git rm " \
+           r"recordings/caf\xe9.cpu.json`" in problems(tree)

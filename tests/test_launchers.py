@@ -34,7 +34,7 @@ from scripts.record import check_stdout, executed_recording
 from scripts.recordings import load_recording, validate
 from scripts.children import kill_all
 from scripts.runners import cluster_job, mpirun, reaper
-from scripts.runners.processes import ProcessRunError, free_port, wait_for
+from scripts.runners.processes import ProcessRunError, free_port, run_processes, wait_for
 from scripts.scratch import remove_abandoned
 from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
                          scratch_of)
@@ -168,18 +168,30 @@ def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkey
         with pytest.raises(ProcessRunError, match=rf"the coordinator's port {port} on "
                            r"127\.0\.0\.1 is taken \(JAX_COORDINATOR_PORT\); free it"):
             mpirun.run_mpirun(RANK_MODULE, ranks=4)
-        monkeypatch.setenv("JAX_COORDINATOR_PORT", "eighty")
-        with pytest.raises(ProcessRunError, match="JAX_COORDINATOR_PORT='eighty' is not"):
-            mpirun.run_mpirun(RANK_MODULE, ranks=4)
+        for value in ("eighty", "²", "８０", "99999"):  # "²" and "８０" pass str.isdigit()
+            monkeypatch.setenv("JAX_COORDINATOR_PORT", value)
+            with pytest.raises(ProcessRunError, match=rf"^JAX_COORDINATOR_PORT={value!r} is "
+                               r"not a TCP port; set it to one from 1 to 65535"):
+                mpirun.run_mpirun(RANK_MODULE, ranks=4)
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun", "SIGKILL"])
+@pytest.fixture
+def private_tmpdir():
+    """A TMPDIR of the run's own, short (Open MPI's sockets live under it), to list after."""
+    folder = Path(tempfile.mkdtemp(prefix="mpi-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("how", ["SIGINT", "SIGHUP", "SIGKILL to mpirun", "SIGKILL"])
 def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun,
-                                                                         tmp_path, how):
+                                                                         tmp_path, how,
+                                                                         private_tmpdir):
     tree = project_copy(tmp_path.resolve() / "repo")
     hanging = hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends it
     before = snapshot(tree)
-    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging)
+    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging,
+                 TMPDIR=str(private_tmpdir))
     try:
         run.wait_for_line("record: running")
         # mpirun's own command line names the module too: it and the four ranks.
@@ -196,9 +208,11 @@ def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mp
     assert_gone(ranks, timeout=15)
     assert snapshot(tree) == before
     assert leftover_temp_files(tree) == []
-    if how == "SIGINT":
-        assert status == 130, lines
-        assert_one_error_line(lines, "interrupted by SIGINT")
+    if how in ("SIGINT", "SIGHUP"):  # the terminal's Ctrl-C, or the terminal closed
+        assert status == 128 + getattr(signal, how), lines
+        assert_one_error_line(lines, f"interrupted by {how}")
+        # Its scratch folders and Open MPI's session folder (ompi.<host>.<uid>) went too.
+        assert list(private_tmpdir.iterdir()) == []
     elif how == "SIGKILL to mpirun":
         assert status == 1, lines
         assert_one_error_line(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
@@ -238,6 +252,47 @@ def test_a_killed_record_leaves_no_rank_waiting_in_a_collective(needs_mpirun, tm
     remove_abandoned("ranks")  # what the next multi-process run does first
     remove_abandoned("record")
     assert scratch_of(run.process.pid) == []
+
+
+def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
+        monkeypatch):
+    """record.py run inside an srun step or an mpirun: the ranks processes.py starts get
+    none of those variables, so they neither join that job nor record its launcher."""
+    for key, value in {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost",
+                       "SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "3",
+                       "OMPI_MCA_orte_hnp_uri": "1234.0;tcp://127.0.0.1:1",
+                       "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3",
+                       "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}.items():
+        monkeypatch.setenv(key, value)
+    run = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
+    assert run.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
+
+
+def test_a_job_template_that_cannot_be_read_is_one_line(tmp_path, monkeypatch, capsys):
+    missing, folder, latin1 = tmp_path / "gone.sbatch", tmp_path / "a-folder", \
+        tmp_path / "latin1.sbatch"
+    folder.mkdir()
+    latin1.write_bytes("# caf\xe9 @LESSON@\n".encode("latin-1"))
+    for template, words in [(missing, "gone.sbatch: cannot be read (No such file"),
+                            (folder, "a-folder: cannot be read (Is a directory)"),
+                            (latin1, "latin1.sbatch: not UTF-8 (byte 5); save it as UTF-8")]:
+        monkeypatch.setitem(cluster_job.TEMPLATES, "slurm", template)
+        assert cluster_job.main(["slurm", "--lesson", LESSON_ID]) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and words in err, err
+
+
+def test_the_job_command_piped_to_a_reader_that_left_is_141_and_no_traceback():
+    """`cluster_job.py kubernetes | head -0`: the reader is gone before the first line."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "scripts/runners/cluster_job.py", "kubernetes"],
+                              cwd=ROOT, env=clean_env(), stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
 
 
 # A parent that starts a reaper and a process carrying the reaper's mark, says their pids,

@@ -1,5 +1,6 @@
 """record.py on a copy of the project: one execution, staged writes, failures leave nothing."""
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -270,3 +271,102 @@ def test_one_plan_says_what_each_lesson_needs_and_why(tree):
     (run,) = planned().steps
     assert (run.output, run.fix) == (recording, RUN)
     assert run.state.startswith(f"{recording}: stale, {LESSON} changed")
+
+
+# --- what a pull request commits, and a reader that goes away (issue 37) ----------------
+
+MECHANISM = f"lesson_code/figures/{LESSON_ID}-mechanism.json"
+
+
+def stale_mechanism(tree):
+    """A caption edit: the mechanism figure's four drawings are stale, nothing else."""
+    edit(tree / MECHANISM, lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
+
+
+@pytest.mark.parametrize("link, target", [("figures", "outside-figures"),
+                                          (".run.lock", "outside-file")])
+def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, tmp_path,
+                                                                         link, target):
+    outside = tmp_path / target
+    if link == "figures":
+        shutil.move(tree / "figures", outside)  # what --render-only wrote and deleted in
+    else:
+        outside.write_text("someone's file\n")  # what the lock truncated and overwrote
+        (tree / link).unlink(missing_ok=True)  # the recorded run's own
+    before = {path: path.read_bytes() for path in
+              ([outside] if outside.is_file() else sorted(outside.iterdir()))}
+    (tree / link).symlink_to(outside)
+    stale_mechanism(tree)
+    run = run_record(tree, "--render-only")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
+                          f"pages, recordings and figures are made of must be files inside "
+                          f"the checkout: replace the link with the file itself, or "
+                          f"`git rm {link}`\n")
+    assert {path: path.read_bytes() for path in before} == before
+    assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
+
+
+def test_render_only_whose_reader_left_still_finishes_and_exits_as_it_would(tree):
+    """`record.py --render-only 2>&1 | head -1`: every progress line after the first goes
+    nowhere; the run writes everything and says 0, not 1."""
+    stale_mechanism(tree)
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "scripts/record.py", "--render-only"],
+                              cwd=tree, env=clean_env(), stdout=write, stderr=write,
+                              timeout=120)
+    finally:
+        os.close(write)
+    assert done.returncode == 0
+    assert run_record(tree, "--check").stdout == ""  # every figure drawn, the lock written
+
+
+def test_one_malformed_lock_entry_is_remade_and_every_other_entry_kept(tree):
+    lock_file = tree / "recordings" / "outputs.lock.json"
+    lock = json.loads(lock_file.read_text())
+    broken = f"figures/{LESSON_ID}-mechanism.svg"
+    lock[broken]["inputs"] = []  # a hand edit or a bad merge
+    lock_file.write_text(json.dumps(lock, indent=2))
+    run = run_record(tree, "--render-only")
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"record: recordings/outputs.lock.json: the entry for {broken!r} needs a `sha256` " \
+           f"and `inputs` mapping each file to its digest: what it locked is remade; the " \
+           f"lock's {len(lock) - 1} other entries are kept" in run.stderr.splitlines()
+    after = json.loads(lock_file.read_text())
+    assert {name: entry for name, entry in after.items() if name != broken} == \
+        {name: entry for name, entry in lock.items() if name != broken}  # was {} but this run's
+    assert isinstance(after[broken]["inputs"], dict)
+    assert run_record(tree, "--check").stdout == ""
+
+
+@pytest.mark.parametrize("text", ['{"x": ' + "9" * 5000 + "}", "[" * 100_000 + "]" * 100_000])
+def test_a_figure_s_data_file_python_cannot_hold_is_one_line(tmp_path, text):
+    import dataclasses
+
+    from scripts.derive import DeriveError, load_source
+
+    (tmp_path / "data.json").write_text(text)
+    with pytest.raises(DeriveError) as refused:
+        load_source(dataclasses.replace(SEED, root=tmp_path), "data.json", {})
+    assert "data.json: not valid JSON" in str(refused.value)
+    assert "\n" not in str(refused.value)
+
+
+def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
+    """The notebook's cells hold only the statements its sections use; `python -m` runs
+    them all. A module whose other statements raise is no lesson program to record."""
+    module = tree / LESSON
+    text = module.read_text()
+    end = text.index("\n", text.index("# --8<-- [end:")) + 1  # after the first section
+    module.write_text(text[:end] + "\nraise RuntimeError('a statement no section uses')\n"
+                      + text[end:])
+    before = snapshot(tree)
+    run = run_record(tree)
+    assert run.returncode == 1, run.stderr[-2000:]
+    assert run.stderr.splitlines()[-1] == (
+        f"error: {LESSON_ID} failed in its notebook: {LESSON} raises when imported "
+        f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
+        f"statements outside its sections; nothing was written")
+    assert snapshot(tree) == before and leftover_temp_files(tree) == []

@@ -222,3 +222,63 @@ def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
         validate(json.loads(RECORDING.read_text()), "recordings/x.json", lesson=lesson)
     message = str(refused.value)
     assert "\n" not in message and words in message and "bad.schema.json" in message
+
+
+# --- what a pull request or a fetched file can hold (issue 37) --------------------------
+
+def fifo(path):
+    import os
+
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda path: path.symlink_to("/dev/zero"), "is a symbolic link"),
+    (lambda path: path.symlink_to(RECORDING), "is a symbolic link"),  # even to a recording
+    (fifo, "not a regular file"),
+    (lambda path: path.write_bytes(b"") or path.open("r+b").truncate(33 * 2**20),
+     "larger than 32 MiB"),
+], ids=["link to /dev/zero", "link to a recording", "a pipe", "a sparse 33 MiB file"])
+def test_a_recording_that_is_not_a_regular_file_of_its_own_is_refused_unread(tmp_path, make,
+                                                                             words):
+    path = tmp_path / f"{LESSON_ID}.tpu.json"
+    make(path)
+    with pytest.raises(RecordingError) as refused:
+        load_recording(path)  # /dev/zero read to its end would never return
+    message = str(refused.value)
+    assert "\n" not in message and words in message and f"{LESSON_ID}.tpu.json" in message
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"schemaVersion": ' + "9" * 5000 + "}", "not valid JSON (Exceeds the limit"),
+    ("[" * 100_000 + "]" * 100_000, "not valid JSON (nested deeper"),
+], ids=["a 5,000-digit integer", "100,000 nested arrays"])
+def test_json_python_cannot_hold_is_one_line_naming_the_file(tmp_path, text, words):
+    path = tmp_path / f"{LESSON_ID}.cpu.json"
+    path.write_text(text)
+    with pytest.raises(RecordingError) as refused:
+        load_recording(path)
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith(str(path)) and words in message
+
+
+def test_a_recording_holds_no_more_stdout_lines_than_a_page_shows_whoever_reads_it():
+    from scripts.recordings import MAX_STDOUT_LINES
+
+    recording = json.loads(RECORDING.read_text())
+    recording["stdout"] = "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES + 1001)) + \
+        f"PASS: {LESSON_ID}\n"  # 3,001 lines: far under the characters' limit
+    with pytest.raises(RecordingError, match=rf"invalid at stdout: {MAX_STDOUT_LINES + 1002} "
+                       rf"lines, and a recording holds at most {MAX_STDOUT_LINES}"):
+        validate(recording, "recordings/x.cpu.json")
+
+
+def test_data_nested_deeper_than_validation_walks_is_one_line():
+    recording = json.loads(RECORDING.read_text())
+    deep = []
+    for _ in range(5000):  # what a lesson's run_lesson could return, before any JSON
+        deep = [deep]
+    recording["data"]["deep"] = deep
+    with pytest.raises(RecordingError, match=r"^new recording x: nested too deeply to be a "
+                       r"recording; run `python scripts/record.py`$"):
+        validate(recording, "new recording x")

@@ -158,6 +158,11 @@ def test_a_comment_edit_fails_the_build_on_the_notebook_that_shows_it(project, t
      "invalid at schemaVersion"),
     (lambda p: p.write_text(json.dumps({k: v for k, v in json.loads(p.read_text()).items()
                                         if k != "stdout"})), "stdout"),
+    # JSON Python cannot hold (issue 37): both were tracebacks.
+    (lambda p: p.write_text('{"schemaVersion": ' + "9" * 5000 + "}"),
+     "not valid JSON (Exceeds the limit (4300 digits)"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000),
+     "not valid JSON (nested deeper than a JSON reader goes)"),
 ])
 @each_lesson
 def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expected, lesson):
@@ -165,6 +170,113 @@ def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expe
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert recording_name(lesson) in errors and expected in errors
     assert len(errors.splitlines()) == 1
+
+
+# --- nothing a pull request commits reaches outside the checkout (issue 37) ------------
+
+@pytest.mark.parametrize("link, target", [
+    ("docs/leak.txt", "/etc/hostname"),  # was published as site/leak.txt, exit 0
+    ("docs/assets/g", "../../.git"),  # was the checkout's .git, its config and token too
+    ("docs/assets/loop", "."),  # was a traceback
+    ("docs", "elsewhere"),  # the pages' folder itself, moved beside it
+    (recording_name(SEED, "tpu"), "/dev/zero"),  # was read to the end of memory
+    ("lesson_code/leak.py", "/etc/hostname"),  # what a snippet could include
+    ("figures/leak.svg", "/etc/hostname"),
+])
+def test_a_committed_symlink_stops_the_build_in_one_line_naming_it(project, tmp_path, link,
+                                                                   target):
+    path = project / link
+    if path.is_dir():
+        path.rename(project / "elsewhere")
+    path.symlink_to(target)
+    site = tmp_path / "site"
+    errors = one_line_failure(build(project, site))
+    assert len(errors.splitlines()) == 1, errors
+    assert f"{link} is a symbolic link (to {target!r}); " in errors
+    assert not (site / "leak.txt").exists() and not (site / "assets" / "g").exists()
+
+
+def test_a_control_character_in_a_page_stops_the_build_in_one_line(project, tmp_path):
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + "\nA NUL: \x00, and U+0001: \x01.\n")
+    lines = page.read_text().count("\n")
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert errors.endswith(f"docs/index.md: line {lines} holds U+0000, a control character "
+                           f"no page can show; remove it"), errors
+    assert not (tmp_path / "site" / "index.html").exists()
+
+
+@pytest.mark.parametrize("include", ['--8<-- "/etc/hostname"', '--8<-- "../../etc/hostname"',
+                                     '--8<-- "lesson_code/nothing.py"',
+                                     f'--8<-- "{module_file(SEED)}:no_such_section"'])
+def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback(include):
+    import markdown
+
+    from scripts.pages.page_language import PageLanguage
+    from scripts.pages.recorded_text import PageError
+
+    page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage(root=ROOT)],
+                             extension_configs={"pymdownx.snippets": {
+                                 "base_path": [str(ROOT)], "check_paths": True}})
+    with pytest.raises(PageError) as refused:  # a BuildError: mkdocs says it in one line
+        page.convert(f"Text.\n\n{include}\n")
+    assert "could not be" in str(refused.value) and "\n" not in str(refused.value)
+    assert "a page includes only files inside the repository" in str(refused.value)
+
+
+def test_a_page_including_a_file_outside_the_repository_stops_the_build_in_one_line(
+        project, tmp_path):
+    page = project / "docs" / "index.md"
+    page.write_text(page.read_text() + '\n--8<-- "/etc/hostname"\n')
+    errors = one_line_failure(build(project, tmp_path / "site"))  # was a traceback
+    assert "Snippet at path '/etc/hostname' could not be found: a page includes only " \
+           "files inside the repository" in errors
+
+
+def test_the_page_language_keeps_snippets_where_pymdownx_put_it():
+    import markdown
+
+    from scripts.pages.page_language import PageLanguage
+
+    alone = markdown.Markdown(extensions=["pymdownx.snippets"])
+    both = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage(root=ROOT)])
+    names = [name for name in both.preprocessors._priority if name.name != "page_language"]
+    assert names == alone.preprocessors._priority  # the same names at the same priorities
+
+
+def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeypatch):
+    from scripts.pages import sources
+    from scripts.pages.recorded_text import PageError
+
+    problems = [f"recordings/lesson-{n}.cpu.json: missing; run `python scripts/record.py "
+                f"--lesson lesson-{n}`" for n in range(10_000)]  # 10,000 lessons, none recorded
+    monkeypatch.setattr(sources, "load_lessons", lambda root: {})
+    monkeypatch.setattr(sources, "load_all", lambda lessons, root: ({}, problems))
+    with pytest.raises(PageError) as refused:
+        sources.load_sources(ROOT, ROOT / "docs")
+    line = str(refused.value)
+    assert len(line) < 500 and "\n" not in line, len(line)  # was 950 kB
+    assert line.startswith(problems[0]) and "and 9,997 more" in line
+    assert line.endswith("`python scripts/record.py --check` lists them all")
+
+
+@pytest.mark.parametrize("width", [".", "abc", "10%", ""])
+def test_a_hand_edited_figure_width_stops_the_build_instead_of_sizing_it_wrong(tmp_path,
+                                                                              width):
+    from scripts.pages.markup import sized_image, svg_size
+
+    figure = tmp_path / "x.svg"
+    figure.write_text(f'<svg width="{width}" height="360pt" viewBox="0 0 460.8 360"></svg>')
+    assert svg_size(figure) is None  # the viewBox is not what a browser then draws
+    page = SimpleNamespace(url="lessons/x/", file=SimpleNamespace(src_uri="lessons/x.md"))
+    files = SimpleNamespace(get_file_from_path=lambda path: SimpleNamespace(
+        abs_src_path=figure))
+    with pytest.raises(PluginError, match=r"^lessons/x\.md: cannot read the size of "
+                       r"\.\./\.\./figures/x\.svg .*; rerun `python scripts/record\.py "
+                       r"--render-only`$"):
+        sized_image('<img src="../../figures/x.svg" alt="x" />', page, files)
+    figure.write_text('<svg height="360pt" viewBox="0 0 460.8 360"></svg>')
+    assert svg_size(figure) == (461, 480)  # no width at all: the viewBox's, as drawn
 
 
 def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):

@@ -210,6 +210,9 @@ REFUSED = {
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
     "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
     "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
+    # Under the characters' limit, over the lines': the limit is validation's, not record.py's.
+    "3,001 stdout lines": (dict(stdout="".join(f"{n}\n" for n in range(3000)) + f"PASS: {ID}\n"),
+                           "invalid at stdout: 3001 lines, and a recording holds at most 2000"),
 }
 
 
@@ -220,6 +223,18 @@ def test_check_tpu_recording_refuses_with_the_reason(case, clone, tmp_path):
     with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(fetched, ID, lesson(clone), clone)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("text", ['{"schemaVersion": ' + "9" * 5000 + "}",
+                                  "[" * 100_000 + "]" * 100_000],
+                         ids=["a 5,000-digit integer", "100,000 nested arrays"])
+def test_a_fetched_file_python_cannot_hold_is_refused_in_one_line(text, clone, tmp_path):
+    fetched = tmp_path / "fetched.json"
+    fetched.write_text(text)
+    with pytest.raises(RefusedRecording) as refused:
+        check_tpu_recording(fetched, ID, lesson(clone), clone)
+    assert "fetched.json: not valid JSON" in str(refused.value)
+    assert "\n" not in str(refused.value)
 
 
 @pytest.mark.parametrize("case", ["stale", "no TPU kind"])

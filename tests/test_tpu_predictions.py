@@ -184,3 +184,16 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine):
     kind = model.DEVICE_KINDS[machine][0]
     chips = [FakeChip(i, (i % 2, i // 2, 0), kind) for i in range(4)]
     assert [chip.id for chip in create_device_mesh((4,), chips).flat] == [0, 1, 3, 2]
+
+
+def test_predictions_whose_machines_are_a_list_are_one_line():
+    from scripts.derive import DeriveError, render
+    from scripts.outputs import figure_outputs
+
+    data = json.loads(DATA.read_text())
+    data["machines"] = list(data["machines"].values())  # was an AttributeError traceback
+    [output] = [output for output in figure_outputs(SEED)
+                if output.kind is KINDS["tpu-predictions"] and output.variant.suffix == ""]
+    with pytest.raises(DeriveError, match=r"tpu_predictions renderer failed on .*: `machines` "
+                       r"must map each VM's name to its object"):
+        render(output, data)

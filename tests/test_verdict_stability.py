@@ -1,5 +1,7 @@
 """scripts/verdict_stability.py's reading of pages: what it masks, what it counts as a
 verdict, and which pages it compares. Nothing is measured here."""
+import pytest
+
 from scripts import verdict_stability as stability
 from scripts.lessons import load_lessons
 
@@ -37,3 +39,19 @@ def test_every_analysed_recording_is_read_by_some_page():
             assert pages, f"no page reads rec:{lesson.id}.{variant}"
             assert all((ROOT / "docs").exists() and page.endswith("index.html")
                        for page in pages)
+
+
+def test_recordings_that_are_missing_or_invalid_are_one_line_before_anything_is_cloned(
+        tmp_path, monkeypatch):
+    lesson = next(iter(load_lessons().values()))
+    missing, broken = tmp_path / "run1.json", tmp_path / "run2.json"
+    broken.write_text("[" * 100_000 + "]" * 100_000)
+    monkeypatch.setattr(stability, "clone", lambda into: pytest.fail("it cloned"))
+    for given, words in [((missing, broken), "run1.json: missing"),
+                         ((broken, broken), "run2.json: not valid JSON")]:
+        with pytest.raises(SystemExit) as stopped:
+            stability.main(["--lesson", lesson.id, "--variant", "cpu",
+                            "--recordings", *map(str, given)])
+        message = str(stopped.value)
+        assert message.startswith("verdict_stability: ") and words in message, message
+        assert "\n" not in message and message.endswith(f"valid {lesson.id} recordings")

@@ -39,9 +39,11 @@ from scripts.audit.reference import (LONG_PAGE_PATH, ReferenceBuildFailed,  # no
                                      build_reference)
 from scripts import display  # noqa: E402
 from scripts.host import host_load  # noqa: E402
+from scripts.interrupts import run_command  # noqa: E402
 from scripts.intervals import paired_mean_ratio  # noqa: E402
 from scripts.lessons import load_lessons  # noqa: E402
-from scripts.recordings import RecordingError, write_atomically  # noqa: E402
+from scripts.recordings import (RecordingError, non_finite, read_json,  # noqa: E402
+                                write_atomically)
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"
 SCORES = HERE / "scores.json"
@@ -183,31 +185,52 @@ def report(result, path):
 
 def write_scores(result, path):
     try:  # a failed write never leaves half a file behind
-        write_atomically(path, json.dumps(result, indent=2) + "\n")
+        write_atomically(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
     except RecordingError as error:
         sys.exit(f"audit: {error}")
 
 
-# What derived() reads of each kept run.
-RUN_FIELDS = {"round", "page", "hostBefore", "metrics"}
+# What derived() reads of the kept runs; anything else (a round that is text, a metric
+# missing, negative or NaN) is refused before it is read.
+KEPT_RUNS = {
+    "type": "object", "required": ["pages", "runs"],
+    "properties": {
+        "pages": {"type": "array", "items": {"type": "string"}},
+        "runs": {"type": "array", "minItems": 1, "items": {
+            "type": "object", "required": ["round", "page", "hostBefore", "metrics"],
+            "properties": {
+                "round": {"type": "integer", "minimum": 1},
+                "page": {"type": "string"},
+                "hostBefore": {"type": "object", "required": ["loadAverage1m"],
+                               "properties": {"loadAverage1m": {"type": "number",
+                                                                "minimum": 0}}},
+                "metrics": {"type": "object", "required": ["total-blocking-time"],
+                            "properties": {"total-blocking-time": {"type": "number",
+                                                                   "minimum": 0}}}}}}}}
 
 
 def kept_runs(path):
-    """What an earlier audit wrote, checked for what derived() reads: runs of every page
-    it names and of the bare page."""
+    """What an earlier audit wrote, checked for what derived() reads: finite numbers in
+    runs of the shape above, of every page it names and of the bare page."""
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import best_match
+
+    fix = "run `make audit` to measure afresh"
     try:
-        kept = json.loads(path.read_text(encoding="utf-8"))
-        ready = (isinstance(kept, dict) and isinstance(kept.get("pages"), list)
-                 and isinstance(kept.get("runs"), list)
-                 and all(isinstance(run, dict) and RUN_FIELDS <= run.keys()
-                         for run in kept["runs"])
-                 and {*kept["pages"], BARE} <= {run["page"] for run in kept["runs"]})
-    except (OSError, ValueError, TypeError) as error:
-        ready, kept = False, error
-    if not ready:
-        why = f" ({kept!r})" if isinstance(kept, Exception) else ""
-        sys.exit(f"audit: {display(path)} holds no runs of every page to read again{why}; "
-                 f"run `make audit` to measure afresh")
+        kept = read_json(path)
+    except RecordingError as error:
+        sys.exit(f"audit: {error.what}; {fix}")
+    error = best_match(Draft202012Validator(KEPT_RUNS).iter_errors(kept))
+    bad_number = non_finite(kept)
+    if error is not None or bad_number is not None:
+        where = "/".join(map(str, error.absolute_path if error else bad_number))
+        why = error.message[:120] if error else "not a finite number"
+        sys.exit(f"audit: {display(path)} holds no runs to read again (at "
+                 f"{where or '(top level)'}: {why}); {fix}")
+    missing = sorted({*kept["pages"], BARE} - {run["page"] for run in kept["runs"]})
+    if missing:
+        sys.exit(f"audit: {display(path)} holds no runs of {missing[0]!r} to read again; "
+                 f"{fix}")
     return kept
 
 
@@ -249,4 +272,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 
 from scripts import display  # noqa: E402
 from scripts.audit.lighthouse import CHROMIUM, lesson_pages, serve  # noqa: E402
+from scripts.interrupts import run_command  # noqa: E402
 from scripts.recordings import RecordingError, Staging  # noqa: E402
 from scripts.scratch import scratch_folder  # noqa: E402
 
@@ -332,4 +333,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

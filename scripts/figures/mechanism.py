@@ -8,7 +8,7 @@ The narrow drawing is the same table at a phone's width, its text a little small
 Data rows (rows(), the figure's CSV and JSON): the table's rows, one dict each, keyed by
 its headers (which must differ). Modelled, not measured: no run made them.
 """
-from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.figures.svg import figure_style, new_figure, not_xml, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 
 
@@ -24,6 +24,9 @@ def table_of(diagram):
     for key in ("title", "alt"):
         if not isinstance(diagram.get(key), str) or not 0 < len(diagram[key]) <= MAX_PROSE:
             raise ValueError(f"`{key}` must be text of 1 to {MAX_PROSE} characters")
+        if character := not_xml(diagram[key]):
+            raise ValueError(f"`{key}` holds {character}, a character no SVG can hold; "
+                             f"remove it")
     table = diagram.get("table")
     headers = table.get("headers") if isinstance(table, dict) else None
     rows = table.get("rows") if isinstance(table, dict) else None
@@ -33,9 +36,9 @@ def table_of(diagram):
         raise ValueError(f"`table` must have 1 to {MAX_COLUMNS} `headers` and 1 to {MAX_ROWS} "
                          f"`rows`, each row one cell per header")
     for cell in [*headers, *(cell for row in rows for cell in row)]:
-        if not isinstance(cell, str) or len(cell) > MAX_CELL:
+        if not isinstance(cell, str) or len(cell) > MAX_CELL or not_xml(cell):
             raise ValueError(f"every cell of `table` must be text of at most {MAX_CELL} "
-                             f"characters, not {cell!r:.40}")
+                             f"characters that an SVG can hold, not {cell!r:.40}")
     return table
 
 

@@ -152,11 +152,28 @@ def compact(svg):
     return svg.replace(STYLE_ELEMENT, f"{STYLE_ELEMENT}text{{font-family: {family}}}", 1)
 
 
+# What no XML document can hold, escaped or not: the C0 controls but tab, newline and
+# carriage return, lone surrogates, U+FFFE and U+FFFF. matplotlib writes text as it is
+# given, so a NUL in a title made an SVG no browser would draw.
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def not_xml(text):
+    """'U+0000' for the first character of `text` XML cannot hold, or None."""
+    found = NOT_XML.search(text)
+    return f"U+{ord(found.group()):04X}" if found else None
+
+
 def svg_text(fig, title, desc):
-    """The figure as SVG text, with <title> and <desc> for screen readers."""
+    """The figure as SVG text, with <title> and <desc> for screen readers; ValueError
+    when the text it draws holds a character XML cannot hold."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     svg = compact(buffer.getvalue())
+    for what, text in (("title", title), ("description", desc), ("text", svg)):
+        if character := not_xml(text):
+            raise ValueError(f"the figure's {what} holds {character}, a character no SVG "
+                             f"can hold; remove it from the figure's data")
     start = svg.index("<svg")
     end = svg.index(">", start) + 1
     accessible = f"\n <title>{escape(title)}</title>\n <desc>{escape(desc)}</desc>"

@@ -191,6 +191,11 @@ def narrow_canvas(overlay):
 
 
 def render(data, overlay=None, variant=STATIC):
+    if not isinstance(data, dict) or not isinstance(data.get("machines"), dict) or not all(
+            isinstance(machine, dict) for machine in data["machines"].values()):
+        # A list would fail as an AttributeError deep in the drawing, not in one line.
+        raise ValueError("`machines` must map each VM's name to its object "
+                         "(lesson_code/tpu_predictions.py writes it)")
     chips, hop = data["chips"], data["hopLatencyS"]
     palette, narrow = variant.palette, variant.narrow
     small, label = (7, 8) if narrow else (SMALL, 9)

@@ -8,8 +8,8 @@ from pathlib import Path
 from scripts import ROOT
 from scripts.freshness import stale_inputs
 from scripts.hashes import content_files
-from scripts.recordings import (RecordingError, load_recording, registered_lesson,
-                                write_atomically)
+from scripts.recordings import (RecordingError, load_recording, read_bytes, read_json,
+                                registered_lesson, write_atomically)
 
 DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
 
@@ -98,7 +98,7 @@ def install_recording(source, target):
     Staged beside `target` first, because os.replace is atomic only within one file
     system and the fetched file sits in a temporary directory that may be elsewhere.
     """
-    write_atomically(Path(target), Path(source).read_bytes())
+    write_atomically(Path(target), read_bytes(source))  # a regular file, of bounded size
 
 
 def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=ROOT):
@@ -107,17 +107,15 @@ def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=RO
     lesson's environment, validated against the schema (by the check that follows). Its
     jaxlib and matplotlib versions are this checkout's: the workers installed the same
     pins. Raises RefusedRecording."""
-    import json
-
     from scripts.record import RecordError, check_stdout, executed_recording
 
     try:
-        data = json.loads(Path(data_path).read_text(encoding="utf-8"))
-        stdout = Path(stdout_path).read_text(encoding="utf-8")
+        data = read_json(data_path)
+        stdout = read_bytes(stdout_path).decode("utf-8")
         check_stdout(lesson.id, stdout)
         recording = executed_recording(lesson, lesson.rank_module, stdout,
                                        data, duration_s, command)
-    except (OSError, ValueError, RecordError) as error:
+    except (RecordingError, ValueError, RecordError) as error:
         raise RefusedRecording(f"rank 0's output from worker 0 does not make a recording "
                                f"({error})") from None
     return recording

@@ -181,4 +181,12 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `| head`: once the reader is gone, exit 141 as a shell reports SIGPIPE, with no
+    # traceback (scripts/interrupts.py's run_command; this file imports nothing from there).
+    try:
+        status = main()
+        sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 141
+    sys.exit(status)

@@ -3,14 +3,17 @@
 The page language ({{ rec:... }} and the other directives) is a Markdown extension,
 pages/page_language.py, registered in mkdocs.yml; these events do what only mkdocs can:
 
-- on_config: the site is the course (lesson_code/lessons.toml): it takes the registry's
-  [course] name and summary, and a lesson the nav leaves out is listed after the last one
-  it names. Every recording of every lesson is loaded and validated here, once: a broken
-  one, or a stale one this machine can remake, stops the build with one line each, and
-  the page language is handed what was loaded.
+- on_config: first, no symbolic link in what a pull request controls (docs/, recordings/,
+  figures/, lesson_code/: scripts/checkout.py). The site is the course
+  (lesson_code/lessons.toml): it takes the registry's [course] name and summary, and a
+  lesson the nav leaves out is listed after the last one it names. Every recording of
+  every lesson is loaded and validated here, once: a broken one, or a stale one this
+  machine can remake, stops the build with one line each, and the page language is
+  handed what was loaded.
 - on_serve: a failed rebuild under `mkdocs serve` keeps the last good site.
 - on_files: figures/, each lesson's downloads, and each figure's data and recording are
-  served from the site itself.
+  served from the site itself; no file mkdocs would read or copy leads outside the
+  checkout, and no page holds a control character.
 - on_page_markdown: each lesson page ends with its downloads.
 
 The build reads recordings; it never imports JAX and never runs lesson code.
@@ -28,7 +31,8 @@ from mkdocs.structure.files import File
 # mkdocs loads this file by path; the `scripts` package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from scripts import FIGURES, ROOT
+from scripts import FIGURES, ROOT, display
+from scripts.checkout import LinkInCheckout, link_on_the_way, refuse_links
 from scripts.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
 from scripts.pages.figure_data import served_files
@@ -50,6 +54,10 @@ def check_site_url(config):
 
 
 def on_config(config):
+    try:  # the first thing: everything after this reads the checkout
+        refuse_links(ROOT)
+    except LinkInCheckout as error:
+        raise PluginError(str(error)) from None
     check_site_url(config)
     try:
         course = load_course()
@@ -101,14 +109,38 @@ def on_serve(server, config, builder):
 
 def on_files(files, config):
     """Serve figures/, each lesson's program and exercise scaffold, and what the figures'
-    data lines link to, from the site."""
+    data lines link to, from the site; then refuse, before any is read or copied, a file
+    that leads outside the checkout (a link on its way: scripts/checkout.py) or a page with
+    a character no page can show. mkdocs lists what docs/ holds by following links, so a
+    link is seen here first."""
     paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
     paths += served_files(loaded(config).lessons, ROOT)  # what figures' data lines link to
     for path in paths:
         files.append(File(path, str(ROOT), config["site_dir"], config["use_directory_urls"]))
+    for file in files:
+        if file.abs_src_path is None:  # made by a plugin, from no file
+            continue
+        link = link_on_the_way(file.abs_src_path, ROOT)
+        if link is not None:
+            raise PluginError(str(LinkInCheckout(link, ROOT)))
+        if file.src_uri.endswith(".md") and Path(file.abs_src_path).is_relative_to(ROOT):
+            refuse_control_characters(Path(file.abs_src_path))
     return files
+
+
+# C0 controls but tab, newline and carriage return, and DEL: Markdown passes a NUL through
+# to the HTML, where a browser shows U+FFFD or cuts the text; no page means one.
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def refuse_control_characters(page):
+    text = page.read_bytes().decode("utf-8", "replace")
+    if found := CONTROL.search(text):
+        line = text.count("\n", 0, found.start()) + 1
+        raise PluginError(f"{display(page)}: line {line} holds U+{ord(found.group()):04X}, a "
+                          f"control character no page can show; remove it")
 
 
 def on_page_markdown(markdown, page, config, files):

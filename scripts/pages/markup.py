@@ -110,11 +110,14 @@ def svg_size(path):
         length = LENGTH.match(attrs.get(name, ""))
         if length:
             size.append(round(float(length.group(1)) * PX_PER_UNIT[length.group(2)]))
-        elif len(box := attrs.get("viewBox", "").replace(",", " ").split()) == 4 \
+        elif name not in attrs and len(box := attrs.get("viewBox", "").replace(",", " ")
+                                       .split()) == 4 \
                 and all(VIEW_BOX_NUMBER.fullmatch(number) for number in box):
-            size.append(round(float(box[index])))
+            size.append(round(float(box[index])))  # no width: the browser draws the box
         else:
-            return None  # a width that is not a number (`abc`, `1.2.3`, `10%`): one line
+            # A width that is not a length (`abc`, `.`, `10%`, a hand edit): a browser
+            # ignores it, so the viewBox's size would not be the size it draws either.
+            return None
     return tuple(size) if all(size) and min(size) > 0 else None
 
 

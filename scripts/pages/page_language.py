@@ -51,6 +51,9 @@ class PageLanguage(Extension):
     def extendMarkdown(self, md):
         md.page_language = Conversion(self.getConfigs())  # what its three steps share
         md.preprocessors.register(Directives(md), "page_language", 35)
+        if "snippet" in md.preprocessors:  # pymdownx.snippets, registered before this
+            md.preprocessors.register(SnippetsInOneLine(md, md.preprocessors["snippet"]),
+                                      "snippet", SNIPPETS_PRIORITY)
         md.treeprocessors.register(TreeFinished(md), "page_language_end", -100)
         md.postprocessors.register(RecordedText(md), "page_language_text", 0)
 
@@ -81,6 +84,35 @@ class Directives(Preprocessor):
         if "{{" not in text:
             return lines
         return expand_page(text, conversion.loaded_sources(), conversion.values).split("\n")
+
+
+# Where pymdownx.snippets registers itself (snippets.py, `register(snippet, "snippet",
+# 32)`); its stand-in takes the same place.
+SNIPPETS_PRIORITY = 32
+
+
+class SnippetsInOneLine(Preprocessor):
+    """pymdownx.snippets itself, its refusals in one line: a file outside the base path
+    (`check_paths` with its default `restrict_base_path`), missing, or without the named
+    section raises its SnippetMissingError, a plain Exception, which mkdocs prints with a
+    traceback; a PageError is the build's one line."""
+
+    def __init__(self, md, snippets):
+        super().__init__(md)
+        self.snippets = snippets
+
+    def __getattr__(self, name):  # the extension's reset() reaches its own (`download`)
+        return getattr(self.snippets, name)
+
+    def run(self, lines):
+        from pymdownx.snippets import SnippetMissingError
+
+        try:
+            return self.snippets.run(lines)
+        except SnippetMissingError as error:
+            raise PageError(f"{error}: a page includes only files inside the repository "
+                            f"(`--8<-- \"lesson_code/<module>.py:<section>\"`), and each "
+                            f"section it names must exist") from None
 
 
 class TreeFinished(Treeprocessor):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scripts.freshness import load_all
 from scripts.hashes import ClosureError
-from scripts.lessons import RegistryError, load_lessons
+from scripts.lessons import RegistryError, first_of, load_lessons
 from scripts.pages.recorded_text import PageError
 from scripts.recordings import RecordingError
 
@@ -30,5 +30,7 @@ def load_sources(root, docs):
     except (RegistryError, RecordingError, ClosureError) as error:
         raise PageError(str(error)) from None
     if problems:
-        raise PageError("; ".join(problems))
+        # One line, of a bounded length: `record.py --check` lists every problem.
+        raise PageError(first_of(problems, 3, "; ") + (
+            "; `python scripts/record.py --check` lists them all" if len(problems) > 3 else ""))
     return Sources(lessons, recordings, Path(docs))

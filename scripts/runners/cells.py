@@ -7,7 +7,6 @@ by one extra cell, removed before the notebook is saved). So the notebook compan
 the recording never disagree.
 """
 import atexit
-import json
 import logging
 import os
 import re
@@ -24,6 +23,7 @@ from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
 from scripts.children import describe, dies_with, kill_all, stderr_tail
 from scripts.interrupts import raise_if_interrupted
+from scripts.recordings import read_json
 from scripts.runners.module import LESSON_TIMEOUT_S
 from scripts.runners.notebook import build_notebook, stdout_of
 
@@ -191,19 +191,34 @@ def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
     run_lesson's data."""
     notebook = build_notebook(lesson, platform, devices)
     data_path = Path(working_dir) / "data.json"
-    notebook.cells.append(nbformat.v4.new_code_cell(
+    modules = [lesson.path(), *lesson.also_run_with()]
+    # Plumbing, not part of the companion: run_lesson's result written out, then the whole
+    # module run as an import would run it. The cells hold only the statements the
+    # sections use, so a module that raises when imported (as `python -m` imports it)
+    # would otherwise pass; run after the lesson, it cannot touch the devices' set-up.
+    notebook.cells += [nbformat.v4.new_code_cell(
         f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
-        f"    _json.dump(results, _out)"))  # plumbing, not part of the companion
-    runs_the_lesson = sum(cell.cell_type == "code" for cell in notebook.cells) - 2
+        f"    _json.dump(results, _out)"), nbformat.v4.new_code_cell(
+        "import runpy as _runpy\n" + "".join(
+            f"_runpy.run_path({str(path)!r}, run_name='imported_lesson_module')\n"
+            for path in modules))]
+    code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
+    runs_the_lesson, imports_the_module = code_cells - 3, code_cells - 1
     started = time.perf_counter()
     try:
         execute(notebook, working_dir, on_start=on_start)
     except CellRaised as raised:
+        if raised.index == imports_the_module:
+            # Line 1 imports runpy; line 2 + i runs modules[i].
+            path = modules[min(max((raised.line or 2) - 2, 0), len(modules) - 1)]
+            raise ExecutionFailed(f"{path.parent.name}/{path.name} raises when imported "
+                                  f"({raised}), though its cells ran: fix the statements "
+                                  f"outside its sections") from None
         # The run cell's first line sets up the devices: a failure there is this
         # machine's, not the lesson's.
         raised.setup = raised.index == runs_the_lesson and raised.line == 1
         raise
     duration = time.perf_counter() - started
-    notebook.cells.pop()
-    data = json.loads(data_path.read_text(encoding="utf-8"))
+    del notebook.cells[-2:]
+    data = read_json(data_path)  # the lesson's own output: anything JSON can say
     return Execution(notebook, stdout_of(notebook), data, duration)

@@ -24,6 +24,7 @@ import re
 import string
 
 from scripts import display
+from scripts.interrupts import run_command
 from scripts.lessons import RegistryError, load_lessons
 
 COMMAND = "python scripts/runners/cluster_job.py"
@@ -81,7 +82,21 @@ def job_text(target, lesson):
     path = TEMPLATES[target]
     values = {"LESSON": lesson.id, "RANK_MODULE": lesson.rank_module,
               "K8S_NAME": kubernetes_name(lesson.id)}
-    return fill(path.read_text(encoding="utf-8"), values, display(path))
+    return fill(template_text(path), values, display(path))
+
+
+def template_text(path):
+    """The committed template; JobError (one line naming it) when it is missing, a
+    folder, unreadable or not UTF-8."""
+    where = display(path)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise JobError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8, or run "
+                       f"`git checkout -- {where}`") from None
+    except OSError as error:
+        raise JobError(f"{where}: cannot be read ({error.strerror}); run "
+                       f"`git checkout -- {where}`") from None
 
 
 def chosen_lesson(lessons, lesson_id):
@@ -120,4 +135,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))

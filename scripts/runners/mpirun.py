@@ -14,7 +14,6 @@ killing each process on this machine that carries its mark. Where this process c
 (it was SIGKILLed), its reaper does (scripts/runners/reaper.py): mpirun, sent SIGTERM as
 this process dies, exits, but leaves ranks that already wait in a collective running.
 """
-import json
 import os
 import re
 import shutil
@@ -26,9 +25,10 @@ import time
 
 from scripts import ROOT
 from scripts.interrupts import raise_if_interrupted
+from scripts.recordings import read_json
 from scripts.children import describe, dies_with, stderr_tail
 from scripts.runners import reaper
-from scripts.runners.processes import ProcessRun, ProcessRunError, free_port
+from scripts.runners.processes import ProcessRun, ProcessRunError, free_port, launcher_free
 from scripts.runners.reaper import RUN_MARK, kill_marked
 from scripts.scratch import scratch_folder
 
@@ -50,8 +50,15 @@ def mpirun_command(module, ranks, calls, data_out, output_dir):
 # --8<-- [end:mpirun_command]
 
 
-def mpirun_environment(port, mark):
-    env = dict(os.environ, JAX_COORDINATOR_PORT=str(port), **{RUN_MARK: mark})
+def mpirun_environment(port, scratch):
+    """mpirun's environment, which its ranks inherit: no outer launcher's variables (an
+    srun or another mpirun around record.py), the run's mark, and Open MPI's session
+    folder (`ompi.<host>.<uid>`, its sockets among them) inside the run's scratch folder,
+    which goes with the run however it ends: orte_tmpdir_base for Open MPI 4 (Debian's
+    4.1.4), prte_tmpdir_base for 5, TMPDIR for PMIx and anything else."""
+    env = dict(launcher_free(os.environ), JAX_COORDINATOR_PORT=str(port),
+               **{RUN_MARK: scratch.name}, TMPDIR=str(scratch),
+               OMPI_MCA_orte_tmpdir_base=str(scratch), PRTE_MCA_prte_tmpdir_base=str(scratch))
     if os.geteuid() == 0:
         # mpirun refuses to run as root unless told twice (its own variables): in a
         # container, root is the only user there is.
@@ -132,7 +139,8 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
     """
     chosen = os.environ.get("JAX_COORDINATOR_PORT")  # a port the caller chose, kept
     if port is None and chosen:
-        port = int(chosen) if chosen.isdigit() else None
+        # ASCII digits only: str.isdigit() passes "²", which int() refuses.
+        port = int(chosen) if re.fullmatch(r"[0-9]{1,5}", chosen) else None
         if port is None or not 0 < port < 65536:
             raise ProcessRunError(f"JAX_COORDINATOR_PORT={chosen!r} is not a TCP port; set it "
                                   f"to one from 1 to 65535, or unset it to use a free one")
@@ -154,7 +162,7 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
                 # If this process dies, even by SIGKILL, mpirun gets SIGTERM: it then
                 # kills the ranks still starting, and the reaper the rest.
                 launcher = subprocess.Popen(
-                    command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch.name),
+                    command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
                     preexec_fn=dies_with(os.getpid(), signal.SIGTERM))
             status = wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks)
@@ -172,6 +180,6 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
                                   stderr_tail(rank_files(output_dir, 0)[1]), [launcher.pid])
         stdout = stdout_path.read_text(encoding="utf-8") if stdout_path.exists() else ""
         return ProcessRun(stdout=stdout,
-                          data=json.loads(data_path.read_text(encoding="utf-8")),
+                          data=read_json(data_path),
                           duration_s=time.monotonic() - started, exit_codes=[status] * ranks,
                           pids=[launcher.pid])

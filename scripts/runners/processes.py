@@ -5,7 +5,6 @@
 device. If a rank fails, or the run outlives its timeout, every rank is killed, nothing is
 written, and ProcessRunError says which rank, how it ended and what it last wrote to stderr.
 """
-import json
 import os
 import socket
 import subprocess
@@ -16,6 +15,7 @@ from dataclasses import dataclass
 from scripts import ROOT
 from scripts.children import describe, dies_with, kill_all, stderr_tail
 from scripts.interrupts import raise_if_interrupted
+from scripts.recordings import read_json
 from scripts.scratch import scratch_folder
 
 
@@ -51,13 +51,31 @@ def free_port():
     raise ProcessRunError("no free TCP port on 127.0.0.1 after 20 tries")
 
 
+# What tells JAX, or a rank module, which launcher started a process and who is who
+# (jax/_src/clusters/: ompi_cluster.py, slurm_cluster.py, k8s_cluster.py,
+# cloud_tpu_cluster.py; jax/_src/distributed.py; an Indexed Job's JOB_COMPLETION_INDEX).
+# record.py run inside an mpirun, srun or Kubernetes job carries these; ranks this
+# repository starts must not, or they would join that job's world, and their recording
+# would name its launcher.
+LAUNCHER_PREFIXES = ("OMPI_", "PMI", "PRTE_", "SLURM_", "KUBERNETES_", "TPU_", "MEGASCALE_")
+LAUNCHER_VARIABLES = {"JOB_COMPLETION_INDEX", "GCE_METADATA_IP", "JAX_COORDINATOR_ADDRESS",
+                      "JAX_COORDINATOR_PORT", "JAX_COORDINATOR_BIND_ADDRESS",
+                      "JAX_LOCAL_DEVICE_IDS", "JAX_PARTITION_INDEX", "JAX_SLICE_INDEX"}
+
+
+def launcher_free(environment):
+    """`environment` without any launcher's variables (above)."""
+    return {key: value for key, value in environment.items()
+            if not key.startswith(LAUNCHER_PREFIXES) and key not in LAUNCHER_VARIABLES}
+
+
 def start_rank(module, rank, ranks, port, calls, scratch, cwd):
     command = [sys.executable, "-m", module, "--process-id", str(rank),
                "--processes", str(ranks), "--port", str(port), "--calls", str(calls)]
     if rank == 0:
         command += ["--data-out", str(scratch / "data.json")]
     # One CPU device per process is what a multi-process run means.
-    env = dict(os.environ, JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
+    env = dict(launcher_free(os.environ), JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
     with open(scratch / f"rank{rank}.out", "wb") as out, \
             open(scratch / f"rank{rank}.err", "wb") as err:
         # Files, not pipes: a chatty rank can never block on a pipe nobody is reading.
@@ -120,6 +138,6 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
                                   f"{data_path}", 0, 0, stderr_tail(scratch / "rank0.err"),
                                   [child.pid for child in children])
         return ProcessRun(stdout=(scratch / "rank0.out").read_text(encoding="utf-8"),
-                          data=json.loads(data_path.read_text(encoding="utf-8")),
+                          data=read_json(data_path),
                           duration_s=time.monotonic() - started, exit_codes=statuses,
                           pids=[child.pid for child in children])

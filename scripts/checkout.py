@@ -1,0 +1,61 @@
+"""One rule for every path a pull request controls: a real file or folder of the checkout.
+
+Git stores symbolic links, so a pull request can commit `docs/leak.txt -> /etc/hostname`
+(the build would publish that file), `docs/assets/g -> ../../.git` (the checkout's token
+with it), `recordings/<id>.tpu.json -> /dev/zero` (read to the end of memory),
+`figures -> <a folder elsewhere>` (`--render-only` would write and delete there) or
+`.run.lock -> <a file elsewhere>` (truncated). So nothing under the folders below may be
+a link, whatever it points at: every command and the site build ask here first, before
+they read, copy or write anything, and a link is refused in one line naming it.
+"""
+import os
+from pathlib import Path
+
+from scripts import ROOT
+
+# What a pull request commits and the commands and the build read or write.
+CONTROLLED = ("docs", "recordings", "figures", "lesson_code", ".run.lock", ".cache")
+
+
+class LinkInCheckout(Exception):
+    """A controlled path is a symbolic link; str() is the one line naming it."""
+
+    def __init__(self, link, root):
+        # Named as it is in the checkout: resolving it would name where it leads instead.
+        name = Path(link).relative_to(root).as_posix()
+        super().__init__(f"{name} is a symbolic link (to {os.readlink(link)[:120]!r}); what "
+                         f"the pages, recordings and figures are made of must be files "
+                         f"inside the checkout: replace the link with the file itself, or "
+                         f"`git rm {name}`")
+
+
+def link_on_the_way(path, root=ROOT, parts=CONTROLLED):
+    """The first step of `path` below `root` that is a symbolic link, or None: a path
+    with no link below the checkout's root cannot lead out of it. Only a path under one
+    of `parts` is the checkout's to answer for: the theme's files under a linked .venv,
+    a scratch folder or a path the user gave are not."""
+    root = Path(root)
+    try:
+        steps = Path(root, path).relative_to(root).parts
+    except ValueError:
+        return None
+    if not steps or steps[0] not in parts:
+        return None
+    return next((root.joinpath(*steps[:depth]) for depth in range(1, len(steps) + 1)
+                 if root.joinpath(*steps[:depth]).is_symlink()), None)
+
+
+def refuse_links(root=ROOT, parts=CONTROLLED):
+    """Raise LinkInCheckout for the first symbolic link at or under any of `parts`.
+
+    os.walk does not follow links (a link to a folder is listed, not entered), so a link
+    that loops or leads outside is seen without being read."""
+    root = Path(root)
+    for part in parts:
+        top = root / part
+        if top.is_symlink():
+            raise LinkInCheckout(top, root)
+        for folder, folders, files in os.walk(top):
+            for name in sorted(folders + files):
+                if os.path.islink(os.path.join(folder, name)):
+                    raise LinkInCheckout(Path(folder, name), root)
