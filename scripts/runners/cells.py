@@ -199,9 +199,10 @@ def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
     notebook.cells += [nbformat.v4.new_code_cell(
         f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
         f"    _json.dump(results, _out)"), nbformat.v4.new_code_cell(
-        "import runpy as _runpy\n" + "".join(
-            f"_runpy.run_path({str(path)!r}, run_name='imported_lesson_module')\n"
-            for path in modules))]
+        # The going-further module imports the lesson, from the checkout.
+        f"import runpy as _runpy, sys as _sys; _sys.path.insert(0, {str(lesson.root)!r})\n"
+        + "".join(f"_runpy.run_path({str(path)!r}, run_name='imported_lesson_module')\n"
+                  for path in modules))]
     code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
     runs_the_lesson, imports_the_module = code_cells - 3, code_cells - 1
     started = time.perf_counter()
@@ -209,7 +210,7 @@ def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
         execute(notebook, working_dir, on_start=on_start)
     except CellRaised as raised:
         if raised.index == imports_the_module:
-            # Line 1 imports runpy; line 2 + i runs modules[i].
+            # Line 1 sets the path up; line 2 + i runs modules[i].
             path = modules[min(max((raised.line or 2) - 2, 0), len(modules) - 1)]
             raise ExecutionFailed(f"{path.parent.name}/{path.name} raises when imported "
                                   f"({raised}), though its cells ran: fix the statements "
