@@ -88,10 +88,12 @@ TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "blocks": 2, "samples": 3,
 
 def shrinking_rows(module, ranks, sizes, plan, block, root):
     """Times that fall as the messages grow: no alpha-beta line can fit them."""
+    # Each program once per call and, as the sweep also times it, looped four times.
     rows = [{"collective": c, "ranks": ranks, "block": block, "position": 0,
-             "requestedBytes": s, "bytes": s, "samplesUs": [1000.0 / (k + 1)] * 3,
-             "callsPerSample": 1, "warmupCalls": 1, "wrong": 0}
-            for c in COLLECTIVES for k, s in enumerate(sizes)]
+             "requestedBytes": s, "bytes": s, "samplesUs": [looped * 1000.0 / (k + 1)] * 3,
+             "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
+             "minorFaults": [0] * 3, "wrong": 0}
+            for c in COLLECTIVES for k, s in enumerate(sizes) for looped in (1, 4)]
     host = {"cores": 2, "loadAverage1m": 0.1}
     return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows,
             "programs": program_facts(ranks), "host": {"before": host, "after": host}}
