@@ -21,6 +21,7 @@ import platform
 import re
 import shutil
 import stat
+import subprocess
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
@@ -283,12 +284,33 @@ def host_environment():
             "cpuCount": os.cpu_count()}
 
 
+def source_commit(root, files):
+    """The commit a recording's inputs come from: HEAD's sha, and whether each of `files`
+    (its contentFiles) is as HEAD holds it; None outside a git checkout of its own (a
+    copied tree, an archive), where there is no commit to name."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
+                              timeout=30)
+
+    try:
+        top, head = git("rev-parse", "--show-toplevel"), git("rev-parse", "HEAD")
+        if top.returncode or head.returncode or Path(top.stdout.strip()) != Path(root):
+            return None
+        changed = git("status", "--porcelain", "--", *files)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if changed.returncode:
+        return None
+    return {"sha": head.stdout.strip(), "clean": changed.stdout.strip() == ""}
+
+
 def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
     """The fields every kind shares; `contentFiles` names what the recording is made of:
     the module's closure, the `extra` code whose results it stores, and the pins."""
     files = content_files(module_path, root, extra)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
+    commit = source_commit(Path(root).resolve(), files)
     return {
         "schemaVersion": 1,
         "lessonId": lesson_id,
@@ -298,6 +320,7 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
         "provenance": f"recorded_{backend}{multiprocess}_computation",
         "environment": {**host_environment(), **environment},
         "contentFiles": files,
+        **({"commit": commit} if commit else {}),
     }
 
 

@@ -125,7 +125,8 @@ def test_the_csv_and_the_json_hold_the_rows_the_renderer_draws_from_the_recordin
 
 def header_words(recording):
     """What the line must say of a recording, read from its header here, independently of
-    the build: platform, devices or processes (a sweep's per row), day, JAX, code digest."""
+    the build: platform, devices or processes (a sweep's per row), day, JAX, and the commit
+    it was recorded at (or, recorded outside a git checkout, its code digest)."""
     env = recording["environment"]
     processes = env.get("processCount", 1)
     if processes > 1:
@@ -135,9 +136,11 @@ def header_words(recording):
     else:
         ranks = sorted({row["ranks"] for row in recording.get("rows", [])})
         count = f"{', '.join(map(str, ranks[:-1]))} and {ranks[-1]} devices" if ranks else ""
+    commit = recording.get("commit")
+    source = [f"commit {commit['sha'][:8]}", *([] if commit["clean"] else ["local changes"])] \
+        if commit else [f"code digest {recording['contentHash'][:8]}", "no commit recorded"]
     return [env["backend"].upper(), count, human_date(recording["generatedAt"]),
-            f"JAX {env['jax']}", f"code digest {recording['contentHash'][:8]}",
-            "no commit recorded"]
+            f"JAX {env['jax']}", *source]
 
 
 def test_the_line_says_where_and_when_the_recording_was_made_and_links_it(built_site,
@@ -163,4 +166,5 @@ def test_the_line_stays_out_of_the_search_index(built_site, shown):
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     texts = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", doc["text"]))
                      for doc in index["docs"])
-    assert shown and "no commit recorded" not in texts and "code digest" not in texts
+    assert shown and not any(words in texts for words in ("no commit recorded", "code digest",
+                                                          "local changes"))

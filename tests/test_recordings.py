@@ -282,3 +282,32 @@ def test_data_nested_deeper_than_validation_walks_is_one_line():
     with pytest.raises(RecordingError, match=r"^new recording x: nested too deeply to be a "
                        r"recording; run `python scripts/record.py`$"):
         validate(recording, "new recording x")
+
+
+def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
+    """HEAD's sha and whether every input is as HEAD holds it; no commit outside a git
+    checkout of its own (a copied tree inside another repository names none either)."""
+    import subprocess
+
+    from scripts.recordings import source_commit
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                       cwd=tmp_path, check=True, capture_output=True)
+
+    (tmp_path / "lesson.py").write_text("x = 1\n")
+    (tmp_path / "other.py").write_text("y = 1\n")
+    assert source_commit(tmp_path, ["lesson.py"]) is None  # no repository yet
+    git("init", "-q")
+    git("add", "-A")
+    git("commit", "-qm", "lesson")
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True,
+                         text=True).stdout.strip()
+    assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
+    (tmp_path / "other.py").write_text("y = 2\n")  # not an input: still clean
+    assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
+    (tmp_path / "lesson.py").write_text("x = 2\n")
+    assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": False}
+    copied = tmp_path / "copy"
+    copied.mkdir()
+    assert source_commit(copied, []) is None  # inside the repository, not one of its own

@@ -4,8 +4,9 @@ One line, made by the build for each registered figure a page shows (pages/marku
 calls `data_line`), nothing typed on a page: links to the figure's CSV and JSON
 (scripts/figures/data.py: the rows its renderer drew), then what its raw recording's
 header says: the platform and the devices or processes, the day, the JAX version and the
-recording's code digest (its `contentHash`; a recording holds no git commit, and the line
-says so), linked to the recording itself. A figure drawn from a lesson's own data file
+commit it was recorded at (with "and local changes" when its inputs differed from that
+commit; a recording made outside a git checkout names its code digest, `contentHash`,
+instead), linked to the recording itself. A figure drawn from a lesson's own data file
 (a model, not a run) says "modelled, not measured" and links to that file; one drawn
 from a simulation, "simulated with NumPy, not measured". The line stays out of the search
 index: every page's reader downloads the index, and the line matches nothing one types.
@@ -62,9 +63,12 @@ def recorded(recording):
     env = recording["environment"]
     what = ("simulated with NumPy, not measured, on" if recording["kind"] == "simulation"
             else "recorded on")
+    commit = recording.get("commit")
+    source = (f"commit {commit['sha'][:DIGEST_CHARS]}"
+              + ("" if commit["clean"] else " and local changes")) if commit else \
+        f"code digest {recording['contentHash'][:DIGEST_CHARS]} (no commit recorded)"
     return (f"{what} {ran_on(recording)} · {human_date(recording['generatedAt'])} · "
-            f"JAX {env['jax']} · code digest {recording['contentHash'][:DIGEST_CHARS]} "
-            f"(no commit recorded)")
+            f"JAX {env['jax']} · {source}")
 
 
 def data_line(figure, page_url, sources):
