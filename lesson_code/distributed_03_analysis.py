@@ -183,7 +183,6 @@ def rounds_verdicts(rounds, lesson_timing, environment):
             "widestBlockSpread": max(row["timing"][side]["blockSpread"] for row in rows
                                      for side in row["timing"]),
             "rows": {f"{row['algorithm']}_{row['collective']}": row for row in rows},
-            "rowOrder": [f"{row['algorithm']}_{row['collective']}" for row in rows],
             "verdicts": verdicts, "verdictCounts": counts, "host": host(rounds, environment),
             "design": {key: rounds[key] for key in ("blocks", "samplesPerBlock",
                                                     "warmupCallsPerBlock", "gradientBytes")},
