@@ -196,17 +196,12 @@ def recorded_rows(stem, dotted, order, cells, sources, values):
 def cell(template, stem, key, row, dotted, sources, values):
     """One cell: the template's text, its {fields} filled from the row (held back, like
     every recorded value, until the page is HTML)."""
-    pieces, end = [], 0
-    for field in FIELD.finditer(template):
-        pieces += [template[end:field.start()], field_text(field, stem, key, row, dotted,
-                                                           sources, values)]
-        end = field.end()
-    pieces.append(template[end:])
-    if any("{" in text or "}" in text for text in pieces[::2]):
+    if {"{", "}"} & set(FIELD.sub("", template)):
         raise PageError(f"a rec-table cell of {stem}:{dotted}, {template!r}, has a brace "
                         f"that is no {{field}}; write {{name}}, {{name|format}}, {{*}} or "
                         f"{{/dotted.path}}")
-    return "".join(pieces)
+    return FIELD.sub(lambda field: field_text(field, stem, key, row, dotted, sources, values),
+                     template)
 
 
 def field_text(field, stem, key, row, dotted, sources, values):
