@@ -204,11 +204,30 @@ def message_check(traffic, ranks):
     return found
 
 
+FLOAT32_BYTES = 4  # make_problem's gradient is float32
+
+
+def gradient_size(data, ranks):
+    """G, the bytes of the whole gradient the lesson reduces, for its summary table. The
+    recording holds the values; the run's own ring payload, B_AR = 2 (p - 1)/p G, must
+    agree, so a gradient of another dtype stops here instead of printing a wrong G."""
+    values = len(data["gradient"])
+    size = FLOAT32_BYTES * values
+    all_reduce_payload = data["panels"][1]["series"][0]["y"][0]
+    if abs(all_reduce_payload - 2 * (ranks - 1) / ranks * size) > 1e-9:
+        raise ValueError(f"the recorded all-reduce payload, {all_reduce_payload} B, is not "
+                         f"the ring model's for {values} float32 values on {ranks} ranks; "
+                         f"update gradient_size in {__name__}")
+    return {"values": values, "bytes": size, "ranks": ranks}
+
+
 def analyse_executed(recording):
     """The lesson run on one process (cpu) or on p processes (cpu-processes)."""
     data = recording["data"]
     environment = recording["environment"]
     result = {"timing": program_timing(data["timing"], environment)}
+    if "gradient" in data:
+        result["gradient"] = gradient_size(data, environment["deviceCount"])
     if "roundsTiming" in data:
         result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"], environment)
     if "traffic" in data:

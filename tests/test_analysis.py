@@ -285,6 +285,21 @@ def test_gloo_messages_and_dependent_rounds_follow_its_source():
             for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 3, 6]
 
 
+def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload():
+    """G for the lesson's summary table: its float32 values, and the ring payload the run
+    printed must be the model's for that G, or the analysis stops."""
+    recording = rounds_recording(100.0, 100.0)
+    del recording["data"]["roundsTiming"]
+    recording["environment"]["deviceCount"] = 4
+    recording["data"]["gradient"] = [0.5] * 8
+    recording["data"]["panels"] = [{}, {"series": [{"y": [48.0, 24.0, 48.0]}]}]
+    assert analysis.analyse("cpu", recording)["gradient"] == \
+        {"values": 8, "bytes": 32, "ranks": 4}
+    recording["data"]["panels"][1]["series"][0]["y"][0] = 96.0  # a float64 gradient's
+    with pytest.raises(ValueError, match="not the ring model's for 8 float32 values"):
+        analysis.analyse("cpu", recording)
+
+
 def test_a_host_that_other_work_kept_busy_says_so():
     """Other work at the start decides (busyCoresAtStart); the load during the timing,
     which counts the run's own processes, does not."""

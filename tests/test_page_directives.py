@@ -102,14 +102,18 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
     assert "RECVAL" not in page and "{{" not in page
 
 
-def hostile_sources(text):
+def hostile_sources(text, data=None):
+    """A registry's first lesson with one CPU recording whose every string is `text`
+    (its data `data`, when given)."""
     from scripts.pages.sources import Sources
 
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
                  "stdout": f"{text}\n```\nPASS", "command": [text], "_staleFiles": [],
-                 "_stem": f"{FIRST_LESSON.id}.cpu", "data": {"words": text}}
+                 "_stem": f"{FIRST_LESSON.id}.cpu",
+                 "data": data or {"words": text, "rows": [{"name": text, "share": 0.5}],
+                                  "byName": {text: {"name": text}}}}
     return Sources(LESSONS, {f"{FIRST_LESSON.id}.cpu": recording}, ROOT / "docs")
 
 
@@ -152,3 +156,73 @@ def test_a_page_without_directives_loads_nothing(monkeypatch):
     monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
     assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
         == "<h1>Plain</h1>\n<p>text</p>"
+
+
+# ------------------------------------------------ rec-table: a recorded table, written once --
+
+def table_rows(page):
+    """The body rows of the first table of a converted page, as lists of cell HTML."""
+    body = re.search(r"<tbody>(.*?)</tbody>", page, re.DOTALL)[1]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
+            for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL)]
+
+
+def converted(text, sources=None):
+    from scripts.pages.page_language import PageLanguage
+
+    language = PageLanguage(sources=sources) if sources else PageLanguage()
+    return markdown.markdown(of_a_lesson(text), extensions=["tables", language])
+
+
+def test_a_table_directive_writes_one_row_per_recorded_element():
+    recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
+    budget = recording["data"]["budget"]  # a list of rows, one per rank count
+    page = converted("| p | bytes | storage |\n|--:|--:|---|\n"
+                     "{{ rec-table:LESSON.cpu:data.budget | {ranks|d}\n"
+                     "   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row {*}) }}\n\n"
+                     "After the table.\n")
+    assert table_rows(page) == [
+        [str(row["ranks"]), f"{row['all_reduce_bytes']:,d}",
+         f"{row['shard_storage_bytes']:,d} B (row {index})"] for index, row in enumerate(budget)]
+    assert "<p>After the table.</p>" in page and "RECVAL" not in page
+
+
+def test_a_dict_table_follows_its_list_of_keys_and_reads_from_the_top():
+    data = {"ranks": [8, 2, 4], "labels": {"2": "two", "4": "four", "8": "eight"},
+            "steps": {"2": {"us": 10.26}, "4": {"us": 20.5}, "8": {"us": 40.0}}}
+    page = converted("| p | name | µs | backend |\n|--:|---|--:|---|\n"
+                     "{{ rec-table:LESSON.cpu:data.steps@data.ranks | {*} | {/data.labels.*}\n"
+                     "   | {us|.1f} | {/environment.backend} }}\n", hostile_sources("x", data))
+    assert table_rows(page) == [["8", "eight", "40.0", "cpu"], ["2", "two", "10.3", "cpu"],
+                                ["4", "four", "20.5", "cpu"]]
+
+
+def test_hostile_text_in_a_table_cell_stays_text():
+    text = '<script>alert(1)</script> | [x](javascript:alert(1)) **b** {{ rec:a:b }}'
+    page = converted("| key | name | share |\n|---|---|---|\n"
+                     "{{ rec-table:LESSON.cpu:data.rows | {*} | {name} | {share|.0%} }}\n"
+                     "{{ rec-table:LESSON.cpu:data.byName | {*} | {name} | {/data.words} }}\n",
+                     hostile_sources(text))
+    escaped = html.escape(text)
+    assert table_rows(page) == [["0", escaped, "50%"], [escaped, escaped, escaped]]
+    assert "<script>" not in page and "<strong>" not in page and "<a " not in page
+
+
+@pytest.mark.parametrize("directive, error", [
+    ("{{ rec-table:LESSON.cpu:data.autodiff.transposeWords@data.compiledCollectives.all_reduce"
+     " | {*} }}", "has no value at 'data.autodiff.transposeWords.all_reduce'"),
+    ("{{ rec-table:LESSON.cpu:data.budget@data.shards | {ranks} }}", "drop @data.shards"),
+    ("{{ rec-table:LESSON.cpu:data.autodiff.transposeWords@environment | {*} }}",
+     "is not a list of keys"),
+    ("{{ rec-table:LESSON.cpu:environment.jax | {x} }}", "a rec-table needs a list"),
+    ("{{ rec-table:LESSON.cpu:data.budget | {missing} }}",
+     "has no value at 'data.budget.0.missing'"),
+    ("{{ rec-table:LESSON.cpu:data.budget | {ranks} } }}", "has a brace that is no {field}"),
+    ("{{ rec-table:LESSON.cpu:data.budget | {ranks|.2s} }}", "cannot format a int"),
+    ("{{ rec-table:LESSON.cpu:data.budget | {ranks|>1000000} }}", "widths up to"),
+])
+def test_a_table_directive_that_cannot_be_filled_names_why(directive, error):
+    from scripts.pages.recorded_text import PageError
+
+    with pytest.raises(PageError, match=re.escape(error)):
+        converted(f"| a |\n|---|\n{directive}\n")

@@ -115,12 +115,12 @@ def lesson_list(sources, values):
         notebook = for_lesson(lesson).notebook_page
         if (sources.docs / notebook).is_file():
             parts.append(f"[notebook companion](/{notebook})")
-        parts.append(f"[the program](/{program}) (`python -m {lesson.module}`)")
+        parts.append(f"[the program](/{program}) (`python -m {lesson.module}`{{ .nowrap }})")
         tpu = "recorded there" if for_lesson(lesson).stem("tpu") in sources.recordings else \
             "not yet recorded on TPU"
         vms = accelerators_for(lesson.devices)
         parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "
-                     f"`--platform tpu` ({tpu})" if vms else
+                     f"`--platform tpu`{{ .nowrap }} ({tpu})" if vms else
                      f"no single-host TPU VM has {lesson.devices} chips")
         items.append("- " + " · ".join(parts))
     return "\n".join(items)

@@ -17,6 +17,15 @@
     {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
                                                     exists, else B (inline or across lines;
                                                     not nested)
+    {{ rec-table:<recording>:<dotted.path>[@<dotted.keys>] | <cell> | <cell> ... }}
+        one table row per element of the list at <dotted.path>, or per entry of the dict
+        there (in the order of the list of keys at @<dotted.keys>, when given), right
+        below the header and alignment rows the page writes; its cells may wrap onto
+        more lines. A cell is text with {fields}: {name.path|format} is a value of the
+        row, {*} the row's key (or index), {/dotted.path} a value from the recording's
+        top, * in it standing for the key. E.g.
+            {{ rec-table:<lesson>.sweep.analysis:steps@ranks | {*} | {dispatchUs|.0f}
+               | {perStep.median|.0f} ({perStep.low|.0f}–{perStep.high|.0f}) }}
 
 Each directive becomes Markdown of ours with markers in it; the recorded text replaces the
 markers only once the page is HTML (pages/recorded_text.py: a recording is untrusted input,
@@ -39,11 +48,17 @@ TABLE = re.compile(r"^\{\{\s*recordings-table(?::([\w-]+))?[ \t]*\}\}[ \t]*$", r
 LESSON_LIST = re.compile(r"^\{\{\s*lessons[ \t]*\}\}[ \t]*$", re.MULTILINE)
 JSON_BLOCK = re.compile(r"^\{\{\s*json:([\w.-]+):([\w.-]+)#([a-z][\w-]*)[ \t]*\}\}[ \t]*$",
                         re.MULTILINE)
+# Its cells may run over several lines, never across a blank line or another directive.
+ROWS = re.compile(r"^\{\{\s*rec-table:([\w.-]+):([\w.-]+)(?:@([\w.-]+))?\s*\|"
+                  r"((?:(?!\{\{)[^\n]|\n(?![ \t]*\n))*?)\}\}[ \t]*$", re.MULTILINE)
+FIELD = re.compile(r"\{(/?)([\w.*-]+)(?:\|([^{}|]*))?\}")
+CELL_BORDER = re.compile(r"\|(?![^{}]*\})")  # a | that is not inside a {field|format}
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
                                 (("value", VALUE), ("tabs", TABS), ("table", TABLE),
-                                 ("lessons", LESSON_LIST), ("json", JSON_BLOCK))),
+                                 ("lessons", LESSON_LIST), ("json", JSON_BLOCK),
+                                 ("rows", ROWS))),
                        re.MULTILINE)
 # Directive-looking text left after expansion: a typo, a missing part, a bad character,
 # a missing `}}`, or a block directive that is not on a line of its own.
@@ -69,6 +84,8 @@ def expand(match, sources, values):
         return lesson_list(sources, values)
     if match.group("json"):
         return recorded_json(*JSON_BLOCK.match(text).groups(), sources, values)
+    if match.group("rows"):
+        return recorded_rows(*ROWS.match(text).groups(), sources, values)
     return recorded_value(*VALUE.match(text).groups(), sources, values, directive=text)
 
 
@@ -134,13 +151,70 @@ def recorded_json(stem, dotted, element_id, sources, values):
 
 
 def recorded_value(stem, dotted, spec, sources, values, directive):
-    value = recorded(stem, dotted, sources)
+    return values.hold(value_text(recorded(stem, dotted, sources), spec, directive))
+
+
+def value_text(value, spec, directive):
+    """One recorded value as the page shows it; `directive` names it in an error."""
     if isinstance(value, (dict, list)):
         raise PageError(f"{directive} is a {type(value).__name__}, not one value; name an "
                         f"item inside it")
     try:
-        text = human_date(value) if spec == "date" else formatted(value, spec)
+        return human_date(value) if spec == "date" else formatted(value, spec)
     except (ValueError, TypeError) as error:
         raise PageError(f"{directive} cannot format a {type(value).__name__} with "
                         f"'|{spec}' ({error}); change the format code") from None
-    return values.hold(text)  # a recording is data: it joins the page after Markdown
+
+
+def recorded_rows(stem, dotted, order, cells, sources, values):
+    """Table rows, one per element of a recorded list or dict: a table the page writes
+    once (its header, its alignment and a template of one row), not cell by cell."""
+    found = recorded(stem, dotted, sources)
+    if isinstance(found, list):
+        if order is not None:
+            raise PageError(f"{stem}:{dotted} is a list, whose rows come in its own order; "
+                            f"drop @{order}")
+        rows = list(enumerate(found))
+    elif isinstance(found, dict):
+        keys = list(found) if order is None else recorded(stem, order, sources)
+        if not isinstance(keys, list):
+            raise PageError(f"{stem}:{order} is not a list of keys; name a list after @")
+        missing = [key for key in keys if str(key) not in found]
+        if missing:
+            raise PageError(f"{stem_source(stem)} has no value at "
+                            f"{f'{dotted}.{missing[0]}'!r}")
+        rows = [(key, found[str(key)]) for key in keys]
+    else:
+        raise PageError(f"{stem}:{dotted} is a {type(found).__name__}: a rec-table needs "
+                        f"a list, or a dict with its keys in order (@<dotted.keys>)")
+    templates = [" ".join(template.split()) for template in CELL_BORDER.split(cells)]
+    return "\n".join("| " + " | ".join(cell(template, stem, key, row, dotted, sources, values)
+                                       for template in templates) + " |"
+                      for key, row in rows)
+
+
+def cell(template, stem, key, row, dotted, sources, values):
+    """One cell: the template's text, its {fields} filled from the row (held back, like
+    every recorded value, until the page is HTML)."""
+    if {"{", "}"} & set(FIELD.sub("", template)):
+        raise PageError(f"a rec-table cell of {stem}:{dotted}, {template!r}, has a brace "
+                        f"that is no {{field}}; write {{name}}, {{name|format}}, {{*}} or "
+                        f"{{/dotted.path}}")
+    return FIELD.sub(lambda field: field_text(field, stem, key, row, dotted, sources, values),
+                     template)
+
+
+def field_text(field, stem, key, row, dotted, sources, values):
+    from_top, name, spec = field.groups()
+    directive = f"{{{{ rec-table:{stem}:{dotted} }}}}'s {field[0]}"
+    if name == "*":
+        return values.hold(value_text(key, spec, directive))
+    if from_top:
+        return values.hold(value_text(recorded(stem, name.replace("*", str(key)), sources),
+                                      spec, directive))
+    try:
+        value = lookup(row, name)
+    except (KeyError, IndexError):
+        raise PageError(f"{stem_source(stem)} has no value at "
+                        f"{f'{dotted}.{key}.{name}'!r}") from None
+    return values.hold(value_text(value, spec, directive))

@@ -75,7 +75,10 @@ def table_names(page_html, tables):
     return names
 
 
-MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b.*?</math>)\s*(</th>)", re.S)
+# One formula and nothing else: the formula may not run past its own </math>, or a header
+# that starts with one ("α (µs)") would take the next cell's formula with it.
+MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b(?:(?!</math>).)*</math>)\s*(</th>)",
+                              re.S)
 TOKEN = re.compile(r"<m[ion]\b[^>]*>([^<]*)</m[ion]>")
 
 
