@@ -5,6 +5,12 @@ The table and its prose belong to the lesson, in lesson_code/figures/<lesson>-me
 import of any lesson module: editing a caption redraws this figure and re-runs nothing.
 The narrow drawing is the same table at a phone's width, its text a little smaller.
 
+Reads (`mechanism` -> figures/<id>-mechanism.svg, from lesson_code/figures/<id>-mechanism.json,
+no run): `{"title": "...", "alt": "...", "table": {"headers": [...], "rows": [[...], ...]}}`,
+a table of text cells, each row as long as `headers`, at most 20 rows, 8 columns and 60
+characters a cell; `title` and `alt` become the SVG's <title> and <desc>, so `alt` says
+in words everything the table shows.
+
 Data rows (rows(), the figure's CSV and JSON): the table's rows, one dict each, keyed by
 its headers (which must differ). Modelled, not measured: no run made them.
 """

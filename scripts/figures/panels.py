@@ -2,7 +2,13 @@
 
 A panel with one series colours each bar on its own (the bars are the things compared); a
 panel with several draws them side by side in each label's group, one colour per series,
-with a legend, so no series hides another. lesson_code/CONTRACT.md gives the format.
+with a legend, so no series hides another.
+
+Reads (`panels` -> figures/<id>.svg, from recordings/<id>.cpu.json): `data.panels`, a list
+of bar panels, one row each, `{"kind": "bar", "labels": [...], "ylabel": "...", "series":
+[{"label": "...", "y": [...]}], "title": "..."}`; `y` has one number per label; `title` is
+optional (default: the one series' label, or "a vs b"). Optional `data.panelsTitle`
+titles the figure (at most 120 characters).
 The panels are one column already; the narrow drawing is the same column, narrower, with
 the text at sizes a phone shows at 9 px or more.
 

@@ -6,6 +6,12 @@ here, and nothing in it is measured. One figure per phase (ring_reduce_scatter.p
 ring_all_gather.py are the renderers): each fits the page's content width at its own size,
 and its narrow drawing puts two ranks on a line, each step on two lines, for a phone.
 
+Reads (`ring-reduce-scatter`, `ring-all-gather` -> figures/<id>-ring-*.svg, from
+recordings/<id>.simulation.json, the `simulation` module's --data-out): `{"ranks": p,
+"contributions": [[...] per rank], "vectorBytes": n, "reduceScatter": phase, "allGather":
+phase}`, each phase `{"initial": state, "bytesSent": [per rank], "steps": [{"sends":
+[[source, destination, chunk], ...], "state": state}]}`, a state being each rank's chunks.
+
 Data rows (rows(), the figure's CSV and JSON; phase_rows here): one per step, rank and
 chunk cell: `step` (0 is the start, then one per round of sends, as the figure counts
 them), `rank`, `chunk`, `sums` (whose contributions the copy sums, `0+3`; empty where

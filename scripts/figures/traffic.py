@@ -5,6 +5,10 @@ ring built from ppermute) of <lesson>.cpu-processes.json; nothing is run. One pa
 gradient size; in each, a pair of groups per collective: gloo's algorithm, then the ring.
 The narrow drawing is the same two panels on a phone's width, the long labels on two lines.
 
+Reads (`traffic` -> figures/<id>-traffic.svg): rows `{"collective", "gradientBytes",
+"calls", "modelBytesPerRank", "observedBytesPerRank": [per rank]}` in both lists
+(`ringTraffic` rows add `"algorithm"`).
+
 Data rows (rows(), the figure's CSV and JSON): one per dot, `gradientBytes` (the panel),
 `collective`, `algorithm` (`gloo` or `ring`), `rank`, `observedBytes` (what that rank
 sent per call, the dot), `modelBytes` (the dashed ring model) and `calls` (averaged over).
