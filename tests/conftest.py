@@ -224,22 +224,40 @@ def reference_site(request, tmp_path_factory):
     return built_once(request, tmp_path_factory, "reference", build_reference)
 
 
-# The test files that take longest, longest first (test-seconds of a quiet run). `make
-# test` hands whole files to two workers in collection order (--dist loadfile
-# --no-loadscope-reorder), so these start first and the short files fill in at the end;
-# otherwise a long file begun last keeps one worker busy while the other has nothing
-# left. A file missing here (or renamed) only loses its place in the queue.
-SLOWEST_FIRST = ("test_browser.py", "test_faults.py", "test_launchers.py",
-                 "test_freshness.py", "test_second_lesson.py", "test_tpu_job.py",
-                 "test_untrusted.py", "test_record.py", "test_site.py", "test_figures.py",
-                 "test_multiprocess.py", "test_exercises.py", "test_bench.py",
-                 "test_page_directives.py", "test_hostile_recordings.py")
+# The suite in tiers, as pytest's own docs and JAX do it: plain `pytest` runs the unit tier
+# (pyproject.toml's addopts: -m "not slow and not browser"), `pytest -m slow` and `pytest -m
+# browser` the others, `make test` every tier (-m ""). A test is in a tier by what it takes:
+# one of these fixtures (a site build, a recorded copy, JAX processes, mpirun; chromium, axe),
+# or a mark of its own where it starts JAX, record.py or a build itself.
+SLOW_FIXTURES = {
+    "built_site", "reference_site", "hostile_site",  # a strict site build
+    "project",  # a copy some test files build, record or check exercises in
+    "pristine", "fixture_lesson_pristine", "recorded", "ascii_project",  # record.py
+    "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
+}
+BROWSER_FIXTURES = {"playwright", "browser", "serve", "served", "visits", "reference_findings",
+                    "classic_scrollbars"}
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(items):
-    """The slow files first, each file's tests kept together and in their own order."""
-    place = {name: index for index, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: place.get(item.path.name, len(place)))  # a stable sort
+    """Each test's tier from its fixtures; then the files with the most slow or browser
+    tests first, each file's tests kept together and in their own order. `make test`
+    hands whole files to two workers in this order (--dist loadfile
+    --no-loadscope-reorder), so the long files start first and the short ones fill in at
+    the end, instead of a long file begun last keeping one worker busy alone."""
+    for item in items:
+        names = set(item.fixturenames)
+        if names & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        # Three tiers, each test in one: a browser test is not also slow (its build is).
+        if names & SLOW_FIXTURES and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+    weight = {}
+    for item in items:
+        heavy = item.get_closest_marker("slow") or item.get_closest_marker("browser")
+        weight[item.path] = weight.get(item.path, 0) + (1 if heavy else 0)
+    items.sort(key=lambda item: -weight[item.path])  # a stable sort
 
 
 @pytest.fixture(autouse=True)
