@@ -224,6 +224,15 @@ def reference_site(request, tmp_path_factory):
     return built_once(request, tmp_path_factory, "reference", build_reference)
 
 
+@pytest.fixture(scope="session")
+def hostile_site(request, tmp_path_factory):
+    """The site built from recordings and a notebook that carry hostile text
+    (tests/site_hostile.py), once per test run; its project beside it, in ../project."""
+    from site_hostile import build_hostile_site
+
+    return built_once(request, tmp_path_factory, "hostile", build_hostile_site)
+
+
 # The suite in tiers, as pytest's own docs and JAX do it: plain `pytest` runs the unit tier
 # (pyproject.toml's addopts: -m "not slow and not browser"), `pytest -m slow` and `pytest -m
 # browser` the others, `make test` every tier (-m ""). A test is in a tier by what it takes:

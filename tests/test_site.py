@@ -174,23 +174,6 @@ def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):
     assert "no value at 'data.nothing.here'" in errors
 
 
-def test_recorded_text_cannot_inject_markup(project, tmp_path):
-    attack = "<script>window.injected = 1</script> <b>bold</b> ``` {{ rec:x:y }}"
-
-    def inject(recording):
-        recording["stdout"] = recording["stdout"].replace(
-            f"PASS: {SEED.id}", attack + f"\nPASS: {SEED.id}")
-        recording["data"]["panels"][0]["ylabel"] = "<img src=x onerror=alert(1)>"  # any text
-
-    edit_recording(project, inject)
-    run = build(project, tmp_path / "site")
-    assert run.returncode == 0, run.stderr[-2000:]
-    page = (tmp_path / "site" / LESSON_PAGE).read_text()
-    assert "<script>window.injected" not in page
-    assert "&lt;script&gt;window.injected" in page
-    assert "<img src=x" not in page and "<b>bold</b>" not in page
-
-
 def test_the_site_is_named_after_the_course(built_site):
     from scripts.lessons import load_course
 
@@ -475,3 +458,118 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
     # focus under that class.
     for css in built_site.rglob("*.css"):
         assert "js-focus-visible" not in css.read_text(), css
+
+
+# --- recordings and notebooks with hostile text (tests/site_hostile.py) -------------------
+
+def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path, project):
+    """Issue 15: a backtick, an img tag with onerror, a backtick in `command` was
+    published; now the build refuses the recording in one line, and so does --check."""
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    path = write_tpu_recording(project / recording_name(SEED, "tpu"),
+                               project / module_file(SEED), project)
+    recording = json.loads(path.read_text())
+    recording["command"] = ["python", '`<img src=x onerror="alert(1)">`']
+    path.write_text(json.dumps(recording))
+    run = build(project, tmp_path / "site")
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert len(errors) == 1
+    assert recording_name(SEED, "tpu") in errors[0] and "command/1" in errors[0]
+    assert not (tmp_path / "site" / LESSON_PAGE).exists()
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    assert any(line.startswith(f"{project}/{recording_name(SEED, 'tpu')}: invalid at "
+                               f"command/1") for line in check(load_lessons(project), project))
+
+
+def site_files(site):
+    return [path for path in site.rglob("*") if path.suffix in (".html", ".json", ".xml")]
+
+
+def test_no_included_file_and_no_leftover_marker_anywhere_in_the_site(hostile_site):
+    from site_hostile import CANARY
+
+    for path in site_files(hostile_site):
+        text = path.read_text()
+        assert CANARY not in text, f"{path.name} published .git/config"
+        assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
+
+
+def test_hostile_text_is_escaped_text_not_markup(hostile_site):
+    from site_hostile import ID, LESSON, Attributes
+
+    for page in hostile_site.rglob("*.html"):
+        parser = Attributes()
+        parser.feed(page.read_text())
+        for tag, name, value in parser.attributes:
+            assert not value.strip().lower().startswith("javascript:"), (page, tag, name)
+            assert not (name.startswith("on") and "XSS" in value), (page, tag, name)
+            assert not (tag == "img" and name == "src" and value in ("x", "y")), page
+        assert not [script for script in parser.scripts if "XSS" in script], page
+    lesson = (hostile_site / LESSON).read_text()
+    # Shown, as text: the payloads are on the page, escaped, and nothing expanded them.
+    assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
+    assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
+    assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
+    assert "--8&lt;-- &quot;.git/config&quot;" in lesson
+    # The notebook's page too: its cells, outputs and traceback, and its formulas' text.
+    notebook = (hostile_site / "notebooks" / ID / "index.html").read_text()
+    assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
+
+
+def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
+    """The step-through's trace is recorded data inside <script type="application/json">:
+    a `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
+    json.loads, the same grammar) gives back exactly what was recorded."""
+    from site_hostile import Attributes
+
+    recorded = json.loads((hostile_site.parent / "project" /
+                           recording_name(SEED, "simulation")).read_text())["data"]
+    parser = Attributes()
+    parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
+    trace = [text for text in parser.json_scripts if '"readerNote"' in text]
+    assert len(trace) == 1
+    assert not set("<>&") & set(trace[0])
+    assert json.loads(trace[0]) == recorded
+    assert ("script", "id", "ring-trace") in parser.attributes
+
+
+def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
+    from site_hostile import ID, LESSON
+
+    lesson = (hostile_site / LESSON).read_text()
+    heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.DOTALL)
+    assert heading and heading[1].startswith("scope-"), "the heading lost its anchor"
+    assert re.fullmatch(r"[\w-]+", heading[1])
+    assert "&lt;script&gt;" in heading[2] and "<script>" not in heading[2]
+    toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>',
+                    lesson, re.DOTALL)
+    assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
+    cell = re.search(r"<td>label 1</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
+    assert cell and "&lt;img src=x onerror=" in cell[1]
+    code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
+    assert code and "&lt;svg onload=" in code[1]
+    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
+                      lesson)
+    assert "![x](y&quot; onerror=" in alts[-1]
+
+
+def test_the_stale_tpu_tab_shows_its_hostile_text_as_text(hostile_site):
+    from site_hostile import LESSON
+
+    lesson = (hostile_site / LESSON).read_text()
+    assert "Stale recording" in lesson
+    # The CPU tab, the stale TPU tab and the table cell each show it as text.
+    assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 3
+
+
+def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
+    from site_hostile import CANARY
+
+    index = (hostile_site / "search" / "search_index.json").read_text()
+    text = " ".join(doc["text"] + doc["title"] for doc in json.loads(index)["docs"])
+    assert "&lt;script&gt;console.error" in text
+    assert "<script>" not in text and "<img src=x" not in text and CANARY not in text
