@@ -6,7 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mkdocs.exceptions import PluginError
+from mkdocs.config import load_config
+from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
                       project_copy, recording_name, run_record)
@@ -264,13 +265,6 @@ def test_figures_are_sized_lazy_and_open_full_size(built_site):
                     "-dark-narrow.svg", "-narrow-dark.svg"), (page, narrow)
                 shown.add(narrow.rsplit("/", 1)[-1])
     assert shown == {path.name for path in (ROOT / "figures").glob("*.svg")}
-
-
-def test_link_checker_rejects_root_absolute_links(tmp_path):
-    (tmp_path / "index.html").write_text('<a href="/page.html">x</a><a href="page.html">y</a>')
-    (tmp_path / "page.html").write_text("<p>page</p>")
-    problems, _ = broken_links(tmp_path)
-    assert len(problems) == 1 and "root-absolute" in problems[0]
 
 
 def page_texts(site):
@@ -573,3 +567,113 @@ def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
     text = " ".join(doc["text"] + doc["title"] for doc in json.loads(index)["docs"])
     assert "&lt;script&gt;console.error" in text
     assert "<script>" not in text and "<img src=x" not in text and CANARY not in text
+
+
+# what the build is handed: SITE_URL, the link checker, sizes, the locale --------------------
+
+@pytest.mark.parametrize("url", ['http://x/"><script>alert(1)</script>',
+                                 "javascript:alert(1)//", "http://x/'onmouseover='alert(1)",
+                                 "http://x/<b>", "ftp://example.com/", "http://x y/",
+                                 "http://x/\n<script>", "//example.com/"])
+def test_a_hostile_site_url_stops_the_build_in_one_line(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    try:
+        config = load_config(str(ROOT / "mkdocs.yml"))
+    except Abort:  # mkdocs' own URL check refused it (javascript:, no host): stopped there
+        return
+    with pytest.raises(PluginError) as refused:
+        hooks.on_config(config)
+    assert "\n" not in str(refused.value) and "set SITE_URL" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["https://owner.github.io/my_repo.v2/", "http://127.0.0.1:8000/",
+                                 "https://Example.org/a%20b/"])
+def test_an_ordinary_site_url_passes(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    hooks.check_site_url(load_config(str(ROOT / "mkdocs.yml")))
+
+
+def site_with(tmp_path, body, files=()):
+    site = tmp_path / "site"
+    (site / "a").mkdir(parents=True)
+    (site / "ok.png").write_bytes(b"png")
+    (tmp_path / "outside.html").write_text("<p>not part of the site</p>")
+    (site / "a" / "index.html").write_text(f"<!doctype html><html><body>{body}</body></html>")
+    for name, text in files:
+        (site / name).write_text(text)
+    from scripts.pages.check_links import broken_links
+    return broken_links(site)[0]
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<a href="javascript:alert(1)">x</a>', "runs script"),
+    ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
+    ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
+     "loads https://cdn.example/x.png"),
+    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
+    ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
+    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
+    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
+    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
+    ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
+    ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
+    ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
+    ('<style>@import "https://cdn.example/x.css";</style>', "loads https://cdn"),
+    ("<style>p{background:url('//cdn.example/x.png')}</style>", "loads //cdn"),
+    ('<meta http-equiv="refresh" content="0; url=https://evil.example/">', "redirects out"),
+    ('<meta http-equiv="Refresh" content="0;URL=\'../missing/\'">', "missing file"),
+    ('<base href="https://evil.example/">', "moves every relative link"),
+    ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
+    ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
+    ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
+    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
+    ('<form action="vbscript:x"></form>', "runs script"),
+    ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
+    ('<a href="/ok.png">x</a>', "root-absolute"),  # breaks under a sub-path
+])
+def test_the_link_checker_sees_every_kind_of_link_and_load(tmp_path, body, words):
+    problems = site_with(tmp_path, body)
+    assert any(words in line for line in problems), problems
+
+
+def test_the_link_checker_reads_stylesheets_and_figures(tmp_path):
+    problems = site_with(tmp_path, '<img src="../ok.png">', files=[
+        ("style.css", "@import url(https://cdn.example/font.css); a{b:url(missing.woff2)}"),
+        ("figure.svg", '<svg xmlns="http://www.w3.org/2000/svg"><use href="#nowhere"/>'
+                       '<image href="https://cdn.example/x.png"/><path id="p"/>'
+                       '<use href="#p"/></svg>')])
+    assert sorted(problems) == sorted([
+        "style.css: loads https://cdn.example/font.css from outside the site",
+        "style.css: css url='missing.woff2' points at a missing file",
+        "figure.svg: '#nowhere' has no anchor #nowhere",
+        "figure.svg: loads https://cdn.example/x.png from outside the site"])
+
+
+def test_the_link_checker_still_passes_an_ordinary_page(tmp_path):
+    assert site_with(tmp_path, '<a href="../ok.png">x</a>'
+                     '<img src="../ok.png" srcset="../ok.png 2x">'
+                     '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
+                     '<link rel="canonical" href="https://x.example/a/">'
+                     '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
+
+
+@pytest.mark.parametrize("width, height, view_box", [("abc", "5", "0 0 x y"), ("nan", "5", ""),
+                                                     ("10%", "5", ""), ("0", "0", ""),
+                                                     ("", "", "0 0 1e9 5"), ("", "", "")])
+def test_an_svg_whose_size_is_not_a_number_has_no_size(tmp_path, width, height, view_box):
+    from scripts.pages.markup import svg_size
+
+    path = tmp_path / "x.svg"
+    path.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
+    assert svg_size(path) is None  # sized_image then stops the build in one line
+
+
+def test_the_build_reads_utf_8_in_an_ascii_locale(project, tmp_path):
+    run = build(project, tmp_path / "site", environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
