@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from conftest import SEED, clean_env, each_lesson, module_file, project_copy
+from conftest import (FIRST_LESSON, SEED, clean_env, each_lesson, module_file, project_copy,
+                      recording_name)
 from scripts import hashes
 from scripts.lessons import load_lessons
 from scripts.outputs import analysis_outputs, figure_outputs, lesson_command, notebook_output
@@ -367,3 +368,119 @@ def test_a_committed_cache_decides_nothing_check_says(tree):
     forged = cli_check(tree)
     assert (forged.returncode, forged.stdout, forged.stderr) == \
         (without.returncode, without.stdout, without.stderr)
+
+
+# the lock, the import closure and recordings/ as untrusted input --------------------------
+
+@pytest.mark.parametrize("entry", [{"sha256": "0" * 64, "inputs": []},
+                                   {"sha256": "0" * 64, "inputs": None},
+                                   {"sha256": "0" * 64}, {"inputs": {}},
+                                   {"sha256": 3, "inputs": {}},
+                                   {"sha256": "0" * 64, "inputs": {"a.py": 1}}])
+def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
+    from scripts.outputs import LockError, read_lock
+
+    (tmp_path / "recordings").mkdir()
+    (tmp_path / "recordings" / "outputs.lock.json").write_text(
+        json.dumps({"figures/x.svg": entry}))
+    with pytest.raises(LockError) as refused:
+        read_lock(tmp_path)
+    assert "\n" not in str(refused.value) and "'figures/x.svg'" in str(refused.value)
+
+
+@pytest.mark.parametrize("content, words", [(b"def broken(:\n", "not valid Python (line 1"),
+                                            (b"x = '\xff\xfe'\n", "not UTF-8"),
+                                            (b"x = 1\x00\n", "not valid Python")])
+def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content, words):
+    from scripts.hashes import ClosureError, import_closure
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "lesson.py").write_text("import lesson_code.helper\n")
+    (tmp_path / "lesson_code" / "helper.py").write_bytes(content)
+    with pytest.raises(ClosureError) as refused:
+        import_closure(tmp_path / "lesson_code" / "lesson.py", tmp_path)
+    assert str(refused.value).startswith("lesson_code/helper.py: " + words)
+
+
+@pytest.fixture(scope="module")
+def ascii_project(tmp_path_factory):
+    from conftest import project_copy
+
+    return project_copy(tmp_path_factory.mktemp("ascii") / "project")
+
+
+def ascii_locale_run(root, *args):
+    from conftest import clean_env
+
+    # No UTF-8 mode and no locale coercion: Python's default encoding is then ASCII.
+    env = clean_env(LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=300)
+
+
+def test_check_reads_utf_8_in_an_ascii_locale(ascii_project):
+    run = ascii_locale_run(ascii_project, "scripts/record.py", "--check")
+    assert "codec" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+    assert run.returncode in (0, 1) and run.stderr == ""
+    assert all("; run `" in line for line in run.stdout.splitlines())
+
+
+def test_check_names_a_closure_module_that_is_not_python(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    (root / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == ("error: lesson_code/ring.py: not valid Python (line 1: "
+                                  "invalid syntax); fix that file")
+
+
+def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    lock = root / "recordings" / "outputs.lock.json"
+    entries = json.loads(lock.read_text())
+    name = sorted(entries)[0]
+    entries[name]["inputs"] = []
+    lock.write_text(json.dumps(entries))
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert any(line.startswith(f"recordings/outputs.lock.json: the entry for {name!r}")
+               for line in run.stdout.splitlines()), run.stdout
+
+
+def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
+    from conftest import project_copy
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    weird = recording_name(FIRST_LESSON, "weird")
+    (root / weird).write_text("{not json")
+    lines = check(load_lessons(root), root)
+    assert (f"{weird}: not valid JSON" in "\n".join(lines))
+    assert any(f"{weird}: not valid JSON" in line and line.endswith(f"run `git rm {weird}`")
+               for line in lines)
+
+
+@pytest.mark.parametrize("name, text", [("other.json", "{not json"), ("notes.JSON", "{}"),
+                                        ("psum-99.cpu.json", "{}")])
+def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
+    from conftest import project_copy
+    from scripts.freshness import check, load_all
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / name).write_text(text)
+    lessons = load_lessons(root)
+    expected = (f"recordings/{name}: belongs to no lesson in lesson_code/lessons.toml "
+                f"(a recording is named <lesson id>.<variant>.json); run `git rm "
+                f"recordings/{name}`")
+    assert expected in check(lessons, root)
+    assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it
