@@ -82,79 +82,6 @@ def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
 
 # ------------------------------------------------------- 3: runs that cannot collide --
 
-HOLD_THE_LOCK = """
-import sys, time
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-from scripts.run_lock import exclusive_run
-with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
-    print("held", flush=True)
-    time.sleep(120)
-"""
-
-
-@pytest.fixture
-def lock_holder(tmp_path):
-    """A process holding the run lock of the checkout at tmp_path/project, as a run does."""
-    root = tmp_path / "project"
-    root.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(ROOT), str(root)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        yield root, holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_a_second_run_is_refused_naming_the_first(lock_holder):
-    from scripts.run_lock import RunLocked, exclusive_run
-
-    root, pid = lock_holder
-    with pytest.raises(RunLocked) as refused:
-        with exclusive_run("python scripts/record.py --render-only", root):
-            pytest.fail("two runs held the lock at once")
-    message = str(refused.value)
-    assert f"pid {pid}," in message and "\n" not in message
-    assert "`python scripts/record.py --render-only`" in message
-
-
-def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
-    from scripts.run_lock import exclusive_run
-
-    root, pid = lock_holder
-    os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
-    os.waitpid(pid, 0)
-    with exclusive_run("python scripts/record.py", root):
-        assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
-
-
-def test_record_refuses_while_another_run_holds_the_checkout(tmp_path):
-    """record.py --render-only beside a run in progress: one line, its pid, nothing touched
-    (it used to delete the other run's staged files and lose its recording)."""
-    from conftest import project_copy, run_record, snapshot
-
-    root = tmp_path / "project"
-    project_copy(root)
-    staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
-    staged.write_text("{}")  # the other run's, mid-way
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root), str(root)],
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        before = snapshot(root)
-        run = run_record(root, "--render-only", timeout=120)
-    finally:
-        holder.kill()
-        holder.wait()
-    assert run.returncode == 1
-    assert run.stderr == (f"error: another run, pid {holder.pid}, is writing this checkout's "
-                          f"recordings and figures; wait for it to end, or stop it, then run "
-                          f"`python scripts/record.py --render-only` again\n")
-    assert snapshot(root) == before and staged.exists()
-
-
 def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     from conftest import ended_pid
     from scripts.recordings import remove_stray_temps, staged_write
@@ -180,20 +107,6 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
 # ----------------------------------------------------------- 11: the link checker --
 
 # ------------------------------------- 12: bounds on output, figure data and numbers --
-
-def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
-    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
-
-    flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
-    with pytest.raises(RecordError) as refused:
-        check_stdout("x", flood)
-    assert "\n" not in str(refused.value) and f"at most {MAX_STDOUT_LINES} lines" in \
-        str(refused.value)
-    with pytest.raises(RecordError, match="printed 'same' more than once"):
-        check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 3))
-                     + "same\nsame\nPASS: x\n")
-    check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 1)) + "PASS: x\n")
-
 
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
 def test_a_recording_holds_only_finite_numbers(tmp_path, number):
