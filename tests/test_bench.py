@@ -368,3 +368,33 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
                   "is the size of the last-level cache, not past it",
                   "the step\ncount below predicts"):
         assert typed not in page, typed  # content review M2, M5, M6: typed or untestable
+
+
+# the command line's refusals --------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ranks", "0"], "each device count must be 2 to 16"),
+    (["--ranks", "-3"], "each device count must be 2 to 16"),
+    (["--ranks", "1000"], "each device count must be 2 to 16"),
+    (["--ranks", "4", "4", "--out", "x.json"], "each once"),
+    (["--ranks", "2"], "measures part of the sweep"),
+    (["--ranks", "8", "4"], "measures part of the sweep"),
+])
+def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
+    from conftest import snapshot
+    from scripts import bench
+
+    before = snapshot(ROOT)
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
+    assert snapshot(ROOT) == before  # nothing measured, nothing written
+
+
+def test_bench_accepts_the_full_plan_in_any_order():
+    from scripts import bench
+
+    args = bench.parse_args(["--ranks", "8", "2", "4"])
+    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
+    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
+                                  bench.FULL)

@@ -469,3 +469,40 @@ def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signat
     outputs = figure_outputs(lesson)
     assert [output.path for output in outputs] == drawings
     assert [output.variant for output in outputs] == list(VARIANTS[:len(drawings)])
+
+
+# lesson-owned figure data is checked before drawing ---------------------------------------
+
+MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
+    (lambda d: d.update(title="x" * 2001), "`title`"),
+    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
+    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
+    (lambda d: d["table"].update(headers="hi"), "`table`"),
+    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
+    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
+     "every cell"),
+    (lambda d: d.pop("table"), "`table`"),
+])
+def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
+    import copy
+
+    from scripts.figures.mechanism import table_of
+
+    diagram = copy.deepcopy(MECHANISM)
+    change(diagram)
+    with pytest.raises(ValueError) as refused:
+        table_of(diagram)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
+    from scripts.figures.mechanism import render
+
+    # As mathtext, "$\\nocommand{$" is a ParseFatalException inside matplotlib.
+    diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
+                                      "rows": [["$\\nocommand{$", "$x^$"]]}}
+    assert render(diagram).lstrip().startswith("<?xml")

@@ -6,7 +6,6 @@ No test runs JAX or asserts how fast anything is.
 """
 import json
 import os
-import re
 import stat
 import subprocess
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIRST_LESSON, ROOT, SEED
+from conftest import ROOT, SEED
 
 CANARY = "CANARY-TOKEN-5be1c0d3"
 
@@ -126,72 +125,9 @@ def test_a_recording_holds_only_finite_numbers(tmp_path, number):
     assert "not a finite number" in str(refused.value) and "\n" not in str(refused.value)
 
 
-MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
-
-
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
-    (lambda d: d.update(title="x" * 2001), "`title`"),
-    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
-    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
-    (lambda d: d["table"].update(headers="hi"), "`table`"),
-    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
-    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
-     "every cell"),
-    (lambda d: d.pop("table"), "`table`"),
-])
-def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
-    import copy
-
-    from scripts.figures.mechanism import table_of
-
-    diagram = copy.deepcopy(MECHANISM)
-    change(diagram)
-    with pytest.raises(ValueError) as refused:
-        table_of(diagram)
-    assert field in str(refused.value) and "\n" not in str(refused.value)
-
-
-def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
-    from scripts.figures.mechanism import render
-
-    # As mathtext, "$\\nocommand{$" is a ParseFatalException inside matplotlib.
-    diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
-                                      "rows": [["$\\nocommand{$", "$x^$"]]}}
-    assert render(diagram).lstrip().startswith("<?xml")
-
-
 # ------------------------------------------- 7 and 9: one line, whatever the input or locale --
 
 # ------------------------------------------------- 13 and 17: messages that name the fix --
-
-@pytest.mark.parametrize("argv, words", [
-    (["--ranks", "0"], "each device count must be 2 to 16"),
-    (["--ranks", "-3"], "each device count must be 2 to 16"),
-    (["--ranks", "1000"], "each device count must be 2 to 16"),
-    (["--ranks", "4", "4", "--out", "x.json"], "each once"),
-    (["--ranks", "2"], "measures part of the sweep"),
-    (["--ranks", "8", "4"], "measures part of the sweep"),
-])
-def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
-    from conftest import snapshot
-    from scripts import bench
-
-    before = snapshot(ROOT)
-    assert bench.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
-    assert snapshot(ROOT) == before  # nothing measured, nothing written
-
-
-def test_bench_accepts_the_full_plan_in_any_order():
-    from scripts import bench
-
-    args = bench.parse_args(["--ranks", "8", "2", "4"])
-    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
-    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
-                                  bench.FULL)
-
 
 # ------------------------------------ 18: nothing in recordings/ passes unread --
 
@@ -317,37 +253,6 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
 
 
 # -------------------------------------- 6: mkdocs serve keeps the last good site --
-
-def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_path):
-    import urllib.request
-
-    from conftest import project_copy
-    from test_serve import serve, stop, wait_for
-
-    project = project_copy(tmp_path / "project")
-    page = project / "docs" / "going-further" / "tpu.md"
-    good = page.read_text()
-    log_path = tmp_path / "serve.log"
-    with open(log_path, "w") as log:
-        process, url = serve(project, log)
-        try:
-            started = len(wait_for(log_path, "Serving on"))
-            before = urllib.request.urlopen(url, timeout=10).read()
-            # A page error, raised while pages are written: after mkdocs emptied the site.
-            page.write_text(good + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:no.such.value }}}}\n")
-            wait_for(log_path, "still serving", after=started)
-            for address in (url, url.replace(f"lessons/{FIRST_LESSON.id}/", "")):
-                assert urllib.request.urlopen(address, timeout=10).status == 200
-            after = urllib.request.urlopen(url, timeout=10).read()
-            # The same page; only the reload script's build counter differs.
-            assert re.sub(rb"livereload\([\d, ]+\)", b"", after) == \
-                re.sub(rb"livereload\([\d, ]+\)", b"", before)
-        finally:
-            stop(process)
-    output = log_path.read_text()
-    assert "Traceback" not in output and any(
-        "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))
-
 
 @pytest.mark.parametrize("change", [
     lambda panels: panels.extend([panels[0]] * 3000),  # a figure of 3,000 bar charts
