@@ -1,7 +1,8 @@
 """One freshness model: each output's inputs, what changed, and the one command that fixes it.
 
-Every check here runs `record.py --check` on a copy of the committed tree and edits the
-copy; nothing is recorded, so each test takes a second or two.
+Every check here edits a copy of the committed tree and asks what `record.py --check` says
+of it: freshness.check() in-process, or the command itself where how it runs is the point
+(its imports, a missing package, the locale); nothing is recorded.
 """
 import hashlib
 import json
@@ -14,6 +15,7 @@ import pytest
 from conftest import (FIRST_LESSON, SEED, clean_env, each_lesson, module_file, project_copy,
                       recording_name)
 from scripts import hashes
+from scripts.freshness import check
 from scripts.lessons import load_lessons
 from scripts.outputs import analysis_outputs, figure_outputs, lesson_command, notebook_output
 
@@ -63,11 +65,11 @@ def run_check(root, *python_flags, prelude=""):
 
 
 def problems(root):
-    run = run_check(root)
-    assert "Traceback" not in run.stderr, run.stderr
-    lines = run.stdout.splitlines()
+    """What `record.py --check` prints for the checkout at `root`: freshness.check(), the
+    one function it calls, run in-process on that checkout's registry. Its file names are
+    relative to that checkout, as record.py, run there, names them."""
+    lines = [line.replace(f"{root}/", "") for line in check(load_lessons(root), root)]
     assert all(LINE.match(line) for line in lines), lines
-    assert run.returncode == (1 if lines else 0)
     return lines
 
 
@@ -78,10 +80,6 @@ def tree(tmp_path):
 
 def lesson_hash(root, module=LESSON):
     return hashes.content_hash(root / module, root)
-
-
-def test_the_committed_tree_is_current(tree):
-    assert problems(tree) == []
 
 
 def in_a_section(text, line):
