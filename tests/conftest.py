@@ -237,12 +237,15 @@ def hostile_site(request, tmp_path_factory):
 # (pyproject.toml's addopts: -m "not slow and not browser"), `pytest -m slow` and `pytest -m
 # browser` the others, `make test` every tier (-m ""). A test is in a tier by what it takes:
 # one of these fixtures (a site build, a recorded copy, JAX processes, mpirun; chromium, axe),
-# or a mark of its own where it starts JAX, record.py or a build itself.
+# or a mark of its own where it starts JAX, record.py, a kernel or a build itself, or
+# measures collectives in-process.
 SLOW_FIXTURES = {
     "built_site", "reference_site", "hostile_site",  # a strict site build
     "project",  # a copy some test files build, record or check exercises in
+    "attacked", "bounded",  # the exercise checker run on learners' copies
     "pristine", "fixture_lesson_pristine", "recorded", "ascii_project",  # record.py
     "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
+    "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
 }
 BROWSER_FIXTURES = {"playwright", "browser", "serve", "served", "visits", "reference_findings",
                     "classic_scrollbars"}

@@ -130,6 +130,7 @@ def test_blocks_take_turns_over_p_and_rotate_the_programs():
     assert all(len(row["samplesUs"]) == TINY["samples"] and row["block"] == 1 for row in rows)
 
 
+@pytest.mark.slow
 def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
     true_reference = sweep_programs.reference
 
@@ -180,6 +181,7 @@ def test_a_measurement_warns_before_it_starts_on_a_busy_host(capsys):
 
 # --- the command line -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     """The real command, fresh worker processes and all; only the structure is checked."""
     out = tmp_path / "sweep.json"
@@ -199,6 +201,7 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     assert (tmp_path / "sweep.svg").read_text() == render(analysis)
 
 
+@pytest.mark.slow
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
     # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
     # chips: each p of the plan that they hold, each in a worker told to use the chips,
@@ -249,6 +252,7 @@ def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, c
     assert words in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
     config = {"module": SEED.sweep, "ranks": 2, "sizes": [8],
               "plan": TINY, "block": 0, "platform": "tpu"}
@@ -289,6 +293,7 @@ def record_staged_sweep(lesson, monkeypatch):
                        STAGED_SWEEP["plan"], measure=measure, blocks=STAGED_SWEEP["blocks"])
 
 
+@pytest.mark.slow
 def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path,
                                                                           monkeypatch):
     root = project_copy(tmp_path / "repo")
@@ -305,6 +310,7 @@ def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_pat
     assert list(root.rglob("*.tmp")) == []
 
 
+@pytest.mark.slow
 def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypatch):
     root = project_copy(tmp_path / "repo")
     from scripts.figures import sweep as sweep_figure

@@ -619,6 +619,7 @@ def test_check_and_its_fix_end_in_one_line_per_file(request, breakage, fix, proj
 
 # --- --data-out of the lesson programs ---------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 @pytest.mark.parametrize("where", ["missing folder", "a folder"])
 def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
@@ -645,6 +646,7 @@ ring.main(["--data-out", sys.argv[1]])
 """
 
 
+@pytest.mark.slow
 def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_half_file(
         tmp_path):
     from conftest import ROOT
@@ -675,6 +677,7 @@ def not_regular_files(tmp_path):
 
 # The seed lesson's program and its ring simulation guard --data-out so (lesson_code/
 # CONTRACT.md asks it of a lesson only for Ctrl-C and SIGTERM).
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, module):
     from conftest import clean_env
@@ -740,6 +743,7 @@ sys.exit(lesson.main(["--devices", "2"]))
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143),
                                          ("swallowed", 130)])
 def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
@@ -759,6 +763,7 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
     assert err == f"error: interrupted by {name}; the lesson did not finish\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tmp_path,
                                                                               signum):
@@ -796,6 +801,7 @@ def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tm
 
 # a lesson process that dies, and the files a SIGKILLed run leaves -------------------------
 
+@pytest.mark.slow
 def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_path):
     """XLA_FLAGS=--bogus makes the lesson's kernel exit as soon as JAX starts: record.py
     says so in one line, with what XLA printed (a kernel once held it until each cell's
@@ -835,6 +841,7 @@ def kernel_files(parent_pid, deadline_s=120):
     raise AssertionError("no kernel started")
 
 
+@pytest.mark.slow
 def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
     import signal
     import tempfile

@@ -247,6 +247,7 @@ def test_a_missing_recording_names_the_command(tree):
     assert f"recordings/{LESSON_ID}.cpu.json: missing; run {RECORD}" in problems(tree)
 
 
+@pytest.mark.slow
 def test_without_jsonschema_the_check_says_make_install(tree):
     run = run_check(tree, prelude="import sys; sys.modules['jsonschema'] = None; ")
     assert run.returncode == 1 and "Traceback" not in run.stderr
@@ -254,6 +255,7 @@ def test_without_jsonschema_the_check_says_make_install(tree):
     assert "`make install`" in run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_check_imports_neither_jax_nor_matplotlib(tree):
     """How fast --check answers is a benchmark's question (paired farm-bench runs against
     a bare Python start); here only what it imports, which decides most of it."""
@@ -324,6 +326,7 @@ def cli_check(root, *python_flags):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_any_changed_byte_is_checked_afresh(tree):
     assert cli_check(tree).returncode == 0
     edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
@@ -334,6 +337,7 @@ def test_any_changed_byte_is_checked_afresh(tree):
     assert cli_check(tree).stdout == f"figures/{LESSON_ID}.svg: missing; run {RENDER}\n"
 
 
+@pytest.mark.slow
 def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
     assert cli_check(tree).returncode == 0  # valid before the edit
     path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
@@ -343,6 +347,7 @@ def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tre
                for line in lines), lines
 
 
+@pytest.mark.slow
 def test_a_committed_cache_decides_nothing_check_says(tree):
     """A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: one
     forged entry made a stale lesson pass. Nothing reads .cache now: with forged entries

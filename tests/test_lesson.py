@@ -470,6 +470,7 @@ def value_after(line, prefix):
     return line[len(prefix):]
 
 
+@pytest.mark.slow
 def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
@@ -516,6 +517,7 @@ def test_the_default_program_prints_each_result_once_in_order():
 
 
 # 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3, 8])
 def test_the_program_passes_on_other_device_counts(ranks):
     run = run_program("--devices", str(ranks))
@@ -554,11 +556,13 @@ def assert_one_error_line(run, words):
     assert words in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", SETUP_ERRORS, ids=" ".join)
 def test_setup_errors_are_one_line_and_exit_2(args):
     assert_one_error_line(run_program(*args), SETUP_ERRORS[args])
 
 
+@pytest.mark.slow
 def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     # JAX would make all 4096 first and then fail in a traceback; the one error line,
     # and no traceback, show the count was refused before any device was made.
@@ -568,6 +572,7 @@ def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     assert_one_error_line(run, "--devices 4096 is more than")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["abc", "", "4.0"])
 def test_an_unparsable_jax_num_cpu_devices_is_one_line_before_jax_is_imported(value):
     run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,

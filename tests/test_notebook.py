@@ -49,6 +49,7 @@ def test_the_committed_notebook_printed_exactly_the_committed_recording(lesson):
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
 
 
+@pytest.mark.slow
 @each_lesson
 def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_path):
     # The committed file as a reader downloads it, outputs cleared, in an empty folder:

@@ -56,6 +56,7 @@ def stop(process):
         pytest.fail("mkdocs serve did not stop on Ctrl-C")
 
 
+@pytest.mark.slow
 def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
     project = copy_project(tmp_path / "project")
     (project / RECORDING).write_text("{ not json")
@@ -73,6 +74,7 @@ def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
     assert len(errors) == 1 and RECORDING in errors[0] and "not valid JSON" in errors[0]
 
 
+@pytest.mark.slow
 def test_a_recording_broken_while_serving_is_reported_and_the_server_answers(tmp_path):
     project = copy_project(tmp_path / "project")
     good = (project / RECORDING).read_text()
@@ -97,6 +99,7 @@ def test_a_recording_broken_while_serving_is_reported_and_the_server_answers(tmp
     assert code == 0
 
 
+@pytest.mark.slow
 def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_path):
     import urllib.request
 

@@ -502,6 +502,7 @@ def test_the_processes_page_shows_the_slice_commands_the_job_runs_now():
     assert f'--8<-- "{tpu_job.SLICE_DOCS_FILE.as_posix()}"' in page
 
 
+@pytest.mark.slow
 def test_the_job_runs_a_slice_end_to_end_on_loopback_workers(clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
     """The fake slice's workers are local processes on this CPU (tests/fixtures/fake_gcloud

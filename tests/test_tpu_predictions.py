@@ -3,6 +3,8 @@ source, and the figure is drawn from that file alone."""
 import json
 import re
 
+import pytest
+
 from conftest import ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
@@ -89,6 +91,7 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
         raise AssertionError("a recording from an unpredicted chip was drawn")
 
 
+@pytest.mark.slow
 def test_a_tpu_sweep_recording_changes_the_figure_and_the_page_with_no_edit(tmp_path):
     """Drop the recording in, redraw, build: the figure and the TPU page speak of it."""
     from conftest import project_copy, run_record
