@@ -284,16 +284,28 @@ NOT_YET = "not yet recorded on TPU"
 RECORDED_ON_TPU = "takes --platform tpu (recorded there)"
 
 
+def course_entries(site):
+    """Each lesson's entry in the home page's course list, as text: {lesson id: text}."""
+    home = (Path(site) / "index.html").read_text()
+    return {entry[1]: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", entry[0])).split())
+            for entry in re.finditer(r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>',
+                                     home, re.DOTALL)}
+
+
 def test_without_a_tpu_recording_the_site_says_so(built_site):
+    # Each lesson's entry in the course list says whether that lesson was recorded on TPU.
+    entries = course_entries(built_site)
+    assert set(entries) == set(LESSONS)
+    for lesson in LESSONS.values():
+        recorded = (ROOT / recording_name(lesson, "tpu")).exists()
+        assert (RECORDED_ON_TPU in entries[lesson.id]) == recorded, entries[lesson.id]
+        assert NOT_YET not in entries[lesson.id] or not recorded, entries[lesson.id]
     if (ROOT / recording_name(SEED, "tpu")).exists():
-        assert pages_saying(built_site, NOT_YET) == []
-        return
-    saying = pages_saying(built_site, NOT_YET)
-    assert "index.html" in saying
+        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab
+    assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
     assert pages_saying(built_site, "Not yet recorded on TPU") == \
         ["going-further/tpu/index.html"]
-    assert pages_saying(built_site, RECORDED_ON_TPU) == []
     assert pages_saying(built_site, "The lesson was recorded on") == []
     # Lowered versus compiled, with the CPU recording's answer and the code that reads it.
     [compiled] = pages_saying(built_site, "the compiled HLO shows what will run")
@@ -327,10 +339,12 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert "Completed TPU median microseconds" in page
     warning = "Stale recording" in page
     assert warning == stale
-    # The pages now speak of the recording, no longer in the conditional.
+    # The pages now speak of the recording, no longer in the conditional: the TPU page and
+    # the seed's entry in the course list (another lesson's entry speaks of its own).
     site = tmp_path / "site"
-    assert pages_saying(site, NOT_YET) == [] and pages_saying(site, "Not yet recorded") == []
-    assert "index.html" in pages_saying(site, RECORDED_ON_TPU)
+    assert pages_saying(site, "Not yet recorded") == []
+    entry = course_entries(site)[SEED.id]
+    assert RECORDED_ON_TPU in entry and NOT_YET not in entry
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
     if stale:
         assert module_file(SEED) in page.split("Stale recording")[1][:2000]
