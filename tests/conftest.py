@@ -126,21 +126,53 @@ def project_copy(destination, parts=PROJECT_PARTS):
 FIXTURE_LESSON = FIXTURES / "second_lesson"
 
 
+FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
+
+
 def add_fixture_lesson(root):
     """Add the fixture lesson to the project at `root` as the README says (its module and
-    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson."""
-    import tomllib
-
-    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
-    lesson_id = tomllib.loads(entry)["lesson"][0]["id"]
+    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson.
+    A project that has it already (`make test-two-lessons` registers it in a whole tree)
+    loses it first, so that it is added, unrecorded, to the project it was added to."""
+    entry, lesson_id = fixture_entry()
+    remove_fixture_lesson(root)
     # Its module, its figure's renderer and its data's schema.
-    for name in ("psum_01.py", "psum_bars.py", "psum_01.schema.json"):
+    for name in FIXTURE_FILES:
         shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
     if (root / "docs").is_dir():
         shutil.copy(FIXTURE_LESSON / f"{lesson_id}.md", root / "docs" / "lessons")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + entry)
     return load_lessons(root)[lesson_id]
+
+
+def fixture_entry():
+    """The fixture lesson's [[lesson]] entry, as text, and its id."""
+    import tomllib
+
+    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
+    return entry, tomllib.loads(entry)["lesson"][0]["id"]
+
+
+def remove_fixture_lesson(root):
+    """The project at `root` as it was before the fixture lesson was added: its entry,
+    files, page, outputs and lock entries taken out, if it has them."""
+    from scripts.outputs import lock_path, lock_text, read_lock
+
+    entry, lesson_id = fixture_entry()
+    registry = root / "lesson_code" / "lessons.toml"
+    if entry not in registry.read_text():
+        return
+    registry.write_text(registry.read_text().replace(entry, ""))
+    ours = (f"{lesson_id}.", f"{lesson_id}-")  # its outputs' names: <id>.cpu.json, <id>-x.svg
+    made = [path for folder in OUTPUTS if (root / folder).is_dir()
+            for path in (root / folder).iterdir() if path.name.startswith(ours)]
+    for path in [*made, *(root / "lesson_code" / name for name in FIXTURE_FILES),
+                 root / "docs" / "lessons" / f"{lesson_id}.md"]:
+        path.unlink(missing_ok=True)
+    lock = read_lock(root)
+    lock_path(root).write_text(lock_text({path: inputs for path, inputs in lock.items()
+                                          if not path.split("/")[-1].startswith(ours)}))
 
 
 def fixture_lesson_alone(destination):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import (PROJECT_PARTS, ROOT, SEED, add_fixture_lesson, clean_env, lessons_with,
-                      project_copy, run_record)
+                      project_copy, remove_fixture_lesson, run_record)
 from site_build import build
 
 
@@ -29,6 +29,7 @@ def digests(root, folders):
 def project(tmp_path_factory):
     root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
                         PROJECT_PARTS + ("tests",))
+    remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
     # Its module, its figure's renderer, its entry and its page (no nav line: the build
     # lists a registered lesson that mkdocs.yml leaves out).
