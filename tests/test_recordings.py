@@ -317,9 +317,7 @@ def test_the_formatted_fields_still_take_real_values(tmp_path):
 
 @pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
 def test_a_recording_holds_only_finite_numbers(tmp_path, number):
-    from scripts.recordings import RecordingError, dumps, load_recording, validate
-
-    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    recording = tpu_recording()
     recording["data"]["timing"] = {"all_reduce": {"medianUs": number}}
     with pytest.raises(RecordingError, match="data/timing/all_reduce/medianUs: .* not a "
                                              "finite number"):
@@ -339,9 +337,7 @@ def test_a_recording_holds_only_finite_numbers(tmp_path, number):
     lambda panels: panels[0]["series"][0]["y"].extend([1.0] * 100_000),
 ])
 def test_the_figure_data_a_recording_holds_is_bounded(change):
-    from scripts.recordings import RecordingError, validate
-
-    recording = json.loads((ROOT / "tests/fixtures/tpu_recording.fixture.json").read_text())
+    recording = tpu_recording()
     change(recording["data"]["panels"])
     with pytest.raises(RecordingError, match="invalid at data/panels"):
         validate(recording, "recording")
