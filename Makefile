@@ -7,7 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install math-font serve build record bench check lint fresh test browser java mpi audit clean
+.PHONY: install math-font serve build record bench check lint fresh test tier test-two-lessons \
+	browser java mpi audit clean
 
 install: $(VENV)/.installed node_modules/.installed math-font
 
@@ -66,26 +67,30 @@ check: install
 lint: install
 	$(VENV)/bin/ruff check .
 
-# A copy of this tree in build/fresh (gitignored), recorded afresh, built and tested
-# there: `make test` never rewrites the committed recordings, figures or notebook, which
-# change only through `make record` and `make bench`.
+# The tree as it is, copied into $(1) (under build/, gitignored), with node_modules linked.
+COPY_TREE = rm -rf $(1) && mkdir -p $(1) && tar -c --exclude=./.git --exclude=./build \
+	    --exclude=./site --exclude=./.venv --exclude=./node_modules --exclude=./test-artifacts \
+	    --exclude=__pycache__ --exclude=./.pytest_cache --exclude=./.hypothesis \
+	    --exclude=./.cache . | tar -x -C $(1) && ln -s $(CURDIR)/node_modules $(1)/node_modules
+# A repository of its own in the copy $(1), holding it as it is: the TPU job's tests clone it.
+COMMIT_COPY = git -C $(1) init -q && git -C $(1) add -A && \
+	git -C $(1) -c user.name=make -c user.email=make@localhost commit -qm "make $(2)"
+# `make` in a copy with this tree's environment: its stamps are current there too (tar keeps
+# the pins' times; node_modules is the link above).
+IN_COPY = $(MAKE) -C $(1) --no-print-directory VENV=$(CURDIR)/$(VENV)
+# The tests of tier(s) $(2) (a -m expression; "" is every tier) in the copy $(1): whole files
+# to two workers, the files with the most slow and browser tests first (tests/conftest.py).
+PYTEST_IN = cd $(1) && $(CURDIR)/$(PY) -m pytest tests -m "$(2)" -n 2 --dist loadfile \
+	--no-loadscope-reorder
+
+# A copy of this tree in build/fresh, recorded afresh, built and tested there: `make test`
+# never rewrites the committed recordings, figures or notebook, which change only through
+# `make record` and `make bench`. --all: every lesson runs afresh, current or not.
 FRESH := build/fresh
 fresh: install
-	rm -rf $(FRESH) && mkdir -p $(FRESH)
-	tar -c --exclude=./.git --exclude=./build --exclude=./site --exclude=./.venv \
-	    --exclude=./node_modules --exclude=./test-artifacts --exclude=__pycache__ \
-	    --exclude=./.pytest_cache --exclude=./.hypothesis --exclude=./.cache . \
-	    | tar -x -C $(FRESH)
-	# A repository of its own, holding the tree as copied: the TPU job's tests clone it.
-	git -C $(FRESH) init -q && git -C $(FRESH) add -A
-	git -C $(FRESH) -c user.name=make -c user.email=make@localhost commit -qm "make fresh"
-	ln -s $(CURDIR)/node_modules $(FRESH)/node_modules
-	# The same `record` and `build` as here, with this tree's environment: its stamps are
-	# current there too (tar keeps the pins' times; node_modules is the link above).
-	# --all: every lesson runs afresh, current or not.
-	$(MAKE) -C $(FRESH) --no-print-directory VENV=$(CURDIR)/$(VENV) RECORD_FLAGS=--all \
-	    record build
-
+	$(call COPY_TREE,$(FRESH))
+	$(call COMMIT_COPY,$(FRESH),fresh)
+	$(call IN_COPY,$(FRESH)) RECORD_FLAGS=--all record build
 
 # Debian packages the tests need, installed when missing (as root): one helper for all.
 ENSURE = bash scripts/ensure_debian_package.sh
@@ -104,8 +109,29 @@ java:
 mpi:
 	@$(ENSURE) mpi mpirun openmpi-bin "the mpirun test"
 
+# Every tier: plain `pytest` is the unit tier alone (a minute), `pytest -m slow` and
+# `pytest -m browser` the others (pyproject.toml).
 test: install browser java mpi lint check fresh
-	cd $(FRESH) && $(CURDIR)/$(PY) -m pytest tests -n 2 --dist loadfile --no-loadscope-reorder
+	$(call PYTEST_IN,$(FRESH),)
+
+# One tier in the copy `make fresh` made, as a CI job runs it (.github/workflows/site.yml):
+# TIER=slow, TIER=browser, or TIER="not slow and not browser" (the unit tier).
+TIER ?= not slow and not browser
+tier: install
+	$(call PYTEST_IN,$(FRESH),$(TIER))
+
+# Every test iterates the registry: the whole suite passes with a second lesson registered
+# beside the seed (tests/fixtures/second_lesson/, added as lesson_code/CONTRACT.md says) in a
+# copy, build/two-lessons, where only that lesson is recorded (the seed's files are current).
+TWO_LESSONS := build/two-lessons
+test-two-lessons: install browser java mpi
+	$(call COPY_TREE,$(TWO_LESSONS))
+	$(PY) -c 'import sys; sys.path[:0] = ["tests", "."]; from pathlib import Path; \
+	    from conftest import add_fixture_lesson; add_fixture_lesson(Path(sys.argv[1]))' \
+	    $(TWO_LESSONS)
+	$(call COMMIT_COPY,$(TWO_LESSONS),test-two-lessons)
+	$(call IN_COPY,$(TWO_LESSONS)) record
+	$(call PYTEST_IN,$(TWO_LESSONS),)
 
 # Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
 # machine). Writes scripts/audit/scores.json; commit it from the default 24 rounds. A quick

@@ -159,9 +159,21 @@ class NotebookOutput(DerivedOutput):
     # record.py then re-runs the lesson, which records both.
     also_shows: tuple = ()
 
+    def text_inputs(self, root=ROOT):
+        """What the notebook shows as text, not as code run: the modules' text, and the
+        pages that include their sections, whose headings title the cells
+        (scripts/runners/notebook.py page_titles). A change here only re-renders it."""
+        shown = [self.shows, *self.also_shows]
+        includes = tuple(f'--8<-- "{path}:' for path in shown)
+        pages = [page.relative_to(root).as_posix()
+                 for page in sorted((root / "docs").rglob("*.md"))
+                 if page.is_file() and any(include in page.read_text(encoding="utf-8")
+                                           for include in includes)]
+        return [*shown, *pages]
+
     def current_inputs(self, root=ROOT):
-        shown = [root / self.shows, *(root / path for path in self.also_shows)]
-        return {**super().current_inputs(root), **file_digests(shown, root)}
+        return {**super().current_inputs(root),
+                **file_digests([root / path for path in self.text_inputs(root)], root)}
 
 
 @lru_cache(maxsize=16)

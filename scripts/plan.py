@@ -98,9 +98,10 @@ def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):
 
 
 def notebook_step(lesson, lock):
-    """The notebook companion's Step: None while current; RERENDER when only the module's
-    text changed since it was made (a comment, a docstring) and its cells still line up
-    with the executed ones; otherwise RUN (missing, edited by hand, or other inputs)."""
+    """The notebook companion's Step: None while current; RERENDER when only the text it
+    shows changed since it was made (a comment, a docstring, a page heading) and its cells
+    still line up with the executed ones; otherwise RUN (missing, edited by hand, or other
+    inputs)."""
     output = notebook_output(lesson)
     problems = derived_problems(output, lock, lesson.root)
     if not problems:
@@ -111,7 +112,7 @@ def notebook_step(lesson, lock):
         return Step(output.path, problems[0], RUN)  # nothing trustworthy to re-render from
     changed = changed_files(entry.get("inputs", {}), output.current_inputs(lesson.root))
     notebook = rerender(path.read_text(encoding="utf-8"), lesson, "cpu", lesson.devices) \
-        if set(changed) <= {output.shows} else None
+        if set(changed) <= set(output.text_inputs(lesson.root)) else None
     if notebook is None:
         return Step(output.path, problems[0], RUN)
     return Step(output.path, problems[0], RERENDER, notebook_text(notebook))

@@ -126,21 +126,53 @@ def project_copy(destination, parts=PROJECT_PARTS):
 FIXTURE_LESSON = FIXTURES / "second_lesson"
 
 
+FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
+
+
 def add_fixture_lesson(root):
     """Add the fixture lesson to the project at `root` as the README says (its module and
-    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson."""
-    import tomllib
-
-    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
-    lesson_id = tomllib.loads(entry)["lesson"][0]["id"]
+    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson.
+    A project that has it already (`make test-two-lessons` registers it in a whole tree)
+    loses it first, so that it is added, unrecorded, to the project it was added to."""
+    entry, lesson_id = fixture_entry()
+    remove_fixture_lesson(root)
     # Its module, its figure's renderer and its data's schema.
-    for name in ("psum_01.py", "psum_bars.py", "psum_01.schema.json"):
+    for name in FIXTURE_FILES:
         shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
     if (root / "docs").is_dir():
         shutil.copy(FIXTURE_LESSON / f"{lesson_id}.md", root / "docs" / "lessons")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + entry)
     return load_lessons(root)[lesson_id]
+
+
+def fixture_entry():
+    """The fixture lesson's [[lesson]] entry, as text, and its id."""
+    import tomllib
+
+    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
+    return entry, tomllib.loads(entry)["lesson"][0]["id"]
+
+
+def remove_fixture_lesson(root):
+    """The project at `root` as it was before the fixture lesson was added: its entry,
+    files, page, outputs and lock entries taken out, if it has them."""
+    from scripts.outputs import lock_path, lock_text, read_lock
+
+    entry, lesson_id = fixture_entry()
+    registry = root / "lesson_code" / "lessons.toml"
+    if entry not in registry.read_text():
+        return
+    registry.write_text(registry.read_text().replace(entry, ""))
+    ours = (f"{lesson_id}.", f"{lesson_id}-")  # its outputs' names: <id>.cpu.json, <id>-x.svg
+    made = [path for folder in OUTPUTS if (root / folder).is_dir()
+            for path in (root / folder).iterdir() if path.name.startswith(ours)]
+    for path in [*made, *(root / "lesson_code" / name for name in FIXTURE_FILES),
+                 root / "docs" / "lessons" / f"{lesson_id}.md"]:
+        path.unlink(missing_ok=True)
+    lock = read_lock(root)
+    lock_path(root).write_text(lock_text({path: inputs for path, inputs in lock.items()
+                                          if not path.split("/")[-1].startswith(ours)}))
 
 
 def fixture_lesson_alone(destination):
@@ -224,22 +256,52 @@ def reference_site(request, tmp_path_factory):
     return built_once(request, tmp_path_factory, "reference", build_reference)
 
 
-# The test files that take longest, longest first (test-seconds of a quiet run). `make
-# test` hands whole files to two workers in collection order (--dist loadfile
-# --no-loadscope-reorder), so these start first and the short files fill in at the end;
-# otherwise a long file begun last keeps one worker busy while the other has nothing
-# left. A file missing here (or renamed) only loses its place in the queue.
-SLOWEST_FIRST = ("test_browser.py", "test_faults.py", "test_launchers.py",
-                 "test_freshness.py", "test_second_lesson.py", "test_tpu_job.py",
-                 "test_untrusted.py", "test_record.py", "test_site.py", "test_figures.py",
-                 "test_multiprocess.py", "test_exercises.py", "test_bench.py",
-                 "test_page_directives.py", "test_hostile_recordings.py")
+@pytest.fixture(scope="session")
+def hostile_site(request, tmp_path_factory):
+    """The site built from recordings and a notebook that carry hostile text
+    (tests/site_hostile.py), once per test run; its project beside it, in ../project."""
+    from site_hostile import build_hostile_site
+
+    return built_once(request, tmp_path_factory, "hostile", build_hostile_site)
 
 
+# The suite in tiers, as pytest's own docs and JAX do it: plain `pytest` runs the unit tier
+# (pyproject.toml's addopts: -m "not slow and not browser"), `pytest -m slow` and `pytest -m
+# browser` the others, `make test` every tier (-m ""). A test is in a tier by what it takes:
+# one of these fixtures (a site build, a recorded copy, JAX processes, mpirun; chromium, axe),
+# or a mark of its own where it starts JAX, record.py, a kernel or a build itself, or
+# measures collectives in-process.
+SLOW_FIXTURES = {
+    "built_site", "reference_site", "hostile_site",  # a strict site build
+    "project",  # a copy some test files build, record or check exercises in
+    "attacked", "bounded",  # the exercise checker run on learners' copies
+    "pristine", "fixture_lesson_pristine", "recorded", "ascii_project",  # record.py
+    "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
+    "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
+}
+BROWSER_FIXTURES = {"playwright", "browser", "serve", "served", "visits", "reference_findings",
+                    "classic_scrollbars"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(items):
-    """The slow files first, each file's tests kept together and in their own order."""
-    place = {name: index for index, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: place.get(item.path.name, len(place)))  # a stable sort
+    """Each test's tier from its fixtures; then the files with the most slow or browser
+    tests first, each file's tests kept together and in their own order. `make test`
+    hands whole files to two workers in this order (--dist loadfile
+    --no-loadscope-reorder), so the long files start first and the short ones fill in at
+    the end, instead of a long file begun last keeping one worker busy alone."""
+    for item in items:
+        names = set(item.fixturenames)
+        if names & BROWSER_FIXTURES:
+            item.add_marker(pytest.mark.browser)
+        # Three tiers, each test in one: a browser test is not also slow (its build is).
+        if names & SLOW_FIXTURES and not item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+    weight = {}
+    for item in items:
+        heavy = item.get_closest_marker("slow") or item.get_closest_marker("browser")
+        weight[item.path] = weight.get(item.path, 0) + (1 if heavy else 0)
+    items.sort(key=lambda item: -weight[item.path])  # a stable sort
 
 
 @pytest.fixture(autouse=True)

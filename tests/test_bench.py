@@ -171,6 +171,7 @@ def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     assert probe["donated"]["aliasBytes"] == 4096 and probe["kept"]["aliasBytes"] == 0
 
 
+@pytest.mark.slow
 def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
     true_reference = sweep_programs.reference
 
@@ -221,6 +222,7 @@ def test_a_measurement_warns_before_it_starts_on_a_busy_host(capsys):
 
 # --- the command line -----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     """The real command, fresh worker processes and all; only the structure is checked."""
     out = tmp_path / "sweep.json"
@@ -243,6 +245,7 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     assert (tmp_path / "sweep.svg").read_text() == render(analysis)
 
 
+@pytest.mark.slow
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
     # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
     # chips: each p of the plan that they hold, each in a worker told to use the chips,
@@ -296,6 +299,7 @@ def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, c
     assert words in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
     config = {"module": SEED.sweep, "ranks": 2, "sizes": [8],
               "plan": TINY, "block": 0, "platform": "tpu"}
@@ -336,6 +340,7 @@ def record_staged_sweep(lesson, monkeypatch):
                        STAGED_SWEEP["plan"], measure=measure, blocks=STAGED_SWEEP["blocks"])
 
 
+@pytest.mark.slow
 def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path,
                                                                           monkeypatch):
     root = project_copy(tmp_path / "repo")
@@ -352,6 +357,7 @@ def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_pat
     assert list(root.rglob("*.tmp")) == []
 
 
+@pytest.mark.slow
 def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypatch):
     root = project_copy(tmp_path / "repo")
     from scripts.figures import sweep as sweep_figure
@@ -409,7 +415,9 @@ def test_committed_figure_text_is_readable_at_page_width():
 
 
 def test_the_page_reads_the_analysis_and_types_no_verdict():
-    page = (ROOT / "docs" / "going-further" / "sweep.md").read_text()
+    # The sweep's page and its allocator page, which holds the page-fault story.
+    page = "".join((ROOT / "docs" / "going-further" / name).read_text()
+                   for name in ("sweep.md", "allocator.md"))
     for path in ("host.words }}", "verdictCounts.inconclusive|d",
                  "alphaWithRanks.all_reduce.verdict", "stepSummary.verdict",
                  "ratios.belowOnset.4.arOverRs.touchedVerdict", "faults.onsetWords",
@@ -421,3 +429,33 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
                   "the step\ncount below predicts", "tens of per cent", "an eighth",
                   "no account here"):
         assert typed not in page, typed  # content review M2, M5, M6: typed or untestable
+
+
+# the command line's refusals --------------------------------------------------------------
+
+@pytest.mark.parametrize("argv, words", [
+    (["--ranks", "0"], "each device count must be 2 to 16"),
+    (["--ranks", "-3"], "each device count must be 2 to 16"),
+    (["--ranks", "1000"], "each device count must be 2 to 16"),
+    (["--ranks", "4", "4", "--out", "x.json"], "each once"),
+    (["--ranks", "2"], "measures part of the sweep"),
+    (["--ranks", "8", "4"], "measures part of the sweep"),
+])
+def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
+    from conftest import snapshot
+    from scripts import bench
+
+    before = snapshot(ROOT)
+    assert bench.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
+    assert snapshot(ROOT) == before  # nothing measured, nothing written
+
+
+def test_bench_accepts_the_full_plan_in_any_order():
+    from scripts import bench
+
+    args = bench.parse_args(["--ranks", "8", "2", "4"])
+    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
+    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
+                                  bench.FULL)

@@ -963,3 +963,87 @@ def test_no_figure_text_leaves_its_canvas(classic_scrollbars, served, built_site
                     for text in page.evaluate(TEXT_OFF_CANVAS)]
     page.close()
     assert defects == [], "\n".join(defects)
+
+
+# --- the site built from hostile recordings (tests/site_hostile.py), in chromium ----------
+
+@pytest.fixture(scope="module")
+def hostile_served(hostile_site, serve):
+    return serve(hostile_site)
+
+
+def watch_for_execution(page, problems):
+    """Anything a payload would do if it ran: a dialog, a console line, a request."""
+    def on_dialog(dialog):
+        problems.append(f"dialog: {dialog.message}")
+        dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    page.on("console", lambda m: "XSS" in m.text and problems.append(f"console: {m.text}"))
+    page.on("request", lambda r: (r.url.lower().startswith("javascript:")
+                                  or re.search(r"/(x|y)(\?|$)", r.url))
+            and problems.append(f"request: {r.url}"))
+
+
+LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.attributes]
+    .filter(a => /^\\s*javascript:/i.test(a.value)
+                 || (a.name.startsWith('on') && /XSS/.test(a.value)))
+    .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
+
+
+def test_the_hostile_notebook_stays_inert_in_chromium(browser, hostile_served):
+    from site_hostile import CANARY, ID
+
+    problems = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    watch_for_execution(page, problems)
+    page.goto(f"{hostile_served}/notebooks/{ID}/", wait_until="networkidle")
+    page.wait_for_timeout(500)
+    assert page.evaluate(LIVE_MARKUP) == []
+    shown = page.inner_text("article")
+    assert '<script>console.error("XSS script"); alert("XSS script")</script>' in shown
+    assert '--8<-- ".git/config"' in shown and CANARY not in shown
+    assert page.locator("article iframe, article script").count() == 0
+    assert problems == []
+    page.close()
+
+
+def test_hostile_pages_stay_inert_in_chromium(browser, hostile_served):
+    from site_hostile import CANARY, ID, MODULE
+
+    problems = []
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    watch_for_execution(page, problems)
+    page.goto(f"{hostile_served}/lessons/{ID}/", wait_until="networkidle")
+    # The formulas are MathML from the build: nothing typesets the page (or the TeX
+    # payload) in the browser, so there is nothing to wait for.
+    assert page.locator("article math").count() > 0
+    assert page.evaluate("typeof window.MathJax") == "undefined"
+    for label in page.locator(".tabbed-labels label").all():  # every recording's tab
+        label.click()
+    page.wait_for_timeout(500)
+    assert page.evaluate(LIVE_MARKUP) == []
+    shown = page.inner_text("article")
+    assert '<script>console.error("XSS script"); alert("XSS script")</script>' in shown
+    assert '--8<-- ".git/config"' in shown and CANARY not in shown
+    # The search box renders results from the index: they must stay text too.
+    search = page.locator("input.md-search__input")
+    search.click()
+    page.keyboard.type("onerror")  # Material searches on key presses, not on fill()
+    page.wait_for_selector(".md-search-result__item", state="attached", timeout=20000)
+    page.wait_for_timeout(500)
+    assert "XSS" in page.inner_text(".md-search-result")
+    assert page.evaluate(LIVE_MARKUP) == []
+    # The ring step-through parses the hostile trace as data and draws its steps.
+    page.goto(f"{hostile_served}/going-further/ring-simulator/", wait_until="networkidle")
+    assert page.locator(".ring-stepper__rank").count() == 4
+    assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)"
+                         ".readerNote.includes('</SCRIPT >')")
+    assert page.evaluate(LIVE_MARKUP) == []
+    # The home page's table of recordings, the stale TPU one among them.
+    page.goto(f"{hostile_served}/", wait_until="networkidle")
+    article = page.inner_text("article")
+    assert "stale: " in article and MODULE in article
+    assert page.evaluate(LIVE_MARKUP) == []
+    assert problems == []
+    page.close()

@@ -27,6 +27,7 @@ def outputs_of(notebook):
              for o in cell.outputs] for cell in notebook.cells]
 
 
+@pytest.mark.slow
 def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path):
     executed = execute(notebook_of(
         "import sys\nx = 41\nprint('one')\nprint('warn', file=sys.stderr)\nprint('two')",
@@ -44,6 +45,7 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path):
     assert executed.metadata["language_info"]["name"] == "python"
 
 
+@pytest.mark.slow
 def test_the_working_folder_is_importable_and_this_repository_is_not(tmp_path):
     (tmp_path / "beside.py").write_text("NAME = 'beside'\n")
     executed = execute(notebook_of(
@@ -52,6 +54,7 @@ def test_the_working_folder_is_importable_and_this_repository_is_not(tmp_path):
     assert outputs_of(executed) == [[("stream", "stdout", "beside True\n")]]
 
 
+@pytest.mark.slow
 def test_the_kernel_is_this_python_s_and_runs_no_startup_file_of_the_user(tmp_path,
                                                                           monkeypatch):
     startup = tmp_path / "startup.py"
@@ -62,6 +65,7 @@ def test_the_kernel_is_this_python_s_and_runs_no_startup_file_of_the_user(tmp_pa
     assert outputs_of(executed) == [[("stream", "stdout", f"{sys.executable} False\n")]]
 
 
+@pytest.mark.slow
 def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path):
     notebook = notebook_of("print('before')", "a = 1\nraise ValueError('no\\nluck')",
                            "print('never')")
@@ -72,11 +76,13 @@ def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path):
     assert notebook.cells[2].execution_count is None  # never ran
 
 
+@pytest.mark.slow
 def test_sys_exit_in_a_cell_is_that_cell_s_error_as_in_a_notebook(tmp_path):
     with pytest.raises(CellRaised, match="SystemExit: 4"):
         execute(notebook_of("import sys\nsys.exit(4)"), tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell, how", [
     ("import os\nos._exit(7)", "exited with status 7"),
     ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "was killed by SIGKILL"),
@@ -93,6 +99,7 @@ def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell
     assert time.monotonic() - started < 60
 
 
+@pytest.mark.slow
 def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_path):
     # 4 s: time for the kernel to start and write the sleeper's pid on a busy machine.
     with pytest.raises(ExecutionFailed, match="cell 1 of 1 ran past its 4 s time limit") \
@@ -116,6 +123,7 @@ def connection_file(pid):
     return Path(argv[argv.index("-f") + 1])
 
 
+@pytest.mark.slow
 def test_the_kernel_s_files_live_in_the_working_folder_and_go_with_the_kernel(tmp_path):
     seen = []
     executed = execute(notebook_of("import os\nprint(os.getpid())"), tmp_path,
@@ -129,6 +137,7 @@ def test_the_kernel_s_files_live_in_the_working_folder_and_go_with_the_kernel(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
 
 
+@pytest.mark.slow
 def test_a_kernel_printing_on_its_stderr_cannot_block(tmp_path):
     """XLA logs from C++ on file descriptor 2: no pipe there for anyone to fill."""
     executed = execute(notebook_of("import os\nfor _ in range(64):\n"
@@ -146,6 +155,7 @@ SPIN = "import time\nwhile time.process_time() < 0.4: pass"
 SPIN_WINDOW_S = 3.0
 
 
+@pytest.mark.slow
 def test_a_process_named_to_the_window_is_taken_off_what_reads_as_other_work():
     """Two windows over the same seconds, one told of a process of ours that spins: they
     differ by exactly that process's CPU time (bookkeeping, not this machine's speed:
@@ -199,6 +209,7 @@ def kernels_running():
             and "ipykernel_launcher" in " ".join(child.cmdline())]
 
 
+@pytest.mark.slow
 def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
     from scripts.interrupts import Interrupted, stop_on_signals
 
@@ -211,6 +222,7 @@ def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
 
 
+@pytest.mark.slow
 def test_waiting_for_the_lesson_s_kernel_notices_a_lost_signal(a_lost_signal, tmp_path):
     from scripts.interrupts import Interrupted
 

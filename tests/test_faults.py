@@ -5,10 +5,12 @@ Ctrl-C and SIGTERM in each phase of record.py, a killed launcher of a multi-proc
 refused arguments, and write errors (a full disk, a read-only folder, a failed move).
 Each test works on its own copy of the project.
 """
+import json
 import os
 import queue
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -42,8 +44,6 @@ def private_copy(pristine, tmp_path):
 @pytest.fixture
 def tree(pristine, tmp_path):
     return private_copy(pristine, tmp_path)
-
-
 
 
 def scratch_of(pid):
@@ -732,6 +732,7 @@ def test_check_and_its_fix_end_in_one_line_per_file(request, breakage, fix, proj
 
 # --- --data-out of the lesson programs ---------------------------------------------------
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 @pytest.mark.parametrize("where", ["missing folder", "a folder"])
 def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
@@ -758,6 +759,7 @@ ring.main(["--data-out", sys.argv[1]])
 """
 
 
+@pytest.mark.slow
 def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_half_file(
         tmp_path):
     from conftest import ROOT
@@ -772,6 +774,110 @@ def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_hal
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
 
 
+def not_regular_files(tmp_path):
+    """Paths that are there but are not regular files (no device node: a test run as
+    root must never risk replacing one)."""
+    target = tmp_path / "target.json"
+    target.write_text("keep me")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    return target, [link, fifo, dangling]
+
+
+# The seed lesson's program and its ring simulation guard --data-out so (lesson_code/
+# CONTRACT.md asks it of a lesson only for Ctrl-C and SIGTERM).
+@pytest.mark.slow
+@pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
+def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, module):
+    from conftest import clean_env
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        # No --devices: the refusal comes from argument parsing, before any JAX runs.
+        run = subprocess.run([sys.executable, "-m", module, "--data-out", str(path)],
+                             cwd=ROOT, env=clean_env(), capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode != 0 and "not a regular file" in run.stderr, run.stderr
+        assert "Traceback" not in run.stderr and "PASS" not in run.stdout
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+
+
+def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
+    from lesson_code.distributed_03_cli import write_json  # the seed's command line
+
+    target, paths = not_regular_files(tmp_path)
+    for path in paths:
+        with pytest.raises(OSError):
+            write_json(str(path), {"a": 1})  # the path changed after --data-out was parsed
+        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
+    assert target.read_text() == "keep me"
+    write_json(str(target), {"a": 1})
+    write_json(str(tmp_path / "new.json"), {"b": 2})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert json.loads((tmp_path / "new.json").read_text()) == {"b": 2}
+    # A file already at the temporary name is never written through, and no .tmp is left.
+    (tmp_path / f"new.json.{os.getpid()}.tmp").symlink_to(target)
+    with pytest.raises(FileExistsError):
+        write_json(str(tmp_path / "new.json"), {"c": 3})
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert sorted(p.name for p in tmp_path.glob("*.tmp")) == [f"new.json.{os.getpid()}.tmp"]
+
+
+# The lesson program with run_lesson replaced by one that waits for the signal: the signal
+# lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
+# carries on to print PASS, as some tries did.
+SIGNALLED_LESSON = """
+import importlib, runpy, sys, time, warnings
+sys.path.insert(0, sys.argv[1])
+how, module = sys.argv[2:4]
+lesson = importlib.import_module(module)
+
+def waiting(devices, *going_further):
+    print("running", flush=True)
+    try:
+        # Short sleeps: a signal that one of JAX's threads received is handled once the
+        # main thread is back in Python, as it is between the lesson's steps.
+        for _ in range(600):
+            time.sleep(0.1)
+    except KeyboardInterrupt:
+        if how != "swallowed":
+            raise
+    print("PASS: " + lesson.LESSON_ID, flush=True)
+    return {}
+
+lesson.run_lesson = waiting
+sys.argv[1:] = ["--devices", "2"]
+warnings.simplefilter("ignore", RuntimeWarning)  # runpy's: the module was imported above
+runpy.run_module(module, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143),
+                                         ("swallowed", 130)])
+def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
+    import signal
+
+    from conftest import clean_env
+
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), how,
+                            SEED.module],
+                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True)
+    assert run.stdout.readline() == "running\n"
+    run.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+    out, err = run.communicate(timeout=60)
+    name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
+    assert run.returncode == status
+    assert err == f"error: interrupted by {name}; the lesson did not finish\n"
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tmp_path,
                                                                               signum):
@@ -805,3 +911,77 @@ def test_a_signal_to_bench_and_its_worker_ends_in_one_line_and_writes_nothing(tm
     assert "Traceback" not in stderr.decode()
     assert_gone(workers)
     assert list(tmp_path.iterdir()) == []
+
+
+# a lesson process that dies, and the files a SIGKILLed run leaves -------------------------
+
+@pytest.mark.slow
+def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_path):
+    """XLA_FLAGS=--bogus makes the lesson's kernel exit as soon as JAX starts: record.py
+    says so in one line, with what XLA printed (a kernel once held it until each cell's
+    timeout, 180 s)."""
+    from conftest import clean_env, project_copy, snapshot
+
+    root = project_copy(tmp_path / "project")
+    before = snapshot(root)
+    run = subprocess.run([sys.executable, "scripts/record.py", "--all"], cwd=root,
+                         env=clean_env(XLA_FLAGS="--bogus"), capture_output=True, text=True,
+                         timeout=300)
+    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
+    assert run.returncode == 1 and len(errors) == 1 and "Traceback" not in run.stderr
+    assert "the lesson's kernel exited with status" in errors[0]
+    assert "XLA_FLAGS: --bogus" in errors[0]  # its own stderr says why
+    assert errors[0].endswith("nothing was written")
+    assert snapshot(root) == before
+
+
+def kernel_files(parent_pid, deadline_s=120):
+    """(pid, the connection file) of the kernel `parent_pid` started, once it runs."""
+    import time
+
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for proc in Path("/proc").iterdir():
+            try:
+                if not proc.name.isdigit() or \
+                        int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != parent_pid:
+                    continue
+                argv = (proc / "cmdline").read_bytes().split(b"\0")
+            except (OSError, IndexError, ValueError):
+                continue
+            if b"ipykernel_launcher" in argv:
+                return int(proc.name), Path(argv[argv.index(b"-f") + 1].decode())
+        time.sleep(0.1)
+    raise AssertionError("no kernel started")
+
+
+@pytest.mark.slow
+def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
+    import signal
+    import tempfile
+
+    from conftest import clean_env, project_copy
+    from scripts.scratch import remove_abandoned
+
+    root = project_copy(tmp_path / "project")
+    run = subprocess.Popen([sys.executable, "scripts/record.py", "--all"], cwd=root,
+                           env=clean_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        host_pid, connection = kernel_files(run.pid)
+        scratch = connection.parent
+        assert scratch.parent == Path(tempfile.gettempdir())
+        assert scratch.name.startswith(f"record-{run.pid}-"), connection
+        assert connection.name == "kernel.json"
+    finally:
+        run.send_signal(signal.SIGKILL)  # no clean-up of its own can run
+        run.wait()
+        try:  # it dies with its parent (PR_SET_PDEATHSIG); this is in case it has not
+            os.killpg(host_pid, signal.SIGKILL)
+        except (ProcessLookupError, UnboundLocalError):
+            pass
+    # What SIGKILL leaves: the connection file (it holds the kernel's key), in the
+    # scratch folder...
+    assert connection.exists()
+    remove_abandoned("record")  # ...which the next run's start-up removes
+    assert not connection.exists() and not scratch.exists()

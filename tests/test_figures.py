@@ -78,6 +78,7 @@ def first_drawing(path):
     return drawn_in_a_fresh_process()[1][path]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
     svg = first_drawing(path)
@@ -111,6 +112,7 @@ def test_the_figures_show_the_recorded_values():
     assert "followed by" not in mechanism
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_global_matplotlib_settings_neither_change_a_figure_nor_are_changed(path):
     expected = first_drawing(path)  # drawn under the default settings
@@ -346,6 +348,7 @@ def texts_off_the_canvas(render, monkeypatch):
                     and canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_no_text_of_any_drawing_leaves_its_canvas(path, monkeypatch):
     """Each text's drawn extent lies inside the figure, in every variant: the narrow
@@ -353,6 +356,7 @@ def test_no_text_of_any_drawing_leaves_its_canvas(path, monkeypatch):
     assert texts_off_the_canvas(lambda: draw(path), monkeypatch) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.suffix or "static")
 def test_a_tpu_sweep_over_the_prediction_fits_every_drawing(variant, monkeypatch):
     """The measured overlay adds a ratio panel: it fits the narrow canvas too."""
@@ -412,6 +416,7 @@ def test_a_dark_drawing_has_no_light_paper(path):
 
 @pytest.mark.parametrize("path", [f"figures/{SEED.id}{name}.svg" for name in
                                   ("-sweep", "-ring-all-gather", "-traffic-narrow-dark")])
+@pytest.mark.slow
 def test_compact_drops_bytes_not_drawing(path, monkeypatch):
     """svg.compact() keeps every drawn element, every text and every style, and moves no
     coordinate by more than 0.005 pt: compare with matplotlib's own output."""
@@ -683,3 +688,40 @@ def test_no_renderer_writes_an_svg_that_is_not_xml():
     with pytest.raises(ValueError, match=r"^the figure's text holds U\+0001, a character no "
                        r"SVG can hold; remove it from the figure's data$"):
         svg_text(fig, "title", "desc")
+
+
+# lesson-owned figure data is checked before drawing ---------------------------------------
+
+MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
+    (lambda d: d.update(title="x" * 2001), "`title`"),
+    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
+    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
+    (lambda d: d["table"].update(headers="hi"), "`table`"),
+    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
+    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
+     "every cell"),
+    (lambda d: d.pop("table"), "`table`"),
+])
+def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
+    import copy
+
+    from scripts.figures.mechanism import table_of
+
+    diagram = copy.deepcopy(MECHANISM)
+    change(diagram)
+    with pytest.raises(ValueError) as refused:
+        table_of(diagram)
+    assert field in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
+    from scripts.figures.mechanism import render
+
+    # As mathtext, "$\\nocommand{$" is a ParseFatalException inside matplotlib.
+    diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
+                                      "rows": [["$\\nocommand{$", "$x^$"]]}}
+    assert render(diagram).lstrip().startswith("<?xml")

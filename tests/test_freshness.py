@@ -1,7 +1,8 @@
 """One freshness model: each output's inputs, what changed, and the one command that fixes it.
 
-Every check here runs `record.py --check` on a copy of the committed tree and edits the
-copy; nothing is recorded, so each test takes a second or two.
+Every check here edits a copy of the committed tree and asks what `record.py --check` says
+of it: freshness.check() in-process, or the command itself where how it runs is the point
+(its imports, a missing package, the locale); nothing is recorded.
 """
 import hashlib
 import json
@@ -11,8 +12,10 @@ import sys
 
 import pytest
 
-from conftest import SEED, clean_env, each_lesson, module_file, project_copy
+from conftest import (FIRST_LESSON, SEED, clean_env, each_lesson, module_file, project_copy,
+                      recording_name)
 from scripts import hashes
+from scripts.freshness import check
 from scripts.lessons import load_lessons
 from scripts.outputs import (analysis_outputs, figure_data_outputs, figure_outputs, lesson_command,
                              notebook_output)
@@ -66,11 +69,11 @@ def run_check(root, *python_flags, prelude=""):
 
 
 def problems(root):
-    run = run_check(root)
-    assert "Traceback" not in run.stderr, run.stderr
-    lines = run.stdout.splitlines()
+    """What `record.py --check` prints for the checkout at `root`: freshness.check(), the
+    one function it calls, run in-process on that checkout's registry. Its file names are
+    relative to that checkout, as record.py, run there, names them."""
+    lines = [line.replace(f"{root}/", "") for line in check(load_lessons(root), root)]
     assert all(LINE.match(line) for line in lines), lines
-    assert run.returncode == (1 if lines else 0)
     return lines
 
 
@@ -81,10 +84,6 @@ def tree(tmp_path):
 
 def lesson_hash(root, module=LESSON):
     return hashes.content_hash(root / module, root)
-
-
-def test_the_committed_tree_is_current(tree):
-    assert problems(tree) == []
 
 
 def in_a_section(text, line):
@@ -109,6 +108,25 @@ def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(t
     assert lesson_hash(tree, module) == before
     assert problems(tree) == [f"docs/notebooks/{lesson.id}.ipynb: stale, {module} changed; "
                               f"run {record_fix(lesson)}"]
+
+
+@each_lesson
+def test_a_heading_over_a_shown_section_re_renders_the_notebook_and_re_records_nothing(
+        tree, lesson):
+    """The notebook titles its cells with the headings the pages show each section under
+    (scripts/runners/notebook.py page_titles), so those pages are its inputs too: a heading
+    edit makes it stale, and record.py re-renders it from the executed cells."""
+    from scripts.outputs import read_lock
+    from scripts.plan import RERENDER, notebook_step
+
+    page = next(path for path in notebook_output(lesson).text_inputs(tree)
+                if path.startswith("docs/"))
+    edit(tree / page, lambda text: re.sub(r"^## (.+)$", r"## \1, retitled", text, count=1,
+                                          flags=re.M))
+    assert problems(tree) == [f"docs/notebooks/{lesson.id}.ipynb: stale, {page} changed; "
+                              f"run {record_fix(lesson)}"]
+    step = notebook_step(load_lessons(tree)[lesson.id], read_lock(tree))
+    assert step.fix == RERENDER and ", retitled" in step.text
 
 
 def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
@@ -254,6 +272,7 @@ def test_a_missing_recording_names_the_command(tree):
     assert f"recordings/{LESSON_ID}.cpu.json: missing; run {RECORD}" in problems(tree)
 
 
+@pytest.mark.slow
 def test_without_jsonschema_the_check_says_make_install(tree):
     run = run_check(tree, prelude="import sys; sys.modules['jsonschema'] = None; ")
     assert run.returncode == 1 and "Traceback" not in run.stderr
@@ -261,6 +280,7 @@ def test_without_jsonschema_the_check_says_make_install(tree):
     assert "`make install`" in run.stdout + run.stderr
 
 
+@pytest.mark.slow
 def test_check_imports_neither_jax_nor_matplotlib(tree):
     """How fast --check answers is a benchmark's question (paired farm-bench runs against
     a bare Python start); here only what it imports, which decides most of it."""
@@ -331,6 +351,7 @@ def cli_check(root, *python_flags):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_any_changed_byte_is_checked_afresh(tree):
     assert cli_check(tree).returncode == 0
     edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
@@ -341,6 +362,7 @@ def test_any_changed_byte_is_checked_afresh(tree):
     assert cli_check(tree).stdout == f"figures/{LESSON_ID}.svg: missing; run {RENDER}\n"
 
 
+@pytest.mark.slow
 def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
     assert cli_check(tree).returncode == 0  # valid before the edit
     path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
@@ -350,6 +372,7 @@ def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tre
                for line in lines), lines
 
 
+@pytest.mark.slow
 def test_a_committed_cache_decides_nothing_check_says(tree):
     """A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: one
     forged entry made a stale lesson pass. Nothing reads .cache now: with forged entries
@@ -410,3 +433,119 @@ def test_a_recording_whose_name_is_not_utf_8_is_one_line(tree):
     assert r"recordings/caf\xe9.cpu.json: belongs to no lesson in lesson_code/lessons.toml " \
            r"(a recording is named <lesson id>.<variant>.json); run `git rm " \
            r"recordings/caf\xe9.cpu.json`" in problems(tree)
+
+
+# the lock, the import closure and recordings/ as untrusted input --------------------------
+
+@pytest.mark.parametrize("entry", [{"sha256": "0" * 64, "inputs": []},
+                                   {"sha256": "0" * 64, "inputs": None},
+                                   {"sha256": "0" * 64}, {"inputs": {}},
+                                   {"sha256": 3, "inputs": {}},
+                                   {"sha256": "0" * 64, "inputs": {"a.py": 1}}])
+def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
+    from scripts.outputs import LockError, read_lock
+
+    (tmp_path / "recordings").mkdir()
+    (tmp_path / "recordings" / "outputs.lock.json").write_text(
+        json.dumps({"figures/x.svg": entry}))
+    with pytest.raises(LockError) as refused:
+        read_lock(tmp_path)
+    assert "\n" not in str(refused.value) and "'figures/x.svg'" in str(refused.value)
+
+
+@pytest.mark.parametrize("content, words", [(b"def broken(:\n", "not valid Python (line 1"),
+                                            (b"x = '\xff\xfe'\n", "not UTF-8"),
+                                            (b"x = 1\x00\n", "not valid Python")])
+def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content, words):
+    from scripts.hashes import ClosureError, import_closure
+
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "lesson.py").write_text("import lesson_code.helper\n")
+    (tmp_path / "lesson_code" / "helper.py").write_bytes(content)
+    with pytest.raises(ClosureError) as refused:
+        import_closure(tmp_path / "lesson_code" / "lesson.py", tmp_path)
+    assert str(refused.value).startswith("lesson_code/helper.py: " + words)
+
+
+@pytest.fixture(scope="module")
+def ascii_project(tmp_path_factory):
+    from conftest import project_copy
+
+    return project_copy(tmp_path_factory.mktemp("ascii") / "project")
+
+
+def ascii_locale_run(root, *args):
+    from conftest import clean_env
+
+    # No UTF-8 mode and no locale coercion: Python's default encoding is then ASCII.
+    env = clean_env(LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True,
+                          text=True, encoding="utf-8", timeout=300)
+
+
+def test_check_reads_utf_8_in_an_ascii_locale(ascii_project):
+    run = ascii_locale_run(ascii_project, "scripts/record.py", "--check")
+    assert "codec" not in run.stderr + run.stdout and "Traceback" not in run.stderr
+    assert run.returncode in (0, 1) and run.stderr == ""
+    assert all("; run `" in line for line in run.stdout.splitlines())
+
+
+def test_check_names_a_closure_module_that_is_not_python(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    (root / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert run.stderr.strip() == ("error: lesson_code/ring.py: not valid Python (line 1: "
+                                  "invalid syntax); fix that file")
+
+
+def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
+    import shutil
+
+    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
+    lock = root / "recordings" / "outputs.lock.json"
+    entries = json.loads(lock.read_text())
+    name = sorted(entries)[0]
+    entries[name]["inputs"] = []
+    lock.write_text(json.dumps(entries))
+    run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert run.returncode == 1 and "Traceback" not in run.stderr
+    assert any(line.startswith(f"recordings/outputs.lock.json: the entry for {name!r}")
+               for line in run.stdout.splitlines()), run.stdout
+
+
+def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
+    from conftest import project_copy
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    weird = recording_name(FIRST_LESSON, "weird")
+    (root / weird).write_text("{not json")
+    lines = check(load_lessons(root), root)
+    assert (f"{weird}: not valid JSON" in "\n".join(lines))
+    assert any(f"{weird}: not valid JSON" in line and line.endswith(f"run `git rm {weird}`")
+               for line in lines)
+
+
+@pytest.mark.parametrize("name, text", [("other.json", "{not json"), ("notes.JSON", "{}"),
+                                        ("psum-99.cpu.json", "{}")])
+def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
+    from conftest import project_copy
+    from scripts.freshness import check, load_all
+    from scripts.lessons import load_lessons
+
+    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
+                                                     "figures", "docs", "requirements.txt",
+                                                     "constraints.txt"))
+    (root / "recordings" / name).write_text(text)
+    lessons = load_lessons(root)
+    expected = (f"recordings/{name}: belongs to no lesson in lesson_code/lessons.toml "
+                f"(a recording is named <lesson id>.<variant>.json); run `git rm "
+                f"recordings/{name}`")
+    assert expected in check(lessons, root)
+    assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it

@@ -12,9 +12,12 @@ import subprocess
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import pytest
+
 from conftest import ROOT
 from test_browser import skip_or_fail
 
+pytestmark = pytest.mark.browser  # the Nu checker: the browser tier's tools (Java, vnu)
 VNU = ROOT / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
 
 

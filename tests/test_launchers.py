@@ -254,6 +254,7 @@ def test_a_killed_record_leaves_no_rank_waiting_in_a_collective(needs_mpirun, tm
     assert scratch_of(run.process.pid) == []
 
 
+@pytest.mark.slow
 def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
         monkeypatch):
     """record.py run inside an srun step or an mpirun: the ranks processes.py starts get
@@ -314,6 +315,7 @@ def waits_for_a_signal(pid):
     return Path(f"/proc/{pid}/wchan").read_text().startswith("do_sigtimedwait")
 
 
+@pytest.mark.slow
 def test_the_reaper_kills_the_marked_processes_once_its_parent_dies_and_not_before():
     """scripts/runners/reaper.py: a SIGTERM from anyone but the kernel changes nothing while
     the parent lives; the parent SIGKILLed, the marked process is killed and the reaper
@@ -357,6 +359,7 @@ def test_mpirun_command_is_one_command_for_every_rank():
     assert rank_part[1:3] == ["-m", RANK_MODULE]
 
 
+@pytest.mark.slow
 def test_record_refuses_a_launcher_without_processes(tmp_path):
     root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
     run = run_record(root, "--launcher", "mpirun")
@@ -366,6 +369,7 @@ def test_record_refuses_a_launcher_without_processes(tmp_path):
                           "mpirun`\n")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["--calls", "5"], ["--processes", "4", "--calls", "0"]])
 def test_record_refuses_calls_outside_a_multi_process_run(tmp_path, args):
     root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
@@ -504,6 +508,7 @@ def free_slurm_job_id():
     pytest.fail("no free port in 61440-65535")
 
 
+@pytest.mark.slow
 def test_under_srun_the_rank_module_joins_and_records(tmp_path):
     """The variables srun sets on a one-node step, and the srun line's own --export."""
     words = srun_line()
@@ -557,6 +562,7 @@ def test_the_kubernetes_manifest_parses_as_an_indexed_job_with_its_headless_serv
     assert volume["persistentVolumeClaim"]["claimName"] == f"{job['metadata']['name']}-out"
 
 
+@pytest.mark.slow
 def test_in_an_indexed_job_the_rank_module_joins_and_records(tmp_path):
     """Each pod's command, with what the Job gives a pod: its index, its host name, the
     API server's address; COORDINATOR alone is changed, pod DNS names do not exist here."""

@@ -480,6 +480,7 @@ def value_after(line, prefix):
     return line[len(prefix):]
 
 
+@pytest.mark.slow
 def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
@@ -526,6 +527,7 @@ def test_the_default_program_prints_each_result_once_in_order():
 
 
 # 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
+@pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3, 8])
 def test_the_program_passes_on_other_device_counts(ranks):
     run = run_program("--devices", str(ranks))
@@ -564,11 +566,13 @@ def assert_one_error_line(run, words):
     assert words in run.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", SETUP_ERRORS, ids=" ".join)
 def test_setup_errors_are_one_line_and_exit_2(args):
     assert_one_error_line(run_program(*args), SETUP_ERRORS[args])
 
 
+@pytest.mark.slow
 def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     # JAX would make all 4096 first and then fail in a traceback; the one error line,
     # and no traceback, show the count was refused before any device was made.
@@ -578,6 +582,7 @@ def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     assert_one_error_line(run, "--devices 4096 is more than")
 
 
+@pytest.mark.slow
 def test_an_unparsable_jax_num_cpu_devices_is_named_by_jax_itself():
     """The lesson's first line imports JAX, which reads the variable on import and ends in
     an error naming it; the program no longer guards the import (a reader's --devices
@@ -590,6 +595,7 @@ def test_an_unparsable_jax_num_cpu_devices_is_named_by_jax_itself():
         'ValueError: Invalid value "abc" for JAX flag jax_num_cpu_devices'
 
 
+@pytest.mark.slow
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download is the lesson file: run as a script outside the repository, it
     needs neither its command line nor its going-further module."""
@@ -691,6 +697,7 @@ with lesson.data_mesh(jax.devices()):
 """
 
 
+@pytest.mark.slow
 def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warnings():
     run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT)], cwd=ROOT,
                          env=lesson_env(), capture_output=True, text=True, timeout=180)
@@ -701,6 +708,7 @@ def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warning
         "`with jax.set_mesh(mesh):` instead.")
 
 
+@pytest.mark.slow
 def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(tmp_path):
     """What CI sees after a JAX upgrade deprecates a call the lesson makes: record.py stops,
     in one line naming the call, and writes nothing."""

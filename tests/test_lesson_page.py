@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from conftest import LESSONS, ROOT, SEED, each_lesson, module_file, recording_name
 
 # The seed lesson's page: the tests below that read it are about that lesson's content.
@@ -66,6 +68,7 @@ def clean_env():
     return env
 
 
+@pytest.mark.slow
 def test_the_steps_run_when_pasted_in_page_order(tmp_path):
     """A learner who pastes Step 1 to Step 7 into an empty file, in order, can run it."""
     names, sections = page_snippets(PAGE.read_text(), LESSON_FILE.read_text())
@@ -89,6 +92,7 @@ print(shard_listing(sliced)[1][:2], len(completed_samples(programs.gather, slice
     assert run.stdout.strip() == "(1, '2:4') 25"
 
 
+@pytest.mark.slow
 def test_the_page_quotes_the_error_jax_raises_without_invarying(tmp_path):
     quoted = re.search(r"```text\n(out_specs is P\(\).*?)\n```", PAGE.read_text(), re.DOTALL)
     assert quoted, "the page quotes JAX's replication error in a ```text block"

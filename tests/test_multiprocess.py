@@ -148,6 +148,7 @@ def test_traffic_figure_is_deterministic_and_says_what_it_shows(run):
     assert "<desc>" in svg and "protocol overhead" in svg
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 15)])
 def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s,
                                                              monkeypatch):
@@ -170,6 +171,7 @@ def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
+@pytest.mark.slow
 def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
     """A rank's own child (platform.platform() runs `uname -p`) is in the rank's group:
     it is killed with it, and the launcher returns only once it no longer runs."""

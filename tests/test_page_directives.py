@@ -8,6 +8,7 @@ import re
 
 import markdown
 import pytest
+from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
 from conftest import project_copy as copy_project
@@ -226,3 +227,53 @@ def test_a_table_directive_that_cannot_be_filled_names_why(directive, error):
 
     with pytest.raises(PageError, match=re.escape(error)):
         converted(f"| a |\n|---|\n{directive}\n")
+
+
+# a format code's bounds, and the fix a missing recording names ----------------------------
+
+@pytest.mark.parametrize("spec", [">1000000000", ".100000000f", "x^41", ".21f", "041d",
+                                  "{}", "%Y", ".5q", "1000000000000000000000000"])
+def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec):
+    from scripts.pages.directives import recorded_value
+    from scripts.pages.recorded_text import PageValues
+    from scripts.pages.sources import Sources
+
+    sources = Sources({}, {"lesson.cpu": {"data": {"value": 1.5}}}, ROOT / "docs")
+    directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
+    with pytest.raises(PluginError) as refused:
+        recorded_value("lesson.cpu", "data.value", spec, sources, PageValues(),
+                       directive=directive)
+    message = str(refused.value)
+    assert "\n" not in message and len(message) < 400 and "change the format code" in message
+
+
+@pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),
+                                               (7, "d", "7"), (1.5, ">40.20f", None),
+                                               ("cpu", "^9", "   cpu   ")])
+def test_the_format_codes_pages_use_still_work(value, spec, text):
+    from scripts.pages.recorded_text import formatted
+
+    assert formatted(value, spec) == (text or format(value, spec))
+
+
+def test_a_missing_hardware_recording_names_the_command_that_makes_it():
+    from scripts.lessons import load_lessons
+    from scripts.outputs import recording_fix
+    from scripts.pages.directives import recorded_value
+    from scripts.pages.recorded_text import PageValues
+    from scripts.pages.sources import Sources
+
+    lessons = load_lessons()
+    lesson = FIRST_LESSON
+    assert "tpu_job.py" in recording_fix(lessons, recording_name(lesson, "tpu"))
+    assert recording_fix(lessons, recording_name(lesson)) == (
+        "python scripts/record.py" if len(lessons) == 1 else
+        f"python scripts/record.py --lesson {lesson.id}")
+    assert recording_fix(lessons, recording_name(lesson, "weird")) == \
+        f"git rm {recording_name(lesson, 'weird')}"
+    assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
+    with pytest.raises(PluginError) as refused:
+        recorded_value(f"{lesson.id}.tpu", "environment.jax", None,
+                       Sources(lessons, {}, ROOT / "docs"), PageValues(),
+                       directive="{{ rec: }}")
+    assert "run `python scripts/tpu_job.py" in str(refused.value)

@@ -10,8 +10,8 @@ import nbformat
 import numpy as np
 import pytest
 
-from conftest import (SEED, clean_env, leftover_temp_files, module_file, project_copy,
-                      run_record, snapshot)
+from conftest import (FIRST_LESSON, ROOT, SEED, clean_env, leftover_temp_files, module_file,
+                      project_copy, run_record, snapshot)
 from scripts import hashes
 from scripts.lessons import load_lessons
 from scripts.figures import KINDS
@@ -370,3 +370,97 @@ def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
         f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
         f"statements outside its sections; nothing was written")
     assert snapshot(tree) == before and leftover_temp_files(tree) == []
+
+
+# runs that cannot collide, and what a lesson may print ------------------------------------
+
+HOLD_THE_LOCK = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from scripts.run_lock import exclusive_run
+with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture
+def lock_holder(tmp_path):
+    """A process holding the run lock of the checkout at tmp_path/project, as a run does."""
+    root = tmp_path / "project"
+    root.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(ROOT), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        yield root, holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_second_run_is_refused_naming_the_first(lock_holder):
+    from scripts.run_lock import RunLocked, exclusive_run
+
+    root, pid = lock_holder
+    with pytest.raises(RunLocked) as refused:
+        with exclusive_run("python scripts/record.py --render-only", root):
+            pytest.fail("two runs held the lock at once")
+    message = str(refused.value)
+    assert f"pid {pid}," in message and "\n" not in message
+    assert "`python scripts/record.py --render-only`" in message
+
+
+def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
+    from scripts.run_lock import exclusive_run
+
+    root, pid = lock_holder
+    os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
+    os.waitpid(pid, 0)
+    with exclusive_run("python scripts/record.py", root):
+        assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
+
+
+def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypatch, capsys):
+    """record.py --render-only beside a run in progress: one line, its pid, nothing touched
+    (it used to delete the other run's staged files and lose its recording). record.main
+    in-process, on the registry of a copy that another process holds."""
+    from conftest import snapshot
+    from scripts import record
+    from scripts.lessons import load_lessons
+
+    root = tmp_path / "project"
+    project_copy(root)
+    staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
+    staged.write_text("{}")  # the other run's, mid-way
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root), str(root)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        before = snapshot(root)
+        status = record.main(["--render-only"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert status == 1
+    assert capsys.readouterr().err == (
+        f"error: another run, pid {holder.pid}, is writing this checkout's recordings and "
+        f"figures; wait for it to end, or stop it, then run `python scripts/record.py "
+        f"--render-only` again\n")
+    assert snapshot(root) == before and staged.exists()
+
+
+def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
+    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
+
+    flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
+    with pytest.raises(RecordError) as refused:
+        check_stdout("x", flood)
+    assert "\n" not in str(refused.value) and f"at most {MAX_STDOUT_LINES} lines" in \
+        str(refused.value)
+    with pytest.raises(RecordError, match="printed 'same' more than once"):
+        check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 3))
+                     + "same\nsame\nPASS: x\n")
+    check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 1)) + "PASS: x\n")

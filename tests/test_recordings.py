@@ -1,11 +1,15 @@
 """The shared header every recording has, each lesson's own data schema, and the committed
 CPU recording's values."""
 import json
+import re
+import string
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED
+from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, module_file
 from scripts.recordings import RecordingError, dumps, load_recording, validate
 
 # The seed lesson's recordings: their values (its gradient, its panels) are its content.
@@ -311,3 +315,138 @@ def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     copied = tmp_path / "copy"
     copied.mkdir()
     assert source_commit(copied, []) is None  # inside the repository, not one of its own
+
+
+# --- a recording is untrusted input: what its formatted fields take --------------------
+# A recording can come from a VM, a pull request or a hand edit. A field with a format
+# (command, device kind, versions, file names, dates) refuses anything outside it, in one
+# line naming the file and the field; free text is shown as text (tests/site_hostile.py).
+
+TPU_FIXTURE = (ROOT / "tests" / "fixtures" / "tpu_recording.fixture.json").read_text()
+
+
+def tpu_recording():
+    return json.loads(TPU_FIXTURE)
+
+
+def write(tmp_path, recording):
+    path = tmp_path / f"{LESSON_ID}.tpu.json"
+    path.write_text(json.dumps(recording))
+    return path
+
+
+def set_field(recording, field, value):
+    *parents, last = [int(part) if part.isdigit() else part for part in field.split("/")]
+    for part in parents:
+        recording = recording[part]
+    recording[last] = value
+
+
+FORMATTED_FIELDS = ["command/1", "environment/deviceKind", "environment/jax",
+                    "environment/numpy", "environment/python", "environment/platform",
+                    "generatedAt", "provenance", "lessonId"]
+# What HTML, Markdown, the snippets and the page directives read as markup, and line breaks.
+MARKUP = '<>&"\'`[]{}\\!*|$#~\n\r\t\x00'
+
+
+# One hostile payload a field, each refused in one line naming the file and the field...
+@pytest.mark.parametrize("field, payload", list(zip(FORMATTED_FIELDS, [
+    '<script>alert("XSS script")</script>', '<img src=x onerror=alert("XSS img")>',
+    '[x](javascript:alert("XSS link"))', '--8<-- ".git/config"',
+    '{{ rec:' + LESSON_ID + '.cpu:environment.jax }}', '{% include ".git/config" %}',
+    '\\(\\href{javascript:alert("XSS tex")}{x}\\)', "ok\n", "x" * 300])))
+def test_a_formatted_field_refuses_hostile_text(tmp_path, field, payload):
+    recording = tpu_recording()
+    set_field(recording, field, payload)
+    with pytest.raises(RecordingError) as refused:
+        load_recording(write(tmp_path, recording))
+    message = str(refused.value)
+    assert "\n" not in message
+    assert message.startswith(str(tmp_path / f"{LESSON_ID}.tpu.json"))
+    assert f"invalid at {field}" in message
+
+
+# ...and the rule they follow: no text holding a markup character, and none past 200
+# characters, passes any formatted field.
+@settings(max_examples=100, deadline=None)
+@given(field=st.sampled_from(FORMATTED_FIELDS),
+       text=st.builds(lambda before, mark, after: before + mark + after,
+                      st.text(max_size=20), st.sampled_from(MARKUP), st.text(max_size=20))
+       | st.text(alphabet=string.ascii_letters + string.digits + "._-", min_size=201,
+                 max_size=300))
+def test_no_formatted_field_takes_a_markup_character_or_a_long_text(field, text):
+    recording = tpu_recording()
+    set_field(recording, field, text)
+    with pytest.raises(RecordingError, match=f"invalid at {re.escape(field)}"):
+        validate(recording, "recordings/x.tpu.json")
+
+
+@pytest.mark.parametrize("name", ["../.git/config", "/etc/passwd", "lesson_code/../../x.py",
+                                  "./lesson_code/x.py", "lesson_code\\x.py",
+                                  "`<img src=x onerror=alert(1)>`",
+                                  "[x](javascript:alert(1)).py", "lesson_code/x.py\n"])
+def test_a_content_file_name_must_be_a_plain_relative_path(tmp_path, name):
+    recording = tpu_recording()
+    recording["contentFiles"] = {name: "0" * 64}
+    with pytest.raises(RecordingError, match=r"invalid at contentFiles: .* does not match"):
+        load_recording(write(tmp_path, recording))
+
+
+def test_the_formatted_fields_still_take_real_values(tmp_path):
+    recording = tpu_recording()
+    recording["environment"].update(deviceKind="NVIDIA H100 80GB HBM3",
+                                    platform="macOS-14.5-arm64-arm-64bit",
+                                    jax="0.10.2.dev20261101+cuda")
+    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b",
+                            "--name", "tpu-1"]
+    recording["contentFiles"] = {module_file(SEED): "0" * 64,
+                                 "constraints.txt": "1" * 64}
+    assert load_recording(write(tmp_path, recording))["command"][2] == "--zone=us-east5-b"
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_recording_holds_only_finite_numbers(tmp_path, number):
+    recording = tpu_recording()
+    recording["data"]["timing"] = {"all_reduce": {"medianUs": number}}
+    with pytest.raises(RecordingError, match="data/timing/all_reduce/medianUs: .* not a "
+                                             "finite number"):
+        validate(recording, "new recording")
+    with pytest.raises(ValueError):
+        dumps(recording)  # never a bare NaN or Infinity token in a file
+    path = tmp_path / "x.tpu.json"
+    path.write_text(json.dumps(recording))  # as a hand edit would: NaN / Infinity tokens
+    with pytest.raises(RecordingError) as refused:
+        load_recording(path)
+    assert "not a finite number" in str(refused.value) and "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("change", [
+    lambda panels: panels.extend([panels[0]] * 3000),  # a figure of 3,000 bar charts
+    lambda panels: panels[0]["series"].extend([panels[0]["series"][0]] * 100),
+    lambda panels: panels[0]["series"][0]["y"].extend([1.0] * 100_000),
+])
+def test_the_figure_data_a_recording_holds_is_bounded(change):
+    recording = tpu_recording()
+    change(recording["data"]["panels"])
+    with pytest.raises(RecordingError, match="invalid at data/panels"):
+        validate(recording, "recording")
+
+
+def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
+    import os
+
+    from conftest import ended_pid
+    from scripts.recordings import remove_stray_temps, staged_write
+
+    gone = ended_pid()
+    mine = staged_write(tmp_path / "a.json", "{}")  # this process is still running
+    assert f".a.json.{os.getpid()}." in mine.name
+    kept = [mine, tmp_path / f".b.json.{os.getpid()}.old.tmp",
+            tmp_path / ".c.json.nopid.tmp",  # whose it is cannot be told: left alone
+            tmp_path / "d.json.tmp"]  # not a staged name at all
+    removed = [tmp_path / f".e.json.{gone}.x8y7z6w5.tmp", tmp_path / f".f.svg.{gone}.old.tmp"]
+    for path in kept[1:] + removed:
+        path.write_text("x")
+    remove_stray_temps([tmp_path])
+    assert all(path.exists() for path in kept)
+    assert not any(path.exists() for path in removed)

@@ -5,7 +5,7 @@ tests/fixtures/second_lesson/ holds it: two devices, one psum, a figure drawn by
 renderer (psum_bars.py, beside it in lesson_code/), steps that open with their own
 imports. It is added to a copy of the project (tests/ included) as the README says, then
 recorded, checked, linted and built there, and the copy's own tests about "the lesson"
-run for it as they are.
+take it as one of their cases as they are (`make test-two-lessons` runs them all there).
 """
 import hashlib
 import shutil
@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import (PROJECT_PARTS, ROOT, SEED, add_fixture_lesson, clean_env, lessons_with,
-                      project_copy, run_record)
+                      project_copy, remove_fixture_lesson, run_record)
 from site_build import build
 
 
@@ -29,6 +29,7 @@ def digests(root, folders):
 def project(tmp_path_factory):
     root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
                         PROJECT_PARTS + ("tests",))
+    remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
     # Its module, its figure's renderer, its entry and its page (no nav line: the build
     # lists a registered lesson that mkdocs.yml leaves out).
@@ -125,28 +126,25 @@ def test_its_steps_with_their_own_imports_pass_lint(project):
 
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     # The copy's own tests, parametrized over its registry: psum-01 is among their cases
-    # with no line of tests/ changed (run here: the page, the notebook, the freshness
-    # model's per-lesson expectations, its figure, and the built site's: its home page,
-    # downloads, snippets, labels, every figure shown, formulas).
+    # with no line of tests/ changed. Collecting them proves it in seconds; that they pass
+    # for it is `make test-two-lessons`'s (the whole suite, in a copy like this one).
     root, *_ = project
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
-         "tests/test_lesson_page.py", "tests/test_notebook.py", "tests/test_freshness.py",
-         "tests/test_site.py", "tests/test_figures.py", "tests/test_untrusted.py", "-k",
-         "psum-01 or every_figure or every_notebook or committed_tree or "
-         "named_after_the_course or sized_lazy or formulas_are_mathml or renderers_import"],
-        cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True, text=True,
-        timeout=600)
+    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "",
+                          "-p", "no:cacheprovider", "tests"],
+                         cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
+                         capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:]
-    passed = [line for line in run.stdout.splitlines() if line.startswith("PASSED")]
-    assert sum("psum-01" in line for line in passed) >= 20, passed  # 20 cases of it today
-    assert any("every_notebook" in line for line in passed), passed
-    assert any("sized_lazy" in line for line in passed), passed  # its figure is shown
-    assert any("renderers_import" in line for line in passed), passed  # and its renderer
+    cases = [line for line in run.stdout.splitlines() if "::" in line]
+    assert sum("psum-01" in case for case in cases) >= 20, cases  # 20 cases of it today
+    # Every test that runs once per lesson (@each_lesson) runs for it too...
+    for case in cases:
+        if case.endswith(f"[{SEED.id}]"):
+            assert case.replace(f"[{SEED.id}]", "[psum-01]") in cases, case
+    # ...and so do the tests of every figure, every recording and every notebook.
     for test in ("test_figures.py::test_the_committed_figure_is_what_its_renderer_draws",
                  "test_site.py::test_a_broken_recording_fails_with_one_line",
-                 "test_untrusted.py::test_the_site_s_own_notebook_still_converts"):
-        assert any(test in line and "psum-01" in line for line in passed), (test, passed)
+                 "test_notebook.py::test_the_site_s_own_notebook_still_converts"):
+        assert any(test in case and "psum-01" in case for case in cases), test
 
 
 def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):

@@ -1,6 +1,7 @@
 """`mkdocs serve`: watches what pages are made from, and a broken recording neither
 hangs the server nor leaves a traceback."""
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def stop(process):
         pytest.fail("mkdocs serve did not stop on Ctrl-C")
 
 
+@pytest.mark.slow
 def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
     project = copy_project(tmp_path / "project")
     (project / RECORDING).write_text("{ not json")
@@ -72,6 +74,7 @@ def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
     assert len(errors) == 1 and RECORDING in errors[0] and "not valid JSON" in errors[0]
 
 
+@pytest.mark.slow
 def test_a_recording_broken_while_serving_is_reported_and_the_server_answers(tmp_path):
     project = copy_project(tmp_path / "project")
     good = (project / RECORDING).read_text()
@@ -94,3 +97,32 @@ def test_a_recording_broken_while_serving_is_reported_and_the_server_answers(tmp
     assert len(errors) == 1 and RECORDING in errors[0], output[-2000:]
     assert "Traceback" not in output
     assert code == 0
+
+
+@pytest.mark.slow
+def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_path):
+    import urllib.request
+
+    project = copy_project(tmp_path / "project")
+    page = project / "docs" / "going-further" / "tpu.md"
+    good = page.read_text()
+    log_path = tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, url = serve(project, log)
+        try:
+            started = len(wait_for(log_path, "Serving on"))
+            before = urllib.request.urlopen(url, timeout=10).read()
+            # A page error, raised while pages are written: after mkdocs emptied the site.
+            page.write_text(good + f"\n{{{{ rec:{FIRST_LESSON}.cpu:no.such.value }}}}\n")
+            wait_for(log_path, "still serving", after=started)
+            for address in (url, url.replace(f"lessons/{FIRST_LESSON}/", "")):
+                assert urllib.request.urlopen(address, timeout=10).status == 200
+            after = urllib.request.urlopen(url, timeout=10).read()
+            # The same page; only the reload script's build counter differs.
+            assert re.sub(rb"livereload\([\d, ]+\)", b"", after) == \
+                re.sub(rb"livereload\([\d, ]+\)", b"", before)
+        finally:
+            stop(process)
+    output = log_path.read_text()
+    assert "Traceback" not in output and any(
+        "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))

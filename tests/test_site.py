@@ -6,7 +6,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from mkdocs.exceptions import PluginError
+from mkdocs.config import load_config
+from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
                       project_copy, recording_name, run_record)
@@ -286,23 +287,6 @@ def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):
     assert "no value at 'data.nothing.here'" in errors
 
 
-def test_recorded_text_cannot_inject_markup(project, tmp_path):
-    attack = "<script>window.injected = 1</script> <b>bold</b> ``` {{ rec:x:y }}"
-
-    def inject(recording):
-        recording["stdout"] = recording["stdout"].replace(
-            f"PASS: {SEED.id}", attack + f"\nPASS: {SEED.id}")
-        recording["data"]["panels"][0]["ylabel"] = "<img src=x onerror=alert(1)>"  # any text
-
-    edit_recording(project, inject)
-    run = build(project, tmp_path / "site")
-    assert run.returncode == 0, run.stderr[-2000:]
-    page = (tmp_path / "site" / LESSON_PAGE).read_text()
-    assert "<script>window.injected" not in page
-    assert "&lt;script&gt;window.injected" in page
-    assert "<img src=x" not in page and "<b>bold</b>" not in page
-
-
 def test_the_site_is_named_after_the_course(built_site):
     from scripts.lessons import load_course
 
@@ -395,13 +379,6 @@ def test_figures_are_sized_lazy_and_open_full_size(built_site):
     assert shown == {path.name for path in (ROOT / "figures").glob("*.svg")}
 
 
-def test_link_checker_rejects_root_absolute_links(tmp_path):
-    (tmp_path / "index.html").write_text('<a href="/page.html">x</a><a href="page.html">y</a>')
-    (tmp_path / "page.html").write_text("<p>page</p>")
-    problems, _ = broken_links(tmp_path)
-    assert len(problems) == 1 and "root-absolute" in problems[0]
-
-
 def page_texts(site):
     """Each built page's visible text, tags and entities removed, whitespace collapsed."""
     texts = {}
@@ -419,16 +396,28 @@ NOT_YET = "not yet recorded on TPU"
 RECORDED_ON_TPU = "takes --platform tpu (recorded there)"
 
 
+def course_entries(site):
+    """Each lesson's entry in the home page's course list, as text: {lesson id: text}."""
+    home = (Path(site) / "index.html").read_text()
+    return {entry[1]: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", entry[0])).split())
+            for entry in re.finditer(r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>',
+                                     home, re.DOTALL)}
+
+
 def test_without_a_tpu_recording_the_site_says_so(built_site):
+    # Each lesson's entry in the course list says whether that lesson was recorded on TPU.
+    entries = course_entries(built_site)
+    assert set(entries) == set(LESSONS)
+    for lesson in LESSONS.values():
+        recorded = (ROOT / recording_name(lesson, "tpu")).exists()
+        assert (RECORDED_ON_TPU in entries[lesson.id]) == recorded, entries[lesson.id]
+        assert NOT_YET not in entries[lesson.id] or not recorded, entries[lesson.id]
     if (ROOT / recording_name(SEED, "tpu")).exists():
-        assert pages_saying(built_site, NOT_YET) == []
-        return
-    saying = pages_saying(built_site, NOT_YET)
-    assert "index.html" in saying
+        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab
+    assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
     assert pages_saying(built_site, "Not yet recorded on TPU") == \
         ["going-further/tpu/index.html"]
-    assert pages_saying(built_site, RECORDED_ON_TPU) == []
     assert pages_saying(built_site, "The lesson was recorded on") == []
     # Lowered versus compiled, with the CPU recording's answer and the code that reads it.
     [compiled] = pages_saying(built_site, "the compiled HLO shows what will run")
@@ -462,10 +451,12 @@ def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
     assert "Completed TPU median microseconds" in page
     warning = "Stale recording" in page
     assert warning == stale
-    # The pages now speak of the recording, no longer in the conditional.
+    # The pages now speak of the recording, no longer in the conditional: the TPU page and
+    # the seed's entry in the course list (another lesson's entry speaks of its own).
     site = tmp_path / "site"
-    assert pages_saying(site, NOT_YET) == [] and pages_saying(site, "Not yet recorded") == []
-    assert "index.html" in pages_saying(site, RECORDED_ON_TPU)
+    assert pages_saying(site, "Not yet recorded") == []
+    entry = course_entries(site)[SEED.id]
+    assert RECORDED_ON_TPU in entry and NOT_YET not in entry
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
     if stale:
         assert module_file(SEED) in page.split("Stale recording")[1][:2000]
@@ -589,3 +580,228 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
     # focus under that class.
     for css in built_site.rglob("*.css"):
         assert "js-focus-visible" not in css.read_text(), css
+
+
+# --- recordings and notebooks with hostile text (tests/site_hostile.py) -------------------
+
+def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path, project):
+    """Issue 15: a backtick, an img tag with onerror, a backtick in `command` was
+    published; now the build refuses the recording in one line, and so does --check."""
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    path = write_tpu_recording(project / recording_name(SEED, "tpu"),
+                               project / module_file(SEED), project)
+    recording = json.loads(path.read_text())
+    recording["command"] = ["python", '`<img src=x onerror="alert(1)">`']
+    path.write_text(json.dumps(recording))
+    run = build(project, tmp_path / "site")
+    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert len(errors) == 1
+    assert recording_name(SEED, "tpu") in errors[0] and "command/1" in errors[0]
+    assert not (tmp_path / "site" / LESSON_PAGE).exists()
+    from scripts.freshness import check
+    from scripts.lessons import load_lessons
+
+    assert any(line.startswith(f"{project}/{recording_name(SEED, 'tpu')}: invalid at "
+                               f"command/1") for line in check(load_lessons(project), project))
+
+
+def site_files(site):
+    return [path for path in site.rglob("*") if path.suffix in (".html", ".json", ".xml")]
+
+
+def test_no_included_file_and_no_leftover_marker_anywhere_in_the_site(hostile_site):
+    from site_hostile import CANARY
+
+    for path in site_files(hostile_site):
+        text = path.read_text()
+        assert CANARY not in text, f"{path.name} published .git/config"
+        assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
+
+
+def test_hostile_text_is_escaped_text_not_markup(hostile_site):
+    from site_hostile import ID, LESSON, Attributes
+
+    for page in hostile_site.rglob("*.html"):
+        parser = Attributes()
+        parser.feed(page.read_text())
+        for tag, name, value in parser.attributes:
+            assert not value.strip().lower().startswith("javascript:"), (page, tag, name)
+            assert not (name.startswith("on") and "XSS" in value), (page, tag, name)
+            assert not (tag == "img" and name == "src" and value in ("x", "y")), page
+        assert not [script for script in parser.scripts if "XSS" in script], page
+    lesson = (hostile_site / LESSON).read_text()
+    # Shown, as text: the payloads are on the page, escaped, and nothing expanded them.
+    assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
+    assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
+    assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
+    assert "--8&lt;-- &quot;.git/config&quot;" in lesson
+    # The notebook's page too: its cells, outputs and traceback, and its formulas' text.
+    notebook = (hostile_site / "notebooks" / ID / "index.html").read_text()
+    assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
+
+
+def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
+    """The step-through's trace is recorded data inside <script type="application/json">:
+    a `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
+    json.loads, the same grammar) gives back exactly what was recorded."""
+    from site_hostile import Attributes
+
+    recorded = json.loads((hostile_site.parent / "project" /
+                           recording_name(SEED, "simulation")).read_text())["data"]
+    parser = Attributes()
+    parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
+    trace = [text for text in parser.json_scripts if '"readerNote"' in text]
+    assert len(trace) == 1
+    assert not set("<>&") & set(trace[0])
+    assert json.loads(trace[0]) == recorded
+    assert ("script", "id", "ring-trace") in parser.attributes
+
+
+def test_recorded_text_in_a_heading_a_table_and_the_toc_is_text(hostile_site):
+    from site_hostile import ID, LESSON
+
+    lesson = (hostile_site / LESSON).read_text()
+    heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.DOTALL)
+    assert heading and heading[1].startswith("scope-"), "the heading lost its anchor"
+    assert re.fullmatch(r"[\w-]+", heading[1])
+    assert "&lt;script&gt;" in heading[2] and "<script>" not in heading[2]
+    toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>',
+                    lesson, re.DOTALL)
+    assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
+    cell = re.search(r"<td>label 1</td>\s*<td>(.*?)</td>", lesson, re.DOTALL)
+    assert cell and "&lt;img src=x onerror=" in cell[1]
+    code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.DOTALL)
+    assert code and "&lt;svg onload=" in code[1]
+    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
+                      lesson)
+    assert "![x](y&quot; onerror=" in alts[-1]
+
+
+def test_the_stale_tpu_tab_shows_its_hostile_text_as_text(hostile_site):
+    from site_hostile import LESSON
+
+    lesson = (hostile_site / LESSON).read_text()
+    assert "Stale recording" in lesson
+    # The CPU tab, the stale TPU tab and the table cell each show it as text.
+    assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 3
+
+
+def test_the_search_index_holds_escaped_text_and_no_included_file(hostile_site):
+    from site_hostile import CANARY
+
+    index = (hostile_site / "search" / "search_index.json").read_text()
+    text = " ".join(doc["text"] + doc["title"] for doc in json.loads(index)["docs"])
+    assert "&lt;script&gt;console.error" in text
+    assert "<script>" not in text and "<img src=x" not in text and CANARY not in text
+
+
+# what the build is handed: SITE_URL, the link checker, sizes, the locale --------------------
+
+@pytest.mark.parametrize("url", ['http://x/"><script>alert(1)</script>',
+                                 "javascript:alert(1)//", "http://x/'onmouseover='alert(1)",
+                                 "http://x/<b>", "ftp://example.com/", "http://x y/",
+                                 "http://x/\n<script>", "//example.com/"])
+def test_a_hostile_site_url_stops_the_build_in_one_line(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    try:
+        config = load_config(str(ROOT / "mkdocs.yml"))
+    except Abort:  # mkdocs' own URL check refused it (javascript:, no host): stopped there
+        return
+    with pytest.raises(PluginError) as refused:
+        hooks.on_config(config)
+    assert "\n" not in str(refused.value) and "set SITE_URL" in str(refused.value)
+
+
+@pytest.mark.parametrize("url", ["https://owner.github.io/my_repo.v2/", "http://127.0.0.1:8000/",
+                                 "https://Example.org/a%20b/"])
+def test_an_ordinary_site_url_passes(url, monkeypatch):
+    from scripts.pages import hooks
+
+    monkeypatch.setenv("SITE_URL", url)
+    hooks.check_site_url(load_config(str(ROOT / "mkdocs.yml")))
+
+
+def site_with(tmp_path, body, files=()):
+    site = tmp_path / "site"
+    (site / "a").mkdir(parents=True)
+    (site / "ok.png").write_bytes(b"png")
+    (tmp_path / "outside.html").write_text("<p>not part of the site</p>")
+    (site / "a" / "index.html").write_text(f"<!doctype html><html><body>{body}</body></html>")
+    for name, text in files:
+        (site / name).write_text(text)
+    from scripts.pages.check_links import broken_links
+    return broken_links(site)[0]
+
+
+@pytest.mark.parametrize("body, words", [
+    ('<a href="javascript:alert(1)">x</a>', "runs script"),
+    ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
+    ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
+     "loads https://cdn.example/x.png"),
+    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
+    ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
+    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
+    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
+    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
+    ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
+    ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
+    ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
+    ('<style>@import "https://cdn.example/x.css";</style>', "loads https://cdn"),
+    ("<style>p{background:url('//cdn.example/x.png')}</style>", "loads //cdn"),
+    ('<meta http-equiv="refresh" content="0; url=https://evil.example/">', "redirects out"),
+    ('<meta http-equiv="Refresh" content="0;URL=\'../missing/\'">', "missing file"),
+    ('<base href="https://evil.example/">', "moves every relative link"),
+    ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
+    ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
+    ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
+    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
+    ('<form action="vbscript:x"></form>', "runs script"),
+    ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
+    ('<a href="/ok.png">x</a>', "root-absolute"),  # breaks under a sub-path
+])
+def test_the_link_checker_sees_every_kind_of_link_and_load(tmp_path, body, words):
+    problems = site_with(tmp_path, body)
+    assert any(words in line for line in problems), problems
+
+
+def test_the_link_checker_reads_stylesheets_and_figures(tmp_path):
+    problems = site_with(tmp_path, '<img src="../ok.png">', files=[
+        ("style.css", "@import url(https://cdn.example/font.css); a{b:url(missing.woff2)}"),
+        ("figure.svg", '<svg xmlns="http://www.w3.org/2000/svg"><use href="#nowhere"/>'
+                       '<image href="https://cdn.example/x.png"/><path id="p"/>'
+                       '<use href="#p"/></svg>')])
+    assert sorted(problems) == sorted([
+        "style.css: loads https://cdn.example/font.css from outside the site",
+        "style.css: css url='missing.woff2' points at a missing file",
+        "figure.svg: '#nowhere' has no anchor #nowhere",
+        "figure.svg: loads https://cdn.example/x.png from outside the site"])
+
+
+def test_the_link_checker_still_passes_an_ordinary_page(tmp_path):
+    assert site_with(tmp_path, '<a href="../ok.png">x</a>'
+                     '<img src="../ok.png" srcset="../ok.png 2x">'
+                     '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
+                     '<link rel="canonical" href="https://x.example/a/">'
+                     '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
+
+
+@pytest.mark.parametrize("width, height, view_box", [("abc", "5", "0 0 x y"), ("nan", "5", ""),
+                                                     ("10%", "5", ""), ("0", "0", ""),
+                                                     ("", "", "0 0 1e9 5"), ("", "", "")])
+def test_an_svg_whose_size_is_not_a_number_has_no_size(tmp_path, width, height, view_box):
+    from scripts.pages.markup import svg_size
+
+    path = tmp_path / "x.svg"
+    path.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
+    assert svg_size(path) is None  # sized_image then stops the build in one line
+
+
+def test_the_build_reads_utf_8_in_an_ascii_locale(project, tmp_path):
+    run = build(project, tmp_path / "site", environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

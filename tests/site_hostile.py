@@ -1,0 +1,133 @@
+"""A copy of the project whose recordings and notebook carry hostile text, for the site tests
+(the built HTML, tests/test_site.py) and the browser tests (chromium, tests/test_browser.py).
+
+A recording can come from a VM, a pull request or a hand edit, and a notebook can change in
+the same pull request as its lock entry. Free text (stdout, the figure data's labels, the
+ring trace's note, a notebook's cells) is built into a site here carrying script, Markdown
+link, image, snippet and template payloads; the site must show all of it as text.
+"""
+import json
+from html.parser import HTMLParser
+
+from conftest import SEED, module_file, project_copy, recording_name, rederive_analyses
+
+# The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
+# the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.
+ID = SEED.id
+MODULE = module_file(SEED)
+LESSON = f"lessons/{ID}/index.html"
+CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
+# Each payload is one line; stdout and the prose fields carry all of them, line by line.
+PAYLOADS = [
+    '<script>console.error("XSS script"); alert("XSS script")</script>',
+    '<img src=x onerror=alert("XSS img")>',
+    '<svg onload=alert("XSS svg")></svg>',
+    '"><script>alert("XSS attribute")</script>',
+    '[x](javascript:alert("XSS link"))',
+    '<a href="javascript:alert(\'XSS anchor\')">click</a>',
+    '![x](y" onerror="alert(\'XSS image\'))',
+    '] (javascript:alert("XSS bracket")) [',
+    '` <img src=x onerror=alert("XSS code")> `',
+    '\\(\\href{javascript:alert("XSS tex")}{x}\\)',
+    '--8<-- ".git/config"',
+    '{{ rec:' + ID + '.cpu:environment.jax }}',
+    '{{ recordings:' + ID + ' }}',
+    '{% include ".git/config" %}',
+    'RECVAL0N0END',
+]
+HOSTILE_TEXT = "\n".join(PAYLOADS)
+
+# Beside the payloads above, for the notebook: raw HTML blocks, markup in a formula's text,
+# and attribute lists. A formula with \href is not among them: in a notebook it is a
+# formula, which Temml refuses, stopping the build in one line (tests/test_math.py); in
+# recorded prose it stays text.
+NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload] + [
+    '<div onclick="alert(\'XSS div\')">\n\nraw block\n\n</div>',
+    '$\\text{<img src=x onerror=alert("XSS mtext")>}$',
+    'styled {: onclick="alert(\'XSS attr\')" }',
+    '<iframe src="javascript:alert(\'XSS iframe\')"></iframe>',
+]
+
+
+def hostile_project(destination):
+    """A copy of the project whose recordings carry every payload in every free-text
+    field, a stale TPU recording beside the CPU one, and a page that puts recorded text
+    in a heading, a table cell, an image's alt text and code."""
+    from fixtures.tpu_recording_fixture import write_tpu_recording
+
+    project = project_copy(destination)
+    (project / ".git").mkdir()
+    (project / ".git" / "config").write_text(
+        f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')
+    cpu = project / recording_name(SEED)
+    tpu = write_tpu_recording(project / recording_name(SEED, "tpu"), project / MODULE, project,
+                              stale=True, environment={"deviceKind": "TPU v6 lite (x+y)"})
+    for path in (cpu, tpu):
+        recording = json.loads(path.read_text())
+        recording["stdout"] = HOSTILE_TEXT + "\n" + recording["stdout"]
+        panel = recording["data"]["panels"][0]  # the bar chart's labels: free text
+        panel["labels"] = list(PAYLOADS)
+        panel["ylabel"], panel["series"][0]["label"] = PAYLOADS[0], PAYLOADS[6]
+        path.write_text(json.dumps(recording, indent=2))
+    # The ring step-through's trace reaches its page as JSON in a script element.
+    simulation = project / recording_name(SEED, "simulation")
+    recording = json.loads(simulation.read_text())
+    recording["data"]["readerNote"] = [*PAYLOADS, HOSTILE_TEXT, "</SCRIPT >", "<!--"]
+    simulation.write_text(json.dumps(recording, indent=2))
+    hostile_notebook(project / "docs" / "notebooks" / f"{ID}.ipynb")
+    rederive_analyses(project)  # the build refuses an analysis older than its recording
+    page = project / "docs" / "lessons" / f"{ID}.md"
+    cells = "".join(f"| label {i} | {{{{ rec:{ID}.cpu:data.panels.0.labels.{i} }}}} |\n"
+                    for i in range(len(PAYLOADS)))
+    page.write_text(page.read_text()
+                    + f"\n\n## Scope: {{{{ rec:{ID}.cpu:data.panels.0.ylabel }}}}\n\n"
+                    + "| field | recorded |\n|---|---|\n" + cells
+                    + f"| code | `{{{{ rec:{ID}.tpu:data.panels.0.labels.2 }}}}` |\n\n"
+                    + f"![{{{{ rec:{ID}.tpu:data.panels.0.series.0.label }}}}]"
+                    + f"(../figures/{ID}.svg)\n")
+    return project
+
+
+def hostile_notebook(path):
+    """The executed notebook with every payload in a Markdown cell, a code cell's source,
+    its printed output and an error's traceback."""
+    notebook = json.loads(path.read_text())
+    notebook["cells"][1:1] = [
+        {"cell_type": "markdown", "metadata": {}, "source": "\n\n".join(NOTEBOOK_PAYLOADS)},
+        {"cell_type": "code", "metadata": {}, "execution_count": 1, "source": HOSTILE_TEXT,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": HOSTILE_TEXT},
+                     {"output_type": "error", "ename": "E", "evalue": "XSS",
+                      "traceback": PAYLOADS}]}]
+    path.write_text(json.dumps(notebook))
+
+
+def build_hostile_site(folder):
+    """The hostile project at folder/project, built strictly into folder/site."""
+    from site_build import build
+
+    project = hostile_project(folder / "project")
+    run = build(project, folder / "site")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return folder / "site"
+
+
+class Attributes(HTMLParser):
+    """Every (tag, attribute, value) and the text of every script element in a page."""
+
+    def __init__(self):
+        super().__init__()
+        self.attributes, self.scripts, self.json_scripts = [], [], []
+        self.in_script = None  # None, "code" or "json": which script element we are in
+
+    def handle_starttag(self, tag, attrs):
+        self.attributes += [(tag, name, value or "") for name, value in attrs]
+        if tag == "script":
+            self.in_script = "json" if ("type", "application/json") in attrs else "code"
+            (self.json_scripts if self.in_script == "json" else self.scripts).append("")
+
+    def handle_endtag(self, tag):
+        self.in_script = None
+
+    def handle_data(self, data):
+        if self.in_script:
+            (self.json_scripts if self.in_script == "json" else self.scripts)[-1] += data
