@@ -14,7 +14,7 @@ def runs(pairs):
     """(lesson ms, bare ms) per round -> the runs lighthouse.py keeps."""
     found = []
     for number, (lesson, bare) in enumerate(pairs, start=1):
-        for page, ms in ((PAGE, lesson), (lighthouse.BARE, bare)):
+        for page, ms in ((PAGE, lesson), (lighthouse.bare(PAGE), bare)):
             found.append({"round": number, "page": page,
                           "metrics": {"total-blocking-time": ms}})
     return found
@@ -76,19 +76,17 @@ def test_too_few_rounds_decide_nothing():
     assert ratio["verdict"] == "inconclusive"
 
 
-def test_the_bare_page_is_about_as_long_as_each_lesson_page(reference_site, built_site):
+def test_the_bare_page_is_about_as_long_as_each_lesson_page(built_site, tmp_path):
     """The comparison holds only while the bare page is as long as the page it is held
-    against: within a quarter of each lesson page's element count."""
-    import re
+    against: within a quarter of each lesson page's element count, for every lesson."""
+    from scripts.audit.reference import build_reference, elements, long_page_path
 
-    from scripts.audit.reference import LONG_PAGE_PATH
-
-    def elements(page):
-        return len(re.findall(r"<[a-zA-Z]", page.read_text()))
-
-    bare = elements(reference_site / LONG_PAGE_PATH / "index.html")
-    for page in lighthouse.lesson_pages():
-        assert 0.75 <= bare / elements(built_site / page / "index.html") <= 1.33, page
+    lengths = {page: elements((built_site / page / "index.html").read_text())
+               for page in lighthouse.lesson_pages()}
+    reference = build_reference(tmp_path, lengths=lengths)
+    for page, length in lengths.items():
+        bare = elements((reference / long_page_path(page) / "index.html").read_text())
+        assert 0.75 <= bare / length <= 1.33, (page, bare, length)
 
 
 def test_each_verdict_is_said_as_a_sentence_about_the_target():
@@ -113,7 +111,7 @@ def test_render_only_derives_the_words_again_from_the_kept_runs_alone(tmp_path,
     # What scores.json says of its runs is derived like a figure: a reworded verdict or
     # a new threshold is redone from the runs it keeps, and Lighthouse never starts.
     scores = tmp_path / "scores.json"
-    kept = {"pages": [PAGE], "reference": lighthouse.BARE, "measuredAt": "then",
+    kept = {"pages": [PAGE], "reference": [lighthouse.bare(PAGE)], "measuredAt": "then",
             "blockingAgainstBare": {PAGE: {"words": "said in an older way"}},
             "runs": audited_runs()}
     scores.write_text(json.dumps(kept))

@@ -35,8 +35,8 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come first
 
-from scripts.audit.reference import (LONG_PAGE_PATH, ReferenceBuildFailed,  # noqa: E402
-                                     build_reference)
+from scripts.audit.reference import (ReferenceBuildFailed, build_reference,  # noqa: E402
+                                     elements, long_page_path)
 from scripts import display  # noqa: E402
 from scripts.host import host_load  # noqa: E402
 from scripts.interrupts import run_command  # noqa: E402
@@ -57,7 +57,12 @@ def lesson_pages(root=ROOT):
 # A lesson page may block the main thread at most this many times as long as the bare
 # theme does on a page as long, in the same round (issue 33).
 BLOCKING_TARGET = 1.2
-BARE = "bare mkdocs-material page as long as a lesson page"
+def bare(page):
+    """What the kept runs call the bare page held against lesson page `page`."""
+    return f"bare mkdocs-material page as long as {page}"
+
+
+
 # Fewer rounds than this decide nothing: a bootstrap that draws from four rounds or
 # fewer has too few distinct resamples for its percentiles to mean anything.
 MIN_ROUNDS = 5
@@ -116,19 +121,20 @@ def blocking_ratio(runs, page):
     for run in runs:
         by_round.setdefault(run["round"], {})[run["page"]] = \
             run["metrics"]["total-blocking-time"]
-    paired = [(found[page], found[BARE]) for found in by_round.values()
-              if page in found and BARE in found]
+    paired = [(found[page], found[bare(page)]) for found in by_round.values()
+              if page in found and bare(page) in found]
     mean_ms = {"page": statistics.fmean(ms for ms, _ in paired) if paired else 0.0,
                "reference": statistics.fmean(ms for _, ms in paired) if paired else 0.0}
     kept = {"rounds": [list(pair) for pair in paired], "meanBlockingTimeMs": mean_ms}
     if not mean_ms["reference"]:
         return {**kept, "verdict": "no ratio",
-                "words": f"the {BARE} blocked for 0 ms in every round measured: no ratio"}
+                "words": f"the {bare(page)} blocked for 0 ms in every round measured: "
+                         f"no ratio"}
     stat = paired_mean_ratio([[ms] for ms, _ in paired], [[ms] for _, ms in paired])
     verdict = ("inconclusive" if len(paired) < MIN_ROUNDS else
                "meets" if stat["high"] <= BLOCKING_TARGET else
                "misses" if stat["low"] > BLOCKING_TARGET else "inconclusive")
-    words = (f"{stat['estimate']:.2f}x the {BARE} (mean blocking {mean_ms['page']:.1f} ms "
+    words = (f"{stat['estimate']:.2f}x the {bare(page)} (mean blocking {mean_ms['page']:.1f} ms "
              f"against {mean_ms['reference']:.1f} ms over {len(paired)} rounds; "
              f"{stat['coverage']:.0%} interval {stat['low']:.2f}-{stat['high']:.2f}): "
              f"{VERDICT_WORDS[verdict]} the target of {BLOCKING_TARGET}x")
@@ -148,17 +154,20 @@ def measured(site, rounds, pages):
     """Every page audited once a round, the order reversed every other round."""
     with tempfile.TemporaryDirectory(prefix="audit-reference-") as scratch:
         try:
-            bare_site = build_reference(Path(scratch))
+            lengths = {page: elements((site / page / "index.html").read_text(
+                encoding="utf-8")) for page in pages}
+            bare_site = build_reference(Path(scratch), lengths=lengths)
         except ReferenceBuildFailed as error:
             sys.exit(f"audit: the bare reference page did not build: "
                      f"{str(error).strip().splitlines()[-1]}")
-        served, bare = serve(site), serve(bare_site)
+        served, bare_served = serve(site), serve(bare_site)
         try:
             urls = {page: f"http://127.0.0.1:{served.server_port}/{page}" for page in pages}
-            urls[BARE] = f"http://127.0.0.1:{bare.server_port}/{LONG_PAGE_PATH}"
+            urls.update({bare(page): f"http://127.0.0.1:{bare_served.server_port}/"
+                                     f"{long_page_path(page)}" for page in pages})
             runs = []
             for number in range(rounds):
-                order = [BARE, *pages]
+                order = [*map(bare, pages), *pages]
                 order = order if number % 2 == 0 else order[::-1]
                 for page in order:
                     host = host_load()
@@ -170,7 +179,7 @@ def measured(site, rounds, pages):
                           f"{host['cores']} cores", file=sys.stderr)
         finally:
             served.shutdown()
-            bare.shutdown()
+            bare_served.shutdown()
     return runs
 
 
@@ -227,7 +236,8 @@ def kept_runs(path):
         why = error.message[:120] if error else "not a finite number"
         sys.exit(f"audit: {display(path)} holds no runs to read again (at "
                  f"{where or '(top level)'}: {why}); {fix}")
-    missing = sorted({*kept["pages"], BARE} - {run["page"] for run in kept["runs"]})
+    missing = sorted({*kept["pages"], *map(bare, kept["pages"])}
+                     - {run["page"] for run in kept["runs"]})
     if missing:
         sys.exit(f"audit: {display(path)} holds no runs of {missing[0]!r} to read again; "
                  f"{fix}")
@@ -259,7 +269,7 @@ def main(argv=None):
     if not Path(CHROMIUM).exists():
         sys.exit(f"audit: {CHROMIUM} is missing; run `make browser` as root")
     runs = measured(args.site, args.runs, pages)
-    result = {"pages": pages, "reference": BARE,
+    result = {"pages": pages, "reference": [bare(page) for page in pages],
               "measuredAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
               "settings": "Lighthouse default mobile emulation, simulated throttling, "
                           "served uncompressed by Python's http.server; every page once a "

@@ -5,10 +5,12 @@ Two readers hold the project's pages to it. The accessibility and HTML-validity 
 mkdocs-material's own markup or colours) read the page itself: it holds what every lesson
 page is made of (a heading, a paragraph with a link, a table and a highlighted Python
 block) and nothing of the project's (no hooks, no CSS, no templates). `make audit` reads
-a second page (long/) that holds the same again and again, as long as a lesson page, and
-sets each lesson page's blocking time against it in the same run.
+a page beside it for each lesson page (long/<page>), holding the same again and again,
+as long as that lesson page, and sets the lesson page's blocking time against it in the
+same run.
 """
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,19 +44,31 @@ Some closing text.
 
 
 # The same theme on a page as long as a lesson page: PAGE's sections, again and again, to
-# about the 1,700 elements of the seed lesson's page (the short page has 200). A browser
-# paints a short page only once the theme's script, at the end of the body, has run; a
-# long one it paints first, so the theme's own start-up lands after the first paint and
-# counts as blocking time. Only a page as long says what the theme alone blocks on a
-# lesson page.
-LONG_PAGE_PATH = "long/"
-LONG_PAGE_REPEATS = 20
+# about as many elements as that page. A browser paints a short page only once the
+# theme's script, at the end of the body, has run; a long one it paints first, so the
+# theme's own start-up lands after the first paint and counts as blocking time. Only a
+# page as long says what the theme alone blocks on a lesson page. The bare page's own
+# frame (header, nav, footer) is about 200 elements, each repeated section about 77.
+FRAME_ELEMENTS, SECTION_ELEMENTS = 200, 77
+ELEMENT = re.compile(r"<[a-zA-Z]")
 
 
-def long_page():
+def elements(html):
+    """How many elements a page's HTML opens."""
+    return len(ELEMENT.findall(html))
+
+
+def long_page_path(page):
+    """Where the bare page as long as the lesson page `page` ("lessons/<id>/") is served."""
+    return f"long/{page}"
+
+
+def long_page(length):
+    """PAGE's sections repeated to about `length` elements once built."""
+    repeats = max(1, round((length - FRAME_ELEMENTS) / SECTION_ELEMENTS))
     heading, body = PAGE.split("\n", 1)
     sections = "".join(f"\n## Part {number}\n{body.replace('# ', '### ')}"
-                       for number in range(1, LONG_PAGE_REPEATS + 1))
+                       for number in range(1, repeats + 1))
     return f"{heading}\n{sections}"
 
 
@@ -62,9 +76,10 @@ class ReferenceBuildFailed(Exception):
     """mkdocs could not build the reference page; str() is its last lines of output."""
 
 
-def build_reference(directory, root=ROOT):
-    """Build the reference site under `directory` with `root`'s theme settings; return
-    the site folder."""
+def build_reference(directory, root=ROOT, lengths=None):
+    """Build the reference site under `directory` with `root`'s theme settings, with a
+    page as long as each of `lengths` ({lesson page: its element count}); return the site
+    folder."""
     project = yaml_load((Path(root) / "mkdocs.yml").read_text(encoding="utf-8"))
     theme = {key: project["theme"][key] for key in ("name", "font", "features", "palette")}
     config = {"site_name": "Reference", "theme": theme, "plugins": ["search"],
@@ -75,8 +90,10 @@ def build_reference(directory, root=ROOT):
     docs = directory / "docs"
     docs.mkdir(parents=True)
     (docs / "index.md").write_text(PAGE, encoding="utf-8")
-    (docs / LONG_PAGE_PATH.rstrip("/")).mkdir()
-    (docs / LONG_PAGE_PATH / "index.md").write_text(long_page(), encoding="utf-8")
+    for page, length in (lengths or {}).items():
+        source = docs / long_page_path(page) / "index.md"
+        source.parent.mkdir(parents=True)
+        source.write_text(long_page(length), encoding="utf-8")
     (directory / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
     site = directory / "site"
     run = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir",
