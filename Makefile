@@ -7,10 +7,13 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: install math-font serve build record bench check lint fresh test tier test-two-lessons \
-	browser java mpi audit clean
+.PHONY: setup install math-font serve build record bench check current lint fresh test tier \
+	test-two-lessons browser java mpi audit clean
 
-install: $(VENV)/.installed node_modules/.installed math-font
+# What building and serving use (`make serve`, `make build`): the site's Python pins and
+# Temml. `install` adds the tests' and the linter's tools, for `make check` and `make test`.
+setup: $(VENV)/.installed node_modules/.built math-font
+install: setup $(VENV)/.tested node_modules/.tested
 
 # uv installs the same pins as pip in a fraction of the time (it fetches and unpacks in
 # parallel): the uv the TPU job uses (scripts/hardware/tpu.py UV_VERSION; a test keeps the
@@ -18,20 +21,30 @@ install: $(VENV)/.installed node_modules/.installed math-font
 # does not: without it, with PYTHONDONTWRITEBYTECODE set, every process compiles JAX afresh.
 # uv reads no pip.conf or PIP_* settings: behind a package mirror, set UV_INDEX_URL.
 UV_VERSION := 0.13.9
+UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode
 $(VENV)/.installed: requirements.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
-	$(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode \
-	    -r requirements.txt -c constraints.txt
+	$(UV_INSTALL) -r requirements.txt -c constraints.txt
+	touch $@
+
+$(VENV)/.tested: $(VENV)/.installed requirements-test.txt constraints.txt
+	$(UV_INSTALL) -r requirements-test.txt -c constraints.txt
 	touch $@
 
 # Temml, which the build runs under Node to write every formula as MathML
-# (scripts/pages/typeset.cjs), and what the tests check the site with (axe-core, the Nu
-# Html Checker: package.json's devDependencies); pinned by package-lock.json. The site
-# itself loads nothing from node_modules.
-node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+# (scripts/pages/typeset.cjs): package.json's one dependency. Its devDependencies are
+# what the tests check the site with (axe-core, the Nu Html Checker). Pinned by
+# package-lock.json; the site itself loads nothing from node_modules. npm ci empties
+# node_modules first, so each stamp is written after it.
+NPM_CI = npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+node_modules/.built: package.json package-lock.json
+	$(NPM_CI) --omit=dev
 	touch $@
+
+node_modules/.tested: package.json package-lock.json
+	$(NPM_CI)
+	touch $@ node_modules/.built
 
 # Debian's Latin Modern Math, which every build cuts the site's math font from
 # (scripts/pages/math_font.py pins its bytes).
@@ -41,28 +54,32 @@ math-font:
 
 # `python -m mkdocs` from the root: mkdocs imports the pages' Markdown extension
 # (scripts.pages.page_language, in mkdocs.yml) by name, so the root must be importable.
-serve: install
+serve: setup
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 
-build: install
+build: setup
 	$(PY) -m mkdocs build --strict
 	$(PY) scripts/pages/check_links.py site
 
 # Only what is stale runs (record.py keeps current lessons as they are); `make fresh`
 # passes RECORD_FLAGS=--all, so its copy is recorded from scratch.
 RECORD_FLAGS ?=
-record: install
+record: setup
 	$(PY) scripts/record.py $(RECORD_FLAGS)
 	$(PY) scripts/record.py --processes 4 $(RECORD_FLAGS)
 
 # The message-size sweep is a benchmark, not a test: run it by hand on a quiet machine
 # and commit what it wrote. `make check` still fails when it is stale.
-bench: install
+bench: setup
 	$(PY) scripts/bench.py
 
 # Fails when a committed recording, figure or notebook no longer matches the code.
-check: install
+current: setup
 	$(PY) scripts/record.py --check
+
+# The quick check while working: the linter, freshness and the unit tier (about a minute).
+check: install lint current
+	$(PY) -m pytest
 
 lint: install
 	$(VENV)/bin/ruff check .
@@ -111,7 +128,7 @@ mpi:
 
 # Every tier: plain `pytest` is the unit tier alone (a minute), `pytest -m slow` and
 # `pytest -m browser` the others (pyproject.toml).
-test: install browser java mpi lint check fresh
+test: install browser java mpi lint current fresh
 	$(call PYTEST_IN,$(FRESH),)
 
 # One tier in the copy `make fresh` made, as a CI job runs it (.github/workflows/site.yml):

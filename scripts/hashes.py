@@ -23,6 +23,8 @@ from scripts import ROOT
 
 # The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
+# The tests' and the linter's pins: read only to know which packages are tools.
+TOOL_PINS = "requirements-test.txt"
 # The sections of requirements.txt whose packages run while a recording is made.
 RECORDING_SECTIONS = ("lesson runtime", "recording and notebook companion")
 SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
@@ -158,10 +160,10 @@ def requirement_sections(text):
 def pin_lines(root=ROOT):
     """{pin file: [the requirement lines that can change a recording]}.
 
-    The rule, decidable from the two files alone: requirements.txt counts by its lesson
+    The rule, decidable from the pin files alone: requirements.txt counts by its lesson
     runtime and recording sections; constraints.txt (the frozen transitive versions)
-    counts whole, except the lines of the packages requirements.txt pins only for the
-    site, the tests or the lint. So bumping mkdocs, pytest, playwright or ruff re-records
+    counts whole, except the lines of the packages pinned only for the site (the rest of
+    requirements.txt), the tests or the lint (requirements-test.txt). So bumping mkdocs, pytest, playwright or ruff re-records
     nothing, while any transitive version (ml_dtypes, pyzmq, ...) still counts: the files
     cannot say which transitive package a recording reaches, and a needless re-record is
     cheaper than a stale recording presented as current.
@@ -176,6 +178,10 @@ def pin_lines(root=ROOT):
                  if title not in RECORDING_SECTIONS for line in pinned}
     else:
         tools = set()
+    test_tools = root / TOOL_PINS
+    if test_tools.is_file():
+        tools |= {package_name(line) for pinned in requirement_sections(
+            test_tools.read_text(encoding="utf-8")).values() for line in pinned}
     constraints = root / PINS[1]
     if constraints.is_file():
         pinned = (line.split("#")[0].strip()

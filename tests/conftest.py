@@ -20,7 +20,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PUBLISHED_SEED = FIXTURES / "published_seed.json"
 
 # What record.py and the docs build read and write; node_modules is linked, not copied.
-PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt", "pyproject.toml",
+PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "constraints.txt",
+                 "pyproject.toml",
                  "docs", "scripts", "lesson_code", "recordings", "figures")
 
 os.environ["JAX_PLATFORMS"] = "cpu"
@@ -105,9 +106,13 @@ def run_record(root, *args, timeout=300):
 
 
 def project_copy(destination, parts=PROJECT_PARTS):
-    """A copy of the project's `parts` under `destination`, node_modules linked."""
+    """A copy of the project's `parts` under `destination`, node_modules linked. The pins
+    travel together: requirements-test.txt says which of constraints.txt's packages are
+    tools, so a copy with requirements.txt alone would count them as the runtime's."""
     destination = Path(destination)
     destination.mkdir(parents=True, exist_ok=True)
+    if "requirements.txt" in parts and "requirements-test.txt" not in parts:
+        parts = (*parts, "requirements-test.txt")
     for name in parts:
         source = ROOT / name
         if source.is_dir():
