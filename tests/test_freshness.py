@@ -126,9 +126,10 @@ def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
 def test_a_renderer_edit_asks_for_a_re_render_only(tree):
     edit(tree / "scripts" / "figures" / "sweep.py", append_comment)
     # sweep.py is shared by both sweep figures (their layout): each of their drawings.
-    assert problems(tree) == [f"{drawing}: stale, scripts/figures/sweep.py changed; run {RENDER}"
-                              for figure in ("sweep", "sweep-ratios")
-                              for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg")]
+    assert sorted(problems(tree)) == sorted(
+        f"{drawing}: stale, scripts/figures/sweep.py changed; run {RENDER}"
+        for figure in ("sweep", "sweep-ratios")
+        for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg"))
 
 
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
