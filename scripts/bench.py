@@ -8,8 +8,8 @@ runs in its own interpreter (scripts/sweep/measure.py): on CPU with p logical de
 TPU with p of the VM's chips (each p of the plan that the lesson's `devices` chips hold;
 the TPU job runs it there). This file is the command line and
 the order of events: measure, check, analyse (scripts/sweep/analysis.py), validate, draw,
-and only then move the recording, the figure and the lock entry into place together.
-`python scripts/record.py --check` says when the sweep is stale; a change to the figure's
+and only then move the recording, the figures and the lock entries into place together.
+`python scripts/record.py --check` says when the sweep is stale; a change to a figure's
 renderer needs only `python scripts/record.py --render-only`.
 """
 import sys
@@ -26,7 +26,6 @@ import time
 from scripts import display
 from scripts.checkout import LinkInCheckout, refuse_links
 from scripts.derive import DeriveError, stage_derived
-from scripts.figures.variants import VARIANTS
 from scripts.hashes import ClosureError
 from scripts.interrupts import Interrupted, run_command, stop_on_signals
 from scripts.lessons import RegistryError, load_lessons
@@ -108,7 +107,7 @@ def method_summary(plan, blocks):
 
 def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"],
                  platform="cpu"):
-    """Measure, check, validate; derive the analysis and the figure; then move the
+    """Measure, check, validate; derive the analysis and the figures; then move the
     recording, what is derived from it and the lock entries into place together, or nothing.
 
     `measure(p, sizes, plan, block)` returns {"backend", "rows", "programs", "host"} for
@@ -151,13 +150,13 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             beside = {files.analysis(sweep_variant(platform)): ".analysis.json"}
 
             def place(path):
-                """Beside `out`: its analysis, its figure, each figure variant with the
-                variant's own ending (sweep-dark.svg), and the figure's data
-                (sweep.data.csv, sweep.data.json)."""
-                ending = beside.get(path) or next(
-                    (variant.suffix + ".svg" for variant in VARIANTS[::-1]
-                     if path.endswith(f"{variant.suffix}.svg")), ".data" + Path(path).suffix)
-                return Path(out).with_name(Path(out).with_suffix("").name + ending)
+                """Beside `out` (sweep.json): its analysis (sweep.analysis.json), and
+                each file of each figure under out's stem and the file's own name
+                (sweep.<id>-sweep-ratios-dark.svg, sweep.<id>-sweep.csv): the sweep
+                draws several figures, so a name by variant alone would collide."""
+                stem = Path(out).with_suffix("").name
+                name = stem + beside[path] if path in beside else f"{stem}.{Path(path).name}"
+                return Path(out).with_name(name)
 
             stage_derived(lesson, staging, arriving, {}, only_from=name, place=place)
         staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
@@ -167,8 +166,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path,
-                        help="write the recording here and its figure beside it (.svg), "
-                             "instead of the committed files")
+                        help="write the recording here, and its analysis and figures beside "
+                             "it, instead of the committed files")
     parser.add_argument("--ranks", type=int, nargs="+", help="device counts, one process each")
     parser.add_argument("--blocks", type=int, default=None,
                         help=f"times each p is measured, in turns (default {FULL['blocks']})")
@@ -218,7 +217,7 @@ def refuse_what_cannot_work(args, plan, lesson=None):
                          f"(`devices` in lesson_code/lessons.toml); run "
                          f"`python scripts/bench.py{platform}`")
     if args.out is None and sorted(ranks) != sorted(full):
-        # The committed sweep, its figure and the page describe every p of the full plan.
+        # The committed sweep, its figures and the page describe every p of the full plan.
         raise UsageError(f"--ranks {' '.join(map(str, ranks))} measures part of the sweep, "
                          f"which would replace the committed one (p = "
                          f"{', '.join(map(str, full))}); run "

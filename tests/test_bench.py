@@ -23,7 +23,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from conftest import ROOT, SEED, clean_env, module_file, project_copy, recording_name
 from scripts import bench, hashes
 from scripts.figures import KINDS
-from scripts.figures.sweep import render
+from scripts.figures.sweep_times import render
 from scripts.lessons import load_lessons
 from scripts.outputs import AnalysisKind, for_lesson, recording_outputs
 from scripts.recordings import load_recording, validate
@@ -242,7 +242,10 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     assert "fits" not in recording and "ratios" not in recording  # measured, not read
     analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
     assert analysis == analysed(recording)
-    assert (tmp_path / "sweep.svg").read_text() == render(analysis)
+    # Each figure beside it under its own name: the time per call and the time ratios.
+    assert (tmp_path / f"sweep.{FIGURE.name}").read_text() == render(analysis)
+    ratios = FILES.figure(KINDS["sweep-ratios"]).rsplit("/", 1)[1]
+    assert (tmp_path / f"sweep.{ratios}").read_text() == KINDS["sweep-ratios"].render(analysis)
 
 
 @pytest.mark.slow
@@ -360,7 +363,7 @@ def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_pat
 @pytest.mark.slow
 def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypatch):
     root = project_copy(tmp_path / "repo")
-    from scripts.figures import sweep as sweep_figure
+    from scripts.figures import sweep_times as sweep_figure
 
     def broken(analysis, *variant):
         raise RuntimeError("renderer broke")

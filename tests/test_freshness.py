@@ -143,8 +143,11 @@ def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
 
 def test_a_renderer_edit_asks_for_a_re_render_only(tree):
     edit(tree / "scripts" / "figures" / "sweep.py", append_comment)
-    assert problems(tree) == [f"{figure}: stale, scripts/figures/sweep.py changed; run {RENDER}"
-                              for figure in drawings(f"figures/{LESSON_ID}-sweep.svg")]
+    # sweep.py is shared by both sweep figures (their layout): each of their drawings.
+    assert sorted(problems(tree)) == sorted(
+        f"{drawing}: stale, scripts/figures/sweep.py changed; run {RENDER}"
+        for figure in ("sweep", "sweep-ratios")
+        for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg"))
 
 
 def test_the_shared_svg_helper_is_part_of_every_figure(tree):
@@ -211,7 +214,7 @@ def test_a_format_change_redraws_and_re_measures_nothing(tree):
     edit(tree / "scripts" / "units.py", append_code)
     assert sorted(problems(tree)) == sorted([
         *[f"{drawing}: stale, scripts/units.py changed; run {RENDER}"
-          for figure in ("sweep", "traffic", "tpu-predictions")
+          for figure in ("sweep", "sweep-ratios", "traffic", "tpu-predictions")
           for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg")],
         *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, scripts/units.py changed; "
           f"run {RENDER}" for variant in ("cpu", "cpu-processes", "sweep")]])

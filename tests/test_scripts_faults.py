@@ -109,7 +109,7 @@ def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(
     assert bench.main(["--out", str(out)], plan=TINY) == 0
     analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
     assert analysis["fits"]["all_reduce"]["4"]["betaGBps"] is None
-    assert (tmp_path / "sweep.svg").exists()
+    assert (tmp_path / f"sweep.{SEED.id}-sweep.svg").exists()
 
 
 def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):

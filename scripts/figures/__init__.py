@@ -100,9 +100,12 @@ KINDS = FigureKinds({
                                   "figures/{id}-ring-all-gather.svg"),
     "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
                           "figures/{id}-traffic.svg"),
-    # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows.
-    "sweep": FigureKind("sweep", "recordings/analysis/{id}.sweep.json",
+    # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows:
+    # the time per call, and the time ratios, each shown where its page discusses it.
+    "sweep": FigureKind("sweep_times", "recordings/analysis/{id}.sweep.json",
                         "figures/{id}-sweep.svg"),
+    "sweep-ratios": FigureKind("sweep_ratios", "recordings/analysis/{id}.sweep.json",
+                               "figures/{id}-sweep-ratios.svg"),
     "tpu-predictions": FigureKind("tpu_predictions",
                                   "lesson_code/figures/{id}-tpu-predictions.json",
                                   "figures/{id}-tpu-predictions.svg",

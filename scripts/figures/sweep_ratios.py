@@ -1,0 +1,115 @@
+"""The sweep's time ratios, one panel per device count p (sweep.py: the layout both sweep
+figures share): each ratio of two programs' median times the analysis takes, against the
+size S, with the values the ring model fixes (2 and 1) as dotted lines and the fault onset marked.
+
+Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), ratio (`series`,
+`label` its legend) and size S (`bytes`): its `ratio` and the ring `model`'s value (the
+dotted line).
+"""
+from matplotlib.ticker import FuncFormatter
+
+from scripts.figures.palette import LIGHT
+from scripts.figures.sweep import (legend_line, log2_size_axis, label_panels,
+                                   mark_fault_onset, onset_entries, panel_grid, ranks_of,
+                                   render_figure, size_limits)
+from scripts.figures.variants import STATIC
+
+RATIO_SERIES = (0, 2, 4)  # the palette's blue, green, vermillion
+RING_MODEL_STYLE = (0, (1, 2))
+
+
+def ratio_styles(analysis, palette=LIGHT):
+    """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
+    found = {}
+    for i, name in enumerate(analysis["ratios"]["model"]):
+        entry = next(iter(analysis["ratios"]["belowOnset"].values())).get(name)
+        label = name if entry is None else entry.get("label", name)
+        colour = palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]]
+        found[name] = (label, colour, "--" if i >= 2 else "-")
+    return found
+
+
+def rows(analysis):
+    found = []
+    for ranks in ranks_of(analysis):
+        ratios = analysis["ratios"]["byRanks"][str(ranks)]
+        for name, (label, _, _) in ratio_styles(analysis).items():
+            found += [{"ranks": ranks, "series": name, "label": label, "bytes": nbytes,
+                       "ratio": ratio, "model": analysis["ratios"]["model"][name]}
+                      for nbytes, ratio in zip(ratios["bytes"], ratios.get(name, []))]
+    return found
+
+
+def ratio_limits(analysis):
+    """One y range for every p, so the panels compare at a glance."""
+    values = [v for entry in analysis["ratios"]["byRanks"].values()
+              for name in analysis["ratios"]["model"] for v in entry.get(name, [])]
+    values += list(analysis["ratios"]["model"].values())
+    return min(values) / 1.3, max(values) * 1.3
+
+
+def plot_ratios(analysis, ax, ranks, look, x_limits):
+    ratios = analysis["ratios"]["byRanks"][str(ranks)]
+    mark_fault_onset(analysis, ax, look)
+    for value in sorted(set(analysis["ratios"]["model"].values())):
+        ax.axhline(value, color=look.palette.ink, lw=0.9, ls=RING_MODEL_STYLE)
+    for name, (_, colour, style) in ratio_styles(analysis, look.palette).items():
+        if name in ratios:
+            ax.plot(ratios["bytes"], ratios[name], color=colour, lw=1.2, ls=style)
+    log2_size_axis(ax, ratios["bytes"], x_limits, look)
+    ax.set_yscale("log", base=2)
+    ax.set_ylim(*ratio_limits(analysis))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+
+
+def predictions(analysis):
+    """"2 and 1": the values the ring model fixes the ratios at."""
+    return " and ".join(f"{v:g}" for v in sorted(set(analysis["ratios"]["model"].values()),
+                                                 reverse=True))
+
+
+def legend(analysis, look):
+    """The ratios, then the ring model and the onset: a column each, wide."""
+    ratios = [legend_line(colour, label, style)
+              for label, colour, style in ratio_styles(analysis, look.palette).values()]
+    marks = [legend_line(look.palette.ink, f"ring model ({predictions(analysis)})",
+                         RING_MODEL_STYLE),
+             *onset_entries(analysis, look, "from here calls fault in fresh output pages")]
+    return ratios + marks
+
+
+def draw(analysis, look):
+    handles = legend(analysis, look)
+    fig, axes = panel_grid(analysis, look, handles, 2, 1.8, 1.6)
+    ranks = ranks_of(analysis)
+    x_limits = size_limits([b for entry in analysis["ratios"]["byRanks"].values()
+                            for b in entry["bytes"]])
+    for ax, p in zip(axes, ranks):
+        plot_ratios(analysis, ax, p, look, x_limits)
+    label_panels(axes, ranks, "gradient size S (float32 bytes, full array)", "time ratio",
+                 look)
+    return fig
+
+
+def alt_text(analysis):
+    """Title and description for screen readers, with the numbers the figure shows."""
+    ranks = ranks_of(analysis)
+    model = analysis["ratios"]["model"]
+    labels = {name: label for name, (label, _, _) in ratio_styles(analysis).items()}
+    ratio_words = "; ".join(
+        f"at p = {p}, {labels[name]} {entry['median']:.1f} (ring model {model[name]:g})"
+        for p, by_name in analysis["ratios"]["belowOnset"].items()
+        for name, entry in by_name.items())
+    title = ("Time ratios of XLA's collectives and of a ppermute ring against message size "
+             "on logical CPU devices, with the ring model's predictions")
+    desc = (f"One panel per device count p = {', '.join(map(str, ranks))}: the ratios of "
+            f"the median times {', '.join(labels.values())} against the gradient size, "
+            f"log-log, with the ring model's {predictions(analysis)} as dotted lines; calls "
+            f"fault in fresh pages for their outputs from "
+            f"{analysis['faults']['labels']['onset']}. At "
+            f"{analysis['sizeLabels']['ratios']}, the largest size below that: {ratio_words}.")
+    return title, desc
+
+
+def render(analysis, variant=STATIC):
+    return render_figure(draw, analysis, variant, *alt_text(analysis))

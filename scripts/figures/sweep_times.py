@@ -1,0 +1,139 @@
+"""The sweep's time per call, one panel per device count p (sweep.py: the layout both
+sweep figures share): every program's median time per call against the size S, with its
+interval as a band, log-log, a single-thread memcpy of S for scale, the sizes past the
+last-level cache shaded and the fault onset marked.
+
+Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), program (`series`,
+`label` its legend) and size S (`bytes`): its `medianUs` and interval `lowUs`-`highUs`
+(the line and its band).
+"""
+import numpy as np
+from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter
+
+from scripts.figures.palette import LIGHT
+from scripts.figures.sweep import (legend_line, log2_size_axis, label_panels,
+                                   mark_fault_onset, onset_entries, panel_grid, ranks_of,
+                                   render_figure, size_limits)
+from scripts.figures.variants import STATIC
+from scripts.units import format_bytes
+
+# Okabe-Ito colours (the palette's series) stay distinct for colour-blind readers, given to
+# the programs in the order the analysis lists them; each ring series is dashed.
+MARKER_CYCLE = "osD^vP*"
+
+
+def styles(analysis, palette=LIGHT):
+    """program -> (colour, marker, dashed) in the analysis's order."""
+    ring = set(analysis["ringCollectives"])
+    colours = palette.series
+    return {c: (colours[i % len(colours)], MARKER_CYCLE[i % len(MARKER_CYCLE)], c in ring)
+            for i, c in enumerate(analysis["collectives"])}
+
+
+def series(analysis, ranks):
+    """program -> (bytes, interval low, median, interval high) arrays, for one p."""
+    grouped = {}
+    for row in sorted(analysis["rows"], key=lambda r: r["bytes"]):
+        if row["ranks"] == ranks:
+            grouped.setdefault(row["collective"], []).append(
+                (row["bytes"], row["lowUs"], row["medianUs"], row["highUs"]))
+    return {c: [np.array(col) for col in zip(*grouped[c])] for c in analysis["collectives"]
+            if c in grouped}
+
+
+def rows(analysis):
+    return [{"ranks": ranks, "series": program, "label": analysis["labels"][program],
+             "bytes": nbytes, "lowUs": low, "medianUs": median, "highUs": high}
+            for ranks in ranks_of(analysis)
+            for program, columns in series(analysis, ranks).items()
+            for nbytes, low, median, high in zip(*columns)]
+
+
+def shade_past_cache(analysis, ax, sizes, ranks, look):
+    """Grey from the smallest size whose working set fills the cache for some program at
+    this p (each program's own boundary is in its fit)."""
+    boundaries = [fit[str(ranks)]["cacheBoundaryBytes"] for fit in analysis["fits"].values()
+                  if str(ranks) in fit and fit[str(ranks)]["cacheBoundaryBytes"]]
+    if boundaries and max(sizes) >= min(boundaries):
+        ax.axvspan(min(boundaries) / 1.2, max(sizes) * 1.5, color=look.palette.shade, lw=0,
+                   zorder=0)
+
+
+def format_microseconds(value, _tick_position=None):
+    """100 µs, 1 ms, 10 s: unit labels keep the log axis short."""
+    for unit, scale in (("s", 1e6), ("ms", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} µs"
+
+
+def plot_times(analysis, ax, ranks, look, x_limits, y_limits):
+    measured = series(analysis, ranks)
+    drawn = styles(analysis, look.palette)
+    sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
+    shade_past_cache(analysis, ax, sizes, ranks, look)
+    mark_fault_onset(analysis, ax, look)
+    for program, (nbytes, low, median, high) in measured.items():
+        colour, marker, dashed = drawn[program]
+        ax.fill_between(nbytes, low, high, color=colour, alpha=0.18, lw=0)
+        ax.plot(nbytes, median, color=colour, marker=marker, ms=3.2,
+                lw=1.2, ls="--" if dashed else "-")
+    grid = np.geomspace(min(sizes), max(sizes), 32)
+    ax.plot(grid, grid / (analysis["memcpyGBps"] * 1e3), color=look.palette.muted, lw=1,
+            ls=":")
+    log2_size_axis(ax, sizes, x_limits, look)
+    ax.set_yscale("log")
+    ax.set_ylim(*y_limits)
+    ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
+
+
+def time_limits(analysis):
+    """One y range for every p: the measured bands decide it; the memcpy line leaves it
+    where it is faster."""
+    return (min(row["lowUs"] for row in analysis["rows"]) / 2,
+            max(row["highUs"] for row in analysis["rows"]) * 1.5)
+
+
+def legend(analysis, look):
+    """The one-step programs, the ring's, then the scale marks: a column each, wide."""
+    palette, labels = look.palette, analysis["labels"]
+    drawn = styles(analysis, palette)
+    programs = [legend_line(colour, labels[c], "--" if dashed else "-", marker)
+                for c, (colour, marker, dashed) in drawn.items()]
+    marks = [legend_line(palette.muted, "S / single-thread memcpy, for scale", ":"),
+             Patch(color=palette.shade, label="working set past the cache: not fitted"),
+             *onset_entries(analysis, look, "from here calls fault in fresh output pages: "
+                                            "not fitted")]
+    return programs + marks
+
+
+def draw(analysis, look):
+    handles = legend(analysis, look)
+    fig, axes = panel_grid(analysis, look, handles, 3, 2.3, 2.1)
+    ranks = ranks_of(analysis)
+    x_limits = size_limits([row["bytes"] for row in analysis["rows"]])
+    for ax, p in zip(axes, ranks):
+        plot_times(analysis, ax, p, look, x_limits, time_limits(analysis))
+    label_panels(axes, ranks, "gradient size S (float32 bytes, full array)",
+                 "median time per call\n(band: its interval)", look)
+    return fig
+
+
+def alt_text(analysis):
+    """Title and description for screen readers, with the numbers the figure shows."""
+    ranks = ranks_of(analysis)
+    smallest = {p: min(r["bytes"] for r in analysis["rows"] if r["ranks"] == p) for p in ranks}
+    title = ("Time per call of XLA's collectives and a ppermute ring against message size "
+             "on logical CPU devices")
+    desc = (f"One panel per device count p = {', '.join(map(str, ranks))}: median time per "
+            f"call with its interval as a band, log-log, for sizes from "
+            f"{', '.join(f'{format_bytes(b)} (p = {p})' for p, b in smallest.items())} to "
+            f"{analysis['sizeLabels']['largest']}, with S divided by a single-thread memcpy "
+            f"of {analysis['memcpyGBps']:.1f} GB/s for scale; calls fault in fresh pages for "
+            f"their outputs from {analysis['faults']['labels']['onset']}.")
+    return title, desc
+
+
+def render(analysis, variant=STATIC):
+    return render_figure(draw, analysis, variant, *alt_text(analysis))
