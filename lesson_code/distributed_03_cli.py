@@ -124,9 +124,14 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
+# Ctrl-C, `kill`, and the terminal closing under the run (ssh dropped).
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def main(argv=None):
-    """The program: exit 0 after PASS; 2 for a setup error; 130 or 143 (128 + the signal,
-    as a shell reports it) for Ctrl-C or SIGTERM, in one line, never a traceback."""
+    """The program: exit 0 after PASS; 2 for a setup error; 130, 143 or 129 (128 + the
+    signal, as a shell reports it) for Ctrl-C, SIGTERM or SIGHUP, in one line, never a
+    traceback; 141, silently, when the reader of its output has gone away (`| head`)."""
     args = parse_args(argv)
     signals = []
 
@@ -134,13 +139,20 @@ def main(argv=None):
         signals.append(number)
         raise KeyboardInterrupt  # unwinds through write_json's clean-up
 
-    previous = {number: signal.signal(number, stop) for number in (signal.SIGINT,
-                                                                   signal.SIGTERM)}
+    previous = {number: signal.signal(number, stop) for number in STOPPING_SIGNALS}
     try:
         status = run_program(args)
+        sys.stdout.flush()  # a line still buffered meets a closed pipe here, not at exit
     except KeyboardInterrupt:
         if not signals:  # raised by Python's own handler, before ours was installed
             signals.append(signal.SIGINT)
+    except BrokenPipeError:
+        # Nobody reads stdout any more: point it at /dev/null, so the flush at exit does
+        # not fail again, and end as a process SIGPIPE killed would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)

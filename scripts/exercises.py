@@ -32,7 +32,7 @@ import traceback
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
-from scripts.interrupts import Interrupted, raise_if_interrupted, stop_on_signals
+from scripts.interrupts import Interrupted, raise_if_interrupted, run_command, stop_on_signals
 from scripts.judge_exercise import judge_exercise, one_line
 from scripts.learner_copy import ChecksError, stand_ins
 from scripts.lessons import RegistryError, load_lessons
@@ -103,19 +103,9 @@ def load_exercises(lesson):
 # ---------------------------------------------------------------- the command line --
 
 def stop_on_every_signal():
-    """SIGINT, SIGTERM and SIGHUP (a closed terminal) raise Interrupted, as
-    scripts/interrupts.py does for the first two; then the signals a scaffold's
-    run_checker held across its exec arrive."""
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted (scripts/interrupts.py); then the
+    signals a scaffold's run_checker held across its exec arrive."""
     stop_on_signals()
-    raise_interrupted = signal.getsignal(signal.SIGTERM)
-
-    def on_signal(signum, frame):
-        for each in SIGNALS:  # the clean-up the first one starts runs to its end
-            signal.signal(each, signal.SIG_IGN)
-        raise_interrupted(signum, frame)
-
-    for signum in SIGNALS:
-        signal.signal(signum, on_signal)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
 
 
@@ -174,10 +164,7 @@ def main(argv=None):
     except Interrupted as stopped:
         print(f"error: {stopped}; no exercise is left running", file=sys.stderr)
         return stopped.exit_status
-    except BrokenPipeError:  # `| head -1` has all it wanted: stop, as SIGPIPE would
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing to flush
-        return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_command(main))  # 141 once `| head -1` has all it wanted

@@ -107,8 +107,10 @@ def unclaimed_figures(lessons, root=ROOT):
             and f"figures/{path.name}" not in claimed]
 
 
-def check(lessons, root=ROOT):
-    """One line per recording, figure or notebook that is missing, invalid or stale."""
+def check(lessons, root=ROOT, only=None):
+    """One line per recording, figure or notebook that is missing, invalid or stale, of
+    every lesson or of the one whose id is `only`. A file is unclaimed when no lesson at
+    all claims it, so checking one lesson never calls another's files leftovers."""
     lines = unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
     try:
         lock = read_lock(root)
@@ -116,6 +118,8 @@ def check(lessons, root=ROOT):
         lines.append(str(error))
         lock = {}
     for lesson in lessons.values():
+        if only is not None and lesson.id != only:
+            continue
         for output in recording_outputs(lesson, root):
             lines += recording_state(output, root)[1]
         for output in [*derived_outputs(lesson), notebook_output(lesson)]:

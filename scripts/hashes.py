@@ -163,10 +163,11 @@ def pin_lines(root=ROOT):
     The rule, decidable from the pin files alone: requirements.txt counts by its lesson
     runtime and recording sections; constraints.txt (the frozen transitive versions)
     counts whole, except the lines of the packages pinned only for the site (the rest of
-    requirements.txt), the tests or the lint (requirements-test.txt). So bumping mkdocs, pytest, playwright or ruff re-records
-    nothing, while any transitive version (ml_dtypes, pyzmq, ...) still counts: the files
-    cannot say which transitive package a recording reaches, and a needless re-record is
-    cheaper than a stale recording presented as current.
+    requirements.txt), the tests or the lint (requirements-test.txt). So bumping mkdocs,
+    pytest, playwright or ruff re-records nothing, while any transitive version
+    (ml_dtypes, pyzmq, ...) still counts: the files cannot say which transitive package a
+    recording reaches, and a needless re-record is cheaper than a stale recording
+    presented as current.
     """
     lines = {}
     requirements = root / PINS[0]

@@ -8,7 +8,9 @@ reads that report as data (size-capped JSON), and the exercise's `compare` decid
 Limits: the child's own (memory, output: see the runner), a time limit, and a count of
 the processes below this one, polled; this process is their subreaper, so whatever the
 child starts, in a session of its own too, is killed and reaped before the next
-exercise (scripts/children.py).
+exercise (scripts/children.py). None of this is a sandbox: the child runs as this user,
+so an absolute path still reaches the checkout; the copy keeps only its own writes, to
+the files it runs beside, out of it.
 """
 import json
 import os
@@ -61,17 +63,14 @@ def watch(child, time_limit):
 
 
 def stop(child):
-    """The child and everything below this process, killed and reaped."""
-    try:
-        if child.poll() is None:  # its session, at least, where /proc is missing
-            os.killpg(child.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    for pid in descendants():
+    """The child and everything below this process, killed and reaped. The child first,
+    and waited for here (its exit is Popen's to collect), then whatever is left below."""
+    if child.poll() is None:
         try:
-            os.kill(pid, signal.SIGKILL)
+            os.killpg(child.pid, signal.SIGKILL)  # its session, where /proc is missing
         except (ProcessLookupError, PermissionError):
             pass
+        child.kill()  # and the child itself, should it have left its process group
     child.wait()
     kill_everything_below()
 

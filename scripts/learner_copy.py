@@ -64,10 +64,14 @@ def without(source, functions):
 
 def learner_copy(folder, root, replaced):
     """lesson_code/ as the learner's process sees it: `replaced` stands in for its
-    solutions and answers; recordings/ is linked, for the checks that read one."""
+    solutions and answers. The recordings are copied beside it, for the checks that read
+    one (the traffic a run measured): copied, not linked, so what the learner's code
+    writes where it runs is lost with the copy, never written into the checkout."""
     shutil.copytree(root / "lesson_code", folder / "lesson_code", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (folder / "recordings").symlink_to(root / "recordings")
+    (folder / "recordings").mkdir()
+    for recording in sorted((root / "recordings").glob("*.json")):
+        shutil.copyfile(recording, folder / "recordings" / recording.name)
     for path, functions in replaced.items():
         copy = folder / path.relative_to((root / "lesson_code").resolve().parent)
         copy.write_text(without(path.read_text(encoding="utf-8"), functions),

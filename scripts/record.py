@@ -250,9 +250,10 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
         staging.commit(lambda path: progress(f"wrote {display(path, plan.root)}"))
 
 
-def check(lessons):
-    """Print one line per stale, missing or invalid output; 1 if there is any."""
-    lines = check_problems(lessons, next(iter(lessons.values())).root)
+def check(lessons, only=None):
+    """Print one line per stale, missing or invalid output (of lesson `only`, if given); 1
+    if there is any."""
+    lines = check_problems(lessons, next(iter(lessons.values())).root, only)
     for line in lines:
         print(line)
     return 1 if lines else 0
@@ -361,13 +362,13 @@ def main(argv=None):
     try:
         refuse_links()  # before any file of the checkout is read or written
         lessons = load_lessons()
+        if args.lesson and args.lesson not in lessons:
+            raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
+                                f"known: {first_of(lessons)}")
+        if args.check:  # every lesson's claims, one lesson's state (freshness.check)
+            return check(lessons, only=args.lesson)
         if args.lesson:
-            if args.lesson not in lessons:
-                raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
-                                    f"known: {first_of(lessons)}")
             lessons = {args.lesson: lessons[args.lesson]}
-        if args.check:
-            return check(lessons)
         refuse_what_cannot_work(args, lessons)
         from scripts.plan import make_plan
 

@@ -48,7 +48,7 @@ class RecordingError(Exception):
 
 
 # The most a JSON file read here may hold. The largest recording, a sweep, is under
-# 0.4 MB; a file far past that is no recording, and reading it whole could take all of
+# 1 MB; a file far past that is no recording, and reading it whole could take all of
 # memory (a link to /dev/zero did).
 MAX_JSON_BYTES = 32 * 2**20
 # What a page can show of a lesson's output: the schema's stdout maxLength, and lines.

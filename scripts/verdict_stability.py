@@ -87,7 +87,11 @@ def run(command, cwd):
 
 
 def clone(into):
+    """A clone of HEAD, with this checkout's node_modules linked: the build typesets its
+    formulas with Temml (scripts/pages/typeset.cjs), which a clone does not have."""
     subprocess.run(["git", "clone", "-q", str(ROOT), str(into)], check=True)
+    if (ROOT / "node_modules").is_dir():
+        (into / "node_modules").symlink_to(ROOT / "node_modules")
     return into
 
 

@@ -830,7 +830,8 @@ def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
 
 # The lesson program with run_lesson replaced by one that waits for the signal: the signal
 # lands inside main() every time. "swallowed": a library catches the KeyboardInterrupt and
-# carries on to print PASS, as some tries did.
+# carries on to print PASS, as some tries did. "closed": it prints a line every tenth of a
+# second, for a reader that goes away.
 SIGNALLED_LESSON = """
 import importlib, runpy, sys, time, warnings
 sys.path.insert(0, sys.argv[1])
@@ -844,6 +845,8 @@ def waiting(devices, *going_further):
         # main thread is back in Python, as it is between the lesson's steps.
         for _ in range(600):
             time.sleep(0.1)
+            if how == "closed":
+                print("still running", flush=True)
     except KeyboardInterrupt:
         if how != "swallowed":
             raise
@@ -859,7 +862,7 @@ runpy.run_module(module, run_name="__main__")
 
 @pytest.mark.slow
 @pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143),
-                                         ("swallowed", 130)])
+                                         ("SIGHUP", 129), ("swallowed", 130)])
 def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
     import signal
 
@@ -870,11 +873,29 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True)
     assert run.stdout.readline() == "running\n"
-    run.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGINT)
+    name = "SIGINT" if how == "swallowed" else how
+    run.send_signal(signal.Signals[name])
     out, err = run.communicate(timeout=60)
-    name = "SIGTERM" if how == "SIGTERM" else "SIGINT"
     assert run.returncode == status
     assert err == f"error: interrupted by {name}; the lesson did not finish\n"
+
+
+@pytest.mark.slow
+def test_the_lesson_program_ends_quietly_when_its_reader_goes_away():
+    """`python -m <lesson> | head -1`: head exits after one line, and the lesson's next
+    print meets a closed pipe. It ends with 141, as a shell reports SIGPIPE, and says
+    nothing: the reader who went away asked for no more. No signal is sent."""
+    from conftest import clean_env
+
+    read, write = os.pipe()
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), "closed",
+                            SEED.module],
+                           env=clean_env(), stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    with os.fdopen(read, "rb") as reader:
+        assert reader.readline() == b"running\n"
+    _, err = run.communicate(timeout=60)  # its next line meets the closed pipe
+    assert (run.returncode, err) == (141, b"")
 
 
 @pytest.mark.slow

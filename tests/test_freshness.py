@@ -262,7 +262,7 @@ def test_a_corrupt_file_is_one_line_not_a_traceback(tree, corrupt, expected):
     assert any(line.startswith(expected) for line in problems(tree))
 
 
-def test_a_recording_path_that_is_a_directory_is_one_line(tree):
+def test_the_check_names_a_recording_path_that_is_a_directory(tree):
     path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
     path.unlink()
     path.mkdir()

@@ -95,6 +95,24 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
 
 
+def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
+    # Each lesson's files are claimed by the registry as a whole: --lesson narrows which
+    # lesson's freshness is checked, not whose files count as belonging to a lesson.
+    root, *_ = project
+    for lesson_id in ("psum-01", SEED.id):
+        check = run_record(root, "--check", "--lesson", lesson_id)
+        assert (check.returncode, check.stdout) == (0, ""), check.stdout
+    (root / "recordings" / "psum-01.cpu.json").rename(root / "recordings" / "aside.json")
+    try:
+        check = run_record(root, "--check", "--lesson", SEED.id)
+        # psum-01's missing recording is not the seed's business; the stray file is.
+        assert check.returncode == 1
+        assert check.stdout.startswith("recordings/aside.json: belongs to no lesson")
+        assert "psum-01.cpu.json" not in check.stdout, check.stdout
+    finally:
+        (root / "recordings" / "aside.json").rename(root / "recordings" / "psum-01.cpu.json")
+
+
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
     # `record.py --processes 4` runs every lesson with a rank module and says which it
     # skipped; the real 4-process run is tests/test_multiprocess.py's, stubbed here.

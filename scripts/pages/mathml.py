@@ -23,9 +23,11 @@ the page's text colour in light and dark mode.
   refuses `\\class`, `\\style` and the like; its MathML is rebuilt here from MathML
   elements and presentation attributes only, every piece of text escaped.
 
-This is a hook rather than a Markdown extension because recorded values, which may hold
-formulas, are put into the page after Markdown has run (pages/hooks.py); `typeset()` is
-a plain function of the HTML, for any other Markdown pipeline.
+This is a hook rather than a Markdown extension because it must see each page's final
+HTML: recorded values, which may hold formulas, go in with the page language's last
+postprocessor (pages/page_language.py), and the notebook's body is replaced after its
+Markdown ran (pages/notebook_page.py). `typeset()` is a plain function of the HTML, for
+any other Markdown pipeline.
 """
 import html
 import json

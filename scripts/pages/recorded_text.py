@@ -29,7 +29,7 @@ class PageError(Reported):
 TEXT_ATTRIBUTES = {"alt", "title", "aria-label"}
 ATTRIBUTE_NAME = re.compile(r"""([\w:.-]+)\s*=\s*(?:"[^"]*|'[^']*|[^\s"'>]*)$""")
 # Recorded prose may hold inline math such as \([4, 6]\). Only the spans arithmatex makes
-# become MathML (scripts/pages/mathml.py, latex2mathml, at build time), and TeX has commands
+# become MathML (scripts/pages/mathml.py, Temml, at build time), and TeX has commands
 # that link (\href) or style (\style, \class), so only plain formulas get a span;
 # anything else stays visible as text.
 INLINE_MATH = re.compile(r"\\\((.+?)\\\)")

@@ -7,7 +7,7 @@ let temml;
 try {
   temml = require("temml");
 } catch {
-  process.stderr.write("Temml is not installed: run `npm ci` (or `make install`)\n");
+  process.stderr.write("Temml is not installed: run `npm ci` (or `make setup`)\n");
   process.exit(3);
 }
 
