@@ -21,8 +21,8 @@ terms. Every input below names its source; nothing here ran.
         --data-out lesson_code/figures/distributed-03-tpu-predictions.json
 
 writes the predictions (tests/test_tpu_predictions.py checks the committed file is this
-module's output). `compare(recording)` is the analysis of a TPU sweep
-(recordings/<lesson>.tpu-sweep.json) against them. Pure Python and NumPy: no JAX.
+module's output). The test of a TPU sweep (recordings/<lesson>.tpu-sweep.json) against
+them is distributed_03_tpu_comparison.py. The standard library alone: no NumPy, no JAX.
 """
 import argparse
 import json

@@ -15,7 +15,8 @@ from scripts import LOCK, REGISTRY, ROOT, display
 from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.figures.data import FORMATS, FigureDataKind, data_path
-from scripts.hashes import content_files, digest_bytes, file_digests, import_closure
+from scripts.hashes import (content_files, digest_bytes, file_digests, import_closure,
+                            pin_digests)
 from scripts.recordings import RECORD, RecordingError, read_json
 
 RENDER = "python scripts/record.py --render-only"
@@ -255,10 +256,13 @@ class AnalysisKind:
 @dataclass(frozen=True)
 class AnalysisOutput(DerivedOutput):
     """An analysis: made by the lesson's analysis module and kept as scripts/analysis_text.py
-    writes it, so that module's text (its rounding) is an input too."""
+    writes it, so that module's text (its rounding) is an input too. Its intervals come from
+    SciPy's bootstrap (scripts/intervals.py), so the pins a recording counts count here as
+    well: a SciPy bump re-derives every analysis, even of a recording it does not stale."""
 
     def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root), **file_digests([root / ANALYSIS_TEXT], root)}
+        return {**super().current_inputs(root), **file_digests([root / ANALYSIS_TEXT], root),
+                **pin_digests(root)}
 
 
 def analysis_outputs(lesson):

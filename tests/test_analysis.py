@@ -365,6 +365,22 @@ def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
     json.dumps(result, allow_nan=False)  # what the derived file will hold: finite JSON
 
 
+@pytest.mark.parametrize("misses, reading", [
+    ([0.05, 0.08, 0.10, 0.07, 0.06], "which is what equal costs per rendezvous would give"),
+    ([0.40, 0.50, 0.45, 0.60, 0.38], "so the rendezvous do not all cost the same"),
+    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive"),
+])
+def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading):
+    # The worst miss of the medians' line alone (0.21 here) never decides: a miss near the
+    # margin read as a point flipped the sentence between three back-to-back sweeps.
+    table = {"2": {"maxRelResidualByBlock": [m / 2 for m in misses]},
+             "4": {"maxRelResidualByBlock": misses}}
+    words = sweep_analysis.fit_words(table, worst=0.21)
+    assert words["fitWords"].startswith("one line fits every program within 21% at each p, ")
+    assert words["fitWords"].endswith(reading)
+    assert words["worstMissByBlock"]["median"] == pytest.approx(sorted(misses)[2])
+
+
 def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_it():
     def times(collective, p, nbytes):
         # reduce-scatter ten times faster than everything else at every size

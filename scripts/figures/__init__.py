@@ -1,15 +1,16 @@
 """Recording -> SVG. The only importers of matplotlib (with a lesson's own renderer in
 lesson_code/), and they never import a lesson program.
 
-Every renderer is a module here with one function, `render(data, variant) -> str`: `data`
+Every renderer is a module here with two functions. `render(data, variant) -> str`: `data`
 is the parsed JSON of its input (a recording, or a figure's own data file the lesson keeps
 in lesson_code/figures/), `variant` which of the figure's four drawings to make (light or
 dark, wide or narrow: variants.py), and the SVG text comes back; writing it is record.py's
-job. A lesson lists the kinds it wants in
+job. `rows(data) -> (columns, rows)`: the numbers the figure draws, which become its CSV
+and JSON beside the SVG (data.py). A lesson lists the kinds it wants in
 lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
 
 A lesson may also bring a renderer of its own: a module under lesson_code/ with the same
-`render(data) -> SVG text`, listed among its figures by its dotted name
+`render(data) -> SVG text` and `rows(data)`, listed among its figures by its dotted name
 (`"lesson_code.psum_bars"`). It is drawn from the lesson's CPU recording into
 `figures/<id>-<module name, _ as ->.svg`, and kept current like any other figure (its
 import closure is its code); it must never import a lesson program. It is drawn once, light

@@ -8,6 +8,14 @@ own, shown where its page discusses it.
 The programs, their labels and which are the ring come from the analysis, so neither
 figure knows a lesson's collectives by name. Every panel of a figure has the same axes,
 so the device counts compare at a glance.
+
+Reads (`sweep` -> figures/<id>-sweep.svg, `sweep-ratios` -> figures/<id>-sweep-ratios.svg,
+both from recordings/analysis/<id>.sweep.json, the analysis the lesson's `analysis` module
+derives from recordings/<id>.sweep.json): `collectives` (the programs in order),
+`ringCollectives`, `labels` (program: name), `rows` (per program, p and S: `medianUs`,
+`lowUs`, `highUs`), `fits[program][p]` (`cacheBoundaryBytes`), `faults` (`onsetBytes`,
+`labels.onset`), `ratios` (`model`: name: predicted value; `byRanks[p]`: `bytes` and one
+list per ratio; `belowOnset[p][name]`: `median`, `label`), `memcpyGBps`, `sizeLabels`.
 """
 from dataclasses import dataclass
 

@@ -1,6 +1,9 @@
 """Predicted collective times on a 4-chip TPU VM at p = 2 and 4, and a TPU size sweep
 against them.
 
+Reads (`tpu-predictions` -> figures/<id>-tpu-predictions.svg): the two files named
+below; a TPU sweep's arrival makes the figure stale.
+
 Drawn from lesson_code/figures/<lesson>-tpu-predictions.json (written by the lesson's
 lesson_code/tpu_predictions.py, with a source for every input and the band outside which
 a measurement refutes each prediction) and, once one exists, the TPU size sweep
