@@ -44,7 +44,8 @@ def masked_text(page_html):
     found = ARTICLE.search(page_html)
     body = found.group(0) if found else page_html
     text = html.unescape(re.sub(r"<[^>]+>", " ", body))
-    return re.sub(r"\d[\d,.]*", "N", re.sub(r"\s+", " ", text)).strip()
+    # A sign is part of its number: "(-3–5)" and "(2–5)" read alike.
+    return re.sub(r"[-−]?\d[\d,.]*", "N", re.sub(r"\s+", " ", text)).strip()
 
 
 def table_verdicts(page_html):

@@ -15,6 +15,8 @@ def test_numbers_are_masked_and_words_are_kept():
     assert stability.masked_text(one) == stability.masked_text(two)
     assert stability.masked_text(one) != stability.masked_text(flipped)
     assert "N× (N % interval N–N)" in stability.masked_text(one)
+    # A negative bound is a number too; the en dash between two bounds is not a sign.
+    assert stability.masked_text("<article>(-3–5) (2–−5)</article>") == "(N–N) (N–N)"
 
 
 def test_only_what_lies_outside_the_article_is_left_out():
