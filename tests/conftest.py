@@ -27,6 +27,12 @@ PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "con
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
+# A run started under nohup ignores SIGHUP, and so does every process it starts: by
+# design, the commands then outlive the terminal and take no SIGHUP
+# (scripts/interrupts.py). The tests of what SIGHUP does need it delivered, so the
+# processes this suite starts begin with its default action, wherever pytest was started.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
+
 from scripts.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
 
 # This tree's registry. A test about "the lesson" runs once per registered lesson
@@ -55,6 +61,14 @@ def recording_name(lesson, variant="cpu"):
 def module_file(lesson, module=None):
     """The lesson's module (or another of its modules) as a path below the root."""
     return lesson.path(module).relative_to(lesson.root).as_posix()
+
+
+def each_lesson_with(*fields):
+    """Parametrize over the lessons that have `fields`, each case named
+    `<id>.<field>...`: not a plain `[<id>]`, which says a test runs for every lesson
+    (tests/test_second_lesson.py holds each of those to running for a new lesson too)."""
+    return pytest.mark.parametrize("lesson", lessons_with(*fields),
+                                   ids=lambda lesson: ".".join((lesson.id, *fields)))
 
 
 def lessons_with(*fields):

@@ -13,7 +13,8 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
-from conftest import ROOT, SEED, each_lesson, lessons_with, module_file, project_copy, run_record
+from conftest import (ROOT, SEED, each_lesson, each_lesson_with, module_file, project_copy,
+                      run_record)
 from scripts.pages import mathml, notebook_page
 from scripts.runners.notebook import build_notebook, source_blocks, stdout_of, teaching_blocks
 from site_hostile import CANARY
@@ -112,7 +113,7 @@ def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
     assert "def main" not in kept and "argparse" not in kept
 
 
-@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+@each_lesson_with("going_further")
 def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     notebook = build_notebook(lesson, devices=lesson.devices)
     code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
@@ -131,7 +132,7 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", lessons_with("going_further"), ids=lambda lesson: lesson.id)
+@each_lesson_with("going_further")
 def test_a_change_to_the_going_further_steps_asks_for_the_lesson_s_run(lesson, tmp_path):
     """The lesson module does not import its going-further module, so the CPU recording's
     inputs miss it; the notebook's do, and a stale notebook re-runs the lesson."""
