@@ -10,8 +10,11 @@ export NO_MKDOCS_2_WARNING := 1
 .PHONY: setup install math-font serve build record bench check current lint fresh test tier \
 	test-two-lessons browser java mpi audit clean
 
-# What building and serving use (`make serve`, `make build`): the site's Python pins and
-# Temml. `install` adds the tests' and the linter's tools, for `make check` and `make test`.
+# What building, serving and recording use (`make serve`, `make build`, `make record`):
+# requirements.txt (the lesson's runtime with the site's pins, so a reader who serves can
+# also run the lesson) and Temml. `install` adds the tests' and the linter's tools, for
+# `make check` and `make test` (axe-core and the Nu checker); `make test` also asks for
+# Chromium, Java and Open MPI.
 setup: $(VENV)/.installed node_modules/.built math-font
 install: setup $(VENV)/.tested node_modules/.tested
 

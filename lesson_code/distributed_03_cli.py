@@ -7,7 +7,9 @@ a reader runs from a shell:
   platform it has no backend for, is one `error:` line and exit 2;
 - `--data-out PATH`: the figure data, timings and environment as JSON, written beside the
   path and renamed onto it, replacing only a regular file;
-- Ctrl-C and SIGTERM end it in one line, exit 130 and 143, never a traceback.
+- Ctrl-C, SIGTERM and SIGHUP end it in one line, exit 130, 143 and 129, never a
+  traceback (started under nohup, it takes no SIGHUP); a closed stdout ends it silently,
+  exit 141.
 
 It runs the lesson and its going-further steps, as the recording does (scripts/record.py
 runs the notebook's cells, not this).
@@ -130,8 +132,9 @@ STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def main(argv=None):
     """The program: exit 0 after PASS; 2 for a setup error; 130, 143 or 129 (128 + the
-    signal, as a shell reports it) for Ctrl-C, SIGTERM or SIGHUP, in one line, never a
-    traceback; 141, silently, when the reader of its output has gone away (`| head`)."""
+    signal, as a shell reports it) for Ctrl-C, SIGTERM or SIGHUP (unless started under
+    nohup), in one line, never a traceback; 141, silently, when the reader of its output
+    has gone away (`| head`)."""
     args = parse_args(argv)
     signals = []
 
@@ -139,7 +142,10 @@ def main(argv=None):
         signals.append(number)
         raise KeyboardInterrupt  # unwinds through write_json's clean-up
 
-    previous = {number: signal.signal(number, stop) for number in STOPPING_SIGNALS}
+    # Started under nohup, SIGHUP is ignored on purpose: the run outlives the terminal.
+    previous = {number: signal.signal(number, stop) for number in STOPPING_SIGNALS
+                if not (number == signal.SIGHUP
+                        and signal.getsignal(number) is signal.SIG_IGN)}
     try:
         status = run_program(args)
         sys.stdout.flush()  # a line still buffered meets a closed pipe here, not at exit

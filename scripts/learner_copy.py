@@ -64,9 +64,10 @@ def without(source, functions):
 
 def learner_copy(folder, root, replaced):
     """lesson_code/ as the learner's process sees it: `replaced` stands in for its
-    solutions and answers. The recordings are copied beside it, for the checks that read
-    one (the traffic a run measured): copied, not linked, so what the learner's code
-    writes where it runs is lost with the copy, never written into the checkout."""
+    solutions and answers. The recordings (recordings/*.json, not their analyses) are
+    copied beside it, for the checks that read one (the traffic a run measured): copied,
+    not linked, so what the learner's code writes where it runs is lost with the copy,
+    never written into the checkout."""
     shutil.copytree(root / "lesson_code", folder / "lesson_code", symlinks=True,
                     ignore=shutil.ignore_patterns("__pycache__"))
     (folder / "recordings").mkdir()

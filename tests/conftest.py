@@ -29,9 +29,11 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
 # A run started under nohup ignores SIGHUP, and so does every process it starts: by
 # design, the commands then outlive the terminal and take no SIGHUP
-# (scripts/interrupts.py). The tests of what SIGHUP does need it delivered, so the
-# processes this suite starts begin with its default action, wherever pytest was started.
-signal.signal(signal.SIGHUP, signal.SIG_DFL)
+# (scripts/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
+# that does nothing keeps pytest itself alive when the terminal goes (as nohup asked),
+# while every process the suite starts begins with SIGHUP's default action: exec resets
+# a caught signal to its default, where an ignored one stays ignored.
+signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 from scripts.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
 

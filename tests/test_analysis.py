@@ -376,7 +376,8 @@ def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(mi
     table = {"2": {"maxRelResidualByBlock": [m / 2 for m in misses]},
              "4": {"maxRelResidualByBlock": misses}}
     words = sweep_analysis.fit_words(table, worst=0.21)
-    assert words["fitWords"].startswith("one line fits every program within 21% at each p, ")
+    assert words["fitWords"].startswith("one line fits every program within 21% at each p "
+                                        f"(block by block, {min(misses):.0%}–")
     assert words["fitWords"].endswith(reading)
     assert words["worstMissByBlock"]["median"] == pytest.approx(sorted(misses)[2])
 

@@ -881,6 +881,27 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
 
 
 @pytest.mark.slow
+def test_the_lesson_program_started_under_nohup_outlives_a_hangup():
+    """nohup asks a run to outlive its terminal: SIGHUP, ignored when the program starts,
+    stays ignored, and the lesson runs on to PASS (the stand-in's, after a Ctrl-C it
+    swallows)."""
+    from conftest import clean_env
+
+    run = subprocess.Popen([sys.executable, "-c", SIGNALLED_LESSON, str(ROOT), "swallowed",
+                            SEED.module],
+                           env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True,
+                           preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    assert run.stdout.readline() == "running\n"
+    run.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert run.poll() is None  # still running
+    run.send_signal(signal.SIGINT)  # the stand-in swallows it and prints PASS
+    out, _ = run.communicate(timeout=60)
+    assert "PASS" in out and run.returncode == 130
+
+
+@pytest.mark.slow
 def test_the_lesson_program_ends_quietly_when_its_reader_goes_away():
     """`python -m <lesson> | head -1`: head exits after one line, and the lesson's next
     print meets a closed pipe. It ends with 141, as a shell reports SIGPIPE, and says

@@ -19,6 +19,9 @@ def private_uses(tree):
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("jax._src"):
             yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.ImportFrom) and node.module == "jax" and \
+                any(alias.name == "_src" for alias in node.names):
+            yield node.lineno, "from jax import _src"
         elif isinstance(node, ast.Import):
             yield from ((node.lineno, f"import {alias.name}") for alias in node.names
                         if alias.name.startswith("jax._src"))
@@ -27,8 +30,9 @@ def private_uses(tree):
 
 
 def test_the_check_sees_each_way_in():
-    code = "from jax._src import mesh_utils\nimport jax._src.lax\nx = jax._src.config\n"
-    assert [line for line, _ in private_uses(ast.parse(code))] == [1, 2, 3]
+    code = ("from jax._src import mesh_utils\nimport jax._src.lax\nx = jax._src.config\n"
+            "from jax import _src\n")
+    assert sorted(line for line, _ in private_uses(ast.parse(code))) == [1, 2, 3, 4]
     assert list(private_uses(ast.parse('URL = "jax/_src/mesh_utils.py"'))) == []
 
 
