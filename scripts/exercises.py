@@ -32,7 +32,7 @@ import traceback
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
-from scripts.interrupts import Interrupted, raise_if_interrupted, run_command, stop_on_signals
+from scripts.interrupts import Interrupted, run_command, signals_deferred, stop_on_signals
 from scripts.judge_exercise import judge_exercise, one_line
 from scripts.learner_copy import ChecksError, stand_ins
 from scripts.lessons import RegistryError, load_lessons
@@ -122,8 +122,12 @@ def choose(args):
                             f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
     picked = []
     for lesson in chosen:
-        exercises = load_exercises(lesson)
-        raise_if_interrupted()  # JAX, imported with the checks, may have swallowed one
+        # The checks import JAX. A signal whose handler raises while jaxlib's extension
+        # initialises is turned into an ImportError ("fix the checks module"), or crashes
+        # the process (SIGSEGV): a Ctrl-C as the checker starts did both. So signals wait
+        # for the import, and the first is raised once it is done.
+        with signals_deferred():
+            exercises = load_exercises(lesson)
         if args.exercise is not None:
             exercises = [e for e in exercises if e.name == args.exercise]
             if not exercises:
