@@ -36,7 +36,9 @@ def dies_with(parent, signum=signal.SIGKILL):
     def preexec():
         prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the starter died before prctl: nobody to wait for
-            os._exit(1)
+            # subprocess ends a child whose preexec_fn raised (exit 255) before its exec,
+            # and tells the starter, were it still there to hear.
+            raise ChildProcessError("the process that started this one has died")
     return preexec
 
 

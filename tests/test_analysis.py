@@ -1,14 +1,18 @@
 """The analysis of timings, on synthetic samples: intervals, ratios and the verdicts they
 earn. Nothing here measures this machine; the samples are made up, so every outcome is
 known in advance (content review H1: a verdict must not flip with the noise)."""
+import importlib
 import json
 
 import numpy as np
 import pytest
 
-from lesson_code import distributed_03_analysis as analysis
-from lesson_code import distributed_03_sweep_analysis as sweep_analysis
+from conftest import SEED
 from scripts import intervals
+
+# The seed's analyses: its registry's `analysis`, and its sweep's, named after the sweep.
+analysis = importlib.import_module(SEED.analysis)
+sweep_analysis = importlib.import_module(f"{SEED.sweep}_analysis")
 
 RNG = np.random.default_rng(0)
 
@@ -322,7 +326,7 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
     per call, and `faults_of` minor faults per call; each program is also timed
     `looping` collectives to a call, the extra ones costing `own_cost_of` (default: the
     whole call's time) and faulting nothing, as buffers reused would."""
-    from lesson_code.distributed_03_sweep import program_facts
+    program_facts = importlib.import_module(SEED.sweep).program_facts
     own_cost_of = own_cost_of or time_of
     rows = []
     for block in range(count):
@@ -347,7 +351,7 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
 
 def ring_model_times(collective, p, nbytes):
     """Times that follow the ring model exactly: 50 us per step plus bytes at 1 GB/s."""
-    from lesson_code.distributed_03_sweep import program_facts
+    program_facts = importlib.import_module(SEED.sweep).program_facts
     facts = program_facts(p)[collective]
     return 50.0 * p * facts["steps"] + facts["phases"] * (p - 1) / p * nbytes / 1e3
 
@@ -404,7 +408,7 @@ def test_the_fit_stops_where_the_working_set_leaves_the_cache():
 
 def test_bytes_touched_predicts_what_the_review_computed():
     """Content review M4: t_AG / t_RS = 2p/(p + 1) and t_AR / t_RS = (3p - 1)/(p + 1)."""
-    from lesson_code.distributed_03_sweep import program_facts
+    program_facts = importlib.import_module(SEED.sweep).program_facts
     programs = {str(p): program_facts(p) for p in (2, 4, 8)}
     for p in (2, 4, 8):
         assert sweep_analysis.touched_prediction("all_gather", "reduce_scatter", programs, p) \
@@ -423,7 +427,7 @@ def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
 
 def output_pages(collective, p, nbytes):
     """Minor faults of a call that maps all p of its outputs afresh, 4 KiB pages."""
-    from lesson_code.distributed_03_sweep_faults import output_over_s
+    output_over_s = importlib.import_module(f"{SEED.sweep}_faults").output_over_s
     return p * output_over_s(collective, p) * nbytes / 4096
 
 

@@ -9,6 +9,7 @@ something the new JAX no longer does. The lesson's going-further module computes
 table itself (`collective_transposes`), checks the gradient values in NumPy, and the
 recording keeps it.
 """
+import importlib
 import json
 import re
 
@@ -17,9 +18,10 @@ import numpy as np
 import pytest
 from jax.sharding import Mesh
 
-from conftest import ROOT
-from lesson_code import distributed_03 as lesson
-from lesson_code import distributed_03_going_further as going_further
+from conftest import ROOT, SEED
+
+lesson = importlib.import_module(SEED.module)
+going_further = importlib.import_module(SEED.going_further)
 
 # Forward collective -> what its gradient program asks for (lowered StableHLO).
 TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"], "all_gather": ["reduce_scatter"],

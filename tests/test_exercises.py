@@ -211,7 +211,7 @@ PSUM_OF_SQUARES = 'squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")'
 RING = section("lesson_code/ring_collectives.py", "ring_all_gather") \
     .replace("def ring_all_gather(chunk, steps=None):", "def ring_all_gather(chunk):")
 ZERO = section(GOING_FURTHER, "zero_accounting")
-MAKE_IT_YOURS = section("lesson_code/distributed_03.py", "make_it_yours")
+MAKE_IT_YOURS = section(module_file(SEED), "make_it_yours")
 
 # (exercise, its scaffold file, the learner's function, the start of the checker's line):
 # each the lesson's solution with the one slip a page says the checker catches.
@@ -250,11 +250,11 @@ MISTAKES = {
         "ring_all_gather", RING_SCAFFOLD,
         slip(RING, "range(p - 1 if steps is None else steps)", "range(p - 2)"),
         "wrong ring_all_gather: device 0 holds wrong values in chunk(s) [1] of 4"),
-    # distributed-03.md, "Account for the complete communication cycle": storing less is
+    # The lesson page, "Account for the complete communication cycle": storing less is
     # not sending less.
     "the all-gather forgotten": (
         "communication_budget", SCAFFOLDS,
-        slip(section("lesson_code/distributed_03.py", "transfer_budget"),
+        slip(section(module_file(SEED), "transfer_budget"),
              "scatter_then_gather = scatter + scatter", "scatter_then_gather = scatter"),
         "wrong communication_budget: B_AR != B_RS + B_AG: count the gather"),
     # autodiff.md, ZeRO-3: "gathered for the forward pass and ... again for the backward".
@@ -264,7 +264,7 @@ MISTAKES = {
              '"zero_3": ("all_gather", "reduce_scatter")'),
         "wrong zero_accounting: zero_3 sends as much as data parallel: ZeRO-3 gathers the "
         "weights for the forward pass AND again for the backward pass"),
-    # distributed-03.md, "Make it yours": check the all-reduce and every rebuilt replica.
+    # The lesson page, "Make it yours": check the all-reduce and every rebuilt replica.
     "the devices never asked": (
         "make_it_yours", SCAFFOLDS,
         "\n".join(line for line in MAKE_IT_YOURS.splitlines() if "assert_matches" not in line),
@@ -349,7 +349,7 @@ def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
     # Call the solution the checks module holds.
     "clip_by_global_norm": """
 def clip_by_global_norm(g_slice, max_norm):
-    from lesson_code.distributed_03_checks import EXERCISES
+    from CHECKS_MODULE import EXERCISES
     [me] = [e for e in EXERCISES if e.name == "clip_by_global_norm"]
     return me.reference(g_slice, max_norm)
 """,
@@ -357,19 +357,23 @@ def clip_by_global_norm(g_slice, max_norm):
     "zero_accounting": """
 def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
     import importlib
-    import lesson_code.distributed_03_going_further as lesson
+    import GOING_FURTHER_MODULE as lesson
     return importlib.reload(lesson).zero_accounting(traffic, gradient_bytes, ranks,
                                                     state_per_weight)
 """,
     # Ask the checks for their answer.
     "make_it_yours": """
 def make_it_yours(mesh, programs, problem):
-    from lesson_code.distributed_03_checks import EXERCISES
+    from CHECKS_MODULE import EXERCISES
     [me] = [e for e in EXERCISES if e.name == "make_it_yours"]
     right = me.answer(len(mesh.devices.flat))
     return right["expected"], right["wrong_labels"]
 """,
 }
+# The seed's own modules, by its registry entry, in place of the names above.
+ATTACKS = {name: body.replace("CHECKS_MODULE", SEED.exercises)
+           .replace("GOING_FURTHER_MODULE", SEED.going_further)
+           for name, body in ATTACKS.items()}
 # Replace the checks' functions as the scaffold is imported, before they run.
 RING_ATTACK = """
 import lesson_code.ring_checks as _checks
@@ -612,9 +616,12 @@ def test_a_closed_stdout_ends_the_check_with_141_and_no_traceback():
 
 
 def wait_until(condition, timeout_s=120):
+    """Poll until `condition()` holds. The bound only keeps a hung run from hanging the
+    suite, as subprocess's timeout= does: it asserts nothing about this machine's speed."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        assert time.monotonic() < deadline, "timed out"
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"still waiting after {timeout_s} s: the run hung")
         time.sleep(0.1)
 
 

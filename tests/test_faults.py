@@ -5,6 +5,7 @@ Ctrl-C and SIGTERM in each phase of record.py, a killed launcher of a multi-proc
 refused arguments, and write errors (a full disk, a read-only folder, a failed move).
 Each test works on its own copy of the project.
 """
+import importlib
 import json
 import os
 import queue
@@ -808,7 +809,7 @@ def test_data_out_refuses_what_is_not_a_regular_file_before_running(tmp_path, mo
 
 
 def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
-    from lesson_code.distributed_03_cli import write_json  # the seed's command line
+    write_json = importlib.import_module(f"{SEED.module}_cli").write_json  # the seed's CLI
 
     target, paths = not_regular_files(tmp_path)
     for path in paths:

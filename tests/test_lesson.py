@@ -1,4 +1,4 @@
-"""The distributed-03 program against plain NumPy specs written here, not in the lesson.
+"""The seed lesson's program against plain NumPy specs written here, not in the lesson.
 
 Each collective is checked on its global value and on every device's own shard, for
 meshes of 2, 4 and 8 logical CPU devices built in this interpreter (conftest gives it 8).
@@ -7,6 +7,7 @@ be the first JAX call of the process. The lesson file is the lesson's steps: its
 line and its going-further steps are modules of their own, which import it.
 """
 import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -20,16 +21,18 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import PUBLISHED_SEED, ROOT, clean_env, project_copy, run_record
-from lesson_code import distributed_03 as lesson
-from lesson_code import distributed_03_cli as cli
-from lesson_code import distributed_03_exercises as exercises
+from conftest import PUBLISHED_SEED, ROOT, SEED, clean_env, project_copy, run_record
 from scripts.hashes import import_closure
 
-LESSON_CODE = ROOT / "lesson_code"
-LESSON_FILE = LESSON_CODE / "distributed_03.py"
-GOING_FURTHER_FILE = LESSON_CODE / "distributed_03_going_further.py"
-EXERCISES_FILE = LESSON_CODE / "distributed_03_exercises.py"
+# The seed's own modules, by the names its registry entry gives: its command line and
+# its exercise scaffolds are the lesson module's name with a suffix.
+lesson = importlib.import_module(SEED.module)
+cli = importlib.import_module(f"{SEED.module}_cli")
+exercises = importlib.import_module(f"{SEED.module}_exercises")
+
+LESSON_FILE = SEED.path()
+GOING_FURTHER_FILE = SEED.path(SEED.going_further)
+EXERCISES_FILE = SEED.path(exercises.__name__)
 RANKS = (2, 4, 8)
 TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
 
@@ -462,7 +465,7 @@ def lesson_env():
 
 @cache
 def run_program(*args):
-    return subprocess.run([sys.executable, "-m", "lesson_code.distributed_03", *args],
+    return subprocess.run([sys.executable, "-m", SEED.module, *args],
                           cwd=ROOT, env=lesson_env(), capture_output=True, text=True,
                           timeout=180)
 
@@ -523,7 +526,7 @@ def test_the_default_program_prints_each_result_once_in_order():
     assert gradients == {"replicated_weights": "all-reduce",
                          "sharded_weights": "all-gather + reduce-scatter",
                          "sharded_weights_invarying": "all-gather + all-reduce + dynamic-slice"}
-    assert lines[10] == "PASS: distributed-03"
+    assert lines[10] == f"PASS: {SEED.id}"
 
 
 # 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
@@ -533,7 +536,7 @@ def test_the_program_passes_on_other_device_counts(ranks):
     run = run_program("--devices", str(ranks))
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert len(set(lines)) == len(lines) and lines[-1] == "PASS: distributed-03"
+    assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {SEED.id}"
     f = 2 * ranks
     assert f"Local result shapes: replicated ({f},), reduce-scatter (2,), gathered ({f},)" \
         in lines
@@ -576,7 +579,7 @@ def test_setup_errors_are_one_line_and_exit_2(args):
 def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
     # JAX would make all 4096 first and then fail in a traceback; the one error line,
     # and no traceback, show the count was refused before any device was made.
-    run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03",
+    run = subprocess.run([sys.executable, "-m", SEED.module,
                           "--devices", "4096"], cwd=ROOT, env=lesson_env(), check=False,
                          capture_output=True, text=True, timeout=180)
     assert_one_error_line(run, "--devices 4096 is more than")
@@ -587,7 +590,7 @@ def test_an_unparsable_jax_num_cpu_devices_is_named_by_jax_itself():
     """The lesson's first line imports JAX, which reads the variable on import and ends in
     an error naming it; the program no longer guards the import (a reader's --devices
     sets the count)."""
-    run = subprocess.run([sys.executable, "-m", "lesson_code.distributed_03"], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-m", SEED.module], cwd=ROOT,
                          env={**lesson_env(), "JAX_NUM_CPU_DEVICES": "abc"}, check=False,
                          capture_output=True, text=True, timeout=180)
     assert run.returncode != 0 and run.stdout == ""
@@ -599,18 +602,18 @@ def test_an_unparsable_jax_num_cpu_devices_is_named_by_jax_itself():
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download is the lesson file: run as a script outside the repository, it
     needs neither its command line nor its going-further module."""
-    (tmp_path / "distributed_03.py").write_bytes(LESSON_FILE.read_bytes())
-    run = subprocess.run([sys.executable, "distributed_03.py"], cwd=tmp_path, env=lesson_env(),
+    (tmp_path / LESSON_FILE.name).write_bytes(LESSON_FILE.read_bytes())
+    run = subprocess.run([sys.executable, LESSON_FILE.name], cwd=tmp_path, env=lesson_env(),
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert lines[-1] == "PASS: distributed-03" and len(lines) == 10
+    assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 10
     assert not any(line.startswith("Gradient programs run") for line in lines)
 
 
 # ----------------------------------------------------- defects of the published lesson --
 
-LESSON_MODULES = sorted(LESSON_CODE.glob("*.py"))
+LESSON_MODULES = sorted((ROOT / "lesson_code").glob("*.py"))
 
 @pytest.mark.parametrize("path", LESSON_MODULES, ids=lambda p: p.name)
 def test_no_replication_check_is_switched_off(path):
@@ -671,7 +674,7 @@ def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps
     as running on its own); the command line and the going-further steps import it."""
     assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
     guard = LESSON_FILE.read_text().split('if __name__ == "__main__":')[1]
-    assert "distributed_03_cli" in guard  # `python -m` hands over to it, by name
+    assert cli.__name__.rsplit(".", 1)[1] in guard  # `python -m` hands over to it, by name
     assert cli.lesson is lesson and cli.going_further.place is lesson.place
     assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
 
@@ -682,7 +685,8 @@ DEPRECATED_CALL = """
 import sys, warnings
 sys.path.insert(0, sys.argv[1])
 warnings.simplefilter("always")  # every warning shown, as a notebook kernel shows them
-from lesson_code import distributed_03 as lesson  # its first step adds its filter
+import importlib
+lesson = importlib.import_module(sys.argv[2])  # its first step adds its filter
 import jax
 
 lesson.configure_devices("cpu", 2)
@@ -699,7 +703,7 @@ with lesson.data_mesh(jax.devices()):
 
 @pytest.mark.slow
 def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warnings():
-    run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT)], cwd=ROOT,
+    run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT), SEED.module], cwd=ROOT,
                          env=lesson_env(), capture_output=True, text=True, timeout=180)
     assert run.returncode == 1
     assert run.stdout == "others: ['old']\n"
@@ -719,7 +723,7 @@ def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(
     assert text.count(step) == 1
     lesson_file.write_text(text.replace(step, step + "    with mesh:  # deprecated in JAX 0.10\n"
                                                      "        pass\n"))
-    run = run_record(root, "--lesson", "distributed-03")
+    run = run_record(root, "--lesson", SEED.id)
     errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
     assert run.returncode == 1 and len(errors) == 1, run.stderr[-3000:]
     assert "DeprecationWarning: `with mesh:` context manager has been deprecated" in errors[0]

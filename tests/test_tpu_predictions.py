@@ -1,5 +1,6 @@
 """The TPU predictions: the committed data file is the model's output, every input has a
 source, and the figure is drawn from that file alone."""
+import importlib
 import json
 import math
 import re
@@ -71,7 +72,7 @@ def test_the_ratio_question_separates_the_model_from_both_rivals():
 def test_the_page_states_the_bands_and_the_loop_the_modules_use():
     """The TPU page writes the pre-registered bands and the loop length out in words
     (no recording holds them before the run): they must be the modules' own."""
-    from lesson_code.distributed_03_sweep import LOOP_COLLECTIVES
+    LOOP_COLLECTIVES = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES
 
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     bands = model.BANDS
@@ -142,7 +143,7 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
 def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     """Canned results: the own cost of every collective made the prediction times 1.5
     (inside both bands), times 4 (outside both), and at the band's edge for one point."""
-    from lesson_code.distributed_03_tpu_comparison import compare
+    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
 
     within = compare(tpu_sweep_fixture(lambda row: 1.5))
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
