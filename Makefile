@@ -25,10 +25,13 @@ install: setup $(VENV)/.tested node_modules/.tested
 # uv reads no pip.conf or PIP_* settings: behind a package mirror, set UV_INDEX_URL.
 UV_VERSION := 0.13.9
 UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode
-$(VENV)/.installed: requirements.txt constraints.txt
+# The project itself goes in editable (pyproject.toml), after its pins: with .venv
+# activated, `mkdocs serve` imports the site's extension and hooks from this checkout.
+$(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV_INSTALL) -r requirements.txt -c constraints.txt
+	$(UV_INSTALL) --no-deps --editable .
 	touch $@
 
 $(VENV)/.tested: $(VENV)/.installed requirements-test.txt constraints.txt
@@ -55,8 +58,9 @@ MATH_FONT := /usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf
 math-font:
 	@test -e $(MATH_FONT) || $(ENSURE) math-font $(MATH_FONT) fonts-lmodern "the math font"
 
-# `python -m mkdocs` from the root: mkdocs imports the pages' Markdown extension
-# (scripts.pages.page_language, in mkdocs.yml) by name, so the root must be importable.
+# `python -m mkdocs`, which puts the current folder first on sys.path: in a copy made with
+# another checkout's .venv (`make fresh`), the copy's own `scripts` is built with, not the
+# checkout the .venv was installed from. In a checkout of its own, plain `mkdocs` is the same.
 serve: setup
 	$(PY) -m mkdocs serve --dev-addr 127.0.0.1:8000
 

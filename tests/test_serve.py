@@ -7,11 +7,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from mkdocs.config import load_config
 
-from conftest import LESSONS, ROOT
+from conftest import LESSONS, ROOT, clean_env
 from conftest import project_copy as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
@@ -126,3 +127,18 @@ def test_a_page_error_while_serving_keeps_every_page_of_the_last_good_site(tmp_p
     output = log_path.read_text()
     assert "Traceback" not in output and any(
         "no.such.value" in line for line in output.splitlines() if line.startswith("ERROR"))
+
+
+@pytest.mark.slow
+def test_the_mkdocs_command_of_an_activated_venv_builds_the_site(tmp_path):
+    """What any MkDocs reader types: `mkdocs build --strict` with .venv activated, from
+    the root, no PYTHONPATH. The Markdown extension and the hooks import `scripts` from the
+    installed project (pyproject.toml), not from the folder mkdocs happens to run in."""
+    venv_bin = Path(sys.executable).parent
+    env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
+    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
+               VIRTUAL_ENV=str(venv_bin.parent))
+    run = subprocess.run(["mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "site" / "lessons" / FIRST_LESSON / "index.html").is_file()

@@ -21,15 +21,11 @@ The build reads recordings; it never imports JAX and never runs lesson code.
 import logging
 import re
 import shutil
-import sys
 import tempfile
 from pathlib import Path
 
 from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
-
-# mkdocs loads this file by path; the `scripts` package lives one level up.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from scripts import FIGURES, ROOT, display
 from scripts.checkout import LinkInCheckout, link_on_the_way, refuse_links

@@ -28,7 +28,6 @@ import html
 import json
 import posixpath
 import re
-import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -38,11 +37,8 @@ from markdown.treeprocessors import Treeprocessor
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.toc import get_toc
 
-# mkdocs loads this file by path; the `scripts` package lives one level up.
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from scripts import ROOT  # noqa: E402
-from scripts.lessons import RegistryError, load_lessons  # noqa: E402
+from scripts import ROOT
+from scripts.lessons import RegistryError, load_lessons
 
 TEXT_OUTPUTS = ("text/plain",)
 # The site's extensions a notebook may use: each only shapes the text it is given. Left out
