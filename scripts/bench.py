@@ -24,15 +24,15 @@ import resource
 import time
 
 from scripts import display
-from scripts.checkout import LinkInCheckout, refuse_links
-from scripts.derive import DeriveError, stage_derived
-from scripts.hashes import ClosureError
-from scripts.interrupts import Interrupted, run_command, stop_on_signals
-from scripts.lessons import RegistryError, load_lessons
-from scripts.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
-from scripts.recordings import RecordingError, Staging, dumps, header, validate
+from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.store.derive import DeriveError, stage_derived
+from scripts.store.hashes import ClosureError
+from scripts.proc.interrupts import Interrupted, run_command, stop_on_signals
+from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
+from scripts.store.recordings import RecordingError, Staging, dumps, header, validate
 from scripts.host import host_at_start, warn_if_busy
-from scripts.run_lock import RunLocked, exclusive_run
+from scripts.proc.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)

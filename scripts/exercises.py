@@ -32,12 +32,12 @@ import traceback
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
-from scripts.interrupts import Interrupted, run_command, signals_deferred, stop_on_signals
+from scripts.proc.interrupts import Interrupted, run_command, signals_deferred, stop_on_signals
 from scripts.judge_exercise import judge_exercise, one_line
 from scripts.learner_copy import ChecksError, stand_ins
-from scripts.lessons import RegistryError, load_lessons
-from scripts.children import become_subreaper
-from scripts.scratch import scratch_folder
+from scripts.store.lessons import RegistryError, load_lessons
+from scripts.proc.children import become_subreaper
+from scripts.proc.scratch import scratch_folder
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
 
@@ -103,7 +103,7 @@ def load_exercises(lesson):
 # ---------------------------------------------------------------- the command line --
 
 def stop_on_every_signal():
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted (scripts/interrupts.py); then the
+    """SIGINT, SIGTERM and SIGHUP raise Interrupted (scripts/proc/interrupts.py); then the
     signals a scaffold's run_checker held across its exec arrive."""
     stop_on_signals()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)

@@ -8,7 +8,7 @@ reads that report as data (size-capped JSON), and the exercise's `compare` decid
 Limits: the child's own (memory, output: see the runner), a time limit, and a count of
 the processes below this one, polled; this process is their subreaper, so whatever the
 child starts, in a session of its own too, is killed and reaped before the next
-exercise (scripts/children.py). None of this is a sandbox: the child runs as this user,
+exercise (scripts/proc/children.py). None of this is a sandbox: the child runs as this user,
 so an absolute path still reaches the checkout; the copy keeps only its own writes, to
 the files it runs beside, out of it.
 """
@@ -20,11 +20,11 @@ import subprocess
 import sys
 import time
 
-from scripts.interrupts import raise_if_interrupted
+from scripts.proc.interrupts import raise_if_interrupted
 from scripts.learner_copy import learner_copy
 from scripts.runners import exercise as runner
-from scripts.children import descendants, kill_everything_below
-from scripts.children import dies_with
+from scripts.proc.children import descendants, kill_everything_below
+from scripts.proc.children import dies_with
 
 MAX_PROCESSES = 16  # at once, below this one: the exercise's own and whatever it starts
 POLL_S = 0.1

@@ -11,9 +11,10 @@ inputs changed (it is deterministic).
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.freshness import derived_problems, recording_state
-from scripts.hashes import changed_files, digest
-from scripts.outputs import LockError, for_lesson, notebook_output, read_lock, recording_outputs
+from scripts.store.freshness import derived_problems, recording_state
+from scripts.store.hashes import changed_files, digest
+from scripts.store.outputs import (LockError, for_lesson, notebook_output, read_lock,
+                                   recording_outputs)
 from scripts.runners.notebook import notebook_text, rerender
 
 RUN, RERENDER, SIMULATE = "run", "rerender", "simulate"

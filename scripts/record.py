@@ -30,20 +30,20 @@ from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
-from scripts.checkout import LinkInCheckout, refuse_links
-from scripts.derive import DeriveError, stage_derived
-from scripts.freshness import check as check_problems
-from scripts.hashes import digest_bytes
+from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.store.derive import DeriveError, stage_derived
+from scripts.store.freshness import check as check_problems
+from scripts.store.hashes import digest_bytes
 from scripts.host import host_at_start, host_while_starting, warn_if_busy
-from scripts.interrupts import (Interrupted, raise_if_interrupted, run_command,
+from scripts.proc.interrupts import (Interrupted, raise_if_interrupted, run_command,
                                stop_on_signals)
-from scripts.lessons import RegistryError, first_of, load_lessons
-from scripts.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
-from scripts.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
+from scripts.store.lessons import RegistryError, first_of, load_lessons
+from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
+from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
                                 Staging, dumps, header, remove_stray_temps, validate)
-from scripts.run_lock import RunLocked, exclusive_run
+from scripts.proc.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
-from scripts.scratch import scratch_folder
+from scripts.proc.scratch import scratch_folder
 
 # What runs a lesson (nbclient and its kernel client, nbformat, the launchers) is imported
 # by the run that needs it, below, so that --check imports only what it checks with.

@@ -34,15 +34,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT, display
-from scripts.hashes import content_files
-from scripts.interrupts import run_command
-from scripts.outputs import for_lesson
+from scripts.store.hashes import content_files
+from scripts.proc.interrupts import run_command
+from scripts.store.outputs import for_lesson
 from scripts.hardware.verify import (RefusedRecording, check_tpu_recording, check_tpu_sweep,
                                     install_recording, slice_recording)
 from scripts.hardware.tpu import (CHIPS_PER_WORKER, RUNTIMES, SLICE_DATA, SLICE_STDOUT,
                                   UsageError, dry_run_text, job_steps, recording_name,
                                   tpu_lesson, workers)
-from scripts.run_lock import RunLocked, exclusive_run
+from scripts.proc.run_lock import RunLocked, exclusive_run
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -250,7 +250,7 @@ def install_slice(workdir, target, lesson, root, accelerator, duration_s):
     try:
         recording = slice_recording(workdir / SLICE_DATA, workdir / SLICE_STDOUT, lesson,
                                     command, duration_s, root)
-        from scripts.recordings import dumps
+        from scripts.store.recordings import dumps
 
         made.write_text(dumps(recording))
         check_tpu_recording(made, lesson.id, lesson.path(lesson.rank_module), root,

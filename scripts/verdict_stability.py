@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.interrupts import run_command  # noqa: E402
+from scripts.proc.interrupts import run_command  # noqa: E402
 from scripts.intervals import VERDICTS as INTERVAL_VERDICTS  # noqa: E402
-from scripts.lessons import RegistryError, first_of, load_lessons  # noqa: E402
-from scripts.outputs import for_lesson  # noqa: E402
-from scripts.recordings import RecordingError, load_recording  # noqa: E402
+from scripts.store.lessons import RegistryError, first_of, load_lessons  # noqa: E402
+from scripts.store.outputs import for_lesson  # noqa: E402
+from scripts.store.recordings import RecordingError, load_recording  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 VERDICTS = (*INTERVAL_VERDICTS, "not applicable")

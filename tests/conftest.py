@@ -29,13 +29,13 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
 # A run started under nohup ignores SIGHUP, and so does every process it starts: by
 # design, the commands then outlive the terminal and take no SIGHUP
-# (scripts/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
+# (scripts/proc/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
 # that does nothing keeps pytest itself alive when the terminal goes (as nohup asked),
 # while every process the suite starts begins with SIGHUP's default action: exec resets
 # a caught signal to its default, where an ignored one stays ignored.
 signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
-from scripts.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
+from scripts.store.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
 
 # This tree's registry. A test about "the lesson" runs once per registered lesson
 # (@each_lesson), so a lesson added as the README says is tested with no change here;
@@ -181,7 +181,7 @@ def fixture_entry():
 def remove_fixture_lesson(root):
     """The project at `root` as it was before the fixture lesson was added: its entry,
     files, page, outputs and lock entries taken out, if it has them."""
-    from scripts.outputs import lock_path, lock_text, read_lock
+    from scripts.store.outputs import lock_path, lock_text, read_lock
 
     entry, lesson_id = fixture_entry()
     registry = root / "lesson_code" / "lessons.toml"
@@ -226,8 +226,8 @@ def rederive_analyses(root):
     plants hostile text in a recording checks the pages, not whether a figure can draw it."""
     import json
 
-    from scripts.lessons import load_lessons
-    from scripts.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
+    from scripts.store.lessons import load_lessons
+    from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
     lock = read_lock(root)
     for lesson in load_lessons(root).values():
         for output in analysis_outputs(lesson):
@@ -337,10 +337,10 @@ def signals_as_they_were():
       ignored, and so would every process a test starts: `mkdocs serve` could not be
       stopped with the Ctrl-C a test sends it. During a test SIGINT raises
       KeyboardInterrupt, as in a foreground run, and children start with its default.
-    - A command's main() run in-process installs scripts/interrupts.py's handlers,
+    - A command's main() run in-process installs scripts/proc/interrupts.py's handlers,
       which turn a later SIGINT into Interrupted, ignore the next and remember it; a
       commit in a later test of the same worker would raise it again."""
-    from scripts import interrupts
+    from scripts.proc import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
     if handlers[signal.SIGINT] is signal.SIG_IGN:

@@ -21,12 +21,13 @@ from hypothesis import given, settings, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, clean_env, module_file, project_copy, recording_name
-from scripts import bench, hashes
+from scripts import bench
+from scripts.store import hashes
 from scripts.figures import KINDS
 from scripts.figures.sweep_times import render
-from scripts.lessons import load_lessons
-from scripts.outputs import AnalysisKind, for_lesson, recording_outputs
-from scripts.recordings import load_recording, validate
+from scripts.store.lessons import load_lessons
+from scripts.store.outputs import AnalysisKind, for_lesson, recording_outputs
+from scripts.store.recordings import load_recording, validate
 from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, one_significant_figure
 
 # A partial sweep for the tests: p = 4, three sizes, two blocks, few samples.

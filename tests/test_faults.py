@@ -24,7 +24,7 @@ import pytest
 
 from conftest import (FIXTURES, ROOT, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
                       project_copy, run_record, snapshot)
-from scripts.scratch import MARK, remove_abandoned
+from scripts.proc.scratch import MARK, remove_abandoned
 
 # The seed lesson: its run is long enough to be interrupted while its cells run, and its
 # rank module is the one a hanging rank replaces.
@@ -230,8 +230,8 @@ def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans
 
 def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
     """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
-    from scripts.interrupts import Interrupted, stop_on_signals
-    from scripts.recordings import Staging
+    from scripts.proc.interrupts import Interrupted, stop_on_signals
+    from scripts.store.recordings import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     stop_on_signals()
@@ -275,8 +275,8 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
     """Python discards an exception raised inside a garbage-collection callback, so the
     run goes on to its commit; the commit raises the signal again and moves nothing, and
     says so (a test once saw "after every new file was in place" with nothing moved)."""
-    from scripts import interrupts
-    from scripts.recordings import Staging
+    from scripts.proc import interrupts
+    from scripts.store.recordings import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     interrupts.stop_on_signals()
@@ -367,7 +367,7 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
 
 def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tmp_path,
                                                                             monkeypatch):
-    from scripts.scratch import scratch_folder
+    from scripts.proc.scratch import scratch_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -383,8 +383,8 @@ def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tm
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
     `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
-    from scripts import recordings
-    from scripts.interrupts import Interrupted
+    from scripts.store import recordings
+    from scripts.proc.interrupts import Interrupted
 
     def signal_arrives(*_):
         raise Interrupted(signal.SIGTERM)
@@ -406,7 +406,7 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
 def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(tmp_path,
                                                                                   make,
                                                                                   words):
-    from scripts.run_lock import RunLocked, exclusive_run
+    from scripts.proc.run_lock import RunLocked, exclusive_run
 
     root = tmp_path / "checkout"
     root.mkdir()
@@ -427,7 +427,7 @@ AS_ANOTHER_USER = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from scripts.run_lock import RunLocked, exclusive_run
+from scripts.proc.run_lock import RunLocked, exclusive_run
 if os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # nobody
@@ -514,7 +514,7 @@ def test_another_device_count_names_the_registry_and_how_to_try_it(tree):
 
 def test_more_ranks_than_free_memory_holds_are_refused(monkeypatch):
     from scripts import record as record_module
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     monkeypatch.setattr(record_module, "available_memory", lambda: 2**30)  # 1 GiB free
     args = record_module.parse_args(["--processes", "8"])
@@ -588,7 +588,7 @@ def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
 
 
 def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
-    from scripts.recordings import RecordingError, Staging
+    from scripts.store.recordings import RecordingError, Staging
 
     files = [tmp_path / name for name in ("recording.json", "figure.svg", "new.svg")]
     files[0].write_text("old recording")
@@ -630,8 +630,8 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
     import json
 
     from scripts import bench
-    from scripts.lessons import load_lessons
-    from scripts.recordings import RecordingError
+    from scripts.store.lessons import load_lessons
+    from scripts.store.recordings import RecordingError
 
     target = {"figure": f"{LESSON_ID}-sweep.svg", "lock": "outputs.lock.json"}[failing]
     real_replace = os.replace
@@ -1004,7 +1004,7 @@ def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
     import tempfile
 
     from conftest import clean_env, project_copy
-    from scripts.scratch import remove_abandoned
+    from scripts.proc.scratch import remove_abandoned
 
     root = project_copy(tmp_path / "project")
     run = subprocess.Popen([sys.executable, "scripts/record.py", "--all"], cwd=root,

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import LESSONS, ROOT
 from scripts.figures.variants import BY_SUFFIX
-from scripts.outputs import figure_data_outputs
+from scripts.store.outputs import figure_data_outputs
 from scripts.pages.recorded_text import human_date
 from site_pages import page_file, site_pages
 

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import LESSONS, ROOT, SEED, clean_env, recording_name
 from scripts.figures import KINDS, LESSON_RENDERER
-from scripts.hashes import digest_bytes
-from scripts.outputs import figure_outputs, read_lock
+from scripts.store.hashes import digest_bytes
+from scripts.store.outputs import figure_outputs, read_lock
 
 # Every figure of every registered lesson; the tests of what a figure shows read the seed
 # lesson's, whose content they are.
@@ -43,8 +43,8 @@ DRAW_EVERY_FIGURE = """
 import json, sys
 sys.modules['jax'] = None
 from pathlib import Path
-from scripts.lessons import load_lessons
-from scripts.outputs import figure_outputs
+from scripts.store.lessons import load_lessons
+from scripts.store.outputs import figure_outputs
 
 def drawing(output):
     overlay = (json.loads(Path(output.overlay).read_text())
@@ -466,7 +466,7 @@ def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signat
                                                                 drawings):
     """A lesson's own renderer is drawn light and wide only, unless its render() takes the
     variant; which it is, is read from its source (no import, no matplotlib)."""
-    from scripts.lessons import Lesson
+    from scripts.store.lessons import Lesson
 
     (tmp_path / "lesson_code").mkdir()
     (tmp_path / "lesson_code" / "bars.py").write_text(f"{signature}\n    return ''\n")
@@ -481,12 +481,12 @@ def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signat
 import csv  # noqa: E402
 import io  # noqa: E402
 
-from scripts.derive import DeriveError  # noqa: E402
-from scripts.derive import render as derive_render  # noqa: E402
+from scripts.store.derive import DeriveError  # noqa: E402
+from scripts.store.derive import render as derive_render  # noqa: E402
 from scripts.figures import FigureKind  # noqa: E402
 from scripts.figures import data as figure_data  # noqa: E402
-from scripts.freshness import unclaimed_figures  # noqa: E402
-from scripts.outputs import figure_data_outputs  # noqa: E402
+from scripts.store.freshness import unclaimed_figures  # noqa: E402
+from scripts.store.outputs import figure_data_outputs  # noqa: E402
 
 DATA = {output.path: output for lesson in LESSONS.values()
         for output in figure_data_outputs(lesson)}

@@ -14,11 +14,11 @@ import pytest
 
 from conftest import (FIRST_LESSON, SEED, clean_env, each_lesson, module_file, project_copy,
                       recording_name)
-from scripts import hashes
-from scripts.freshness import check
-from scripts.lessons import load_lessons
-from scripts.outputs import (analysis_outputs, figure_data_outputs, figure_outputs, lesson_command,
-                             notebook_output)
+from scripts.store import hashes
+from scripts.store.freshness import check
+from scripts.store.lessons import load_lessons
+from scripts.store.outputs import (analysis_outputs, figure_data_outputs, figure_outputs,
+                                   lesson_command, notebook_output)
 
 # The seed lesson: the tests below that follow its rank module, sweep, analyses and
 # mechanism table are about what it is made of; the others run for every lesson.
@@ -116,7 +116,7 @@ def test_a_heading_over_a_shown_section_re_renders_the_notebook_and_re_records_n
     """The notebook titles its cells with the headings the pages show each section under
     (scripts/runners/notebook.py page_titles), so those pages are its inputs too: a heading
     edit makes it stale, and record.py re-renders it from the executed cells."""
-    from scripts.outputs import read_lock
+    from scripts.store.outputs import read_lock
     from scripts.plan import RERENDER, notebook_step
 
     page = next(path for path in notebook_output(lesson).text_inputs(tree)
@@ -464,7 +464,7 @@ def test_a_recording_whose_name_is_not_utf_8_is_one_line(tree):
                                    {"sha256": 3, "inputs": {}},
                                    {"sha256": "0" * 64, "inputs": {"a.py": 1}}])
 def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
-    from scripts.outputs import LockError, read_lock
+    from scripts.store.outputs import LockError, read_lock
 
     (tmp_path / "recordings").mkdir()
     (tmp_path / "recordings" / "outputs.lock.json").write_text(
@@ -478,7 +478,7 @@ def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
                                             (b"x = '\xff\xfe'\n", "not UTF-8"),
                                             (b"x = 1\x00\n", "not valid Python")])
 def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content, words):
-    from scripts.hashes import ClosureError, import_closure
+    from scripts.store.hashes import ClosureError, import_closure
 
     (tmp_path / "lesson_code").mkdir()
     (tmp_path / "lesson_code" / "lesson.py").write_text("import lesson_code.helper\n")
@@ -539,8 +539,8 @@ def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
 
 def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
     from conftest import project_copy
-    from scripts.freshness import check
-    from scripts.lessons import load_lessons
+    from scripts.store.freshness import check
+    from scripts.store.lessons import load_lessons
 
     root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
                                                      "figures", "docs", "requirements.txt",
@@ -557,8 +557,8 @@ def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
                                         ("psum-99.cpu.json", "{}")])
 def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
     from conftest import project_copy
-    from scripts.freshness import check, load_all
-    from scripts.lessons import load_lessons
+    from scripts.store.freshness import check, load_all
+    from scripts.store.lessons import load_lessons
 
     root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
                                                      "figures", "docs", "requirements.txt",

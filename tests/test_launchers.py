@@ -31,11 +31,11 @@ from hypothesis import given, settings, strategies as st
 from conftest import (LESSONS, ROOT, SEED, clean_env, leftover_temp_files, project_copy,
                       recording_name, run_record, snapshot)
 from scripts.record import check_stdout, executed_recording
-from scripts.recordings import load_recording, validate
-from scripts.children import kill_all
+from scripts.store.recordings import load_recording, validate
+from scripts.proc.children import kill_all
 from scripts.runners import cluster_job, mpirun, reaper
 from scripts.runners.processes import ProcessRunError, free_port, run_processes, wait_for
-from scripts.scratch import remove_abandoned
+from scripts.proc.scratch import remove_abandoned
 from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
                          scratch_of)
 
@@ -46,7 +46,7 @@ RANK_MODULE = SEED.rank_module
 PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
 SLURM_SCRIPT = ROOT / "scripts" / "runners" / "slurm.sbatch"  # templates, for any lesson
 K8S_MANIFEST = ROOT / "scripts" / "runners" / "kubernetes-job.yaml"
-SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/proc/scratch.py)
 
 
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import PUBLISHED_SEED, ROOT, SEED, clean_env, project_copy, run_record
-from scripts.hashes import import_closure
+from scripts.store.hashes import import_closure
 
 # The seed's own modules, by the names its registry entry gives: its command line and
 # its exercise scaffolds are the lesson module's name with a suffix.

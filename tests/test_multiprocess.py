@@ -21,14 +21,14 @@ import pytest
 from conftest import ROOT, SEED, module_file
 from scripts.figures import KINDS
 from scripts.figures.traffic import render
-from scripts.outputs import for_lesson
-from scripts.children import FINISHED, running_groups, state_and_group
+from scripts.store.outputs import for_lesson
+from scripts.proc.children import FINISHED, running_groups, state_and_group
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/scratch.py)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/proc/scratch.py)
 RANK_MODULE = SEED.rank_module
 FILES = for_lesson(SEED)
 lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient

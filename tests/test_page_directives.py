@@ -257,8 +257,8 @@ def test_the_format_codes_pages_use_still_work(value, spec, text):
 
 
 def test_a_missing_hardware_recording_names_the_command_that_makes_it():
-    from scripts.lessons import load_lessons
-    from scripts.outputs import recording_fix
+    from scripts.store.lessons import load_lessons
+    from scripts.store.outputs import recording_fix
     from scripts.pages.directives import recorded_value
     from scripts.pages.recorded_text import PageValues
     from scripts.pages.sources import Sources

@@ -12,12 +12,12 @@ import pytest
 
 from conftest import (FIRST_LESSON, ROOT, SEED, clean_env, leftover_temp_files, module_file,
                       project_copy, run_record, snapshot)
-from scripts import hashes
-from scripts.lessons import load_lessons
+from scripts.store import hashes
+from scripts.store.lessons import load_lessons
 from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
-from scripts.outputs import lesson_command
-from scripts.recordings import load_recording
+from scripts.store.outputs import lesson_command
+from scripts.store.recordings import load_recording
 
 # The seed lesson: what these runs record (its figures, its simulation) is its content.
 LESSON_ID = SEED.id
@@ -250,7 +250,7 @@ def test_all_re_runs_a_current_lesson(tree):
 
 def test_one_plan_says_what_each_lesson_needs_and_why(tree):
     """scripts/plan.py, in-process on the recorded copy: what record.py then carries out."""
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
     from scripts.plan import RERENDER, RUN, Step, make_plan
 
     def planned(**options):
@@ -345,7 +345,7 @@ def test_one_malformed_lock_entry_is_remade_and_every_other_entry_kept(tree):
 def test_a_figure_s_data_file_python_cannot_hold_is_one_line(tmp_path, text):
     import dataclasses
 
-    from scripts.derive import DeriveError, load_source
+    from scripts.store.derive import DeriveError, load_source
 
     (tmp_path / "data.json").write_text(text)
     with pytest.raises(DeriveError) as refused:
@@ -378,7 +378,7 @@ HOLD_THE_LOCK = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from scripts.run_lock import exclusive_run
+from scripts.proc.run_lock import exclusive_run
 with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
     print("held", flush=True)
     time.sleep(120)
@@ -401,7 +401,7 @@ def lock_holder(tmp_path):
 
 
 def test_a_second_run_is_refused_naming_the_first(lock_holder):
-    from scripts.run_lock import RunLocked, exclusive_run
+    from scripts.proc.run_lock import RunLocked, exclusive_run
 
     root, pid = lock_holder
     with pytest.raises(RunLocked) as refused:
@@ -413,7 +413,7 @@ def test_a_second_run_is_refused_naming_the_first(lock_holder):
 
 
 def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
-    from scripts.run_lock import exclusive_run
+    from scripts.proc.run_lock import exclusive_run
 
     root, pid = lock_holder
     os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
@@ -428,7 +428,7 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypat
     in-process, on the registry of a copy that another process holds."""
     from conftest import snapshot
     from scripts import record
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     root = tmp_path / "project"
     project_copy(root)

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, module_file
-from scripts.recordings import RecordingError, dumps, load_recording, validate
+from scripts.store.recordings import RecordingError, dumps, load_recording, validate
 
 # The seed lesson's recordings: their values (its gradient, its panels) are its content.
 LESSON_ID = SEED.id
@@ -184,7 +184,7 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_
     import errno
     import os
 
-    from scripts import recordings
+    from scripts.store import recordings
 
     class FullDisk:
         def __init__(self, fd, mode):
@@ -207,7 +207,7 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_
 
 
 def test_a_write_under_a_file_is_one_line(tmp_path):
-    from scripts.recordings import write_atomically
+    from scripts.store.recordings import write_atomically
 
     (tmp_path / "figures").write_text("not a folder")
     with pytest.raises(RecordingError, match="cannot be written"):
@@ -267,7 +267,7 @@ def test_json_python_cannot_hold_is_one_line_naming_the_file(tmp_path, text, wor
 
 
 def test_a_recording_holds_no_more_stdout_lines_than_a_page_shows_whoever_reads_it():
-    from scripts.recordings import MAX_STDOUT_LINES
+    from scripts.store.recordings import MAX_STDOUT_LINES
 
     recording = json.loads(RECORDING.read_text())
     recording["stdout"] = "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES + 1001)) + \
@@ -293,7 +293,7 @@ def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     checkout of its own (a copied tree inside another repository names none either)."""
     import subprocess
 
-    from scripts.recordings import source_commit
+    from scripts.store.recordings import source_commit
 
     def git(*args):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
@@ -436,7 +436,7 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     import os
 
     from conftest import ended_pid
-    from scripts.recordings import remove_stray_temps, staged_write
+    from scripts.store.recordings import remove_stray_temps, staged_write
 
     gone = ended_pid()
     mine = staged_write(tmp_path / "a.json", "{}")  # this process is still running

@@ -1,4 +1,4 @@
-"""The lesson registry (lesson_code/lessons.toml, scripts/lessons.py) is untrusted input: a
+"""The lesson registry (lesson_code/lessons.toml, scripts/store/lessons.py) is untrusted input: a
 malformed entry, an id or a module that climbs out of lesson_code/, is refused in one line
 naming the file, the field and the fix, before anything runs."""
 import re
@@ -25,7 +25,7 @@ def registry_root(tmp_path, text):
 
 
 def refusal(tmp_path, text):
-    from scripts.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import RegistryError, load_lessons
 
     with pytest.raises(RegistryError) as refused:
         load_lessons(registry_root(tmp_path, text))
@@ -35,7 +35,7 @@ def refusal(tmp_path, text):
 
 
 def test_a_good_registry_loads(tmp_path):
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     lessons = load_lessons(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}devices = 2\n"))
     assert list(lessons) == ["my-lesson"] and lessons["my-lesson"].devices == 2
@@ -47,7 +47,7 @@ def test_an_id_outside_the_schema_s_pattern_is_refused(tmp_path, value):
     message = refusal(tmp_path, f'[[lesson]]\nid = {value}\nmodule = "lesson_code.my_lesson"\n')
     assert "field 'id'" in message
     # ...and it shows an id the rule accepts.
-    from scripts.lessons import check_id
+    from scripts.store.lessons import check_id
 
     example = re.search(r'such as "([^"]+)"', message)
     assert example and check_id(example[1], ROOT) is None, message
@@ -67,7 +67,7 @@ def test_a_module_resolves_only_inside_lesson_code(tmp_path, field, value):
     outside.write_text("raise SystemExit('ran code outside lesson_code/')\n")
     root = registry_root(tmp_path, root_text)
     (root / "lesson_code" / "linked.py").symlink_to(outside)  # resolves out of lesson_code/
-    from scripts.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import RegistryError, load_lessons
     with pytest.raises(RegistryError) as refused:
         load_lessons(root)
     assert f"field {field!r}" in str(refused.value) and "lesson_code" in str(refused.value)
@@ -81,7 +81,7 @@ def test_a_data_schema_is_a_schema_file_inside_lesson_code(tmp_path, value):
     root = registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}data_schema = {value}\n")
     (tmp_path / "x.schema.json").write_text("{}")
     (root / "lesson_code" / "linked.schema.json").symlink_to(tmp_path / "x.schema.json")
-    from scripts.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import RegistryError, load_lessons
     with pytest.raises(RegistryError) as refused:
         load_lessons(root)
     assert "field 'data_schema'" in str(refused.value) and "\n" not in str(refused.value)
@@ -124,7 +124,7 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
     """`record.py --render-only` with an id that climbs out: exit 2, one line, nothing
     written (record.main in-process, reading the registry of a checkout at tmp_path)."""
     from scripts import record
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     root = registry_root(tmp_path, '[[lesson]]\nid = "../../escaped"\n'
                                    'module = "lesson_code.my_lesson"\n')

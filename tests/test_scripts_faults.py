@@ -13,8 +13,9 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, project_copy, recording_name, run_record, snapshot
-from scripts import bench, record, recordings
-from scripts.lessons import load_lessons
+from scripts import bench, record
+from scripts.store import recordings
+from scripts.store.lessons import load_lessons
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The sweep's faults are fed the seed lesson's sweep programs (the registry's `sweep`).

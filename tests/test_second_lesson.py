@@ -117,7 +117,7 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     # `record.py --processes 4` runs every lesson with a rank module and says which it
     # skipped; the real 4-process run is tests/test_multiprocess.py's, stubbed here.
     from scripts import record as record_script
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     root, *_ = project
     ran, real_record_processes = [], record_script.record_processes

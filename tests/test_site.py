@@ -288,7 +288,7 @@ def test_a_page_asking_for_a_missing_value_fails(project, tmp_path):
 
 
 def test_the_site_is_named_after_the_course(built_site):
-    from scripts.lessons import load_course
+    from scripts.store.lessons import load_course
 
     title = load_course()["title"]
     for page in ("index.html", f"lessons/{next(iter(LESSONS))}/index.html"):
@@ -600,8 +600,8 @@ def test_the_tpu_command_from_the_issue_stops_the_build(tmp_path, project):
     assert len(errors) == 1
     assert recording_name(SEED, "tpu") in errors[0] and "command/1" in errors[0]
     assert not (tmp_path / "site" / LESSON_PAGE).exists()
-    from scripts.freshness import check
-    from scripts.lessons import load_lessons
+    from scripts.store.freshness import check
+    from scripts.store.lessons import load_lessons
 
     assert any(line.startswith(f"{project}/{recording_name(SEED, 'tpu')}: invalid at "
                                f"command/1") for line in check(load_lessons(project), project))

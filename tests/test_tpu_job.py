@@ -176,7 +176,7 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
 
 def test_check_tpu_sweep_refuses_more_chips_than_the_vm_has(clone, tmp_path):
     from scripts.hardware.verify import check_tpu_sweep
-    from scripts.lessons import load_lessons
+    from scripts.store.lessons import load_lessons
 
     seed = load_lessons(clone)[ID]
     sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, chips=8)

@@ -188,8 +188,8 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine):
 
 
 def test_predictions_whose_machines_are_a_list_are_one_line():
-    from scripts.derive import DeriveError, render
-    from scripts.outputs import figure_outputs
+    from scripts.store.derive import DeriveError, render
+    from scripts.store.outputs import figure_outputs
 
     data = json.loads(DATA.read_text())
     data["machines"] = list(data["machines"].values())  # was an AttributeError traceback

@@ -3,7 +3,7 @@ verdict, and which pages it compares. Nothing is measured here."""
 import pytest
 
 from scripts import verdict_stability as stability
-from scripts.lessons import load_lessons
+from scripts.store.lessons import load_lessons
 
 from conftest import ROOT
 

@@ -39,10 +39,10 @@ from scripts.audit.reference import (ReferenceBuildFailed, build_reference,  # n
                                      elements, long_page_path)
 from scripts import display  # noqa: E402
 from scripts.host import host_load  # noqa: E402
-from scripts.interrupts import run_command  # noqa: E402
+from scripts.proc.interrupts import run_command  # noqa: E402
 from scripts.intervals import paired_mean_ratio  # noqa: E402
-from scripts.lessons import load_lessons  # noqa: E402
-from scripts.recordings import (RecordingError, non_finite, read_json,  # noqa: E402
+from scripts.store.lessons import load_lessons  # noqa: E402
+from scripts.store.recordings import (RecordingError, non_finite, read_json,  # noqa: E402
                                 write_atomically)
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"

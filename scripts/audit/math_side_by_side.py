@@ -41,9 +41,9 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 
 from scripts import display  # noqa: E402
 from scripts.audit.lighthouse import CHROMIUM, lesson_pages, serve  # noqa: E402
-from scripts.interrupts import run_command  # noqa: E402
-from scripts.recordings import RecordingError, Staging  # noqa: E402
-from scripts.scratch import scratch_folder  # noqa: E402
+from scripts.proc.interrupts import run_command  # noqa: E402
+from scripts.store.recordings import RecordingError, Staging  # noqa: E402
+from scripts.proc.scratch import scratch_folder  # noqa: E402
 
 KATEX = HERE / "node_modules" / "katex" / "dist"
 OUT = HERE / "math"

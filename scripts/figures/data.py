@@ -4,7 +4,7 @@ Every renderer has, beside `render`, a `rows(data)` (`rows(data, overlay)` for a
 with an overlay) that returns what the drawing plots, one dict per row, read by the same
 helpers the drawing uses, so the data a reader downloads is the picture's. A figure
 `figures/<name>.svg` has `figures/<name>.csv` and `figures/<name>.json` beside it, each a
-derived file like the drawings (scripts/outputs.py declares them, `--render-only` remakes
+derived file like the drawings (scripts/store/outputs.py declares them, `--render-only` remakes
 them, `--check` names a stale one), and the page shows links to both under the figure
 (scripts/pages/figure_data.py). Imports neither matplotlib nor a renderer until a table
 is made, so declaring the outputs stays cheap.

@@ -7,7 +7,7 @@ px where a phone shows it. The light wide drawing is the figure itself, `<name>.
 one print, a reader without scripts and a page that names the figure get; the others sit
 beside it as `<name>-dark.svg`, `<name>-narrow.svg` and `<name>-narrow-dark.svg`, and the
 page markup (scripts/pages/markup.py) offers each where it fits. Each is a derived file
-like any figure: declared in scripts/outputs.py, locked, checked by `record.py --check`.
+like any figure: declared in scripts/store/outputs.py, locked, checked by `record.py --check`.
 """
 from dataclasses import dataclass
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scripts import ROOT
 from scripts.chips import CHIPS, CHIPS_PER_WORKER, WORKERS, accelerators_for
-from scripts.outputs import for_lesson
+from scripts.store.outputs import for_lesson
 
 # The VM types and their chips are scripts/chips.py (the docs build reads them
 # too). Runtime versions from the Cloud TPU docs.
@@ -115,7 +115,7 @@ def jax_pin(root=ROOT):
 def tpu_lesson(root=ROOT, lesson_id=None):
     """The one lesson the job records: `lesson_id`, or the registry's first
     (lesson_code/lessons.toml)."""
-    from scripts.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import RegistryError, load_lessons
 
     try:
         lessons = load_lessons(root)
@@ -138,7 +138,7 @@ def recording_variant(accelerator=None):
 
 
 def recording_name(lesson_id, accelerator=None):
-    """The file the job lands under recordings/ (scripts/outputs.py names it)."""
+    """The file the job lands under recordings/ (scripts/store/outputs.py names it)."""
     return for_lesson(lesson_id).recording_name(recording_variant(accelerator))
 
 

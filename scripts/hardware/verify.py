@@ -6,9 +6,9 @@ the file crossed a network and the site will present it as a measurement on TPU 
 from pathlib import Path
 
 from scripts import ROOT
-from scripts.freshness import stale_inputs
-from scripts.hashes import content_files
-from scripts.recordings import (RecordingError, load_recording, read_bytes, read_json,
+from scripts.store.freshness import stale_inputs
+from scripts.store.hashes import content_files
+from scripts.store.recordings import (RecordingError, load_recording, read_bytes, read_json,
                                 registered_lesson, write_atomically)
 
 DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told

@@ -7,8 +7,8 @@ program, the exercise scaffold a learner edits, and the executed notebook.
 import posixpath
 
 from scripts.chips import accelerators_for
-from scripts.hashes import import_closure
-from scripts.outputs import for_lesson
+from scripts.store.hashes import import_closure
+from scripts.store.outputs import for_lesson
 
 
 def lesson_title(lesson, docs):

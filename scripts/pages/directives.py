@@ -34,8 +34,8 @@ Python-Markdown extension.
 """
 import re
 
-from scripts.outputs import ANALYSES, RECORD as FIX
-from scripts.outputs import recording_fix, stem_source
+from scripts.store.outputs import ANALYSES, RECORD as FIX
+from scripts.store.outputs import recording_fix, stem_source
 from scripts.pages.course import lesson_list
 from scripts.pages.recorded_text import PageError, formatted, human_date
 from scripts.pages.recording_views import recording_table, recording_tabs

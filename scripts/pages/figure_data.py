@@ -16,7 +16,7 @@ The site serves what the lines link to (`served_files`, pages/hooks.py on_files)
 import html
 import posixpath
 
-from scripts.outputs import figure_data_outputs, stem_source
+from scripts.store.outputs import figure_data_outputs, stem_source
 from scripts.pages.recorded_text import human_date
 from scripts.pages.recording_views import machine_label
 

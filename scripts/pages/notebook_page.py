@@ -38,7 +38,7 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.toc import get_toc
 
 from scripts import ROOT
-from scripts.lessons import RegistryError, load_lessons
+from scripts.store.lessons import RegistryError, load_lessons
 
 TEXT_OUTPUTS = ("text/plain",)
 # The site's extensions a notebook may use: each only shapes the text it is given. Left out

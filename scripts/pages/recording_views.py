@@ -3,8 +3,8 @@
 Every recorded string goes in through values.hold: the Markdown around it is ours, the
 text inside it is the recording's and is never read as Markdown (pages/recorded_text.py).
 """
-from scripts.outputs import RECORD as FIX
-from scripts.outputs import stem_source
+from scripts.store.outputs import RECORD as FIX
+from scripts.store.outputs import stem_source
 from scripts.pages.recorded_text import PageError, human_date
 
 

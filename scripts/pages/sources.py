@@ -8,11 +8,11 @@ remake, stops the build with one line each.
 from dataclasses import dataclass
 from pathlib import Path
 
-from scripts.freshness import load_all
-from scripts.hashes import ClosureError
-from scripts.lessons import RegistryError, first_of, load_lessons
+from scripts.store.freshness import load_all
+from scripts.store.hashes import ClosureError
+from scripts.store.lessons import RegistryError, first_of, load_lessons
 from scripts.pages.recorded_text import PageError
-from scripts.recordings import RecordingError
+from scripts.store.recordings import RecordingError
 
 
 @dataclass(frozen=True)

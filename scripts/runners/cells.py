@@ -21,9 +21,9 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from scripts.children import describe, dies_with, kill_all, stderr_tail
-from scripts.interrupts import raise_if_interrupted
-from scripts.recordings import read_json
+from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
+from scripts.proc.interrupts import raise_if_interrupted
+from scripts.store.recordings import read_json
 from scripts.runners.module import LESSON_TIMEOUT_S
 from scripts.runners.notebook import build_notebook, stdout_of
 
@@ -64,7 +64,7 @@ def kernel_manager(working_dir):
     """A kernel of this Python's own ipykernel (never a kernelspec of that name in the
     user's Jupyter folders, which may start another Python). Its sockets and connection
     file, which holds the kernel's key, live in the run's scratch folder: reachable by this
-    user alone, and gone with the folder, even after a SIGKILL (scripts/scratch.py)."""
+    user alone, and gone with the folder, even after a SIGKILL (scripts/proc/scratch.py)."""
     return AsyncKernelManager(kernel_name="python3",
                               kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
                               transport="ipc", ip=str(working_dir / "kernel"),

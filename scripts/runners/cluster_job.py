@@ -24,8 +24,8 @@ import re
 import string
 
 from scripts import display
-from scripts.interrupts import run_command
-from scripts.lessons import RegistryError, load_lessons
+from scripts.proc.interrupts import run_command
+from scripts.store.lessons import RegistryError, load_lessons
 
 COMMAND = "python scripts/runners/cluster_job.py"
 TEMPLATES = {"slurm": Path(__file__).with_name("slurm.sbatch"),

@@ -24,13 +24,13 @@ import sys
 import time
 
 from scripts import ROOT
-from scripts.interrupts import raise_if_interrupted
-from scripts.recordings import read_json
-from scripts.children import describe, dies_with, stderr_tail
+from scripts.proc.interrupts import raise_if_interrupted
+from scripts.store.recordings import read_json
+from scripts.proc.children import describe, dies_with, stderr_tail
 from scripts.runners import reaper
 from scripts.runners.processes import ProcessRun, ProcessRunError, free_port, launcher_free
 from scripts.runners.reaper import RUN_MARK, kill_marked
-from scripts.scratch import scratch_folder
+from scripts.proc.scratch import scratch_folder
 
 class MissingLauncher(ProcessRunError):
     """mpirun is not installed: the one command that installs it is in the message."""

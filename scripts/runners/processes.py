@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 
 from scripts import ROOT
-from scripts.children import describe, dies_with, kill_all, stderr_tail
-from scripts.interrupts import raise_if_interrupted
-from scripts.recordings import read_json
-from scripts.scratch import scratch_folder
+from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
+from scripts.proc.interrupts import raise_if_interrupted
+from scripts.store.recordings import read_json
+from scripts.proc.scratch import scratch_folder
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
     children = []
     # A rank dies with its launcher (dies_with); the launcher kills its ranks on any
     # exception, Ctrl-C and SIGTERM included (record.py raises Interrupted for both), and
-    # the next run removes a scratch folder that SIGKILL left (scripts/scratch.py).
+    # the next run removes a scratch folder that SIGKILL left (scripts/proc/scratch.py).
     with scratch_folder("ranks") as scratch:
         try:
             port = free_port()

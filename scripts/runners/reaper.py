@@ -22,7 +22,7 @@ from pathlib import Path
 # Run as `python -m scripts.runners.reaper` from the repository's root: the imports are
 # the package's own, and nothing here imports JAX.
 from scripts import ROOT
-from scripts.children import PR_SET_PDEATHSIG, prctl
+from scripts.proc.children import PR_SET_PDEATHSIG, prctl
 
 RUN_MARK = "LESSON_MPIRUN_MARK"  # set to the run's scratch folder in every rank's environment
 

@@ -1,6 +1,6 @@
 """Digests of the files a derived file is made from. Imports no JAX.
 
-Every derived file records the digests of its inputs (scripts/freshness.py compares them
+Every derived file records the digests of its inputs (scripts/store/freshness.py compares them
 with today's). Code inputs are import closures: a module plus every module of the same
 repository it imports, followed transitively, so a change anywhere a lesson or a renderer
 reaches counts, and a change elsewhere does not.
@@ -8,7 +8,7 @@ reaches counts, and a change elsewhere does not.
 A recording is keyed on its code as Python executes it (code_digest: the syntax tree,
 without comments and docstrings), because a comment cannot change what a program
 measures: editing one re-runs nothing. What shows the text (the notebook companion's
-cells, the page's snippets) is keyed on the text itself (scripts/outputs.py), so the same
+cells, the page's snippets) is keyed on the text itself (scripts/store/outputs.py), so the same
 edit re-renders what shows it. The pins count by their requirement lines, so reformatting
 a pin's comment is no change, and only the pins that can change a recording count (see
 pin_lines).

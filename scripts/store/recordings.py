@@ -26,10 +26,11 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from scripts import RECORDINGS, ROOT, display, interrupts
-from scripts.hashes import combined_hash, content_files
-from scripts.interrupts import signals_deferred
-from scripts.scratch import running
+from scripts import RECORDINGS, ROOT, display
+from scripts.proc import interrupts
+from scripts.store.hashes import combined_hash, content_files
+from scripts.proc.interrupts import signals_deferred
+from scripts.proc.scratch import running
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -187,7 +188,7 @@ def data_schema_path(lesson):
 def registered_lesson(lesson_id, root=ROOT):
     """The registry's lesson of that id, or None: whose data schema a recording that
     names no lesson of its own (a file checked on its own) is held to."""
-    from scripts.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import RegistryError, load_lessons
 
     try:
         return load_lessons(root).get(lesson_id) if isinstance(lesson_id, str) else None
@@ -266,7 +267,7 @@ def first_violation(checker, value, prefix, where, fix):
 
 def load_recording(path, fix=RECORD, lesson=None):
     """The validated recording at `path`; `fix` is the command that remakes it (the
-    registry's, scripts/outputs.py); `lesson`, the lesson it belongs to (validate())."""
+    registry's, scripts/store/outputs.py); `lesson`, the lesson it belongs to (validate())."""
     path = Path(path)
     where = display(path)
     recording = read_json(path, fix)

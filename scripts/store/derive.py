@@ -8,9 +8,9 @@ output whose inputs and bytes are what the lock says is current and is left alon
 """
 import json
 
-from scripts.hashes import digest_bytes
-from scripts.outputs import derived_outputs, lock_entry, recording_outputs
-from scripts.recordings import RecordingError, load_recording, read_json
+from scripts.store.hashes import digest_bytes
+from scripts.store.outputs import derived_outputs, lock_entry, recording_outputs
+from scripts.store.recordings import RecordingError, load_recording, read_json
 
 
 class DeriveError(Exception):
@@ -26,7 +26,7 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     them beside its recording instead, and then they are not locked. `only_from`: make
     only what derives from that recording (bench.py's sweep), current or not.
     """
-    from scripts.freshness import derived_problems
+    from scripts.store.freshness import derived_problems
     entries, chain = {}, {only_from}
     fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
     for output in derived_outputs(lesson):

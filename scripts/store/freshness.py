@@ -6,12 +6,12 @@ it. Used by `record.py --check`, by the site build and by the TPU job; imports n
 JAX nor matplotlib.
 """
 from scripts import ROOT, display
-from scripts.hashes import changed_files, digest
+from scripts.store.hashes import changed_files, digest
 from scripts.figures.data import FORMATS
-from scripts.outputs import (LockError, analysis_outputs, derived_outputs,
+from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs,
                              figure_data_outputs, figure_outputs, for_lesson, notebook_output,
                              read_lock, recording_outputs)
-from scripts.recordings import RecordingError, load_recording, read_json
+from scripts.store.recordings import RecordingError, load_recording, read_json
 
 
 def problem(path, what, fix):

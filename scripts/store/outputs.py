@@ -15,9 +15,9 @@ from scripts import LOCK, REGISTRY, ROOT, display
 from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.figures.data import FORMATS, FigureDataKind, data_path
-from scripts.hashes import (content_files, digest_bytes, file_digests, import_closure,
+from scripts.store.hashes import (content_files, digest_bytes, file_digests, import_closure,
                             pin_digests)
-from scripts.recordings import RECORD, RecordingError, read_json
+from scripts.store.recordings import RECORD, RecordingError, read_json
 
 RENDER = "python scripts/record.py --render-only"
 BENCH = "make bench"
