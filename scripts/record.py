@@ -25,18 +25,16 @@ from pathlib import Path
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse
 from collections import Counter
 from importlib.metadata import version
 
 from scripts import display
+from scripts.cli import OneLineParser, UsageError, command, progress as say, run
 from scripts.proc.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
 from scripts.host import host_at_start, host_while_starting, warn_if_busy
-from scripts.proc.interrupts import (Interrupted, raise_if_interrupted, run_command,
-                               stop_on_signals)
 from scripts.store.lessons import RegistryError, first_of, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
@@ -50,7 +48,7 @@ from scripts.proc.scratch import scratch_folder
 
 
 def progress(message):
-    print(f"record: {message}", file=sys.stderr, flush=True)
+    say("record", message)
 
 
 def check_stdout(lesson_id, stdout):
@@ -259,12 +257,6 @@ def check(lessons, only=None):
     return 1 if lines else 0
 
 
-class UsageError(RecordError):
-    """A request record.py refuses before it runs anything."""
-
-    exit_status = 2
-
-
 # Process counts a multi-process run can record. Each rank checks its shards bit for bit
 # against NumPy, which holds when p is a power of two (p = 3 fails on float rounding);
 # and each rank is a whole JAX process of about 300 MB (64 ranks took 18.5 GB) sharing
@@ -323,15 +315,8 @@ def available_memory():
     return None
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its usage errors on one line (the usage is in --help)."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message}; see `python scripts/record.py --help`\n")
-
-
 def parse_args(argv):
-    parser = OneLineParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="scripts/record.py", description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", action="store_true",
                       help="exit 1 listing every stale, invalid or missing output")
@@ -355,43 +340,34 @@ def parse_args(argv):
     return parser.parse_args(argv)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
+def record_command(argv):
     args = parse_args(argv)
-    stop_on_signals()  # Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way
-    try:
-        refuse_links()  # before any file of the checkout is read or written
-        lessons = load_lessons()
-        if args.lesson and args.lesson not in lessons:
-            raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
-                                f"known: {first_of(lessons)}")
-        if args.check:  # every lesson's claims, one lesson's state (freshness.check)
-            return check(lessons, only=args.lesson)
-        if args.lesson:
-            lessons = {args.lesson: lessons[args.lesson]}
-        refuse_what_cannot_work(args, lessons)
-        from scripts.plan import make_plan
+    refuse_links()  # before any file of the checkout is read or written
+    lessons = load_lessons()
+    if args.lesson and args.lesson not in lessons:
+        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
+                            f"known: {first_of(lessons)}")
+    if args.check:  # every lesson's claims, one lesson's state (freshness.check)
+        return check(lessons, only=args.lesson)
+    if args.lesson:
+        lessons = {args.lesson: lessons[args.lesson]}
+    refuse_what_cannot_work(args, lessons)
+    from scripts.plan import make_plan
 
-        # The lock belongs to the checkout the lessons are written into; the plan is made
-        # once it is held, so no other run changes the files it was made from.
-        with exclusive_run(" ".join(["python scripts/record.py", *argv]),
-                           next(iter(lessons.values())).root):
-            record(make_plan(lessons, args.platform, args.processes, args.render_only,
-                             args.all, chosen=bool(args.lesson)),
-                   args.platform, args.processes, args.launcher, args.calls)
-        raise_if_interrupted()  # a signal whose exception Python discarded still counts
-    except RegistryError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    except (RecordError, RecordingError, DeriveError, RunLocked, LinkInCheckout,
-            ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return getattr(error, "exit_status", 1)
-    except Interrupted as signal_:
-        print(f"error: {signal_}; {signal_.outcome}", file=sys.stderr)
-        return signal_.exit_status
+    # The lock belongs to the checkout the lessons are written into; the plan is made
+    # once it is held, so no other run changes the files it was made from.
+    with exclusive_run(" ".join(["python scripts/record.py", *argv]),
+                       next(iter(lessons.values())).root):
+        record(make_plan(lessons, args.platform, args.processes, args.render_only,
+                         args.all, chosen=bool(args.lesson)),
+               args.platform, args.processes, args.launcher, args.calls)
     return 0
 
 
+# Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way (scripts/cli.py).
+main = command(record_command, (RegistryError, RecordError, RecordingError, DeriveError,
+                                RunLocked, LinkInCheckout, ValueError))
+
+
 if __name__ == "__main__":
-    sys.exit(run_command(main))
+    sys.exit(run(main))

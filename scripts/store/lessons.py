@@ -23,7 +23,10 @@ MODULE = re.compile(r"lesson_code(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class RegistryError(Exception):
-    """lessons.toml cannot be used; str() is one line naming the entry."""
+    """lessons.toml cannot be used; str() is one line naming the entry. Exit status 2:
+    nothing can run until the registry is fixed."""
+
+    exit_status = 2
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,62 @@
+"""What every command line here shares: usage errors on one line, progress on stderr, and
+one exit ladder.
+
+0 done; 1 a failure, said in one line; 2 a request refused before anything ran; 130, 143
+and 129 for Ctrl-C, SIGTERM and SIGHUP (128 + the signal, as a shell reports it), after
+every clean-up on the way out ran; 141 when the reader of stdout went away. A command is
+`sys.exit(cli.run(main))` around a `main(argv)` made by `command(...)`.
+"""
+import argparse
+import sys
+
+from scripts.proc.interrupts import Interrupted, raise_if_interrupted, run_command, stop_on_signals
+
+
+class CommandError(Exception):
+    """A failure the command names in one line, the fix included; exit status 1."""
+
+    exit_status = 1
+
+
+class UsageError(CommandError):
+    """A request refused before anything ran or any file was touched; exit status 2."""
+
+    exit_status = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line (the usage is in --help)."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message}; see `python {self.prog} --help`\n")
+
+
+def progress(name, message):
+    print(f"{name}: {message}", file=sys.stderr, flush=True)
+
+
+def command(body, failures=(), prefix="error"):
+    """`main(argv)` for `body(argv)`: signals become Interrupted (every `finally` on the way
+    out runs), and `failures`, CommandError and a signal each end in one line on stderr,
+    `prefix: ...`, with their exit status."""
+    failures = (CommandError, *failures)
+
+    def main(argv=None):
+        stop_on_signals()
+        try:
+            status = body(sys.argv[1:] if argv is None else argv)
+            raise_if_interrupted()  # a signal whose exception Python discarded still counts
+            return status or 0
+        except failures as error:
+            print(f"{prefix}: {error}", file=sys.stderr)
+            return getattr(error, "exit_status", 1)
+        except Interrupted as signal_:
+            print(f"{prefix}: {signal_}; {signal_.outcome}", file=sys.stderr)
+            return signal_.exit_status
+
+    return main
+
+
+def run(main):
+    """main()'s exit status; 141, and no traceback, once the reader of stdout is gone."""
+    return run_command(main)
