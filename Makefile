@@ -93,7 +93,8 @@ lint: install
 
 # The tree as it is, copied into $(1) (under build/, gitignored), with node_modules linked.
 COPY_TREE = rm -rf $(1) && mkdir -p $(1) && tar -c --exclude=./.git --exclude=./build \
-	    --exclude=./site --exclude=./.venv --exclude=./node_modules --exclude=./test-artifacts \
+	    --exclude=./site --exclude=./.venv --exclude=./node_modules \
+	    --exclude=./benchmarks/node_modules --exclude=./test-artifacts \
 	    --exclude=__pycache__ --exclude=./.pytest_cache --exclude=./.hypothesis \
 	    --exclude=./.cache . | tar -x -C $(1) && ln -s $(CURDIR)/node_modules $(1)/node_modules
 # A repository of its own in the copy $(1), holding it as it is: the TPU job's tests clone it.
@@ -157,17 +158,16 @@ test-two-lessons: install browser java mpi
 	$(call IN_COPY,$(TWO_LESSONS)) record
 	$(call PYTEST_IN,$(TWO_LESSONS),)
 
-# Lighthouse on the lesson page: a benchmark, not a test (scores are noisy on a busy
-# machine). Writes scripts/audit/scores.json; commit it from the default 24 rounds. A quick
-# look: `make audit AUDIT_FLAGS=--runs=6`. Lighthouse is installed here only.
-scripts/audit/node_modules/.installed: scripts/audit/package.json scripts/audit/package-lock.json
-	cd scripts/audit && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+# Lighthouse CI on each lesson page against a bare theme page as long: a benchmark, not a
+# test (scores are noisy on a busy machine). Writes benchmarks/scores.json; commit it from
+# the default 24 rounds. A quick look: `make audit AUDIT_FLAGS=--rounds=6`.
+benchmarks/node_modules/.installed: benchmarks/package.json benchmarks/package-lock.json
+	cd benchmarks && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
 AUDIT_FLAGS ?=
-audit: build browser scripts/audit/node_modules/.installed
-	$(PY) scripts/audit/lighthouse.py $(AUDIT_FLAGS)
-	$(PY) scripts/audit/math_side_by_side.py
+audit: build browser benchmarks/node_modules/.installed
+	$(PY) benchmarks/lighthouse.py $(AUDIT_FLAGS)
 
 clean:
-	rm -rf site $(VENV) node_modules scripts/audit/node_modules .pytest_cache
+	rm -rf site $(VENV) node_modules benchmarks/node_modules .pytest_cache

@@ -131,7 +131,7 @@ def algorithm_verdict(algorithm, rows, premise):
     collectives), than the pooled effect, the run's noise is larger than what its verdict
     claims. Pooled, not the widest: one collective's twin is a 21-block mean of blocks of
     two kinds against a 45-block one, and alone it strays by more than the effect in one
-    run of three (scripts/verdict_stability.py) where the three together do not."""
+    run of three (benchmarks/verdict_stability.py) where the three together do not."""
     mine = [row for row in rows if row["algorithm"] == algorithm]
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])

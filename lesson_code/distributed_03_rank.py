@@ -246,7 +246,7 @@ ROUNDS_GRADIENT_FLOATS = 8
 # 45 blocks a side for a recording: with processes outnumbering the cores a block either
 # shares the cores well or waits out a time slice, and it is the number of blocks, not
 # calls within one, that holds enough of both kinds for the mean's bootstrap interval to
-# keep each verdict between reruns (scripts/verdict_stability.py); 5 calls a block are
+# keep each verdict between reruns (benchmarks/verdict_stability.py); 5 calls a block are
 # enough for its median to pass over one call held up by the scheduler (45 x 5 takes the
 # time 25 x 9 did, with an interval about a quarter narrower). A run asked for fewer
 # calls (a test of the launch and the bookkeeping, not of the times) takes as many blocks

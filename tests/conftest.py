@@ -132,8 +132,6 @@ def project_copy(destination, parts=PROJECT_PARTS):
     for name in parts:
         source = ROOT / name
         if source.is_dir():
-            # node_modules too: `make audit` installs Lighthouse's under scripts/audit/,
-            # thousands of files no copy reads, which made every copy a second slower.
             shutil.copytree(source, destination / name,
                             ignore=shutil.ignore_patterns("__pycache__", "*.tmp",
                                                           "node_modules"))

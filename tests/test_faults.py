@@ -882,6 +882,35 @@ def test_a_signal_ends_the_lesson_program_in_one_line(how, status):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("delay", [0.1, 0.4, 0.8])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_lesson_program_starts_is_one_line(signum, delay):
+    """Ctrl-C in the first second lands in `import jax`, before the program's own handlers:
+    still one line and 128 + the signal, never a traceback or jaxlib's ImportError
+    (lesson_code/__init__.py)."""
+    from conftest import clean_env
+
+    run = subprocess.Popen([sys.executable, "-m", SEED.module], cwd=ROOT, env=clean_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(delay)
+    run.send_signal(signum)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 128 + signum, err[-2000:]
+    assert len(err.splitlines()) == 1, err[-2000:]
+    assert err.startswith(f"error: interrupted by {signal.Signals(signum).name}")
+
+
+def test_a_jax_device_count_that_is_not_a_number_is_one_line_before_jax_starts():
+    from conftest import clean_env
+
+    run = subprocess.run([sys.executable, "-m", SEED.module], cwd=ROOT, capture_output=True,
+                         text=True, env=clean_env(JAX_NUM_CPU_DEVICES="four"), timeout=60)
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr == ("error: JAX_NUM_CPU_DEVICES='four' is not a whole number; unset it "
+                          "(the program sets the device count itself: --devices N)\n")
+
+
+@pytest.mark.slow
 def test_the_lesson_program_started_under_nohup_outlives_a_hangup():
     """nohup asks a run to outlive its terminal: SIGHUP, ignored when the program starts,
     stays ignored, and the lesson runs on to PASS (the stand-in's, after a Ctrl-C it

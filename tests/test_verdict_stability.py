@@ -1,8 +1,8 @@
-"""scripts/verdict_stability.py's reading of pages: what it masks, what it counts as a
+"""benchmarks/verdict_stability.py's reading of pages: what it masks, what it counts as a
 verdict, and which pages it compares. Nothing is measured here."""
 import pytest
 
-from scripts import verdict_stability as stability
+from benchmarks import verdict_stability as stability
 from scripts.store.lessons import load_lessons
 
 from conftest import ROOT

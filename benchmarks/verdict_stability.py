@@ -1,7 +1,7 @@
 """Do a page's words survive a re-measure? A benchmark, not a test (it measures).
 
-    python scripts/verdict_stability.py --lesson ID --variant cpu-processes [--runs 3] [--keep DIR]
-    python scripts/verdict_stability.py --lesson ID --variant sweep --recordings A.json B.json
+    python benchmarks/verdict_stability.py --lesson ID --variant cpu-processes [--runs 3]
+    python benchmarks/verdict_stability.py --lesson ID --variant sweep --recordings A.json B.json
 
 Measures the variant `--runs` times afresh in a clone of HEAD (`record.py --all`,
 `record.py --processes N --all`, or `bench.py`, as the variant asks), or takes the
