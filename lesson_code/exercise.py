@@ -3,8 +3,8 @@
 A lesson's checks module (the registry's `exercises`) lists its exercises in `EXERCISES`;
 `python scripts/exercises.py` imports that module and takes the list from there. Each
 exercise is judged in two processes (lesson_code/CONTRACT.md, "Exercises"): `attempt`
-runs in the learner's, `answer` and `compare` in the checker's, where no learner code
-runs. No JAX here: the checker imports this before it knows a lesson's device count.
+runs in a child with the learner's function, `answer` and `compare` in the checker's. No
+JAX here: the checker imports this before it knows a lesson's device count.
 """
 import os
 import signal
@@ -15,8 +15,8 @@ from typing import Callable
 
 
 def top_level_function(value):
-    """True for a `def` at the top of its module: only such a function can be replaced,
-    in the learner's copy of the lesson, by one that raises (scripts/exercises.py)."""
+    """True for a `def` at the top of its module: the child process finds `reference` and
+    `attempt` by "module:function" (scripts/exercises.py)."""
     return callable(value) and getattr(value, "__qualname__", None) == \
         getattr(value, "__name__", "") != "<lambda>" and hasattr(value, "__code__")
 
@@ -40,16 +40,11 @@ class Exercise:
             raise TypeError(f"exercise {self.name}: scaffold is \"module:function\" under "
                             f"lesson_code/, such as \"lesson_code.my_exercises:{self.name}\"; "
                             f"not {self.scaffold!r}")
-        for role in ("reference", "answer", "attempt", "compare"):
+        for role in ("reference", "attempt"):
             if not top_level_function(getattr(self, role)):
                 raise TypeError(f"exercise {self.name}: {role} must be a function defined "
                                 f"with `def` at the top of its module, not "
                                 f"{getattr(self, role)!r}")
-
-
-class CalledTheSolution(Exception):
-    """Raised, in the learner's process, by the stubs that stand in for the lesson's
-    solutions and the checks' answers there."""
 
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -35,10 +35,11 @@ def progress(name, message):
     print(f"{name}: {message}", file=sys.stderr, flush=True)
 
 
-def command(body, failures=(), prefix="error"):
+def command(body, failures=(), prefix="error", stopped=None):
     """`main(argv)` for `body(argv)`: signals become Interrupted (every `finally` on the way
     out runs), and `failures`, CommandError and a signal each end in one line on stderr,
-    `prefix: ...`, with their exit status."""
+    `prefix: ...`, with their exit status. `stopped`: what a signal's line says is left
+    (default: the state of the command's files)."""
     failures = (CommandError, *failures)
 
     def main(argv=None):
@@ -51,7 +52,7 @@ def command(body, failures=(), prefix="error"):
             print(f"{prefix}: {error}", file=sys.stderr)
             return getattr(error, "exit_status", 1)
         except Interrupted as signal_:
-            print(f"{prefix}: {signal_}; {signal_.outcome}", file=sys.stderr)
+            print(f"{prefix}: {signal_}; {stopped or signal_.outcome}", file=sys.stderr)
             return signal_.exit_status
 
     return main

@@ -1,22 +1,16 @@
-"""Check a lesson's exercises: one line each, decided where the learner's code never runs.
+"""Check a lesson's exercises: each in a process of its own, one line each.
 
     python scripts/exercises.py                                  # every lesson with exercises
     python scripts/exercises.py --lesson ID                      # one lesson's scaffolds
     python scripts/exercises.py --lesson ID --reference          # its own solutions
     python scripts/exercises.py --lesson ID --exercise NAME [--devices N]   # one of them
 
-The registry (lesson_code/lessons.toml) names each lesson's checks module (`exercises`),
-whose `EXERCISES` lists its exercises (lesson_code/exercise.py), and its device count
-(`devices`). For each exercise this process works out the right answer, then runs the
-learner's function in a child process (scripts/runners/exercise.py) on that many logical
-CPU devices, in a copy of lesson_code/ where the lesson's solutions and the checks'
-answers are stubs that raise. The child hands back only what the function produced; the
-comparison is made here. The child and all it starts run under limits on time, memory,
-output and processes, and are killed once the exercise is judged: a `sys.exit`, a crash,
-an endless loop or a process left behind is that exercise's failure, in one line, and the
-others still run. Exit 0 when every exercise is ok, 1 while one is unfinished or wrong, 2
-for a request that cannot work; Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129, with no
-exercise left running; a closed stdout (`| head -1`) ends the check with exit 141.
+Each exercise's `attempt` runs the learner's function in a child process on the lesson's
+`devices` logical CPU devices, under a time limit; its process group is killed once it is
+done, and what it hands back is compared here with the check's `answer`. It runs the
+learner's code as the learner, with the learner's rights: like pytest, it is no sandbox.
+Exit 0 when every exercise is ok, 1 while one is unfinished or wrong, 2 for a request that
+cannot work; signals and a closed stdout as every command here (scripts/cli.py).
 """
 import sys
 from pathlib import Path
@@ -24,31 +18,248 @@ from pathlib import Path
 # `python scripts/exercises.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse
+import ast
 import importlib
+import json
 import os
 import signal
+import subprocess
+import time
 import traceback
+from contextlib import suppress
+
+import numpy as np
+import psutil
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
-from scripts.proc.interrupts import Interrupted, run_command, signals_deferred, stop_on_signals
-from scripts.judge_exercise import judge_exercise, one_line
-from scripts.learner_copy import ChecksError, stand_ins
-from scripts.store.lessons import RegistryError, load_lessons
-from scripts.proc.children import become_subreaper
+from scripts.cli import OneLineParser, UsageError, command, run
+from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
+from scripts.proc.interrupts import raise_if_interrupted, signals_deferred
 from scripts.proc.scratch import scratch_folder
+from scripts.store.lessons import RegistryError, load_lessons
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
+CONTRACT = "lesson_code/CONTRACT.md, \"Exercises\""
+CHILD = "import sys; from scripts.exercises import run_attempt; run_attempt(*sys.argv[1:])"
 
 
-class OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        self.exit(2, f"error: {message}\n")
+class ChecksError(UsageError):
+    """A lesson's checks module cannot be used as it is: one line naming the fix, exit 2."""
 
+
+def one_line(text, limit=500):
+    text = " ".join(str(text).split())
+    return "".join(c if c.isprintable() else "?" for c in text)[:limit]
+
+
+def spec(function):
+    return f"{function.__module__}:{function.__name__}"
+
+
+# ------------------------------------------------ the child: the learner's code runs --
+
+def load(function_spec):
+    module, function = function_spec.split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def plain(value):
+    """An array (NumPy, JAX) as nested lists, for json.dumps; nothing else is data."""
+    if not hasattr(value, "__array__"):
+        raise TypeError(f"the result holds a {type(value).__name__}, which the checker cannot "
+                        f"read; return numbers, arrays, lists or dicts")
+    return np.asarray(value).tolist()
+
+
+def where(error):
+    """` (file:line)` of the innermost frame under lesson_code/ outside todo(): the
+    learner's line, not one inside NumPy or JAX, nor the hole's own raise."""
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+              if os.path.relpath(frame.filename).startswith("lesson_code" + os.sep)
+              and frame.name != "todo"]
+    return f" ({os.path.relpath(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+
+
+def stopped_by(error):
+    """{"unfinished" or "wrong": the rest of the checker's line} for what stopped an attempt."""
+    if isinstance(error, SyntaxError):
+        return {"wrong": f"syntax error ({error.msg}) at "
+                         f"{os.path.relpath(error.filename or '?')}:{error.lineno}; fix it"}
+    if isinstance(error, NotImplementedError):
+        return {"unfinished": f"{one_line(error)}{where(error)}"}
+    kind = "" if isinstance(error, AssertionError) else f"{type(error).__name__}: "
+    return {"wrong": f"{kind}{one_line(error)}{where(error)}"}
+
+
+def run_attempt(implementation, attempt, report):
+    """The child's whole run: the checks' `attempt` of `implementation` ("module:function"),
+    and what came out, or what stopped it, written to `report` as JSON."""
+    try:
+        text = json.dumps({"result": load(attempt)(load(implementation))}, default=plain)
+    except Exception as error:  # a learner's bug is a line, not a crash
+        text = json.dumps(stopped_by(error))
+    Path(report).write_text(text)
+
+
+# --------------------------------------------------- the checker: one line each --
+
+def solution_called(exercise, lesson):
+    """"module.function" of the lesson's own solution if the scaffold's function imports
+    or calls it, read from its syntax tree; else None (a scaffold that does not parse is
+    the child's line to write)."""
+    module, function = exercise.scaffold.split(":")
+    home, name = exercise.reference.__module__, exercise.reference.__name__
+    try:
+        tree = ast.parse(lesson.path(module).read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = {f"{home}.{name}"}  # what the scaffold may call the solution
+    for node in ast.walk(tree):
+        for alias in node.names if isinstance(node, (ast.Import, ast.ImportFrom)) else ():
+            full = alias.name if isinstance(node, ast.Import) else f"{node.module}.{alias.name}"
+            bound = alias.asname or alias.name
+            names |= {f"{bound}.{name}"} if full == home else \
+                {bound} if full == f"{home}.{name}" else set()
+    body = [node for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == function]
+    named = (ast.unparse(node) for node in (ast.walk(body[0]) if body else ())
+             if isinstance(node, (ast.Name, ast.Attribute)))
+    return f"{home}.{name}" if any(each in names for each in named) else None
+
+
+def finished_in_time(child, time_limit):
+    deadline = time.monotonic() + time_limit
+    while child.poll() is None:
+        raise_if_interrupted()  # a signal lost in a GC callback still stops the check
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def stop(child):
+    """The child's process group killed and reaped, and what it started outside the group."""
+    try:
+        strays = psutil.Process(child.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        strays = []
+    kill_all([child])
+    for stray in strays:
+        with suppress(psutil.NoSuchProcess):
+            stray.kill()  # psutil checks that it is still that process, not a reused pid
+
+
+def judge(exercise, lesson, reference, devices, time_limit, scratch):
+    """(ok, line) for one exercise, whatever its code does to its own process."""
+    name = exercise.name
+    if not reference and (solution := solution_called(exercise, lesson)):
+        return False, f"wrong {name}: calls the lesson's own solution {solution}; write " \
+            "the answer in the scaffold instead"
+    report, errors = (scratch / f"{lesson.id}.{name}{suffix}" for suffix in (".json", ".err"))
+    implementation = spec(exercise.reference) if reference else exercise.scaffold
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith(("JAX_", "XLA_"))}
+    with open(errors, "wb") as stderr:  # a file: a process left holding it cannot block us
+        child = subprocess.Popen(
+            [sys.executable, "-c", CHILD, implementation, spec(exercise.attempt), str(report)],
+            cwd=lesson.root, env={**env, "JAX_PLATFORMS": "cpu",
+                                  "JAX_NUM_CPU_DEVICES": str(devices)},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            start_new_session=True, preexec_fn=dies_with(os.getpid()))
+    try:
+        finished = finished_in_time(child, time_limit)
+    finally:
+        stop(child)
+    if not finished:
+        return False, f"wrong {name}: still running after {time_limit:g} s, stopped " \
+            "(an endless loop? a blocking call?)"
+    if not report.exists():
+        tail = stderr_tail(errors)
+        hint = f": {one_line(tail, 300)}" if tail != "(empty)" else \
+            "; remove the sys.exit / os._exit call" if child.returncode >= 0 else ""
+        return False, f"wrong {name}: the exercise's process {describe(child.returncode)} " \
+            f"before its check finished{hint}"
+    got = json.loads(report.read_text())
+    if "result" not in got:
+        [(kind, line)] = got.items()  # unfinished or wrong
+        return False, f"{kind} {name}: {line}"
+    answer = exercise.answer(devices)  # the lesson's code: a bug there is a traceback
+    try:
+        exercise.compare(got["result"], answer)
+    except AssertionError as error:
+        return False, f"wrong {name}: {one_line(error)}"
+    except Exception as error:  # the learner's function returned something else entirely
+        return False, f"wrong {name}: its result is not what the check reads " \
+            f"({type(error).__name__}: {one_line(error, 200)})"
+    return True, f"ok {name}"
+
+
+# ------------------------------------------------------------- the lesson's checks --
+
+def load_exercises(lesson):
+    """The checks module's EXERCISES, imported here: the lesson's code, never the learner's."""
+    path = lesson.path(lesson.exercises)
+    checks, fix = display(path, lesson.root), f"; fix the checks module ({CONTRACT})"
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = raw[:error.start].count(b"\n") + 1
+        raise ChecksError(f"{checks}:{line}: byte {raw[error.start]:#04x} is not UTF-8; save "
+                          f"the checks module as UTF-8 ({CONTRACT})") from None
+    try:
+        module = importlib.import_module(lesson.exercises)
+    except SyntaxError as error:
+        raise ChecksError(f"{display(error.filename or path, lesson.root)}:{error.lineno}: "
+                          f"{error.msg}{fix}") from None
+    except (Exception, SystemExit) as error:
+        frames = [frame for frame in traceback.extract_tb(error.__traceback__)
+                  if Path(frame.filename).resolve() == path.resolve()]
+        at = f"{checks}:{frames[-1].lineno}" if frames else checks
+        raise ChecksError(f"{at}: {type(error).__name__}: {one_line(error)}{fix}") from None
+    exercises = getattr(module, "EXERCISES", None)
+    if not isinstance(exercises, list) or not exercises \
+            or not all(isinstance(exercise, Exercise) for exercise in exercises):
+        raise ChecksError(f"{checks}: EXERCISES must be a list of lesson_code.exercise."
+                          f"Exercise(...){fix}")
+    names = [exercise.name for exercise in exercises]
+    if twice := sorted({name for name in names if names.count(name) > 1}):
+        raise ChecksError(f"{checks}: two exercises are named {twice[0]}; rename one{fix}")
+    return exercises
+
+
+def choose(args):
+    """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
+    lessons = load_lessons()
+    if args.lesson is not None and args.lesson not in lessons:
+        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
+                            f"--lesson {next(iter(lessons), 'ID')}")
+    chosen = [lessons[args.lesson]] if args.lesson else list(lessons.values())
+    chosen = [lesson for lesson in chosen if lesson.exercises]
+    if not chosen:
+        raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "
+                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
+    picked = []
+    for lesson in chosen:
+        # The checks import JAX; a signal whose handler raises while jaxlib's extension
+        # initialises becomes an ImportError or a SIGSEGV. So it waits for the import.
+        with signals_deferred():
+            exercises = load_exercises(lesson)
+        if args.exercise is not None:
+            if not (exercises := [e for e in exercises if e.name == args.exercise]):
+                raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
+                                  f"--exercise {load_exercises(lesson)[0].name}")
+        picked.append((lesson, exercises))
+    return picked
+
+
+# ---------------------------------------------------------------- the command line --
 
 def parse_args(argv):
-    parser = OneLineParser(description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="scripts/exercises.py", description=(
+        "Check a lesson's exercises, each in a process of its own, one line each. It runs "
+        "your code as you, with your rights: it is no sandbox."))
     parser.add_argument("--lesson", metavar="ID", help="one lesson (default: every lesson "
                         "whose registry entry names its exercises)")
     parser.add_argument("--exercise", metavar="NAME", help="one exercise of --lesson")
@@ -72,103 +283,26 @@ def parse_args(argv):
     return args
 
 
-# ------------------------------------------------------------- the lesson's checks --
-
-def load_exercises(lesson):
-    """The checks module's EXERCISES. Imported here: it is the lesson's code, and the
-    learner's (the scaffolds) is imported only in the children."""
-    checks = display(lesson.path(lesson.exercises), lesson.root)
-    fix = "; fix the checks module (lesson_code/CONTRACT.md, \"Exercises\")"
-    try:
-        module = importlib.import_module(lesson.exercises)
-    except SyntaxError as error:
-        raise ChecksError(f"{checks}:{error.lineno}: {error.msg}{fix}") from None
-    except (Exception, SystemExit) as error:
-        frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-                  if Path(frame.filename).resolve() == lesson.path(lesson.exercises).resolve()]
-        where = f"{checks}:{frames[-1].lineno}" if frames else checks
-        raise ChecksError(f"{where}: {type(error).__name__}: {one_line(error)}{fix}") \
-            from None
-    exercises = getattr(module, "EXERCISES", None)
-    if not isinstance(exercises, list) or not exercises \
-            or not all(isinstance(exercise, Exercise) for exercise in exercises):
-        raise ChecksError(f"{checks}: EXERCISES must be a list of lesson_code.exercise."
-                          f"Exercise(...){fix}")
-    names = [exercise.name for exercise in exercises]
-    if twice := sorted({name for name in names if names.count(name) > 1}):
-        raise ChecksError(f"{checks}: two exercises are named {twice[0]}; rename one{fix}")
-    return exercises
-
-
-# ---------------------------------------------------------------- the command line --
-
-def stop_on_every_signal():
-    """SIGINT, SIGTERM and SIGHUP raise Interrupted (scripts/proc/interrupts.py); then the
-    signals a scaffold's run_checker held across its exec arrive."""
-    stop_on_signals()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)
-
-
-def choose(args):
-    """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
-    lessons = load_lessons()
-    if args.lesson is not None and args.lesson not in lessons:
-        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
-                            f"--lesson {next(iter(lessons), 'ID')}")
-    chosen = [lessons[args.lesson]] if args.lesson else list(lessons.values())
-    chosen = [lesson for lesson in chosen if lesson.exercises]
-    if not chosen:
-        raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "
-                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
-    picked = []
-    for lesson in chosen:
-        # The checks import JAX. A signal whose handler raises while jaxlib's extension
-        # initialises is turned into an ImportError ("fix the checks module"), or crashes
-        # the process (SIGSEGV): a Ctrl-C as the checker starts did both. So signals wait
-        # for the import, and the first is raised once it is done.
-        with signals_deferred():
-            exercises = load_exercises(lesson)
-        if args.exercise is not None:
-            exercises = [e for e in exercises if e.name == args.exercise]
-            if not exercises:
-                raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
-                                  f"--exercise {load_exercises(lesson)[0].name}")
-        picked.append((lesson, exercises))
-    return picked
-
-
-def check(args):
-    # The checks' own JAX (imported with them) never makes a device; the children get
-    # their settings from child_environment, and a stray value here must not break it.
+def check(argv):
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, SIGNALS)  # held by a scaffold's run_checker
+    args = parse_args(argv)
+    # The checks' own JAX makes no device; a stray setting must not break its import.
     for key in [key for key in os.environ if key.startswith(("JAX_", "XLA_"))]:
         del os.environ[key]
-    try:
-        picked = choose(args)
-        replaced = [(lesson, stand_ins(exercises, lesson.root)) for lesson, exercises in picked]
-    except (RegistryError, ChecksError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    become_subreaper()
+    picked = choose(args)
     passed = True
     with scratch_folder("exercises") as scratch:
-        for (lesson, exercises), (_, stubs) in zip(picked, replaced):
+        for lesson, exercises in picked:
             for exercise in exercises:
-                ok, line = judge_exercise(exercise, lesson.root, scratch / lesson.id,
-                                          stubs, args.reference,
-                                          args.devices or lesson.devices, args.time_limit)
+                ok, line = judge(exercise, lesson, args.reference,
+                                 args.devices or lesson.devices, args.time_limit, scratch)
                 passed &= ok
                 print(line if len(picked) == 1 else f"{lesson.id}: {line}", flush=True)
     return 0 if passed else 1
 
 
-def main(argv=None):
-    try:
-        stop_on_every_signal()  # a signal held since a scaffold's exec arrives here
-        return check(parse_args(sys.argv[1:] if argv is None else argv))
-    except Interrupted as stopped:
-        print(f"error: {stopped}; no exercise is left running", file=sys.stderr)
-        return stopped.exit_status
+main = command(check, (RegistryError,), stopped="no exercise is left running")
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(main))  # 141 once `| head -1` has all it wanted
+    sys.exit(run(main))

@@ -296,7 +296,6 @@ def hostile_site(request, tmp_path_factory):
 SLOW_FIXTURES = {
     "built_site", "reference_site", "hostile_site",  # a strict site build
     "project",  # a copy some test files build, record or check exercises in
-    "attacked", "bounded",  # the exercise checker run on learners' copies
     "pristine", "fixture_lesson_pristine", "recorded", "ascii_project",  # record.py
     "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
     "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes

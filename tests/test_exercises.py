@@ -1,26 +1,25 @@
 """The exercise checker (scripts/exercises.py) as a learner meets it, mistakes included.
 
 Each case edits a copy of the project's scaffolds the way a learner might (a slip the
-pages name, a shortcut, an attack on the checker, a process that misbehaves) and runs the
-checker there: every exercise gets one line of its own, no edit makes a wrong answer
-pass, and nothing the exercise started outlives the check.
+pages name, a shortcut, a process that misbehaves) and runs the checker there: every
+exercise gets one line of its own, no slip makes a wrong answer pass, the lesson's own
+solutions pass, and nothing an exercise started outlives a Ctrl-C.
 """
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
+from dataclasses import replace
 
+import psutil
 import pytest
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, clean_env, module_file, project_copy
 from lesson_code import ring_checks
 from lesson_code.exercise import Exercise
-from scripts.exercises import load_exercises
-from scripts.judge_exercise import child_environment
-from scripts.learner_copy import ChecksError, without
+from lesson_code.ring_collectives import ring_all_gather
+from scripts.exercises import load_exercises, parse_args, solution_called
 
 # The seed lesson's exercises: its scaffolds, its checks and the mistakes they name.
 ID = SEED.id
@@ -65,24 +64,17 @@ def slip(solution, right, wrong):
     return solution.replace(right, wrong)
 
 
-def processes_running(marker):
-    """Pids of the running processes with `marker` among their arguments."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            arguments = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if marker.encode() in arguments:
-            found.append(int(pid))
-    return found
+def running(marker):
+    """The processes with `marker` among their arguments."""
+    return [process for process in psutil.process_iter(["cmdline"])
+            if marker in (process.info["cmdline"] or [])]
 
 
 def left_running(marker):
-    """The marked processes still running, killed so that no test leaves them behind."""
-    found = processes_running(marker)
-    for pid in found:
-        os.kill(pid, signal.SIGKILL)
+    """running(marker), killed so that no test leaves them behind."""
+    found = running(marker)
+    for process in found:
+        process.kill()
     return found
 
 
@@ -96,9 +88,7 @@ def scaffolds(project):
     """The project's two scaffold files, as the repository has them, for a test to edit."""
     for path in (SCAFFOLDS, RING_SCAFFOLD):
         (project / path).write_text((ROOT / path).read_text())
-    yield project
-    for path in (SCAFFOLDS, RING_SCAFFOLD):
-        (project / path).write_text((ROOT / path).read_text())
+    return project
 
 
 def fill(project, path, name, body):
@@ -112,37 +102,47 @@ def test_the_registry_names_the_checks_and_the_checker_takes_their_list():
     exercises = load_exercises(SEED)
     assert all(isinstance(exercise, Exercise) for exercise in exercises)
     assert [exercise.name for exercise in exercises] == NAMES
-    env = child_environment(SEED.devices)
-    assert (env["JAX_NUM_CPU_DEVICES"], env["JAX_PLATFORMS"]) == (str(SEED.devices), "cpu")
-
-
-def test_the_learners_copy_stands_in_for_a_function_and_keeps_every_line_number():
-    source = '"""A module."""\nimport os\n\n\ndef solution(x):\n    """Doc,\n    two lines."""\n' \
-             '    return x + 1  # the answer\n\n\ndef helper():\n    return os.sep\n'
-    stubbed = without(source, {"solution": "the lesson's own solution m.solution"})
-    assert len(stubbed.splitlines()) == len(source.splitlines())
-    assert stubbed.splitlines()[10:] == source.splitlines()[10:]  # helper, where it was
-    namespace = {}
-    exec(compile(stubbed, "m.py", "exec"), namespace)
-    from lesson_code.exercise import CalledTheSolution
-    with pytest.raises(CalledTheSolution, match="^the lesson's own solution m.solution$"):
-        namespace["solution"](1)
-    with pytest.raises(ChecksError, match="^nested is not a `def` at the top"):
-        without(source, {"nested": "?"})
 
 
 @pytest.mark.parametrize("field, value, message", [
     ("name", 5, "an exercise's name is an identifier in quotes"),
     ("scaffold", "os:path", "exercise count_devices: scaffold is \"module:function\" under "
                             "lesson_code/"),
-    ("answer", lambda devices: devices, "exercise count_devices: answer must be a function "
-                                        "defined with `def` at the top of its module"),
+    ("attempt", lambda run: run, "exercise count_devices: attempt must be a function "
+                                 "defined with `def` at the top of its module"),
 ])
 def test_an_exercise_says_which_field_is_wrong(field, value, message):
     fields = dict(name="count_devices", scaffold="lesson_code.x_exercises:count_devices",
                   reference=section, answer=section, attempt=section, compare=section)
     with pytest.raises(TypeError, match=f"^{re.escape(message)}"):
         Exercise(**{**fields, field: value})
+
+
+# The learner's function, as the syntax tree of its scaffold shows it: does it call the
+# lesson's own solution (True), or do the work itself (False)?
+SHORTCUTS = {
+    "imported under another name": (True, "from lesson_code.ring_collectives import "
+                                    "ring_all_gather as theirs\ndef ring_all_gather(c):\n"
+                                    "    return theirs(c)\n"),
+    "through its module": (True, "def ring_all_gather(c):\n    import lesson_code."
+                           "ring_collectives as ring\n    return ring.ring_all_gather(c)\n"),
+    "a helper of the lesson's": (False, "from lesson_code.ring_collectives import pass_right\n"
+                                 "def ring_all_gather(c):\n    return pass_right(c, 4)\n"),
+    "not parsed (the child's line)": (False, "def ring_all_gather(c):\n    return (\n"),
+    "no such function (the child's line)": (False, "def ring_all(c):\n    return c\n"),
+}
+
+
+@pytest.mark.parametrize("shortcut", SHORTCUTS)
+def test_calling_the_lessons_own_solution_is_read_from_the_scaffold(tmp_path, shortcut):
+    called, source = SHORTCUTS[shortcut]
+    (tmp_path / "lesson_code").mkdir()
+    (tmp_path / "lesson_code" / "x_exercises.py").write_text(source)
+    exercise = Exercise("ring_all_gather", "lesson_code.x_exercises:ring_all_gather",
+                        ring_all_gather, ring_checks.ring_answer,
+                        ring_checks.run_ring_all_gather, ring_checks.compare_ring_all_gather)
+    assert solution_called(exercise, replace(SEED, root=tmp_path)) == \
+        ("lesson_code.ring_collectives.ring_all_gather" if called else None)
 
 
 # ---------------------------------------------------------- scaffolds and solutions --
@@ -172,34 +172,16 @@ def ring_exercise(*args, root=ROOT):
 
 
 @pytest.mark.slow
-def test_the_ring_scaffold_alone_is_one_line_naming_its_first_hole():
-    run = ring_exercise()
-    assert (run.returncode, run.stderr) == (1, ""), run.stderr
-    assert run.stdout.startswith("unfinished ring_all_gather: TODO: f32[p, F/p] zeros with "
-                                 "this device's chunk in row r (lesson_code/ring_exercises.py:")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("devices", ["2", "8"])
-def test_the_ring_solution_passes_on_other_ring_sizes(devices):
-    run = ring_exercise("--reference", "--devices", devices)
-    assert (run.returncode, run.stdout) == (0, "ok ring_all_gather\n"), run.stderr
-
-
-def test_the_ring_check_rejects_xla_all_gather_and_an_unfinished_ring():
-    import jax
-
-    from lesson_code.ring_collectives import AXIS, ring_all_gather
-
-    def check_ring(implementation):  # both halves, in this process: the logic alone
-        ring_checks.compare_ring_all_gather(ring_checks.run_ring_all_gather(implementation),
-                                            ring_checks.ring_answer(len(jax.devices())))
-
-    check_ring(ring_all_gather)  # the reference, on all 8 test devices
-    with pytest.raises(AssertionError, match=r"^uses \{'all_gather': 1\}"):
-        check_ring(lambda c: jax.lax.all_gather(c, AXIS, tiled=True))
-    with pytest.raises(AssertionError, match=r"^device \d holds wrong values in chunk"):
-        check_ring(lambda c: ring_all_gather(c, steps=3))
+@pytest.mark.parametrize("args, status, line", [
+    ((), 1, "unfinished ring_all_gather: TODO: f32[p, F/p] zeros with this device's chunk in "
+            "row r (lesson_code/ring_exercises.py:"),
+    (("--reference", "--devices", "2"), 0, "ok ring_all_gather\n"),
+    (("--reference", "--devices", "8"), 0, "ok ring_all_gather\n"),
+], ids=["scaffold", "solution on 2", "solution on 8"])
+def test_the_ring_command_is_one_line_on_any_ring_size(args, status, line):
+    run = ring_exercise(*args)
+    assert (run.returncode, run.stderr) == (status, ""), run.stderr
+    assert run.stdout.startswith(line) and len(run.stdout.splitlines()) == 1, run.stdout
 
 
 # ---------------------------------------------------- each mistake the pages name --
@@ -250,6 +232,12 @@ MISTAKES = {
         "ring_all_gather", RING_SCAFFOLD,
         slip(RING, "range(p - 1 if steps is None else steps)", "range(p - 2)"),
         "wrong ring_all_gather: device 0 holds wrong values in chunk(s) [1] of 4"),
+    # build-the-ring.md: the lesson's own ring is not an answer (read from the scaffold).
+    "the lesson's own ring called": (
+        "ring_all_gather", RING_SCAFFOLD, "def ring_all_gather(chunk):\n    from lesson_code."
+        "ring_collectives import ring_all_gather as theirs\n    return theirs(chunk)",
+        "wrong ring_all_gather: calls the lesson's own solution lesson_code.ring_collectives."
+        "ring_all_gather; write the answer in the scaffold instead"),
     # The lesson page, "Account for the complete communication cycle": storing less is
     # not sending less.
     "the all-gather forgotten": (
@@ -281,248 +269,39 @@ def test_each_mistake_a_page_names_gets_its_own_message(scaffolds, mistake):
     assert lines_by_exercise(run, [name])[name].startswith(message)
 
 
-def test_the_ring_command_refuses_a_ring_that_calls_the_lessons_own(scaffolds):
-    fill(scaffolds, RING_SCAFFOLD, "ring_all_gather", """
-def ring_all_gather(chunk):
-    from lesson_code.ring_collectives import ring_all_gather as theirs
-    return theirs(chunk)
-""")
-    run = ring_exercise(root=scaffolds)
-    assert (run.returncode, run.stderr) == (1, ""), run.stderr
-    assert run.stdout == ("wrong ring_all_gather: calls the lesson's own solution "
-                          "lesson_code.ring_collectives.ring_all_gather; write the answer in "
-                          "the scaffold instead\n")
-
-
-def test_a_syntax_error_a_sys_exit_and_an_endless_loop_are_one_line_each(scaffolds):
-    source = (ROOT / SCAFFOLDS).read_text()
-    (scaffolds / SCAFFOLDS).write_text(source.replace("budget = []", "budget = [", 1))
-    fill(scaffolds, RING_SCAFFOLD, "ring_all_gather", """
-def ring_all_gather(chunk):
+def test_what_stops_an_exercise_is_its_own_line_and_the_others_still_run(scaffolds):
+    fill(scaffolds, SCAFFOLDS, "make_it_yours", """
+def make_it_yours(mesh, programs, problem):
     while True:
         pass
 """)
-    # The endless loop spins a core until the limit: 8 s, ample for the four slips above
-    # to fail at import.
-    run = check(scaffolds, "--lesson", ID, "--time-limit", "8")
-    assert run.returncode == 1
-    lines = lines_by_exercise(run)
-    for name in NAMES[:4]:
-        assert lines[name].startswith(f"wrong {name}: syntax error ("), lines
-        assert f"{SCAFFOLDS}:" in lines[name]
-    assert lines["ring_all_gather"].startswith(
-        "wrong ring_all_gather: still running after 8 s, stopped"), lines
-
-    (scaffolds / SCAFFOLDS).write_text(solved(source, "communication_budget", """
+    fill(scaffolds, SCAFFOLDS, "communication_budget", """
 def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
     import sys
     sys.exit(0)
-"""))
-    run = check(scaffolds, "--lesson", ID, "--exercise", "communication_budget")
-    assert lines_by_exercise(run, ["communication_budget"])["communication_budget"] == (
-        "wrong communication_budget: the exercise's process ended with exit status 0 "
-        "before its check finished; remove the sys.exit / os._exit call")
-
-
-# ------------------------------------------------- attacks on the checker's verdict --
-
-# Each of these printed `ok` on 05c3190, where the learner's process held the token, the
-# result pipe and the checks.
-ATTACKS = {
-    # Walk up to the runner's frame, write an "ok" verdict with its token, exit at once.
-    "communication_budget": """
-def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
-    import json, os, sys
-    frame = sys._getframe()
-    while frame is not None:
-        for value in list(frame.f_locals.values()):
-            if hasattr(value, "write") and not getattr(value, "closed", True):
-                token = frame.f_locals.get("token", "")
-                value.write(json.dumps({"token": token, "state": "ok",
-                                        "line": "ok communication_budget",
-                                        "result": [], "raised": None}))
-                value.flush()
-                os._exit(0)
-        frame = frame.f_back
-    os._exit(0)
-""",
-    # Call the solution the checks module holds.
-    "clip_by_global_norm": """
-def clip_by_global_norm(g_slice, max_norm):
-    from CHECKS_MODULE import EXERCISES
-    [me] = [e for e in EXERCISES if e.name == "clip_by_global_norm"]
-    return me.reference(g_slice, max_norm)
-""",
-    # Reload the lesson module, which puts back the solution a tripwire replaced.
-    "zero_accounting": """
+""")
+    fill(scaffolds, SCAFFOLDS, "zero_accounting", """
 def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    import importlib
-    import GOING_FURTHER_MODULE as lesson
-    return importlib.reload(lesson).zero_accounting(traffic, gradient_bytes, ranks,
-                                                    state_per_weight)
-""",
-    # Ask the checks for their answer.
-    "make_it_yours": """
-def make_it_yours(mesh, programs, problem):
-    from CHECKS_MODULE import EXERCISES
-    [me] = [e for e in EXERCISES if e.name == "make_it_yours"]
-    right = me.answer(len(mesh.devices.flat))
-    return right["expected"], right["wrong_labels"]
-""",
-}
-# The seed's own modules, by its registry entry, in place of the names above.
-ATTACKS = {name: body.replace("CHECKS_MODULE", SEED.exercises)
-           .replace("GOING_FURTHER_MODULE", SEED.going_further)
-           for name, body in ATTACKS.items()}
-# Replace the checks' functions as the scaffold is imported, before they run.
-RING_ATTACK = """
-import lesson_code.ring_checks as _checks
-
-_checks.check_ring_all_gather = lambda implementation: None
-_checks.run_ring_all_gather = lambda implementation: {"devices": [], "lowered": ""}
-_checks.compare_ring_all_gather = lambda got, answer: None
-"""
-
-
-@pytest.fixture(scope="module")
-def attacked(tmp_path_factory):
-    project = project_copy(tmp_path_factory.mktemp("attacked"), CHECKER_PARTS)
-    for name, body in ATTACKS.items():
-        fill(project, SCAFFOLDS, name, body)
-    (project / RING_SCAFFOLD).write_text((ROOT / RING_SCAFFOLD).read_text() + RING_ATTACK)
-    run = check(project, "--lesson", ID)
-    assert run.returncode == 1, run.stdout + run.stderr
-    return lines_by_exercise(run)
-
-
-def test_a_verdict_written_from_the_learners_frames_is_not_a_verdict(attacked):
-    assert attacked["communication_budget"] == (
-        "wrong communication_budget: the exercise's process ended with exit status 0 before "
-        "its check finished; remove the sys.exit / os._exit call")
-
-
-def test_replacing_the_checks_at_import_changes_nothing(attacked):
-    assert attacked["ring_all_gather"].startswith(
-        "unfinished ring_all_gather: TODO: f32[p, F/p] zeros"), attacked
-
-
-def test_the_solution_is_out_of_reach_through_the_checks(attacked):
-    assert attacked["clip_by_global_norm"] == (
-        "wrong clip_by_global_norm: calls the lesson's own solution "
-        f"{SEED.going_further}.clip_by_global_norm; write the answer in the scaffold instead")
-
-
-def test_the_solution_is_out_of_reach_through_a_reload(attacked):
-    assert attacked["zero_accounting"] == (
-        "wrong zero_accounting: calls the lesson's own solution "
-        f"{SEED.going_further}.zero_accounting; write the answer in the scaffold instead")
-
-
-def test_the_answer_is_out_of_reach_through_the_checks(attacked):
-    assert attacked["make_it_yours"] == (
-        "wrong make_it_yours: calls the check's own answer "
-        f"{SEED.exercises}.make_it_yours_answer; write the answer in the scaffold instead")
-
-
-# ------------------------------------------------------ the learner's process, bounded --
-
-MARK = f"300.{os.getpid()}"  # `sleep MARK`: found in /proc by its argument
-LIMITS = {
-    # Leaves its own session through a shell that exits at once: an orphan nobody waits for.
-    "make_it_yours": f"""
-def make_it_yours(mesh, programs, problem):
-    import subprocess
-    subprocess.Popen(["sh", "-c", "sleep {MARK} &"], start_new_session=True).wait()
-    return np.zeros(problem.w.shape), np.zeros(problem.w.shape)
-""",
-    # The right answer, and a process left behind holding stderr.
-    "communication_budget": f"""
-def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
-    import subprocess
-    subprocess.Popen(["sleep", "{MARK}"])
-    return [{{"ranks": p, "all_reduce_bytes": 2 * (gradient_bytes * (p - 1) // p),
-             "scatter_gather_bytes": 2 * (gradient_bytes * (p - 1) // p),
-             "shard_storage_bytes": gradient_bytes // p}} for p in ranks]
-""",
-    "zero_accounting": """
-def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    import sys
-    sys.stderr.write("x" * 300_000_000)
-""",
-    "clip_by_global_norm": """
-def clip_by_global_norm(g_slice, max_norm):
-    held = np.ones(2_500_000_000, np.uint8)
-    return g_slice
-""",
-    "ring_all_gather": f"""
-def ring_all_gather(chunk):
-    import subprocess, time
-    for _ in range(40):
-        subprocess.Popen(["sleep", "{MARK}"])
-    time.sleep(60)
-""",
-}
-
-
-@pytest.fixture(scope="module")
-def bounded(tmp_path_factory):
-    """One checker run over the LIMITS, measuring the checker's own peak memory."""
-    project = project_copy(tmp_path_factory.mktemp("bounded"), CHECKER_PARTS)
-    for name, body in LIMITS.items():
-        fill(project, RING_SCAFFOLD if name == "ring_all_gather" else SCAFFOLDS, name, body)
-    # VmHWM, the peak of this process's own memory: getrusage's ru_maxrss also keeps the
-    # peak of the process it was started from (Linux carries it across exec), here pytest's.
-    measured = ("import sys\nsys.path.insert(0, '.')\n"
-                "from scripts.exercises import main\nstatus = main(sys.argv[1:])\n"
-                "print(next(line.split()[1] for line in open('/proc/self/status')\n"
-                "           if line.startswith('VmHWM:')), file=sys.stderr)\n"
-                "sys.exit(status)")
-    run = subprocess.run([sys.executable, "-c", measured, "--lesson", ID], cwd=project,
-                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
-                         text=True, timeout=600)
-    left = left_running(MARK)
-    assert run.returncode == 1, run.stdout + run.stderr
-    return lines_by_exercise(run), int(run.stderr.splitlines()[-1]) * 1024, left
-
-
-def test_nothing_an_exercise_starts_outlives_its_check(bounded):
-    _, _, left = bounded
-    assert left == []
-
-
-def test_a_process_left_holding_stderr_keeps_a_right_answer_right(bounded):
-    lines, _, _ = bounded
-    assert lines["communication_budget"] == "ok communication_budget"
-
-
-def test_a_process_in_a_session_of_its_own_is_killed_too(bounded):
-    lines, _, _ = bounded
-    # The exercise's own verdict, unchanged; the sleep it left is gone (the test above).
-    assert lines["make_it_yours"].startswith("wrong make_it_yours: expected is not"), lines
-
-
-def test_300_mb_on_stderr_stop_at_the_output_limit_and_the_checker_never_holds_them(bounded):
-    lines, checker_peak, _ = bounded
-    assert lines["zero_accounting"] == ("wrong zero_accounting: its stderr reached the 1 MiB "
-                                        "output limit and was cut there; print less")
-    # The checker computes the answers itself, so JAX is in its memory: 170-450 MB seen,
-    # by load and by how much the compiler cached. Holding the 300 MB it was sent took
-    # 878 MB (05c3190, where the checker read the stream whole); cutting it keeps the peak
-    # where JAX alone puts it, far below that.
-    assert checker_peak < 650_000_000, checker_peak
-
-
-def test_allocating_2_5_gb_is_over_the_memory_limit(bounded):
-    lines, _, _ = bounded
-    assert lines["clip_by_global_norm"].startswith(
-        "wrong clip_by_global_norm: over the memory limit (2 GiB beyond what JAX holds) at "
-        f"{SCAFFOLDS}:"), lines
-
-
-def test_a_process_count_past_the_limit_stops_the_exercise(bounded):
-    lines, _, _ = bounded
-    assert lines["ring_all_gather"] == ("wrong ring_all_gather: ran more than 16 processes at "
-                                        "once, all stopped; an exercise needs one")
+    import os, signal
+    os.kill(os.getpid(), signal.SIGSEGV)
+""")
+    fill(scaffolds, SCAFFOLDS, "clip_by_global_norm", CLIPPING)  # a learner's solution
+    ring = (scaffolds / RING_SCAFFOLD).read_text()
+    (scaffolds / RING_SCAFFOLD).write_text(ring.replace("passing = chunk", "passing = [", 1))
+    run = check(scaffolds, "--lesson", ID, "--time-limit", "30")
+    assert run.returncode == 1
+    lines = lines_by_exercise(run)
+    assert lines["make_it_yours"] == ("wrong make_it_yours: still running after 30 s, stopped "
+                                      "(an endless loop? a blocking call?)")
+    assert lines["communication_budget"] == (
+        "wrong communication_budget: the exercise's process exited with status 0 before its "
+        "check finished; remove the sys.exit / os._exit call")
+    assert lines["zero_accounting"].startswith(
+        "wrong zero_accounting: the exercise's process was killed by SIGSEGV before its "
+        "check finished"), lines
+    assert lines["clip_by_global_norm"] == "ok clip_by_global_norm"
+    assert lines["ring_all_gather"].startswith(
+        f"wrong ring_all_gather: syntax error ('[' was never closed) at {RING_SCAFFOLD}:"), lines
 
 
 # ------------------------------------------------------------------ the command line --
@@ -546,14 +325,22 @@ def test_a_request_that_cannot_work_is_refused_in_one_line(args, message):
     assert len(run.stderr.splitlines()) == 1
 
 
+def test_the_help_says_the_checker_is_no_sandbox(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    assert "It runs your code as you, with your rights: it is no sandbox." in \
+        " ".join(capsys.readouterr().out.split())
+
+
 def with_fixture_lesson(project, checks=None):
-    """The 8-device fixture lesson added to `project`, with `checks` as its checks
-    module's source if given; the registry entry names it."""
+    """The 8-device fixture lesson added to `project`, with `checks` (text or bytes) as
+    its checks module's source if given; the registry entry names it."""
     for name in ("psum_08_exercises.py", "psum_08_checks.py"):
         (project / "lesson_code" / name).write_text(
             (FIXTURES / "exercises_lesson" / name).read_text())
     if checks is not None:
-        (project / "lesson_code" / "psum_08_checks.py").write_text(checks)
+        checks_file = project / "lesson_code" / "psum_08_checks.py"
+        checks_file.write_bytes(checks if isinstance(checks, bytes) else checks.encode())
     registry = project / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text() + '\n[[lesson]]\nid = "psum-08"\n'
                         f'module = "{SEED.module}"\ndevices = 8\n'
@@ -580,27 +367,30 @@ def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
 
 
 CHECKS = (FIXTURES / "exercises_lesson" / "psum_08_checks.py").read_text()
+FIX = "fix the checks module (lesson_code/CONTRACT.md, \"Exercises\")"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("checks, message", [
     (CHECKS.replace("def answer(devices):", "def answer(devices)"),
-     "error: lesson_code/psum_08_checks.py:13: expected ':'; fix the checks module "
-     "(lesson_code/CONTRACT.md, \"Exercises\")"),
+     f"error: lesson_code/psum_08_checks.py:13: expected ':'; {FIX}"),
     (CHECKS.replace('Exercise("count_devices"', "Exercise(5"),
      "error: lesson_code/psum_08_checks.py:32: TypeError: an exercise's name is an "
-     "identifier in quotes, such as Exercise(\"clip_by_global_norm\", ...), not 5; fix the "
-     "checks module (lesson_code/CONTRACT.md, \"Exercises\")"),
+     f"identifier in quotes, such as Exercise(\"clip_by_global_norm\", ...), not 5; {FIX}"),
     (CHECKS.replace("EXERCISES = [", "EXERCISES = tuple([").replace("compare)]", "compare)])"),
      "error: lesson_code/psum_08_checks.py: EXERCISES must be a list of "
-     "lesson_code.exercise.Exercise(...)"),
-], ids=["does not parse", "named by a number", "not a list"])
+     f"lesson_code.exercise.Exercise(...); {FIX}"),
+    # Python imports it (the odd byte is in a comment); the checker still refuses it.
+    (CHECKS.encode().replace(b"import jax\n", b"import jax  # caf\xe9\n", 1),
+     "error: lesson_code/psum_08_checks.py:2: byte 0xe9 is not UTF-8; save the checks "
+     "module as UTF-8 (lesson_code/CONTRACT.md, \"Exercises\")"),
+], ids=["does not parse", "named by a number", "not a list", "not UTF-8"])
 def test_a_checks_module_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path, checks,
                                                                         message):
     project = with_fixture_lesson(project_copy(tmp_path / "project", CHECKER_PARTS), checks)
     run = check(project, "--lesson", "psum-08")
     assert (run.returncode, run.stdout) == (2, ""), run.stdout + run.stderr
-    assert run.stderr.startswith(message) and len(run.stderr.splitlines()) == 1, run.stderr
+    assert run.stderr == message + "\n", run.stderr
 
 
 @pytest.mark.slow
@@ -629,11 +419,11 @@ def wait_until(condition, timeout_s=120):
                                             (signal.SIGTERM, 143)])
 def test_a_signal_stops_the_checker_and_everything_its_exercise_started(scaffolds, signum,
                                                                          status):
-    mark = f"{MARK}{signum}"
+    mark = f"300.{signum}{time.monotonic_ns()}"  # `sleep MARK`: found by its argument
     fill(scaffolds, SCAFFOLDS, "make_it_yours", f"""
 def make_it_yours(mesh, programs, problem):
     import subprocess
-    subprocess.Popen(["sleep", "{mark}"], start_new_session=True)
+    subprocess.Popen(["sleep", "{mark}"], start_new_session=True)  # out of the group
     while True:
         pass
 """)
@@ -643,46 +433,32 @@ def make_it_yours(mesh, programs, problem):
                                 "--lesson", ID], cwd=scaffolds,
                                env=clean_env(PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(scratch)),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: processes_running(mark))
+    wait_until(lambda: running(mark))
     checker.send_signal(signum)
     stdout, stderr = checker.communicate(timeout=60)
     name = signal.Signals(signum).name
     assert (checker.returncode, stdout) == (status, ""), stderr
     assert stderr == f"error: interrupted by {name}; no exercise is left running\n"
     assert left_running(mark) == []
-    assert list(scratch.iterdir()) == []  # the copies of lesson_code/ went with them
+    assert list(scratch.iterdir()) == []  # the scratch folder went with them
 
 
-def children_of(pid):
+def starting(pid):
+    """The scaffold has handed over: the checker imports the checks and JAX."""
     try:
-        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    except OSError:
-        return []
-
-
-def command_of(pid):
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-# When a Ctrl-C lands: as the checker starts (the scaffold has just handed over, and the
-# checker imports the checks and JAX), or while an exercise runs.
-PHASES = {"starting": lambda pid: str(ROOT / "scripts" / "exercises.py").encode()
-          in command_of(pid),
-          "checking": lambda pid: children_of(pid)}
+        return str(ROOT / "scripts" / "exercises.py") in psutil.Process(pid).cmdline()
+    except psutil.NoSuchProcess:
+        return False
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("scaffold", [SCAFFOLDS, RING_SCAFFOLD])
-@pytest.mark.parametrize("phase", PHASES)
-def test_ctrl_c_to_a_scaffolds_reference_is_one_line_and_130(scaffold, phase):
+def test_ctrl_c_as_a_scaffold_hands_over_is_one_line_and_130(scaffold):
     module = scaffold.removesuffix(".py").replace("/", ".")
     run = subprocess.Popen([sys.executable, "-m", module, "--reference"], cwd=ROOT,
                            env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: PHASES[phase](run.pid))
+    wait_until(lambda: starting(run.pid))
     run.send_signal(signal.SIGINT)
     stdout, stderr = run.communicate(timeout=60)
     assert (run.returncode, stderr) == (
