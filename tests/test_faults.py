@@ -365,6 +365,35 @@ def test_a_scratch_folder_is_removed_only_once_its_process_is_gone(tmp_path):
         [in_use.name, other.name, unmarked.name])
 
 
+def sleeper(**env):
+    """A process that sleeps until killed, in a session of its own, with `env` added."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                            env=dict(clean_env(), **env), start_new_session=True)
+
+
+def test_the_next_run_kills_a_leftover_carrying_the_mark_of_a_run_that_is_gone(tmp_path,
+                                                                             monkeypatch):
+    """What a SIGKILLed record.py leaves under mpirun: ranks carrying its mark, which the
+    next run kills as it starts; a process without a mark, or with a live run's, stays."""
+    from scripts.proc.scratch import RUN_MARK, scratch_folder
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    leftover = sleeper(**{RUN_MARK: f"ranks-{dead.pid}-abc123"})
+    unmarked = sleeper()
+    live_run = sleeper(**{RUN_MARK: f"ranks-{os.getpid()}-def456"})
+    try:  # Popen returns once each has exec'd: its environment is the one given
+        monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+        with scratch_folder("record"):  # a plain record.py, as it starts
+            pass
+        assert leftover.wait(timeout=15) == -signal.SIGKILL
+        assert unmarked.poll() is None and live_run.poll() is None
+    finally:
+        for process in (leftover, unmarked, live_run):
+            process.kill()
+            process.wait()
+
+
 def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tmp_path,
                                                                             monkeypatch):
     from scripts.proc.scratch import scratch_folder
@@ -1009,20 +1038,16 @@ def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tmp_p
 
 def kernel_files(parent_pid, deadline_s=120):
     """(pid, the connection file) of the kernel `parent_pid` started, once it runs."""
-    import time
-
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
-        for proc in Path("/proc").iterdir():
-            try:
-                if not proc.name.isdigit() or \
-                        int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) != parent_pid:
-                    continue
-                argv = (proc / "cmdline").read_bytes().split(b"\0")
-            except (OSError, IndexError, ValueError):
-                continue
-            if b"ipykernel_launcher" in argv:
-                return int(proc.name), Path(argv[argv.index(b"-f") + 1].decode())
+        try:
+            children = psutil.Process(parent_pid).children()
+        except psutil.NoSuchProcess:
+            break
+        for child in children:
+            argv = command_line(child)
+            if any("ipykernel_launcher" in word for word in argv):
+                return child.pid, Path(argv[argv.index("-f") + 1])
         time.sleep(0.1)
     raise AssertionError("no kernel started")
 

@@ -10,25 +10,23 @@ import importlib
 import json
 import os
 import re
-import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from conftest import ROOT, SEED, module_file
 from scripts.figures import KINDS
 from scripts.figures.traffic import render
 from scripts.store.outputs import for_lesson
-from scripts.proc.children import FINISHED, running_groups, state_and_group
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (scripts/proc/scratch.py)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (proc.scratch)
 RANK_MODULE = SEED.rank_module
 FILES = for_lesson(SEED)
 lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient
@@ -53,15 +51,26 @@ def without_timings(stdout):
                   flags=re.MULTILINE)
 
 
+def finished(pid):
+    """Gone, or a zombie waiting for init to reap it: it runs no more either way."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def assert_no_process_left(pids):
-    # Each rank led its own group: nothing of it may still run. A child the rank had
-    # started may linger as a zombie until init reaps it, so the check is "running"
-    # (from /proc), not "exists" (killpg(pid, 0) also finds zombies).
-    assert Path("/proc/self/stat").exists(), "these checks read Linux's /proc"
-    assert set(pids) & running_groups() == set()
-    for pid in pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)  # and it was reaped, not left a zombie
+    """Each rank led its own group: nothing of it may still run (a child the rank had
+    started may linger as a zombie until init reaps it), and each rank was reaped."""
+    in_groups = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) in pids:
+                in_groups.append(process.pid)
+        except ProcessLookupError:
+            continue
+    assert [pid for pid in in_groups if not finished(pid)] == []
+    assert [pid for pid in pids if psutil.pid_exists(pid)] == []
 
 
 def test_every_rank_exits_zero_as_one_of_four_processes(run):
@@ -179,23 +188,7 @@ def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
         run_processes("tests.fixtures.rank_with_child", ranks=2, timeout_s=30, calls=1)
     [child] = re.findall(r"child (\d+)", raised.value.stderr_tail)
     assert_no_process_left(raised.value.pids)
-    found = state_and_group(f"/proc/{child}/stat")
-    # Gone, or a zombie waiting for init: either way it does not run.
-    assert found is None or found[0] in FINISHED
-
-
-def test_a_zombie_holds_no_running_group_and_a_sleeper_does():
-    finished = subprocess.Popen(["true"], start_new_session=True)  # never waited for: Z
-    sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
-    try:
-        while state_and_group(f"/proc/{finished.pid}/stat")[0] != "Z":
-            time.sleep(0.01)
-        groups = running_groups()
-        assert sleeper.pid in groups and finished.pid not in groups
-    finally:
-        sleeper.kill()
-        sleeper.wait()
-        finished.wait()
+    assert finished(int(child))
 
 
 def test_the_ranks_are_gone_after_a_successful_run_too(run):

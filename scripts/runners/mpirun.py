@@ -5,14 +5,13 @@ launcher hands no rank its id: every rank runs the same command, and
 `jax.distributed.initialize()` reads the rank, the process count and the coordinator
 from the environment mpirun gives it (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`,
 `OMPI_MCA_orte_hnp_uri`: jax/_src/clusters/ompi_cluster.py). The same command with a
-hostfile instead of loopback spans machines (README, "On a cluster").
+hostfile instead of loopback spans machines (MAINTAINING.md, "On a cluster").
 
 mpirun puts each rank in a process group of its own, so killing mpirun's group does not
 reach them, and a SIGKILLed mpirun leaves them to the init process. Every rank therefore
-carries a mark in its environment (reaper.RUN_MARK) and, whatever happened, the run ends by
-killing each process on this machine that carries its mark. Where this process cannot
-(it was SIGKILLed), its reaper does (scripts/runners/reaper.py): mpirun, sent SIGTERM as
-this process dies, exits, but leaves ranks that already wait in a collective running.
+carries the run's mark in its environment (scratch.RUN_MARK), and the run ends by killing
+each process that carries it. Where this process cannot (it was SIGKILLed, and mpirun,
+sent SIGTERM, left ranks waiting in a collective), the next run does (scratch.py).
 """
 import os
 import re
@@ -27,10 +26,9 @@ from scripts import ROOT
 from scripts.proc.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
 from scripts.proc.children import describe, dies_with, stderr_tail
-from scripts.runners import reaper
+from scripts.proc.scratch import RUN_MARK, kill_marked, scratch_folder
 from scripts.runners.processes import ProcessRun, ProcessRunError, free_port, launcher_free
-from scripts.runners.reaper import RUN_MARK, kill_marked
-from scripts.proc.scratch import scratch_folder
+
 
 class MissingLauncher(ProcessRunError):
     """mpirun is not installed: the one command that installs it is in the message."""
@@ -154,13 +152,13 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
     started = time.monotonic()
     with scratch_folder("ranks") as scratch:
         output_dir, data_path = scratch / "out", scratch / "data.json"
-        launcher, watchman = None, reaper.start(scratch.name)
+        launcher = None
         try:
             command = mpirun_command(module, ranks, calls, data_path, output_dir)
             with open(scratch / "mpirun.out", "wb") as out, \
                     open(scratch / "mpirun.err", "wb") as err:
                 # If this process dies, even by SIGKILL, mpirun gets SIGTERM: it then
-                # kills the ranks still starting, and the reaper the rest.
+                # kills the ranks still starting, and the next run the rest.
                 launcher = subprocess.Popen(
                     command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,
@@ -172,7 +170,6 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
                     os.killpg(launcher.pid, signal.SIGKILL)
                 launcher.wait()
             kill_marked(scratch.name)
-            reaper.stop(watchman)
         stdout_path = rank_files(output_dir, 0)[0]
         if not data_path.exists():
             raise ProcessRunError(f"mpirun exited with status 0 but rank 0 wrote no data to "

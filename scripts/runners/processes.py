@@ -122,8 +122,8 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
     started = time.monotonic()
     children = []
     # A rank dies with its launcher (dies_with); the launcher kills its ranks on any
-    # exception, Ctrl-C and SIGTERM included (record.py raises Interrupted for both), and
-    # the next run removes a scratch folder that SIGKILL left (scripts/proc/scratch.py).
+    # exception, Interrupted included, and the next run removes the scratch folder a
+    # SIGKILL left (proc.scratch).
     with scratch_folder("ranks") as scratch:
         try:
             port = free_port()
