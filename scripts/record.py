@@ -28,13 +28,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from collections import Counter
 from importlib.metadata import version
 
+import psutil
+
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, progress as say, run
 from scripts.proc.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
-from scripts.host import host_at_start, host_while_starting, warn_if_busy
+from scripts.host import host_at_start, warn_if_busy
 from scripts.store.lessons import RegistryError, first_of, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
@@ -79,7 +81,7 @@ def lesson_environment(lesson, data):
 
 
 def executed_recording(lesson, module, stdout, data, duration, command, start=None):
-    """`start`: the host as it was before the run began (scripts/host.py): whether other
+    """`start`: the host as read before the run began (scripts/host.py): whether other
     work kept the cores busy, which the analysis says on the page."""
     environment = dict(lesson_environment(lesson, data))
     data = {key: value for key, value in data.items() if key != "environment"}
@@ -87,8 +89,7 @@ def executed_recording(lesson, module, stdout, data, duration, command, start=No
     environment["jaxlib"] = version("jaxlib")
     if start is not None:
         environment["loadAverage1m"] = start["loadAverage1m"]
-        environment["busyCoresAtStart"] = start["window"].busy_cores if "window" in start \
-            else start["busyCores"]
+        environment["busyCoresAtStart"] = start["busyCores"]
     recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
                        lesson.also_run_with(module))
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
@@ -100,15 +101,13 @@ def variant_of(environment):
     return f"{environment['backend']}{suffix}"
 
 
-def run_cells(lesson, platform, devices, scratch, start):
+def run_cells(lesson, platform, devices, scratch):
     from scripts.runners import cells
 
     progress(f"running {lesson.id} on {devices} {platform.upper()} device(s), as its "
              f"notebook's cells in a fresh Jupyter kernel")
-    # The host's reading may still be open (host_while_starting): the kernel is ours.
-    on_start = start["window"].include if "window" in start else None
     try:
-        return cells.run(lesson, scratch, platform, devices, on_start)
+        return cells.run(lesson, scratch, platform, devices)
     except cells.ExecutionFailed as error:
         if error.setup:
             raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
@@ -119,9 +118,8 @@ def run_cells(lesson, platform, devices, scratch, start):
 
 def record_lesson(lesson, platform, devices, staging, scratch, start):
     """The single run: its notebook (CPU only), and its recording, from one kernel.
-    `start`: the host's reading (scripts/host.py); its window may still be open, and the
-    lesson's kernel is then named to it as soon as it runs."""
-    run = run_cells(lesson, platform, devices, scratch, start)
+    `start`: the host as read before the run began (scripts/host.py)."""
+    run = run_cells(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
     if found != devices:
@@ -223,15 +221,13 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
             for step in planned.steps:
                 progress(step.state)
             arriving = {}
+            # Other work on the cores is read first; the run waits for the reading.
             if planned.step(RUN) and processes:
-                # Other work on the cores is read first; the ranks wait for the reading.
                 arriving.update(record_processes(lesson, processes, staging, host_at_start(),
                                                  launcher, calls))
             elif planned.step(RUN):
-                # The lesson's kernel starts while the host's reading is still open; what
-                # it uses of the cores in that window is taken off (scripts/host.py).
                 recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
-                                                  scratch, host_while_starting())
+                                                  scratch, host_at_start())
                 arriving.update(recorded)
                 lock.update(entries)
             elif rerender := planned.step(RERENDER):
@@ -278,7 +274,7 @@ def refuse_what_cannot_work(args, lessons):
             raise UsageError(f"--processes {args.processes} cannot be recorded ({why}); "
                              f"run `python scripts/record.py --processes 4`")
         needed, available = args.processes * RANK_MEMORY_BYTES, available_memory()
-        if available is not None and needed > available:
+        if needed > available:
             raise UsageError(f"--processes {args.processes} needs about {needed / 2**30:.1f} "
                              f"GiB and this machine has {available / 2**30:.1f} GiB free; "
                              f"run `python scripts/record.py --processes 4` or free memory")
@@ -305,14 +301,8 @@ def refuse_what_cannot_work(args, lessons):
 
 
 def available_memory():
-    """MemAvailable from /proc/meminfo, in bytes; None where there is no such file."""
-    try:
-        for line in Path("/proc/meminfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    """Bytes the ranks can have without swapping (Linux's MemAvailable)."""
+    return psutil.virtual_memory().available
 
 
 def parse_args(argv):

@@ -221,6 +221,15 @@ def test_a_measurement_warns_before_it_starts_on_a_busy_host(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_the_host_is_read_once_before_a_run_as_recordings_store_it():
+    """The load, and the cores other work keeps busy now (over half a second): what a
+    recording's environment keeps as loadAverage1m and busyCoresAtStart."""
+    from scripts.host import host_at_start
+    reading = host_at_start()
+    assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
+    assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
+
+
 # --- the command line -----------------------------------------------------------------
 
 @pytest.mark.slow
@@ -240,6 +249,7 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     assert [(d["ranks"], d["bytes"]) for d in recording["donation"]] == [(4, 2**20)]
     assert recording["pageBytes"] > 0
     assert recording["provenance"] == "recorded_cpu_computation"
+    assert recording["environment"]["busyCoresAtStart"] is not None  # read before it ran
     assert "fits" not in recording and "ratios" not in recording  # measured, not read
     analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
     assert analysis == analysed(recording)

@@ -27,8 +27,7 @@ from scripts.store.recordings import read_json
 from scripts.runners.module import LESSON_TIMEOUT_S
 from scripts.runners.notebook import build_notebook, stdout_of
 
-# nbclient and jupyter_client log a dead kernel or a failed cell on stderr; the one line
-# record.py prints says it instead.
+# Not nbclient's log of a dead kernel or a failed cell on stderr: record.py's one line.
 QUIET = logging.getLogger("scripts.runners.cells")
 QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
@@ -61,10 +60,10 @@ class Execution:
 
 
 def kernel_manager(working_dir):
-    """A kernel of this Python's own ipykernel (never a kernelspec of that name in the
-    user's Jupyter folders, which may start another Python). Its sockets and connection
-    file, which holds the kernel's key, live in the run's scratch folder: reachable by this
-    user alone, and gone with the folder, even after a SIGKILL (scripts/proc/scratch.py)."""
+    """A kernel of this Python's own ipykernel (not a kernelspec of that name in the user's
+    Jupyter folders, which may start another Python). Its sockets and connection file (the
+    kernel's key) live in the run's scratch folder: this user's alone, and removed with
+    it, even after a SIGKILL (proc.scratch)."""
     return AsyncKernelManager(kernel_name="python3",
                               kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
                               transport="ipc", ip=str(working_dir / "kernel"),
@@ -78,55 +77,44 @@ def kernel_environment(working_dir):
     return {**env, "IPYTHONDIR": str(working_dir / "ipython")}
 
 
-def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S, on_start=None):
+def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
     """Run the notebook's code cells in order in a fresh kernel, filling in their outputs.
-
     Raises CellRaised when a cell raises, ExecutionFailed when the kernel dies or a cell
-    outlives `timeout_s`. `on_start(pid)` is told the kernel's process id as soon as it
-    runs. Ctrl-C and SIGTERM (record.py raises Interrupted for both), like every other way
-    out of here, kill the kernel and all it started before they pass on.
-    """
+    outlives `timeout_s`. Every way out, Interrupted included, kills the kernel and all it
+    started first. nbclient runs on a thread (MAINTAINING.md, "How a run executes")."""
     working_dir = Path(working_dir)
     manager = kernel_manager(working_dir)  # kept: nbclient lets go of it when it is done
     running = []  # the index of each cell as it starts: the last is where it stopped
     client = NotebookClient(
-        notebook, km=manager, timeout=timeout_s, record_timing=False,
+        notebook, km=manager, timeout=timeout_s, record_timing=False, log=QUIET,
         coalesce_streams=True,  # one output per stream per cell, as a reader's notebook
-        # SIGKILL once the last cell has run: the kernel's teardown is read by nobody.
-        shutdown_kernel="immediate",
-        # Output below Python's (XLA's C++ logging on the kernel's stderr) goes to a file,
-        # which nothing can block on, and whose tail says why a kernel died.
+        shutdown_kernel="immediate",  # SIGKILL once the last cell has run
+        # XLA's C++ logging goes to a file: nothing blocks on it, its tail says why a
+        # kernel died.
         extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-        resources={"metadata": {"path": str(working_dir)}}, log=QUIET,
+        resources={"metadata": {"path": str(working_dir)}},
         on_cell_execute=lambda cell, cell_index: running.append(cell_index))
     failures, finished = [], threading.Event()
 
     def run_the_cells():
         try:
             with open(working_dir / "kernel.err", "wb") as log:
-                # These reach the kernel's Popen (KernelManager.start_kernel's keywords).
-                # The kernel dies with record.py: started from this thread, which ends
-                # only once the kernel is gone (nbclient's own clean-up, or stop()).
+                # Passed on to the kernel's Popen; it dies with this thread's process.
                 client.execute(cleanup_kc=True, stdout=log, stderr=log,
                                env=kernel_environment(working_dir),
                                preexec_fn=dies_with(os.getpid()))
         except Exception as error:  # noqa: BLE001 - raised below, on record.py's thread
             failures.append(error)
         finally:
-            # nbclient registers its clean-up to run at exit before the kernel starts and
-            # takes it back only once it has: a kernel killed while starting would leave
-            # it to fail, with a traceback, as record.py exits.
+            # Registered before the kernel starts, taken back only once it has: a kernel
+            # killed while starting would leave it to fail, with a traceback, at exit.
             atexit.unregister(client._cleanup_kernel)
             finished.set()
 
-    # nbclient, on the main thread, would take SIGINT and SIGTERM for itself (it shuts the
-    # kernel down and carries on); on a thread of its own it leaves them to record.py.
-    # That thread's end is told by an Event: Python 3.11's Thread.join, cut short by a
-    # signal's exception, marks a thread that still runs as stopped.
     threading.Thread(target=run_the_cells, name="nbclient", daemon=True).start()
     kernel = None
     try:
-        kernel = wait(finished, manager, on_start)
+        kernel = wait(finished, manager)
     finally:
         stop(finished, manager, kernel)
     if failures:
@@ -138,25 +126,23 @@ def kernel_process(manager):
     return getattr(manager.provisioner, "process", None) if manager.provisioner else None
 
 
-def wait(finished, manager, on_start, poll_s=0.02):
-    """The kernel's Popen once the cells have run (None if it never started), polled: a
-    signal whose Interrupted Python discarded (it landed in a garbage-collection callback)
-    still stops the wait."""
+def wait(finished, manager, poll_s=0.02):
+    """The kernel's Popen once the cells have run (None if it never started). Polled: a
+    signal whose Interrupted Python discarded (in a garbage-collection callback) still
+    stops the wait, and the Popen, which nbclient lets go of, is kept to say how it died."""
     kernel = None
     while not finished.wait(poll_s):
         raise_if_interrupted()
-        if kernel is None and (kernel := kernel_process(manager)) and on_start:
-            on_start(kernel.pid)
+        kernel = kernel or kernel_process(manager)
     return kernel or kernel_process(manager)
 
 
 def stop(finished, manager, kernel, settle_s=30):
-    """Kill the kernel's process group (anything it started, too), again until nbclient's
-    thread has ended (it may be starting a kernel as this runs) and cleaned up after it."""
+    """Kill the kernel's process group, again until nbclient's thread has ended (it may
+    be starting a kernel as this runs) and cleaned up after it."""
     deadline = time.monotonic() + settle_s
     while True:
-        for process in {kernel, kernel_process(manager)} - {None}:
-            kill_all([process])
+        kill_all({kernel, kernel_process(manager)} - {None})
         if finished.wait(0.2) or time.monotonic() > deadline:
             return
 
@@ -166,8 +152,8 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def one_line(error, notebook, running, working_dir, kernel, timeout_s):
-    """ExecutionFailed for what nbclient raised, saying which of the code cells (`running`:
-    the notebook index of each cell as it started)."""
+    """ExecutionFailed for what nbclient raised, naming the code cell it stopped in
+    (`running`: the notebook index of each cell as it started)."""
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     at = sum(cell.cell_type == "code" for cell in notebook.cells[:running[-1]]) \
         if running else 0  # the code cell it stopped in, from 0
@@ -186,16 +172,15 @@ def one_line(error, notebook, running, working_dir, kernel, timeout_s):
                            f"ran; its stderr: {stderr_tail(working_dir / 'kernel.err')}")
 
 
-def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
+def run(lesson, working_dir, platform="cpu", devices=4):
     """Execute `lesson` (a registry Lesson) once; return the notebook, its stdout and
     run_lesson's data."""
     notebook = build_notebook(lesson, platform, devices)
     data_path = Path(working_dir) / "data.json"
     modules = [lesson.path(), *lesson.also_run_with()]
-    # Plumbing, not part of the companion: run_lesson's result written out, then the whole
-    # module run as an import would run it. The cells hold only the statements the
-    # sections use, so a module that raises when imported (as `python -m` imports it)
-    # would otherwise pass; run after the lesson, it cannot touch the devices' set-up.
+    # Plumbing, removed from the companion: run_lesson's result written out, then each
+    # module run whole, as an import runs it (the cells hold only what the sections use),
+    # after the lesson, so that it cannot touch the devices' set-up.
     notebook.cells += [nbformat.v4.new_code_cell(
         f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
         f"    _json.dump(results, _out)"), nbformat.v4.new_code_cell(
@@ -207,7 +192,7 @@ def run(lesson, working_dir, platform="cpu", devices=4, on_start=None):
     runs_the_lesson, imports_the_module = code_cells - 3, code_cells - 1
     started = time.perf_counter()
     try:
-        execute(notebook, working_dir, on_start=on_start)
+        execute(notebook, working_dir)
     except CellRaised as raised:
         if raised.index == imports_the_module:
             # Line 1 sets the path up; line 2 + i runs modules[i].
