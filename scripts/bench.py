@@ -18,16 +18,15 @@ from pathlib import Path
 # `python scripts/bench.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import argparse
 from contextlib import nullcontext
 import resource
 import time
 
 from scripts import display
+from scripts.cli import CommandError, OneLineParser, UsageError, command, progress, run
 from scripts.proc.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
-from scripts.proc.interrupts import Interrupted, run_command, stop_on_signals
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.store.recordings import RecordingError, Staging, dumps, header, validate
@@ -159,12 +158,12 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
                 return Path(out).with_name(name)
 
             stage_derived(lesson, staging, arriving, {}, only_from=name, place=place)
-        staging.commit(lambda path: print(f"bench: wrote {display(path)}", file=sys.stderr))
+        staging.commit(lambda path: progress("bench", f"wrote {display(path)}"))
     return recording
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="scripts/bench.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path,
                         help="write the recording here, and its analysis and figures beside "
                              "it, instead of the committed files")
@@ -193,10 +192,6 @@ def sweep_variant(platform):
 # Device counts one sweep worker can simulate (each is one process with p logical CPU
 # devices); past 16 the host's cores, not the collectives, are what would be measured.
 MAX_RANKS = 16
-
-
-class UsageError(ValueError):
-    """A request bench.py refuses before it measures anything (exit 2)."""
 
 
 def refuse_what_cannot_work(args, plan, lesson=None):
@@ -246,47 +241,38 @@ def sweep_lesson(lesson_id):
     return chosen[0]
 
 
-def main(argv=None, plan=FULL):
-    """`plan`: ranks, sizes (None: every size) and the timing keys; tests pass a small one."""
+def bench_command(argv, plan):
     args = parse_args(argv)
-    stop_on_signals()  # Ctrl-C and SIGTERM: the worker is killed, nothing is moved
-    try:
-        ranks = refuse_what_cannot_work(args, plan) if args.platform == "cpu" else None
-    except UsageError as error:
-        print(f"bench.py: {error}", file=sys.stderr)
-        return 2
+    ranks = refuse_what_cannot_work(args, plan) if args.platform == "cpu" else None
     try:
         refuse_links()  # before any file of the checkout is read or written
         lesson = sweep_lesson(args.lesson)
         if ranks is None:  # on chips the lesson's `devices` say how many p fit
-            try:
-                ranks = refuse_what_cannot_work(args, plan, lesson)
-            except UsageError as error:
-                print(f"bench.py: {error}", file=sys.stderr)
-                return 2
+            ranks = refuse_what_cannot_work(args, plan, lesson)
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.
-        command = " ".join(["python scripts/bench.py", *(argv or sys.argv[1:])])
-        with (exclusive_run(command, lesson.root) if args.out is None else nullcontext()):
+        with (exclusive_run(" ".join(["python scripts/bench.py", *argv]), lesson.root)
+              if args.out is None else nullcontext()):
             recording = record_sweep(lesson, args.out, ranks,
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
                                      blocks=args.blocks or plan["blocks"],
                                      platform=args.platform)
-    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
-            DeriveError, RunLocked, ClosureError, LinkInCheckout) as error:
-        print(f"bench.py: {error}", file=sys.stderr)
-        return 1
-    except Interrupted as signal_:
-        print(f"bench.py: {signal_}; {signal_.outcome}", file=sys.stderr)
-        return signal_.exit_status
     except OSError as error:  # the figure or the lock could not be read
-        print(f"bench.py: {error.filename or 'a file'}: {error.strerror or error}; nothing "
-              f"was written", file=sys.stderr)
-        return 1
-    print(f"bench: measured in {recording['durationS']:.0f} s (single-thread memcpy "
-          f"{recording['memcpyGBps']:.1f} GB/s)", file=sys.stderr)
-    return 0
+        raise CommandError(f"{error.filename or 'a file'}: {error.strerror or error}; "
+                           f"nothing was written") from None
+    progress("bench", f"measured in {recording['durationS']:.0f} s (single-thread memcpy "
+             f"{recording['memcpyGBps']:.1f} GB/s)")
+
+
+FAILURES = (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
+            DeriveError, RunLocked, ClosureError, LinkInCheckout)
+
+
+def main(argv=None, plan=FULL):
+    """`plan`: ranks, sizes (None: every size) and the timing keys; tests pass a small one.
+    Ctrl-C and SIGTERM kill the worker and move nothing (scripts/cli.py)."""
+    return command(lambda args: bench_command(args, plan), FAILURES, prefix="bench.py")(argv)
 
 
 if __name__ == "__main__":
-    sys.exit(run_command(main))
+    sys.exit(run(main))
