@@ -1,8 +1,9 @@
 """The processes a run starts: each dies with the run, even when the run is SIGKILLed, is
 killed with all it started once the run is done with it, and says in one line how it ended.
 
-One module for every launcher (the lesson's kernel, the ranks, mpirun), so a child's
-lifetime follows one rule whoever starts it. psutil reads the process table.
+One module for every launcher (the lesson's kernel, the ranks, mpirun, the exercise
+checker), so a child's lifetime follows one rule whoever starts it. psutil reads the
+process table.
 """
 import ctypes
 import os
@@ -87,40 +88,3 @@ def stderr_tail(path, lines=3, limit=400):
     kept = [line.strip() for line in text.splitlines() if line.strip()]
     tail = " | ".join(kept[-lines:])
     return tail[-limit:] or "(empty)"
-
-
-# --- the exercise checker's, until its sandbox goes -------------------------------------
-# A learner's code may leave its session (setsid) or double-fork; as a subreaper
-# (PR_SET_CHILD_SUBREAPER) this process keeps every orphan below it until reaped here.
-
-PR_SET_CHILD_SUBREAPER = 36  # from <linux/prctl.h>
-
-
-def become_subreaper():
-    """Keep every orphan below this process (Linux 3.4+); False where that cannot be."""
-    return prctl is not None and prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-
-
-def descendants():
-    """Pids below this process, zombies included."""
-    return [process.pid for process in psutil.Process().children(recursive=True)]
-
-
-def kill_everything_below(timeout_s=10):
-    """SIGKILL every process below this one and reap what comes to it, until none is
-    left; call it once the children waited for through Popen are waited for."""
-    deadline = time.monotonic() + timeout_s
-    while (below := psutil.Process().children(recursive=True)) \
-            and time.monotonic() < deadline:
-        for process in below:
-            try:
-                process.kill()
-            except psutil.Error:
-                pass  # gone meanwhile, or not ours
-        time.sleep(0.01)  # their exits reach their parents, then orphans come here
-        while True:
-            try:
-                if os.waitpid(-1, os.WNOHANG)[0] == 0:
-                    break
-            except ChildProcessError:
-                break
