@@ -95,6 +95,19 @@ def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell
 
 
 @pytest.mark.slow
+def test_a_kernel_on_a_machine_without_tcp_sockets_is_named_with_its_cause(tmp_path):
+    """What libzmq printed as it aborted the kernel on a TPU v5e sandbox that opens no TCP
+    socket (tests/fixtures/tpu_v5e_one_chip/): the line says why, and what to do."""
+    with pytest.raises(ExecutionFailed) as failed:
+        execute(notebook_of("import os, sys\nprint('Address family not supported by protocol "
+                            "(src/ip_resolver.cpp:542)', file=sys.__stderr__, flush=True)\n"
+                            "os.abort()"), tmp_path, timeout_s=120)
+    message = str(failed.value)
+    assert "was killed by SIGABRT while cell 1 of 1 ran" in message and "\n" not in message
+    assert "opens no TCP socket" in message and "python -m" in message
+
+
+@pytest.mark.slow
 def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_path):
     # 4 s: time for the kernel to start and write the sleeper's pid on a busy machine.
     with pytest.raises(ExecutionFailed, match="cell 1 of 1 ran past its 4 s time limit") \

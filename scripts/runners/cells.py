@@ -168,8 +168,20 @@ def one_line(error, notebook, running, working_dir, kernel, timeout_s):
                                f"time limit and was stopped")
     status = kernel.poll() if kernel is not None else None
     how = describe(status) if status is not None else "died"
+    said = stderr_tail(working_dir / "kernel.err")
+    if NO_TCP in said:
+        said += NO_TCP_WHY
     return ExecutionFailed(f"the lesson's kernel {how} while cell {at + 1} of {len(code)} "
-                           f"ran; its stderr: {stderr_tail(working_dir / 'kernel.err')}")
+                           f"ran; its stderr: {said}")
+
+
+# ipykernel binds tcp://127.0.0.1 for its forked children's output whatever the kernel's
+# transport, and on a machine that opens no TCP socket libzmq aborts there (seen in a
+# sandbox on a TPU v5e chip; a TPU VM has a loopback). No setting turns that bind off.
+NO_TCP = "Address family not supported by protocol (src/ip_resolver.cpp"
+NO_TCP_WHY = ("; this machine opens no TCP socket, which a Jupyter kernel needs even on "
+              "loopback: record on a machine with a loopback network, or run the lesson "
+              "alone with `python -m <its module> --platform <platform>`")
 
 
 def run(lesson, working_dir, platform="cpu", devices=4):
