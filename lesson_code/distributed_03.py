@@ -220,6 +220,31 @@ def report_compiled(programs, batch, sliced):
 # --8<-- [end:compiled]
 
 
+import os
+import platform as host_platform
+
+
+def host_load():
+    """Cores and the one-minute load average: a timing taken while other work kept the
+    cores busy says so in its recording."""
+    return {"cores": os.cpu_count(), "loadAverage1m": round(os.getloadavg()[0], 2)}
+
+
+def timing_record(timed, order, before, samples):
+    """What was measured, and only that: every sample of every block, the order, the
+    host's load before and after. Medians, intervals and words are derived later."""
+    return {"samplesUs": timed, "order": order, "blocks": len(order),
+            "samplesPerBlock": samples, "warmupCallsPerBlock": 1,
+            "hostBefore": before, "hostAfter": host_load()}
+
+
+def environment(devices):
+    return {"backend": jax.default_backend(), "deviceCount": len(devices),
+            "deviceKind": devices[0].device_kind, "processCount": jax.process_count(),
+            "jax": jax.__version__, "numpy": np.__version__,
+            "python": host_platform.python_version(), "platform": host_platform.platform()}
+
+
 # --8<-- [start:measure]
 from time import perf_counter
 
@@ -345,44 +370,23 @@ def figure_panels(local_sizes, payload):
 # --8<-- [end:figure_data]
 
 
-import os
-import platform as host_platform
-
-
-def host_load():
-    """Cores and the one-minute load average: a timing taken while other work kept the
-    cores busy says so in its recording."""
-    return {"cores": os.cpu_count(), "loadAverage1m": round(os.getloadavg()[0], 2)}
-
-
-def timing_record(timed, order, before, samples):
-    """What was measured, and only that: every sample of every block, the order, the
-    host's load before and after. Medians, intervals and words are derived later."""
-    return {"samplesUs": timed, "order": order, "blocks": len(order),
-            "samplesPerBlock": samples, "warmupCallsPerBlock": 1,
-            "hostBefore": before, "hostAfter": host_load()}
-
-
-def environment(devices):
-    return {"backend": jax.default_backend(), "deviceCount": len(devices),
-            "deviceKind": devices[0].device_kind, "processCount": jax.process_count(),
-            "jax": jax.__version__, "numpy": np.__version__,
-            "python": host_platform.python_version(), "platform": host_platform.platform()}
-
-
 # --8<-- [start:run_lesson]
 def run_lesson(devices, going_further=None):
-    """The whole lesson on `devices`; prints its results and returns the figure data.
-    `going_further(mesh, problem)`, when given, runs the going-further pages' steps on
-    the same mesh before PASS (lesson_code/distributed_03_going_further.py)."""
+    """The whole lesson on `devices`, step after step, each printing what it shows (in
+    the notebook, under its own cell); returns the recording's data. `going_further(mesh,
+    problem)`, when given, runs the going-further pages' steps on the same mesh before
+    PASS (lesson_code/distributed_03_going_further.py)."""
     ranks = len(devices)
+    print(f"Devices: {ranks} × {devices[0].device_kind}")
     mesh = data_mesh(devices)
     problem = make_problem(ranks)
     x, y, w = place(mesh, problem)
+    print("Per-device blocks:", {name: array.addressable_shards[0].data.shape
+                                 for name, array in (("x", x), ("y", y), ("w", w))})
     programs = build_programs(mesh, problem.n_total)
-    features = problem.w.size
 
     reference = reference_gradient(problem)
+    features = problem.w.size
     replicated = programs.all_gradient(x, y, w)
     sliced = programs.shard_gradient(x, y, w)
     gathered = programs.gather(sliced)
@@ -392,6 +396,12 @@ def run_lesson(devices, going_further=None):
     assert lowered_collectives(programs.all_gradient, x, y, w) == {"all_reduce"}
     assert lowered_collectives(programs.shard_gradient, x, y, w) == {"reduce_scatter"}
     assert lowered_collectives(programs.gather, sliced) == {"all_gather"}
+    shapes = [r.addressable_shards[0].data.shape for r in (replicated, sliced, gathered)]
+    print("Gradient reference:", reference.tolist())
+    print(f"Local result shapes: replicated {shapes[0]}, reduce-scatter {shapes[1]}, "
+          f"gathered {shapes[2]}")
+    print("Reduce-scatter shards (device, index, values):", shard_listing(sliced))
+    compiled = report_compiled(programs, (x, y, w), sliced)
 
     before = host_load()
     timings, order = interleaved_samples({"all_reduce": (programs.all_gradient, (x, y, w)),
@@ -399,16 +409,11 @@ def run_lesson(devices, going_further=None):
                                           "all_gather_only": (programs.gather, (sliced,))},
                                          blocks=TIMING_BLOCKS, samples=TIMING_SAMPLES)
     payload = ring_payload_bytes(problem.w.nbytes, ranks)
-    shapes = [r.addressable_shards[0].data.shape for r in (replicated, sliced, gathered)]
-
-    print("Gradient reference:", reference.tolist())
-    print(f"Local result shapes: replicated {shapes[0]}, reduce-scatter {shapes[1]}, "
-          f"gathered {shapes[2]}")
-    print("Reduce-scatter shards (device, index, values):", shard_listing(sliced))
     print("Idealized ring bytes per rank:", payload["all_reduce"], payload["reduce_scatter"])
     # One decimal: the run-to-run spread is far wider than a tenth of a microsecond.
     print(f"Completed {jax.default_backend().upper()} median microseconds:",
           {name: round(float(np.median(t)), 1) for name, t in timings.items()})
+
     sharded_momentum(mesh, programs, problem, sliced)
     print("Sharded momentum matches the independent elementwise update.")
     make_it_yours(mesh, programs, problem)
@@ -416,15 +421,15 @@ def run_lesson(devices, going_further=None):
     budget = communication_budget()
     assert [row["all_reduce_bytes"] for row in budget] == [1048576, 1572864, 1835008]
     print("Idealized payload/storage budget, not observed network traffic:", budget)
-    compiled = report_compiled(programs, (x, y, w), sliced)
     further = going_further(mesh, problem) if going_further else {}
     print(f"PASS: {LESSON_ID}")
-    return {"panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
-            "panelsTitle": "One mathematical gradient, different local storage",
-            "gradient": reference.tolist(), "compiledCollectives": compiled,
-            "budget": budget, "shards": shard_listing(sliced),
-            "timing": timing_record(timings, order, before, TIMING_SAMPLES),
-            "environment": environment(devices), **further}
+    return {
+        "panels": figure_panels([int(np.prod(s)) for s in shapes], payload),
+        "panelsTitle": "One mathematical gradient, different local storage",
+        "gradient": reference.tolist(), "compiledCollectives": compiled,
+        "budget": budget, "shards": shard_listing(sliced),
+        "timing": timing_record(timings, order, before, TIMING_SAMPLES),
+        "environment": environment(devices), **further}
 # --8<-- [end:run_lesson]
 
 

@@ -8,6 +8,7 @@ line and its going-further steps are modules of their own, which import it.
 """
 import ast
 import importlib
+import json
 import re
 import subprocess
 import sys
@@ -472,7 +473,6 @@ def run_program(*args):
 
 def seed_gradient():
     """The gradient printed in the published recording (tests/fixtures)."""
-    import json
     stdout = json.loads(PUBLISHED_SEED.read_text())["stdout"]
     line = next(ln for ln in stdout.splitlines() if ln.startswith("Gradient reference: "))
     return np.asarray(ast.literal_eval(line.removeprefix("Gradient reference: ")))
@@ -483,50 +483,64 @@ def value_after(line, prefix):
     return line[len(prefix):]
 
 
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
+
+
 @pytest.mark.slow
 def test_the_default_program_prints_each_result_once_in_order():
     run = run_program()
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert len(lines) == 11, lines
+    assert len(lines) == 14, lines
     assert len(set(lines)) == len(lines)
+    # The notebook's steps printed the recording's stdout: the program prints the same
+    # lines in the same order, its timings apart.
+    recorded = json.loads((ROOT / "recordings" / f"{SEED.id}.cpu.json").read_text())["stdout"]
+    assert [NUMBER.sub("#", line) for line in lines] == \
+        [NUMBER.sub("#", line) for line in recorded.splitlines()]
 
-    gradient = np.asarray(ast.literal_eval(value_after(lines[0], "Gradient reference: ")))
+    assert lines[0] == "Devices: 4 × cpu"
+    assert lines[1] == "Per-device blocks: {'x': (4, 8), 'y': (4,), 'w': (8,)}"
+    gradient = np.asarray(ast.literal_eval(value_after(lines[2], "Gradient reference: ")))
     expected = spec_gradient(lesson.make_problem(4))
     np.testing.assert_allclose(gradient, expected, rtol=0, atol=1e-8)
     np.testing.assert_allclose(gradient, seed_gradient(), rtol=0, atol=1e-8)
 
-    assert lines[1] == "Local result shapes: replicated (8,), reduce-scatter (2,), gathered (8,)"
+    assert lines[3] == "Local result shapes: replicated (8,), reduce-scatter (2,), gathered (8,)"
     shards = ast.literal_eval(value_after(
-        lines[2], "Reduce-scatter shards (device, index, values): "))
+        lines[4], "Reduce-scatter shards (device, index, values): "))
     assert [(device, index) for device, index, _ in shards] == \
         [(0, "0:2"), (1, "2:4"), (2, "4:6"), (3, "6:8")]
     for device, _, values in shards:  # device r holds slice r, to the 5 digits printed
         np.testing.assert_allclose(values, expected[2 * device:2 * device + 2],
                                    rtol=1e-4, atol=1e-8)
+    assert lines[5] == \
+        "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather"
     payload = ring_bytes(32, 4)
-    assert lines[3] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
+    assert lines[6] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
                         f"{float(payload['reduce_scatter'])}")
-    assert lines[3] == "Idealized ring bytes per rank: 48.0 24.0"
-    medians = ast.literal_eval(value_after(lines[4], "Completed CPU median microseconds: "))
+    assert lines[6] == "Idealized ring bytes per rank: 48.0 24.0"
+    medians = ast.literal_eval(value_after(lines[7], "Completed CPU median microseconds: "))
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
     assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
-    assert lines[5] == "Sharded momentum matches the independent elementwise update."
-    assert lines[6] == "Joint permutation preserves the gradient; label-only reversal does not."
+    assert lines[8] == "Sharded momentum matches the independent elementwise update."
+    assert lines[9] == "Joint permutation preserves the gradient; label-only reversal does not."
     budget = ast.literal_eval(value_after(
-        lines[7], "Idealized payload/storage budget, not observed network traffic: "))
+        lines[10], "Idealized payload/storage budget, not observed network traffic: "))
     assert [row["ranks"] for row in budget] == [2, 4, 8]
     for row in budget:
         p = row["ranks"]
         assert row["all_reduce_bytes"] == row["scatter_gather_bytes"] == 2 * 2**20 * (p - 1) // p
         assert row["shard_storage_bytes"] == 2**20 // p
-    assert lines[8] == \
-        "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather"
-    gradients = ast.literal_eval(value_after(lines[9], "Gradient programs run: "))
+    transposes = ast.literal_eval(value_after(lines[11], "Each collective's gradient runs: "))
+    assert transposes == {"psum": "no collective", "psum_scatter": "all-gather",
+                          "all_gather": "reduce-scatter",
+                          "all_gather_invarying": "dynamic-slice"}
+    gradients = ast.literal_eval(value_after(lines[12], "Gradient programs run: "))
     assert gradients == {"replicated_weights": "all-reduce",
                          "sharded_weights": "all-gather + reduce-scatter",
                          "sharded_weights_invarying": "all-gather + all-reduce + dynamic-slice"}
-    assert lines[10] == f"PASS: {SEED.id}"
+    assert lines[13] == f"PASS: {SEED.id}"
 
 
 # 3: F = 2p weights, so the vector splits evenly for every p; 256 is MAX_CPU_DEVICES.
@@ -540,7 +554,7 @@ def test_the_program_passes_on_other_device_counts(ranks):
     f = 2 * ranks
     assert f"Local result shapes: replicated ({f},), reduce-scatter (2,), gathered ({f},)" \
         in lines
-    gradient = ast.literal_eval(value_after(lines[0], "Gradient reference: "))
+    gradient = ast.literal_eval(value_after(lines[2], "Gradient reference: "))
     np.testing.assert_allclose(gradient, spec_gradient(lesson.make_problem(ranks)),
                                rtol=0, atol=1e-8)
     payload = ring_bytes(4 * f, ranks)
@@ -607,7 +621,7 @@ def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
                          capture_output=True, text=True, timeout=180)
     assert run.returncode == 0, run.stderr[-2000:]
     lines = run.stdout.splitlines()
-    assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 10
+    assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 12
     assert not any(line.startswith("Gradient programs run") for line in lines)
 
 

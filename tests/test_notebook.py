@@ -16,7 +16,8 @@ from nbclient import NotebookClient
 from conftest import (ROOT, SEED, each_lesson, each_lesson_with, module_file, project_copy,
                       run_record)
 from scripts.pages import mathml, notebook_page
-from scripts.runners.notebook import build_notebook, source_blocks, stdout_of, teaching_blocks
+from scripts.runners.notebook import (build_notebook, lay_out, setup_line, source_blocks,
+                                     stdout_of, teaching_blocks)
 from site_hostile import CANARY
 
 
@@ -64,7 +65,7 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
     # own (scripts/runners/cells.py), which must not be the only place they work.
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
-    lines = "".join(out.get("text", "") for out in notebook.cells[-1].outputs).splitlines()
+    lines = stdout_of(notebook).splitlines()
     assert lines[-1] == f"PASS: {lesson.id}"
     assert len(lines) == len(set(lines))  # each line once, as record.py requires
     # The kernel printed what record.py's own kernel printed, line for line, apart from
@@ -74,6 +75,34 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
 
 
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
+
+
+@each_lesson
+def test_the_executed_notebook_prints_under_most_of_its_code_cells(lesson):
+    """Each step prints what it shows under its own code, not everything at the end."""
+    code = [cell for cell in nbformat.read(committed(lesson), as_version=4).cells
+            if cell.cell_type == "code"]
+    printed = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
+    assert 2 * len(printed) > len(code), f"{len(printed)} of {len(code)} code cells print"
+
+
+def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in():
+    cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
+    run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
+    # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
+    assert lay_out(cells, run) == [["x = a()", "print(x)"], ["y = b(x)", "print(a(), json)"]]
+
+
+@each_lesson
+def test_the_run_ends_the_cells_of_its_steps_from_the_set_up_to_results(lesson):
+    code = [cell.source for cell in build_notebook(lesson, devices=lesson.devices).cells
+            if cell.cell_type == "code"]
+    assert not any("def run_lesson(" in cell for cell in code)  # it runs spread out
+    # The set-up ends the cell of configure_devices: cells.py reads a failure on that
+    # line as this machine's. The last cell makes `results`, the recording's data.
+    (step_1,) = [cell for cell in code if "def configure_devices(" in cell]
+    assert setup_line("cpu", lesson.devices) in step_1.splitlines()
+    assert any(line.startswith("results = ") for line in code[-1].splitlines())
 
 
 @each_lesson
@@ -95,7 +124,7 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     # Every heading is one a page shows (the sections' titles there), or the run cell's.
     page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
                      for line in page.read_text().splitlines() if line.startswith("##")}
-    assert set(headings) - page_headings == {"Set up the devices and run everything"}
+    assert set(headings) <= page_headings
     # The steps keep the page's titles.
     assert "Step 1 · Configure four logical devices" in headings
 
@@ -119,10 +148,12 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
     sections = [text for name, text in
                 source_blocks(lesson.path(lesson.going_further).read_text())[1] if name]
-    lesson_run = code.index(next(c for c in code if c.startswith("def run_lesson(")))
-    places = [code.index(section) for section in sections]  # each a cell of its own
-    assert lesson_run < places[0] and places == sorted(places)
-    assert code[-1].endswith("results = run_lesson(devices, run_going_further)")
+    lesson_run = next(i for i, cell in enumerate(code) if "def configure_devices(" in cell)
+    places = [next(i for i, cell in enumerate(code) if section in cell)
+              for section in sections]  # each a cell of its own, in order
+    assert lesson_run < places[0] and places == sorted(set(places))
+    # Its run's statements end its sections' cells; it is not called whole.
+    assert "run_going_further" not in "".join(code)
     imports = [statement for cell in code for statement in ast.parse(cell).body
                if isinstance(statement, (ast.Import, ast.ImportFrom))]
     # The lesson's names are defined above; the repository is not importable there.

@@ -85,23 +85,15 @@ def test_the_simulation_is_recorded_and_the_ring_figure_drawn_from_it(recorded):
     assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
 
 
-BREAK_THE_LESSON = '''
-
-_finished_lesson = run_lesson
-
-
-def run_lesson(devices, *going_further):
-    _finished_lesson(devices, *going_further)
-    raise AssertionError("deliberately broken copy of the lesson")
-
-
-if __name__ == "__main__":
-'''
+# A step that fails its check, the way a wrong result does: run_lesson's statements run
+# in the notebook's cells, so the break is one of them.
+PASS_LINE = '    print(f"PASS: {LESSON_ID}")\n'
+BREAK_THE_LESSON = '    assert False, "deliberately broken copy of the lesson"\n' + PASS_LINE
 
 
 def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
     lesson = tree / LESSON
-    edit(lesson, lambda t: t.replace('\n\nif __name__ == "__main__":\n', BREAK_THE_LESSON, 1))
+    edit(lesson, lambda t: t.replace(PASS_LINE, BREAK_THE_LESSON, 1))
     before = snapshot(tree)
     run = run_record(tree)
     assert run.returncode == 1

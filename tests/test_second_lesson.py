@@ -65,11 +65,14 @@ def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
     root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
-    assert recording["stdout"] == "psum over 2 devices: 3.0\nPASS: psum-01\n"
+    assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
     assert recording["data"]["sum"] == 3.0
     notebook = nbformat.read(root / "docs" / "notebooks" / "psum-01.ipynb", as_version=4)
-    assert 'configure_devices("cpu", 2)' in notebook.cells[-1].source
-    assert notebook.cells[-1].outputs[0].text == recording["stdout"]
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    # Step 1's cell sets up the devices and shows them; the psum's cell shows its sum.
+    assert 'configure_devices("cpu", 2)' in code[0].source
+    assert [cell.outputs[0].text for cell in code] == \
+        ["Devices: 2 × cpu\n", "psum over 2 devices: 3.0\nPASS: psum-01\n"]
 
 
 def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):

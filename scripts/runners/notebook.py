@@ -1,18 +1,17 @@
-"""A lesson's notebook companion: its module cut into cells, as the pages show it.
+"""A lesson's notebook companion: its module cut into cells, as the pages show it, each
+step's output under its code.
 
-The cells are cut from the lesson module at its `--8<--` section markers, so the notebook
-holds the same code as the page and the program. The last cell sets up the devices and
-runs the lesson; scripts/runners/cells.py executes the cells once in a Jupyter kernel,
-and what they print IS the recording's stdout, so the notebook companion and the recording
-never disagree. The `if __name__ == "__main__"` guard is left out (a notebook's __name__
-is "__main__"). A lesson's going-further module (lessons.toml `going_further`) follows
-the lesson's cells, less its imports of the lesson (those names are already defined
-there), and the run cell hands its `run_going_further` to `run_lesson`.
+The cells are the module's `--8<--` sections, the page's code; what the sections need from
+between them joins the cell it serves. `run_lesson` is not shown whole: its statements,
+after the device set-up, end the cells of the steps they use (lay_out), and a going-further
+module's sections and `run_going_further` follow the same way. scripts/runners/cells.py
+runs the cells once: what they print IS the recording's stdout (lesson_code/CONTRACT.md).
 """
 import ast
 import hashlib
 import re
 import symtable
+import textwrap
 from importlib.metadata import version
 
 import nbformat
@@ -38,32 +37,46 @@ def source_blocks(source):
     return docstring, [(n, code) for n, code in blocks if code]
 
 
-def run_cell_source(platform, devices, going_further=False):
-    more = ", run_going_further" if going_further else ""
-    return (f'devices = configure_devices("{platform}", {devices})\n'
-            f'results = run_lesson(devices{more})')
+def setup_line(platform, devices):
+    """Ends Step 1's cell; a failure on this line is this machine's, not the lesson's."""
+    return f'devices = configure_devices("{platform}", {devices})'
 
 
-def without_imports_of(module, code):
-    """`code` less its top-level statements that import `module`: in the notebook, the
-    cells before it have defined those names, and the repository is not importable."""
-    def imports_it(statement):
-        if isinstance(statement, ast.ImportFrom):
-            return statement.module == module
-        return isinstance(statement, ast.Import) and \
-            any(alias.name == module for alias in statement.names)
+def without(code, module):
+    """`code` less its imports of `module` (in the notebook the cells above define those
+    names; the repository is not importable there) and its `run_lesson`, whose statements
+    end the steps' cells instead."""
+    def dropped(statement):
+        if isinstance(statement, ast.Import):
+            return any(alias.name == module for alias in statement.names)
+        return getattr(statement, "module", None) == module or \
+            getattr(statement, "name", None) == "run_lesson"
 
     lines = code.splitlines()
     for statement in reversed(ast.parse(code).body):
-        if imports_it(statement):
+        if dropped(statement):
             del lines[statement.lineno - 1:statement.end_lineno]
     return "\n".join(lines).strip()
 
 
-# --------------------------------------------------------------- what a cell teaches --
-# The notebook holds the lesson's named sections, under the titles the pages give them,
-# and, from the code between sections, only the definitions those sections use (a
-# helper that packages results, a constant): no command-line plumbing, no argparse.
+def body_statements(source, function, result):
+    """(parameter names, statements) of `function` in `source`: each statement with the
+    comments above it, dedented, its docstring left out and `return X` as `result = X`."""
+    lines = source.splitlines()
+    definition = next(statement for statement in ast.parse(source).body
+                      if getattr(statement, "name", None) == function)
+    body, start = definition.body, definition.body[0].lineno - 1
+    if ast.get_docstring(definition):
+        body, start = body[1:], body[0].end_lineno
+    statements = []
+    for statement in body:
+        text = textwrap.dedent("\n".join(lines[start:statement.end_lineno])).rstrip()
+        if isinstance(statement, ast.Return):
+            text = re.sub(r"^return\b", f"{result} =", text, count=1, flags=re.MULTILINE)
+        statements.append(text)
+        start = statement.end_lineno
+    return [arg.arg for arg in definition.args.args], statements
+
 
 def defined_names(statement):
     if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -105,9 +118,10 @@ def imports_only(code):
 
 
 def teaching_blocks(blocks, run_source):
-    """The named sections, and the statements between them that they need, in order."""
+    """[(section, code)]: the sections, and of the statements between them only those they
+    or `run_source` need (a constant, a helper; no command line), in order."""
     pieces = [(name, code, set()) if name else (None, text, names)
-              for name, code in blocks
+              for name, code in blocks if code
               for text, names in ([(code, set())] if name else top_level_statements(code))]
     needed = used_names(run_source).union(*(used_names(code) for name, code, _ in pieces
                                             if name))
@@ -124,17 +138,34 @@ def teaching_blocks(blocks, run_source):
             break
         kept |= more
         needed |= set().union(*(used_names(pieces[i][1]) for i in more))
-    out = []
+    # A kept helper joins the cell of the section after it, which it serves; those after
+    # the last section join its cell.
+    cells, waiting = [], []
     for i, (name, code, _) in enumerate(pieces):
+        if name or i in kept:
+            waiting.append(code)
         if name:
-            out.append((name, code))
-        elif i in kept:
-            if out and out[-1][0] is None:  # neighbouring helpers share one cell
-                apart = "\n" if imports_only(out[-1][1]) and imports_only(code) else "\n\n\n"
-                out[-1] = (None, out[-1][1] + apart + code)
-            else:
-                out.append((None, code))
-    return out
+            cells, waiting = cells + [(name, waiting)], []
+    if waiting:
+        name, codes = cells.pop() if cells else (None, [])
+        cells.append((name, codes + waiting))
+    return [(name, codes[0] + "".join(
+        ("\n" if imports_only(before) and imports_only(code) else "\n\n\n") + code
+        for before, code in zip(codes, codes[1:]))) for name, codes in cells]
+
+
+def lay_out(cells, statements):
+    """[the statements that end each cell]: each at the first cell by which all it reads
+    is defined, never before the statement ahead of it; so each result follows its code."""
+    first = {}
+    for i, (_, code) in enumerate(cells):
+        for _, names in top_level_statements(code):
+            first.update({name: i for name in names if name not in first})
+    placed, at = [[] for _ in cells], 0
+    for statement in statements:
+        at = max([at] + [first[name] for name in used_names(statement) if name in first])
+        placed[at].append(statement)
+    return placed
 
 
 INCLUDE = re.compile(r'^[ \t>]*--8<-- "(?P<file>[^":]+):(?P<section>[\w-]+)"', re.MULTILINE)
@@ -166,33 +197,42 @@ def notebook_cells(lesson, platform="cpu", devices=4):
     id and its going-further module, if it has one)."""
     module_path, lesson_id = lesson.path(), lesson.id
     further = lesson.path(lesson.going_further) if lesson.going_further else None
-    docstring, blocks = source_blocks(module_path.read_text(encoding="utf-8"))
+    source = module_path.read_text(encoding="utf-8")
+    docstring, blocks = source_blocks(source)
     title, _, intro = docstring.partition("\n")
     titles = page_titles(module_path, lesson_id)
+    parameters, steps = body_statements(source, "run_lesson", "results")
+    steps, closing = [setup_line(platform, devices)] + steps, []
     if further:
-        module = f"{module_path.parent.name}.{module_path.stem}"
-        blocks += [(name, code if name else without_imports_of(module, code))
-                   for name, code in source_blocks(further.read_text(encoding="utf-8"))[1]]
+        further_source = further.read_text(encoding="utf-8")
+        blocks += source_blocks(further_source)[1]
         titles = {**page_titles(further, lesson_id), **titles}
-    run_source = run_cell_source(platform, devices, further is not None)
+        # The statement that calls run_lesson's `going_further` becomes that function's
+        # body, laid out over its sections; what follows it closes the last cell.
+        at = next(i for i, step in enumerate(steps) if parameters[1] in used_names(step))
+        target = ast.unparse(ast.parse(steps[at]).body[0].targets[0])
+        steps, closing = (steps[:at] + body_statements(further_source, "run_going_further",
+                                                       target)[1], steps[at + 1:])
+    module = f"{module_path.parent.name}.{module_path.stem}"
+    taught = teaching_blocks([(name, without(code, module)) for name, code in blocks],
+                             "\n".join(steps + closing))
+    placed = lay_out(taught, steps)
+    placed[-1] += closing
     sources = " and ".join(f"`{path.parent.name}/{path.name}`"
                            for path in (module_path, further) if path)
     cells = [("markdown",
               f"# {title.rstrip('.')}\n\n{intro.strip()}\n\nGenerated from {sources} by "
-              f"`scripts/record.py`, which also executed it: the outputs below are real. Run "
-              f"it top to bottom in a fresh kernel (JAX {version('jax')}).")]
+              f"`scripts/record.py`, which also executed it: the outputs below are real, each "
+              f"under the step that printed it. Run it top to bottom in a fresh kernel (JAX "
+              f"{version('jax')}).")]
     shown = None
-    for name, code in teaching_blocks(blocks, run_source):
+    for (name, code), run in zip(taught, placed):
         heading = titles.get(name)
         if heading and heading != shown:
             cells.append(("markdown", f"## {heading}"))
             shown = heading
-        cells.append(("code", code))
-    cells.append(("markdown",
-                  f"## Set up the devices and run everything\n\nSet up {devices} logical "
-                  f"{platform.upper()} devices first (in a fresh kernel, before any other JAX "
-                  f"call), then run every step and check."))
-    cells.append(("code", run_source))
+        run = "\n".join(run).strip("\n")
+        cells.append(("code", f"{code}\n\n\n{run}" if run else code))
     return cells
 
 
@@ -225,12 +265,9 @@ def stdout_of(notebook):
 
 
 def rerender(executed_text, lesson, platform="cpu", devices=4):
-    """The companion rebuilt from today's module text around the outputs of an earlier
-    execution, for a module whose code (its syntax tree) is unchanged: the same program
-    ran, only its comments or docstrings read differently. Each code cell keeps the
-    outputs, execution count and id of its executed counterpart. None when the cells no
-    longer line up one to one (a section marker added or removed): then only a run makes
-    the companion."""
+    """The companion rebuilt from today's module text around an earlier execution's
+    outputs, cell by cell, for code whose syntax tree is unchanged (a comment or a
+    docstring edit). None when the cells no longer line up: then only a run makes it."""
     executed = nbformat.reads(executed_text, as_version=4)
     notebook = build_notebook(lesson, platform, devices)
     if [c.cell_type for c in executed.cells] != [c.cell_type for c in notebook.cells]:
