@@ -1,10 +1,10 @@
 """The one execution of a lesson: its notebook's cells, run once, in order, in a fresh
 Jupyter kernel (ipykernel), by nbclient, as jupyter-cache and MyST-NB execute notebooks.
 
-The last cell runs the lesson; what the cells print to stdout IS the recording's stdout,
-and the data the recording keeps is `run_lesson`'s result from that same kernel (written
-by one extra cell, removed before the notebook is saved). So the notebook companion and
-the recording never disagree.
+Each step's cell runs its step (scripts/runners/notebook.py); what the cells print to
+stdout IS the recording's stdout, and the data the recording keeps is the run's `results`
+from that same kernel (written by one extra cell, removed before the notebook is saved). So
+the notebook companion and the recording never disagree.
 """
 import atexit
 import logging
@@ -25,7 +25,7 @@ from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
 from scripts.proc.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
 from scripts.runners.module import LESSON_TIMEOUT_S
-from scripts.runners.notebook import build_notebook, stdout_of
+from scripts.runners.notebook import build_notebook, setup_line, stdout_of
 
 # Not nbclient's log of a dead kernel or a failed cell on stderr: record.py's one line.
 QUIET = logging.getLogger("scripts.runners.cells")
@@ -200,8 +200,8 @@ def run(lesson, working_dir, platform="cpu", devices=4):
         f"import runpy as _runpy, sys as _sys; _sys.path.insert(0, {str(lesson.root)!r})\n"
         + "".join(f"_runpy.run_path({str(path)!r}, run_name='imported_lesson_module')\n"
                   for path in modules))]
-    code_cells = sum(cell.cell_type == "code" for cell in notebook.cells)
-    runs_the_lesson, imports_the_module = code_cells - 3, code_cells - 1
+    code = [cell.source for cell in notebook.cells if cell.cell_type == "code"]
+    imports_the_module = len(code) - 1
     started = time.perf_counter()
     try:
         execute(notebook, working_dir)
@@ -212,9 +212,9 @@ def run(lesson, working_dir, platform="cpu", devices=4):
             raise ExecutionFailed(f"{path.parent.name}/{path.name} raises when imported "
                                   f"({raised}), though its cells ran: fix the statements "
                                   f"outside its sections") from None
-        # The run cell's first line sets up the devices: a failure there is this
-        # machine's, not the lesson's.
-        raised.setup = raised.index == runs_the_lesson and raised.line == 1
+        # A failure on the line that sets up the devices is this machine's, not the lesson's.
+        raised.setup = bool(raised.line) and code[raised.index].splitlines()[
+            raised.line - 1:raised.line] == [setup_line(platform, devices)]
         raise
     duration = time.perf_counter() - started
     del notebook.cells[-2:]
