@@ -1,16 +1,13 @@
 """Record a lesson on a single-host TPU VM with the lesson's chips.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
-    python scripts/tpu_job.py --lesson ID ...    # another lesson (default: the registry's first)
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
-The VM gets the committed tree and the exact pins and runs the same record.py as here
-(then the lesson's sweep); what comes back is checked before it moves into recordings/.
-The VM is paid for by the hour, so whatever ends the job (a failed step, a dropped ssh,
-Ctrl-C, SIGTERM, SIGHUP) kills the running gcloud, deletes the VM when --delete asks, and
-ends in one line saying what happened and whether the VM is gone. TPU_NAME, ZONE and
-PROJECT set the defaults of --name, --zone and --project.
+The VM gets the committed tree and the exact pins and runs record.py (then the sweep)
+there; what comes back is checked before it moves into recordings/. The VM is paid by the
+hour, so whatever ends the job, it kills the running gcloud, deletes the VM when --delete
+asks, and says in one line whether the VM is gone.
 """
 import codecs
 import os
