@@ -1,14 +1,18 @@
 """The code that reads a TPU run, tested on CPU against real XLA:TPU output
 (tests/fixtures/tpu_v5e_one_chip, tpu_v5e_2x2_compiled: their READMEs say how they were
 made): the compiled-collective reader, the fetched recording's checks, the lesson's
-analysis and the TPU page's recorded branch."""
+analysis and the TPU page's recorded branch; and the sweep's looped programs, whose
+iterations must be chained for a TPU to time them one after another."""
 import dataclasses
 import importlib
 import json
 import re
 
+import jax
 import markdown
+import numpy as np
 import pytest
+from jax.sharding import NamedSharding
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
 from fixtures.tpu_recording_fixture import (FIXTURE, ONE_CHIP, one_chip_run,
@@ -20,6 +24,7 @@ SLICE = FIXTURES / "tpu_v5e_2x2_compiled"
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 lesson_program = importlib.import_module(SEED.module)  # it holds the readers it prints from
 analysis = importlib.import_module(SEED.analysis)
+sweep = importlib.import_module(SEED.sweep)
 
 
 class Captured:
@@ -89,6 +94,44 @@ def test_jax_meshes_the_real_2x2_as_its_ring_of_four_links():
         assert list(ids) == [0, 1, 3, 2]
         for here, there in zip(coords, coords[1:] + coords[:1]):
             assert sum(abs(a - b) for a, b in zip(here, there)) == 1
+
+
+# --- the looped programs: each iteration waits for the one before --------------------------
+
+def chained(lowered, collective):
+    """True when the loop body takes its input through an optimization barrier together
+    with the previous iteration's result, runs the collective on the barrier's output
+    alone, and hands that output on as the next iteration's input."""
+    called = re.search(r"func\.call @(\w+)\(%iterArg_0, %iterArg_1\)", lowered)
+    body = lowered[lowered.index(f"func.func private @{called[1]}("):]
+    body = body[:body.index("\n  }\n")]
+    barrier = re.search(r"(%\w+):2 = stablehlo\.optimization_barrier %arg0, %arg1 ", body)
+    if barrier is None:
+        return False
+    after = body[barrier.end():]
+    return (f"stablehlo.{collective}" in after and "%arg0" not in after
+            and "%arg1" not in after and f"return {barrier[1]}#0, " in after)
+
+
+@pytest.mark.parametrize("collective", COLLECTIVES)
+def test_a_looped_program_chains_its_iterations(collective):
+    mesh = sweep.ring_mesh(jax.devices()[:4])
+    body, in_spec, out_spec = sweep.PROGRAMS[collective]
+    shape = (4, 8) if in_spec == sweep.ROWS else (8,)
+    arg = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, in_spec))
+    lowered = jax.jit(jax.shard_map(sweep.looped(body, 4), mesh=mesh, in_specs=in_spec,
+                                    out_specs=out_spec)).lower(arg).as_text()
+    assert chained(lowered, collective)
+    # And as XLA:TPU was handed it, for a 2x2 v5e (the same looped(), 64 iterations).
+    assert chained((SLICE / f"{collective}.looped64.lowered.mlir").read_text(), collective)
+
+
+def test_an_unchained_loop_is_told_apart():
+    """What the loop was before: each iteration's barrier held its input alone."""
+    lowered = (SLICE / "all_reduce.looped64.lowered.mlir").read_text()
+    unchained = lowered.replace("stablehlo.optimization_barrier %arg0, %arg1 :",
+                                "stablehlo.optimization_barrier %arg0 :")
+    assert chained(lowered, "all_reduce") and not chained(unchained, "all_reduce")
 
 
 # --- a TPU recording made of the real one-chip run ------------------------------------------
