@@ -184,11 +184,15 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
             progress(f"[{number}/{len(steps)}] {step.title}")
             run_step(step, root, accelerator, zone)
 
-        cleanup = steps[-1] if delete else None
+        cleanup, work = (steps[-1], steps[:-1]) if delete else (None, steps)
         exists = not create  # a VM the caller named is there from the start
+
+        def leave():
+            return leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))
+
         written, step = [], None
         try:
-            for number, step in enumerate(steps[:-1] if delete else steps, 1):
+            for number, step in enumerate(work, 1):
                 if step.installs:
                     progress(f"[{number}/{len(steps)}] {step.title}")
                     written.append(install(step.installs, Path(workdir), landing, lesson, root))
@@ -202,19 +206,18 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
                     exists = exists and step.gcloud_verb != "create"
                     raise
         except (JobFailed, Interrupted) as error:
-            ending = leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))
+            ending = leave()
             what = str(error) if isinstance(error, JobFailed) else \
                 f"interrupted by {error.name} while it ran: {step.title}"
             files = f"wrote {', '.join(written)}" if written else "recordings/ is as it was"
             raise JobFailed(f"{what}; {files}; {ending}", error.exit_status) from None
         except BaseException:
-            leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))  # a bug: no VM left
+            leave()  # a bug: it still leaves no VM behind
             raise
-        ending = leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))
+        ending = leave()
         if ending.startswith("deleting"):
             raise JobFailed(f"wrote {', '.join(written)}, but {ending}")
         progress(ending)
-
 
 def leave_vm(cleanup, exists, vm, delete):
     """Run `delete` if --delete asked for it and the VM may exist; say where the VM stands."""

@@ -22,10 +22,9 @@ from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_l
                       module_file, project_copy, recording_name)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
-from scripts.cli import UsageError
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, check_names,
-                                  dry_run_text, job_commands, job_steps)
+from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
+                                  job_commands, job_steps)
 from scripts.store.lessons import load_lessons
 
 # The job's lesson when none is named is the registry's first; its canned TPU recording
@@ -433,15 +432,6 @@ def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
     assert tpu_job.main([f"{k}={v}" for k, v in options.items()] + ["--dry-run"]) == 2
     assert "does not look like" in error_lines(capsys.readouterr())[0]
     assert gcloud() == []
-
-
-@pytest.mark.parametrize("flag, value", [("name", "test-tpu\n"), ("zone", "us-east5-b\n"),
-                                         ("project", "my-project\n")])
-def test_check_names_refuses_a_trailing_newline(flag, value):
-    options = {"name": "test-tpu", "zone": "us-east5-b", "project": "my-project"}
-    check_names(**options)  # the same values without the newline are fine
-    with pytest.raises(UsageError, match=f"--{flag} .* does not look like a {flag}"):
-        check_names(**{**options, flag: value})
 
 
 def remote_setup_command(accelerator="v6e-4"):
