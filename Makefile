@@ -19,11 +19,11 @@ setup: $(VENV)/.installed node_modules/.built math-font
 install: setup $(VENV)/.tested node_modules/.tested
 
 # uv installs the same pins as pip in a fraction of the time (it fetches and unpacks in
-# parallel): the uv the TPU job uses (scripts/hardware/tpu.py UV_VERSION; a test keeps the
-# two equal). --compile-bytecode because pip compiles every module as it installs and uv
-# does not: without it, with PYTHONDONTWRITEBYTECODE set, every process compiles JAX afresh.
+# parallel): the uv the TPU job gives the VM, read from its one constant. --compile-bytecode
+# because pip compiles every module as it installs and uv does not: without it, with
+# PYTHONDONTWRITEBYTECODE set, every process compiles JAX afresh.
 # uv reads no pip.conf or PIP_* settings: behind a package mirror, set UV_INDEX_URL.
-UV_VERSION := 0.13.9
+UV_VERSION := $(shell sed -n 's/^UV_VERSION = "\([0-9.]*\)"$$/\1/p' scripts/hardware/tpu.py)
 UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode
 # The project itself goes in editable (pyproject.toml), after its pins: with .venv
 # activated, `mkdocs serve` imports the site's extension and hooks from this checkout.

@@ -221,13 +221,36 @@ def gradient_size(data, ranks):
     return {"values": values, "bytes": size, "ranks": ranks}
 
 
+def compiled_words(compiled, environment):
+    """What the compiler made of the lesson's programs, said from the recording's
+    `compiledCollectives` alone: a page must not pre-write what a new backend decides."""
+    compiler = f"XLA:{environment['backend'].upper()}"
+    changed = {asked: ops for asked, ops in compiled.items() if ops != [asked]}
+    if not changed:
+        return {"kept": True, "words": (
+            f"{compiler} kept every collective as asked: each compiled program runs the one "
+            f"it asks for, so the timed medians are of those collectives.")}
+    runs = "; ".join(f"the {NAMES[asked]} program runs "
+                     f"{' + '.join(NAMES[op] for op in ops) or 'no collective'}"
+                     for asked, ops in changed.items())
+    devices = environment["deviceCount"]
+    timed = (f"on {devices} device{'s' * (devices != 1)} nothing crosses between chips, and "
+             f"the timed medians are of programs that run no collective"
+             if not any(compiled.values()) else
+             "the timed medians are of what runs, not of what was asked")
+    return {"kept": False, "words": f"{compiler} did not keep every collective as asked: "
+                                    f"{runs}; {timed}."}
+
+
 def analyse_executed(recording):
-    """The lesson run on one process (cpu) or on p processes (cpu-processes)."""
+    """The lesson run on one process (cpu, tpu) or on p processes (cpu-processes)."""
     data = recording["data"]
     environment = recording["environment"]
     result = {"timing": program_timing(data["timing"], environment)}
     if "gradient" in data:
         result["gradient"] = gradient_size(data, environment["deviceCount"])
+    if "compiledCollectives" in data:
+        result["compiled"] = compiled_words(data["compiledCollectives"], environment)
     if "roundsTiming" in data:
         result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"], environment)
     if "traffic" in data:

@@ -111,18 +111,17 @@ def ring_all_reduce_rows(x):  # per device: x f32[1, n] -> f32[1, n], this devic
 
 # --8<-- [start:looped]
 def looped(body, collectives):
-    """`collectives` calls of `body` in one program, inside a fori_loop: nccl-tests'
-    preallocated buffers, as far as a jitted program has them. XLA allocates the loop's
-    buffers once per call, so every iteration after the first reuses them, and the host's
-    dispatch is paid once for all of them.
+    """`collectives` calls of `body` in one jitted fori_loop, as nccl-tests reuses its
+    buffers: XLA allocates the loop's buffers once per call, and the host's dispatch is
+    paid once for all of them.
 
-    Every iteration reads the same input, passed through an optimization barrier, which
-    hides that sameness from XLA: it can neither hoist the collective out of the loop nor
-    merge the iterations into one. So the result is `body`'s, whatever `collectives` is.
-    """
+    Each iteration takes its input through an optimization barrier together with the last
+    result, so no collective starts before the one before it is done (XLA may otherwise
+    overlap independent iterations), and none is hoisted out or merged. The input's value
+    never changes, so the result is `body`'s."""
     def program(x):
         def again(_, carry):
-            x = jax.lax.optimization_barrier(carry[0])
+            x, _ = jax.lax.optimization_barrier(carry)  # x now waits for the last result
             return x, body(x)
         return jax.lax.fori_loop(1, collectives, again, (x, body(x)))[1]
     return program

@@ -1,14 +1,10 @@
 """A TPU size sweep against the predictions written down before it ran: supported, refuted
 or inconclusive, per prediction and for the p = 4 over p = 2 question.
 
-The analysis of recordings/distributed-03.tpu-sweep.json (lesson_code/distributed_03_analysis.py
-routes the "tpu-sweep" variant here). What is compared is each collective's own cost, not
-a call's: the sweep times every program with one collective per call and with
-`collectivesPerCall` of them in one jitted loop, and the difference, block by block,
-divided by the extra collectives, leaves out the host's dispatch, which on a TPU is far
-longer than a small collective. A prediction is *supported* when the whole interval of
-measured over predicted lies inside its band, *refuted* when the whole interval lies
-outside it, and *inconclusive* when it straddles an edge.
+What is compared is each collective's own cost: a looped call less a single one, block by
+block, divided by the extra collectives, which leaves out the host's dispatch (on a TPU far
+longer than a small collective). *Supported*: the whole interval of measured over
+predicted lies inside the band; *refuted*: wholly outside it; else *inconclusive*.
 """
 from lesson_code import tpu_predictions
 from scripts import intervals

@@ -1,28 +1,14 @@
 """What the lesson's collectives should take on a 4-chip TPU VM, written down before any
-run, with the band outside which a measurement refutes it; and the test of a TPU sweep
-against it.
+run, each with the band outside which a measurement refutes it.
 
-The model is the scaling book's ("How to Scale Your Model", part 3, "Sharded Matrices",
-"AllGather cost" and "A note on ICI latency"), with the ring's (p - 1)/p kept. An
-all-gather or a reduce-scatter of V bytes over a bidirectional ring of p chips moves
-(p - 1)/p of V into every chip, through the links that join it to its two ring
-neighbours, and takes at least p/2 hops of T_hop each:
-
-    T = max(T_hop * p / 2, (p - 1)/p * V / (links * W))
-
-W is one link's one-way bandwidth. links is 2 on the 2x2's 4-cycle at p = 4 (each chip
-has its two ring neighbours on distinct links: links * W is the book's bidirectional
-W_bidi), and 1 at p = 2, where both ring neighbours are the one chip across one link.
-The book's own closing form, T = V / W_bidi, drops (p - 1)/p and the link count: it is
-"independent of p". An all-reduce is a reduce-scatter and an all-gather: twice both
-terms. Every input below names its source; nothing here ran.
-
-    python -m lesson_code.tpu_predictions \
-        --data-out lesson_code/figures/distributed-03-tpu-predictions.json
-
-writes the predictions (tests/test_tpu_predictions.py checks the committed file is this
-module's output). The test of a TPU sweep (recordings/<lesson>.tpu-sweep.json) against
-them is distributed_03_tpu_comparison.py. The standard library alone: no NumPy, no JAX.
+The scaling book's ring ("How to Scale Your Model", part 3, "AllGather cost" and "A note
+on ICI latency") with the ring's (p - 1)/p kept: one phase of V bytes over p chips takes
+T = max(T_hop * p / 2, (p - 1)/p * V / (links * W)), W one link's one-way bandwidth and
+links the distinct links to a chip's two ring neighbours; an all-reduce is two phases.
+Every input names its source; nothing here ran. `python -m lesson_code.tpu_predictions
+--data-out lesson_code/figures/distributed-03-tpu-predictions.json` writes them (a test
+checks the committed file); distributed_03_tpu_comparison.py judges a TPU sweep against
+them. The standard library alone.
 """
 import argparse
 import json
@@ -87,9 +73,11 @@ BANDS = {
     "bandwidth": {
         "low": 0.9, "high": 2.0,
         "why": "faster than 0.9x would need links 11 % faster than the book's, more than the "
-               "Cloud pages' per-chip figures give; slower than 2x is more than the book's "
-               "own gap, a measured 680 us against its 377 us model for 34 MB (Pop Quiz 2, "
-               "1.8x)"},
+               "Cloud pages' per-chip figures give; slower than 2x is well past the book's "
+               "own gap between model and profile, 680 us profiled against the 560 us it "
+               "models for 34 MB on a v5e line of 4 without wraparound (Pop Quiz 2, 1.2x; "
+               "the 377 us it first gives assumed a ring, which it withdraws in the same "
+               "paragraph), leaving room for a 4-cycle and for XLA's own algorithm"},
     "latency": {
         "low": 0.5, "high": 3.0,
         "why": "below 0.5x a hop would cost under half the book's 'typically around 1us'; "

@@ -8,20 +8,24 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
-from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_lesson, module_file,
-                      project_copy, recording_name)
+from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_lesson, clean_env,
+                      module_file, project_copy, recording_name)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, WORKERS, UsageError, accelerators_for,
-                                  check_options, dry_run_text, job_commands, job_steps)
+from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
+                                  job_commands, job_steps)
+from scripts.store.lessons import load_lessons
 
 # The job's lesson when none is named is the registry's first; its canned TPU recording
 # (tests/fixtures/tpu_recording.fixture.json) is the seed lesson's.
@@ -50,7 +54,7 @@ def gcloud(tmp_path, monkeypatch):
     monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
     for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP",
-                 "FAKE_GCLOUD_CALLS"):
+                 "FAKE_GCLOUD_BLOCK", "FAKE_GCLOUD_READY"):
         monkeypatch.delenv(name, raising=False)
     return lambda: [json.loads(line) for line in log.read_text().splitlines()] \
         if log.exists() else []
@@ -58,6 +62,11 @@ def gcloud(tmp_path, monkeypatch):
 
 def lesson(repo):
     return repo / MODULE
+
+
+def seed(repo):
+    """The seed lesson as the clone's registry has it (its files are the clone's)."""
+    return load_lessons(repo)[ID]
 
 
 def test_the_job_s_default_lesson_is_the_seed():
@@ -170,20 +179,19 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     assert verbs(gcloud())[-1] == "delete"
     [line] = error_lines(capsys.readouterr())
     assert {"missing": "copy the sweep back failed",
-            "stale": "the fetched sweep was made from other code than this checkout",
+            "stale": "the fetched tpu-sweep recording is refused: ",
             "cpu": "its backend is 'cpu'"}[case] in line
 
 
-def test_check_tpu_sweep_refuses_more_chips_than_the_vm_has(clone, tmp_path):
+def test_check_tpu_sweep_refuses_more_chips_than_the_lesson_s_devices(clone, tmp_path):
     from scripts.hardware.verify import check_tpu_sweep
-    from scripts.store.lessons import load_lessons
 
-    seed = load_lessons(clone)[ID]
+    assert seed(clone).devices == 4
     sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, chips=8)
     with pytest.raises(RefusedRecording, match="it measured p = 8, more than the VM's 4 chips"):
-        check_tpu_sweep(sweep, seed, clone, chips=4)
-    assert check_tpu_sweep(write_tpu_sweep(tmp_path / "four.json", clone), seed,
-                           clone, chips=4)["kind"] == "sweep"
+        check_tpu_sweep(sweep, seed(clone), clone)
+    assert check_tpu_sweep(write_tpu_sweep(tmp_path / "four.json", clone), seed(clone),
+                           clone)["kind"] == "sweep"
 
 
 def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypatch, tmp_path):
@@ -204,7 +212,7 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
 
 
 REFUSED = {
-    "stale": (dict(stale=True), "made from other code than this checkout"),
+    "stale": (dict(stale=True), "changed; run `python scripts/tpu_job.py"),
     "cpu": (dict(environment={"backend": "cpu"}), "its backend is 'cpu'"),
     "8 devices": (dict(environment={"deviceCount": 8}), "ran on 8 devices, not 4"),
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
@@ -221,7 +229,7 @@ def test_check_tpu_recording_refuses_with_the_reason(case, clone, tmp_path):
     changes, reason = REFUSED[case]
     fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
     with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, ID, lesson(clone), clone)
+        check_tpu_recording(fetched, seed(clone), clone)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
 
 
@@ -232,7 +240,7 @@ def test_a_fetched_file_python_cannot_hold_is_refused_in_one_line(text, clone, t
     fetched = tmp_path / "fetched.json"
     fetched.write_text(text)
     with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, ID, lesson(clone), clone)
+        check_tpu_recording(fetched, seed(clone), clone)
     assert "fetched.json: not valid JSON" in str(refused.value)
     assert "\n" not in str(refused.value)
 
@@ -253,14 +261,16 @@ def test_a_refused_recording_changes_nothing_and_the_vm_is_still_deleted(
     assert reason in line
 
 
-FAILURES = {  # mode: (the VM pre-exists?, words the one error line must contain)
-    "not-logged-in": (False, ["create the v6e-4 VM", "active account", "gcloud auth login"]),
-    "capacity": (False, ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
-                         "another zone"]),
-    "remote-fail": (False, ["record the lesson on the chips", "no TPU backend",
-                            "record.py --platform tpu"]),
-    "no-pip": (False, ["install uv, Python 3.11", "No module named pip",
-                       "sudo apt-get install -y python3-pip"]),
+FAILURES = {  # mode: words the one error line must contain
+    "not-logged-in": ["create the v6e-4 VM", "active account", "gcloud auth login"],
+    "capacity": ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
+                 "another zone"],
+    "remote-fail": ["record the lesson on the chips", "no TPU backend",
+                    "record.py --platform tpu"],
+    "no-pip": ["install uv, Python 3.11", "No module named pip",
+               "sudo apt-get install -y python3-pip"],
+    "ssh-drop": ["record the lesson on the chips", "failed: the ssh connection to the VM "
+                 "dropped", "Broken pipe"],
 }
 
 
@@ -274,15 +284,18 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
 
     assert snapshot(clone / "recordings") == before
     [line] = error_lines(capsys.readouterr())
-    for words in FAILURES[mode][1]:
+    for words in FAILURES[mode]:
         assert words in line
     # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
     assert "exited with return code" not in line
-    if mode in ("remote-fail", "no-pip"):
-        assert verbs(gcloud())[-1] == "delete"  # the VM this run made is deleted anyway
+    assert "recordings/ is as it was" in line
+    if verbs(gcloud())[0] == "create" and len(gcloud()) > 1:
+        # The VM this run made is deleted anyway, and the line says so.
+        assert verbs(gcloud())[-1] == "delete"
+        assert line.endswith("; the VM test-tpu was deleted")
     else:
         # A refused create made no VM, and the name may belong to someone else's.
-        assert verbs(gcloud()) == ["create"]
+        assert verbs(gcloud()) == ["create"] and line.endswith("; no VM was created")
 
 
 def test_delete_is_issued_after_a_failure_on_a_given_vm(clone, gcloud, monkeypatch, capsys):
@@ -291,10 +304,24 @@ def test_delete_is_issued_after_a_failure_on_a_given_vm(clone, gcloud, monkeypat
     assert tpu_job.main([*VM, "--delete"], root=clone) == 1
 
     assert verbs(gcloud()) == ["scp", "delete"]
-    captured = capsys.readouterr()
-    [first, then] = error_lines(captured)
-    assert first.startswith("tpu_job: error: delete the VM test-tpu failed")
-    assert "copy the archive to the VM failed" in then and "gcloud auth login" in then
+    [line] = error_lines(capsys.readouterr())
+    assert line.startswith("tpu_job: error: copy the archive to the VM failed") and \
+        "gcloud auth login" in line
+    # Its delete failed too: the line says the VM may still be billing, and how to delete it.
+    assert line.endswith("so test-tpu may still be running and billing: run `gcloud compute "
+                         "tpus tpu-vm delete test-tpu --zone us-east5-b --quiet`")
+
+
+def test_without_delete_a_failure_says_the_vm_still_runs_and_how_to_delete_it(
+        clone, gcloud, monkeypatch, capsys):
+    monkeypatch.setenv("FAKE_GCLOUD_MODE", "remote-fail")
+
+    assert tpu_job.main([*VM, "--create"], root=clone) == 1
+
+    assert "delete" not in verbs(gcloud())
+    [line] = error_lines(capsys.readouterr())
+    assert line.endswith("; the VM test-tpu is still running: `gcloud compute tpus tpu-vm "
+                         "delete test-tpu --zone us-east5-b --quiet` deletes it")
 
 
 def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path):
@@ -322,12 +349,13 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
     assert gcloud() == []
 
 
-@pytest.mark.parametrize("accelerator", ["v4-8", "v6e-32", "v5p-8"])
-def test_other_accelerators_are_refused(accelerator, gcloud, capsys):
+@pytest.mark.parametrize("accelerator", ["v4-8", "v5p-8", "v6e-16", "v5litepod-16", "v6e-32"])
+def test_other_accelerators_and_multi_host_slices_are_refused(accelerator, gcloud, capsys):
     assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
                          "--accelerator", accelerator, "--create"]) == 2
     [line] = error_lines(capsys.readouterr())
-    assert "v6e-4 or v5litepod-4" in line and "v5litepod-16 or v6e-16" in line
+    assert "the job runs on single-host TPU VMs only" in line
+    assert "use v6e-4 or v5litepod-4" in line
     assert gcloud() == []
 
 
@@ -406,16 +434,6 @@ def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
     assert gcloud() == []
 
 
-@pytest.mark.parametrize("flag, value", [("name", "test-tpu\n"), ("zone", "us-east5-b\n"),
-                                         ("project", "my-project\n")])
-def test_check_options_refuses_a_trailing_newline(flag, value):
-    options = {"name": "test-tpu", "zone": "us-east5-b", "accelerator": "v6e-4",
-               "project": "my-project"}
-    check_options(**options)  # the same values without the newline are fine
-    with pytest.raises(UsageError, match=f"--{flag} .* does not look like a {flag}"):
-        check_options(**{**options, flag: value})
-
-
 def remote_setup_command(accelerator="v6e-4"):
     [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", accelerator)
                  if step.title.startswith("install uv")]
@@ -433,9 +451,10 @@ def test_the_job_gives_the_vm_python_3_11_with_uv_before_installing_the_pins():
 
 
 def test_make_install_uses_the_jobs_uv():
-    """One uv for the VM and for `make install`: the Makefile's pin is the job's."""
-    [pinned] = re.findall(r"^UV_VERSION := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert pinned == UV_VERSION
+    """One uv for the VM and for `make install`: the Makefile reads the job's constant."""
+    planned = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+    assert f"pip install --quiet --disable-pip-version-check uv=={UV_VERSION}\n" in planned
 
 
 def fake_vm(command, tmp_path, mode="success"):
@@ -509,11 +528,10 @@ def test_the_canned_recording_is_a_valid_tpu_recording_only_when_fresh(tmp_path)
     np.testing.assert_allclose(canned["data"]["gradient"], gradient, rtol=0,
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
-    assert check_tpu_recording(fresh, ID, module)["provenance"] == \
-        "recorded_tpu_computation"
+    assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
     stale = write_tpu_recording(tmp_path / "stale.json", module, ROOT, stale=True)
-    with pytest.raises(RefusedRecording, match="other code than this checkout"):
-        check_tpu_recording(stale, ID, module)
+    with pytest.raises(RefusedRecording, match=f"stale, .*{MODULE}.* changed"):
+        check_tpu_recording(stale, SEED)
 
 
 def test_no_fixture_reaches_the_real_recordings():
@@ -522,71 +540,132 @@ def test_no_fixture_reaches_the_real_recordings():
         json.loads(FIXTURE.read_text())["generatedAt"]
 
 
-# --- multi-host slices ----------------------------------------------------------------------
+# --- whatever ends the job ------------------------------------------------------------------
+# The job in a process of its own, signalled as a terminal or a CI runner would (its whole
+# process group), while the fake gcloud holds one step open.
 
-SLICE = ["--name", "test-slice", "--zone", "us-east5-b", "--accelerator", "v6e-16"]
-SLICE_TARGET = f"{ID}.tpu-processes.json"
-
-
-@pytest.mark.parametrize("accelerator", sorted(WORKERS))
-def test_a_slice_dry_run_sends_everything_to_every_worker_and_fetches_from_worker_0(
-        accelerator, gcloud, capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    assert tpu_job.main(["--name", "my-slice", "--zone", "us-east5-b", "--accelerator",
-                         accelerator, "--create", "--delete", "--dry-run"]) == 0
-    commands = [shlex.split(line) for line in capsys.readouterr().out.splitlines()
-                if not line.startswith("#")]
-    by_verb = {}
-    for command in commands[1:]:
-        by_verb.setdefault(command[4], []).append(command)
-    assert [c[-1] for c in by_verb["scp"]] == ["--worker=all", "--worker=0", "--worker=0"]
-    assert all("--worker=all" in command for command in by_verb["ssh"])
-    [run] = [c for c in by_verb["ssh"] if RANK_STEM in c[-1]]
-    rank = run[-1]
-    assert "--platform tpu" in rank and "--data-out slice-data.json" in rank
-    assert not {"--process-id", "--processes", "--port", "--coordinator"} & set(rank.split())
-    assert by_verb["scp"][1][5] == f"my-slice:{ID}/slice-data.json"
-    assert gcloud() == [] and list(tmp_path.iterdir()) == []
+STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 
 
-def test_the_processes_page_shows_the_slice_commands_the_job_runs_now():
-    committed = (ROOT / tpu_job.SLICE_DOCS_FILE).read_text()
-    assert committed == dry_run_text(job_steps(**tpu_job.SLICE_DOCS_EXAMPLE)), \
-        f"{tpu_job.SLICE_DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
-    page = (ROOT / "docs" / "going-further" / "processes.md").read_text()
-    assert f'--8<-- "{tpu_job.SLICE_DOCS_FILE.as_posix()}"' in page
+@pytest.fixture(scope="module")
+def signal_clone(tmp_path_factory):
+    """One clone for every signalled job: each stops before anything is installed."""
+    repo = tmp_path_factory.mktemp("signals") / "repo"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
+    return repo
+
+
+class Job:
+    """`scripts/tpu_job.py` started in `repo`, the fake gcloud blocking at `block`."""
+
+    def __init__(self, repo, folder, block, *flags):
+        self.ready, self.log = folder / "ready", folder / "calls.jsonl"
+        self.ready.mkdir()
+        env = clean_env(PATH=f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}",
+                        FAKE_GCLOUD_LOG=str(self.log), FAKE_GCLOUD_MODE="success",
+                        FAKE_GCLOUD_BLOCK=block, FAKE_GCLOUD_READY=str(self.ready))
+        for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING"):
+            env.pop(name, None)
+        self.err = folder / "stderr"
+        with self.err.open("w") as err:
+            self.process = subprocess.Popen(
+                [sys.executable, "scripts/tpu_job.py", *VM, *flags], cwd=repo, env=env,
+                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+
+    def reached(self, step, timeout_s=60):
+        """The pid of the fake gcloud once it holds `step` open."""
+        deadline = time.monotonic() + timeout_s
+        while not (self.ready / step).exists():
+            if self.process.poll() is not None:
+                raise AssertionError(f"the job ended before {step}: {self.err.read_text()}")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the job did not reach {step} in {timeout_s} s")
+            time.sleep(0.02)
+        return int((self.ready / step).read_text())
+
+    def signal(self, signum):
+        os.killpg(self.process.pid, signum)  # the group, as a terminal sends Ctrl-C
+
+    def release(self, step):
+        (self.ready / f"{step}.go").touch()
+
+    def end(self):
+        status = self.process.wait(timeout=60)
+        lines = [line for line in self.err.read_text().splitlines()
+                 if line.startswith("tpu_job: error:")]
+        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
+        return status, lines, verbs(calls)
+
+    def stop(self):
+        for step in (*STEPS, "delete"):  # no fake is left waiting, whatever went wrong
+            self.release(step)
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def job(signal_clone, tmp_path):
+    """Start one job (`job(block, *flags)`); whatever the test does, nothing is left."""
+    started = []
+
+    def start(block, *flags):
+        started.append(Job(signal_clone, tmp_path, block, *flags))
+        return started[-1]
+
+    yield start
+    for each in started:
+        each.stop()
 
 
 @pytest.mark.slow
-def test_the_job_runs_a_slice_end_to_end_on_loopback_workers(clone, gcloud, monkeypatch,
-                                                             capsys, tmp_path):
-    """The fake slice's workers are local processes on this CPU (tests/fixtures/fake_gcloud
-    says what it stands in for), so the job is told to expect one CPU device per worker;
-    with the real expectation the same recording is refused."""
-    monkeypatch.setenv("FAKE_GCLOUD_SLICE", str(tmp_path / "slice"))
-    monkeypatch.setenv("FAKE_GCLOUD_VENV", sys.prefix)
-    # The CPU ranks measure traffic a TPU run would not; nothing below reads it: one call.
-    monkeypatch.setenv("FAKE_GCLOUD_CALLS", "1")
-    monkeypatch.setattr(tpu_job, "SLICE_EXPECTS", {"backend": "cpu", "devices_per_worker": 1})
-    before = snapshot(clone / "recordings")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+@pytest.mark.parametrize("step", STEPS)
+def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job):
+    running = job(step, "--create", "--delete")
+    gcloud_pid = running.reached(step)
 
-    assert tpu_job.main([*SLICE, "--create", "--delete"], root=clone) == 0, \
-        capsys.readouterr().err[-3000:]
+    running.signal(signum)
 
-    assert error_lines(capsys.readouterr()) == []
-    landed = clone / "recordings" / SLICE_TARGET
-    assert snapshot(clone / "recordings") == {**before, SLICE_TARGET: landed.read_bytes()}
-    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "scp", "delete"]
-    recording = json.loads(landed.read_text())
-    assert recording["command"] == ["python", "scripts/tpu_job.py", "--accelerator", "v6e-16"]
-    assert recording["environment"]["processCount"] == 4
-    assert recording["data"]["launch"]["processes"] == 4
-    assert recording["stdout"].endswith(f"PASS: {ID}\n")
-    # Every worker got the tree and ran its own rank; only worker 0's rank wrote data.
-    homes = sorted((tmp_path / "slice").glob(f"worker-*/{ID}"))
-    assert len(homes) == 4 and all((home / "lesson_code").is_dir() for home in homes)
-    assert [(home / "slice-data.json").exists() for home in homes] == [True] + [False] * 3
-    module = clone / module_file(SEED, SEED.rank_module)
-    with pytest.raises(RefusedRecording, match=f"not a 16-chip TPU run of {ID}: "
-                                               "its backend is 'cpu'"):
-        check_tpu_recording(landed, ID, module, clone, devices=16, processes=4)
+    status, [line], calls = running.end()
+    assert status == 128 + signum
+    assert calls[-1] == "delete" and calls.count("delete") == 1
+    assert (running.ready / "delete.done").exists()
+    assert not psutil.pid_exists(gcloud_pid)  # the step's gcloud was killed, not left running
+    assert line.startswith(f"tpu_job: error: interrupted by {signal.Signals(signum).name} "
+                           f"while it ran: ")
+    assert line.endswith("; recordings/ is as it was; the VM test-tpu was deleted")
+
+
+@pytest.mark.slow
+def test_a_second_signal_does_not_cut_the_delete_short(job):
+    running = job("run,delete", "--create", "--delete")
+    running.reached("run")
+    running.signal(signal.SIGTERM)
+    delete_pid = running.reached("delete")
+
+    running.signal(signal.SIGINT)  # Ctrl-C at the terminal, twice, while the VM goes
+    running.signal(signal.SIGINT)
+    running.signal(signal.SIGHUP)
+    time.sleep(0.2)
+    assert psutil.pid_exists(delete_pid) and running.process.poll() is None
+    running.release("delete")
+
+    status, [line], calls = running.end()
+    assert status == 128 + signal.SIGTERM  # the first signal's, after the delete finished
+    assert (running.ready / "delete.done").exists()
+    assert line.endswith("; the VM test-tpu was deleted")
+
+
+@pytest.mark.slow
+def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job):
+    running = job("run", "--create")
+    running.reached("run")
+
+    running.signal(signal.SIGHUP)
+
+    status, [line], calls = running.end()
+    assert status == 128 + signal.SIGHUP and "delete" not in calls
+    assert line.endswith("; the VM test-tpu is still running: `gcloud compute tpus tpu-vm "
+                         "delete test-tpu --zone us-east5-b --quiet` deletes it")

@@ -1,121 +1,75 @@
 """Accept a recording fetched from a TPU VM, or refuse it before it touches recordings/.
 
-The VM's record.py already validated what it wrote; this checks it again here, because
-the file crossed a network and the site will present it as a measurement on TPU chips.
+The VM's record.py validated what it wrote; it is read again here, through the store's
+one reader and freshness rule, because it crossed a network and the site will present it
+as a measurement on the lesson's TPU chips. Then the checks only a TPU run needs.
 """
 from pathlib import Path
 
 from scripts import ROOT
-from scripts.store.freshness import stale_inputs
-from scripts.store.hashes import content_files
-from scripts.store.recordings import (RecordingError, load_recording, read_bytes, read_json,
-                                registered_lesson, write_atomically)
-
-DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
+from scripts.store.freshness import recording_state
+from scripts.store.outputs import RecordingOutput, hardware_fix, hardware_module
 
 
 class RefusedRecording(Exception):
-    """The fetched file is not a current TPU recording on the lesson's chips; str() is the
-    one line."""
+    """The fetched file is not a current TPU recording of the lesson; str() is one line."""
 
 
-def check_tpu_recording(path, lesson_id, module_path, root=ROOT, devices=DEVICES,
-                        processes=1, backend="tpu"):
-    """Return the recording at `path` if it is a current TPU run of the lesson on
-    `devices` chips in `processes` processes (a slice's workers). `backend` is "tpu"
-    but in the tests, whose fake slice runs its workers on this machine's CPU."""
-    try:
-        # Held to the lesson's data schema as this checkout registers it.
-        lesson = registered_lesson(lesson_id, root)
-        recording = load_recording(path, lesson=lesson)
-    except RecordingError as error:
-        # Without its fix: rerunning record.py here would record the CPU, not the TPU.
-        raise RefusedRecording(error.what) from None
-    environment = recording["environment"]
-    lines = recording["stdout"].splitlines()
-    problems = [
-        (recording["lessonId"] == lesson_id, f"it records {recording['lessonId']!r}"),
-        (environment["backend"] == backend, f"its backend is {environment['backend']!r}"),
-        (environment["deviceCount"] == devices,
-         f"it ran on {environment['deviceCount']} devices, not {devices}"),
-        (environment.get("processCount", 1) == processes,
-         f"it ran in {environment.get('processCount', 1)} processes, not {processes}"),
-        (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
-         f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
-        (bool(lines) and lines[-1] == f"PASS: {lesson_id}",
-         f"its stdout does not end with 'PASS: {lesson_id}'"),
-    ]
-    for ok, why in problems:
-        if not ok:
-            raise RefusedRecording(f"the fetched recording is not a {devices}-chip "
-                                   f"{backend.upper()} run of {lesson_id}: {why}")
-    # A run of the lesson module stores its going-further module's results too.
-    extra = lesson.also_run_with() if lesson and Path(module_path) == lesson.path() else ()
-    changed = stale_inputs(recording, content_files(module_path, root, extra))
-    if changed:
-        raise RefusedRecording(f"the fetched recording was made from other code than this "
-                               f"checkout ({', '.join(changed)} differ); commit your changes "
-                               f"and rerun the job")
+def fetched_recording(path, lesson, variant, root=ROOT):
+    """The recording at `path`, validated against the lesson's schemas and current with
+    this checkout's code and pins, as recordings/<id>.<variant>.json would be."""
+    module = lesson.path(hardware_module(lesson, variant))
+    output = RecordingOutput(
+        str(Path(path).resolve()), module.relative_to(lesson.root).as_posix(),
+        hardware_fix(f"recordings/{lesson.id}.{variant}.json", lesson.id), True, lesson,
+        tuple(extra.relative_to(lesson.root).as_posix()
+              for extra in lesson.also_run_with(hardware_module(lesson, variant))))
+    recording, problems = recording_state(output, root)
+    if problems:
+        raise RefusedRecording(f"the fetched {variant} recording is refused: {problems[0]}")
     return recording
 
 
-def check_tpu_sweep(path, lesson, root=ROOT, chips=DEVICES, backend="tpu"):
-    """Return the sweep at `path` if it is a current TPU sweep of the lesson's `sweep`
-    module (scripts/bench.py --platform tpu) on at most `chips` chips."""
-    try:
-        recording = load_recording(path, lesson=registered_lesson(lesson.id, root))
-    except RecordingError as error:
-        raise RefusedRecording(error.what) from None  # its fix would sweep this machine
-    environment = recording["environment"]
-    most = max((row["ranks"] for row in recording.get("rows", [])), default=0)
-    problems = [
-        (recording["lessonId"] == lesson.id, f"it records {recording['lessonId']!r}"),
-        (recording["kind"] == "sweep", f"it is a {recording['kind']!r} recording"),
-        (environment["backend"] == backend, f"its backend is {environment['backend']!r}"),
-        (backend != "tpu" or "TPU" in environment.get("deviceKind", ""),
+def refuse_unless(checks, what):
+    for ok, why in checks:
+        if not ok:
+            raise RefusedRecording(f"{what}: {why}")
+
+
+def check_tpu_recording(path, lesson, root=ROOT):
+    """The recording at `path` if it is a current TPU run of the lesson on its `devices`
+    chips that ended in PASS."""
+    recording = fetched_recording(path, lesson, "tpu", root)
+    environment, lines = recording["environment"], recording["stdout"].splitlines()
+    refuse_unless([
+        (environment["backend"] == "tpu", f"its backend is {environment['backend']!r}"),
+        (environment["deviceCount"] == lesson.devices,
+         f"it ran on {environment['deviceCount']} devices, not {lesson.devices}"),
+        ("TPU" in environment.get("deviceKind", ""),
          f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
-        (most <= chips, f"it measured p = {most}, more than the VM's {chips} chips"),
+        (bool(lines) and lines[-1] == f"PASS: {lesson.id}",
+         f"its stdout does not end with 'PASS: {lesson.id}'"),
+    ], f"the fetched recording is not a {lesson.devices}-chip TPU run of {lesson.id}")
+    return recording
+
+
+def check_tpu_sweep(path, lesson, root=ROOT):
+    """The sweep at `path` if it is a current TPU sweep of the lesson's `sweep` module
+    (bench.py --platform tpu) on at most its `devices` chips, with looped rows."""
+    recording = fetched_recording(path, lesson, "tpu-sweep", root)
+    environment, rows = recording["environment"], recording.get("rows", [])
+    most = max((row["ranks"] for row in rows), default=0)
+    refuse_unless([
+        (recording["kind"] == "sweep", f"it is a {recording['kind']!r} recording"),
+        (environment["backend"] == "tpu", f"its backend is {environment['backend']!r}"),
+        ("TPU" in environment.get("deviceKind", ""),
+         f"its deviceKind {environment.get('deviceKind')!r} names no TPU"),
+        (most <= lesson.devices, f"it measured p = {most}, more than the VM's "
+                                 f"{lesson.devices} chips"),
         # The predictions are of each collective's own cost: a looped call less a single one.
-        (any(row["collectivesPerCall"] > 1 for row in recording.get("rows", [])),
+        (any(row["collectivesPerCall"] > 1 for row in rows),
          "it has no looped rows (collectivesPerCall > 1) to take each collective's own "
          "cost from"),
-    ]
-    for ok, why in problems:
-        if not ok:
-            raise RefusedRecording(f"the fetched sweep is not a {backend.upper()} sweep of "
-                                   f"{lesson.id} on {chips} chips: {why}")
-    changed = stale_inputs(recording, content_files(lesson.path(lesson.sweep), root))
-    if changed:
-        raise RefusedRecording(f"the fetched sweep was made from other code than this "
-                               f"checkout ({', '.join(changed)} differ); commit your changes "
-                               f"and rerun the job")
+    ], f"the fetched sweep is not a TPU sweep of {lesson.id} on {lesson.devices} chips")
     return recording
 
-
-def install_recording(source, target):
-    """Copy `source` over `target` atomically: a reader sees the old file or the new one.
-
-    Staged beside `target` first, because os.replace is atomic only within one file
-    system and the fetched file sits in a temporary directory that may be elsewhere.
-    """
-    write_atomically(Path(target), read_bytes(source))  # a regular file, of bounded size
-
-
-def slice_recording(data_path, stdout_path, lesson, command, duration_s, root=ROOT):
-    """The recording of a slice's run, made here from what rank 0 left on worker 0 (its
-    data JSON and stdout), as record.py makes one from a process run: one header, the
-    lesson's environment, validated against the schema (by the check that follows). Its
-    jaxlib and matplotlib versions are this checkout's: the workers installed the same
-    pins. Raises RefusedRecording."""
-    from scripts.record import RecordError, check_stdout, executed_recording
-
-    try:
-        data = read_json(data_path)
-        stdout = read_bytes(stdout_path).decode("utf-8")
-        check_stdout(lesson.id, stdout)
-        recording = executed_recording(lesson, lesson.rank_module, stdout,
-                                       data, duration_s, command)
-    except (RecordingError, ValueError, RecordError) as error:
-        raise RefusedRecording(f"rank 0's output from worker 0 does not make a recording "
-                               f"({error})") from None
-    return recording

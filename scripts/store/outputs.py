@@ -285,8 +285,6 @@ def derived_outputs(lesson):
 HARDWARE_FIXES = {
     "tpu": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
            "--delete",
-    "tpu-processes": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-16 "
-                     "--create --delete",
     # The job runs the lesson's sweep on the same single-host VM, after the lesson.
     "tpu-sweep": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 "
                  "--create --delete",
