@@ -173,9 +173,13 @@ def lowered_collectives(program, *args):
 
 def shard_listing(result):
     """(device id, slice of the global vector, values to 5 digits) per shard held here."""
-    return [(shard.device.id, f"{shard.index[0].start}:{shard.index[0].stop}",
-             [float(f"{value:.5g}") for value in shard.data])
-            for shard in sorted(result.addressable_shards, key=lambda s: s.device.id)]
+    listing = []
+    for shard in sorted(result.addressable_shards, key=lambda s: s.device.id):
+        # A shard holding the whole axis (one device) has the index slice(None, None).
+        start, stop, _ = shard.index[0].indices(result.shape[0])
+        listing.append((shard.device.id, f"{start}:{stop}",
+                        [float(f"{value:.5g}") for value in shard.data]))
+    return listing
 # --8<-- [end:verify]
 
 

@@ -28,7 +28,7 @@ def digests(root, folders):
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
     root = project_copy(tmp_path_factory.mktemp("second").resolve() / "repo",
-                        PROJECT_PARTS + ("tests",))
+                        PROJECT_PARTS + ("tests", "benchmarks"))
     remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
     # Its module, its figure's renderer, its entry and its page (no nav line: the build

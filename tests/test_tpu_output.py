@@ -158,17 +158,14 @@ def test_the_one_chip_environment_never_stands_in_for_the_lesson_s_chips(tmp_pat
     assert (environment["backend"], environment["deviceCount"]) == ("tpu", 1)
 
 
-@pytest.mark.xfail(strict=True, raises=RefusedRecording, reason=(
-    "the lesson's shard_listing writes a one-device shard's index as 'None:None', which its "
-    "data schema refuses; the fix (slice.indices) changes distributed_03.py, so it waits for "
-    "the lesson's next recording"))
-def test_the_real_one_chip_run_passes_every_check_of_a_one_device_lesson(tmp_path):
-    try:
+def test_the_real_one_chip_run_is_refused_only_for_the_shard_index_its_lesson_wrote(tmp_path):
+    """The lesson at the commit that ran on the chip wrote a one-device shard's index as
+    'None:None', which its data schema refuses: that defect alone, and the lesson now
+    writes 0:n (tests/test_lesson.py)."""
+    with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(one_chip_recording(tmp_path, run=one_chip_run()),
                             dataclasses.replace(SEED, devices=1))
-    except RefusedRecording as refused:
-        assert "invalid at data/shards/0/1: 'None:None'" in str(refused)  # that defect alone
-        raise
+    assert "invalid at data/shards/0/1: 'None:None'" in str(refused.value)
 
 
 # --- the TPU page's recorded branch says what the recording holds ---------------------------
