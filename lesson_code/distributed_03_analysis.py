@@ -204,6 +204,13 @@ def message_check(traffic, ranks):
     return found
 
 
+def resent_bytes(traffic):
+    """Per traffic row, the bytes per call the kernel sent again, fewest and most over
+    the ranks: retransmissions differ from rank to rank, so a page quotes their range."""
+    return [{"min": min(row["retransmittedBytesPerRank"]),
+             "max": max(row["retransmittedBytesPerRank"])} for row in traffic]
+
+
 FLOAT32_BYTES = 4  # make_problem's gradient is float32
 
 
@@ -256,6 +263,7 @@ def analyse_executed(recording):
     if "traffic" in data:
         result["messageCheck"] = message_check(data["traffic"],
                                                recording["environment"]["processCount"])
+        result["resent"] = resent_bytes(data["traffic"])
     return result
 
 

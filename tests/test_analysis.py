@@ -289,6 +289,14 @@ def test_gloo_messages_and_dependent_rounds_follow_its_source():
             for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 3, 6]
 
 
+def test_retransmissions_are_quoted_as_their_range_over_the_ranks():
+    """Content review L3: a sentence that picked ranks 0 and 3 hid rank 1's 10.1 B."""
+    traffic = [{"retransmittedBytesPerRank": [1.44, 10.1, 4.04, 0.48]},
+               {"retransmittedBytesPerRank": [0.0, 0.0, 0.0, 0.0]}]
+    assert analysis.resent_bytes(traffic) == [{"min": 0.48, "max": 10.1},
+                                             {"min": 0.0, "max": 0.0}]
+
+
 def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload():
     """G for the lesson's summary table: its float32 values, and the ring payload the run
     printed must be the model's for that G, or the analysis stops."""
