@@ -4,6 +4,8 @@ check every result.
 The caller fixes the device count first (`configure_devices`, or tests/conftest.py);
 nothing here touches a device at import time.
 """
+import ctypes
+import platform
 import resource
 import time
 
@@ -19,9 +21,9 @@ RING_COLLECTIVES = ("ring_reduce_scatter", "ring_all_reduce")
 COLLECTIVES = XLA_COLLECTIVES + RING_COLLECTIVES
 
 # 8 B .. 32 MiB, a factor 4 apart: the small end is where the lesson's 8-value gradient
-# lives; the large end is far past where p devices' buffers (about 2 p S) fill a last-level
-# cache, so the largest rows show what main memory does.
-SIZES = tuple(8 * 4**k for k in range(12))
+# lives. 12, 16 and 24 MiB locate the step that a warm collective's cost takes between
+# 8 and 32 MiB (the allocator page reads it).
+SIZES = tuple(sorted({8 * 4**k for k in range(12)} | {s * 2**20 for s in (12, 16, 24)}))
 
 
 def element_count(nbytes, ranks, itemsize=4):
@@ -54,18 +56,16 @@ def program_facts(ranks):
     ring = ranks - 1
     return {
         "all_reduce": {"phases": 2, "steps": 1, "ring": False,
-                       "touchedOverS": 2 + (ranks - 1) / ranks, "workingSetOverS": 2 * ranks},
+                       "touchedOverS": 2 + (ranks - 1) / ranks},
         "reduce_scatter": {"phases": 1, "steps": 1, "ring": False,
-                           "touchedOverS": 1 + 1 / ranks, "workingSetOverS": ranks + 1},
-        "all_gather": {"phases": 1, "steps": 1, "ring": False,
-                       "touchedOverS": 2, "workingSetOverS": 2 * ranks},
+                           "touchedOverS": 1 + 1 / ranks},
+        "all_gather": {"phases": 1, "steps": 1, "ring": False, "touchedOverS": 2},
         "reduce_scatter_all_gather": {"phases": 2, "steps": 2, "ring": False,
-                                      "touchedOverS": 3 + 1 / ranks,
-                                      "workingSetOverS": 2 * ranks},
+                                      "touchedOverS": 3 + 1 / ranks},
         "ring_reduce_scatter": {"phases": 1, "steps": ring, "ring": True,
-                                "touchedOverS": None, "workingSetOverS": ranks + 1},
+                                "touchedOverS": None},
         "ring_all_reduce": {"phases": 2, "steps": 2 * ring, "ring": True,
-                            "touchedOverS": None, "workingSetOverS": 2 * ranks},
+                            "touchedOverS": None},
     }
 
 
@@ -128,12 +128,13 @@ def looped(body, collectives):
 # --8<-- [end:looped]
 
 
-# Collectives per call in the looped variant of every program, by backend. On CPU each
-# 32 MiB collective takes tens of milliseconds, so 4 keep the sweep minutes long and still
-# leave three collectives that reuse the first one's buffers. On TPU a call's dispatch
-# (tens of us) is far longer than a small collective (about 1 us a hop), so the loop must
-# be long for the difference between the two variants to dwarf the dispatch's jitter.
-LOOP_COLLECTIVES = {"cpu": 4, "tpu": 64}
+# Collectives per call in the looped variant of every program, by backend. One more in
+# the loop is the difference of the two variants over the loop's extra collectives, so
+# whatever differs between the two calls (a page fault, a slow spell) is divided by
+# that many. On CPU a 32 MiB collective takes tens of milliseconds: 8 keep the sweep
+# within half an hour. On TPU a call's dispatch (tens of us) is far longer than a small
+# collective (about 1 us a hop), so the loop must be long to dwarf the dispatch's jitter.
+LOOP_COLLECTIVES = {"cpu": 8, "tpu": 64}
 
 
 def loop_collectives():
@@ -237,6 +238,30 @@ def ring_mesh(devices):
     return jax.make_mesh((len(devices),), ("data",), (AxisType.Auto,), devices=devices)
 
 
+def small_integers(rng, ranks, n):
+    """f32[ranks, n] of small integers: every float32 sum of them is exact in any order,
+    so a result is either right or wrong, with no tolerance to tune."""
+    return rng.integers(-8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
+
+
+def placed_inputs(mesh, contributions):
+    """Both input layouts on the devices, placed once before timing, so no host-to-device
+    transfer is inside a sample."""
+    return {ROWS: jax.device_put(contributions, NamedSharding(mesh, ROWS)),
+            SPLIT: jax.device_put(contributions[0], NamedSharding(mesh, SPLIT))}
+
+
+def time_program(mesh, collective, looping, placed, contributions, plan):
+    """One row's timing of one program, `looping` collectives per call; compiled here, so
+    compilation stays out of every timed call."""
+    body, in_spec, out_spec = PROGRAMS[collective]
+    arg = placed[in_spec]
+    call = jax.jit(jax.shard_map(looped(body, looping) if looping > 1 else body, mesh=mesh,
+                                 in_specs=in_spec, out_specs=out_spec))
+    return time_collective(call.lower(arg).compile(), arg,
+                           reference(collective, contributions), plan)
+
+
 def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
     """Two rows per (size, collective) on a 1-D mesh over `devices`, one block of samples
     each: one collective per call (`collectivesPerCall` 1: a fresh output every call) and
@@ -252,29 +277,62 @@ def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
     rng = np.random.default_rng(ranks)
     rows = []
     for requested, nbytes in sizes_for(sizes, ranks):
-        n = nbytes // 4
-        # Small integers make every float32 sum exact in any order, so a result is either
-        # right or wrong: no tolerance to tune, and `wrong` counts real errors only.
-        contributions = rng.integers(-8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
-        # Placed once, before timing, so no host-to-device transfer is inside a sample.
-        placed = {ROWS: jax.device_put(contributions, NamedSharding(mesh, ROWS)),
-                  SPLIT: jax.device_put(contributions[0], NamedSharding(mesh, SPLIT))}
+        contributions = small_integers(rng, ranks, nbytes // 4)
+        placed = placed_inputs(mesh, contributions)
         turns = [(name, k) for name in PROGRAMS for k in (1, looping)]
         shift = (block + len(rows) // len(turns)) % len(turns)
         for position, (collective, k) in enumerate(turns[shift:] + turns[:shift]):
-            body, in_spec, out_spec = PROGRAMS[collective]
-            arg = placed[in_spec]
-            # Lowering and compiling here keeps compilation out of every timed call.
-            call = jax.jit(jax.shard_map(looped(body, k) if k > 1 else body, mesh=mesh,
-                                         in_specs=in_spec, out_specs=out_spec))
-            call = call.lower(arg).compile()
-            timing = time_collective(call, arg, reference(collective, contributions), plan)
+            timing = time_program(mesh, collective, k, placed, contributions, plan)
             rows.append({"collective": collective, "ranks": ranks, "block": block,
                          "position": position, "requestedBytes": requested,
-                         "bytes": n * 4, "collectivesPerCall": k, **timing})
-            on_step(f"{collective} x{k} {n * 4} B")
+                         "bytes": nbytes, "collectivesPerCall": k, **timing})
+            on_step(f"{collective} x{k} {nbytes} B")
         del placed, contributions  # the 32 MiB step holds p copies; free before the next
     return rows
+
+
+# --8<-- [start:keep_freed]
+# glibc's malloc gives freed memory back to the kernel: a buffer above its mmap threshold
+# by munmap, and a heap's top once more than the trim threshold lies free there. The next
+# buffer is mapped afresh, one page fault per page written. These mallopt parameters
+# (numbered as in glibc's malloc.h) keep it instead: no buffer gets a mapping of its own,
+# and a heap's top is trimmed only past 1 GiB and grown 256 MiB at a time. A program sets
+# the same ones without code as it starts: MALLOC_MMAP_MAX_=0
+# MALLOC_TRIM_THRESHOLD_=1073741824 MALLOC_TOP_PAD_=268435456 in its environment.
+KEEP_FREED_MEMORY = {"M_MMAP_MAX": (-4, 0), "M_TRIM_THRESHOLD": (-1, 2**30),
+                     "M_TOP_PAD": (-2, 2**28)}
+
+
+def keep_freed_memory():
+    """Set KEEP_FREED_MEMORY for the rest of this process; False where the C library is
+    not glibc, whose parameters these are."""
+    if platform.libc_ver()[0] != "glibc":
+        return False
+    mallopt = ctypes.CDLL(None).mallopt
+    return all(mallopt(number, value) == 1 for number, value in KEEP_FREED_MEMORY.values())
+# --8<-- [end:keep_freed]
+
+
+ALLOCATOR_PROGRAMS = ("all_reduce", "reduce_scatter", "all_gather")
+
+
+def allocator_probe(devices, nbytes, plan, block=0):
+    """The one-collective rows of ALLOCATOR_PROGRAMS at `nbytes` again, with glibc's malloc
+    keeping freed memory: what the setting does to a call's page faults and time. It holds
+    for the rest of the process, so the worker runs this last. None on chips (the host's
+    malloc holds none of their buffers) and without glibc."""
+    if jax.default_backend() != "cpu" or not keep_freed_memory():
+        return None
+    ranks, mesh = len(devices), ring_mesh(devices)
+    contributions = small_integers(np.random.default_rng(ranks), ranks, nbytes // 4)
+    placed = placed_inputs(mesh, contributions)
+    rows = [{"collective": collective, "ranks": ranks, "block": block, "position": position,
+             "requestedBytes": nbytes, "bytes": nbytes, "collectivesPerCall": 1,
+             **time_program(mesh, collective, 1, placed, contributions, plan)}
+            for position, collective in enumerate(ALLOCATOR_PROGRAMS)]
+    return {"ranks": ranks, "block": block, "glibc": platform.libc_ver()[1],
+            "mallopt": {name: value for name, (_, value) in KEEP_FREED_MEMORY.items()},
+            "rows": rows}
 
 
 def donation_probe(devices, nbytes, calls=3):
@@ -289,8 +347,7 @@ def donation_probe(devices, nbytes, calls=3):
     """
     mesh, ranks = ring_mesh(devices), len(devices)
     n = nbytes // 4
-    contributions = np.random.default_rng(ranks).integers(
-        -8, 9, size=(ranks, n), dtype=np.int8).astype(np.float32)
+    contributions = small_integers(np.random.default_rng(ranks), ranks, n)
     expected = reference("ring_all_reduce", contributions)
     probe = {"ranks": ranks, "bytes": nbytes}
     for name, donated in (("kept", ()), ("donated", (0,))):

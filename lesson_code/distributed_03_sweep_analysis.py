@@ -1,5 +1,5 @@
 """What distributed-03's message-size sweep means: medians with intervals, fits below
-each program's cache boundary, ratios against two predictions, and verdicts in words.
+the fault onset, ratios of warm collectives against two predictions, verdicts in words.
 
 Derived from recordings/distributed-03.sweep.json alone (lesson_code/distributed_03_analysis.py
 routes the "sweep" variant here). NumPy only; rewording re-renders, never re-measures.
@@ -7,11 +7,10 @@ Every verdict compares paired blocks: block b measured p = 2, 4, 8 one after ano
 inside each, every program at one size in turn, so a ratio taken within a block shares
 that block's conditions.
 """
-import math
-
 import numpy as np
 
 from lesson_code import distributed_03_sweep_faults as faults
+from lesson_code.distributed_03_sweep_step import analyse_step
 from scripts import intervals
 from scripts.sweep import analysis as sweep_math
 from scripts.units import format_bytes  # the size labels, written as the figures write sizes
@@ -54,19 +53,8 @@ def points(blocks, fault_blocks, programs):
     return out
 
 
-def cache_boundary(collective, ranks, programs, cache_bytes):
-    """The S at which the working set (about workingSetOverS x S over the p devices'
-    inputs and outputs) fills the last-level cache: sizes below it are fitted; None when
-    the cache size is unknown. Rounded up to a whole byte: a size (a whole number of
-    bytes) is below the boundary exactly when it is below its ceiling, and a byte count
-    survives scripts/analysis_text.py's six significant digits only as an int."""
-    if not cache_bytes:
-        return None
-    return math.ceil(cache_bytes / programs[str(ranks)][collective]["workingSetOverS"])
-
-
 def fit_one(sizes, medians, boundary):
-    """alpha-beta over the sizes whose working set fits the cache (at least three)."""
+    """alpha-beta over the sizes below `boundary` (None: every size), at least three."""
     s = np.asarray(sizes, dtype=float)
     t = np.asarray(medians, dtype=float) * 1e-6
     inside = s < boundary if boundary else np.ones_like(s, dtype=bool)
@@ -76,15 +64,13 @@ def fit_one(sizes, medians, boundary):
     return alpha, beta, inside
 
 
-def fits(blocks, points_by_series, programs, cache_bytes, fault_onset=None):
+def fits(blocks, points_by_series, boundary=None):
     """fits[collective][str(p)]: the fit of the medians, with alpha's interval from the
-    same fit made block by block, over the sizes below both the program's cache boundary
-    and the fault onset (from there on, the allocator is a second mechanism)."""
+    same fit made block by block, over the sizes below the fault onset `boundary` (from
+    there on, the allocator is a second mechanism)."""
     result = {}
     for (collective, ranks), series in sorted(points_by_series.items()):
         sizes = sorted(series)
-        cache = cache_boundary(collective, ranks, programs, cache_bytes)
-        boundary = cache if fault_onset is None else min(cache or fault_onset, fault_onset)
         alpha, beta, inside = fit_one(sizes, [series[s]["medianUs"] for s in sizes], boundary)
         per_block = []
         for b in range(len(blocks[collective, ranks, sizes[0]])):
@@ -103,7 +89,6 @@ def fits(blocks, points_by_series, programs, cache_bytes, fault_onset=None):
             "nHalfKiB": (sweep_math.one_significant_figure(alpha * beta / 1024)
                          if beta else None),
             "fittedSizes": len(fitted), "fitMaxBytes": int(max(fitted)),
-            "cacheBoundaryBytes": cache,
             "maxRelResidual": sweep_math.max_relative_residual(fitted, fitted_t, alpha, beta),
             "largestOverFit": series[largest]["medianUs"] * 1e-6 / predicted}
     return result
@@ -112,7 +97,10 @@ def fits(blocks, points_by_series, programs, cache_bytes, fault_onset=None):
 def agreement(ratio, predicted):
     """Does the interval of a measured ratio agree with a predicted value? "supported"
     when the whole interval lies within 25 % of it, "contradicted" when the whole
-    interval lies outside that band, "inconclusive" when it straddles an edge."""
+    interval lies outside that band, "inconclusive" when it straddles an edge or rests on
+    fewer than faults.MIN_BLOCKS blocks."""
+    if ratio["n"] < faults.MIN_BLOCKS:
+        return intervals.INCONCLUSIVE
     low_edge, high_edge = predicted / TOLERANCE, predicted * TOLERANCE
     if low_edge <= ratio["low"] and ratio["high"] <= high_edge:
         return intervals.SUPPORTED
@@ -129,24 +117,32 @@ def touched_prediction(top, bottom, programs, ranks):
     return facts[top]["touchedOverS"] / facts[bottom]["touchedOverS"]
 
 
-def ratios(blocks, ranks_list, nbytes, programs):
-    """At size `nbytes` (the largest below the fault onset), per p: each ratio's interval
-    against the ring model and against the bytes each device touches; the rest is what
-    neither explains."""
+def ratios(t, ranks_list, nbytes, programs):
+    """At size `nbytes` (the largest), per p: each ratio of two programs' warm,
+    allocation-free costs (one more in the loop), block by block over the blocks where
+    both were, against the ring model and against the bytes each device touches; the
+    rest is what neither explains."""
     by_ranks = {}
     for p in ranks_list:
         entry = {}
         for name, (top, bottom, model) in RATIOS.items():
-            if (top, p, nbytes) not in blocks or (bottom, p, nbytes) not in blocks:
+            if (top, p, nbytes) not in t.loops or (bottom, p, nbytes) not in t.loops:
                 continue
-            ratio = intervals.paired_ratio(blocks[top, p, nbytes], blocks[bottom, p, nbytes])
+            ratio, _ = faults.paired_ratio(faults.warm_costs(t, (top, p, nbytes)),
+                                           faults.warm_costs(t, (bottom, p, nbytes)))
+            total = len(t.calls[top, p, nbytes])
             touched = touched_prediction(top, bottom, programs, p)
-            entry[name] = {**ratio, "words": ratio_words(ratio), "ringModel": model,
+            if ratio is None:  # no block where both were allocation-free: nothing to say
+                ratio = {"median": None, "low": None, "high": None, "n": 0}
+            unexplained = ratio["median"] / touched if touched and ratio["n"] else None
+            entry[name] = {**ratio, "ringModel": model,
+                           "words": ratio_words(ratio, total),
                            "label": f"{LABELS[top]} / {LABELS[bottom]}",
                            "ringModelVerdict": agreement(ratio, model),
                            "touchedPrediction": touched,
                            "touchedVerdict": agreement(ratio, touched) if touched else None,
-                           "unexplained": ratio["median"] / touched if touched else None}
+                           "unexplained": unexplained,
+                           "unexplainedWords": faults.times_words(unexplained)}
         by_ranks[str(p)] = entry
     return by_ranks
 
@@ -165,9 +161,13 @@ def ratio_series(points_by_series, ranks_list):
     return out
 
 
-def ratio_words(ratio):
+def ratio_words(ratio, total=None):
+    """'2.25 (94% interval 2.02–2.46)', saying how many blocks it rests on when not all."""
+    if not ratio["n"]:
+        return f"no block of {total} allocation-free for both"
+    kept = faults.blocks_words(ratio["n"], total) if total else ""
     return (f"{ratio['median']:.2f} ({ratio['coverage']:.0%} interval {ratio['low']:.2f}–"
-            f"{ratio['high']:.2f})")
+            f"{ratio['high']:.2f}{kept})")
 
 
 def paired_across_ranks(per_block_top, per_block_bottom):
@@ -244,13 +244,17 @@ def fit_words(step_table, worst):
     miss = intervals.median_interval([max(entry["maxRelResidualByBlock"][b]
                                           for entry in step_table.values())
                                       for b in range(blocks)])
+    # "Every rendezvous costs about the same" is the claim its verdict is counted for.
     if miss["high"] <= margin:
+        verdict = intervals.SUPPORTED
         reading = "which is what equal costs per rendezvous would give"
     elif miss["low"] > margin:
+        verdict = intervals.CONTRADICTED
         reading = "so the rendezvous do not all cost the same"
     else:
+        verdict = intervals.INCONCLUSIVE
         reading = f"across the {margin:.0%} margin: inconclusive"
-    return {"worstMissByBlock": miss,
+    return {"worstMissByBlock": miss, "fitVerdict": verdict,
             "fitWords": f"one line fits every program within {worst:.0%} at each p "
                         f"(block by block, {miss['low']:.0%}–{miss['high']:.0%}), {reading}"}
 
@@ -305,23 +309,31 @@ def verdict_counts(*groups):
 def analyse(recording):
     rows, programs = recording["rows"], recording["programs"]
     blocks = grouped_blocks(rows)
+    t = faults.timings(recording)
     ranks_list = sorted({row["ranks"] for row in rows})
-    largest = max(row["bytes"] for row in rows)
-    cache = recording.get("lastLevelCacheBytes")
+    common = sorted(set.intersection(*({row["bytes"] for row in rows if row["ranks"] == p}
+                                       for p in ranks_list)))
+    largest = common[-1]
     collectives = list(programs[str(ranks_list[0])])
-    # The ratios and the busbw comparison stand where no program's calls fault in their
-    # outputs: at the largest size below the onset.
-    fault_table = faults.analyse_faults(recording, ranks_list, collectives, largest)
-    below_onset = fault_table["ratioBytes"]
+    fault_table = faults.analyse_faults(recording, t, ranks_list, collectives, largest)
+    below_onset = fault_table["belowOnsetBytes"]
+    # The step into the largest size, from a quarter of it where that was measured.
+    step_from = max((n for n in common if n <= largest / 4), default=common[0])
+    fault_table["step"] = analyse_step(t, recording, ranks_list, step_from, largest, LABELS)
+    fault_table["verdictCounts"] = verdict_counts(
+        [{"verdict": v} for v in fault_table["step"]["verdicts"]],
+        [{"verdict": v} for v in fault_table["keepFreed"]["verdicts"]])
     point_list = points(blocks, sweep_math.grouped(rows, looped=False, field="minorFaults"),
                         programs)
     by_series = {}
     for row in point_list:
         by_series.setdefault((row["collective"], row["ranks"]), {})[row["bytes"]] = row
-    fit_table = fits(blocks, by_series, programs, cache, fault_table["onsetBytes"])
+    fit_table = fits(blocks, by_series, fault_table["onsetBytes"])
     fit_table = {c: fit_table[c] for c in collectives if c in fit_table}
     step_table, step_summary = steps(fit_table, programs, ranks_list)
-    ratio_table = ratios(blocks, ranks_list, below_onset, programs)
+    # Warm and allocation-free at the largest size: the ratios; the busbw comparison of
+    # whole calls stands where no program's calls fault in their outputs.
+    ratio_table = ratios(t, ranks_list, largest, programs)
     alpha_trend = alpha_with_ranks(fit_table, ranks_list)
     peaks, falls = busbw(point_list, blocks, programs, ranks_list, below_onset)
     every_fit = [fit for by_p in fit_table.values() for fit in by_p.values()]
@@ -344,17 +356,18 @@ def analyse(recording):
                                         for f in every_fit if f["alphaUs"] > 0 and f["betaGBps"]),
                                        default=None)},
         "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
-        "ratios": {"bytes": below_onset, "belowOnset": ratio_table,
+        "ratios": {"bytes": largest, "warm": ratio_table,
                    "byRanks": ratio_series(by_series, ranks_list),
                    "model": {name: model for name, (_, _, model) in RATIOS.items()}},
         "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls, "faults": fault_table,
         "verdictCounts": verdict_counts(alpha_trend.values(), [step_summary], ring_verdicts,
-                                        touched_verdicts),
-        "host": host(recording), "lastLevelCacheBytes": cache,
+                                        touched_verdicts,
+                                        [{"verdict": step_summary["fitVerdict"]}]),
+        "host": host(recording),
         "memcpyGBps": recording["memcpyGBps"], "memcpyBytes": recording["memcpyBytes"],
         "blocks": recording["method"]["blocks"],
-        "sizeLabels": {"largest": format_bytes(largest), "ratios": format_bytes(below_onset),
-                       "lastLevelCache": format_bytes(cache) if cache else "unknown",
+        "sizeLabels": {"largest": format_bytes(largest), "ratios": format_bytes(largest),
+                       "belowOnset": format_bytes(below_onset),
                        "memcpy": format_bytes(recording["memcpyBytes"]),
                        "smallest": {str(p): format_bytes(min(r["bytes"] for r in rows
                                                              if r["ranks"] == p))

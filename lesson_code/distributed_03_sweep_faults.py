@@ -1,14 +1,16 @@
-"""What the sweep's page faults say: where the allocator starts to set the time, and what
-one collective costs once its buffers are reused.
+"""What the sweep's page faults say: where the allocator starts to set a call's time, what
+a warm, allocation-free collective costs, and what keeping freed memory changes.
 
 Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py),
-from the recording alone. Every sample row keeps the minor page faults its calls took;
-every program was timed twice in each block, one collective per call (a fresh output
-each call) and `collectivesPerCall` of them in one loop (the loop's buffers allocated
-once per call and reused). Each block measured both in the same turn of their size, so
-the difference of the two, taken block by block, is what one more collective costs with
-nothing allocated and nothing dispatched: its own cost.
+from the recording alone. Every sample keeps the minor page faults its calls took. Every
+program was timed twice in each block, in the same turn: one collective per call (a fresh
+output each call) and `collectivesPerCall` of them in one loop (its buffers allocated once
+per call, then reused). Their difference over the loop's extra collectives is one more
+collective with its buffers warm and nothing dispatched; where the two calls faulted alike
+it holds no allocation either.
 """
+from dataclasses import dataclass
+
 import numpy as np
 
 from scripts import intervals
@@ -20,8 +22,36 @@ from scripts.units import format_bytes
 # that the allocator hands back some outputs' memory some of the time, and the counts
 # move from block to block.
 FAULTED_SHARE = 0.75
+# One more in the loop is allocation-free in a block when the loop's call and the single
+# call faulted alike: apart by at most this share of the outputs per extra collective. A
+# fault costs up to about three times what a collective spends on a page of its output
+# (in an earlier sweep at 32 MiB: a call, less one more in the loop, over its faults), so
+# what such a difference adds stays within about 15 %, inside the 25 % margin.
+ALLOCATION_FREE = 0.05
+# Fewer blocks than this leave an interval too wide to decide anything: inconclusive.
+MIN_BLOCKS = 3
 # Donation "took the faults away" when the donated calls faulted under half as much.
 REMOVED_BELOW = 0.5
+
+
+@dataclass(frozen=True)
+class Timings:
+    """A sweep's rows as scripts/sweep/analysis.grouped keys them, (collective, p, S):
+    per call and looped, times and faults per call, every block in order."""
+    calls: dict
+    loops: dict
+    call_faults: dict
+    loop_faults: dict
+    looping: int
+    page_bytes: int
+
+
+def timings(recording):
+    rows = recording["rows"]
+    return Timings(grouped(rows, False, "samplesUs"), grouped(rows, True, "samplesUs"),
+                   grouped(rows, False, "minorFaults"), grouped(rows, True, "minorFaults"),
+                   next(row["collectivesPerCall"] for row in rows
+                        if row["collectivesPerCall"] > 1), recording["pageBytes"])
 
 
 def output_over_s(collective, ranks):
@@ -59,45 +89,70 @@ def onset(fault_blocks, page_bytes):
     return min(found, default=None)
 
 
-def block_ratios(top_values, bottom_values):
-    """median_interval of the block-by-block ratios (None when no bottom is positive)."""
-    ratios = [top / bottom for top, bottom in zip(top_values, bottom_values) if bottom > 0]
-    return intervals.median_interval(ratios) if ratios else None
+def onset_words(start, sizes):
+    """The onset in words, as many sizes as lie at or above it."""
+    if start is None:
+        return "no program's calls do that from any size up: there is no onset"
+    if start == max(sizes):
+        return (f"only at {format_bytes(start)}, the largest size, do some program's calls "
+                f"do that: it is the onset")
+    count = sum(nbytes >= start for nbytes in sizes)
+    return (f"from {format_bytes(start)} up, at each of the {count} sizes measured there, "
+            f"some program's calls do that: {format_bytes(start)} is the onset")
 
 
-def program_at(collective, ranks, nbytes, data, looping, page_bytes):
-    """One program at one size: per call and one more inside the loop, times and faults."""
-    calls, loops, call_faults, loop_faults = data
-    key = (collective, ranks, nbytes)
-    faults = median_of_blocks(call_faults[key])
-    extra_faults = float(np.median(block_differences(loop_faults[key], call_faults[key],
-                                                     looping)))
-    call = median_of_blocks(calls[key])
-    extra = intervals.median_interval(block_differences(loops[key], calls[key], looping))
+def warm_costs(t, key):
+    """One more collective in the loop, block by block (us), None in a block where it was
+    not allocation-free: there the two calls faulted apart, and the difference holds that
+    allocation too."""
+    collective, ranks, nbytes = key
+    faults = block_differences(t.loop_faults[key], t.call_faults[key], t.looping)
+    return [cost if abs(faulted_share(collective, ranks, nbytes, extra, t.page_bytes))
+            <= ALLOCATION_FREE else None
+            for cost, extra in zip(block_differences(t.loops[key], t.calls[key], t.looping),
+                                   faults)]
+
+
+def kept_interval(values):
+    """median_interval of the values of the blocks kept (not None), or None if none is."""
+    kept = [value for value in values if value is not None]
+    return intervals.median_interval(kept) if kept else None
+
+
+def paired_ratio(tops, bottoms):
+    """Block by block top / bottom over the blocks where both are kept and bottom is
+    positive: (median_interval or None, blocks used)."""
+    ratios = [top / bottom for top, bottom in zip(tops, bottoms)
+              if top is not None and bottom is not None and bottom > 0]
+    return (intervals.median_interval(ratios) if ratios else None), len(ratios)
+
+
+def blocks_words(used, total):
+    """'' when every block counts, else '; 4 of 5 blocks': appended inside an interval."""
+    return "" if used == total else f"; {used} of {total} blocks"
+
+
+def program_at(key, t):
+    """One program at one size: a whole call, and one more warm, allocation-free
+    collective in the loop, times and faults."""
+    collective, ranks, nbytes = key
+    faults = median_of_blocks(t.call_faults[key])
+    extra_faults = float(np.median(block_differences(t.loop_faults[key], t.call_faults[key],
+                                                     t.looping)))
+    call = median_of_blocks(t.calls[key])
+    costs = warm_costs(t, key)
+    extra = kept_interval(costs)
+    used = sum(cost is not None for cost in costs)
     # A cost is never below zero: a negative difference is the noise between the timings.
-    shown = [max(extra[key], 0.0) for key in ("median", "low", "high")]
+    shown = [max(extra[name], 0.0) for name in ("median", "low", "high")] if extra else None
+    over = call / extra["median"] if extra and extra["median"] > 0 else None
     return {"callUs": call, "callFaults": faults,
-            "faultedShare": faulted_share(collective, ranks, nbytes, faults, page_bytes),
-            "extra": extra, "extraFaults": max(extra_faults, 0.0),
-            "extraWords": f"{shown[0]:,.0f} ({shown[1]:,.0f}–{shown[2]:,.0f})",
-            "callOverExtra": call / extra["median"] if extra["median"] > 0 else None,
-            "callOverExtraWords": times_words(call / extra["median"]
-                                              if extra["median"] > 0 else None)}
-
-
-def steps(collective, ranks, small, large, data, looping):
-    """How much longer the program takes at `large` than at `small`, per call and for one
-    more collective in the loop, block by block (the bytes grow large / small)."""
-    calls, loops, _, _ = data
-    low, high = (collective, ranks, small), (collective, ranks, large)
-    per_call = block_ratios([float(np.median(b)) for b in calls[high]],
-                            [float(np.median(b)) for b in calls[low]])
-    extra = block_ratios(block_differences(loops[high], calls[high], looping),
-                         block_differences(loops[low], calls[low], looping))
-    return {"perCall": per_call["median"], "perCallInterval": per_call,
-            "extra": extra["median"] if extra else None, "extraInterval": extra,
-            "perCallWords": times_words(per_call["median"]),
-            "extraWords": times_words(extra["median"] if extra else None)}
+            "faultedShare": faulted_share(collective, ranks, nbytes, faults, t.page_bytes),
+            "extra": extra, "extraFaults": max(extra_faults, 0.0), "extraBlocks": used,
+            "extraWords": (f"{shown[0]:,.0f} ({shown[1]:,.0f}–{shown[2]:,.0f}"
+                           f"{blocks_words(used, len(costs))})" if shown
+                           else "no block allocation-free"),
+            "callOverExtra": over, "callOverExtraWords": times_words(over)}
 
 
 def times_words(factor):
@@ -126,54 +181,97 @@ def donation(probes, page_bytes):
     return result
 
 
-def dispatch_share(data, ranks_list, collectives, looping):
+def by_block(rows, field):
+    """{(collective, p, S): {block: median per call}} of one-collective rows."""
+    found = {}
+    for row in rows:
+        values = row[field] if field == "samplesUs" else \
+            [faults / row["callsPerSample"] for faults in row[field]]
+        key = (row["collective"], row["ranks"], row["bytes"])
+        found.setdefault(key, {})[row["block"]] = float(np.median(values))
+    return found
+
+
+def keep_freed(recording, ranks_list):
+    """What telling glibc's malloc to keep freed memory did (the recording's `allocator`
+    probes): per p and program at the largest size, a call's faults and time as the sweep
+    ran it and with the setting, in the same blocks, and whether the calls got faster."""
+    probes = recording.get("allocator") or []
+    if not probes:  # an empty table on the page until `make bench` records the probe
+        return {"byRanks": {str(p): {} for p in ranks_list}, "programs": [], "verdicts": [],
+                "words": "this recording holds no such run (`make bench` records one)"}
+    rows = [row for row in recording["rows"] if row["collectivesPerCall"] == 1]
+    kept_rows = [row for probe in probes for row in probe["rows"]]
+    times = by_block(rows, "samplesUs"), by_block(kept_rows, "samplesUs")
+    faults = by_block(rows, "minorFaults"), by_block(kept_rows, "minorFaults")
+    found = {}
+    for key in times[1]:
+        collective, ranks, nbytes = key
+        blocks = sorted(set(times[0][key]) & set(times[1][key]))
+        ratio = intervals.median_interval([times[0][key][b] / times[1][key][b] for b in blocks])
+        shares = [faulted_share(collective, ranks, nbytes,
+                                float(np.median([side[key][b] for b in blocks])),
+                                recording["pageBytes"]) for side in faults]
+        found.setdefault(str(ranks), {})[collective] = {
+            "faultedShare": shares[0], "keptFaultedShare": shares[1],
+            "callUs": float(np.median([times[0][key][b] for b in blocks])),
+            "keptCallUs": float(np.median([times[1][key][b] for b in blocks])),
+            "fasterWords": (f"{ratio['median']:.1f}× ({ratio['coverage']:.0%} interval "
+                            f"{ratio['low']:.1f}–{ratio['high']:.1f}"
+                            f"{blocks_words(len(blocks), len(times[0][key]))})"),
+            "verdict": intervals.verdict(ratio, predicted_above_one=True)}
+    every = [entry for by_program in found.values() for entry in by_program.values()]
+    worst = max(entry["keptFaultedShare"] for entry in every)
+    return {"byRanks": found,
+            "programs": list(dict.fromkeys(row["collective"] for row in kept_rows)),
+            "glibc": probes[0]["glibc"], "mallopt": probes[0]["mallopt"],
+            "verdicts": [entry["verdict"] for entry in every],
+            "words": (f"no call faulted in more than {worst:.0%} of its outputs, against up "
+                      f"to "
+                      f"{max(entry['faultedShare'] for entry in every):.0%} as the sweep "
+                      f"ran them")}
+
+
+def dispatch_share(t, ranks_list, collectives):
     """At each p's smallest size: one more collective in the loop over a whole call, per
     program; the rest of a call is paid once per call (dispatch, the call's set-up)."""
-    calls, loops, _, _ = data
     shares = []
     for ranks in ranks_list:
-        smallest = min(nbytes for (_, p, nbytes) in calls if p == ranks)
+        smallest = min(nbytes for (_, p, nbytes) in t.calls if p == ranks)
         for collective in collectives:
             key = (collective, ranks, smallest)
-            if key in loops:
-                extra = np.median(block_differences(loops[key], calls[key], looping))
+            if key in t.loops:
+                extra = np.median(block_differences(t.loops[key], t.calls[key], t.looping))
                 # Below zero is noise: one more collective costs at least nothing.
-                shares.append(max(float(extra), 0.0) / median_of_blocks(calls[key]))
+                shares.append(max(float(extra), 0.0) / median_of_blocks(t.calls[key]))
     low, high = min(shares), max(shares)
     return {"min": low, "max": high,
             "words": (f"one more collective inside the loop costs {low:.0%} to {high:.0%} "
                       f"of a whole call")}
 
 
-def analyse_faults(recording, ranks_list, collectives, largest):
-    """Everything the page says about faults: the onset, the size the ratios stand at,
-    each program at the largest size per call and in the loop, the step into the largest
-    size, what donation did, and how much of a small call is the collective."""
-    rows, page_bytes = recording["rows"], recording["pageBytes"]
-    data = (grouped(rows, False, "samplesUs"), grouped(rows, True, "samplesUs"),
-            grouped(rows, False, "minorFaults"), grouped(rows, True, "minorFaults"))
-    looping = next(row["collectivesPerCall"] for row in rows if row["collectivesPerCall"] > 1)
-    start = onset(data[2], page_bytes)
-    common = set.intersection(*({nbytes for (_, p, nbytes) in data[0] if p == ranks}
+def analyse_faults(recording, t, ranks_list, collectives, largest):
+    """What the pages say about faults: the onset and the largest size below it, each
+    program at the largest size per call and warm in the loop, what donation and keeping
+    freed memory did, and how much of a small call is the collective."""
+    start = onset(t.call_faults, t.page_bytes)
+    common = set.intersection(*({nbytes for (_, p, nbytes) in t.calls if p == ranks}
                                 for ranks in ranks_list))
     below = sorted(nbytes for nbytes in common if start is None or nbytes < start)
-    ratio_bytes = below[-1] if below else min(common)
-    at_largest = {str(p): {c: program_at(c, p, largest, data, looping, page_bytes)
-                           for c in collectives} for p in ranks_list}
-    step = {str(p): {c: steps(c, p, ratio_bytes, largest, data, looping)
-                     for c in collectives} for p in ranks_list} \
-        if ratio_bytes != largest else {}
+    below_onset = below[-1] if below else min(common)
+    at_largest = {str(p): {c: program_at((c, p, largest), t) for c in collectives}
+                  for p in ranks_list}
     every = [entry for by_c in at_largest.values() for entry in by_c.values()]
     return {
-        "collectivesPerCall": looping, "pageBytes": page_bytes, "faultedShare": FAULTED_SHARE,
-        "onsetBytes": start, "ratioBytes": ratio_bytes, "bytesStep": largest / ratio_bytes,
+        "collectivesPerCall": t.looping, "pageBytes": t.page_bytes,
+        "faultedShare": FAULTED_SHARE, "allocationFree": ALLOCATION_FREE,
+        "onsetBytes": start, "belowOnsetBytes": below_onset,
         "labels": {"onset": format_bytes(start) if start else "none",
-                   "ratio": format_bytes(ratio_bytes)},
-        "onsetWords": (f"from {format_bytes(start)} up, at every size, some program's calls "
-                       f"do that; that size is the onset" if start else
-                       "no program's calls do that from any size up: there is no onset"),
-        "atLargest": at_largest, "step": step,
+                   "belowOnset": format_bytes(below_onset)},
+        "onsetWords": onset_words(start, sorted(common)),
+        "atLargest": at_largest,
         "largestFaultedShare": {"min": min(e["faultedShare"] for e in every),
                                 "max": max(e["faultedShare"] for e in every)},
-        "donation": donation(recording["donation"], page_bytes),
-        "smallestCall": dispatch_share(data, ranks_list, collectives, looping)}
+        "donation": donation(recording["donation"], t.page_bytes),
+        "keepFreed": keep_freed(recording, ranks_list),
+        "smallestCall": dispatch_share(t, ranks_list, collectives)}

@@ -33,8 +33,7 @@ from scripts.store.recordings import RecordingError, Staging, dumps, header, val
 from scripts.host import host_at_start, warn_if_busy
 from scripts.proc.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
-                                   last_level_cache_bytes, measure_in_subprocess,
-                                   measure_memcpy_gbps)
+                                   l2_cache_bytes, measure_in_subprocess, measure_memcpy_gbps)
 
 # blocks: every p is measured this many times, in turns (p = 2, 4, 8, 2, 4, 8, ...), each
 # block in a fresh worker, so drift and a busy spell fall on every p and show as spread
@@ -57,9 +56,10 @@ def check_rows(rows):
 
 
 def measure_blocks(measure, ranks, sizes, plan, blocks):
-    """Every p, `blocks` times, in turns; each block's rows, the order and the host, and
-    what each p's donation probe found (the worker runs it once, in block 0)."""
-    rows, order, hosts, programs, backend, donation = [], [], [], {}, None, []
+    """Every p, `blocks` times, in turns; each block's rows, the order and the host, what
+    each p's donation probe found (the worker runs it once, in block 0) and each block's
+    allocator probe."""
+    rows, order, hosts, programs, backend, probes = [], [], [], {}, None, ([], [])
     for block in range(blocks):
         for p in ranks:
             measured = measure(p, sizes, plan, block)
@@ -68,23 +68,26 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
             programs[str(p)] = measured["programs"]
             hosts.append({"block": block, "ranks": p, **measured["host"]})
             order.append({"block": block, "ranks": p})
-            donation += [measured["donation"]] if measured.get("donation") else []
-    return rows, order, hosts, programs, backend, donation
+            for found, name in zip(probes, ("donation", "allocator")):
+                found += [measured[name]] if measured.get(name) else []
+    return rows, order, hosts, programs, backend, probes
 
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
-                    cache_bytes=None, order=(), hosts=(), programs=None, command=None,
-                    donation=()):
+                    l2_bytes=None, order=(), hosts=(), programs=None, command=None,
+                    probes=((), ())):
     """The sweep as measured, and only that: every sample of every block, in the order
     they ran, with the host's load around each block. The analysis is derived later."""
+    donation, allocator = probes
     check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
                         "ranks": probe["ranks"], "bytes": probe["bytes"]}
-                       for probe in donation for name in ("kept", "donated")])
+                       for probe in donation for name in ("kept", "donated")]
+               + [row for probe in allocator for row in probe["rows"]])
     recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
     recording.update(method=method, rows=rows, order=list(order), hosts=list(hosts),
                      programs=programs or {}, donation=list(donation),
-                     memcpyGBps=memcpy_gbps, memcpyBytes=MEMCPY_BYTES,
-                     memcpyRepeats=MEMCPY_REPEATS, lastLevelCacheBytes=cache_bytes,
+                     allocator=list(allocator), memcpyGBps=memcpy_gbps,
+                     memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS, l2CacheBytes=l2_bytes,
                      pageBytes=resource.getpagesize(), durationS=duration_s,
                      command=command or ["make", "bench"])
     return recording
@@ -122,8 +125,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
-    rows, order, hosts, programs, backend, donation = measure_blocks(measure, ranks, sizes,
-                                                                     plan, blocks)
+    rows, order, hosts, programs, backend, probes = measure_blocks(measure, ranks, sizes,
+                                                                   plan, blocks)
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__,
                    "loadAverage1m": at_start["loadAverage1m"],
@@ -131,8 +134,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     command = ["make", "bench"] if platform == "cpu" else \
         ["python", "scripts/bench.py", "--platform", platform]
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
-                                time.perf_counter() - start, last_level_cache_bytes(), order,
-                                hosts, programs, command, donation)
+                                time.perf_counter() - start, l2_cache_bytes(), order,
+                                hosts, programs, command, probes)
     files = for_lesson(lesson)
     name = files.recording(sweep_variant(platform))
     validate(recording, f"new recording {name}", " ".join(command), lesson)

@@ -328,12 +328,13 @@ def test_a_host_that_other_work_kept_busy_says_so():
 
 
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),
-                    count=5, cache=32 * 2**20, faults_of=lambda collective, p, nbytes: 0,
-                    own_cost_of=None, looping=4):
+                    count=5, faults_of=lambda collective, p, nbytes: 0,
+                    own_cost_of=None, looping=8, loop_of=None):
     """A sweep recording whose median times are `time_of(collective, p, S)` microseconds
     per call, and `faults_of` minor faults per call; each program is also timed
     `looping` collectives to a call, the extra ones costing `own_cost_of` (default: the
-    whole call's time) and faulting nothing, as buffers reused would."""
+    whole call's time) and faulting nothing, as buffers reused would. `loop_of(block,
+    collective, p, S)` may return (us, faults) a block's looped call adds on top."""
     program_facts = importlib.import_module(SEED.sweep).program_facts
     own_cost_of = own_cost_of or time_of
     rows = []
@@ -342,17 +343,20 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
             for nbytes in sizes:
                 for collective in program_facts(p):
                     t, faults = time_of(collective, p, nbytes), faults_of(collective, p, nbytes)
-                    looped = t + (looping - 1) * own_cost_of(collective, p, nbytes)
-                    for k, per_call in ((1, t), (looping, looped)):
+                    more, more_faults = (loop_of or (lambda *_: (0, 0)))(block, collective,
+                                                                         p, nbytes)
+                    looped = t + (looping - 1) * own_cost_of(collective, p, nbytes) + more
+                    for k, per_call, faulted in ((1, t, faults),
+                                                 (looping, looped, faults + more_faults)):
                         rows.append({"collective": collective, "ranks": p, "block": block,
                                      "position": 0, "requestedBytes": nbytes, "bytes": nbytes,
                                      "callsPerSample": 2, "warmupCalls": 1, "wrong": 0,
-                                     "collectivesPerCall": k, "minorFaults": [2 * faults] * 3,
+                                     "collectivesPerCall": k, "minorFaults": [2 * faulted] * 3,
                                      "samplesUs": list(per_call * RNG.uniform(0.98, 1.02, 3))})
     host = {"cores": 2, "loadAverage1m": 0.2}
     return {"rows": rows, "programs": {str(p): program_facts(p) for p in ranks},
             "hosts": [{"block": 0, "ranks": 2, "before": host, "after": host}],
-            "lastLevelCacheBytes": cache, "memcpyGBps": 10.0, "memcpyBytes": 2**28,
+            "memcpyGBps": 10.0, "memcpyBytes": 2**28, "l2CacheBytes": 2 * 2**20,
             "method": {"blocks": count}, "pageBytes": 4096, "donation": [],
             "environment": {"busyCoresAtStart": 0.1, "loadAverage1m": 0.2}}
 
@@ -366,10 +370,11 @@ def ring_model_times(collective, p, nbytes):
 
 def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
     result = sweep_analysis.analyse(sweep_recording(ring_model_times))
-    below_onset = result["ratios"]["belowOnset"]
-    assert below_onset["4"]["arOverRs"]["median"] == pytest.approx(2.0, rel=0.05)
-    assert below_onset["4"]["arOverRs"]["ringModelVerdict"] == "supported"
-    assert below_onset["4"]["agOverRs"]["ringModelVerdict"] == "supported"
+    warm = result["ratios"]["warm"]
+    assert result["ratios"]["bytes"] == 2**25  # the largest size, warm and allocation-free
+    assert warm["4"]["arOverRs"]["median"] == pytest.approx(2.0, rel=0.05)
+    assert warm["4"]["arOverRs"]["ringModelVerdict"] == "supported"
+    assert warm["4"]["agOverRs"]["ringModelVerdict"] == "supported"
     # alpha was made to grow with p (50 us x p per step): supported for every program.
     assert {entry["verdict"] for entry in result["alphaWithRanks"].values()} == {"supported"}
     assert result["stepSummary"]["verdict"] == "supported"
@@ -377,12 +382,27 @@ def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
     json.dumps(result, allow_nan=False)  # what the derived file will hold: finite JSON
 
 
-@pytest.mark.parametrize("misses, reading", [
-    ([0.05, 0.08, 0.10, 0.07, 0.06], "which is what equal costs per rendezvous would give"),
-    ([0.40, 0.50, 0.45, 0.60, 0.38], "so the rendezvous do not all cost the same"),
-    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive"),
+def test_every_verdict_the_sweep_page_prints_is_counted():
+    """Content review L8: alpha with p (one per program), the step cost with p, whether one
+    line fits every program, and both predictions of every ratio of the table."""
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
+    table = result["ratios"]["warm"]
+    shown = (len(result["alphaWithRanks"]) + 2
+             + sum(1 + (entry["touchedVerdict"] is not None)
+                   for by_name in table.values() for entry in by_name.values()))
+    assert sum(result["verdictCounts"].values()) == shown == 6 + 2 + 9 + 6
+    assert result["stepSummary"]["fitVerdict"] in intervals.VERDICTS
+
+
+@pytest.mark.parametrize("misses, reading, verdict", [
+    ([0.05, 0.08, 0.10, 0.07, 0.06], "which is what equal costs per rendezvous would give",
+     "supported"),
+    ([0.40, 0.50, 0.45, 0.60, 0.38], "so the rendezvous do not all cost the same",
+     "contradicted"),
+    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive", "inconclusive"),
 ])
-def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading):
+def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading,
+                                                                              verdict):
     # The worst miss of the medians' line alone (0.21 here) never decides: a miss near the
     # margin read as a point flipped the sentence between three back-to-back sweeps.
     table = {"2": {"maxRelResidualByBlock": [m / 2 for m in misses]},
@@ -390,7 +410,7 @@ def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(mi
     words = sweep_analysis.fit_words(table, worst=0.21)
     assert words["fitWords"].startswith("one line fits every program within 21% at each p "
                                         f"(block by block, {min(misses):.0%}–")
-    assert words["fitWords"].endswith(reading)
+    assert words["fitWords"].endswith(reading) and words["fitVerdict"] == verdict
     assert words["worstMissByBlock"]["median"] == pytest.approx(sorted(misses)[2])
 
 
@@ -399,19 +419,8 @@ def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_
         # reduce-scatter ten times faster than everything else at every size
         return (10.0 if "reduce_scatter" == collective else 100.0) + nbytes / 1e3
     result = sweep_analysis.analyse(sweep_recording(times))
-    assert result["ratios"]["belowOnset"]["2"]["arOverRs"]["ringModelVerdict"] == "contradicted"
-    assert result["ratios"]["belowOnset"]["2"]["arOverRs"]["touchedVerdict"] == "contradicted"
-
-
-def test_the_fit_stops_where_the_working_set_leaves_the_cache():
-    """Content review M2: the working set of a p-device collective is about 2pS (p + 1)S
-    for a reduce-scatter), so at p = 8 a 32 MiB cache is passed from S = 2 MiB."""
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
-    fits = result["fits"]
-    assert fits["all_reduce"]["8"]["cacheBoundaryBytes"] == 2 * 2**20
-    assert fits["all_reduce"]["8"]["fitMaxBytes"] == 32768
-    assert fits["reduce_scatter"]["2"]["cacheBoundaryBytes"] == pytest.approx(32 * 2**20 / 3)
-    assert fits["reduce_scatter"]["2"]["fitMaxBytes"] == 2**21
+    assert result["ratios"]["warm"]["2"]["arOverRs"]["ringModelVerdict"] == "contradicted"
+    assert result["ratios"]["warm"]["2"]["arOverRs"]["touchedVerdict"] == "contradicted"
 
 
 def test_bytes_touched_predicts_what_the_review_computed():
@@ -439,34 +448,86 @@ def output_pages(collective, p, nbytes):
     return p * output_over_s(collective, p) * nbytes / 4096
 
 
-def test_the_ratios_stand_below_the_size_from_which_calls_fault_in_their_outputs():
+def faulting_at_the_largest(collective, p, nbytes):
+    return output_pages(collective, p, nbytes) if nbytes == 2**25 and \
+        collective in ("all_reduce", "all_gather") else 3  # a few stray runtime faults
+
+
+def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
     """Content review H1: from 32 MiB every all-reduce and all-gather call faults its p
-    outputs in afresh. The onset is read from the recorded counts, and the ratio table,
-    its verdicts and the busbw comparison move to the largest size below it."""
-    def faults(collective, p, nbytes):
-        return output_pages(collective, p, nbytes) if nbytes == 2**25 and \
-            collective in ("all_reduce", "all_gather") else 3  # a few stray runtime faults
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times, faults_of=faults))
+    outputs in afresh. The onset is read from the recorded counts; the fits and the busbw
+    comparison of whole calls stop below it."""
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times,
+                                                    faults_of=faulting_at_the_largest))
     table = result["faults"]
-    assert table["onsetBytes"] == 2**25 and table["ratioBytes"] == 2**21
-    assert result["ratios"]["bytes"] == 2**21 and result["sizeLabels"]["ratios"] == "2 MiB"
+    assert table["onsetBytes"] == 2**25 and table["belowOnsetBytes"] == 2**21
+    assert result["sizeLabels"]["belowOnset"] == "2 MiB"
+    assert {fit["fitMaxBytes"] for by_p in result["fits"].values() for fit in by_p.values()} \
+        == {2**21}
     assert table["atLargest"]["4"]["all_reduce"]["faultedShare"] == pytest.approx(1.0)
     assert table["atLargest"]["4"]["all_reduce"]["callFaults"] == pytest.approx(32768)
     # The loop's extra collectives reuse the buffers: no fault is theirs.
     assert table["atLargest"]["4"]["all_reduce"]["extraFaults"] == 0
-    assert "from 32 MiB up" in table["onsetWords"]
+    # Content review L7: one size at the onset is not "from 32 MiB up, at every size".
+    assert table["onsetWords"] == ("only at 32 MiB, the largest size, do some program's "
+                                   "calls do that: it is the onset")
     assert next(row for row in result["rows"] if row["collective"] == "all_reduce"
                 and row["ranks"] == 4 and row["bytes"] == 2**25)["faultsPerCall"] == \
         pytest.approx(32768)
 
 
+def test_an_onset_below_the_largest_size_says_how_many_sizes_it_covers():
+    def faults(collective, p, nbytes):
+        return output_pages(collective, p, nbytes) if nbytes >= 2**21 else 0
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times, faults_of=faults))
+    assert result["faults"]["onsetWords"] == ("from 2 MiB up, at each of the 2 sizes "
+                                              "measured there, some program's calls do that: "
+                                              "2 MiB is the onset")
+
+
+def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
+    """Content review M1: the ratios are of warm, allocation-free collectives, and a block
+    in which one program's looped call faulted in more than its single call did holds
+    allocation in its difference. Here block 2's looped all-reduce maps half its outputs
+    afresh and takes 0.2 s longer: its ratio would be far above 2, and it must not count."""
+    def faulted_loop(block, collective, p, nbytes):
+        if block == 2 and collective == "all_reduce" and nbytes == 2**25:
+            return 200_000.0, output_pages(collective, p, nbytes) / 2
+        return 0.0, 0
+    result = sweep_analysis.analyse(sweep_recording(
+        ring_model_times, faults_of=faulting_at_the_largest, loop_of=faulted_loop))
+    for p in ("2", "4", "8"):
+        entry = result["ratios"]["warm"][p]["arOverRs"]
+        assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
+        assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
+        assert result["ratios"]["warm"][p]["agOverRs"]["n"] == 5  # its blocks all count
+    # Block 2, had it been kept, would have set the interval's high end past 2.5:
+    faults = importlib.import_module(f"{SEED.sweep}_faults")
+    t = faults.timings(sweep_recording(ring_model_times, faults_of=faulting_at_the_largest,
+                                       loop_of=faulted_loop))
+    every = [faults.block_differences(t.loops[c, 4, 2**25], t.calls[c, 4, 2**25], t.looping)
+             for c in ("all_reduce", "reduce_scatter")]
+    assert every[0][2] / every[1][2] > 2.5
+    assert faults.warm_costs(t, ("all_reduce", 4, 2**25))[2] is None
+
+
+def test_too_few_allocation_free_blocks_decide_nothing():
+    def faulted_loop(block, collective, p, nbytes):
+        if block < 3 and collective == "all_reduce" and nbytes == 2**25:
+            return 0.0, output_pages(collective, p, nbytes) / 2
+        return 0.0, 0
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=faulted_loop))
+    entry = result["ratios"]["warm"]["4"]["arOverRs"]
+    assert entry["n"] == 2 and entry["median"] == pytest.approx(2.0, rel=0.05)
+    assert entry["ringModelVerdict"] == entry["touchedVerdict"] == "inconclusive"
+
+
 def test_stray_faults_at_a_tiny_size_make_no_onset():
-    """Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset, and
-    the ratios stand at the largest size."""
+    """Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset."""
     result = sweep_analysis.analyse(sweep_recording(ring_model_times,
                                                     faults_of=lambda *_: 3))
     assert result["faults"]["onsetBytes"] is None
-    assert result["ratios"]["bytes"] == 2**25 and result["faults"]["step"] == {}
+    assert result["faults"]["belowOnsetBytes"] == 2**25
     assert "there is no onset" in result["faults"]["onsetWords"]
 
 
@@ -483,3 +544,84 @@ def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
     share = result["faults"]["smallestCall"]
     assert share["min"] == pytest.approx(20 / 120, abs=0.03)
     assert share["words"].startswith("one more collective inside the loop costs")
+
+
+STEP_SIZES = (8, 512, 2**21, 2**23, 3 * 2**22, 2**24, 3 * 2**23, 2**25)
+
+
+def cached_reduction(collective, p, nbytes):
+    """A warm collective at 1 us per KiB while each device's S/p fits a 2 MiB cache, and
+    twice that per byte past it."""
+    return nbytes / 1024 * (1.0 if nbytes / p <= 2**21 else 2.0)
+
+
+def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
+    """Content review M2: from 8 to 32 MiB, S/p leaves a 2 MiB cache at p = 4 and 8, not at
+    p = 2 (already past it): the warm reduce-scatter grows 8x for 4x the bytes there and
+    4x at p = 2, and the largest rise per MiB falls where S/p passes 2 MiB at every p."""
+    result = sweep_analysis.analyse(sweep_recording(
+        lambda c, p, nbytes: cached_reduction(c, p, nbytes) + 100.0, sizes=STEP_SIZES,
+        own_cost_of=cached_reduction, faults_of=faulting_at_the_largest))
+    step = result["faults"]["step"]
+    assert step["labels"] == {"from": "8 MiB", "to": "32 MiB"} and step["bytesStep"] == 4
+    by_p = {p: step["byRanks"][p]["reduce_scatter"] for p in ("2", "4", "8")}
+    assert [by_p[p]["againstBytes"] for p in ("2", "4", "8")] == \
+        ["as the bytes", "faster", "faster"]
+    assert by_p["4"]["extra"]["median"] == pytest.approx(8.0, rel=0.05)
+    assert by_p["4"]["extraWords"].startswith("8.0× (")
+    assert step["words"].endswith(
+        "Against the bytes, it grew faster for the all-reduce at p = 4 and 8, the "
+        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8; it grew as the "
+        "bytes for the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at "
+        "p = 2")
+    assert [row["label"] for row in step["located"]] == \
+        ["2 MiB", "8 MiB", "12 MiB", "16 MiB", "24 MiB", "32 MiB"]
+    words = step["locationWords"]
+    assert "at p = 2, 2.0× as S/p goes from 1 MiB to 4 MiB" in words
+    assert "at p = 4, 2.0× as S/p goes from 2 MiB to 3 MiB" in words
+    assert "at p = 8, 2.0× as S/p goes from 2 MiB to 3 MiB" in words
+    assert words.endswith("This host's Linux reports an L2 cache of 2 MiB per core.")
+    assert sum(result["faults"]["verdictCounts"].values()) == 9  # 3 programs x 3 p
+
+
+def keep_freed_recording(kept_faults=0, kept_factor=0.5):
+    """A sweep faulting at 32 MiB, with an allocator probe per block and p whose calls
+    fault `kept_faults` times each and take `kept_factor` of the sweep's time."""
+    recording = sweep_recording(lambda c, p, nbytes: 1000.0 + nbytes / 1e3,
+                                faults_of=faulting_at_the_largest)
+    recording["allocator"] = [
+        {"ranks": p, "block": block, "glibc": "2.36",
+         "mallopt": {"M_MMAP_MAX": 0, "M_TRIM_THRESHOLD": 2**30, "M_TOP_PAD": 2**28},
+         "rows": [{**row, "samplesUs": [t * kept_factor for t in row["samplesUs"]],
+                   "minorFaults": [kept_faults] * 3}
+                  for row in recording["rows"]
+                  if (row["ranks"], row["block"], row["bytes"]) == (p, block, 2**25)
+                  and row["collectivesPerCall"] == 1
+                  and row["collective"] in ("all_reduce", "reduce_scatter", "all_gather")]}
+        for block in range(5) for p in (2, 4, 8)]
+    return recording
+
+
+def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
+    """Content review M3: with glibc's malloc keeping freed memory, the all-reduce's calls
+    fault in nothing and take half the time; the page reads both from the recording."""
+    kept = sweep_analysis.analyse(keep_freed_recording())["faults"]["keepFreed"]
+    entry = kept["byRanks"]["4"]["all_reduce"]
+    assert entry["faultedShare"] == pytest.approx(1.0) and entry["keptFaultedShare"] == 0
+    assert entry["fasterWords"].startswith("2.0× (94% interval 2.0–2.0")
+    assert entry["verdict"] == "supported"
+    assert kept["programs"] == ["all_reduce", "reduce_scatter", "all_gather"]
+    assert kept["words"] == ("no call faulted in more than 0% of its outputs, against up to "
+                             "100% as the sweep ran them")
+    assert len(kept["verdicts"]) == 9
+    unchanged = sweep_analysis.analyse(keep_freed_recording(kept_faults=2 * 32768,
+                                                            kept_factor=1.0))
+    entry = unchanged["faults"]["keepFreed"]["byRanks"]["4"]["all_reduce"]
+    assert entry["keptFaultedShare"] == pytest.approx(1.0) and entry["verdict"] == "equivalent"
+
+
+def test_a_sweep_recorded_before_the_allocator_probe_says_so():
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
+    kept = result["faults"]["keepFreed"]
+    assert kept["byRanks"] == {"2": {}, "4": {}, "8": {}} and kept["programs"] == []
+    assert kept["words"].startswith("this recording holds no such run")

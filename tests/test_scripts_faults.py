@@ -141,7 +141,7 @@ def test_an_unreadable_host_file_is_one_line(monkeypatch, capsys, tmp_path):
 
     monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
-    monkeypatch.setattr(bench, "last_level_cache_bytes", unreadable)
+    monkeypatch.setattr(bench, "l2_cache_bytes", unreadable)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
     assert one_line(capsys.readouterr().err) == (
         "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written")

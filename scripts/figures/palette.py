@@ -24,7 +24,7 @@ class Palette:
     faint: str  # outlines of empty things, dotted scale marks
     grid: str  # grid lines and separators between groups
     header: str  # the fill of a table's header cells
-    shade: str  # a region set apart (the sweep's past-the-cache band)
+    shade: str  # a region set apart (a band of predictions)
     series: tuple  # categorical colours, Okabe-Ito order
     bars: tuple  # bar fills (each with the ink's bar labels beside it)
     # The ring figures' cell looks, (fill, ink): a copy that sums its own contribution only,

@@ -13,9 +13,9 @@ Reads (`sweep` -> figures/<id>-sweep.svg, `sweep-ratios` -> figures/<id>-sweep-r
 both from recordings/analysis/<id>.sweep.json, the analysis the lesson's `analysis` module
 derives from recordings/<id>.sweep.json): `collectives` (the programs in order),
 `ringCollectives`, `labels` (program: name), `rows` (per program, p and S: `medianUs`,
-`lowUs`, `highUs`), `fits[program][p]` (`cacheBoundaryBytes`), `faults` (`onsetBytes`,
-`labels.onset`), `ratios` (`model`: name: predicted value; `byRanks[p]`: `bytes` and one
-list per ratio; `belowOnset[p][name]`: `median`, `label`), `memcpyGBps`, `sizeLabels`.
+`lowUs`, `highUs`), `faults` (`onsetBytes`, `labels.onset`), `ratios` (`model`: name:
+predicted value; `byRanks[p]`: `bytes` and one list per ratio; `warm[p][name]`: `label`),
+`memcpyGBps`, `sizeLabels`.
 """
 from dataclasses import dataclass
 

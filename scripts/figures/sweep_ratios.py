@@ -22,7 +22,7 @@ def ratio_styles(analysis, palette=LIGHT):
     """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
     found = {}
     for i, name in enumerate(analysis["ratios"]["model"]):
-        entry = next(iter(analysis["ratios"]["belowOnset"].values())).get(name)
+        entry = next(iter(analysis["ratios"]["warm"].values())).get(name)
         label = name if entry is None else entry.get("label", name)
         colour = palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]]
         found[name] = (label, colour, "--" if i >= 2 else "-")
@@ -96,10 +96,11 @@ def alt_text(analysis):
     ranks = ranks_of(analysis)
     model = analysis["ratios"]["model"]
     labels = {name: label for name, (label, _, _) in ratio_styles(analysis).items()}
+    below = analysis["faults"]["belowOnsetBytes"]
     ratio_words = "; ".join(
-        f"at p = {p}, {labels[name]} {entry['median']:.1f} (ring model {model[name]:g})"
-        for p, by_name in analysis["ratios"]["belowOnset"].items()
-        for name, entry in by_name.items())
+        f"at p = {p}, {label} {entry[name][entry['bytes'].index(below)]:.1f} (ring model "
+        f"{model[name]:g})" for p, entry in analysis["ratios"]["byRanks"].items()
+        for name, label in labels.items() if name in entry)
     title = ("Time ratios of XLA's collectives and of a ppermute ring against message size "
              "on logical CPU devices, with the ring model's predictions")
     desc = (f"One panel per device count p = {', '.join(map(str, ranks))}: the ratios of "
@@ -107,7 +108,8 @@ def alt_text(analysis):
             f"log-log, with the ring model's {predictions(analysis)} as dotted lines; calls "
             f"fault in fresh pages for their outputs from "
             f"{analysis['faults']['labels']['onset']}. At "
-            f"{analysis['sizeLabels']['ratios']}, the largest size below that: {ratio_words}.")
+            f"{analysis['sizeLabels']['belowOnset']}, the largest size below that: "
+            f"{ratio_words}.")
     return title, desc
 
 

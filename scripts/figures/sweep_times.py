@@ -1,14 +1,13 @@
 """The sweep's time per call, one panel per device count p (sweep.py: the layout both
 sweep figures share): every program's median time per call against the size S, with its
-interval as a band, log-log, a single-thread memcpy of S for scale, the sizes past the
-last-level cache shaded and the fault onset marked.
+interval as a band, log-log, a single-thread memcpy of S for scale and the fault onset
+marked.
 
 Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), program (`series`,
 `label` its legend) and size S (`bytes`): its `medianUs` and interval `lowUs`-`highUs`
 (the line and its band).
 """
 import numpy as np
-from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
@@ -50,16 +49,6 @@ def rows(analysis):
             for nbytes, low, median, high in zip(*columns)]
 
 
-def shade_past_cache(analysis, ax, sizes, ranks, look):
-    """Grey from the smallest size whose working set fills the cache for some program at
-    this p (each program's own boundary is in its fit)."""
-    boundaries = [fit[str(ranks)]["cacheBoundaryBytes"] for fit in analysis["fits"].values()
-                  if str(ranks) in fit and fit[str(ranks)]["cacheBoundaryBytes"]]
-    if boundaries and max(sizes) >= min(boundaries):
-        ax.axvspan(min(boundaries) / 1.2, max(sizes) * 1.5, color=look.palette.shade, lw=0,
-                   zorder=0)
-
-
 def format_microseconds(value, _tick_position=None):
     """100 µs, 1 ms, 10 s: unit labels keep the log axis short."""
     for unit, scale in (("s", 1e6), ("ms", 1e3)):
@@ -72,7 +61,6 @@ def plot_times(analysis, ax, ranks, look, x_limits, y_limits):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
-    shade_past_cache(analysis, ax, sizes, ranks, look)
     mark_fault_onset(analysis, ax, look)
     for program, (nbytes, low, median, high) in measured.items():
         colour, marker, dashed = drawn[program]
@@ -102,7 +90,6 @@ def legend(analysis, look):
     programs = [legend_line(colour, labels[c], "--" if dashed else "-", marker)
                 for c, (colour, marker, dashed) in drawn.items()]
     marks = [legend_line(palette.muted, "S / single-thread memcpy, for scale", ":"),
-             Patch(color=palette.shade, label="working set past the cache: not fitted"),
              *onset_entries(analysis, look, "from here calls fault in fresh output pages: "
                                             "not fitted")]
     return programs + marks

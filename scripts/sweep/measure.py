@@ -5,7 +5,7 @@ because JAX fixes the number of logical devices at start-up. On CPU the worker m
 logical devices; on TPU (`bench.py --platform tpu`, on a TPU VM) it measures the first p
 of the machine's chips. A worker prints one line of
 JSON on stdout (its rows) and its progress on stderr. The parent also measures a memcpy
-for scale and reads the last-level cache size, where the fits stop.
+for scale and reads the size of a core's L2 cache.
 """
 import importlib
 import json
@@ -59,9 +59,13 @@ def run_worker(config):
     # Once per p, after its first block: what donating the input does at the largest size.
     donation = sweep_programs.donation_probe(devices, sizes[-1][1]) \
         if config["block"] == 0 else None
+    # Last, since it changes this process's allocator for good: the largest size again.
+    allocator = sweep_programs.allocator_probe(devices, sizes[-1][1], config["plan"],
+                                               config["block"])
     print(json.dumps({"backend": sweep_programs.describe_backend(), "rows": rows,
                       "programs": sweep_programs.program_facts(config["ranks"]),
-                      "host": {"before": before, "after": after}, "donation": donation}))
+                      "host": {"before": before, "after": after}, "donation": donation,
+                      "allocator": allocator}))
 
 
 def worker_devices(sweep_programs, ranks, platform):
@@ -113,14 +117,15 @@ def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT, platfo
                            f"must be their JSON); nothing was written") from None
 
 
-def last_level_cache_bytes():
-    """The largest CPU cache Linux reports for cpu0, in bytes; None where it reports none."""
-    sizes = []
-    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*/size"):
-        text = entry.read_text(encoding="utf-8").strip()
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
-        sizes.append(int(text.rstrip("KMG")) * scale)
-    return max(sizes, default=None)
+def l2_cache_bytes():
+    """The level-2 cache Linux reports for cpu0, in bytes; None where it reports none. On
+    x86 it is a core's own, where the L3 is the whole socket's: a small virtual machine
+    reports the socket's L3, which it shares with other tenants."""
+    for entry in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        if (entry / "level").read_text(encoding="utf-8").strip() == "2":
+            text = (entry / "size").read_text(encoding="utf-8").strip()  # "2048K"
+            return int(text.rstrip("KMG")) * {"K": 2**10, "M": 2**20}.get(text[-1:], 1)
+    return None
 
 
 # The memcpy for scale: one buffer this large, copied this many times, the best kept.

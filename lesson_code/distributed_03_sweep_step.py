@@ -1,0 +1,130 @@
+"""The step into the sweep's largest size: how much more a call and a warm collective
+cost for the bytes' growth, whether the warm cost grows faster than the bytes, and at
+what share of the array per device, S/p, it steps.
+
+Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py).
+A call's growth includes the page faults that start at the onset; one more warm,
+allocation-free collective in the loop (distributed_03_sweep_faults.warm_costs) has
+none, so what it adds beyond the bytes is the collective's own doing.
+"""
+from lesson_code.distributed_03_sweep_faults import (MIN_BLOCKS, blocks_words,
+                                                     kept_interval, paired_ratio, warm_costs)
+from scripts import intervals
+from scripts.units import format_bytes
+
+STEP_PROGRAMS = ("all_reduce", "reduce_scatter", "all_gather")
+# The program whose cost per byte locates the step: each device sums its S/p block of
+# the p inputs, so a cache that holds S/p and not more would show there.
+LOCATED = "reduce_scatter"
+# What each verdict on "grows faster than the bytes" says.
+AGAINST_BYTES = {intervals.SUPPORTED: "faster", intervals.EQUIVALENT: "as the bytes",
+                 intervals.CONTRADICTED: "slower", intervals.INCONCLUSIVE: "inconclusive"}
+
+
+def growth_words(ratio, used=None, total=None):
+    """'5.1× (4.6–5.9)', with '; 4 of 5 blocks' when some blocks were left out."""
+    if ratio is None:
+        return "no block allocation-free"
+    extra = blocks_words(used, total) if used is not None else ""
+    return f"{ratio['median']:.1f}× ({ratio['low']:.1f}–{ratio['high']:.1f}{extra})"
+
+
+def program_step(t, key_small, key_large, bytes_step):
+    """One program, one p: the growth of a whole call and of one more warm collective,
+    block by block, and whether the second outgrows the bytes (beyond the 25 % margin)."""
+    per_call = intervals.median_interval(
+        [large / small for large, small in zip(intervals.block_medians(t.calls[key_large]),
+                                                intervals.block_medians(t.calls[key_small]))])
+    extra, used = paired_ratio(warm_costs(t, key_large), warm_costs(t, key_small))
+    total = len(t.calls[key_large])
+    verdict = intervals.INCONCLUSIVE if extra is None or used < MIN_BLOCKS else \
+        intervals.verdict({name: extra[name] / bytes_step for name in ("low", "high")},
+                          predicted_above_one=True)
+    return {"perCall": per_call, "perCallWords": growth_words(per_call),
+            "extra": extra, "extraBlocks": used, "extraWords": growth_words(extra, used, total),
+            "verdict": verdict, "againstBytes": AGAINST_BYTES[verdict]}
+
+
+def located_rows(t, ranks_list, sizes):
+    """Per size: one more warm reduce-scatter per MiB of S at each p (median of the
+    allocation-free blocks), beside S/p."""
+    rows = []
+    for nbytes in sizes:
+        row = {"bytes": nbytes, "label": format_bytes(nbytes)}
+        for p in ranks_list:
+            cost = kept_interval(warm_costs(t, (LOCATED, p, nbytes)))
+            per_mib = cost["median"] / (nbytes / 2**20) if cost else None
+            row[str(p)] = {"usPerMiB": per_mib,
+                           "words": (f"{per_mib:,.0f} ({format_bytes(nbytes / p)})"
+                                     if per_mib is not None else "—")}
+        rows.append(row)
+    return rows
+
+
+def steepest(rows, p):
+    """Where the cost per MiB at p rises most between neighbouring sizes, in words: by
+    how much, and S/p before and after."""
+    points = [(row["bytes"], row[str(p)]["usPerMiB"]) for row in rows
+              if row[str(p)]["usPerMiB"] and row[str(p)]["usPerMiB"] > 0]
+    rises = [(after / before, small, large)
+             for (small, before), (large, after) in zip(points, points[1:])
+             if after > before]
+    if not rises:
+        return f"at p = {p}, nowhere"
+    rise, small, large = max(rises)
+    return (f"at p = {p}, {rise:.1f}× as S/p goes from {format_bytes(small / p)} to "
+            f"{format_bytes(large / p)}")
+
+
+def location_words(rows, ranks_list, l2_bytes):
+    cache = (f"This host's Linux reports an L2 cache of {format_bytes(l2_bytes)} per core"
+             if l2_bytes else "This recording does not say how large a core's L2 cache is")
+    return (f"The cost per MiB rises most between neighbouring sizes "
+            f"{'; '.join(steepest(rows, p) for p in ranks_list)}. {cache}.")
+
+
+def listed(items):
+    """'a', 'a and b', 'a, b and c'."""
+    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+def step_words(table, labels, bytes_step):
+    """The step table read: how much a whole call and one more warm collective grew, and
+    for which programs the second outgrew the bytes, kept up with them, or is undecided."""
+    every = [entry for by_program in table.values() for entry in by_program.values()]
+    calls = [entry["perCall"]["median"] for entry in every]
+    warm = [entry["extra"]["median"] for entry in every if entry["extra"]]
+    said = []
+    for verdict, word in AGAINST_BYTES.items():
+        found = {}
+        for p, by_program in table.items():
+            for collective, entry in by_program.items():
+                if entry["verdict"] == verdict:
+                    found.setdefault(collective, []).append(p)
+        if found:
+            who = listed([f"the {labels[c]} at p = {listed(ps)}" for c, ps in found.items()])
+            said.append(f"it is undecided for {who}" if verdict == intervals.INCONCLUSIVE
+                        else f"it grew {word} for {who}")
+    warm_said = f"{min(warm):.1f}× to {max(warm):.1f}×" if warm else "nothing measurable"
+    return (f"For {bytes_step:.0f}× the bytes, a whole call grew {min(calls):.1f}× to "
+            f"{max(calls):.1f}× (medians over these programs and every p), faults from the "
+            f"onset on included; one more in the loop, which leaves them out, grew "
+            f"{warm_said}. Against the bytes, {'; '.join(said)}")
+
+
+def analyse_step(t, recording, ranks_list, small, large, labels):
+    """The step from `small` to `large` (S): per p and program, with the verdicts the
+    allocator page counts, and the sizes between S/16 and S that locate it."""
+    bytes_step = large / small
+    table = {str(p): {c: program_step(t, (c, p, small), (c, p, large), bytes_step)
+                      for c in STEP_PROGRAMS} for p in ranks_list}
+    measured = sorted(set.intersection(*({nbytes for (c, p, nbytes) in t.calls
+                                          if c == LOCATED and p == ranks}
+                                         for ranks in ranks_list)))
+    rows = located_rows(t, ranks_list, [n for n in measured if large / 16 <= n <= large])
+    l2_bytes = recording.get("l2CacheBytes")
+    return {"bytes": {"from": small, "to": large}, "bytesStep": bytes_step,
+            "labels": {"from": format_bytes(small), "to": format_bytes(large)},
+            "byRanks": table, "words": step_words(table, labels, bytes_step), "located": rows,
+            "locationWords": location_words(rows, ranks_list, l2_bytes),
+            "verdicts": [e["verdict"] for by in table.values() for e in by.values()]}
