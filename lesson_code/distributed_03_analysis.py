@@ -119,19 +119,12 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
 
 
 def algorithm_verdict(algorithm, rows, premise):
-    """One verdict per algorithm: its three collectives are three measurements of one
-    claim (a dependent round of this algorithm costs more when the processes outnumber
-    the cores), so their per-round ratios are pooled (a geometric mean, one bootstrap
-    over the blocks they shared). A single collective's interval is about as wide as its
-    effect, so six separate verdicts would flip between reruns on noise alone.
-
-    Inconclusive when the run disagreed with itself (content review H1): the lesson's own
-    timing and this one measured the same gloo collectives, and when the two came out
-    further apart, pooled the same way as the ratios (a geometric mean over the
-    collectives), than the pooled effect, the run's noise is larger than what its verdict
-    claims. Pooled, not the widest: one collective's twin is a 21-block mean of blocks of
-    two kinds against a 45-block one, and alone it strays by more than the effect in one
-    run of three (benchmarks/verdict_stability.py) where the three together do not."""
+    """One verdict per algorithm: its three collectives measure one claim (a dependent
+    round costs more when the processes outnumber the cores), so their per-round ratios
+    are pooled; six separate verdicts would flip between reruns on noise alone.
+    Inconclusive when the lesson's own timing and this one, of the same gloo collectives
+    and pooled the same way, lie further apart than the pooled effect: one twin alone
+    strays that far in one run of three, the three together do not (content review H1)."""
     mine = [row for row in rows if row["algorithm"] == algorithm]
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])

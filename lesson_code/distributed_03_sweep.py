@@ -264,13 +264,10 @@ def time_program(mesh, collective, looping, placed, contributions, plan):
 
 def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
     """Two rows per (size, collective) on a 1-D mesh over `devices`, one block of samples
-    each: one collective per call (`collectivesPerCall` 1: a fresh output every call) and
-    `loop_collectives()` of them in one call (`looped`: the loop's buffers reused). The
+    each (`plan`: samples, minSampleMs): one collective per call (a fresh output every
+    call) and `loop_collectives()` of them in one call (the loop's buffers reused). The
     rows of each size take turns in an order that rotates with the size and the block, so
-    no program is always first after a new allocation.
-
-    `plan`: samples (per row and block), minSampleMs, as in scripts/bench.py.
-    """
+    no program is always first after a new allocation."""
     ranks = len(devices)
     mesh = ring_mesh(devices)
     looping = loop_collectives()
@@ -336,15 +333,11 @@ def allocator_probe(devices, nbytes, plan, block=0):
 
 
 def donation_probe(devices, nbytes, calls=3):
-    """What donating the input does to the faults: the all-reduce of f32[p, n] rows into rows
-    of the same shape (so the output can take the input's buffer), compiled once as is and
-    once with the input donated (jax.jit donate_argnums), `calls` calls each after a
-    warm-up, with the minor faults of each call and what the compiled program reserves:
-    the bytes it aliases to its input and its scratch (temp) bytes, per device.
-
-    The donated program consumes its input, so each call is given the last one's output:
-    sums of small integers times a power of p, exact in float32; the first is checked.
-    """
+    """What donating the input does to the faults: the all-reduce of f32[p, n] rows into
+    rows, compiled as is and with the input donated, `calls` calls each after a warm-up,
+    with each call's minor faults and the bytes the program aliases to its input and keeps
+    as scratch, per device. A donated call consumes its input, so each is given the last
+    one's output (small integers times a power of p: exact); the first is checked."""
     mesh, ranks = ring_mesh(devices), len(devices)
     n = nbytes // 4
     contributions = small_integers(np.random.default_rng(ranks), ranks, n)

@@ -232,13 +232,11 @@ def steps(fit_table, programs, ranks_list):
 
 
 def fit_words(step_table, worst):
-    """Does one line fit every program within the page's margin (25 %)? Its worst miss is
-    a point estimate; the same line fitted block by block gives one worst miss per block
-    (over every p of that block), and their median's interval decides, as every other
-    word on the page is decided: inside the margin, past it, or inconclusive across it.
-    The sentence quotes both, since they differ: a block's fit is noisier than the
-    medians', so its worst miss runs higher, and the reading leans towards "do not all
-    cost the same", the cautious side for a claim of equal costs."""
+    """Does one line fit every program within the page's margin (25 %)? The medians'
+    worst miss is a point; the same line fitted block by block gives one worst miss per
+    block, and their median's interval decides, inside the margin, past it or across it.
+    The sentence quotes both: a block's fit is noisier, so the reading leans towards "do
+    not all cost the same", the cautious side for a claim of equal costs."""
     margin = intervals.MARGIN - 1
     blocks = min(len(entry["maxRelResidualByBlock"]) for entry in step_table.values())
     miss = intervals.median_interval([max(entry["maxRelResidualByBlock"][b]

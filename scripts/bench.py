@@ -1,16 +1,11 @@
 """Message-size and rank sweep of a lesson's collectives, nccl-tests style (`make bench`).
 
-    python scripts/bench.py                 # full sweep: p = 2, 4, 8 x 12 sizes, ~2 minutes
+    python scripts/bench.py                 # full sweep: p = 2, 4, 8, every size
     python scripts/bench.py --platform tpu  # on a TPU VM: the chips -> <lesson>.tpu-sweep.json
 
-The measured programs are the lesson's `sweep` module (lesson_code/lessons.toml); each p
-runs in its own interpreter (scripts/sweep/measure.py): on CPU with p logical devices, on
-TPU with p of the VM's chips (each p of the plan that the lesson's `devices` chips hold;
-the TPU job runs it there). This file is the command line and
-the order of events: measure, check, analyse (scripts/sweep/analysis.py), validate, draw,
-and only then move the recording, the figures and the lock entries into place together.
-`python scripts/record.py --check` says when the sweep is stale; a change to a figure's
-renderer needs only `python scripts/record.py --render-only`.
+Measures the lesson's `sweep` module (lesson_code/lessons.toml), each p in its own
+interpreter (scripts/sweep/measure.py); then checks, analyses, validates and draws, and
+only then moves the recording, the figures and the lock entries into place together.
 """
 import sys
 from pathlib import Path

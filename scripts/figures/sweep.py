@@ -1,21 +1,13 @@
-"""What the two sweep figures share: they are drawn from the sweep's analysis alone (its
-medians, intervals, fits and ratios, recordings/analysis/<lesson>.sweep.json), one panel
-per device count p, side by side in the wide drawing and stacked in the narrow one, under
-a legend of that figure's own series. sweep_times.py draws the time per call of every
-program, sweep_ratios.py the time ratios the ring model predicts; each is a figure of its
-own, shown where its page discusses it.
+"""What the two sweep figures share: one panel per device count p, side by side in the
+wide drawing and stacked in the narrow one, every panel on the same axes, under a legend
+of the figure's own series. sweep_times.py draws every program's time per call,
+sweep_ratios.py the time ratios the ring model predicts.
 
-The programs, their labels and which are the ring come from the analysis, so neither
-figure knows a lesson's collectives by name. Every panel of a figure has the same axes,
-so the device counts compare at a glance.
-
-Reads (`sweep` -> figures/<id>-sweep.svg, `sweep-ratios` -> figures/<id>-sweep-ratios.svg,
-both from recordings/analysis/<id>.sweep.json, the analysis the lesson's `analysis` module
-derives from recordings/<id>.sweep.json): `collectives` (the programs in order),
-`ringCollectives`, `labels` (program: name), `rows` (per program, p and S: `medianUs`,
-`lowUs`, `highUs`), `faults` (`onsetBytes`, `labels.onset`), `ratios` (`model`: name:
-predicted value; `byRanks[p]`: `bytes` and one list per ratio; `warm[p][name]`: `label`),
-`memcpyGBps`, `sizeLabels`.
+Both read the sweep's analysis alone (recordings/analysis/<id>.sweep.json), so neither
+knows a lesson's collectives by name: `collectives`, `ringCollectives`, `labels`, `rows`
+(`medianUs`, `lowUs`, `highUs` per program, p and S), `faults` (`onsetBytes`,
+`belowOnsetBytes`, `labels.onset`), `ratios` (`model`, `byRanks[p]`, `warm[p]`),
+`memcpyGBps` and `sizeLabels`.
 """
 from dataclasses import dataclass
 
