@@ -120,10 +120,11 @@ def kept_interval(values):
 
 
 def paired_ratio(tops, bottoms):
-    """Block by block top / bottom over the blocks where both are kept and bottom is
-    positive: (median_interval or None, blocks used)."""
+    """Block by block top / bottom over the blocks where both are kept and positive (a
+    cost at or below zero is the noise between two timings, not a cost):
+    (median_interval or None, blocks used)."""
     ratios = [top / bottom for top, bottom in zip(tops, bottoms)
-              if top is not None and bottom is not None and bottom > 0]
+              if top is not None and bottom is not None and top > 0 and bottom > 0]
     return (intervals.median_interval(ratios) if ratios else None), len(ratios)
 
 

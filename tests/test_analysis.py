@@ -511,6 +511,16 @@ def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
     assert faults.warm_costs(t, ("all_reduce", 4, 2**25))[2] is None
 
 
+def test_a_block_whose_loop_came_out_faster_than_one_call_is_noise_not_a_ratio():
+    def noisy_loop(block, collective, p, nbytes):
+        if block == 1 and collective == "all_gather" and nbytes == 2**25:
+            return -8 * ring_model_times(collective, p, nbytes), 0
+        return 0.0, 0
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=noisy_loop))
+    entry = result["ratios"]["warm"]["4"]["agOverRs"]
+    assert entry["n"] == 4 and entry["low"] > 0 and "; 4 of 5 blocks)" in entry["words"]
+
+
 def test_too_few_allocation_free_blocks_decide_nothing():
     def faulted_loop(block, collective, p, nbytes):
         if block < 3 and collective == "all_reduce" and nbytes == 2**25:
