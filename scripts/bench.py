@@ -30,7 +30,8 @@ from scripts.store.hashes import ClosureError
 from scripts.proc.interrupts import Interrupted, run_command, stop_on_signals
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
-from scripts.store.recordings import RecordingError, Staging, dumps, header, validate
+from scripts.store.recordings import RecordingError, dumps, header, validate
+from scripts.store.staging import Staging, StagingError
 from scripts.host import host_at_start, warn_if_busy
 from scripts.proc.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
@@ -272,7 +273,7 @@ def main(argv=None, plan=FULL):
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
                                      blocks=args.blocks or plan["blocks"],
                                      platform=args.platform)
-    except (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
+    except (WrongResults, WorkerFailed, RegistryError, RecordingError, StagingError, LockError,
             DeriveError, RunLocked, ClosureError, LinkInCheckout) as error:
         print(f"bench.py: {error}", file=sys.stderr)
         return 1

@@ -38,7 +38,8 @@ from scripts.host import host_at_start, host_while_starting, warn_if_busy
 from scripts.store.lessons import RegistryError, first_of, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
-                                Staging, dumps, header, remove_stray_temps, validate)
+                                      dumps, header, validate)
+from scripts.store.staging import Staging, StagingError, remove_stray_temps
 from scripts.proc.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
 from scripts.proc.scratch import scratch_folder
@@ -365,8 +366,8 @@ def record_command(argv):
 
 
 # Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way (scripts/cli.py).
-main = command(record_command, (RegistryError, RecordError, RecordingError, DeriveError,
-                                RunLocked, LinkInCheckout, ValueError))
+main = command(record_command, (RegistryError, RecordError, RecordingError, StagingError,
+                                DeriveError, RunLocked, LinkInCheckout, ValueError))
 
 
 if __name__ == "__main__":

@@ -42,8 +42,8 @@ from scripts.host import host_load  # noqa: E402
 from scripts.proc.interrupts import run_command  # noqa: E402
 from scripts.intervals import paired_mean_ratio  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
-from scripts.store.recordings import (RecordingError, non_finite, read_json,  # noqa: E402
-                                write_atomically)
+from scripts.store.recordings import RecordingError, non_finite, read_json  # noqa: E402
+from scripts.store.staging import StagingError, write_atomically  # noqa: E402
 LIGHTHOUSE = HERE / "node_modules" / ".bin" / "lighthouse"
 CHROMIUM = "/usr/bin/chromium"
 SCORES = HERE / "scores.json"
@@ -195,7 +195,7 @@ def report(result, path):
 def write_scores(result, path):
     try:  # a failed write never leaves half a file behind
         write_atomically(path, json.dumps(result, indent=2, allow_nan=False) + "\n")
-    except RecordingError as error:
+    except StagingError as error:
         sys.exit(f"audit: {error}")
 
 

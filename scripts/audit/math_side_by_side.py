@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))  # run as a script: the repository's modules come 
 from scripts import display  # noqa: E402
 from scripts.audit.lighthouse import CHROMIUM, lesson_pages, serve  # noqa: E402
 from scripts.proc.interrupts import run_command  # noqa: E402
-from scripts.store.recordings import RecordingError, Staging  # noqa: E402
+from scripts.store.staging import Staging, StagingError  # noqa: E402
 from scripts.proc.scratch import scratch_folder  # noqa: E402
 
 KATEX = HERE / "node_modules" / "katex" / "dist"
@@ -317,7 +317,7 @@ def main(argv=None):
                 staging.commit()
             for stale in set(args.out.glob("*.png")) - {args.out / name for name in names}:
                 stale.unlink()  # a page that has no formula of its own any more
-        except RecordingError as error:
+        except StagingError as error:
             sys.exit(f"math: {error}")
         except PlaywrightError as error:  # a formula KaTeX cannot read, a browser that fails
             sys.exit(f"math: {str(error).strip().splitlines()[0]}; nothing was written")

@@ -9,7 +9,8 @@ from scripts import ROOT
 from scripts.store.freshness import stale_inputs
 from scripts.store.hashes import content_files
 from scripts.store.recordings import (RecordingError, load_recording, read_bytes, read_json,
-                                registered_lesson, write_atomically)
+                                registered_lesson)
+from scripts.store.staging import write_atomically
 
 DEVICES = 4  # the lesson's registered count (lessons.toml `devices`) unless told
 
