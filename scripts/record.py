@@ -79,9 +79,11 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module, stdout, data, duration, command, start=None):
+def executed_recording(lesson, module, stdout, data, duration, command, start=None,
+                       inputs=None):
     """`start`: the host as it was before the run began (scripts/host.py): whether other
-    work kept the cores busy, which the analysis says on the page."""
+    work kept the cores busy, which the analysis says on the page. `inputs`: what the
+    plan read the recording to be made of."""
     environment = dict(lesson_environment(lesson, data))
     data = {key: value for key, value in data.items() if key != "environment"}
     environment["matplotlib"] = version("matplotlib")
@@ -91,7 +93,7 @@ def executed_recording(lesson, module, stdout, data, duration, command, start=No
         environment["busyCoresAtStart"] = start["window"].busy_cores if "window" in start \
             else start["busyCores"]
     recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
-                       lesson.also_run_with(module))
+                       lesson.also_run_with(module), inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
 
@@ -118,7 +120,7 @@ def run_cells(lesson, platform, devices, scratch, start):
                           f"written") from None
 
 
-def record_lesson(lesson, platform, devices, staging, scratch, start):
+def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=None):
     """The single run: its notebook (CPU only), and its recording, from one kernel.
     `start`: the host's reading (scripts/host.py); its window may still be open, and the
     lesson's kernel is then named to it as soon as it runs."""
@@ -131,7 +133,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start):
     command = ["python", "scripts/record.py"] + (
         [] if platform == "cpu" else ["--platform", platform])
     recording = executed_recording(lesson, lesson.module, run.stdout, run.data,
-                                   run.duration_s, command, start)
+                                   run.duration_s, command, start, inputs)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
     if platform == "cpu":
@@ -156,14 +158,14 @@ def stage_recording(lesson, recording, staging):
     return {name: text}
 
 
-def record_simulation(lesson, staging, scratch):
+def record_simulation(lesson, staging, scratch, inputs=None):
     progress(f"recording the simulation {lesson.simulation}")
     stdout, data, duration = run_module(lesson.simulation, lesson.root, scratch)
     import numpy
 
     recording = header(lesson.id, "simulation", lesson.path(lesson.simulation),
                        {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__},
-                       lesson.root)
+                       lesson.root, files=inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
                      command=["python", "-m", lesson.simulation])
     return stage_recording(lesson, recording, staging)
@@ -178,7 +180,8 @@ def launch_processes(launcher):
     return run_processes
 
 
-def record_processes(lesson, processes, staging, start, launcher="processes", calls=None):
+def record_processes(lesson, processes, staging, start, launcher="processes", calls=None,
+                     inputs=None):
     """`start`: the host as read before anything of this run began (scripts/host.py).
     `calls`: repeated calls per measurement in each rank (None: the rank's default)."""
     from scripts.runners.processes import ProcessRunError
@@ -199,7 +202,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
         ["--launcher", launcher] if launcher != "processes" else []) + (
         ["--calls", str(calls)] if calls else [])
     recording = executed_recording(lesson, lesson.rank_module, run.stdout,
-                                   run.data, run.duration_s, command, start)
+                                   run.data, run.duration_s, command, start, inputs)
     return stage_recording(lesson, recording, staging)
 
 
@@ -223,16 +226,16 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
                 continue
             for step in planned.steps:
                 progress(step.state)
-            arriving = {}
-            if planned.step(RUN) and processes:
+            arriving, execute = {}, planned.step(RUN)
+            if execute and processes:
                 # Other work on the cores is read first; the ranks wait for the reading.
                 arriving.update(record_processes(lesson, processes, staging, host_at_start(),
-                                                 launcher, calls))
-            elif planned.step(RUN):
+                                                 launcher, calls, execute.inputs))
+            elif execute:
                 # The lesson's kernel starts while the host's reading is still open; what
                 # it uses of the cores in that window is taken off (scripts/host.py).
                 recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
-                                                  scratch, host_while_starting())
+                                                  scratch, host_while_starting(), execute.inputs)
                 arriving.update(recorded)
                 lock.update(entries)
             elif rerender := planned.step(RERENDER):
@@ -241,8 +244,8 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
                          f"re-rendering {output.path} from the executed cells, no run")
                 staging.add(plan.root / output.path, rerender.text)
                 lock[output.path] = lock_entry(output, rerender.text, plan.root)
-            if planned.step(SIMULATE):
-                arriving.update(record_simulation(lesson, staging, scratch))
+            if simulate := planned.step(SIMULATE):
+                arriving.update(record_simulation(lesson, staging, scratch, simulate.inputs))
             progress(f"analysing and drawing the figures of {lesson.id}")
             lock.update(stage_derived(lesson, staging, arriving, lock))
         staging.add(lock_path(plan.root), lock_text(lock))

@@ -46,6 +46,8 @@ class Lesson:
     analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
     data_schema: str | None = None  # JSON Schema of its recordings' `data`, from the root
     root: object = field(default=ROOT, compare=False, repr=False)
+    # How many lessons its registry lists: a fix names this one (--lesson) when more do.
+    registered: int = field(default=1, compare=False, repr=False)
 
     def path(self, module=None):
         """The file of `module` (default: the lesson module), under this checkout."""
@@ -80,7 +82,7 @@ def load_lessons(root=ROOT):
         lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
                                          "analyses": tuple(entry.get("analyses", ())),
                                          "devices": int(entry.get("devices", 4)),  # 4.0 is 4
-                                         "root": root})
+                                         "root": root, "registered": len(registry["lesson"])})
     return lessons
 
 

@@ -279,10 +279,11 @@ def source_commit(root, files):
     return {"sha": head.stdout.strip(), "clean": changed.stdout.strip() == ""}
 
 
-def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
+def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
     """The fields every kind shares; `contentFiles` names what the recording is made of:
-    the module's closure, the `extra` code whose results it stores, and the pins."""
-    files = content_files(module_path, root, extra)
+    the module's closure, the `extra` code whose results it stores, and the pins (`files`:
+    their digests as the run's plan read them)."""
+    files = files or content_files(module_path, root, extra)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     commit = source_commit(Path(root).resolve(), files)
