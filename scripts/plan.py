@@ -8,7 +8,7 @@ missing, or its notebook can only be remade by a run; a comment edit re-renders 
 notebook from the executed cells, and a simulation is re-recorded only when its own
 inputs changed (it is deterministic).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.store.freshness import derived_problems, recording_state
@@ -30,7 +30,7 @@ class Step:
     text: str | None = None  # RERENDER: the notebook, re-rendered already
     # RUN, SIMULATE: the digests of what the recording is made of, read once, here; they
     # become its contentFiles (None: the run reads them itself).
-    inputs: dict | None = None
+    inputs: dict | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

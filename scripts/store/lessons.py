@@ -65,12 +65,15 @@ class Lesson:
 def load_lessons(root=ROOT):
     """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
     registry, schema, where = read_registry(root)
+    inside = (root / "lesson_code").resolve()
     lessons = {}
     for entry in registry["lesson"]:
-        for key in [*module_fields(schema), "data_schema"]:
-            if key in entry and not inside_lesson_code(path := file_of(entry, key, root), root):
+        for key in [key for key in (*module_fields(schema), "data_schema") if key in entry]:
+            name = entry[key] if key == "data_schema" else entry[key].replace(".", "/") + ".py"
+            path = (root / name).resolve()  # a link may lead out
+            if not (path.is_file() and inside in path.parents):
                 raise field_refusal(where, entry, key, f"an existing "
-                                    f"{'file' if key == 'data_schema' else 'module file'}; "
+                                    f"{'module ' * (key != 'data_schema')}file; "
                                     f"{display(path, root)} is not one inside lesson_code/")
         unknown = [kind for kind in entry.get("figures", ()) if kind not in KINDS]
         if unknown:
@@ -86,18 +89,8 @@ def load_lessons(root=ROOT):
     return lessons
 
 
-def file_of(entry, key, root):
-    """The file a module field (or `data_schema`) names, resolved: a link may lead out."""
-    name = entry[key] if key == "data_schema" else entry[key].replace(".", "/") + ".py"
-    return (root / name).resolve()
-
-
-def inside_lesson_code(path, root):
-    return (root / "lesson_code").resolve() in path.parents and path.is_file()
-
-
 def field_refusal(where, entry, key, fix):
-    name = entry.get("id") if isinstance(entry.get("id"), str) else "?"
+    name = entry["id"] if isinstance(entry.get("id"), str) else "?"
     return RegistryError(f"{where}: lesson {name!r}, field {key!r} = {entry[key]!r:.80}: "
                          f"must be {fix}")
 
@@ -136,12 +129,11 @@ def read_registry(root):
 def registry_schema(root):
     """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow."""
     try:
-        text = (root / SCHEMA).read_bytes()
-        shared = (root / SHARED).read_bytes() if (root / SHARED).is_file() else b""
+        return compiled((root / SCHEMA).read_bytes(),
+                        (root / SHARED).read_bytes() if (root / SHARED).is_file() else b"")
     except OSError as error:
         raise RegistryError(f"{SCHEMA}: cannot be read ({error.strerror}); run "
                             f"`git checkout -- {SCHEMA}`") from None
-    return compiled(text, shared)
 
 
 @lru_cache(maxsize=4)

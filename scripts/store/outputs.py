@@ -15,7 +15,7 @@ from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.figures.data import FORMATS, FigureDataKind, data_path
 from scripts.store.hashes import (content_files, digest_bytes, file_digests, import_closure,
-                            pin_digests)
+                                  pin_digests)
 from scripts.store.recordings import RECORD, RecordingError, read_json
 
 RENDER = "python scripts/record.py --render-only"
