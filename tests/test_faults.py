@@ -231,7 +231,7 @@ def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans
 def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
     """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
     from scripts.proc.interrupts import Interrupted, stop_on_signals
-    from scripts.store.recordings import Staging
+    from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     stop_on_signals()
@@ -276,7 +276,7 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
     run goes on to its commit; the commit raises the signal again and moves nothing, and
     says so (a test once saw "after every new file was in place" with nothing moved)."""
     from scripts.proc import interrupts
-    from scripts.store.recordings import Staging
+    from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     interrupts.stop_on_signals()
@@ -412,15 +412,15 @@ def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tm
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
     `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
-    from scripts.store import recordings
     from scripts.proc.interrupts import Interrupted
+    from scripts.store import staging as staged
 
     def signal_arrives(*_):
         raise Interrupted(signal.SIGTERM)
 
-    monkeypatch.setattr(recordings.os, "fchmod", signal_arrives)  # just after mkstemp
+    monkeypatch.setattr(staged.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(Interrupted):
-        with recordings.Staging() as staging:
+        with staged.Staging() as staging:
             staging.add(tmp_path / "analysis" / "x.json", "{}")
     assert list((tmp_path / "analysis").iterdir()) == []
 
@@ -617,7 +617,7 @@ def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
 
 
 def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
-    from scripts.store.recordings import RecordingError, Staging
+    from scripts.store.staging import Staging, StagingError
 
     files = [tmp_path / name for name in ("recording.json", "figure.svg", "new.svg")]
     files[0].write_text("old recording")
@@ -630,7 +630,7 @@ def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
         return real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(RecordingError, match="new.svg: cannot be moved into place"):
+    with pytest.raises(StagingError, match="new.svg: cannot be moved into place"):
         with Staging() as staging:
             for path in files:
                 staging.add(path, "new")
@@ -660,7 +660,7 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
 
     from scripts import bench
     from scripts.store.lessons import load_lessons
-    from scripts.store.recordings import RecordingError
+    from scripts.store.staging import StagingError
 
     target = {"figure": f"{LESSON_ID}-sweep.svg", "lock": "outputs.lock.json"}[failing]
     real_replace = os.replace
@@ -675,7 +675,7 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
     before = snapshot(tree)
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
-    with pytest.raises(RecordingError, match=f"{target}: cannot be moved into place"):
+    with pytest.raises(StagingError, match=f"{target}: cannot be moved into place"):
         bench.record_sweep(load_lessons(tree)[LESSON_ID], None, [2, 4, 8], None,
                            {key: committed["method"][key] for key in bench.TIMING_KEYS},
                            measure=replayed_sweep(committed),

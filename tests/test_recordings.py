@@ -179,41 +179,6 @@ def test_the_mechanism_table_keeps_the_published_numbers():
             [cell.strip("[]") for cell in theirs[1:]]
 
 
-def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path,
-                                                                             monkeypatch):
-    import errno
-    import os
-
-    from scripts.store import recordings
-
-    class FullDisk:
-        def __init__(self, fd, mode):
-            os.close(fd)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    monkeypatch.setattr(recordings.os, "fdopen", FullDisk)
-    target = tmp_path / "x.cpu.json"
-    with pytest.raises(RecordingError, match=r"x.cpu.json: cannot be written \(No space"):
-        recordings.write_atomically(target, "{}")
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_write_under_a_file_is_one_line(tmp_path):
-    from scripts.store.recordings import write_atomically
-
-    (tmp_path / "figures").write_text("not a folder")
-    with pytest.raises(RecordingError, match="cannot be written"):
-        write_atomically(tmp_path / "figures" / "x.svg", "<svg/>")
-
-
 @pytest.mark.parametrize("text, words", [('{"type": 3}', "not a JSON Schema (at type"),
                                          ("{not json", "the schema cannot be read")])
 def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
@@ -432,21 +397,24 @@ def test_the_figure_data_a_recording_holds_is_bounded(change):
         validate(recording, "recording")
 
 
-def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
-    import os
+def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
+    """Validity is kept per process by the file's bytes: an edit is read afresh."""
+    path = tmp_path / f"{LESSON_ID}.cpu.json"
+    recording = json.loads(RECORDING.read_text())
+    path.write_text(json.dumps(recording))
+    assert load_recording(path) == load_recording(path) == recording
+    recording["provenance"] = "made_up"
+    path.write_text(json.dumps(recording))
+    with pytest.raises(RecordingError, match="invalid at provenance: 'made_up' does not match"):
+        load_recording(path)
 
-    from conftest import ended_pid
-    from scripts.store.recordings import remove_stray_temps, staged_write
 
-    gone = ended_pid()
-    mine = staged_write(tmp_path / "a.json", "{}")  # this process is still running
-    assert f".a.json.{os.getpid()}." in mine.name
-    kept = [mine, tmp_path / f".b.json.{os.getpid()}.old.tmp",
-            tmp_path / ".c.json.nopid.tmp",  # whose it is cannot be told: left alone
-            tmp_path / "d.json.tmp"]  # not a staged name at all
-    removed = [tmp_path / f".e.json.{gone}.x8y7z6w5.tmp", tmp_path / f".f.svg.{gone}.old.tmp"]
-    for path in kept[1:] + removed:
-        path.write_text("x")
-    remove_stray_temps([tmp_path])
-    assert all(path.exists() for path in kept)
-    assert not any(path.exists() for path in removed)
+def test_what_the_compiled_validator_alone_refuses_is_still_one_line():
+    """Python's `$` matches before a final newline, the compiled validator's does not: its
+    refusal stands, in one line naming the field."""
+    sweep = json.loads((ROOT / "recordings" / f"{LESSON_ID}.sweep.json").read_text())
+    programs = sweep["programs"]
+    programs[f"{next(iter(programs))}\n"] = programs.pop(next(iter(programs)))
+    with pytest.raises(RecordingError, match=r"^sweep: invalid at programs") as refused:
+        validate(sweep, "sweep")
+    assert "\n" not in str(refused.value)
