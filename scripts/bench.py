@@ -24,7 +24,7 @@ import time
 
 from scripts import display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress, run
-from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
 from scripts.store.lessons import RegistryError, load_lessons
@@ -32,7 +32,7 @@ from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, r
 from scripts.store.recordings import RecordingError, dumps, header, validate
 from scripts.store.staging import Staging, StagingError
 from scripts.host import host_at_start, warn_if_busy
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    last_level_cache_bytes, measure_in_subprocess,
                                    measure_memcpy_gbps)

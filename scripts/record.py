@@ -32,7 +32,7 @@ import psutil
 
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, progress as say, run
-from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
@@ -42,9 +42,9 @@ from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, 
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
                                       dumps, header, validate)
 from scripts.store.staging import Staging, StagingError, remove_stray_temps
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
-from scripts.proc.scratch import scratch_folder
+from scripts.plumbing.scratch import scratch_folder
 
 # What runs a lesson (nbclient and its kernel client, nbformat, the launchers) is imported
 # by the run that needs it, below, so that --check imports only what it checks with.

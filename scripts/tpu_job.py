@@ -26,8 +26,8 @@ from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
 from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
-from scripts.proc.interrupts import SIGNALS, Interrupted
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.interrupts import SIGNALS, Interrupted
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes

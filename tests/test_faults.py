@@ -24,7 +24,7 @@ import pytest
 
 from conftest import (FIXTURES, ROOT, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
                       project_copy, run_record, snapshot)
-from scripts.proc.scratch import MARK, remove_abandoned
+from scripts.plumbing.scratch import MARK, remove_abandoned
 
 # The seed lesson: its run is long enough to be interrupted while its cells run, and its
 # rank module is the one a hanging rank replaces.
@@ -230,7 +230,7 @@ def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans
 
 def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
     """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
-    from scripts.proc.interrupts import Interrupted, stop_on_signals
+    from scripts.plumbing.interrupts import Interrupted, stop_on_signals
     from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
@@ -275,7 +275,7 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
     """Python discards an exception raised inside a garbage-collection callback, so the
     run goes on to its commit; the commit raises the signal again and moves nothing, and
     says so (a test once saw "after every new file was in place" with nothing moved)."""
-    from scripts.proc import interrupts
+    from scripts.plumbing import interrupts
     from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
@@ -375,7 +375,7 @@ def test_the_next_run_kills_a_leftover_carrying_the_mark_of_a_run_that_is_gone(t
                                                                              monkeypatch):
     """What a SIGKILLed record.py leaves under mpirun: ranks carrying its mark, which the
     next run kills as it starts; a process without a mark, or with a live run's, stays."""
-    from scripts.proc.scratch import RUN_MARK, scratch_folder
+    from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -396,7 +396,7 @@ def test_the_next_run_kills_a_leftover_carrying_the_mark_of_a_run_that_is_gone(t
 
 def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tmp_path,
                                                                             monkeypatch):
-    from scripts.proc.scratch import scratch_folder
+    from scripts.plumbing.scratch import scratch_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -412,7 +412,7 @@ def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tm
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
     `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
-    from scripts.proc.interrupts import Interrupted
+    from scripts.plumbing.interrupts import Interrupted
     from scripts.store import staging as staged
 
     def signal_arrives(*_):
@@ -435,7 +435,7 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
 def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(tmp_path,
                                                                                   make,
                                                                                   words):
-    from scripts.proc.run_lock import RunLocked, exclusive_run
+    from scripts.plumbing.run_lock import RunLocked, exclusive_run
 
     root = tmp_path / "checkout"
     root.mkdir()
@@ -456,7 +456,7 @@ AS_ANOTHER_USER = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 if os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # nobody
@@ -1058,7 +1058,7 @@ def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
     import tempfile
 
     from conftest import clean_env, project_copy
-    from scripts.proc.scratch import remove_abandoned
+    from scripts.plumbing.scratch import remove_abandoned
 
     root = project_copy(tmp_path / "project")
     run = subprocess.Popen([sys.executable, "scripts/record.py", "--all"], cwd=root,

@@ -182,7 +182,7 @@ def main(argv=None):
 
 if __name__ == "__main__":
     # `| head`: once the reader is gone, exit 141 as a shell reports SIGPIPE, with no
-    # traceback (scripts/proc/interrupts.py's run_command; this file imports nothing from there).
+    # traceback (as scripts/plumbing/interrupts.py's run_command; this file imports none).
     try:
         status = main()
         sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit

@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 from scripts import display
-from scripts.proc import interrupts
-from scripts.proc.interrupts import signals_deferred
-from scripts.proc.scratch import running
+from scripts.plumbing import interrupts
+from scripts.plumbing.interrupts import signals_deferred
+from scripts.plumbing.scratch import running
 
 STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
 
