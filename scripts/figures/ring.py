@@ -1,15 +1,12 @@
-"""Every chunk of a p-rank ring, step by step: the two kinds `ring-reduce-scatter` and
-`ring-all-gather`, one figure per phase (`part`), drawn from the simulation's recording.
-
-The recording (<lesson>.simulation.json, lesson_code/ring.py's trace) says who sent which
-chunk at each step and whose contributions each copy sums; nothing here is simulated or
-measured. Each figure fits the page's content width; its narrow drawing puts two ranks on
-a line, each step on two lines, for a phone.
+"""Every chunk of a p-rank ring, step by step: the kinds `ring-reduce-scatter` and
+`ring-all-gather`, one figure per phase (`part`), from lesson_code/ring.py's trace in
+recordings/<id>.simulation.json (who sent which chunk at each step, whose contributions
+each copy sums); nothing is simulated or measured here. The narrow drawing puts two
+ranks on a line for a phone.
 
 Data rows: one per step, rank and chunk: `step` (0 is the start), `rank`, `chunk`, `sums`
-(whose contributions the copy sums, `0+3`; empty where the rank holds none), `value1`...
-(the copy's numbers), `sentTo` and `arrivedFrom` (the rank this step sent that chunk to,
-or got it from).
+(whose contributions the copy sums, `0+3`; empty where none), `value1`... (its numbers),
+`sentTo` and `arrivedFrom` (the rank this step sent that chunk to, or got it from).
 """
 import textwrap
 from dataclasses import dataclass
