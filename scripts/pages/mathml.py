@@ -88,9 +88,9 @@ def top_level_parts(tex):
 
 
 class Temml:
-    """Temml in one Node process for the whole build, started at the first formula: a
-    process per page cost 0.1 s a page. It ends when its input does: at close(), or when
-    this process ends."""
+    """Temml in one Node process, started at the first formula and kept for every page after
+    (a process per page cost the build 0.1 s a page). It ends when its input does: at
+    close(), or when this process ends, however it ends."""
 
     def __init__(self):
         self.node = None
@@ -281,14 +281,6 @@ def on_page_content(html_text, page, config, files):
         return typeset(html_text, page.file.src_uri)
     except MathError as error:
         raise PluginError(str(error)) from None
-
-
-def on_post_build(config):
-    temml.close()
-
-
-def on_build_error(error):
-    temml.close()
 
 
 def on_post_page(output, page, config):
