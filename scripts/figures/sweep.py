@@ -1,21 +1,13 @@
-"""What the two sweep figures share: they are drawn from the sweep's analysis alone (its
-medians, intervals, fits and ratios, recordings/analysis/<lesson>.sweep.json), one panel
-per device count p, side by side in the wide drawing and stacked in the narrow one, under
-a legend of that figure's own series. sweep_times.py draws the time per call of every
-program, sweep_ratios.py the time ratios the ring model predicts; each is a figure of its
-own, shown where its page discusses it.
+"""What the two sweep figures share (sweep_times.py: time per call; sweep_ratios.py: the
+time ratios the ring model predicts): drawn from the sweep's analysis alone, one panel per
+device count p with the same axes, side by side wide and stacked narrow. The programs,
+their labels and which are the ring come from the analysis, so no figure names a lesson's
+collectives.
 
-The programs, their labels and which are the ring come from the analysis, so neither
-figure knows a lesson's collectives by name. Every panel of a figure has the same axes,
-so the device counts compare at a glance.
-
-Reads (`sweep` -> figures/<id>-sweep.svg, `sweep-ratios` -> figures/<id>-sweep-ratios.svg,
-both from recordings/analysis/<id>.sweep.json, the analysis the lesson's `analysis` module
-derives from recordings/<id>.sweep.json): `collectives` (the programs in order),
-`ringCollectives`, `labels` (program: name), `rows` (per program, p and S: `medianUs`,
-`lowUs`, `highUs`), `fits[program][p]` (`cacheBoundaryBytes`), `faults` (`onsetBytes`,
-`labels.onset`), `ratios` (`model`: name: predicted value; `byRanks[p]`: `bytes` and one
-list per ratio; `belowOnset[p][name]`: `median`, `label`), `memcpyGBps`, `sizeLabels`.
+Reads recordings/analysis/<id>.sweep.json: `collectives`, `ringCollectives`, `labels`,
+`rows` (per program, p and S: `medianUs`, `lowUs`, `highUs`), `fits[program][p]`
+(`cacheBoundaryBytes`), `faults` (`onsetBytes`, `labels.onset`), `ratios` (`model`,
+`byRanks[p]`, `belowOnset[p][name]`), `memcpyGBps`, `sizeLabels`.
 """
 from dataclasses import dataclass
 

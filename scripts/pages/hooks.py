@@ -1,22 +1,13 @@
-"""mkdocs hooks: the site's own part of the build.
+"""mkdocs hooks: the site's own part of the build (the page language is a Markdown
+extension, pages/page_language.py). The build reads recordings; it never imports JAX.
 
-The page language ({{ rec:... }} and the other directives) is a Markdown extension,
-pages/page_language.py, registered in mkdocs.yml; these events do what only mkdocs can:
-
-- on_config: first, no symbolic link in what a pull request controls (docs/, recordings/,
-  figures/, lesson_code/: scripts/plumbing/checkout.py). The site is the course
-  (lesson_code/lessons.toml): it takes the registry's [course] name and summary, and a
-  lesson the nav leaves out is listed after the last one it names. Every recording of
-  every lesson is loaded and validated here, once: a broken one, or a stale one this
-  machine can remake, stops the build with one line each, and the page language is
-  handed what was loaded.
+- on_config: first, no symbolic link in what a pull request controls (plumbing/checkout.py);
+  the course's name and summary, and unlisted lessons in the nav, from the registry; every
+  recording loaded and validated once: a broken or stale one is one line.
 - on_serve: a failed rebuild under `mkdocs serve` keeps the last good site.
-- on_files: figures/, each lesson's downloads, and each figure's data and recording are
-  served from the site itself; no file mkdocs would read or copy leads outside the
-  checkout, and no page holds a control character.
+- on_files: figures, downloads and figure data served from the site; nothing read or
+  copied leads outside the checkout; no page holds a control character.
 - on_page_markdown: each lesson page ends with its downloads.
-
-The build reads recordings; it never imports JAX and never runs lesson code.
 """
 import logging
 import re
