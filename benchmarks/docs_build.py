@@ -25,7 +25,8 @@ from scripts.store.outputs import for_lesson  # noqa: E402
 
 
 def executing_site(folder):
-    """A one-page mkdocs-jupyter site that executes the companion notebook, outputs cleared."""
+    """A one-page mkdocs-jupyter site that executes the companion notebook, outputs cleared,
+    at every build (its cache off: otherwise every build after the first reads the last)."""
     lesson = next(iter(load_lessons().values()))
     notebook = json.loads((ROOT / for_lesson(lesson).notebook).read_text(encoding="utf-8"))
     for cell in notebook["cells"]:
@@ -35,7 +36,7 @@ def executing_site(folder):
     (folder / "docs" / "lesson.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
     (folder / "mkdocs.yml").write_text(
         "site_name: executing\ntheme: {name: material}\nnav: [lesson.ipynb]\n"
-        "plugins: [{mkdocs-jupyter: {execute: true}}]\n", encoding="utf-8")
+        "plugins: [{mkdocs-jupyter: {execute: true, cache: false}}]\n", encoding="utf-8")
     return folder
 
 

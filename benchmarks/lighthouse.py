@@ -27,7 +27,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # this checkout's modules, and 
 from scripts.cli import OneLineParser, progress, run  # noqa: E402
 from scripts.intervals import paired_mean_ratio  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
-from scripts.store.recordings import RecordingError, read_json, write_atomically  # noqa: E402
+from scripts.store.recordings import RecordingError, read_json  # noqa: E402
+from scripts.store.staging import write_atomically  # noqa: E402
 from site_reference import build_reference, elements  # noqa: E402
 
 LHCI = HERE / "node_modules" / ".bin" / "lhci"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from scripts.proc.interrupts import run_command  # noqa: E402
+from scripts.plumbing.interrupts import run_command  # noqa: E402
 from scripts.intervals import VERDICTS as INTERVAL_VERDICTS  # noqa: E402
 from scripts.store.lessons import RegistryError, first_of, load_lessons  # noqa: E402
 from scripts.store.outputs import for_lesson  # noqa: E402

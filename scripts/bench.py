@@ -19,14 +19,15 @@ import time
 
 from scripts import display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress, run
-from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
-from scripts.store.recordings import RecordingError, Staging, dumps, header, validate
+from scripts.store.recordings import RecordingError, dumps, header, validate
+from scripts.store.staging import Staging, StagingError
 from scripts.host import host_at_start, warn_if_busy
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
                                    l2_cache_bytes, measure_in_subprocess, measure_memcpy_gbps)
 
@@ -262,7 +263,7 @@ def bench_command(argv, plan):
              f"{recording['memcpyGBps']:.1f} GB/s)")
 
 
-FAILURES = (WrongResults, WorkerFailed, RegistryError, RecordingError, LockError,
+FAILURES = (WrongResults, WorkerFailed, RegistryError, RecordingError, StagingError, LockError,
             DeriveError, RunLocked, ClosureError, LinkInCheckout)
 
 

@@ -9,7 +9,8 @@ every clean-up on the way out ran; 141 when the reader of stdout went away. A co
 import argparse
 import sys
 
-from scripts.proc.interrupts import Interrupted, raise_if_interrupted, run_command, stop_on_signals
+from scripts.plumbing.interrupts import (Interrupted, raise_if_interrupted, run_command,
+                                         stop_on_signals)
 
 
 class CommandError(Exception):

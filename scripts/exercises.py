@@ -34,9 +34,9 @@ import psutil
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, run
-from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
-from scripts.proc.interrupts import raise_if_interrupted, signals_deferred
-from scripts.proc.scratch import scratch_folder
+from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
+from scripts.plumbing.interrupts import raise_if_interrupted, signals_deferred
+from scripts.plumbing.scratch import scratch_folder
 from scripts.store.lessons import RegistryError, load_lessons
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code

@@ -8,7 +8,7 @@ missing, or its notebook can only be remade by a run; a comment edit re-renders 
 notebook from the executed cells, and a simulation is re-recorded only when its own
 inputs changed (it is deterministic).
 """
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts.store.freshness import derived_problems, recording_state
@@ -28,6 +28,9 @@ class Step:
     state: str
     fix: str
     text: str | None = None  # RERENDER: the notebook, re-rendered already
+    # RUN, SIMULATE: the digests of what the recording is made of, read once, here; they
+    # become its contentFiles (None: the run reads them itself).
+    inputs: dict | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -79,20 +82,23 @@ def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):
         return LessonPlan(lesson, (Step(path, f"{path}: --platform {platform} runs it", RUN),))
     outputs = {output.path: output for output in recording_outputs(lesson, lesson.root)}
     path = files.recording("cpu-processes" if processes else "cpu")
-    problems = recording_state(outputs[path], lesson.root)[1] if path in outputs else \
-        [f"{path}: {lesson.id} has no rank module"]  # record.py refuses it, in one line
+    inputs = outputs[path].current_inputs(lesson.root) if path in outputs else None
+    problems = recording_state(outputs[path], lesson.root, inputs)[1] if path in outputs \
+        else [f"{path}: {lesson.id} has no rank module"]  # record.py refuses it, in one line
     steps = []
     notebook = None if processes else notebook_step(lesson, lock)
     if every or problems or (notebook and notebook.fix == RUN):
         state = f"{path}: --all re-runs it" if every else \
             problems[0] if problems else notebook.state
-        steps.append(Step(path, state, RUN))
+        steps.append(Step(path, state, RUN, inputs=inputs))
     elif notebook:
         steps.append(notebook)
     simulation = files.recording("simulation")
     if not processes and simulation in outputs:
-        if state := next(iter(recording_state(outputs[simulation], lesson.root)[1]), None):
-            steps.append(Step(simulation, state, SIMULATE))
+        inputs = outputs[simulation].current_inputs(lesson.root)
+        if state := next(iter(recording_state(outputs[simulation], lesson.root, inputs)[1]),
+                         None):
+            steps.append(Step(simulation, state, SIMULATE, inputs=inputs))
     note = None if steps and steps[0].output == path else \
         f"{lesson.id}: {path} is current, not re-run (--all re-runs it)"
     return LessonPlan(lesson, tuple(steps), note)

@@ -32,7 +32,7 @@ import psutil
 
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, progress as say, run
-from scripts.proc.checkout import LinkInCheckout, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
@@ -40,10 +40,11 @@ from scripts.host import host_at_start, warn_if_busy
 from scripts.store.lessons import RegistryError, first_of, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
-                                Staging, dumps, header, remove_stray_temps, validate)
-from scripts.proc.run_lock import RunLocked, exclusive_run
+                                      dumps, header, validate)
+from scripts.store.staging import Staging, StagingError, remove_stray_temps
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
-from scripts.proc.scratch import scratch_folder
+from scripts.plumbing.scratch import scratch_folder
 
 # What runs a lesson (nbclient and its kernel client, nbformat, the launchers) is imported
 # by the run that needs it, below, so that --check imports only what it checks with.
@@ -80,9 +81,11 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module, stdout, data, duration, command, start=None):
+def executed_recording(lesson, module, stdout, data, duration, command, start=None,
+                       inputs=None):
     """`start`: the host as read before the run began (scripts/host.py): whether other
-    work kept the cores busy, which the analysis says on the page."""
+    work kept the cores busy, which the analysis says on the page. `inputs`: what the
+    plan read the recording to be made of."""
     environment = dict(lesson_environment(lesson, data))
     data = {key: value for key, value in data.items() if key != "environment"}
     environment["matplotlib"] = version("matplotlib")
@@ -91,7 +94,7 @@ def executed_recording(lesson, module, stdout, data, duration, command, start=No
         environment["loadAverage1m"] = start["loadAverage1m"]
         environment["busyCoresAtStart"] = start["busyCores"]
     recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
-                       lesson.also_run_with(module))
+                       lesson.also_run_with(module), inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
 
@@ -116,7 +119,7 @@ def run_cells(lesson, platform, devices, scratch):
                           f"written") from None
 
 
-def record_lesson(lesson, platform, devices, staging, scratch, start):
+def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=None):
     """The single run: its notebook (CPU only), and its recording, from one kernel.
     `start`: the host as read before the run began (scripts/host.py)."""
     run = run_cells(lesson, platform, devices, scratch)
@@ -128,7 +131,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start):
     command = ["python", "scripts/record.py"] + (
         [] if platform == "cpu" else ["--platform", platform])
     recording = executed_recording(lesson, lesson.module, run.stdout, run.data,
-                                   run.duration_s, command, start)
+                                   run.duration_s, command, start, inputs)
     progress(f"{lesson.id} printed PASS in {run.duration_s:.1f} s; validating")
     arriving = stage_recording(lesson, recording, staging)
     if platform == "cpu":
@@ -153,14 +156,14 @@ def stage_recording(lesson, recording, staging):
     return {name: text}
 
 
-def record_simulation(lesson, staging, scratch):
+def record_simulation(lesson, staging, scratch, inputs=None):
     progress(f"recording the simulation {lesson.simulation}")
     stdout, data, duration = run_module(lesson.simulation, lesson.root, scratch)
     import numpy
 
     recording = header(lesson.id, "simulation", lesson.path(lesson.simulation),
                        {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__},
-                       lesson.root)
+                       lesson.root, files=inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
                      command=["python", "-m", lesson.simulation])
     return stage_recording(lesson, recording, staging)
@@ -175,7 +178,8 @@ def launch_processes(launcher):
     return run_processes
 
 
-def record_processes(lesson, processes, staging, start, launcher="processes", calls=None):
+def record_processes(lesson, processes, staging, start, launcher="processes", calls=None,
+                     inputs=None):
     """`start`: the host as read before anything of this run began (scripts/host.py).
     `calls`: repeated calls per measurement in each rank (None: the rank's default)."""
     from scripts.runners.processes import ProcessRunError
@@ -196,7 +200,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
         ["--launcher", launcher] if launcher != "processes" else []) + (
         ["--calls", str(calls)] if calls else [])
     recording = executed_recording(lesson, lesson.rank_module, run.stdout,
-                                   run.data, run.duration_s, command, start)
+                                   run.data, run.duration_s, command, start, inputs)
     return stage_recording(lesson, recording, staging)
 
 
@@ -220,14 +224,14 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
                 continue
             for step in planned.steps:
                 progress(step.state)
-            arriving = {}
+            arriving, execute = {}, planned.step(RUN)
             # Other work on the cores is read first; the run waits for the reading.
-            if planned.step(RUN) and processes:
+            if execute and processes:
                 arriving.update(record_processes(lesson, processes, staging, host_at_start(),
-                                                 launcher, calls))
-            elif planned.step(RUN):
+                                                 launcher, calls, execute.inputs))
+            elif execute:
                 recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
-                                                  scratch, host_at_start())
+                                                  scratch, host_at_start(), execute.inputs)
                 arriving.update(recorded)
                 lock.update(entries)
             elif rerender := planned.step(RERENDER):
@@ -236,8 +240,8 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
                          f"re-rendering {output.path} from the executed cells, no run")
                 staging.add(plan.root / output.path, rerender.text)
                 lock[output.path] = lock_entry(output, rerender.text, plan.root)
-            if planned.step(SIMULATE):
-                arriving.update(record_simulation(lesson, staging, scratch))
+            if simulate := planned.step(SIMULATE):
+                arriving.update(record_simulation(lesson, staging, scratch, simulate.inputs))
             progress(f"analysing and drawing the figures of {lesson.id}")
             lock.update(stage_derived(lesson, staging, arriving, lock))
         staging.add(lock_path(plan.root), lock_text(lock))
@@ -355,8 +359,8 @@ def record_command(argv):
 
 
 # Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way (scripts/cli.py).
-main = command(record_command, (RegistryError, RecordError, RecordingError, DeriveError,
-                                RunLocked, LinkInCheckout, ValueError))
+main = command(record_command, (RegistryError, RecordError, RecordingError, StagingError,
+                                DeriveError, RunLocked, LinkInCheckout, ValueError))
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
 from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
-from scripts.proc.interrupts import SIGNALS, Interrupted
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.interrupts import SIGNALS, Interrupted
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
-from scripts.store.recordings import read_bytes, write_atomically
+from scripts.store.recordings import read_bytes
+from scripts.store.staging import StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -246,7 +247,7 @@ def install(variant, workdir, landing, lesson, root):
             write_atomically(target, read_bytes(fetched))  # atomic even across file systems
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
-    except RunLocked as error:
+    except (RunLocked, StagingError) as error:
         raise JobFailed(f"{error}; the fetched {name} was not installed") from None
     after = "; run `python scripts/record.py --render-only` to draw it and judge the " \
             "predictions" if variant == "tpu-sweep" else ""

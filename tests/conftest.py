@@ -29,7 +29,7 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
 # A run started under nohup ignores SIGHUP, and so does every process it starts: by
 # design, the commands then outlive the terminal and take no SIGHUP
-# (scripts/proc/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
+# (scripts/plumbing/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
 # that does nothing keeps pytest itself alive when the terminal goes (as nohup asked),
 # while every process the suite starts begins with SIGHUP's default action: exec resets
 # a caught signal to its default, where an ignored one stays ignored.
@@ -334,10 +334,10 @@ def signals_as_they_were():
       ignored, and so would every process a test starts: `mkdocs serve` could not be
       stopped with the Ctrl-C a test sends it. During a test SIGINT raises
       KeyboardInterrupt, as in a foreground run, and children start with its default.
-    - A command's main() run in-process installs scripts/proc/interrupts.py's handlers,
+    - A command's main() run in-process installs scripts/plumbing/interrupts.py's handlers,
       which turn a later SIGINT into Interrupted, ignore the next and remember it; a
       commit in a later test of the same worker would raise it again."""
-    from scripts.proc import interrupts
+    from scripts.plumbing import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
     if handlers[signal.SIGINT] is signal.SIG_IGN:

@@ -3,15 +3,16 @@
 Serves the strictly built site on 127.0.0.1 and fails on any console error, any request
 that leaves 127.0.0.1, an image that did not load, a formula left as TeX or typeset by a
 script, a collapsed answer that does not open, a page wider than a phone, a figure whose
-smallest text a reader cannot read, a lesson page heavier than 500 KB on first load, or
-an axe-core finding (serious or critical) that a bare mkdocs-material page does not show
-as well. Every page the build wrote is checked, found in the built site itself, on four
+smallest text a reader cannot read, a first load over its compressed budget, or an
+axe-core finding (serious or critical) that a bare mkdocs-material page does not show as
+well. Every page the build wrote is checked, found in the built site itself, on four
 screens (light and dark, 1280 and 390 px), each page visited once per screen and read by
 every check of that screen (the `visits` fixture). It serves the site a second time under
 a sub-path, as a GitHub Pages project site is. Screenshots land in test-artifacts/ for a
 person to look at.
 """
 import functools
+import gzip
 import http.server
 import json
 import os
@@ -42,9 +43,11 @@ GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").g
 SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
 DESKTOP = ("light", 1280)
 SUB_PATH = "lesson-site"  # as https://<owner>.github.io/<repository>/
-# Issue 13: every request of the lesson page's first load, as `python -m http.server`
-# sends it (uncompressed), in kilobytes of 1,000 bytes.
-FIRST_LOAD_LIMIT = 500_000
+# Every request of a page's first load, as a compressing host sends it (sent_bytes). Chosen
+# from a measurement (Chromium here, December 2026): the heaviest first load, the lesson
+# page's, was 131 KB (its HTML 30 KB, the theme's CSS and JavaScript 72 KB, the math font
+# 15 KB); the budget is that and half again, for the course to grow.
+FIRST_LOAD_LIMIT = 200_000
 SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
 
 
@@ -295,6 +298,17 @@ def tap_a_small_figure(page, path, site, figures):
     return None
 
 
+# What a compressing host (GitHub Pages) sends: text gzipped, fonts and images as they are.
+COMPRESSED = re.compile(r"text/|application/(javascript|json)|image/svg\+xml")
+
+
+def sent_bytes(response):
+    body = response.body()
+    if COMPRESSED.match(response.headers.get("content-type", "")):
+        return len(gzip.compress(body, compresslevel=6))
+    return len(body)
+
+
 def visit(browser, origin, site, path, scheme, width):
     page = browser.new_page(viewport={"width": width, "height": 900}, color_scheme=scheme,
                             is_mobile=width < 600, has_touch=width < 600)
@@ -304,7 +318,7 @@ def visit(browser, origin, site, path, scheme, width):
     if (scheme, width) == DESKTOP and path in FIRST_LOAD_PAGES:
         # The budget counts all the first load fetched: wait for 500 ms of silence.
         page.goto(f"{origin}/{path}", wait_until="networkidle")
-        first_load = {response.url.removeprefix(origin): len(response.body())
+        first_load = {response.url.removeprefix(origin): sent_bytes(response)
                       for response in responses}
     else:
         settle(page, watch, f"{origin}/{path}")
@@ -379,16 +393,17 @@ def test_lesson_page_in_a_browser(visits):
 
 
 def test_a_code_blocks_copy_button_copies_that_block(browser, served):
-    """The copy buttons are in the page (scripts/pages/markup.py), not inserted by the theme;
-    the theme's clipboard handler must still find them, copy the block they name and say
-    so. A theme upgrade that renames its markup fails here, not in a reader's hands."""
+    """The theme's copy button (mkdocs.yml's content.code.copy) copies its own block and
+    says so; a theme upgrade that breaks it fails here, not in a reader's hands."""
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served)
     page = context.new_page()
     watch = PageWatch(page, served)
     settle(page, watch, f"{served}/{LESSON}")
-    block = page.locator("pre > code").nth(1)
-    button = page.locator(f"button[data-clipboard-target='#{block.get_attribute('id')}']")
+    block = page.locator("article pre > code").nth(1)
+    block.scroll_into_view_if_needed()  # content.lazy: the theme sets up a block in view
+    page.wait_for_function(SET_UP_BY_THE_THEME, arg=block.element_handle())
+    button = block.locator("xpath=..").locator("button[data-md-type='copy']")
     assert button.count() == 1
     button.click()
     page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
@@ -397,9 +412,25 @@ def test_a_code_blocks_copy_button_copies_that_block(browser, served):
     assert watch.problems == []
     context.close()
 
-# Every page: the home page, each lesson and its notebook, each going-further page (the
-# sweep page, whose figure loads at once, met the budget once its figures lost the bytes
-# nobody draws: scripts/figures/svg.py compact()).
+
+def test_a_wide_code_block_keeps_its_keyboard_focus_on_a_touch_screen(browser, served):
+    """On a screen without hover the theme takes a code block's tabindex away as it sets
+    the block up; docs/assets/keyboard-scroll.js gives it back to the blocks the build
+    marked as wider than a phone (pages/layout.py), the only ones that scroll."""
+    page, watch = open_page(browser, f"{served}/{LESSON}", served, width=390)
+    wide = page.locator("article pre > code[data-wide]:not(details:not([open]) code)").last
+    wide.scroll_into_view_if_needed()
+    page.wait_for_function(SET_UP_BY_THE_THEME, arg=wide.element_handle())
+    page.evaluate("new Promise(done => requestAnimationFrame(() => setTimeout(done)))")
+    assert wide.get_attribute("tabindex") == "0"
+    assert watch.problems == []
+    page.close()
+
+
+# The theme names each code block's <pre> "__code_..." as it sets the block up.
+SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
+
+# Every page: the home page, each lesson and its notebook, each going-further page.
 FIRST_LOAD_PAGES = ["", *(f"{kind}/{lesson}/" for lesson in LESSONS
                           for kind in ("lessons", "notebooks")),
                     *(f"going-further/{name}/" for name in GOING_FURTHER)]
@@ -412,7 +443,7 @@ SEARCH_INDEX = "/search/search_index.json"
 
 
 @pytest.mark.parametrize("path", FIRST_LOAD_PAGES)
-def test_first_load_is_at_most_500_kb(visits, path):
+def test_first_load_is_within_its_compressed_budget(visits, path):
     """Everything the first load of a page requests, at a desktop size: the page, the
     theme's CSS and JavaScript, the search worker, the math font where a formula is shown,
     and the figures near enough to the screen for chromium to fetch them; lazy figures
@@ -668,46 +699,6 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
     assert opened.value.ok and "svg" in opened.value.headers["content-type"]
     assert page.evaluate("document.documentElement.tagName") == "svg"
     assert page.url.endswith("-dark.svg")
-    page.close()
-
-
-# The theme names each code block's <pre> "__code_..." as it sets the block up.
-SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
-IN_A_CLOSED_ANSWER = "code => code.closest('details:not([open])') !== null"
-CODE_BLOCKS_SEEN = """(seen) => [...document.querySelectorAll('article pre > code')].map(
-    (code, index) => {
-        // A closed answer's code reports a box where it would be (asking lays it out),
-        // but it is never drawn, so the theme's observer never sees it. A box that only
-        // touches the viewport's edge counts as seen, as it does for the observer.
-        const closed = (%s)(code), box = code.getBoundingClientRect();
-        return {setUp: (%s)(code), closed, seen: seen[index] || (!closed
-                && box.height > 0 && box.bottom >= 0 && box.top <= innerHeight)};
-    })""" % (IN_A_CLOSED_ANSWER, SET_UP_BY_THE_THEME)
-
-
-def test_the_themes_start_sets_up_only_the_code_blocks_in_view(browser, served):
-    """mkdocs.yml's content.lazy: the theme measures a code block once the block first
-    comes into view, not every block as the page starts (measuring the code of a closed
-    answer made Chromium lay out the answer's hidden content). Checked by what the theme
-    did to each block on a phone, as the page opens and once scrolled to a wide block: the
-    blocks that have been in view are set up and no other, a closed answer's none. A block
-    the build made focusable stays focusable once set up, though on a touch screen the
-    theme takes its focus away (docs/assets/keyboard-scroll.js gives it back)."""
-    page, watch = open_page(browser, f"{served}/{LESSON}", served, width=390)
-    blocks = page.evaluate(CODE_BLOCKS_SEEN, [])
-    assert [block["setUp"] for block in blocks] == [block["seen"] for block in blocks]
-    assert any(block["closed"] for block in blocks)
-    wide = page.locator("article pre > code[data-wide]:not(details:not([open]) code)").last
-    assert not wide.evaluate(SET_UP_BY_THE_THEME)
-    wide.scroll_into_view_if_needed()
-    page.wait_for_function(SET_UP_BY_THE_THEME, arg=wide.element_handle())
-    page.evaluate("new Promise(done => requestAnimationFrame(() => setTimeout(done)))")
-    blocks = page.evaluate(CODE_BLOCKS_SEEN, [block["seen"] for block in blocks])
-    assert [block["setUp"] for block in blocks] == [block["seen"] for block in blocks]
-    assert 0 < sum(block["setUp"] for block in blocks) < len(blocks)
-    assert not any(block["setUp"] for block in blocks if block["closed"])
-    assert wide.get_attribute("tabindex") == "0"
-    assert watch.problems == []
     page.close()
 
 

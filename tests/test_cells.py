@@ -158,7 +158,7 @@ def a_lost_signal(monkeypatch):
     """As after interrupts._raise fired in a garbage-collection callback, where Python
     discards the exception: the signal is in `received`, its SIG_IGN in place, and
     nothing was raised (conftest's fixture puts the handlers back afterwards)."""
-    from scripts.proc import interrupts
+    from scripts.plumbing import interrupts
 
     interrupts.received.append(signal.SIGTERM)
     for signum in interrupts.SIGNALS:
@@ -174,7 +174,7 @@ def kernels_running():
 
 @pytest.mark.slow
 def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
-    from scripts.proc.interrupts import Interrupted, stop_on_signals
+    from scripts.plumbing.interrupts import Interrupted, stop_on_signals
 
     stop_on_signals()  # as record.py's main() does; conftest puts the handlers back
     # The cell sends the Ctrl-C to this process (its kernel's parent), then would write
@@ -190,7 +190,7 @@ def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
 
 @pytest.mark.slow
 def test_waiting_for_the_lesson_s_kernel_notices_a_lost_signal(a_lost_signal, tmp_path):
-    from scripts.proc.interrupts import Interrupted
+    from scripts.plumbing.interrupts import Interrupted
 
     with pytest.raises(Interrupted, match="SIGTERM"):
         execute(notebook_of("import time\ntime.sleep(60)"), tmp_path)
@@ -198,8 +198,8 @@ def test_waiting_for_the_lesson_s_kernel_notices_a_lost_signal(a_lost_signal, tm
 
 
 def test_waiting_for_the_ranks_notices_a_lost_signal(a_lost_signal, tmp_path):
-    from scripts.proc.interrupts import Interrupted
-    from scripts.proc.children import kill_all
+    from scripts.plumbing.interrupts import Interrupted
+    from scripts.plumbing.children import kill_all
     from scripts.runners.processes import wait_for
 
     sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]

@@ -24,7 +24,7 @@ import pytest
 
 from conftest import (FIXTURES, ROOT, SEED, clean_env, fixture_lesson_alone, leftover_temp_files,
                       project_copy, run_record, snapshot)
-from scripts.proc.scratch import MARK, remove_abandoned
+from scripts.plumbing.scratch import MARK, remove_abandoned
 
 # The seed lesson: its run is long enough to be interrupted while its cells run, and its
 # rank module is the one a hanging rank replaces.
@@ -230,8 +230,8 @@ def test_a_sigkill_while_the_cells_run_leaves_no_process_and_the_next_run_cleans
 
 def test_a_signal_during_the_moves_waits_until_every_file_is_in_place(tmp_path):
     """The commit is one step: Ctrl-C in the middle of it is delivered after it."""
-    from scripts.proc.interrupts import Interrupted, stop_on_signals
-    from scripts.store.recordings import Staging
+    from scripts.plumbing.interrupts import Interrupted, stop_on_signals
+    from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     stop_on_signals()
@@ -275,8 +275,8 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
     """Python discards an exception raised inside a garbage-collection callback, so the
     run goes on to its commit; the commit raises the signal again and moves nothing, and
     says so (a test once saw "after every new file was in place" with nothing moved)."""
-    from scripts.proc import interrupts
-    from scripts.store.recordings import Staging
+    from scripts.plumbing import interrupts
+    from scripts.store.staging import Staging
 
     previous = signal.getsignal(signal.SIGINT)
     interrupts.stop_on_signals()
@@ -375,7 +375,7 @@ def test_the_next_run_kills_a_leftover_carrying_the_mark_of_a_run_that_is_gone(t
                                                                              monkeypatch):
     """What a SIGKILLed record.py leaves under mpirun: ranks carrying its mark, which the
     next run kills as it starts; a process without a mark, or with a live run's, stays."""
-    from scripts.proc.scratch import RUN_MARK, scratch_folder
+    from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -396,7 +396,7 @@ def test_the_next_run_kills_a_leftover_carrying_the_mark_of_a_run_that_is_gone(t
 
 def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tmp_path,
                                                                             monkeypatch):
-    from scripts.proc.scratch import scratch_folder
+    from scripts.plumbing.scratch import scratch_folder
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
@@ -412,15 +412,15 @@ def test_a_run_that_starts_no_ranks_still_removes_what_a_killed_rank_run_left(tm
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
     `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
-    from scripts.store import recordings
-    from scripts.proc.interrupts import Interrupted
+    from scripts.plumbing.interrupts import Interrupted
+    from scripts.store import staging as staged
 
     def signal_arrives(*_):
         raise Interrupted(signal.SIGTERM)
 
-    monkeypatch.setattr(recordings.os, "fchmod", signal_arrives)  # just after mkstemp
+    monkeypatch.setattr(staged.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(Interrupted):
-        with recordings.Staging() as staging:
+        with staged.Staging() as staging:
             staging.add(tmp_path / "analysis" / "x.json", "{}")
     assert list((tmp_path / "analysis").iterdir()) == []
 
@@ -435,7 +435,7 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
 def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(tmp_path,
                                                                                   make,
                                                                                   words):
-    from scripts.proc.run_lock import RunLocked, exclusive_run
+    from scripts.plumbing.run_lock import RunLocked, exclusive_run
 
     root = tmp_path / "checkout"
     root.mkdir()
@@ -456,7 +456,7 @@ AS_ANOTHER_USER = """
 import os, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[2])
-from scripts.proc.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import RunLocked, exclusive_run
 if os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # nobody
@@ -617,7 +617,7 @@ def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
 
 
 def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
-    from scripts.store.recordings import RecordingError, Staging
+    from scripts.store.staging import Staging, StagingError
 
     files = [tmp_path / name for name in ("recording.json", "figure.svg", "new.svg")]
     files[0].write_text("old recording")
@@ -630,7 +630,7 @@ def test_a_failed_move_puts_back_the_files_already_moved(tmp_path, monkeypatch):
         return real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", replace)
-    with pytest.raises(RecordingError, match="new.svg: cannot be moved into place"):
+    with pytest.raises(StagingError, match="new.svg: cannot be moved into place"):
         with Staging() as staging:
             for path in files:
                 staging.add(path, "new")
@@ -660,7 +660,7 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
 
     from scripts import bench
     from scripts.store.lessons import load_lessons
-    from scripts.store.recordings import RecordingError
+    from scripts.store.staging import StagingError
 
     target = {"figure": f"{LESSON_ID}-sweep.svg", "lock": "outputs.lock.json"}[failing]
     real_replace = os.replace
@@ -675,7 +675,7 @@ def test_bench_moves_recording_figure_and_lock_together_or_not_at_all(tree, monk
     before = snapshot(tree)
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
-    with pytest.raises(RecordingError, match=f"{target}: cannot be moved into place"):
+    with pytest.raises(StagingError, match=f"{target}: cannot be moved into place"):
         bench.record_sweep(load_lessons(tree)[LESSON_ID], None, [2, 4, 8], None,
                            {key: committed["method"][key] for key in bench.TIMING_KEYS},
                            measure=replayed_sweep(committed),
@@ -1058,7 +1058,7 @@ def test_the_lesson_kernel_s_files_live_in_the_run_s_scratch_folder(tmp_path):
     import tempfile
 
     from conftest import clean_env, project_copy
-    from scripts.proc.scratch import remove_abandoned
+    from scripts.plumbing.scratch import remove_abandoned
 
     root = project_copy(tmp_path / "project")
     run = subprocess.Popen([sys.executable, "scripts/record.py", "--all"], cwd=root,

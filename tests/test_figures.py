@@ -71,10 +71,10 @@ def drawn_in_a_fresh_process():
 
 
 def first_drawing(path):
-    """The figure at `path` as its renderer draws it now, with the default settings and
-    compact(), in a process of its own (drawn_in_a_fresh_process): the tests that read a
-    figure as drawn now share it; those about drawing itself (deterministic, unchanged by
-    global settings, compact()'s savings, text on the canvas) draw anew, here."""
+    """The figure at `path` as its renderer draws it now, with the default settings, in a
+    process of its own (drawn_in_a_fresh_process): the tests that read a figure as drawn
+    now share it; those about drawing itself (deterministic, unchanged by global settings,
+    text on the canvas) draw anew, here."""
     return drawn_in_a_fresh_process()[1][path]
 
 
@@ -233,16 +233,6 @@ def test_a_panel_kind_no_renderer_draws_is_refused():
     heat = {**TWO_SERIES["data"]["panels"][0], "kind": "heatmap"}
     with pytest.raises(ValueError, match="panel 0 is of kind 'heatmap'; only bar panels"):
         panels.render({"lessonId": "x", "data": {"panels": [heat]}})
-
-
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_each_figure_names_its_font_once(path):
-    """The font-family list is one rule of the SVG's stylesheet, not 200 bytes on every
-    <text> (scripts/figures/svg.py compact): a ring figure was 82 KB, 37 of them that list."""
-    svg = first_drawing(path)
-    assert "font-family" not in "".join(re.findall(r"<text\b[^>]*>", svg))
-    assert svg.count("font-family") == (1 if "<text" in svg else 0)
-    assert 'transform="rotate(-0 ' not in svg
 
 
 # --- the variants: dark and narrow drawings of the same figure (scripts/figures/variants.py)
@@ -412,49 +402,6 @@ def test_a_dark_drawing_has_no_light_paper(path):
     svg = (ROOT / path).read_text()
     assert "#ffffff" not in svg.lower() and "fill: white" not in svg, path
     assert f"fill: {DARK.paper}" in svg
-
-
-@pytest.mark.parametrize("path", [f"figures/{SEED.id}{name}.svg" for name in
-                                  ("-sweep", "-ring-all-gather", "-traffic-narrow-dark")])
-@pytest.mark.slow
-def test_compact_drops_bytes_not_drawing(path, monkeypatch):
-    """svg.compact() keeps every drawn element, every text and every style, and moves no
-    coordinate by more than 0.005 pt: compare with matplotlib's own output."""
-    import xml.etree.ElementTree as ElementTree
-
-    from scripts.figures import svg as svg_module
-
-    compacted = first_drawing(path)  # drawn before compact() is taken away below
-    monkeypatch.setattr(svg_module, "compact", lambda text: text)
-    plain = draw(path)
-    assert len(compacted) < 0.85 * len(plain)
-
-    def drawn(text):
-        root = ElementTree.fromstring(text)
-        elements = [element for element in root.iter()
-                    if element.tag.rsplit("}", 1)[-1] in ("path", "use", "text", "rect")]
-        # A rotation by -0 degrees turns nothing: compact() drops it.
-        return ([(e.tag, (e.text or "").strip()) for e in elements],
-                [float(n) for e in elements for key in ("d", "x", "y", "transform")
-                 for n in re.findall(r"-?\d+(?:\.\d+)?", re.sub(
-                     r"rotate\(-0 [-0-9. ]+\)", "", e.get(key, "")))])
-
-    compact_elements, compact_numbers = drawn(compacted)
-    plain_elements, plain_numbers = drawn(plain)
-    assert compact_elements == plain_elements
-    assert len(compact_numbers) == len(plain_numbers)
-    assert max(abs(a - b) for a, b in zip(compact_numbers, plain_numbers)) <= 0.005 + 1e-9
-    # Every marker still has its style: on itself or on the group that holds it.
-    assert marker_styles(compacted) == marker_styles(plain)
-
-
-def marker_styles(text):
-    import xml.etree.ElementTree as ElementTree
-
-    root = ElementTree.fromstring(text)
-    parents = {child: parent for parent in root.iter() for child in parent}
-    return [use.get("style") or parents[use].get("style") for use in root.iter()
-            if use.tag.endswith("}use")]
 
 
 @pytest.mark.parametrize("signature, drawings", [

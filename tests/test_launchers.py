@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from conftest import SEED, leftover_temp_files, project_copy, recording_name, run_record, snapshot
-from scripts.proc.scratch import RUN_MARK, scratch_folder
+from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError, run_processes
 from scripts.store.recordings import load_recording
@@ -31,7 +31,7 @@ from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ran
 LESSON_ID = SEED.id
 RANK_MODULE = SEED.rank_module
 PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
-SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (proc.scratch)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plumbing.scratch)
 
 
 def require_mpirun():

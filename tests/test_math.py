@@ -11,7 +11,7 @@ from material.plugins.search.plugin import Parser as SearchParser
 from mkdocs.exceptions import PluginError
 
 from scripts.pages import math_font
-from scripts.pages.mathml import MathError, formula, on_page_content, typeset
+from scripts.pages.mathml import MathError, formula, on_page_content, temml, typeset
 from site_pages import page_file, site_pages
 
 TIGHT = '<mo lspace="0" rspace="0">'
@@ -154,9 +154,35 @@ def test_only_presentation_markup_reaches_the_page():
 
 
 def test_without_node_the_build_says_how_to_get_it(monkeypatch):
+    temml.close()  # the next formula starts Node again, and finds none
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MathError, match=r"^node is missing: install Node\.js"):
         inline("x")
+
+
+def test_one_node_process_typesets_page_after_page_and_a_dead_one_is_replaced():
+    temml.close()
+    assert "<math" in inline("x") and "<math" in displayed("y")
+    first = temml.node
+    assert first is not None and first.poll() is None
+    first.kill()
+    first.wait()
+    assert "<math" in inline("z") and temml.node is not first
+
+
+def test_a_node_that_cannot_typeset_is_one_line(monkeypatch, tmp_path):
+    from scripts.pages import mathml
+
+    script = tmp_path / "typeset.cjs"
+    script.write_text('process.stderr.write("Temml is not installed: run `npm ci`\\n");'
+                      'process.exit(3);\n')
+    temml.close()
+    monkeypatch.setattr(mathml, "TYPESET", script)
+    with pytest.raises(MathError) as refused:
+        inline("x")
+    assert str(refused.value) == ("x.md: typeset.cjs failed: Temml is not installed: run "
+                                  "`npm ci`")
+    assert temml.node is None
 
 
 def test_a_single_letter_identifier_needs_its_mathematical_italic():

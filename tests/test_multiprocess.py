@@ -26,7 +26,7 @@ from test_lesson import run_program
 
 RANKS = 4
 MIB = 2**20
-SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (proc.scratch)
+SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plumbing.scratch)
 RANK_MODULE = SEED.rank_module
 FILES = for_lesson(SEED)
 lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient

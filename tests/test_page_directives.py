@@ -107,15 +107,17 @@ def hostile_sources(text, data=None):
     """A registry's first lesson with one CPU recording whose every string is `text`
     (its data `data`, when given)."""
     from scripts.pages.sources import Sources
+    from scripts.store.freshness import Loaded
 
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
-                 "stdout": f"{text}\n```\nPASS", "command": [text], "_staleFiles": [],
-                 "_stem": f"{FIRST_LESSON.id}.cpu",
+                 "stdout": f"{text}\n```\nPASS", "command": [text],
                  "data": data or {"words": text, "rows": [{"name": text, "share": 0.5}],
                                   "byName": {text: {"name": text}}}}
-    return Sources(LESSONS, {f"{FIRST_LESSON.id}.cpu": recording}, ROOT / "docs")
+    stem = f"{FIRST_LESSON.id}.cpu"
+    return Sources(LESSONS, {stem: Loaded(recording, stem, recording_name(FIRST_LESSON))},
+                   ROOT / "docs")
 
 
 @pytest.mark.parametrize("text", ['<script>alert("x")</script>', '[x](javascript:alert(1))',
@@ -237,8 +239,10 @@ def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec):
     from scripts.pages.directives import recorded_value
     from scripts.pages.recorded_text import PageValues
     from scripts.pages.sources import Sources
+    from scripts.store.freshness import Loaded
 
-    sources = Sources({}, {"lesson.cpu": {"data": {"value": 1.5}}}, ROOT / "docs")
+    sources = Sources({}, {"lesson.cpu": Loaded({"data": {"value": 1.5}}, "lesson.cpu",
+                                                "recordings/lesson.cpu.json")}, ROOT / "docs")
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     with pytest.raises(PluginError) as refused:
         recorded_value("lesson.cpu", "data.value", spec, sources, PageValues(),
@@ -265,13 +269,13 @@ def test_a_missing_hardware_recording_names_the_command_that_makes_it():
 
     lessons = load_lessons()
     lesson = FIRST_LESSON
-    assert "tpu_job.py" in recording_fix(lessons, recording_name(lesson, "tpu"))
-    assert recording_fix(lessons, recording_name(lesson)) == (
+    assert "tpu_job.py" in recording_fix(lessons, f"{lesson.id}.tpu")
+    assert recording_fix(lessons, f"{lesson.id}.cpu") == (
         "python scripts/record.py" if len(lessons) == 1 else
         f"python scripts/record.py --lesson {lesson.id}")
-    assert recording_fix(lessons, recording_name(lesson, "weird")) == \
+    assert recording_fix(lessons, f"{lesson.id}.weird") == \
         f"git rm {recording_name(lesson, 'weird')}"
-    assert recording_fix(lessons, "recordings/nobody.cpu.json") is None
+    assert recording_fix(lessons, "nobody.cpu") is None
     with pytest.raises(PluginError) as refused:
         recorded_value(f"{lesson.id}.tpu", "environment.jax", None,
                        Sources(lessons, {}, ROOT / "docs"), PageValues(),

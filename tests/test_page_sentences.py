@@ -95,7 +95,7 @@ def test_sentences_are_read_as_a_reader_reads_them(sources):
             "- **A run-in heading.** Is none.\n"
             "\n```python\nx = 1. Not prose.\n```\n\n$$\nt = a. b\n$$\n\n"
             '!!! note "A title."\n\n    Inside a box. It counts.\n')
-    recording = sources.recordings[f"{FIRST_LESSON.id}.cpu"]
+    recording = sources.recordings[f"{FIRST_LESSON.id}.cpu"].recording
     assert sentences(as_built(page.replace("LESSON", FIRST_LESSON.id), sources)) == [
         ["One", "two", "three."], ["Four,", "e.g.", "five", "0.8", "six!"],
         ["Seven", "C", "and", "X", "ends", "here."], ["gloo", "too,", "i.e.", "this."],

@@ -370,7 +370,7 @@ HOLD_THE_LOCK = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from scripts.proc.run_lock import exclusive_run
+from scripts.plumbing.run_lock import exclusive_run
 with exclusive_run("python scripts/record.py", Path(sys.argv[2])):
     print("held", flush=True)
     time.sleep(120)
@@ -393,7 +393,7 @@ def lock_holder(tmp_path):
 
 
 def test_a_second_run_is_refused_naming_the_first(lock_holder):
-    from scripts.proc.run_lock import RunLocked, exclusive_run
+    from scripts.plumbing.run_lock import RunLocked, exclusive_run
 
     root, pid = lock_holder
     with pytest.raises(RunLocked) as refused:
@@ -405,7 +405,7 @@ def test_a_second_run_is_refused_naming_the_first(lock_holder):
 
 
 def test_the_lock_is_free_again_once_its_holder_is_killed(lock_holder):
-    from scripts.proc.run_lock import exclusive_run
+    from scripts.plumbing.run_lock import exclusive_run
 
     root, pid = lock_holder
     os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock

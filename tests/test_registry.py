@@ -1,23 +1,35 @@
-"""The lesson registry (lesson_code/lessons.toml, scripts/store/lessons.py) is untrusted input: a
-malformed entry, an id or a module that climbs out of lesson_code/, is refused in one line
-naming the file, the field and the fix, before anything runs."""
+"""The lesson registry (lesson_code/lessons.toml, scripts/store/lessons.py) is untrusted input:
+a value outside lesson_code/lessons.schema.json, or a module or data schema that is no file
+inside lesson_code/, is refused in one line naming the file, the field and the fix, before
+anything runs."""
+import json
 import re
+import tomllib
 
+import jsonschema
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from referencing import Registry, Resource
 
-from conftest import ROOT
-
+from conftest import ROOT, project_copy, run_record
 
 GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
+SCHEMA = json.loads((ROOT / "lesson_code" / "lessons.schema.json").read_text())
+FIELDS = SCHEMA["$defs"]["lesson"]["properties"]
+SHARED = json.loads((ROOT / "recordings" / "schema.json").read_text())
+# The reference reading of the schema, to tell which values are outside it.
+REFERENCE = jsonschema.Draft202012Validator(SCHEMA, registry=Registry().with_resource(
+    "recordings/schema.json", Resource.from_contents(SHARED)))
 
 
 def registry_root(tmp_path, text):
-    """A checkout with a registry holding `text`, the schema, and one lesson module."""
+    """A checkout with a registry holding `text`, the schemas, and one lesson module."""
     root = tmp_path / "checkout"
-    (root / "lesson_code").mkdir(parents=True)
-    (root / "recordings").mkdir()
-    (root / "recordings" / "schema.json").write_bytes(
-        (ROOT / "recordings" / "schema.json").read_bytes())
+    (root / "lesson_code").mkdir(parents=True, exist_ok=True)
+    (root / "recordings").mkdir(exist_ok=True)
+    for name in ("recordings/schema.json", "lesson_code/lessons.schema.json"):
+        (root / name).write_bytes((ROOT / name).read_bytes())
     (root / "lesson_code" / "my_lesson.py").write_text("print('PASS: my-lesson')\n")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_bytes(text if isinstance(text, bytes) else text.encode())
@@ -34,6 +46,13 @@ def refusal(tmp_path, text):
     return message
 
 
+def rule(field):
+    """What the field must be, as the schema says it and a refusal quotes it."""
+    found = FIELDS[field]
+    return found.get("description") or SCHEMA["$defs"][found["$ref"].split("/")[-1]][
+        "description"]
+
+
 def test_a_good_registry_loads(tmp_path):
     from scripts.store.lessons import load_lessons
 
@@ -41,42 +60,77 @@ def test_a_good_registry_loads(tmp_path):
     assert list(lessons) == ["my-lesson"] and lessons["my-lesson"].devices == 2
 
 
-@pytest.mark.parametrize("value", ['"../../outside"', '"a/b"', '"Upper"', '"a..b"', '""',
-                                   '"x-"', f'"{"a" * 65}"', "3", '["a"]', '"a\\nb"'])
-def test_an_id_outside_the_schema_s_pattern_is_refused(tmp_path, value):
-    message = refusal(tmp_path, f'[[lesson]]\nid = {value}\nmodule = "lesson_code.my_lesson"\n')
-    assert "field 'id'" in message
-    # ...and it shows an id the rule accepts.
-    from scripts.store.lessons import check_id
+@pytest.mark.parametrize("field", FIELDS)
+def test_each_field_s_example_fits_its_own_rule(field):
+    """A refusal shows a value that would be accepted: every "such as" example fits."""
+    example = re.search(r"such as (.+)$", rule(field))
+    if example is None:
+        assert field == "figures"  # its kinds are listed by scripts/figures/__init__.py
+        return
+    entry = {"id": "my-lesson", "module": "lesson_code.my_lesson", "analysis": "lesson_code.x",
+             field: json.loads(example[1])}
+    assert REFERENCE.is_valid({"lesson": [entry]}), (field, example[1])
 
-    example = re.search(r'such as "([^"]+)"', message)
-    assert example and check_id(example[1], ROOT) is None, message
+
+def toml(value):
+    """`value` written as TOML: JSON's strings, numbers and arrays are TOML's."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{toml(key)} = {toml(item)}"
+                               for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(toml, value)) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+# What a hand could write: the near misses, then anything TOML holds.
+NEAR_MISSES = ["../../outside", "a/b", "Upper", "a..b", "", "x-", "a" * 65, "a\nb", "..evil",
+               "lesson_code..x", "os", "tests.conftest", "lesson_code", "lesson_code/my_lesson",
+               "recordings/schema.json", "lesson_code/../x.schema.json", "/etc/x.schema.json",
+               "lesson_code/my_lesson.py", 0, -1, 257, 2.5, 1_000_000, "4", True, False, [4],
+               ["Panels"], ["panels", "panels"], [1], ["cpu", "cpu"], ["CPU"], ["a" * 40]]
+TEXT = st.text(st.characters(exclude_characters="\x7f"), max_size=30)  # TOML has no raw DEL
+SCALARS = TEXT | st.booleans() | st.integers(-2**63, 2**63 - 1) \
+    | st.floats(allow_nan=False, allow_infinity=False)
+VALUES = st.sampled_from(NEAR_MISSES) | SCALARS | st.lists(SCALARS, max_size=3) \
+    | st.dictionaries(TEXT, SCALARS, max_size=2)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.filter_too_much,
+                                                                   HealthCheck.function_scoped_fixture])
+@given(field=st.sampled_from(list(FIELDS)), value=VALUES)
+def test_any_value_outside_the_schema_is_one_line_naming_the_field(tmp_path, field, value):
+    entry = {"id": "my-lesson", "module": "lesson_code.my_lesson",
+             "analysis": "lesson_code.my_lesson", field: value}
+    assume(not REFERENCE.is_valid({"lesson": [entry]}))
+    text = "[[lesson]]\n" + "".join(f"{key} = {toml(item)}\n" for key, item in entry.items())
+    assert tomllib.loads(text)["lesson"][0] == entry  # written as meant
+    message = refusal(tmp_path, text)
+    assert f"field {field!r} = " in message and message.endswith(f": must be {rule(field)}")
 
 
 @pytest.mark.parametrize("field", ["module", "rank_module", "simulation", "sweep"])
-@pytest.mark.parametrize("value", ['"..evil"', '"lesson_code..x"', '"os"', '"tests.conftest"',
-                                   '"lesson_code.missing"', '"lesson_code"',
-                                   '"lesson_code.figures"',
-                                   '"lesson_code/my_lesson"', '1', '"lesson_code.linked"'])
-def test_a_module_resolves_only_inside_lesson_code(tmp_path, field, value):
-    entry = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
-    entry = (entry.replace('"lesson_code.my_lesson"', value) if field == "module"
-             else entry + f"{field} = {value}\n")
-    root_text = f"[[lesson]]\n{entry}"
+@pytest.mark.parametrize("value", ['"lesson_code.missing"', '"lesson_code.figures"',
+                                   '"lesson_code.linked"'])
+def test_a_module_is_a_file_inside_lesson_code(tmp_path, field, value):
+    """The schema says what a name looks like; the file behind it must exist and stay
+    inside lesson_code/ (a link may lead out)."""
+    entry = (GOOD_ENTRY.replace('"lesson_code.my_lesson"', value) if field == "module"
+             else GOOD_ENTRY + f"{field} = {value}\n")
     outside = tmp_path / "outside.py"
     outside.write_text("raise SystemExit('ran code outside lesson_code/')\n")
-    root = registry_root(tmp_path, root_text)
-    (root / "lesson_code" / "linked.py").symlink_to(outside)  # resolves out of lesson_code/
+    root = registry_root(tmp_path, f"[[lesson]]\n{entry}")
+    (root / "lesson_code" / "figures").mkdir()
+    (root / "lesson_code" / "linked.py").symlink_to(outside)
     from scripts.store.lessons import RegistryError, load_lessons
+
     with pytest.raises(RegistryError) as refused:
         load_lessons(root)
-    assert f"field {field!r}" in str(refused.value) and "lesson_code" in str(refused.value)
+    assert f"field {field!r}" in str(refused.value) and "\n" not in str(refused.value)
+    assert "must be an existing module file; " in str(refused.value)
 
 
-@pytest.mark.parametrize("value", ['"recordings/schema.json"', '"lesson_code/../x.schema.json"',
-                                   '"lesson_code/missing.schema.json"',
-                                   '"lesson_code/my_lesson.py"', '"lesson_code/linked.schema.json"',
-                                   '"/etc/x.schema.json"', "1"])
+@pytest.mark.parametrize("value", ['"lesson_code/missing.schema.json"',
+                                   '"lesson_code/linked.schema.json"'])
 def test_a_data_schema_is_a_schema_file_inside_lesson_code(tmp_path, value):
     root = registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}data_schema = {value}\n")
     (tmp_path / "x.schema.json").write_text("{}")
@@ -92,32 +146,49 @@ def test_a_data_schema_is_a_schema_file_inside_lesson_code(tmp_path, value):
     assert load_lessons(root)["my-lesson"].data_schema == "lesson_code/my_lesson.schema.json"
 
 
-@pytest.mark.parametrize("value", ["true", "false", '"4"', "0", "-1", "2.5", "1000000", "257",
-                                   "[4]", "4.0"])
-def test_devices_is_a_whole_number_in_range(tmp_path, value):
-    message = refusal(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}devices = {value}\n")
-    assert "field 'devices'" in message and "from 1 to 256" in message
+def test_a_figure_kind_must_exist(tmp_path):
+    from scripts.figures import KINDS
+
+    message = refusal(tmp_path, f'[[lesson]]\n{GOOD_ENTRY}figures = ["panels", "nope"]\n')
+    assert "field 'figures'" in message and f"'nope' is none of {', '.join(KINDS)}" in message
 
 
-@pytest.mark.parametrize("value", ['"panels"', '["nope"]', '["panels", "panels"]', "[1]"])
-def test_figures_are_known_kinds(tmp_path, value):
-    assert "field 'figures'" in refusal(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}figures = {value}\n")
+def test_a_whole_number_written_as_a_float_is_that_number(tmp_path):
+    """JSON Schema's integer takes 4.0; the lesson runs on 4 devices, not 4.0."""
+    from scripts.store.lessons import load_lessons
+
+    lessons = load_lessons(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}devices = 4.0\n"))
+    assert type(lessons["my-lesson"].devices) is int and lessons["my-lesson"].devices == 4
 
 
 @pytest.mark.parametrize("text, words", [
     ("", "no [[lesson]] entry"),
     ("# nothing registered\n", "no [[lesson]] entry"),
+    ("lesson = []\n", "no [[lesson]] entry"),
     ("lesson = 3\n", "[[lesson]] tables"),
+    ("lesson = [1]\n", "[[lesson]] tables"),
     (f"[[lesson]]\n{GOOD_ENTRY}[[lesson]]\n{GOOD_ENTRY}", "registered twice"),
     (f"[[lesson]]\n{GOOD_ENTRY}colour = 'red'\n", "unknown field 'colour'"),
     ('[[lesson]]\nid = "my-lesson"\n', "has no 'module'"),
-    ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "has no 'id'"),
+    ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "lesson 'entry 1' has no 'id'"),
+    (f'[[lesson]]\n{GOOD_ENTRY}analyses = ["cpu"]\n', "lists analyses but names no `analysis`"),
     ("[[lesson]\n", "not valid TOML"),
     (b'[[lesson]]\nid = "caf\xe9"\n', "not UTF-8"),
     ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
+    (f'[course]\ntitle = ""\n[[lesson]]\n{GOOD_ENTRY}', "needs a [course] table with a title"),
 ])
 def test_a_malformed_registry_is_one_line(tmp_path, text, words):
     assert words in refusal(tmp_path, text)
+
+
+def test_the_site_needs_the_course(tmp_path):
+    from scripts.store.lessons import RegistryError, load_course
+
+    with pytest.raises(RegistryError, match=r"^lesson_code/lessons.toml: needs a \[course\] "
+                                            r"table with a title and a description"):
+        load_course(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}"))
+    course = f'[course]\ntitle = "T"\ndescription = "D"\n[[lesson]]\n{GOOD_ENTRY}'
+    assert load_course(registry_root(tmp_path, course)) == {"title": "T", "description": "D"}
 
 
 def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeypatch, capsys):
@@ -134,3 +205,20 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "field 'id'" in err
     assert sorted(tmp_path.rglob("*")) == before
+
+
+@pytest.mark.slow
+def test_a_registry_that_is_not_utf8_is_one_line_in_the_check_and_the_build(tmp_path):
+    """Both name the byte; the build said so with a traceback."""
+    from site_build import build
+
+    project = project_copy(tmp_path / "project")
+    registry = project / "lesson_code" / "lessons.toml"
+    registry.write_bytes(registry.read_bytes().replace(b"Distributed", b"Distribut\xe9d"))
+    line = "lesson_code/lessons.toml: not UTF-8 (byte "
+    check = run_record(project, "--check", timeout=120)
+    assert check.returncode == 2 and check.stderr.count("\n") == 1 and line in check.stderr
+    built = build(project, tmp_path / "site")
+    assert built.returncode != 0 and "Traceback" not in built.stderr, built.stderr[-2000:]
+    errors = [text for text in built.stderr.splitlines() if text.startswith("ERROR")]
+    assert len(errors) == 1 and line in errors[0], built.stderr[-2000:]

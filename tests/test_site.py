@@ -12,7 +12,6 @@ from mkdocs.exceptions import Abort, PluginError
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
                       project_copy, recording_name, run_record)
 from scripts.pages.check_links import broken_links
-from scripts.pages.markup import with_copy_buttons
 from scripts.pages.recorded_text import human_date
 from site_build import build
 from site_pages import formulas_in, markdown_source, page_file, site_pages
@@ -107,31 +106,6 @@ def test_every_code_block_comes_from_lesson_code(built_site):
     assert "check_vma=False" not in code
 
 
-def test_every_code_block_has_its_copy_button_and_scripts_wait_for_the_page(built_site):
-    """The markup a phone needs no script to build (scripts/pages/markup.py): each block's
-    copy button names that block, punctuation and operators carry no span, and every
-    script is deferred, so the text paints before any script runs."""
-    for path in site_pages(built_site):
-        page = page_file(built_site, path).read_text()
-        blocks = re.findall(r'<pre[^>]*>(.*?)</pre>', page, re.S)
-        buttons = re.findall(r'<button class="md-code__button" type="button" '
-                             r'title="Copy to clipboard" data-clipboard-target="#(code-\d+)" '
-                             r'data-md-type="copy"></button></span><code id="(code-\d+)"',
-                             page)
-        assert len(buttons) == len(blocks), path
-        assert all(target == code for target, code in buttons), path
-        assert len({code for _, code in buttons}) == len(buttons), path
-        assert not re.search(r'<span class="(?:n|p|o|ow|w)">|<span></span>',
-                             "".join(blocks)), path
-        scripts = re.findall(r"<script\b[^>]*\bsrc=[^>]*>", page)
-        assert scripts and all(" defer " in tag for tag in scripts), (path, scripts)
-
-
-def test_a_page_id_that_a_copy_button_would_need_fails_the_build():
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="lessons/x.md"))
-    with pytest.raises(PluginError, match="lessons/x.md: the id code-1 .*; rename"):
-        with_copy_buttons('<p id="code-1"></p><pre><code>x = 1</code></pre>', page)
-
 @each_lesson
 def test_a_stale_cpu_recording_fails_the_build(project, tmp_path, lesson):
     module = project / module_file(lesson)
@@ -171,6 +145,28 @@ def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, expe
     errors = one_line_failure(build(project, tmp_path / "site"))
     assert recording_name(lesson) in errors and expected in errors
     assert len(errors.splitlines()) == 1
+
+
+
+# A committed notebook that is not one: the build names it before mkdocs-jupyter or
+# nbconvert could read it (they once crashed on each of these with a traceback).
+BROKEN_NOTEBOOKS = {
+    "truncated": lambda text: text[:len(text) // 2],
+    "cells-not-a-list": lambda text: json.dumps({**json.loads(text), "cells": {"0": "x"}}),
+    "numeric-source": lambda text: json.dumps({**json.loads(text), "cells": [
+        {"cell_type": "code", "metadata": {}, "source": 5, "outputs": []}]}),
+}
+
+
+@pytest.mark.parametrize("shape", BROKEN_NOTEBOOKS)
+@each_lesson
+def test_a_broken_notebook_fails_the_build_with_one_line(project, tmp_path, shape, lesson):
+    notebook = project / "docs" / "notebooks" / f"{lesson.id}.ipynb"
+    notebook.write_text(BROKEN_NOTEBOOKS[shape](notebook.read_text()))
+    errors = one_line_failure(build(project, tmp_path / "site"))
+    assert len(errors.splitlines()) == 1, errors
+    assert f"docs/notebooks/{lesson.id}.ipynb" in errors
+    assert errors.endswith("`python scripts/record.py`"), errors
 
 
 # --- nothing a pull request commits reaches outside the checkout (issue 37) ------------

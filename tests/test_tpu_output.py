@@ -193,16 +193,18 @@ def tpu_page(recording):
     TPU recording and its analysis, beside the committed recordings it also reads."""
     from scripts.pages.page_language import PageLanguage
     from scripts.pages.sources import Sources
+    from scripts.store.freshness import Loaded
     from scripts.store.recordings import read_json
 
     files = for_lesson(SEED)
     stems = {files.stem(variant): files.recording(variant) for variant in ("cpu",)}
     stems.update({files.stem(variant, analysis=True): files.analysis(variant)
                   for variant in ("cpu", "sweep")})
-    recordings = {stem: read_json(ROOT / path) for stem, path in stems.items()}
-    recordings[files.stem("tpu")] = recording
-    recordings[files.stem("tpu", analysis=True)] = json.loads(json.dumps(
-        analysis.analyse("tpu", recording)))
+    recordings = {stem: Loaded(read_json(ROOT / path), stem, path)
+                  for stem, path in stems.items()}
+    for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
+                       json.loads(json.dumps(analysis.analyse("tpu", recording))))):
+        recordings[stem] = Loaded(held, stem, f"{stem}.json")
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     html = markdown.markdown(page, extensions=[
         "tables", PageLanguage(sources=Sources(LESSONS, recordings, ROOT / "docs"))])

@@ -1,21 +1,12 @@
-"""Recording -> SVG. The only importers of matplotlib (with a lesson's own renderer in
-lesson_code/), and they never import a lesson program.
+"""Recording -> SVG: the registry of figure kinds. Only the renderers import matplotlib, and
+none imports a lesson program.
 
-Every renderer is a module here with two functions. `render(data, variant) -> str`: `data`
-is the parsed JSON of its input (a recording, or a figure's own data file the lesson keeps
-in lesson_code/figures/), `variant` which of the figure's four drawings to make (light or
-dark, wide or narrow: variants.py), and the SVG text comes back; writing it is record.py's
-job. `rows(data) -> (columns, rows)`: the numbers the figure draws, which become its CSV
-and JSON beside the SVG (data.py). A lesson lists the kinds it wants in
-lesson_code/lessons.toml; `{id}` is filled in with the lesson id.
-
-A lesson may also bring a renderer of its own: a module under lesson_code/ with the same
-`render(data) -> SVG text` and `rows(data)`, listed among its figures by its dotted name
-(`"lesson_code.psum_bars"`). It is drawn from the lesson's CPU recording into
-`figures/<id>-<module name, _ as ->.svg`, and kept current like any other figure (its
-import closure is its code); it must never import a lesson program. It is drawn once, light
-and wide, unless its `render` takes a second argument, the variant: then it is drawn in
-all four variants like the figures here (read from its source, not by importing it).
+A renderer is a module with `render(data, variant) -> SVG text` (`data` the parsed JSON of
+its input, `variant` one of the four drawings: variants.py) and `rows(data)`, the numbers
+it draws, which become the figure's CSV and JSON (data.py); record.py writes the files. A
+lesson lists its kinds in lesson_code/lessons.toml, or names a renderer of its own under
+lesson_code/ by its dotted module (lesson_code/CONTRACT.md): that one is drawn in all four
+variants only if its `render` takes the variant, read from its source, not imported.
 """
 import ast
 import importlib
@@ -35,6 +26,13 @@ class FigureKind:
     # such as a hardware run to set against a prediction. Its digest joins the figure's
     # inputs, so its arrival makes the figure stale: `--render-only` redraws it.
     overlay: str | None = None
+    # Optional: which drawing of a module that makes several (ring.py: one per phase),
+    # passed to its render() and rows() as `part`.
+    part: str | None = None
+
+    @property
+    def options(self):
+        return {} if self.part is None else {"part": self.part}
 
     @property
     def module(self):
@@ -57,7 +55,7 @@ class FigureKind:
             return module.render(data, overlay, variant)
         if "." in self.renderer and not takes_variant(Path(module.__file__)):
             return module.render(data)  # a lesson renderer of the data alone: light, wide
-        return module.render(data, variant)
+        return module.render(data, variant, **self.options)
 
 
 def takes_variant(path):
@@ -95,10 +93,11 @@ KINDS = FigureKinds({
     "panels": FigureKind("panels", "recordings/{id}.cpu.json", "figures/{id}.svg"),
     "mechanism": FigureKind("mechanism", "lesson_code/figures/{id}-mechanism.json",
                             "figures/{id}-mechanism.svg"),
-    "ring-reduce-scatter": FigureKind("ring_reduce_scatter", "recordings/{id}.simulation.json",
-                                      "figures/{id}-ring-reduce-scatter.svg"),
-    "ring-all-gather": FigureKind("ring_all_gather", "recordings/{id}.simulation.json",
-                                  "figures/{id}-ring-all-gather.svg"),
+    "ring-reduce-scatter": FigureKind("ring", "recordings/{id}.simulation.json",
+                                      "figures/{id}-ring-reduce-scatter.svg",
+                                      part="reduce_scatter"),
+    "ring-all-gather": FigureKind("ring", "recordings/{id}.simulation.json",
+                                  "figures/{id}-ring-all-gather.svg", part="all_gather"),
     "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
                           "figures/{id}-traffic.svg"),
     # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows:

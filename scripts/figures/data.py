@@ -82,7 +82,8 @@ class FigureDataKind:
         if not callable(getattr(module, "rows", None)):
             raise ValueError(f"{self.figure.module_path()} has no rows(data): every figure's "
                              f"data (its CSV and JSON) is what that function returns")
-        found = module.rows(data) if self.figure.overlay is None else module.rows(data, overlay)
+        found = module.rows(data, **self.figure.options) if self.figure.overlay is None \
+            else module.rows(data, overlay)
         return table(found)
 
     def render(self, data, overlay=None):

@@ -1,18 +1,12 @@
-"""The mechanism table: an analytic two-participant example, drawn from its data file.
+"""The mechanism table: an analytic two-participant example, drawn from the lesson's data
+file, not from a run (editing a caption redraws it and re-runs nothing).
 
-The table and its prose belong to the lesson, in lesson_code/figures/<lesson>-mechanism.json
-(a lesson that wants one adds its file there, nothing under scripts/). It is data, not an
-import of any lesson module: editing a caption redraws this figure and re-runs nothing.
-The narrow drawing is the same table at a phone's width, its text a little smaller.
+Reads lesson_code/figures/<id>-mechanism.json: `{"title", "alt", "table": {"headers":
+[...], "rows": [[...], ...]}}`, text cells, each row as long as `headers`, at most 20
+rows, 8 columns and 60 characters a cell; `title` and `alt` become <title> and <desc>, so
+`alt` says in words all the table shows. The narrow drawing is the same table, smaller.
 
-Reads (`mechanism` -> figures/<id>-mechanism.svg, from lesson_code/figures/<id>-mechanism.json,
-no run): `{"title": "...", "alt": "...", "table": {"headers": [...], "rows": [[...], ...]}}`,
-a table of text cells, each row as long as `headers`, at most 20 rows, 8 columns and 60
-characters a cell; `title` and `alt` become the SVG's <title> and <desc>, so `alt` says
-in words everything the table shows.
-
-Data rows (rows(), the figure's CSV and JSON): the table's rows, one dict each, keyed by
-its headers (which must differ). Modelled, not measured: no run made them.
+Data rows: the table's rows, one dict each, keyed by its (distinct) headers. Modelled.
 """
 from scripts.figures.svg import figure_style, new_figure, not_xml, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC

@@ -1,16 +1,11 @@
-"""The two colour sets a figure is drawn in: one for the site's light palette, one for its
-dark (mkdocs-material's `default` and `slate` schemes).
+"""The two colour sets a figure is drawn in, for the site's light and dark palettes
+(mkdocs-material's `default` and `slate`).
 
-A renderer never names a colour of its own for ink, paper or rules: it takes them from the
-palette it is given, so the dark figure is the same drawing as the light one, from the same
-recording, in other colours. The colours are written into the SVG itself (no stylesheet,
-no `currentColor`): a figure opened on its own, printed, or shown by a reader that ignores
-CSS looks exactly as it does on the page.
-
-Data colours keep their meaning across palettes: the Okabe-Ito set stays distinct for
-colour-blind readers, and on the dark paper the darkest of them (blue, vermillion, black)
-are swapped for lighter members of the same family, so each line still stands out from
-the background (at least 4.5:1 against it, which tests/test_figures.py checks).
+A renderer takes ink, paper and rules from the palette it is given, so the dark figure is
+the light one's drawing in other colours; the colours are written into the SVG itself, so
+a figure opened alone or printed looks as on the page. Data colours are the Okabe-Ito set,
+distinct for colour-blind readers; on dark paper its darkest members are swapped for
+lighter ones of the same family, at least 4.5:1 against the paper (tests/test_figures.py).
 """
 from dataclasses import dataclass
 

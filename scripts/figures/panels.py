@@ -1,19 +1,13 @@
-"""A lesson's bar panels, drawn from its CPU recording's `data.panels` alone.
+"""A lesson's bar panels, drawn from its CPU recording's `data.panels` alone: one series,
+one colour per bar; several, side by side in each label's group with a legend, so none
+hides another. The narrow drawing is the same column for a phone (text at 9 px or more).
 
-A panel with one series colours each bar on its own (the bars are the things compared); a
-panel with several draws them side by side in each label's group, one colour per series,
-with a legend, so no series hides another.
+Reads recordings/<id>.cpu.json: `data.panels`, bar panels `{"kind": "bar", "labels",
+"ylabel", "series": [{"label", "y": [one number per label]}], "title"?}`, and an optional
+`data.panelsTitle` (at most 120 characters).
 
-Reads (`panels` -> figures/<id>.svg, from recordings/<id>.cpu.json): `data.panels`, a list
-of bar panels, one row each, `{"kind": "bar", "labels": [...], "ylabel": "...", "series":
-[{"label": "...", "y": [...]}], "title": "..."}`; `y` has one number per label; `title` is
-optional (default: the one series' label, or "a vs b"). Optional `data.panelsTitle`
-titles the figure (at most 120 characters).
-The panels are one column already; the narrow drawing is the same column, narrower, with
-the text at sizes a phone shows at 9 px or more.
-
-Data rows (rows(), the figure's CSV and JSON): one per bar, `panel` (its title as drawn),
-`ylabel`, `series`, `label` (under the bar) and `value` (its height, printed above it).
+Data rows: one per bar: `panel` (its title as drawn), `ylabel`, `series`, `label` and
+`value` (the bar's height, printed above it).
 """
 import textwrap
 

@@ -1,23 +1,12 @@
-"""Every chunk of a p-rank ring, step by step, drawn from the simulation's recording.
+"""Every chunk of a p-rank ring, step by step: the kinds `ring-reduce-scatter` and
+`ring-all-gather`, one figure per phase (`part`), from lesson_code/ring.py's trace in
+recordings/<id>.simulation.json (who sent which chunk at each step, whose contributions
+each copy sums); nothing is simulated or measured here. The narrow drawing puts two
+ranks on a line for a phone.
 
-The recording (<lesson>.simulation.json) holds lesson_code/ring.py's trace: who sent which
-chunk at each step, and which ranks' contributions each copy sums. Nothing is simulated
-here, and nothing in it is measured. One figure per phase (ring_reduce_scatter.py and
-ring_all_gather.py are the renderers): each fits the page's content width at its own size,
-and its narrow drawing puts two ranks on a line, each step on two lines, for a phone.
-
-Reads (`ring-reduce-scatter`, `ring-all-gather` -> figures/<id>-ring-*.svg, from
-recordings/<id>.simulation.json, the `simulation` module's --data-out): `{"ranks": p,
-"contributions": [[...] per rank], "vectorBytes": n, "reduceScatter": phase, "allGather":
-phase}`, each phase `{"initial": state, "bytesSent": [per rank], "steps": [{"sends":
-[[source, destination, chunk], ...], "state": state}]}`, a state being each rank's chunks.
-
-Data rows (rows(), the figure's CSV and JSON; phase_rows here): one per step, rank and
-chunk cell: `step` (0 is the start, then one per round of sends, as the figure counts
-them), `rank`, `chunk`, `sums` (whose contributions the copy sums, `0+3`; empty where
-the rank holds no copy), `value1`... (the copy's numbers, printed in the cell), `sentTo`
-and `arrivedFrom` (the rank this step sent that chunk to, or got it from). Simulated
-with NumPy, not measured.
+Data rows: one per step, rank and chunk: `step` (0 is the start), `rank`, `chunk`, `sums`
+(whose contributions the copy sums, `0+3`; empty where none), `value1`... (its numbers),
+`sentTo` and `arrivedFrom` (the rank this step sent that chunk to, or got it from).
 """
 import textwrap
 from dataclasses import dataclass
@@ -227,11 +216,11 @@ def copy_values(trace, state):
     return [[chunks[list(state[r][c]), c].sum(axis=0) for c in range(p)] for r in range(p)]
 
 
-def phase_rows(recording, name):
+def rows(recording, *, part):
     """The data rows of one phase's figure (see the module's docstring)."""
     trace = recording["data"]
     p, found = trace["ranks"], []
-    for step, (_, state, sends) in enumerate(phases(trace)[name].rows):
+    for step, (_, state, sends) in enumerate(phases(trace)[part].rows):
         values = copy_values(trace, state)
         sent = {(src, chunk): dst for src, dst, chunk in sends}
         got = {(dst, chunk): src for src, dst, chunk in sends}
@@ -292,11 +281,11 @@ def describe(trace, name):
             f"vector. A simulation of the idealized ring schedule, not a measurement.")
 
 
-def render_phase(recording, name, variant=STATIC):
+def render(recording, variant=STATIC, *, part):
     """One phase's figure as SVG text; the same trace always gives the same bytes."""
     trace = recording["data"]
-    phase = phases(trace)[name]
+    phase = phases(trace)[part]
     # matplotlib's defaults: their sans-serif fallback list travels into the SVG.
     with figure_style(DETERMINISTIC, variant.palette):
         fig = ring_figure(trace, phase, NARROW if variant.narrow else WIDE, variant.palette)
-        return svg_text(fig, phase.title, describe(trace, name))
+        return svg_text(fig, phase.title, describe(trace, part))

@@ -56,102 +56,6 @@ def new_figure(**kwargs):
     return fig, fig.subplots(**subplot_args)
 
 
-FONT_FAMILY = re.compile(r"font-family: ([^;\"]+);? ?")
-NO_ROTATION = re.compile(r' transform="rotate\(-0 [-0-9. ]+\)"')
-STYLE_ELEMENT = '<style type="text/css">'
-
-
-# Geometry attributes, whose numbers matplotlib writes to six decimals of a point.
-GEOMETRY = re.compile(r'\b(d|x|y|x1|x2|y1|y2|width|height|transform|points)="([^"]*)"')
-LONG_DECIMAL = re.compile(r"-?\d+\.\d{3,}")
-
-
-def short_number(match):
-    """A coordinate to 0.01 pt: a hundredth of a point is 0.014 CSS px at the largest a
-    figure is drawn, far under what a screen shows; six decimals were a third of the
-    sweep figure's bytes."""
-    text = f"{float(match.group(0)):.2f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
-
-
-def with_short_coordinates(svg):
-    return GEOMETRY.sub(lambda m: f'{m.group(1)}="{LONG_DECIMAL.sub(short_number, m.group(2))}"',
-                        svg)
-
-
-# matplotlib writes a path one vertex a line, "M 58.41 -371.58 \nL 58.41 -368.31 \n";
-# the path grammar needs no space around a command letter and one between two numbers.
-PATH_DATA = re.compile(r'\bd="([^"]*)"')
-AROUND_COMMAND = re.compile(r"\s*([MLHVCSQTAZmlhvcsqtaz])\s*")
-
-
-def with_tight_path_data(svg):
-    def tighten(match):
-        data = AROUND_COMMAND.sub(r"\1", match.group(1))
-        return f'd="{" ".join(data.split())}"'
-    return PATH_DATA.sub(tighten, svg)
-
-
-# A group of markers: matplotlib writes one <use> per data point, each with the line's
-# whole style, inside a group of its own.
-MARKER_GROUP = re.compile(r'<g( clip-path="[^"]*")?>((?:\s*<use [^>]*/>)+)(\s*)</g>')
-USE_STYLE = re.compile(r' style="([^"]*)"(?=/>)')
-
-
-def with_shared_marker_styles(svg):
-    """Each group's markers share one style: it moves onto the group, which they inherit
-    it from (fill, stroke and their widths are inherited properties, and a <use> passes
-    them on to the marker it draws)."""
-    def hoist(match):
-        styles = USE_STYLE.findall(match.group(2))
-        if len(set(styles)) != 1 or styles[0].count('"'):
-            return match.group(0)
-        uses = USE_STYLE.sub("", match.group(2))
-        return f'<g{match.group(1) or ""} style="{styles[0]}">{uses}{match.group(3)}</g>'
-
-    return MARKER_GROUP.sub(hoist, svg)
-
-
-# matplotlib names every group after its artist (`id="line2d_6"`); nothing refers to
-# those names (references go to hashed ids such as `#m453f931cba`), and a bare <g> around
-# a single element groups nothing.
-ARTIST_ID = re.compile(r' id="[A-Za-z]+(?:_\d+)+"')
-BARE_GROUP = re.compile(r"<g>\s*(<(?:use|path|text)\b[^<>]*(?:/>|>[^<]*</text>))\s*</g>")
-INDENTATION = re.compile(r"\n[ \t]+")
-
-
-def without_structure_nobody_reads(svg):
-    """No indentation (whitespace between elements draws nothing, and no text of these
-    figures spans lines), no artist names, no group of one."""
-    svg = ARTIST_ID.sub("", INDENTATION.sub("\n", svg))
-    while True:
-        shorter = BARE_GROUP.sub(r"\1", svg)
-        if shorter == svg:
-            return svg
-        svg = shorter
-
-
-def compact(svg):
-    """The same drawing in fewer bytes: matplotlib writes the whole font-family list into
-    every <text> (about 200 bytes each, 37 KB of a ring figure's 82) and a rotation by
-    -0 degrees beside it. One family for every text becomes one rule in the SVG's own
-    stylesheet, which the browser applies to each <text> that no longer names one; every
-    coordinate is written to a hundredth of a point, path data loses the spaces its grammar
-    does not need, markers share their style, and the indentation and names nothing reads
-    are gone."""
-    families = set(FONT_FAMILY.findall(svg))
-    svg = with_tight_path_data(with_short_coordinates(NO_ROTATION.sub("", svg)))
-    # SVG 2's plain href, which every browser that draws these figures reads; xlink:href
-    # was SVG 1.1's, and matplotlib writes it onto each of a figure's hundreds of <use>.
-    svg = with_shared_marker_styles(svg.replace("<use xlink:href=", "<use href="))
-    svg = without_structure_nobody_reads(svg)
-    if len(families) != 1 or STYLE_ELEMENT not in svg:
-        return svg  # several families: each text keeps its own
-    family = families.pop()
-    svg = FONT_FAMILY.sub("", svg).replace(' style=""', "")
-    return svg.replace(STYLE_ELEMENT, f"{STYLE_ELEMENT}text{{font-family: {family}}}", 1)
-
-
 # What no XML document can hold, escaped or not: the C0 controls but tab, newline and
 # carriage return, lone surrogates, U+FFFE and U+FFFF. matplotlib writes text as it is
 # given, so a NUL in a title made an SVG no browser would draw.
@@ -169,7 +73,7 @@ def svg_text(fig, title, desc):
     when the text it draws holds a character XML cannot hold."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
-    svg = compact(buffer.getvalue())
+    svg = buffer.getvalue()
     for what, text in (("title", title), ("description", desc), ("text", svg)):
         if character := not_xml(text):
             raise ValueError(f"the figure's {what} holds {character}, a character no SVG "

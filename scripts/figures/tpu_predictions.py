@@ -1,26 +1,15 @@
 """Predicted collective times on a 4-chip TPU VM at p = 2 and 4, and a TPU size sweep
-against them.
+drawn over them once one exists (its arrival makes the figure stale); nothing is run.
 
-Reads (`tpu-predictions` -> figures/<id>-tpu-predictions.svg): the two files named
-below; a TPU sweep's arrival makes the figure stale.
+Reads lesson_code/figures/<id>-tpu-predictions.json (lesson_code/tpu_predictions.py's:
+each input sourced, each prediction with its refuting band) and the sweep,
+recordings/<id>.tpu-sweep.json. Top: one ring phase's predicted microseconds; below, the
+model's time against size per VM and p, the bandwidth crossover, and each collective's
+measured own cost (scripts/sweep/analysis.own_costs) over predicted. Narrow: stacked.
 
-Drawn from lesson_code/figures/<lesson>-tpu-predictions.json (written by the lesson's
-lesson_code/tpu_predictions.py, with a source for every input and the band outside which
-a measurement refutes each prediction) and, once one exists, the TPU size sweep
-recordings/<lesson>.tpu-sweep.json drawn over it; nothing is run here. Top: the predicted
-microseconds of one ring phase at the two sizes the predictions name. Below: the model's
-time against size for both VMs at p = 4 and p = 2, and the size where bandwidth takes over
-at p = 4; with a TPU sweep, each collective's own cost (the sweep's looped calls less its
-single ones, scripts/sweep/analysis.own_costs) as markers and, under them,
-measured over predicted with the bandwidth band. The narrow drawing stacks the same parts
-for a phone: the table across the whole width, the chart, then its legend below it.
-
-Data rows (rows(), the figure's CSV and JSON), each with its `part` of the figure, its
-`machine` (VM) and `ranks` (p): `table` (`bytes`, `predictedUs` of one phase as the table
-prints it), `curve` (each point of a model line), `crossover` (`bytes` where the VM turns
-bandwidth-bound at that p, the dotted line at the largest p) and, drawn over a TPU sweep,
-`measured` (`collective`, `bytes`, `ownCostUs`, the median own cost per collective, and
-`measuredOverPredicted`). Lines modelled, not measured.
+Data rows, each with its `part`, `machine` and `ranks`: `table` (`bytes`, `predictedUs`),
+`curve` (the model's points), `crossover` (`bytes`) and, over a TPU sweep, `measured`
+(`collective`, `bytes`, `ownCostUs`, `measuredOverPredicted`). Lines modelled.
 """
 import textwrap
 

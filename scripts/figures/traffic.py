@@ -1,17 +1,13 @@
-"""Bytes each process sent, beside the ring model, from the multi-process recording alone.
+"""Bytes each process sent, beside the ring model, from the multi-process recording alone:
+one panel per gradient size, in each a pair of groups per collective (gloo's algorithm,
+then the ring built from ppermute). Narrow: the same panels, long labels on two lines.
 
-Drawn from `data.traffic` (XLA's collectives, carried by gloo) and `data.ringTraffic` (the
-ring built from ppermute) of <lesson>.cpu-processes.json; nothing is run. One panel per
-gradient size; in each, a pair of groups per collective: gloo's algorithm, then the ring.
-The narrow drawing is the same two panels on a phone's width, the long labels on two lines.
+Reads recordings/<id>.cpu-processes.json: `data.traffic` and `data.ringTraffic`, rows
+`{"collective", "gradientBytes", "calls", "modelBytesPerRank", "observedBytesPerRank":
+[per rank]}` (ring rows add `"algorithm"`).
 
-Reads (`traffic` -> figures/<id>-traffic.svg): rows `{"collective", "gradientBytes",
-"calls", "modelBytesPerRank", "observedBytesPerRank": [per rank]}` in both lists
-(`ringTraffic` rows add `"algorithm"`).
-
-Data rows (rows(), the figure's CSV and JSON): one per dot, `gradientBytes` (the panel),
-`collective`, `algorithm` (`gloo` or `ring`), `rank`, `observedBytes` (what that rank
-sent per call, the dot), `modelBytes` (the dashed ring model) and `calls` (averaged over).
+Data rows: one per dot: `gradientBytes` (the panel), `collective`, `algorithm` (`gloo` or
+`ring`), `rank`, `observedBytes` (sent per call), `modelBytes` and `calls`.
 """
 import textwrap
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from scripts import ROOT
 from scripts.store.freshness import recording_state
-from scripts.store.outputs import RecordingOutput, hardware_fix, hardware_module
+from scripts.store.outputs import HARDWARE_FIXES, RecordingOutput, hardware_module
 
 
 class RefusedRecording(Exception):
@@ -20,14 +20,14 @@ def fetched_recording(path, lesson, variant, root=ROOT):
     this checkout's code and pins, as recordings/<id>.<variant>.json would be."""
     module = lesson.path(hardware_module(lesson, variant))
     output = RecordingOutput(
-        str(Path(path).resolve()), module.relative_to(lesson.root).as_posix(),
-        hardware_fix(f"recordings/{lesson.id}.{variant}.json", lesson.id), True, lesson,
+        str(Path(path).resolve()), variant, module.relative_to(lesson.root).as_posix(),
+        HARDWARE_FIXES[variant], True, lesson,
         tuple(extra.relative_to(lesson.root).as_posix()
               for extra in lesson.also_run_with(hardware_module(lesson, variant))))
-    recording, problems = recording_state(output, root)
+    loaded, problems = recording_state(output, root)
     if problems:
         raise RefusedRecording(f"the fetched {variant} recording is refused: {problems[0]}")
-    return recording
+    return loaded.recording
 
 
 def refuse_unless(checks, what):

@@ -2,14 +2,11 @@
 
     python scripts/pages/check_links.py site
 
-Internal links must reach a file (and an element with the anchor's id) inside the site and
-be relative: a root-absolute `/path` breaks when the site is published under a sub-path (a
-GitHub Pages project site). Anything the browser would *load* (images and their srcset,
-media and posters, scripts, styles, fonts, SVG images, CSS `url()` and `@import`) must come
-from the site itself: links out to documentation are fine, a resource from a CDN is not.
-A page may not run a `javascript:` address, redirect by `<meta http-equiv="refresh">` out of
-the site, or carry a `<base>` (it would move where every relative link points). Pages
-(.html), figures (.svg) and stylesheets (.css) are all read.
+Internal links must reach a file (and the anchor's element) in the site and be relative
+(a root-absolute `/path` breaks under a sub-path). Whatever a browser would load (images,
+media, scripts, styles, fonts, CSS `url()` and `@import`) must come from the site itself:
+the site promises to load nothing from outside. No page may run a `javascript:` address,
+redirect out of the site, or carry a `<base>`. Pages, figures and stylesheets are read.
 """
 import os
 import re
@@ -182,7 +179,7 @@ def main(argv=None):
 
 if __name__ == "__main__":
     # `| head`: once the reader is gone, exit 141 as a shell reports SIGPIPE, with no
-    # traceback (scripts/proc/interrupts.py's run_command; this file imports nothing from there).
+    # traceback (as scripts/plumbing/interrupts.py's run_command; this file imports none).
     try:
         status = main()
         sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit

@@ -1,44 +1,18 @@
 """The page language: what a page writes to show what was recorded.
 
-    {{ rec:<recording>:<dotted.path>|<format> }}   one value, e.g.
-    {{ rec:<lesson>.cpu:environment.jax }}          (a missing value fails the build;
-    {{ rec:<lesson>.cpu:generatedAt|date }}         |date writes a timestamp for people:
-                                                    "30 November 2026")
-    {{ rec:<lesson>.cpu.analysis:timing.host.words }}  a value of the analysis derived
-                                                    from that recording
-    {{ recordings:<lesson-id> }}                    one tab per recording of the lesson
-    {{ recordings-table:<lesson-id> }}              one table row per recording
-    {{ recordings-table }}                          ... of every lesson
-    {{ lessons }}                                   the course: one entry per registered
-                                                    lesson, with its notebook and program
-    {{ json:<recording>:<dotted.path>#<id> }}       a recorded object for a page's script:
-                                                    <script type="application/json"
-                                                    id="<id>"> (on a line of its own)
-    {{ if-recorded:<recording> }}A{{ else }}B{{ end }}  A if recordings/<recording>.json
-                                                    exists, else B (inline or across lines;
-                                                    not nested)
-    {{ rec-table:<recording>:<dotted.path>[@<dotted.keys>] | <cell> | <cell> ... }}
-        one table row per element of the list at <dotted.path>, or per entry of the dict
-        there (in the order of the list of keys at @<dotted.keys>, when given), right
-        below the header and alignment rows the page writes; its cells may wrap onto
-        more lines. A cell is text with {fields}: {name.path|format} is a value of the
-        row, {*} the row's key (or index), {/dotted.path} a value from the recording's
-        top, * in it standing for the key. E.g.
-            {{ rec-table:<lesson>.sweep.analysis:steps@ranks | {*} | {dispatchUs|.0f}
-               | {perStep.median|.0f} ({perStep.low|.0f}–{perStep.high|.0f}) }}
-
-Each directive becomes Markdown of ours with markers in it; the recorded text replaces the
-markers only once the page is HTML (pages/recorded_text.py: a recording is untrusted input,
-so no Markdown extension may ever read it). pages/page_language.py runs this as a
-Python-Markdown extension.
+Each directive (lesson_code/CONTRACT.md, "The page language", lists them) becomes
+Markdown of ours with markers in it; the recorded text replaces the markers only once the
+page is HTML (pages/recorded_text.py: a recording is untrusted input, so no Markdown
+extension may ever read it). pages/page_language.py runs this as a Python-Markdown
+extension.
 """
 import re
 
-from scripts.store.outputs import ANALYSES, RECORD as FIX
-from scripts.store.outputs import recording_fix, stem_source
 from scripts.pages.course import lesson_list
 from scripts.pages.recorded_text import PageError, formatted, human_date
 from scripts.pages.recording_views import recording_table, recording_tabs
+from scripts.store.outputs import RECORD as FIX
+from scripts.store.outputs import recording_fix, stem_parts, stem_source
 
 VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 # A block directive ends at the end of its own line ([ \t]*$, not \s*$, which would eat the
@@ -124,16 +98,16 @@ def lookup(recording, dotted):
 
 
 def recorded(stem, dotted, sources):
-    source = stem_source(stem)  # a recording, or an analysis derived from one
-    if stem not in sources.recordings:
-        fix = FIX if source.startswith(ANALYSES) else recording_fix(sources.lessons, source)
-        raise PageError(f"asks for {stem}:{dotted} but {source} does not exist; "
+    loaded = sources.recordings.get(stem)  # a recording, or an analysis derived from one
+    if loaded is None:
+        fix = FIX if stem_parts(stem)[2] else recording_fix(sources.lessons, stem)
+        raise PageError(f"asks for {stem}:{dotted} but {stem_source(stem)} does not exist; "
                         + (f"run `{fix}`" if fix else "no lesson in lesson_code/lessons.toml "
                            "makes it; fix the directive"))
     try:
-        return lookup(sources.recordings[stem], dotted)
+        return lookup(loaded.recording, dotted)
     except (KeyError, IndexError):
-        raise PageError(f"{source} has no value at {dotted!r}") from None
+        raise PageError(f"{loaded.path} has no value at {dotted!r}") from None
 
 
 def recorded_json(stem, dotted, element_id, sources, values):
@@ -145,8 +119,8 @@ def recorded_json(stem, dotted, element_id, sources, values):
     try:
         held = values.hold_json(value)
     except ValueError as error:
-        raise PageError(f"{stem_source(stem)}'s {dotted!r} is not plain JSON ({error}); "
-                        f"rerun `{FIX}`") from None
+        raise PageError(f"{sources.recordings[stem].path}'s {dotted!r} is not plain JSON "
+                        f"({error}); rerun `{FIX}`") from None
     return f'<script type="application/json" id="{element_id}">{held}</script>\n'
 
 
@@ -181,7 +155,7 @@ def recorded_rows(stem, dotted, order, cells, sources, values):
             raise PageError(f"{stem}:{order} is not a list of keys; name a list after @")
         missing = [key for key in keys if str(key) not in found]
         if missing:
-            raise PageError(f"{stem_source(stem)} has no value at "
+            raise PageError(f"{sources.recordings[stem].path} has no value at "
                             f"{f'{dotted}.{missing[0]}'!r}")
         rows = [(key, found[str(key)]) for key in keys]
     else:
@@ -215,6 +189,6 @@ def field_text(field, stem, key, row, dotted, sources, values):
     try:
         value = lookup(row, name)
     except (KeyError, IndexError):
-        raise PageError(f"{stem_source(stem)} has no value at "
+        raise PageError(f"{sources.recordings[stem].path} has no value at "
                         f"{f'{dotted}.{key}.{name}'!r}") from None
     return values.hold(value_text(value, spec, directive))

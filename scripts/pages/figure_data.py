@@ -1,24 +1,19 @@
 """Under every figure on a page: its data, and where and when that data was recorded.
 
 One line, made by the build for each registered figure a page shows (pages/markup.py
-calls `data_line`), nothing typed on a page: links to the figure's CSV and JSON
-(scripts/figures/data.py: the rows its renderer drew), then what its raw recording's
-header says: the platform and the devices or processes, the day, the JAX version and the
-commit it was recorded at (with "and local changes" when its inputs differed from that
-commit; a recording made outside a git checkout names its code digest, `contentHash`,
-instead), linked to the recording itself. A figure drawn from a lesson's own data file
-(a model, not a run) says "modelled, not measured" and links to that file; one drawn
-from a simulation, "simulated with NumPy, not measured". The line stays out of the search
-index: every page's reader downloads the index, and the line matches nothing one types.
-
-The site serves what the lines link to (`served_files`, pages/hooks.py on_files).
+calls `data_line`): links to the figure's CSV and JSON, then what its raw recording's
+header says (platform, devices or processes, day, JAX, the commit or, outside git, the
+code digest), linked to the recording. A figure drawn from a lesson's own data file says
+"modelled, not measured"; one from a simulation, "simulated with NumPy". The line stays
+out of the search index, which every reader downloads. The site serves what the lines
+link to (`served_files`, pages/hooks.py on_files).
 """
 import html
 import posixpath
 
-from scripts.store.outputs import figure_data_outputs, stem_source
 from scripts.pages.recorded_text import human_date
 from scripts.pages.recording_views import machine_label
+from scripts.store.outputs import figure_data_outputs
 
 # The digest's first characters, enough to tell two recordings' code apart on a page.
 DIGEST_CHARS = 8
@@ -78,7 +73,7 @@ def data_line(figure, page_url, sources):
     if outputs is None:
         return ""
     base = page_url if page_url.endswith("/") else posixpath.dirname(page_url)
-    by_path = {stem_source(stem): recording for stem, recording in sources.recordings.items()}
+    by_path = sources.by_path
 
     def link(path, text):
         href = html.escape(posixpath.relpath(path, base or "."))
@@ -94,8 +89,8 @@ def data_line(figure, page_url, sources):
     else:
         through = " (through its analysis)" if data.source != data.recording else ""
         line += (f"{file_link(data.recording)}{through}, "
-                 f"{html.escape(recorded(by_path[data.recording]))}")
+                 f"{html.escape(recorded(by_path[data.recording].recording))}")
     if data.overlay in by_path:  # a hardware run drawn over the model
         line += (f"; its markers from {file_link(data.overlay)}, "
-                 f"{html.escape(recorded(by_path[data.overlay]))}")
+                 f"{html.escape(recorded(by_path[data.overlay].recording))}")
     return f'<span class="figure-data" data-search-exclude>{line}</span>'

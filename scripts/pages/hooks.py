@@ -1,22 +1,13 @@
-"""mkdocs hooks: the site's own part of the build.
+"""mkdocs hooks: the site's own part of the build (the page language is a Markdown
+extension, pages/page_language.py). The build reads recordings; it never imports JAX.
 
-The page language ({{ rec:... }} and the other directives) is a Markdown extension,
-pages/page_language.py, registered in mkdocs.yml; these events do what only mkdocs can:
-
-- on_config: first, no symbolic link in what a pull request controls (docs/, recordings/,
-  figures/, lesson_code/: scripts/proc/checkout.py). The site is the course
-  (lesson_code/lessons.toml): it takes the registry's [course] name and summary, and a
-  lesson the nav leaves out is listed after the last one it names. Every recording of
-  every lesson is loaded and validated here, once: a broken one, or a stale one this
-  machine can remake, stops the build with one line each, and the page language is
-  handed what was loaded.
+- on_config: first, no symbolic link in what a pull request controls (plumbing/checkout.py);
+  the course's name and summary, and unlisted lessons in the nav, from the registry; every
+  recording loaded and validated once: a broken or stale one is one line.
 - on_serve: a failed rebuild under `mkdocs serve` keeps the last good site.
-- on_files: figures/, each lesson's downloads, and each figure's data and recording are
-  served from the site itself; no file mkdocs would read or copy leads outside the
-  checkout, and no page holds a control character.
+- on_files: figures, downloads and figure data served from the site; nothing read or
+  copied leads outside the checkout; no page holds a control character.
 - on_page_markdown: each lesson page ends with its downloads.
-
-The build reads recordings; it never imports JAX and never runs lesson code.
 """
 import logging
 import re
@@ -28,7 +19,7 @@ from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
 from scripts import FIGURES, ROOT, display
-from scripts.proc.checkout import LinkInCheckout, link_on_the_way, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, link_on_the_way, refuse_links
 from scripts.store.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
 from scripts.pages.figure_data import served_files
@@ -106,7 +97,7 @@ def on_serve(server, config, builder):
 def on_files(files, config):
     """Serve figures/, each lesson's program and exercise scaffold, and what the figures'
     data lines link to, from the site; then refuse, before any is read or copied, a file
-    that leads outside the checkout (a link on its way: scripts/proc/checkout.py) or a page with
+    that leads outside the checkout (a link on its way: scripts/plumbing/checkout.py) or a page with
     a character no page can show. mkdocs lists what docs/ holds by following links, so a
     link is seen here first."""
     paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]

@@ -1,20 +1,10 @@
-"""Layout decided when the site is built, so no script has to measure the page in a browser.
-
-Reading a block's `scrollWidth` forces the browser to lay the whole page out; done for
-every code block while the theme was starting, that was a 139-287 ms long task on a phone
-(docs/assets/keyboard-scroll.js, turn 3 audit). The text of a block and of a table is
-known here, and so are the widths the theme gives them:
-
-- A code block whose longest line may not fit a 390 px phone is marked `data-wide`: only
-  such a block can scroll sideways, so only it needs to take keyboard focus.
-- A table whose cells cannot fit the content column beside the table of contents (about
-  690 px at 1280 px) makes its page drop that sidebar, as Material's `hide: [toc]` does;
-  the content column then grows to about 930 px. A table still wider scrolls in its box.
-- Each table's box is named for a screen reader after the heading above it ("Recordings
-  on this site, group" rather than "table, group" for every table).
-- A header cell that holds only a formula ("p = 2") gets the formula's symbols as hidden
-  text, and the formula is hidden from screen readers instead: axe and some readers take
-  MathML for no text, which leaves the column without a name (empty-table-header).
+"""Layout decided when the site is built, so no script measures the page in a browser (a
+code block's scrollWidth, read while the theme starts, lays out the whole page: a 139-287
+ms long task on a phone). From the text and the theme's widths: a code block that may not
+fit a 390 px phone is marked `data-wide` (only it scrolls, so only it takes focus); a
+table too wide for the column beside the table of contents drops that sidebar; each
+table's box is named after the heading above it; a header cell holding only a formula
+gets the formula's symbols as hidden text (axe reads MathML as no text).
 """
 import html
 import re

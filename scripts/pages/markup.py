@@ -1,63 +1,11 @@
-"""mkdocs hook: the page markup a keyboard, a phone and a slow connection need.
+"""mkdocs hook: the page markup a keyboard reader, a phone and the search box need.
 
-- A `<pre><code>` whose longest line may not fit a phone gets `tabindex="0"` and
-  `data-wide` (pages/layout.py decides from its text): such a block scrolls sideways, and
-  a reader without a mouse can only scroll what can take focus. A block that fits is no
-  tab stop.
-- Every `<table>` sits in a focusable wrapper that scrolls it, for the same reason (the
-  theme wraps tables in a scroller of its own at run time, which no key can reach), named
-  after the heading above it; a table too wide for the column beside the table of
-  contents makes its page drop that sidebar (pages/layout.py).
-- Code blocks stay out of the search index (`data-search-exclude`, which the search
-  plugin reads and then strips): every reader downloads the index on every page, and the
-  code would be two thirds of it. Under a block that defines functions or classes, a
-  "Defines:" line names them, outside the excluded block: search finds
-  `completed_samples`, and a reader sees what the block is for.
-- API names in prose link to the JAX reference (pages/api_links.py).
-- The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
-- The theme's label of a nav section ("Going further", with `navigation.sections`) loses
-  its `tabindex=""`: mkdocs-material 9.8 writes the attribute empty for a section, which
-  is invalid HTML and which browsers ignore anyway, so dropping it changes nothing a
-  reader can do.
-- Every code block carries its copy button in the page itself, where the theme's
-  `content.code.copy` would insert one per block at run time: twenty insertions, each
-  followed by a full style recalculation of the page, were the largest single cost on a
-  phone (Lighthouse's total blocking time). The button is the theme's own markup, and
-  the theme's clipboard handler, which it sets up whether or not the feature is on,
-  copies the text of the block its `data-clipboard-target` names.
-- Bytes a reader downloads and never sees are left out, because the lesson page's first
-  load must stay under 500 KB (the theme's CSS, JavaScript and search index are over
-  300 KB of it): the indentation of the theme's templates outside `<pre>`, `<code>`,
-  `<textarea>`, `<script>` and `<style>` (elsewhere whitespace that holds a line break
-  shows as one space either way), and Pygments' span around each plain name in code,
-  which the theme draws in the code's own colour (`.highlight .n` takes
-  `--md-code-hl-name-color`, which is `--md-code-fg-color`).
-- Punctuation and operators in code are drawn in the code's own colour too, not in the
-  theme's lighter grey. With the spans of whitespace, which no rule styles, they were
-  1,050 of the lesson page's 2,400 elements, and each full style recalculation the
-  theme's script makes while it starts costs in proportion to the elements on the page.
-- Scripts are deferred: they run after the page is parsed and before DOMContentLoaded,
-  which is what the theme's bundle waits for anyway, so a reader sees the text before
-  any script runs instead of after.
-- Every `<img>` of an SVG figure gets the figure's own `width`/`height` (so the page does
-  not jump while it loads) and `loading="lazy"` (figures below the fold wait until needed).
-- Every such figure is a link to its SVG, unless the page already made it one: a tap
-  opens it full size.
-- A figure drawn in all four variants (scripts/figures/variants.py) is written once by
-  the author, `![alt](../figures/x.svg)`, and becomes two links, one per palette, each a
-  `<picture>` whose `<source media=...>` offers the narrow drawing to a phone; the
-  stylesheet (lesson.css) shows the link of the palette the reader chose (the theme's
-  `data-md-color-scheme`) and, in print, the light one. Hiding the whole link, not just
-  the image as the theme's `#only-dark` does, keeps the hidden figure out of the tab
-  order too. The `<img>` is the static light figure itself, so a reader without scripts
-  (the theme writes the light scheme into the page) sees it as before. A browser fetches
-  only the image it shows: the other palette's is lazy and not displayed, and a
-  `<picture>` loads one source.
-- Under every figure of a lesson, a line links its data (CSV, JSON) and says where and
-  when it was recorded (pages/figure_data.py): the build writes it for each figure the
-  page shows, from the registry and the recordings, so no page types one.
+Built here, once, so that no script measures the page (MAINTAINING.md, "The site"): code
+blocks that may scroll on a phone and every table take keyboard focus (pages/layout.py);
+code stays out of the search index, with a "Defines:" line naming what a block defines;
+API names link to the JAX reference; figures are sized, lazy, offered in the reader's
+palette and width, linked full size, with their data line under each (figure_data.py).
 """
-import itertools
 import posixpath
 import re
 from pathlib import Path
@@ -73,8 +21,8 @@ from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 
 HIGHLIGHT = re.compile(r'<div class="highlight"')
 HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
-CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?)<code(?![^>]*\b(?:tabindex|id)=)"
-                  r"([^>]*>)(.*?</code>)", re.S)
+CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?<code)(?![^>]*\btabindex=)([^>]*>)(.*?</code>)",
+                  re.S)
 DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)",
                         re.MULTILINE)
 SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
@@ -86,16 +34,8 @@ SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]+)?|\.[0-9]+)\s*(pt|px)?\s*$")
 VIEW_BOX_NUMBER = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]+)?")
 PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
-VERBATIM = re.compile(r"<(pre|code|textarea|script|style)\b.*?</\1>", re.S)
-INDENTATION = re.compile(r"\n\s+")
-# Pygments' token classes that the theme either draws in the code's own colour (n: name)
-# or that this site draws so (p: punctuation, o and ow: operators, w: whitespace), and
-# the empty span Pygments opens every block with.
-PLAIN_TOKEN = re.compile(r'<span class="(?:n|p|o|ow|w)">([^<]*)</span>|<span></span>')
-EXTERNAL_SCRIPT = re.compile(r"<script src=")
-COPY_BUTTON = ('<span class="md-code__nav"><button class="md-code__button" type="button" '
-               'title="Copy to clipboard" data-clipboard-target="#{id}" '
-               'data-md-type="copy"></button></span>')
+# mkdocs-material 9.8 writes a nav section's label with an empty tabindex: invalid HTML,
+# which browsers ignore, so dropping it changes nothing a reader can do.
 EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=""')
 
 
@@ -212,7 +152,7 @@ def on_page_content(html, page, config, files):
     html = with_api_links(html)
     html = HIGHLIGHT_BLOCK.sub(with_defines_line, html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
-    return with_copy_buttons(html, page)
+    return with_focusable_code(html)
 
 
 def with_named_tables(html, page):
@@ -258,34 +198,19 @@ def with_defines_line(match):
     return f'{block}\n<p class="defines">Defines: {listed}</p>'
 
 
-def with_copy_buttons(html, page):
-    """Each `<pre><code>`: an id and a copy button naming it; focusable if it may scroll."""
-    numbers = itertools.count(1)
-
+def with_focusable_code(html):
+    """Each `<pre><code>` that may scroll sideways on a phone takes keyboard focus: only
+    what takes focus can be scrolled without a mouse."""
     def code_block(match):
-        block_id = f"code-{next(numbers)}"
-        if f'id="{block_id}"' in html:
-            raise PluginError(f"{page.file.src_uri}: the id {block_id} names a code "
-                              f"block's copy button target; rename the element using it")
         focus = ' tabindex="0" data-wide' if may_overflow_a_phone(match.group(3)) else ""
-        return (match.group(1) + COPY_BUTTON.format(id=block_id)
-                + f'<code id="{block_id}"{focus}' + match.group(2) + match.group(3))
+        return match.group(1) + focus + match.group(2) + match.group(3)
 
     return CODE.sub(code_block, html)
 
 
-def without_unseen_bytes(output):
-    pieces, end = [], 0
-    for verbatim in VERBATIM.finditer(output):
-        pieces += [INDENTATION.sub("\n", output[end:verbatim.start()]),
-                   PLAIN_TOKEN.sub(r"\1", verbatim.group(0))]
-        end = verbatim.end()
-    return "".join(pieces + [INDENTATION.sub("\n", output[end:])])
-
-
 def on_post_page(output, page, config):
-    output = without_unseen_bytes(EMPTY_TABINDEX.sub(r"\1", output))
-    output = EXTERNAL_SCRIPT.sub("<script defer src=", output)
+    """The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name)."""
+    output = EMPTY_TABINDEX.sub(r"\1", output)
     return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
 
 

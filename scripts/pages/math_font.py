@@ -1,25 +1,11 @@
 """mkdocs hook: after every build, the site's math font, cut from Latin Modern Math down to
-what the built pages' formulas draw.
-
-Browsers lay MathML out with the `math` font family, which on most systems falls back
-glyph by glyph to text fonts without a MATH table: a display Σ is drawn at text size,
-scripts are placed by guesswork and every reader sees other glyphs. So the site ships a
-math font, and it ships Latin Modern Math, Computer Modern's OpenType heir: TeX's glyphs
-and TeX's MATH constants (script sizes and shifts, fraction gaps, the Σ's 25 px), as KaTeX
-draws. The whole font is 734 KB; the site gets the characters its formulas draw with the
-MATH table's size variants and assembly parts for them (15 KB), as WOFF (zlib: no brotli
-module is pinned here for WOFF2). Of its layout features only `dtls` (dotless i and j
-under an accent) is kept: `ssty`, the script-size designs of every glyph, would double
-the font and take the sweep page past its 500 KB first load, and KaTeX draws scripts with
-the text glyphs scaled down too. A lesson may use any character the font has: the next
-build puts it in. Nothing is committed.
-
-A single-letter `<mi>` is drawn as its mathematical italic (MathML Core's `math-auto`:
-`<mi>p</mi>` draws U+1D45D), so that is the character the font needs.
+the characters the built pages' formulas draw (MAINTAINING.md, "The site", says why this
+font and why cut). A single-letter `<mi>` is drawn as its mathematical italic (MathML
+Core's `math-auto`: `<mi>p</mi>` draws U+1D45D), so that is the character the font needs.
 
 The source is Debian's fonts-lmodern (2.005-1, Latin Modern Math 1.959; `make install`
 installs it), under the GUST Font License, which allows modified copies such as this
-subset (docs/assets/fonts/README.txt, served beside the font).
+subset (docs/assets/fonts/README.txt, served beside the font). Nothing is committed.
 """
 import hashlib
 import html

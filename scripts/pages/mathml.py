@@ -1,37 +1,17 @@
-"""mkdocs hook: typeset every formula at build time, as MathML, so readers load no math script.
-
-pymdownx.arithmatex (generic mode) leaves `\\(...\\)` in `<span class="arithmatex">` and
-`\\[...\\]` / `$$...$$` in `<div class="arithmatex">`. `typeset()` swaps each for the
-MathML that Temml writes (scripts/pages/typeset.cjs, one Node process per page). Temml is
-made for TeX's fidelity in MathML: `max` and `min` are functions, not spaced operators,
-`\\lVert g\\rVert^2` scripts the whole norm, a script or an inline fraction is set in
-script style, a final "." is ordinary. So nothing here patches spacing: browsers lay
-MathML out themselves, in the site's Latin Modern Math (scripts/pages/math_font.py), in
-the page's text colour in light and dark mode.
-
-- Each formula keeps its TeX as an annotation, for copying and for the comparison with
-  KaTeX (scripts/audit/math_side_by_side.py), and a plain-text reading of itself
-  (`readable()`, "(p−1)/p G"), which the search index holds: what the drawn formula
-  flattens to ("p−1pG") and the TeX are both kept out of it.
-- A display formula is a group named by that reading, so a screen reader tells them
-  apart. It becomes one `<math>` per `\\qquad`-separated part, side by side in a wrapping
-  row: on a phone the parts stack instead of being cut off, and a part still too wide
-  scrolls sideways in its row (never up and down) and can be reached by keyboard. An
-  inline formula and the punctuation right after it do not wrap apart. These few lines
-  of CSS go into the `<head>` of the pages that have a formula, and only those.
-- A formula's TeX is page source, and a notebook's is untrusted: Temml escapes text and
-  refuses `\\class`, `\\style` and the like; its MathML is rebuilt here from MathML
-  elements and presentation attributes only, every piece of text escaped.
-
-This is a hook rather than a Markdown extension because it must see each page's final
-HTML: recorded values, which may hold formulas, go in with the page language's last
-postprocessor (pages/page_language.py), and the notebook's body is replaced after its
-Markdown ran (pages/notebook_page.py). `typeset()` is a plain function of the HTML, for
-any other Markdown pipeline.
+"""mkdocs hook: every formula typeset at build time as MathML, so readers load no math
+script. Each arithmatex formula becomes Temml's MathML (typeset.cjs, one Node process for
+the build), rebuilt here from MathML elements and presentation attributes only, every text
+escaped (a notebook's TeX is untrusted). Each keeps its TeX as an annotation and a
+plain-text reading, which the search index holds. A display formula is a named group,
+one `<math>` per `\\qquad` part in a wrapping row (a phone stacks them), scrolling sideways
+if it must. A hook, not a Markdown extension: it must see each page's final HTML, after
+the page language's recorded values and the notebook's body; MAINTAINING.md has the rest.
 """
+import atexit
 import html
 import json
 import re
+import select
 import subprocess
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
@@ -45,6 +25,7 @@ LEFTOVER = 'class="arithmatex"'
 # A part of a display formula ends at a \qquad outside any braces.
 QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
 TYPESET = Path(__file__).with_name("typeset.cjs")
+TIMEOUT_S = 300  # for one page's formulas
 
 # The last two lines: Temml's italic correction before a superscript (its stylesheet's
 # rules, which Chromium and WebKit need and Firefox does itself), and nothing else of it.
@@ -106,26 +87,59 @@ def top_level_parts(tex):
     return [part.strip() for part in parts if part.strip()]
 
 
-def temml(formulas, where):
-    """The MathML of each (tex, display) in `formulas`, from one Node process."""
-    try:
-        run = subprocess.run(["node", str(TYPESET)], capture_output=True, encoding="utf-8",
-                             input=json.dumps([{"tex": tex, "display": display}
-                                               for tex, display in formulas]), timeout=300)
-    except FileNotFoundError:
-        raise MathError("node is missing: install Node.js 20 (apt-get install nodejs), "
-                        "then run `make install`") from None
-    except subprocess.TimeoutExpired:
-        raise MathError(f"{where}: Temml took over 300 s on this page's formulas") from None
-    if run.returncode != 0:
-        raise MathError(f"{where}: {TYPESET.name} failed: "
-                        f"{(run.stderr.strip().splitlines() or ['no message'])[-1]}")
-    results = json.loads(run.stdout)
-    for (tex, _), result in zip(formulas, results):
-        if "error" in result:
-            raise MathError(f"{where}: cannot typeset the formula {tex!r} ({result['error']}); "
-                            f"rewrite it in the TeX that Temml reads (temml.org)")
-    return [result["mathml"] for result in results]
+class Temml:
+    """Temml in one Node process, started at the first formula and kept for every page after
+    (a process per page cost the build 0.1 s a page). It ends when its input does: at
+    close(), or when this process ends, however it ends."""
+
+    def __init__(self):
+        self.node = None
+
+    def __call__(self, formulas, where):
+        """The MathML of each (tex, display) in `formulas`."""
+        if self.node is None or self.node.poll() is not None:
+            self.node = self.start()
+        try:
+            self.node.stdin.write(json.dumps([{"tex": tex, "display": display}
+                                              for tex, display in formulas]) + "\n")
+            self.node.stdin.flush()
+        except BrokenPipeError:
+            pass  # it has ended: its last words are read below
+        if not select.select([self.node.stdout], [], [], TIMEOUT_S)[0]:
+            self.close()
+            raise MathError(f"{where}: Temml took over {TIMEOUT_S} s on this page's formulas")
+        answer = self.node.stdout.readline()
+        if not answer:
+            said = (self.node.stderr.read().strip().splitlines() or ["no message"])[-1]
+            self.close()
+            raise MathError(f"{where}: {TYPESET.name} failed: {said}")
+        results = json.loads(answer)
+        for (tex, _), result in zip(formulas, results):
+            if "error" in result:
+                raise MathError(f"{where}: cannot typeset the formula {tex!r} "
+                                f"({result['error']}); rewrite it in the TeX that Temml "
+                                f"reads (temml.org)")
+        return [result["mathml"] for result in results]
+
+    @staticmethod
+    def start():
+        try:
+            return subprocess.Popen(["node", str(TYPESET)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    encoding="utf-8")
+        except FileNotFoundError:
+            raise MathError("node is missing: install Node.js 20 (apt-get install nodejs), "
+                            "then run `make install`") from None
+
+    def close(self):
+        if self.node is not None:
+            self.node.kill()
+            self.node.communicate()
+            self.node = None
+
+
+temml = Temml()
+atexit.register(temml.close)
 
 
 # Elements whose children after the first are scripts, one level smaller (mroot's index:

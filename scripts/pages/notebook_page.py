@@ -1,31 +1,15 @@
-"""mkdocs hook: show the executed notebook as a page of the site, in the site's own markup.
+"""mkdocs hook: the executed notebook as a page of the site, in the site's own markup.
 
-mkdocs-jupyter (0.26.3) is configured through its options only (mkdocs.yml): it puts the
-notebook in the navigation, never executes it (`execute: false`), sets `page.nb_url` and
-ships the `.ipynb` beside the page for download (`include_source: true`). Its page body
-is nbconvert's JupyterLab template, and no option of the plugin changes that: it inlines
-about 600 KB of CSS in `<body>` (five <style> elements, which are invalid there, holding
-CSS the Nu checker rejects), writes the MathJax loader (`custom_mathjax_url` only changes
-its address; the default empty one is `<script src="">`, invalid HTML), a clipboard script
-and `<clipboard-copy aria-label>` elements (an ARIA attribute that element may not have),
-and passes a Markdown cell's raw HTML through (the plugin turns nbconvert's clean_html
-filter off), so a notebook's `<script>` would run on the page.
-
-So this hook's on_page_content replaces that body, mkdocs' documented place to alter a
-page's HTML, with the cells as the Markdown the lesson page is written in (a Python fence
-per code cell, a text fence per output), converted with the site's own Markdown
-extensions: the notebook then looks, reads and validates like every other page, and its
-formulas go through the same build-time MathML as the lesson (pages/mathml.py runs after
-this hook).
-
-A notebook is untrusted input: a pull request can change its cells and the lock's digest in
-the same commit. So it is converted by a Markdown instance of its own that can only write
-text: no raw HTML (a `<script>` or `onerror=` is shown as the characters it is), no
-extension that reads files or sets attributes (`--8<-- ".git/config"` stays a line of
-text), and no link or image whose address has a scheme other than http(s) or mailto.
+mkdocs-jupyter makes the notebook a page and ships the `.ipynb` beside it (mkdocs.yml).
+Its body, nbconvert's, is invalid HTML with an ARIA error, 600 KB of inline CSS and a
+MathJax loader, and passes a cell's raw HTML through; so the page is rendered here (hooks
+run after plugins: this render replaces the one mkdocs-jupyter set, and nbconvert never
+reads the notebook). The cells become the Markdown the lesson is written in, so formulas
+become MathML like the lesson's. A notebook is untrusted input: its Markdown instance
+writes text only (no raw HTML, no file reads, no script links), and one that is not a
+notebook stops the build in one line before any page is built.
 """
 import html
-import json
 import posixpath
 import re
 from pathlib import Path
@@ -37,8 +21,9 @@ from markdown.treeprocessors import Treeprocessor
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.toc import get_toc
 
-from scripts import ROOT
+from scripts import ROOT, display
 from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.recordings import RecordingError, read_json
 
 TEXT_OUTPUTS = ("text/plain",)
 # The site's extensions a notebook may use: each only shapes the text it is given. Left out
@@ -60,20 +45,20 @@ def fence(text, language):
     return f"{ticks}{language}\n{text.rstrip()}\n{ticks}"
 
 
-def source(cell):
-    text = cell.get("source", "")
-    if isinstance(text, list) and all(isinstance(part, str) for part in text):
-        return "".join(text)
+def joined(text, where):
+    """A notebook's text, which it holds as a string or a list of strings."""
     if isinstance(text, str):
         return text
-    raise PluginError(f"a notebook cell or output holds {type(text).__name__} where text "
-                      f"belongs; rerun `python scripts/record.py`")
+    if isinstance(text, list) and all(isinstance(part, str) for part in text):
+        return "".join(text)
+    raise PluginError(f"{where}: holds {type(text).__name__} where text belongs; "
+                      f"rerun `python scripts/record.py`")
 
 
 def output_text(output, where):
     kind = output.get("output_type")
     if kind == "stream":
-        return source({"source": output.get("text", "")})
+        return joined(output.get("text", ""), where)
     if kind == "error":
         lines = output.get("traceback", [])
         if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
@@ -86,43 +71,37 @@ def output_text(output, where):
                           f"`python scripts/record.py`")
     for mime in TEXT_OUTPUTS:
         if mime in data:
-            return source({"source": data[mime]})
+            return joined(data[mime], where)
     raise PluginError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
                       f"shown as text; pages/notebook_page.py shows text outputs only, so print "
                       f"the result instead and rerun `python scripts/record.py`")
 
 
-def cells_of(notebook, where):
-    """The notebook's cells, each a dict whose outputs are dicts; anything else is refused
-    in one line (a hand-edited or forged notebook is not a traceback)."""
+def notebook_markdown(path):
+    """The cells of the notebook at `path` as Markdown; a notebook that is not one is
+    refused in one line."""
+    where = display(path)
+    try:
+        notebook = read_json(path, "python scripts/record.py")
+    except RecordingError as error:
+        raise PluginError(str(error)) from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
         raise PluginError(f"{where}: `cells` is not a list of cells; rerun "
                           f"`python scripts/record.py`")
-    for number, cell in enumerate(cells, start=1):
-        outputs = cell.get("outputs", [])
-        if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs) \
-                or not all(isinstance(part, str) for part in text_parts(cell.get("source"))):
-            raise PluginError(f"{where}, cell {number}: its source or outputs are not what "
-                              f"a notebook holds; rerun `python scripts/record.py`")
-    return cells
-
-
-def text_parts(text):
-    return text if isinstance(text, list) else [text or ""]
-
-
-def notebook_markdown(notebook, where):
     blocks = []
-    for number, cell in enumerate(cells_of(notebook, where), start=1):
+    for number, cell in enumerate(cells, start=1):
+        at, outputs = f"{where}, cell {number}", cell.get("outputs", [])
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
+            raise PluginError(f"{at}: its outputs are not a list of outputs; rerun "
+                              f"`python scripts/record.py`")
+        text = joined(cell.get("source", ""), at)
         if cell.get("cell_type") == "markdown":
-            blocks.append(source(cell))
+            blocks.append(text)
         elif cell.get("cell_type") == "code":
-            blocks.append(fence(source(cell), "python"))
-            for output in cell.get("outputs", []):
-                text = output_text(output, f"{where}, cell {number}")
-                if text.strip():
-                    blocks.append(fence(text, "text"))
+            blocks.append(fence(text, "python"))
+            shown = [output_text(output, at) for output in outputs]
+            blocks += [fence(output, "text") for output in shown if output.strip()]
     return "\n\n".join(blocks) + "\n"
 
 
@@ -162,24 +141,25 @@ def inert_markdown(config):
     return markdown.Markdown(extensions=[*names, TextOnly()], extension_configs=configs)
 
 
-def on_page_content(html_text, page, config, files):
-    """The notebook page's body in the site's markup instead of nbconvert's."""
-    if not page.file.src_uri.endswith(".ipynb"):
-        return html_text
-    render_notebook(page, config)
-    return page.content
+def on_files(files, config):
+    """Every notebook page is read once here, before any page is built: a broken one stops
+    the build in one line (in a page's render, mkdocs would add a line of its own)."""
+    for file in files.documentation_pages():
+        if file.src_uri.endswith(".ipynb"):
+            notebook_markdown(Path(file.abs_src_path))
+    return files
+
+
+def on_pre_page(page, config, files):
+    if page.file.src_uri.endswith(".ipynb"):
+        page.render = lambda config, files: render_notebook(page, config)
+    return page
 
 
 def render_notebook(page, config):
     """What Page.render does for Markdown: page.content and page.toc, from the cells."""
-    path = Path(page.file.abs_src_path)
-    try:
-        notebook = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise PluginError(f"{page.file.src_uri}: not a valid notebook ({error}); rerun "
-                          f"`python scripts/record.py`") from None
     converter = inert_markdown(config)
-    text = STASH_CHARACTERS.sub("", notebook_markdown(notebook, page.file.src_uri))
+    text = STASH_CHARACTERS.sub("", notebook_markdown(Path(page.file.abs_src_path)))
     page.content = download_buttons(page) + converter.convert(text)
     # The side bar's table of contents must name the ids this HTML has.
     page.toc = get_toc(getattr(converter, "toc_tokens", []))

@@ -1,24 +1,12 @@
-"""The page language (pages/directives.py) as a Python-Markdown extension.
+"""The page language (pages/directives.py) as a Python-Markdown extension, registered in
+mkdocs.yml as pymdownx.snippets is, so a page builds the same wherever Python-Markdown
+runs: `markdown.markdown(text, extensions=[PageLanguage(root=checkout)])`.
 
-Registered under `markdown_extensions` in mkdocs.yml, as pymdownx.snippets is, so a page
-builds the same wherever Python-Markdown runs:
-
-    markdown.markdown(text, extensions=[PageLanguage(root=checkout)])
-
-In one conversion, sharing that page's recorded text (a PageValues):
-
-- a preprocessor, before pymdownx.snippets (so included lesson code is never read as a
-  directive), expands each directive into Markdown with markers where recorded text goes;
-- the last postprocessor, once the page is HTML, puts the recorded text in, escaped for
-  where it landed. The toc extension also runs the postprocessors, on each heading's text,
-  before it makes the heading's anchor id and its toc entry: those get the value's text
-  (escaped) and its slug, while the heading itself keeps its markers until the end, when
-  a last treeprocessor has marked the tree finished.
-
-The registry and the recordings come from the repository at `root` (by default, the one
-this module is in), loaded and validated on the first directive of each conversion. The
-mkdocs build has loaded them once already and hands them over (`sources`, from
-pages/hooks.py), so its pages do not load them again.
+A preprocessor, before the snippets (included code is never read as a directive), puts
+markers where recorded text goes; the last postprocessor puts the text in, escaped for
+where it landed. The toc runs postprocessors on headings first (their ids get the text),
+so the heading keeps its markers until a last treeprocessor marks the tree finished. The
+sources load on the first directive, unless the build hands them over (pages/hooks.py).
 """
 import re
 from pathlib import Path

@@ -147,12 +147,9 @@ def with_plain_math(value):
 
 
 def script_json(value):
-    """`value` as JSON that can sit inside <script type="application/json">...</script>.
-
-    The HTML parser ends a script element at the first `</script` whatever the JSON says,
-    and `<!--` would start an escape state, so no `<`, `>` or `&` may appear literally:
-    each is written as a JSON escape (`\\u003c`...), which JSON.parse reads back as the
-    same character. ensure_ascii writes U+2028/U+2029 (and everything non-ASCII) escaped.
-    """
+    """`value` as JSON that can sit inside <script type="application/json">...</script>:
+    the HTML parser ends the element at the first `</script`, and `<!--` starts an escape
+    state, so `<`, `>` and `&` are JSON escapes (`\\u003c`...), which JSON.parse reads back
+    as the same characters; ensure_ascii escapes U+2028/U+2029 and all non-ASCII."""
     text = json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -3,9 +3,8 @@
 Every recorded string goes in through values.hold: the Markdown around it is ours, the
 text inside it is the recording's and is never read as Markdown (pages/recorded_text.py).
 """
-from scripts.store.outputs import RECORD as FIX
-from scripts.store.outputs import stem_source
 from scripts.pages.recorded_text import PageError, human_date
+from scripts.store.outputs import RECORD as FIX
 
 
 def machine_label(recording):
@@ -30,17 +29,19 @@ def fenced(marker, indent="    "):
 
 
 def executed_recordings(lesson_id, sources):
-    """The executed recordings of a lesson (of every lesson when `lesson_id` is None)."""
+    """The executed recordings of a lesson (of every lesson when `lesson_id` is None), as
+    freshness.Loaded values."""
     ids = list(sources.lessons) if lesson_id is None else [lesson_id]
-    chosen = [r for stem, r in sorted(sources.recordings.items())
+    chosen = [loaded for stem, loaded in sorted(sources.recordings.items())
               if any(stem.startswith(f"{name}.") for name in ids)
-              and r.get("kind") == "executed"]
+              and loaded.recording.get("kind") == "executed"]
     # Lesson by lesson in the registry's order, the CPU recording first: every reader can
     # reproduce it.
     order = {name: number for number, name in enumerate(ids)}
-    chosen.sort(key=lambda r: (order.get(r["lessonId"], len(order)),
-                               r["environment"]["backend"] != "cpu",
-                               r["environment"].get("processCount", 1), r["_stem"]))
+    chosen.sort(key=lambda loaded: (order.get(loaded.recording["lessonId"], len(order)),
+                                    loaded.recording["environment"]["backend"] != "cpu",
+                                    loaded.recording["environment"].get("processCount", 1),
+                                    loaded.stem))
     if not chosen:
         raise PageError(f"no recording of {lesson_id}; run `{FIX}`")
     return chosen
@@ -49,12 +50,10 @@ def executed_recordings(lesson_id, sources):
 def recording_table(lesson_id, sources, values):
     rows = ["| recording | provenance | ran on | recorded | JAX | status |",
             "|---|---|---|---|---|---|"]
-    for recording in executed_recordings(lesson_id, sources):
-        env = recording["environment"]
-        status = "stale: " + ", ".join(recording["_staleFiles"]) \
-            if recording["_staleFiles"] else "current"
-        path = stem_source(recording["_stem"])
-        rows.append(f"| `{values.hold(path)}` | "
+    for loaded in executed_recordings(lesson_id, sources):
+        recording, env = loaded.recording, loaded.recording["environment"]
+        status = "stale: " + ", ".join(loaded.stale) if loaded.stale else "current"
+        rows.append(f"| `{values.hold(loaded.path)}` | "
                     f"`{values.hold(recording['provenance'])}` | "
                     f"{values.hold(machine_label(recording))} | "
                     f"{values.hold(human_date(recording['generatedAt']))} | "
@@ -65,11 +64,11 @@ def recording_table(lesson_id, sources, values):
 
 def recording_tabs(lesson_id, sources, values):
     blocks = []
-    for recording in executed_recordings(lesson_id, sources):
-        env = recording["environment"]
+    for loaded in executed_recordings(lesson_id, sources):
+        recording, env = loaded.recording, loaded.recording["environment"]
         lines = [f'=== "{values.hold(tab_label(recording))}"', ""]
-        if recording["_staleFiles"]:
-            changed = ", ".join(f"`{values.hold(name)}`" for name in recording["_staleFiles"])
+        if loaded.stale:
+            changed = ", ".join(f"`{values.hold(name)}`" for name in loaded.stale)
             lines += ['    !!! warning "Stale recording"',
                       f"        Recorded from older code: {changed} changed since. "
                       f"The values below are what that older code printed; rerun the "

@@ -6,6 +6,7 @@ repository the same way. Either way a broken recording, or a stale one this mach
 remake, stops the build with one line each.
 """
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from scripts.store.freshness import load_all
@@ -18,8 +19,14 @@ from scripts.store.recordings import RecordingError
 @dataclass(frozen=True)
 class Sources:
     lessons: dict  # lesson id -> Lesson, in the registry's order
-    recordings: dict  # recording stem ("<lesson>.cpu", "<lesson>.cpu.analysis") -> its JSON
+    # A directive's stem ("<lesson>.cpu", "<lesson>.cpu.analysis") -> its freshness.Loaded
+    recordings: dict
     docs: Path  # the pages' folder (docs/)
+
+    @cached_property
+    def by_path(self):
+        """The same, by file: what a figure's data line names."""
+        return {loaded.path: loaded for loaded in self.recordings.values()}
 
 
 def load_sources(root, docs):

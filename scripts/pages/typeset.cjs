@@ -1,7 +1,7 @@
-// TeX to MathML with Temml, for every formula of a page at once (scripts/pages/mathml.py).
-// Reads [{"tex": "...", "display": true}, ...] on stdin and writes, in the same order,
-// [{"mathml": "<math>...</math>"} or {"error": "..."}, ...] on stdout: one process per
-// page, never one per formula. Temml is the root package.json's dependency (npm ci).
+// TeX to MathML with Temml, for the whole build in one process (scripts/pages/mathml.py).
+// Each line in is a page's formulas, [{"tex": "...", "display": true}, ...]; each line out
+// is, in the same order, [{"mathml": "<math>...</math>"} or {"error": "..."}, ...]. It ends
+// when its input does. Temml is the root package.json's dependency (npm ci).
 "use strict";
 let temml;
 try {
@@ -11,11 +11,8 @@ try {
   process.exit(3);
 }
 
-const chunks = [];
-process.stdin.on("data", (chunk) => chunks.push(chunk));
-process.stdin.on("end", () => {
-  const formulas = JSON.parse(Buffer.concat(chunks).toString("utf8"));
-  const results = formulas.map(({ tex, display }) => {
+require("readline").createInterface({ input: process.stdin }).on("line", (line) => {
+  const results = JSON.parse(line).map(({ tex, display }) => {
     try {
       // Temml's defaults: no trust (\class, \style, \data are refused), one row per
       // formula, at most 1000 macro expansions.
@@ -24,5 +21,5 @@ process.stdin.on("end", () => {
       return { error: String(error.message || error).split("\n")[0].trim() };
     }
   });
-  process.stdout.write(JSON.stringify(results));
+  process.stdout.write(JSON.stringify(results) + "\n");
 });

@@ -21,8 +21,8 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError
 
-from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
-from scripts.proc.interrupts import raise_if_interrupted
+from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
+from scripts.plumbing.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
 from scripts.runners.module import LESSON_TIMEOUT_S
 from scripts.runners.notebook import build_notebook, setup_line, stdout_of
@@ -63,7 +63,7 @@ def kernel_manager(working_dir):
     """A kernel of this Python's own ipykernel (not a kernelspec of that name in the user's
     Jupyter folders, which may start another Python). Its sockets and connection file (the
     kernel's key) live in the run's scratch folder: this user's alone, and removed with
-    it, even after a SIGKILL (proc.scratch)."""
+    it, even after a SIGKILL (plumbing.scratch)."""
     return AsyncKernelManager(kernel_name="python3",
                               kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
                               transport="ipc", ip=str(working_dir / "kernel"),

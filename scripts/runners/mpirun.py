@@ -23,10 +23,10 @@ import sys
 import time
 
 from scripts import ROOT
-from scripts.proc.interrupts import raise_if_interrupted
+from scripts.plumbing.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
-from scripts.proc.children import describe, dies_with, stderr_tail
-from scripts.proc.scratch import RUN_MARK, kill_marked, scratch_folder
+from scripts.plumbing.children import describe, dies_with, stderr_tail
+from scripts.plumbing.scratch import RUN_MARK, kill_marked, scratch_folder
 from scripts.runners.processes import ProcessRun, ProcessRunError, free_port, launcher_free
 
 

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 
 from scripts import ROOT
-from scripts.proc.children import describe, dies_with, kill_all, stderr_tail
-from scripts.proc.interrupts import raise_if_interrupted
+from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
+from scripts.plumbing.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
-from scripts.proc.scratch import scratch_folder
+from scripts.plumbing.scratch import scratch_folder
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
     children = []
     # A rank dies with its launcher (dies_with); the launcher kills its ranks on any
     # exception, Interrupted included, and the next run removes the scratch folder a
-    # SIGKILL left (proc.scratch).
+    # SIGKILL left (plumbing.scratch).
     with scratch_folder("ranks") as scratch:
         try:
             port = free_port()

@@ -20,12 +20,10 @@ class DeriveError(Exception):
 
 def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
     """Stage each analysis and figure of `lesson` that is not current; return their new
-    lock entries. `arriving` ({path: text}) grows with each analysis staged, so a figure
-    drawn from an analysis is drawn from the new one. `place(path)` says where a staged
-    file goes (default: its own path under the lesson's root); bench.py's `--out` puts
-    them beside its recording instead, and then they are not locked. `only_from`: make
-    only what derives from that recording (bench.py's sweep), current or not.
-    """
+    lock entries. `arriving` ({path: text}) grows with each analysis staged, so a figure is
+    drawn from the new one. `place(path)`: where a staged file goes (bench.py's `--out`;
+    then it is not locked). `only_from`: only what derives from that recording, current
+    or not."""
     from scripts.store.freshness import derived_problems
     entries, chain = {}, {only_from}
     fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}

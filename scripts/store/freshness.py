@@ -5,13 +5,26 @@ today's. Every problem is one line: the file, what changed, and the command that
 it. Used by `record.py --check`, by the site build and by the TPU job; imports neither
 JAX nor matplotlib.
 """
+from dataclasses import dataclass
+
 from scripts import ROOT, display
-from scripts.store.hashes import changed_files, digest
 from scripts.figures.data import FORMATS
+from scripts.store.hashes import changed_files, digest
 from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs,
-                             figure_data_outputs, figure_outputs, for_lesson, notebook_output,
-                             read_lock, recording_outputs)
+                                   figure_data_outputs, figure_outputs, for_lesson,
+                                   notebook_output, read_lock, recording_outputs)
 from scripts.store.recordings import RecordingError, load_recording, read_json
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A validated recording or analysis, as the pages use it: what it holds, the stem a
+    directive names it by, its file, and the inputs that changed since it was made (a
+    stale hardware recording stays on the site, marked)."""
+    recording: dict
+    stem: str
+    path: str
+    stale: tuple = ()
 
 
 def problem(path, what, fix):
@@ -30,8 +43,9 @@ def stale_inputs(recording, current):
     return changed_files(recording["contentFiles"], current)
 
 
-def recording_state(output, root=ROOT):
-    """(recording or None, [problem lines]) for one recording the registry expects."""
+def recording_state(output, root=ROOT, current=None):
+    """(Loaded or None, [problem lines]) for one recording the registry expects.
+    `current`: its inputs' digests today, when the caller has them already."""
     path = root / output.path
     if not path.exists() and not output.required:
         return None, []
@@ -39,11 +53,12 @@ def recording_state(output, root=ROOT):
         recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
-    names = stale_inputs(recording, output.current_inputs(root))
-    recording["_staleFiles"] = names
+    names = stale_inputs(recording, current or output.current_inputs(root))
+    loaded = Loaded(recording, for_lesson(output.lesson).stem(output.variant), output.path,
+                    tuple(names))
     if names and output.required:
-        return recording, [problem(output.path, changed(names), output.fix)]
-    return recording, []  # a stale hardware recording stays on the site, marked stale
+        return loaded, [problem(output.path, changed(names), output.fix)]
+    return loaded, []  # a stale hardware recording stays on the site, marked stale
 
 
 def derived_problems(output, lock, root=ROOT):
@@ -120,33 +135,34 @@ def check(lessons, root=ROOT, only=None):
     for lesson in lessons.values():
         if only is not None and lesson.id != only:
             continue
-        for output in recording_outputs(lesson, root):
+        recordings = recording_outputs(lesson, root)
+        for output in recordings:
             lines += recording_state(output, root)[1]
         for output in [*derived_outputs(lesson), notebook_output(lesson)]:
             if (root / output.source).exists() or output.source in lock:
                 lines += derived_problems(output, lock, root)
-            elif not from_absent_hardware_run(output, lesson, root):
+            elif not from_absent_hardware_run(output, recordings, root):
                 lines.append(problem(output.path, f"its input {output.source} is missing",
                                      output.fix))
     return lines
 
 
-def from_absent_hardware_run(output, lesson, root=ROOT):
+def from_absent_hardware_run(output, recordings, root=ROOT):
     """Whether `output` is made from a hardware recording that is not here (an analysis of
-    a TPU sweep no VM has run yet): nothing to make, and nothing missing."""
-    required = {recording.path for recording in recording_outputs(lesson, root)
-                if recording.required}
+    a TPU sweep no VM has run yet): nothing to make, and nothing missing. `recordings`:
+    the lesson's recording_outputs."""
+    required = {recording.path for recording in recordings if recording.required}
     return output.source.startswith("recordings/") and output.source not in required \
         and not (root / output.source).exists()
 
 
-def load_analyses(lesson, lock, root=ROOT):
-    """Each current analysis of a lesson, by stem "<id>.<variant>.analysis"; a stale,
-    edited or unreadable one is a problem line (`--render-only` remakes it). One made from
-    a hardware recording that is not here is not expected."""
+def load_analyses(lesson, lock, recordings, root=ROOT):
+    """Each current analysis of a lesson, as Loaded by its stem; a stale, edited or
+    unreadable one is a problem line (`--render-only` remakes it). One made from a
+    hardware recording that is not here is not expected."""
     loaded, lines = {}, []
     for output in analysis_outputs(lesson):
-        if from_absent_hardware_run(output, lesson, root):
+        if from_absent_hardware_run(output, recordings, root):
             continue
         problems = derived_problems(output, lock, root)
         if problems:
@@ -161,18 +177,16 @@ def load_analyses(lesson, lock, root=ROOT):
         if not isinstance(analysis, dict):
             lines.append(problem(output.path, "not a JSON object", output.fix))
             continue
-        loaded[for_lesson(lesson).stem(output.kind.variant, analysis=True)] = analysis
+        stem = for_lesson(lesson).stem(output.kind.variant, analysis=True)
+        loaded[stem] = Loaded(analysis, stem, output.path)
     return loaded, lines
 
 
 def load_all(lessons, root=ROOT):
-    """Every recording and analysis of every lesson, validated; (by stem, problem lines).
-
-    For the site build: a stale hardware recording comes back marked (`_staleFiles`),
-    a stale or broken one the registry requires comes back as a problem line, and so does
-    a notebook companion that no longer shows its module's text (a comment edit: no
-    recording is stale, yet the page's snippets would show other text than the notebook).
-    """
+    """Every recording and analysis of every lesson, validated: ({stem: Loaded}, problem
+    lines). For the site build: a stale hardware recording comes back marked, a stale or
+    broken one the registry requires as a problem line, and so does a notebook that no
+    longer shows its module's text (the page's snippets would show other text)."""
     loaded, lines = {}, unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
     try:
         lock = read_lock(root)
@@ -181,15 +195,13 @@ def load_all(lessons, root=ROOT):
         lines.append(str(error))
     for lesson in lessons.values():
         lines += text_problems(notebook_output(lesson), lock, root)
-        analyses, problems = load_analyses(lesson, lock, root)
+        recordings = recording_outputs(lesson, root)
+        analyses, problems = load_analyses(lesson, lock, recordings, root)
         loaded.update(analyses)
         lines += problems
-        for output in recording_outputs(lesson, root):
+        for output in recordings:
             recording, problems = recording_state(output, root)
             lines += problems
             if recording is not None:
-                files = for_lesson(lesson)
-                stem = files.stem(files.variant(output.path))
-                recording["_stem"] = stem
-                loaded[stem] = recording
+                loaded[recording.stem] = recording
     return loaded, lines

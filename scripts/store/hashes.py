@@ -1,17 +1,12 @@
 """Digests of the files a derived file is made from. Imports no JAX.
 
-Every derived file records the digests of its inputs (scripts/store/freshness.py compares them
-with today's). Code inputs are import closures: a module plus every module of the same
-repository it imports, followed transitively, so a change anywhere a lesson or a renderer
-reaches counts, and a change elsewhere does not.
-
-A recording is keyed on its code as Python executes it (code_digest: the syntax tree,
-without comments and docstrings), because a comment cannot change what a program
-measures: editing one re-runs nothing. What shows the text (the notebook companion's
-cells, the page's snippets) is keyed on the text itself (scripts/store/outputs.py), so the same
-edit re-renders what shows it. The pins count by their requirement lines, so reformatting
-a pin's comment is no change, and only the pins that can change a recording count (see
-pin_lines).
+Code inputs are import closures: a module and every module of this repository it
+imports, transitively, so a change anywhere a lesson or a renderer reaches counts, and a
+change elsewhere does not. A recording is keyed on its code as Python executes it (the
+syntax tree without comments and docstrings): a comment cannot change what a program
+measures. What shows the text (the notebook, the snippets) is keyed on the text itself
+(outputs.py). The pins count by their requirement lines, and only those that can change a
+recording (pin_lines).
 """
 import ast
 import hashlib
@@ -158,17 +153,11 @@ def requirement_sections(text):
 
 
 def pin_lines(root=ROOT):
-    """{pin file: [the requirement lines that can change a recording]}.
-
-    The rule, decidable from the pin files alone: requirements.txt counts by its lesson
-    runtime and recording sections; constraints.txt (the frozen transitive versions)
-    counts whole, except the lines of the packages pinned only for the site (the rest of
-    requirements.txt), the tests or the lint (requirements-test.txt). So bumping mkdocs,
-    pytest, playwright or ruff re-records nothing, while any transitive version
-    (ml_dtypes, pyzmq, ...) still counts: the files cannot say which transitive package a
-    recording reaches, and a needless re-record is cheaper than a stale recording
-    presented as current.
-    """
+    """{pin file: [the requirement lines that can change a recording]}: requirements.txt's
+    lesson runtime and recording sections, and all of constraints.txt but the packages
+    pinned only for the site, the tests or the lint. Any transitive version counts: the
+    files cannot say which one a recording reaches, and a needless re-record is cheaper
+    than a stale recording presented as current."""
     lines = {}
     requirements = root / PINS[0]
     if requirements.is_file():

@@ -1,25 +1,27 @@
-"""The lesson registry, read from lesson_code/lessons.toml. Imports no JAX.
+"""The lesson registry, lesson_code/lessons.toml, held to lesson_code/lessons.schema.json.
+Imports no JAX.
 
-The registry is data, so adding a lesson changes nothing under scripts/. Every other
-module asks here which lessons exist, which module runs each, and what it produces.
-
-It is also untrusted input (a pull request can change it): an id becomes file names and a
-module becomes code that record.py executes. So every field is checked here, before
-anything runs, against the one table FIELDS: an id matches the recordings' schema, a
-module is a file inside lesson_code/, `devices` is a whole number a CPU can simulate.
-A field that fails is refused in one line naming the file, the entry, the field and the fix.
+The registry is data, so adding a lesson changes nothing under scripts/. It is also
+untrusted input (a pull request can change it): an id becomes file names and a module code
+that record.py executes. So it is checked before anything runs, and a value outside the
+schema is refused in one line naming the entry, the field and what it must be (that
+field's description in the schema). What a schema cannot say is checked here: every module
+and data schema is a file inside lesson_code/, an id is registered once, a figure kind exists.
 """
 import json
-import re
 import tomllib
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
+from scripts.store.schemas import NotASchema, Schema
 
-# The cap on logical CPU devices a lesson may ask for (1-256).
-MAX_DEVICES = 256
-MODULE = re.compile(r"lesson_code(\.[A-Za-z_][A-Za-z0-9_]*)+")
+SCHEMA = "lesson_code/lessons.schema.json"
+# An id follows the recordings' lessonId rule, so every recording of it can carry it.
+SHARED = "recordings/schema.json"
+NO_LESSON = "no [[lesson]] entry; add one (lesson_code/CONTRACT.md says what a lesson provides)"
+NOT_TABLES = "`lesson` must be [[lesson]] tables; see the comment at the top of the file"
 
 
 class RegistryError(Exception):
@@ -44,6 +46,8 @@ class Lesson:
     analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
     data_schema: str | None = None  # JSON Schema of its recordings' `data`, from the root
     root: object = field(default=ROOT, compare=False, repr=False)
+    # How many lessons its registry lists: a fix names this one (--lesson) when more do.
+    registered: int = field(default=1, compare=False, repr=False)
 
     def path(self, module=None):
         """The file of `module` (default: the lesson module), under this checkout."""
@@ -58,98 +62,55 @@ class Lesson:
         return ()
 
 
-def lesson_id_rule(root):
-    """The recordings' lessonId pattern and length, from recordings/schema.json, so an id
-    the registry accepts is one every recording of it will carry."""
-    try:
-        schema = json.loads((root / "recordings" / "schema.json").read_text(encoding="utf-8"))
-        rule = schema["$defs"]["header"]["properties"]["lessonId"]
-        return re.compile(rule["pattern"]), rule["maxLength"]
-    except (OSError, ValueError, RecursionError, KeyError, TypeError, re.error):
-        raise RegistryError("recordings/schema.json: its header has no readable lessonId "
-                            "pattern; run `git checkout -- recordings/schema.json`") from None
-
-
-def check_id(value, root):
-    pattern, longest = lesson_id_rule(root)
-    if not isinstance(value, str) or len(value) > longest or not pattern.match(value):
-        return (f"lowercase letters and digits in dash-separated words, at most {longest} "
-                f"characters, such as \"collectives-01\"")
-    return None
-
-
-def check_module(value, root):
-    if not isinstance(value, str) or not MODULE.fullmatch(value):
-        return "a dotted module name inside lesson_code/, such as \"lesson_code.my_lesson\""
-    path = (root / (value.replace(".", "/") + ".py")).resolve()
+def load_lessons(root=ROOT):
+    """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
+    registry, schema, where = read_registry(root)
     inside = (root / "lesson_code").resolve()
-    if inside not in path.parents or not path.is_file():
-        return f"an existing module file; {display(path, root)} is not one inside lesson_code/"
-    return None
+    lessons = {}
+    for entry in registry["lesson"]:
+        for key in [key for key in (*module_fields(schema), "data_schema") if key in entry]:
+            name = entry[key] if key == "data_schema" else entry[key].replace(".", "/") + ".py"
+            path = (root / name).resolve()  # a link may lead out
+            if not (path.is_file() and inside in path.parents):
+                raise field_refusal(where, entry, key, f"an existing "
+                                    f"{'module ' * (key != 'data_schema')}file; "
+                                    f"{display(path, root)} is not one inside lesson_code/")
+        unknown = [kind for kind in entry.get("figures", ()) if kind not in KINDS]
+        if unknown:
+            raise field_refusal(where, entry, "figures", f"{rule(schema, 'figures')}; "
+                                f"{unknown[0]!r} is none of {', '.join(KINDS)}")
+        if entry["id"] in lessons:
+            raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
+                                f"give each [[lesson]] its own id")
+        lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
+                                         "analyses": tuple(entry.get("analyses", ())),
+                                         "devices": int(entry.get("devices", 4)),  # 4.0 is 4
+                                         "root": root, "registered": len(registry["lesson"])})
+    return lessons
 
 
-def check_devices(value, root):
-    # bool is an int in Python: `devices = true` must not pass as 1.
-    if type(value) is not int or not 1 <= value <= MAX_DEVICES:
-        return f"a whole number from 1 to {MAX_DEVICES}, such as 4"
-    return None
+def field_refusal(where, entry, key, fix):
+    name = entry["id"] if isinstance(entry.get("id"), str) else "?"
+    return RegistryError(f"{where}: lesson {name!r}, field {key!r} = {entry[key]!r:.80}: "
+                         f"must be {fix}")
 
 
-def check_figures(value, root):
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) \
-            or len(set(value)) != len(value) or not all(kind in KINDS for kind in value):
-        return (f"a list of distinct figure kinds from {', '.join(KINDS)}, or a lesson's "
-                f"own renderer module (\"lesson_code.<module>\")")
-    return None
+def load_course(root=ROOT):
+    """The registry's `[course]` table: {"title", "description"}, what the site is named
+    after (the lessons are its pages)."""
+    registry, schema, where = read_registry(root)
+    if "course" not in registry:
+        raise RegistryError(f"{where}: needs "
+                            f"{schema.schema['properties']['course']['description']}")
+    return registry["course"]
 
 
-# The recordings a lesson's analysis may read, by variant (lessons.toml `analyses`).
-ANALYSED = re.compile(r"[a-z][a-z0-9-]{0,31}")
-
-
-def check_analyses(value, root):
-    if not isinstance(value, list) or not all(isinstance(v, str) and ANALYSED.fullmatch(v)
-                                              for v in value) or len(set(value)) != len(value):
-        return "a list of distinct recording variants, such as [\"cpu\", \"sweep\"]"
-    return None
-
-
-# A data schema is a JSON file beside the lesson (lessons.toml `data_schema`).
-DATA_SCHEMA = re.compile(r"lesson_code/([A-Za-z0-9_][A-Za-z0-9_.-]*/)*[A-Za-z0-9_][A-Za-z0-9_.-]*"
-                         r"\.schema\.json")
-
-
-def check_data_schema(value, root):
-    if not isinstance(value, str) or not DATA_SCHEMA.fullmatch(value):
-        return ("a path inside lesson_code/ ending in .schema.json, such as "
-                "\"lesson_code/my_lesson.schema.json\"")
-    path = (root / value).resolve()
-    if (root / "lesson_code").resolve() not in path.parents or not path.is_file():
-        return f"an existing file; {display(path, root)} is not one inside lesson_code/"
-    return None
-
-
-# Each field: (required, its check). A new field is one line here and one in Lesson.
-FIELDS = {
-    "id": (True, check_id),
-    "module": (True, check_module),
-    "figures": (False, check_figures),
-    "devices": (False, check_devices),
-    "rank_module": (False, check_module),
-    "going_further": (False, check_module),
-    "simulation": (False, check_module),
-    "sweep": (False, check_module),
-    "exercises": (False, check_module),
-    "analysis": (False, check_module),
-    "analyses": (False, check_analyses),
-    "data_schema": (False, check_data_schema),
-}
-
-
-def read_entries(path, where):
+def read_registry(root):
+    """(lessons.toml, its Schema, its name as shown) once the file fits the schema."""
+    path = root / REGISTRY.relative_to(ROOT)
+    where = display(path, root)
     try:
-        text = path.read_bytes().decode("utf-8")
-        registry = tomllib.loads(text)
+        registry = tomllib.loads(path.read_bytes().decode("utf-8"))
     except OSError as error:
         raise RegistryError(f"{where}: cannot be read ({error.strerror}); run "
                             f"`git checkout -- {where}`") from None
@@ -158,46 +119,73 @@ def read_entries(path, where):
             from None
     except tomllib.TOMLDecodeError as error:
         raise RegistryError(f"{where}: not valid TOML ({error}); fix the file") from None
-    entries = registry.get("lesson", [])
-    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
-        raise RegistryError(f"{where}: `lesson` must be [[lesson]] tables; see the comment "
-                            f"at the top of the file")
-    if not entries:
-        raise RegistryError(f"{where}: no [[lesson]] entry; add one (lesson_code/CONTRACT.md "
-                            f"says what a lesson provides)")
-    return entries
+    schema = registry_schema(root)
+    error = schema.error(registry)
+    if error is not None:
+        raise RegistryError(f"{where}: {refusal(error, registry, schema)}")
+    return registry, schema, where
 
 
-def load_lessons(root=ROOT):
-    """{id: Lesson} in registry order; a malformed entry raises RegistryError."""
-    path = root / REGISTRY.relative_to(ROOT)
-    where = display(path, root)
-    lessons = {}
-    for number, entry in enumerate(read_entries(path, where), 1):
-        name = entry.get("id") if isinstance(entry.get("id"), str) else f"entry {number}"
-        unknown = sorted(entry.keys() - FIELDS.keys())
-        if unknown:
-            raise RegistryError(f"{where}: lesson {name!r} has an unknown field "
-                                f"{unknown[0]!r}; the fields are {', '.join(FIELDS)}")
-        for key, (required, check) in FIELDS.items():
-            if key not in entry:
-                if required:
-                    raise RegistryError(f"{where}: lesson {name!r} has no {key!r}; add it")
-                continue
-            fix = check(entry[key], root)
-            if fix:
-                raise RegistryError(f"{where}: lesson {name!r}, field {key!r} = "
-                                    f"{entry[key]!r:.80}: must be {fix}")
-        if entry["id"] in lessons:
-            raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
-                                f"give each [[lesson]] its own id")
-        if entry.get("analyses") and not entry.get("analysis"):
-            raise RegistryError(f"{where}: lesson {name!r} lists analyses but names no "
-                                f"`analysis` module; add one or drop `analyses`")
-        lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
-                                         "analyses": tuple(entry.get("analyses", ())),
-                                         "root": root})
-    return lessons
+def registry_schema(root):
+    """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow."""
+    try:
+        return compiled((root / SCHEMA).read_bytes(),
+                        (root / SHARED).read_bytes() if (root / SHARED).is_file() else b"")
+    except OSError as error:
+        raise RegistryError(f"{SCHEMA}: cannot be read ({error.strerror}); run "
+                            f"`git checkout -- {SCHEMA}`") from None
+
+
+@lru_cache(maxsize=4)
+def compiled(text, shared):
+    try:
+        common = json.loads(shared)
+        common["$defs"]["header"]["properties"]["lessonId"]["pattern"]
+    except (ValueError, RecursionError, KeyError, TypeError):
+        raise RegistryError(f"{SHARED}: its header has no readable lessonId pattern; run "
+                            f"`git checkout -- {SHARED}`") from None
+    try:
+        return Schema(json.loads(text), ((SHARED, common),))
+    except (ValueError, NotASchema) as error:
+        raise RegistryError(f"{SCHEMA}: not a JSON Schema ({error}); run "
+                            f"`git checkout -- {SCHEMA}`") from None
+
+
+def refusal(error, registry, schema):
+    """The one line for the schema's most telling error: where it is and what it needs."""
+    path = list(error.absolute_path)
+    if path[:1] == ["course"]:
+        return f"needs {schema.schema['properties']['course']['description']}"
+    entry = registry["lesson"][path[1]] if len(path) > 1 else None
+    if not isinstance(entry, dict):
+        return NO_LESSON if registry.get("lesson") in (None, []) else NOT_TABLES
+    name = entry.get("id") if isinstance(entry.get("id"), str) else f"entry {path[1] + 1}"
+    if len(path) > 2:
+        return (f"lesson {name!r}, field {path[2]!r} = {entry[path[2]]!r:.80}: must be "
+                f"{rule(schema, path[2])}")
+    lesson = schema.schema["$defs"]["lesson"]
+    fields = lesson["properties"]
+    if error.validator == "required":
+        missing = next(key for key in lesson["required"] if key not in entry)
+        return f"lesson {name!r} has no {missing!r}; add it"
+    if error.validator == "dependentRequired":
+        return (f"lesson {name!r} lists analyses but names no `analysis` module; add one or "
+                f"drop `analyses`")
+    return (f"lesson {name!r} has an unknown field {sorted(entry.keys() - fields.keys())[0]!r}; "
+            f"the fields are {', '.join(fields)}")
+
+
+def rule(schema, key):
+    """What a lesson's field must be: its description in the schema (or its $ref's)."""
+    defs = schema.schema["$defs"]
+    found = defs["lesson"]["properties"][key]
+    return found.get("description") or defs[found["$ref"].rsplit("/", 1)[1]]["description"]
+
+
+def module_fields(schema):
+    """The fields that name a module, which record.py may import."""
+    return [key for key, value in schema.schema["$defs"]["lesson"]["properties"].items()
+            if value.get("$ref") == "#/$defs/module"]
 
 
 def first_of(items, limit=5, separator=", "):
@@ -206,19 +194,3 @@ def first_of(items, limit=5, separator=", "):
     items = list(items)
     shown = separator.join(items[:limit])
     return shown if len(items) <= limit else f"{shown}{separator}and {len(items) - limit:,} more"
-
-
-def load_course(root=ROOT):
-    """The registry's `[course]` table: {"title", "description"}, what the site is named
-    after (the lessons are its pages); RegistryError when it is missing or incomplete."""
-    path = root / REGISTRY.relative_to(ROOT)
-    where = display(path, root)
-    try:
-        course = tomllib.loads(path.read_text(encoding="utf-8")).get("course")
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise RegistryError(f"{where}: cannot be read ({error}); fix the file") from None
-    if not isinstance(course, dict) or not all(
-            isinstance(course.get(key), str) and course[key] for key in ("title", "description")):
-        raise RegistryError(f"{where}: needs a [course] table with a title and a description "
-                            f"(the site's name and summary)")
-    return course

@@ -3,20 +3,19 @@
 Recordings carry their own inputs (`contentFiles`: the producing module's import closure
 and the pins), so a recording fetched from a TPU VM still says what it was made from.
 Analyses, figures, the figures' data and the notebook keep theirs in
-recordings/outputs.lock.json: an analysis is made from one recording, a figure and its
-data (CSV and JSON) from a recording or an analysis. Imports no JAX and no matplotlib.
+recordings/outputs.lock.json. Imports no JAX and no matplotlib.
 """
 import importlib
 import json
+import posixpath
 from dataclasses import dataclass, field
-from functools import lru_cache
 
-from scripts import LOCK, REGISTRY, ROOT, display
+from scripts import LOCK, ROOT, display
 from scripts.analysis_text import analysis_text
 from scripts.figures import KINDS
 from scripts.figures.data import FORMATS, FigureDataKind, data_path
 from scripts.store.hashes import (content_files, digest_bytes, file_digests, import_closure,
-                            pin_digests)
+                                  pin_digests)
 from scripts.store.recordings import RECORD, RecordingError, read_json
 
 RENDER = "python scripts/record.py --render-only"
@@ -31,10 +30,8 @@ ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<varian
 @dataclass(frozen=True)
 class LessonFiles:
     """Where each file of one lesson lives, relative to the repository root: the one place
-    a recording's, an analysis', a figure's or the notebook's path is spelt. Every caller
-    (record.py, bench.py, the derive step, the freshness check, the TPU job, the page
-    hooks) asks `for_lesson(lesson)` for them, so a file cannot be written under one name
-    and looked for under another."""
+    a path is spelt, so a file cannot be written under one name and looked for under
+    another. A recording is named by its variant here; a page names it by its stem."""
     id: str  # the lesson id
 
     def recording(self, variant):
@@ -50,13 +47,6 @@ class LessonFiles:
     def recording_pattern(self):
         """The glob, inside recordings/, of every recording of this lesson."""
         return f"{self.id}.*.json"
-
-    def variant(self, path):
-        """The variant a recording path of this lesson names, or None if it names none."""
-        prefix = f"{RECORDINGS_DIR}/{self.id}."
-        rest = path.removeprefix(prefix) if path.startswith(prefix) else ""
-        return rest.removesuffix(".json") if len(rest) > 5 and rest.endswith(".json") \
-            else None
 
     def analysis(self, variant):
         """recordings/analysis/<id>.<variant>.json: what the lesson's analysis module
@@ -87,23 +77,25 @@ class LessonFiles:
         analysis derived from it (`<id>.<variant>.analysis`)."""
         return f"{self.id}.{variant}" + (ANALYSIS_STEM if analysis else "")
 
-    def source(self, stem):
-        """The file a directive's stem (this lesson's, `stem()`) is read from."""
-        variant = stem.removeprefix(f"{self.id}.")
-        if variant.endswith(ANALYSIS_STEM):
-            return self.analysis(variant.removesuffix(ANALYSIS_STEM))
-        return self.recording(variant)
-
 
 def for_lesson(lesson):
     """The paths of one lesson's files (a Lesson from the registry, or its id)."""
     return LessonFiles(lesson if isinstance(lesson, str) else lesson.id)
 
 
+def stem_parts(stem):
+    """(lesson id, variant, whether it is the analysis) of a page's stem: the way back
+    from a stem, for the line about a stem nothing was loaded for."""
+    lesson_id, _, variant = stem.partition(".")
+    analysis = variant.endswith(ANALYSIS_STEM)
+    return lesson_id, variant.removesuffix(ANALYSIS_STEM) if analysis else variant, analysis
+
+
 def stem_source(stem):
-    """The file a directive's stem (`<id>.<variant>[.analysis]`) is read from, for any
-    lesson id, registered or not (an error line names it)."""
-    return for_lesson(stem.partition(".")[0]).source(stem)
+    """The file a directive's stem is read from, for any lesson id, registered or not."""
+    lesson_id, variant, analysis = stem_parts(stem)
+    files = for_lesson(lesson_id)
+    return files.analysis(variant) if analysis else files.recording(variant)
 
 
 class LockError(Exception):
@@ -119,6 +111,7 @@ class LockError(Exception):
 @dataclass(frozen=True)
 class RecordingOutput:
     path: str  # relative to the repository root
+    variant: str  # "cpu", "sweep", "tpu", ...: what its name says it is a run of
     module: str  # the file whose import closure (plus the pins) makes it
     fix: str
     required: bool  # False for hardware runs: shown marked stale, never demanded
@@ -177,58 +170,38 @@ class NotebookOutput(DerivedOutput):
                 **file_digests([root / path for path in self.text_inputs(root)], root)}
 
 
-@lru_cache(maxsize=16)
-def _lesson_count(text):
-    import tomllib
-
-    try:
-        return len(tomllib.loads(text).get("lesson", []))
-    except (tomllib.TOMLDecodeError, AttributeError):
-        return 1
-
-
 def lesson_command(lesson, command=RECORD):
     """`command` as the fix for one lesson's file: with `--lesson <id>` when the registry
     lists more than one lesson, so the line names exactly the run that remakes it."""
-    try:
-        text = (lesson.root / REGISTRY.relative_to(ROOT)).read_text(encoding="utf-8")
-    except OSError:
-        return command
-    return f"{command} --lesson {lesson.id}" if _lesson_count(text) > 1 else command
+    return f"{command} --lesson {lesson.id}" if lesson.registered > 1 else command
 
 
 def recording_outputs(lesson, root=ROOT):
     """The recordings a lesson must have, then any others found (a TPU run, say)."""
-    def module_file(module):
-        return lesson.path(module).relative_to(lesson.root).as_posix()
-
-    def also_run_with(module):
-        return tuple(path.relative_to(lesson.root).as_posix()
-                     for path in lesson.also_run_with(module))
+    def output(variant, module, fix, required=True):
+        return RecordingOutput(
+            files.recording(variant), variant, lesson.path(module).relative_to(
+                lesson.root).as_posix(), fix, required, lesson,
+            tuple(path.relative_to(lesson.root).as_posix()
+                  for path in lesson.also_run_with(module)))
 
     files, record = for_lesson(lesson), lesson_command(lesson)
-    wanted = [RecordingOutput(files.recording("cpu"), module_file(lesson.module), record,
-                              True, lesson, also_run_with(lesson.module))]
+    wanted = [output("cpu", lesson.module, record)]
     if lesson.simulation:
-        wanted.append(RecordingOutput(files.recording("simulation"),
-                                      module_file(lesson.simulation), record, True, lesson))
+        wanted.append(output("simulation", lesson.simulation, record))
     if lesson.rank_module:
-        wanted.append(RecordingOutput(files.recording("cpu-processes"),
-                                      module_file(lesson.rank_module),
-                                      lesson_command(lesson, f"{RECORD} --processes 4"), True,
-                                      lesson))
+        wanted.append(output("cpu-processes", lesson.rank_module,
+                             lesson_command(lesson, f"{RECORD} --processes 4")))
     if lesson.sweep:
-        wanted.append(RecordingOutput(files.recording("sweep"), module_file(lesson.sweep),
-                                      BENCH, True, lesson))
-    known = {output.path for output in wanted}
+        wanted.append(output("sweep", lesson.sweep, BENCH))
+    known = {output.variant for output in wanted}
+    prefix = f"{lesson.id}."
     for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
-        name = f"{RECORDINGS_DIR}/{path.name}"
-        if name not in known:  # a hardware run: of the lesson module (tpu, gpu), of its
-            # rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
-            module = hardware_module(lesson, files.variant(name))
-            wanted.append(RecordingOutput(name, module_file(module),
-                                          hardware_fix(name, lesson.id), False, lesson,
-                                          also_run_with(module)))
+        variant = path.name.removeprefix(prefix).removesuffix(".json")
+        if variant not in known:  # a hardware run: of the lesson module (tpu, gpu), of
+            # its rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
+            wanted.append(output(variant, hardware_module(lesson, variant), HARDWARE_FIXES.get(
+                variant, f"git rm {files.recording(variant)}"), required=False))
     return wanted
 
 
@@ -281,7 +254,8 @@ def derived_outputs(lesson):
     return [*analysis_outputs(lesson), *figure_outputs(lesson), *figure_data_outputs(lesson)]
 
 
-# The command that remakes a hardware recording, by the variant its name carries.
+# The command that remakes a hardware recording, by the variant its name carries; a
+# variant no command writes cannot be remade, so its fix is to remove the file.
 HARDWARE_FIXES = {
     "tpu": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
            "--delete",
@@ -292,20 +266,15 @@ HARDWARE_FIXES = {
 }
 
 
-def hardware_fix(name, lesson_id):
-    """`recordings/<id>.tpu.json` -> the TPU job; a name no command writes cannot be
-    remade, so its fix is to remove it."""
-    return HARDWARE_FIXES.get(for_lesson(lesson_id).variant(name), f"git rm {name}")
-
-
-def recording_fix(lessons, name, root=ROOT):
-    """The command that makes `recordings/<stem>.json`, present or not; None when the
-    name belongs to no registered lesson."""
-    for lesson in lessons.values():
-        if for_lesson(lesson).variant(name) is not None:
-            fixes = {output.path: output.fix for output in recording_outputs(lesson, root)}
-            return fixes.get(name) or hardware_fix(name, lesson.id)
-    return None
+def recording_fix(lessons, stem, root=ROOT):
+    """The command that makes the recording a page's stem names, present or not; None
+    when the stem names no registered lesson."""
+    lesson_id, variant, _ = stem_parts(stem)
+    if lesson_id not in lessons:
+        return None
+    return next((output.fix for output in recording_outputs(lessons[lesson_id], root)
+                 if output.variant == variant), None) or HARDWARE_FIXES.get(
+        variant, f"git rm {for_lesson(lesson_id).recording(variant)}")
 
 
 def figure_outputs(lesson):
@@ -356,7 +325,8 @@ def figure_data_outputs(lesson):
         overlay = files.figure_overlay(spec)
         # An analysis' figure came from the analysis' recording; a lesson's data file
         # (lesson_code/figures/) from no recording at all.
-        recording = behind.get(source, source if files.variant(source) else None)
+        recording = behind.get(source, source if posixpath.dirname(source) == RECORDINGS_DIR
+                               else None)
         about = (("figure", figure), ("drawnFrom", source), ("recording", recording),
                  ("overlay", overlay))
         outputs += [FigureDataOutput(data_path(figure, ending), source, spec.module_path(),

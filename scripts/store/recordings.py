@@ -1,43 +1,34 @@
-"""Every kind of recording: its header, validation, reading, and the one atomic writer
-every output of the chain goes through. Imports no JAX.
+"""Every kind of recording: its header, its validation, and the one reader of committed
+JSON. Imports no JAX.
 
-Validation is two schemas: recordings/schema.json, the header every recording shares and
-each kind's envelope, then the lesson's own data schema (lesson_code/lessons.toml
-`data_schema`, a file beside the lesson) for the `data` of its executed recordings. A
-lesson without one still gets the header checked. Every executed value the site shows
-comes from one of these files, so a file that does not validate stops record.py,
-bench.py, --check and the build alike with one line naming it, never a traceback.
-
-Every committed JSON file is read here (read_json): a pull request or a fetched file can
-hold anything, so it is read only if it is a regular file, not a link, of a bounded size,
-and JSON that Python cannot hold (an integer of 5,000 digits, arrays nested 100,000
-deep) is refused in one line like any other malformed file.
+A recording fits recordings/schema.json (the header every recording shares, and each
+kind's envelope), then its lesson's own data schema (lessons.toml `data_schema`). Every
+value a page shows comes from one, so a file that does not fit stops record.py, bench.py,
+--check and the build alike with one line naming it. A pull request or a fetched file can
+hold anything: read_json reads only a regular file of bounded size, and refuses in one
+line JSON that Python cannot hold (an integer of 5,000 digits, arrays nested 100,000 deep).
 """
 import errno
 import json
 import math
 import os
 import platform
-import re
-import shutil
 import stat
 import subprocess
-import tempfile
 from datetime import datetime, timezone
+from functools import lru_cache
 from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
-from scripts.proc import interrupts
-from scripts.store.hashes import combined_hash, content_files
-from scripts.proc.interrupts import signals_deferred
-from scripts.proc.scratch import running
+from scripts.store.hashes import combined_hash, content_files, digest_bytes
+from scripts.store.schemas import NotASchema, Schema
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
 
 
 class RecordingError(Exception):
-    """A recording that cannot be used or written; str() is one line naming the file.
+    """A recording that cannot be used; str() is one line naming the file.
 
     `what` says what is wrong and where; `fix` is the command that remakes the file (None
     where no command can), so a caller with a better fix can drop it.
@@ -111,28 +102,45 @@ def read_json(path, fix=None, limit=MAX_JSON_BYTES):
     return parse_json(read_bytes(path, fix, limit), display(path), fix)
 
 
-def read_schema(path):
-    """The JSON of a schema file; RecordingError naming it when it cannot be read."""
+def unreadable_schema(path, error):
+    return RecordingError(f"{display(path)}: the schema cannot be read "
+                          f"({error.what.removeprefix(display(path) + ': ')})",
+                          f"git checkout -- {display(path)}")
+
+
+def schema_bytes(path):
     try:
-        return read_json(path)
+        return read_bytes(path)
     except RecordingError as error:
-        raise RecordingError(f"{display(path)}: the schema cannot be read "
-                             f"({error.what.removeprefix(display(path) + ': ')})",
-                             f"git checkout -- {display(path)}") from None
+        raise unreadable_schema(path, error) from None
 
 
-def jsonschema_module():
+@lru_cache(maxsize=16)
+def compiled(path, data, shared=None, part=None):
+    """The Schema of a schema file's bytes, built once per text and process. `shared`:
+    the shared schema's bytes, there under its $id, so a lesson's schema may reuse its
+    $defs (`recordings/schema.json#/$defs/host`). `part`: only that `$defs` entry (None
+    when the schema has none)."""
+    def parsed(where, text):
+        try:
+            return parse_json(text, display(where))
+        except RecordingError as error:
+            raise unreadable_schema(where, error) from None
+
+    schema = parsed(path, data)
+    common = parsed(SCHEMA_PATH, shared) if shared is not None else None
+    pairs = ((common.get("$id", "recordings/schema.json"), common),) if common else ()
+    if part is not None:
+        compiled(path, data, shared)  # the whole schema first: a broken one is named so
+        if part not in schema.get("$defs", {}):
+            return None
+        schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
+                  "$ref": f"#/$defs/{part}"}
     try:
-        import jsonschema
-    except ImportError:
-        raise RecordingError("the jsonschema package is missing from this Python; run "
-                             "`make install` and use .venv/bin/python") from None
-    return jsonschema
-
-
-def validator():
-    """The shared schema's validator: the header and each kind's envelope."""
-    return jsonschema_module().Draft202012Validator(read_schema(SCHEMA_PATH))
+        return Schema(schema, pairs)
+    except NotASchema as error:
+        raise RecordingError(f"{display(path)}: not a JSON Schema ({error}); fix it, or "
+                             f"`git checkout -- {display(path)}`") from None
 
 
 # What of a lesson's sweep recording is the lesson's own (the names of its programs): the
@@ -140,49 +148,16 @@ def validator():
 SWEEP_PART = "sweep"
 
 
-def data_validator(lesson, part=None):
-    """The validator of the lesson's own data schema (None when it names none), or, with
-    `part`, of that `$defs` entry of it (None when it has none). The shared schema is
-    there under its $id, so the lesson's may reuse its $defs
-    (`recordings/schema.json#/$defs/host`) rather than copy them."""
-    path = data_schema_path(lesson)
+def schemas_for(lesson):
+    """(the shared schema, the lesson's data schema, its sweep part): the Schemas a
+    recording of `lesson` is held to, None where it names none."""
+    shared = schema_bytes(SCHEMA_PATH)
+    path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) else None
     if path is None:
-        return None
-    schema, shared = read_schema(path), read_schema(SCHEMA_PATH)
-    if part is not None:
-        if part not in schema.get("$defs", {}):
-            return None
-        schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
-                  "$ref": f"#/$defs/{part}"}
-    key = (str(path), json.dumps(schema, sort_keys=True), json.dumps(shared, sort_keys=True))
-    if key not in _DATA_VALIDATORS:  # checked and built once per schema text and process
-        _DATA_VALIDATORS[key] = built_data_validator(path, schema, shared)
-    return _DATA_VALIDATORS[key]
-
-
-_DATA_VALIDATORS = {}
-
-
-def built_data_validator(path, schema, shared):
-    jsonschema = jsonschema_module()
-    from referencing import Registry, Resource
-
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError as error:
-        raise RecordingError(f"{display(path)}: not a JSON Schema (at "
-                             f"{'/'.join(map(str, error.absolute_path)) or '(top level)'}: "
-                             f"{error.message[:120]}); fix it, or `git checkout -- "
-                             f"{display(path)}`") from None
-    registry = Registry().with_resource(shared.get("$id", "recordings/schema.json"),
-                                        Resource.from_contents(shared))
-    return jsonschema.Draft202012Validator(schema, registry=registry)
-
-
-def data_schema_path(lesson):
-    """The file of the lesson's data schema (lessons.toml `data_schema`), or None."""
-    schema = getattr(lesson, "data_schema", None)
-    return lesson.root / schema if schema else None
+        return compiled(SCHEMA_PATH, shared), None, None
+    data = schema_bytes(path)
+    return (compiled(SCHEMA_PATH, shared), compiled(path, data, shared),
+            compiled(path, data, shared, SWEEP_PART))
 
 
 def registered_lesson(lesson_id, root=ROOT):
@@ -197,9 +172,8 @@ def registered_lesson(lesson_id, root=ROOT):
 
 
 def non_finite(value, path=()):
-    """The path of the first NaN or infinity in `value`, or None. JSON has no such
-    numbers: Python writes them as bare NaN/Infinity tokens other readers refuse, and the
-    schema's "number" lets them through."""
+    """The path of the first NaN or infinity in `value`, or None: Python writes them as
+    bare NaN/Infinity tokens other readers refuse, and the schema's "number" allows them."""
     if isinstance(value, float) and not math.isfinite(value):
         return path
     children = value.items() if isinstance(value, dict) else \
@@ -212,14 +186,9 @@ def non_finite(value, path=()):
 
 
 def validate(recording, where="recording", fix=RECORD, lesson=None):
-    """Raise RecordingError with the first schema violation, phrased for a person.
-
-    `lesson`: the registered lesson the file belongs to (its name says so); the recording
-    must name that lesson, and its `data` must fit the lesson's data schema. Left out, it
-    is the registered lesson the recording names (none: the header alone is checked).
-    Every limit a recording is held to is here, so every reader applies it: the schema,
-    finite numbers, and the stdout a page can show.
-    """
+    """Raise RecordingError with the first violation, phrased for a person: the schemas,
+    finite numbers, the stdout a page can show. `lesson`: the lesson the file is of (it
+    must name it); left out, the one it names. Every reader applies every limit here."""
     try:
         return validated(recording, where, fix, lesson)
     except RecursionError:  # values nested deeper than the checks below can walk
@@ -227,13 +196,13 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
 
 
 def validated(recording, where, fix, lesson):
-    checker = validator()  # first: a missing jsonschema is one line naming `make install`
+    shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
     bad_number = non_finite(recording)
     if bad_number is not None:
         field = "/".join(map(str, bad_number)) or "(top level)"
         raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
                              f" is not a finite number, and a recording holds only those", fix)
-    first_violation(checker, recording, (), where, fix)
+    refuse(shared, recording, (), where, fix)
     stdout = recording.get("stdout")
     if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
         raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
@@ -243,21 +212,18 @@ def validated(recording, where, fix, lesson):
     elif recording["lessonId"] != lesson.id:
         raise RecordingError(f"{where}: invalid at lessonId: it records "
                              f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
-    data_checker = data_validator(lesson) if lesson is not None else None
-    if data_checker is not None and recording["kind"] == "executed":
-        first_violation(data_checker, recording["data"], ("data",), where, fix)
-    sweep_checker = data_validator(lesson, SWEEP_PART) if lesson is not None else None
-    if sweep_checker is not None and recording["kind"] == "sweep":
-        first_violation(sweep_checker, recording, (), where, fix)
+    _, data, sweep = schemas_for(lesson)
+    if data is not None and recording["kind"] == "executed":
+        refuse(data, recording["data"], ("data",), where, fix)
+    if sweep is not None and recording["kind"] == "sweep":
+        refuse(sweep, recording, (), where, fix)
     return recording
 
 
-def first_violation(checker, value, prefix, where, fix):
-    """Raise RecordingError for the most telling error of `checker` on `value`, whose
-    place in the recording is `prefix`."""
-    from jsonschema.exceptions import best_match
-
-    error = best_match(checker.iter_errors(value))
+def refuse(schema, value, prefix, where, fix):
+    """RecordingError for the most telling error of `schema` on `value`, whose place in
+    the recording is `prefix`; nothing when it fits."""
+    error = schema.error(value)
     if error is not None:
         field = "/".join(str(part) for part in (*prefix, *error.absolute_path)) or \
             "(top level)"
@@ -265,17 +231,25 @@ def first_violation(checker, value, prefix, where, fix):
         raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
 
 
+# Recordings found valid in this process, by their bytes, their lesson and the Schemas
+# that passed them: a run reads one recording once to plan and again for each figure.
+_VALID = set()
+
+
 def load_recording(path, fix=RECORD, lesson=None):
     """The validated recording at `path`; `fix` is the command that remakes it (the
     registry's, scripts/store/outputs.py); `lesson`, the lesson it belongs to (validate())."""
-    path = Path(path)
     where = display(path)
-    recording = read_json(path, fix)
+    data = read_bytes(path, fix)
+    recording = parse_json(data, where, fix)
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
     if lesson is None and isinstance(recording.get("lessonId"), str):
         lesson = registered_lesson(recording["lessonId"])
-    validate(recording, where, fix, lesson)
+    key = (digest_bytes(data), getattr(lesson, "id", None), *schemas_for(lesson))
+    if key not in _VALID:
+        validate(recording, where, fix, lesson)
+        _VALID.add(key)
     return recording
 
 
@@ -305,10 +279,11 @@ def source_commit(root, files):
     return {"sha": head.stdout.strip(), "clean": changed.stdout.strip() == ""}
 
 
-def header(lesson_id, kind, module_path, environment, root=ROOT, extra=()):
+def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
     """The fields every kind shares; `contentFiles` names what the recording is made of:
-    the module's closure, the `extra` code whose results it stores, and the pins."""
-    files = content_files(module_path, root, extra)
+    the module's closure, the `extra` code whose results it stores, and the pins (`files`:
+    their digests as the run's plan read them)."""
+    files = files or content_files(module_path, root, extra)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     commit = source_commit(Path(root).resolve(), files)
@@ -333,147 +308,3 @@ def lookup_path(value, path):
     for key in path:
         value = value[key]
     return value
-
-
-def staged_write(path, data, staged=None):
-    """Write `data` to a temporary file beside `path`; return it, to os.replace later.
-
-    Same directory, so the final os.replace is an atomic rename on one file system. A
-    write that fails (disk full, no permission), or Ctrl-C or SIGTERM on the way, removes
-    its temporary file, so no empty or truncated .tmp is left behind; a failure raises
-    RecordingError naming `path`. `staged`: a list (a Staging's) the file joins, with
-    `path`, in the same step that makes it, so no signal finds it made and not listed.
-    """
-    path = Path(path)
-    made = []
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with signals_deferred():  # a signal waits until the file is made and listed
-            # The pid in the name says whose file it is (remove_stray_temps).
-            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.",
-                                        suffix=".tmp", dir=path.parent)
-            made.append((Path(temp), path))
-            if staged is not None:
-                staged.append(made[0])
-        os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
-        with os.fdopen(fd, "wb") as out:
-            out.write(data.encode() if isinstance(data, str) else data)
-    except BaseException as error:
-        for entry in made:
-            entry[0].unlink(missing_ok=True)
-            if staged is not None and entry in staged:
-                staged.remove(entry)
-        if isinstance(error, OSError):
-            raise RecordingError(f"{display(path)}: cannot be written ({error.strerror}); "
-                                 f"nothing was changed") from None
-        raise
-    return made[0][0]
-
-
-def remove_stray_temps(directories):
-    """Delete staged files a killed run left behind (`.<name>.<pid>.<random>.tmp` and
-    `.<name>.<pid>.old.tmp`, gitignored), and only those whose run is gone.
-
-    Staging deletes its own on any exception; only SIGKILL or a power cut leaves one. A
-    file of a run still going (a second run of this checkout, refused by the run lock,
-    or anything else still staging) is left alone, as is a name with no pid in it.
-    """
-    for directory in directories:
-        for temp in Path(directory).rglob(".*.tmp"):  # recordings/analysis/ is in there
-            owner = STAGED_NAME.fullmatch(temp.name)
-            if owner and not running(int(owner[1])) and not temp.is_dir():
-                temp.unlink(missing_ok=True)
-
-
-STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
-
-
-class Staging:
-    """Files written beside their targets, moved into place together by commit().
-
-    Used as a context manager: leaving it by an exception (or Ctrl-C) deletes every
-    staged file, so the earlier files stay as they were.
-    """
-
-    def __init__(self):
-        self.staged = []
-
-    def add(self, path, data):
-        staged_write(path, data, self.staged)
-
-    def commit(self, report=lambda path: None):
-        """Move every staged file into place: all of them, or (on an error) none.
-
-        Ctrl-C and SIGTERM wait until the moves are done (a mix of new and old files
-        would be worse than either). A move that fails puts back the files already moved,
-        from hard links of the old ones, and raises RecordingError naming the file.
-        """
-        with signals_deferred():  # raises at once for a signal swallowed before now
-            moved = self._move_every_file()
-            interrupts.files_in_place = True  # a signal held until now says so
-            for final in moved:
-                report(final)
-
-    def _move_every_file(self):
-        """Each staged file into place, or (on an error) none; returns their targets."""
-        moved = []  # (target, a link to its old file) for each file already moved
-        try:
-            for temp, final in self.staged:
-                old = keep_old(final)
-                try:
-                    os.replace(temp, final)
-                except OSError:
-                    if old is not None:
-                        old.unlink(missing_ok=True)
-                    raise
-                moved.append((final, old))
-        except OSError as error:
-            put_back(moved)
-            raise RecordingError(f"{display(final)}: cannot be moved into place "
-                                 f"({error.strerror}); every file is as it was") from None
-        finally:
-            for _, old in moved:
-                if old is not None:
-                    old.unlink(missing_ok=True)
-        self.staged = []
-        return [final for final, _ in moved]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        for temp, _ in self.staged:
-            temp.unlink(missing_ok=True)
-        self.staged = []
-
-
-def keep_old(path):
-    """A hard link to the file about to be replaced (None if there is none), so a failed
-    commit can put it back; named like a staged file, so a killed run's is removed."""
-    if not path.exists():
-        return None
-    old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
-    old.unlink(missing_ok=True)
-    try:
-        os.link(path, old)
-    except OSError:
-        shutil.copy2(path, old)  # a file system without hard links
-    return old
-
-
-def put_back(moved):
-    for final, old in reversed(moved):
-        try:
-            if old is None:
-                final.unlink(missing_ok=True)
-            else:
-                os.replace(old, final)
-        except OSError:
-            pass  # the error already raised names the file; nothing more can be done
-
-
-def write_atomically(path, data):
-    """Replace `path` with `data`: a reader sees the old file or the new one, never half."""
-    with Staging() as staging:
-        staging.add(path, data)
-        staging.commit()

@@ -42,7 +42,7 @@ class Interrupted(BaseException):
                 else "every earlier file is as it was")
 
 
-# Set by the commit once its files are in place (recordings.Staging.commit): a signal
+# Set by the commit once its files are in place (store/staging.py, Staging.commit): a signal
 # that arrives after that, wherever it is raised, says so in the command's one line.
 files_in_place = False
 

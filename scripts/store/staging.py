@@ -1,0 +1,150 @@
+"""All-or-none writes: every output of a run is staged beside its target and moved into
+place together, or not at all. Imports no JAX.
+
+A staged file is named `.<name>.<pid>.<random>.tmp`, so the next run can remove what a
+SIGKILLed one left (remove_stray_temps) without touching a live run's files.
+"""
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+from scripts import display
+from scripts.plumbing import interrupts
+from scripts.plumbing.interrupts import signals_deferred
+from scripts.plumbing.scratch import running
+
+STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
+
+
+class StagingError(Exception):
+    """A file that cannot be written or moved into place; str() is one line naming it,
+    and saying that nothing was changed."""
+
+
+def staged_write(path, data, staged=None):
+    """Write `data` to a temporary file beside `path` (same file system: the later
+    os.replace is atomic) and return it. A failure or a signal on the way removes it.
+    `staged`: a list the file joins in the same step that makes it, so no signal finds
+    it made and not listed."""
+    path = Path(path)
+    made = []
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with signals_deferred():
+            # The pid in the name says whose file it is (remove_stray_temps).
+            fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.",
+                                        suffix=".tmp", dir=path.parent)
+            made.append((Path(temp), path))
+            if staged is not None:
+                staged.append(made[0])
+        os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
+        with os.fdopen(fd, "wb") as out:
+            out.write(data.encode() if isinstance(data, str) else data)
+    except BaseException as error:
+        for entry in made:
+            entry[0].unlink(missing_ok=True)
+            if staged is not None and entry in staged:
+                staged.remove(entry)
+        if isinstance(error, OSError):
+            raise StagingError(f"{display(path)}: cannot be written ({error.strerror}); "
+                               f"nothing was changed") from None
+        raise
+    return made[0][0]
+
+
+def remove_stray_temps(directories):
+    """Delete the staged files of runs that are gone. Staging deletes its own on any
+    exception, so only SIGKILL or a power cut leaves one; a file of a live run, or a name
+    with no pid in it, is left alone."""
+    for directory in directories:
+        for temp in Path(directory).rglob(".*.tmp"):  # recordings/analysis/ is in there
+            owner = STAGED_NAME.fullmatch(temp.name)
+            if owner and not running(int(owner[1])) and not temp.is_dir():
+                temp.unlink(missing_ok=True)
+
+
+class Staging:
+    """Files written beside their targets, moved into place together by commit(). Left
+    by an exception (or Ctrl-C), it deletes every staged file: the old files stay."""
+
+    def __init__(self):
+        self.staged = []
+
+    def add(self, path, data):
+        staged_write(path, data, self.staged)
+
+    def commit(self, report=lambda path: None):
+        """Move every staged file into place, or (on an error) none. Ctrl-C and SIGTERM
+        wait until the moves are done: a mix of new and old files is worse than either."""
+        with signals_deferred():  # raises at once for a signal swallowed before now
+            moved = self._move_every_file()
+            interrupts.files_in_place = True  # a signal held until now says so
+            for final in moved:
+                report(final)
+
+    def _move_every_file(self):
+        """Each staged file into place; on an error, the files already moved are put back
+        from hard links of the old ones. Returns their targets."""
+        moved = []  # (target, a link to its old file) for each file already moved
+        try:
+            for temp, final in self.staged:
+                old = keep_old(final)
+                try:
+                    os.replace(temp, final)
+                except OSError:
+                    if old is not None:
+                        old.unlink(missing_ok=True)
+                    raise
+                moved.append((final, old))
+        except OSError as error:
+            put_back(moved)
+            raise StagingError(f"{display(final)}: cannot be moved into place "
+                               f"({error.strerror}); every file is as it was") from None
+        finally:
+            for _, old in moved:
+                if old is not None:
+                    old.unlink(missing_ok=True)
+        self.staged = []
+        return [final for final, _ in moved]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for temp, _ in self.staged:
+            temp.unlink(missing_ok=True)
+        self.staged = []
+
+
+def keep_old(path):
+    """A hard link to the file about to be replaced (None if there is none), named like a
+    staged file, so a killed run's is removed."""
+    if not path.exists():
+        return None
+    old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
+    old.unlink(missing_ok=True)
+    try:
+        os.link(path, old)
+    except OSError:
+        shutil.copy2(path, old)  # a file system without hard links
+    return old
+
+
+def put_back(moved):
+    for final, old in reversed(moved):
+        try:
+            if old is None:
+                final.unlink(missing_ok=True)
+            else:
+                os.replace(old, final)
+        except OSError:
+            pass  # the error already raised names the file; nothing more can be done
+
+
+def write_atomically(path, data):
+    """Replace `path` with `data`: a reader sees the old file or the new one, never half."""
+    with Staging() as staging:
+        staging.add(path, data)
+        staging.commit()
