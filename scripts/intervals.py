@@ -13,9 +13,9 @@ that spans several blocks would make every interval too narrow, and the pages sa
 
 A median's interval is distribution-free: the median of n values lies between the k-th
 smallest and the k-th largest of them with a probability that depends only on n and k
-(the binomial(n, 1/2) order-statistics interval), whatever the distribution of the
-times, which are skewed and heavy-tailed on a busy host. SciPy has no such interval,
-so it is written here. A mean has no distribution-free interval: `pooled_mean_ratio`
+(the binomial(n, 1/2) order-statistics interval, SciPy's `quantile_test`), whatever the
+distribution of the times, which are skewed and heavy-tailed on a busy host. A mean has
+no distribution-free interval: `pooled_mean_ratio`
 asks `scipy.stats.bootstrap` for a paired percentile bootstrap over the blocks, seeded,
 so the same samples always give the same interval, whose coverage is nominal (about
 95 %), not exact.
@@ -30,30 +30,25 @@ CONFIDENCE = 0.95
 
 def coverage(n, k):
     """P(x_(k) <= median <= x_(n+1-k)) for n independent values: 1 - 2 P(Bin(n, 1/2) < k)."""
-    below = sum(math.comb(n, i) for i in range(k)) / 2**n
-    return 1 - 2 * below
-
-
-def order_statistic_rank(n, confidence=CONFIDENCE):
-    """The largest k whose interval [x_(k), x_(n+1-k)] covers the median with at least
-    `confidence`; 1 (the full range) when even that falls short, as with n <= 5 at 95 %."""
-    k = 1
-    while k + 1 <= (n + 1) // 2 and coverage(n, k + 1) >= confidence:
-        k += 1
-    return k
+    return 1 - 2 * stats.binom.cdf(k - 1, n, 0.5)
 
 
 def median_interval(values, confidence=CONFIDENCE):
-    """{"median", "low", "high", "coverage", "n"} for the median of `values`."""
+    """{"median", "low", "high", "coverage", "n"} for the median of `values`: SciPy's
+    order-statistics interval, or the whole range where no order statistic reaches
+    `confidence` (n <= 5 at 95 %), with the coverage its ends give."""
     ordered = np.sort(np.asarray(values, dtype=float))
     n = len(ordered)
     if n == 0:
         raise ValueError("no values to take a median of")
-    k = order_statistic_rank(n, confidence)
     median = float(np.median(ordered))
-    return {"median": median, "estimate": median, "low": float(ordered[k - 1]),
-            "high": float(ordered[n - k]), "coverage": coverage(n, k), "n": n,
-            "method": "order statistics"}
+    ends = stats.quantile_test(ordered, q=median).confidence_interval(confidence)
+    low, high = (ordered[0], ordered[-1]) if np.isnan([ends.low, ends.high]).any() \
+        else (ends.low, ends.high)
+    ranks = np.arange(1, (n + 1) // 2 + 1)  # the k SciPy's ends are: the rule's own
+    k = int(max(ranks[coverage(n, ranks) >= confidence], default=1))
+    return {"median": median, "estimate": median, "low": float(low), "high": float(high),
+            "coverage": float(coverage(n, k)), "n": n, "method": "order statistics"}
 
 
 def block_medians(blocks):

@@ -23,14 +23,15 @@ def blocks(median, spread=0.05, count=7, samples=5):
             for _ in range(count)]
 
 
-def test_order_statistics_coverage_is_the_binomial_one():
-    assert intervals.coverage(7, 1) == pytest.approx(1 - 2 / 2**7)  # 98.4 %
-    assert intervals.coverage(9, 2) == pytest.approx(1 - 2 * 10 / 2**9)  # 96.1 %
-    assert intervals.order_statistic_rank(7) == 1
-    assert intervals.order_statistic_rank(9) == 2
-    assert intervals.order_statistic_rank(5) == 1  # 93.75 %: the best five values can do
-    stat = intervals.median_interval([5, 1, 4, 2, 3, 7, 6, 9, 8])
-    assert (stat["median"], stat["low"], stat["high"]) == (5, 2, 8)
+@pytest.mark.parametrize("values, ends, covered", [
+    ([5, 1, 4, 2, 3, 7, 6, 9, 8], (2, 8), 1 - 2 * 10 / 2**9),  # k = 2: 96.1 %
+    ([3, 1, 2, 7, 5, 4, 6], (1, 7), 1 - 2 / 2**7),  # k = 1: 98.4 %
+    ([3, 1, 2, 5, 4], (1, 5), 1 - 2 / 2**5),  # 93.75 %: the best five values can do
+])
+def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, covered):
+    stat = intervals.median_interval(values)
+    assert (stat["low"], stat["high"]) == ends
+    assert stat["coverage"] == pytest.approx(covered)
 
 
 def test_a_clear_effect_is_supported_and_its_reverse_contradicted():
