@@ -1,44 +1,58 @@
-"""Every figure: render(data) -> SVG text, deterministic, accessible, and confined."""
+"""Every figure as a reader gets it: drawn from its input as committed, in four variants,
+accessible text with legible sizes and contrast, and its data beside it as CSV and JSON."""
+import csv
 import functools
+import html
+import io
 import json
 import re
 import subprocess
 import sys
 
-import matplotlib
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, clean_env, recording_name
-from scripts.figures import KINDS, LESSON_RENDERER
+from scripts.figures import KINDS, LESSON_RENDERER, FigureKind
+from scripts.figures import data as figure_data
+from scripts.figures.palette import DARK, LIGHT
+from scripts.figures.variants import VARIANTS
+from scripts.store.derive import DeriveError
+from scripts.store.derive import render as derive_render
 from scripts.store.hashes import digest_bytes
-from scripts.store.outputs import figure_outputs, read_lock
+from scripts.store.outputs import figure_data_outputs, figure_outputs, read_lock
 
 # Every figure of every registered lesson; the tests of what a figure shows read the seed
 # lesson's, whose content they are.
 FIGURES = {output.path: output for lesson in LESSONS.values()
            for output in figure_outputs(lesson)}
 assert FIGURES, "no registered lesson draws a figure: the tests below would test nothing"
+STATIC_FIGURES = sorted(path for path, output in FIGURES.items() if not output.variant.suffix)
+DATA = {output.path: output for lesson in LESSONS.values()
+        for output in figure_data_outputs(lesson)}
 ID = SEED.id
+# Where the page shows each drawing, in CSS px: a wide one at most 660 px wide (inside a
+# collapsed hint at 1280 px; 690 beside it), a narrow one at its own width, which fits the
+# content column of a 360 px phone (328 px). Its smallest text must then be 9 px at least.
+WIDE_SHOWN_PX, PHONE_COLUMN_PX, SMALLEST_PX = 660, 328, 9
 
 
-def source(output):
-    return json.loads((ROOT / output.source).read_text())
+def inputs(output):
+    """(the JSON a figure or its data is drawn from, the overlay drawn over it or None)."""
+    overlay = ROOT / output.overlay if output.overlay else None
+    return (json.loads((ROOT / output.source).read_text()),
+            json.loads(overlay.read_text()) if overlay and overlay.exists() else None)
 
 
 def draw(path):
     """The figure at `path` as its renderer draws it now, in that file's variant."""
     output = FIGURES[path]
-    kind = output.kind
-    overlay = json.loads((ROOT / output.overlay).read_text()) \
-        if output.overlay and (ROOT / output.overlay).exists() else None
-    return kind.render(source(output), overlay, output.variant)
+    return output.kind.render(*inputs(output), output.variant)
 
 
 # Every figure of every lesson drawn as draw() draws it, in one fresh Python process in
 # which JAX cannot be imported; it prints the lesson_code modules it imported, then each
-# drawing. One process serves two purposes: what it imported is what
-# test_renderers_import_neither_jax_nor_lesson_code checks, and its drawings are every
-# figure "as drawn now" that the other tests read, so no figure is drawn twice for that.
+# drawing: what test_renderers_import_neither_jax_nor_lesson_code checks, and every figure
+# "as drawn now" for the tests that read one.
 DRAW_EVERY_FIGURE = """
 import json, sys
 sys.modules['jax'] = None
@@ -61,8 +75,7 @@ sys.stdout.write(json.dumps({"modules": modules, "drawings": drawings}))
 
 @functools.cache
 def drawn_in_a_fresh_process():
-    """(the lesson_code modules, {figure path: SVG text}) of DRAW_EVERY_FIGURE, run once
-    per test process."""
+    """(the lesson_code modules, {figure path: SVG text}), once per test process."""
     run = subprocess.run([sys.executable, "-c", DRAW_EVERY_FIGURE], cwd=ROOT, env=clean_env(),
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
@@ -70,57 +83,14 @@ def drawn_in_a_fresh_process():
     return found["modules"], found["drawings"]
 
 
-def first_drawing(path):
-    """The figure at `path` as its renderer draws it now, with the default settings, in a
-    process of its own (drawn_in_a_fresh_process): the tests that read a figure as drawn
-    now share it; those about drawing itself (deterministic, unchanged by global settings,
-    text on the canvas) draw anew, here."""
-    return drawn_in_a_fresh_process()[1][path]
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
-    svg = first_drawing(path)
+    svg = drawn_in_a_fresh_process()[1][path]
     assert svg == draw(path)  # deterministic: drawn again here, in another process
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
     assert read_lock()[path]["sha256"] == digest_bytes(svg)
-
-
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_each_figure_is_accessible_text_without_a_date(path):
-    svg = (ROOT / path).read_text()
-    assert re.search(r"<svg [^>]*role=\"img\"", svg)
-    assert re.search(r"<title>[^<]+</title>", svg)
-    assert re.search(r"<desc>[^<]+</desc>", svg)
-    assert "\\(" not in svg and "\\[" not in svg  # MathJax delimiters are not read aloud
-    assert svg.count("<text") >= 5  # svg.fonttype none: labels stay text
-    assert "DejaVuSans-" not in svg  # ... not glyph outlines
-    assert "dc:date" not in svg and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", svg)
-
-
-def test_the_figures_show_the_recorded_values():
-    panels = (ROOT / "figures" / f"{ID}.svg").read_text()
-    desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
-    assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
-    assert "all-reduce 48, reduce-scatter 24, scatter + gather 48" in desc
-    mechanism = (ROOT / "figures" / f"{ID}-mechanism.svg").read_text()
-    for cell in ("Participant 0", "Reduce-scatter", "[1+3 = 4]", "[2+4 = 6]", "[4, 6]"):
-        assert cell in mechanism
-    # The page's heading says "Reduce-scatter followed by all-gather"; the figure does not.
-    assert "followed by" not in mechanism
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_global_matplotlib_settings_neither_change_a_figure_nor_are_changed(path):
-    expected = first_drawing(path)  # drawn under the default settings
-    with matplotlib.rc_context({"font.size": 23, "axes.facecolor": "#ff00ff",
-                                "lines.linewidth": 9}):
-        before = dict(matplotlib.rcParams)
-        assert draw(path) == expected
-        assert dict(matplotlib.rcParams) == before
 
 
 def test_renderers_import_neither_jax_nor_lesson_code():
@@ -133,75 +103,60 @@ def test_renderers_import_neither_jax_nor_lesson_code():
     assert modules == (["lesson_code", *own] if own else [])
 
 
-# At the desktop content width (about 690 px) a figure is shown at min(its own width, 690
-# px); its smallest text must then be at least 9 px (content review M6, L12).
-CONTENT_PX, SMALLEST_PX = 690, 9
-PAGE_WIDTH_FIGURES = [f"figures/{ID}-traffic.svg", f"figures/{ID}-ring-reduce-scatter.svg",
-                      f"figures/{ID}-ring-all-gather.svg"]
+@pytest.mark.parametrize("path", sorted(FIGURES))
+def test_each_figure_is_accessible_text_without_a_date(path):
+    from xml.etree import ElementTree
 
-
-@pytest.mark.parametrize("path", PAGE_WIDTH_FIGURES)
-def test_the_smallest_text_is_9_px_at_the_page_content_width(path):
     svg = (ROOT / path).read_text()
-    width_pt = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1))
-    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
-    shown_px = min(width_pt * 4 / 3, CONTENT_PX)
-    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
-    assert sizes, f"{path}: no text sizes found"
-    smallest = min(sizes) * shown_px / view_width
-    assert smallest >= SMALLEST_PX, f"{path}: smallest text {smallest:.1f} px at {CONTENT_PX} px"
+    ElementTree.fromstring(svg.encode())  # XML, as every browser needs it
+    assert re.search(r"<svg [^>]*role=\"img\"", svg)
+    assert re.search(r"<title>[^<]+</title>", svg)
+    assert re.search(r"<desc>[^<]+</desc>", svg)
+    assert "\\(" not in svg and "\\[" not in svg  # MathJax delimiters are not read aloud
+    assert svg.count("<text") >= 5  # svg.fonttype none: labels stay text
+    assert "DejaVuSans-" not in svg  # ... not glyph outlines
+    assert "dc:date" not in svg and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", svg)
 
 
-def test_the_ring_figures_name_each_send_and_receive_from_the_ranks_side():
-    for phase in ("reduce-scatter", "all-gather"):
-        svg = (ROOT / f"figures/{ID}-ring-{phase}.svg").read_text()
-        assert "sends c" not in svg  # the old label sat under the received cell
-        # p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3.
-        assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
-    scatter = (ROOT / f"figures/{ID}-ring-reduce-scatter.svg").read_text()
-    assert "sent c3 → r1" in scatter and "got c2 ← r3" in scatter  # the trace's first step
+def svg_texts(path):
+    """Every text a drawing prints, unescaped."""
+    return [html.unescape(text).strip() for text in
+            re.findall(r"<text\b[^>]*>([^<]*)</text>", (ROOT / path).read_text())]
+
+
+def test_the_seed_s_figures_show_the_recorded_values():
+    panels = (ROOT / "figures" / f"{ID}.svg").read_text()
+    desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
+    assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
+    assert "all-reduce 48, reduce-scatter 24, scatter + gather 48" in desc
+    mechanism = (ROOT / "figures" / f"{ID}-mechanism.svg").read_text()
+    for cell in ("Participant 0", "Reduce-scatter", "[1+3 = 4]", "[2+4 = 6]", "[4, 6]"):
+        assert cell in mechanism
+    # The page's heading says "Reduce-scatter followed by all-gather"; the figure does not.
+    assert "followed by" not in mechanism
 
 
 @pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
-def test_the_ring_figures_number_steps_by_the_sends_made(phase):
-    """Audit D6: "start", then step 1 to p - 1, as the step-through and the pages count."""
+def test_the_ring_figures_count_steps_by_sends_and_name_each_from_the_rank_s_side(phase):
+    """Audit D6: "start", then step 1 to p - 1, as the step-through and the pages count;
+    p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3. Audit D23: the note never
+    breaks inside "rank r contributes (r+1)·[1, …, 8]"."""
     from scripts.figures import ring
 
     trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
     labels = [label.split(":")[0] for label, _, _ in ring.phases(trace)[phase].rows]
     assert labels == ["start", *(f"step {k}" for k in range(1, trace["ranks"]))]
-    svg = (ROOT / f"figures/{ID}-ring-{phase.replace('_', '-')}.svg").read_text()
-    assert ">step 0<" not in svg and f">step {trace['ranks'] - 1}<" in svg
-
-
-@pytest.mark.parametrize("path", [path for path in sorted(FIGURES) if "-ring-" in path])
-def test_the_ring_notes_never_break_inside_the_example_list(path):
-    """Audit D23: the note once wrapped "rank r contributes (r+1)·[1, / ..., 8]"."""
-    lines = re.findall(r"<text\b[^>]*>([^<]*)</text>", first_drawing(path))
-    opened = [line for line in lines if "·[1," in line]
-    assert len(opened) == 1 and re.search(r"·\[1,\s…,\s\d+\]", opened[0]), opened
-
-
-@pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
-def test_no_ring_figure_text_runs_past_its_canvas(phase):
-    """Every text's drawn extent lies inside the figure (the all-gather's footnote once
-    ran past it: content review L1)."""
-    import json
-
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-    from scripts.figures import ring
-
-    trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
-    with ring.figure_style(ring.DETERMINISTIC):
-        fig = ring.ring_figure(trace, ring.phases(trace)[phase])
-        renderer = FigureCanvasAgg(fig).get_renderer()
-        canvas = fig.bbox
-        for text in fig.findobj(lambda artist: hasattr(artist, "get_text")
-                                and artist.get_text()):
-            box = text.get_window_extent(renderer)
-            assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, \
-                f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f} of {canvas.x1:.0f}"
+    path = f"figures/{ID}-ring-{phase.replace('_', '-')}.svg"
+    texts = svg_texts(path)
+    assert "step 0" not in texts and f"step {trace['ranks'] - 1}" in texts
+    svg = (ROOT / path).read_text()
+    assert "sends c" not in svg  # the old label sat under the received cell
+    assert re.search(r"sent c\d → r1", svg) and re.search(r"got c\d ← r3", svg)
+    if phase == "reduce_scatter":
+        assert "sent c3 → r1" in svg and "got c2 ← r3" in svg  # the trace's first step
+    for variant in VARIANTS:  # the narrow drawings wrap the note
+        opened = [text for text in svg_texts(variant.path(path)) if "·[1," in text]
+        assert len(opened) == 1 and re.search(r"·\[1,\s…,\s\d+\]", opened[0]), opened
 
 
 TWO_SERIES = {"lessonId": "x", "data": {"panelsTitle": "Two series", "panels": [
@@ -237,27 +192,6 @@ def test_a_panel_kind_no_renderer_draws_is_refused():
 
 # --- the variants: dark and narrow drawings of the same figure (scripts/figures/variants.py)
 
-from scripts.figures.palette import DARK, LIGHT  # noqa: E402
-from scripts.figures.variants import NARROW_IN, VARIANTS  # noqa: E402
-
-STATIC_FIGURES = sorted(path for path, output in FIGURES.items() if not output.variant.suffix)
-# Where the page shows each drawing, in CSS px: a wide one at most 660 px wide (inside a
-# collapsed hint at 1280 px; 690 beside it), a narrow one at its own width, which fits the
-# content column of a 360 px phone (328 px) and so is never scaled down on one.
-WIDE_SHOWN_PX, PHONE_COLUMN_PX = 660, 328
-
-
-def svg_width_px(svg):
-    return float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
-
-
-def smallest_text_px(svg, shown_px):
-    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
-    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
-    assert sizes, "no text sizes found"
-    return min(sizes) * shown_px / view_width
-
-
 def declared_variants(path):
     """The drawings the kind of the figure at `path` makes (scripts/figures/__init__.py):
     all four for this repository's renderers, one for a lesson renderer of the data alone."""
@@ -272,8 +206,7 @@ def test_every_figure_comes_in_its_variants_each_locked():
         expected = declared_variants(path)
         if "." not in FIGURES[path].kind.renderer:  # this repository's: all four, always
             assert tuple(expected) == tuple(VARIANTS), path
-        drawn = {FIGURES[variant.path(path)].variant for variant in expected}
-        assert drawn == set(expected), path
+        assert {FIGURES[variant.path(path)].variant for variant in expected} == set(expected)
         for variant in expected:
             assert variant.path(path) in lock, f"{variant.path(path)} is not locked"
 
@@ -292,13 +225,14 @@ def test_the_variants_say_the_same_as_the_figure(path):
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_each_drawing_has_9_px_text_where_the_page_shows_it(path):
     svg = (ROOT / path).read_text()
-    own = svg_width_px(svg)
+    own = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
     if FIGURES[path].variant.narrow:
         assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
-        shown = own
-    else:
-        shown = min(own, WIDE_SHOWN_PX)
-    smallest = smallest_text_px(svg, shown)
+    shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
+    assert sizes, f"{path}: no text sizes found"
+    smallest = min(sizes) * shown / view_width
     assert smallest >= SMALLEST_PX, f"{path}: smallest text {smallest:.2f} px at {shown:.0f} px"
 
 
@@ -342,7 +276,7 @@ def texts_off_the_canvas(render, monkeypatch):
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_no_text_of_any_drawing_leaves_its_canvas(path, monkeypatch):
     """Each text's drawn extent lies inside the figure, in every variant: the narrow
-    drawings wrap what the wide ones write on one line."""
+    drawings wrap what the wide ones write on one line (content review L1)."""
     assert texts_off_the_canvas(lambda: draw(path), monkeypatch) == []
 
 
@@ -353,17 +287,9 @@ def test_a_tpu_sweep_over_the_prediction_fits_every_drawing(variant, monkeypatch
     from test_tpu_predictions import DATA, tpu_sweep_fixture
 
     data, fixture = json.loads(DATA.read_text()), tpu_sweep_fixture()
-    svg = KINDS["tpu-predictions"].render(data, fixture, variant)
-    assert "own cost: all-reduce" in svg
+    assert "own cost: all-reduce" in KINDS["tpu-predictions"].render(data, fixture, variant)
     assert texts_off_the_canvas(
         lambda: KINDS["tpu-predictions"].render(data, fixture, variant), monkeypatch) == []
-
-
-def test_narrow_drawings_are_a_phone_wide_and_taller_than_wide():
-    for path, output in FIGURES.items():
-        if output.variant.narrow:
-            svg = (ROOT / path).read_text()
-            assert abs(svg_width_px(svg) - NARROW_IN * 96) < 1, path
 
 
 def relative_luminance(colour):
@@ -404,59 +330,38 @@ def test_a_dark_drawing_has_no_light_paper(path):
     assert f"fill: {DARK.paper}" in svg
 
 
-@pytest.mark.parametrize("signature, drawings", [
-    ("def render(recording):", ["figures/x-1-bars.svg"]),
-    ("def render(recording, variant):", [f"figures/x-1-bars{suffix}.svg" for suffix in
-                                         ("", "-dark", "-narrow", "-narrow-dark")]),
+@pytest.mark.parametrize("signature, body, drawn", [
+    ("def render(recording):", "'light wide'", lambda variant: "light wide"),
+    ("def render(recording, variant):", "variant.suffix or 'light wide'",
+     lambda variant: variant.suffix or "light wide"),
 ])
-def test_a_lesson_renderer_opts_into_the_variants_by_taking_one(tmp_path, signature,
-                                                                drawings):
+def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, monkeypatch,
+                                                                      signature, body, drawn):
     """A lesson's own renderer is drawn light and wide only, unless its render() takes the
-    variant; which it is, is read from its source (no import, no matplotlib)."""
+    variant (read from its source: no import, no matplotlib); it then gets the variant in
+    every drawing, the light wide one too (CONTRACT.md)."""
+    import importlib.util
+
     from scripts.store.lessons import Lesson
 
     (tmp_path / "lesson_code").mkdir()
-    (tmp_path / "lesson_code" / "bars.py").write_text(f"{signature}\n    return ''\n")
+    path = tmp_path / "lesson_code" / "bars.py"
+    path.write_text(f"{signature}\n    return {body}\n")
     lesson = Lesson("x-1", "lesson_code.x_1", figures=("lesson_code.bars",), root=tmp_path)
     outputs = figure_outputs(lesson)
-    assert [output.path for output in outputs] == drawings
-    assert [output.variant for output in outputs] == list(VARIANTS[:len(drawings)])
+    assert [output.variant for output in outputs] == list(VARIANTS[:len(outputs)])
+    assert [output.path for output in outputs] == [variant.path("figures/x-1-bars.svg")
+                                                   for variant in VARIANTS[:len(outputs)]]
+    assert len(outputs) == (4 if "variant" in signature else 1)
+    spec = importlib.util.spec_from_file_location("lesson_code.bars", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setitem(sys.modules, "lesson_code.bars", module)
+    for variant in VARIANTS:
+        assert KINDS["lesson_code.bars"].render({"data": {}}, None, variant) == drawn(variant)
 
 
 # --- each figure's data: the rows its renderer drew, as CSV and JSON (scripts/figures/data.py)
-
-import csv  # noqa: E402
-import io  # noqa: E402
-
-from scripts.store.derive import DeriveError  # noqa: E402
-from scripts.store.derive import render as derive_render  # noqa: E402
-from scripts.figures import FigureKind  # noqa: E402
-from scripts.figures import data as figure_data  # noqa: E402
-from scripts.store.freshness import unclaimed_figures  # noqa: E402
-from scripts.store.outputs import figure_data_outputs  # noqa: E402
-
-DATA = {output.path: output for lesson in LESSONS.values()
-        for output in figure_data_outputs(lesson)}
-
-
-def overlay_of(output):
-    return json.loads((ROOT / output.overlay).read_text()) \
-        if output.overlay and (ROOT / output.overlay).exists() else None
-
-
-def csv_rows(text):
-    """The CSV's rows, each cell read back as the JSON holds it (empty: None)."""
-    header, *rows = csv.reader(io.StringIO(text))
-    return header, rows
-
-
-def same_cell(text, value):
-    if value is None:
-        return text == ""
-    if isinstance(value, str):
-        return text == value
-    return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
-
 
 def test_every_figure_has_its_data_beside_it_each_locked():
     assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
@@ -469,16 +374,24 @@ def test_every_figure_has_its_data_beside_it_each_locked():
 @pytest.mark.parametrize("path", sorted(DATA))
 def test_the_committed_data_is_what_its_renderer_drew_from_its_input(path):
     output = DATA[path]
-    made = output.kind.render(source(output), overlay_of(output))
-    assert (ROOT / path).read_text() == made, f"{path}: run python scripts/record.py " \
-                                              f"--render-only"
+    assert (ROOT / path).read_text() == output.kind.render(*inputs(output)), \
+        f"{path}: run python scripts/record.py --render-only"
+
+
+def same_cell(text, value):
+    """A CSV cell read back as the JSON holds it (empty: None)."""
+    if value is None:
+        return text == ""
+    if isinstance(value, str):
+        return text == value
+    return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
 
 
 @pytest.mark.parametrize("figure", STATIC_FIGURES)
 def test_the_csv_holds_the_json_s_rows_and_the_json_says_where_they_come_from(figure):
     stem = figure.removesuffix(".svg")
     data = json.loads((ROOT / f"{stem}.json").read_text())
-    header, rows = csv_rows((ROOT / f"{stem}.csv").read_text())
+    header, *rows = csv.reader(io.StringIO((ROOT / f"{stem}.csv").read_text()))
     assert header == data["columns"]
     assert len(rows) == len(data["rows"]) > 0
     for text_row, row in zip(rows, data["rows"]):
@@ -490,14 +403,6 @@ def test_the_csv_holds_the_json_s_rows_and_the_json_says_where_they_come_from(fi
     assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
 
 
-def svg_texts(path):
-    """Every text a drawing prints, unescaped."""
-    import html
-
-    return {html.unescape(text).strip() for text in
-            re.findall(r"<text\b[^>]*>([^<]*)</text>", (ROOT / path).read_text())}
-
-
 def test_the_data_holds_the_numbers_the_seed_s_figures_print():
     """Where a figure prints its values, its data rows are those values: the panels' bar
     labels, the mechanism's cells, the TPU table's microseconds, a ring cell's numbers."""
@@ -505,16 +410,17 @@ def test_the_data_holds_the_numbers_the_seed_s_figures_print():
         found = json.loads((ROOT / f"figures/{ID}{name}.json").read_text())
         return [dict(zip(found["columns"], row)) for row in found["rows"]]
 
-    printed = svg_texts(f"figures/{ID}.svg")
-    assert {f"{row['value']:g}" for row in rows("")} <= printed
-    printed = svg_texts(f"figures/{ID}-mechanism.svg")
-    assert {value for row in rows("-mechanism") for value in row.values()} <= printed
-    printed = svg_texts(f"figures/{ID}-tpu-predictions.svg")
+    def printed(name):
+        return set(svg_texts(f"figures/{ID}{name}.svg"))
+
+    assert {f"{row['value']:g}" for row in rows("")} <= printed("")
+    assert {value for row in rows("-mechanism") for value in row.values()} <= \
+        printed("-mechanism")
     assert {f"{row['predictedUs']:,.1f} µs" for row in rows("-tpu-predictions")
-            if row["part"] == "table"} <= printed
-    printed = svg_texts(f"figures/{ID}-ring-reduce-scatter.svg")
+            if row["part"] == "table"} <= printed("-tpu-predictions")
     held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
-    assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= printed
+    assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= \
+        printed("-ring-reduce-scatter")
 
 
 def test_every_renderer_here_says_what_its_data_rows_are():
@@ -540,29 +446,16 @@ def test_a_renderer_without_rows_fails_in_one_line():
 
 
 def test_rows_hold_text_numbers_and_none_only():
+    import numpy as np
+
     assert figure_data.table([{"a": 1, "b": "x"}, {"b": 2.5, "c": None}]) == (
         ["a", "b", "c"], [[1, "x", None], [None, 2.5, None]])
-    assert type(figure_data.cell(np_float(3.0))) is float
+    assert type(figure_data.cell(np.float32(3.0))) is float
     for bad in (float("nan"), float("inf"), True, [1], {"a": 1}):
         with pytest.raises(ValueError):
             figure_data.cell(bad)
     with pytest.raises(ValueError):
         figure_data.table([])
-
-
-def np_float(value):
-    import numpy as np
-
-    return np.float32(value)
-
-
-def test_data_no_figure_claims_is_named_for_removal(tmp_path):
-    (tmp_path / "figures").mkdir()
-    for name in (f"{ID}-sweep.csv", f"{ID}-retired.csv", f"{ID}-retired.json", "notes.txt"):
-        (tmp_path / "figures" / name).write_text("x")
-    lines = unclaimed_figures(LESSONS, tmp_path)
-    assert [line.split(":")[0] for line in lines] == [f"figures/{ID}-retired.csv",
-                                                      f"figures/{ID}-retired.json"]
 
 
 def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
@@ -582,49 +475,36 @@ def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
     assert any(row["part"] == "measured" for row in rows)
 
 
-@pytest.mark.parametrize("signature, drawn", [
-    ("def render(recording):", lambda variant: "light wide"),
-    ("def render(recording, variant):", lambda variant: variant.suffix or "light wide"),
+# --- what no figure can draw is one line, never a broken SVG (issue 37) -------------------
+
+MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
+NOT_XML = ("\x00", "\x01", "\ufffe")  # no SVG can hold them: no browser would draw it
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
+    (lambda d: d.update(title="x" * 2001), "`title`"),
+    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
+    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
+    (lambda d: d["table"].update(headers="hi"), "`table`"),
+    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
+    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
+     "every cell"),
+    (lambda d: d.pop("table"), "`table`"),
+    *((lambda d, c=c: d.update(title=f"t{c}"), f"`title` holds U+{ord(c):04X}") for c in NOT_XML),
+    *((lambda d, c=c: d.update(alt=f"a{c}"), f"`alt` holds U+{ord(c):04X}") for c in NOT_XML),
+    *((lambda d, c=c: d["table"].update(rows=[[f"x{c}", "y"]]), "every cell") for c in NOT_XML),
 ])
-def test_a_lesson_renderer_is_called_as_its_signature_says(tmp_path, monkeypatch, signature,
-                                                          drawn):
-    """CONTRACT.md's `render(recording, variant)` gets the variant in every drawing, the
-    light wide one too; a `render(recording)` gets the recording alone."""
-    import importlib.util
-
-    from scripts.figures.variants import VARIANTS
-
-    path = tmp_path / "two_argument_bars.py"
-    body = "variant.suffix or 'light wide'" if "variant" in signature else "'light wide'"
-    path.write_text(f"{signature}\n    return {body}\n")
-    spec = importlib.util.spec_from_file_location("lesson_code.two_argument_bars", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setitem(sys.modules, "lesson_code.two_argument_bars", module)
-    kind = KINDS["lesson_code.two_argument_bars"]
-    for variant in VARIANTS:
-        assert kind.render({"data": {}}, None, variant) == drawn(variant)
-
-
-# --- text no SVG can hold (issue 37) -----------------------------------------------------
-
-@pytest.mark.parametrize("character", ["\x00", "\x01", "\ufffe"])
-@pytest.mark.parametrize("where", ["title", "alt", "cell"])
-def test_a_character_xml_cannot_hold_is_refused_in_one_line_not_drawn(character, where):
-    from xml.etree import ElementTree
+def test_figure_data_a_lesson_owns_is_refused_in_one_line_before_drawing(change, words):
+    import copy
 
     from scripts.figures.mechanism import render
 
-    diagram = json.loads((ROOT / KINDS["mechanism"].input.format(id=ID)).read_text())
-    ElementTree.fromstring(render(diagram).encode())  # as committed: XML
-    if where == "cell":
-        diagram["table"]["rows"][0][0] += character
-    else:
-        diagram[where] += character
+    diagram = copy.deepcopy(MECHANISM)
+    change(diagram)
     with pytest.raises(ValueError) as refused:
-        render(diagram)  # was an SVG that is not XML, so no browser would draw it
-    message = str(refused.value)
-    assert "\n" not in message and (f"U+{ord(character):04X}" in message or where == "cell")
+        render(diagram)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_no_renderer_writes_an_svg_that_is_not_xml():
@@ -635,34 +515,6 @@ def test_no_renderer_writes_an_svg_that_is_not_xml():
     with pytest.raises(ValueError, match=r"^the figure's text holds U\+0001, a character no "
                        r"SVG can hold; remove it from the figure's data$"):
         svg_text(fig, "title", "desc")
-
-
-# lesson-owned figure data is checked before drawing ---------------------------------------
-
-MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
-
-
-@pytest.mark.parametrize("change, field", [
-    (lambda d: d.update(title=3), "`title`"), (lambda d: d.update(alt=["x"]), "`alt`"),
-    (lambda d: d.update(title="x" * 2001), "`title`"),
-    (lambda d: d["table"].update(rows=[["x", "y"]] * 3000), "`table`"),
-    (lambda d: d["table"].update(rows=[["x"]]), "`table`"),
-    (lambda d: d["table"].update(headers="hi"), "`table`"),
-    (lambda d: d["table"].update(rows=[["x", 3]]), "every cell"),
-    (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
-     "every cell"),
-    (lambda d: d.pop("table"), "`table`"),
-])
-def test_lesson_owned_figure_data_is_checked_before_drawing(change, field):
-    import copy
-
-    from scripts.figures.mechanism import table_of
-
-    diagram = copy.deepcopy(MECHANISM)
-    change(diagram)
-    with pytest.raises(ValueError) as refused:
-        table_of(diagram)
-    assert field in str(refused.value) and "\n" not in str(refused.value)
 
 
 def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():

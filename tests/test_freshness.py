@@ -2,47 +2,47 @@
 
 Every check here edits a copy of the committed tree and asks what `record.py --check` says
 of it: freshness.check() in-process, or the command itself where how it runs is the point
-(its imports, a missing package, the locale); nothing is recorded.
+(its imports, the locale); nothing is recorded. One broken tree holds every failure at
+once, and --check must name each in its own lines and nothing else.
 """
-import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
+import tempfile
+import tokenize
+from io import BytesIO
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from conftest import (FIRST_LESSON, SEED, clean_env, each_lesson, module_file, project_copy,
+from conftest import (ROOT, SEED, clean_env, each_lesson, module_file, project_copy,
                       recording_name, rederive_analyses)
 from scripts.store import hashes
-from scripts.store.freshness import check
+from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import (analysis_outputs, figure_data_outputs, figure_outputs,
-                                   lesson_command, notebook_output)
+                                   lesson_command, notebook_output, recording_outputs)
 
-# The seed lesson: the tests below that follow its rank module, sweep, analyses and
-# mechanism table are about what it is made of; the others run for every lesson.
+# The seed lesson: the cases below that follow its modules, sweep, analyses and figures
+# are about what it is made of; the others run for every lesson.
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
 STEM = SEED.module.rsplit(".", 1)[1]  # its other modules are named after it
-RENDER = "`python scripts/record.py --render-only`"
-
-
-def record_fix(lesson, command="python scripts/record.py"):
-    """The fix a line names: with `--lesson <id>` once the registry lists others."""
-    return f"`{lesson_command(lesson, command)}`"
-
-
-RECORD = record_fix(SEED)
-PROCESSES = record_fix(SEED, "python scripts/record.py --processes 4")
+RENDER = "python scripts/record.py --render-only"
+RECORD = lesson_command(SEED)
+PROCESSES = lesson_command(SEED, "python scripts/record.py --processes 4")
 # A path may hold \xNN: the bytes of a name that is not UTF-8 (scripts.display).
 LINE = re.compile(r"^[\w./\\-]+: .+; run `[^`]+`$")
 
 
 def drawings(figure):
-    """A figure, its variants (scripts/figures/variants.py) and its data (CSV, JSON, drawn
-    by the same renderer from the same input): each a file of its own."""
-    return [f"{figure.removesuffix('.svg')}{suffix}"
+    """A figure of the seed, its variants (scripts/figures/variants.py) and its data (CSV,
+    JSON, drawn by the same renderer from the same input): each a file of its own."""
+    return [f"figures/{LESSON_ID}{figure}{suffix}"
             for suffix in (".svg", "-dark.svg", "-narrow.svg", "-narrow-dark.svg", ".csv",
                            ".json")]
 
@@ -58,14 +58,6 @@ def append_comment(text):
 def append_code(text):
     """A change to what the module executes (a comment would key nothing new)."""
     return text + "\nA_READERS_CONSTANT = 1\n"
-
-
-def run_check(root, *python_flags):
-    code = ("import sys; sys.argv = ['record.py', '--check']; "
-            "sys.path.insert(0, '.'); from scripts import record; sys.exit(record.main())")
-    return subprocess.run([sys.executable, *python_flags, "-c", code], cwd=root,
-                          env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
-                          text=True, timeout=120)
 
 
 def problems(root):
@@ -86,385 +78,186 @@ def lesson_hash(root, module=LESSON):
     return hashes.content_hash(root / module, root)
 
 
-def in_a_section(text, line):
-    """`text` with `line` added inside its first snippet section, which the notebook shows."""
-    marker = text.index("# --8<-- [start:")
-    end = text.index("\n", marker) + 1
-    return text[:end] + line + text[end:]
+# --- an edit asks for exactly the work it invalidates ------------------------------------
+# Each case: the file edited (and others bumped with it), the edit, and the (output, fix)
+# pairs --check then names, each "stale, <file> changed". A recording is keyed on the code
+# it runs and the runtime pins; what is drawn or derived, on its own code too.
+
+def every_recording(root):
+    return [(output.path, output.fix) for lesson in load_lessons(root).values()
+            for output in recording_outputs(lesson, root) if output.required]
+
+
+def every_analysis(root):
+    return [(output.path, RENDER) for lesson in load_lessons(root).values()
+            for output in analysis_outputs(lesson) if (root / output.source).exists()]
+
+
+def every_figure(root):
+    return [(output.path, RENDER) for lesson in load_lessons(root).values()
+            for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]]
+
+
+def every_notebook(root):
+    return [(notebook_output(lesson).path, notebook_output(lesson).fix)
+            for lesson in load_lessons(root).values()]
+
+
+def rendered(*figures):
+    return [(path, RENDER) for figure in figures for path in drawings(figure)]
+
+
+def pinned(package, version="99.0.0"):
+    return lambda text: re.sub(rf"^({re.escape(package)}==)\S+$", rf"\g<1>{version}", text,
+                               flags=re.MULTILINE)
+
+
+THE_LESSON_S_RUN = [(recording_name(SEED), RECORD),  # the rank module imports the lesson
+                    (recording_name(SEED, "cpu-processes"), PROCESSES),
+                    (notebook_output(SEED).path, RECORD)]  # shown, and remade by that run
+EDITS = {
+    "the lesson's code": (LESSON, append_code, THE_LESSON_S_RUN),
+    # The lesson does not import them; the one run records them, the notebook shows them.
+    "the going-further steps": (module_file(SEED, SEED.going_further), append_code,
+                                THE_LESSON_S_RUN),
+    "the sweep's measuring code": (module_file(SEED, SEED.sweep), append_code,
+                                   [(recording_name(SEED, "sweep"), "make bench")]),
+    "the simulation's code": (module_file(SEED, SEED.simulation), append_code,
+                              [(recording_name(SEED, "simulation"), RECORD)]),
+    "an exercise scaffold": (f"lesson_code/{STEM}_exercises.py", append_code, []),
+    "the sweep figures' layout": ("scripts/figures/sweep.py", append_comment,
+                                  rendered("-sweep", "-sweep-ratios")),
+    "the SVG helper": ("scripts/figures/svg.py", append_comment, every_figure),
+    "a figure's caption": (f"lesson_code/figures/{LESSON_ID}-mechanism.json", lambda text:
+                           text.replace("Table with one row", "A table with one row"),
+                           rendered("-mechanism")),
+    "the notebook builder": ("scripts/runners/notebook.py", append_comment, every_notebook),
+    # The words a page prints come from the derived analyses: a threshold, the statistics
+    # or how an analysis is kept re-derives them; no recording goes stale.
+    "a threshold": (f"lesson_code/{STEM}_sweep_analysis.py", lambda text: text.replace(
+        "TOLERANCE = 1.25", "TOLERANCE = 1.5", 1), every_analysis),
+    "the statistics": ("scripts/intervals.py", append_code, every_analysis),
+    "how an analysis is kept": ("scripts/analysis_text.py", append_comment, every_analysis),
+    # The figures that print sizes, and the analyses that write the sweep's size labels.
+    "how sizes are written": ("scripts/units.py", append_code, lambda root: [
+        *rendered("-sweep", "-sweep-ratios", "-traffic", "-tpu-predictions"),
+        *every_analysis(root)]),
+    "bench's command line": ("scripts/bench.py", append_comment, []),
+    # SciPy (the analyses' intervals call it) as any runtime pin, and a pin it freezes.
+    "a runtime pin": ("requirements.txt", pinned("scipy", "1.0.0"),
+                      lambda root: every_recording(root) + every_analysis(root)),
+    "a transitive pin": ("constraints.txt", pinned("ml_dtypes", "0.0.1"),
+                         lambda root: every_recording(root) + every_analysis(root)),
+    "a pin's comment": ("requirements.txt", lambda text: "# a new first comment\n\n" + re.sub(
+        r"^(numpy==\S+)$", r"\1  # why this numpy", text, flags=re.MULTILINE), []),
+    # mkdocs is the site's; ruff, pytest and playwright the tests' and the linter's
+    # (requirements-test.txt); constraints.txt repeats those it freezes.
+    **{f"the {tool} pin": ((home, "constraints.txt"), pinned(tool), []) for tool, home in (
+        ("ruff", "requirements-test.txt"), ("pytest", "requirements-test.txt"),
+        ("playwright", "requirements-test.txt"), ("mkdocs", "requirements.txt"))},
+}
+
+
+@pytest.mark.parametrize("case", EDITS)
+def test_an_edit_asks_for_exactly_the_work_it_invalidates(tree, case):
+    edited, change, expected = EDITS[case]
+    first, *others = [edited] if isinstance(edited, str) else edited
+    before = (tree / first).read_text()
+    for name in (first, *others):
+        edit(tree / name, change)
+    assert (tree / first).read_text() != before  # the edit found what it edits
+    expected = expected(tree) if callable(expected) else expected
+    assert sorted(problems(tree)) == sorted(
+        f"{path}: stale, {first} changed; run `{fix}`" for path, fix in expected)
 
 
 @each_lesson
-@pytest.mark.parametrize("shown_edit", [
-    lambda t: in_a_section(t, "# A reader's note: shown by the notebook and the page.\n"),
-    lambda t: t.replace('"""', '"""A docstring that reads better. ', 1),
-])
-def test_a_comment_or_docstring_re_renders_the_notebook_and_re_records_nothing(tree, shown_edit,
-                                                                                lesson):
-    # A recording is keyed on the code as executed: comments and docstrings cannot change
-    # what the program measures. The notebook shows the text, so it alone is stale.
-    module = module_file(lesson)
-    before = lesson_hash(tree, module)
-    edit(tree / module, shown_edit)
-    assert lesson_hash(tree, module) == before
-    assert problems(tree) == [f"docs/notebooks/{lesson.id}.ipynb: stale, {module} changed; "
-                              f"run {record_fix(lesson)}"]
-
-
-@each_lesson
-def test_a_heading_over_a_shown_section_re_renders_the_notebook_and_re_records_nothing(
-        tree, lesson):
-    """The notebook titles its cells with the headings the pages show each section under
-    (scripts/runners/notebook.py page_titles), so those pages are its inputs too: a heading
-    edit makes it stale, and record.py re-renders it from the executed cells."""
-    from scripts.store.outputs import read_lock
+def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(tree, lesson):
+    """A comment cannot change what the program measures (a recording is keyed on its code
+    as executed: the property below), but the notebook shows the module's text, under the
+    headings the pages show its sections under (scripts/runners/notebook.py page_titles).
+    So a comment or a page edit stales the notebook alone, and record.py re-renders it from
+    the executed cells, retitled. The fixture lesson's page titles no cell: its edit still
+    re-renders."""
     from scripts.plan import RERENDER, notebook_step
-
-    page = next(path for path in notebook_output(lesson).text_inputs(tree)
-                if path.startswith("docs/"))
-    edit(tree / page, lambda text: re.sub(r"^## (.+)$", r"## \1, retitled", text, count=1,
-                                          flags=re.M))
-    assert problems(tree) == [f"docs/notebooks/{lesson.id}.ipynb: stale, {page} changed; "
-                              f"run {record_fix(lesson)}"]
-    step = notebook_step(load_lessons(tree)[lesson.id], read_lock(tree))
-    assert step.fix == RERENDER and ", retitled" in step.text
-
-
-def test_a_code_edit_in_the_lesson_asks_for_a_re_record_naming_the_file(tree):
-    edit(tree / LESSON, lambda t: t + "\nUNUSED_BY_THE_LESSON = 1\n")
-    lines = problems(tree)
-    assert f"recordings/{LESSON_ID}.cpu.json: stale, {LESSON} changed; run {RECORD}" in lines
-    # The rank module imports the lesson, so the process run is stale too, and the
-    # notebook, which shows the module (it is remade by the same run).
-    assert f"recordings/{LESSON_ID}.cpu-processes.json: stale, {LESSON} changed; run " \
-           f"{PROCESSES}" in lines
-    assert f"docs/notebooks/{LESSON_ID}.ipynb: stale, {LESSON} changed; run {RECORD}" in lines
-    assert len(lines) == 3
-
-
-def test_a_renderer_edit_asks_for_a_re_render_only(tree):
-    edit(tree / "scripts" / "figures" / "sweep.py", append_comment)
-    # sweep.py is shared by both sweep figures (their layout): each of their drawings.
-    assert sorted(problems(tree)) == sorted(
-        f"{drawing}: stale, scripts/figures/sweep.py changed; run {RENDER}"
-        for figure in ("sweep", "sweep-ratios")
-        for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg"))
-
-
-def test_the_shared_svg_helper_is_part_of_every_figure(tree):
-    edit(tree / "scripts" / "figures" / "svg.py", append_comment)
-    lines = problems(tree)
-    # Every figure of every registered lesson and its data, and nothing else.
-    assert {line.split(":")[0] for line in lines} == {
-        output.path for lesson in load_lessons(tree).values()
-        for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
-    assert all(line.endswith(f"scripts/figures/svg.py changed; run {RENDER}")
-               for line in lines)
-
-
-def test_a_caption_edit_redraws_the_figure_and_re_records_nothing(tree):
-    edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",
-         lambda t: t.replace("Table with one row", "A table with one row"))
-    assert problems(tree) == [
-        f"{figure}: stale, lesson_code/figures/{LESSON_ID}-mechanism.json changed; run {RENDER}"
-        for figure in drawings(f"figures/{LESSON_ID}-mechanism.svg")]
-
-
-def test_the_notebook_builder_is_an_input_of_every_notebook(tree):
-    edit(tree / "scripts" / "runners/notebook.py", append_comment)
-    # One line per registered lesson, its fix naming the lesson once there are several.
-    assert problems(tree) == [
-        f"docs/notebooks/{lesson.id}.ipynb: stale, scripts/runners/notebook.py changed; run "
-        f"`{notebook_output(lesson).fix}`" for lesson in load_lessons(tree).values()]
-
-
-def test_the_sweep_measurement_is_stale_only_when_its_measuring_code_changes(tree):
-    edit(tree / module_file(SEED, SEED.sweep), append_code)
-    assert problems(tree) == [f"recordings/{LESSON_ID}.sweep.json: stale, "
-                              f"{module_file(SEED, SEED.sweep)} changed; run `make bench`"]
-
-
-def test_a_wording_change_in_an_analysis_asks_for_render_only_never_a_re_measure(tree):
-    """The words a page prints come from the derived analysis: rewording one, or changing
-    a threshold or the statistics, re-renders the analyses and what is drawn from them;
-    no recording goes stale (content review M5, style review problem 1)."""
-    edit(tree / "lesson_code" / f"{STEM}_sweep_analysis.py",
-         lambda t: t.replace("TOLERANCE = 1.25", "TOLERANCE = 1.5", 1))
-    # The figure drawn from the sweep's analysis follows when --render-only remakes it.
-    assert sorted(problems(tree)) == sorted([
-        *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, "
-          f"lesson_code/{STEM}_sweep_analysis.py changed; run {RENDER}"
-          for variant in ("cpu", "cpu-processes", "sweep")]])
-    edit(tree / "scripts" / "intervals.py", append_code)
-    assert all(line.endswith(f"run {RENDER}") for line in problems(tree))
-
-
-def test_how_an_analysis_is_kept_is_an_input_of_every_analysis_and_of_nothing_else(tree):
-    edit(tree / "scripts" / "analysis_text.py", append_comment)
-    # An analysis of a hardware run that is not here (the TPU sweep) is not expected.
-    assert sorted(problems(tree)) == sorted(
-        f"{output.path}: stale, scripts/analysis_text.py changed; run {RENDER}"
-        for lesson in load_lessons(tree).values() for output in analysis_outputs(lesson)
-        if (tree / output.source).exists())
-
-
-def test_a_format_change_redraws_and_re_measures_nothing(tree):
-    # How sizes are written (scripts/units.py) is no input of any recording: only the
-    # figures that print sizes import it, and the analysis that writes the sweep's size
-    # labels (one module for all its variants).
-    edit(tree / "scripts" / "units.py", append_code)
-    assert sorted(problems(tree)) == sorted([
-        *[f"{drawing}: stale, scripts/units.py changed; run {RENDER}"
-          for figure in ("sweep", "sweep-ratios", "traffic", "tpu-predictions")
-          for drawing in drawings(f"figures/{LESSON_ID}-{figure}.svg")],
-        *[f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, scripts/units.py changed; "
-          f"run {RENDER}" for variant in ("cpu", "cpu-processes", "sweep")]])
-
-
-def test_the_bench_cli_is_no_input_of_any_recording(tree):
-    edit(tree / "scripts" / "bench.py", append_comment)
-    assert problems(tree) == []
-
-
-def test_a_deleted_renderer_fails_the_check(tree):
-    (tree / "scripts" / "figures" / "traffic.py").unlink()
-    assert problems(tree) == [f"{figure}: its code "
-                              f"scripts/figures/traffic.py is missing; restore it, or drop the "
-                              f"figure from lesson_code/lessons.toml, then; run {RENDER}"
-                              for figure in drawings(f"figures/{LESSON_ID}-traffic.svg")]
-
-
-def test_a_missing_or_orphan_variant_is_named(tree):
-    """A variant is checked like the figure: missing, it is named with the command that
-    draws it; an SVG no lesson's figure claims (a variant of a kind no longer drawn) is
-    named with the command that removes it."""
-    (tree / "figures" / f"{LESSON_ID}-sweep-narrow-dark.svg").unlink()
-    (tree / "figures" / f"{LESSON_ID}-retired-dark.svg").write_text("<svg/>")
-    assert problems(tree) == [
-        f"figures/{LESSON_ID}-retired-dark.svg: belongs to no figure of a lesson in "
-        f"lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's files); "
-        f"run `git rm figures/{LESSON_ID}-retired-dark.svg`",
-        f"figures/{LESSON_ID}-sweep-narrow-dark.svg: missing; run {RENDER}"]
-
-
-def test_a_hand_edited_figure_is_named(tree):
-    edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
-    assert problems(tree) == [f"figures/{LESSON_ID}.svg: edited by hand since it was made; "
-                              f"run {RENDER}"]
-
-
-@pytest.mark.parametrize("corrupt, expected", [
-    ("recordings/outputs.lock.json", "recordings/outputs.lock.json: unreadable"),
-    (f"recordings/{LESSON_ID}.sweep.json", f"recordings/{LESSON_ID}.sweep.json: not valid JSON"),
-    (f"recordings/{LESSON_ID}.cpu.json", f"recordings/{LESSON_ID}.cpu.json: not valid JSON"),
-])
-def test_a_corrupt_file_is_one_line_not_a_traceback(tree, corrupt, expected):
-    (tree / corrupt).write_text("{not json")
-    assert any(line.startswith(expected) for line in problems(tree))
-
-
-def test_the_check_names_a_recording_path_that_is_a_directory(tree):
-    path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
-    path.unlink()
-    path.mkdir()
-    assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: is a directory")
-               for line in problems(tree))
-
-
-def test_a_missing_recording_names_the_command(tree):
-    (tree / "recordings" / f"{LESSON_ID}.cpu.json").unlink()
-    assert f"recordings/{LESSON_ID}.cpu.json: missing; run {RECORD}" in problems(tree)
-
-
-@pytest.mark.slow
-def test_check_imports_neither_jax_nor_matplotlib(tree):
-    """How fast --check answers is a benchmark's question (paired farm-bench runs against
-    a bare Python start); here only what it imports, which decides most of it."""
-    run = run_check(tree, "-X", "importtime")
-    assert run.returncode == 0, run.stdout
-    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
-    assert "jsonschema_rs" in imported  # the import log was read
-    assert "jsonschema" not in imported  # only a refusal is worded by it
-    assert sorted(m for m in imported if m.split(".")[0] in ("jax", "jaxlib", "matplotlib")) == []
-    assert run_check(tree).returncode == 0
-
-
-def test_a_pin_changes_the_content_hash_and_its_comment_does_not(tree):
-    pins = tree / "requirements.txt"
-    before = lesson_hash(tree)
-    edit(pins, lambda t: re.sub(r"^(numpy==\S+)$", r"\1  # why this numpy", t, count=1,
-                                flags=re.MULTILINE))
-    edit(pins, lambda t: "# a new first comment\n\n" + t)
-    assert lesson_hash(tree) == before
-    edit(pins, lambda t: re.sub(r"^numpy==[\w.]+", "numpy==1.0.0", t, count=1,
-                                flags=re.MULTILINE))
-    assert lesson_hash(tree) != before
-    assert f"recordings/{LESSON_ID}.cpu.json: stale, requirements.txt changed; run {RECORD}" \
-        in problems(tree)
-
-
-def test_a_runtime_pin_stales_the_analyses_too(tree):
-    # Their intervals are SciPy's (scripts/intervals.py): a SciPy bump re-derives each
-    # analysis, which names the pin file itself, not only through its recording.
-    edit(tree / "requirements.txt",
-         lambda t: re.sub(r"^scipy==\S+$", "scipy==1.0.0", t, count=1, flags=re.MULTILINE))
-    found = problems(tree)
-    derived = [variant for variant in SEED.analyses  # a hardware run's, once it is here
-               if (tree / "recordings" / "analysis" / f"{LESSON_ID}.{variant}.json").exists()]
-    assert derived
-    for variant in derived:
-        assert (f"recordings/analysis/{LESSON_ID}.{variant}.json: stale, requirements.txt "
-                f"changed; run {RENDER}") in found, found
-
-
-@pytest.mark.parametrize("tool", ["ruff", "pytest", "playwright", "mkdocs"])
-def test_a_site_test_or_lint_pin_re_records_nothing(tree, tool):
-    # mkdocs is the site's (requirements.txt); ruff, pytest and playwright the tests' and
-    # the linter's (requirements-test.txt); constraints.txt repeats those it freezes.
-    bumped = re.compile(rf"^({re.escape(tool)}==)\S+$", re.MULTILINE)
-    pins = ("requirements.txt", "requirements-test.txt", "constraints.txt")
-    for name in pins:
-        edit(tree / name, lambda t: bumped.sub(r"\g<1>99.0.0", t))
-    home = "requirements.txt" if tool == "mkdocs" else "requirements-test.txt"
-    assert "99.0.0" in (tree / home).read_text()
-    assert problems(tree) == []
-
-
-def test_a_transitive_pin_of_the_runtime_re_records(tree):
-    edit(tree / "constraints.txt",
-         lambda t: re.sub(r"^ml_dtypes==\S+$", "ml_dtypes==0.0.1", t, flags=re.MULTILINE))
-    assert f"recordings/{LESSON_ID}.cpu.json: stale, constraints.txt changed; run {RECORD}" \
-        in problems(tree)
-
-
-def test_files_the_lesson_does_not_import_leave_its_hash(tree):
-    before = lesson_hash(tree)
-    edit(tree / "lesson_code" / f"{STEM}_exercises.py", append_code)
-    edit(tree / module_file(SEED, SEED.simulation), append_code)
-    edit(tree / "scripts" / "figures" / "panels.py", append_code)
-    assert lesson_hash(tree) == before
-
-
-def test_a_module_the_lesson_imports_is_part_of_its_hash(tree):
-    helper = tree / "lesson_code" / "lesson_helper.py"
-    helper.write_text("SCALE = 1\n")
-    edit(tree / LESSON, lambda t: t.replace(
-        "import jax\n", "import jax\nfrom lesson_code.lesson_helper import SCALE\n", 1))
-    before = lesson_hash(tree)
-    assert "lesson_code/lesson_helper.py" in hashes.content_files(tree / LESSON, tree)
-    edit(helper, append_comment)
-    assert lesson_hash(tree) == before  # a comment: the same code
-    edit(helper, lambda t: t.replace("SCALE = 1", "SCALE = 2"))
-    assert lesson_hash(tree) != before
-
-
-def cli_check(root, *python_flags):
-    """`python scripts/record.py --check` as a reader types it."""
-    return subprocess.run([sys.executable, *python_flags, "scripts/record.py", "--check"],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=120)
-
-
-@pytest.mark.slow
-def test_any_changed_byte_is_checked_afresh(tree):
-    assert cli_check(tree).returncode == 0
-    edit(tree / "figures" / f"{LESSON_ID}.svg", lambda t: t.replace("</svg>", "<!-- -->\n</svg>"))
-    run = cli_check(tree)
-    assert (run.returncode, run.stdout) == (1, f"figures/{LESSON_ID}.svg: edited by hand since "
-                                               f"it was made; run {RENDER}\n")
-    (tree / "figures" / f"{LESSON_ID}.svg").unlink()  # a file gone is a change too
-    assert cli_check(tree).stdout == f"figures/{LESSON_ID}.svg: missing; run {RENDER}\n"
-
-
-@pytest.mark.slow
-def test_a_recording_validated_once_is_validated_again_when_its_bytes_change(tree):
-    assert cli_check(tree).returncode == 0  # valid before the edit
-    path = tree / "recordings" / f"{LESSON_ID}.cpu.json"
-    edit(path, lambda t: t.replace('"schemaVersion": 1', '"schemaVersion": "one"', 1))
-    lines = problems(tree)
-    assert any(line.startswith(f"recordings/{LESSON_ID}.cpu.json: invalid at schemaVersion")
-               for line in lines), lines
-
-
-@pytest.mark.slow
-def test_a_committed_cache_decides_nothing_check_says(tree):
-    """A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: one
-    forged entry made a stale lesson pass. Nothing reads .cache now: with forged entries
-    there, --check says exactly what it says without them."""
-    committed_code = hashes.code_digest(tree / LESSON)  # what the recording is keyed on
-    edit(tree / LESSON, append_code)
-    without = cli_check(tree)
-    recording = f"recordings/{LESSON_ID}.cpu.json"
-    assert without.returncode == 1 and f"{recording}: stale, {LESSON} changed" in without.stdout
-    memo = tree / ".cache" / "memo"
-    memo.mkdir(parents=True)
-    # The old memo's tables: the edited module's bytes answered with the committed code's
-    # digest (so the lesson would read as current), a check answered "nothing stale", and
-    # a table that is not JSON.
-    key = hashlib.sha256((tree / LESSON).read_bytes()).hexdigest()
-    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    (memo / "module.json").write_text(json.dumps(
-        {f"{key}:{version}": {"code": committed_code, "imports": []}}))
-    (memo / "check.json").write_text(json.dumps({key: {"lines": [], "status": 0}}))
-    (memo / "valid.json").write_text("{not json")
-    forged = cli_check(tree)
-    assert (forged.returncode, forged.stdout, forged.stderr) == \
-        (without.returncode, without.stdout, without.stderr)
-
-
-def test_an_analysis_of_a_hardware_run_is_expected_once_that_run_is_here(tree):
-    """lessons.toml analyses the TPU sweep no VM has run yet: nothing is missing. Once the
-    recording lands, its analysis is missing until --render-only makes it."""
-    from fixtures.tpu_recording_fixture import write_tpu_sweep
-
-    assert problems(tree) == []
-    write_tpu_sweep(tree / "recordings" / f"{LESSON_ID}.tpu-sweep.json", tree)
-    assert f"recordings/analysis/{LESSON_ID}.tpu-sweep.json: missing; run {RENDER}" in \
-        problems(tree)
-
-
-# --- committed JSON Python cannot hold, and names that are not UTF-8 (issue 37) ---------
-
-@pytest.mark.parametrize("text, words", [('{"x": ' + "9" * 5000 + "}", "Exceeds the limit"),
-                                         ("[" * 100_000 + "]" * 100_000, "nested deeper")],
-                         ids=["a 5,000-digit integer", "100,000 nested arrays"])
-@pytest.mark.parametrize("path", ["recordings/outputs.lock.json",
-                                  f"recordings/{LESSON_ID}.simulation.json"])
-def test_committed_json_python_cannot_hold_is_one_line_naming_the_file(tree, path, text,
-                                                                       words):
-    (tree / path).write_text(text)
-    lines = [line for line in problems(tree) if line.startswith(f"{path}: ")]
-    assert lines and all(words in line for line in lines), problems(tree)
-
-
-def test_a_recording_whose_name_is_not_utf_8_is_one_line(tree):
-    import os
-
-    stray = os.fsdecode(b"caf\xe9.cpu.json")  # Latin-1, as a checkout on another system made it
-    (tree / "recordings" / stray).write_text("{}")
-    (tree / "figures" / stray.replace(".cpu.json", ".svg")).write_text("<svg/>")
-    assert r"figures/caf\xe9.svg: belongs to no figure" in "\n".join(problems(tree))
-    assert r"recordings/caf\xe9.cpu.json: belongs to no lesson in lesson_code/lessons.toml " \
-           r"(a recording is named <lesson id>.<variant>.json); run `git rm " \
-           r"recordings/caf\xe9.cpu.json`" in problems(tree)
-
-
-# the lock, the import closure and recordings/ as untrusted input --------------------------
-
-@pytest.mark.parametrize("entry", [{"sha256": "0" * 64, "inputs": []},
-                                   {"sha256": "0" * 64, "inputs": None},
-                                   {"sha256": "0" * 64}, {"inputs": {}},
-                                   {"sha256": 3, "inputs": {}},
-                                   {"sha256": "0" * 64, "inputs": {"a.py": 1}}])
-def test_a_malformed_lock_entry_is_one_line(tmp_path, entry):
-    from scripts.store.outputs import LockError, read_lock
-
-    (tmp_path / "recordings").mkdir()
-    (tmp_path / "recordings" / "outputs.lock.json").write_text(
-        json.dumps({"figures/x.svg": entry}))
-    with pytest.raises(LockError) as refused:
-        read_lock(tmp_path)
-    assert "\n" not in str(refused.value) and "'figures/x.svg'" in str(refused.value)
+    from scripts.runners.notebook import build_notebook
+    from scripts.store.outputs import read_lock
+
+    lesson, module = load_lessons(tree)[lesson.id], module_file(lesson)
+    titles = [cell.source[3:] for cell in build_notebook(lesson, devices=lesson.devices).cells
+              if cell.cell_type == "markdown" and cell.source.startswith("## ")]
+    pages = [path for path in notebook_output(lesson).text_inputs(tree)
+             if path.startswith("docs/")]
+    before = lesson_hash(tree, module)
+    edit(tree / module, append_comment)
+    edit(tree / pages[0], lambda text: text + "\nA paragraph the notebook does not show.\n")
+    for page, title in ((page, title) for page in pages for title in titles):
+        edit(tree / page, lambda text: re.sub(rf"^(#{{2,4}}) {re.escape(title)}$",
+                                              rf"\1 {title}, retitled", text, flags=re.M))
+    assert lesson_hash(tree, module) == before
+    changed = [module, *(page for page in pages
+                         if (tree / page).read_bytes() != (ROOT / page).read_bytes())]
+    assert problems(tree) == [f"{notebook_output(lesson).path}: stale, "
+                              f"{', '.join(sorted(changed))} changed; run "
+                              f"`{notebook_output(lesson).fix}`"]
+    step = notebook_step(lesson, read_lock(tree))
+    assert step.fix == RERENDER
+    assert all(f"## {title}, retitled" in step.text for title in titles)
+
+
+# --- what a recording is keyed on: its code as executed ----------------------------------
+
+def digest_of(source):
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "module.py").write_text(source)
+        return hashes.code_digest(Path(folder) / "module.py")
+
+
+def tokens(source, *types):
+    return [token for token in tokenize.tokenize(BytesIO(source.encode()).readline)
+            if token.type in types]
+
+
+def replaced(lines, start, end, text):
+    """`lines` with the span from (line, column) `start` to `end` replaced by `text`."""
+    (first, begin), (last, stop) = start, end
+    return [*lines[:first - 1], lines[first - 1][:begin] + text + lines[last - 1][stop:],
+            *lines[last:]]
+
+
+# Every module a lesson may bring (its program, steps, rank, sweep, analysis, renderer).
+LESSON_CODE = [path for path in sorted((ROOT / "lesson_code").glob("*.py"))
+               if tokens(path.read_text(), tokenize.NUMBER)]
+
+
+@settings(max_examples=25, deadline=None)
+@given(path=st.sampled_from(LESSON_CODE), data=st.data())
+def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(path, data):
+    """hashes.code_digest over generated edits: comments at the ends of lines and a
+    rewritten docstring leave it; one number changed does not."""
+    import ast
+
+    source = path.read_text()
+    lines = source.split("\n")
+    commented = list(lines)
+    ends = {token.start[0] for token in tokens(source, tokenize.NEWLINE, tokenize.NL)}
+    for number in data.draw(st.sets(st.sampled_from(sorted(ends)), max_size=5)):
+        text = data.draw(st.text(st.characters(exclude_categories=["Cc", "Cs"]), max_size=30))
+        commented[number - 1] += f"  # {text}"
+    assert digest_of("\n".join(commented)) == digest_of(source)
+    docstrings = [node.body[0].value for node in ast.walk(ast.parse(source))
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                  and ast.get_docstring(node, clean=False) is not None]
+    if docstrings:
+        node = data.draw(st.sampled_from(docstrings))
+        start, end = ((row, len(lines[row - 1].encode()[:column].decode()))  # bytes to chars
+                      for row, column in ((node.lineno, node.col_offset),
+                                          (node.end_lineno, node.end_col_offset)))
+        rewritten = replaced(lines, start, end, repr(data.draw(st.text(max_size=40))))
+        assert digest_of("\n".join(rewritten)) == digest_of(source)
+    token = data.draw(st.sampled_from(tokens(source, tokenize.NUMBER)))
+    changed = replaced(lines, token.start, token.end, f"({token.string} + 1)")
+    assert digest_of("\n".join(changed)) != digest_of(source)
 
 
 @pytest.mark.parametrize("content, words", [(b"def broken(:\n", "not valid Python (line 1"),
@@ -481,88 +274,186 @@ def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content
     assert str(refused.value).startswith("lesson_code/helper.py: " + words)
 
 
-@pytest.fixture(scope="module")
-def ascii_project(tmp_path_factory):
-    from conftest import project_copy
+# --- one broken tree, checked once -----------------------------------------------------
+# Each breakage: what it does to the tree, and the lines --check names it by (a file
+# drawn or derived from a broken one is named too, stale or without its input).
 
-    return project_copy(tmp_path_factory.mktemp("ascii") / "project")
+def written(*files):
+    """Write each (path, text) below the root; a name may hold bytes that are not UTF-8."""
+    def make(root):
+        for relative, text in files:
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+    return make
+
+
+def into_a_directory(relative):
+    def make(root):
+        (root / relative).unlink()
+        (root / relative).mkdir()
+    return make
+
+
+def a_tpu_sweep(root):
+    from fixtures.tpu_recording_fixture import write_tpu_sweep
+
+    write_tpu_sweep(root / recording_name(SEED, "tpu-sweep"), root)
+
+
+def unclaimed(path, kind="lesson in lesson_code/lessons.toml (a recording is named <lesson "
+                        "id>.<variant>.json)"):
+    return f"{path}: belongs to no {kind}; run `git rm {path}`"
+
+
+A_FIGURE = "figure of a lesson in lesson_code/lessons.toml (scripts/figures/__init__.py " \
+           "names each kind's files)"
+CAFE = os.fsdecode(b"caf\xe9")  # a name in Latin-1, as a checkout on another system made it
+SWEEP, SIMULATION, CPU = (recording_name(SEED, variant) for variant in
+                          ("sweep", "simulation", "cpu"))
+
+BREAKAGES = {
+    "a renderer deleted": (lambda root: (root / "scripts/figures/traffic.py").unlink(), [
+        f"{path}: its code scripts/figures/traffic.py is missing; restore it, or drop the "
+        f"figure from lesson_code/lessons.toml, then; run `{RENDER}`"
+        for path in drawings("-traffic")]),
+    "a drawing deleted": (lambda root: (root / drawings("-sweep")[3]).unlink(),
+                          [f"{drawings('-sweep')[3]}: missing; run `{RENDER}`"]),
+    "a drawing edited by hand": (lambda root: edit(root / drawings("-mechanism")[0], lambda
+                                                   text: text.replace("</svg>", "<!-- --></svg>")),
+                                 [f"{drawings('-mechanism')[0]}: edited by hand since it was "
+                                  f"made; run `{RENDER}`"]),
+    "files no figure claims": (written(*((f"figures/{LESSON_ID}-retired{ending}", "x")
+                                         for ending in ("-dark.svg", ".csv", ".json"))), [
+        unclaimed(f"figures/{LESSON_ID}-retired{ending}", A_FIGURE)
+        for ending in ("-dark.svg", ".csv", ".json")]),
+    # lessons.toml analyses the TPU sweep no VM has run yet: nothing was missing. Once it
+    # lands, its analysis is missing, and the figure it is drawn over is stale.
+    "a TPU sweep arrives": (a_tpu_sweep, [
+        f"recordings/analysis/{LESSON_ID}.tpu-sweep.json: missing; run `{RENDER}`",
+        *(f"{path}: stale, {recording_name(SEED, 'tpu-sweep')} changed; run `{RENDER}`"
+          for path in drawings("-tpu-predictions"))]),
+    "a truncated sweep": (written((SWEEP, '{"rows": [')), [
+        f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run "
+        f"`make bench`",
+        f"recordings/analysis/{LESSON_ID}.sweep.json: stale, {SWEEP} changed; run `{RENDER}`"]),
+    "a recording that is a directory": (into_a_directory(SIMULATION), [
+        f"{SIMULATION}: is a directory, not a recording (remove it); run `{RECORD}`",
+        *(f"{path}: stale, {SIMULATION} changed; run `{RENDER}`"
+          for path in [*drawings("-ring-reduce-scatter"), *drawings("-ring-all-gather")])]),
+    "a recording deleted": (lambda root: (root / CPU).unlink(), [
+        f"{CPU}: missing; run `{RECORD}`",
+        *(f"{path}: its input {CPU} is missing; run `{fix}`" for path, fix in [
+            *((path, RENDER) for path in drawings("")),
+            (f"recordings/analysis/{LESSON_ID}.cpu.json", RENDER),
+            (notebook_output(SEED).path, RECORD)])]),
+    "a recording of a variant no command makes": (
+        written((recording_name(SEED, "weird"), "{not json")),
+        [f"{recording_name(SEED, 'weird')}: not valid JSON (Expecting property name enclosed "
+         f"in double quotes: line 1 column 2 (char 1)); run `git rm "
+         f"{recording_name(SEED, 'weird')}`"]),
+    "JSON no lesson claims": (written(("recordings/other.json", "{not json"),
+                                      ("recordings/notes.JSON", "{}"),
+                                      ("recordings/psum-99.cpu.json", "{}")),
+        [unclaimed(f"recordings/{name}")
+         for name in ("other.json", "notes.JSON", "psum-99.cpu.json")]),
+    "names that are not UTF-8": (written((f"recordings/{CAFE}.cpu.json", "{}"),
+                                         (f"figures/{CAFE}.svg", "<svg/>")),
+        [unclaimed(r"recordings/caf\xe9.cpu.json"), unclaimed(r"figures/caf\xe9.svg",
+                                                               A_FIGURE)]),
+    # A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: a
+    # forged "nothing is stale" made a stale lesson pass. Nothing reads it now.
+    "a committed cache": (written((".cache/memo/check.json", '{"lines": [], "status": 0}'),
+                                  (".cache/memo/valid.json", "{not json")), []),
+}
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    """The project with every breakage at once, and what --check says of it."""
+    root = project_copy(tmp_path_factory.mktemp("broken").resolve() / "repo")
+    for make, _ in BREAKAGES.values():
+        make(root)
+    return root, problems(root)
+
+
+def test_check_names_each_breakage_in_its_lines_and_nothing_else(broken):
+    _, lines = broken
+    unsaid = {case: [line for line in named if line not in lines]
+              for case, (_, named) in BREAKAGES.items()}
+    assert {case: missing for case, missing in unsaid.items() if missing} == {}
+    expected = [line for _, named in BREAKAGES.values() for line in named]
+    assert sorted(lines) == sorted(expected)  # nothing else, and each line once
+
+
+def test_the_build_stops_on_what_check_names(broken):
+    """load_all (the build's on_config) stops on the recordings and the files no lesson
+    claims as --check names them, and on no file --check does not name; it never draws,
+    so a figure's own breakage is --check's alone."""
+    root, lines = broken
+    built = [line.replace(f"{root}/", "") for line in load_all(load_lessons(root), root)[1]]
+    assert {line.split(": ")[0] for line in built} <= {line.split(": ")[0] for line in lines}
+    assert {*BREAKAGES["JSON no lesson claims"][1], *BREAKAGES["a truncated sweep"][1][:1],
+            *BREAKAGES["a recording deleted"][1][:1]} <= set(built)
 
 
 def ascii_locale_run(root, *args):
-    from conftest import clean_env
-
     # No UTF-8 mode and no locale coercion: Python's default encoding is then ASCII.
-    env = clean_env(LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0")
+    env = clean_env(LC_ALL="C", LANG="C", PYTHONCOERCECLOCALE="0", PYTHONUTF8="0",
+                    PYTHONDONTWRITEBYTECODE="1")
     return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True,
                           text=True, encoding="utf-8", timeout=300)
 
 
-def test_check_reads_utf_8_in_an_ascii_locale(ascii_project):
-    run = ascii_locale_run(ascii_project, "scripts/record.py", "--check")
-    assert "codec" not in run.stderr + run.stdout and "Traceback" not in run.stderr
-    assert run.returncode in (0, 1) and run.stderr == ""
-    assert all("; run `" in line for line in run.stdout.splitlines())
-
-
-def test_check_names_a_closure_module_that_is_not_python(ascii_project, tmp_path):
-    import shutil
-
-    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
-    (root / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
+@pytest.mark.slow
+def test_the_command_prints_those_lines_in_an_ascii_locale(broken):
+    root, lines = broken
     run = ascii_locale_run(root, "scripts/record.py", "--check")
+    assert (run.returncode, run.stderr, run.stdout) == (1, "", "".join(
+        f"{line}\n" for line in lines))
+
+
+@pytest.mark.slow
+def test_check_names_a_closure_module_that_is_not_python(tree):
+    (tree / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
+    run = ascii_locale_run(tree, "scripts/record.py", "--check")
     assert run.returncode == 1 and "Traceback" not in run.stderr
     assert run.stderr.strip() == ("error: lesson_code/ring.py: not valid Python (line 1: "
                                   "invalid syntax); fix that file")
 
 
-def test_check_names_a_malformed_lock_entry(ascii_project, tmp_path):
-    import shutil
+@pytest.mark.parametrize("text, words", [
+    *((json.dumps({"figures/x.svg": entry}), "the entry for 'figures/x.svg' needs") for entry in
+      [{"sha256": "0" * 64, "inputs": []}, {"sha256": "0" * 64, "inputs": None},
+       {"sha256": "0" * 64}, {"inputs": {}}, {"sha256": 3, "inputs": {}},
+       {"sha256": "0" * 64, "inputs": {"a.py": 1}}]),
+    ('{"figures/x.svg": {"sha', "recordings/outputs.lock.json: unreadable: not valid JSON")])
+def test_a_malformed_lock_is_one_line(tmp_path, text, words):
+    """The lock is the ledger of every derived file: a broken one is one line (the rest of
+    what --check says then asks to remake every file it locked)."""
+    from scripts.store.outputs import LockError, read_lock
 
-    root = shutil.copytree(ascii_project, tmp_path / "project", symlinks=True)
-    lock = root / "recordings" / "outputs.lock.json"
-    entries = json.loads(lock.read_text())
-    name = sorted(entries)[0]
-    entries[name]["inputs"] = []
-    lock.write_text(json.dumps(entries))
-    run = ascii_locale_run(root, "scripts/record.py", "--check")
-    assert run.returncode == 1 and "Traceback" not in run.stderr
-    assert any(line.startswith(f"recordings/outputs.lock.json: the entry for {name!r}")
-               for line in run.stdout.splitlines()), run.stdout
-
-
-def test_a_recording_of_an_unknown_variant_says_to_remove_it(tmp_path):
-    from conftest import project_copy
-    from scripts.store.freshness import check
-    from scripts.store.lessons import load_lessons
-
-    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
-                                                     "figures", "docs", "requirements.txt",
-                                                     "constraints.txt"))
-    weird = recording_name(FIRST_LESSON, "weird")
-    (root / weird).write_text("{not json")
-    lines = check(load_lessons(root), root)
-    assert (f"{weird}: not valid JSON" in "\n".join(lines))
-    assert any(f"{weird}: not valid JSON" in line and line.endswith(f"run `git rm {weird}`")
-               for line in lines)
+    (tmp_path / "recordings").mkdir()
+    (tmp_path / "recordings" / "outputs.lock.json").write_text(text)
+    with pytest.raises(LockError) as refused:
+        read_lock(tmp_path)
+    assert "\n" not in str(refused.value) and words in str(refused.value)
 
 
-@pytest.mark.parametrize("name, text", [("other.json", "{not json"), ("notes.JSON", "{}"),
-                                        ("psum-99.cpu.json", "{}")])
-def test_a_json_file_no_lesson_claims_fails_check_and_the_build(tmp_path, name, text):
-    from conftest import project_copy
-    from scripts.store.freshness import check, load_all
-    from scripts.store.lessons import load_lessons
-
-    root = project_copy(tmp_path / "project", parts=("scripts", "lesson_code", "recordings",
-                                                     "figures", "docs", "requirements.txt",
-                                                     "constraints.txt"))
-    (root / "recordings" / name).write_text(text)
-    lessons = load_lessons(root)
-    expected = (f"recordings/{name}: belongs to no lesson in lesson_code/lessons.toml "
-                f"(a recording is named <lesson id>.<variant>.json); run `git rm "
-                f"recordings/{name}`")
-    assert expected in check(lessons, root)
-    assert expected in load_all(lessons, root)[1]  # the build's on_config stops on it
+@pytest.mark.slow
+def test_check_imports_neither_jax_nor_matplotlib(tree):
+    """How fast --check answers is a benchmark's question; here only what it imports,
+    which decides most of it."""
+    code = ("import sys; sys.argv = ['record.py', '--check']; "
+            "sys.path.insert(0, '.'); from scripts import record; sys.exit(record.main())")
+    run = subprocess.run([sys.executable, "-X", "importtime", "-c", code], cwd=tree,
+                         env=clean_env(PYTHONDONTWRITEBYTECODE="1"), capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout
+    imported = {line.rsplit("|", 1)[1].strip() for line in run.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "jsonschema_rs" in imported  # the import log was read
+    assert "jsonschema" not in imported  # only a refusal is worded by it
+    assert sorted(m for m in imported if m.split(".")[0] in ("jax", "jaxlib", "matplotlib")) == []
 
 
 @pytest.mark.parametrize("stale", [False, True])
@@ -570,7 +461,6 @@ def test_the_site_gets_a_stale_hardware_recording_marked_not_refused(tree, stale
     """load_all: the TPU recording comes back as a Loaded value naming what changed since
     it was made, and no line stops the build (CI cannot re-run a TPU job)."""
     from fixtures.tpu_recording_fixture import write_tpu_recording
-    from scripts.store.freshness import load_all
 
     lesson = load_lessons(tree)[LESSON_ID]
     write_tpu_recording(tree / recording_name(lesson, "tpu"), lesson.path(), tree,

@@ -13,8 +13,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
-from conftest import (ROOT, SEED, each_lesson, each_lesson_with, module_file, project_copy,
-                      run_record)
+from conftest import ROOT, SEED, each_lesson, each_lesson_with
 from scripts.pages import mathml, notebook_page
 from scripts.runners.notebook import (build_notebook, lay_out, setup_line, source_blocks,
                                      stdout_of, teaching_blocks)
@@ -38,14 +37,11 @@ def test_cells_are_the_lesson_sections_in_file_order(lesson):
     assert not any('__name__ == "__main__"' in code for _, code in blocks)
 
 
-def test_the_seed_lesson_has_its_steps_and_the_exercise_prompt():
-    _, blocks = source_blocks(SEED.path().read_text())
-    assert {"configure_devices", "run_lesson", "make_it_yours"} <= {n for n, _ in blocks if n}
-
-
 @each_lesson
-def test_the_committed_notebook_printed_exactly_the_committed_recording(lesson):
+def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson):
     notebook = nbformat.read(committed(lesson), as_version=4)
+    fresh = build_notebook(lesson, devices=lesson.devices)
+    assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
     printed = stdout_of(notebook)
     assert printed == recorded_stdout(lesson)
     assert printed.rstrip().endswith(f"PASS: {lesson.id}")
@@ -105,13 +101,6 @@ def test_the_run_ends_the_cells_of_its_steps_from_the_set_up_to_results(lesson):
     assert any(line.startswith("results = ") for line in code[-1].splitlines())
 
 
-@each_lesson
-def test_a_fresh_build_matches_the_committed_cells(lesson):
-    fresh = build_notebook(lesson, devices=lesson.devices)
-    notebook = nbformat.read(committed(lesson), as_version=4)
-    assert [c.source for c in fresh.cells] == [c.source for c in notebook.cells]
-
-
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     lesson = SEED
     notebook = build_notebook(lesson, devices=lesson.devices)
@@ -125,8 +114,9 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
                      for line in page.read_text().splitlines() if line.startswith("##")}
     assert set(headings) <= page_headings
-    # The steps keep the page's titles.
+    # The steps keep the page's titles, and the exercise prompt is a cell.
     assert "Step 1 · Configure four logical devices" in headings
+    assert "make_it_yours" in {name for name, _ in source_blocks(lesson.path().read_text())[1]}
 
 
 # ---------------------------------------------------------------- cutting the cells --
@@ -162,20 +152,6 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     assert [ast.unparse(s) for s in imports].count("import jax") == 1
 
 
-@pytest.mark.slow
-@each_lesson_with("going_further")
-def test_a_change_to_the_going_further_steps_asks_for_the_lesson_s_run(lesson, tmp_path):
-    """The lesson module does not import its going-further module, so the CPU recording's
-    inputs miss it; the notebook's do, and a stale notebook re-runs the lesson."""
-    root = project_copy(tmp_path / "repo")
-    further = root / lesson.path(lesson.going_further).relative_to(ROOT)
-    further.write_text(further.read_text() + "\nEXTRA = 1\n")
-    check = run_record(root, "--check", timeout=120)
-    assert check.returncode == 1
-    [line] = [line for line in check.stdout.splitlines() if "notebooks" in line]
-    assert module_file(lesson, lesson.going_further) in line and "record.py" in line
-
-
 # the notebook's page: untrusted input, shown as text ----------------------------------------
 
 class LiveMarkup(HTMLParser):
@@ -207,14 +183,20 @@ def site_config():
     return load_config(str(ROOT / "mkdocs.yml"))
 
 
+def rendered_page(path, config):
+    """The notebook at `path` as the site's page of it, rendered as the build renders it."""
+    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
+                                                src_uri=f"notebooks/{path.name}"),
+                           url=f"notebooks/{path.stem}/")
+    notebook_page.render_notebook(page, config)
+    return page
+
+
 def render(tmp_path, config, cells):
     path = tmp_path / "hostile.ipynb"
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
                                 "nbformat_minor": 5}))
-    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
-                                                src_uri="notebooks/hostile.ipynb"),
-                           url="notebooks/hostile/")
-    notebook_page.render_notebook(page, config)
+    page = rendered_page(path, config)
     return mathml.on_page_content(page.content, page, config, None), page
 
 
@@ -260,10 +242,7 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
 
 @each_lesson
 def test_the_site_s_own_notebook_still_converts(site_config, lesson):
-    page = SimpleNamespace(file=SimpleNamespace(
-        abs_src_path=str(ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb"),
-        src_uri=f"notebooks/{lesson.id}.ipynb"), url=f"notebooks/{lesson.id}/")
-    notebook_page.render_notebook(page, site_config)
+    page = rendered_page(committed(lesson), site_config)
     assert "<pre" in page.content and live_markup(page.content) == []
 
 
@@ -283,10 +262,7 @@ def test_the_site_s_own_notebook_still_converts(site_config, lesson):
 def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
     path = tmp_path / "bad.ipynb"
     path.write_text(json.dumps(notebook))
-    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
-                                                src_uri="notebooks/bad.ipynb"),
-                           url="notebooks/bad/")
     with pytest.raises(PluginError) as refused:
-        notebook_page.render_notebook(page, site_config)
+        rendered_page(path, site_config)
     message = str(refused.value)
     assert "\n" not in message and "record.py" in message

@@ -5,9 +5,12 @@ naming the directive (mkdocs names the page), never publishes verbatim."""
 import html
 import json
 import re
+import string
 
 import markdown
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
@@ -26,64 +29,51 @@ def project(tmp_path):
     return copy_project(tmp_path / "project")
 
 
-def failure_with_page(project, tmp_path, markdown):
-    """Append `markdown` to the home page, build, and return the one ERROR line."""
+def test_a_broken_directive_stops_the_build_in_one_line_naming_the_page(project, tmp_path):
     page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + "\n" + markdown + "\n")
+    page.write_text(page.read_text() + of_a_lesson("\n{{ rec:LESSON.cpu }}\n"))
     run = build(project, tmp_path / "site")
     assert run.returncode != 0, "the build published a broken directive"
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
     # mkdocs names the page ("Error reading page 'index.md':"), the extension the problem.
     lines = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(lines) == 2 and lines[0].endswith("Error reading page 'index.md':"), \
-        run.stderr[-2000:]
-    return lines[1]
+    assert len(lines) == 2 and lines[0].endswith("Error reading page 'index.md':") and \
+        "malformed page directive" in lines[1], run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("directive", [
-    of_a_lesson("{{ rec:LESSON.cpu }}"),                    # no dotted path
-    of_a_lesson("{{ rec:LESSON.cpu:environment/jax }}"),    # a character paths cannot have
-    of_a_lesson("{{ rec:LESSON.cpu:environment.jax"),       # never closed
-    of_a_lesson("{{ rce:LESSON.cpu:environment.jax }}"),    # a misspelt directive
-    "{{ rec: }}",
-    of_a_lesson("The runs: {{ recordings:LESSON }} inline."),  # a block directive mid-line
+@pytest.mark.parametrize("markdown, words", [
+    ("{{ rec:LESSON.cpu }}", "malformed page directive '{{ rec:LESSON.cpu }}'"),  # no dotted path
+    ("{{ rec:LESSON.cpu:environment/jax }}", "malformed page directive"),  # a `/` in a path
+    ("{{ rec:LESSON.cpu:environment.jax", "malformed page directive"),  # never closed
+    ("{{ rce:LESSON.cpu:environment.jax }}", "malformed page directive '{{ rce:"),  # misspelt
+    ("{{ rec: }}", "malformed page directive '{{ rec: }}'"),
+    ("The runs: {{ recordings:LESSON }} inline.", "malformed page directive"),  # a block
+    ("{{ rec:LESSON.cpu:environment.jax|.2f }}", "cannot format a str with '|.2f'"),
+    ("{{ rec:LESSON.cpu:environment }}", "is a dict, not one value"),
+    ("[the JAX version]({{ rec:LESSON.cpu:environment.jax }})",
+     "a recorded value ended up in a href= attribute"),
+    ("![chart]({{ rec:LESSON.cpu:environment.jax }})",
+     "a recorded value ended up in a src= attribute"),
+    ("# Run on {{ rec:LESSON.cpu:environment.deviceKind }}",
+     "a {{ rec:... }} value is in the page's first heading"),
+    *((f"| a |\n|---|\n{{{{ rec-table:LESSON.cpu:{table} }}}}", words) for table, words in [
+        ("data.autodiff.transposeWords@data.compiledCollectives.all_reduce | {*}",
+         "has no value at 'data.autodiff.transposeWords.all_reduce'"),
+        ("data.budget@data.shards | {ranks}", "drop @data.shards"),
+        ("data.autodiff.transposeWords@environment | {*}", "is not a list of keys"),
+        ("environment.jax | {x}", "a rec-table needs a list"),
+        ("data.budget | {missing}", "has no value at 'data.budget.0.missing'"),
+        ("data.budget | {ranks} }", "has a brace that is no {field}"),
+        ("data.budget | {ranks|.2s}", "cannot format a int"),
+        ("data.budget | {ranks|>1000000}", "widths up to")]),
 ])
-def test_a_malformed_directive_fails_the_build(project, tmp_path, directive):
-    error = failure_with_page(project, tmp_path, directive)
-    assert "malformed page directive" in error
-    assert directive.split(" }}")[0].split("{{")[1].strip()[:20] in error
+def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
+    from scripts.pages.recorded_text import PageError
 
-
-def test_a_format_code_that_does_not_fit_the_value_names_its_type(project, tmp_path):
-    directive = of_a_lesson("{{ rec:LESSON.cpu:environment.jax|.2f }}")
-    error = failure_with_page(project, tmp_path, directive)
-    assert directive in error
-    assert "cannot format a str with '|.2f'" in error
-
-
-def test_a_whole_object_is_not_a_value(project, tmp_path):
-    error = failure_with_page(project, tmp_path,
-                              of_a_lesson("{{ rec:LESSON.cpu:environment }}"))
-    assert "is a dict, not one value" in error
-
-
-@pytest.mark.parametrize("markdown, attribute", [
-    (of_a_lesson("[the JAX version]({{ rec:LESSON.cpu:environment.jax }})"), "href"),
-    (of_a_lesson("![chart]({{ rec:LESSON.cpu:environment.jax }})"), "src"),
-])
-def test_a_recorded_value_cannot_be_a_link_target(project, tmp_path, markdown, attribute):
-    error = failure_with_page(project, tmp_path, markdown)
-    assert f"a recorded value ended up in a {attribute}= attribute" in error
-
-
-def test_a_recorded_value_cannot_be_the_page_title(project, tmp_path):
-    page = project / "docs" / "index.md"
-    page.write_text(of_a_lesson("# Run on {{ rec:LESSON.cpu:environment.deviceKind }}\n\n")
-                    + page.read_text())
-    run = build(project, tmp_path / "site")
-    assert run.returncode != 0 and "Traceback" not in run.stderr
-    assert "Error reading page 'index.md':" in run.stderr
-    assert "a {{ rec:... }} value is in the page's first heading" in run.stderr
+    with pytest.raises(PageError) as refused:
+        converted(markdown)
+    message = str(refused.value)
+    assert "\n" not in message and of_a_lesson(words) in message, message
 
 
 # ------------------------------------------ Python-Markdown alone: no mkdocs, no hooks --
@@ -211,44 +201,42 @@ def test_hostile_text_in_a_table_cell_stays_text():
     assert "<script>" not in page and "<strong>" not in page and "<a " not in page
 
 
-@pytest.mark.parametrize("directive, error", [
-    ("{{ rec-table:LESSON.cpu:data.autodiff.transposeWords@data.compiledCollectives.all_reduce"
-     " | {*} }}", "has no value at 'data.autodiff.transposeWords.all_reduce'"),
-    ("{{ rec-table:LESSON.cpu:data.budget@data.shards | {ranks} }}", "drop @data.shards"),
-    ("{{ rec-table:LESSON.cpu:data.autodiff.transposeWords@environment | {*} }}",
-     "is not a list of keys"),
-    ("{{ rec-table:LESSON.cpu:environment.jax | {x} }}", "a rec-table needs a list"),
-    ("{{ rec-table:LESSON.cpu:data.budget | {missing} }}",
-     "has no value at 'data.budget.0.missing'"),
-    ("{{ rec-table:LESSON.cpu:data.budget | {ranks} } }}", "has a brace that is no {field}"),
-    ("{{ rec-table:LESSON.cpu:data.budget | {ranks|.2s} }}", "cannot format a int"),
-    ("{{ rec-table:LESSON.cpu:data.budget | {ranks|>1000000} }}", "widths up to"),
-])
-def test_a_table_directive_that_cannot_be_filled_names_why(directive, error):
-    from scripts.pages.recorded_text import PageError
-
-    with pytest.raises(PageError, match=re.escape(error)):
-        converted(f"| a |\n|---|\n{directive}\n")
-
-
 # a format code's bounds, and the fix a missing recording names ----------------------------
 
-@pytest.mark.parametrize("spec", [">1000000000", ".100000000f", "x^41", ".21f", "041d",
-                                  "{}", "%Y", ".5q", "1000000000000000000000000"])
-def test_a_format_code_past_the_bounds_or_grammar_is_one_line(spec):
-    from scripts.pages.directives import recorded_value
-    from scripts.pages.recorded_text import PageValues
-    from scripts.pages.sources import Sources
-    from scripts.store.freshness import Loaded
+VALUES = st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False) \
+    | st.text(string.ascii_letters + " µ·", max_size=8)  # text, never a timestamp
+SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_size=12) \
+    | st.from_regex(r"(.?[<>=^])?[+\- ]?z?#?0?\d{0,12}[,_]?(\.\d{0,12})?[bcdeEfFgGnosxX%]?",
+                    fullmatch=True)
 
-    sources = Sources({}, {"lesson.cpu": Loaded({"data": {"value": 1.5}}, "lesson.cpu",
-                                                "recordings/lesson.cpu.json")}, ROOT / "docs")
+
+@settings(max_examples=300, deadline=None)
+@given(value=VALUES, spec=SPECS)
+def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
+    """A width past 40 or a precision past 20 would build a gigabyte string or a 195 MB
+    page with exit 0 (`|>1000000000`, `|.100000000f`): the page refuses it in one line."""
+    from scripts.pages.directives import value_text
+    from scripts.pages.recorded_text import PageError
+
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
-    with pytest.raises(PluginError) as refused:
-        recorded_value("lesson.cpu", "data.value", spec, sources, PageValues(),
-                       directive=directive)
-    message = str(refused.value)
-    assert "\n" not in message and len(message) < 400 and "change the format code" in message
+    try:
+        text = value_text(value, spec, directive)
+    except PageError as refused:
+        message = str(refused)
+        assert "\n" not in message and len(message) < 400 and "change the format code" in \
+            message
+        return
+    assert text == (format(value, spec) if spec else str(value))
+    # Every run of digits (a one-character fill is at most 9), and each after a point.
+    assert all(int(width) <= 40 for width in re.findall(r"(?<![.\d])\d+", spec))
+    assert all(int(precision) <= 20 for precision in re.findall(r"\.(\d+)", spec))
+
+
+for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", ".5q",
+              "1000000000000000000000000"):  # what once built a gigabyte, or a traceback
+    test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line = example(
+        value=1.5, spec=_spec)(
+        test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line)
 
 
 @pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),

@@ -12,8 +12,8 @@ from jax.sharding import Mesh, PartitionSpec as P
 
 from conftest import SEED, recording_name
 from lesson_code import ring
-from lesson_code.ring_collectives import (AXIS, chunk_length, ring_all_gather,
-                                          ring_programs, ring_reduce_scatter, xla_programs)
+from lesson_code.ring_collectives import (AXIS, ring_all_gather, ring_programs,
+                                          ring_reduce_scatter, xla_programs)
 from lesson_code.ring_checks import collective_counts
 from scripts import ROOT
 
@@ -63,12 +63,6 @@ def test_sizes_the_chunking_cannot_split_are_rejected(p, features, collective):
     with pytest.raises(ValueError, match=rf"each device's {features} values into p = {p} "
                                          rf"equal chunks, and {features} is not divisible"):
         ring_programs(mesh_of(p))[collective](np.zeros(p * features, np.float32))
-
-
-def test_chunk_length_names_size_and_p():
-    assert chunk_length(12, 4) == 3
-    with pytest.raises(ValueError, match="7 values into p = 2 .* multiple of 2"):
-        chunk_length(7, 2)
 
 
 def per_device(function, mesh):

@@ -1,14 +1,20 @@
-"""All-or-none writes (scripts/store/staging.py): a write that fails leaves no temporary
-file, and the next run removes only what a run that is gone staged. The failed move and a
-signal during the commit are in tests/test_faults.py."""
+"""All-or-none writes (scripts/store/staging.py): a commit whose move fails leaves every
+file as it was, a write that fails leaves no temporary file, and the next run removes only
+what a run that is gone staged. A signal during the commit is in tests/test_faults.py."""
 import errno
 import os
+import tempfile
+from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import ended_pid
 from scripts.store import staging
-from scripts.store.staging import StagingError, remove_stray_temps, staged_write, write_atomically
+from scripts.store.staging import (Staging, StagingError, remove_stray_temps, staged_write,
+                                   write_atomically)
 
 
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path,
@@ -52,3 +58,36 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     remove_stray_temps([tmp_path])
     assert all(path.exists() for path in kept)
     assert not any(path.exists() for path in removed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(olds=st.lists(st.booleans(), min_size=1, max_size=6), failing=st.integers(0, 6))
+def test_whichever_move_fails_every_file_is_as_it_was_and_else_all_are_new(olds, failing):
+    """Staging.commit over files that exist (True) or are new: if the move of file
+    `failing` fails (a number past the last: none fails), the folder is byte for byte as
+    before; otherwise every file is new. Either way no staged or kept file is left."""
+    real_replace = os.replace
+    with tempfile.TemporaryDirectory() as folder:
+        files = [Path(folder) / f"output{number}.json" for number in range(len(olds))]
+        for number, old in enumerate(olds):
+            if old:
+                files[number].write_text(f"old {number}")
+        before = {path.name: path.read_text() for path in Path(folder).iterdir()}
+
+        def replace(source, target):
+            if failing < len(files) and Path(target) == files[failing] and \
+                    Path(source).name.startswith(f".{files[failing].name}.{os.getpid()}."):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_replace(source, target)
+
+        with mock.patch.object(os, "replace", replace):
+            try:
+                with Staging() as staging:
+                    for number, path in enumerate(files):
+                        staging.add(path, f"new {number}")
+                    staging.commit()
+            except StagingError as error:
+                assert failing < len(files) and "every file is as it was" in str(error)
+        after = {path.name: path.read_text() for path in Path(folder).iterdir()}
+        assert after == (before if failing < len(files) else
+                         {path.name: f"new {number}" for number, path in enumerate(files)})

@@ -85,17 +85,6 @@ def test_the_reader_takes_xla_tpu_s_names_and_attributes_for_what_they_are():
     assert len(lesson_program.HLO_COLLECTIVE.findall(looped.read_text())) == 2
 
 
-def test_jax_meshes_the_real_2x2_as_its_ring_of_four_links():
-    """make_mesh on libtpu's own devices for a 2x2 gave 0, 1, 3, 2: each hop joins chips
-    one coordinate apart (tpu_predictions' 4-cycle), and the last closes the ring."""
-    meshes = json.loads((SLICE / "mesh.json").read_text())
-    for name in ("v5e:2x2", "v6e:2x2"):
-        ids, coords = zip(*meshes[name])
-        assert list(ids) == [0, 1, 3, 2]
-        for here, there in zip(coords, coords[1:] + coords[:1]):
-            assert sum(abs(a - b) for a, b in zip(here, there)) == 1
-
-
 # --- the looped programs: each iteration waits for the one before --------------------------
 
 def chained(lowered, collective):

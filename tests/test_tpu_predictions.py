@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from conftest import ROOT, SEED, recording_name
+from conftest import FIXTURES, ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
@@ -176,15 +176,21 @@ class FakeChip:
         self.core_on_chip, self.slice_index, self.process_index = 0, 0, 0
 
 
-@pytest.mark.parametrize("machine", ["v5litepod-4", "v6e-4"])
-def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine):
-    """The predictions' 4-cycle: JAX orders a 2x2 v5e or v6e as 0, 1, 3, 2, which is what
-    jax.make_mesh (the sweep's ring_mesh) builds its mesh from."""
+@pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])
+def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
+    """The predictions' 4-cycle: jax.make_mesh on libtpu's own devices for a 2x2 gave 0, 1,
+    3, 2 (tests/fixtures/tpu_v5e_2x2_compiled/mesh.json), each hop one coordinate apart and
+    the last closing the ring; the installed JAX orders chips of those coordinates so."""
     from jax.experimental.mesh_utils import create_device_mesh
 
+    real = json.loads((FIXTURES / "tpu_v5e_2x2_compiled" / "mesh.json").read_text())[topology]
+    ids, coords = zip(*real)
+    assert list(ids) == [0, 1, 3, 2]
+    for here, there in zip(coords, coords[1:] + coords[:1]):
+        assert sum(abs(a - b) for a, b in zip(here, there)) == 1
     kind = model.DEVICE_KINDS[machine][0]
-    chips = [FakeChip(i, (i % 2, i // 2, 0), kind) for i in range(4)]
-    assert [chip.id for chip in create_device_mesh((4,), chips).flat] == [0, 1, 3, 2]
+    chips = [FakeChip(id, tuple(place), kind) for id, place in sorted(real)]
+    assert [chip.id for chip in create_device_mesh((4,), chips).flat] == list(ids)
 
 
 def test_predictions_whose_machines_are_a_list_are_one_line():

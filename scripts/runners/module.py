@@ -4,11 +4,12 @@
 wrote and how long it took. record.py records a lesson's simulation this way (plain
 NumPy, no devices); the lesson itself runs as notebook cells (scripts/runners/cells.py).
 """
-import json
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from scripts.store.recordings import RecordingError, read_json
 
 LESSON_TIMEOUT_S = 600
 
@@ -41,8 +42,8 @@ def run_module(module, root, scratch):
         raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
                           f"written")
     try:
-        data = json.loads(data_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        data = read_json(data_path)  # the module's own output: anything JSON can say
+    except RecordingError as error:
         raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
                           f"as JSON ({error}); nothing was written") from None
     return run.stdout, data, time.perf_counter() - started
