@@ -10,6 +10,7 @@ a different device count runs the lesson in a subprocess, with clean_env().
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,15 +188,17 @@ def signals_as_they_were():
       stopped with the Ctrl-C a test sends it. During a test SIGINT raises
       KeyboardInterrupt, as in a foreground run, and children start with its default.
     - A command's main() run in-process installs scripts/plumbing/interrupts.py's handlers,
-      which turn a later SIGINT into Interrupted, ignore the next and remember it; a
-      commit in a later test of the same worker would raise it again."""
+      which turn a later SIGINT into Interrupted, ignore the next and remember it (and
+      its unraisable hook); a commit in a later test of the same worker would raise it."""
     from scripts.plumbing import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+    hook = sys.unraisablehook
     if handlers[signal.SIGINT] is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
+    sys.unraisablehook = hook
     interrupts.received.clear()
     interrupts.files_in_place = False
