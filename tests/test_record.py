@@ -194,12 +194,6 @@ def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
     assert check(tree) == ""
 
 
-def test_all_re_runs_a_current_lesson(tree):
-    done = run(RECORD, "--all", "--lesson", LESSON_ID, cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"record: running {LESSON_ID} on {SEED.devices} CPU device(s)" in done.stderr
-
-
 def test_one_plan_says_what_each_lesson_needs_and_why(tree):
     """scripts/plan.py, in-process on the recorded copy: what record.py then carries out."""
     from scripts.store.lessons import load_lessons
