@@ -706,8 +706,9 @@ def data_out_refused(module, path, capsys):
             lesson_cli.parse_args(["--data-out", str(path)])
         else:
             importlib.import_module(module).main(["--data-out", str(path)])
-    code = refused.value.code
-    return capsys.readouterr().err if code == 2 else f"{code}\n"
+    code, (out, err) = refused.value.code, capsys.readouterr()
+    assert out == ""  # nothing ran
+    return err if code == 2 else f"{code}\n"
 
 
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])

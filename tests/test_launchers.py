@@ -222,8 +222,8 @@ def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
                        "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3",
                        "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}.items():
         monkeypatch.setenv(key, value)
-    run = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
-    assert run.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
+    done = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
+    assert done.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
 
 
 def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):

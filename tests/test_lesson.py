@@ -493,9 +493,9 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 
 @pytest.mark.slow
 def test_the_default_program_prints_each_result_once_in_order():
-    run = run_program()
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
+    done = run_program()
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     assert len(lines) == 14, lines
     assert len(set(lines)) == len(lines)
     # The notebook's steps printed the recording's stdout: the program prints the same
