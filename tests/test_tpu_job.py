@@ -318,30 +318,39 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
     assert gcloud() == []
 
 
-def refused(argv, capsys, root=ROOT):
-    """The job's one line for a request refused before anything ran (exit 2)."""
-    assert tpu_job.main(argv, root=root) == 2
+# Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
+# Values as "--flag=value", so that argparse hands over even one that starts with "-".
+NOT_NAMES = [("--name", "x; rm -rf ~"), ("--name", "--zone"), ("--zone", "us-east5-b && true"),
+             ("--project", "-p"), ("--name", "\ntest-tpu"), ("--name", "test-tpu\nrm"),
+             # `$` alone matches before a final newline
+             ("--name", "test-tpu\n"), ("--zone", "us-east5-b\n"), ("--project", "my-project\n")]
+REFUSED_REQUESTS = {
+    **{f"accelerator {name}": ([f"--accelerator={name}", "--create"],
+                               ("the job runs on single-host TPU VMs only",
+                                "use v6e-4 or v5litepod-4"))
+       for name in ("v4-8", "v5p-8", "v6e-16", "v5litepod-16", "v6e-32")},
+    "another chip count": (["--accelerator=v5litepod-8"], (
+        f"--accelerator v5litepod-8 has 8 chips and {ID} records on {SEED.devices} (`devices` "
+        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",
+    )),
+    "an unknown lesson": (["--lesson=distributed-3"], (
+        f"--lesson distributed-3: no such lesson in lesson_code/lessons.toml; known: "
+        f"{', '.join(LESSONS)}",)),
+    **{f"{flag} {value!r}": ([f"{flag}={value}"], ("does not look like",))
+       for flag, value in NOT_NAMES},
+}
+
+
+@pytest.mark.parametrize("request_", REFUSED_REQUESTS)
+def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gcloud, capsys):
+    flags, words = REFUSED_REQUESTS[request_]
+    options = {**dict(zip(VM[::2], VM[1::2])), **dict(flag.split("=", 1) for flag in flags
+                                                       if "=" in flag)}
+    argv = [f"{k}={v}" for k, v in options.items()] + [f for f in flags if "=" not in f]
+    assert tpu_job.main([*argv, "--dry-run"]) == 2
     out, err = capsys.readouterr()
-    assert out == ""
-    return job_error(err)
-
-
-@pytest.mark.parametrize("accelerator", ["v4-8", "v5p-8", "v6e-16", "v5litepod-16", "v6e-32"])
-def test_other_accelerators_and_multi_host_slices_are_refused(accelerator, gcloud, capsys):
-    line = refused(["--name", "t", "--zone", "us-east5-b", "--accelerator", accelerator,
-                    "--create"], capsys)
-    assert "the job runs on single-host TPU VMs only" in line
-    assert "use v6e-4 or v5litepod-4" in line
+    assert out == "" and all(word in job_error(err) for word in words)
     assert gcloud() == []
-
-
-def test_a_vm_with_other_than_the_lessons_chip_count_is_refused(gcloud, capsys):
-    assert SEED.devices == 4  # the VMs named below are the 4-chip ones
-    assert refused(["--name", "t", "--zone", "us-east5-b", "--accelerator", "v5litepod-8",
-                    "--dry-run"], capsys) == (
-        f"tpu_job: error: --accelerator v5litepod-8 has 8 chips and {ID} records on 4 "
-        f"(`devices` in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave "
-        f"--accelerator out")
 
 
 def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys):
@@ -359,48 +368,29 @@ def two_lessons(tmp_path):
                                       "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
 
 
-def test_a_lesson_no_single_host_vm_fits_is_refused_in_one_line(two_lessons, gcloud, capsys):
-    assert refused(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b", "--dry-run"],
-                   capsys, two_lessons) == (
-        "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 chips "
-        "(1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those")
-
-
-def test_an_8_device_lesson_gets_an_8_chip_vm_and_is_recorded_alone(two_lessons, gcloud,
-                                                                      capsys):
+@pytest.mark.parametrize("devices", [2, 8])
+def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lessons, gcloud,
+                                                                      capsys, devices):
+    """2 chips: no single-host VM has them, refused in one line; 8: a v6e-8, this lesson
+    alone (the other lessons' recordings cannot fail with it)."""
     registry = two_lessons / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text().replace("devices = 2", "devices = 8"))
-    assert tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
-                         "--create", "--dry-run"], root=two_lessons) == 0
-    out = capsys.readouterr().out
+    registry.write_text(registry.read_text().replace("devices = 2", f"devices = {devices}"))
+    status = tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
+                           "--create", "--dry-run"], root=two_lessons)
+    out, err = capsys.readouterr()
+    if devices == 2:
+        assert (status, out) == (2, "")
+        assert job_error(err) == (
+            "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 "
+            "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those")
+        return
+    assert status == 0
     assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
-    # Only this lesson runs on the VM: the other lessons' recordings cannot fail with it.
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
     assert "psum-01/recordings/psum-01.tpu.json" in out
     assert not [lesson for lesson in LESSONS if lesson != "psum-01" and lesson in out]
     assert "bench.py" not in out and "sweep" not in out  # a lesson without a sweep: none
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
-
-
-def test_an_unknown_lesson_is_refused_naming_the_known_ones(gcloud, capsys):
-    assert refused(["--lesson", "distributed-3", "--name", "t", "--zone", "us-east5-b",
-                    "--dry-run"], capsys) == (
-        f"tpu_job: error: --lesson distributed-3: no such lesson in lesson_code/lessons.toml; "
-        f"known: {', '.join(LESSONS)}")
-
-
-@pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
-                                  ["--zone", "us-east5-b && true"], ["--project", "-p"],
-                                  # `$` alone matches before a final newline
-                                  ["--name", "test-tpu\n"], ["--zone", "us-east5-b\n"],
-                                  ["--project", "my-project\n"], ["--name", "\ntest-tpu"],
-                                  ["--name", "test-tpu\nrm"]], ids=repr)
-def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
-    options = dict(zip(VM[::2], VM[1::2]), **dict(zip(argv[::2], argv[1::2])))
-    # "--flag=value", so that argparse hands over even a value that starts with "-".
-    assert "does not look like" in refused([f"{k}={v}" for k, v in options.items()]
-                                           + ["--dry-run"], capsys)
-    assert gcloud() == []
 
 
 def remote_setup_command(accelerator="v6e-4"):
