@@ -152,7 +152,7 @@ TWO_LESSONS := build/two-lessons
 test-two-lessons: install browser java mpi
 	$(call COPY_TREE,$(TWO_LESSONS))
 	$(PY) -c 'import sys; sys.path[:0] = ["tests", "."]; from pathlib import Path; \
-	    from conftest import add_fixture_lesson; add_fixture_lesson(Path(sys.argv[1]))' \
+	    from harness import add_fixture_lesson; add_fixture_lesson(Path(sys.argv[1]))' \
 	    $(TWO_LESSONS)
 	$(call COMMIT_COPY,$(TWO_LESSONS),test-two-lessons)
 	$(call IN_COPY,$(TWO_LESSONS)) record

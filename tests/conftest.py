@@ -1,4 +1,6 @@
-"""Test-wide set-up and the one helper that copies the project.
+"""Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
+fixtures built once per run. Plain helpers (a project copy, a command run, its one error
+line) live in tests/harness.py.
 
 JAX fixes its backend and the number of logical CPU devices the first time anything asks
 for a device, so this has to happen before any test module touches JAX. Eight devices let
@@ -8,21 +10,10 @@ a different device count runs the lesson in a subprocess, with clean_env().
 import os
 import shutil
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURES = ROOT / "tests" / "fixtures"
-# The published lesson's recording, copied in: tests read nothing outside the repository.
-PUBLISHED_SEED = FIXTURES / "published_seed.json"
-
-# What record.py and the docs build read and write; node_modules is linked, not copied.
-PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "constraints.txt",
-                 "pyproject.toml",
-                 "docs", "scripts", "lesson_code", "recordings", "figures")
 
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
@@ -35,7 +26,21 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 # a caught signal to its default, where an ignored one stays ignored.
 signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
-from scripts.store.lessons import load_lessons  # noqa: E402 (no JAX; after the settings above)
+# No JAX in either; after the settings above.
+from harness import (FIXTURES, PROJECT_PARTS, ROOT, RECORD, add_fixture_lesson,  # noqa: E402,F401
+                     clean_env, ended_pid, leftover_temp_files, project, rederive_analyses,
+                     remove_fixture_lesson, run, snapshot)
+from scripts.store.lessons import load_lessons  # noqa: E402
+
+# The published lesson's recording, copied in: tests read nothing outside the repository.
+PUBLISHED_SEED = FIXTURES / "published_seed.json"
+# The names test files used before tests/harness.py, for those not yet moved to it.
+project_copy = project
+
+
+def run_record(root, *args, timeout=300):
+    return run(RECORD, *args, cwd=root, timeout=timeout)
+
 
 # This tree's registry. A test about "the lesson" runs once per registered lesson
 # (@each_lesson), so a lesson added as the README says is tested with no change here;
@@ -82,158 +87,6 @@ def lessons_with(*fields):
         raise pytest.UsageError(f"no registered lesson has {', '.join(fields)}: the tests "
                                 f"of those need one (lesson_code/lessons.toml)")
     return chosen
-
-
-# What record.py and bench.py write: a fault must leave these byte for byte as they were.
-OUTPUTS = ("recordings", "figures", "docs/notebooks")
-
-
-def snapshot(root):
-    """Every file record.py may write, hidden ones included, with its bytes."""
-    return {path.relative_to(root).as_posix(): path.read_bytes()
-            for folder in OUTPUTS for path in sorted((root / folder).rglob("*"))
-            if path.is_file()}
-
-
-def leftover_temp_files(root):
-    """Staged files a run left behind (it must move or remove every one)."""
-    return [path for folder in OUTPUTS for path in (root / folder).rglob("*.tmp")]
-
-
-def ended_pid():
-    """The pid of a process that has ended: its staged files are a killed run's."""
-    child = subprocess.Popen(["true"])
-    child.wait()
-    return child.pid
-
-
-def clean_env(**extra):
-    """The environment for a subprocess: this one without the suite's JAX settings."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
-    return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
-
-
-def run_record(root, *args, timeout=300):
-    """`record.py ARGS` run to its end in the project at `root`, its output captured as text."""
-    return subprocess.run([sys.executable, str(Path(root) / "scripts" / "record.py"), *args],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=timeout)
-
-
-def project_copy(destination, parts=PROJECT_PARTS):
-    """A copy of the project's `parts` under `destination`, node_modules linked. The pins
-    travel together: requirements-test.txt says which of constraints.txt's packages are
-    tools, so a copy with requirements.txt alone would count them as the runtime's."""
-    destination = Path(destination)
-    destination.mkdir(parents=True, exist_ok=True)
-    if "requirements.txt" in parts and "requirements-test.txt" not in parts:
-        parts = (*parts, "requirements-test.txt")
-    for name in parts:
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, destination / name,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.tmp",
-                                                          "node_modules"))
-        else:
-            shutil.copy2(source, destination / name)
-    if (ROOT / "node_modules").exists():
-        (destination / "node_modules").symlink_to(ROOT / "node_modules")
-    return destination
-
-
-# The small fixture lesson (two devices, one psum, a figure of its own renderer): what a
-# course author adds, and what a fault test runs when its fault does not depend on the
-# lesson, since it records in seconds.
-FIXTURE_LESSON = FIXTURES / "second_lesson"
-
-
-FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
-
-
-def add_fixture_lesson(root):
-    """Add the fixture lesson to the project at `root` as the README says (its module and
-    renderer in lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson.
-    A project that has it already (`make test-two-lessons` registers it in a whole tree)
-    loses it first, so that it is added, unrecorded, to the project it was added to."""
-    entry, lesson_id = fixture_entry()
-    remove_fixture_lesson(root)
-    # Its module, its figure's renderer and its data's schema.
-    for name in FIXTURE_FILES:
-        shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
-    if (root / "docs").is_dir():
-        shutil.copy(FIXTURE_LESSON / f"{lesson_id}.md", root / "docs" / "lessons")
-    registry = root / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text() + entry)
-    return load_lessons(root)[lesson_id]
-
-
-def fixture_entry():
-    """The fixture lesson's [[lesson]] entry, as text, and its id."""
-    import tomllib
-
-    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
-    return entry, tomllib.loads(entry)["lesson"][0]["id"]
-
-
-def remove_fixture_lesson(root):
-    """The project at `root` as it was before the fixture lesson was added: its entry,
-    files, page, outputs and lock entries taken out, if it has them."""
-    from scripts.store.outputs import lock_path, lock_text, read_lock
-
-    entry, lesson_id = fixture_entry()
-    registry = root / "lesson_code" / "lessons.toml"
-    if entry not in registry.read_text():
-        return
-    registry.write_text(registry.read_text().replace(entry, ""))
-    ours = (f"{lesson_id}.", f"{lesson_id}-")  # its outputs' names: <id>.cpu.json, <id>-x.svg
-    made = [path for folder in OUTPUTS if (root / folder).is_dir()
-            for path in (root / folder).iterdir() if path.name.startswith(ours)]
-    for path in [*made, *(root / "lesson_code" / name for name in FIXTURE_FILES),
-                 root / "docs" / "lessons" / f"{lesson_id}.md"]:
-        path.unlink(missing_ok=True)
-    lock = read_lock(root)
-    lock_path(root).write_text(lock_text({path: inputs for path, inputs in lock.items()
-                                          if not path.split("/")[-1].startswith(ours)}))
-
-
-def fixture_lesson_alone(destination):
-    """A project at `destination` whose only lesson is the fixture lesson, recorded there:
-    for a fault test whose fault is in the machinery (a lock, a staged file), not in what a
-    lesson draws, so that its fix redraws one figure instead of every figure of the seed.
-    The seed's registry entry and its recordings, analyses and figures are left out (its
-    modules stay, registered by no entry); returns the project's root."""
-    root = project_copy(destination, ("requirements.txt", "constraints.txt",
-                                      "pyproject.toml", "scripts", "lesson_code", "recordings"))
-    registry = root / "lesson_code" / "lessons.toml"
-    text = registry.read_text()
-    registry.write_text(text[:text.index("[[lesson]]")])  # the [course] alone
-    for path in [*(root / "recordings").rglob("*.json"), *(root / "figures").rglob("*.svg"),
-                 *(root / "docs").rglob("*.ipynb")]:
-        if path.name != "schema.json":  # the header every recording shares
-            path.unlink()
-    add_fixture_lesson(root)
-    run = run_record(root)
-    assert run.returncode == 0, run.stderr[-3000:]
-    return root
-
-
-def rederive_analyses(root):
-    """Remake every lesson's analyses from the recordings now in `root`, and their lock
-    entries, as `--render-only` would, but leave the figures as they are: a test that
-    plants hostile text in a recording checks the pages, not whether a figure can draw it."""
-    import json
-
-    from scripts.store.lessons import load_lessons
-    from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
-    lock = read_lock(root)
-    for lesson in load_lessons(root).values():
-        for output in analysis_outputs(lesson):
-            if (root / output.source).exists():
-                text = output.kind.render(json.loads((root / output.source).read_text()))
-                (root / output.path).write_text(text)
-                lock[output.path] = lock_entry(output, text, root)
-    lock_path(root).write_text(lock_text(lock))
 
 
 def built_once(request, tmp_path_factory, name, make):
@@ -335,15 +188,17 @@ def signals_as_they_were():
       stopped with the Ctrl-C a test sends it. During a test SIGINT raises
       KeyboardInterrupt, as in a foreground run, and children start with its default.
     - A command's main() run in-process installs scripts/plumbing/interrupts.py's handlers,
-      which turn a later SIGINT into Interrupted, ignore the next and remember it; a
-      commit in a later test of the same worker would raise it again."""
+      which turn a later SIGINT into Interrupted, ignore the next and remember it (and
+      its unraisable hook); a commit in a later test of the same worker would raise it."""
     from scripts.plumbing import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
+    hook = sys.unraisablehook
     if handlers[signal.SIGINT] is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
+    sys.unraisablehook = hook
     interrupts.received.clear()
     interrupts.files_in_place = False

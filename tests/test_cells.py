@@ -1,7 +1,6 @@
 """The Jupyter kernel a lesson's cells run in (scripts/runners/cells.py, through nbclient):
 what it guarantees, on small inputs, with no JAX."""
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import nbformat
 import psutil
 import pytest
 
+from harness import finished
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
 
@@ -116,15 +116,7 @@ def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_p
                             "open('sleeper.pid', 'w').write(str(sleeper.pid))\n"
                             "import time\ntime.sleep(60)"), tmp_path, timeout_s=4)
     assert not failed.value.setup
-    assert_not_running(int((tmp_path / "sleeper.pid").read_text()))
-
-
-def assert_not_running(pid):
-    """Gone, or a zombie waiting for init to reap it: it has finished either way."""
-    try:
-        assert psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        pass
+    assert finished(int((tmp_path / "sleeper.pid").read_text()))
 
 
 @pytest.mark.slow
@@ -135,7 +127,7 @@ def test_the_kernel_s_files_live_in_the_working_folder_and_go_with_the_kernel(tm
     [[(_, _, printed)]] = outputs_of(executed)
     pid, connection = printed.split()
     assert Path(connection).parent == tmp_path  # not the user's Jupyter runtime folder
-    assert_not_running(int(pid))
+    assert finished(int(pid))
     # The connection file (it holds the kernel's key) and the sockets are gone; what the
     # kernel printed below Python stays, for the one line a dead kernel gets.
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
@@ -152,18 +144,7 @@ def test_a_kernel_printing_on_its_stderr_cannot_block(tmp_path):
 
 
 # --- a signal whose exception Python discarded ------------------------------------------
-
-@pytest.fixture
-def a_lost_signal(monkeypatch):
-    """As after interrupts._raise fired in a garbage-collection callback, where Python
-    discards the exception: the signal is in `received`, its SIG_IGN in place, and
-    nothing was raised (conftest's fixture puts the handlers back afterwards)."""
-    from scripts.plumbing import interrupts
-
-    interrupts.received.append(signal.SIGTERM)
-    for signum in interrupts.SIGNALS:
-        signal.signal(signum, signal.SIG_IGN)
-
+# (Ctrl-C while the cells run, end to end: the signal matrix in tests/test_faults.py.)
 
 def kernels_running():
     """This process's kernels that still run (a zombie has finished)."""
@@ -173,38 +154,15 @@ def kernels_running():
 
 
 @pytest.mark.slow
-def test_a_ctrl_c_while_a_cell_runs_kills_the_kernel_and_passes_on(tmp_path):
-    from scripts.plumbing.interrupts import Interrupted, stop_on_signals
+def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_path):
+    """As after interrupts._raise fired where Python discards the exception: the signal is
+    in `received`, its SIG_IGN in place, nothing was raised. Waiting for the kernel notices
+    (conftest's fixture puts the handlers back afterwards)."""
+    from scripts.plumbing import interrupts
 
-    stop_on_signals()  # as record.py's main() does; conftest puts the handlers back
-    # The cell sends the Ctrl-C to this process (its kernel's parent), then would write
-    # `finished` after its sleep: the file's absence, with the kernel gone, says the
-    # Ctrl-C stopped the cell rather than waited for it.
-    with pytest.raises(Interrupted, match="SIGINT"):
-        execute(notebook_of(f"import os, signal, time\n"
-                            f"os.kill(os.getppid(), signal.SIGINT)\ntime.sleep(60)\n"
-                            f"open({str(tmp_path / 'finished')!r}, 'w').close()"), tmp_path)
-    assert kernels_running() == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["ipython", "kernel.err"]
-
-
-@pytest.mark.slow
-def test_waiting_for_the_lesson_s_kernel_notices_a_lost_signal(a_lost_signal, tmp_path):
-    from scripts.plumbing.interrupts import Interrupted
-
-    with pytest.raises(Interrupted, match="SIGTERM"):
+    interrupts.received.append(signal.SIGTERM)
+    for signum in interrupts.SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    with pytest.raises(interrupts.Interrupted, match="SIGTERM"):
         execute(notebook_of("import time\ntime.sleep(60)"), tmp_path)
     assert kernels_running() == []  # the one it was starting, too
-
-
-def test_waiting_for_the_ranks_notices_a_lost_signal(a_lost_signal, tmp_path):
-    from scripts.plumbing.interrupts import Interrupted
-    from scripts.plumbing.children import kill_all
-    from scripts.runners.processes import wait_for
-
-    sleepers = [subprocess.Popen(["sleep", "60"], start_new_session=True) for _ in range(2)]
-    try:
-        with pytest.raises(Interrupted, match="SIGTERM"):
-            wait_for(sleepers, timeout_s=30, scratch=tmp_path)
-    finally:
-        kill_all(sleepers)

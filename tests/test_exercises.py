@@ -2,24 +2,22 @@
 
 Each case edits a copy of the project's scaffolds the way a learner might (a slip the
 pages name, a shortcut, a process that misbehaves) and runs the checker there: every
-exercise gets one line of its own, no slip makes a wrong answer pass, the lesson's own
-solutions pass, and nothing an exercise started outlives a Ctrl-C.
+exercise gets one line of its own, no slip makes a wrong answer pass, and the lesson's
+own solutions pass. (Ctrl-C and a closed stdout: the signal matrix in tests/test_faults.py.)
 """
+import os
 import re
-import signal
-import subprocess
-import sys
-import time
 from dataclasses import replace
 
-import psutil
 import pytest
 
-from conftest import FIXTURES, LESSONS, ROOT, SEED, clean_env, module_file, project_copy
+from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
+import harness
 from lesson_code import ring_checks
 from lesson_code.exercise import Exercise
 from lesson_code.ring_collectives import ring_all_gather
-from scripts.exercises import load_exercises, parse_args, solution_called
+from scripts import exercises
+from scripts.exercises import load_exercises, solution_called
 
 # The seed lesson's exercises: its scaffolds, its checks and the mistakes they name.
 ID = SEED.id
@@ -31,15 +29,14 @@ NAMES = ["make_it_yours", "communication_budget", "zero_accounting", "clip_by_gl
 CHECKER_PARTS = ("scripts", "lesson_code", "recordings")
 
 
-def check(root, *args, **popen):
-    return subprocess.run([sys.executable, str(root / "scripts" / "exercises.py"), *args],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=600, **popen)
+def check(root, *args):
+    return harness.run("scripts/exercises.py", *args, cwd=root, timeout=600)
 
 
-def lines_by_exercise(run, names=NAMES):
-    assert "Traceback" not in run.stdout + run.stderr, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
+def lines_by_exercise(done, names=NAMES):
+    """The checker's one line per exercise, by name, in the checks' order."""
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     assert [line.split(":")[0].split()[-1] for line in lines] == names, lines
     return dict(zip(names, lines))
 
@@ -64,23 +61,9 @@ def slip(solution, right, wrong):
     return solution.replace(right, wrong)
 
 
-def running(marker):
-    """The processes with `marker` among their arguments."""
-    return [process for process in psutil.process_iter(["cmdline"])
-            if marker in (process.info["cmdline"] or [])]
-
-
-def left_running(marker):
-    """running(marker), killed so that no test leaves them behind."""
-    found = running(marker)
-    for process in found:
-        process.kill()
-    return found
-
-
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    return project_copy(tmp_path_factory.mktemp("exercises"), CHECKER_PARTS)
+    return harness.project(tmp_path_factory.mktemp("exercises"), CHECKER_PARTS)
 
 
 @pytest.fixture
@@ -149,9 +132,9 @@ def test_calling_the_lessons_own_solution_is_read_from_the_scaffold(tmp_path, sh
 
 @pytest.mark.slow
 def test_scaffolds_are_unfinished_and_the_references_pass():
-    run = check(ROOT, "--lesson", ID)
-    assert run.returncode == 1
-    lines = lines_by_exercise(run)
+    done = check(ROOT, "--lesson", ID)
+    assert done.returncode == 1
+    lines = lines_by_exercise(done)
     hole = 'todo("bytes one rank sends in one ring phase, B_RS")'
     line = next(number for number, text in
                 enumerate((ROOT / SCAFFOLDS).read_text().splitlines(), 1) if hole in text)
@@ -164,13 +147,6 @@ def test_scaffolds_are_unfinished_and_the_references_pass():
     assert reference.stdout.splitlines() == [f"ok {name}" for name in NAMES]
 
 
-def ring_exercise(*args, root=ROOT):
-    """`python -m lesson_code.ring_exercises ARGS`, the command the ring's page gives."""
-    return subprocess.run([sys.executable, "-m", "lesson_code.ring_exercises", *args],
-                          cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                          capture_output=True, text=True, timeout=300)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("args, status, line", [
     ((), 1, "unfinished ring_all_gather: TODO: f32[p, F/p] zeros with this device's chunk in "
@@ -179,9 +155,9 @@ def ring_exercise(*args, root=ROOT):
     (("--reference", "--devices", "8"), 0, "ok ring_all_gather\n"),
 ], ids=["scaffold", "solution on 2", "solution on 8"])
 def test_the_ring_command_is_one_line_on_any_ring_size(args, status, line):
-    run = ring_exercise(*args)
-    assert (run.returncode, run.stderr) == (status, ""), run.stderr
-    assert run.stdout.startswith(line) and len(run.stdout.splitlines()) == 1, run.stdout
+    done = harness.run("-m", "lesson_code.ring_exercises", *args)  # as the ring's page says
+    assert (done.returncode, done.stderr) == (status, ""), done.stderr
+    assert done.stdout.startswith(line) and len(done.stdout.splitlines()) == 1, done.stdout
 
 
 # ---------------------------------------------------- each mistake the pages name --
@@ -264,9 +240,9 @@ MISTAKES = {
 def test_each_mistake_a_page_names_gets_its_own_message(scaffolds, mistake):
     name, path, body, message = MISTAKES[mistake]
     fill(scaffolds, path, name, body)
-    run = check(scaffolds, "--lesson", ID, "--exercise", name)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert lines_by_exercise(run, [name])[name].startswith(message)
+    done = check(scaffolds, "--lesson", ID, "--exercise", name)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert lines_by_exercise(done, [name])[name].startswith(message)
 
 
 def test_what_stops_an_exercise_is_its_own_line_and_the_others_still_run(scaffolds):
@@ -288,9 +264,9 @@ def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
     fill(scaffolds, SCAFFOLDS, "clip_by_global_norm", CLIPPING)  # a learner's solution
     ring = (scaffolds / RING_SCAFFOLD).read_text()
     (scaffolds / RING_SCAFFOLD).write_text(ring.replace("passing = chunk", "passing = [", 1))
-    run = check(scaffolds, "--lesson", ID, "--time-limit", "30")
-    assert run.returncode == 1
-    lines = lines_by_exercise(run)
+    done = check(scaffolds, "--lesson", ID, "--time-limit", "30")
+    assert done.returncode == 1
+    lines = lines_by_exercise(done)
     assert lines["make_it_yours"] == ("wrong make_it_yours: still running after 30 s, stopped "
                                       "(an endless loop? a blocking call?)")
     assert lines["communication_budget"] == (
@@ -306,7 +282,6 @@ def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
 
 # ------------------------------------------------------------------ the command line --
 
-@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--devices", "8"], "error: --devices needs --exercise NAME: a lesson's exercises run "
                          "on its own device count"),
@@ -318,16 +293,22 @@ def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
     (["--lesson", "nope"], "error: no lesson 'nope' in lesson_code/lessons.toml"),
     (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600"),
 ])
-def test_a_request_that_cannot_work_is_refused_in_one_line(args, message):
-    run = check(ROOT, *args)
-    assert run.returncode == 2
-    assert run.stdout == "" and run.stderr.startswith(message), run.stderr
-    assert len(run.stderr.splitlines()) == 1
+def test_a_request_that_cannot_work_is_refused_in_one_line(args, message, capsys,
+                                                           monkeypatch):
+    for name in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES"):  # the checker drops JAX_*: put
+        monkeypatch.setenv(name, os.environ[name])  # the suite's back afterwards
+    try:
+        status = exercises.main(args)
+    except SystemExit as refused:  # argparse's, from its one-line parser
+        status = refused.code
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith(message) and err.count("\n") == 1, err
 
 
 def test_the_help_says_the_checker_is_no_sandbox(capsys):
     with pytest.raises(SystemExit):
-        parse_args(["--help"])
+        exercises.parse_args(["--help"])
     assert "It runs your code as you, with your rights: it is no sandbox." in \
         " ".join(capsys.readouterr().out.split())
 
@@ -352,16 +333,16 @@ def with_fixture_lesson(project, checks=None):
 def test_another_lessons_exercises_run_on_its_own_device_count(tmp_path):
     """A lesson with 8 devices and its own checks: nothing under scripts/ changes, and
     each exercise sees the lesson's 8 devices, not the seed lesson's 4."""
-    project = with_fixture_lesson(project_copy(tmp_path / "project", CHECKER_PARTS))
-    run = check(project, "--lesson", "psum-08")
-    assert run.returncode == 1 and run.stdout.startswith("unfinished count_devices: TODO: the "
-                                                         "sum of `one`"), run.stdout + run.stderr
-    run = check(project, "--lesson", "psum-08", "--reference")
-    assert (run.returncode, run.stdout) == (0, "ok count_devices\n"), run.stdout + run.stderr
+    project = with_fixture_lesson(harness.project(tmp_path / "project", CHECKER_PARTS))
+    done = check(project, "--lesson", "psum-08")
+    assert done.returncode == 1 and done.stdout.startswith(
+        "unfinished count_devices: TODO: the sum of `one`"), done.stdout + done.stderr
+    done = check(project, "--lesson", "psum-08", "--reference")
+    assert (done.returncode, done.stdout) == (0, "ok count_devices\n"), done.stdout + done.stderr
     # Every lesson at once: one line per exercise, each named by its lesson.
-    run = check(project, "--reference")
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert run.stdout.splitlines() == [
+    done = check(project, "--reference")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
         f"{lesson.id}: ok {exercise.name}" for lesson in LESSONS.values() if lesson.exercises
         for exercise in load_exercises(lesson)] + ["psum-08: ok count_devices"]
 
@@ -387,79 +368,7 @@ FIX = "fix the checks module (lesson_code/CONTRACT.md, \"Exercises\")"
 ], ids=["does not parse", "named by a number", "not a list", "not UTF-8"])
 def test_a_checks_module_that_cannot_be_used_is_one_line_naming_the_fix(tmp_path, checks,
                                                                         message):
-    project = with_fixture_lesson(project_copy(tmp_path / "project", CHECKER_PARTS), checks)
-    run = check(project, "--lesson", "psum-08")
-    assert (run.returncode, run.stdout) == (2, ""), run.stdout + run.stderr
-    assert run.stderr == message + "\n", run.stderr
-
-
-@pytest.mark.slow
-def test_a_closed_stdout_ends_the_check_with_141_and_no_traceback():
-    checker = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "exercises.py"),
-                                "--lesson", ID, "--reference"], cwd=ROOT,
-                               env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert checker.stdout.readline() == b"ok make_it_yours\n"
-    checker.stdout.close()  # as `| head -1` does once it has its line
-    stderr = checker.stderr.read().decode()
-    assert (checker.wait(timeout=300), stderr) == (141, "")
-
-
-def wait_until(condition, timeout_s=120):
-    """Poll until `condition()` holds. The bound only keeps a hung run from hanging the
-    suite, as subprocess's timeout= does: it asserts nothing about this machine's speed."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"still waiting after {timeout_s} s: the run hung")
-        time.sleep(0.1)
-
-
-@pytest.mark.parametrize("signum, status", [(signal.SIGINT, 130), (signal.SIGHUP, 129),
-                                            (signal.SIGTERM, 143)])
-def test_a_signal_stops_the_checker_and_everything_its_exercise_started(scaffolds, signum,
-                                                                         status):
-    mark = f"300.{signum}{time.monotonic_ns()}"  # `sleep MARK`: found by its argument
-    fill(scaffolds, SCAFFOLDS, "make_it_yours", f"""
-def make_it_yours(mesh, programs, problem):
-    import subprocess
-    subprocess.Popen(["sleep", "{mark}"], start_new_session=True)  # out of the group
-    while True:
-        pass
-""")
-    scratch = scaffolds.parent / f"tmp-{signum}"
-    scratch.mkdir()
-    checker = subprocess.Popen([sys.executable, str(scaffolds / "scripts" / "exercises.py"),
-                                "--lesson", ID], cwd=scaffolds,
-                               env=clean_env(PYTHONDONTWRITEBYTECODE="1", TMPDIR=str(scratch)),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: running(mark))
-    checker.send_signal(signum)
-    stdout, stderr = checker.communicate(timeout=60)
-    name = signal.Signals(signum).name
-    assert (checker.returncode, stdout) == (status, ""), stderr
-    assert stderr == f"error: interrupted by {name}; no exercise is left running\n"
-    assert left_running(mark) == []
-    assert list(scratch.iterdir()) == []  # the scratch folder went with them
-
-
-def starting(pid):
-    """The scaffold has handed over: the checker imports the checks and JAX."""
-    try:
-        return str(ROOT / "scripts" / "exercises.py") in psutil.Process(pid).cmdline()
-    except psutil.NoSuchProcess:
-        return False
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("scaffold", [SCAFFOLDS, RING_SCAFFOLD])
-def test_ctrl_c_as_a_scaffold_hands_over_is_one_line_and_130(scaffold):
-    module = scaffold.removesuffix(".py").replace("/", ".")
-    run = subprocess.Popen([sys.executable, "-m", module, "--reference"], cwd=ROOT,
-                           env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: starting(run.pid))
-    run.send_signal(signal.SIGINT)
-    stdout, stderr = run.communicate(timeout=60)
-    assert (run.returncode, stderr) == (
-        130, "error: interrupted by SIGINT; no exercise is left running\n"), stdout + stderr
+    project = with_fixture_lesson(harness.project(tmp_path / "project", CHECKER_PARTS), checks)
+    done = check(project, "--lesson", "psum-08")
+    assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+    assert done.stderr == message + "\n", done.stderr

@@ -19,13 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import SEED, leftover_temp_files, project_copy, recording_name, run_record, snapshot
+from conftest import SEED, recording_name
+from harness import (RECORD, Started, hanging_ranks, one_error, project, run, scratch_of,
+                     still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError, run_processes
 from scripts.store.recordings import load_recording
-from test_faults import (Record, assert_gone, assert_one_error_line, hanging_ranks,
-                         scratch_of)
 
 # The seed lesson: its rank module writes the `launch` and traffic data checked here.
 LESSON_ID = SEED.id
@@ -64,17 +64,17 @@ def mpirun_tree(tmp_path_factory):
     calls per measurement (the launcher is what is tested; bytes per call do not depend on
     how many calls are averaged)."""
     require_mpirun()
-    root = project_copy(tmp_path_factory.mktemp("mpirun").resolve() / "repo")
+    root = project(tmp_path_factory.mktemp("mpirun") / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
-    run = run_record(root, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
-                     timeout=600)
-    return root, before, run
+    done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
+               cwd=root, timeout=600)
+    return root, before, done
 
 
 def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpirun_tree):
-    root, _, run = mpirun_tree
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in run.stderr
+    root, _, done = mpirun_tree
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in done.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
     assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",
                                     "--launcher", "mpirun", "--calls", "5"]
@@ -85,7 +85,7 @@ def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpiru
     assert 0 <= recording["environment"]["busyCoresAtStart"] <= recording["environment"]["cpuCount"]
     assert recording["environment"]["loadAverage1m"] >= 0
     assert recording["stdout"].endswith(f"PASS: {LESSON_ID}\n")
-    check = run_record(root, "--check")
+    check = run(RECORD, "--check", cwd=root)
     # Other files of this copy may be stale on a branch that has not re-recorded; the
     # recording mpirun wrote, and the figure drawn from it, must not be among them.
     assert [line for line in check.stdout.splitlines()
@@ -101,8 +101,8 @@ def fixed_cost(before, collective):
 
 
 def test_mpirun_sends_the_same_bytes_per_rank_as_the_processes_run(mpirun_tree):
-    root, before, run = mpirun_tree
-    assert run.returncode == 0, run.stderr[-3000:]
+    root, before, done = mpirun_tree
+    assert done.returncode == 0, done.stderr[-3000:]
     after = json.loads((root / PROCESS_RECORDING).read_text())
     for key in ("traffic", "ringTraffic"):
         assert len(after["data"][key]) == len(before["data"][key])
@@ -155,42 +155,37 @@ def private_tmpdir():
     shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.mark.parametrize("how", ["SIGINT", "SIGHUP", "SIGKILL to mpirun"])
-def test_a_signal_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun,
-                                                                         tmp_path, how,
-                                                                         private_tmpdir):
-    tree = project_copy(tmp_path.resolve() / "repo")
-    hanging = hanging_ranks(tree)  # the ranks wait in a collective: only a signal ends it
-    before = snapshot(tree)
-    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging,
-                 TMPDIR=str(private_tmpdir))
-    try:
-        run.wait_for_line("record: running")
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun"])
+def test_a_ctrl_c_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path,
+                                                                       how, private_tmpdir):
+    """Ctrl-C, in the phase record.py's own launcher meets in tests/test_faults.py; a killed
+    mpirun is one line, its ranks killed with it."""
+    tree = project(tmp_path / "repo")
+    hanging = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
+    with unchanged(tree), Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all",
+                                  cwd=tree, env={**hanging, "TMPDIR": str(private_tmpdir)}) \
+            as command:
         # mpirun's own command line names the module too: it and the four ranks.
-        ranks = run.wait_for_children("lesson_code.hanging_rank", 5)
+        ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
         time.sleep(1.0)  # importing JAX or joining: well under way
-        if how == "SIGKILL to mpirun":
-            [launcher] = [child for child in run.descendants() if child.name() == "mpirun"]
-            launcher.kill()
+        if how == "SIGINT":
+            command.signal(signal.SIGINT)
         else:
-            run.process.send_signal(getattr(signal, how))
-        status, lines = run.finish()
-    finally:
-        run.kill()
-    assert_gone(ranks, timeout=15)
-    assert snapshot(tree) == before
-    assert leftover_temp_files(tree) == []
-    if how in ("SIGINT", "SIGHUP"):  # the terminal's Ctrl-C, or the terminal closed
-        assert status == 128 + getattr(signal, how), lines
-        assert_one_error_line(lines, f"interrupted by {how}")
+            [launcher] = [child for child in ranks if child.name() == "mpirun"]
+            launcher.kill()
+        status, lines = command.finish()
+    assert still_running(ranks) == []
+    if how == "SIGINT":
+        assert status == 130, lines
+        one_error(lines, "interrupted by SIGINT")
         # Its scratch folders and Open MPI's session folder (ompi.<host>.<uid>) went too.
         assert list(private_tmpdir.iterdir()) == []
     else:
         assert status == 1, lines
-        assert_one_error_line(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
-                              "nothing was written")
-    assert marked_ranks_left(run.process.pid) == []  # killed its ranks; none is left
-    assert scratch_of(run.process.pid) == []
+        one_error(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
+                  "nothing was written")
+    assert marked_ranks_left(command.pid) == []  # killed its ranks; none is left
+    assert scratch_of(command.pid) == []
 
 
 def test_the_next_run_kills_the_ranks_a_killed_record_left_in_a_collective(needs_mpirun,
@@ -198,28 +193,22 @@ def test_the_next_run_kills_the_ranks_a_killed_record_left_in_a_collective(needs
     """SIGKILL to record.py once the ranks wait in a collective (rank 2 hangs at the first
     one): mpirun, sent SIGTERM as record.py dies, can exit and leave them waiting (it did
     in some tries by hand, not in others); the next run kills them, as it starts."""
-    tree = project_copy(tmp_path.resolve() / "repo")
+    tree = project(tmp_path / "repo")
     hung = tmp_path / "hung"
-    hanging = {**hanging_ranks(tree), "FAILING_RANK": "hang-early",
+    hanging = {**hanging_ranks(tree, SEED), "FAILING_RANK": "hang-early",
                "FAILING_RANK_HUNG": str(hung)}
-    run = Record(tree, "--processes", "4", "--launcher", "mpirun", "--all", **hanging)
-    try:
-        run.wait_for_line("record: running")
-        ranks = run.wait_for_children("lesson_code.hanging_rank", 5)
-        deadline = time.monotonic() + 120
-        while not hung.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert hung.exists(), "rank 2 never reached its first collective"
+    with Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all", cwd=tree,
+                 env=hanging) as command:
+        ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
+        command.wait_until(hung.exists)  # rank 2 reached its first collective
         time.sleep(0.5)  # its peers, which joined with it, are in that collective too
-        run.process.kill()
-        run.process.wait()
-    finally:
-        run.kill()
+        command.signal(signal.SIGKILL)
+        command.process.wait()
     with scratch_folder("record"):  # what the next run does first
         pass
-    assert_gone(ranks, timeout=15)
-    assert marked_ranks_left(run.process.pid) == []
-    assert scratch_of(run.process.pid) == []
+    assert still_running(ranks) == []
+    assert marked_ranks_left(command.pid) == []
+    assert scratch_of(command.pid) == []
 
 
 @pytest.mark.slow
@@ -233,8 +222,8 @@ def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
                        "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3",
                        "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}.items():
         monkeypatch.setenv(key, value)
-    run = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
-    assert run.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
+    done = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
+    assert done.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
 
 
 def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
@@ -251,23 +240,3 @@ def test_mpirun_command_is_one_command_for_every_rank():
     rank_part = command[command.index(sys.executable):]
     assert "--process-id" not in rank_part and "--port" not in rank_part
     assert rank_part[1:3] == ["-m", RANK_MODULE]
-
-
-@pytest.mark.slow
-def test_record_refuses_a_launcher_without_processes(tmp_path):
-    root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
-    run = run_record(root, "--launcher", "mpirun")
-    assert run.returncode == 2
-    assert run.stderr == ("error: --launcher mpirun starts the processes of a multi-process "
-                          "run; run `python scripts/record.py --processes 4 --launcher "
-                          "mpirun`\n")
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("args", [["--calls", "5"], ["--processes", "4", "--calls", "0"]])
-def test_record_refuses_calls_outside_a_multi_process_run(tmp_path, args):
-    root = project_copy(tmp_path / "repo", parts=("lesson_code", "scripts", "recordings"))
-    run = run_record(root, *args)
-    assert run.returncode == 2
-    assert run.stderr == ("error: --calls sets the repeated calls of a multi-process run, 1 "
-                          "or more: run `python scripts/record.py --processes 4 --calls 5`\n")

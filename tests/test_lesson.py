@@ -10,8 +10,6 @@ import ast
 import importlib
 import json
 import re
-import subprocess
-import sys
 from fractions import Fraction
 from functools import cache
 
@@ -22,7 +20,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import PUBLISHED_SEED, ROOT, SEED, clean_env, project_copy, run_record
+from conftest import PUBLISHED_SEED, ROOT, SEED
+from harness import RECORD, one_error, project, run, unchanged
 from scripts.store.hashes import import_closure
 
 # The seed's own modules, by the names its registry entry gives: its command line and
@@ -471,15 +470,10 @@ def test_the_transfer_scaffold_has_the_solution_signature():
 
 # ----------------------------------------------------------- the program, end to end --
 
-def lesson_env():
-    return clean_env(PYTHONDONTWRITEBYTECODE="1")
-
-
 @cache
 def run_program(*args):
-    return subprocess.run([sys.executable, "-m", SEED.module, *args],
-                          cwd=ROOT, env=lesson_env(), capture_output=True, text=True,
-                          timeout=180)
+    """`python -m <the seed's module> ARGS`, once per session."""
+    return run("-m", SEED.module, *args, timeout=180)
 
 
 def seed_gradient():
@@ -499,9 +493,9 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 
 @pytest.mark.slow
 def test_the_default_program_prints_each_result_once_in_order():
-    run = run_program()
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
+    done = run_program()
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     assert len(lines) == 14, lines
     assert len(set(lines)) == len(lines)
     # The notebook's steps printed the recording's stdout: the program prints the same
@@ -558,9 +552,9 @@ def test_the_default_program_prints_each_result_once_in_order():
 @pytest.mark.slow
 @pytest.mark.parametrize("ranks", [2, 3, 8])
 def test_the_program_passes_on_other_device_counts(ranks):
-    run = run_program("--devices", str(ranks))
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
+    done = run_program("--devices", str(ranks))
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {SEED.id}"
     f = 2 * ranks
     assert f"Local result shapes: replicated ({f},), reduce-scatter (2,), gathered ({f},)" \
@@ -573,7 +567,9 @@ def test_the_program_passes_on_other_device_counts(ranks):
            f"{float(payload['reduce_scatter'])}" in lines
 
 
-SETUP_ERRORS = {  # arguments: words the one error line must contain
+# Arguments: words the one error line must contain. Refused before any device is made:
+# JAX would make all 4096 and then fail in a traceback.
+SETUP_ERRORS = {
     ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
     ("--devices", "-1"): "--devices must be at least 1 (got -1); try --devices 4",
     ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
@@ -582,32 +578,27 @@ SETUP_ERRORS = {  # arguments: words the one error line must contain
     ("--devices", "2.5"): "'2.5' is not a whole number; try --devices 4",
     ("--devices",): "expected one argument",
     ("--platform", "xyz"): "invalid choice: 'xyz'",
-    ("--platform", "tpu"): "run with --platform cpu",
 }
 
 
-def assert_one_error_line(run, words):
-    assert run.returncode == 2, run.stderr[-2000:]
-    assert run.stdout == ""
-    assert "Traceback" not in run.stderr
-    assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
-    assert words in run.stderr
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("args", SETUP_ERRORS, ids=" ".join)
-def test_setup_errors_are_one_line_and_exit_2(args):
-    assert_one_error_line(run_program(*args), SETUP_ERRORS[args])
+def test_setup_errors_are_one_line_and_exit_2(args, capsys):
+    try:
+        status = cli.main(list(args))
+    except SystemExit as refused:  # argparse's, from the program's one-line parser
+        status = refused.code
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert SETUP_ERRORS[args] in err
 
 
 @pytest.mark.slow
-def test_too_many_cpu_devices_are_refused_before_jax_makes_any():
-    # JAX would make all 4096 first and then fail in a traceback; the one error line,
-    # and no traceback, show the count was refused before any device was made.
-    run = subprocess.run([sys.executable, "-m", SEED.module,
-                          "--devices", "4096"], cwd=ROOT, env=lesson_env(), check=False,
-                         capture_output=True, text=True, timeout=180)
-    assert_one_error_line(run, "--devices 4096 is more than")
+def test_a_platform_this_machine_lacks_is_one_line_and_exit_2():
+    done = run_program("--platform", "tpu")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert one_error(done.stderr).startswith("error: no TPU backend on this machine")
+    assert "run with --platform cpu" in done.stderr and done.stderr.count("\n") == 1
 
 
 @pytest.mark.slow
@@ -615,10 +606,9 @@ def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download is the lesson file: run as a script outside the repository, it
     needs neither its command line nor its going-further module."""
     (tmp_path / LESSON_FILE.name).write_bytes(LESSON_FILE.read_bytes())
-    run = subprocess.run([sys.executable, LESSON_FILE.name], cwd=tmp_path, env=lesson_env(),
-                         capture_output=True, text=True, timeout=180)
-    assert run.returncode == 0, run.stderr[-2000:]
-    lines = run.stdout.splitlines()
+    done = run(LESSON_FILE.name, cwd=tmp_path, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
     assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 12
     assert not any(line.startswith("Gradient programs run") for line in lines)
 
@@ -655,12 +645,6 @@ def test_snippet_markers_are_balanced_and_uniquely_named(path):
     assert open_name is None, f"{path.name}: section {open_name} never ends"
 
 
-def test_the_lesson_shows_its_sections():
-    assert {"configure_devices", "place_data", "local_contribution", "reduce_all",
-            "reduce_scatter", "build_programs", "verify", "measure", "momentum",
-            "make_it_yours", "transfer_budget"} <= set(snippet_sections(LESSON_FILE))
-
-
 def included_sections(path):
     """The sections of `path` some page includes."""
     file = path.relative_to(ROOT).as_posix()
@@ -695,10 +679,9 @@ def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps
 
 DEPRECATED_CALL = """
 import sys, warnings
-sys.path.insert(0, sys.argv[1])
 warnings.simplefilter("always")  # every warning shown, as a notebook kernel shows them
 import importlib
-lesson = importlib.import_module(sys.argv[2])  # its first step adds its filter
+lesson = importlib.import_module(sys.argv[1])  # its first step adds its filter
 import jax
 
 lesson.configure_devices("cpu", 2)
@@ -715,11 +698,10 @@ with lesson.data_mesh(jax.devices()):
 
 @pytest.mark.slow
 def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warnings():
-    run = subprocess.run([sys.executable, "-c", DEPRECATED_CALL, str(ROOT), SEED.module], cwd=ROOT,
-                         env=lesson_env(), capture_output=True, text=True, timeout=180)
-    assert run.returncode == 1
-    assert run.stdout == "others: ['old']\n"
-    assert run.stderr.strip().splitlines()[-1] == (
+    done = run("-c", DEPRECATED_CALL, SEED.module, timeout=180)
+    assert done.returncode == 1
+    assert done.stdout == "others: ['old']\n"
+    assert done.stderr.strip().splitlines()[-1] == (
         "DeprecationWarning: `with mesh:` context manager has been deprecated. Please use "
         "`with jax.set_mesh(mesh):` instead.")
 
@@ -728,15 +710,15 @@ def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warning
 def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(tmp_path):
     """What CI sees after a JAX upgrade deprecates a call the lesson makes: record.py stops,
     in one line naming the call, and writes nothing."""
-    root = project_copy(tmp_path / "repo")
+    root = project(tmp_path / "repo")
     lesson_file = root / LESSON_FILE.relative_to(ROOT)
     text = lesson_file.read_text()
     step = "    mesh = data_mesh(devices)\n"
     assert text.count(step) == 1
     lesson_file.write_text(text.replace(step, step + "    with mesh:  # deprecated in JAX 0.10\n"
                                                      "        pass\n"))
-    run = run_record(root, "--lesson", SEED.id)
-    errors = [line for line in run.stderr.splitlines() if line.startswith("error:")]
-    assert run.returncode == 1 and len(errors) == 1, run.stderr[-3000:]
-    assert "DeprecationWarning: `with mesh:` context manager has been deprecated" in errors[0]
-    assert "nothing was written" in errors[0]
+    with unchanged(root):
+        done = run(RECORD, "--lesson", SEED.id, cwd=root)
+    assert done.returncode == 1
+    one_error(done.stderr, "DeprecationWarning: `with mesh:` context manager has been "
+              "deprecated", "nothing was written")

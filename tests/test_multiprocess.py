@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from conftest import ROOT, SEED, module_file
+from harness import finished
 from scripts.figures import KINDS
-from scripts.figures.traffic import render
 from scripts.store.outputs import for_lesson
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
@@ -49,14 +49,6 @@ def without_timings(stdout):
         return re.sub(r"-?[\d.]+(e[+-]?\d+)?(?=[,}])", "T", line.group(0))
     return re.sub(r"^Completed \w+ median microseconds: .*$", blank_numbers, stdout,
                   flags=re.MULTILINE)
-
-
-def finished(pid):
-    """Gone, or a zombie waiting for init to reap it: it runs no more either way."""
-    try:
-        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
 
 
 def assert_no_process_left(pids):
@@ -147,14 +139,6 @@ def test_the_ppermute_ring_sends_the_ring_model_on_every_rank_at_1_mib(run):
 def test_a_program_without_collectives_sends_nothing(run):
     for row in run.data["trafficBaseline"]:
         assert row["observedBytesPerRank"] == [0.0] * RANKS
-
-
-def test_traffic_figure_is_deterministic_and_says_what_it_shows(run):
-    svg = render({"data": run.data})
-    assert svg == render({"data": run.data})
-    opening_end = svg.index(">", svg.index("<svg")) + 1
-    assert svg[opening_end:].lstrip().startswith("<title>")
-    assert "<desc>" in svg and "protocol overhead" in svg
 
 
 @pytest.mark.slow

@@ -6,13 +6,12 @@ line, and that nothing was written.
 """
 import importlib
 import json
-import signal
-import sys
 from types import SimpleNamespace
 
 import pytest
 
-from conftest import FIRST_LESSON, ROOT, SEED, project_copy, recording_name, run_record, snapshot
+from conftest import FIRST_LESSON, ROOT, SEED, recording_name
+from harness import RECORD, one_error, project, run, unchanged
 from scripts import bench, record
 from scripts.store import recordings
 from scripts.store.lessons import load_lessons
@@ -25,10 +24,14 @@ RECORDING = ROOT / recording_name(FIRST_LESSON)
 
 
 def one_line(text):
-    lines = text.strip().splitlines()
-    assert "Traceback" not in text, text
-    assert len(lines) == 1, lines
-    return lines[0]
+    """`text`, the one line of an error: no traceback, no second line."""
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    return text.strip()
+
+
+# Enough of the project for record.py --check and --render-only.
+PARTS = ("requirements.txt", "constraints.txt", "scripts", "lesson_code", "recordings",
+         "figures", "docs")
 
 
 # --- a corrupt schema -----------------------------------------------------------------
@@ -47,15 +50,12 @@ def test_a_corrupt_schema_names_the_schema_file(tmp_path, monkeypatch):
 def test_the_check_with_a_corrupt_schema_is_one_line_naming_it(tmp_path):
     # The registry's ids follow the schema's lessonId pattern, so the registry, read
     # before anything else, is what stops first: one line, the schema's fix.
-    root = project_copy(tmp_path.resolve() / "repo", ("requirements.txt", "constraints.txt",
-                                                      "scripts", "lesson_code", "recordings",
-                                                      "figures", "docs"))
+    root = project(tmp_path / "repo", PARTS)
     (root / "recordings" / "schema.json").write_text("{not json")
-    run = run_record(root, "--check", timeout=120)
-    assert run.returncode == 2 and "Traceback" not in run.stdout + run.stderr
-    assert run.stdout == ""
-    assert run.stderr == ("error: recordings/schema.json: its header has no readable "
-                          "lessonId pattern; run `git checkout -- recordings/schema.json`\n")
+    done = run(RECORD, "--check", cwd=root, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == ("error: recordings/schema.json: its header has no readable "
+                           "lessonId pattern; run `git checkout -- recordings/schema.json`\n")
 
 
 def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
@@ -68,8 +68,7 @@ def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
     with pytest.raises(PluginError) as caught:
         site_hooks.on_config({"docs_dir": "docs"})
-    assert "schema.json: the schema cannot be read" in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
 
 
 # --- bench.py ---------------------------------------------------------------------------
@@ -164,27 +163,15 @@ def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
 
 def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, capsys):
     # On a copy: were the contract check to regress, the run would write there, not here.
-    root = project_copy(tmp_path.resolve() / "repo")
+    root = project(tmp_path / "repo")
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
-    before = snapshot(root)
-    run = SimpleNamespace(stdout=f"PASS: {FIRST_LESSON.id}\n", data={"gradient": [1.0]},
+    ran = SimpleNamespace(stdout=f"PASS: {FIRST_LESSON.id}\n", data={"gradient": [1.0]},
                           duration_s=0.1, notebook=None)
-    monkeypatch.setattr(record, "run_cells", lambda *args: run)
-    # record.main installs its own SIGINT/SIGTERM handlers and unraisable hook.
-    monkeypatch.setattr(sys, "unraisablehook", sys.unraisablehook)
-    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
-    try:
+    monkeypatch.setattr(record, "run_cells", lambda *args: ran)
+    with unchanged(root):
         assert record.main(["--lesson", FIRST_LESSON.id, "--all"]) == 1
-    finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
-    # record.py says why it runs before it runs (its progress lines, "record: ..."); what
-    # went wrong is the one other line.
-    line = one_line("\n".join(line for line in capsys.readouterr().err.splitlines()
-                               if not line.startswith("record: ")))
-    assert "run_lesson() returned no `environment`" in line
-    assert "lesson_code/CONTRACT.md requires it" in line
-    assert snapshot(root) == before
+    one_error(capsys.readouterr().err, "run_lesson() returned no `environment`",
+              "lesson_code/CONTRACT.md requires it")
 
 
 def test_a_recording_error_keeps_its_fix_apart():
@@ -195,14 +182,10 @@ def test_a_recording_error_keeps_its_fix_apart():
 
 
 def test_a_figure_source_recording_names_its_own_fix(tmp_path):
-    root = project_copy(tmp_path.resolve() / "repo", ("requirements.txt", "constraints.txt",
-                                                      "scripts", "lesson_code", "recordings",
-                                                      "figures", "docs"))
+    root = project(tmp_path / "repo", PARTS)
     (root / recording_name(SEED, "sweep")).write_text(json.dumps([1]))
-    run = run_record(root, "--render-only", timeout=120)
-    assert run.returncode == 1
-    progress = "record: analysing and drawing the figures of "  # one line per lesson
-    assert f"{progress}{SEED.id}\n" in run.stderr
-    assert one_line("\n".join(line for line in run.stderr.splitlines()
-                               if not line.startswith(progress))) \
-        == f"error: {recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"
+    done = run(RECORD, "--render-only", cwd=root, timeout=120)
+    assert done.returncode == 1
+    assert f"record: analysing and drawing the figures of {SEED.id}\n" in done.stderr
+    assert one_error(done.stderr) == \
+        f"error: {recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"

@@ -10,7 +10,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,8 +17,9 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, add_fixture_lesson, clean_env,
-                      module_file, project_copy, recording_name)
+from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
+from harness import (FIXTURE_LESSON, RECORD, Started, changed, one_error, project, run,
+                     snapshot)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
@@ -31,7 +31,6 @@ from scripts.store.lessons import load_lessons
 # (tests/fixtures/tpu_recording.fixture.json) is the seed lesson's.
 ID = SEED.id
 MODULE = module_file(SEED)
-RANK_STEM = SEED.rank_module.rsplit(".", 1)[1]
 TARGET = f"{ID}.tpu.json"
 SWEEP_TARGET = f"{ID}.tpu-sweep.json"  # bench.py --platform tpu, on the same VM
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
@@ -60,10 +59,6 @@ def gcloud(tmp_path, monkeypatch):
         if log.exists() else []
 
 
-def lesson(repo):
-    return repo / MODULE
-
-
 def seed(repo):
     """The seed lesson as the clone's registry has it (its files are the clone's)."""
     return load_lessons(repo)[ID]
@@ -73,35 +68,46 @@ def test_the_job_s_default_lesson_is_the_seed():
     assert FIRST_LESSON == SEED  # what the tests below that name no lesson rely on
 
 
-def snapshot(directory):
-    return {path.name: path.read_bytes() for path in sorted(Path(directory).iterdir())
-            if path.is_file()}
+def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
+    """The recording the fake VM hands back (fresh, or with `changes`) and, with `sweep`
+    (True, or write_tpu_sweep's options), its sweep; their paths."""
+    fetched = write_tpu_recording(tmp_path / "fetched.json", clone / MODULE, clone, **changes)
+    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
+    if not sweep:
+        return fetched, None
+    swept = write_tpu_sweep(tmp_path / "sweep.json", clone, **({} if sweep is True else sweep))
+    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(swept))
+    return fetched, swept
 
 
 def verbs(calls):
     return [call[3] for call in calls]
 
 
-def error_lines(captured):
-    return [line for line in captured.err.splitlines() if line.startswith("tpu_job: error:")]
+def job_error(err):
+    """The one error line among the job's own lines (what the VM prints passes through)."""
+    lines = err.splitlines() if isinstance(err, str) else err
+    return one_error([line for line in lines if line.startswith("tpu_job: ")])
+
+
+def failed(clone, capsys, *flags):
+    """The job's one error line, after it failed (exit 1)."""
+    assert tpu_job.main([*VM, *flags], root=clone) == 1
+    return job_error(capsys.readouterr().err)
 
 
 def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, capsys, tmp_path):
-    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
-    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone)
-    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
-    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
-    before = snapshot(clone / "recordings")
+    fetched, sweep = canned(clone, tmp_path, monkeypatch)
+    before = snapshot(clone)
 
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
 
     captured = capsys.readouterr()
-    assert error_lines(captured) == []
-    landed = clone / "recordings" / TARGET
-    assert landed.read_bytes() == fetched.read_bytes()
+    assert "tpu_job: error:" not in captured.err
     # The lesson's size sweep ran on the same VM and came back checked, beside it.
-    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes(),
-                                              SWEEP_TARGET: sweep.read_bytes()}
+    assert changed(before, clone) == [f"recordings/{SWEEP_TARGET}", f"recordings/{TARGET}"]
+    assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
+    assert (clone / "recordings" / SWEEP_TARGET).read_bytes() == sweep.read_bytes()
     assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp",
                                "delete"]
     # The job issues exactly what job_commands() lists, in its own temporary directory.
@@ -135,19 +141,14 @@ def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud
     """Canned results through the whole path: the job lands a TPU sweep whose 32 MiB own
     costs are 1.5x the predictions (inside their band) and 32 B ones 10x (outside theirs),
     `record.py --render-only` draws and judges it, and the built page says so."""
-    from conftest import run_record
     from site_build import build
 
-    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
-    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, over_predicted=lambda row:
-                            10.0 if row["bytes"] == 32 else 1.5)
-    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
-    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
+    canned(clone, tmp_path, monkeypatch,
+           sweep=dict(over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
-    run = run_record(clone, "--render-only")
-    assert run.returncode == 0, run.stdout + run.stderr
-    check = run_record(clone, "--check")
-    assert check.returncode == 0, check.stdout + check.stderr
+    for args in (["--render-only"], ["--check"]):
+        done = run(RECORD, *args, cwd=clone)
+        assert done.returncode == 0, done.stdout + done.stderr
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
     site = build(clone, tmp_path / "site")
@@ -164,20 +165,17 @@ def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud
 @pytest.mark.parametrize("case", ["missing", "stale", "cpu"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
-    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
-    if case != "missing":  # missing: the VM wrote no sweep, so copying it back fails
-        sweep = write_tpu_sweep(tmp_path / "sweep.json", clone, stale=case == "stale",
-                                environment={"backend": "cpu"} if case == "cpu" else None)
-        monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
-    before = snapshot(clone / "recordings")
+    # missing: the VM wrote no sweep, so copying it back fails
+    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case != "missing" and dict(
+        stale=case == "stale", environment={"backend": "cpu"} if case == "cpu" else None))
+    before = snapshot(clone)
 
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+    line = failed(clone, capsys, "--create", "--delete")
 
     # The lesson's recording was checked and moved into place before the sweep ran.
-    assert snapshot(clone / "recordings") == {**before, TARGET: fetched.read_bytes()}
+    assert changed(before, clone) == [f"recordings/{TARGET}"]
+    assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
     assert verbs(gcloud())[-1] == "delete"
-    [line] = error_lines(capsys.readouterr())
     assert {"missing": "copy the sweep back failed",
             "stale": "the fetched tpu-sweep recording is refused: ",
             "cpu": "its backend is 'cpu'"}[case] in line
@@ -195,19 +193,16 @@ def test_check_tpu_sweep_refuses_more_chips_than_the_lesson_s_devices(clone, tmp
 
 
 def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypatch, tmp_path):
-    fetched = write_tpu_recording(tmp_path / "fresh.json", lesson(clone), clone)
-    sweep = write_tpu_sweep(tmp_path / "sweep.json", clone)
-    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
-    monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(sweep))
+    fetched, sweep = canned(clone, tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    before = snapshot(clone / "recordings")
+    before = snapshot(clone)
 
     assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
 
-    assert snapshot(elsewhere) == {TARGET: fetched.read_bytes(),
-                                   SWEEP_TARGET: sweep.read_bytes()}
-    assert snapshot(clone / "recordings") == before
+    assert {path.name: path.read_bytes() for path in elsewhere.iterdir()} == {
+        TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
+    assert changed(before, clone) == []
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
 
 
@@ -227,41 +222,15 @@ REFUSED = {
 @pytest.mark.parametrize("case", REFUSED)
 def test_check_tpu_recording_refuses_with_the_reason(case, clone, tmp_path):
     changes, reason = REFUSED[case]
-    fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
+    fetched = write_tpu_recording(tmp_path / "fetched.json", clone / MODULE, clone, **changes)
     with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(fetched, seed(clone), clone)
     assert reason in str(refused.value) and "\n" not in str(refused.value)
 
 
-@pytest.mark.parametrize("text", ['{"schemaVersion": ' + "9" * 5000 + "}",
-                                  "[" * 100_000 + "]" * 100_000],
-                         ids=["a 5,000-digit integer", "100,000 nested arrays"])
-def test_a_fetched_file_python_cannot_hold_is_refused_in_one_line(text, clone, tmp_path):
-    fetched = tmp_path / "fetched.json"
-    fetched.write_text(text)
-    with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, seed(clone), clone)
-    assert "fetched.json: not valid JSON" in str(refused.value)
-    assert "\n" not in str(refused.value)
-
-
-@pytest.mark.parametrize("case", ["stale", "no TPU kind"])
-def test_a_refused_recording_changes_nothing_and_the_vm_is_still_deleted(
-        case, clone, gcloud, monkeypatch, capsys, tmp_path):
-    changes, reason = REFUSED[case]
-    fetched = write_tpu_recording(tmp_path / "fetched.json", lesson(clone), clone, **changes)
-    monkeypatch.setenv("FAKE_GCLOUD_RECORDING", str(fetched))
-    before = snapshot(clone / "recordings")
-
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
-
-    assert snapshot(clone / "recordings") == before
-    assert verbs(gcloud())[-1] == "delete"
-    [line] = error_lines(capsys.readouterr())
-    assert reason in line
-
-
-FAILURES = {  # mode: words the one error line must contain
+# What the job's one error line says when a step fails, each from the fake gcloud's mode, or
+# (a refused recording) from what it hands back: the reason, the files, where the VM is.
+FAILURES = {
     "not-logged-in": ["create the v6e-4 VM", "active account", "gcloud auth login"],
     "capacity": ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
                  "another zone"],
@@ -271,25 +240,29 @@ FAILURES = {  # mode: words the one error line must contain
                "sudo apt-get install -y python3-pip"],
     "ssh-drop": ["record the lesson on the chips", "failed: the ssh connection to the VM "
                  "dropped", "Broken pipe"],
+    "stale": [REFUSED["stale"][1]],
+    "no TPU kind": [REFUSED["no TPU kind"][1]],
 }
 
 
 @pytest.mark.parametrize("mode", FAILURES)
 def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monkeypatch,
-                                                      capsys):
-    monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
-    before = snapshot(clone / "recordings")
+                                                      capsys, tmp_path):
+    if mode in REFUSED:
+        canned(clone, tmp_path, monkeypatch, sweep=False, **REFUSED[mode][0])
+    else:
+        monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
+    before = snapshot(clone)
 
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+    line = failed(clone, capsys, "--create", "--delete")
 
-    assert snapshot(clone / "recordings") == before
-    [line] = error_lines(capsys.readouterr())
+    assert changed(before, clone) == []
     for words in FAILURES[mode]:
         assert words in line
     # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
     assert "exited with return code" not in line
     assert "recordings/ is as it was" in line
-    if verbs(gcloud())[0] == "create" and len(gcloud()) > 1:
+    if len(gcloud()) > 1:
         # The VM this run made is deleted anyway, and the line says so.
         assert verbs(gcloud())[-1] == "delete"
         assert line.endswith("; the VM test-tpu was deleted")
@@ -301,10 +274,9 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
 def test_delete_is_issued_after_a_failure_on_a_given_vm(clone, gcloud, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "not-logged-in")
 
-    assert tpu_job.main([*VM, "--delete"], root=clone) == 1
+    line = failed(clone, capsys, "--delete")
 
     assert verbs(gcloud()) == ["scp", "delete"]
-    [line] = error_lines(capsys.readouterr())
     assert line.startswith("tpu_job: error: copy the archive to the VM failed") and \
         "gcloud auth login" in line
     # Its delete failed too: the line says the VM may still be billing, and how to delete it.
@@ -316,10 +288,9 @@ def test_without_delete_a_failure_says_the_vm_still_runs_and_how_to_delete_it(
         clone, gcloud, monkeypatch, capsys):
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "remote-fail")
 
-    assert tpu_job.main([*VM, "--create"], root=clone) == 1
+    line = failed(clone, capsys, "--create")
 
     assert "delete" not in verbs(gcloud())
-    [line] = error_lines(capsys.readouterr())
     assert line.endswith("; the VM test-tpu is still running: `gcloud compute tpus tpu-vm "
                          "delete test-tpu --zone us-east5-b --quiet` deletes it")
 
@@ -329,44 +300,57 @@ def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path
     only_git.mkdir()
     (only_git / "git").symlink_to(shutil.which("git"))
     monkeypatch.setenv("PATH", str(only_git))
-    before = snapshot(clone / "recordings")
+    before = snapshot(clone)
 
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+    line = failed(clone, capsys, "--create", "--delete")
 
-    [line] = error_lines(capsys.readouterr())
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
-    assert snapshot(clone / "recordings") == before
+    assert changed(before, clone) == []
 
 
 def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, capsys):
-    with lesson(clone).open("a") as module:
+    with (clone / MODULE).open("a") as module:
         module.write("# an edit the VM would not see\n")
 
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 1
+    line = failed(clone, capsys, "--create", "--delete")
 
-    [line] = error_lines(capsys.readouterr())
     assert f"{MODULE} differ from HEAD" in line and "git add" in line
     assert gcloud() == []
 
 
-@pytest.mark.parametrize("accelerator", ["v4-8", "v5p-8", "v6e-16", "v5litepod-16", "v6e-32"])
-def test_other_accelerators_and_multi_host_slices_are_refused(accelerator, gcloud, capsys):
-    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
-                         "--accelerator", accelerator, "--create"]) == 2
-    [line] = error_lines(capsys.readouterr())
-    assert "the job runs on single-host TPU VMs only" in line
-    assert "use v6e-4 or v5litepod-4" in line
+# Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
+# Values as "--flag=value", so that argparse hands over even one that starts with "-".
+NOT_NAMES = [("--name", "x; rm -rf ~"), ("--name", "--zone"), ("--zone", "us-east5-b && true"),
+             ("--project", "-p"), ("--name", "\ntest-tpu"), ("--name", "test-tpu\nrm"),
+             # `$` alone matches before a final newline
+             ("--name", "test-tpu\n"), ("--zone", "us-east5-b\n"), ("--project", "my-project\n")]
+REFUSED_REQUESTS = {
+    **{f"accelerator {name}": ([f"--accelerator={name}", "--create"],
+                               ("the job runs on single-host TPU VMs only",
+                                "use v6e-4 or v5litepod-4"))
+       for name in ("v4-8", "v5p-8", "v6e-16", "v5litepod-16", "v6e-32")},
+    "another chip count": (["--accelerator=v5litepod-8"], (
+        f"--accelerator v5litepod-8 has 8 chips and {ID} records on {SEED.devices} (`devices` "
+        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",
+    )),
+    "an unknown lesson": (["--lesson=distributed-3"], (
+        f"--lesson distributed-3: no such lesson in lesson_code/lessons.toml; known: "
+        f"{', '.join(LESSONS)}",)),
+    **{f"{flag} {value!r}": ([f"{flag}={value}"], ("does not look like",))
+       for flag, value in NOT_NAMES},
+}
+
+
+@pytest.mark.parametrize("request_", REFUSED_REQUESTS)
+def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gcloud, capsys):
+    flags, words = REFUSED_REQUESTS[request_]
+    options = {**dict(zip(VM[::2], VM[1::2])), **dict(flag.split("=", 1) for flag in flags
+                                                       if "=" in flag)}
+    argv = [f"{k}={v}" for k, v in options.items()] + [f for f in flags if "=" not in f]
+    assert tpu_job.main([*argv, "--dry-run"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and all(word in job_error(err) for word in words)
     assert gcloud() == []
-
-
-def test_a_vm_with_other_than_the_lessons_chip_count_is_refused(gcloud, capsys):
-    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b",
-                         "--accelerator", "v5litepod-8", "--dry-run"]) == 2
-    [line] = error_lines(capsys.readouterr())
-    assert SEED.devices == 4  # the VMs named below are the 4-chip ones
-    assert line == (f"tpu_job: error: --accelerator v5litepod-8 has 8 chips and {ID} "
-                    "records on 4 (`devices` in lesson_code/lessons.toml); use v6e-4 or "
-                    "v5litepod-4, or leave --accelerator out")
 
 
 def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys):
@@ -380,58 +364,33 @@ def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys)
 @pytest.fixture
 def two_lessons(tmp_path):
     """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
-    root = project_copy(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
-                                           "lesson_code", "recordings"))
-    assert add_fixture_lesson(root).id == "psum-01"
-    return root
+    return project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
+                                      "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
 
 
-def test_a_lesson_no_single_host_vm_fits_is_refused_in_one_line(two_lessons, gcloud, capsys):
-    assert tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
-                         "--dry-run"], root=two_lessons) == 2
-    [line] = error_lines(capsys.readouterr())
-    assert line == ("tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM "
-                    "has 2 chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml "
-                    "to one of those")
-    assert capsys.readouterr().out == ""
-
-
-def test_an_8_device_lesson_gets_an_8_chip_vm_and_is_recorded_alone(two_lessons, gcloud,
-                                                                      capsys):
+@pytest.mark.parametrize("devices", [2, 8])
+def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lessons, gcloud,
+                                                                      capsys, devices):
+    """2 chips: no single-host VM has them, refused in one line; 8: a v6e-8, this lesson
+    alone (the other lessons' recordings cannot fail with it)."""
     registry = two_lessons / "lesson_code" / "lessons.toml"
-    registry.write_text(registry.read_text().replace("devices = 2", "devices = 8"))
-    assert tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
-                         "--create", "--dry-run"], root=two_lessons) == 0
-    out = capsys.readouterr().out
+    registry.write_text(registry.read_text().replace("devices = 2", f"devices = {devices}"))
+    status = tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
+                           "--create", "--dry-run"], root=two_lessons)
+    out, err = capsys.readouterr()
+    if devices == 2:
+        assert (status, out) == (2, "")
+        assert job_error(err) == (
+            "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 "
+            "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those")
+        return
+    assert status == 0
     assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
-    # Only this lesson runs on the VM: the other lessons' recordings cannot fail with it.
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
     assert "psum-01/recordings/psum-01.tpu.json" in out
     assert not [lesson for lesson in LESSONS if lesson != "psum-01" and lesson in out]
     assert "bench.py" not in out and "sweep" not in out  # a lesson without a sweep: none
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
-
-
-def test_an_unknown_lesson_is_refused_naming_the_known_ones(gcloud, capsys):
-    assert tpu_job.main(["--lesson", "distributed-3", "--name", "t", "--zone", "us-east5-b",
-                         "--dry-run"]) == 2
-    [line] = error_lines(capsys.readouterr())
-    assert line == ("tpu_job: error: --lesson distributed-3: no such lesson in "
-                    f"lesson_code/lessons.toml; known: {', '.join(LESSONS)}")
-
-
-@pytest.mark.parametrize("argv", [["--name", "x; rm -rf ~"], ["--name", "--zone"],
-                                  ["--zone", "us-east5-b && true"], ["--project", "-p"],
-                                  # `$` alone matches before a final newline
-                                  ["--name", "test-tpu\n"], ["--zone", "us-east5-b\n"],
-                                  ["--project", "my-project\n"], ["--name", "\ntest-tpu"],
-                                  ["--name", "test-tpu\nrm"]], ids=repr)
-def test_values_that_are_not_names_are_refused(argv, gcloud, capsys):
-    options = dict(zip(VM[::2], VM[1::2]), **dict(zip(argv[::2], argv[1::2])))
-    # "--flag=value", so that argparse hands over even a value that starts with "-".
-    assert tpu_job.main([f"{k}={v}" for k, v in options.items()] + ["--dry-run"]) == 2
-    assert "does not look like" in error_lines(capsys.readouterr())[0]
-    assert gcloud() == []
 
 
 def remote_setup_command(accelerator="v6e-4"):
@@ -457,25 +416,21 @@ def test_make_install_uses_the_jobs_uv():
     assert f"pip install --quiet --disable-pip-version-check uv=={UV_VERSION}\n" in planned
 
 
-def fake_vm(command, tmp_path, mode="success"):
-    """Run one command through the fake gcloud's stock TPU image."""
-    env = {**os.environ, "FAKE_GCLOUD_LOG": str(tmp_path / "log"), "FAKE_GCLOUD_MODE": mode}
-    return subprocess.run([sys.executable, str(FIXTURES / "fake_gcloud" / "gcloud"),
-                           "compute", "tpus", "tpu-vm", "ssh", "vm", "--command", command],
-                          check=False, env=env, capture_output=True, text=True)
-
-
 def test_the_fake_stock_image_refuses_the_pins_in_its_own_python(tmp_path):
+    def on_the_vm(command, mode="success"):  # through the fake gcloud's stock TPU image
+        return run(FIXTURES / "fake_gcloud" / "gcloud", "compute", "tpus", "tpu-vm", "ssh",
+                   "vm", "--command", command, env={"FAKE_GCLOUD_LOG": str(tmp_path / "log"),
+                                                    "FAKE_GCLOUD_MODE": mode})
+
     # What the job did before: a venv from the image's python3 (3.10) cannot take the pins.
-    old = (f"cd {ID} && python3 -m venv .venv && "
-           ".venv/bin/pip install -r requirements.txt")
-    refused = fake_vm(old, tmp_path)
-    assert refused.returncode == 1 and "Requires-Python >=3.11" in refused.stderr
-    assert fake_vm(remote_setup_command(), tmp_path).returncode == 0
-    assert fake_vm(remote_setup_command(), tmp_path, "no-pip").returncode == 1
+    old = f"cd {ID} && python3 -m venv .venv && .venv/bin/pip install -r requirements.txt"
+    done = on_the_vm(old)
+    assert done.returncode == 1 and "Requires-Python >=3.11" in done.stderr
+    assert on_the_vm(remote_setup_command()).returncode == 0
+    assert on_the_vm(remote_setup_command(), "no-pip").returncode == 1
 
 
-@pytest.mark.parametrize("accelerator", accelerators_for(next(iter(LESSONS.values())).devices))
+@pytest.mark.parametrize("accelerator", accelerators_for(FIRST_LESSON.devices))
 def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
                                                     monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
@@ -517,15 +472,15 @@ def test_the_page_shows_the_commands_the_job_runs_now():
 def test_the_canned_recording_is_a_valid_tpu_recording_only_when_fresh(tmp_path):
     module = ROOT / MODULE
     cpu = json.loads((ROOT / recording_name(SEED)).read_text())
-    canned = json.loads(FIXTURE.read_text())
+    canned_recording = json.loads(FIXTURE.read_text())
     drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
               f"and data.panels into the fixture"
-    assert canned["data"]["panels"] == cpu["data"]["panels"], drifted
+    assert canned_recording["data"]["panels"] == cpu["data"]["panels"], drifted
     # The gradient to float32's scale, not to the bit: it is NumPy's float32 reference,
     # whose matrix products take the BLAS kernel of the processor they ran on, and a
     # recording made with AVX-512 differs from the fixture's in the last bits (2e-9 on 3e-3).
     gradient = np.asarray(cpu["data"]["gradient"])
-    np.testing.assert_allclose(canned["data"]["gradient"], gradient, rtol=0,
+    np.testing.assert_allclose(canned_recording["data"]["gradient"], gradient, rtol=0,
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
@@ -542,7 +497,8 @@ def test_no_fixture_reaches_the_real_recordings():
 
 # --- whatever ends the job ------------------------------------------------------------------
 # The job in a process of its own, signalled as a terminal or a CI runner would (its whole
-# process group), while the fake gcloud holds one step open.
+# process group), while the fake gcloud holds one step open. SIGTERM and SIGHUP take the
+# path a dropped ssh session or a CI cancel takes, so each signal meets each step here.
 
 STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 
@@ -555,117 +511,81 @@ def signal_clone(tmp_path_factory):
     return repo
 
 
-class Job:
-    """`scripts/tpu_job.py` started in `repo`, the fake gcloud blocking at `block`."""
-
-    def __init__(self, repo, folder, block, *flags):
-        self.ready, self.log = folder / "ready", folder / "calls.jsonl"
-        self.ready.mkdir()
-        env = clean_env(PATH=f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}",
-                        FAKE_GCLOUD_LOG=str(self.log), FAKE_GCLOUD_MODE="success",
-                        FAKE_GCLOUD_BLOCK=block, FAKE_GCLOUD_READY=str(self.ready))
-        for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING"):
-            env.pop(name, None)
-        self.err = folder / "stderr"
-        with self.err.open("w") as err:
-            self.process = subprocess.Popen(
-                [sys.executable, "scripts/tpu_job.py", *VM, *flags], cwd=repo, env=env,
-                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-
-    def reached(self, step, timeout_s=60):
-        """The pid of the fake gcloud once it holds `step` open."""
-        deadline = time.monotonic() + timeout_s
-        while not (self.ready / step).exists():
-            if self.process.poll() is not None:
-                raise AssertionError(f"the job ended before {step}: {self.err.read_text()}")
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the job did not reach {step} in {timeout_s} s")
-            time.sleep(0.02)
-        return int((self.ready / step).read_text())
-
-    def signal(self, signum):
-        os.killpg(self.process.pid, signum)  # the group, as a terminal sends Ctrl-C
-
-    def release(self, step):
-        (self.ready / f"{step}.go").touch()
-
-    def end(self):
-        status = self.process.wait(timeout=60)
-        lines = [line for line in self.err.read_text().splitlines()
-                 if line.startswith("tpu_job: error:")]
-        calls = [json.loads(line) for line in self.log.read_text().splitlines()]
-        return status, lines, verbs(calls)
-
-    def stop(self):
-        for step in (*STEPS, "delete"):  # no fake is left waiting, whatever went wrong
-            self.release(step)
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 @pytest.fixture
-def job(signal_clone, tmp_path):
-    """Start one job (`job(block, *flags)`); whatever the test does, nothing is left."""
-    started = []
+def job(signal_clone, gcloud, tmp_path):
+    """`job(block, *flags)` starts scripts/tpu_job.py, the fake gcloud holding the steps in
+    `block` open; whatever the test does, no fake is left waiting and no job running."""
+    ready, started = tmp_path / "ready", []
+    ready.mkdir()
 
     def start(block, *flags):
-        started.append(Job(signal_clone, tmp_path, block, *flags))
+        started.append(Started("scripts/tpu_job.py", *VM, *flags, cwd=signal_clone,
+                               env={"FAKE_GCLOUD_BLOCK": block,
+                                    "FAKE_GCLOUD_READY": str(ready)}))
         return started[-1]
 
+    start.ready = ready
     yield start
-    for each in started:
-        each.stop()
+    for step in (*STEPS, "delete"):
+        (ready / f"{step}.go").touch()
+    for command in started:
+        command.__exit__()
+
+
+def reached(job, command, step):
+    """The pid of the fake gcloud once it holds `step` open."""
+    command.wait_until((job.ready / step).exists, timeout=60)
+    return int((job.ready / step).read_text())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT],
                          ids=["SIGTERM", "SIGHUP", "SIGINT"])
 @pytest.mark.parametrize("step", STEPS)
-def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job):
+def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job, gcloud):
     running = job(step, "--create", "--delete")
-    gcloud_pid = running.reached(step)
+    gcloud_pid = reached(job, running, step)
 
-    running.signal(signum)
+    running.signal(signum, group=True)
 
-    status, [line], calls = running.end()
+    status, lines = running.finish()
     assert status == 128 + signum
-    assert calls[-1] == "delete" and calls.count("delete") == 1
-    assert (running.ready / "delete.done").exists()
+    assert verbs(gcloud())[-1] == "delete" and verbs(gcloud()).count("delete") == 1
+    assert (job.ready / "delete.done").exists()
     assert not psutil.pid_exists(gcloud_pid)  # the step's gcloud was killed, not left running
-    assert line.startswith(f"tpu_job: error: interrupted by {signal.Signals(signum).name} "
-                           f"while it ran: ")
-    assert line.endswith("; recordings/ is as it was; the VM test-tpu was deleted")
+    assert job_error(lines).startswith(f"tpu_job: error: interrupted by "
+                                       f"{signal.Signals(signum).name} while it ran: ")
+    assert job_error(lines).endswith("; recordings/ is as it was; the VM test-tpu was deleted")
 
 
 @pytest.mark.slow
 def test_a_second_signal_does_not_cut_the_delete_short(job):
     running = job("run,delete", "--create", "--delete")
-    running.reached("run")
-    running.signal(signal.SIGTERM)
-    delete_pid = running.reached("delete")
+    reached(job, running, "run")
+    running.signal(signal.SIGTERM, group=True)
+    delete_pid = reached(job, running, "delete")
 
-    running.signal(signal.SIGINT)  # Ctrl-C at the terminal, twice, while the VM goes
-    running.signal(signal.SIGINT)
-    running.signal(signal.SIGHUP)
+    for signum in (signal.SIGINT, signal.SIGINT, signal.SIGHUP):  # Ctrl-C twice, ssh gone
+        running.signal(signum, group=True)
     time.sleep(0.2)
     assert psutil.pid_exists(delete_pid) and running.process.poll() is None
-    running.release("delete")
+    (job.ready / "delete.go").touch()
 
-    status, [line], calls = running.end()
+    status, lines = running.finish()
     assert status == 128 + signal.SIGTERM  # the first signal's, after the delete finished
-    assert (running.ready / "delete.done").exists()
-    assert line.endswith("; the VM test-tpu was deleted")
+    assert (job.ready / "delete.done").exists()
+    assert job_error(lines).endswith("; the VM test-tpu was deleted")
 
 
 @pytest.mark.slow
-def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job):
+def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gcloud):
     running = job("run", "--create")
-    running.reached("run")
+    reached(job, running, "run")
 
-    running.signal(signal.SIGHUP)
+    running.signal(signal.SIGHUP, group=True)
 
-    status, [line], calls = running.end()
-    assert status == 128 + signal.SIGHUP and "delete" not in calls
-    assert line.endswith("; the VM test-tpu is still running: `gcloud compute tpus tpu-vm "
-                         "delete test-tpu --zone us-east5-b --quiet` deletes it")
+    status, lines = running.finish()
+    assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
+    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute "
+                                     "tpus tpu-vm delete test-tpu --zone us-east5-b --quiet` "
+                                     "deletes it")

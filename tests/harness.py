@@ -1,0 +1,328 @@
+"""What the tests of the commands share: a copy of the project, a command run in it as a
+user runs it, its one error line, and the files it writes compared byte for byte.
+
+A command is started as `python ARGV` (scripts/record.py, `-m lesson_code...`, `-c ...`)
+without the suite's JAX settings. `Started` is one left running, for a test that signals
+it; `still_running` and `scratch_of` say what it left behind.
+"""
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from contextlib import contextmanager
+from pathlib import Path
+
+import psutil
+import pytest
+
+from scripts.store.lessons import load_lessons
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+# What record.py and the docs build read and write; node_modules is linked, not copied.
+PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "constraints.txt",
+                 "pyproject.toml", "docs", "scripts", "lesson_code", "recordings", "figures")
+# What record.py and bench.py write: a fault must leave these byte for byte as they were.
+OUTPUTS = ("recordings", "figures", "docs/notebooks")
+# The small fixture lesson (two devices, one psum, a figure of its own renderer): what a
+# course author adds, as lesson_code/CONTRACT.md says.
+FIXTURE_LESSON = FIXTURES / "second_lesson"
+FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
+
+
+def clean_env(**extra):
+    """The environment for a subprocess: this one without the suite's JAX settings."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
+    return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
+
+
+def project(destination, parts=PROJECT_PARTS, lesson=None):
+    """A copy of the project's `parts` under `destination`, node_modules linked; with
+    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded, as CONTRACT.md says. The pins
+    travel together: requirements-test.txt says which of constraints.txt's are tools."""
+    destination = Path(destination).resolve()
+    destination.mkdir(parents=True, exist_ok=True)
+    if "requirements.txt" in parts and "requirements-test.txt" not in parts:
+        parts = (*parts, "requirements-test.txt")
+    for name in parts:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "*.tmp", "node_modules"))
+        else:
+            shutil.copy2(source, destination / name)
+    if (ROOT / "node_modules").exists():
+        (destination / "node_modules").symlink_to(ROOT / "node_modules")
+    if lesson is not None:
+        add_fixture_lesson(destination)
+    return destination
+
+
+RECORD = "scripts/record.py"  # run(RECORD, "--check", cwd=root)
+
+
+def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
+    """`python ARGV` in `cwd`, to its end, as a user runs it; its output as text."""
+    if not {"stdout", "stderr"} & set(popen):
+        popen["capture_output"] = True
+    return subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, text=True,
+                          env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})),
+                          timeout=timeout, **popen)
+
+
+ERROR = re.compile(r"(^|: )error: ")
+
+
+def one_error(output, *words):
+    """The one error line that ends `output` (text, or its lines), holding each of `words`:
+    no line before it is an error, none is a traceback. Returns it."""
+    lines = output.splitlines() if isinstance(output, str) else list(output)
+    assert lines and "Traceback" not in "\n".join(lines), lines[-40:]
+    *progress, last = lines
+    assert [line for line in progress if ERROR.search(line)] == [], lines[-40:]
+    for word in words:
+        assert word in last, last
+    return last
+
+
+def snapshot(root):
+    """Every file record.py may write under `root`, hidden ones included, with its bytes."""
+    return {path.relative_to(root).as_posix(): path.read_bytes()
+            for folder in OUTPUTS for path in sorted((Path(root) / folder).rglob("*"))
+            if path.is_file()}
+
+
+def changed(before, root):
+    """The names, below `root`, of files added, removed or rewritten since `before`."""
+    after = snapshot(root)
+    return sorted(name for name in before.keys() | after.keys()
+                  if before.get(name) != after.get(name))
+
+
+def leftover_temp_files(root):
+    """Staged files a run left behind (it must move or remove every one)."""
+    return [path for folder in OUTPUTS for path in (Path(root) / folder).rglob("*.tmp")]
+
+
+@contextmanager
+def unchanged(root):
+    """After the block, every file record.py writes under `root` is byte for byte as it
+    was, and no staged file is left."""
+    before = snapshot(root)
+    yield before
+    assert changed(before, root) == []
+    assert leftover_temp_files(root) == []
+
+
+def ended_pid():
+    """The pid of a process that has ended: its staged files are a killed run's."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
+
+
+# --- a command left running, and what it leaves --------------------------------------------
+
+def command_line(process):
+    try:
+        return process.cmdline()
+    except psutil.Error:
+        return []
+
+
+class Started:
+    """`python ARGV` started in a session of its own, its stderr read line by line as it
+    runs, its stdout kept in a file. A `with` block kills what is left of it."""
+
+    def __init__(self, *argv, cwd=ROOT, env=None, **popen):
+        descriptor, out = tempfile.mkstemp(prefix="started-", suffix=".out")
+        os.close(descriptor)
+        self.out = Path(out)
+        with self.out.open("w") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, *map(str, argv)], cwd=cwd, stdout=out, stderr=subprocess.PIPE,
+                env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})), text=True,
+                start_new_session=True, **popen)
+        self.pid = self.process.pid
+        self.lines, self._queue = [], queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stderr:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for_line(self, prefix, timeout=120):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            if line is None:
+                pytest.fail(f"it ended before {prefix!r}: {self.lines}")
+            self.lines.append(line)
+            if line.startswith(prefix):
+                return
+        pytest.fail(f"no {prefix!r} within {timeout} s: {self.lines}")
+
+    def wait_until(self, condition, timeout=120):
+        """Poll `condition()`; the bound only keeps a hung run from hanging the suite."""
+        deadline = time.monotonic() + timeout
+        while not (found := condition()):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"never ready (exit {self.process.poll()}): {self.lines}")
+            time.sleep(0.05)
+        return found
+
+    def wait_for_children(self, word, count, timeout=120):
+        """Its descendant processes whose command line holds `word`, once `count` run."""
+        return self.wait_until(lambda: len(found := [
+            child for child in self.descendants()
+            if word in " ".join(command_line(child))]) >= count and found, timeout)
+
+    def descendants(self):
+        try:
+            return psutil.Process(self.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+
+    def signal(self, signum, group=False):
+        """To the process, or (`group`) to its whole group, as a terminal's Ctrl-C goes."""
+        if group:
+            os.killpg(self.pid, signum)
+        else:
+            self.process.send_signal(signum)
+
+    def finish(self, timeout=60):
+        """Exit status and every stderr line, once it has exited."""
+        status = self.process.wait(timeout=timeout)
+        while (line := self._queue.get(timeout=10)) is not None:
+            self.lines.append(line)
+        self.printed = self.out.read_text()
+        return status, self.lines
+
+    def stdout(self):
+        """What it has printed so far; all it printed, once finished."""
+        return self.printed if hasattr(self, "printed") else self.out.read_text()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.process.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.process.wait()
+        self.out.unlink(missing_ok=True)
+
+
+def still_running(processes, timeout=15):
+    """The command lines of `processes` still running after `timeout` (a zombie has
+    finished), each killed so that a failing test leaves nothing behind either."""
+    _, alive = psutil.wait_procs(processes, timeout=timeout)
+    alive = [process for process in alive if not finished(process.pid)]
+    left = [command_line(process) for process in alive]
+    for process in alive:
+        process.kill()
+    return left
+
+
+def finished(pid):
+    """Gone, or a zombie waiting for its parent to reap it: it runs no more either way."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def scratch_of(pid):
+    """The scratch folders (the kernel's files, rank files) of the run with this pid."""
+    scratch = Path(tempfile.gettempdir())
+    return sorted(scratch.glob(f"record-{pid}-*")) + sorted(scratch.glob(f"ranks-{pid}-*"))
+
+
+def closed_pipe():
+    """The write end of a pipe whose reader is gone: `| head -1` once head has its line."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def hanging_ranks(root, lesson):
+    """The copy's registry names a rank that hangs once `lesson` ran, so its peers wait for
+    it in a collective: a run only a signal ends (tests/fixtures/failing_rank.py). Returns
+    the environment to start that run with."""
+    shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text().replace(
+        f'rank_module = "{lesson.rank_module}"', 'rank_module = "lesson_code.hanging_rank"'))
+    return {"FAILING_RANK": "hang", "WRAPPED_RANK": lesson.rank_module}
+
+
+# --- the fixture lesson, added to a copy as CONTRACT.md says -------------------------------
+
+def fixture_entry():
+    """The fixture lesson's [[lesson]] entry, as text, and its id."""
+    entry = (FIXTURE_LESSON / "registry_entry.toml").read_text()
+    return entry, tomllib.loads(entry)["lesson"][0]["id"]
+
+
+def add_fixture_lesson(root):
+    """Add the fixture lesson to the project at `root` (its module and renderer in
+    lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson. A project that
+    has it already (`make test-two-lessons`) loses it first, so it is added unrecorded."""
+    entry, lesson_id = fixture_entry()
+    remove_fixture_lesson(root)
+    for name in FIXTURE_FILES:
+        shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
+    if (root / "docs").is_dir():
+        shutil.copy(FIXTURE_LESSON / f"{lesson_id}.md", root / "docs" / "lessons")
+    registry = root / "lesson_code" / "lessons.toml"
+    registry.write_text(registry.read_text() + entry)
+    return load_lessons(root)[lesson_id]
+
+
+def remove_fixture_lesson(root):
+    """The project at `root` as it was before the fixture lesson was added: its entry,
+    files, page, outputs and lock entries taken out, if it has them."""
+    from scripts.store.outputs import lock_path, lock_text, read_lock
+
+    entry, lesson_id = fixture_entry()
+    registry = root / "lesson_code" / "lessons.toml"
+    if entry not in registry.read_text():
+        return
+    registry.write_text(registry.read_text().replace(entry, ""))
+    ours = (f"{lesson_id}.", f"{lesson_id}-")  # its outputs' names: <id>.cpu.json, <id>-x.svg
+    made = [path for folder in OUTPUTS if (root / folder).is_dir()
+            for path in (root / folder).iterdir() if path.name.startswith(ours)]
+    for path in [*made, *(root / "lesson_code" / name for name in FIXTURE_FILES),
+                 root / "docs" / "lessons" / f"{lesson_id}.md"]:
+        path.unlink(missing_ok=True)
+    lock = read_lock(root)
+    lock_path(root).write_text(lock_text({path: inputs for path, inputs in lock.items()
+                                          if not path.split("/")[-1].startswith(ours)}))
+
+
+def rederive_analyses(root):
+    """Remake every lesson's analyses from the recordings in `root`, and their lock entries,
+    as `--render-only` would, leaving the figures: a test that plants hostile text in a
+    recording checks the pages, not whether a figure can draw it."""
+    from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
+
+    lock = read_lock(root)
+    for lesson in load_lessons(root).values():
+        for output in analysis_outputs(lesson):
+            if (root / output.source).exists():
+                text = output.kind.render(json.loads((root / output.source).read_text()))
+                (root / output.path).write_text(text)
+                lock[output.path] = lock_entry(output, text, root)
+    lock_path(root).write_text(lock_text(lock))
