@@ -1,9 +1,5 @@
-"""The processes a run starts: each dies with the run, even when the run is SIGKILLed, is
-killed with all it started once the run is done with it, and says in one line how it ended.
-
-One module for every launcher (the lesson's kernel, the ranks, mpirun, the exercise
-checker), so a child's lifetime follows one rule whoever starts it. psutil reads the
-process table.
+"""The processes a run starts, for every launcher: each dies with the run, even a SIGKILLed
+one, is killed with all it started once done with, and says in one line how it ended.
 """
 import ctypes
 import os
@@ -26,27 +22,21 @@ prctl = libc_prctl()  # None where there is none (not Linux); looked up before a
 
 
 def dies_with(parent, signum=signal.SIGKILL):
-    """A preexec_fn that has Linux send `signum` to the child when its starter dies, even
-    by SIGKILL, which leaves the starter no chance to kill its children itself (ranks
-    would wait for each other, a kernel for its next cell, forever). Linux counts the
-    thread that started the child as its parent: start it from a thread that outlives it.
-    None (nothing to do) where there is no prctl.
-    """
+    """A preexec_fn that has Linux send `signum` to the child when its starter dies, even by
+    SIGKILL (ranks would otherwise wait for each other forever). Linux counts the starting
+    thread as the parent: start it from one that outlives it. None where there is no prctl."""
     if prctl is None:
         return None
 
     def preexec():
         prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the starter died before prctl: nobody to wait for
-            # subprocess ends a child whose preexec_fn raised (exit 255) before its exec,
-            # and tells the starter, were it still there to hear.
             raise ChildProcessError("the process that started this one has died")
     return preexec
 
 
 def running_in(groups):
-    """Whether a process of these process groups still runs. A zombie has finished: it
-    only waits for its parent to reap it, which for an orphan is init, on init's time."""
+    """Whether a process of these process groups still runs (a zombie has finished)."""
     for process in psutil.process_iter(["status"]):
         try:
             if process.info["status"] != psutil.STATUS_ZOMBIE \
@@ -66,9 +56,7 @@ def kill_all(children, settle_s=10.0):
         except ProcessLookupError:
             pass  # the whole group has already exited
         child.wait()  # reap, so no zombie outlives the run
-    # SIGKILL reaches a whole group at once, but only the child itself is ours to wait
-    # for: one it started (platform.platform() runs `uname -p`) dies a moment later.
-    # Bounded: a process stuck in the kernel cannot hold the launcher forever.
+    # What the child started dies a moment after it; bounded, as one may hang in the kernel.
     groups = {child.pid for child in children}
     deadline = time.monotonic() + settle_s
     while running_in(groups) and time.monotonic() < deadline:
