@@ -1,7 +1,5 @@
-"""A lesson's executed recordings on a page: one tab each, or one table row each.
-
-Every recorded string goes in through values.hold: the Markdown around it is ours, the
-text inside it is the recording's and is never read as Markdown (pages/recorded_text.py).
+"""A lesson's executed recordings on a page: one tab each, or one table row each. Every
+recorded string goes in through values.hold, never read as Markdown.
 """
 from scripts.pages.recorded_text import PageError, human_date
 from scripts.store.outputs import RECORD as FIX
@@ -23,20 +21,17 @@ def tab_label(recording):
 
 
 def fenced(marker, indent="    "):
-    """A text code fence around a marker: the recorded text itself arrives after Markdown
-    (pages/recorded_text.py), so no backtick of it can end the fence."""
+    """A text code fence around a marker: the recorded text arrives after Markdown."""
     return f"{indent}```text\n{indent}{marker}\n{indent}```"
 
 
 def executed_recordings(lesson_id, sources):
-    """The executed recordings of a lesson (of every lesson when `lesson_id` is None), as
-    freshness.Loaded values."""
+    """The executed recordings of a lesson (of every lesson for None), as Loaded values."""
     ids = list(sources.lessons) if lesson_id is None else [lesson_id]
     chosen = [loaded for stem, loaded in sorted(sources.recordings.items())
               if any(stem.startswith(f"{name}.") for name in ids)
               and loaded.recording.get("kind") == "executed"]
-    # Lesson by lesson in the registry's order, the CPU recording first: every reader can
-    # reproduce it.
+    # In the registry's order, the CPU recording first: every reader can reproduce it.
     order = {name: number for number, name in enumerate(ids)}
     chosen.sort(key=lambda loaded: (order.get(loaded.recording["lessonId"], len(order)),
                                     loaded.recording["environment"]["backend"] != "cpu",
