@@ -22,7 +22,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import traceback
 from contextlib import suppress
 
@@ -32,8 +31,8 @@ import psutil
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, run
-from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
-from scripts.plumbing.interrupts import raise_if_interrupted, signals_deferred
+from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
+from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder
 from scripts.store.lessons import RegistryError, load_lessons
 
@@ -124,16 +123,6 @@ def solution_called(exercise, lesson):
     return f"{home}.{name}" if any(each in names for each in named) else None
 
 
-def finished_in_time(child, time_limit):
-    deadline = time.monotonic() + time_limit
-    while child.poll() is None:
-        raise_if_interrupted()  # a signal lost in a GC callback still stops the check
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def stop(child):
     """Kill the child's process group, and what it started outside the group."""
     try:
@@ -164,7 +153,7 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             start_new_session=True, preexec_fn=dies_with(os.getpid()))
     try:
-        finished = finished_in_time(child, time_limit)
+        finished = poll_until(child.poll, time_limit, 0.05) is not None
     finally:
         stop(child)
     if not finished:

@@ -8,6 +8,8 @@ import time
 
 import psutil
 
+from scripts.plumbing.interrupts import raise_if_interrupted
+
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
@@ -61,6 +63,18 @@ def kill_all(children, settle_s=10.0):
     deadline = time.monotonic() + settle_s
     while running_in(groups) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def poll_until(check, timeout_s, poll_s=0.02):
+    """check()'s first value that is not None, or None at the deadline; a signal Python
+    discarded (in a garbage-collection callback) still stops the wait."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        raise_if_interrupted()
+        if (found := check()) is not None:
+            return found
+        time.sleep(poll_s)
+    return None
 
 
 def describe(status):

@@ -13,9 +13,8 @@ import sys
 import time
 
 from scripts import ROOT
-from scripts.plumbing.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
-from scripts.plumbing.children import describe, dies_with, stderr_tail
+from scripts.plumbing.children import describe, dies_with, poll_until, stderr_tail
 from scripts.plumbing.scratch import RUN_MARK, kill_marked, scratch_folder
 from scripts.runners.processes import (ProcessRun, ProcessRunError, free_port, launcher_free,
                                        port_in_use)
@@ -77,15 +76,9 @@ def first_failed_rank(mpirun_stderr, output_dir, status):
     return rank, ended, stderr_tail(rank_files(output_dir, rank)[1])
 
 
-def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks, poll_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        raise_if_interrupted()  # a signal Python discarded still stops the wait
-        status = launcher.poll()
-        if status is not None:
-            break
-        time.sleep(poll_s)
-    else:
+def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks):
+    status = poll_until(launcher.poll, timeout_s, 0.05)
+    if status is None:
         raise ProcessRunError(f"mpirun still running after {timeout_s:g} s; it and its "
                               f"{ranks} ranks were killed; mpirun's stderr: "
                               f"{stderr_tail(scratch / 'mpirun.err', lines=1)}",

@@ -10,8 +10,7 @@ import time
 from dataclasses import dataclass
 
 from scripts import ROOT
-from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
-from scripts.plumbing.interrupts import raise_if_interrupted
+from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.store.recordings import read_json
 from scripts.plumbing.scratch import scratch_folder
 
@@ -80,22 +79,23 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
                                 preexec_fn=dies_with(os.getpid()))
 
 
-def wait_for(children, timeout_s, scratch, poll_s=0.02):
+def wait_for(children, timeout_s, scratch):
     """Return once every rank exits 0; raise at the first failure or at the deadline."""
     pids = [child.pid for child in children]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        raise_if_interrupted()  # a signal Python discarded still stops the wait
-        # Polled often, so the first rank to fail is reported, not a peer that lost it.
+
+    def all_exited():
         statuses = [child.poll() for child in children]
         for rank, status in enumerate(statuses):
             if status not in (None, 0):
                 tail = stderr_tail(scratch / f"rank{rank}.err")
                 raise ProcessRunError(f"rank {rank} {describe(status)}; all {len(children)} "
                                       f"ranks killed; stderr: {tail}", rank, status, tail, pids)
-        if None not in statuses:
-            return statuses
-        time.sleep(poll_s)
+        return None if None in statuses else statuses
+
+    # Polled often, so the first rank to fail is reported, not a peer that lost it.
+    statuses = poll_until(all_exited, timeout_s)
+    if statuses is not None:
+        return statuses
     running = [rank for rank, child in enumerate(children) if child.poll() is None]
     tails = "; ".join(f"rank {rank}: {stderr_tail(scratch / f'rank{rank}.err', lines=1)}"
                       for rank in running)

@@ -120,12 +120,16 @@ class DerivedOutput:
     kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
     overlay: str | None = None  # a recording drawn over the source, an input when present
     variant: object = None  # a figure's drawing (scripts/figures/variants.py): its palette, width
+    also: tuple = ()  # more code that shapes its bytes (a figure's data: data.py)
+    pins: bool = False  # an analysis: SciPy's bootstrap makes its intervals
 
     def current_inputs(self, root=ROOT):
         overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
             else []
-        return file_digests([root / self.source, *overlay,
-                             *import_closure(root / self.code, root)], root)
+        code = [path for module in (self.code, *self.also)
+                for path in import_closure(root / module, root)]
+        return {**file_digests([root / self.source, *overlay, *code], root),
+                **(pin_digests(root) if self.pins else {})}
 
 
 @dataclass(frozen=True)
@@ -210,23 +214,16 @@ class AnalysisKind:
         return analysis_text(analysis)
 
 
-@dataclass(frozen=True)
-class AnalysisOutput(DerivedOutput):
-    """An analysis: analysis_text.py's rounding and the pins (SciPy's bootstrap) are inputs
-    too, so a SciPy bump re-derives every analysis, even of a recording it does not stale."""
-
-    def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root), **file_digests([root / ANALYSIS_TEXT], root),
-                **pin_digests(root)}
-
-
 def analysis_outputs(lesson):
+    """Kept as analysis_text.py rounds it; a SciPy bump re-derives every analysis, even of a
+    recording it does not stale."""
     if not lesson.analysis:
         return []
     code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()
     files = for_lesson(lesson)
-    return [AnalysisOutput(files.analysis(variant), files.recording(variant), code, RENDER,
-                           kind=AnalysisKind(lesson.analysis, variant))
+    return [DerivedOutput(files.analysis(variant), files.recording(variant), code, RENDER,
+                          kind=AnalysisKind(lesson.analysis, variant), also=(ANALYSIS_TEXT,),
+                          pins=True)
             for variant in lesson.analyses]
 
 
@@ -272,18 +269,11 @@ def figure_outputs(lesson):
     return outputs
 
 
-FIGURE_DATA_CODE = "scripts/figures/data.py"
-
-
 @dataclass(frozen=True)
 class FigureDataOutput(DerivedOutput):
     """A figure's data, as CSV or JSON: its renderer's rows, from the figure's own input."""
     figure: str = ""  # the static light SVG it is the data of
     recording: str | None = None  # the raw recording behind it; None: modelled, not measured
-
-    def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root),
-                **file_digests(import_closure(root / FIGURE_DATA_CODE, root), root)}
 
 
 def figure_data_outputs(lesson):
@@ -302,7 +292,8 @@ def figure_data_outputs(lesson):
                  ("overlay", overlay))
         outputs += [FigureDataOutput(data_path(figure, ending), source, spec.module_path(),
                                      RENDER, kind=FigureDataKind(spec, ending, about),
-                                     overlay=overlay, figure=figure, recording=recording)
+                                     overlay=overlay, also=("scripts/figures/data.py",),
+                                     figure=figure, recording=recording)
                     for ending in FORMATS]
     return outputs
 
