@@ -89,8 +89,7 @@ def stopped_by(error):
 
 
 def run_attempt(implementation, attempt, report):
-    """The child's run: the `attempt` of `implementation`, its result or what stopped it,
-    written to `report` as JSON."""
+    """The child's run: `attempt`'s result, or what stopped it, as JSON in `report`."""
     try:
         text = json.dumps({"result": load(attempt)(load(implementation))}, default=plain)
     except Exception as error:  # a learner's bug is a line, not a crash
@@ -101,8 +100,7 @@ def run_attempt(implementation, attempt, report):
 # --------------------------------------------------- the checker: one line each --
 
 def solution_called(exercise, lesson):
-    """"module.function" of the lesson's own solution if the scaffold's function names it,
-    read from its syntax tree; else None."""
+    """"module.function" of the lesson's solution if the scaffold's function names it."""
     module, function = exercise.scaffold.split(":")
     home, name = exercise.reference.__module__, exercise.reference.__name__
     try:

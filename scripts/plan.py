@@ -50,8 +50,7 @@ class Plan:
 
 def make_plan(lessons, platform="cpu", processes=None, render_only=False, every=False,
               chosen=False):
-    """`every`: --all; `chosen`: --lesson named them, so one without a rank module is
-    refused by a multi-process run rather than skipped."""
+    """`every`: --all; `chosen`: by --lesson, so a lesson without ranks is refused, not skipped."""
     root = next(iter(lessons.values())).root
     try:
         lock, note = read_lock(root), None

@@ -1,15 +1,13 @@
 """Run each lesson whose recording is stale, record what it printed, draw its figures.
 
-    python scripts/record.py                    # each stale lesson, on its registered
-                                                #   devices -> <lesson>.cpu.json, the
-                                                #   notebook companion, the simulation
-    python scripts/record.py --lesson ID        # only that lesson (any mode below, too)
-    python scripts/record.py --all              # every lesson, current or not
-    python scripts/record.py --platform tpu     # the physical chips  -> <lesson>.tpu.json
-    python scripts/record.py --processes 4      # 4 JAX processes     -> <lesson>.cpu-processes.json
+    python scripts/record.py                  # each stale lesson, its notebook, its simulation
+    python scripts/record.py --lesson ID      # only that lesson (any mode below, too)
+    python scripts/record.py --all            # every lesson, current or not
+    python scripts/record.py --platform tpu   # the physical chips -> <lesson>.tpu.json
+    python scripts/record.py --processes 4    # 4 JAX processes -> <lesson>.cpu-processes.json
     python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
-    python scripts/record.py --render-only      # redraw figures from the existing recordings
-    python scripts/record.py --check            # is every recording, figure and notebook current?
+    python scripts/record.py --render-only    # redraw figures from the existing recordings
+    python scripts/record.py --check          # is every recording, figure and notebook current?
 
 A run first decides what it remakes (scripts/plan.py), then carries that out. Nothing moves
 into place until the lesson printed PASS and the recording validated: a failure or a signal
@@ -76,26 +74,16 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module, stdout, data, duration, command, start=None,
-                       inputs=None):
-    """`start`: the host as read before the run began; `inputs`: the contentFiles the plan
-    read."""
-    environment = dict(lesson_environment(lesson, data))
+def executed_recording(lesson, module, stdout, data, duration, command, start, inputs=None):
+    """`start`: the host read before the run; `inputs`: the contentFiles the plan read."""
+    environment = {**lesson_environment(lesson, data), "matplotlib": version("matplotlib"),
+                   "jaxlib": version("jaxlib"), "loadAverage1m": start["loadAverage1m"],
+                   "busyCoresAtStart": start["busyCores"]}
     data = {key: value for key, value in data.items() if key != "environment"}
-    environment["matplotlib"] = version("matplotlib")
-    environment["jaxlib"] = version("jaxlib")
-    if start is not None:
-        environment["loadAverage1m"] = start["loadAverage1m"]
-        environment["busyCoresAtStart"] = start["busyCores"]
     recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
                        lesson.also_run_with(module), inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
-
-
-def variant_of(environment):
-    suffix = "-processes" if environment.get("processCount", 1) > 1 else ""
-    return f"{environment['backend']}{suffix}"
 
 
 def run_cells(lesson, platform, devices, scratch):
@@ -140,8 +128,9 @@ def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=Non
 
 
 def stage_recording(lesson, recording, staging):
-    variant = "simulation" if recording["kind"] == "simulation" else \
-        variant_of(recording["environment"])
+    environment = recording["environment"]
+    variant = "simulation" if recording["kind"] == "simulation" else environment["backend"] \
+        + ("-processes" if environment.get("processCount", 1) > 1 else "")
     name = for_lesson(lesson).recording(variant)
     validate(recording, f"new recording {name}", lesson=lesson)
     text = dumps(recording)
@@ -190,8 +179,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
 
 
 def record(plan, platform="cpu", processes=None, launcher="processes", calls=None):
-    """Carry out `plan`: each lesson's steps, then its analyses and figures; then every file
-    moved into place at once, or none."""
+    """Carry out `plan`; then every file moves into place at once, or none."""
     from scripts.plan import RERENDER, RUN, SIMULATE
 
     remove_stray_temps([plan.root / "recordings", plan.root / "figures",

@@ -48,8 +48,7 @@ def check_tpu_recording(path, lesson, root=ROOT):
 
 
 def check_tpu_sweep(path, lesson, root=ROOT):
-    """The sweep at `path` if it is a current TPU sweep on at most the lesson's chips, with
-    looped rows."""
+    """The sweep at `path` if it is a current TPU sweep on the lesson's chips, with loops."""
     recording = fetched_recording(path, lesson, "tpu-sweep", root)
     environment, rows = recording["environment"], recording.get("rows", [])
     most = max((row["ranks"] for row in rows), default=0)

@@ -152,8 +152,7 @@ def render_notebook(page, config):
 
 
 def download_buttons(page):
-    """Visible buttons for the notebook and its lesson's program (the theme's download
-    link is a 20 px icon)."""
+    """Visible download buttons: the theme's own link is a 20 px icon."""
     notebook = posixpath.basename(page.file.src_uri)
     base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
     try:

@@ -74,8 +74,7 @@ SNIPPETS_PRIORITY = 32  # where pymdownx.snippets registers itself; its stand-in
 
 
 class SnippetsInOneLine(Preprocessor):
-    """pymdownx.snippets itself, its SnippetMissingError (a traceback under mkdocs) as the
-    build's one line."""
+    """pymdownx.snippets, its SnippetMissingError (a traceback in mkdocs) as one line."""
 
     def __init__(self, md, snippets):
         super().__init__(md)

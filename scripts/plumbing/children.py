@@ -50,8 +50,7 @@ def running_in(groups):
 
 
 def kill_all(children, settle_s=10.0):
-    """Kill each child's whole process group (each was started in a session of its own)
-    and return once none of it runs."""
+    """Kill each child's whole process group and return once none of it runs."""
     for child in children:
         try:
             os.killpg(child.pid, signal.SIGKILL)

@@ -90,8 +90,7 @@ def signals_deferred():
 
 
 class UnreadStderr:
-    """sys.stderr, whose writes never fail: once its reader is gone, they go to /dev/null
-    and the run carries on."""
+    """sys.stderr, whose writes go to /dev/null once its reader is gone: the run carries on."""
 
     def __init__(self, stream):
         self.stream = stream

@@ -38,8 +38,7 @@ def gone(name):
 
 
 def remove_abandoned(prefix=None, directory=None):
-    """Remove this user's scratch folders (`<prefix>-<pid>-*`; any prefix by default)
-    whose process no longer runs."""
+    """Remove this user's scratch folders (of any prefix by default) whose run is gone."""
     for folder in Path(directory or tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
         match = NAME.fullmatch(folder.name)
         if match and prefix in (None, match[1]) and folder.is_dir() \
@@ -49,8 +48,7 @@ def remove_abandoned(prefix=None, directory=None):
 
 
 def kill_marked(mark=None, timeout_s=10):
-    """SIGKILL, until none runs, every process of this user that carries `mark` (None: the
-    mark of any run that is gone)."""
+    """SIGKILL this user's processes carrying `mark` (None: any gone run's) until none runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = [process for process in psutil.process_iter(["environ"])

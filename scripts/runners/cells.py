@@ -56,8 +56,7 @@ class Execution:
 
 
 def kernel_manager(working_dir):
-    """A kernel of this Python's own ipykernel (no user kernelspec), its sockets and key in
-    the run's scratch folder."""
+    """This Python's own ipykernel, its sockets and key in the run's scratch folder."""
     return AsyncKernelManager(kernel_name="python3",
                               kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
                               transport="ipc", ip=str(working_dir / "kernel"),

@@ -64,8 +64,7 @@ FAILED_BY_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exit
 
 
 def first_failed_rank(mpirun_stderr, output_dir, status):
-    """(rank, how it ended, its stderr's tail) of the first rank mpirun names as failed;
-    None when it names none."""
+    """(rank, how it ended, its stderr's tail) of the first rank mpirun names, or None."""
     text = mpirun_stderr.read_text(errors="replace") if mpirun_stderr.exists() else ""
     if found := FAILED_BY_SIGNAL.search(text):
         rank, ended = int(found.group(1)), describe(-int(found.group(2)))

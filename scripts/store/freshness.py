@@ -40,8 +40,7 @@ def stale_inputs(recording, current):
 
 
 def recording_state(output, root=ROOT, current=None):
-    """(Loaded or None, [problem lines]) for one recording; `current`: its inputs' digests
-    today, when the caller has them already."""
+    """(Loaded or None, [problem lines]) for one recording; `current`: its inputs' digests."""
     path = root / output.path
     if not path.exists() and not output.required:
         return None, []
@@ -144,8 +143,7 @@ def check(lessons, root=ROOT, only=None):
 
 
 def from_absent_hardware_run(output, recordings, root=ROOT):
-    """Whether `output` is made from a hardware recording not here (a TPU sweep no VM has
-    run yet): nothing to make, and nothing missing."""
+    """Whether `output` is made from a hardware recording not here: nothing to make or miss."""
     required = {recording.path for recording in recordings if recording.required}
     return output.source.startswith("recordings/") and output.source not in required \
         and not (root / output.source).exists()

@@ -46,8 +46,7 @@ def without_docstrings(tree):
 
 
 def module_facts(path, root=ROOT):
-    """(digest of the code as executed, [imported names]) of a Python file; ClosureError
-    (one line) for one that is not UTF-8 or does not parse."""
+    """(digest of the code as executed, [imported names]); ClosureError if it does not parse."""
     from scripts import display
 
     try:
@@ -64,8 +63,7 @@ def module_facts(path, root=ROOT):
 
 @lru_cache(maxsize=None)
 def facts_of_source(data):
-    """module_facts of a file's bytes, parsed once per process: every figure's closure
-    reaches the same helpers."""
+    """module_facts of a file's bytes, once per process: every figure reaches the same helpers."""
     tree = ast.parse(data.decode("utf-8"))
     names = []
     for node in ast.walk(tree):
@@ -82,8 +80,7 @@ def code_digest(path):
 
 
 def import_closure(path, root=ROOT, packages=PACKAGES):
-    """`path` and the files of every repository module it imports, transitively, sorted; a
-    missing file is kept, so its absence shows as a change."""
+    """`path` and every repository module it imports, transitively; a missing one is kept."""
     seen, todo = set(), [Path(path)]
     while todo:
         current = todo.pop()

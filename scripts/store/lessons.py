@@ -49,8 +49,7 @@ class Lesson:
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
     def also_run_with(self, module=None):
-        """Files a recording of `module` stores results of besides its own: the lesson's
-        one execution runs its going-further module too."""
+        """More code a recording of `module` stores results of: the going-further module."""
         if (module or self.module) == self.module and self.going_further:
             return (self.path(self.going_further),)
         return ()

@@ -7,6 +7,7 @@ import importlib
 import json
 import posixpath
 from dataclasses import dataclass, field
+from functools import partial
 
 from scripts import LOCK, ROOT, display
 from scripts.analysis_text import analysis_text
@@ -27,8 +28,7 @@ ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<varian
 
 @dataclass(frozen=True)
 class LessonFiles:
-    """Where each file of one lesson lives, relative to the root: the one place a path is
-    spelt. A recording is named by its variant here; a page names it by its stem."""
+    """Where each file of one lesson lives, relative to the root: the one place a path is spelt."""
     id: str  # the lesson id
 
     def recording(self, variant):
@@ -36,10 +36,6 @@ class LessonFiles:
 
     def recording_name(self, variant):
         return f"{self.id}.{variant}.json"
-
-    @property
-    def recording_pattern(self):
-        return f"{self.id}.*.json"
 
     def analysis(self, variant):
         return f"{ANALYSES}/{self.id}.{variant}.json"
@@ -140,8 +136,7 @@ class NotebookOutput(DerivedOutput):
     also_shows: tuple = ()  # its going-further module, whose sections are cells too
 
     def text_inputs(self, root=ROOT):
-        """The modules' text and the pages whose headings title the cells: a change to
-        these only re-renders the notebook."""
+        """The modules' text and the pages whose headings title the cells: re-render only."""
         shown = [self.shows, *self.also_shows]
         includes = tuple(f'--8<-- "{path}:' for path in shown)
         pages = [page.relative_to(root).as_posix()
@@ -162,9 +157,7 @@ def lesson_command(lesson, command=RECORD):
 
 def recording_outputs(lesson, root=ROOT):
     """The recordings a lesson must have, then any others found (a TPU run, say)."""
-    def output(variant, module, fix, required=True):
-        return recording_output(lesson, variant, module, fix, required)
-
+    output = partial(recording_output, lesson)
     files, record = for_lesson(lesson), lesson_command(lesson)
     wanted = [output("cpu", lesson.module, record)]
     if lesson.simulation:
@@ -176,7 +169,7 @@ def recording_outputs(lesson, root=ROOT):
         wanted.append(output("sweep", lesson.sweep, BENCH))
     known = {output.variant for output in wanted}
     prefix = f"{lesson.id}."
-    for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
+    for path in sorted((root / RECORDINGS_DIR).glob(f"{prefix}*.json")):
         variant = path.name.removeprefix(prefix).removesuffix(".json")
         if variant not in known:  # a hardware run
             wanted.append(output(variant, hardware_module(lesson, variant), HARDWARE_FIXES.get(
@@ -215,8 +208,7 @@ class AnalysisKind:
 
 
 def analysis_outputs(lesson):
-    """Kept as analysis_text.py rounds it; a SciPy bump re-derives every analysis, even of a
-    recording it does not stale."""
+    """A SciPy bump (the pins) re-derives every analysis, even of a recording it does not stale."""
     if not lesson.analysis:
         return []
     code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()

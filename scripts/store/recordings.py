@@ -171,8 +171,7 @@ def non_finite(value, path=()):
 
 
 def validate(recording, where="recording", fix=RECORD, lesson=None):
-    """Raise RecordingError with the first violation, phrased for a person. `lesson`: the
-    lesson the file must name (default: the one it names)."""
+    """Raise RecordingError with the first violation, phrased for a person."""
     try:
         return validated(recording, where, fix, lesson)
     except RecursionError:  # values nested deeper than the checks below can walk

@@ -58,8 +58,7 @@ def remove_stray_temps(directories):
 
 
 class Staging:
-    """Files staged beside their targets, moved into place together by commit(); left by an
-    exception (or Ctrl-C), it deletes every staged file."""
+    """Files staged beside their targets, moved by commit(); left by an exception, deleted."""
 
     def __init__(self):
         self.staged = []
