@@ -54,6 +54,4 @@ def command(body, failures=(), prefix="error", stopped=None):
     return main
 
 
-def run(main):
-    """main()'s exit status; 141, and no traceback, once the reader of stdout is gone."""
-    return run_command(main)
+run = run_command  # main()'s exit status; 141, and no traceback, once stdout's reader is gone

@@ -19,8 +19,7 @@ RUN, RERENDER, SIMULATE = "run", "rerender", "simulate"
 
 @dataclass(frozen=True)
 class Step:
-    """One output the run remakes: its path, why (as --check words it), and how: RUN the
-    lesson, RERENDER the notebook, SIMULATE."""
+    """One output the run remakes: its path, why (as --check words it), and how (`fix`)."""
     output: str
     state: str
     fix: str

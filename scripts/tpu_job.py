@@ -155,8 +155,7 @@ def signals_ignored():
 
 def run_job(name, zone, accelerator=None, project=None, create=False, delete=False,
             root=ROOT, recordings_dir=None, lesson_id=None):
-    """Run every step; whatever ends them, leave the VM as --delete asks, then raise
-    JobFailed with the one line (what happened, what was written, where the VM is)."""
+    """Run every step; whatever ends them, leave the VM as --delete asks, then say so."""
     lesson = tpu_lesson(root, lesson_id)
     refuse_uncommitted(lesson, root)
     landing = Path(recordings_dir or root / "recordings")

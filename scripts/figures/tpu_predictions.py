@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes
@@ -127,13 +127,13 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
 
 def wide_canvas(overlay):
     """(figure, chart axes, ratio axes or None, where the table goes in chart axes units)."""
+    fig = Figure(figsize=(WIDTH_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
     if overlay is None:
-        fig, ax = new_figure(figsize=(WIDTH_IN, 4.4))
+        ax, ratio_ax = fig.subplots(), None
         fig.subplots_adjust(left=0.12, right=0.98, top=0.64, bottom=0.17)
-        return fig, ax, None, (0.0, 1.08, 1.0, 0.55)
-    fig = Figure(figsize=(WIDTH_IN, 5.8))  # outside pyplot, as new_figure does
-    ax, ratio_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.68, bottom=0.15, hspace=0.12)
+    else:
+        ax, ratio_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+        fig.subplots_adjust(left=0.12, right=0.98, top=0.68, bottom=0.15, hspace=0.12)
     return fig, ax, ratio_ax, (0.0, 1.08, 1.0, 0.55)
 
 

@@ -161,8 +161,7 @@ def job_vm(name, zone, project, lesson_id, workdir=None):
 
 def job_steps(name, zone, accelerator=None, project=None, create=True, delete=True,
               workdir=None, root=ROOT, lesson_id=None):
-    """Every step of the job in order, for one lesson (default: the registry's first).
-    `workdir` holds the archive and what comes back (None: relative paths, for the page)."""
+    """Every step of the job in order; `workdir`: where files land (None: for the page)."""
     lesson = tpu_lesson(root, lesson_id)
     accelerator = choose_accelerator(lesson, accelerator)
     check_names(name, zone, project)

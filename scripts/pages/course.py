@@ -65,8 +65,7 @@ def runs_alone(lesson, module=None):
 
 
 def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
-    """The lesson page's last section: its program, scaffold and notebook. mkdocs-jupyter
-    copies the .ipynb beside its page, unlisted, hence a plain link from the page's URL."""
+    """The lesson page's last section: its program, scaffold and notebook (a plain link)."""
     here = posixpath.dirname(page_uri)
 
     def item(path, what, module=None):

@@ -122,13 +122,6 @@ def safe_address(address):
         return False
 
 
-def inert_markdown(config):
-    names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
-    configs = {name: options for name, options in config["mdx_configs"].items()
-               if name in names}
-    return markdown.Markdown(extensions=[*names, TextOnly()], extension_configs=configs)
-
-
 def on_files(files, config):
     """Every notebook is read before any page is built: a broken one stops it in one line."""
     for file in files.documentation_pages():
@@ -145,7 +138,9 @@ def on_pre_page(page, config, files):
 
 def render_notebook(page, config):
     """What Page.render does for Markdown (replacing mkdocs-jupyter's), from the cells."""
-    converter = inert_markdown(config)
+    names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
+    converter = markdown.Markdown(extensions=[*names, TextOnly()], extension_configs={
+        name: options for name, options in config["mdx_configs"].items() if name in names})
     text = STASH_CHARACTERS.sub("", notebook_markdown(Path(page.file.abs_src_path)))
     page.content = download_buttons(page) + converter.convert(text)
     page.toc = get_toc(getattr(converter, "toc_tokens", []))

@@ -39,8 +39,7 @@ def link_on_the_way(path, root=ROOT, parts=CONTROLLED):
 
 
 def refuse_links(root=ROOT, parts=CONTROLLED):
-    """Raise LinkInCheckout for the first symbolic link at or under any of `parts` (os.walk
-    lists a link without following it)."""
+    """Raise LinkInCheckout for the first link under `parts` (os.walk does not follow it)."""
     root = Path(root)
     for part in parts:
         top = root / part

@@ -13,14 +13,10 @@ from scripts.plumbing.interrupts import raise_if_interrupted
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
 
-def libc_prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-prctl = libc_prctl()  # None where there is none (not Linux); looked up before any fork
+try:  # looked up before any fork
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    prctl = None  # not Linux
 
 
 def dies_with(parent, signum=signal.SIGKILL):

@@ -19,8 +19,7 @@ class RunLocked(Exception):
 
 
 def open_lock(path, command):
-    """The lock file's descriptor: never through a link; not inherited by a kernel or rank,
-    which would hold it after a SIGKILLed run is gone."""
+    """The lock's descriptor: never through a link, never inherited by a kernel or rank."""
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as error:

@@ -38,8 +38,7 @@ class ExecutionFailed(Exception):
 
 
 class CellRaised(ExecutionFailed):
-    """A cell raised: str() is its exception on one line; `index`: which code cell (from
-    0), `line`: which of its lines (None if unknown)."""
+    """A cell raised: `index`, which code cell (from 0); `line`, which line (or None)."""
 
     def __init__(self, index, ename, evalue, line):
         evalue = " ".join(evalue.split())

@@ -37,17 +37,12 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
             overlay = load_source(lesson, output.overlay, fixes)
-        stage(output, render(output, data, overlay), text, lesson, staging, arriving,
-              entries, place)
+        made = arriving[output.path] = render(output, data, overlay)
+        staging.add(place(output.path) if place else lesson.root / output.path, made)
+        if place is None:
+            entries[output.path] = lock_entry(output, made, lesson.root,
+                                              digest_bytes(text) if text else None)
     return entries
-
-
-def stage(output, made, source_text, lesson, staging, arriving, entries, place):
-    arriving[output.path] = made
-    staging.add(place(output.path) if place else lesson.root / output.path, made)
-    if place is None:
-        source_digest = digest_bytes(source_text) if source_text else None
-        entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
 
 
 def load_source(lesson, source, fixes):

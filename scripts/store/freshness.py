@@ -16,8 +16,7 @@ from scripts.store.recordings import RecordingError, load_recording, read_json
 
 @dataclass(frozen=True)
 class Loaded:
-    """A validated recording or analysis as the pages use it; `stale`: the inputs changed
-    since it was made (a stale hardware recording stays on the site, marked)."""
+    """A validated recording or analysis as the pages use it; `stale`: its changed inputs."""
     recording: dict
     stem: str
     path: str
@@ -101,8 +100,7 @@ def unclaimed_recordings(lessons, root=ROOT):
 
 
 def unclaimed_figures(lessons, root=ROOT):
-    """A line for each SVG, CSV or JSON in figures/ no lesson's figure claims: the site
-    serves every SVG there, so a leftover would be published unchecked."""
+    """A line for each file in figures/ no figure claims: the site would serve it unchecked."""
     claimed = {output.path for lesson in lessons.values()
                for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
     folder = root / "figures"
@@ -124,8 +122,7 @@ def lock_and_unclaimed(lessons, root):
 
 
 def check(lessons, root=ROOT, only=None):
-    """One line per missing, invalid or stale file, of every lesson or of lesson `only`
-    (whose check never calls another lesson's files leftovers)."""
+    """One line per missing, invalid or stale file, of every lesson or of lesson `only`."""
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
         if only is not None and lesson.id != only:
@@ -174,8 +171,7 @@ def load_analyses(lesson, lock, recordings, root=ROOT):
 
 
 def load_all(lessons, root=ROOT):
-    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines),
-    a notebook that no longer shows its module's text among them."""
+    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines)."""
     loaded = {}
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():

@@ -167,17 +167,14 @@ def file_digests(paths, root=ROOT):
     return {Path(p).relative_to(root).as_posix(): digest(p) for p in paths}
 
 
-def code_digests(paths, root=ROOT):
-    return {Path(p).relative_to(root).as_posix(): code_digest(p) for p in paths}
-
-
 def content_files(module_path, root=ROOT, extra=()):
     """{relative path: digest} of what can change a recording: the module's code closure,
     the closures of `extra` (code whose results the recording stores), each keyed on its
     code as executed, and the pins."""
     files = {}
     for path in [module_path, *extra]:
-        files.update(code_digests(import_closure(path, root), root))
+        files.update({Path(p).relative_to(root).as_posix(): code_digest(p)
+                      for p in import_closure(path, root)})
     files.update(pin_digests(root))
     return files
 

@@ -60,8 +60,10 @@ def load_lessons(root=ROOT):
     registry, schema, where = read_registry(root)
     inside = (root / "lesson_code").resolve()
     lessons = {}
+    files = [key for key, value in schema.schema["$defs"]["lesson"]["properties"].items()
+             if value.get("$ref") == "#/$defs/module"] + ["data_schema"]  # files record.py reads
     for entry in registry["lesson"]:
-        for key in [key for key in (*module_fields(schema), "data_schema") if key in entry]:
+        for key in [key for key in files if key in entry]:
             name = entry[key] if key == "data_schema" else entry[key].replace(".", "/") + ".py"
             path = (root / name).resolve()  # a link may lead out
             if not (path.is_file() and inside in path.parents):
@@ -172,12 +174,6 @@ def rule(schema, key):
     defs = schema.schema["$defs"]
     found = defs["lesson"]["properties"][key]
     return found.get("description") or defs[found["$ref"].rsplit("/", 1)[1]]["description"]
-
-
-def module_fields(schema):
-    """The fields that name a module, which record.py may import."""
-    return [key for key, value in schema.schema["$defs"]["lesson"]["properties"].items()
-            if value.get("$ref") == "#/$defs/module"]
 
 
 def first_of(items, limit=5, separator=", "):

@@ -83,8 +83,7 @@ def stem_source(stem):
 
 
 class LockError(Exception):
-    """outputs.lock.json cannot be read, or holds a malformed entry; str() is one line.
-    `valid`: the entries still usable, so a run that remakes the bad one keeps the rest."""
+    """outputs.lock.json cannot be read, or holds a bad entry; `valid`: the usable ones."""
 
     def __init__(self, what, valid=None):
         super().__init__(f"{what}; run `{RECORD}`")
@@ -317,7 +316,9 @@ def read_lock(root=ROOT):
         raise LockError(f"{display(path, root)}: unreadable: {why}") from None
     if not isinstance(lock, dict):
         raise LockError(f"{display(path, root)}: not a map of outputs")
-    valid = {name: entry for name, entry in lock.items() if well_formed(entry)}
+    valid = {name: entry for name, entry in lock.items() if isinstance(entry, dict)
+             and isinstance(entry.get("sha256"), str) and isinstance(entry.get("inputs"), dict)
+             and all(isinstance(digest, str) for digest in entry["inputs"].values())}
     malformed = [name for name in lock if name not in valid]
     if malformed:
         raise LockError(f"{display(path, root)}: the entry for {malformed[0][:80]!r} needs a "
@@ -325,15 +326,8 @@ def read_lock(root=ROOT):
     return lock
 
 
-def well_formed(entry):
-    return isinstance(entry, dict) and isinstance(entry.get("sha256"), str) \
-        and isinstance(entry.get("inputs"), dict) \
-        and all(isinstance(digest, str) for digest in entry["inputs"].values())
-
-
 def lock_entry(output, data, root=ROOT, source_digest=None):
-    """What the lock keeps for an output just made: its bytes' digest and its inputs'.
-    `source_digest`: the digest of a source still staged (its path holds the old bytes)."""
+    """What the lock keeps for an output just made; `source_digest`: a staged source's."""
     inputs = output.current_inputs(root)
     if source_digest is not None:
         inputs[output.source] = source_digest

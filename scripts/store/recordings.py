@@ -26,8 +26,7 @@ RECORD = "python scripts/record.py"
 
 
 class RecordingError(Exception):
-    """A recording that cannot be used; str() is one line naming the file. `what`: what
-    is wrong and where; `fix`: the command that remakes it (None where none can)."""
+    """A recording that cannot be used; str() is one line: `what`, then the `fix` if any."""
 
     def __init__(self, what, fix=None):
         super().__init__(f"{what}; run `{fix}`" if fix else what)
@@ -234,15 +233,8 @@ def load_recording(path, fix=RECORD, lesson=None):
     return recording
 
 
-def host_environment():
-    """What every recording says about the host, whatever its kind."""
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpuCount": os.cpu_count()}
-
-
 def source_commit(root, files):
-    """{HEAD's sha, whether `files` are as HEAD holds them}; None outside a git checkout of
-    its own (a copied tree, an archive)."""
+    """{HEAD's sha, whether `files` are as HEAD holds them}; None outside a git checkout."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               timeout=30)
@@ -272,7 +264,8 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files
         "contentHash": combined_hash(files),
         "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "provenance": f"recorded_{backend}{multiprocess}_computation",
-        "environment": {**host_environment(), **environment},
+        "environment": {"python": platform.python_version(), "platform": platform.platform(),
+                        "cpuCount": os.cpu_count(), **environment},
         "contentFiles": files,
         **({"commit": commit} if commit else {}),
     }

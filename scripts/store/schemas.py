@@ -39,8 +39,7 @@ class Schema:
         object.__setattr__(self, "fast", fast)
 
     def error(self, value):
-        """None when `value` fits; else the error a person reads, with `absolute_path`,
-        `message`, `validator` and `validator_value` as jsonschema's errors have them."""
+        """None when `value` fits; else the error a person reads, as jsonschema words it."""
         try:
             if self.fast.is_valid(value):
                 return None
