@@ -118,9 +118,11 @@ def run_step(step, root, accelerator, zone):
         raise JobFailed(explain(step, returncode, output, accelerator, zone))
 
 
-def uncommitted_inputs(module_path, root=ROOT, extra=()):
-    """Files in the lesson's contentFiles that differ from HEAD, which the VM would not see."""
-    paths = list(content_files(module_path, root, extra))
+def refuse_uncommitted(lesson, root):
+    """Refuse inputs of the lesson's recordings (and its sweep's, which the VM also runs)
+    that differ from HEAD: the VM sees only what is committed."""
+    paths = {**content_files(lesson.path(), root, lesson.also_run_with()),
+             **(content_files(lesson.path(lesson.sweep), root) if lesson.sweep else {})}
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -129,14 +131,7 @@ def uncommitted_inputs(module_path, root=ROOT, extra=()):
                         "`git archive`; install git and rerun") from None
     if status.returncode != 0:
         raise JobFailed(f"`git status` failed in {root}: {gcloud_message(status.stderr)}")
-    return [line[3:] for line in status.stdout.splitlines()]
-
-
-def refuse_uncommitted(lesson, root):
-    dirty = uncommitted_inputs(lesson.path(), root, lesson.also_run_with())
-    if lesson.sweep:  # the VM also runs the lesson's sweep
-        dirty += [name for name in uncommitted_inputs(lesson.path(lesson.sweep), root)
-                  if name not in dirty]
+    dirty = [line[3:] for line in status.stdout.splitlines()]
     if dirty:
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {' '.join(dirty)} && git commit`, then rerun")

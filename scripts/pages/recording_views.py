@@ -15,11 +15,6 @@ def machine_label(recording):
     return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
 
 
-def tab_label(recording):
-    date = human_date(recording["generatedAt"])
-    return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
-
-
 def fenced(marker, indent="    "):
     """A text code fence around a marker: the recorded text arrives after Markdown."""
     return f"{indent}```text\n{indent}{marker}\n{indent}```"
@@ -61,7 +56,9 @@ def recording_tabs(lesson_id, sources, values):
     blocks = []
     for loaded in executed_recordings(lesson_id, sources):
         recording, env = loaded.recording, loaded.recording["environment"]
-        lines = [f'=== "{values.hold(tab_label(recording))}"', ""]
+        date = human_date(recording["generatedAt"])
+        label = f"{machine_label(recording)} · {date} · JAX {env['jax']}"
+        lines = [f'=== "{values.hold(label)}"', ""]
         if loaded.stale:
             changed = ", ".join(f"`{values.hold(name)}`" for name in loaded.stale)
             lines += ['    !!! warning "Stale recording"',
@@ -69,7 +66,7 @@ def recording_tabs(lesson_id, sources, values):
                       f"The values below are what that older code printed; rerun the "
                       f"hardware job to refresh them.", ""]
         lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
-                  f"{values.hold(human_date(recording['generatedAt']))} · "
+                  f"{values.hold(date)} · "
                   f"{values.hold(env['deviceCount'])} × "
                   f"{values.hold(env.get('deviceKind', '?'))} · "
                   f"NumPy {values.hold(env['numpy'])} · "

@@ -172,35 +172,31 @@ def non_finite(value, path=()):
 def validate(recording, where="recording", fix=RECORD, lesson=None):
     """Raise RecordingError with the first violation, phrased for a person."""
     try:
-        return validated(recording, where, fix, lesson)
-    except RecursionError:  # values nested deeper than the checks below can walk
+        shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
+        bad_number = non_finite(recording)
+        if bad_number is not None:
+            field = "/".join(map(str, bad_number)) or "(top level)"
+            value = functools.reduce(operator.getitem, bad_number, recording)
+            raise RecordingError(f"{where}: invalid at {field}: {value} is not a finite number, "
+                                 f"and a recording holds only those", fix)
+        refuse(shared, recording, (), where, fix)
+        stdout = recording.get("stdout")
+        if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
+            raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
+                                 f"and a recording holds at most {MAX_STDOUT_LINES}", fix)
+        if lesson is None:
+            lesson = registered_lesson(recording["lessonId"])
+        elif recording["lessonId"] != lesson.id:
+            raise RecordingError(f"{where}: invalid at lessonId: it records "
+                                 f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
+        _, data, sweep = schemas_for(lesson)
+        if data is not None and recording["kind"] == "executed":
+            refuse(data, recording["data"], ("data",), where, fix)
+        if sweep is not None and recording["kind"] == "sweep":
+            refuse(sweep, recording, (), where, fix)
+        return recording
+    except RecursionError:  # values nested deeper than the checks can walk
         raise RecordingError(f"{where}: nested too deeply to be a recording", fix) from None
-
-
-def validated(recording, where, fix, lesson):
-    shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
-    bad_number = non_finite(recording)
-    if bad_number is not None:
-        field = "/".join(map(str, bad_number)) or "(top level)"
-        value = functools.reduce(operator.getitem, bad_number, recording)
-        raise RecordingError(f"{where}: invalid at {field}: {value} is not a finite number, "
-                             f"and a recording holds only those", fix)
-    refuse(shared, recording, (), where, fix)
-    stdout = recording.get("stdout")
-    if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
-        raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
-                             f"and a recording holds at most {MAX_STDOUT_LINES}", fix)
-    if lesson is None:
-        lesson = registered_lesson(recording["lessonId"])
-    elif recording["lessonId"] != lesson.id:
-        raise RecordingError(f"{where}: invalid at lessonId: it records "
-                             f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
-    _, data, sweep = schemas_for(lesson)
-    if data is not None and recording["kind"] == "executed":
-        refuse(data, recording["data"], ("data",), where, fix)
-    if sweep is not None and recording["kind"] == "sweep":
-        refuse(sweep, recording, (), where, fix)
-    return recording
 
 
 def refuse(schema, value, prefix, where, fix):
