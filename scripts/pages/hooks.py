@@ -33,14 +33,11 @@ def check_site_url(config):
 
 def on_config(config):
     """No link in the checkout, the course from the registry, every recording loaded."""
-    try:  # the first thing: everything after this reads the checkout
-        refuse_links(ROOT)
-    except LinkInCheckout as error:
-        raise PluginError(str(error)) from None
-    check_site_url(config)
     try:
+        refuse_links(ROOT)  # the first thing: everything after this reads the checkout
+        check_site_url(config)
         course = load_course()
-    except RegistryError as error:
+    except (LinkInCheckout, RegistryError) as error:
         raise PluginError(str(error)) from None
     sources = load_sources(ROOT, config["docs_dir"])
     if PAGE_LANGUAGE not in config["markdown_extensions"]:

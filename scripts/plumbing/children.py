@@ -11,8 +11,6 @@ import psutil
 from scripts.plumbing.interrupts import raise_if_interrupted
 
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
 try:  # looked up before any fork
     prctl = ctypes.CDLL(None, use_errno=True).prctl
 except (OSError, AttributeError):
