@@ -39,7 +39,8 @@ class Schema:
         object.__setattr__(self, "fast", fast)
 
     def error(self, value):
-        """None when `value` fits; else the error a person reads, as jsonschema words it."""
+        """None when `value` fits; else the error a person reads, with `absolute_path`,
+        `message`, `validator` and `validator_value` as jsonschema's errors have them."""
         try:
             if self.fast.is_valid(value):
                 return None
