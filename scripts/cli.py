@@ -1,10 +1,6 @@
 """What every command line here shares: usage errors on one line, progress on stderr, and
-one exit ladder.
-
-0 done; 1 a failure, said in one line; 2 a request refused before anything ran; 130, 143
-and 129 for Ctrl-C, SIGTERM and SIGHUP (128 + the signal, as a shell reports it), after
-every clean-up on the way out ran; 141 when the reader of stdout went away. A command is
-`sys.exit(cli.run(main))` around a `main(argv)` made by `command(...)`.
+one exit ladder: 0 done; 1 a failure in one line; 2 refused before anything ran; 130, 143,
+129 for SIGINT, SIGTERM, SIGHUP after every clean-up; 141 when stdout's reader went away.
 """
 import argparse
 import sys
@@ -37,10 +33,9 @@ def progress(name, message):
 
 
 def command(body, failures=(), prefix="error", stopped=None):
-    """`main(argv)` for `body(argv)`: signals become Interrupted (every `finally` on the way
-    out runs), and `failures`, CommandError and a signal each end in one line on stderr,
-    `prefix: ...`, with their exit status. `stopped`: what a signal's line says is left
-    (default: the state of the command's files)."""
+    """`main(argv)` for `body(argv)`: `failures`, CommandError and a signal each end in one
+    line on stderr, `prefix: ...`, with their exit status. `stopped`: what a signal's line
+    says is left (default: the state of the command's files)."""
     failures = (CommandError, *failures)
 
     def main(argv=None):
@@ -59,6 +54,4 @@ def command(body, failures=(), prefix="error", stopped=None):
     return main
 
 
-def run(main):
-    """main()'s exit status; 141, and no traceback, once the reader of stdout is gone."""
-    return run_command(main)
+run = run_command  # main()'s exit status; 141, and no traceback, once stdout's reader is gone

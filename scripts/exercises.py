@@ -5,12 +5,10 @@
     python scripts/exercises.py --lesson ID --reference          # its own solutions
     python scripts/exercises.py --lesson ID --exercise NAME [--devices N]   # one of them
 
-Each exercise's `attempt` runs the learner's function in a child process on the lesson's
-`devices` logical CPU devices, under a time limit; its process group is killed once it is
-done, and what it hands back is compared here with the check's `answer`. It runs the
-learner's code as the learner, with the learner's rights: like pytest, it is no sandbox.
-Exit 0 when every exercise is ok, 1 while one is unfinished or wrong, 2 for a request that
-cannot work; signals and a closed stdout as every command here (scripts/cli.py).
+Each `attempt` runs the learner's function in a child process under a time limit, then its
+process group is killed, and what it handed back is compared here with the check's
+`answer`. Like pytest, it runs the learner's code as the learner: it is no sandbox. Exit 0
+when every exercise is ok, 1 while one is unfinished or wrong (scripts/cli.py).
 """
 import sys
 from pathlib import Path
@@ -24,7 +22,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 import traceback
 from contextlib import suppress
 
@@ -34,8 +31,8 @@ import psutil
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
 from scripts.cli import OneLineParser, UsageError, command, run
-from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
-from scripts.plumbing.interrupts import raise_if_interrupted, signals_deferred
+from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
+from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder
 from scripts.store.lessons import RegistryError, load_lessons
 
@@ -45,7 +42,7 @@ CHILD = "import sys; from scripts.exercises import run_attempt; run_attempt(*sys
 
 
 class ChecksError(UsageError):
-    """A lesson's checks module cannot be used as it is: one line naming the fix, exit 2."""
+    """A lesson's checks module cannot be used as it is: one line naming the fix."""
 
 
 def one_line(text, limit=500):
@@ -73,8 +70,7 @@ def plain(value):
 
 
 def where(error):
-    """` (file:line)` of the innermost frame under lesson_code/ outside todo(): the
-    learner's line, not one inside NumPy or JAX, nor the hole's own raise."""
+    """` (file:line)` of the learner's innermost line under lesson_code/, outside todo()."""
     frames = [frame for frame in traceback.extract_tb(error.__traceback__)
               if os.path.relpath(frame.filename).startswith("lesson_code" + os.sep)
               and frame.name != "todo"]
@@ -82,7 +78,7 @@ def where(error):
 
 
 def stopped_by(error):
-    """{"unfinished" or "wrong": the rest of the checker's line} for what stopped an attempt."""
+    """{"unfinished" or "wrong": the rest of the line} for what stopped an attempt."""
     if isinstance(error, SyntaxError):
         return {"wrong": f"syntax error ({error.msg}) at "
                          f"{os.path.relpath(error.filename or '?')}:{error.lineno}; fix it"}
@@ -93,8 +89,7 @@ def stopped_by(error):
 
 
 def run_attempt(implementation, attempt, report):
-    """The child's whole run: the checks' `attempt` of `implementation` ("module:function"),
-    and what came out, or what stopped it, written to `report` as JSON."""
+    """The child's run: `attempt`'s result, or what stopped it, as JSON in `report`."""
     try:
         text = json.dumps({"result": load(attempt)(load(implementation))}, default=plain)
     except Exception as error:  # a learner's bug is a line, not a crash
@@ -105,9 +100,7 @@ def run_attempt(implementation, attempt, report):
 # --------------------------------------------------- the checker: one line each --
 
 def solution_called(exercise, lesson):
-    """"module.function" of the lesson's own solution if the scaffold's function imports
-    or calls it, read from its syntax tree; else None (a scaffold that does not parse is
-    the child's line to write)."""
+    """"module.function" of the lesson's solution if the scaffold's function names it."""
     module, function = exercise.scaffold.split(":")
     home, name = exercise.reference.__module__, exercise.reference.__name__
     try:
@@ -128,18 +121,8 @@ def solution_called(exercise, lesson):
     return f"{home}.{name}" if any(each in names for each in named) else None
 
 
-def finished_in_time(child, time_limit):
-    deadline = time.monotonic() + time_limit
-    while child.poll() is None:
-        raise_if_interrupted()  # a signal lost in a GC callback still stops the check
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def stop(child):
-    """The child's process group killed and reaped, and what it started outside the group."""
+    """Kill the child's process group, and what it started outside the group."""
     try:
         strays = psutil.Process(child.pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -147,7 +130,7 @@ def stop(child):
     kill_all([child])
     for stray in strays:
         with suppress(psutil.NoSuchProcess):
-            stray.kill()  # psutil checks that it is still that process, not a reused pid
+            stray.kill()  # psutil checks it is still that process
 
 
 def judge(exercise, lesson, reference, devices, time_limit, scratch):
@@ -168,7 +151,7 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             start_new_session=True, preexec_fn=dies_with(os.getpid()))
     try:
-        finished = finished_in_time(child, time_limit)
+        finished = poll_until(child.poll, time_limit, 0.05) is not None
     finally:
         stop(child)
     if not finished:
@@ -198,7 +181,7 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
 # ------------------------------------------------------------- the lesson's checks --
 
 def load_exercises(lesson):
-    """The checks module's EXERCISES, imported here: the lesson's code, never the learner's."""
+    """The checks module's EXERCISES: the lesson's code, never the learner's."""
     path = lesson.path(lesson.exercises)
     checks, fix = display(path, lesson.root), f"; fix the checks module ({CONTRACT})"
     raw = path.read_bytes()
@@ -242,8 +225,7 @@ def choose(args):
                             f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
     picked = []
     for lesson in chosen:
-        # The checks import JAX; a signal whose handler raises while jaxlib's extension
-        # initialises becomes an ImportError or a SIGSEGV. So it waits for the import.
+        # A signal raised while jaxlib initialises would be an ImportError or a SIGSEGV.
         with signals_deferred():
             exercises = load_exercises(lesson)
         if args.exercise is not None:

@@ -1,28 +1,22 @@
-"""The host a measurement runs on: its cores and load, read once before the run starts,
-and the warning before a measurement starts on a host that is already busy.
-
-A timing taken while other work keeps the cores busy also measures that work; the
-recording keeps the readings (the analysis then says so on the page), and the commands
-that measure say so before they start, so a maintainer can wait for a quieter moment.
+"""The host a measurement runs on, read once before it starts, and a warning when it is
+already busy: a timing taken then also measures that other work (the page says so).
 """
 import os
 import sys
 
 import psutil
 
-# What other work does now: the load average, unlike this, decays over a minute, so a run
-# that has just ended would still count. Half a second, before anything of ours runs.
+# Busy cores now: the load average decays over a minute, so a run just ended would count.
 BUSY_WINDOW_S = 0.5
 
 
 def host_load():
-    """{"cores", "loadAverage1m"}: one reading, as recordings store it."""
+    """{"cores", "loadAverage1m"}, as recordings store it."""
     return {"cores": os.cpu_count(), "loadAverage1m": round(os.getloadavg()[0], 2)}
 
 
 def host_at_start():
-    """The reading a measurement stores before anything of its own runs: the load, and
-    the cores other work keeps busy right now (`busyCores`)."""
+    """host_load() and the cores other work keeps busy right now (`busyCores`)."""
     busy = psutil.cpu_percent(interval=BUSY_WINDOW_S) / 100 * os.cpu_count()
     return {**host_load(), "busyCores": round(busy, 2)}
 

@@ -1,12 +1,9 @@
-"""What one `record.py` run does, decided once, before anything runs.
+"""What one `record.py` run does, decided once, before anything runs (as jupyter-cache
+decides which notebooks to execute before it executes any).
 
-For each lesson: each output the run remakes, the state that asks for it and the step
-that remakes it, as jupyter-cache's `run_and_cache` decides which notebooks to execute
-before it executes any. record.py then carries the plan out and asks nothing again. Like
-a cache (Quarto's `freeze: auto`), a lesson runs only when its recording is stale or
-missing, or its notebook can only be remade by a run; a comment edit re-renders the
-notebook from the executed cells, and a simulation is re-recorded only when its own
-inputs changed (it is deterministic).
+A lesson runs only when its recording is stale or missing, or its notebook can only be
+remade by a run; a comment edit re-renders the notebook from the executed cells, and a
+simulation is re-recorded only when its own inputs changed.
 """
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,14 +19,12 @@ RUN, RERENDER, SIMULATE = "run", "rerender", "simulate"
 
 @dataclass(frozen=True)
 class Step:
-    """One output the run remakes: its path, why (a line as --check words it, or what the
-    command asked for), and how: RUN the lesson, RERENDER the notebook, SIMULATE."""
+    """One output the run remakes: its path, why (as --check words it), and how (`fix`)."""
     output: str
     state: str
     fix: str
     text: str | None = None  # RERENDER: the notebook, re-rendered already
-    # RUN, SIMULATE: the digests of what the recording is made of, read once, here; they
-    # become its contentFiles (None: the run reads them itself).
+    # RUN, SIMULATE: the recording's contentFiles, read once, here (None: the run reads them).
     inputs: dict | None = field(default=None, compare=False, repr=False)
 
 
@@ -47,17 +42,14 @@ class LessonPlan:
 @dataclass(frozen=True)
 class Plan:
     root: Path  # the checkout every lesson is written into
-    # outputs.lock.json as read: its well-formed entries ({} when it cannot be read); what
-    # a malformed entry locked is stale, so this run remakes it and keeps every other.
-    lock: dict
+    lock: dict  # outputs.lock.json's well-formed entries ({} when it cannot be read)
     lessons: tuple  # a LessonPlan per lesson, in registry order
     lock_note: str | None = None  # a progress line: the lock's entries this run drops
 
 
 def make_plan(lessons, platform="cpu", processes=None, render_only=False, every=False,
               chosen=False):
-    """`every`: --all; `chosen`: the lessons were named (--lesson), so one without a rank
-    module is refused by a multi-process run rather than skipped."""
+    """`every`: --all; `chosen`: by --lesson, so a lesson without ranks is refused, not skipped."""
     root = next(iter(lessons.values())).root
     try:
         lock, note = read_lock(root), None
@@ -105,10 +97,8 @@ def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):
 
 
 def notebook_step(lesson, lock):
-    """The notebook companion's Step: None while current; RERENDER when only the text it
-    shows changed since it was made (a comment, a docstring, a page heading) and its cells
-    still line up with the executed ones; otherwise RUN (missing, edited by hand, or other
-    inputs)."""
+    """The notebook's Step: None while current; RERENDER when only the text it shows
+    changed and its cells still line up with the executed ones; otherwise RUN."""
     output = notebook_output(lesson)
     problems = derived_problems(output, lock, lesson.root)
     if not problems:

@@ -1,25 +1,20 @@
 """Run each lesson whose recording is stale, record what it printed, draw its figures.
 
-    python scripts/record.py                    # each stale lesson, on its registered
-                                                #   devices -> <lesson>.cpu.json, the
-                                                #   notebook companion, the simulation
-    python scripts/record.py --lesson ID        # only that lesson (any mode below, too)
-    python scripts/record.py --all              # every lesson, current or not
-    python scripts/record.py --platform tpu     # the physical chips  -> <lesson>.tpu.json
-    python scripts/record.py --processes 4      # 4 JAX processes     -> <lesson>.cpu-processes.json
+    python scripts/record.py                  # each stale lesson, its notebook, its simulation
+    python scripts/record.py --lesson ID      # only that lesson (any mode below, too)
+    python scripts/record.py --all            # every lesson, current or not
+    python scripts/record.py --platform tpu   # the physical chips -> <lesson>.tpu.json
+    python scripts/record.py --processes 4    # 4 JAX processes -> <lesson>.cpu-processes.json
     python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
-    python scripts/record.py --render-only      # redraw figures from the existing recordings
-    python scripts/record.py --check            # is every recording, figure and notebook current?
+    python scripts/record.py --render-only    # redraw figures from the existing recordings
+    python scripts/record.py --check          # is every recording, figure and notebook current?
 
-A run first decides what it remakes (scripts/plan.py: a lesson runs only when its recording
-is stale or missing; a comment edit re-renders the notebook and runs no JAX; --platform
-tpu or gpu always runs), then carries that out. The lessons, and what each produces, are
-listed in lesson_code/lessons.toml. Nothing is moved into place until the lesson printed
-PASS and the recording validated: a failure, Ctrl-C (exit 130) or SIGTERM (exit 143)
+A run first decides what it remakes (scripts/plan.py), then carries that out. Nothing moves
+into place until the lesson printed PASS and the recording validated: a failure or a signal
 leaves every earlier file as it was, in one line.
-A request that cannot work (`--processes 3`, `--devices 8`) is refused first, exit 2.
 """
 import sys
+from functools import partial
 from pathlib import Path
 
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
@@ -46,12 +41,10 @@ from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.runners.module import RecordError, SetupFailure, run_module
 from scripts.plumbing.scratch import scratch_folder
 
-# What runs a lesson (nbclient and its kernel client, nbformat, the launchers) is imported
-# by the run that needs it, below, so that --check imports only what it checks with.
+# What runs a lesson (nbclient, the launchers) is imported by the run that needs it, so
+# that --check imports only what it checks with.
 
-
-def progress(message):
-    say("record", message)
+progress = partial(say, "record")
 
 
 def check_stdout(lesson_id, stdout):
@@ -64,7 +57,7 @@ def check_stdout(lesson_id, stdout):
     if not lines or lines[-1] != f"PASS: {lesson_id}":
         raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'; "
                           f"nothing was written")
-    counts = Counter(lines)  # one pass: lines.count() per line was quadratic
+    counts = Counter(lines)
     repeated = sorted(line for line, count in counts.items() if count > 1)
     if repeated:
         raise RecordError(f"the lesson printed {repeated[0]!r} more than once; "
@@ -81,27 +74,16 @@ def lesson_environment(lesson, data):
     return environment
 
 
-def executed_recording(lesson, module, stdout, data, duration, command, start=None,
-                       inputs=None):
-    """`start`: the host as read before the run began (scripts/host.py): whether other
-    work kept the cores busy, which the analysis says on the page. `inputs`: what the
-    plan read the recording to be made of."""
-    environment = dict(lesson_environment(lesson, data))
+def executed_recording(lesson, module, stdout, data, duration, command, start, inputs=None):
+    """`start`: the host read before the run; `inputs`: the contentFiles the plan read."""
+    environment = {**lesson_environment(lesson, data), "matplotlib": version("matplotlib"),
+                   "jaxlib": version("jaxlib"), "loadAverage1m": start["loadAverage1m"],
+                   "busyCoresAtStart": start["busyCores"]}
     data = {key: value for key, value in data.items() if key != "environment"}
-    environment["matplotlib"] = version("matplotlib")
-    environment["jaxlib"] = version("jaxlib")
-    if start is not None:
-        environment["loadAverage1m"] = start["loadAverage1m"]
-        environment["busyCoresAtStart"] = start["busyCores"]
     recording = header(lesson.id, "executed", lesson.path(module), environment, lesson.root,
                        lesson.also_run_with(module), inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2), command=command)
     return recording
-
-
-def variant_of(environment):
-    suffix = "-processes" if environment.get("processCount", 1) > 1 else ""
-    return f"{environment['backend']}{suffix}"
 
 
 def run_cells(lesson, platform, devices, scratch):
@@ -120,8 +102,7 @@ def run_cells(lesson, platform, devices, scratch):
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=None):
-    """The single run: its notebook (CPU only), and its recording, from one kernel.
-    `start`: the host as read before the run began (scripts/host.py)."""
+    """The single run: its notebook (CPU only), and its recording, from one kernel."""
     run = run_cells(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
     found = lesson_environment(lesson, run.data)["deviceCount"]
@@ -147,8 +128,9 @@ def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=Non
 
 
 def stage_recording(lesson, recording, staging):
-    variant = "simulation" if recording["kind"] == "simulation" else \
-        variant_of(recording["environment"])
+    environment = recording["environment"]
+    variant = "simulation" if recording["kind"] == "simulation" else environment["backend"] \
+        + ("-processes" if environment.get("processCount", 1) > 1 else "")
     name = for_lesson(lesson).recording(variant)
     validate(recording, f"new recording {name}", lesson=lesson)
     text = dumps(recording)
@@ -169,20 +151,11 @@ def record_simulation(lesson, staging, scratch, inputs=None):
     return stage_recording(lesson, recording, staging)
 
 
-def launch_processes(launcher):
-    """The function that starts a rank module as N processes, for `--launcher`."""
-    if launcher == "mpirun":  # Open MPI starts the ranks; JAX reads who is who from it
-        from scripts.runners.mpirun import run_mpirun
-        return run_mpirun
-    from scripts.runners.processes import run_processes  # this repository's own launcher
-    return run_processes
-
-
 def record_processes(lesson, processes, staging, start, launcher="processes", calls=None,
                      inputs=None):
-    """`start`: the host as read before anything of this run began (scripts/host.py).
-    `calls`: repeated calls per measurement in each rank (None: the rank's default)."""
-    from scripts.runners.processes import ProcessRunError
+    """`calls`: repeated calls per measurement in each rank (None: the rank's default)."""
+    from scripts.runners.mpirun import run_mpirun
+    from scripts.runners.processes import ProcessRunError, run_processes
 
     warn_if_busy("record", start)  # the rounds timing is read with the load; say so up front
     if not lesson.rank_module:
@@ -191,8 +164,9 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
     progress(f"running {lesson.id} as {processes} JAX processes"
              + (" under mpirun" if launcher == "mpirun" else ""))
     try:
-        run = launch_processes(launcher)(lesson.rank_module, ranks=processes, cwd=lesson.root,
-                                         **({"calls": calls} if calls else {}))
+        launch = run_mpirun if launcher == "mpirun" else run_processes
+        run = launch(lesson.rank_module, ranks=processes, cwd=lesson.root,
+                     **({"calls": calls} if calls else {}))
     except ProcessRunError as error:
         raise RecordError(f"{error}; nothing was written") from None
     check_stdout(lesson.id, run.stdout)
@@ -205,9 +179,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
 
 
 def record(plan, platform="cpu", processes=None, launcher="processes", calls=None):
-    """Carry out `plan` (scripts/plan.py): for each lesson, its steps, then its analyses and
-    figures brought up to date; then every file moved into place at once, or none.
-    `calls`: --calls of a multi-process run (None: the default)."""
+    """Carry out `plan`; then every file moves into place at once, or none."""
     from scripts.plan import RERENDER, RUN, SIMULATE
 
     remove_stray_temps([plan.root / "recordings", plan.root / "figures",
@@ -225,7 +197,6 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
             for step in planned.steps:
                 progress(step.state)
             arriving, execute = {}, planned.step(RUN)
-            # Other work on the cores is read first; the run waits for the reading.
             if execute and processes:
                 arriving.update(record_processes(lesson, processes, staging, host_at_start(),
                                                  launcher, calls, execute.inputs))
@@ -249,18 +220,15 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
 
 
 def check(lessons, only=None):
-    """Print one line per stale, missing or invalid output (of lesson `only`, if given); 1
-    if there is any."""
+    """Print one line per stale, missing or invalid output (of lesson `only`); 1 if any."""
     lines = check_problems(lessons, next(iter(lessons.values())).root, only)
     for line in lines:
         print(line)
     return 1 if lines else 0
 
 
-# Process counts a multi-process run can record. Each rank checks its shards bit for bit
-# against NumPy, which holds when p is a power of two (p = 3 fails on float rounding);
-# and each rank is a whole JAX process of about 300 MB (64 ranks took 18.5 GB) sharing
-# this machine's cores, so past 16 the run measures the scheduler, not the collectives.
+# The ranks check their shards bit for bit against NumPy, which holds for powers of two;
+# past 16 ranks of about 300 MB each, the run measures the scheduler, not the collectives.
 PROCESS_COUNTS = (2, 4, 8, 16)
 RANK_MEMORY_BYTES = 300 * 2**20
 
@@ -295,8 +263,7 @@ def refuse_what_cannot_work(args, lessons):
                          f"{args.launcher}`")
     for lesson in lessons.values():
         if args.devices is not None and args.devices != lesson.devices:
-            # The recording's name says its platform, not its device count: a second count
-            # would replace the one the lesson's page describes.
+            # A recording's name says its platform, not its device count.
             raise UsageError(
                 f"--devices {args.devices}: {lesson.id} is recorded on {lesson.devices} "
                 f"devices, the count its page describes (`devices` in "
@@ -305,7 +272,6 @@ def refuse_what_cannot_work(args, lessons):
 
 
 def available_memory():
-    """Bytes the ranks can have without swapping (Linux's MemAvailable)."""
     return psutil.virtual_memory().available
 
 
@@ -341,15 +307,14 @@ def record_command(argv):
     if args.lesson and args.lesson not in lessons:
         raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
                             f"known: {first_of(lessons)}")
-    if args.check:  # every lesson's claims, one lesson's state (freshness.check)
+    if args.check:
         return check(lessons, only=args.lesson)
     if args.lesson:
         lessons = {args.lesson: lessons[args.lesson]}
     refuse_what_cannot_work(args, lessons)
     from scripts.plan import make_plan
 
-    # The lock belongs to the checkout the lessons are written into; the plan is made
-    # once it is held, so no other run changes the files it was made from.
+    # The plan is made once the lock is held: no other run changes what it was made from.
     with exclusive_run(" ".join(["python scripts/record.py", *argv]),
                        next(iter(lessons.values())).root):
         record(make_plan(lessons, args.platform, args.processes, args.render_only,
@@ -358,7 +323,6 @@ def record_command(argv):
     return 0
 
 
-# Ctrl-C, SIGTERM, SIGHUP unwind through every clean-up on the way (scripts/cli.py).
 main = command(record_command, (RegistryError, RecordError, RecordingError, StagingError,
                                 DeriveError, RunLocked, LinkInCheckout, ValueError))
 

@@ -4,10 +4,8 @@
     python scripts/tpu_job.py ... --dry-run      # print every command, run none
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
-The VM gets the committed tree and the exact pins and runs record.py (then the sweep)
-there; what comes back is checked before it moves into recordings/. The VM is paid by the
-hour, so whatever ends the job, it kills the running gcloud, deletes the VM when --delete
-asks, and says in one line whether the VM is gone.
+The VM is paid by the hour, so whatever ends the job, it kills the running gcloud, deletes
+the VM when --delete asks, and says in one line whether the VM is gone.
 """
 import codecs
 import os
@@ -17,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 # `python scripts/tpu_job.py` puts scripts/ on sys.path; the package lives one level up.
@@ -26,6 +25,7 @@ from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
 from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
+from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import SIGNALS, Interrupted
 from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.store.hashes import content_files
@@ -34,7 +34,7 @@ from scripts.store.recordings import read_bytes
 from scripts.store.staging import StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
-# What the lesson page shows. us-east5-b: a zone the Cloud TPU docs list for v6e.
+# us-east5-b: a zone the Cloud TPU docs list for v6e.
 DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
                     create=True, delete=True)
 INSTALL_GCLOUD = ("gcloud not found: install the Google Cloud CLI "
@@ -59,24 +59,13 @@ class JobFailed(CommandError):
         self.exit_status = exit_status
 
 
-def progress(message):
-    say("tpu_job", message)
-
-
-def kill_session(process):
-    """Kill the child and all it started (gcloud runs ssh and scp below it)."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass  # already gone
-    process.wait()
+progress = partial(say, "tpu_job")
 
 
 def run_streamed(command, cwd):
-    """Run `command`, echoing its output as it comes (pip and the lesson take minutes, and
-    gcloud may ask a question); return (exit status, the end of that output). The child
-    gets a session of its own, so a Ctrl-C at the terminal reaches the job alone, which
-    kills the child on the way out and can still delete the VM."""
+    """Run `command`, echoing its output as it comes; return (exit status, the end of it).
+    In a session of its own: a terminal's Ctrl-C reaches the job alone, which kills the
+    child (and what gcloud started) and can still delete the VM."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     tail = ""
     with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -88,7 +77,7 @@ def run_streamed(command, cwd):
                 sys.stderr.flush()
                 tail = (tail + text)[-TAIL_BYTES:]
         except BaseException:
-            kill_session(process)
+            kill_all([process])
             raise
     return process.returncode, tail
 
@@ -129,10 +118,11 @@ def run_step(step, root, accelerator, zone):
         raise JobFailed(explain(step, returncode, output, accelerator, zone))
 
 
-def uncommitted_inputs(module_path, root=ROOT, extra=()):
-    """Files in the lesson's contentFiles that differ from HEAD: the VM would not see
-    them, so its recording would be stale here the moment it lands."""
-    paths = list(content_files(module_path, root, extra))  # the code closures and the pins
+def refuse_uncommitted(lesson, root):
+    """Refuse inputs of the lesson's recordings (and its sweep's, which the VM also runs)
+    that differ from HEAD: the VM sees only what is committed."""
+    paths = {**content_files(lesson.path(), root, lesson.also_run_with()),
+             **(content_files(lesson.path(lesson.sweep), root) if lesson.sweep else {})}
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -141,14 +131,7 @@ def uncommitted_inputs(module_path, root=ROOT, extra=()):
                         "`git archive`; install git and rerun") from None
     if status.returncode != 0:
         raise JobFailed(f"`git status` failed in {root}: {gcloud_message(status.stderr)}")
-    return [line[3:] for line in status.stdout.splitlines()]
-
-
-def refuse_uncommitted(lesson, root):
-    dirty = uncommitted_inputs(lesson.path(), root, lesson.also_run_with())
-    if lesson.sweep:  # the VM also runs the lesson's sweep
-        dirty += [name for name in uncommitted_inputs(lesson.path(lesson.sweep), root)
-                  if name not in dirty]
+    dirty = [line[3:] for line in status.stdout.splitlines()]
     if dirty:
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {' '.join(dirty)} && git commit`, then rerun")
@@ -156,8 +139,7 @@ def refuse_uncommitted(lesson, root):
 
 @contextmanager
 def signals_ignored():
-    """The delete runs to its end: a second Ctrl-C, or the first after a failed step, must
-    not leave a paid VM behind. The delete's gcloud inherits the ignoring too."""
+    """The delete runs to its end, whatever signal comes (its gcloud inherits the ignoring)."""
     previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in SIGNALS}
     try:
         yield
@@ -168,8 +150,7 @@ def signals_ignored():
 
 def run_job(name, zone, accelerator=None, project=None, create=False, delete=False,
             root=ROOT, recordings_dir=None, lesson_id=None):
-    """Run every step; whatever ends them, leave the VM as --delete asks, then raise
-    JobFailed with the one line (what happened, what was written, where the VM is)."""
+    """Run every step; whatever ends them, leave the VM as --delete asks, then say so."""
     lesson = tpu_lesson(root, lesson_id)
     refuse_uncommitted(lesson, root)
     landing = Path(recordings_dir or root / "recordings")
@@ -220,6 +201,7 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
             raise JobFailed(f"wrote {', '.join(written)}, but {ending}")
         progress(ending)
 
+
 def leave_vm(cleanup, exists, vm, delete):
     """Run `delete` if --delete asked for it and the VM may exist; say where the VM stands."""
     if not exists:
@@ -236,8 +218,7 @@ def leave_vm(cleanup, exists, vm, delete):
 
 
 def install(variant, workdir, landing, lesson, root):
-    """Check what the VM made (the lesson's recording or its sweep), then move it into
-    place while no other run writes this checkout's recordings; return where it went."""
+    """Check what the VM made, then move it into place under the run lock; return where."""
     name = for_lesson(lesson).recording_name(variant)
     fetched, target = workdir / name, landing / name
     check = check_tpu_sweep if variant == "tpu-sweep" else check_tpu_recording
@@ -256,7 +237,6 @@ def install(variant, workdir, landing, lesson, root):
 
 
 def write_docs(root=ROOT):
-    """Regenerate the command listing that the TPU page includes."""
     (root / DOCS_FILE).write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)),
                                   encoding="utf-8")
     progress(f"wrote {DOCS_FILE}")
@@ -297,8 +277,7 @@ def job(argv, root=ROOT):
     options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,
                    project=args.project, create=args.create, delete=args.delete,
                    lesson_id=args.lesson)
-    # Building the steps validates every value: a usage error comes before any check of
-    # the working tree and before any gcloud call.
+    # Building the steps validates every value, before any check or gcloud call.
     steps = job_steps(**options, root=root)
     if args.dry_run:
         print(dry_run_text(steps), end="")
@@ -308,8 +287,7 @@ def job(argv, root=ROOT):
 
 
 def main(argv=None, root=ROOT):
-    """The job's exit status: 0, 1 (one line), 2 (refused before anything ran), or 130,
-    143, 129 for Ctrl-C, SIGTERM, SIGHUP once the VM is dealt with (scripts/cli.py)."""
+    """The job's exit status (scripts/cli.py), once the VM is dealt with."""
     return command(lambda args: job(args, root), prefix="tpu_job: error")(argv)
 
 

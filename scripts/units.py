@@ -1,8 +1,4 @@
-"""How a byte count is written for a reader: 8 B, 2 KiB, 32 MiB.
-
-Used by the figures (a change asks for a re-render) and by the sweep's analysis, whose
-size labels are stored in the recording (so a change asks for `make bench` as well).
-"""
+"""How a byte count is written for a reader: 8 B, 2 KiB, 32 MiB, by figures and analyses."""
 
 
 def format_bytes(nbytes, _tick_position=None):

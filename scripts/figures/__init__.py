@@ -1,12 +1,8 @@
-"""Recording -> SVG: the registry of figure kinds. Only the renderers import matplotlib, and
-none imports a lesson program.
+"""Recording -> SVG: the registry of figure kinds. Only the renderers import matplotlib.
 
-A renderer is a module with `render(data, variant) -> SVG text` (`data` the parsed JSON of
-its input, `variant` one of the four drawings: variants.py) and `rows(data)`, the numbers
-it draws, which become the figure's CSV and JSON (data.py); record.py writes the files. A
-lesson lists its kinds in lesson_code/lessons.toml, or names a renderer of its own under
-lesson_code/ by its dotted module (lesson_code/CONTRACT.md): that one is drawn in all four
-variants only if its `render` takes the variant, read from its source, not imported.
+A renderer has `render(data, variant) -> SVG text` (variants.py) and `rows(data)`, the
+numbers it draws (data.py). A lesson may name a renderer of its own under lesson_code/
+(CONTRACT.md), drawn in all four variants only if its `render` takes the variant.
 """
 import ast
 import importlib
@@ -22,13 +18,10 @@ class FigureKind:
     renderer: str  # module under scripts/figures/ (or a lesson's, dotted) with render(data)
     input: str  # the JSON it is drawn from, relative to the repository root
     path: str  # the SVG, relative to the repository root
-    # Optional: a recording drawn over the input when it exists (render(data, overlay)),
-    # such as a hardware run to set against a prediction. Its digest joins the figure's
-    # inputs, so its arrival makes the figure stale: `--render-only` redraws it.
+    # A recording drawn over the input when it exists (a hardware run over a prediction);
+    # an input too, so its arrival makes the figure stale.
     overlay: str | None = None
-    # Optional: which drawing of a module that makes several (ring.py: one per phase),
-    # passed to its render() and rows() as `part`.
-    part: str | None = None
+    part: str | None = None  # which drawing of a module that makes several (ring.py)
 
     @property
     def options(self):
@@ -42,9 +35,7 @@ class FigureKind:
         return self.module.replace(".", "/") + ".py"
 
     def variants(self, root):
-        """The drawings this kind makes: all four for the renderers here; for a lesson's
-        own renderer, all four when its `render` takes the variant, else the one light
-        wide figure (`render(data)`)."""
+        """All four drawings, or the light wide one for a lesson's `render(data)`."""
         if "." not in self.renderer or takes_variant(root / self.module_path()):
             return VARIANTS
         return (STATIC,)
@@ -59,8 +50,7 @@ class FigureKind:
 
 
 def takes_variant(path):
-    """Whether the module at `path` defines `render` with a second parameter, read from its
-    syntax tree: deciding which files a figure has must not import matplotlib."""
+    """Whether `render` at `path` takes a second parameter, read without importing it."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, SyntaxError):
@@ -100,8 +90,7 @@ KINDS = FigureKinds({
                                   "figures/{id}-ring-all-gather.svg", part="all_gather"),
     "traffic": FigureKind("traffic", "recordings/{id}.cpu-processes.json",
                           "figures/{id}-traffic.svg"),
-    # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows:
-    # the time per call, and the time ratios, each shown where its page discusses it.
+    # Drawn from the sweep's analysis (its medians, intervals and fits), not the raw rows.
     "sweep": FigureKind("sweep_times", "recordings/analysis/{id}.sweep.json",
                         "figures/{id}-sweep.svg"),
     "sweep-ratios": FigureKind("sweep_ratios", "recordings/analysis/{id}.sweep.json",

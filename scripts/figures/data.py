@@ -1,13 +1,6 @@
-"""The data behind a figure, as CSV and JSON: the rows its renderer drew.
-
-Every renderer has, beside `render`, a `rows(data)` (`rows(data, overlay)` for a kind
-with an overlay) that returns what the drawing plots, one dict per row, read by the same
-helpers the drawing uses, so the data a reader downloads is the picture's. A figure
-`figures/<name>.svg` has `figures/<name>.csv` and `figures/<name>.json` beside it, each a
-derived file like the drawings (scripts/store/outputs.py declares them, `--render-only` remakes
-them, `--check` names a stale one), and the page shows links to both under the figure
-(scripts/pages/figure_data.py). Imports neither matplotlib nor a renderer until a table
-is made, so declaring the outputs stays cheap.
+"""The data behind a figure, as CSV and JSON beside its SVG: the rows its renderer's
+`rows(data)` returns, read by the helpers the drawing uses, so the data a reader downloads
+is the picture's. Imports no renderer until a table is made.
 """
 import csv
 import importlib
@@ -16,18 +9,15 @@ import json
 import math
 from dataclasses import dataclass
 
-# The two files of a figure's data, by their ending.
 FORMATS = (".csv", ".json")
 
 
 def data_path(figure_path, ending):
-    """figures/x.svg -> figures/x.csv (or .json)."""
     return figure_path.removesuffix(".svg") + ending
 
 
 def cell(value):
-    """A row's value as JSON and CSV both hold it: text, a whole number, a finite float,
-    or None (empty in the CSV); a NumPy scalar as its Python number."""
+    """A row's value as JSON and CSV both hold it: text, a number or None."""
     value = value.item() if hasattr(value, "item") else value
     if value is None or isinstance(value, str) or (isinstance(value, int)
                                                    and not isinstance(value, bool)):
@@ -49,16 +39,14 @@ def csv_text(columns, rows):
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
-    # repr keeps every digit of a float (json writes the same), so a CSV cell read back
-    # with float() is the JSON's number exactly.
+    # repr keeps every digit of a float, so a CSV cell is the JSON's number exactly.
     writer.writerows([["" if v is None else repr(v) if isinstance(v, float) else v
                        for v in row] for row in rows])
     return out.getvalue()
 
 
 def json_text(about, columns, rows):
-    """`about` (where the rows come from), the columns, then one row a line: small, and
-    a diff of two recordings' data reads row by row."""
+    """`about` (where the rows come from), the columns, then one row a line, for diffs."""
     fields = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
               for k, v in {**about, "columns": columns}.items()]
     lines = ",\n".join(f"  {json.dumps(row, ensure_ascii=False)}" for row in rows)
@@ -77,7 +65,6 @@ class FigureDataKind:
         return self.figure.renderer
 
     def rows(self, data, overlay=None):
-        """The renderer's rows; ValueError (one line) when the renderer has no rows()."""
         module = importlib.import_module(self.figure.module)
         if not callable(getattr(module, "rows", None)):
             raise ValueError(f"{self.figure.module_path()} has no rows(data): every figure's "

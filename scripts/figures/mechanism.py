@@ -1,24 +1,18 @@
-"""The mechanism table: an analytic two-participant example, drawn from the lesson's data
-file, not from a run (editing a caption redraws it and re-runs nothing).
+"""The mechanism table: an analytic example from the lesson's data file, not from a run.
 
-Reads lesson_code/figures/<id>-mechanism.json: `{"title", "alt", "table": {"headers":
-[...], "rows": [[...], ...]}}`, text cells, each row as long as `headers`, at most 20
-rows, 8 columns and 60 characters a cell; `title` and `alt` become <title> and <desc>, so
-`alt` says in words all the table shows. The narrow drawing is the same table, smaller.
-
-Data rows: the table's rows, one dict each, keyed by its (distinct) headers. Modelled.
+Reads lesson_code/figures/<id>-mechanism.json: `{"title", "alt", "table": {"headers",
+"rows"}}`, text cells; `alt` becomes <desc>, so it says in words all the table shows.
+Data rows: the table's rows, keyed by its (distinct) headers.
 """
 from scripts.figures.svg import figure_style, new_figure, not_xml, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 
-
-# What one small table can hold. The file is the lesson's, so it is checked like any input:
-# a 3,000-row table took 86 s to draw, and a number for a title was a traceback.
+# The lesson's file is checked like any input: a 3,000-row table took 86 s to draw.
 MAX_ROWS, MAX_COLUMNS, MAX_CELL, MAX_PROSE = 20, 8, 60, 2000
 
 
 def table_of(diagram):
-    """The diagram's table; ValueError (one line naming the field) for any other shape."""
+    """The diagram's table; ValueError naming the field for any other shape."""
     if not isinstance(diagram, dict):
         raise ValueError("the file must hold one JSON object")
     for key in ("title", "alt"):
@@ -52,14 +46,12 @@ def rows(diagram):
 def render(diagram, variant=STATIC):
     table = table_of(diagram)
     palette = variant.palette
-    # 11 points on 6.4 in (14.7 px where the page shows it); 8 on 3.4 in, 10.7 px.
     width, font = (NARROW_IN, 8) if variant.narrow else (6.4, 11)
     row_in = 0.36 if variant.narrow else 0.42
     with figure_style(palette=palette):
         fig, ax = new_figure(figsize=(width, row_in * (len(table["rows"]) + 1)))
         ax.axis("off")
-        # The table fills the axes (bbox), so the figure's height is the rows' and no band
-        # of empty canvas is left above or below it (the reader's audit, D24).
+        # The table fills the axes, so no band of empty canvas is left above or below it.
         cells = ax.table(cellText=table["rows"], colLabels=table["headers"],
                          bbox=[0, 0, 1, 1], cellLoc="center", colLoc="center")
         cells.auto_set_font_size(False)

@@ -1,11 +1,6 @@
 """The two colour sets a figure is drawn in, for the site's light and dark palettes
-(mkdocs-material's `default` and `slate`).
-
-A renderer takes ink, paper and rules from the palette it is given, so the dark figure is
-the light one's drawing in other colours; the colours are written into the SVG itself, so
-a figure opened alone or printed looks as on the page. Data colours are the Okabe-Ito set,
-distinct for colour-blind readers; on dark paper its darkest members are swapped for
-lighter ones of the same family, at least 4.5:1 against the paper (tests/test_figures.py).
+(mkdocs-material's `default` and `slate`), written into the SVG itself. Data colours are
+the Okabe-Ito set; on dark paper its darkest are swapped for lighter ones of the family.
 """
 from dataclasses import dataclass
 
@@ -22,9 +17,8 @@ class Palette:
     shade: str  # a region set apart (a band of predictions)
     series: tuple  # categorical colours, Okabe-Ito order
     bars: tuple  # bar fills (each with the ink's bar labels beside it)
-    # The ring figures' cell looks, (fill, ink): a copy that sums its own contribution only,
-    # some of the ranks', all of them, or nothing yet; pale -> mid -> strong in light, and
-    # the reverse order of lightness in dark, so they stay apart in greyscale either way.
+    # The ring figures' cells, (fill, ink): own contribution, some ranks', all, none yet;
+    # ordered in lightness, so they stay apart in greyscale.
     own: tuple
     partial: tuple
     full: tuple
@@ -39,8 +33,7 @@ LIGHT = Palette(
     own=("#e3eef9", "#1f2328"), partial=("#f6c667", "#1f2328"), full=("#2f6f4f", "#ffffff"),
     missing=("#ffffff", "#57606a"))
 
-# The slate page is hsl(225, 15%, 14%) = #1e2129 (mkdocs-material's palette stylesheet):
-# the dark figure sits on the same colour, framed by lesson.css like the light one.
+# The slate page's own colour, hsl(225, 15%, 14%) (mkdocs-material's palette stylesheet).
 DARK = Palette(
     name="dark", paper="#1e2129", ink="#e6e8ee", muted="#b1b7c3", faint="#8d95a5",
     grid="#3d4350", header="#2c313c", shade="#2a2e38",
@@ -48,5 +41,3 @@ DARK = Palette(
     bars=("#6E9BD1", "#F5A04E", "#6FBF68", "#C79BBE", "#C19A80", "#8CCFC9"),
     own=("#26405c", "#e6e8ee"), partial=("#c99a3a", "#1e2129"), full=("#6fcf9b", "#1e2129"),
     missing=("#1e2129", "#8d95a5"))
-
-PALETTES = {palette.name: palette for palette in (LIGHT, DARK)}

@@ -1,13 +1,7 @@
-"""A lesson's bar panels, drawn from its CPU recording's `data.panels` alone: one series,
-one colour per bar; several, side by side in each label's group with a legend, so none
-hides another. The narrow drawing is the same column for a phone (text at 9 px or more).
-
-Reads recordings/<id>.cpu.json: `data.panels`, bar panels `{"kind": "bar", "labels",
-"ylabel", "series": [{"label", "y": [one number per label]}], "title"?}`, and an optional
-`data.panelsTitle` (at most 120 characters).
-
-Data rows: one per bar: `panel` (its title as drawn), `ylabel`, `series`, `label` and
-`value` (the bar's height, printed above it).
+"""A lesson's bar panels, from its CPU recording's `data.panels` (`{"kind": "bar",
+"labels", "ylabel", "series": [{"label", "y"}], "title"?}`) and `data.panelsTitle`:
+several series side by side, with a legend. Data rows: one per bar, `panel`, `ylabel`,
+`series`, `label`, `value`.
 """
 import textwrap
 
@@ -19,7 +13,6 @@ KINDS = ("bar",)
 
 
 def panels_of(recording):
-    """The recording's panels; ValueError for a kind of panel this renderer cannot draw."""
     panels = recording["data"]["panels"]
     for number, panel in enumerate(panels):
         if panel.get("kind", "bar") not in KINDS:
@@ -45,8 +38,6 @@ def render(recording, variant=STATIC):
     # The lesson names its figure (lesson_code/CONTRACT.md); the renderer knows no lesson.
     title = recording["data"].get("panelsTitle", f"The panels of {recording['lessonId']}")
     palette = variant.palette
-    # Wide: 6.4 in at 10 points. Narrow: 3.4 in at 9 points (7.2 for the values of a
-    # several-series panel), 9.6 px or more at its own size.
     width, font = (NARROW_IN, 9) if variant.narrow else (6.4, 10)
     with figure_style({**STYLE, "font.size": font}, palette):
         fig, axes = new_figure(nrows=len(panels), figsize=(width, 2.5 * len(panels)),
@@ -82,7 +73,6 @@ def one_series(ax, panel, colours=LIGHT.bars, font=10):
 
 
 def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
-    """Each label a group of bars, one per series, in the series' colour; a legend."""
     count = len(panel["series"])
     width = 0.8 / count
     positions = range(len(panel["labels"]))

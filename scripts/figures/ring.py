@@ -1,12 +1,7 @@
-"""Every chunk of a p-rank ring, step by step: the kinds `ring-reduce-scatter` and
-`ring-all-gather`, one figure per phase (`part`), from lesson_code/ring.py's trace in
-recordings/<id>.simulation.json (who sent which chunk at each step, whose contributions
-each copy sums); nothing is simulated or measured here. The narrow drawing puts two
-ranks on a line for a phone.
-
-Data rows: one per step, rank and chunk: `step` (0 is the start), `rank`, `chunk`, `sums`
-(whose contributions the copy sums, `0+3`; empty where none), `value1`... (its numbers),
-`sentTo` and `arrivedFrom` (the rank this step sent that chunk to, or got it from).
+"""Every chunk of a p-rank ring, step by step, one figure per phase (`part`), from the
+simulation recording's trace (who sent which chunk, whose contributions each copy sums).
+Data rows: one per step, rank and chunk: `step`, `rank`, `chunk`, `sums` (`0+3`),
+`value1`..., `sentTo`, `arrivedFrom`.
 """
 import textwrap
 from dataclasses import dataclass
@@ -19,9 +14,7 @@ from scripts.figures.palette import LIGHT
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 
-# Data units are inches. 7.2 in is about the page's content width (690 px), so the figure
-# is shown at its own size; inside a collapsed hint (build-the-ring) it is drawn 660 px
-# wide, where 7.3-point text still lands at 9.3 px. A phone gets the narrow drawing.
+# Inches. Inside a collapsed hint the 7.2 in figure is 660 px wide: 7.3 points is 9.3 px.
 MARGIN, RANK_GAP, CELL_H = 0.08, 0.14, 0.4
 SMALL, TEXT = 7.3, 7.5  # point sizes: values in a cell; everything else at least TEXT
 LINE = 0.15  # inches per line of TEXT
@@ -29,21 +22,17 @@ LINE = 0.15  # inches per line of TEXT
 
 @dataclass(frozen=True)
 class Layout:
-    """How the grid sits on the canvas: how wide it is, how many ranks share a line, and
-    how many characters a line of the title, the rule and the note may hold."""
+    """How the grid sits on the canvas, and how many characters a line of text may hold."""
     width: float  # inches
     ranks_per_line: int  # 0: every rank on one line
     title_chars: int
     rule_chars: int
-    # 7.04 in of 7.5-point DejaVu Sans holds about 120 average characters, and a fallback
-    # font with wider letters (Verdana) about 100: 100 for the wide note, 46 for the narrow.
-    note_chars: int
+    note_chars: int  # room for a fallback font with wider letters (Verdana)
     legend_columns: int  # 0: the whole legend on one line
 
 
 WIDE = Layout(7.2, 0, 200, 200, 100, 0)
-# On a phone two ranks share a line, so a cell is as wide as in the wide drawing's
-# four-rank line, halved in count, not in size: each step takes two lines.
+# Two ranks a line: cells as wide as the wide drawing's, each step on two lines.
 NARROW = Layout(NARROW_IN, 2, 40, 56, 46, 2)
 
 
@@ -81,9 +70,7 @@ def cell_look(summed, p, palette=LIGHT):
 
 
 def draw_row(ax, y, label, state, values, sends, p, layout=WIDE, palette=LIGHT):
-    """One step: its label, p rank blocks of p chunk cells (on one line, or several of
-    `layout.ranks_per_line` with each block named), then each rank's send and receive,
-    named from that rank's side."""
+    """One step: its label, p rank blocks of p chunk cells, each rank's send and receive."""
     ax.text(MARGIN, y, label, va="bottom", fontsize=TEXT, fontweight="bold",
             color=palette.ink)
     y += 0.04
@@ -165,7 +152,6 @@ def draw_header(ax, phase, p, layout=WIDE, palette=LIGHT):
 
 
 def phases(trace):
-    """The two phases of the trace, keyed by the figure that draws each."""
     p, n = trace["ranks"], len(trace["contributions"][0])
     scatter, gather = trace["reduceScatter"], trace["allGather"]
     b_rs, b_ag, whole = scatter["bytesSent"][0], gather["bytesSent"][0], trace["vectorBytes"]
@@ -180,8 +166,7 @@ def phases(trace):
             f"Ring reduce-scatter: {setup}",
             "Each step, every rank sends one chunk to rank r+1, which adds it to its own copy.",
             [("start", scatter["initial"], ())]
-            # Steps counted by the sends made, from 1, as the step-through
-            # (docs/assets/ring-stepper.js) and the pages count them: "start" sent nothing.
+            # Counted from 1, as the step-through (docs/assets/ring-stepper.js) counts them.
             + [(f"step {k}", step["state"], step["sends"])
                for k, step in enumerate(scatter["steps"], start=1)],
             ("original", "partial", "full", "arrived"),
@@ -201,8 +186,7 @@ def phases(trace):
 
 
 def note_lines(*sentences, chars=WIDE.note_chars):
-    """The note under a figure, wrapped to the canvas: a phase's byte count makes its
-    sentence longer or shorter, and an unwrapped line runs off the right edge."""
+    """The note under a figure, wrapped to the canvas."""
     return [line for sentence in sentences for line in textwrap.wrap(sentence, chars)]
 
 
@@ -210,14 +194,12 @@ def copy_values(trace, state):
     """Each copy's example numbers, [rank][chunk] -> f32[n/p]."""
     p = trace["ranks"]
     contributions = np.asarray(trace["contributions"], dtype=np.float32)  # (p, n), n = 2p
-    # The simulator records which contributions each copy sums; the example numbers of a
-    # copy follow from that: the sum of those ranks' pieces of that chunk.
+    # A copy's numbers: the sum of its contributors' pieces of that chunk.
     chunks = contributions.reshape(p, p, -1)  # (p, n) -> (rank, chunk, n/p)
     return [[chunks[list(state[r][c]), c].sum(axis=0) for c in range(p)] for r in range(p)]
 
 
 def rows(recording, *, part):
-    """The data rows of one phase's figure (see the module's docstring)."""
     trace = recording["data"]
     p, found = trace["ranks"], []
     for step, (_, state, sends) in enumerate(phases(trace)[part].rows):
@@ -245,8 +227,7 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
     for label, state, sends in phase.rows:
         y = draw_row(ax, y + LINE, label, state, copy_values(trace, state), sends, p, layout,
                      palette)
-    # No-break spaces keep the list "[1, …, n]" on one line (textwrap breaks only at
-    # ASCII whitespace).
+    # No-break spaces keep "[1, …, n]" on one line.
     note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "
                       f"values; rank r contributes (r+1)·[1,\u00a0…,\u00a0{n}].",
                       f"{phase.bytes_note} A simulation of the idealized ring schedule "
@@ -282,10 +263,8 @@ def describe(trace, name):
 
 
 def render(recording, variant=STATIC, *, part):
-    """One phase's figure as SVG text; the same trace always gives the same bytes."""
     trace = recording["data"]
     phase = phases(trace)[part]
-    # matplotlib's defaults: their sans-serif fallback list travels into the SVG.
     with figure_style(DETERMINISTIC, variant.palette):
         fig = ring_figure(trace, phase, NARROW if variant.narrow else WIDE, variant.palette)
         return svg_text(fig, phase.title, describe(trace, part))

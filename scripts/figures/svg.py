@@ -1,11 +1,7 @@
-"""Deterministic, accessible SVG out of a matplotlib figure, with matplotlib state confined.
-
-Determinism is what lets a test compare a committed figure with a fresh rendering byte for
-byte: no date, a fixed hash salt for element ids, and text kept as <text> (selectable,
-searchable, no per-run glyph ids). Every renderer draws inside figure_style(), which starts
-from matplotlib's defaults and restores the caller's settings on the way out, so no
-renderer can change another's bytes; it takes the drawing's palette (palette.py), whose
-paper and ink become matplotlib's defaults for that drawing.
+"""Deterministic, accessible SVG out of a matplotlib figure, with matplotlib state confined:
+no date, a fixed hash salt, text as <text>, so a fresh rendering equals the committed one
+byte for byte; figure_style() restores the caller's settings, so no renderer changes
+another's bytes.
 """
 import io
 import re
@@ -17,8 +13,7 @@ from matplotlib.figure import Figure
 
 from scripts.figures.palette import LIGHT
 
-# What every renderer needs, whatever its look: repeatable element ids, text as <text>.
-# The salt only has to be fixed, not meaningful; changing it changes every figure's bytes.
+# The salt only has to be fixed; changing it changes every figure's bytes.
 DETERMINISTIC = {"svg.hashsalt": "lesson-figure", "svg.fonttype": "none"}
 
 STYLE = {
@@ -30,8 +25,7 @@ STYLE = {
 
 
 def palette_style(palette):
-    """The rcParams that give paper and ink their palette's colours (palette.py): what a
-    renderer does not colour itself (tick labels, axes, legend text) follows the palette."""
+    """The rcParams that colour what a renderer does not colour itself in the palette's."""
     return {"figure.facecolor": palette.paper, "axes.facecolor": palette.paper,
             "savefig.facecolor": palette.paper, "text.color": palette.ink,
             "axes.labelcolor": palette.ink, "axes.edgecolor": palette.ink,
@@ -56,9 +50,7 @@ def new_figure(**kwargs):
     return fig, fig.subplots(**subplot_args)
 
 
-# What no XML document can hold, escaped or not: the C0 controls but tab, newline and
-# carriage return, lone surrogates, U+FFFE and U+FFFF. matplotlib writes text as it is
-# given, so a NUL in a title made an SVG no browser would draw.
+# What no XML document can hold, escaped or not (matplotlib writes text as it is given).
 NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
@@ -69,8 +61,7 @@ def not_xml(text):
 
 
 def svg_text(fig, title, desc):
-    """The figure as SVG text, with <title> and <desc> for screen readers; ValueError
-    when the text it draws holds a character XML cannot hold."""
+    """The figure as SVG text, with <title> and <desc> for screen readers."""
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     svg = buffer.getvalue()

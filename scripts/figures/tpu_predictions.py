@@ -1,15 +1,9 @@
-"""Predicted collective times on a 4-chip TPU VM at p = 2 and 4, and a TPU size sweep
-drawn over them once one exists (its arrival makes the figure stale); nothing is run.
-
-Reads lesson_code/figures/<id>-tpu-predictions.json (lesson_code/tpu_predictions.py's:
-each input sourced, each prediction with its refuting band) and the sweep,
-recordings/<id>.tpu-sweep.json. Top: one ring phase's predicted microseconds; below, the
-model's time against size per VM and p, the bandwidth crossover, and each collective's
-measured own cost (scripts/sweep/analysis.own_costs) over predicted. Narrow: stacked.
+"""Predicted collective times on a 4-chip TPU VM at p = 2 and 4 (the lesson's predictions
+file), and a TPU size sweep's own costs drawn over them once one exists.
 
 Data rows, each with its `part`, `machine` and `ranks`: `table` (`bytes`, `predictedUs`),
-`curve` (the model's points), `crossover` (`bytes`) and, over a TPU sweep, `measured`
-(`collective`, `bytes`, `ownCostUs`, `measuredOverPredicted`). Lines modelled.
+`curve`, `crossover` (`bytes`) and, over a sweep, `measured` (`collective`, `bytes`,
+`ownCostUs`, `measuredOverPredicted`).
 """
 import textwrap
 
@@ -18,13 +12,12 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.svg import figure_style, new_figure, svg_text
+from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes
 
-# Okabe-Ito blue and vermillion (the palette's series 0 and 4) for the two VMs; p = 4
-# solid, p = 2 dotted: one ring phase (a reduce-scatter or an all-gather) each.
+# Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.
 VM_SERIES = (0, 4)
 LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
           "all_reduce": "all-reduce"}
@@ -34,10 +27,8 @@ WIDTH_IN = 7.2
 SMALL = 7.5
 
 
-
 def table_text(data, narrow=False):
-    """Rows of the table, one per VM and p: one phase's microseconds at each size, with
-    the band of each size in its heading (the row's name on two lines when narrow)."""
+    """Rows of the table, one per VM and p: one phase's microseconds at each size."""
     sizes = data["sizes"]
     bands = {row["bytes"]: row["band"] for row in data["rows"]}
     band = "" if narrow else "band "
@@ -97,8 +88,7 @@ def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
                     label=f"{name}, p = {ranks}: one phase")
         crossover = machine["crossoverBytes"][str(max(data["ranks"]))]
         ax.axvline(crossover, color=colour, linewidth=0.8, linestyle=":")
-        # The first VM's label left of its line, the second's right: they never meet. On a
-        # phone's width there is no room right of the second: both go left, one higher.
+        # The labels sit on either side of their lines; on a phone, both left, one higher.
         left = index == 0 or narrow
         ax.text(crossover / 1.15 if left else crossover * 1.15, 30 if index == 0 else 400,
                 f"{name}, p = {max(data['ranks'])}: bandwidth-\nbound from "
@@ -120,7 +110,6 @@ def size_axis(ax, label=True, small=SMALL):
 
 
 def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=False):
-    # Narrow: the row names take half the width, on two lines each.
     widths = [0.4, 0.3, 0.3] if narrow else None
     table = ax.table(cellText=table_text(data, narrow), loc="top", cellLoc="right",
                      bbox=bbox, edges="horizontal", colWidths=widths)
@@ -138,25 +127,24 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
 
 def wide_canvas(overlay):
     """(figure, chart axes, ratio axes or None, where the table goes in chart axes units)."""
+    fig = Figure(figsize=(WIDTH_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
     if overlay is None:
-        fig, ax = new_figure(figsize=(WIDTH_IN, 4.4))
+        ax, ratio_ax = fig.subplots(), None
         fig.subplots_adjust(left=0.12, right=0.98, top=0.64, bottom=0.17)
-        return fig, ax, None, (0.0, 1.08, 1.0, 0.55)
-    fig = Figure(figsize=(WIDTH_IN, 5.8))  # outside pyplot, as new_figure does
-    ax, ratio_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.68, bottom=0.15, hspace=0.12)
+    else:
+        ax, ratio_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [3, 1.3]})
+        fig.subplots_adjust(left=0.12, right=0.98, top=0.68, bottom=0.15, hspace=0.12)
     return fig, ax, ratio_ax, (0.0, 1.08, 1.0, 0.55)
 
 
-# The narrow drawing's parts, top to bottom, in inches: title, table, chart (and the
-# measured over predicted), axis label and legend, note.
+# The narrow drawing's parts, top to bottom, in inches.
 NARROW_TOP_IN, NARROW_TABLE_IN, NARROW_CHART_IN, NARROW_RATIO_IN = 0.5, 1.55, 2.3, 1.0
 NARROW_LEGEND_IN, NARROW_NOTE_IN = 1.5, 0.85  # the legend: 0.45 in more with the markers
+NARROW_LEFT, NARROW_RIGHT = 0.2, 0.96  # figure fractions: room for the µs tick labels
 
 
 def narrow_legend_in(overlay):
     return NARROW_LEGEND_IN + (0 if overlay is None else 0.45)
-NARROW_LEFT, NARROW_RIGHT = 0.2, 0.96  # figure fractions: room for the µs tick labels
 
 
 def narrow_canvas(overlay):
@@ -185,7 +173,6 @@ def narrow_canvas(overlay):
 def render(data, overlay=None, variant=STATIC):
     if not isinstance(data, dict) or not isinstance(data.get("machines"), dict) or not all(
             isinstance(machine, dict) for machine in data["machines"].values()):
-        # A list would fail as an AttributeError deep in the drawing, not in one line.
         raise ValueError("`machines` must map each VM's name to its object "
                          "(lesson_code/tpu_predictions.py writes it)")
     chips, hop = data["chips"], data["hopLatencyS"]
@@ -228,7 +215,6 @@ def render(data, overlay=None, variant=STATIC):
             ratio_ax.axhspan(band["low"], band["high"], color=palette.shade, linewidth=0,
                              zorder=0)
             ratio_ax.set_yscale("log")
-            # Powers of two from the band's edges and the measured ratios, labelled ×0.5, ×1.
             low = min(min(every_ratio), band["low"]) / 1.3
             high = max(max(every_ratio), band["high"]) * 1.3
             ratio_ax.set_ylim(low, high)

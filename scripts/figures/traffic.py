@@ -1,13 +1,7 @@
-"""Bytes each process sent, beside the ring model, from the multi-process recording alone:
-one panel per gradient size, in each a pair of groups per collective (gloo's algorithm,
-then the ring built from ppermute). Narrow: the same panels, long labels on two lines.
-
-Reads recordings/<id>.cpu-processes.json: `data.traffic` and `data.ringTraffic`, rows
-`{"collective", "gradientBytes", "calls", "modelBytesPerRank", "observedBytesPerRank":
-[per rank]}` (ring rows add `"algorithm"`).
-
-Data rows: one per dot: `gradientBytes` (the panel), `collective`, `algorithm` (`gloo` or
-`ring`), `rank`, `observedBytes` (sent per call), `modelBytes` and `calls`.
+"""Bytes each process sent, beside the ring model, from the multi-process recording's
+`data.traffic` and `data.ringTraffic`: a panel per gradient size, in each a pair of groups
+per collective (gloo's, then the ring from ppermute). Data rows: one per dot,
+`gradientBytes`, `collective`, `algorithm`, `rank`, `observedBytes`, `modelBytes`, `calls`.
 """
 import textwrap
 
@@ -27,17 +21,14 @@ LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
 # algorithms apart; they differ in marker shape too, so the figure reads in greyscale.
 ALGORITHMS = (("gloo", "XLA's collective (gloo)", 0, "o"),
               ("ring", "ring from ppermute", 4, "s"))
-# 7.2 inches is about the page's content width (690 px), so the figure is shown at its
-# own size and 7.5-point text lands at 10 px; the narrow one is shown at its own 326 px,
-# where 7 points is 9.3 px.
+# About the page's content width (690 px), so 7.5-point text lands at 10 px.
 WIDTH_IN = 7.2
 SMALL = 7.5
 RANK_SPREAD = 0.5  # the ranks' dots fill this much of a group's width, 0 on the left
 
 
 def ratio_label(ratios, narrow=False):
-    """`×1.001`, or `×1.000–1.334` when the ranks sent different amounts (on two lines in
-    the narrow drawing, where a group is narrower than the range)."""
+    """`×1.001`, or `×1.000–1.334` when the ranks sent different amounts."""
     low, high = min(ratios), max(ratios)
     spec = ".4f" if high < 1.01 and not narrow else ".3f" if high < 2 else ".0f"
     low, high = format(low, spec), format(high, spec)
@@ -57,7 +48,6 @@ def groups_of(data, size):
 
 
 def sizes_of(data):
-    """The gradient sizes, one panel each, smallest first."""
     return sorted({row["gradientBytes"] for row in data["traffic"]})
 
 
@@ -99,8 +89,7 @@ def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
         ax.set_yscale("log")
         low, high = ax.get_ylim()
         ax.set_ylim(low / 1.5, high * (4 if narrow else 2.5))  # headroom for the ratios
-        # Ticks at powers of 4, so each reads as a size people write (64 B, 1 KiB), not
-        # as a power of ten in exponent form ("1e+03 B": content review, turn 3).
+        # Powers of 4 read as sizes people write (64 B, 1 KiB), not "1e+03 B".
         ax.yaxis.set_major_locator(LogLocator(base=4))
         ax.yaxis.set_minor_locator(NullLocator())
     else:
@@ -134,7 +123,6 @@ def describe(data, sizes, ranks, calls):
 
 
 def render(recording, variant=STATIC):
-    """The figure as SVG text, from the multi-process recording alone."""
     with figure_style(palette=variant.palette):
         return draw(recording["data"], variant.palette, variant.narrow)
 

@@ -1,8 +1,5 @@
-"""The commands the TPU job runs, as argument lists. Runs nothing and imports no JAX.
-
-One function builds the whole sequence, so the job, its --dry-run and the lesson page
-(docs/sections/tpu_commands.txt) cannot drift apart. Single-host VMs only: the multi-host
-slice path is parked until a slice has run it.
+"""The commands the TPU job runs, as argument lists: one function builds the sequence, so
+the job, its --dry-run and the page (docs/sections/tpu_commands.txt) cannot drift apart.
 """
 import re
 import shlex
@@ -18,14 +15,12 @@ from scripts.store.outputs import for_lesson
 RUNTIMES = {name: "v2-alpha-tpuv6e" if name.startswith("v6e") else "v2-alpha-tpuv5-lite"
             for name in CHIPS}
 
-# Names go into gcloud argument lists and remote command text, so they must look like
-# names (a leading "-" would read as a flag). fullmatch: `$` alone accepts a final newline.
+# Names go into gcloud's arguments and remote commands: a leading "-" would be a flag.
 NAME = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")
 PROJECT = re.compile(r"([a-z][-a-z0-9.]*:)?[a-z][-a-z0-9]{4,28}[a-z0-9]")
-# The pins need Python 3.11 (numpy 2.4), and the stock TPU images ship an older python3:
-# uv brings its own CPython onto the VM. The Makefile reads UV_VERSION from this line, so
-# `make install` and the VM use one uv.
+# The stock TPU images' python3 is older than the pins need: uv brings its own CPython.
+# The Makefile reads UV_VERSION from this line, so `make install` and the VM use one uv.
 PYTHON_VERSION = "3.11"
 UV_VERSION = "0.13.9"
 
@@ -39,14 +34,12 @@ class Step:
 
     @property
     def gcloud_verb(self):
-        """"create", "scp", "ssh" or "delete"; None for a step that is not gcloud's."""
         is_gcloud = self.command is not None and self.command[0] == "gcloud"
         return self.command[4] if is_gcloud else None
 
 
 def choose_accelerator(lesson, accelerator=None):
-    """`accelerator`, or the default VM with the lesson's device count; UsageError (one
-    line) when no single-host VM has that many chips, or the one asked for is not one."""
+    """`accelerator`, or the default VM with the lesson's device count; else UsageError."""
     fitting = accelerators_for(lesson.devices)
     if not fitting:
         counts = sorted(set(CHIPS.values()))
@@ -71,7 +64,6 @@ def choose_accelerator(lesson, accelerator=None):
 
 
 def check_names(name, zone, project=None):
-    """Raise UsageError for a value that does not look like what gcloud takes."""
     for flag, value, pattern in (("--name", name, NAME), ("--zone", zone, ZONE),
                                  ("--project", project, PROJECT)):
         if value is not None and not pattern.fullmatch(value):
@@ -80,7 +72,6 @@ def check_names(name, zone, project=None):
 
 
 def jax_pin(root=ROOT):
-    """The jax version pinned in requirements.txt, so the VM installs the same one."""
     text = (root / "requirements.txt").read_text(encoding="utf-8")
     match = re.search(r"^jax==([\w.]+)", text, re.MULTILINE)
     if not match:
@@ -108,14 +99,12 @@ def tpu_lesson(root=ROOT, lesson_id=None):
 
 
 def remote_setup(jax_version, remote_dir):
-    """Python 3.11 on the VM through uv, then the project's exact pins (as `make install`)
-    and the TPU runtime."""
+    """Python through uv on the VM, then the exact pins and the TPU runtime."""
     return " && ".join([
         f"cd {shlex.quote(remote_dir)}",
         f"python3 -m pip install --user --quiet uv=={UV_VERSION}",
         f"python3 -m uv venv --python {PYTHON_VERSION} .venv",
-        # jax_pin() matched [\w.]+, so plain double quotes are safe, and they keep the
-        # page's copy free of the '"'"' that shlex would nest inside the --command.
+        # jax_pin() matched [\w.]+: double quotes are safe and read better than shlex's.
         (f"python3 -m uv pip install --python .venv/bin/python -r requirements.txt "
          f'-c constraints.txt "jax[tpu]=={jax_version}"'),
     ])
@@ -123,8 +112,7 @@ def remote_setup(jax_version, remote_dir):
 
 @dataclass(frozen=True)
 class Vm:
-    """What every step that reaches the VM needs: its name and gcloud location, and where
-    the tree is on it and here."""
+    """What every step that reaches the VM needs."""
     name: str
     where: list  # --zone, and --project when given
     remote_dir: str  # relative to the VM user's home: scp and ssh both start there
@@ -134,7 +122,7 @@ class Vm:
 
     @property
     def hint(self):
-        return f"{self.name} {shlex.join(self.where)}"  # for the hints' commands
+        return f"{self.name} {shlex.join(self.where)}"
 
     @property
     def is_up(self):
@@ -148,15 +136,13 @@ class Vm:
         return [*self.tpu_vm, "ssh", self.name, *self.where, "--command", command]
 
     def fetch(self, remote_file, local_name):
-        """scp a file of the tree on the VM back here as `local_name`."""
         return [*self.tpu_vm, "scp", f"{self.name}:{self.remote_dir}/{remote_file}",
                 self.local(local_name), *self.where]
 
 
 def recorded_on_the_vm(vm, run_title, command, fetch_title, remote_file, local_name,
                        check_title, installs, already=""):
-    """Run `command` in the tree on the VM, copy `remote_file` back, then check it here and
-    move it into place. `already`: what the hint says is already safe."""
+    """Run `command` on the VM, copy `remote_file` back, check it here and move it in."""
     retry = "to retry by hand" if not already else f"{already}; to retry the sweep by hand"
     return [
         Step(run_title, vm.ssh(f"cd {shlex.quote(vm.remote_dir)} && {command}"),
@@ -175,9 +161,7 @@ def job_vm(name, zone, project, lesson_id, workdir=None):
 
 def job_steps(name, zone, accelerator=None, project=None, create=True, delete=True,
               workdir=None, root=ROOT, lesson_id=None):
-    """Every step of the job in order, for one lesson (`lesson_id`, default the registry's
-    first) on a VM with its device count. `workdir` holds the local archive and what comes
-    back (None: paths relative to the current directory, for the page)."""
+    """Every step of the job in order; `workdir`: where files land (None: for the page)."""
     lesson = tpu_lesson(root, lesson_id)
     accelerator = choose_accelerator(lesson, accelerator)
     check_names(name, zone, project)
@@ -225,8 +209,7 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
 
 
 def sweep_steps(lesson, vm):
-    """The lesson's size sweep on the same VM (scripts/bench.py --platform tpu: each p of
-    the sweep's plan that the chips hold), fetched and checked like the recording."""
+    """The lesson's size sweep on the same VM, fetched and checked like the recording."""
     files = for_lesson(lesson)
     sweep = files.recording_name("tpu-sweep")
     bench = f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}"
@@ -248,7 +231,7 @@ def job_commands(name, zone, accelerator=None, project=None, create=True, delete
 
 
 def dry_run_text(steps):
-    """Copy-pasteable bash: a `# title` line, then the command, for every step."""
+    """Copy-pasteable bash: a `# title` line, then its command, for every step."""
     lines = []
     for step in steps:
         lines.append(f"# {step.title}")

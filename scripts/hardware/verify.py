@@ -1,14 +1,14 @@
 """Accept a recording fetched from a TPU VM, or refuse it before it touches recordings/.
 
-The VM's record.py validated what it wrote; it is read again here, through the store's
-one reader and freshness rule, because it crossed a network and the site will present it
-as a measurement on the lesson's TPU chips. Then the checks only a TPU run needs.
+It crossed a network and the site will present it as a measurement on the lesson's chips,
+so it is read again through the store's one reader and freshness rule, then checked as a
+TPU run.
 """
 from pathlib import Path
 
 from scripts import ROOT
 from scripts.store.freshness import recording_state
-from scripts.store.outputs import HARDWARE_FIXES, RecordingOutput, hardware_module
+from scripts.store.outputs import HARDWARE_FIXES, hardware_module, recording_output
 
 
 class RefusedRecording(Exception):
@@ -16,14 +16,9 @@ class RefusedRecording(Exception):
 
 
 def fetched_recording(path, lesson, variant, root=ROOT):
-    """The recording at `path`, validated against the lesson's schemas and current with
-    this checkout's code and pins, as recordings/<id>.<variant>.json would be."""
-    module = lesson.path(hardware_module(lesson, variant))
-    output = RecordingOutput(
-        str(Path(path).resolve()), variant, module.relative_to(lesson.root).as_posix(),
-        HARDWARE_FIXES[variant], True, lesson,
-        tuple(extra.relative_to(lesson.root).as_posix()
-              for extra in lesson.also_run_with(hardware_module(lesson, variant))))
+    """The recording at `path`, valid and current as recordings/<id>.<variant>.json."""
+    output = recording_output(lesson, variant, hardware_module(lesson, variant),
+                              HARDWARE_FIXES[variant], path=str(Path(path).resolve()))
     loaded, problems = recording_state(output, root)
     if problems:
         raise RefusedRecording(f"the fetched {variant} recording is refused: {problems[0]}")
@@ -37,8 +32,7 @@ def refuse_unless(checks, what):
 
 
 def check_tpu_recording(path, lesson, root=ROOT):
-    """The recording at `path` if it is a current TPU run of the lesson on its `devices`
-    chips that ended in PASS."""
+    """The recording at `path` if it is a current TPU run on the lesson's chips that passed."""
     recording = fetched_recording(path, lesson, "tpu", root)
     environment, lines = recording["environment"], recording["stdout"].splitlines()
     refuse_unless([
@@ -54,8 +48,7 @@ def check_tpu_recording(path, lesson, root=ROOT):
 
 
 def check_tpu_sweep(path, lesson, root=ROOT):
-    """The sweep at `path` if it is a current TPU sweep of the lesson's `sweep` module
-    (bench.py --platform tpu) on at most its `devices` chips, with looped rows."""
+    """The sweep at `path` if it is a current TPU sweep on the lesson's chips, with loops."""
     recording = fetched_recording(path, lesson, "tpu-sweep", root)
     environment, rows = recording["environment"], recording.get("rows", [])
     most = max((row["ranks"] for row in rows), default=0)

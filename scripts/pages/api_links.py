@@ -1,10 +1,6 @@
-"""API names in running text link to the JAX reference, as the JAX documentation's own do.
-
-Only inline `<code>` in prose is linked: never code blocks, never headings (a heading is
-already a link target), never code that is already a link. A link is outbound and loads
-nothing until a reader follows it, so the site stays offline. The table names each API
-once; `jax.`, `lax.` or `jax.lax.` before a name and a call after it (`psum_scatter(...,
-tiled=True)`) still match.
+"""API names in running text link to the JAX reference, as the JAX documentation's own do:
+only inline `<code>` in prose, never code blocks, headings or links. A link loads nothing
+until followed, so the site stays offline.
 """
 import re
 

@@ -2,11 +2,9 @@
 
     python scripts/pages/check_links.py site
 
-Internal links must reach a file (and the anchor's element) in the site and be relative
-(a root-absolute `/path` breaks under a sub-path). Whatever a browser would load (images,
-media, scripts, styles, fonts, CSS `url()` and `@import`) must come from the site itself:
-the site promises to load nothing from outside. No page may run a `javascript:` address,
-redirect out of the site, or carry a `<base>`. Pages, figures and stylesheets are read.
+Internal links must reach a file (and anchor) in the site and be relative; whatever a
+browser would load must come from the site itself; no page may run a `javascript:`
+address, redirect out of the site, or carry a `<base>`.
 """
 import os
 import re
@@ -26,8 +24,7 @@ LOADED = {("img", "src"), ("img", "srcset"), ("script", "src"), ("link", "href")
 # ...and those it goes to when a reader follows them.
 FOLLOWED = {("a", "href"), ("a", "xlink:href"), ("area", "href"), ("form", "action"),
             ("button", "formaction"), ("input", "formaction")}
-# Served for any missing address at any depth, so mkdocs writes its links from site_url's
-# path (root-absolute on purpose); it is the one page allowed them.
+# Served at any depth, so its links are root-absolute on purpose: the one page allowed them.
 NOT_FOUND_PAGE = "404.html"
 CSS_URL = re.compile(r"""url\(\s*(?:"([^"]*)"|'([^']*)'|([^)'"\s]*))\s*\)"""
                      r"""|@import\s+(?:"([^"]*)"|'([^']*)')""", re.I)
@@ -94,8 +91,7 @@ def parse(path):
 
 
 def target_file(site, page, url, base_path="/"):
-    """The file a site-relative URL points at, as mkdocs lays pages out (None: outside the
-    site, even by way of `%2e%2e/` or a symlink)."""
+    """The file a URL points at, as mkdocs lays pages out; None outside the site."""
     page_url = base_path + page.relative_to(site).as_posix()
     path = unquote(urlparse(urljoin(page_url, url)).path).removeprefix(base_path.rstrip("/"))
     candidate = site / path.lstrip("/")
@@ -168,7 +164,7 @@ def main(argv=None):
     if not (site / "index.html").exists():
         print(f"error: {site}/index.html not found; run `make build` first", file=sys.stderr)
         return 2
-    # The same SITE_URL the build read (mkdocs.yml): the 404 page's links start with its path.
+    # The 404 page's links start with SITE_URL's path, as the build read it.
     base_path = urlparse(os.environ.get("SITE_URL", "")).path or "/"
     problems, count = broken_links(site, base_path.rstrip("/") + "/")
     for line in problems:
@@ -178,8 +174,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    # `| head`: once the reader is gone, exit 141 as a shell reports SIGPIPE, with no
-    # traceback (as scripts/plumbing/interrupts.py's run_command; this file imports none).
+    # As interrupts.run_command, which this file, importing nothing, cannot use.
     try:
         status = main()
         sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit

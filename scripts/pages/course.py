@@ -1,8 +1,5 @@
-"""The course on the site (lesson_code/lessons.toml): its lessons, their titles and files.
-
-The home page lists every registered lesson (`{{ lessons }}`), a lesson the nav leaves out
-is listed after the last one it names, and each lesson page ends with its downloads: the
-program, the exercise scaffold a learner edits, and the executed notebook.
+"""The course on the site: the lessons' list (`{{ lessons }}`), unlisted lessons in the nav,
+and each lesson page's downloads.
 """
 import posixpath
 
@@ -29,8 +26,7 @@ def nav_paths(nav):
 
 
 def add_unlisted_lessons(nav, lessons, docs):
-    """Put each registered lesson the nav does not list (its page and its notebook) after
-    the last lesson it does list, so a new lesson needs no nav lines."""
+    """Put each lesson the nav does not list after the last it does: a new one needs no nav."""
     if nav is None:
         return  # no nav: mkdocs lists every page itself
     listed = set(nav_paths(nav))
@@ -50,34 +46,26 @@ def add_unlisted_lessons(nav, lessons, docs):
 
 
 def scaffold_module(lesson):
-    """The exercise scaffold a learner edits: `<lesson module>_exercises`, if the lesson
-    has one (lesson_code/CONTRACT.md); the registry's `exercises` are its checks."""
+    """The exercise scaffold a learner edits, `<lesson module>_exercises`, if there is one."""
     module = f"{lesson.module}_exercises"
     return module if lesson.path(module).is_file() else None
 
 
 def downloadable_files(lesson):
-    """The lesson's program, then its exercise scaffold if it has one, as paths relative
-    to the repository root: the site serves them beside the pages."""
+    """The lesson's program, then its exercise scaffold, relative to the repository root."""
     modules = [lesson.module, scaffold_module(lesson)]
     return [lesson.path(module).relative_to(lesson.root).as_posix()
             for module in modules if module]
 
 
 def runs_alone(lesson, module=None):
-    """Whether a download of the module runs on its own: it imports nothing else of this
-    repository."""
+    """Whether the module imports nothing else of this repository."""
     path = lesson.path(module)
     return import_closure(path, lesson.root) == [path]
 
 
 def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
-    """The lesson page's last section (Markdown): its program, its exercise scaffold and
-    its executed notebook, as files.
-
-    The program and the scaffold are served beside the pages (pages/hooks.py, on_files);
-    the notebook's .ipynb is copied beside its page by mkdocs-jupyter (include_source), a
-    file mkdocs does not list, hence a plain link relative to the page's address."""
+    """The lesson page's last section: its program, scaffold and notebook (a plain link)."""
     here = posixpath.dirname(page_uri)
 
     def item(path, what, module=None):
@@ -102,11 +90,8 @@ def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
 
 
 def lesson_list(sources, values):
-    """The `{{ lessons }}` directive: one entry per registered lesson, with its page,
-    notebook and program, the devices it runs on, and whether it was recorded on TPU
-    (`tpu_job.py --lesson <id>`). Its links start at the docs folder (`/lessons/<id>.md`),
-    which mkdocs resolves and checks (validation.links.absolute_links: relative_to_docs)
-    on whatever page the list is on."""
+    """The `{{ lessons }}` directive: one entry per lesson. Its links start at the docs
+    folder, which mkdocs resolves and checks on whatever page the list is on."""
     items = []
     for lesson in sources.lessons.values():
         program = lesson.path().relative_to(lesson.root).as_posix()

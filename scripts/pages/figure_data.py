@@ -1,12 +1,6 @@
-"""Under every figure on a page: its data, and where and when that data was recorded.
-
-One line, made by the build for each registered figure a page shows (pages/markup.py
-calls `data_line`): links to the figure's CSV and JSON, then what its raw recording's
-header says (platform, devices or processes, day, JAX, the commit or, outside git, the
-code digest), linked to the recording. A figure drawn from a lesson's own data file says
-"modelled, not measured"; one from a simulation, "simulated with NumPy". The line stays
-out of the search index, which every reader downloads. The site serves what the lines
-link to (`served_files`, pages/hooks.py on_files).
+"""Under every figure on a page, one line: links to its CSV and JSON, then what its
+recording's header says (platform, devices, day, JAX, commit), or "modelled, not
+measured". The line stays out of the search index, which every reader downloads.
 """
 import html
 import posixpath
@@ -15,7 +9,6 @@ from scripts.pages.recorded_text import human_date
 from scripts.pages.recording_views import machine_label
 from scripts.store.outputs import figure_data_outputs
 
-# The digest's first characters, enough to tell two recordings' code apart on a page.
 DIGEST_CHARS = 8
 
 
@@ -29,8 +22,7 @@ def figure_data(lessons):
 
 
 def served_files(lessons, root):
-    """Every file a data line links to that exists: the data files, the recordings and
-    the lesson data files the figures are drawn from, relative to the repository root."""
+    """Every file a data line links to that exists, relative to the repository root."""
     paths = {path for pair in figure_data(lessons).values() for output in pair
              for path in (output.path, output.recording or output.source, output.overlay)
              if path}
@@ -44,8 +36,7 @@ def count_words(numbers):
 
 
 def ran_on(recording):
-    """"CPU · 4 devices", "CPU · 4 processes"; a sweep, which has one device count per
-    row and none in its header, names the counts its rows hold."""
+    """"CPU · 4 devices", "CPU · 4 processes"; a sweep names the counts its rows hold."""
     env = recording["environment"]
     if "deviceCount" in env:
         return machine_label(recording)
@@ -67,8 +58,7 @@ def recorded(recording):
 
 
 def data_line(figure, page_url, sources):
-    """The line's HTML for the figure at `figure` (its static SVG, relative to the
-    repository root), or "" for an image no lesson's figures claim."""
+    """The line's HTML for the figure at `figure` (its static SVG), or "" for no figure's."""
     outputs = figure_data(sources.lessons).get(figure)
     if outputs is None:
         return ""

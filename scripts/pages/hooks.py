@@ -1,13 +1,5 @@
 """mkdocs hooks: the site's own part of the build (the page language is a Markdown
-extension, pages/page_language.py). The build reads recordings; it never imports JAX.
-
-- on_config: first, no symbolic link in what a pull request controls (plumbing/checkout.py);
-  the course's name and summary, and unlisted lessons in the nav, from the registry; every
-  recording loaded and validated once: a broken or stale one is one line.
-- on_serve: a failed rebuild under `mkdocs serve` keeps the last good site.
-- on_files: figures, downloads and figure data served from the site; nothing read or
-  copied leads outside the checkout; no page holds a control character.
-- on_page_markdown: each lesson page ends with its downloads.
+extension). The build reads recordings; it never imports JAX.
 """
 import logging
 import re
@@ -26,8 +18,7 @@ from scripts.pages.figure_data import served_files
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.pages.sources import load_sources
 
-# SITE_URL goes into every canonical link, the sitemap and the 404 page, where the theme
-# writes it unescaped: an address of these characters only cannot end an attribute.
+# The theme writes SITE_URL unescaped: an address of these characters cannot end an attribute.
 SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
 
 
@@ -41,22 +32,18 @@ def check_site_url(config):
 
 
 def on_config(config):
-    try:  # the first thing: everything after this reads the checkout
-        refuse_links(ROOT)
-    except LinkInCheckout as error:
-        raise PluginError(str(error)) from None
-    check_site_url(config)
+    """No link in the checkout, the course from the registry, every recording loaded."""
     try:
+        refuse_links(ROOT)  # the first thing: everything after this reads the checkout
+        check_site_url(config)
         course = load_course()
-    except RegistryError as error:
+    except (LinkInCheckout, RegistryError) as error:
         raise PluginError(str(error)) from None
     sources = load_sources(ROOT, config["docs_dir"])
     if PAGE_LANGUAGE not in config["markdown_extensions"]:
         raise PluginError(f"mkdocs.yml: the pages' directives need `- {PAGE_LANGUAGE}` "
                           f"under markdown_extensions; add it")
-    # The extension's configuration is what every page's Markdown instance is made with:
-    # it carries what was loaded here to each of them (mkdocs keeps no other state
-    # between events).
+    # What every page's Markdown instance is made with: it carries the sources to each.
     config["mdx_configs"].setdefault(PAGE_LANGUAGE, {})["sources"] = sources
     config["site_name"], config["site_description"] = course["title"], course["description"]
     add_unlisted_lessons(config["nav"], sources.lessons, sources.docs)
@@ -64,22 +51,15 @@ def on_config(config):
 
 
 def loaded(config):
-    """What on_config loaded: the registry's lessons and their recordings."""
     return config["mdx_configs"][PAGE_LANGUAGE]["sources"]
 
 
 def on_serve(server, config, builder):
-    """Under `mkdocs serve`, a broken recording is reported and the server keeps answering.
-
-    mkdocs holds every request after a failed rebuild ("the server will appear stuck"),
-    so a reader's browser would hang until the file is fixed. The failed build has
-    already logged its one line; the next change to a watched file rebuilds.
-    """
-    site = Path(config["site_dir"])  # the folder the server answers from
+    """Under `mkdocs serve`, a failed rebuild keeps the last good site answering (mkdocs
+    would hold every request, then answer 404: it empties the folder first)."""
+    site = Path(config["site_dir"])
 
     def build_or_keep_serving():
-        # mkdocs empties the site folder before it builds the pages, so a page that fails
-        # left every address answering 404: the last good site is kept aside and put back.
         with tempfile.TemporaryDirectory(prefix="mkdocs-last-good-") as kept:
             shutil.copytree(site, kept, dirs_exist_ok=True)
             try:
@@ -95,15 +75,13 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, each lesson's program and exercise scaffold, and what the figures'
-    data lines link to, from the site; then refuse, before any is read or copied, a file
-    that leads outside the checkout (a link on its way: scripts/plumbing/checkout.py) or a page with
-    a character no page can show. mkdocs lists what docs/ holds by following links, so a
-    link is seen here first."""
+    """Serve figures/, downloads and what the figures' data lines link to; then refuse,
+    before any is read, a file that leads outside the checkout or a page with a control
+    character (mkdocs follows links, so a link is seen here first)."""
     paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
-    paths += served_files(loaded(config).lessons, ROOT)  # what figures' data lines link to
+    paths += served_files(loaded(config).lessons, ROOT)
     for path in paths:
         files.append(File(path, str(ROOT), config["site_dir"], config["use_directory_urls"]))
     for file in files:
@@ -117,8 +95,7 @@ def on_files(files, config):
     return files
 
 
-# C0 controls but tab, newline and carriage return, and DEL: Markdown passes a NUL through
-# to the HTML, where a browser shows U+FFFD or cuts the text; no page means one.
+# Markdown passes a NUL through to the HTML, where a browser cuts the text.
 CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
@@ -131,6 +108,7 @@ def refuse_control_characters(page):
 
 
 def on_page_markdown(markdown, page, config, files):
+    """Each lesson page ends with its downloads."""
     lessons = loaded(config).lessons
     lesson = lessons.get(page.file.src_uri.removeprefix("lessons/").removesuffix(".md"))
     if lesson is None or page.file.src_uri != f"lessons/{lesson.id}.md":

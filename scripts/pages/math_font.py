@@ -1,11 +1,6 @@
-"""mkdocs hook: after every build, the site's math font, cut from Latin Modern Math down to
-the characters the built pages' formulas draw (MAINTAINING.md, "The site", says why this
-font and why cut). A single-letter `<mi>` is drawn as its mathematical italic (MathML
-Core's `math-auto`: `<mi>p</mi>` draws U+1D45D), so that is the character the font needs.
-
-The source is Debian's fonts-lmodern (2.005-1, Latin Modern Math 1.959; `make install`
-installs it), under the GUST Font License, which allows modified copies such as this
-subset (docs/assets/fonts/README.txt, served beside the font). Nothing is committed.
+"""mkdocs hook: after every build, the site's math font, cut from Debian's Latin Modern Math
+down to the characters the built formulas draw (MAINTAINING.md, "The site"). Its GUST Font
+License allows such a subset (docs/assets/fonts/README.txt).
 """
 import hashlib
 import html
@@ -18,7 +13,6 @@ from mkdocs.exceptions import PluginError
 SOURCE = Path("/usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf")
 # Pinned by content: another version would change every formula's drawing unseen.
 SOURCE_SHA256 = "6075562b771f8b82f0c179e363389684f2dd09de30038269e2628e504bd7be0f"
-# Below the site; docs/assets/lesson.css and docs/overrides/main.html name it.
 FONT = Path("assets") / "fonts" / "lesson-math.woff"
 # Family, unique id, full name, PostScript name, typographic family.
 NAMES = {1: "Lesson Math", 3: "LessonMath-Regular", 4: "Lesson Math",
@@ -43,9 +37,7 @@ def math_auto(character):
 
 
 def drawn_characters(html_text):
-    """The characters the formulas of a page draw (their annotations are not drawn; a
-    space, an invisible operator or a variation selector, as in Temml's "⊕\ufe0e", draws
-    nothing of its own)."""
+    """The characters the formulas of a page draw (no annotation, space or invisible one)."""
     used = set()
     for formula in FORMULA.findall(ANNOTATION.sub("", html_text)):
         formula = SINGLE_LETTER.sub(lambda m: math_auto(html.unescape(m[1])), formula)
@@ -55,7 +47,7 @@ def drawn_characters(html_text):
 
 
 def make_font(site):
-    """Write the site's math font; returns (its path, how many characters it holds)."""
+    """Write the site's math font; return (its path, how many characters it holds)."""
     if not SOURCE.exists():
         raise PluginError(f"{SOURCE} is missing: run `make install` (it installs Debian's "
                           f"fonts-lmodern)")
@@ -83,7 +75,7 @@ def make_font(site):
     font.flavor = "woff"
     path = site / FONT
     path.parent.mkdir(parents=True, exist_ok=True)
-    temp = path.with_suffix(".woff.tmp")  # renamed onto the font: never a half file
+    temp = path.with_suffix(".woff.tmp")
     font.save(temp)
     temp.replace(path)
     return path, len(characters)

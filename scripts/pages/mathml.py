@@ -1,11 +1,8 @@
-"""mkdocs hook: every formula typeset at build time as MathML, so readers load no math
-script. Each arithmatex formula becomes Temml's MathML (typeset.cjs, one Node process for
-the build), rebuilt here from MathML elements and presentation attributes only, every text
-escaped (a notebook's TeX is untrusted). Each keeps its TeX as an annotation and a
-plain-text reading, which the search index holds. A display formula is a named group,
-one `<math>` per `\\qquad` part in a wrapping row (a phone stacks them), scrolling sideways
-if it must. A hook, not a Markdown extension: it must see each page's final HTML, after
-the page language's recorded values and the notebook's body; MAINTAINING.md has the rest.
+"""mkdocs hook: every formula typeset at build time as MathML by Temml (typeset.cjs), so
+readers load no math script. The MathML is rebuilt from presentation elements and
+attributes only, every text escaped (a notebook's TeX is untrusted), with its TeX and a
+plain-text reading kept. A hook, not a Markdown extension: it must see each page's final
+HTML (MAINTAINING.md, "The site").
 """
 import atexit
 import html
@@ -27,8 +24,8 @@ QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
 TYPESET = Path(__file__).with_name("typeset.cjs")
 TIMEOUT_S = 300  # for one page's formulas
 
-# The last two lines: Temml's italic correction before a superscript (its stylesheet's
-# rules, which Chromium and WebKit need and Firefox does itself), and nothing else of it.
+# The last two lines: Temml's italic correction before a superscript, which Chromium and
+# WebKit need and Firefox does itself.
 STYLE = """<style>
 .md-typeset .math-display{display:flex;flex-wrap:wrap;justify-content:center;
 align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow:auto hidden}
@@ -45,8 +42,7 @@ MATHML_ELEMENTS = frozenset("""
     mroot mstyle mtable mtr mtd mlabeledtr munder mover munderover mpadded mphantom
     menclose merror mmultiscripts mprescripts none
 """.split())
-# Presentation only: no href, no event handler, no id. A `class` is Temml's own (tml-*:
-# \class needs the trust Temml is not given); a `style` only plain declarations.
+# Presentation only: no href, no event handler, no id; a `class` is Temml's own.
 MATHML_ATTRIBUTES = frozenset("""
     display mathvariant stretchy fence separator lspace rspace accent accentunder
     movablelimits largeop symmetric minsize maxsize linethickness columnalign rowalign
@@ -54,8 +50,7 @@ MATHML_ATTRIBUTES = frozenset("""
     displaystyle scriptlevel width height depth voffset notation open close separators
     mathcolor mathbackground mathsize form columnspan rowspan align encoding class style
 """.split())
-# "padding-left:0em;padding-right:5.9776pt;": without a parenthesis (or an escape that
-# could spell one) CSS has no url() or other function through which to fetch anything.
+# Without a parenthesis (or an escape that could spell one) CSS can fetch nothing.
 SAFE_STYLE = re.compile(r"[^()\\]*")
 
 
@@ -64,8 +59,7 @@ class MathError(ValueError):
 
 
 def inert(root):
-    """`root` (Temml's MathML, parsed) with presentation attributes only, or MathError:
-    the tree is written out again by ElementTree, which escapes every piece of text."""
+    """Temml's parsed MathML with presentation attributes only, or MathError."""
     for node in root.iter():
         if node.tag not in MATHML_ELEMENTS:
             raise MathError(f"Temml wrote a <{node.tag}> element, which is not MathML")
@@ -88,15 +82,13 @@ def top_level_parts(tex):
 
 
 class Temml:
-    """Temml in one Node process, started at the first formula and kept for every page after
-    (a process per page cost the build 0.1 s a page). It ends when its input does: at
-    close(), or when this process ends, however it ends."""
+    """Temml in one Node process for the whole build (one per page cost 0.1 s a page); it
+    ends when its input does, however this process ends."""
 
     def __init__(self):
         self.node = None
 
     def __call__(self, formulas, where):
-        """The MathML of each (tex, display) in `formulas`."""
         if self.node is None or self.node.poll() is not None:
             self.node = self.start()
         try:
@@ -142,8 +134,7 @@ temml = Temml()
 atexit.register(temml.close)
 
 
-# Elements whose children after the first are scripts, one level smaller (mroot's index:
-# two); a fraction's parts are one level smaller when it is itself in a compact style.
+# Elements whose children after the first are scripts, one level smaller (mroot: two).
 SCRIPTED = {"msub": 1, "msup": 1, "msubsup": 1, "munder": 1, "mover": 1, "munderover": 1,
             "mmultiscripts": 1, "mroot": 2}
 # ∏ ∐ ∑, ∫ ∬ ∭ ∮ ∯, ⋀ ⋁ ⋂ ⋃: TeX keeps a large operator's thin space in a script too.
@@ -151,19 +142,15 @@ LARGE_OPERATORS = set("\u220f\u2210\u2211\u222b\u222c\u222d\u222e\u222f\u22c0\u2
 
 
 def tight_in_scripts(node, depth=0, compact=False):
-    """TeX's script styles put no space around a binary operator, a relation or a
-    punctuation mark ("r=0" under a Σ, "p−1" over it or in an inline fraction), where
-    MathML Core scales the line's spacing down and keeps it. So each operator a level
-    below the line gets lspace and rspace 0, unless Temml spaced it itself; the levels
-    are counted as MathML Core counts them (math-depth)."""
+    """No space around an operator a level below the line ("r=0" under a Σ), as in TeX's
+    script styles, where MathML Core keeps it; levels counted as math-depth counts them."""
     level = node.get("scriptlevel", "")
     if level.lstrip("+-").isdigit():
         depth = depth + int(level) if level[0] in "+-" else int(level)
     if node.get("displaystyle") in ("true", "false"):
         compact = node.get("displaystyle") == "false"
     character = (node.text or "").strip()
-    # An empty operator (Temml writes one before \pmod's space) draws nothing, but MathML
-    # Core gives an operator its dictionary does not know 5/18 em on each side.
+    # An empty operator draws nothing, but MathML Core spaces an unknown one 5/18 em a side.
     if node.tag == "mo" and (depth > 0 and character not in LARGE_OPERATORS or not character) \
             and not {"lspace", "rspace"} & set(node.attrib):
         node.set("lspace", "0")
@@ -220,10 +207,8 @@ def grouped(node):
 
 
 def formula(markup, tex):
-    """(A formula's MathML for the page, its reading). The search index keeps the
-    reading alone: the drawn part and the TeX sit in an inner <semantics>, which Temml
-    never writes, so the search plugin's exclusion (it ends at the first closing tag of
-    the same name) covers them whole."""
+    """(A formula's MathML for the page, its reading). The drawn part and the TeX sit in an
+    inner <semantics>, so the search index keeps the reading alone."""
     try:
         root = inert(ElementTree.fromstring(markup))
     except ElementTree.ParseError as error:
@@ -242,8 +227,7 @@ def formula(markup, tex):
 
 
 def typeset(html_text, where):
-    """`html_text` with every arithmatex formula as MathML; `where` names the page in an
-    error."""
+    """`html_text` with every arithmatex formula as MathML; `where` names the page."""
     matches = list(FORMULA.finditer(html_text))
     requests = []
     for match in matches:
@@ -284,8 +268,7 @@ def on_page_content(html_text, page, config, files):
 
 
 def on_post_page(output, page, config):
-    """The formulas' CSS, on the pages that have formulas (text that reads `<math` in a
-    page is escaped, so an element is the only way to match)."""
+    """The formulas' CSS, on the pages that have formulas."""
     if "<math" in output:
         output = output.replace("</head>", STYLE + "</head>", 1)
     return output

@@ -1,13 +1,7 @@
-"""mkdocs hook: the executed notebook as a page of the site, in the site's own markup.
-
-mkdocs-jupyter makes the notebook a page and ships the `.ipynb` beside it (mkdocs.yml).
-Its body, nbconvert's, is invalid HTML with an ARIA error, 600 KB of inline CSS and a
-MathJax loader, and passes a cell's raw HTML through; so the page is rendered here (hooks
-run after plugins: this render replaces the one mkdocs-jupyter set, and nbconvert never
-reads the notebook). The cells become the Markdown the lesson is written in, so formulas
-become MathML like the lesson's. A notebook is untrusted input: its Markdown instance
-writes text only (no raw HTML, no file reads, no script links), and one that is not a
-notebook stops the build in one line before any page is built.
+"""mkdocs hook: the executed notebook as a page of the site, in the site's own markup
+(nbconvert's body is invalid HTML with 600 KB of inline CSS; MAINTAINING.md, "The site").
+The cells become Markdown, made by an instance that writes text only: a notebook is
+untrusted input, and one that is not a notebook stops the build in one line.
 """
 import html
 import posixpath
@@ -26,15 +20,13 @@ from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.recordings import RecordingError, read_json
 
 TEXT_OUTPUTS = ("text/plain",)
-# The site's extensions a notebook may use: each only shapes the text it is given. Left out
-# on purpose: pymdownx.snippets (it reads any file in the checkout), attr_list and
-# md_in_html (they let a cell write attributes and raw HTML), and anything not listed.
+# The site's extensions that only shape the text they are given: no snippets (they read
+# files), no attr_list or md_in_html (attributes and raw HTML).
 INERT_EXTENSIONS = ("admonition", "tables", "toc", "pymdownx.details", "pymdownx.superfences",
                     "pymdownx.highlight", "pymdownx.inlinehilite", "pymdownx.tabbed",
                     "pymdownx.arithmatex")
 SAFE_SCHEMES = {"", "http", "https", "mailto"}
-# Python-Markdown's placeholders for stashed HTML: a cell holding them could pull in HTML
-# an extension stashed, so they never reach the converter.
+# Python-Markdown's placeholders for stashed HTML, which a cell could use to pull some in.
 STASH_CHARACTERS = re.compile("[\x02\x03]")
 
 
@@ -46,7 +38,6 @@ def fence(text, language):
 
 
 def joined(text, where):
-    """A notebook's text, which it holds as a string or a list of strings."""
     if isinstance(text, str):
         return text
     if isinstance(text, list) and all(isinstance(part, str) for part in text):
@@ -78,8 +69,7 @@ def output_text(output, where):
 
 
 def notebook_markdown(path):
-    """The cells of the notebook at `path` as Markdown; a notebook that is not one is
-    refused in one line."""
+    """The cells of the notebook at `path` as Markdown; one that is not one, in one line."""
     where = display(path)
     try:
         notebook = read_json(path, "python scripts/record.py")
@@ -124,8 +114,7 @@ class SafeAddresses(Treeprocessor):
 
 
 def safe_address(address):
-    """A relative address or one of SAFE_SCHEMES, after the spaces and control characters
-    a browser ignores (`java\tscript:` is `javascript:` to a browser)."""
+    """A relative address or one of SAFE_SCHEMES, read as a browser reads `java\tscript:`."""
     cleaned = re.sub(r"[\x00-\x20\x7f]", "", address)
     try:
         return urlsplit(cleaned).scheme.lower() in SAFE_SCHEMES
@@ -133,17 +122,8 @@ def safe_address(address):
         return False
 
 
-def inert_markdown(config):
-    """A Markdown instance for a notebook: the site's inert extensions, nothing else."""
-    names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
-    configs = {name: options for name, options in config["mdx_configs"].items()
-               if name in names}
-    return markdown.Markdown(extensions=[*names, TextOnly()], extension_configs=configs)
-
-
 def on_files(files, config):
-    """Every notebook page is read once here, before any page is built: a broken one stops
-    the build in one line (in a page's render, mkdocs would add a line of its own)."""
+    """Every notebook is read before any page is built: a broken one stops it in one line."""
     for file in files.documentation_pages():
         if file.src_uri.endswith(".ipynb"):
             notebook_markdown(Path(file.abs_src_path))
@@ -157,18 +137,17 @@ def on_pre_page(page, config, files):
 
 
 def render_notebook(page, config):
-    """What Page.render does for Markdown: page.content and page.toc, from the cells."""
-    converter = inert_markdown(config)
+    """What Page.render does for Markdown (replacing mkdocs-jupyter's), from the cells."""
+    names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
+    converter = markdown.Markdown(extensions=[*names, TextOnly()], extension_configs={
+        name: options for name, options in config["mdx_configs"].items() if name in names})
     text = STASH_CHARACTERS.sub("", notebook_markdown(Path(page.file.abs_src_path)))
     page.content = download_buttons(page) + converter.convert(text)
-    # The side bar's table of contents must name the ids this HTML has.
     page.toc = get_toc(getattr(converter, "toc_tokens", []))
 
 
 def download_buttons(page):
-    """Visible buttons for the two downloads, under the title: the theme's own download
-    link is a 20 px icon with a tooltip. The program is the notebook's lesson module
-    (lesson_code/lessons.toml), which the site serves beside it (pages/hooks.py)."""
+    """Visible download buttons: the theme's own link is a 20 px icon."""
     notebook = posixpath.basename(page.file.src_uri)
     base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
     try:

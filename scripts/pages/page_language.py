@@ -1,12 +1,9 @@
-"""The page language (pages/directives.py) as a Python-Markdown extension, registered in
-mkdocs.yml as pymdownx.snippets is, so a page builds the same wherever Python-Markdown
-runs: `markdown.markdown(text, extensions=[PageLanguage(root=checkout)])`.
+"""The page language (pages/directives.py) as a Python-Markdown extension, so a page builds
+the same wherever Python-Markdown runs.
 
-A preprocessor, before the snippets (included code is never read as a directive), puts
-markers where recorded text goes; the last postprocessor puts the text in, escaped for
-where it landed. The toc runs postprocessors on headings first (their ids get the text),
-so the heading keeps its markers until a last treeprocessor marks the tree finished. The
-sources load on the first directive, unless the build hands them over (pages/hooks.py).
+A preprocessor, before the snippets, puts markers where recorded text goes; the last
+postprocessor puts the text in, escaped for where it landed (the toc runs postprocessors
+on headings first, so a heading keeps its markers until the tree is finished).
 """
 import re
 from pathlib import Path
@@ -37,7 +34,7 @@ class PageLanguage(Extension):
         super().__init__(**kwargs)
 
     def extendMarkdown(self, md):
-        md.page_language = Conversion(self.getConfigs())  # what its three steps share
+        md.page_language = Conversion(self.getConfigs())
         md.preprocessors.register(Directives(md), "page_language", 35)
         if "snippet" in md.preprocessors:  # pymdownx.snippets, registered before this
             md.preprocessors.register(SnippetsInOneLine(md, md.preprocessors["snippet"]),
@@ -47,8 +44,7 @@ class PageLanguage(Extension):
 
 
 class Conversion:
-    """One Markdown instance's share: the sources, loaded once, and the page being
-    converted's recorded text."""
+    """One Markdown instance's share: the sources, loaded once, and the page's values."""
 
     def __init__(self, config):
         self.config = config
@@ -74,16 +70,11 @@ class Directives(Preprocessor):
         return expand_page(text, conversion.loaded_sources(), conversion.values).split("\n")
 
 
-# Where pymdownx.snippets registers itself (snippets.py, `register(snippet, "snippet",
-# 32)`); its stand-in takes the same place.
-SNIPPETS_PRIORITY = 32
+SNIPPETS_PRIORITY = 32  # where pymdownx.snippets registers itself; its stand-in too
 
 
 class SnippetsInOneLine(Preprocessor):
-    """pymdownx.snippets itself, its refusals in one line: a file outside the base path
-    (`check_paths` with its default `restrict_base_path`), missing, or without the named
-    section raises its SnippetMissingError, a plain Exception, which mkdocs prints with a
-    traceback; a PageError is the build's one line."""
+    """pymdownx.snippets, its SnippetMissingError (a traceback in mkdocs) as one line."""
 
     def __init__(self, md, snippets):
         super().__init__(md)
@@ -113,8 +104,7 @@ class RecordedText(Postprocessor):
         values = self.md.page_language.values
         if not self.md.page_language.tree_finished:  # a heading's text, for the toc
             return values.fill(text, whole=False)
-        # A level-1 heading is the page's title, which themes show unescaped (mkdocs-material
-        # puts it through `striptags` into <title>): no recorded text may reach it.
+        # A level-1 heading is the page's title, which themes show unescaped.
         if any(values.marker.search(heading) for heading in LEVEL_ONE.findall(text)):
             raise PageError("a {{ rec:... }} value is in the page's first heading, its "
                             "title, which the theme shows unescaped; move the value below "

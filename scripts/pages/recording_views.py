@@ -1,7 +1,5 @@
-"""A lesson's executed recordings on a page: one tab each, or one table row each.
-
-Every recorded string goes in through values.hold: the Markdown around it is ours, the
-text inside it is the recording's and is never read as Markdown (pages/recorded_text.py).
+"""A lesson's executed recordings on a page: one tab each, or one table row each. Every
+recorded string goes in through values.hold, never read as Markdown.
 """
 from scripts.pages.recorded_text import PageError, human_date
 from scripts.store.outputs import RECORD as FIX
@@ -17,26 +15,18 @@ def machine_label(recording):
     return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
 
 
-def tab_label(recording):
-    date = human_date(recording["generatedAt"])
-    return f"{machine_label(recording)} · {date} · JAX {recording['environment']['jax']}"
-
-
 def fenced(marker, indent="    "):
-    """A text code fence around a marker: the recorded text itself arrives after Markdown
-    (pages/recorded_text.py), so no backtick of it can end the fence."""
+    """A text code fence around a marker: the recorded text arrives after Markdown."""
     return f"{indent}```text\n{indent}{marker}\n{indent}```"
 
 
 def executed_recordings(lesson_id, sources):
-    """The executed recordings of a lesson (of every lesson when `lesson_id` is None), as
-    freshness.Loaded values."""
+    """The executed recordings of a lesson (of every lesson for None), as Loaded values."""
     ids = list(sources.lessons) if lesson_id is None else [lesson_id]
     chosen = [loaded for stem, loaded in sorted(sources.recordings.items())
               if any(stem.startswith(f"{name}.") for name in ids)
               and loaded.recording.get("kind") == "executed"]
-    # Lesson by lesson in the registry's order, the CPU recording first: every reader can
-    # reproduce it.
+    # In the registry's order, the CPU recording first: every reader can reproduce it.
     order = {name: number for number, name in enumerate(ids)}
     chosen.sort(key=lambda loaded: (order.get(loaded.recording["lessonId"], len(order)),
                                     loaded.recording["environment"]["backend"] != "cpu",
@@ -66,7 +56,9 @@ def recording_tabs(lesson_id, sources, values):
     blocks = []
     for loaded in executed_recordings(lesson_id, sources):
         recording, env = loaded.recording, loaded.recording["environment"]
-        lines = [f'=== "{values.hold(tab_label(recording))}"', ""]
+        date = human_date(recording["generatedAt"])
+        label = f"{machine_label(recording)} · {date} · JAX {env['jax']}"
+        lines = [f'=== "{values.hold(label)}"', ""]
         if loaded.stale:
             changed = ", ".join(f"`{values.hold(name)}`" for name in loaded.stale)
             lines += ['    !!! warning "Stale recording"',
@@ -74,7 +66,7 @@ def recording_tabs(lesson_id, sources, values):
                       f"The values below are what that older code printed; rerun the "
                       f"hardware job to refresh them.", ""]
         lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
-                  f"{values.hold(human_date(recording['generatedAt']))} · "
+                  f"{values.hold(date)} · "
                   f"{values.hold(env['deviceCount'])} × "
                   f"{values.hold(env.get('deviceKind', '?'))} · "
                   f"NumPy {values.hold(env['numpy'])} · "

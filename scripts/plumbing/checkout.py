@@ -1,12 +1,8 @@
 """One rule for every path a pull request controls: a real file or folder of the checkout.
 
-Git stores symbolic links, so a pull request can commit `docs/leak.txt -> /etc/hostname`
-(the build would publish that file), `docs/assets/g -> ../../.git` (the checkout's token
-with it), `recordings/<id>.tpu.json -> /dev/zero` (read to the end of memory),
-`figures -> <a folder elsewhere>` (`--render-only` would write and delete there) or
-`.run.lock -> <a file elsewhere>` (truncated). So nothing under the folders below may be
-a link, whatever it points at: every command and the site build ask here first, before
-they read, copy or write anything, and a link is refused in one line naming it.
+A committed link could publish `/etc/hostname` or `.git`, read /dev/zero to the end of
+memory, or let `--render-only` write elsewhere; so every command and the site build refuse
+any link under CONTROLLED, in one line, before they read, copy or write anything.
 """
 import os
 from pathlib import Path
@@ -21,7 +17,6 @@ class LinkInCheckout(Exception):
     """A controlled path is a symbolic link; str() is the one line naming it."""
 
     def __init__(self, link, root):
-        # Named as it is in the checkout: resolving it would name where it leads instead.
         name = Path(link).relative_to(root).as_posix()
         super().__init__(f"{name} is a symbolic link (to {os.readlink(link)[:120]!r}); what "
                          f"the pages, recordings and figures are made of must be files "
@@ -30,10 +25,8 @@ class LinkInCheckout(Exception):
 
 
 def link_on_the_way(path, root=ROOT, parts=CONTROLLED):
-    """The first step of `path` below `root` that is a symbolic link, or None: a path
-    with no link below the checkout's root cannot lead out of it. Only a path under one
-    of `parts` is the checkout's to answer for: the theme's files under a linked .venv,
-    a scratch folder or a path the user gave are not."""
+    """The first step of `path` below `root` that is a symbolic link, or None; only a path
+    under `parts` is the checkout's to answer for (not a linked .venv's theme files)."""
     root = Path(root)
     try:
         steps = Path(root, path).relative_to(root).parts
@@ -46,10 +39,7 @@ def link_on_the_way(path, root=ROOT, parts=CONTROLLED):
 
 
 def refuse_links(root=ROOT, parts=CONTROLLED):
-    """Raise LinkInCheckout for the first symbolic link at or under any of `parts`.
-
-    os.walk does not follow links (a link to a folder is listed, not entered), so a link
-    that loops or leads outside is seen without being read."""
+    """Raise LinkInCheckout for the first link under `parts` (os.walk does not follow it)."""
     root = Path(root)
     for part in parts:
         top = root / part

@@ -1,9 +1,5 @@
-"""The processes a run starts: each dies with the run, even when the run is SIGKILLed, is
-killed with all it started once the run is done with it, and says in one line how it ended.
-
-One module for every launcher (the lesson's kernel, the ranks, mpirun, the exercise
-checker), so a child's lifetime follows one rule whoever starts it. psutil reads the
-process table.
+"""The processes a run starts, for every launcher: each dies with the run, even a SIGKILLed
+one, is killed with all it started once done with, and says in one line how it ended.
 """
 import ctypes
 import os
@@ -12,41 +8,31 @@ import time
 
 import psutil
 
+from scripts.plumbing.interrupts import raise_if_interrupted
+
 PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
-
-
-def libc_prctl():
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-prctl = libc_prctl()  # None where there is none (not Linux); looked up before any fork
+try:  # looked up before any fork
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+except (OSError, AttributeError):
+    prctl = None  # not Linux
 
 
 def dies_with(parent, signum=signal.SIGKILL):
-    """A preexec_fn that has Linux send `signum` to the child when its starter dies, even
-    by SIGKILL, which leaves the starter no chance to kill its children itself (ranks
-    would wait for each other, a kernel for its next cell, forever). Linux counts the
-    thread that started the child as its parent: start it from a thread that outlives it.
-    None (nothing to do) where there is no prctl.
-    """
+    """A preexec_fn that has Linux send `signum` to the child when its starter dies, even by
+    SIGKILL (ranks would otherwise wait for each other forever). Linux counts the starting
+    thread as the parent: start it from one that outlives it. None where there is no prctl."""
     if prctl is None:
         return None
 
     def preexec():
         prctl(PR_SET_PDEATHSIG, signum)
         if os.getppid() != parent:  # the starter died before prctl: nobody to wait for
-            # subprocess ends a child whose preexec_fn raised (exit 255) before its exec,
-            # and tells the starter, were it still there to hear.
             raise ChildProcessError("the process that started this one has died")
     return preexec
 
 
 def running_in(groups):
-    """Whether a process of these process groups still runs. A zombie has finished: it
-    only waits for its parent to reap it, which for an orphan is init, on init's time."""
+    """Whether a process of these process groups still runs (a zombie has finished)."""
     for process in psutil.process_iter(["status"]):
         try:
             if process.info["status"] != psutil.STATUS_ZOMBIE \
@@ -58,21 +44,30 @@ def running_in(groups):
 
 
 def kill_all(children, settle_s=10.0):
-    """Kill each child's whole process group (each was started in a session of its own)
-    and return once none of it runs."""
+    """Kill each child's whole process group and return once none of it runs."""
     for child in children:
         try:
             os.killpg(child.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # the whole group has already exited
         child.wait()  # reap, so no zombie outlives the run
-    # SIGKILL reaches a whole group at once, but only the child itself is ours to wait
-    # for: one it started (platform.platform() runs `uname -p`) dies a moment later.
-    # Bounded: a process stuck in the kernel cannot hold the launcher forever.
+    # What the child started dies a moment after it; bounded, as one may hang in the kernel.
     groups = {child.pid for child in children}
     deadline = time.monotonic() + settle_s
     while running_in(groups) and time.monotonic() < deadline:
         time.sleep(0.01)
+
+
+def poll_until(check, timeout_s, poll_s=0.02):
+    """check()'s first value that is not None, or None at the deadline; a signal Python
+    discarded (in a garbage-collection callback) still stops the wait."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        raise_if_interrupted()
+        if (found := check()) is not None:
+            return found
+        time.sleep(poll_s)
+    return None
 
 
 def describe(status):

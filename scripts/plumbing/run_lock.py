@@ -1,10 +1,8 @@
 """One writing run per checkout: record.py and bench.py hold an exclusive lock while they run.
 
-Two runs at once would stage, move and clean up each other's files (a `--render-only`
-started while `record.py` staged lost the whole recording). The lock is `fcntl.flock` on
-a file at the repository root: the kernel releases it when its process ends, however it
-ends, SIGKILL included, so a lock is never stale and never needs removing by hand. The
-file itself stays (gitignored); it only says which process holds it, for the refusal.
+Two runs at once would move and clean up each other's files. `fcntl.flock` is released
+when its process ends, SIGKILL included, so the lock is never stale; the file (gitignored)
+names the holder, for the refusal.
 """
 import errno
 import fcntl
@@ -17,14 +15,11 @@ LOCK_NAME = ".run.lock"
 
 
 class RunLocked(Exception):
-    """The checkout's lock cannot be held: another run holds it (str() names its pid), or
-    the lock file cannot be opened (str() says why); one line either way."""
+    """The checkout's lock cannot be held; str() is one line naming the holder or why."""
 
 
 def open_lock(path, command):
-    """The lock file's descriptor. O_NOFOLLOW: a committed `.run.lock` that links to a
-    file elsewhere would be truncated and written. O_CLOEXEC: a kernel or rank this run
-    starts must not inherit the lock and hold it after a SIGKILLed run is gone."""
+    """The lock's descriptor: never through a link, never inherited by a kernel or rank."""
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as error:

@@ -1,13 +1,6 @@
-"""What a SIGKILLed run leaves behind, cleared by the next run: scratch folders and the
-processes that carry its mark.
-
-A run's scratch folder (a kernel's sockets, the ranks' output files, Open MPI's session
-folder) is `<prefix>-<pid>-<random>` in the system's temporary folder, removed when the
-run ends, however it ends, except by SIGKILL, which gives a process no chance to clean
-up. Ranks under mpirun may then outlive it too: mpirun, sent SIGTERM as record.py dies,
-exits and leaves ranks that wait in a collective. So each run first kills every process
-whose RUN_MARK names a run that is gone, and removes every such folder, whatever its
-prefix.
+"""What a SIGKILLed run leaves behind, cleared by the next run: its scratch folder
+(`<prefix>-<pid>-<random>` in the temporary folder) and the processes that carry its mark
+(ranks mpirun left waiting in a collective).
 """
 import os
 import re
@@ -19,12 +12,9 @@ from pathlib import Path
 
 import psutil
 
-# Written into each scratch folder: only a folder holding it is ever removed by another
-# run, never a stranger's folder that happens to have a similar name.
-MARK = ".scratch-of-scripts"
+MARK = ".scratch-of-scripts"  # only a folder holding it is ever removed by another run
 NAME = re.compile(r"(.+)-(\d+)-\w+")
-# In the environment of a run's processes that may outlive it: its scratch folder's name.
-RUN_MARK = "LESSON_RUN_MARK"
+RUN_MARK = "LESSON_RUN_MARK"  # the scratch folder's name, in its run's processes' environment
 
 
 @contextmanager
@@ -37,7 +27,7 @@ def scratch_folder(prefix):
 
 
 def running(pid):
-    """Whether process `pid` exists (another user's, or a zombie, counts)."""
+    """Whether process `pid` exists (another user's, or a zombie)."""
     return psutil.pid_exists(pid)
 
 
@@ -48,8 +38,7 @@ def gone(name):
 
 
 def remove_abandoned(prefix=None, directory=None):
-    """Remove this user's scratch folders (`<prefix>-<pid>-*`; any prefix by default)
-    whose process no longer runs."""
+    """Remove this user's scratch folders (of any prefix by default) whose run is gone."""
     for folder in Path(directory or tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
         match = NAME.fullmatch(folder.name)
         if match and prefix in (None, match[1]) and folder.is_dir() \
@@ -59,9 +48,7 @@ def remove_abandoned(prefix=None, directory=None):
 
 
 def kill_marked(mark=None, timeout_s=10):
-    """SIGKILL every process of this user that carries `mark` (None: the mark of any run
-    that is gone), again until none runs. A stranger's environment cannot be read, and a
-    zombie's is empty: it has finished, whoever reaps it."""
+    """SIGKILL this user's processes carrying `mark` (None: any gone run's) until none runs."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = [process for process in psutil.process_iter(["environ"])

@@ -1,10 +1,6 @@
 """The one execution of a lesson: its notebook's cells, run once, in order, in a fresh
-Jupyter kernel (ipykernel), by nbclient, as jupyter-cache and MyST-NB execute notebooks.
-
-Each step's cell runs its step (scripts/runners/notebook.py); what the cells print to
-stdout IS the recording's stdout, and the data the recording keeps is the run's `results`
-from that same kernel (written by one extra cell, removed before the notebook is saved). So
-the notebook companion and the recording never disagree.
+Jupyter kernel, by nbclient. What the cells print IS the recording's stdout, and its data
+is `results` from the same kernel, so the companion and the recording never disagree.
 """
 import atexit
 import logging
@@ -38,12 +34,11 @@ class ExecutionFailed(Exception):
 
     def __init__(self, message, setup=False):
         super().__init__(message)
-        self.setup = setup  # True when configure_devices itself failed
+        self.setup = setup  # configure_devices itself failed
 
 
 class CellRaised(ExecutionFailed):
-    """A cell raised: str() is its exception on one line; `index` says which code cell
-    (from 0), `line` which of its lines the error came from (None if unknown)."""
+    """A cell raised: `index`, which code cell (from 0); `line`, which line (or None)."""
 
     def __init__(self, index, ename, evalue, line):
         evalue = " ".join(evalue.split())
@@ -60,10 +55,7 @@ class Execution:
 
 
 def kernel_manager(working_dir):
-    """A kernel of this Python's own ipykernel (not a kernelspec of that name in the user's
-    Jupyter folders, which may start another Python). Its sockets and connection file (the
-    kernel's key) live in the run's scratch folder: this user's alone, and removed with
-    it, even after a SIGKILL (plumbing.scratch)."""
+    """This Python's own ipykernel, its sockets and key in the run's scratch folder."""
     return AsyncKernelManager(kernel_name="python3",
                               kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
                               transport="ipc", ip=str(working_dir / "kernel"),
@@ -71,17 +63,15 @@ def kernel_manager(working_dir):
 
 
 def kernel_environment(working_dir):
-    """This process's environment, less what would run the user's own code in the kernel
-    before the first cell (a PYTHONSTARTUP file, an IPython profile's startup files)."""
+    """This environment, less what would run the user's code before the first cell."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONSTARTUP"}
     return {**env, "IPYTHONDIR": str(working_dir / "ipython")}
 
 
 def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
-    """Run the notebook's code cells in order in a fresh kernel, filling in their outputs.
-    Raises CellRaised when a cell raises, ExecutionFailed when the kernel dies or a cell
-    outlives `timeout_s`. Every way out, Interrupted included, kills the kernel and all it
-    started first. nbclient runs on a thread (MAINTAINING.md, "How a run executes")."""
+    """Run the notebook's code cells in order in a fresh kernel, filling in their outputs;
+    CellRaised or ExecutionFailed otherwise. Every way out kills the kernel first. nbclient
+    runs on a thread (MAINTAINING.md, "How a run executes")."""
     working_dir = Path(working_dir)
     manager = kernel_manager(working_dir)  # kept: nbclient lets go of it when it is done
     running = []  # the index of each cell as it starts: the last is where it stopped
@@ -99,15 +89,13 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
     def run_the_cells():
         try:
             with open(working_dir / "kernel.err", "wb") as log:
-                # Passed on to the kernel's Popen; it dies with this thread's process.
                 client.execute(cleanup_kc=True, stdout=log, stderr=log,
                                env=kernel_environment(working_dir),
                                preexec_fn=dies_with(os.getpid()))
         except Exception as error:  # noqa: BLE001 - raised below, on record.py's thread
             failures.append(error)
         finally:
-            # Registered before the kernel starts, taken back only once it has: a kernel
-            # killed while starting would leave it to fail, with a traceback, at exit.
+            # Else a kernel killed while starting leaves it to fail, with a traceback, at exit.
             atexit.unregister(client._cleanup_kernel)
             finished.set()
 
@@ -127,9 +115,8 @@ def kernel_process(manager):
 
 
 def wait(finished, manager, poll_s=0.02):
-    """The kernel's Popen once the cells have run (None if it never started). Polled: a
-    signal whose Interrupted Python discarded (in a garbage-collection callback) still
-    stops the wait, and the Popen, which nbclient lets go of, is kept to say how it died."""
+    """The kernel's Popen once the cells have run (None if it never started), kept to say
+    how it died; polled, so a signal Python discarded still stops the wait."""
     kernel = None
     while not finished.wait(poll_s):
         raise_if_interrupted()
@@ -138,8 +125,7 @@ def wait(finished, manager, poll_s=0.02):
 
 
 def stop(finished, manager, kernel, settle_s=30):
-    """Kill the kernel's process group, again until nbclient's thread has ended (it may
-    be starting a kernel as this runs) and cleaned up after it."""
+    """Kill the kernel's process group, again until nbclient's thread has ended."""
     deadline = time.monotonic() + settle_s
     while True:
         kill_all({kernel, kernel_process(manager)} - {None})
@@ -152,8 +138,7 @@ ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def one_line(error, notebook, running, working_dir, kernel, timeout_s):
-    """ExecutionFailed for what nbclient raised, naming the code cell it stopped in
-    (`running`: the notebook index of each cell as it started)."""
+    """ExecutionFailed for what nbclient raised, naming the code cell it stopped in."""
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     at = sum(cell.cell_type == "code" for cell in notebook.cells[:running[-1]]) \
         if running else 0  # the code cell it stopped in, from 0
@@ -175,9 +160,7 @@ def one_line(error, notebook, running, working_dir, kernel, timeout_s):
                            f"ran; its stderr: {said}")
 
 
-# ipykernel binds tcp://127.0.0.1 for its forked children's output whatever the kernel's
-# transport, and on a machine that opens no TCP socket libzmq aborts there (seen in a
-# sandbox on a TPU v5e chip; a TPU VM has a loopback). No setting turns that bind off.
+# ipykernel binds tcp://127.0.0.1 whatever the transport (MAINTAINING.md, the TPU job).
 NO_TCP = "Address family not supported by protocol (src/ip_resolver.cpp"
 NO_TCP_WHY = ("; this machine opens no TCP socket, which a Jupyter kernel needs even on "
               "loopback: record on a machine with a loopback network, or run the lesson "
@@ -185,14 +168,12 @@ NO_TCP_WHY = ("; this machine opens no TCP socket, which a Jupyter kernel needs 
 
 
 def run(lesson, working_dir, platform="cpu", devices=4):
-    """Execute `lesson` (a registry Lesson) once; return the notebook, its stdout and
-    run_lesson's data."""
+    """Execute `lesson` once: its notebook, stdout and run_lesson's data."""
     notebook = build_notebook(lesson, platform, devices)
     data_path = Path(working_dir) / "data.json"
     modules = [lesson.path(), *lesson.also_run_with()]
-    # Plumbing, removed from the companion: run_lesson's result written out, then each
-    # module run whole, as an import runs it (the cells hold only what the sections use),
-    # after the lesson, so that it cannot touch the devices' set-up.
+    # Removed from the companion: the result written out, then each module run whole, as
+    # an import runs it, after the lesson, so it cannot touch the devices' set-up.
     notebook.cells += [nbformat.v4.new_code_cell(
         f"import json as _json\nwith open({str(data_path)!r}, 'w') as _out:\n"
         f"    _json.dump(results, _out)"), nbformat.v4.new_code_cell(
@@ -212,7 +193,6 @@ def run(lesson, working_dir, platform="cpu", devices=4):
             raise ExecutionFailed(f"{path.parent.name}/{path.name} raises when imported "
                                   f"({raised}), though its cells ran: fix the statements "
                                   f"outside its sections") from None
-        # A failure on the line that sets up the devices is this machine's, not the lesson's.
         raised.setup = bool(raised.line) and code[raised.index].splitlines()[
             raised.line - 1:raised.line] == [setup_line(platform, devices)]
         raise

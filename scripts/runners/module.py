@@ -1,9 +1,5 @@
-"""A lesson module run as its own program, and the one-line errors a recording run ends in.
-
-`python -m MODULE --data-out PATH` in a fresh interpreter: what it printed, the data it
-wrote and how long it took. record.py records a lesson's simulation this way (plain
-NumPy, no devices); the lesson itself runs as notebook cells (scripts/runners/cells.py).
-"""
+"""A lesson module run as its own program (a simulation), and the one-line errors a
+recording run ends in."""
 import subprocess
 import sys
 import time

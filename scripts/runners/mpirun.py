@@ -1,33 +1,23 @@
 """Run a lesson's rank module as p processes started by Open MPI's `mpirun`, on loopback.
 
-`record.py --processes N --launcher mpirun` calls run_mpirun. Unlike processes.py, this
-launcher hands no rank its id: every rank runs the same command, and
-`jax.distributed.initialize()` reads the rank, the process count and the coordinator
-from the environment mpirun gives it (`OMPI_COMM_WORLD_RANK`, `OMPI_COMM_WORLD_SIZE`,
-`OMPI_MCA_orte_hnp_uri`: jax/_src/clusters/ompi_cluster.py). The same command with a
-hostfile instead of loopback spans machines (MAINTAINING.md, "On a cluster").
-
-mpirun puts each rank in a process group of its own, so killing mpirun's group does not
-reach them, and a SIGKILLed mpirun leaves them to the init process. Every rank therefore
-carries the run's mark in its environment (scratch.RUN_MARK), and the run ends by killing
-each process that carries it. Where this process cannot (it was SIGKILLed, and mpirun,
-sent SIGTERM, left ranks waiting in a collective), the next run does (scratch.py).
+Every rank runs the same command, and `jax.distributed.initialize()` reads who is who from
+mpirun's environment. mpirun gives each rank a process group of its own, so every rank
+carries the run's mark (scratch.RUN_MARK), and the run ends by killing what carries it.
 """
 import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from scripts import ROOT
-from scripts.plumbing.interrupts import raise_if_interrupted
 from scripts.store.recordings import read_json
-from scripts.plumbing.children import describe, dies_with, stderr_tail
+from scripts.plumbing.children import describe, dies_with, poll_until, stderr_tail
 from scripts.plumbing.scratch import RUN_MARK, kill_marked, scratch_folder
-from scripts.runners.processes import ProcessRun, ProcessRunError, free_port, launcher_free
+from scripts.runners.processes import (ProcessRun, ProcessRunError, free_port, launcher_free,
+                                       port_in_use)
 
 
 class MissingLauncher(ProcessRunError):
@@ -49,17 +39,14 @@ def mpirun_command(module, ranks, calls, data_out, output_dir):
 
 
 def mpirun_environment(port, scratch):
-    """mpirun's environment, which its ranks inherit: no outer launcher's variables (an
-    srun or another mpirun around record.py), the run's mark, and Open MPI's session
-    folder (`ompi.<host>.<uid>`, its sockets among them) inside the run's scratch folder,
-    which goes with the run however it ends: orte_tmpdir_base for Open MPI 4 (Debian's
-    4.1.4), prte_tmpdir_base for 5, TMPDIR for PMIx and anything else."""
+    """mpirun's environment, which its ranks inherit: no outer launcher's, the run's mark,
+    and Open MPI's session folder inside the scratch folder (orte_ for Open MPI 4, prte_
+    for 5, TMPDIR for PMIx)."""
     env = dict(launcher_free(os.environ), JAX_COORDINATOR_PORT=str(port),
                **{RUN_MARK: scratch.name}, TMPDIR=str(scratch),
                OMPI_MCA_orte_tmpdir_base=str(scratch), PRTE_MCA_prte_tmpdir_base=str(scratch))
     if os.geteuid() == 0:
-        # mpirun refuses to run as root unless told twice (its own variables): in a
-        # container, root is the only user there is.
+        # mpirun refuses to run as root unless told twice; a container has no other user.
         env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     return env
 
@@ -77,8 +64,7 @@ FAILED_BY_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exit
 
 
 def first_failed_rank(mpirun_stderr, output_dir, status):
-    """(rank, how it ended as processes.py says it, its stderr's tail) for the rank mpirun
-    names as the first to fail; None when it names none (it could not start them)."""
+    """(rank, how it ended, its stderr's tail) of the first rank mpirun names, or None."""
     text = mpirun_stderr.read_text(errors="replace") if mpirun_stderr.exists() else ""
     if found := FAILED_BY_SIGNAL.search(text):
         rank, ended = int(found.group(1)), describe(-int(found.group(2)))
@@ -89,24 +75,9 @@ def first_failed_rank(mpirun_stderr, output_dir, status):
     return rank, ended, stderr_tail(rank_files(output_dir, rank)[1])
 
 
-def port_in_use(port):
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return True
-    return False
-
-
-def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks, poll_s=0.05):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        raise_if_interrupted()  # as processes.wait_for does: a lost signal still stops it
-        status = launcher.poll()
-        if status is not None:
-            break
-        time.sleep(poll_s)
-    else:
+def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks):
+    status = poll_until(launcher.poll, timeout_s, 0.05)
+    if status is None:
         raise ProcessRunError(f"mpirun still running after {timeout_s:g} s; it and its "
                               f"{ranks} ranks were killed; mpirun's stderr: "
                               f"{stderr_tail(scratch / 'mpirun.err', lines=1)}",
@@ -129,13 +100,9 @@ def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks, poll_s=0.05
 
 def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
     """Run `module` as `ranks` processes under mpirun; return process 0's stdout and data.
-
-    port: the coordinator's port, given to JAX as JAX_COORDINATOR_PORT; default the
-    caller's JAX_COORDINATOR_PORT, else a free one. A port that is taken is refused
-    before mpirun starts: rank 0 would die binding it ("Failed to start RPC server", or
-    at times SIGSEGV), which mpirun reports as that rank's failure.
-    """
-    chosen = os.environ.get("JAX_COORDINATOR_PORT")  # a port the caller chose, kept
+    `port`: the coordinator's (default: $JAX_COORDINATOR_PORT, else a free one); a taken
+    one is refused first, as rank 0 would die binding it."""
+    chosen = os.environ.get("JAX_COORDINATOR_PORT")
     if port is None and chosen:
         # ASCII digits only: str.isdigit() passes "²", which int() refuses.
         port = int(chosen) if re.fullmatch(r"[0-9]{1,5}", chosen) else None
@@ -157,8 +124,7 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
             command = mpirun_command(module, ranks, calls, data_path, output_dir)
             with open(scratch / "mpirun.out", "wb") as out, \
                     open(scratch / "mpirun.err", "wb") as err:
-                # If this process dies, even by SIGKILL, mpirun gets SIGTERM: it then
-                # kills the ranks still starting, and the next run the rest.
+                # Should this process die, mpirun gets SIGTERM and kills the ranks starting.
                 launcher = subprocess.Popen(
                     command, cwd=cwd, env=mpirun_environment(port or free_port(), scratch),
                     stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True,

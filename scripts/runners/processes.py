@@ -1,9 +1,6 @@
-"""Run a lesson's rank module as p real processes on this machine, joined over 127.0.0.1.
-
-`record.py --processes N` calls run_processes with the module the lesson registry names
-(lesson_code/lessons.toml, `rank_module`); each rank is `python -m <module>` with one CPU
-device. If a rank fails, or the run outlives its timeout, every rank is killed, nothing is
-written, and ProcessRunError says which rank, how it ended and what it last wrote to stderr.
+"""Run a lesson's rank module as p processes of one CPU device each, over 127.0.0.1. If a
+rank fails or the run times out, every rank is killed and ProcessRunError says which rank,
+how it ended and what it last wrote to stderr.
 """
 import os
 import socket
@@ -13,8 +10,7 @@ import time
 from dataclasses import dataclass
 
 from scripts import ROOT
-from scripts.plumbing.children import describe, dies_with, kill_all, stderr_tail
-from scripts.plumbing.interrupts import raise_if_interrupted
+from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.store.recordings import read_json
 from scripts.plumbing.scratch import scratch_folder
 
@@ -42,21 +38,22 @@ def free_port():
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             port = probe.getsockname()[1]
-        with socket.socket() as check:
-            try:
-                check.bind(("127.0.0.1", port))  # taken since the kernel offered it?
-            except OSError:
-                continue
-        return port
+        if not port_in_use(port):
+            return port
     raise ProcessRunError("no free TCP port on 127.0.0.1 after 20 tries")
 
 
-# What tells JAX, or a rank module, which launcher started a process and who is who
-# (jax/_src/clusters/: ompi_cluster.py, slurm_cluster.py, k8s_cluster.py,
-# cloud_tpu_cluster.py; jax/_src/distributed.py; an Indexed Job's JOB_COMPLETION_INDEX).
-# record.py run inside an mpirun, srun or Kubernetes job carries these; ranks this
-# repository starts must not, or they would join that job's world, and their recording
-# would name its launcher.
+def port_in_use(port):
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+# What tells JAX which launcher started a process (jax/_src/clusters/): ranks started here
+# must not carry an outer job's, or they would join its world and name its launcher.
 LAUNCHER_PREFIXES = ("OMPI_", "PMI", "PRTE_", "SLURM_", "KUBERNETES_", "TPU_", "MEGASCALE_")
 LAUNCHER_VARIABLES = {"JOB_COMPLETION_INDEX", "GCE_METADATA_IP", "JAX_COORDINATOR_ADDRESS",
                       "JAX_COORDINATOR_PORT", "JAX_COORDINATOR_BIND_ADDRESS",
@@ -64,7 +61,6 @@ LAUNCHER_VARIABLES = {"JOB_COMPLETION_INDEX", "GCE_METADATA_IP", "JAX_COORDINATO
 
 
 def launcher_free(environment):
-    """`environment` without any launcher's variables (above)."""
     return {key: value for key, value in environment.items()
             if not key.startswith(LAUNCHER_PREFIXES) and key not in LAUNCHER_VARIABLES}
 
@@ -74,37 +70,32 @@ def start_rank(module, rank, ranks, port, calls, scratch, cwd):
                "--processes", str(ranks), "--port", str(port), "--calls", str(calls)]
     if rank == 0:
         command += ["--data-out", str(scratch / "data.json")]
-    # One CPU device per process is what a multi-process run means.
     env = dict(launcher_free(os.environ), JAX_PLATFORMS="cpu", JAX_NUM_CPU_DEVICES="1")
     with open(scratch / f"rank{rank}.out", "wb") as out, \
             open(scratch / f"rank{rank}.err", "wb") as err:
-        # Files, not pipes: a chatty rank can never block on a pipe nobody is reading.
-        # A session of its own: killpg then reaches anything the rank started, too.
+        # Files: a chatty rank never blocks on a pipe; a session: killpg reaches its children.
         return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                 stdout=out, stderr=err, start_new_session=True,
                                 preexec_fn=dies_with(os.getpid()))
 
 
-def wait_for(children, timeout_s, scratch, poll_s=0.02):
+def wait_for(children, timeout_s, scratch):
     """Return once every rank exits 0; raise at the first failure or at the deadline."""
     pids = [child.pid for child in children]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        # A signal whose Interrupted Python discarded (it landed in a garbage-collection
-        # callback) still stops the wait: ranks that hang would otherwise hold the
-        # launcher until the timeout.
-        raise_if_interrupted()
-        # Polled often, so the first rank to fail is the one reported, not a peer that
-        # failed a moment later because it lost its connection to it.
+
+    def all_exited():
         statuses = [child.poll() for child in children]
         for rank, status in enumerate(statuses):
             if status not in (None, 0):
                 tail = stderr_tail(scratch / f"rank{rank}.err")
                 raise ProcessRunError(f"rank {rank} {describe(status)}; all {len(children)} "
                                       f"ranks killed; stderr: {tail}", rank, status, tail, pids)
-        if None not in statuses:
-            return statuses
-        time.sleep(poll_s)
+        return None if None in statuses else statuses
+
+    # Polled often, so the first rank to fail is reported, not a peer that lost it.
+    statuses = poll_until(all_exited, timeout_s)
+    if statuses is not None:
+        return statuses
     running = [rank for rank, child in enumerate(children) if child.poll() is None]
     tails = "; ".join(f"rank {rank}: {stderr_tail(scratch / f'rank{rank}.err', lines=1)}"
                       for rank in running)
@@ -114,16 +105,9 @@ def wait_for(children, timeout_s, scratch, poll_s=0.02):
 
 
 def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
-    """Run `module` (dotted, importable from `cwd`) as `ranks` processes; return process
-    0's stdout and data.
-
-    calls: repeated calls averaged per traffic row (fewer keeps tests short).
-    """
+    """Run `module` as `ranks` processes; return process 0's stdout and data."""
     started = time.monotonic()
     children = []
-    # A rank dies with its launcher (dies_with); the launcher kills its ranks on any
-    # exception, Interrupted included, and the next run removes the scratch folder a
-    # SIGKILL left (plumbing.scratch).
     with scratch_folder("ranks") as scratch:
         try:
             port = free_port()

@@ -1,10 +1,6 @@
 """Every derived file of a lesson made from its recordings: analyses, then figures and
-their data.
-
-One path for `record.py` (after a run, or `--render-only`) and `bench.py` (after the
-sweep): a recording about to land is passed in `arriving`, its text not yet moved into
-place, so what is derived from it is drawn from the new bytes and staged with them. An
-output whose inputs and bytes are what the lock says is current and is left alone.
+their data, for record.py and bench.py alike. A recording about to land comes in
+`arriving`, so what derives from it is drawn from the new bytes and staged with them.
 """
 import json
 
@@ -19,11 +15,9 @@ class DeriveError(Exception):
 
 
 def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
-    """Stage each analysis and figure of `lesson` that is not current; return their new
-    lock entries. `arriving` ({path: text}) grows with each analysis staged, so a figure is
-    drawn from the new one. `place(path)`: where a staged file goes (bench.py's `--out`;
-    then it is not locked). `only_from`: only what derives from that recording, current
-    or not."""
+    """Stage each analysis and figure of `lesson` that is not current; return their lock
+    entries. `arriving` ({path: text}) grows with each output staged. `place(path)`: where
+    a file goes instead (then unlocked); `only_from`: only what derives from that recording."""
     from scripts.store.freshness import derived_problems
     entries, chain = {}, {only_from}
     fixes = {output.path: output.fix for output in recording_outputs(lesson, lesson.root)}
@@ -43,25 +37,18 @@ def stage_derived(lesson, staging, arriving, lock, place=None, only_from=None):
             overlay = json.loads(overlay)
         elif output.overlay and (lesson.root / output.overlay).exists():
             overlay = load_source(lesson, output.overlay, fixes)
-        stage(output, render(output, data, overlay), text, lesson, staging, arriving,
-              entries, place)
+        made = arriving[output.path] = render(output, data, overlay)
+        staging.add(place(output.path) if place else lesson.root / output.path, made)
+        if place is None:
+            entries[output.path] = lock_entry(output, made, lesson.root,
+                                              digest_bytes(text) if text else None)
     return entries
 
 
-def stage(output, made, source_text, lesson, staging, arriving, entries, place):
-    """Stage one made output (and lock it, unless `place` puts it elsewhere)."""
-    arriving[output.path] = made
-    staging.add(place(output.path) if place else lesson.root / output.path, made)
-    if place is None:
-        source_digest = digest_bytes(source_text) if source_text else None
-        entries[output.path] = lock_entry(output, made, lesson.root, source_digest)
-
-
 def load_source(lesson, source, fixes):
-    """A derived file's input: a recording (its path in `fixes`, with the command that
-    remakes it) validated, a lesson's data file as JSON."""
+    """A derived file's input: a recording validated, or a lesson's data file."""
     path = lesson.root / source
-    if source in fixes:  # validated; a corrupt one is one line with its own fix
+    if source in fixes:
         return load_recording(path, fixes[source], lesson)
     try:
         return read_json(path)
@@ -70,8 +57,7 @@ def load_source(lesson, source, fixes):
 
 
 def render(output, data, overlay=None):
-    """The output's bytes; `overlay`, a second recording drawn over the first (a hardware
-    run over a prediction), goes only to a kind that takes one."""
+    """The output's bytes; `overlay` (a hardware run over a prediction) only where taken."""
     kind = output.kind
     try:
         if output.variant is not None:  # a figure, in one of its drawings
@@ -83,6 +69,3 @@ def render(output, data, overlay=None):
         raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "
                           f"{output.source} ({type(error).__name__}: {error}); fix "
                           f"{output.code}") from None
-
-
-

@@ -1,9 +1,7 @@
 """Is every derived file still what the current code would make? One rule, one format.
 
 An output is current while the digests of its inputs, stored when it was made, equal
-today's. Every problem is one line: the file, what changed, and the command that fixes
-it. Used by `record.py --check`, by the site build and by the TPU job; imports neither
-JAX nor matplotlib.
+today's. Every problem is one line: the file, what changed, and the command that fixes it.
 """
 from dataclasses import dataclass
 
@@ -18,9 +16,7 @@ from scripts.store.recordings import RecordingError, load_recording, read_json
 
 @dataclass(frozen=True)
 class Loaded:
-    """A validated recording or analysis, as the pages use it: what it holds, the stem a
-    directive names it by, its file, and the inputs that changed since it was made (a
-    stale hardware recording stays on the site, marked)."""
+    """A validated recording or analysis as the pages use it; `stale`: its changed inputs."""
     recording: dict
     stem: str
     path: str
@@ -36,16 +32,14 @@ def changed(names):
 
 
 def stale_inputs(recording, current):
-    """The one rule for recordings: the inputs whose digest, as the recording stored it in
-    `contentFiles`, differs from `current` (today's); empty while it is current."""
+    """The inputs whose digest in the recording's `contentFiles` differs from `current`."""
     if "contentFiles" not in recording:  # the published seed predates contentFiles
         return ["its inputs (it records no contentFiles)"]
     return changed_files(recording["contentFiles"], current)
 
 
 def recording_state(output, root=ROOT, current=None):
-    """(Loaded or None, [problem lines]) for one recording the registry expects.
-    `current`: its inputs' digests today, when the caller has them already."""
+    """(Loaded or None, [problem lines]) for one recording; `current`: its inputs' digests."""
     path = root / output.path
     if not path.exists() and not output.required:
         return None, []
@@ -58,7 +52,7 @@ def recording_state(output, root=ROOT, current=None):
                     tuple(names))
     if names and output.required:
         return loaded, [problem(output.path, changed(names), output.fix)]
-    return loaded, []  # a stale hardware recording stays on the site, marked stale
+    return loaded, []
 
 
 def derived_problems(output, lock, root=ROOT):
@@ -79,7 +73,7 @@ def derived_problems(output, lock, root=ROOT):
 
 
 def text_problems(notebook, lock, root=ROOT):
-    """The notebook's line when the module text it shows changed since it was made."""
+    """The notebook's line when the module text it shows changed."""
     inputs = lock.get(notebook.path, {}).get("inputs", {})
     if notebook.shows in inputs and notebook.shows in changed_files(
             {notebook.shows: inputs[notebook.shows]}, notebook.current_inputs(root)):
@@ -92,8 +86,7 @@ NOT_RECORDINGS = ("recordings/schema.json", "recordings/outputs.lock.json")
 
 
 def unclaimed_recordings(lessons, root=ROOT):
-    """A line for each JSON file in recordings/ that no registered lesson claims: the
-    README promises that everything there is validated, so nothing may sit there unread."""
+    """A line for each JSON file in recordings/ no lesson claims: nothing there goes unread."""
     claimed = {output.path for lesson in lessons.values()
                for output in recording_outputs(lesson, root)} | set(NOT_RECORDINGS)
     lines = []
@@ -107,10 +100,7 @@ def unclaimed_recordings(lessons, root=ROOT):
 
 
 def unclaimed_figures(lessons, root=ROOT):
-    """A line for each SVG, CSV or JSON in figures/ that no lesson's figures (in any of
-    their variants: scripts/figures/variants.py) or their data claim: the site serves
-    every SVG there, so a figure left over from a renamed kind or an older renderer would
-    be published unchecked, and a figure's old data would sit beside it."""
+    """A line for each file in figures/ no figure claims: the site would serve it unchecked."""
     claimed = {output.path for lesson in lessons.values()
                for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
     folder = root / "figures"
@@ -122,16 +112,18 @@ def unclaimed_figures(lessons, root=ROOT):
             and f"figures/{path.name}" not in claimed]
 
 
-def check(lessons, root=ROOT, only=None):
-    """One line per recording, figure or notebook that is missing, invalid or stale, of
-    every lesson or of the one whose id is `only`. A file is unclaimed when no lesson at
-    all claims it, so checking one lesson never calls another's files leftovers."""
+def lock_and_unclaimed(lessons, root):
+    """(the lock, or {}; a line for each unclaimed file and for an unreadable lock)."""
     lines = unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
     try:
-        lock = read_lock(root)
+        return read_lock(root), lines
     except LockError as error:
-        lines.append(str(error))
-        lock = {}
+        return {}, lines + [str(error)]
+
+
+def check(lessons, root=ROOT, only=None):
+    """One line per missing, invalid or stale file, of every lesson or of lesson `only`."""
+    lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
         if only is not None and lesson.id != only:
             continue
@@ -148,18 +140,14 @@ def check(lessons, root=ROOT, only=None):
 
 
 def from_absent_hardware_run(output, recordings, root=ROOT):
-    """Whether `output` is made from a hardware recording that is not here (an analysis of
-    a TPU sweep no VM has run yet): nothing to make, and nothing missing. `recordings`:
-    the lesson's recording_outputs."""
+    """Whether `output` is made from a hardware recording not here: nothing to make or miss."""
     required = {recording.path for recording in recordings if recording.required}
     return output.source.startswith("recordings/") and output.source not in required \
         and not (root / output.source).exists()
 
 
 def load_analyses(lesson, lock, recordings, root=ROOT):
-    """Each current analysis of a lesson, as Loaded by its stem; a stale, edited or
-    unreadable one is a problem line (`--render-only` remakes it). One made from a
-    hardware recording that is not here is not expected."""
+    """Each current analysis of a lesson, as Loaded by its stem, and a line for each other."""
     loaded, lines = {}, []
     for output in analysis_outputs(lesson):
         if from_absent_hardware_run(output, recordings, root):
@@ -183,17 +171,11 @@ def load_analyses(lesson, lock, recordings, root=ROOT):
 
 
 def load_all(lessons, root=ROOT):
-    """Every recording and analysis of every lesson, validated: ({stem: Loaded}, problem
-    lines). For the site build: a stale hardware recording comes back marked, a stale or
-    broken one the registry requires as a problem line, and so does a notebook that no
-    longer shows its module's text (the page's snippets would show other text)."""
-    loaded, lines = {}, unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
-    try:
-        lock = read_lock(root)
-    except LockError as error:
-        lock = {}
-        lines.append(str(error))
+    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines)."""
+    loaded = {}
+    lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
+
         lines += text_problems(notebook_output(lesson), lock, root)
         recordings = recording_outputs(lesson, root)
         analyses, problems = load_analyses(lesson, lock, recordings, root)

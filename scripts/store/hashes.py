@@ -1,11 +1,8 @@
-"""Digests of the files a derived file is made from. Imports no JAX.
+"""Digests of the files a derived file is made from.
 
-Code inputs are import closures: a module and every module of this repository it
-imports, transitively, so a change anywhere a lesson or a renderer reaches counts, and a
-change elsewhere does not. A recording is keyed on its code as Python executes it (the
-syntax tree without comments and docstrings): a comment cannot change what a program
-measures. What shows the text (the notebook, the snippets) is keyed on the text itself
-(outputs.py). The pins count by their requirement lines, and only those that can change a
+Code inputs are import closures within this repository. A recording is keyed on its code
+as executed (the syntax tree without comments and docstrings); what shows the text (the
+notebook) on the text itself. The pins count by the requirement lines that can change a
 recording (pin_lines).
 """
 import ast
@@ -16,15 +13,12 @@ from pathlib import Path
 
 from scripts import ROOT
 
-# The direct pins and the frozen transitive versions: either can change what runs.
 PINS = ("requirements.txt", "constraints.txt")
-# The tests' and the linter's pins: read only to know which packages are tools.
-TOOL_PINS = "requirements-test.txt"
+TOOL_PINS = "requirements-test.txt"  # read only to know which packages are tools
 # The sections of requirements.txt whose packages run while a recording is made.
 RECORDING_SECTIONS = ("lesson runtime", "recording and notebook companion")
 SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
-# Import closures stop at the repository's own packages.
-PACKAGES = ("lesson_code", "scripts")
+PACKAGES = ("lesson_code", "scripts")  # where import closures stop
 
 
 def module_file(name, root=ROOT):
@@ -41,9 +35,7 @@ class ClosureError(ValueError):
 
 
 def without_docstrings(tree):
-    """`tree` with the docstring of the module and of every class and function removed
-    (a docstring is the first statement, a bare string); the parser already dropped the
-    comments."""
+    """`tree` less every docstring (the parser already dropped the comments)."""
     for node in ast.walk(tree):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
@@ -54,12 +46,7 @@ def without_docstrings(tree):
 
 
 def module_facts(path, root=ROOT):
-    """(code digest, [imported names]) of a Python file.
-
-    The code digest is of ast.dump without line numbers, comments or docstrings: what
-    runs. A file that is not UTF-8 or does not parse is a ClosureError naming it, one line
-    (a closure reaches files a pull request may have changed).
-    """
+    """(digest of the code as executed, [imported names]); ClosureError if it does not parse."""
     from scripts import display
 
     try:
@@ -76,9 +63,7 @@ def module_facts(path, root=ROOT):
 
 @lru_cache(maxsize=None)
 def facts_of_source(data):
-    """module_facts of a file's bytes. Every figure's closure reaches the same renderer
-    helpers, so one check meets the same bytes many times: they are parsed once per
-    process (keyed by the bytes themselves, so an edit is always parsed afresh)."""
+    """module_facts of a file's bytes, once per process: every figure reaches the same helpers."""
     tree = ast.parse(data.decode("utf-8"))
     names = []
     for node in ast.walk(tree):
@@ -89,20 +74,13 @@ def facts_of_source(data):
     return digest_bytes(ast.dump(without_docstrings(tree))), tuple(names)
 
 
-def imported_names(path, root=ROOT):
-    return module_facts(path, root)[1]
-
-
 def code_digest(path):
     """sha256 of a module's code as executed (module_facts); "missing" when not there."""
     return module_facts(path)[0] if Path(path).is_file() else "missing"
 
 
 def import_closure(path, root=ROOT, packages=PACKAGES):
-    """`path` and the files of every repository module it imports, transitively, sorted.
-
-    A file that is missing is kept in the result, so its absence shows as a change.
-    """
+    """`path` and every repository module it imports, transitively; a missing one is kept."""
     seen, todo = set(), [Path(path)]
     while todo:
         current = todo.pop()
@@ -111,7 +89,7 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
         seen.add(current)
         if not current.exists():
             continue
-        for name in imported_names(current, root):
+        for name in module_facts(current, root)[1]:
             if name.split(".")[0] in packages:
                 found = module_file(name, root)
                 if found is not None:
@@ -153,11 +131,9 @@ def requirement_sections(text):
 
 
 def pin_lines(root=ROOT):
-    """{pin file: [the requirement lines that can change a recording]}: requirements.txt's
-    lesson runtime and recording sections, and all of constraints.txt but the packages
-    pinned only for the site, the tests or the lint. Any transitive version counts: the
-    files cannot say which one a recording reaches, and a needless re-record is cheaper
-    than a stale recording presented as current."""
+    """{pin file: [the lines that can change a recording]}: requirements.txt's recording
+    sections, and every transitive version but the site's, tests' and lint's packages (a
+    needless re-record is cheaper than a stale recording presented as current)."""
     lines = {}
     requirements = root / PINS[0]
     if requirements.is_file():
@@ -191,17 +167,14 @@ def file_digests(paths, root=ROOT):
     return {Path(p).relative_to(root).as_posix(): digest(p) for p in paths}
 
 
-def code_digests(paths, root=ROOT):
-    return {Path(p).relative_to(root).as_posix(): code_digest(p) for p in paths}
-
-
 def content_files(module_path, root=ROOT, extra=()):
     """{relative path: digest} of what can change a recording: the module's code closure,
     the closures of `extra` (code whose results the recording stores), each keyed on its
     code as executed, and the pins."""
     files = {}
     for path in [module_path, *extra]:
-        files.update(code_digests(import_closure(path, root), root))
+        files.update({Path(p).relative_to(root).as_posix(): code_digest(p)
+                      for p in import_closure(path, root)})
     files.update(pin_digests(root))
     return files
 

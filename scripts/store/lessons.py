@@ -1,12 +1,8 @@
 """The lesson registry, lesson_code/lessons.toml, held to lesson_code/lessons.schema.json.
-Imports no JAX.
 
-The registry is data, so adding a lesson changes nothing under scripts/. It is also
-untrusted input (a pull request can change it): an id becomes file names and a module code
-that record.py executes. So it is checked before anything runs, and a value outside the
-schema is refused in one line naming the entry, the field and what it must be (that
-field's description in the schema). What a schema cannot say is checked here: every module
-and data schema is a file inside lesson_code/, an id is registered once, a figure kind exists.
+Untrusted input (an id becomes file names, a module code record.py runs), so it is checked
+before anything runs, in one line naming the entry, the field and what it must be. Checked
+here, beyond the schema: modules inside lesson_code/, ids unique, figure kinds known.
 """
 import json
 import tomllib
@@ -25,8 +21,7 @@ NOT_TABLES = "`lesson` must be [[lesson]] tables; see the comment at the top of 
 
 
 class RegistryError(Exception):
-    """lessons.toml cannot be used; str() is one line naming the entry. Exit status 2:
-    nothing can run until the registry is fixed."""
+    """lessons.toml cannot be used; str() is one line naming the entry."""
 
     exit_status = 2
 
@@ -50,13 +45,11 @@ class Lesson:
     registered: int = field(default=1, compare=False, repr=False)
 
     def path(self, module=None):
-        """The file of `module` (default: the lesson module), under this checkout."""
+        """The file of `module` (default: the lesson module)."""
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
     def also_run_with(self, module=None):
-        """The files whose results a recording of `module` (default: the lesson module)
-        stores besides its own: the lesson's one execution runs its going-further module
-        too (its cells follow the lesson's), so that module is an input of the recording."""
+        """More code a recording of `module` stores results of: the going-further module."""
         if (module or self.module) == self.module and self.going_further:
             return (self.path(self.going_further),)
         return ()
@@ -67,8 +60,10 @@ def load_lessons(root=ROOT):
     registry, schema, where = read_registry(root)
     inside = (root / "lesson_code").resolve()
     lessons = {}
+    files = [key for key, value in schema.schema["$defs"]["lesson"]["properties"].items()
+             if value.get("$ref") == "#/$defs/module"] + ["data_schema"]  # files record.py reads
     for entry in registry["lesson"]:
-        for key in [key for key in (*module_fields(schema), "data_schema") if key in entry]:
+        for key in [key for key in files if key in entry]:
             name = entry[key] if key == "data_schema" else entry[key].replace(".", "/") + ".py"
             path = (root / name).resolve()  # a link may lead out
             if not (path.is_file() and inside in path.parents):
@@ -96,8 +91,7 @@ def field_refusal(where, entry, key, fix):
 
 
 def load_course(root=ROOT):
-    """The registry's `[course]` table: {"title", "description"}, what the site is named
-    after (the lessons are its pages)."""
+    """The registry's `[course]` table: {"title", "description"}."""
     registry, schema, where = read_registry(root)
     if "course" not in registry:
         raise RegistryError(f"{where}: needs "
@@ -182,15 +176,8 @@ def rule(schema, key):
     return found.get("description") or defs[found["$ref"].rsplit("/", 1)[1]]["description"]
 
 
-def module_fields(schema):
-    """The fields that name a module, which record.py may import."""
-    return [key for key, value in schema.schema["$defs"]["lesson"]["properties"].items()
-            if value.get("$ref") == "#/$defs/module"]
-
-
 def first_of(items, limit=5, separator=", "):
-    """`items` joined for one error line: the first `limit`, then how many more. An error
-    line quotes what it names; with 10,000 lessons, all of them made a line of 950 kB."""
+    """`items` joined for one error line: the first `limit`, then how many more."""
     items = list(items)
     shown = separator.join(items[:limit])
     return shown if len(items) <= limit else f"{shown}{separator}and {len(items) - limit:,} more"

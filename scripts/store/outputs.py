@@ -1,14 +1,13 @@
 """Every derived file of a lesson, what it is made from, and the command that remakes it.
 
-Recordings carry their own inputs (`contentFiles`: the producing module's import closure
-and the pins), so a recording fetched from a TPU VM still says what it was made from.
-Analyses, figures, the figures' data and the notebook keep theirs in
-recordings/outputs.lock.json. Imports no JAX and no matplotlib.
+Recordings carry their inputs (`contentFiles`), so one fetched from a TPU VM still says what
+it was made from; every other output keeps them in recordings/outputs.lock.json.
 """
 import importlib
 import json
 import posixpath
 from dataclasses import dataclass, field
+from functools import partial
 
 from scripts import LOCK, ROOT, display
 from scripts.analysis_text import analysis_text
@@ -29,32 +28,19 @@ ANALYSIS_STEM = ".analysis"  # a directive's stem for an analysis: `<id>.<varian
 
 @dataclass(frozen=True)
 class LessonFiles:
-    """Where each file of one lesson lives, relative to the repository root: the one place
-    a path is spelt, so a file cannot be written under one name and looked for under
-    another. A recording is named by its variant here; a page names it by its stem."""
+    """Where each file of one lesson lives, relative to the root: the one place a path is spelt."""
     id: str  # the lesson id
 
     def recording(self, variant):
-        """recordings/<id>.<variant>.json: "cpu", "simulation", "cpu-processes", "sweep",
-        or a hardware run ("tpu", "tpu-processes", "tpu-sweep", "gpu")."""
         return f"{RECORDINGS_DIR}/{self.recording_name(variant)}"
 
     def recording_name(self, variant):
-        """The recording's file name alone (what a TPU VM writes under its recordings/)."""
         return f"{self.id}.{variant}.json"
 
-    @property
-    def recording_pattern(self):
-        """The glob, inside recordings/, of every recording of this lesson."""
-        return f"{self.id}.*.json"
-
     def analysis(self, variant):
-        """recordings/analysis/<id>.<variant>.json: what the lesson's analysis module
-        derives from the recording of that variant."""
         return f"{ANALYSES}/{self.id}.{variant}.json"
 
     def figure(self, kind):
-        """The SVG of a figure kind (scripts/figures/__init__.py's FigureKind)."""
         return kind.path.format(id=self.id)
 
     def figure_input(self, kind):
@@ -65,7 +51,7 @@ class LessonFiles:
 
     @property
     def notebook_page(self):
-        """The executed notebook companion, relative to docs/ (as mkdocs names it)."""
+        """Relative to docs/, as mkdocs names it."""
         return f"notebooks/{self.id}.ipynb"
 
     @property
@@ -73,19 +59,17 @@ class LessonFiles:
         return f"docs/{self.notebook_page}"
 
     def stem(self, variant, analysis=False):
-        """The name a page's directive gives a recording (`<id>.<variant>`) or the
-        analysis derived from it (`<id>.<variant>.analysis`)."""
+        """A directive's name for a recording, `<id>.<variant>`, or its analysis."""
         return f"{self.id}.{variant}" + (ANALYSIS_STEM if analysis else "")
 
 
 def for_lesson(lesson):
-    """The paths of one lesson's files (a Lesson from the registry, or its id)."""
+    """The paths of one lesson's files (a registry Lesson, or its id)."""
     return LessonFiles(lesson if isinstance(lesson, str) else lesson.id)
 
 
 def stem_parts(stem):
-    """(lesson id, variant, whether it is the analysis) of a page's stem: the way back
-    from a stem, for the line about a stem nothing was loaded for."""
+    """(lesson id, variant, whether it is the analysis) of a page's stem."""
     lesson_id, _, variant = stem.partition(".")
     analysis = variant.endswith(ANALYSIS_STEM)
     return lesson_id, variant.removesuffix(ANALYSIS_STEM) if analysis else variant, analysis
@@ -99,9 +83,7 @@ def stem_source(stem):
 
 
 class LockError(Exception):
-    """outputs.lock.json cannot be read, or holds a malformed entry; str() is one line
-    with the fix. `valid`: the entries that can still be used (none when the file
-    cannot be read), so a run that remakes the malformed one keeps every other."""
+    """outputs.lock.json cannot be read, or holds a bad entry; `valid`: the usable ones."""
 
     def __init__(self, what, valid=None):
         super().__init__(f"{what}; run `{RECORD}`")
@@ -125,8 +107,7 @@ class RecordingOutput:
 
 @dataclass(frozen=True)
 class DerivedOutput:
-    """A figure, an analysis or the notebook: its input JSON plus the code closure that
-    turns it into bytes."""
+    """A figure, an analysis or the notebook: its input JSON and the code that makes it."""
     path: str
     source: str  # the recording or data file it is made from
     code: str  # the renderer (or builder) module
@@ -134,29 +115,27 @@ class DerivedOutput:
     kind: object = field(default=None, compare=False)  # a figure's FigureKind: its render()
     overlay: str | None = None  # a recording drawn over the source, an input when present
     variant: object = None  # a figure's drawing (scripts/figures/variants.py): its palette, width
+    also: tuple = ()  # more code that shapes its bytes (a figure's data: data.py)
+    pins: bool = False  # an analysis: SciPy's bootstrap makes its intervals
 
     def current_inputs(self, root=ROOT):
         overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
             else []
-        return file_digests([root / self.source, *overlay,
-                             *import_closure(root / self.code, root)], root)
+        code = [path for module in (self.code, *self.also)
+                for path in import_closure(root / module, root)]
+        return {**file_digests([root / self.source, *overlay, *code], root),
+                **(pin_digests(root) if self.pins else {})}
 
 
 @dataclass(frozen=True)
 class NotebookOutput(DerivedOutput):
-    """The notebook companion: its cells are the lesson module's text, so that text is an
-    input too, by its bytes (the recording is keyed on the code alone: a comment edit
-    re-renders the notebook and re-runs nothing)."""
+    """The notebook companion: its cells are the modules' text, so that text is an input
+    too, by its bytes (a comment edit re-renders the notebook and re-runs nothing)."""
     shows: str = ""  # the lesson module, relative to the repository root
-    # Its going-further module, whose sections are cells too. The lesson module does not
-    # import it, so the CPU recording's inputs miss it: its change makes this stale, and
-    # record.py then re-runs the lesson, which records both.
-    also_shows: tuple = ()
+    also_shows: tuple = ()  # its going-further module, whose sections are cells too
 
     def text_inputs(self, root=ROOT):
-        """What the notebook shows as text, not as code run: the modules' text, and the
-        pages that include their sections, whose headings title the cells
-        (scripts/runners/notebook.py page_titles). A change here only re-renders it."""
+        """The modules' text and the pages whose headings title the cells: re-render only."""
         shown = [self.shows, *self.also_shows]
         includes = tuple(f'--8<-- "{path}:' for path in shown)
         pages = [page.relative_to(root).as_posix()
@@ -171,20 +150,13 @@ class NotebookOutput(DerivedOutput):
 
 
 def lesson_command(lesson, command=RECORD):
-    """`command` as the fix for one lesson's file: with `--lesson <id>` when the registry
-    lists more than one lesson, so the line names exactly the run that remakes it."""
+    """`command` as one lesson's fix: with `--lesson <id>` when the registry lists more."""
     return f"{command} --lesson {lesson.id}" if lesson.registered > 1 else command
 
 
 def recording_outputs(lesson, root=ROOT):
     """The recordings a lesson must have, then any others found (a TPU run, say)."""
-    def output(variant, module, fix, required=True):
-        return RecordingOutput(
-            files.recording(variant), variant, lesson.path(module).relative_to(
-                lesson.root).as_posix(), fix, required, lesson,
-            tuple(path.relative_to(lesson.root).as_posix()
-                  for path in lesson.also_run_with(module)))
-
+    output = partial(recording_output, lesson)
     files, record = for_lesson(lesson), lesson_command(lesson)
     wanted = [output("cpu", lesson.module, record)]
     if lesson.simulation:
@@ -196,13 +168,21 @@ def recording_outputs(lesson, root=ROOT):
         wanted.append(output("sweep", lesson.sweep, BENCH))
     known = {output.variant for output in wanted}
     prefix = f"{lesson.id}."
-    for path in sorted((root / RECORDINGS_DIR).glob(files.recording_pattern)):
+    for path in sorted((root / RECORDINGS_DIR).glob(f"{prefix}*.json")):
         variant = path.name.removeprefix(prefix).removesuffix(".json")
-        if variant not in known:  # a hardware run: of the lesson module (tpu, gpu), of
-            # its rank module on a multi-host slice (tpu-processes), of its sweep (tpu-sweep)
+        if variant not in known:  # a hardware run
             wanted.append(output(variant, hardware_module(lesson, variant), HARDWARE_FIXES.get(
                 variant, f"git rm {files.recording(variant)}"), required=False))
     return wanted
+
+
+def recording_output(lesson, variant, module, fix, required=True, path=None):
+    """The recording of `variant`, a run of `module` (at `path`, default its own)."""
+    return RecordingOutput(
+        path or for_lesson(lesson).recording(variant), variant,
+        lesson.path(module).relative_to(lesson.root).as_posix(), fix, required, lesson,
+        tuple(extra.relative_to(lesson.root).as_posix()
+              for extra in lesson.also_run_with(module)))
 
 
 def hardware_module(lesson, variant):
@@ -226,26 +206,15 @@ class AnalysisKind:
         return analysis_text(analysis)
 
 
-@dataclass(frozen=True)
-class AnalysisOutput(DerivedOutput):
-    """An analysis: made by the lesson's analysis module and kept as scripts/analysis_text.py
-    writes it, so that module's text (its rounding) is an input too. Its intervals come from
-    SciPy's bootstrap (scripts/intervals.py), so the pins a recording counts count here as
-    well: a SciPy bump re-derives every analysis, even of a recording it does not stale."""
-
-    def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root), **file_digests([root / ANALYSIS_TEXT], root),
-                **pin_digests(root)}
-
-
 def analysis_outputs(lesson):
-    """recordings/analysis/<id>.<variant>.json for each variant lessons.toml names."""
+    """A SciPy bump (the pins) re-derives every analysis, even of a recording it does not stale."""
     if not lesson.analysis:
         return []
     code = lesson.path(lesson.analysis).relative_to(lesson.root).as_posix()
     files = for_lesson(lesson)
-    return [AnalysisOutput(files.analysis(variant), files.recording(variant), code, RENDER,
-                           kind=AnalysisKind(lesson.analysis, variant))
+    return [DerivedOutput(files.analysis(variant), files.recording(variant), code, RENDER,
+                          kind=AnalysisKind(lesson.analysis, variant), also=(ANALYSIS_TEXT,),
+                          pins=True)
             for variant in lesson.analyses]
 
 
@@ -254,21 +223,15 @@ def derived_outputs(lesson):
     return [*analysis_outputs(lesson), *figure_outputs(lesson), *figure_data_outputs(lesson)]
 
 
-# The command that remakes a hardware recording, by the variant its name carries; a
-# variant no command writes cannot be remade, so its fix is to remove the file.
-HARDWARE_FIXES = {
-    "tpu": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
-           "--delete",
-    # The job runs the lesson's sweep on the same single-host VM, after the lesson.
-    "tpu-sweep": "python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 "
-                 "--create --delete",
-    "gpu": "python scripts/record.py --platform gpu",
-}
+# The command that remakes a hardware recording, by its variant; any other is removed.
+TPU_JOB = ("python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
+           "--delete")
+HARDWARE_FIXES = {"tpu": TPU_JOB, "tpu-sweep": TPU_JOB,
+                  "gpu": "python scripts/record.py --platform gpu"}
 
 
 def recording_fix(lessons, stem, root=ROOT):
-    """The command that makes the recording a page's stem names, present or not; None
-    when the stem names no registered lesson."""
+    """The command that makes the recording a page's stem names; None for no lesson's."""
     lesson_id, variant, _ = stem_parts(stem)
     if lesson_id not in lessons:
         return None
@@ -278,8 +241,7 @@ def recording_fix(lessons, stem, root=ROOT):
 
 
 def figure_outputs(lesson):
-    """Each figure the registry asks for, in each of its drawings (light and dark, wide and
-    narrow: scripts/figures/variants.py), each its own locked output."""
+    """Each figure the registry asks for, in each of its drawings (figures/variants.py)."""
     outputs, files = [], for_lesson(lesson)
     for kind in lesson.figures:
         if kind not in KINDS:
@@ -298,24 +260,15 @@ def figure_outputs(lesson):
     return outputs
 
 
-FIGURE_DATA_CODE = "scripts/figures/data.py"
-
-
 @dataclass(frozen=True)
 class FigureDataOutput(DerivedOutput):
-    """A figure's data, as CSV or JSON: its renderer's rows (scripts/figures/data.py),
-    drawn from the figure's own input, so that module's text is an input too."""
+    """A figure's data, as CSV or JSON: its renderer's rows, from the figure's own input."""
     figure: str = ""  # the static light SVG it is the data of
     recording: str | None = None  # the raw recording behind it; None: modelled, not measured
 
-    def current_inputs(self, root=ROOT):
-        return {**super().current_inputs(root),
-                **file_digests(import_closure(root / FIGURE_DATA_CODE, root), root)}
-
 
 def figure_data_outputs(lesson):
-    """Each figure's data: `figures/<name>.csv` and `.json` beside its SVG, one pair per
-    figure whatever its variants, from the same input its drawings are drawn from."""
+    """`figures/<name>.csv` and `.json` beside each figure's SVG, whatever its variants."""
     files = for_lesson(lesson)
     behind = {output.path: output.source for output in analysis_outputs(lesson)}
     outputs = []
@@ -323,23 +276,21 @@ def figure_data_outputs(lesson):
         spec = KINDS[kind]  # figure_outputs names an unknown kind
         figure, source = files.figure(spec), files.figure_input(spec)
         overlay = files.figure_overlay(spec)
-        # An analysis' figure came from the analysis' recording; a lesson's data file
-        # (lesson_code/figures/) from no recording at all.
+        # A lesson's data file (lesson_code/figures/) comes from no recording at all.
         recording = behind.get(source, source if posixpath.dirname(source) == RECORDINGS_DIR
                                else None)
         about = (("figure", figure), ("drawnFrom", source), ("recording", recording),
                  ("overlay", overlay))
         outputs += [FigureDataOutput(data_path(figure, ending), source, spec.module_path(),
                                      RENDER, kind=FigureDataKind(spec, ending, about),
-                                     overlay=overlay, figure=figure, recording=recording)
+                                     overlay=overlay, also=("scripts/figures/data.py",),
+                                     figure=figure, recording=recording)
                     for ending in FORMATS]
     return outputs
 
 
 def notebook_output(lesson):
-    """The executed companion: made in the same run as the CPU recording; when only the
-    module's text changed (a comment, a docstring), record.py re-renders it from the
-    executed cells instead."""
+    """The executed companion, made in the same run as the CPU recording."""
     files = for_lesson(lesson)
     def shown(module=None):
         return lesson.path(module).relative_to(lesson.root).as_posix()
@@ -350,7 +301,6 @@ def notebook_output(lesson):
 
 
 def lock_path(root=ROOT):
-    """outputs.lock.json of the project at `root`."""
     return root / LOCK.relative_to(ROOT)
 
 
@@ -366,7 +316,9 @@ def read_lock(root=ROOT):
         raise LockError(f"{display(path, root)}: unreadable: {why}") from None
     if not isinstance(lock, dict):
         raise LockError(f"{display(path, root)}: not a map of outputs")
-    valid = {name: entry for name, entry in lock.items() if well_formed(entry)}
+    valid = {name: entry for name, entry in lock.items() if isinstance(entry, dict)
+             and isinstance(entry.get("sha256"), str) and isinstance(entry.get("inputs"), dict)
+             and all(isinstance(digest, str) for digest in entry["inputs"].values())}
     malformed = [name for name in lock if name not in valid]
     if malformed:
         raise LockError(f"{display(path, root)}: the entry for {malformed[0][:80]!r} needs a "
@@ -374,18 +326,8 @@ def read_lock(root=ROOT):
     return lock
 
 
-def well_formed(entry):
-    return isinstance(entry, dict) and isinstance(entry.get("sha256"), str) \
-        and isinstance(entry.get("inputs"), dict) \
-        and all(isinstance(digest, str) for digest in entry["inputs"].values())
-
-
 def lock_entry(output, data, root=ROOT, source_digest=None):
-    """What the lock keeps for an output just made: its bytes' digest and its inputs'.
-
-    `source_digest` stands in for a source still in a temporary file (a recording about
-    to land), since its final path still holds the old bytes.
-    """
+    """What the lock keeps for an output just made; `source_digest`: a staged source's."""
     inputs = output.current_inputs(root)
     if source_digest is not None:
         inputs[output.source] = source_digest

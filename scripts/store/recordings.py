@@ -1,16 +1,14 @@
 """Every kind of recording: its header, its validation, and the one reader of committed
-JSON. Imports no JAX.
+JSON (a pull request or a fetched file can hold anything).
 
-A recording fits recordings/schema.json (the header every recording shares, and each
-kind's envelope), then its lesson's own data schema (lessons.toml `data_schema`). Every
-value a page shows comes from one, so a file that does not fit stops record.py, bench.py,
---check and the build alike with one line naming it. A pull request or a fetched file can
-hold anything: read_json reads only a regular file of bounded size, and refuses in one
-line JSON that Python cannot hold (an integer of 5,000 digits, arrays nested 100,000 deep).
+A recording fits recordings/schema.json, then its lesson's `data_schema`; a file that does
+not stops record.py, bench.py, --check and the build alike with one line naming it.
 """
 import errno
+import functools
 import json
 import math
+import operator
 import os
 import platform
 import stat
@@ -28,20 +26,14 @@ RECORD = "python scripts/record.py"
 
 
 class RecordingError(Exception):
-    """A recording that cannot be used; str() is one line naming the file.
-
-    `what` says what is wrong and where; `fix` is the command that remakes the file (None
-    where no command can), so a caller with a better fix can drop it.
-    """
+    """A recording that cannot be used; str() is one line: `what`, then the `fix` if any."""
 
     def __init__(self, what, fix=None):
         super().__init__(f"{what}; run `{fix}`" if fix else what)
         self.what, self.fix = what, fix
 
 
-# The most a JSON file read here may hold. The largest recording, a sweep, is under
-# 1 MB; a file far past that is no recording, and reading it whole could take all of
-# memory (a link to /dev/zero did).
+# The largest recording, a sweep, is under 1 MB; a link to /dev/zero took all of memory.
 MAX_JSON_BYTES = 32 * 2**20
 # What a page can show of a lesson's output: the schema's stdout maxLength, and lines.
 MAX_STDOUT_CHARACTERS = 1_000_000
@@ -49,9 +41,8 @@ MAX_STDOUT_LINES = 2_000
 
 
 def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
-    """The bytes of the regular file at `path`, at most `limit` of them; RecordingError
-    (one line naming it) for a link, a folder, a device or pipe, or a larger file. Opened
-    without following a link and without waiting (a pipe would block), then checked."""
+    """The bytes of the regular file at `path`, at most `limit`; RecordingError for a link,
+    a folder, a device or pipe (opened without waiting), or a larger file."""
     where = display(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -85,9 +76,8 @@ def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
 
 
 def parse_json(data, where, fix=None):
-    """JSON text (bytes or str) as Python values; RecordingError naming `where` for text
-    that is not UTF-8 JSON, or that Python cannot hold: ValueError for an integer past its
-    4,300 digits, RecursionError for arrays nested past its parser's depth."""
+    """JSON text as Python values; RecordingError naming `where` for text that is not UTF-8
+    JSON or that Python cannot hold (a 5,000-digit integer, arrays nested too deep)."""
     try:
         return json.loads(data.decode("utf-8") if isinstance(data, bytes) else data)
     except RecursionError:
@@ -98,7 +88,6 @@ def parse_json(data, where, fix=None):
 
 
 def read_json(path, fix=None, limit=MAX_JSON_BYTES):
-    """The JSON in the file at `path` (read_bytes, then parse_json)."""
     return parse_json(read_bytes(path, fix, limit), display(path), fix)
 
 
@@ -117,10 +106,9 @@ def schema_bytes(path):
 
 @lru_cache(maxsize=16)
 def compiled(path, data, shared=None, part=None):
-    """The Schema of a schema file's bytes, built once per text and process. `shared`:
-    the shared schema's bytes, there under its $id, so a lesson's schema may reuse its
-    $defs (`recordings/schema.json#/$defs/host`). `part`: only that `$defs` entry (None
-    when the schema has none)."""
+    """The Schema of a schema file's bytes, built once per text. `shared`: the shared
+    schema's bytes, whose $defs a lesson's schema may $ref; `part`: only that `$defs` entry
+    (None when there is none)."""
     def parsed(where, text):
         try:
             return parse_json(text, display(where))
@@ -143,14 +131,12 @@ def compiled(path, data, shared=None, part=None):
                              f"`git checkout -- {display(path)}`") from None
 
 
-# What of a lesson's sweep recording is the lesson's own (the names of its programs): the
-# `$defs/sweep` of its data schema, which a sweep recording must also fit.
+# The `$defs` entry of a lesson's data schema that its sweep recording must also fit.
 SWEEP_PART = "sweep"
 
 
 def schemas_for(lesson):
-    """(the shared schema, the lesson's data schema, its sweep part): the Schemas a
-    recording of `lesson` is held to, None where it names none."""
+    """(the shared schema, the lesson's data schema, its sweep part); None where none."""
     shared = schema_bytes(SCHEMA_PATH)
     path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) else None
     if path is None:
@@ -161,8 +147,7 @@ def schemas_for(lesson):
 
 
 def registered_lesson(lesson_id, root=ROOT):
-    """The registry's lesson of that id, or None: whose data schema a recording that
-    names no lesson of its own (a file checked on its own) is held to."""
+    """The registry's lesson of that id, or None."""
     from scripts.store.lessons import RegistryError, load_lessons
 
     try:
@@ -172,8 +157,7 @@ def registered_lesson(lesson_id, root=ROOT):
 
 
 def non_finite(value, path=()):
-    """The path of the first NaN or infinity in `value`, or None: Python writes them as
-    bare NaN/Infinity tokens other readers refuse, and the schema's "number" allows them."""
+    """The path of the first NaN or infinity in `value` (JSON Schema allows them), or None."""
     if isinstance(value, float) and not math.isfinite(value):
         return path
     children = value.items() if isinstance(value, dict) else \
@@ -186,43 +170,37 @@ def non_finite(value, path=()):
 
 
 def validate(recording, where="recording", fix=RECORD, lesson=None):
-    """Raise RecordingError with the first violation, phrased for a person: the schemas,
-    finite numbers, the stdout a page can show. `lesson`: the lesson the file is of (it
-    must name it); left out, the one it names. Every reader applies every limit here."""
+    """Raise RecordingError with the first violation, phrased for a person."""
     try:
-        return validated(recording, where, fix, lesson)
-    except RecursionError:  # values nested deeper than the checks below can walk
+        shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
+        bad_number = non_finite(recording)
+        if bad_number is not None:
+            field = "/".join(map(str, bad_number)) or "(top level)"
+            value = functools.reduce(operator.getitem, bad_number, recording)
+            raise RecordingError(f"{where}: invalid at {field}: {value} is not a finite number, "
+                                 f"and a recording holds only those", fix)
+        refuse(shared, recording, (), where, fix)
+        stdout = recording.get("stdout")
+        if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
+            raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
+                                 f"and a recording holds at most {MAX_STDOUT_LINES}", fix)
+        if lesson is None:
+            lesson = registered_lesson(recording["lessonId"])
+        elif recording["lessonId"] != lesson.id:
+            raise RecordingError(f"{where}: invalid at lessonId: it records "
+                                 f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
+        _, data, sweep = schemas_for(lesson)
+        if data is not None and recording["kind"] == "executed":
+            refuse(data, recording["data"], ("data",), where, fix)
+        if sweep is not None and recording["kind"] == "sweep":
+            refuse(sweep, recording, (), where, fix)
+        return recording
+    except RecursionError:  # values nested deeper than the checks can walk
         raise RecordingError(f"{where}: nested too deeply to be a recording", fix) from None
 
 
-def validated(recording, where, fix, lesson):
-    shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
-    bad_number = non_finite(recording)
-    if bad_number is not None:
-        field = "/".join(map(str, bad_number)) or "(top level)"
-        raise RecordingError(f"{where}: invalid at {field}: {lookup_path(recording, bad_number)}"
-                             f" is not a finite number, and a recording holds only those", fix)
-    refuse(shared, recording, (), where, fix)
-    stdout = recording.get("stdout")
-    if isinstance(stdout, str) and len(stdout.splitlines()) > MAX_STDOUT_LINES:
-        raise RecordingError(f"{where}: invalid at stdout: {len(stdout.splitlines())} lines, "
-                             f"and a recording holds at most {MAX_STDOUT_LINES}", fix)
-    if lesson is None:
-        lesson = registered_lesson(recording["lessonId"])
-    elif recording["lessonId"] != lesson.id:
-        raise RecordingError(f"{where}: invalid at lessonId: it records "
-                             f"{recording['lessonId']!r}, and this file is {lesson.id}'s", fix)
-    _, data, sweep = schemas_for(lesson)
-    if data is not None and recording["kind"] == "executed":
-        refuse(data, recording["data"], ("data",), where, fix)
-    if sweep is not None and recording["kind"] == "sweep":
-        refuse(sweep, recording, (), where, fix)
-    return recording
-
-
 def refuse(schema, value, prefix, where, fix):
-    """RecordingError for the most telling error of `schema` on `value`, whose place in
-    the recording is `prefix`; nothing when it fits."""
+    """RecordingError for `schema`'s most telling error on `value` (at `prefix`), if any."""
     error = schema.error(value)
     if error is not None:
         field = "/".join(str(part) for part in (*prefix, *error.absolute_path)) or \
@@ -231,14 +209,12 @@ def refuse(schema, value, prefix, where, fix):
         raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
 
 
-# Recordings found valid in this process, by their bytes, their lesson and the Schemas
-# that passed them: a run reads one recording once to plan and again for each figure.
+# (bytes' digest, lesson, Schemas) found valid: a run reads a recording for each figure.
 _VALID = set()
 
 
 def load_recording(path, fix=RECORD, lesson=None):
-    """The validated recording at `path`; `fix` is the command that remakes it (the
-    registry's, scripts/store/outputs.py); `lesson`, the lesson it belongs to (validate())."""
+    """The validated recording at `path`; `fix`: the command that remakes it."""
     where = display(path)
     data = read_bytes(path, fix)
     recording = parse_json(data, where, fix)
@@ -253,16 +229,8 @@ def load_recording(path, fix=RECORD, lesson=None):
     return recording
 
 
-def host_environment():
-    """What every recording says about the host, whatever its kind."""
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "cpuCount": os.cpu_count()}
-
-
 def source_commit(root, files):
-    """The commit a recording's inputs come from: HEAD's sha, and whether each of `files`
-    (its contentFiles) is as HEAD holds it; None outside a git checkout of its own (a
-    copied tree, an archive), where there is no commit to name."""
+    """{HEAD's sha, whether `files` are as HEAD holds them}; None outside a git checkout."""
     def git(*args):
         return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                               timeout=30)
@@ -280,9 +248,7 @@ def source_commit(root, files):
 
 
 def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
-    """The fields every kind shares; `contentFiles` names what the recording is made of:
-    the module's closure, the `extra` code whose results it stores, and the pins (`files`:
-    their digests as the run's plan read them)."""
+    """The fields every kind shares; `files`: the contentFiles as the run's plan read them."""
     files = files or content_files(module_path, root, extra)
     backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
@@ -294,7 +260,8 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files
         "contentHash": combined_hash(files),
         "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "provenance": f"recorded_{backend}{multiprocess}_computation",
-        "environment": {**host_environment(), **environment},
+        "environment": {"python": platform.python_version(), "platform": platform.platform(),
+                        "cpuCount": os.cpu_count(), **environment},
         "contentFiles": files,
         **({"commit": commit} if commit else {}),
     }
@@ -302,9 +269,3 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files
 
 def dumps(recording):
     return json.dumps(recording, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def lookup_path(value, path):
-    for key in path:
-        value = value[key]
-    return value

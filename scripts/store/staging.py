@@ -1,8 +1,6 @@
 """All-or-none writes: every output of a run is staged beside its target and moved into
-place together, or not at all. Imports no JAX.
-
-A staged file is named `.<name>.<pid>.<random>.tmp`, so the next run can remove what a
-SIGKILLed one left (remove_stray_temps) without touching a live run's files.
+place together, or not at all. A staged file is `.<name>.<pid>.<random>.tmp`, so the next
+run removes what a SIGKILLed one left without touching a live run's files.
 """
 import os
 import re
@@ -19,21 +17,17 @@ STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
 
 
 class StagingError(Exception):
-    """A file that cannot be written or moved into place; str() is one line naming it,
-    and saying that nothing was changed."""
+    """A file that cannot be written or moved into place; str() is one line naming it."""
 
 
 def staged_write(path, data, staged=None):
-    """Write `data` to a temporary file beside `path` (same file system: the later
-    os.replace is atomic) and return it. A failure or a signal on the way removes it.
-    `staged`: a list the file joins in the same step that makes it, so no signal finds
-    it made and not listed."""
+    """Write `data` to a temporary file beside `path` (os.replace is then atomic); return
+    it. `staged`: a list it joins in the step that makes it, so no signal finds it unlisted."""
     path = Path(path)
     made = []
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():
-            # The pid in the name says whose file it is (remove_stray_temps).
             fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.",
                                         suffix=".tmp", dir=path.parent)
             made.append((Path(temp), path))
@@ -55,9 +49,7 @@ def staged_write(path, data, staged=None):
 
 
 def remove_stray_temps(directories):
-    """Delete the staged files of runs that are gone. Staging deletes its own on any
-    exception, so only SIGKILL or a power cut leaves one; a file of a live run, or a name
-    with no pid in it, is left alone."""
+    """Delete the staged files of runs that are gone (only SIGKILL or a power cut leaves one)."""
     for directory in directories:
         for temp in Path(directory).rglob(".*.tmp"):  # recordings/analysis/ is in there
             owner = STAGED_NAME.fullmatch(temp.name)
@@ -66,8 +58,7 @@ def remove_stray_temps(directories):
 
 
 class Staging:
-    """Files written beside their targets, moved into place together by commit(). Left
-    by an exception (or Ctrl-C), it deletes every staged file: the old files stay."""
+    """Files staged beside their targets, moved by commit(); left by an exception, deleted."""
 
     def __init__(self):
         self.staged = []
@@ -76,8 +67,7 @@ class Staging:
         staged_write(path, data, self.staged)
 
     def commit(self, report=lambda path: None):
-        """Move every staged file into place, or (on an error) none. Ctrl-C and SIGTERM
-        wait until the moves are done: a mix of new and old files is worse than either."""
+        """Move every staged file into place, or none; signals wait until the moves are done."""
         with signals_deferred():  # raises at once for a signal swallowed before now
             moved = self._move_every_file()
             interrupts.files_in_place = True  # a signal held until now says so
@@ -85,8 +75,7 @@ class Staging:
                 report(final)
 
     def _move_every_file(self):
-        """Each staged file into place; on an error, the files already moved are put back
-        from hard links of the old ones. Returns their targets."""
+        """Each staged file into place, or the moved ones put back from links to the old."""
         moved = []  # (target, a link to its old file) for each file already moved
         try:
             for temp, final in self.staged:
@@ -119,8 +108,7 @@ class Staging:
 
 
 def keep_old(path):
-    """A hard link to the file about to be replaced (None if there is none), named like a
-    staged file, so a killed run's is removed."""
+    """A hard link to the file about to be replaced (None if none), named as staged files are."""
     if not path.exists():
         return None
     old = path.with_name(f".{path.name}.{os.getpid()}.old.tmp")
