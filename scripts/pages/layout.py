@@ -1,8 +1,7 @@
 """Layout decided when the site is built, so no script measures the page in a browser (a
 code block's scrollWidth, read while the theme starts, lays out the whole page: a 139-287
 ms long task on a phone). From the text and the theme's widths: a code block that may not
-fit a 390 px phone is marked `data-wide` (only it scrolls, so only it takes focus); a
-table too wide for the column beside the table of contents drops that sidebar; each
+fit a 390 px phone is marked `data-wide` (only it scrolls, so only it takes focus); each
 table's box is named after the heading above it; a header cell holding only a formula
 gets the formula's symbols as hidden text (axe reads MathML as no text).
 """
