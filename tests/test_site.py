@@ -197,12 +197,6 @@ BROKEN = {
                                             comment_in_first_section),
         [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"])
        for lesson in LESSONS.values()},
-    "recording-not-json": (lambda project: (project / recording_name(SEED)).write_text("{ x"),
-                           [recording_name(SEED), "not valid JSON"]),
-    "recording-wrong-version": (
-        lambda project: edit(project / recording_name(SEED), lambda text: json.dumps(
-            {**json.loads(text), "schemaVersion": 2})),
-        [recording_name(SEED), "invalid at schemaVersion"]),
     "notebook-truncated": (broken_notebook(lambda text: text[:len(text) // 2]),
                            [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
     "notebook-cells-not-a-list": (
@@ -239,6 +233,17 @@ def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakag
     line = one_error(build(project, site))
     assert all(word in line for word in words), line
     assert not (site / "index.html").exists()  # nothing published
+
+
+@pytest.mark.parametrize("corrupt, words", [
+    (lambda text: "{ x", "not valid JSON"),
+    (lambda text: json.dumps({**json.loads(text), "schemaVersion": 2}),
+     "invalid at schemaVersion")])
+@each_lesson
+def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, words, lesson):
+    edit(project / recording_name(lesson), corrupt)
+    line = one_error(build(project, tmp_path / "site"))
+    assert recording_name(lesson) in line and words in line, line
 
 
 @pytest.mark.parametrize("include", ['--8<-- "/etc/hostname"', '--8<-- "../../etc/hostname"',
