@@ -548,7 +548,9 @@ def assert_each_drawing_shown_alone(problems, measured, requests, scheme, width)
     assert problems == [], "\n".join(problems)
 
 
-@pytest.mark.parametrize("scheme, width", SCREENS)
+# The four screens, and both sides of the narrow drawing's breakpoint: up to 720 px it is
+# shown; 721 px is the narrowest content column that shows the wide drawing.
+@pytest.mark.parametrize("scheme, width", [*SCREENS, ("light", 720), ("dark", 721)])
 def test_each_figure_shown_is_its_palettes_and_widths_drawing_with_9_px_text(
         visits, built_site, scheme, width):
     """Issue 20, item 3: the figure a reader sees is the drawing made for that palette and
@@ -559,24 +561,6 @@ def test_each_figure_shown_is_its_palettes_and_widths_drawing_with_9_px_text(
         problems += figure_problems(path, seen.figures, built_site, scheme, width, measured)
         requests += seen.requests
         assert seen.problems == [], path
-    assert_each_drawing_shown_alone(problems, measured, requests, scheme, width)
-
-
-# Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
-# narrowest content column that shows the wide drawing.
-@pytest.mark.parametrize("scheme, width", [("light", 720), ("dark", 721)])
-def test_at_the_breakpoint_each_figure_shown_is_that_widths_drawing(
-        browser, served, built_site, pages, scheme, width):
-    problems, measured, requests = [], {}, []
-    for path in pages:
-        page, watch = open_page(browser, f"{served}/{path}", served, scheme, width)
-        opened = open_every_details(page)
-        problems += figure_problems(path, shown_figures(page), built_site, scheme, width,
-                                    measured)
-        close_again(opened)
-        requests += watch.requests
-        assert watch.problems == [], path
-        page.close()
     assert_each_drawing_shown_alone(problems, measured, requests, scheme, width)
 
 
