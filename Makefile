@@ -88,8 +88,10 @@ current: setup
 check: install lint current
 	$(PY) -m pytest
 
+# ruff, then the pages' prose and the lesson files' size budgets (tests/lint_budgets.py).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(PY) tests/lint_budgets.py
 
 # The tree as it is, copied into $(1) (under build/, gitignored), with node_modules linked.
 COPY_TREE = rm -rf $(1) && mkdir -p $(1) && tar -c --exclude=./.git --exclude=./build \

@@ -15,11 +15,8 @@ LESSON_ID = "distributed-03"
 # --8<-- [start:configure_devices]
 import warnings
 
-# First, before JAX is imported: a deprecated JAX call then stops the program with an error
-# that names it, instead of working until the JAX release that removes it. Python charges
-# a warning to the module whose line made the call, so this holds the lesson's code (run
-# as a script or a notebook it is __main__) and JAX's own to it; other libraries'
-# deprecations stay warnings.
+# Before JAX is imported: a deprecated call in this code (or JAX's) then fails, naming
+# itself, instead of working until the release that removes it.
 warnings.filterwarnings("error", category=DeprecationWarning,
                         module=r"(jax|lesson_code)\b|__main__")
 
@@ -70,8 +67,10 @@ def data_mesh(devices):
     """One mesh axis, 'data', over the devices in the order of the chips' ring.
 
     jax.make_mesh orders TPU chips so that neighbours on the axis are neighbours on the
-    interconnect: on a 2x2 slice 0, 1, 3, 2, where jax.devices() order would make two of
-    the ring's four hops diagonal. On CPU it keeps the order given. The axis is Auto, as
+    interconnect: on a 2x2 slice 0, 1, 3, 2. In jax.devices() order two of the four hops
+    of a ppermute ring, whose pairs follow the axis, would be diagonal; XLA's own
+    collectives route themselves, and the order fixes which chip holds which shard. On
+    CPU it keeps the order given. The axis is Auto, as
     in a plain Mesh: the collectives are written by hand inside shard_map, and outside it
     the compiler places the arrays.
     """

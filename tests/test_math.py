@@ -153,13 +153,6 @@ def test_only_presentation_markup_reaches_the_page():
         formula("<math><script>alert(1)</script></math>", "x")
 
 
-def test_without_node_the_build_says_how_to_get_it(monkeypatch):
-    temml.close()  # the next formula starts Node again, and finds none
-    monkeypatch.setenv("PATH", "/nonexistent")
-    with pytest.raises(MathError, match=r"^node is missing: install Node\.js"):
-        inline("x")
-
-
 def test_one_node_process_typesets_page_after_page_and_a_dead_one_is_replaced():
     temml.close()
     assert "<math" in inline("x") and "<math" in displayed("y")
@@ -170,19 +163,22 @@ def test_one_node_process_typesets_page_after_page_and_a_dead_one_is_replaced():
     assert "<math" in inline("z") and temml.node is not first
 
 
-def test_a_node_that_cannot_typeset_is_one_line(monkeypatch, tmp_path):
+def test_a_node_that_is_missing_or_cannot_typeset_is_one_line(monkeypatch, tmp_path):
     from scripts.pages import mathml
 
     script = tmp_path / "typeset.cjs"
     script.write_text('process.stderr.write("Temml is not installed: run `npm ci`\\n");'
                       'process.exit(3);\n')
-    temml.close()
+    temml.close()  # the next formula starts Node again
     monkeypatch.setattr(mathml, "TYPESET", script)
     with pytest.raises(MathError) as refused:
         inline("x")
     assert str(refused.value) == ("x.md: typeset.cjs failed: Temml is not installed: run "
                                   "`npm ci`")
     assert temml.node is None
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(MathError, match=r"^node is missing: install Node\.js"):
+        inline("x")
 
 
 def test_a_single_letter_identifier_needs_its_mathematical_italic():

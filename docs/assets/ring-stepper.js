@@ -194,7 +194,7 @@
     // The trace the figures draw, and those of the other ring sizes.
     const traces = {[recorded.ranks]: recorded, ...recorded.byRanks};
     const part = (name) => root.querySelector(`.ring-stepper__${name}`);
-    const live = part("live"), figure = part("figure");
+    const status = part("status"), figure = part("figure");
     const button = (go) => root.querySelector(`[data-go=${go}]`);
     for (const ranks of Object.keys(traces).map(Number).sort((a, b) => a - b)) {
       const label = document.createElement("label"), input = document.createElement("input");
@@ -221,22 +221,27 @@
       const room = figure.clientWidth;
       if (!shape || shape.room !== room) shape = {...ring(trace.ranks, card, room), room};
       const drawn = drawRing(trace, all[at], card, shape, id);
-      // Up to 1.3 times its size where there is room, never under 0.9 (9 px text).
-      drawn.style.width = `${Math.max(0.9 * shape.width, Math.min(room, 1.3 * shape.width))}px`;
+      // Up to 1.3 times its size where there is room, never under 0.9 (9 px text). A ring
+      // wider than that (p = 8 on a phone) scrolls in its box, which then takes focus.
+      const width = Math.max(0.9 * shape.width, Math.min(room, 1.3 * shape.width));
+      drawn.style.width = `${width}px`;
       figure.replaceChildren(drawn);
+      if (width > room) figure.tabIndex = 0;
+      else figure.removeAttribute("tabindex");
     }
     function show(index) {
       at = Math.max(0, Math.min(all.length - 1, index));
       const state = all[at];
       part("position").textContent = state.phase + (state.step
         ? `, step ${state.step} of ${trace.ranks - 1}` : ", start");
-      part("status").textContent = sentence(trace, state);
+      status.textContent = sentence(trace, state);
       draw();
       // Marked, not disabled: a disabled button would drop the keyboard focus (to <body>).
       for (const go of ["first", "previous"]) button(go).ariaDisabled = at === 0;
       for (const go of ["next", "last"]) button(go).ariaDisabled = at === all.length - 1;
     }
-    // While it plays the region is quiet: a screen reader would hear every step.
+    // While it plays only the step's name is announced, not its sentence (70 to 120
+    // words, every 2.5 s).
     function play(on) {
       clearInterval(timer);
       timer = null;
@@ -248,7 +253,7 @@
         }, pace);
       }
       button("play").textContent = on ? "Pause" : "Play";
-      live.ariaLive = on ? "off" : "polite";
+      status.ariaLive = on ? "off" : "polite";
     }
     const moves = {first: () => 0, previous: () => at - 1, next: () => at + 1,
                    last: () => all.length - 1};
@@ -263,7 +268,8 @@
     });
     root.addEventListener("keydown", (event) => {
       const name = KEYS[event.key];
-      if (!name || event.target.type === "radio") return;  // arrows choose among radios
+      // Arrows choose among the radios, and scroll the ring's box when it scrolls.
+      if (!name || event.target.type === "radio" || event.target === figure) return;
       event.preventDefault();
       go(name);
     });

@@ -100,7 +100,7 @@ def lesson_list(sources, values):
         notebook = for_lesson(lesson).notebook_page
         if (sources.docs / notebook).is_file():
             parts.append(f"[notebook companion](/{notebook})")
-        parts.append(f"[the program](/{program}) (`python -m {lesson.module}`{{ .nowrap }})")
+        parts.append(f"[the program](/{program}) (`python -m`{{ .nowrap }} `{lesson.module}`)")
         tpu = "recorded there" if for_lesson(lesson).stem("tpu") in sources.recordings else \
             "not yet recorded on TPU"
         vms = accelerators_for(lesson.devices)

@@ -1,8 +1,7 @@
 """Layout decided when the site is built, so no script measures the page in a browser (a
 code block's scrollWidth, read while the theme starts, lays out the whole page: a 139-287
 ms long task on a phone). From the text and the theme's widths: a code block that may not
-fit a 390 px phone is marked `data-wide` (only it scrolls, so only it takes focus); a
-table too wide for the column beside the table of contents drops that sidebar; each
+fit a 390 px phone is marked `data-wide` (only it scrolls, so only it takes focus); each
 table's box is named after the heading above it; a header cell holding only a formula
 gets the formula's symbols as hidden text (axe reads MathML as no text).
 """
@@ -15,11 +14,6 @@ TAGS = re.compile(r"<[^>]+>")
 # 0.85 em monospace (8.2 px a character) 36 characters; inside an admonition or a
 # collapsed answer a few less. A block may scroll when its longest line is longer.
 PHONE_CODE_CHARS = 30
-# The theme's table text is 0.64 rem (12.8 px): about 7 px an average character, 32 px of
-# padding a cell. The content column beside both sidebars at 1280 px is about 690 px.
-TABLE_CHAR_PX, CELL_PADDING_PX, COLUMN_WITH_TOC_PX = 7, 32, 690
-ROW = re.compile(r"<tr\b.*?</tr>", re.S)
-CELL = re.compile(r"<t([hd])\b[^>]*>(.*?)</t\1>", re.S)
 HEADING = re.compile(r'<h([1-6]) id="([^"]+)"[^>]*>(.*?)</h\1>', re.S)
 PERMALINK = re.compile(r'<a class="headerlink".*?</a>', re.S)
 # MathML's TeX annotation is for search and copying, not for the visible width.
@@ -33,19 +27,6 @@ def text_of(markup):
 def may_overflow_a_phone(code_html):
     return max((len(line) for line in text_of(code_html).split("\n")), default=0) \
         > PHONE_CODE_CHARS
-
-
-def table_width_px(table_html):
-    """The table's width if no cell wrapped: per column, its longest cell."""
-    widest = {}
-    for row in ROW.findall(table_html):
-        for column, (_, cell) in enumerate(CELL.findall(row)):
-            widest[column] = max(widest.get(column, 0), len(text_of(cell).strip()))
-    return sum(chars * TABLE_CHAR_PX + CELL_PADDING_PX for chars in widest.values())
-
-
-def needs_full_width(table_html):
-    return table_width_px(table_html) > COLUMN_WITH_TOC_PX
 
 
 def table_names(page_html, tables):

@@ -15,8 +15,8 @@ from mkdocs.exceptions import PluginError
 from scripts.figures.variants import BY_SUFFIX, NARROW_MEDIA
 from scripts.pages.api_links import with_api_links
 from scripts.pages.figure_data import data_line
-from scripts.pages.layout import (may_overflow_a_phone, needs_full_width, table_names,
-                                  text_of, with_named_math_headers)
+from scripts.pages.layout import (may_overflow_a_phone, table_names, text_of,
+                                  with_named_math_headers)
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 
 HIGHLIGHT = re.compile(r'<div class="highlight"')
@@ -148,20 +148,15 @@ def figure_data_line(image, page, files, config):
 def on_page_content(html, page, config, files):
     html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files)
                               + figure_data_line(m.group(2), page, files, config), html)
-    html = with_named_tables(html, page)
+    html = with_named_tables(html)
     html = with_api_links(html)
     html = HIGHLIGHT_BLOCK.sub(with_defines_line, html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
     return with_focusable_code(html)
 
 
-def with_named_tables(html, page):
-    tables = list(TABLE.finditer(html))
-    names = iter(table_names(html, tables))
-    if any(needs_full_width(table.group(0)) for table in tables):
-        hidden = page.meta.setdefault("hide", [])
-        if "toc" not in hidden:
-            hidden.append("toc")
+def with_named_tables(html):
+    names = iter(table_names(html, list(TABLE.finditer(html))))
     return TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
                      f'aria-label="{html_attribute(next(names))}"'
                      f'{SEARCH_EXCLUDED if mostly_numbers(m.group(0)) else ""}>'

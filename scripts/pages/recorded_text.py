@@ -49,9 +49,10 @@ MAX_PRECISION = 20
 
 def formatted(value, spec):
     """`value` formatted with a page's `|spec`; ValueError (one line) for a spec outside
-    the grammar or the bounds, or one the value's type does not take."""
+    the grammar or the bounds, or one the value's type does not take. With no spec an ISO
+    8601 timestamp is written for people (`|s` shows it as stored)."""
     if not spec:
-        return str(value)
+        return human_date(value) if TIMESTAMP.match(str(value)) else str(value)
     shape = FORMAT_SPEC.fullmatch(spec)
     if shape is None:
         raise ValueError("not a format code")
@@ -63,6 +64,9 @@ def formatted(value, spec):
         return format(value, spec)
     except TypeError as error:
         raise ValueError(str(error)) from None
+
+
+TIMESTAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d(:\d\d(\.\d+)?)?(Z|[+-]\d\d:\d\d)?$")
 
 
 def human_date(timestamp):

@@ -8,7 +8,8 @@ from scripts.store.outputs import RECORD as FIX
 def machine_label(recording):
     env = recording["environment"]
     processes = env.get("processCount", 1)
-    units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices"
+    units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices" \
+        if "deviceCount" in env else recording["kind"]  # a sweep's or a simulation's
     label = f"{env['backend'].upper()} · {units}"
     kind = env.get("deviceKind", env["backend"])
     # "CPU · 4 devices · cpu" says cpu twice; a TPU's kind ("TPU v5 lite") says more.
@@ -20,13 +21,16 @@ def fenced(marker, indent="    "):
     return f"{indent}```text\n{indent}{marker}\n{indent}```"
 
 
-def executed_recordings(lesson_id, sources):
-    """The executed recordings of a lesson (of every lesson for None), as Loaded values."""
+def executed_recordings(lesson_id, sources, every_kind=False):
+    """The executed recordings of a lesson (of every lesson when `lesson_id` is None), or
+    its recordings of every kind (an analysis has none), as freshness.Loaded values."""
     ids = list(sources.lessons) if lesson_id is None else [lesson_id]
     chosen = [loaded for stem, loaded in sorted(sources.recordings.items())
               if any(stem.startswith(f"{name}.") for name in ids)
-              and loaded.recording.get("kind") == "executed"]
-    # In the registry's order, the CPU recording first: every reader can reproduce it.
+              and (loaded.recording.get("kind") == "executed"
+                   or every_kind and "kind" in loaded.recording)]
+    # Lesson by lesson in the registry's order, the CPU recording first: every reader can
+    # reproduce it.
     order = {name: number for number, name in enumerate(ids)}
     chosen.sort(key=lambda loaded: (order.get(loaded.recording["lessonId"], len(order)),
                                     loaded.recording["environment"]["backend"] != "cpu",
@@ -40,7 +44,7 @@ def executed_recordings(lesson_id, sources):
 def recording_table(lesson_id, sources, values):
     rows = ["| recording | provenance | ran on | recorded | JAX | status |",
             "|---|---|---|---|---|---|"]
-    for loaded in executed_recordings(lesson_id, sources):
+    for loaded in executed_recordings(lesson_id, sources, every_kind=True):
         recording, env = loaded.recording, loaded.recording["environment"]
         status = "stale: " + ", ".join(loaded.stale) if loaded.stale else "current"
         rows.append(f"| `{values.hold(loaded.path)}` | "
