@@ -17,6 +17,12 @@ sweep_analysis = importlib.import_module(f"{SEED.sweep}_analysis")
 RNG = np.random.default_rng(0)
 
 
+@pytest.fixture(autouse=True)
+def same_draws():
+    """Each test draws the same samples whichever tests ran before it."""
+    RNG.bit_generator.state = np.random.default_rng(0).bit_generator.state
+
+
 def blocks(median, spread=0.05, count=7, samples=5):
     """`count` blocks of `samples` times around `median`, each block shifted a little."""
     return [list(median * (1 + spread * RNG.uniform(-1, 1)) * RNG.uniform(0.97, 1.03, samples))
@@ -34,45 +40,34 @@ def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, 
     assert stat["coverage"] == pytest.approx(covered)
 
 
-def test_a_clear_effect_is_supported_and_its_reverse_contradicted():
-    ratio = intervals.paired_ratio(blocks(300), blocks(100))
-    assert 2.5 < ratio["low"] <= ratio["median"] <= ratio["high"] < 3.5
-    assert intervals.verdict(ratio, predicted_above_one=True) == "supported"
-    assert intervals.verdict(ratio, predicted_above_one=False) == "contradicted"
-    reverse = intervals.paired_ratio(blocks(100), blocks(300))
-    assert intervals.verdict(reverse, predicted_above_one=True) == "contradicted"
+@pytest.mark.parametrize("top, bottom, spread, above, below", [
+    (300, 100, 0.05, "supported", "contradicted"),  # a clear effect, and its reverse
+    (100, 300, 0.05, "contradicted", "supported"),
+    (100, 100, 0.6, "inconclusive", "inconclusive"),  # overlapping samples
+    (110, 100, 0.01, "equivalent", "equivalent"),  # clears 1, but not by a quarter
+])
+def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above,
+                                                              below):
+    ratio = intervals.paired_ratio(blocks(top, spread), blocks(bottom, spread))
+    assert ratio["low"] <= ratio["median"] <= ratio["high"]
+    assert ratio["low"] <= top / bottom <= ratio["high"]
+    assert [intervals.verdict(ratio, True), intervals.verdict(ratio, False)] == [above, below]
 
 
-def test_overlapping_samples_are_inconclusive():
-    ratio = intervals.paired_ratio(blocks(100, spread=0.6), blocks(100, spread=0.6))
-    assert ratio["low"] < 1 < ratio["high"]
-    assert intervals.verdict(ratio, predicted_above_one=True) == "inconclusive"
-
-
-def test_a_small_effect_wholly_inside_the_margin_is_equivalent_not_an_effect():
-    ratio = intervals.paired_ratio(blocks(110, spread=0.01), blocks(100, spread=0.01))
-    assert 1 < ratio["low"] and ratio["high"] < 1.25  # clears 1, but not by a quarter
-    assert intervals.verdict(ratio, predicted_above_one=True) == "equivalent"
-    assert intervals.verdict(ratio, predicted_above_one=False) == "equivalent"
-
-
-def test_an_interval_across_the_margin_is_inconclusive():
-    straddling = {"estimate": 1.2, "median": 1.2, "low": 1.1, "high": 1.3}
-    assert intervals.verdict(straddling, predicted_above_one=True) == "inconclusive"
-    below = {"estimate": 0.85, "median": 0.85, "low": 0.7, "high": 0.9}
-    assert intervals.verdict(below, predicted_above_one=True) == "inconclusive"
-    edges = {"estimate": 1.0, "median": 1.0, "low": 0.8, "high": 1.25}
-    assert intervals.verdict(edges, predicted_above_one=True) == "equivalent"
-
-
-def test_one_configuration_measured_twice_far_apart_is_inconclusive():
-    ratio = intervals.paired_ratio(blocks(300), blocks(100))
-    assert intervals.verdict(ratio, True, replicate_disagreement=3.8) == "inconclusive"
-    assert intervals.verdict(ratio, True, replicate_disagreement=1.2) == "supported"
-    # No effect: a twin within the margin leaves it equivalent; one past it does not.
-    none = {"estimate": 1.02, "median": 1.02, "low": 0.95, "high": 1.1}
-    assert intervals.verdict(none, True, replicate_disagreement=1.2) == "equivalent"
-    assert intervals.verdict(none, True, replicate_disagreement=1.4) == "inconclusive"
+@pytest.mark.parametrize("low, high, twin, expected", [
+    (1.1, 1.3, None, "inconclusive"),  # across the margin
+    (0.7, 0.9, None, "inconclusive"),
+    (0.8, 1.25, None, "equivalent"),  # the band's own edges
+    (2.6, 3.4, 3.8, "inconclusive"),  # one configuration measured twice, farther apart
+    (2.6, 3.4, 1.2, "supported"),  # ... than the effect, or not
+    (0.95, 1.1, 1.2, "equivalent"),  # no effect: a twin within the margin leaves it so
+    (0.95, 1.1, 1.4, "inconclusive"),  # ... one past it does not
+])
+def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, high, twin,
+                                                                          expected):
+    estimate = (low * high) ** 0.5
+    ratio = {"estimate": estimate, "median": estimate, "low": low, "high": high}
+    assert intervals.verdict(ratio, True, replicate_disagreement=twin) == expected
 
 
 def test_order_statistics_intervals_cover_the_median_as_often_as_they_say():
@@ -161,25 +156,22 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
             "environment": {"processCount": 4, "busyCoresAtStart": 0.1, "loadAverage1m": 0.5}}
 
 
-def test_the_rounds_hypothesis_supported_when_a_round_costs_more_with_more_processes():
-    result = analysis.analyse("cpu-processes", rounds_recording(300.0, 100.0))["rounds"]
+@pytest.mark.parametrize("per_round_at_4, verdict", [
+    (300.0, "supported"),  # a round costs 3x at p = 4
+    # Equal per-round times, little noise: the pooled interval lies inside the 25 % band,
+    # so the verdict says no effect, not only "not shown".
+    (100.0, "equivalent"),
+])
+def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, verdict):
+    result = analysis.analyse("cpu-processes", rounds_recording(per_round_at_4, 100.0))["rounds"]
     assert result["premiseHolds"]
-    assert {found["verdict"] for found in result["verdicts"].values()} == {"supported"}
-    assert result["verdictCounts"] == {"supported": 2, "contradicted": 0, "equivalent": 0,
-                                       "inconclusive": 0}
+    assert {found["verdict"] for found in result["verdicts"].values()} == {verdict}
+    assert result["verdictCounts"] == {**dict.fromkeys(intervals.VERDICTS, 0), verdict: 2}
     row = result["rows"]["gloo_all_gather"]
     assert "(about 95% interval " in row["perRoundRatio"]["words"]  # a bootstrap's
-    assert row["perRoundRatio"]["estimate"] == pytest.approx(3.0, rel=0.15)
-    assert result["verdicts"]["ring"]["ratio"]["estimate"] == pytest.approx(3.0, rel=0.15)
+    for ratio in (row["perRoundRatio"], result["verdicts"]["ring"]["ratio"]):
+        assert ratio["estimate"] == pytest.approx(per_round_at_4 / 100, rel=0.15)
     assert "verdict" not in row  # one verdict per algorithm, not per collective
-
-
-def test_a_round_that_costs_the_same_on_either_side_is_equivalent():
-    """Per-round times equal at p = 4 and p = 2, with little noise: the pooled interval
-    lies inside the 25 % band, so the verdict says no effect, not only "not shown"."""
-    result = analysis.analyse("cpu-processes", rounds_recording(100.0, 100.0))["rounds"]
-    assert {found["verdict"] for found in result["verdicts"].values()} == {"equivalent"}
-    assert result["verdictCounts"]["equivalent"] == 2
 
 
 def test_the_twin_is_shown_as_the_mean_it_was_computed_on():
@@ -192,40 +184,24 @@ def test_the_twin_is_shown_as_the_mean_it_was_computed_on():
         row["timing"]["p4"]["mean"] / row["twinMeanUs"])
 
 
-def test_the_twin_measurements_of_h1_make_gloos_verdict_inconclusive():
-    """The content review's H1: the same 32-byte gloo collectives on 4 processes measured
-    3.8x apart in one run, while the effect was smaller: the run cannot tell them apart."""
-    recording = rounds_recording(300.0, 100.0, lesson_scale=1 / 3.8)
-    result = analysis.analyse("cpu-processes", recording)["rounds"]
-    for name in ("gloo_reduce_scatter", "gloo_all_gather", "gloo_all_reduce"):
-        assert result["rows"][name]["twinDisagreement"] == pytest.approx(3.8, rel=0.1)
-    gloo = result["verdicts"]["gloo"]
-    assert gloo["twinDisagreement"] == pytest.approx(3.8, rel=0.1)
-    assert gloo["ratio"]["estimate"] < gloo["twinDisagreement"]
-    assert gloo["verdict"] == "inconclusive"
-    assert result["verdicts"]["ring"]["verdict"] == "supported"  # the ring was not timed twice
-
-
-def test_one_stray_twin_is_shown_and_pooled_not_decisive_alone():
-    """One collective 3.8x apart, the other two in agreement: its row says 3.8x, the
-    pooled disagreement (1.56x) stays below the 3x effect, and the interval decides."""
-    recording = rounds_recording(300.0, 100.0, lesson_rs=900 / 3.8)
-    result = analysis.analyse("cpu-processes", recording)["rounds"]
-    assert result["rows"]["gloo_reduce_scatter"]["twinDisagreement"] == \
-        pytest.approx(3.8, rel=0.1)
-    gloo = result["verdicts"]["gloo"]
-    assert gloo["widestTwin"] == pytest.approx(3.8, rel=0.1)
-    assert gloo["twinDisagreement"] == pytest.approx(3.8 ** (1 / 3), rel=0.1)
-    assert gloo["verdict"] == "supported"
-
-
-def test_a_twin_within_the_effect_leaves_the_verdict_to_the_interval():
-    """Measured twice 1.5x apart where the effect is 3x: the noise is smaller than the
-    effect, so the pooled interval decides."""
-    recording = rounds_recording(300.0, 100.0, lesson_scale=1 / 1.5)
-    gloo = analysis.analyse("cpu-processes", recording)["rounds"]["verdicts"]["gloo"]
-    assert gloo["twinDisagreement"] == pytest.approx(1.5, rel=0.1)
-    assert gloo["verdict"] == "supported"
+@pytest.mark.parametrize("changes, widest, pooled, gloo", [
+    # Content review H1: the same 32-byte gloo collectives measured 3.8x apart in one run,
+    # more than the effect: the run cannot tell them apart.
+    (dict(lesson_scale=1 / 3.8), 3.8, 3.8, "inconclusive"),
+    # One collective 3.8x apart, two in agreement: pooled (1.56x), below the 3x effect.
+    (dict(lesson_rs=900 / 3.8), 3.8, 3.8 ** (1 / 3), "supported"),
+    (dict(lesson_scale=1 / 1.5), 1.5, 1.5, "supported"),  # noise smaller than the effect
+])
+def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(changes, widest,
+                                                                           pooled, gloo):
+    result = analysis.analyse("cpu-processes", rounds_recording(300.0, 100.0, **changes))
+    verdicts = result["rounds"]["verdicts"]
+    assert max(row["twinDisagreement"] for name, row in result["rounds"]["rows"].items()
+               if name.startswith("gloo")) == pytest.approx(widest, rel=0.1)
+    assert verdicts["gloo"]["widestTwin"] == pytest.approx(widest, rel=0.1)
+    assert verdicts["gloo"]["twinDisagreement"] == pytest.approx(pooled, rel=0.1)
+    assert verdicts["gloo"]["verdict"] == gloo
+    assert verdicts["ring"]["verdict"] == "supported"  # the ring was not timed twice
 
 
 def test_other_work_holding_a_core_takes_the_premise_away():
@@ -477,13 +453,22 @@ def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
         pytest.approx(32768)
 
 
-def test_an_onset_below_the_largest_size_says_how_many_sizes_it_covers():
-    def faults(collective, p, nbytes):
-        return output_pages(collective, p, nbytes) if nbytes >= 2**21 else 0
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times, faults_of=faults))
-    assert result["faults"]["onsetWords"] == ("from 2 MiB up, at each of the 2 sizes "
-                                              "measured there, some program's calls do that: "
-                                              "2 MiB is the onset")
+def faulting_from_2_mib(collective, p, nbytes):
+    return output_pages(collective, p, nbytes) if nbytes >= 2**21 else 0
+
+
+@pytest.mark.parametrize("faults_of, onset, below, words", [
+    (faulting_from_2_mib, 2**21, 32768, "from 2 MiB up, at each of the 2 sizes measured "
+     "there, some program's calls do that: 2 MiB is the onset"),
+    # Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset.
+    (lambda *_: 3, None, 2**25, "there is no onset"),
+])
+def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, onset, below,
+                                                                  words):
+    table = sweep_analysis.analyse(sweep_recording(ring_model_times,
+                                                   faults_of=faults_of))["faults"]
+    assert (table["onsetBytes"], table["belowOnsetBytes"]) == (onset, below)
+    assert words in table["onsetWords"]
 
 
 def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
@@ -502,14 +487,11 @@ def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
         assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
         assert result["ratios"]["warm"][p]["agOverRs"]["n"] == 5  # its blocks all count
-    # Block 2, had it been kept, would have set the interval's high end past 2.5:
-    faults = importlib.import_module(f"{SEED.sweep}_faults")
-    t = faults.timings(sweep_recording(ring_model_times, faults_of=faulting_at_the_largest,
-                                       loop_of=faulted_loop))
-    every = [faults.block_differences(t.loops[c, 4, 2**25], t.calls[c, 4, 2**25], t.looping)
-             for c in ("all_reduce", "reduce_scatter")]
-    assert every[0][2] / every[1][2] > 2.5
-    assert faults.warm_costs(t, ("all_reduce", 4, 2**25))[2] is None
+    # The same slow block with no faults is kept, and sets the high end past 2.5.
+    kept = sweep_analysis.analyse(sweep_recording(
+        ring_model_times, faults_of=faulting_at_the_largest,
+        loop_of=lambda *at: (faulted_loop(*at)[0], 0)))["ratios"]["warm"]["4"]["arOverRs"]
+    assert kept["n"] == 5 and kept["high"] > 2.5
 
 
 def test_a_block_whose_loop_came_out_faster_than_one_call_is_noise_not_a_ratio():
@@ -531,15 +513,6 @@ def test_too_few_allocation_free_blocks_decide_nothing():
     entry = result["ratios"]["warm"]["4"]["arOverRs"]
     assert entry["n"] == 2 and entry["median"] == pytest.approx(2.0, rel=0.05)
     assert entry["ringModelVerdict"] == entry["touchedVerdict"] == "inconclusive"
-
-
-def test_stray_faults_at_a_tiny_size_make_no_onset():
-    """Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset."""
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times,
-                                                    faults_of=lambda *_: 3))
-    assert result["faults"]["onsetBytes"] is None
-    assert result["faults"]["belowOnsetBytes"] == 2**25
-    assert "there is no onset" in result["faults"]["onsetWords"]
 
 
 def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
@@ -579,7 +552,7 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     assert [by_p[p]["againstBytes"] for p in ("2", "4", "8")] == \
         ["as the bytes", "faster", "faster"]
     assert by_p["4"]["extra"]["median"] == pytest.approx(8.0, rel=0.05)
-    assert by_p["4"]["extraWords"].startswith("8.0× (")
+    assert by_p["4"]["extraWords"].startswith(f"{by_p['4']['extra']['median']:.1f}× (")
     assert step["words"].endswith(
         "Against the bytes, it grew faster for the all-reduce at p = 4 and 8, the "
         "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8; it grew as the "

@@ -9,10 +9,6 @@ import copy
 import functools
 import importlib
 import json
-import re
-import subprocess
-import sys
-from contextlib import nullcontext
 
 import jax
 import numpy as np
@@ -20,7 +16,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from conftest import ROOT, SEED, clean_env, module_file, project_copy, recording_name
+from conftest import ROOT, SEED, module_file, recording_name
+from harness import leftover_temp_files, one_error, project, run, unchanged
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS
@@ -74,18 +71,13 @@ def test_each_program_says_how_many_phases_it_moves():
     assert facts["ring_reduce_scatter"]["steps"] == 3 and facts["ring_all_reduce"]["steps"] == 6
 
 
-def test_element_counts_round_up_to_a_multiple_of_ranks():
+def test_element_counts_round_up_to_a_multiple_of_ranks_and_measure_each_size_once():
     # A factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content review M2).
     assert SIZES == tuple(sorted({8 * 4**k for k in range(12)}
                                  | {12 * 2**20, 16 * 2**20, 24 * 2**20}))
-    assert element_count(8, 2) == 2
-    assert element_count(8, 4) == 4  # 16 B actually moved
-    assert element_count(8, 8) == 8
+    assert [element_count(8, p) for p in (2, 4, 8)] == [2, 4, 8]  # 16 B moved at p = 4
     assert element_count(32 * 2**20, 8) == 8 * 2**20
-
-
-def test_sizes_that_round_alike_are_measured_once():
-    assert sizes_for([8, 32], 8) == [(8, 32)]
+    assert sizes_for([8, 32], 8) == [(8, 32)]  # sizes that round alike
     assert sizes_for([8, 32], 2) == [(8, 8), (32, 32)]
 
 
@@ -167,13 +159,6 @@ def test_without_glibc_the_allocator_probe_measures_nothing(monkeypatch):
     assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
 
 
-def test_the_mesh_keeps_cpu_devices_in_order_with_auto_axes():
-    devices = jax.devices()[:4]
-    mesh = sweep_programs.ring_mesh(devices)
-    assert list(mesh.devices.flat) == devices and mesh.axis_names == ("data",)
-    assert mesh.axis_types == (jax.sharding.AxisType.Auto,)
-
-
 def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     probe = sweep_programs.donation_probe(jax.devices()[:2], 4096, calls=2)
     assert (probe["ranks"], probe["bytes"]) == (2, 4096)
@@ -247,9 +232,7 @@ def test_the_host_is_read_once_before_a_run_as_recordings_store_it():
 def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
     """The real command, fresh worker processes and all; only the structure is checked."""
     out = tmp_path / "sweep.json"
-    done = subprocess.run([sys.executable, "-c", quick_sweep_program(out)], cwd=ROOT,
-                          env=clean_env(),
-                          capture_output=True, text=True, timeout=300)
+    done = run("-c", quick_sweep_program(out))
     assert done.returncode == 0, done.stderr[-3000:]
     recording = json.loads(out.read_text())
     validate(recording)
@@ -305,7 +288,7 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     # The committed files' name for it, and what it is a run of: the sweep module.
     tpu_sweep = FILES.recording(bench.sweep_variant("tpu"))
     assert tpu_sweep == recording_name(SEED, "tpu-sweep")
-    root = project_copy(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
+    root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
                                             "requirements.txt", "constraints.txt"))
     (root / tpu_sweep).write_bytes(out.read_bytes())
     [hardware] = [o for o in recording_outputs(load_lessons(root)[SEED.id], root)
@@ -314,30 +297,11 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     assert hardware.fix.startswith("python scripts/tpu_job.py")
 
 
-TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
-
-
-@pytest.mark.parametrize("argv, words", [
-    ([*LESSON, "--platform", "tpu", "--ranks", "2", str(TOO_MANY)],
-     f"p = {TOO_MANY} needs {TOO_MANY} chips, and {SEED.id}'s TPU VM has {SEED.devices}"),
-    ([*LESSON, "--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
-    ([*LESSON, "--platform", "gpu"], "invalid choice: 'gpu'"),
-])
-def test_a_tpu_sweep_that_cannot_work_is_refused_before_measuring(argv, words, capsys,
-                                                                  monkeypatch):
-    monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))
-    with pytest.raises(SystemExit) if "gpu" in argv else nullcontext():
-        assert bench.main(argv) == 2
-    assert words in capsys.readouterr().err
-
-
 @pytest.mark.slow
 def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
     config = {"module": SEED.sweep, "ranks": 2, "sizes": [8],
               "plan": TINY, "block": 0, "platform": "tpu"}
-    done = subprocess.run([sys.executable, "-m", "scripts.sweep.measure", json.dumps(config)],
-                          cwd=ROOT, env=clean_env(), capture_output=True,
-                          text=True, timeout=120)
+    done = run("-m", "scripts.sweep.measure", json.dumps(config), timeout=120)
     assert done.returncode == 1 and done.stdout == ""
     [line] = done.stderr.splitlines()
     assert line.startswith("sweep worker: no TPU backend on this machine (") and \
@@ -373,12 +337,23 @@ def record_staged_sweep(lesson, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_path,
-                                                                          monkeypatch):
-    root = project_copy(tmp_path / "repo")
-    recording_file, analysis_file, figure_file = SWEEP
+@pytest.mark.parametrize("figure_breaks", [False, True], ids=["whole", "figure-broke"])
+def test_the_sweep_s_files_move_into_place_together_or_not_at_all(figure_breaks, tmp_path,
+                                                                 monkeypatch):
+    from scripts.figures import sweep_times as sweep_figure
+
+    root = project(tmp_path / "repo")
     lesson = load_lessons(root)[SEED.id]
+    if figure_breaks:
+        def broken(analysis, *variant):
+            raise RuntimeError("renderer broke")
+
+        monkeypatch.setattr(sweep_figure, "render", broken)
+        with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
+            record_staged_sweep(lesson, monkeypatch)
+        return
     record_staged_sweep(lesson, monkeypatch)
+    recording_file, analysis_file, figure_file = SWEEP
     recording = load_recording(root / recording_file)
     analysis = json.loads((root / analysis_file).read_text())
     assert analysis == analysed(recording)
@@ -386,23 +361,7 @@ def test_the_recording_analysis_figure_and_lock_move_into_place_together(tmp_pat
     lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
     assert lock[analysis_file]["inputs"][recording_file] == hashes.digest(root / recording_file)
     assert lock[figure_file]["inputs"][analysis_file] == hashes.digest(root / analysis_file)
-    assert list(root.rglob("*.tmp")) == []
-
-
-@pytest.mark.slow
-def test_a_failed_figure_leaves_the_committed_sweep_as_it_was(tmp_path, monkeypatch):
-    root = project_copy(tmp_path / "repo")
-    from scripts.figures import sweep_times as sweep_figure
-
-    def broken(analysis, *variant):
-        raise RuntimeError("renderer broke")
-
-    monkeypatch.setattr(sweep_figure, "render", broken)
-    before = {root / path: (root / path).read_bytes() for path in SWEEP}
-    with pytest.raises(RuntimeError, match="renderer broke"):
-        record_staged_sweep(load_lessons(root)[SEED.id], monkeypatch)
-    assert {p: p.read_bytes() for p in before} == before
-    assert list(root.rglob("*.tmp")) == []
+    assert leftover_temp_files(root) == []
 
 
 # --- the committed sweep --------------------------------------------------------------
@@ -439,18 +398,9 @@ def test_committed_sweep_keeps_every_block_of_every_row(committed):
     assert [entry["ranks"] for entry in committed["order"][:3]] == [2, 4, 8]
 
 
-def test_committed_analysis_and_figure_are_derived_from_the_committed_sweep(committed):
-    analysis = json.loads(ANALYSIS.read_text())
-    assert analysis == analysed(committed)
-    assert FIGURE.read_text() == render(analysis)
-
-
-def test_committed_figure_text_is_readable_at_page_width():
-    """At the ~700 px the desktop page gives the figure, no text may render under 9 px."""
-    svg = FIGURE.read_text()
-    view_width = float(re.search(r'viewBox="0 0 ([\d.]+) ', svg).group(1))
-    smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
-    assert smallest * 700 / view_width >= 9
+def test_committed_analysis_is_derived_from_the_committed_sweep(committed):
+    """Its figures, drawn from it, are test_figures.py's, as every figure."""
+    assert json.loads(ANALYSIS.read_text()) == analysed(committed)
 
 
 def test_the_page_reads_the_analysis_and_types_no_verdict():
@@ -477,28 +427,32 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
 
 # the command line's refusals --------------------------------------------------------------
 
+TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
+
+
 @pytest.mark.parametrize("argv, words", [
     (["--ranks", "0"], "each device count must be 2 to 16"),
-    (["--ranks", "-3"], "each device count must be 2 to 16"),
     (["--ranks", "1000"], "each device count must be 2 to 16"),
     (["--ranks", "4", "4", "--out", "x.json"], "each once"),
-    (["--ranks", "2"], "measures part of the sweep"),
-    (["--ranks", "8", "4"], "measures part of the sweep"),
+    (["--ranks", "8", "4"], "measures part of the sweep"),  # the committed sweep is whole
+    (["--platform", "tpu", "--ranks", "2", str(TOO_MANY)],
+     f"p = {TOO_MANY} needs {TOO_MANY} chips, and {SEED.id}'s TPU VM has {SEED.devices}"),
+    (["--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
+    (["--platform", "gpu"], "invalid choice: 'gpu'"),
 ])
-def test_bench_refuses_a_rank_list_it_cannot_or_must_not_record(argv, words, capsys):
-    from conftest import snapshot
-    from scripts import bench
-
-    before = snapshot(ROOT)
-    assert bench.main(argv) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and words in err and "; run `python scripts/bench.py" in err
-    assert snapshot(ROOT) == before  # nothing measured, nothing written
+def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, words, capsys,
+                                                                        monkeypatch):
+    monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))
+    with unchanged(ROOT):
+        try:
+            status = bench.main([*LESSON, *argv])
+        except SystemExit as refused:  # argparse's, from the one-line parser
+            status = refused.code
+    line = one_error(capsys.readouterr().err, words)
+    assert status == 2 and ("gpu" in argv or "; run `python scripts/bench.py" in line)
 
 
 def test_bench_accepts_the_full_plan_in_any_order():
-    from scripts import bench
-
     args = bench.parse_args(["--ranks", "8", "2", "4"])
     bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
     bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),

@@ -104,7 +104,10 @@ def test_renderers_import_neither_jax_nor_lesson_code():
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
-def test_each_figure_is_accessible_text_without_a_date(path):
+def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(path):
+    """XML with a title and a description, text not glyph outlines, no date; its smallest
+    text 9 px where the page shows it; a dark drawing on the dark paper (audit M4: white
+    cards on the slate page)."""
     from xml.etree import ElementTree
 
     svg = (ROOT / path).read_text()
@@ -116,6 +119,18 @@ def test_each_figure_is_accessible_text_without_a_date(path):
     assert svg.count("<text") >= 5  # svg.fonttype none: labels stay text
     assert "DejaVuSans-" not in svg  # ... not glyph outlines
     assert "dc:date" not in svg and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", svg)
+
+    own = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
+    if FIGURES[path].variant.narrow:
+        assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
+    shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
+    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+    smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
+    assert smallest * shown / view_width >= SMALLEST_PX, f"{path}: at {shown:.0f} px"
+
+    if FIGURES[path].variant.palette is DARK:
+        assert "#ffffff" not in svg.lower() and "fill: white" not in svg
+        assert f"fill: {DARK.paper}" in svg
 
 
 def svg_texts(path):
@@ -198,42 +213,20 @@ def declared_variants(path):
     return FIGURES[path].kind.variants(ROOT)
 
 
-def test_every_figure_comes_in_its_variants_each_locked():
-    lock = read_lock()
-    assert len(FIGURES) == sum(len(declared_variants(path)) for path in STATIC_FIGURES)
-    assert any(len(declared_variants(path)) == len(VARIANTS) for path in STATIC_FIGURES)
-    for path in STATIC_FIGURES:
-        expected = declared_variants(path)
-        if "." not in FIGURES[path].kind.renderer:  # this repository's: all four, always
-            assert tuple(expected) == tuple(VARIANTS), path
-        assert {FIGURES[variant.path(path)].variant for variant in expected} == set(expected)
-        for variant in expected:
-            assert variant.path(path) in lock, f"{variant.path(path)} is not locked"
+def accessible_words(path):
+    return re.search(r"<title>.*?</desc>", (ROOT / path).read_text(), re.S).group(0)
 
 
 @pytest.mark.parametrize("path", STATIC_FIGURES)
-def test_the_variants_say_the_same_as_the_figure(path):
+def test_every_figure_comes_in_its_variants_saying_the_same_each_locked(path):
     """Same recording, same words: every variant has the figure's title and description."""
-    def accessible(svg):
-        return re.search(r"<title>.*?</desc>", svg, re.S).group(0)
-
-    static = accessible((ROOT / path).read_text())
-    for variant in declared_variants(path)[1:]:
-        assert accessible((ROOT / variant.path(path)).read_text()) == static, variant
-
-
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_each_drawing_has_9_px_text_where_the_page_shows_it(path):
-    svg = (ROOT / path).read_text()
-    own = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
-    if FIGURES[path].variant.narrow:
-        assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
-    shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
-    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
-    sizes = [float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg)]
-    assert sizes, f"{path}: no text sizes found"
-    smallest = min(sizes) * shown / view_width
-    assert smallest >= SMALLEST_PX, f"{path}: smallest text {smallest:.2f} px at {shown:.0f} px"
+    lock, expected = read_lock(), declared_variants(path)
+    if "." not in FIGURES[path].kind.renderer:  # this repository's: all four, always
+        assert tuple(expected) == tuple(VARIANTS), path
+    assert {FIGURES[variant.path(path)].variant for variant in expected} == set(expected)
+    for variant in expected:
+        assert variant.path(path) in lock, f"{variant.path(path)} is not locked"
+        assert accessible_words(variant.path(path)) == accessible_words(path), variant
 
 
 def texts_off_the_canvas(render, monkeypatch):
@@ -306,28 +299,14 @@ def contrast(a, b):
 @pytest.mark.parametrize("palette", [LIGHT, DARK], ids=["light", "dark"])
 def test_each_palette_keeps_text_legible(palette):
     """WCAG contrast: ink and muted text on the paper, and the ink of each ring cell on its
-    fill, at least 4.5:1 (7:1 for the ink)."""
+    fill, at least 4.5:1 (7:1 for the ink); on the dark paper the data colours too (4.5:1
+    for lines, WCAG's 3:1 for bars)."""
     assert contrast(palette.ink, palette.paper) >= 7
     assert contrast(palette.muted, palette.paper) >= 4.5
     for fill, ink in (palette.own, palette.partial, palette.full, palette.missing):
         assert contrast(fill, ink) >= 4.5, (palette.name, fill, ink)
-
-
-def test_the_dark_data_colours_stand_out_from_the_dark_paper():
-    for colour in DARK.series:
-        assert contrast(colour, DARK.paper) >= 4.5, colour
-    for colour in DARK.bars:
-        assert contrast(colour, DARK.paper) >= 3, colour  # WCAG's 3:1 for graphics
-
-
-@pytest.mark.parametrize("path", [path for path, output in sorted(FIGURES.items())
-                                  if output.variant.palette is DARK])
-def test_a_dark_drawing_has_no_light_paper(path):
-    """White cards on the slate page were the complaint (audit M4): no white fill, and the
-    figure's background is the dark paper."""
-    svg = (ROOT / path).read_text()
-    assert "#ffffff" not in svg.lower() and "fill: white" not in svg, path
-    assert f"fill: {DARK.paper}" in svg
+    for colours, floor in ((palette.series, 4.5), (palette.bars, 3)) if palette is DARK else ():
+        assert min(contrast(colour, palette.paper) for colour in colours) >= floor, colours
 
 
 @pytest.mark.parametrize("signature, body, drawn", [
@@ -363,7 +342,8 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
 
 # --- each figure's data: the rows its renderer drew, as CSV and JSON (scripts/figures/data.py)
 
-def test_every_figure_has_its_data_beside_it_each_locked():
+def test_every_figure_has_its_variants_and_its_data_beside_it_each_locked():
+    assert len(FIGURES) == sum(len(declared_variants(path)) for path in STATIC_FIGURES)
     assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
                                   for path in STATIC_FIGURES for ending in (".csv", ".json"))
     lock = read_lock()
@@ -421,15 +401,6 @@ def test_the_data_holds_the_numbers_the_seed_s_figures_print():
     held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
     assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= \
         printed("-ring-reduce-scatter")
-
-
-def test_every_renderer_here_says_what_its_data_rows_are():
-    import importlib
-
-    for kind in {spec.renderer: spec for spec in KINDS.values()}.values():
-        module = importlib.import_module(kind.module)
-        assert callable(getattr(module, "rows", None)), kind.module
-        assert "Data rows" in module.__doc__, f"{kind.module}: its docstring names no rows"
 
 
 def test_a_renderer_without_rows_fails_in_one_line():

@@ -414,13 +414,6 @@ SCAFFOLDS = {"make_it_yours_scaffold": (LESSON_FILE, "make_it_yours"),
              "clipping_scaffold": (GOING_FURTHER_FILE, "clipping")}
 
 
-def test_the_exercises_module_parses_and_has_every_scaffold():
-    compile(EXERCISES_FILE.read_text(), str(EXERCISES_FILE), "exec")
-    assert set(SCAFFOLDS) <= set(snippet_sections(EXERCISES_FILE))
-    for path, section in SCAFFOLDS.values():
-        assert section in snippet_sections(path), (path.name, section)
-
-
 @pytest.mark.parametrize("scaffold_name", SCAFFOLDS)
 def test_each_scaffold_is_its_solution_with_holes(scaffold_name):
     scaffold_source = snippet_sections(EXERCISES_FILE)[scaffold_name]
@@ -431,20 +424,15 @@ def test_each_scaffold_is_its_solution_with_holes(scaffold_name):
     assert any(is_hole(node) for node in ast.walk(scaffold)), "a scaffold leaves holes"
     match_with_holes(scaffold, solution, scaffold_name)
 
-    # Line by line: every one-line statement kept whole is a line of the solution.
+    # Line by line: every one-line statement kept whole is a line of the solution, and
+    # every TODO sits on a hole.
     solution_lines = {line.split("#")[0].strip() for line in solution_source.splitlines()}
     for node in ast.walk(scaffold):
         if isinstance(node, ast.stmt) and node.lineno == node.end_lineno \
                 and not any(is_hole(n) for n in ast.walk(node)):
             line = scaffold_source.splitlines()[node.lineno - 1]
-            assert "TODO" not in line
             assert line.split("#")[0].strip() in solution_lines, line
-
-
-@pytest.mark.parametrize("scaffold_name", SCAFFOLDS)
-def test_every_todo_sits_on_a_hole(scaffold_name):
-    lines = snippet_sections(EXERCISES_FILE)[scaffold_name].splitlines()
-    for line in lines:
+    for line in scaffold_source.splitlines():
         if "TODO" in line or "todo" in line:
             assert "todo(" in line.split("#")[0], line
 
@@ -456,13 +444,6 @@ def test_a_filled_scaffold_runs_with_the_names_the_scaffold_imports():
     exec(compile(section, "filled make_it_yours scaffold", "exec"), namespace)
     mesh, problem, _, programs = lesson_setup(4)
     namespace["make_it_yours"](mesh, programs, problem)
-
-
-def test_the_transfer_scaffold_has_the_solution_signature():
-    assert ast.dump(ast.parse(snippet_sections(EXERCISES_FILE)["transfer_scaffold"]).body[0].args) \
-        == ast.dump(ast.parse(snippet_sections(LESSON_FILE)["transfer_budget"]).body[0].args)
-    assert exercises.communication_budget.__defaults__ == \
-        lesson.communication_budget.__defaults__
 
 
 # The checker itself (one process per exercise) is tested in tests/test_exercises.py.
@@ -524,7 +505,6 @@ def test_the_default_program_prints_each_result_once_in_order():
     payload = ring_bytes(32, 4)
     assert lines[6] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
                         f"{float(payload['reduce_scatter'])}")
-    assert lines[6] == "Idealized ring bytes per rank: 48.0 24.0"
     medians = ast.literal_eval(value_after(lines[7], "Completed CPU median microseconds: "))
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
     assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
@@ -571,10 +551,8 @@ def test_the_program_passes_on_other_device_counts(ranks):
 # JAX would make all 4096 and then fail in a traceback.
 SETUP_ERRORS = {
     ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
-    ("--devices", "-1"): "--devices must be at least 1 (got -1); try --devices 4",
     ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
     ("--devices", str(cli.MAX_CPU_DEVICES + 1)): "try --devices 8",
-    ("--devices", "abc"): "'abc' is not a whole number; try --devices 4",
     ("--devices", "2.5"): "'2.5' is not a whole number; try --devices 4",
     ("--devices",): "expected one argument",
     ("--platform", "xyz"): "invalid choice: 'xyz'",
@@ -652,17 +630,9 @@ def included_sections(path):
             for name in re.findall(rf'--8<-- "{re.escape(file)}:([\w-]+)"', page.read_text())}
 
 
-def test_the_lesson_file_is_the_steps_its_pages_show():
-    """At most 500 lines, and 85 % of its code lines (not blank, not a marker) inside the
-    sections the pages include: the command line and the going-further steps live apart."""
-    text = LESSON_FILE.read_text()
-    assert len(text.splitlines()) <= 500
-    sections = snippet_sections(LESSON_FILE)
-    assert set(sections) <= included_sections(LESSON_FILE)  # every section is on a page
-    code = [line for line in text.splitlines()
-            if line.strip() and not line.startswith("# --8<-- [")]
-    shown = [line for body in sections.values() for line in body.splitlines() if line.strip()]
-    assert len(shown) >= 0.85 * len(code), f"{len(shown)} of {len(code)} lines shown"
+def test_every_section_of_the_lesson_file_is_on_a_page():
+    """Its size and the share of it the pages show are budgets: tests/lint_budgets.py."""
+    assert set(snippet_sections(LESSON_FILE)) <= included_sections(LESSON_FILE)
 
 
 def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
