@@ -152,6 +152,20 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     assert [ast.unparse(s) for s in imports].count("import jax") == 1
 
 
+@each_lesson
+def test_the_companion_imports_nothing_of_this_repository(lesson):
+    """A reader downloads the notebook alone; the editable install makes `scripts` and
+    `lesson_code` importable in any kernel here, so this is read from its cells."""
+    notebook = nbformat.read(committed(lesson), as_version=4)
+    imported = {alias.name.split(".")[0] if isinstance(node, ast.Import)
+                else (node.module or "").split(".")[0]
+                for cell in notebook.cells if cell.cell_type == "code"
+                for node in ast.walk(ast.parse(cell.source))
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in node.names}
+    assert imported.isdisjoint({"scripts", "lesson_code"}), imported
+
+
 # the notebook's page: untrusted input, shown as text ----------------------------------------
 
 class LiveMarkup(HTMLParser):
