@@ -80,10 +80,14 @@ SHOWS = """root => {
         return away.indexOf(Math.min(...away));
     };
     const box = part => root.querySelector(`.ring-stepper__${part}`).getBoundingClientRect();
+    // Where the ring and the buttons sit inside the stepper: a figure loading above it
+    // moves the whole stepper in the viewport, which is no step moving the ring.
+    const top = root.getBoundingClientRect().top;
     return {
         position: root.querySelector('.ring-stepper__position').textContent,
         status: root.querySelector('.ring-stepper__status').textContent,
-        ring: [box('figure').top, box('figure').bottom], controls: box('controls').bottom,
+        ring: [box('figure').top - top, box('figure').bottom - top],
+        controls: box('controls').bottom - top,
         ranks: cards.map(card => [...card.querySelectorAll('.ring-stepper__chunk')]
             .map(chunk => [chunk.querySelector('.ring-stepper__sums').textContent,
                            chunk.querySelector('.ring-stepper__values').textContent,
