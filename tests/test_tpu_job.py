@@ -464,7 +464,7 @@ def test_no_fixture_reaches_the_real_recordings():
 # --- whatever ends the job ------------------------------------------------------------------
 # The job in a process of its own, signalled as a terminal or a CI runner would (its whole
 # process group), while the fake gcloud holds one step open. SIGTERM (a CI cancel) meets
-# each step; Ctrl-C and SIGHUP (a dropped ssh session) take the same path, by one handler.
+# each step, and so does SIGHUP (a dropped ssh session); Ctrl-C takes the same path.
 
 STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 
@@ -505,7 +505,8 @@ def reached(job, command, step):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("step, signum", [*((step, signal.SIGTERM) for step in STEPS),
+@pytest.mark.parametrize("step, signum", [*((step, signum) for step in STEPS
+                                            for signum in (signal.SIGTERM, signal.SIGHUP)),
                                           ("run", signal.SIGINT)],
                          ids=lambda value: getattr(value, "name", value))
 def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job, gcloud):
