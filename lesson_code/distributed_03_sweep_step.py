@@ -70,17 +70,18 @@ def steepest(rows, p):
              for (small, before), (large, after) in zip(points, points[1:])
              if after > before]
     if not rises:
-        return f"at p = {p}, nowhere"
+        return f"At p = {p} it rises nowhere"
     rise, small, large = max(rises)
-    return (f"at p = {p}, {rise:.1f}× as S/p goes from {format_bytes(small / p)} to "
+    return (f"At p = {p} it rises {rise:.1f}× as S/p goes from {format_bytes(small / p)} to "
             f"{format_bytes(large / p)}")
 
 
 def location_words(rows, ranks_list, l2_bytes):
     cache = (f"This host's Linux reports an L2 cache of {format_bytes(l2_bytes)} per core"
              if l2_bytes else "This recording does not say how large a core's L2 cache is")
-    return (f"The cost per MiB rises most between neighbouring sizes "
-            f"{'; '.join(steepest(rows, p) for p in ranks_list)}. {cache}.")
+    # One sentence a p: a page averages at most 20 words a sentence (tests/lint_budgets.py).
+    return (f"Where does the cost per MiB rise most between neighbouring sizes? "
+            f"{'. '.join(steepest(rows, p) for p in ranks_list)}. {cache}.")
 
 
 def listed(items):
@@ -103,13 +104,13 @@ def step_words(table, labels, bytes_step):
                     found.setdefault(collective, []).append(p)
         if found:
             who = listed([f"the {labels[c]} at p = {listed(ps)}" for c, ps in found.items()])
-            said.append(f"it is undecided for {who}" if verdict == intervals.INCONCLUSIVE
-                        else f"it grew {word} for {who}")
+            said.append(f"is undecided for {who}" if verdict == intervals.INCONCLUSIVE
+                        else f"grew {word} for {who}")
     warm_said = f"{min(warm):.1f}× to {max(warm):.1f}×" if warm else "nothing measurable"
     return (f"For {bytes_step:.0f}× the bytes, a whole call grew {min(calls):.1f}× to "
             f"{max(calls):.1f}× (medians over these programs and every p), faults from the "
             f"onset on included; one more in the loop, which leaves them out, grew "
-            f"{warm_said}. Against the bytes, {'; '.join(said)}")
+            f"{warm_said}. Against the bytes, the warm cost {'. It '.join(said)}")
 
 
 def analyse_step(t, recording, ranks_list, small, large, labels):

@@ -554,16 +554,16 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     assert by_p["4"]["extra"]["median"] == pytest.approx(8.0, rel=0.05)
     assert by_p["4"]["extraWords"].startswith(f"{by_p['4']['extra']['median']:.1f}× (")
     assert step["words"].endswith(
-        "Against the bytes, it grew faster for the all-reduce at p = 4 and 8, the "
-        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8; it grew as the "
+        "Against the bytes, the warm cost grew faster for the all-reduce at p = 4 and 8, the "
+        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8. It grew as the "
         "bytes for the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at "
         "p = 2")
     assert [row["label"] for row in step["located"]] == \
         ["2 MiB", "8 MiB", "12 MiB", "16 MiB", "24 MiB", "32 MiB"]
     words = step["locationWords"]
-    assert "at p = 2, 2.0× as S/p goes from 1 MiB to 4 MiB" in words
-    assert "at p = 4, 2.0× as S/p goes from 2 MiB to 3 MiB" in words
-    assert "at p = 8, 2.0× as S/p goes from 2 MiB to 3 MiB" in words
+    assert "At p = 2 it rises 2.0× as S/p goes from 1 MiB to 4 MiB." in words
+    assert "At p = 4 it rises 2.0× as S/p goes from 2 MiB to 3 MiB." in words
+    assert "At p = 8 it rises 2.0× as S/p goes from 2 MiB to 3 MiB." in words
     assert words.endswith("This host's Linux reports an L2 cache of 2 MiB per core.")
     assert sum(result["faults"]["verdictCounts"].values()) == 9  # 3 programs x 3 p
 
