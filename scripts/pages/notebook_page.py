@@ -1,11 +1,13 @@
-"""mkdocs hook: the executed notebook as a page of the site, in the site's own markup
-(nbconvert's body is invalid HTML with 600 KB of inline CSS; MAINTAINING.md, "The site").
-The cells become Markdown, made by an instance that writes text only: a notebook is
-untrusted input, and one that is not a notebook stops the build in one line.
+"""mkdocs hook: each committed notebook as a page of the site, in the site's own markup
+(nbconvert's body is invalid HTML with 600 KB of inline CSS; MAINTAINING.md, "The site"),
+its .ipynb copied beside it for download. The cells become Markdown, made by an instance
+that writes text only: a notebook is untrusted input, and one that is not a notebook
+stops the build in one line.
 """
 import html
 import posixpath
 import re
+import shutil
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -13,6 +15,7 @@ import markdown
 from markdown.extensions import Extension
 from markdown.treeprocessors import Treeprocessor
 from mkdocs.exceptions import PluginError
+from mkdocs.structure.files import File
 from mkdocs.structure.toc import get_toc
 
 from scripts import ROOT, display
@@ -122,22 +125,42 @@ def safe_address(address):
         return False
 
 
+class NotebookPage(File):
+    """A committed notebook as a page: mkdocs builds a page of each file that says so."""
+
+    def is_documentation_page(self):
+        return True
+
+
 def on_files(files, config):
-    """Every notebook is read before any page is built: a broken one stops it in one line."""
-    for file in files.documentation_pages():
-        if file.src_uri.endswith(".ipynb"):
-            notebook_markdown(Path(file.abs_src_path))
+    """Each notebook becomes a page once it has been read: a broken one stops the build in
+    one line before any page is built."""
+    for file in [file for file in files if file.src_uri.endswith(".ipynb")]:
+        notebook_markdown(Path(file.abs_src_path))
+        files.remove(file)
+        files.append(NotebookPage(file.src_path, file.src_dir, file.dest_dir,
+                                  file.use_directory_urls))
     return files
 
 
 def on_pre_page(page, config, files):
-    if page.file.src_uri.endswith(".ipynb"):
+    if isinstance(page.file, NotebookPage):
+        page.nb_url = posixpath.basename(page.file.src_uri)  # docs/overrides/main.html
         page.render = lambda config, files: render_notebook(page, config)
     return page
 
 
+def on_post_page(output, page, config):
+    """The .ipynb beside its page, for download (pages/course.py links it too)."""
+    if isinstance(page.file, NotebookPage):
+        copy = Path(page.file.abs_dest_path).with_name(page.nb_url)
+        copy.parent.mkdir(parents=True, exist_ok=True)  # the page is written after this
+        shutil.copyfile(page.file.abs_src_path, copy)
+    return output
+
+
 def render_notebook(page, config):
-    """What Page.render does for Markdown (replacing mkdocs-jupyter's), from the cells."""
+    """What Page.render does for Markdown, made from the cells."""
     names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
     converter = markdown.Markdown(extensions=[*names, TextOnly()], extension_configs={
         name: options for name, options in config["mdx_configs"].items() if name in names})
