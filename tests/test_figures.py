@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from contextlib import contextmanager
 
 import pytest
 
@@ -43,41 +44,51 @@ def inputs(output):
             json.loads(overlay.read_text()) if overlay and overlay.exists() else None)
 
 
-def draw(path):
-    """The figure at `path` as its renderer draws it now, in that file's variant."""
-    output = FIGURES[path]
-    return output.kind.render(*inputs(output), output.variant)
+@contextmanager
+def texts_off_the_canvas():
+    """Each text drawn inside this block whose extent leaves its figure's canvas, as lines.
+    Only what is drawn counts: a tick label past the axis's limits is never drawn."""
+    from matplotlib.text import Text
+
+    off, drawn, draw = [], [], Text.draw
+
+    def checked(text, renderer):
+        if text.get_visible() and text.get_text():
+            drawn.append(text)
+            box, canvas = text.get_window_extent(renderer), text.get_figure(root=True).bbox
+            if not (canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5
+                    and canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5):
+                off.append(f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f}, "
+                           f"y {box.y0:.0f}-{box.y1:.0f} of {canvas.x1:.0f} x {canvas.y1:.0f}")
+        return draw(text, renderer)
+
+    Text.draw = checked
+    try:
+        yield off
+    finally:
+        Text.draw = draw
+    assert drawn, "no text drawn"
 
 
-# Every figure of every lesson drawn as draw() draws it, in one fresh Python process in
-# which JAX cannot be imported; it prints the lesson_code modules it imported, then each
-# drawing: what test_renderers_import_neither_jax_nor_lesson_code checks, and every figure
-# "as drawn now" for the tests that read one.
-DRAW_EVERY_FIGURE = """
-import json, sys
-sys.modules['jax'] = None
-from pathlib import Path
-from scripts.store.lessons import load_lessons
-from scripts.store.outputs import figure_outputs
-
-def drawing(output):
-    overlay = (json.loads(Path(output.overlay).read_text())
-               if output.overlay and Path(output.overlay).exists() else None)
-    return output.kind.render(json.loads(Path(output.source).read_text()), overlay,
-                              output.variant)
-
-drawings = {o.path: drawing(o) for lesson in load_lessons().values()
-            for o in figure_outputs(lesson)}
-modules = sorted(m for m in sys.modules if m.startswith('lesson_code'))
-sys.stdout.write(json.dumps({"modules": modules, "drawings": drawings}))
-"""
+def print_every_drawing():
+    """Run by drawn_in_a_fresh_process, where JAX cannot be imported: every figure of
+    every lesson with the texts it draws off its canvas, and the lesson_code modules
+    that drawing imported, as JSON."""
+    drawings = {}
+    for path, output in FIGURES.items():
+        with texts_off_the_canvas() as off:
+            drawings[path] = [output.kind.render(*inputs(output), output.variant), off]
+    modules = sorted(m for m in sys.modules if m.startswith("lesson_code"))
+    sys.stdout.write(json.dumps({"modules": modules, "drawings": drawings}))
 
 
 @functools.cache
 def drawn_in_a_fresh_process():
-    """(the lesson_code modules, {figure path: SVG text}), once per test process."""
-    run = subprocess.run([sys.executable, "-c", DRAW_EVERY_FIGURE], cwd=ROOT, env=clean_env(),
-                         capture_output=True, text=True, timeout=120)
+    """(the lesson_code modules, {figure path: [SVG text, texts off its canvas]})."""
+    run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jax'] = None; "
+                          "sys.path.insert(0, 'tests'); import test_figures; "
+                          "test_figures.print_every_drawing()"],
+                         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     found = json.loads(run.stdout)
     return found["modules"], found["drawings"]
@@ -86,11 +97,14 @@ def drawn_in_a_fresh_process():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
-    svg = drawn_in_a_fresh_process()[1][path]
-    assert svg == draw(path)  # deterministic: drawn again here, in another process
+    """Drawn in another process than the committed one, so drawing is deterministic; each
+    text inside the canvas, in every variant: the narrow drawings wrap what the wide ones
+    write on one line (content review L1)."""
+    svg, off_canvas = drawn_in_a_fresh_process()[1][path]
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
     assert read_lock()[path]["sha256"] == digest_bytes(svg)
+    assert off_canvas == []
 
 
 def test_renderers_import_neither_jax_nor_lesson_code():
@@ -205,84 +219,74 @@ def test_a_panel_kind_no_renderer_draws_is_refused():
         panels.render({"lessonId": "x", "data": {"panels": [heat]}})
 
 
-# --- the variants: dark and narrow drawings of the same figure (scripts/figures/variants.py)
-
-def declared_variants(path):
-    """The drawings the kind of the figure at `path` makes (scripts/figures/__init__.py):
-    all four for this repository's renderers, one for a lesson renderer of the data alone."""
-    return FIGURES[path].kind.variants(ROOT)
-
+# --- variants (scripts/figures/variants.py) and data (scripts/figures/data.py) of a figure
 
 def accessible_words(path):
     return re.search(r"<title>.*?</desc>", (ROOT / path).read_text(), re.S).group(0)
 
 
-@pytest.mark.parametrize("path", STATIC_FIGURES)
-def test_every_figure_comes_in_its_variants_saying_the_same_each_locked(path):
-    """Same recording, same words: every variant has the figure's title and description."""
-    lock, expected = read_lock(), declared_variants(path)
-    if "." not in FIGURES[path].kind.renderer:  # this repository's: all four, always
-        assert tuple(expected) == tuple(VARIANTS), path
-    assert {FIGURES[variant.path(path)].variant for variant in expected} == set(expected)
-    for variant in expected:
-        assert variant.path(path) in lock, f"{variant.path(path)} is not locked"
-        assert accessible_words(variant.path(path)) == accessible_words(path), variant
+def same_cell(text, value):
+    """A CSV cell read back as the JSON holds it (empty: None)."""
+    if value is None or isinstance(value, str):
+        return text == (value or "")
+    return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
 
 
-def texts_off_the_canvas(render, monkeypatch):
-    """Each text `render()` draws whose extent leaves its figure's canvas, as lines."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.text import Text
-
-    drawn, save = [], Figure.savefig
-
-    def keep(fig, *args, **kwargs):
-        drawn.append(fig)
-        return save(fig, *args, **kwargs)
-
-    monkeypatch.setattr(Figure, "savefig", keep)
-    render()
-    (fig,) = drawn
-    # Only what is drawn counts: a tick label past the axis's limits is never drawn.
-    shown, draw_text = [], Text.draw
-
-    def record(text, renderer):
-        if text.get_visible() and text.get_text():
-            shown.append(text)
-        return draw_text(text, renderer)
-
-    monkeypatch.setattr(Text, "draw", record)
-    canvas_agg = FigureCanvasAgg(fig)
-    canvas_agg.draw()
-    monkeypatch.undo()
-    renderer, canvas = canvas_agg.get_renderer(), fig.bbox
-    assert shown, "no text drawn"
-    return [f"{text.get_text()[:60]!r} spans x {box.x0:.0f}-{box.x1:.0f}, y {box.y0:.0f}-"
-            f"{box.y1:.0f} of {canvas.x1:.0f} x {canvas.y1:.0f}"
-            for text in shown for box in [text.get_window_extent(renderer)]
-            if not (canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5
-                    and canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5)]
+def test_every_figure_is_drawn_in_its_variants_with_its_data_beside_it():
+    """All four variants for this repository's renderers, one for a lesson renderer of
+    the data alone (scripts/figures/__init__.py); a CSV and a JSON for each figure."""
+    assert len(FIGURES) == sum(len(FIGURES[path].kind.variants(ROOT)) for path in STATIC_FIGURES)
+    assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
+                                  for path in STATIC_FIGURES for ending in (".csv", ".json"))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_no_text_of_any_drawing_leaves_its_canvas(path, monkeypatch):
-    """Each text's drawn extent lies inside the figure, in every variant: the narrow
-    drawings wrap what the wide ones write on one line (content review L1)."""
-    assert texts_off_the_canvas(lambda: draw(path), monkeypatch) == []
+@pytest.mark.parametrize("figure", STATIC_FIGURES)
+def test_each_variant_says_the_same_and_the_data_is_the_renderer_s_rows_each_locked(figure):
+    lock, expected = read_lock(), FIGURES[figure].kind.variants(ROOT)
+    if "." not in FIGURES[figure].kind.renderer:  # this repository's: all four, always
+        assert tuple(expected) == tuple(VARIANTS), figure
+    assert {FIGURES[variant.path(figure)].variant for variant in expected} == set(expected)
+    for variant in expected:  # same recording, same title and description
+        assert variant.path(figure) in lock, f"{variant.path(figure)} is not locked"
+        assert accessible_words(variant.path(figure)) == accessible_words(figure), variant
+    stem = figure.removesuffix(".svg")
+    for output in (DATA[f"{stem}.csv"], DATA[f"{stem}.json"]):
+        text = (ROOT / output.path).read_text()
+        assert text == output.kind.render(*inputs(output)), \
+            f"{output.path}: run python scripts/record.py --render-only"
+        assert lock[output.path]["sha256"] == digest_bytes(text), output.path
+    data = json.loads((ROOT / f"{stem}.json").read_text())
+    header, *rows = csv.reader(io.StringIO((ROOT / f"{stem}.csv").read_text()))
+    assert header == data["columns"] and len(rows) == len(data["rows"]) > 0
+    for text_row, row in zip(rows, data["rows"]):
+        assert len(text_row) == len(row)
+        assert all(same_cell(text, value) for text, value in zip(text_row, row)), (text_row, row)
+    assert data["figure"] == figure and data["drawnFrom"] == output.source
+    assert data["recording"] == output.recording
+    assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.suffix or "static")
-def test_a_tpu_sweep_over_the_prediction_fits_every_drawing(variant, monkeypatch):
-    """The measured overlay adds a ratio panel: it fits the narrow canvas too."""
-    from test_tpu_predictions import DATA, tpu_sweep_fixture
+def test_a_tpu_sweep_over_the_prediction_fits_every_drawing_and_adds_its_data(variant):
+    """The measured overlay adds a ratio panel, which fits the narrow canvas too, and its
+    medians to the figure's data rows."""
+    from test_tpu_predictions import DATA as PREDICTIONS
+    from test_tpu_predictions import tpu_sweep_fixture
 
-    data, fixture = json.loads(DATA.read_text()), tpu_sweep_fixture()
-    assert "own cost: all-reduce" in KINDS["tpu-predictions"].render(data, fixture, variant)
-    assert texts_off_the_canvas(
-        lambda: KINDS["tpu-predictions"].render(data, fixture, variant), monkeypatch) == []
+    from scripts.figures import tpu_predictions
+
+    data, fixture = json.loads(PREDICTIONS.read_text()), tpu_sweep_fixture()
+    with texts_off_the_canvas() as off:
+        assert "own cost: all-reduce" in KINDS["tpu-predictions"].render(data, fixture, variant)
+    assert off == []
+    name, points = tpu_predictions.measured(data, fixture)
+    rows = tpu_predictions.rows(data, fixture)
+    assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
+    assert [(row["machine"], row["collective"], row["ranks"], row["bytes"], row["ownCostUs"],
+             row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
+        (name, collective, ranks, *point) for (collective, ranks), drawn in points.items()
+        for point in drawn] != []
 
 
 def relative_luminance(colour):
@@ -340,49 +344,6 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
         assert KINDS["lesson_code.bars"].render({"data": {}}, None, variant) == drawn(variant)
 
 
-# --- each figure's data: the rows its renderer drew, as CSV and JSON (scripts/figures/data.py)
-
-def test_every_figure_has_its_variants_and_its_data_beside_it_each_locked():
-    assert len(FIGURES) == sum(len(declared_variants(path)) for path in STATIC_FIGURES)
-    assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
-                                  for path in STATIC_FIGURES for ending in (".csv", ".json"))
-    lock = read_lock()
-    for path in DATA:
-        assert lock[path]["sha256"] == digest_bytes((ROOT / path).read_text()), path
-
-
-@pytest.mark.parametrize("path", sorted(DATA))
-def test_the_committed_data_is_what_its_renderer_drew_from_its_input(path):
-    output = DATA[path]
-    assert (ROOT / path).read_text() == output.kind.render(*inputs(output)), \
-        f"{path}: run python scripts/record.py --render-only"
-
-
-def same_cell(text, value):
-    """A CSV cell read back as the JSON holds it (empty: None)."""
-    if value is None:
-        return text == ""
-    if isinstance(value, str):
-        return text == value
-    return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
-
-
-@pytest.mark.parametrize("figure", STATIC_FIGURES)
-def test_the_csv_holds_the_json_s_rows_and_the_json_says_where_they_come_from(figure):
-    stem = figure.removesuffix(".svg")
-    data = json.loads((ROOT / f"{stem}.json").read_text())
-    header, *rows = csv.reader(io.StringIO((ROOT / f"{stem}.csv").read_text()))
-    assert header == data["columns"]
-    assert len(rows) == len(data["rows"]) > 0
-    for text_row, row in zip(rows, data["rows"]):
-        assert len(text_row) == len(row)
-        assert all(same_cell(text, value) for text, value in zip(text_row, row)), (text_row, row)
-    output = DATA[f"{stem}.json"]
-    assert data["figure"] == figure and data["drawnFrom"] == output.source
-    assert data["recording"] == output.recording
-    assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
-
-
 def test_the_data_holds_the_numbers_the_seed_s_figures_print():
     """Where a figure prints its values, its data rows are those values: the panels' bar
     labels, the mechanism's cells, the TPU table's microseconds, a ring cell's numbers."""
@@ -429,27 +390,9 @@ def test_rows_hold_text_numbers_and_none_only():
         figure_data.table([])
 
 
-def test_a_tpu_sweep_over_the_prediction_adds_its_medians_to_the_data():
-    from test_tpu_predictions import DATA as PREDICTIONS
-    from test_tpu_predictions import tpu_sweep_fixture
-
-    from scripts.figures import tpu_predictions
-
-    data, fixture = json.loads(PREDICTIONS.read_text()), tpu_sweep_fixture()
-    name, points = tpu_predictions.measured(data, fixture)
-    rows = tpu_predictions.rows(data, fixture)
-    assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
-    assert [(row["machine"], row["collective"], row["ranks"], row["bytes"], row["ownCostUs"],
-             row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
-        (name, collective, ranks, *point) for (collective, ranks), drawn in points.items()
-        for point in drawn]
-    assert any(row["part"] == "measured" for row in rows)
-
-
 # --- what no figure can draw is one line, never a broken SVG (issue 37) -------------------
 
 MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
-NOT_XML = ("\x00", "\x01", "\ufffe")  # no SVG can hold them: no browser would draw it
 
 
 @pytest.mark.parametrize("change, words", [
@@ -462,9 +405,10 @@ NOT_XML = ("\x00", "\x01", "\ufffe")  # no SVG can hold them: no browser would d
     (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
      "every cell"),
     (lambda d: d.pop("table"), "`table`"),
-    *((lambda d, c=c: d.update(title=f"t{c}"), f"`title` holds U+{ord(c):04X}") for c in NOT_XML),
-    *((lambda d, c=c: d.update(alt=f"a{c}"), f"`alt` holds U+{ord(c):04X}") for c in NOT_XML),
-    *((lambda d, c=c: d["table"].update(rows=[[f"x{c}", "y"]]), "every cell") for c in NOT_XML),
+    # Characters no SVG can hold: no browser would draw it.
+    (lambda d: d.update(title="t\x00"), "`title` holds U+0000"),
+    (lambda d: d.update(alt="a\x01"), "`alt` holds U+0001"),
+    (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell"),
 ])
 def test_figure_data_a_lesson_owns_is_refused_in_one_line_before_drawing(change, words):
     import copy
