@@ -1,8 +1,9 @@
-"""The analysis of timings, on synthetic samples: intervals, ratios and the verdicts they
-earn. Nothing here measures this machine; the samples are made up, so every outcome is
-known in advance (content review H1: a verdict must not flip with the noise)."""
+"""The analysis of timings on made-up samples, so every outcome is known in advance:
+intervals, ratios and the verdicts they earn (content review H1: a verdict must not flip
+with the noise). Nothing here measures this machine."""
 import importlib
 import json
+import math
 
 import numpy as np
 import pytest
@@ -30,6 +31,9 @@ def blocks(median, spread=0.05, count=7, samples=5):
 
 
 @pytest.mark.parametrize("values, ends, covered", [
+    # n = 21: the 6th smallest and largest hold the median with P = 1 - 2 P(Bin(21, 1/2) < 6)
+    ([10, 19, 17, 14, 0, 18, 11, 2, 3, 9, 5, 7, 4, 20, 6, 15, 16, 8, 1, 13, 12], (5, 15),
+     1 - 2 * sum(math.comb(21, i) for i in range(6)) / 2**21),  # 97.3 %
     ([5, 1, 4, 2, 3, 7, 6, 9, 8], (2, 8), 1 - 2 * 10 / 2**9),  # k = 2: 96.1 %
     ([3, 1, 2, 7, 5, 4, 6], (1, 7), 1 - 2 / 2**7),  # k = 1: 98.4 %
     ([3, 1, 2, 5, 4], (1, 5), 1 - 2 / 2**5),  # 93.75 %: the best five values can do
@@ -70,18 +74,6 @@ def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, 
     assert intervals.verdict(ratio, True, replicate_disagreement=twin) == expected
 
 
-def test_order_statistics_intervals_cover_the_median_as_often_as_they_say():
-    """Independent blocks from a skewed distribution: the n = 21 interval (k = 6,
-    97.3 %) holds the true median in about that share of 2,000 made-up runs."""
-    rng = np.random.default_rng(1)
-    true_median = 100.0  # lognormal(log 100, s): its median is 100, its mean above
-    found = [intervals.median_interval(true_median * rng.lognormal(0, 0.6, 21))
-             for _ in range(2000)]
-    share = np.mean([stat["low"] <= true_median <= stat["high"] for stat in found])
-    assert found[0]["coverage"] == pytest.approx(0.9734, abs=1e-4)
-    assert share == pytest.approx(found[0]["coverage"], abs=0.015)
-
-
 def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says():
     """25 paired blocks whose true mean ratio is 2: the "95 %" bootstrap interval holds
     it in about 95 % of 300 made-up runs (a percentile bootstrap is nominal: a little
@@ -97,16 +89,10 @@ def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says(
     assert 0.88 <= np.mean(hits) <= 0.99
 
 
-def test_the_bootstrap_is_paired_the_same_blocks_on_both_sides():
-    """Blocks that vary tenfold, with top exactly twice bottom in each: drawn in pairs,
-    every resample's ratio is 2; drawn apart, the interval would span most of 1 to 4."""
-    bottom = [[10.0], [100.0], [30.0], [60.0], [15.0], [90.0]]
-    top = [[2 * block[0]] for block in bottom]
-    found = intervals.paired_mean_ratio(top, bottom)
-    assert found["low"] == pytest.approx(2.0) and found["high"] == pytest.approx(2.0)
-
-
 @pytest.mark.parametrize("top, bottom, low, high", [
+    # Blocks that vary tenfold, top twice bottom in each: drawn in pairs, every resample's
+    # ratio is 2; drawn apart, the interval would span most of 1 to 4.
+    ([20.0, 200.0, 60.0, 120.0, 30.0, 180.0], [10.0, 100.0, 30.0, 60.0, 15.0, 90.0], 2.0, 2.0),
     # Every block alike: SciPy's default (BCa) gives NaN here; the percentile interval
     # is the one ratio there is.
     ([5.0] * 6, [2.5] * 6, 2.0, 2.0),
@@ -115,7 +101,7 @@ def test_the_bootstrap_is_paired_the_same_blocks_on_both_sides():
     # Resamples where both sides are 0 count as equal (0 over 0 is 1), not NaN.
     ([0.0] * 4 + [1.0], [0.0] * 4 + [10.0], 0.0, 1.0),
 ])
-def test_degenerate_blocks_give_a_number_never_nan(top, bottom, low, high):
+def test_the_bootstrap_pairs_blocks_and_gives_a_number_never_nan(top, bottom, low, high):
     found = intervals.paired_mean_ratio([[t] for t in top], [[b] for b in bottom])
     assert found["low"] == pytest.approx(low, abs=0.1) and found["high"] == pytest.approx(high)
     assert not np.isnan([found["estimate"], found["low"], found["high"]]).any()
@@ -174,16 +160,6 @@ def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, v
     assert "verdict" not in row  # one verdict per algorithm, not per collective
 
 
-def test_the_twin_is_shown_as_the_mean_it_was_computed_on():
-    """Content review L1: the first table prints medians, the factor compares means, so
-    the row shows the first table's mean beside the factor."""
-    recording = rounds_recording(300.0, 100.0, lesson_scale=1 / 1.5)
-    row = analysis.analyse("cpu-processes", recording)["rounds"]["rows"]["gloo_all_reduce"]
-    assert row["twinWords"] == f"{row['twinMeanUs']:,.0f}, {row['twinDisagreement']:.1f}× apart"
-    assert row["twinDisagreement"] == pytest.approx(
-        row["timing"]["p4"]["mean"] / row["twinMeanUs"])
-
-
 @pytest.mark.parametrize("changes, widest, pooled, gloo", [
     # Content review H1: the same 32-byte gloo collectives measured 3.8x apart in one run,
     # more than the effect: the run cannot tell them apart.
@@ -202,6 +178,12 @@ def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(chang
     assert verdicts["gloo"]["twinDisagreement"] == pytest.approx(pooled, rel=0.1)
     assert verdicts["gloo"]["verdict"] == gloo
     assert verdicts["ring"]["verdict"] == "supported"  # the ring was not timed twice
+    # Content review L1: the first table prints medians, the factor compares means, so the
+    # row shows the first table's mean beside the factor.
+    row = result["rounds"]["rows"]["gloo_all_reduce"]
+    assert row["twinWords"] == f"{row['twinMeanUs']:,.0f}, {row['twinDisagreement']:.1f}× apart"
+    assert row["twinDisagreement"] == pytest.approx(
+        row["timing"]["p4"]["mean"] / row["twinMeanUs"])
 
 
 def test_other_work_holding_a_core_takes_the_premise_away():
@@ -232,13 +214,7 @@ def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
     assert medians[0] < 1.25 < 5 < medians[1]
     assert [intervals.verdict(mean, True) for mean in means] == ["supported", "supported"]
     assert means[1]["estimate"] / means[0]["estimate"] == pytest.approx(1.14, rel=0.05)
-
-
-def test_the_bootstrap_interval_is_the_same_for_the_same_samples():
-    top, bottom = two_kinds(110, 1000, 12), blocks(100, count=25)
-    first, second = (intervals.paired_mean_ratio(top, bottom) for _ in range(2))
-    assert first == second
-    assert first["low"] < first["estimate"] < first["high"]
+    assert intervals.paired_mean_ratio(runs[0], bottom) == means[0]  # seeded: the same
 
 
 def test_pooling_one_claim_narrows_its_interval():
@@ -345,7 +321,7 @@ def ring_model_times(collective, p, nbytes):
     return 50.0 * p * facts["steps"] + facts["phases"] * (p - 1) / p * nbytes / 1e3
 
 
-def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
+def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdict():
     result = sweep_analysis.analyse(sweep_recording(ring_model_times))
     warm = result["ratios"]["warm"]
     assert result["ratios"]["bytes"] == 2**25  # the largest size, warm and allocation-free
@@ -355,20 +331,20 @@ def test_the_sweep_analysis_supports_the_ring_model_when_times_follow_it():
     # alpha was made to grow with p (50 us x p per step): supported for every program.
     assert {entry["verdict"] for entry in result["alphaWithRanks"].values()} == {"supported"}
     assert result["stepSummary"]["verdict"] == "supported"
+    assert result["stepSummary"]["fitVerdict"] in intervals.VERDICTS
+    # Content review L8: every verdict the page prints is counted: alpha with p (one per
+    # program), the step cost with p, one line fitting every program, and both
+    # predictions of every ratio of the table.
     assert list(result["verdictCounts"]) == list(intervals.VERDICTS)  # "equivalent" too
-    json.dumps(result, allow_nan=False)  # what the derived file will hold: finite JSON
-
-
-def test_every_verdict_the_sweep_page_prints_is_counted():
-    """Content review L8: alpha with p (one per program), the step cost with p, whether one
-    line fits every program, and both predictions of every ratio of the table."""
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
-    table = result["ratios"]["warm"]
     shown = (len(result["alphaWithRanks"]) + 2
              + sum(1 + (entry["touchedVerdict"] is not None)
-                   for by_name in table.values() for entry in by_name.values()))
+                   for by_name in warm.values() for entry in by_name.values()))
     assert sum(result["verdictCounts"].values()) == shown == 6 + 2 + 9 + 6
-    assert result["stepSummary"]["fitVerdict"] in intervals.VERDICTS
+    # Recorded before the allocator probe: the page says so.
+    kept = result["faults"]["keepFreed"]
+    assert kept["byRanks"] == {"2": {}, "4": {}, "8": {}} and kept["programs"] == []
+    assert kept["words"].startswith("this recording holds no such run")
+    json.dumps(result, allow_nan=False)  # what the derived file will hold: finite JSON
 
 
 @pytest.mark.parametrize("misses, reading, verdict", [
@@ -471,45 +447,45 @@ def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, ons
     assert words in table["onsetWords"]
 
 
-def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
-    """Content review M1: the ratios are of warm, allocation-free collectives, and a block
-    in which one program's looped call faulted in more than its single call did holds
-    allocation in its difference. Here block 2's looped all-reduce maps half its outputs
-    afresh and takes 0.2 s longer: its ratio would be far above 2, and it must not count."""
-    def faulted_loop(block, collective, p, nbytes):
-        if block == 2 and collective == "all_reduce" and nbytes == 2**25:
-            return 200_000.0, output_pages(collective, p, nbytes) / 2
+def looped(blocks, collective, us=lambda *_: 0.0, faulted_share=0.0):
+    """A `loop_of`: in `blocks`, the looped call of `collective` at 32 MiB takes `us` more
+    and maps `faulted_share` of its outputs afresh."""
+    def loop_of(block, c, p, nbytes):
+        if block in blocks and c == collective and nbytes == 2**25:
+            return us(c, p, nbytes), faulted_share * output_pages(c, p, nbytes)
         return 0.0, 0
-    result = sweep_analysis.analyse(sweep_recording(
-        ring_model_times, faults_of=faulting_at_the_largest, loop_of=faulted_loop))
+    return loop_of
+
+
+def test_the_ratio_table_leaves_out_a_block_whose_loop_faulted():
+    """Content review M1: the ratios are of warm, allocation-free collectives; a block in
+    which a looped call faulted in more than its single call did holds allocation in its
+    difference. Block 2's looped all-reduce maps half its outputs afresh and takes 0.2 s
+    longer: its ratio would be far above 2, and it must not count."""
+    def analysed(share):
+        return sweep_analysis.analyse(sweep_recording(
+            ring_model_times, faults_of=faulting_at_the_largest,
+            loop_of=looped({2}, "all_reduce", lambda *_: 200_000.0, share)))["ratios"]["warm"]
+    warm = analysed(0.5)
     for p in ("2", "4", "8"):
-        entry = result["ratios"]["warm"][p]["arOverRs"]
+        entry = warm[p]["arOverRs"]
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
         assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
-        assert result["ratios"]["warm"][p]["agOverRs"]["n"] == 5  # its blocks all count
-    # The same slow block with no faults is kept, and sets the high end past 2.5.
-    kept = sweep_analysis.analyse(sweep_recording(
-        ring_model_times, faults_of=faulting_at_the_largest,
-        loop_of=lambda *at: (faulted_loop(*at)[0], 0)))["ratios"]["warm"]["4"]["arOverRs"]
+        assert warm[p]["agOverRs"]["n"] == 5  # its blocks all count
+    kept = analysed(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
     assert kept["n"] == 5 and kept["high"] > 2.5
 
 
 def test_a_block_whose_loop_came_out_faster_than_one_call_is_noise_not_a_ratio():
-    def noisy_loop(block, collective, p, nbytes):
-        if block == 1 and collective == "all_gather" and nbytes == 2**25:
-            return -8 * ring_model_times(collective, p, nbytes), 0
-        return 0.0, 0
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=noisy_loop))
+    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=looped(
+        {1}, "all_gather", lambda *at: -8 * ring_model_times(*at))))
     entry = result["ratios"]["warm"]["4"]["agOverRs"]
     assert entry["n"] == 4 and entry["low"] > 0 and "; 4 of 5 blocks)" in entry["words"]
 
 
 def test_too_few_allocation_free_blocks_decide_nothing():
-    def faulted_loop(block, collective, p, nbytes):
-        if block < 3 and collective == "all_reduce" and nbytes == 2**25:
-            return 0.0, output_pages(collective, p, nbytes) / 2
-        return 0.0, 0
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=faulted_loop))
+    result = sweep_analysis.analyse(sweep_recording(
+        ring_model_times, loop_of=looped({0, 1, 2}, "all_reduce", faulted_share=0.5)))
     entry = result["ratios"]["warm"]["4"]["arOverRs"]
     assert entry["n"] == 2 and entry["median"] == pytest.approx(2.0, rel=0.05)
     assert entry["ringModelVerdict"] == entry["touchedVerdict"] == "inconclusive"
@@ -602,10 +578,3 @@ def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
                                                             kept_factor=1.0))
     entry = unchanged["faults"]["keepFreed"]["byRanks"]["4"]["all_reduce"]
     assert entry["keptFaultedShare"] == pytest.approx(1.0) and entry["verdict"] == "equivalent"
-
-
-def test_a_sweep_recorded_before_the_allocator_probe_says_so():
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
-    kept = result["faults"]["keepFreed"]
-    assert kept["byRanks"] == {"2": {}, "4": {}, "8": {}} and kept["programs"] == []
-    assert kept["words"].startswith("this recording holds no such run")

@@ -1,12 +1,13 @@
-"""Every recording: the shared header, each lesson's own data schema, the committed
-recordings' values, and the one reader of committed JSON (scripts/store/recordings.py),
-which refuses in one line whatever a pull request or a fetched file can hold."""
+"""Every recording: the shared header, each lesson's data schema, the committed values,
+and the one reader of committed JSON (scripts/store/recordings.py), which refuses in one
+line whatever a pull request or a fetched file can hold."""
 import json
 import os
 import re
 import string
 
 import jsonschema
+import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -30,12 +31,15 @@ def gradient_from_stdout(stdout):
     return json.loads(line.removeprefix("Gradient reference: "))
 
 
-def test_the_shared_schema_and_each_lesson_s_data_schema_are_valid_schemas():
-    schemas = ["recordings/schema.json",
-               *(lesson.data_schema for lesson in LESSONS.values() if lesson.data_schema)]
-    assert len(schemas) > 1  # the seed names one
-    for schema in schemas:
-        jsonschema.Draft202012Validator.check_schema(json.loads((ROOT / schema).read_text()))
+def test_the_schemas_are_valid_and_the_shared_one_names_no_lesson_s_programs():
+    shared = (ROOT / "recordings" / "schema.json").read_text()
+    jsonschema.Draft202012Validator.check_schema(json.loads(shared))
+    own = [lesson.data_schema for lesson in LESSONS.values() if lesson.data_schema]
+    assert own  # the seed names one
+    for schema in map(json.loads, ((ROOT / path).read_text() for path in own)):
+        jsonschema.Draft202012Validator.check_schema(schema)
+        programs = schema.get("$defs", {}).get("sweepProgram", {}).get("enum", [])
+        assert not [name for name in programs if f'"{name}"' in shared], programs
 
 
 def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson():
@@ -121,10 +125,9 @@ REFUSED = {
         r["data"]["panels"][0]["series"][:1] * 100), "invalid at data/panels"),
     "a series of 100,000 bars": (TPU_FIXTURE, lambda r: set_field(
         r, "data/panels/0/series/0/y", [1.0] * 100_000), "invalid at data/panels"),
-    **{f"a timing of {number}": (TPU_FIXTURE, lambda r, number=number: set_field(
-        r, "data/timing", {"all_reduce": {"medianUs": number}}),
-        f"invalid at data/timing/all_reduce/medianUs: {number} is not a finite number")
-       for number in (float("nan"), float("inf"), float("-inf"))},
+    "a timing of -inf": (TPU_FIXTURE, lambda r: set_field(
+        r, "data/timing", {"all_reduce": {"medianUs": float("-inf")}}),
+        "invalid at data/timing/all_reduce/medianUs: -inf is not a finite number"),
 }
 
 
@@ -145,15 +148,6 @@ def test_a_recording_is_written_with_finite_numbers_only():
         dumps({"medianUs": float("nan")})  # never a bare NaN or Infinity token in a file
 
 
-def test_the_shared_schema_names_no_lesson_s_programs():
-    shared = (ROOT / "recordings" / "schema.json").read_text()
-    for lesson in LESSONS.values():
-        if lesson.data_schema:
-            programs = json.loads((ROOT / lesson.data_schema).read_text()).get(
-                "$defs", {}).get("sweepProgram", {}).get("enum", [])
-            assert not [name for name in programs if f'"{name}"' in shared], lesson.id
-
-
 @pytest.mark.parametrize("text, words", [('{"type": 3}', "not a JSON Schema (at type"),
                                          ("{not json", "the schema cannot be read")])
 def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
@@ -170,41 +164,30 @@ def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
 
 # --- the committed recordings' values --------------------------------------------------
 
-def test_the_committed_recording_has_the_deterministic_values():
+def test_the_committed_recording_has_the_deterministic_and_the_published_values():
     """Derived here: p = 4, F = 2p = 8 float32 weights, so 32 gradient bytes."""
-    recording = load_recording(RECORDING)
-    values, payload = recording["data"]["panels"]
-    assert values["series"][0]["y"] == [8, 8 // 4, 8]
-    one_phase = 32 * 3 / 4
-    assert payload["series"][0]["y"] == [2 * one_phase, one_phase, 2 * one_phase]
-    assert recording["environment"]["backend"] == "cpu"
-    assert recording["environment"]["deviceCount"] == 4
-    assert recording["provenance"] == "recorded_cpu_computation"
-    assert gradient_from_stdout(recording["stdout"]) == recording["data"]["gradient"]
-    lines = recording["stdout"].splitlines()
-    assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {LESSON_ID}"
-
-
-def test_the_committed_recording_matches_the_published_one():
     seed, ours = json.loads(PUBLISHED_SEED.read_text()), load_recording(RECORDING)
+    values, payload = ours["data"]["panels"]
+    assert values["series"][0]["y"] == [8, 8 // 4, 8]
+    assert payload["series"][0]["y"] == [2 * 32 * 3 / 4, 32 * 3 / 4, 2 * 32 * 3 / 4]
+    assert gradient_from_stdout(ours["stdout"]) == ours["data"]["gradient"]
+    lines = ours["stdout"].splitlines()
+    assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {LESSON_ID}"
     validate(seed, "published seed")
-    # Same shape: every published field is still there, but for the two the published
-    # format carried that now live elsewhere (the figure's prose, an unread hash).
+    # Every published field is still there, but for two that now live elsewhere (the
+    # figure's prose, an unread hash).
     assert set(seed) - {"diagram", "rendererHash"} <= set(ours)
     assert set(seed["environment"]) <= set(ours["environment"])
     assert set(seed["data"]) <= set(ours["data"])
     for key in ("schemaVersion", "lessonId", "kind", "provenance"):
         assert ours[key] == seed[key]
-    for key in ("backend", "deviceCount"):
-        assert ours["environment"][key] == seed["environment"][key]
+    assert (ours["environment"]["backend"], ours["environment"]["deviceCount"]) == \
+        (seed["environment"]["backend"], seed["environment"]["deviceCount"]) == ("cpu", 4)
     # One spelling on the site: the published "modeled" axis label reads "modelled" here.
-    published_panels = json.loads(json.dumps(seed["data"]["panels"]).replace("modeled",
-                                                                             "modelled"))
-    assert ours["data"]["panels"] == published_panels
-    published = gradient_from_stdout(seed["stdout"])
-    assert len(ours["data"]["gradient"]) == len(published)
-    for mine, theirs in zip(ours["data"]["gradient"], published):
-        assert abs(mine - theirs) < 1e-8
+    assert ours["data"]["panels"] == json.loads(
+        json.dumps(seed["data"]["panels"]).replace("modeled", "modelled"))
+    np.testing.assert_allclose(ours["data"]["gradient"], gradient_from_stdout(seed["stdout"]),
+                               rtol=0, atol=1e-8)
     # The published first four lines, each once (the seed printed them twice, defect 1), in
     # their order; ours prints more between them, each step's line under its step.
     ours_lines, seed_lines = ours["stdout"].splitlines(), seed["stdout"].splitlines()
@@ -340,7 +323,7 @@ HOSTILE_TEXT = ['<script>alert("XSS script")</script>', '<img src=x onerror=aler
                 '\\(\\href{javascript:alert("XSS tex")}{x}\\)', "ok\n", "x" * 300]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(field=st.sampled_from(FORMATTED_FIELDS),
        text=st.builds(lambda before, mark, after: before + mark + after,
                       st.text(max_size=20), st.sampled_from(MARKUP), st.text(max_size=20))
