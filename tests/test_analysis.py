@@ -120,7 +120,7 @@ def test_one_block_leaves_every_ratio_possible_and_none_an_error():
 
 
 def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, lesson_scale=1.0):
-    """A four-process recording's timing parts, with the medians given per round."""
+    """A four-process recording's timings, its medians given per round."""
     samples = {}
     for side, per_round, ranks in (("p4", many_per_round, 4), ("p2", few_per_round, 2)):
         for algorithm in ("gloo", "ring"):
@@ -187,8 +187,7 @@ def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(chang
 
 
 def test_other_work_holding_a_core_takes_the_premise_away():
-    """With 2 cores and one kept busy by other work, 2 processes do not have a core each
-    either, so the run cannot test the hypothesis, however large its ratios."""
+    """2 cores, one busy with other work: 2 processes do not have a core each either."""
     recording = rounds_recording(300.0, 100.0)
     recording["environment"]["busyCoresAtStart"] = 1.2
     result = analysis.analyse("cpu-processes", recording)["rounds"]
@@ -205,8 +204,7 @@ def two_kinds(fast, slow, slow_blocks, count=25, samples=9):
 
 
 def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
-    """12 or 14 slow blocks of 25: the median of the block ratios jumps from one kind to
-    the other, the mean moves by a few per cent and keeps its verdict."""
+    """12 or 14 slow blocks of 25: the median ratio jumps kinds, the mean moves a little."""
     bottom = blocks(100, spread=0.02, count=25, samples=9)
     runs = [two_kinds(110, 1000, slow) for slow in (12, 14)]
     medians = [intervals.paired_ratio(top, bottom)["median"] for top in runs]
@@ -218,8 +216,7 @@ def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
 
 
 def test_pooling_one_claim_narrows_its_interval():
-    """Three noisy measurements of one ratio, pooled, give a narrower interval than any
-    one of them alone, around the same value."""
+    """Three noisy measurements of one ratio, pooled: narrower than any one, same value."""
     pairs = [(blocks(300, spread=0.5, count=25), blocks(100, spread=0.5, count=25))
              for _ in range(3)]
     alone = [intervals.paired_mean_ratio(top, bottom) for top, bottom in pairs]
@@ -234,12 +231,10 @@ def test_pooling_one_claim_narrows_its_interval():
 def test_gloo_messages_and_dependent_rounds_follow_its_source():
     """Content review M1: two messages in flight make gloo's all-gather p - 1 dependent
     rounds of 2(p - 1) messages, its all-reduce 2(p - 1) of 4(p - 1)."""
-    assert [analysis.messages_per_rank("gloo", c, 4)
-            for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 6, 12]
-    assert [analysis.dependent_rounds("gloo", c, 4)
-            for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 3, 6]
-    assert [analysis.dependent_rounds("ring", c, 4)
-            for c in ("reduce_scatter", "all_gather", "all_reduce")] == [3, 3, 6]
+    assert [(analysis.messages_per_rank("gloo", c, 4), analysis.dependent_rounds("gloo", c, 4),
+             analysis.dependent_rounds("ring", c, 4))
+            for c in ("reduce_scatter", "all_gather", "all_reduce")] == [(3, 3, 3), (6, 3, 3),
+                                                                        (12, 6, 6)]
 
 
 def test_retransmissions_are_quoted_as_their_range_over_the_ranks():
@@ -283,11 +278,9 @@ def test_a_host_that_other_work_kept_busy_says_so():
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),
                     count=5, faults_of=lambda collective, p, nbytes: 0,
                     own_cost_of=None, looping=8, loop_of=None):
-    """A sweep recording whose median times are `time_of(collective, p, S)` microseconds
-    per call, and `faults_of` minor faults per call; each program is also timed
-    `looping` collectives to a call, the extra ones costing `own_cost_of` (default: the
-    whole call's time) and faulting nothing, as buffers reused would. `loop_of(block,
-    collective, p, S)` may return (us, faults) a block's looped call adds on top."""
+    """A sweep timing `time_of(collective, p, S)` us and `faults_of` minor faults a call,
+    and `looping` collectives a call, the extra ones costing `own_cost_of` (default: the
+    call's time) and no fault; `loop_of(block, collective, p, S)`: (us, faults) more."""
     program_facts = importlib.import_module(SEED.sweep).program_facts
     own_cost_of = own_cost_of or time_of
     rows = []

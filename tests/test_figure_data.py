@@ -1,15 +1,10 @@
-"""Under every figure of every built page: its data (CSV, JSON) and where it was recorded.
-
-Read from the built site's HTML (no browser): each figure a page shows is followed by
-its line (scripts/pages/figure_data.py); the line's links reach the committed CSV and
-JSON, served byte for byte (tests/test_figures.py holds them to the renderer's rows); and
-the line says what that recording's header holds.
-"""
+"""Under every figure of every built page, read from its HTML: a line
+(scripts/pages/figure_data.py) whose links reach the committed CSV, JSON and recording,
+served byte for byte, and which says what that recording's header holds."""
 import html
 import json
 import posixpath
 import re
-from html.parser import HTMLParser
 
 import pytest
 
@@ -24,48 +19,20 @@ DATA = {output.figure: {o.path.rsplit(".", 1)[1]: o for o in figure_data_outputs
         for lesson in LESSONS.values() for output in figure_data_outputs(lesson)}
 
 
-class FiguresAndLines(HTMLParser):
-    """In page order: each figure's static drawing (the light link's image) and each data
-    line: its text, and each of its links by the link's text."""
-
-    def __init__(self):
-        super().__init__()
-        self.figures, self.lines, self.line, self.link = [], [], None, None
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        source = attrs.get("src") or ""
-        if tag == "img" and source.endswith(".svg") and not any(
-                source.endswith(f"{suffix}.svg") for suffix in BY_SUFFIX if suffix):
-            self.figures.append(source)
-        elif tag == "span" and "figure-data" in (attrs.get("class") or "").split():
-            self.line = {"links": {}, "text": ""}
-            self.lines.append(self.line)
-        elif tag == "a" and self.line is not None:
-            self.link = [attrs["href"], ""]
-
-    def handle_endtag(self, tag):
-        if tag == "a" and self.link:
-            href, text = self.link
-            self.line["links"][text] = href
-            self.link = None
-        elif tag == "span":  # the line holds no span of its own
-            self.line = None
-
-    def handle_data(self, data):
-        if self.line is not None:
-            self.line["text"] += data
-        if self.link:
-            self.link[1] += data
+# In page order: each figure's static drawing (no variant's suffix) and each data line
+# (which holds no span of its own), its links by their text.
+IMAGE = re.compile(r'<img\b[^>]*\bsrc="([^"]+\.svg)"')
+LINE = re.compile(r'<span class="figure-data"[^>]*>(.*?)</span>', re.S)
+LINK = re.compile(r'<a href="([^"]+)">(.*?)</a>', re.S)
 
 
-def page_url(page):
-    return "" if page == "404.html" else page
+def text_of(markup):
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def site_path(page, href):
     """The site file a page's relative link names."""
-    return posixpath.normpath(posixpath.join(page_url(page), href))
+    return posixpath.normpath(posixpath.join("" if page == "404.html" else page, href))
 
 
 @pytest.fixture(scope="module")
@@ -73,22 +40,16 @@ def shown(built_site):
     """[(page, figure path below the root, its line)] for every figure of every page."""
     found = []
     for page in site_pages(built_site):
-        parser = FiguresAndLines()
-        parser.feed(page_file(built_site, page).read_text())
-        figures = [site_path(page, src) for src in parser.figures]
-        assert len(parser.lines) == len(figures), (page, figures, parser.lines)
-        found += [(page, figure, line) for figure, line in zip(figures, parser.lines)]
+        markup = page_file(built_site, page).read_text()
+        figures = [site_path(page, html.unescape(src)) for src in IMAGE.findall(markup)
+                   if not any(src.endswith(f"{suffix}.svg") for suffix in BY_SUFFIX if suffix)]
+        lines = [{"text": text_of(line), "links": {text_of(text): html.unescape(href)
+                                                   for href, text in LINK.findall(line)}}
+                 for line in LINE.findall(markup)]
+        assert len(lines) == len(figures), (page, figures, lines)
+        found += [(page, figure, line) for figure, line in zip(figures, lines)]
     assert {figure for _, figure, _ in found} == set(DATA)  # every figure is on a page
     return found
-
-
-def test_every_figure_s_line_links_its_csv_and_json_and_both_answer(built_site, shown):
-    for page, figure, line in shown:
-        outputs = DATA[figure]
-        for name, ending in (("CSV", "csv"), ("JSON", "json")):
-            target = site_path(page, line["links"][name])
-            assert target == outputs[ending].path, (page, line)
-            assert (built_site / target).read_bytes() == (ROOT / target).read_bytes()
 
 
 def header_words(recording):
@@ -111,9 +72,13 @@ def header_words(recording):
             f"JAX {env['jax']}", *source]
 
 
-def test_the_line_says_where_and_when_the_recording_was_made_and_links_it(built_site,
-                                                                          shown):
+def test_the_line_links_the_data_and_the_recording_and_says_where_and_when_it_was_made(
+        built_site, shown):
     for page, figure, line in shown:
+        for name, ending in (("CSV", "csv"), ("JSON", "json")):
+            target = site_path(page, line["links"][name])
+            assert target == DATA[figure][ending].path, (page, line)
+            assert (built_site / target).read_bytes() == (ROOT / target).read_bytes()
         output, text = DATA[figure]["json"], " ".join(line["text"].split())
         if output.recording is None:  # drawn from a lesson's data file: a model
             assert "modelled, not measured" in text, (page, text)

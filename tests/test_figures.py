@@ -153,7 +153,7 @@ def svg_texts(path):
             re.findall(r"<text\b[^>]*>([^<]*)</text>", (ROOT / path).read_text())]
 
 
-def test_the_seed_s_figures_show_the_recorded_values():
+def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_them():
     panels = (ROOT / "figures" / f"{ID}.svg").read_text()
     desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
     assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
@@ -163,6 +163,23 @@ def test_the_seed_s_figures_show_the_recorded_values():
         assert cell in mechanism
     # The page's heading says "Reduce-scatter followed by all-gather"; the figure does not.
     assert "followed by" not in mechanism
+
+    def rows(name):
+        found = json.loads((ROOT / f"figures/{ID}{name}.json").read_text())
+        return [dict(zip(found["columns"], row)) for row in found["rows"]]
+
+    def printed(name):
+        return set(svg_texts(f"figures/{ID}{name}.svg"))
+
+    # The panels' bar labels, the mechanism's cells, the TPU table's times, a ring cell's.
+    assert {f"{row['value']:g}" for row in rows("")} <= printed("")
+    assert {value for row in rows("-mechanism") for value in row.values()} <= \
+        printed("-mechanism")
+    assert {f"{row['predictedUs']:,.1f} µs" for row in rows("-tpu-predictions")
+            if row["part"] == "table"} <= printed("-tpu-predictions")
+    held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
+    assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= \
+        printed("-ring-reduce-scatter")
 
 
 @pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
@@ -193,7 +210,7 @@ TWO_SERIES = {"lessonId": "x", "data": {"panelsTitle": "Two series", "panels": [
      "series": [{"label": "min", "y": [1, 2, 3]}, {"label": "median", "y": [2, 3, 4]}]}]}}
 
 
-def test_several_series_are_drawn_side_by_side_with_a_legend():
+def test_several_series_are_drawn_side_by_side_with_a_legend_and_only_bars():
     from scripts.figures import panels
     from scripts.figures.svg import figure_style, new_figure
 
@@ -209,11 +226,6 @@ def test_several_series_are_drawn_side_by_side_with_a_legend():
     svg = panels.render(TWO_SERIES)
     assert ">min<" in svg and ">median<" in svg and "min vs median" in svg
     assert "µs (min): a 1, b 2, c 3; µs (median): a 2, b 3, c 4" in svg
-
-
-def test_a_panel_kind_no_renderer_draws_is_refused():
-    from scripts.figures import panels
-
     heat = {**TWO_SERIES["data"]["panels"][0], "kind": "heatmap"}
     with pytest.raises(ValueError, match="panel 0 is of kind 'heatmap'; only bar panels"):
         panels.render({"lessonId": "x", "data": {"panels": [heat]}})
@@ -342,26 +354,6 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
     monkeypatch.setitem(sys.modules, "lesson_code.bars", module)
     for variant in VARIANTS:
         assert KINDS["lesson_code.bars"].render({"data": {}}, None, variant) == drawn(variant)
-
-
-def test_the_data_holds_the_numbers_the_seed_s_figures_print():
-    """Where a figure prints its values, its data rows are those values: the panels' bar
-    labels, the mechanism's cells, the TPU table's microseconds, a ring cell's numbers."""
-    def rows(name):
-        found = json.loads((ROOT / f"figures/{ID}{name}.json").read_text())
-        return [dict(zip(found["columns"], row)) for row in found["rows"]]
-
-    def printed(name):
-        return set(svg_texts(f"figures/{ID}{name}.svg"))
-
-    assert {f"{row['value']:g}" for row in rows("")} <= printed("")
-    assert {value for row in rows("-mechanism") for value in row.values()} <= \
-        printed("-mechanism")
-    assert {f"{row['predictedUs']:,.1f} µs" for row in rows("-tpu-predictions")
-            if row["part"] == "table"} <= printed("-tpu-predictions")
-    held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
-    assert held and {f"{row['value1']:g}, {row['value2']:g}" for row in held} <= \
-        printed("-ring-reduce-scatter")
 
 
 def test_a_renderer_without_rows_fails_in_one_line():
