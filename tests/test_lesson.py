@@ -338,7 +338,8 @@ def test_the_default_program_prints_each_result_once_in_order():
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert len(lines) == 14 and len(set(lines)) == len(lines), lines
-    # The recording's stdout came from the notebook's steps: the same lines, timings apart.
+    # The recording's stdout came from the notebook's steps: the same lines, numbers apart
+    # (the lines without one, the compiled and the autodiff collectives, are its words).
     recorded = json.loads((ROOT / "recordings" / f"{SEED.id}.cpu.json").read_text())["stdout"]
     assert [NUMBER.sub("#", line) for line in lines] == \
         [NUMBER.sub("#", line) for line in recorded.splitlines()]
@@ -359,27 +360,17 @@ def test_the_default_program_prints_each_result_once_in_order():
     for device, _, values in shards:  # device r holds slice r, to the 5 digits printed
         np.testing.assert_allclose(values, expected[2 * device:2 * device + 2],
                                    rtol=1e-4, atol=1e-8)
-    assert lines[5] == \
-        "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather"
     payload = ring_bytes(32, 4)
     assert lines[6] == (f"Idealized ring bytes per rank: {float(payload['all_reduce'])} "
                         f"{float(payload['reduce_scatter'])}")
     medians = printed(lines[7], "Completed CPU median microseconds: ")
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
     assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
-    assert lines[8] == "Sharded momentum matches the independent elementwise update."
-    assert lines[9] == "Joint permutation preserves the gradient; label-only reversal does not."
     budget = printed(lines[10], "Idealized payload/storage budget, not observed network "
                                 "traffic: ")
     assert [(row["ranks"], row["all_reduce_bytes"], row["scatter_gather_bytes"],
              row["shard_storage_bytes"]) for row in budget] == \
         [(p, 2 * 2**20 * (p - 1) // p, 2 * 2**20 * (p - 1) // p, 2**20 // p) for p in RANKS]
-    assert printed(lines[11], "Each collective's gradient runs: ") == {
-        "psum": "no collective", "psum_scatter": "all-gather", "all_gather": "reduce-scatter",
-        "all_gather_invarying": "dynamic-slice"}
-    assert printed(lines[12], "Gradient programs run: ") == {
-        "replicated_weights": "all-reduce", "sharded_weights": "all-gather + reduce-scatter",
-        "sharded_weights_invarying": "all-gather + all-reduce + dynamic-slice"}
     assert lines[13] == f"PASS: {SEED.id}"
 
 
