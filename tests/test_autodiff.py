@@ -1,13 +1,8 @@
-"""What each collective transposes to under jax.grad, written here from the installed JAX.
-
-The table below was read from `_src/lax/parallel.py` in JAX 0.10.2: the transpose rule
-of `reduce_scatter_p` binds `all_gather`, that of `all_gather_p` binds `psum_scatter`,
-`all_gather_invariant_p`'s takes a `dynamic_slice_in_dim` of the cotangent, and a `psum`
-of a varying value is invariant, so its cotangent only needs a `pvary` (no communication).
-A JAX upgrade that changes any of these fails here, before the autodiff page can say
-something the new JAX no longer does. The lesson's going-further module computes the same
-table itself (`collective_transposes`), checks the gradient values in NumPy, and the
-recording keeps it.
+"""What each collective transposes to under jax.grad, as read from JAX 0.10.2's
+`_src/lax/parallel.py`: `reduce_scatter_p`'s transpose binds `all_gather`, `all_gather_p`'s
+`psum_scatter`, `all_gather_invariant_p`'s slices the cotangent, and a `psum` of a varying
+value needs only a `pvary`. A JAX upgrade that changes any of these fails here, before the
+autodiff page can say what the new JAX no longer does.
 """
 import importlib
 import json
