@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import psutil
 import pytest
@@ -627,8 +628,8 @@ def test_a_jax_device_count_that_is_not_a_number_is_one_line_before_jax_starts()
 # --- --data-out of the lesson programs -----------------------------------------------------
 
 def not_regular_files(tmp_path):
-    """Paths that are there but are not regular files (no device node: a test run as
-    root must never risk replacing one), and the file one of them links to."""
+    """Paths that are not regular files (no device node: a run as root must never risk
+    replacing one), and the file one of them links to."""
     target = tmp_path / "target.json"
     target.write_text("keep me")
     (tmp_path / "link.json").symlink_to(target)
@@ -637,28 +638,22 @@ def not_regular_files(tmp_path):
     return target, [tmp_path / name for name in ("link.json", "fifo.json", "dangling.json")]
 
 
-def data_out_refused(module, path, capsys):
-    """The one line a lesson program gives a --data-out it refuses before it runs: the
-    lesson's through argparse (exit 2), its ring simulation's through sys.exit."""
-    with pytest.raises(SystemExit) as refused:
-        if module == SEED.module:
-            lesson_cli.parse_args(["--data-out", str(path)])
-        else:
-            importlib.import_module(module).main(["--data-out", str(path)])
-    code, (out, err) = refused.value.code, capsys.readouterr()
-    assert out == ""  # nothing ran
-    return err if code == 2 else f"{code}\n"
-
-
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
         tmp_path, module, capsys):
+    """The lesson's through argparse (exit 2), its simulation's through sys.exit."""
     target, paths = not_regular_files(tmp_path)
     for path, words in [(tmp_path / "missing" / "data.json", "not a writable folder"),
                         (tmp_path, "is a folder"),
                         *((path, "not a regular file") for path in paths)]:
-        line = data_out_refused(module, path, capsys)
-        assert line.startswith("error: ") and line.count("\n") == 1, line
+        with pytest.raises(SystemExit) as refused:
+            if module == SEED.module:
+                lesson_cli.parse_args(["--data-out", str(path)])
+            else:
+                importlib.import_module(module).main(["--data-out", str(path)])
+        code, (out, err) = refused.value.code, capsys.readouterr()
+        line = err if code == 2 else f"{code}\n"
+        assert out == "" and line.startswith("error: ") and line.count("\n") == 1, line
         assert str(path) in line and words in line
     assert target.read_text() == "keep me"
     assert all(path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode) for path in paths)
@@ -671,11 +666,7 @@ def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_hal
 
     out = tmp_path / "trace.json"
     out.write_text("the earlier trace")
-
-    def full(source, target):
-        raise OSError(28, os.strerror(28))
-
-    monkeypatch.setattr(os, "replace", full)
+    monkeypatch.setattr(os, "replace", mock.Mock(side_effect=OSError(28, os.strerror(28))))
     with pytest.raises(SystemExit) as failed:
         ring.main(["--data-out", str(out)])
     assert failed.value.code == f"error: cannot write {out} (No space left on device)"

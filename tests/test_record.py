@@ -17,7 +17,6 @@ from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
-from scripts.store.outputs import lesson_command
 from scripts.store.recordings import load_recording
 
 # The seed lesson: what these runs record (its figures, its simulation) is its content.
@@ -162,16 +161,6 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
     assert {k: v for k, v in snapshot(tree).items() if k in recordings_before} == \
         recordings_before
     assert check(tree) == []
-
-
-def test_render_only_on_a_corrupt_recording_is_one_line_and_touches_nothing(tree):
-    (tree / "recordings" / f"{LESSON_ID}.cpu.json").write_text("{not json")
-    with unchanged(tree):
-        done = run(RECORD, "--render-only", cwd=tree)
-    assert done.returncode == 1
-    last = one_error(done.stderr)
-    assert last.startswith(f"error: recordings/{LESSON_ID}.cpu.json: not valid JSON")
-    assert last.endswith(f"`{lesson_command(SEED)}`")
 
 
 def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_notebook(tree):

@@ -12,6 +12,7 @@ from harness import RECORD, one_error, project, run, unchanged
 from scripts import bench, record
 from scripts.store import recordings
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import lesson_command
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The sweep's faults are fed the seed lesson's sweep programs (the registry's `sweep`).
@@ -165,11 +166,17 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
               "lesson_code/CONTRACT.md requires it")
 
 
-def test_a_figure_source_recording_names_its_own_fix(tmp_path):
+@pytest.mark.parametrize("variant, text, said", [
+    ("sweep", "[1]", "expected a JSON object; run `make bench`"),
+    ("cpu", "{not json", "not valid JSON (Expecting property name enclosed in double quotes: "
+                         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`"),
+])
+def test_render_only_on_a_corrupt_recording_is_one_line_naming_its_fix(tmp_path, variant, text,
+                                                                       said):
     root = project(tmp_path / "repo", PARTS)
-    (root / recording_name(SEED, "sweep")).write_text(json.dumps([1]))
-    done = run(RECORD, "--render-only", cwd=root, timeout=120)
+    (root / recording_name(SEED, variant)).write_text(text)
+    with unchanged(root):
+        done = run(RECORD, "--render-only", cwd=root, timeout=120)
     assert done.returncode == 1
     assert f"record: analysing and drawing the figures of {SEED.id}\n" in done.stderr
-    assert one_error(done.stderr) == \
-        f"error: {recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"
+    assert one_error(done.stderr) == f"error: {recording_name(SEED, variant)}: {said}"
