@@ -147,8 +147,7 @@ KEPT = "every earlier file is as it was"
 
 @dataclass
 class Phase:
-    """A command to start in a copy of the project, and how a test knows it has reached
-    the phase the Ctrl-C is for."""
+    """A command to start in a copy, and how to know it reached the phase for the Ctrl-C."""
     argv: tuple
     reach: Callable
     line: str = KEPT  # what the one error line says is left
@@ -187,8 +186,7 @@ def printed_pass(expected):
 
 
 def hanging_exercise(tree):
-    """The seed's first exercise, filled with a learner's endless loop that has started a
-    process outside its group; the Phase of the checker running it."""
+    """The checker running a learner's endless loop that started a process outside its group."""
     from test_exercises import SCAFFOLDS, fill
 
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
@@ -227,8 +225,7 @@ def importing_jax(command):
     command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in process.memory_maps()))
 
 
-# Each command's phases. The lesson program's and exercises.py's run in the copy too, so
-# that one check holds for all: the files record.py and bench.py write are as they were.
+# Each command's phases, all run in the copy: the files record.py writes are as they were.
 PHASES = {
     "record.py planning": lambda tree: record_phase(tree, pause=("scripts.plan:make_plan", 1)),
     "record.py kernel starting": lambda tree: record_phase(
@@ -261,9 +258,8 @@ PHASES = {
 
 @pytest.mark.parametrize("phase", PHASES)
 def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(phase, tree):
-    """130 and one line; what it had started, its scratch folders (the kernel's files, the
-    ranks') and its staged files gone; every file as it was, or, in the commit, every new
-    one in place."""
+    """130 and one line; what it started, its scratch folders and staged files gone; every
+    file as it was, or, in the commit, every new one in place."""
     if phase == "record.py commit":
         stale_mechanism(tree)  # something to draw
     started = PHASES[phase](tree)
@@ -327,9 +323,8 @@ def sleeper(**env):
 
 def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_path,
                                                                            monkeypatch):
-    """Scratch folders and processes carrying the mark of a run that is gone (what a
-    SIGKILLed record.py leaves, under mpirun too) go as the next run starts, whichever
-    kind it is; a live run's, and a stranger's (no mark), stay."""
+    """Scratch folders and processes marked by a run that is gone (a SIGKILLed record.py,
+    under mpirun too) go as the next run of any kind starts; a live run's, a stranger's stay."""
     gone, mine = ended_pid(), os.getpid()
     for name in (f"ranks-{gone}-abc123", f"record-{gone}-abc123", f"ranks-{mine}-def456"):
         (tmp_path / name).mkdir()
@@ -398,9 +393,8 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
 
 
 def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_path):
-    """Python discards an exception raised inside a garbage-collection callback, so the
-    run goes on to its commit; the commit raises the signal again and moves nothing, and
-    says so (a test once saw "after every new file was in place" with nothing moved)."""
+    """Python discards an exception raised in a garbage-collection callback, so the run goes
+    on to its commit, which raises the signal again, moves nothing, and says so."""
     from scripts.store.staging import Staging
 
     interrupts.stop_on_signals()  # conftest puts the handlers back
@@ -478,10 +472,8 @@ def test_another_user_s_or_a_read_only_checkout_s_lock_is_one_line(tmp_path):
         "write, or remove a .run.lock that another user left\n")
 
 
-# Each command once, its stdout a pipe whose reader is gone: `... | head -1` once head has
-# its line. The command ends as SIGPIPE would end it, 141, and says nothing. With stderr
-# gone too (`record.py --render-only 2>&1 | head -1`) the progress lines go nowhere, and
-# the run finishes and exits as it would have.
+# Each command with its stdout a pipe whose reader is gone (`| head -1`): 141, as SIGPIPE
+# would end it, silently. With stderr gone too (`2>&1 | head -1`) the run finishes as it would.
 CLOSED_PIPE = {
     "record.py --check": ((RECORD, "--check"), 141),
     "record.py --render-only 2>&1": ((RECORD, "--render-only"), 0),
@@ -607,9 +599,8 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
 # --- broken inputs, and a lesson process that dies ----------------------------------------
 
 def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tree):
-    """XLA_FLAGS=--bogus makes the lesson's kernel exit as soon as JAX starts: record.py
-    says so in one line, with what XLA printed (a kernel once held it until each cell's
-    timeout, 180 s)."""
+    """XLA_FLAGS=--bogus makes the kernel exit as JAX starts: one line, with what XLA printed
+    (a dead kernel once held the run until each cell's timeout)."""
     with unchanged(tree):
         done = run(RECORD, "--all", cwd=tree, env={"XLA_FLAGS": "--bogus"})
     assert done.returncode == 1

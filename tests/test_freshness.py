@@ -69,10 +69,6 @@ def tree(tmp_path):
     return project_copy(tmp_path.resolve() / "repo")
 
 
-def lesson_hash(root, module=LESSON):
-    return hashes.content_hash(root / module, root)
-
-
 # --- an edit asks for exactly the work it invalidates ------------------------------------
 # Each case: the file edited (and others bumped with it), the edit, and the (output, fix)
 # pairs --check then names, each "stale, <file> changed".
@@ -85,16 +81,6 @@ def every_recording(root):
 def every_analysis(root):
     return [(output.path, RENDER) for lesson in load_lessons(root).values()
             for output in analysis_outputs(lesson) if (root / output.source).exists()]
-
-
-def every_figure(root):
-    return [(output.path, RENDER) for lesson in load_lessons(root).values()
-            for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]]
-
-
-def every_notebook(root):
-    return [(notebook_output(lesson).path, notebook_output(lesson).fix)
-            for lesson in load_lessons(root).values()]
 
 
 def rendered(*figures):
@@ -121,11 +107,15 @@ EDITS = {
     "an exercise scaffold": (f"lesson_code/{STEM}_exercises.py", append_code, []),
     "the sweep figures' layout": ("scripts/figures/sweep.py", append_comment,
                                   rendered("-sweep", "-sweep-ratios")),
-    "the SVG helper": ("scripts/figures/svg.py", append_comment, every_figure),
+    "the SVG helper": ("scripts/figures/svg.py", append_comment, lambda root: [
+        (output.path, RENDER) for lesson in load_lessons(root).values()
+        for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]]),
     "a figure's caption": (f"lesson_code/figures/{LESSON_ID}-mechanism.json", lambda text:
                            text.replace("Table with one row", "A table with one row"),
                            rendered("-mechanism")),
-    "the notebook builder": ("scripts/runners/notebook.py", append_comment, every_notebook),
+    "the notebook builder": ("scripts/runners/notebook.py", append_comment, lambda root: [
+        (notebook_output(lesson).path, notebook_output(lesson).fix)
+        for lesson in load_lessons(root).values()]),
     # The words a page prints come from the derived analyses: a threshold, the statistics
     # or how an analysis is kept re-derives them; no recording goes stale.
     "a threshold": (f"lesson_code/{STEM}_sweep_analysis.py", lambda text: text.replace(
@@ -176,13 +166,13 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(tr
               if cell.cell_type == "markdown" and cell.source.startswith("## ")]
     pages = [path for path in notebook_output(lesson).text_inputs(tree)
              if path.startswith("docs/")]
-    before = lesson_hash(tree, module)
+    before = hashes.content_hash(tree / module, tree)
     edit(tree / module, append_comment)
     edit(tree / pages[0], lambda text: text + "\nA paragraph the notebook does not show.\n")
     for page, title in ((page, title) for page in pages for title in titles):
         edit(tree / page, lambda text: re.sub(rf"^(#{{2,4}}) {re.escape(title)}$",
                                               rf"\1 {title}, retitled", text, flags=re.M))
-    assert lesson_hash(tree, module) == before
+    assert hashes.content_hash(tree / module, tree) == before  # a comment runs nothing new
     changed = [module, *(page for page in pages
                          if (tree / page).read_bytes() != (ROOT / page).read_bytes())]
     assert problems(tree) == [f"{notebook_output(lesson).path}: stale, "

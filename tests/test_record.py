@@ -4,7 +4,6 @@ import os
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import nbformat
 import numpy as np
@@ -35,7 +34,7 @@ def check(root):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A copy of the checkout, recorded afresh by its own record.py: (root, the run)."""
+    """A copy of the checkout recorded afresh by its own record.py: (root, the run)."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
     done = run(RECORD, "--all", cwd=root)  # whether or not the committed files are current
     assert done.returncode == 0, done.stderr[-3000:]
@@ -189,14 +188,6 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
 
 # --- what a pull request commits (issue 37) ---------------------------------------------
 
-MECHANISM = f"lesson_code/figures/{LESSON_ID}-mechanism.json"
-
-
-def stale_mechanism(tree):
-    """A caption edit: the mechanism figure's four drawings are stale, nothing else."""
-    edit(tree / MECHANISM, lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
-
-
 @pytest.mark.parametrize("link, target", [("figures", "outside-figures"),
                                           (".run.lock", "outside-file")])
 def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, tmp_path,
@@ -210,7 +201,8 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     before = {path: path.read_bytes() for path in
               ([outside] if outside.is_file() else sorted(outside.iterdir()))}
     (tree / link).symlink_to(outside)
-    stale_mechanism(tree)
+    edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",  # to draw
+         lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
     done = run(RECORD, "--render-only", cwd=tree)
     assert done.returncode == 1
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
@@ -238,7 +230,7 @@ def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
         f"statements outside its sections; nothing was written")
 
 
-# runs that cannot collide, and what a lesson may print ------------------------------------
+# --- runs that cannot collide, and what a lesson may print ------------------------------
 
 HOLD_THE_LOCK = """
 import sys, time
@@ -248,19 +240,6 @@ with exclusive_run("python scripts/record.py", Path(sys.argv[1])):
     print("held", flush=True)
     time.sleep(120)
 """
-
-
-@contextmanager
-def lock_held(root):
-    """A process holding the run lock of the checkout at `root`, as a run does; its pid."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root)], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        yield holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypatch, capsys):
@@ -275,14 +254,20 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypat
     staged.write_text("{}")  # the other run's, mid-way
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
     before = snapshot(root)  # the other run's staged file among them
-    with lock_held(root) as pid:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
         assert record.main(["--render-only"]) == 1
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
+        holder.kill()  # SIGKILL: no clean-up ran, and the kernel still releases the lock
+        holder.wait()
         with exclusive_run("python scripts/record.py", root):
             assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
+    finally:
+        holder.kill()
+        holder.wait()
     assert capsys.readouterr().err == (
-        f"error: another run, pid {pid}, is writing this checkout's recordings and figures; "
+        f"error: another run, pid {holder.pid}, is writing this checkout's recordings and figures; "
         f"wait for it to end, or stop it, then run `python scripts/record.py --render-only` "
         f"again\n")
     assert changed(before, root) == []
