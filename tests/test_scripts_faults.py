@@ -53,17 +53,6 @@ def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
     assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
 
 
-def test_the_check_with_a_corrupt_schema_is_one_line_naming_it(tmp_path):
-    # The registry's ids follow the schema's lessonId pattern, so the registry, read
-    # before anything else, is what stops first: one line, the schema's fix.
-    root = project(tmp_path / "repo", PARTS)
-    (root / "recordings" / "schema.json").write_text("{not json")
-    done = run(RECORD, "--check", cwd=root, timeout=120)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == ("error: recordings/schema.json: its header has no readable "
-                           "lessonId pattern; run `git checkout -- recordings/schema.json`\n")
-
-
 # --- bench.py ---------------------------------------------------------------------------
 
 @pytest.fixture(autouse=True)
@@ -166,17 +155,21 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
               "lesson_code/CONTRACT.md requires it")
 
 
-@pytest.mark.parametrize("variant, text, said", [
-    ("sweep", "[1]", "expected a JSON object; run `make bench`"),
-    ("cpu", "{not json", "not valid JSON (Expecting property name enclosed in double quotes: "
-                         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`"),
+@pytest.mark.parametrize("path, text, command, status, said", [
+    # The registry's ids follow the schema's lessonId pattern: the registry stops first.
+    ("recordings/schema.json", "{not json", "--check", 2, "its header has no readable "
+     "lessonId pattern; run `git checkout -- recordings/schema.json`"),
+    (recording_name(SEED, "sweep"), "[1]", "--render-only", 1,
+     "expected a JSON object; run `make bench`"),
+    (recording_name(SEED), "{not json", "--render-only", 1, "not valid JSON (Expecting property "
+     f"name enclosed in double quotes: line 1 column 2 (char 1)); run `{lesson_command(SEED)}`"),
 ])
-def test_render_only_on_a_corrupt_recording_is_one_line_naming_its_fix(tmp_path, variant, text,
-                                                                       said):
+def test_a_corrupt_file_is_one_line_naming_its_fix_and_touches_nothing(tmp_path, path, text,
+                                                                       command, status, said):
     root = project(tmp_path / "repo", PARTS)
-    (root / recording_name(SEED, variant)).write_text(text)
+    (root / path).write_text(text)
     with unchanged(root):
-        done = run(RECORD, "--render-only", cwd=root, timeout=120)
-    assert done.returncode == 1
-    assert f"record: analysing and drawing the figures of {SEED.id}\n" in done.stderr
-    assert one_error(done.stderr) == f"error: {recording_name(SEED, variant)}: {said}"
+        done = run(RECORD, command, cwd=root, timeout=120)
+    assert (done.returncode, done.stdout) == (status, "")
+    assert one_error(done.stderr) == f"error: {path}: {said}"
+    assert command != "--check" or done.stderr.count("\n") == 1  # nothing before it
