@@ -39,6 +39,7 @@ from scripts.store.staging import StagingError
 # The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
 ID = SEED.id
 lesson_cli = importlib.import_module(f"{SEED.module}_cli")  # its program's command line
+KEPT = "every earlier file is as it was"
 
 
 @pytest.fixture(scope="module")
@@ -60,56 +61,45 @@ def stale_mechanism(tree):
 
 # --- SIGTERM, SIGHUP, nohup and a closed pipe: the one handler, in-process ---------------
 
-@pytest.mark.parametrize("signum, nohup", [(signal.SIGINT, False), (signal.SIGTERM, False),
-                                           (signal.SIGHUP, False), (signal.SIGHUP, True)],
-                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGHUP under nohup"])
-def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(signum, nohup, capsys):
-    """128 + the signal (130, 143, 129) once every `finally` ran, through a second Ctrl-C
-    during that clean-up; under nohup the command outlives the terminal."""
+@pytest.mark.parametrize("program", ["a command", "the lesson program"])
+@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
+                                         ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
+def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(program, how, status,
+                                                                monkeypatch, capsys):
+    """128 + the signal, as a shell reports it, once every `finally` ran (a command's through
+    a second signal during that clean-up), also where a library swallowed the
+    KeyboardInterrupt and went on; under nohup the command outlives the terminal. The
+    lesson program has a handler of its own (it imports nothing of scripts/)."""
+    name, nohup = how.split()[-1], how.startswith("nohup")
     if nohup:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     cleaned = []
 
-    def body(argv):
+    def body(*_):
         try:
-            os.kill(os.getpid(), signum)
-            time.sleep(0.05 if nohup else 10)  # the handler raises here
+            try:
+                os.kill(os.getpid(), getattr(signal, name))
+                time.sleep(0.05 if nohup else 10)  # the handler raises here
+            except KeyboardInterrupt:
+                if not how.startswith("swallowed"):
+                    raise
         finally:
-            os.kill(os.getpid(), signal.SIGINT if not nohup else signal.SIGHUP)
-            time.sleep(0.05)
-            cleaned.append(argv)
-
-    assert cli.command(body)(["x"]) == (0 if nohup else 128 + signum)
-    assert cleaned == [["x"]]
-    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {signum.name}; "
-                                                         f"every earlier file is as it was\n")
-
-
-@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
-                                         ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
-def test_the_lesson_program_ends_as_a_shell_expects(how, status, monkeypatch, capsys):
-    """The lesson's own command line (it imports nothing of scripts/): one line and 128 +
-    the signal, even where a library swallowed its KeyboardInterrupt and went on to PASS;
-    under nohup SIGHUP is ignored. (A closed stdout: the closed-pipe table below.)"""
-    name = how.split()[-1]
-    if how.startswith("nohup"):
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
-    def run_program(args):
-        print("Devices: 2 × cpu")
-        try:
-            os.kill(os.getpid(), getattr(signal, name))
-            time.sleep(0.05)
-        except KeyboardInterrupt:
-            if not how.startswith("swallowed"):
-                raise
+            if program == "a command":  # an impatient second one, during the clean-up
+                os.kill(os.getpid(), signal.SIGHUP if nohup else signal.SIGINT)
+                time.sleep(0.05)
+            cleaned.append(True)
         print(f"PASS: {ID}")
         return 0
 
-    monkeypatch.setattr(lesson_cli, "run_program", run_program)
-    assert lesson_cli.main(["--devices", "2"]) == status
-    assert capsys.readouterr().err == ("" if status == 0 else f"error: interrupted by {name}; "
-                                                               f"the lesson did not finish\n")
+    if program == "a command":
+        assert cli.command(body)(["x"]) == status
+    else:
+        monkeypatch.setattr(lesson_cli, "run_program", body)
+        assert lesson_cli.main(["--devices", "2"]) == status
+    assert cleaned == [True]
+    outcome = KEPT if program == "a command" else "the lesson did not finish"
+    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; "
+                                                        f"{outcome}\n")
 
 
 # --- Ctrl-C in each phase of each command, in a subprocess -------------------------------
@@ -137,7 +127,6 @@ from scripts import cli, record
 sys.argv[1:] = argv
 sys.exit(cli.run(record.main))
 """
-KEPT = "every earlier file is as it was"
 
 
 @dataclass
