@@ -401,35 +401,13 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
 
 # --- the lock file, and a reader that goes away ------------------------------------------
 
-@pytest.mark.parametrize("make, words", [
-    (lambda path: path.mkdir(), "it is a directory; remove it"),
-    (lambda path: path.symlink_to(path.parent.parent / "outside"),
-     "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
-])
-def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
-        tmp_path, make, words):
-    from scripts.plumbing.run_lock import RunLocked, exclusive_run
-
-    root = tmp_path / "checkout"
-    root.mkdir()
-    outside = tmp_path / "outside"
-    outside.write_text("someone's file\n")
-    make(root / ".run.lock")
-    with pytest.raises(RunLocked) as refused:
-        with exclusive_run("python scripts/record.py", root):
-            pytest.fail("the lock was taken")
-    assert str(refused.value) == (".run.lock, the lock that keeps two runs of this checkout "
-                                  f"apart, cannot be opened: {words}")
-    assert outside.read_text() == "someone's file\n"  # was truncated and overwritten
-
-
-# The lock taken by another user: imports first (as root, this Python lives where another
-# user cannot read), then that user's ids, then the lock of a checkout it cannot write.
-AS_ANOTHER_USER = """
+# The lock as a user meets it: imports first (as root, this Python lives where another
+# user cannot read), then, for another user's, that user's ids.
+AS_A_USER = """
 import os, sys
 from pathlib import Path
 from scripts.plumbing.run_lock import RunLocked, exclusive_run
-if os.geteuid() == 0:
+if sys.argv[2] == "another" and os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # nobody
 try:
@@ -440,20 +418,33 @@ except RunLocked as error:
 """
 
 
-def test_another_user_s_or_a_read_only_checkout_s_lock_is_one_line(tmp_path):
+@pytest.mark.parametrize("lock, words", [
+    ("a directory", "it is a directory; remove it"),
+    ("a link", "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
+    ("another user's", "Permission denied; run `python scripts/record.py` in a checkout this "
+                       "user can write, or remove a .run.lock that another user left"),
+])
+def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
+        tmp_path, lock, words):
     root = tmp_path / "checkout"
     root.mkdir()
-    (root / ".run.lock").write_text("")
-    (root / ".run.lock").chmod(0o444)  # for a run that is not root: its own, read-only
-    root.chmod(0o555)
+    outside = tmp_path / "outside"
+    outside.write_text("someone's file\n")  # what a lock through a link would truncate
+    if lock == "a directory":
+        (root / ".run.lock").mkdir()
+    elif lock == "a link":
+        (root / ".run.lock").symlink_to(outside)
+    else:
+        (root / ".run.lock").write_text("")
+        (root / ".run.lock").chmod(0o444)  # for a run that is not root: its own, read-only
+        root.chmod(0o555)
     try:
-        done = run("-c", AS_ANOTHER_USER, root, timeout=60)
+        done = run("-c", AS_A_USER, root, lock.split()[0], timeout=60)
     finally:
         root.chmod(0o755)
-    assert done.stderr == "" and done.stdout == (
-        ".run.lock, the lock that keeps two runs of this checkout apart, cannot be opened: "
-        "Permission denied; run `python scripts/record.py` in a checkout this user can "
-        "write, or remove a .run.lock that another user left\n")
+    assert (done.stderr, done.stdout) == ("", ".run.lock, the lock that keeps two runs of this "
+                                              f"checkout apart, cannot be opened: {words}\n")
+    assert outside.read_text() == "someone's file\n"
 
 
 # Each command with its stdout a pipe whose reader is gone (`| head -1`): 141, as SIGPIPE
