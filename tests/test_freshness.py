@@ -238,18 +238,19 @@ def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(
     assert digest_of("\n".join(changed)) != digest_of(source)
 
 
-@pytest.mark.parametrize("content, words", [(b"def broken(:\n", "not valid Python (line 1"),
-                                            (b"x = '\xff\xfe'\n", "not UTF-8"),
-                                            (b"x = 1\x00\n", "not valid Python")])
-def test_an_unreadable_module_in_an_import_closure_is_one_line(tmp_path, content, words):
-    from scripts.store.hashes import ClosureError, import_closure
+@pytest.mark.parametrize("content, said", [
+    (b"def broken(:\n", "not valid Python (line 1: invalid syntax); fix that file"),
+    (b"x = '\xff\xfe'\n", "not UTF-8 (byte 5); save it as UTF-8"),
+    (b"x = 1\x00\n", "not valid Python; fix that file")])
+def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, monkeypatch,
+                                                          capsys):
+    """One line and exit 1 (record.main in-process, on the copy's registry)."""
+    from scripts import record
 
-    (tmp_path / "lesson_code").mkdir()
-    (tmp_path / "lesson_code" / "lesson.py").write_text("import lesson_code.helper\n")
-    (tmp_path / "lesson_code" / "helper.py").write_bytes(content)
-    with pytest.raises(ClosureError) as refused:
-        import_closure(tmp_path / "lesson_code" / "lesson.py", tmp_path)
-    assert str(refused.value).startswith("lesson_code/helper.py: " + words)
+    (tree / "lesson_code" / "ring.py").write_bytes(content)  # the simulation's module
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
+    assert record.main(["--check"]) == 1
+    assert capsys.readouterr().err == f"error: lesson_code/ring.py: {said}\n"
 
 
 # --- one broken tree, checked once -----------------------------------------------------
@@ -387,14 +388,6 @@ def test_the_command_prints_those_lines_in_an_ascii_locale_without_jax(broken):
     done = run("-c", CHECK, cwd=root, env=ASCII)
     assert (done.returncode, done.stderr, done.stdout) == (1, "", "".join(
         f"{line}\n" for line in lines))
-
-
-@pytest.mark.slow
-def test_check_names_a_closure_module_that_is_not_python(tree):
-    (tree / "lesson_code" / "ring.py").write_bytes(b"def broken(:\n")
-    done = run("-c", CHECK, cwd=tree, env=ASCII)
-    assert (done.returncode, done.stderr) == (1, "error: lesson_code/ring.py: not valid Python "
-                                                 "(line 1: invalid syntax); fix that file\n")
 
 
 @pytest.mark.parametrize("text, words", [
