@@ -4,7 +4,7 @@ earlier file as it was, no staged `.tmp` file, no process and no scratch folder 
 The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
 steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through the one
 handler of scripts/cli.py and the lesson program's own; a closed pipe once per command.
-Then SIGKILL and what the next run removes, refused requests, write errors, broken inputs.
+Then SIGKILL and what the next run removes, refused requests, a failed move, broken inputs.
 """
 import errno
 import importlib
@@ -59,7 +59,7 @@ def stale_mechanism(tree):
     data.write_text(data.read_text().replace('"title": "', '"title": "Edited: ', 1))
 
 
-# --- SIGTERM, SIGHUP, nohup and a closed pipe: the one handler, in-process ---------------
+# --- SIGINT, SIGTERM, SIGHUP and nohup: the one handler, in-process -----------------------
 
 @pytest.mark.parametrize("program", ["a command", "the lesson program"])
 @pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
