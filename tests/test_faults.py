@@ -2,11 +2,11 @@
 earlier file as it was, no staged `.tmp` file, no process and no scratch folder left.
 
 The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
-steps, with its fake gcloud, are in tests/test_tpu_job.py); SIGTERM, SIGHUP, nohup and a
-closed pipe in-process, through the one handler every command shares (scripts/cli.py)
-and the lesson program's own; a closed pipe once per command. Then SIGKILL and what the
-next run removes, refused requests, write errors and broken inputs.
+steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through the one
+handler of scripts/cli.py and the lesson program's own; a closed pipe once per command.
+Then SIGKILL and what the next run removes, refused requests, a failed move, broken inputs.
 """
+import errno
 import importlib
 import json
 import os
@@ -20,22 +20,26 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
+from unittest import mock
 
 import psutil
 import pytest
 
 from conftest import LESSONS, SEED
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
-                     hanging_ranks, leftover_temp_files, one_error, project, run, scratch_of,
+                     hanging_ranks, leftover_temp_files, one_error, project, run,
                      snapshot, still_running, unchanged)
 from scripts import cli, record
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
+from scripts.store.freshness import check
+from scripts.store.lessons import load_lessons
+from scripts.store.staging import StagingError
 
-# The seed lesson: its run is long enough to be interrupted while its cells run, and its
-# rank module is the one a hanging rank replaces.
+# The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
 ID = SEED.id
 lesson_cli = importlib.import_module(f"{SEED.module}_cli")  # its program's command line
+KEPT = "every earlier file is as it was"
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +47,10 @@ def pristine(tmp_path_factory):
     return project(tmp_path_factory.mktemp("faults") / "repo")
 
 
-def private_copy(pristine, tmp_path):
-    """A copy of the module's pristine project, for one test to break."""
-    return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
-
-
 @pytest.fixture
 def tree(pristine, tmp_path):
-    return private_copy(pristine, tmp_path)
+    """A copy of the module's pristine project, for one test to break."""
+    return shutil.copytree(pristine, tmp_path.resolve() / "repo", symlinks=True)
 
 
 def stale_mechanism(tree):
@@ -59,86 +59,47 @@ def stale_mechanism(tree):
     data.write_text(data.read_text().replace('"title": "', '"title": "Edited: ', 1))
 
 
-# --- SIGTERM, SIGHUP, nohup and a closed pipe: the one handler, in-process ---------------
+# --- SIGINT, SIGTERM, SIGHUP and nohup: the one handler, in-process -----------------------
 
-@pytest.mark.parametrize("signum, nohup", [(signal.SIGINT, False), (signal.SIGTERM, False),
-                                           (signal.SIGHUP, False), (signal.SIGHUP, True)],
-                         ids=["SIGINT", "SIGTERM", "SIGHUP", "SIGHUP under nohup"])
-def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(signum, nohup, capsys):
-    """128 + the signal, as a shell reports it (130, 143, 129), once every `finally` on
-    the way out ran, an impatient second Ctrl-C during that clean-up included. Under
-    nohup (SIGHUP ignored when it starts) the command outlives the terminal."""
+@pytest.mark.parametrize("program", ["a command", "the lesson program"])
+@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
+                                         ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
+def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(program, how, status,
+                                                                monkeypatch, capsys):
+    """128 + the signal, as a shell reports it, once every `finally` ran (a command's through
+    a second signal during that clean-up), also where a library swallowed the
+    KeyboardInterrupt and went on; under nohup the command outlives the terminal. The
+    lesson program has a handler of its own (it imports nothing of scripts/)."""
+    name, nohup = how.split()[-1], how.startswith("nohup")
     if nohup:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
     cleaned = []
 
-    def body(argv):
+    def body(*_):
         try:
-            os.kill(os.getpid(), signum)
-            time.sleep(0.05 if nohup else 10)  # the handler raises here
+            try:
+                os.kill(os.getpid(), getattr(signal, name))
+                time.sleep(0.05 if nohup else 10)  # the handler raises here
+            except KeyboardInterrupt:
+                if not how.startswith("swallowed"):
+                    raise
         finally:
-            os.kill(os.getpid(), signal.SIGINT if not nohup else signal.SIGHUP)
-            time.sleep(0.05)
-            cleaned.append(argv)
-
-    assert cli.command(body)(["x"]) == (0 if nohup else 128 + signum)
-    assert cleaned == [["x"]]
-    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {signum.name}; "
-                                                         f"every earlier file is as it was\n")
-
-
-@pytest.mark.parametrize("stream, status", [("stdout", 141), ("stderr", 0)])
-def test_a_reader_that_went_away_ends_the_output_not_the_run(stream, status, monkeypatch):
-    """`| head -1`: with stdout gone the command ends as SIGPIPE would end it, 141, with
-    no traceback; with only stderr gone (`2>&1 | head -1`) it finishes as it would."""
-    monkeypatch.setattr(sys, "stderr", sys.stderr)  # cli.run wraps it; this puts it back
-    closed = open(closed_pipe(), "w")
-    monkeypatch.setattr(sys, stream, closed)
-    finished = []
-
-    def main():
-        cli.progress("record", "a progress line")
-        print("a result")
-        finished.append(True)
-        return 0
-
-    try:
-        assert cli.run(main) == status
-    finally:
-        closed.close()
-    assert finished == [True]
-
-
-@pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
-                                         ("swallowed", 130), ("nohup", 0), ("closed", 141)])
-def test_the_lesson_program_ends_as_a_shell_expects(how, status, monkeypatch, capsys):
-    """The lesson's own command line (lesson_code imports nothing of scripts/): a signal
-    is one line and 128 + it, even where a library swallowed its KeyboardInterrupt and
-    carried on to PASS; under nohup SIGHUP is ignored; a closed stdout is 141, silently."""
-    if how == "nohup":
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    if how == "closed":
-        monkeypatch.setattr(sys, "stdout", open(closed_pipe(), "w"))
-
-    def run_program(args):
-        print("Devices: 2 × cpu")
-        try:
-            if how != "closed":
-                os.kill(os.getpid(), getattr(signal, how, signal.SIGINT) if how != "nohup"
-                        else signal.SIGHUP)
+            if program == "a command":  # an impatient second one, during the clean-up
+                os.kill(os.getpid(), signal.SIGHUP if nohup else signal.SIGINT)
                 time.sleep(0.05)
-        except KeyboardInterrupt:
-            if how != "swallowed":
-                raise
+            cleaned.append(True)
         print(f"PASS: {ID}")
         return 0
 
-    monkeypatch.setattr(lesson_cli, "run_program", run_program)
-    assert lesson_cli.main(["--devices", "2"]) == status
-    name = "SIGINT" if how == "swallowed" else how
-    assert capsys.readouterr().err == ("" if status in (0, 141) else
-                                       f"error: interrupted by {name}; the lesson did not "
-                                       f"finish\n")
+    if program == "a command":
+        assert cli.command(body)(["x"]) == status
+    else:
+        monkeypatch.setattr(lesson_cli, "run_program", body)
+        assert lesson_cli.main(["--devices", "2"]) == status
+    assert cleaned == [True]
+    outcome = KEPT if program == "a command" else "the lesson did not finish"
+    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; "
+                                                        f"{outcome}\n")
 
 
 # --- Ctrl-C in each phase of each command, in a subprocess -------------------------------
@@ -166,13 +127,11 @@ from scripts import cli, record
 sys.argv[1:] = argv
 sys.exit(cli.run(record.main))
 """
-KEPT = "every earlier file is as it was"
 
 
 @dataclass
 class Phase:
-    """A command to start in a copy of the project, and how a test knows it has reached
-    the phase the Ctrl-C is for."""
+    """A command to start in a copy, and how to know it reached the phase for the Ctrl-C."""
     argv: tuple
     reach: Callable
     line: str = KEPT  # what the one error line says is left
@@ -211,8 +170,7 @@ def printed_pass(expected):
 
 
 def hanging_exercise(tree):
-    """The seed's first exercise, filled with a learner's endless loop that has started a
-    process outside its group; the Phase of the checker running it."""
+    """The checker running a learner's endless loop that started a process outside its group."""
     from test_exercises import SCAFFOLDS, fill
 
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
@@ -251,8 +209,7 @@ def importing_jax(command):
     command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in process.memory_maps()))
 
 
-# Each command's phases. The lesson program's and exercises.py's run in the copy too, so
-# that one check holds for all: the files record.py and bench.py write are as they were.
+# Each command's phases, all run in the copy: the files record.py writes are as they were.
 PHASES = {
     "record.py planning": lambda tree: record_phase(tree, pause=("scripts.plan:make_plan", 1)),
     "record.py kernel starting": lambda tree: record_phase(
@@ -285,9 +242,8 @@ PHASES = {
 
 @pytest.mark.parametrize("phase", PHASES)
 def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(phase, tree):
-    """130 and one line; what it had started, its scratch folders (the kernel's files, the
-    ranks') and its staged files gone; every file as it was, or, in the commit, every new
-    one in place."""
+    """130 and one line; what it started, its scratch folders and staged files gone; every
+    file as it was, or, in the commit, every new one in place."""
     if phase == "record.py commit":
         stale_mechanism(tree)  # something to draw
     started = PHASES[phase](tree)
@@ -307,25 +263,27 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
     assert list(temp.iterdir()) == []
     assert leftover_temp_files(tree) == []
     if started.written:
-        assert run(RECORD, "--check", cwd=tree).stdout == ""
+        assert check(load_lessons(tree), tree) == []
     else:
         assert changed(before, tree) == []
     started.check(command, lines)
 
 
 @pytest.mark.parametrize("killed", ["the kernel", "the ranks"])
-def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(tree, killed):
-    """No clean-up of its own can run: its kernel or ranks die with it (PR_SET_PDEATHSIG),
-    and its scratch folder (the kernel's connection file holds its key) is the next run's
-    to remove, as it starts."""
+def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(tree, killed,
+                                                                               monkeypatch):
+    """No clean-up of its own runs: its kernel or ranks die with it (PR_SET_PDEATHSIG); its
+    scratch folder (the kernel's connection file holds its key) the next run removes."""
     ranks = killed == "the ranks"
-    env = hanging_ranks(tree, SEED) if ranks else {}
+    temp = tree.parent / "tmp"  # its own: a run in another test would remove what it left
+    temp.mkdir()
+    env = {"TMPDIR": str(temp), **(hanging_ranks(tree, SEED) if ranks else {})}
     with unchanged(tree), Started(RECORD, *(("--processes", "4") if ranks else ()), "--all",
                                   cwd=tree, env=env) as command:
         children = command.wait_for_children(
             "lesson_code.hanging_rank" if ranks else "ipykernel_launcher", 4 if ranks else 1)
         time.sleep(1.0)
-        left, argv = scratch_of(command.pid), children[0].cmdline()
+        left, argv = sorted(temp.glob(f"*-{command.pid}-*")), children[0].cmdline()
         command.signal(signal.SIGKILL)
         assert command.finish()[0] == -signal.SIGKILL
     assert still_running(children) == []
@@ -333,9 +291,10 @@ def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(t
         connection = Path(argv[argv.index("-f") + 1])
         assert connection.name == "kernel.json" and connection.parent in left
     assert left and all(folder.exists() for folder in left)
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     remove_abandoned("record")  # what the next record.py does first
     remove_abandoned("ranks")  # and the next multi-process run
-    assert scratch_of(command.pid) == []
+    assert list(temp.glob(f"*-{command.pid}-*")) == []
 
 
 # --- what the next run removes ------------------------------------------------------------
@@ -348,9 +307,8 @@ def sleeper(**env):
 
 def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_path,
                                                                            monkeypatch):
-    """Scratch folders and processes carrying the mark of a run that is gone (what a
-    SIGKILLed record.py leaves, under mpirun too) go as the next run starts, whichever
-    kind it is; a live run's, and a stranger's (no mark), stay."""
+    """Scratch folders and processes marked by a run that is gone (a SIGKILLed record.py,
+    under mpirun too) go as the next run of any kind starts; a live run's, a stranger's stay."""
     gone, mine = ended_pid(), os.getpid()
     for name in (f"ranks-{gone}-abc123", f"record-{gone}-abc123", f"ranks-{mine}-def456"):
         (tmp_path / name).mkdir()
@@ -371,7 +329,17 @@ def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_
             process.wait()
 
 
-def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_run(tree):
+def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_to_mend(
+        tree, monkeypatch):
+    """--check names the lock; --render-only (in-process, each drawing a stub: what is drawn
+    is tests/test_figures.py's) remakes every file it locked, and removes the staged files,
+    which git ignores. (Each breakage --check names: tests/test_freshness.py's broken tree.)"""
+    from scripts.figures import FigureKind
+
+    lock = tree / "recordings" / "outputs.lock.json"
+    lock.write_bytes(lock.read_bytes()[:300])
+    unreadable = "recordings/outputs.lock.json: unreadable"
+    assert any(unreadable in line for line in check(load_lessons(tree), tree))
     gone = ended_pid()  # the name says whose file it is; that run is gone
     strays = [tree / "recordings" / f".{ID}.cpu.json.{gone}.abc123.tmp",
               tree / "recordings" / "analysis" / f".{ID}.cpu.json.{gone}.q9r8.tmp",
@@ -386,8 +354,11 @@ def test_staged_files_a_sigkill_left_are_ignored_by_git_and_removed_by_the_next_
     assert ignored.stdout.split() == names
     for stray in strays:
         stray.write_text("half")
-    assert run(RECORD, "--render-only", cwd=tree).returncode == 0
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
+    monkeypatch.setattr(FigureKind, "render", lambda self, data, *_: "<svg>new</svg>\n")
+    assert record.main(["--render-only"]) == 0
     assert leftover_temp_files(tree) == []
+    assert not any(unreadable in line for line in check(load_lessons(tree), tree))
 
 
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
@@ -406,9 +377,8 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
 
 
 def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_path):
-    """Python discards an exception raised inside a garbage-collection callback, so the
-    run goes on to its commit; the commit raises the signal again and moves nothing, and
-    says so (a test once saw "after every new file was in place" with nothing moved)."""
+    """Python discards an exception raised in a garbage-collection callback, so the run goes
+    on to its commit, which raises the signal again, moves nothing, and says so."""
     from scripts.store.staging import Staging
 
     interrupts.stop_on_signals()  # conftest puts the handlers back
@@ -431,35 +401,13 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
 
 # --- the lock file, and a reader that goes away ------------------------------------------
 
-@pytest.mark.parametrize("make, words", [
-    (lambda path: path.mkdir(), "it is a directory; remove it"),
-    (lambda path: path.symlink_to(path.parent.parent / "outside"),
-     "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
-])
-def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
-        tmp_path, make, words):
-    from scripts.plumbing.run_lock import RunLocked, exclusive_run
-
-    root = tmp_path / "checkout"
-    root.mkdir()
-    outside = tmp_path / "outside"
-    outside.write_text("someone's file\n")
-    make(root / ".run.lock")
-    with pytest.raises(RunLocked) as refused:
-        with exclusive_run("python scripts/record.py", root):
-            pytest.fail("the lock was taken")
-    assert str(refused.value) == (".run.lock, the lock that keeps two runs of this checkout "
-                                  f"apart, cannot be opened: {words}")
-    assert outside.read_text() == "someone's file\n"  # was truncated and overwritten
-
-
-# The lock taken by another user: imports first (as root, this Python lives where another
-# user cannot read), then that user's ids, then the lock of a checkout it cannot write.
-AS_ANOTHER_USER = """
+# The lock as a user meets it: imports first (as root, this Python lives where another
+# user cannot read), then, for another user's, that user's ids.
+AS_A_USER = """
 import os, sys
 from pathlib import Path
 from scripts.plumbing.run_lock import RunLocked, exclusive_run
-if os.geteuid() == 0:
+if sys.argv[2] == "another" and os.geteuid() == 0:
     os.setgid(65534)
     os.setuid(65534)  # nobody
 try:
@@ -470,26 +418,37 @@ except RunLocked as error:
 """
 
 
-def test_another_user_s_or_a_read_only_checkout_s_lock_is_one_line(tmp_path):
+@pytest.mark.parametrize("lock, words", [
+    ("a directory", "it is a directory; remove it"),
+    ("a link", "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
+    ("another user's", "Permission denied; run `python scripts/record.py` in a checkout this "
+                       "user can write, or remove a .run.lock that another user left"),
+])
+def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
+        tmp_path, lock, words):
     root = tmp_path / "checkout"
     root.mkdir()
-    (root / ".run.lock").write_text("")
-    (root / ".run.lock").chmod(0o444)  # for a run that is not root: its own, read-only
-    root.chmod(0o555)
+    outside = tmp_path / "outside"
+    outside.write_text("someone's file\n")  # what a lock through a link would truncate
+    if lock == "a directory":
+        (root / ".run.lock").mkdir()
+    elif lock == "a link":
+        (root / ".run.lock").symlink_to(outside)
+    else:
+        (root / ".run.lock").write_text("")
+        (root / ".run.lock").chmod(0o444)  # for a run that is not root: its own, read-only
+        root.chmod(0o555)
     try:
-        done = run("-c", AS_ANOTHER_USER, root, timeout=60)
+        done = run("-c", AS_A_USER, root, lock.split()[0], timeout=60)
     finally:
         root.chmod(0o755)
-    assert done.stderr == "" and done.stdout == (
-        ".run.lock, the lock that keeps two runs of this checkout apart, cannot be opened: "
-        "Permission denied; run `python scripts/record.py` in a checkout this user can "
-        "write, or remove a .run.lock that another user left\n")
+    assert (done.stderr, done.stdout) == ("", ".run.lock, the lock that keeps two runs of this "
+                                              f"checkout apart, cannot be opened: {words}\n")
+    assert outside.read_text() == "someone's file\n"
 
 
-# Each command once, its stdout a pipe whose reader is gone: `... | head -1` once head has
-# its line. The command ends as SIGPIPE would end it, 141, and says nothing. With stderr
-# gone too (`record.py --render-only 2>&1 | head -1`) the progress lines go nowhere, and
-# the run finishes and exits as it would have.
+# Each command with its stdout a pipe whose reader is gone (`| head -1`): 141, as SIGPIPE
+# would end it, silently. With stderr gone too (`2>&1 | head -1`) the run finishes as it would.
 CLOSED_PIPE = {
     "record.py --check": ((RECORD, "--check"), 141),
     "record.py --render-only 2>&1": ((RECORD, "--render-only"), 0),
@@ -513,19 +472,19 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
         os.close(write)
     assert (done.returncode, done.stderr or "") == (status, "")
     if both:
-        assert run(RECORD, "--check", cwd=tree).stdout == ""  # every figure drawn
+        assert check(load_lessons(tree), tree) == []  # every figure drawn
 
 
 # --- arguments refused before anything runs ----------------------------------------------
 
 @pytest.mark.parametrize("args, message", [
-    (["--processes", "0"], "--processes 0 cannot be recorded (a multi-process run needs 2"),
     (["--processes", "1"], "--processes 1 cannot be recorded (a multi-process run needs 2"),
     (["--processes", "-4"], "--processes -4 cannot be recorded"),
     (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
     (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
+    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB "
+                           "free"),
     (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
-    (["--processes", "four"], "argument --processes: invalid int value: 'four'"),
     (["--processes"], "argument --processes: expected one argument"),
     (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
     (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
@@ -544,7 +503,7 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
 ])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
-    monkeypatch.setattr(record, "available_memory", lambda: 2**40)
+    monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
     with pytest.raises((SystemExit, cli.UsageError)) as refused:
         record.refuse_what_cannot_work(record.parse_args(args), LESSONS)
     error = refused.value
@@ -554,67 +513,16 @@ def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypat
     assert "`python " in line
 
 
-def test_more_ranks_than_free_memory_holds_are_refused(monkeypatch):
-    monkeypatch.setattr(record, "available_memory", lambda: 2**30)  # 1 GiB free
-    with pytest.raises(cli.UsageError, match=r"--processes 8 needs about 2\.3 GiB and this "
-                       r"machine has 1\.0 GiB free"):
-        record.refuse_what_cannot_work(record.parse_args(["--processes", "8"]), LESSONS)
-
-
 def test_a_refused_request_exits_2_in_one_line_and_touches_nothing(tmp_path):
     root = project(tmp_path / "repo", ("scripts", "lesson_code", "recordings"))
     with unchanged(root):
         refused = run(RECORD, "--processes", "3", cwd=root, timeout=120)
     assert refused.returncode == 2
     assert refused.stderr.startswith("error: --processes 3 cannot be recorded")
-    assert refused.stderr.count("\n") == 1  # no "record: ..." progress: nothing was tried
+    assert refused.stderr.count("\n") == 1  # no progress line: nothing was tried
 
 
-# --- write errors: a full disk, a read-only folder, a failed move --------------------------
-
-# record.py in the copy, with one of the file system calls it makes broken first.
-BROKEN_RECORD = """
-import errno, os, sys, tempfile
-{patch}
-from scripts import record
-sys.exit(record.main({args!r}))
-"""
-FULL_DISK = """
-real_fdopen = os.fdopen
-class Full:  # writes the first bytes, then the disk is full: a truncated file
-    def __init__(self, out): self.out = out
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.out.close()
-    def write(self, data):
-        self.out.write(data[:10]); self.out.flush()
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-os.fdopen = lambda fd, mode: Full(real_fdopen(fd, mode))
-"""
-LOCK_MOVE_FAILS = """
-real_replace = os.replace
-def replace(source, target):
-    if str(target).endswith("outputs.lock.json"):  # after the figures were moved
-        raise OSError(errno.EIO, os.strerror(errno.EIO))
-    return real_replace(source, target)
-os.replace = replace
-"""
-
-
-@pytest.mark.parametrize("patch, message", [
-    (FULL_DISK, f"error: figures/{ID}.svg: cannot be written (No space left on device); "
-                f"nothing was changed"),
-    (LOCK_MOVE_FAILS, "error: recordings/outputs.lock.json: cannot be moved into place "
-                      "(Input/output error); every file is as it was"),
-])
-def test_a_write_error_is_one_line_and_changes_nothing(tree, patch, message):
-    figure = tree / "figures" / f"{ID}.svg"
-    figure.write_text(figure.read_text().replace("</svg>", "<!-- hand edit -->\n</svg>"))
-    with unchanged(tree):  # the figure moved before the lock failed is put back
-        done = run("-c", BROKEN_RECORD.format(patch=patch, args=("--render-only",)), cwd=tree,
-                   timeout=120)
-    assert done.returncode == 1
-    assert one_error(done.stderr) == message
-
+# --- a move that fails ----------------------------------------------------------------
 
 def replayed_sweep(committed):
     """bench.py's measure, answering with the committed sweep's rows: no JAX, no timing."""
@@ -628,49 +536,46 @@ def replayed_sweep(committed):
     return measure
 
 
-def test_bench_moves_recording_figures_and_lock_together_or_not_at_all(tree, monkeypatch):
-    """The lock moves last: when it cannot, the recording and figures moved before it are
-    put back. (Any one failing move, in tests/test_staging.py.)"""
+@pytest.mark.parametrize("command", ["record.py --render-only", "bench.py"])
+def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
+        tree, command, monkeypatch, capsys):
+    """The lock moves last; in-process, each drawing a stub (what is drawn is
+    tests/test_figures.py's). Any one failing move: tests/test_staging.py."""
     from scripts import bench
-    from scripts.store.lessons import load_lessons
-    from scripts.store.staging import StagingError
+    from scripts.figures import FigureKind
 
     real_replace = os.replace
 
     def replace(source, destination):
         if Path(destination).name == "outputs.lock.json" and ".old." not in str(source):
-            raise OSError(28, os.strerror(28))
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
         return real_replace(source, destination)
 
+    figure = tree / "figures" / f"{ID}.svg"  # hand-edited: redrawn, and moved, first
+    figure.write_text(figure.read_text().replace("</svg>", "<!-- hand edit -->\n</svg>"))
     committed = json.loads((tree / "recordings" / f"{ID}.sweep.json").read_text())
     monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(FigureKind, "render", lambda self, data, *_: "<svg>new</svg>\n")
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
-    with unchanged(tree), pytest.raises(StagingError,
-                                        match="outputs.lock.json: cannot be moved into place"):
-        bench.record_sweep(load_lessons(tree)[ID], None, [2, 4, 8], None,
-                           {key: committed["method"][key] for key in bench.TIMING_KEYS},
-                           measure=replayed_sweep(committed),
-                           blocks=committed["method"]["blocks"])
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
+    with unchanged(tree):
+        if command == "bench.py":
+            with pytest.raises(StagingError, match="outputs.lock.json: cannot be moved"):
+                bench.record_sweep(load_lessons(tree)[ID], None, [2, 4, 8], None,
+                                   {key: committed["method"][key] for key in bench.TIMING_KEYS},
+                                   measure=replayed_sweep(committed),
+                                   blocks=committed["method"]["blocks"])
+        else:
+            assert record.main(["--render-only"]) == 1
+            one_error(capsys.readouterr().err, "error: ", "recordings/outputs.lock.json: cannot "
+                      "be moved into place (Input/output error); every file is as it was")
 
 
 # --- broken inputs, and a lesson process that dies ----------------------------------------
 
-def test_an_unreadable_lock_is_named_by_check_and_rebuilt_by_its_fix(tree):
-    """(Every breakage --check names, each in one line: tests/test_freshness.py's broken
-    tree; a fix that cannot draw from a corrupt file refuses in one line: tests/
-    test_record.py.)"""
-    lock = tree / "recordings" / "outputs.lock.json"
-    lock.write_bytes(lock.read_bytes()[:300])
-    unreadable = "recordings/outputs.lock.json: unreadable"
-    assert unreadable in run(RECORD, "--check", cwd=tree).stdout
-    assert run(RECORD, "--render-only", cwd=tree).returncode == 0
-    assert unreadable not in run(RECORD, "--check", cwd=tree).stdout  # drawn from what is now
-
-
 def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tree):
-    """XLA_FLAGS=--bogus makes the lesson's kernel exit as soon as JAX starts: record.py
-    says so in one line, with what XLA printed (a kernel once held it until each cell's
-    timeout, 180 s)."""
+    """XLA_FLAGS=--bogus makes the kernel exit as JAX starts: one line, with what XLA printed
+    (a dead kernel once held the run until each cell's timeout)."""
     with unchanged(tree):
         done = run(RECORD, "--all", cwd=tree, env={"XLA_FLAGS": "--bogus"})
     assert done.returncode == 1
@@ -689,8 +594,8 @@ def test_a_jax_device_count_that_is_not_a_number_is_one_line_before_jax_starts()
 # --- --data-out of the lesson programs -----------------------------------------------------
 
 def not_regular_files(tmp_path):
-    """Paths that are there but are not regular files (no device node: a test run as
-    root must never risk replacing one), and the file one of them links to."""
+    """Paths that are not regular files (no device node: a run as root must never risk
+    replacing one), and the file one of them links to."""
     target = tmp_path / "target.json"
     target.write_text("keep me")
     (tmp_path / "link.json").symlink_to(target)
@@ -699,28 +604,22 @@ def not_regular_files(tmp_path):
     return target, [tmp_path / name for name in ("link.json", "fifo.json", "dangling.json")]
 
 
-def data_out_refused(module, path, capsys):
-    """The one line a lesson program gives a --data-out it refuses before it runs: the
-    lesson's through argparse (exit 2), its ring simulation's through sys.exit."""
-    with pytest.raises(SystemExit) as refused:
-        if module == SEED.module:
-            lesson_cli.parse_args(["--data-out", str(path)])
-        else:
-            importlib.import_module(module).main(["--data-out", str(path)])
-    code, (out, err) = refused.value.code, capsys.readouterr()
-    assert out == ""  # nothing ran
-    return err if code == 2 else f"{code}\n"
-
-
 @pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
 def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
         tmp_path, module, capsys):
+    """The lesson's through argparse (exit 2), its simulation's through sys.exit."""
     target, paths = not_regular_files(tmp_path)
     for path, words in [(tmp_path / "missing" / "data.json", "not a writable folder"),
                         (tmp_path, "is a folder"),
                         *((path, "not a regular file") for path in paths)]:
-        line = data_out_refused(module, path, capsys)
-        assert line.startswith("error: ") and line.count("\n") == 1, line
+        with pytest.raises(SystemExit) as refused:
+            if module == SEED.module:
+                lesson_cli.parse_args(["--data-out", str(path)])
+            else:
+                importlib.import_module(module).main(["--data-out", str(path)])
+        code, (out, err) = refused.value.code, capsys.readouterr()
+        line = err if code == 2 else f"{code}\n"
+        assert out == "" and line.startswith("error: ") and line.count("\n") == 1, line
         assert str(path) in line and words in line
     assert target.read_text() == "keep me"
     assert all(path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode) for path in paths)
@@ -733,11 +632,7 @@ def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_hal
 
     out = tmp_path / "trace.json"
     out.write_text("the earlier trace")
-
-    def full(source, target):
-        raise OSError(28, os.strerror(28))
-
-    monkeypatch.setattr(os, "replace", full)
+    monkeypatch.setattr(os, "replace", mock.Mock(side_effect=OSError(28, os.strerror(28))))
     with pytest.raises(SystemExit) as failed:
         ring.main(["--data-out", str(out)])
     assert failed.value.code == f"error: cannot write {out} (No space left on device)"

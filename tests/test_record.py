@@ -4,7 +4,6 @@ import os
 import shutil
 import subprocess
 import sys
-from contextlib import contextmanager
 
 import nbformat
 import numpy as np
@@ -13,11 +12,10 @@ import pytest
 from conftest import FIRST_LESSON, ROOT, SEED, module_file
 from harness import (RECORD, changed, leftover_temp_files, one_error, project, run, snapshot,
                      unchanged)
-from scripts.store import hashes
+from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
-from scripts.store.outputs import lesson_command
 from scripts.store.recordings import load_recording
 
 # The seed lesson: what these runs record (its figures, its simulation) is its content.
@@ -30,15 +28,15 @@ def edit(path, change):
 
 
 def check(root):
-    """What `record.py --check` finds stale, one line each."""
-    return run(RECORD, "--check", cwd=root).stdout
+    """The lines `record.py --check` prints (freshness.check, in-process)."""
+    return freshness.check(load_lessons(root), root)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A copy of the checkout, recorded afresh by its own record.py: (root, the run)."""
+    """A copy of the checkout recorded afresh by its own record.py: (root, the run)."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
-    done = run(RECORD, "--all", cwd=root)  # every lesson, whether the committed files are current
+    done = run(RECORD, "--all", cwd=root)  # whether or not the committed files are current
     assert done.returncode == 0, done.stderr[-3000:]
     return root, done
 
@@ -49,7 +47,7 @@ def tree(recorded, tmp_path):
     return shutil.copytree(recorded[0], tmp_path.resolve() / "repo", symlinks=True)
 
 
-def test_a_clean_record_run_writes_a_cpu_recording_and_its_notebook(recorded):
+def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(recorded):
     root, done = recorded
     recording = load_recording(root / "recordings" / f"{LESSON_ID}.cpu.json")
     assert recording["provenance"] == "recorded_cpu_computation"
@@ -66,8 +64,12 @@ def test_a_clean_record_run_writes_a_cpu_recording_and_its_notebook(recorded):
         source = json.loads((root / figure.input.format(id=LESSON_ID)).read_text())
         assert (root / figure.path.format(id=LESSON_ID)).read_text() == figure.render(source)
     assert f"record: wrote recordings/{LESSON_ID}.cpu.json" in done.stderr
+    simulation = load_recording(root / "recordings" / f"{LESSON_ID}.simulation.json")
+    assert list(simulation["contentFiles"])[0] == module_file(SEED, SEED.simulation)
+    # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
+    assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
     assert leftover_temp_files(root) == []
-    assert check(root) == ""
+    assert check(root) == []
 
 
 def test_the_notebook_and_the_recording_are_one_execution(recorded):
@@ -82,24 +84,12 @@ def test_the_notebook_and_the_recording_are_one_execution(recorded):
     assert f"'all_reduce': {round(float(np.median(every)), 1)}" in printed
 
 
-def test_the_simulation_is_recorded_and_the_ring_figure_drawn_from_it(recorded):
-    root, _ = recorded
-    simulation = load_recording(root / "recordings" / f"{LESSON_ID}.simulation.json")
-    assert simulation["kind"] == "simulation"
-    assert list(simulation["contentFiles"])[0] == module_file(SEED, SEED.simulation)
-    # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
-    assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
-
-
-# A step that fails its check, the way a wrong result does: run_lesson's statements run
-# in the notebook's cells, so the break is one of them.
-PASS_LINE = '    print(f"PASS: {LESSON_ID}")\n'
-BREAK_THE_LESSON = '    assert False, "deliberately broken copy of the lesson"\n' + PASS_LINE
-
-
 def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
-    lesson = tree / LESSON
-    edit(lesson, lambda t: t.replace(PASS_LINE, BREAK_THE_LESSON, 1))
+    """A step that fails its check, as a wrong result does: run_lesson's statements run in
+    the notebook's cells, so the break is one of them (its first, for a short run)."""
+    first = '    print(f"Devices: '
+    edit(tree / LESSON, lambda t: t.replace(
+        first, '    assert False, "deliberately broken copy of the lesson"\n' + first, 1))
     with unchanged(tree):
         done = run(RECORD, cwd=tree)
     assert done.returncode == 1
@@ -140,43 +130,45 @@ print(sorted(m for m in ("jax", "jaxlib", "matplotlib") if m in sys.modules))
 """
 
 
-def test_render_only_redraws_the_figures_without_jax(tree, recorded):
+def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree,
+                                                                              recorded):
+    """A hand-edited figure, a deleted one and a lock entry a bad merge broke are remade;
+    every other lock entry is kept."""
     figure = tree / "figures" / f"{LESSON_ID}.svg"
     edit(figure, lambda t: t.replace("</svg>", "<!-- hand edit -->\n</svg>"))
-    (tree / "figures" / f"{LESSON_ID}-mechanism.svg").unlink()
+    broken = f"figures/{LESSON_ID}-mechanism.svg"
+    (tree / broken).unlink()
+    lock_file = tree / "recordings" / "outputs.lock.json"
+    lock = json.loads(lock_file.read_text())
+    lock[broken]["inputs"] = []
+    lock_file.write_text(json.dumps(lock, indent=2))
     recordings_before = {k: v for k, v in snapshot(tree).items()
                          if k.startswith("recordings/") and not k.endswith("lock.json")}
     done = run("-c", RENDER_ONLY, cwd=tree, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "['matplotlib']"
+    assert f"record: recordings/outputs.lock.json: the entry for {broken!r} needs a `sha256` " \
+           f"and `inputs` mapping each file to its digest: what it locked is remade; the " \
+           f"lock's {len(lock) - 1} other entries are kept" in done.stderr.splitlines()
+    after = json.loads(lock_file.read_text())
+    assert {name: entry for name, entry in after.items() if name != broken} == \
+        {name: entry for name, entry in lock.items() if name != broken}
+    assert isinstance(after[broken]["inputs"], dict)
     fresh = snapshot(recorded[0])
     for name in (f"figures/{LESSON_ID}.svg", f"figures/{LESSON_ID}-mechanism.svg"):
         assert (tree / name).read_bytes() == fresh[name]
     assert {k: v for k, v in snapshot(tree).items() if k in recordings_before} == \
         recordings_before
-    assert check(tree) == ""
+    assert check(tree) == []
 
 
-def test_render_only_on_a_corrupt_recording_is_one_line_and_touches_nothing(tree):
-    (tree / "recordings" / f"{LESSON_ID}.cpu.json").write_text("{not json")
-    with unchanged(tree):
-        done = run(RECORD, "--render-only", cwd=tree)
-    assert done.returncode == 1
-    last = one_error(done.stderr)
-    assert last.startswith(f"error: recordings/{LESSON_ID}.cpu.json: not valid JSON")
-    assert last.endswith(f"`{lesson_command(SEED)}`")
-
-
-def test_a_current_tree_runs_nothing_and_changes_no_file(tree):
+def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_notebook(tree):
     with unchanged(tree):
         done = run(RECORD, cwd=tree)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "record: running" not in done.stderr
     assert f"record: {LESSON_ID}: recordings/{LESSON_ID}.cpu.json is current, not re-run " \
            f"(--all re-runs it)" in done.stderr
-
-
-def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
     start = "# --8<-- [start:configure_devices]\n"
     edit(tree / LESSON,
          lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
@@ -191,43 +183,10 @@ def test_a_comment_edit_re_renders_the_notebook_and_runs_no_jax(tree):
                 for text in (before[notebook].decode(), (tree / notebook).read_text()))
     assert stdout_of(new) == stdout_of(old)  # the outputs of the run that made the recording
     assert any("# A reader's note, shown in the notebook." in cell.source for cell in new.cells)
-    assert check(tree) == ""
-
-
-def test_one_plan_says_what_each_lesson_needs_and_why(tree):
-    """scripts/plan.py, in-process on the recorded copy: what record.py then carries out."""
-    from scripts.store.lessons import load_lessons
-    from scripts.plan import RERENDER, RUN, Step, make_plan
-
-    def planned(**options):
-        plan = make_plan(load_lessons(tree), **options)
-        return {each.lesson.id: each for each in plan.lessons}[LESSON_ID]
-
-    recording = f"recordings/{LESSON_ID}.cpu.json"
-    current = planned()
-    assert current.steps == ()
-    assert current.note == f"{LESSON_ID}: {recording} is current, not re-run (--all re-runs it)"
-    assert planned(every=True).steps == (Step(recording, f"{recording}: --all re-runs it", RUN),)
-    start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / LESSON, lambda t: t.replace(start, start + "# A reader's note.\n", 1))
-    (rerender,) = planned().steps  # only the text changed: no run
-    assert (rerender.output, rerender.fix) == (f"docs/notebooks/{LESSON_ID}.ipynb", RERENDER)
-    assert "# A reader's note." in rerender.text
-    edit(tree / LESSON, lambda t: t + "\nA_READERS_CONSTANT = 1\n")  # what runs changed
-    (execute,) = planned().steps
-    assert (execute.output, execute.fix) == (recording, RUN)
-    assert execute.state.startswith(f"{recording}: stale, {LESSON} changed")
+    assert check(tree) == []
 
 
 # --- what a pull request commits (issue 37) ---------------------------------------------
-
-MECHANISM = f"lesson_code/figures/{LESSON_ID}-mechanism.json"
-
-
-def stale_mechanism(tree):
-    """A caption edit: the mechanism figure's four drawings are stale, nothing else."""
-    edit(tree / MECHANISM, lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
-
 
 @pytest.mark.parametrize("link, target", [("figures", "outside-figures"),
                                           (".run.lock", "outside-file")])
@@ -242,7 +201,8 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     before = {path: path.read_bytes() for path in
               ([outside] if outside.is_file() else sorted(outside.iterdir()))}
     (tree / link).symlink_to(outside)
-    stale_mechanism(tree)
+    edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",  # to draw
+         lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
     done = run(RECORD, "--render-only", cwd=tree)
     assert done.returncode == 1
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
@@ -251,24 +211,6 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
                           f"`git rm {link}`\n")
     assert {path: path.read_bytes() for path in before} == before
     assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
-
-
-def test_one_malformed_lock_entry_is_remade_and_every_other_entry_kept(tree):
-    lock_file = tree / "recordings" / "outputs.lock.json"
-    lock = json.loads(lock_file.read_text())
-    broken = f"figures/{LESSON_ID}-mechanism.svg"
-    lock[broken]["inputs"] = []  # a hand edit or a bad merge
-    lock_file.write_text(json.dumps(lock, indent=2))
-    done = run(RECORD, "--render-only", cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert f"record: recordings/outputs.lock.json: the entry for {broken!r} needs a `sha256` " \
-           f"and `inputs` mapping each file to its digest: what it locked is remade; the " \
-           f"lock's {len(lock) - 1} other entries are kept" in done.stderr.splitlines()
-    after = json.loads(lock_file.read_text())
-    assert {name: entry for name, entry in after.items() if name != broken} == \
-        {name: entry for name, entry in lock.items() if name != broken}  # was {} but this run's
-    assert isinstance(after[broken]["inputs"], dict)
-    assert check(tree) == ""
 
 
 def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
@@ -288,7 +230,7 @@ def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
         f"statements outside its sections; nothing was written")
 
 
-# runs that cannot collide, and what a lesson may print ------------------------------------
+# --- runs that cannot collide, and what a lesson may print ------------------------------
 
 HOLD_THE_LOCK = """
 import sys, time
@@ -300,45 +242,32 @@ with exclusive_run("python scripts/record.py", Path(sys.argv[1])):
 """
 
 
-@contextmanager
-def lock_held(root):
-    """A process holding the run lock of the checkout at `root`, as a run does; its pid."""
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root)], cwd=ROOT,
-                              stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline() == "held\n"
-        yield holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_the_lock_is_free_again_once_its_holder_is_killed(tmp_path):
-    from scripts.plumbing.run_lock import exclusive_run
-
-    with lock_held(tmp_path) as pid:
-        os.kill(pid, 9)  # SIGKILL: no clean-up ran, and the kernel still releases the lock
-        os.waitpid(pid, 0)
-        with exclusive_run("python scripts/record.py", tmp_path):
-            assert (tmp_path / ".run.lock").read_text().split()[0] == str(os.getpid())
-
-
 def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypatch, capsys):
-    """record.py --render-only beside a run in progress: one line, its pid, nothing touched
-    (it used to delete the other run's staged files and lose its recording). record.main
-    in-process, on the registry of a copy that another process holds."""
+    """record.py --render-only (in-process) beside a run in progress: one line, its pid,
+    nothing touched (not even the other run's staged files). Once that run is SIGKILLed,
+    with no clean-up of its own, the lock is free."""
     from scripts import record
-    from scripts.store.lessons import load_lessons
+    from scripts.plumbing.run_lock import exclusive_run
 
     root = project(tmp_path / "project")
     staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
     staged.write_text("{}")  # the other run's, mid-way
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
     before = snapshot(root)  # the other run's staged file among them
-    with lock_held(root) as pid:
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
         assert record.main(["--render-only"]) == 1
+        holder.kill()  # SIGKILL: no clean-up ran, and the kernel still releases the lock
+        holder.wait()
+        with exclusive_run("python scripts/record.py", root):
+            assert (root / ".run.lock").read_text().split()[0] == str(os.getpid())
+    finally:
+        holder.kill()
+        holder.wait()
     assert capsys.readouterr().err == (
-        f"error: another run, pid {pid}, is writing this checkout's recordings and figures; "
+        f"error: another run, pid {holder.pid}, is writing this checkout's recordings and figures; "
         f"wait for it to end, or stop it, then run `python scripts/record.py --render-only` "
         f"again\n")
     assert changed(before, root) == []

@@ -1,9 +1,6 @@
-"""Faults in the machinery end in one line naming the file and the fix, never a traceback.
-
-Each case injects its fault from here (a corrupt file, a measurement that cannot be
-fitted, a worker or lesson that breaks its contract) and checks the exit status, the one
-line, and that nothing was written.
-"""
+"""Faults in the machinery (a corrupt file, a measurement that cannot be fitted, a worker
+or lesson that breaks its contract) end in one line naming the file and the fix, never a
+traceback, and nothing written."""
 import importlib
 import json
 from types import SimpleNamespace
@@ -15,6 +12,7 @@ from harness import RECORD, one_error, project, run, unchanged
 from scripts import bench, record
 from scripts.store import recordings
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import lesson_command
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The sweep's faults are fed the seed lesson's sweep programs (the registry's `sweep`).
@@ -36,36 +34,20 @@ PARTS = ("requirements.txt", "constraints.txt", "scripts", "lesson_code", "recor
 
 # --- a corrupt schema -----------------------------------------------------------------
 
-def test_a_corrupt_schema_names_the_schema_file(tmp_path, monkeypatch):
-    schema = tmp_path / "schema.json"
-    schema.write_text("{not json")
-    monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
-    with pytest.raises(recordings.RecordingError) as caught:
-        recordings.load_recording(RECORDING)
-    message = one_line(str(caught.value))
-    assert "schema.json: the schema cannot be read" in message
-    assert caught.value.fix.startswith("git checkout -- ")
-
-
-def test_the_check_with_a_corrupt_schema_is_one_line_naming_it(tmp_path):
-    # The registry's ids follow the schema's lessonId pattern, so the registry, read
-    # before anything else, is what stops first: one line, the schema's fix.
-    root = project(tmp_path / "repo", PARTS)
-    (root / "recordings" / "schema.json").write_text("{not json")
-    done = run(RECORD, "--check", cwd=root, timeout=120)
-    assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == ("error: recordings/schema.json: its header has no readable "
-                           "lessonId pattern; run `git checkout -- recordings/schema.json`\n")
-
-
-def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("text", ["{not json", ""])
+def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
+        tmp_path, monkeypatch, text):
     from mkdocs.exceptions import PluginError
 
     from scripts.pages import hooks as site_hooks
 
     schema = tmp_path / "schema.json"
-    schema.write_text("")
+    schema.write_text(text)
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
+    with pytest.raises(recordings.RecordingError) as caught:
+        recordings.load_recording(RECORDING)
+    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
+    assert caught.value.fix.startswith("git checkout -- ")
     with pytest.raises(PluginError) as caught:
         site_hooks.on_config({"docs_dir": "docs"})
     assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
@@ -75,9 +57,7 @@ def test_the_build_with_a_corrupt_schema_stops_naming_it(tmp_path, monkeypatch):
 
 @pytest.fixture(autouse=True)
 def quiet_host(monkeypatch):
-    """bench.py warns on a busy host before it measures; these tests count its lines on
-    whatever host runs them, so the host reads as quiet here (tests/test_bench.py checks
-    the warning itself)."""
+    """No busy-host warning among the lines counted here (tests/test_bench.py checks it)."""
     import scripts.host
     monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
 
@@ -124,26 +104,27 @@ def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
         "nothing was written")
 
 
-def test_bench_main_reports_a_failed_worker_in_one_line(monkeypatch, capsys, tmp_path):
-    def failed(*args, **kwargs):
-        raise WorkerFailed("the p=4 worker printed no rows; nothing was written")
+def raises(error):
+    def fault(*args, **kwargs):
+        raise error
+    return fault
 
-    monkeypatch.setattr(bench, "measure_in_subprocess", failed)
+
+@pytest.mark.parametrize("measure, cache, line", [
+    (raises(WorkerFailed("the p=4 worker printed no rows; nothing was written")), None,
+     "bench.py: the p=4 worker printed no rows; nothing was written"),
+    (shrinking_rows, raises(PermissionError(13, "Permission denied", "/sys/devices/system/cpu/"
+                                                                     "cpu0/cache")),
+     "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written"),
+], ids=["a failed worker", "an unreadable host file"])
+def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsys, tmp_path,
+                                                              measure, cache, line):
+    monkeypatch.setattr(bench, "measure_in_subprocess", measure)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    if cache:
+        monkeypatch.setattr(bench, "l2_cache_bytes", cache)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
-    assert one_line(capsys.readouterr().err).startswith("bench.py: the p=4 worker")
-
-
-def test_an_unreadable_host_file_is_one_line(monkeypatch, capsys, tmp_path):
-    def unreadable():
-        raise PermissionError(13, "Permission denied", "/sys/devices/system/cpu/cpu0/cache")
-
-    monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
-    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
-    monkeypatch.setattr(bench, "l2_cache_bytes", unreadable)
-    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
-    assert one_line(capsys.readouterr().err) == (
-        "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written")
+    assert one_line(capsys.readouterr().err) == line
     assert list(tmp_path.iterdir()) == []
 
 
@@ -174,18 +155,21 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
               "lesson_code/CONTRACT.md requires it")
 
 
-def test_a_recording_error_keeps_its_fix_apart():
-    error = recordings.RecordingError("recordings/x.sweep.json: missing", "make bench")
-    assert str(error) == "recordings/x.sweep.json: missing; run `make bench`"
-    assert (error.what, error.fix) == ("recordings/x.sweep.json: missing", "make bench")
-    assert str(recordings.RecordingError("cannot be read")) == "cannot be read"
-
-
-def test_a_figure_source_recording_names_its_own_fix(tmp_path):
+@pytest.mark.parametrize("path, text, command, status, said", [
+    # The registry's ids follow the schema's lessonId pattern: the registry stops first.
+    ("recordings/schema.json", "{not json", "--check", 2, "its header has no readable "
+     "lessonId pattern; run `git checkout -- recordings/schema.json`"),
+    (recording_name(SEED, "sweep"), "[1]", "--render-only", 1,
+     "expected a JSON object; run `make bench`"),
+    (recording_name(SEED), "{not json", "--render-only", 1, "not valid JSON (Expecting property "
+     f"name enclosed in double quotes: line 1 column 2 (char 1)); run `{lesson_command(SEED)}`"),
+])
+def test_a_corrupt_file_is_one_line_naming_its_fix_and_touches_nothing(tmp_path, path, text,
+                                                                       command, status, said):
     root = project(tmp_path / "repo", PARTS)
-    (root / recording_name(SEED, "sweep")).write_text(json.dumps([1]))
-    done = run(RECORD, "--render-only", cwd=root, timeout=120)
-    assert done.returncode == 1
-    assert f"record: analysing and drawing the figures of {SEED.id}\n" in done.stderr
-    assert one_error(done.stderr) == \
-        f"error: {recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"
+    (root / path).write_text(text)
+    with unchanged(root):
+        done = run(RECORD, command, cwd=root, timeout=120)
+    assert (done.returncode, done.stdout) == (status, "")
+    assert one_error(done.stderr) == f"error: {path}: {said}"
+    assert command != "--check" or done.stderr.count("\n") == 1  # nothing before it

@@ -1,6 +1,6 @@
 """All-or-none writes (scripts/store/staging.py): a commit whose move fails leaves every
 file as it was, a write that fails leaves no temporary file, and the next run removes only
-what a run that is gone staged. A signal during the commit is in tests/test_faults.py."""
+what a run that is gone staged. Signals during staging: tests/test_faults.py."""
 import errno
 import os
 import tempfile
@@ -19,17 +19,21 @@ from scripts.store.staging import (Staging, StagingError, remove_stray_temps, st
 
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path,
                                                                              monkeypatch):
-    class FullDisk:
+    real_fdopen = os.fdopen
+
+    class FullDisk:  # the first bytes land, then the disk is full: a truncated staged file
         def __init__(self, fd, mode):
-            os.close(fd)
+            self.out = real_fdopen(fd, mode)
 
         def __enter__(self):
             return self
 
         def __exit__(self, *exc):
-            return False
+            self.out.close()
 
         def write(self, data):
+            self.out.write(data[:10])
+            self.out.flush()
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(staging.os, "fdopen", FullDisk)
