@@ -5,8 +5,6 @@ the quick sweeps check structure only, and the times they measure may be anythin
 bench.py measures any lesson's `sweep` module; these tests run it on the seed lesson's
 (conftest's SEED), whose programs and committed sweep they also check, and take every path
 from the registry's outputs value (scripts/outputs.for_lesson), never from its id."""
-import copy
-import functools
 import importlib
 import json
 
@@ -17,7 +15,7 @@ from hypothesis import given, settings, strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import leftover_temp_files, one_error, project, run, unchanged
+from harness import changed, leftover_temp_files, one_error, project, run, snapshot, unchanged
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS
@@ -39,14 +37,9 @@ element_count, sizes_for = sweep_programs.element_count, sweep_programs.sizes_fo
 LESSON = ["--lesson", SEED.id]  # bench.py's choice made explicit: the programs above
 # Its sweep's files, each relative to a project root: the recording, the analysis, the figure.
 FILES = for_lesson(SEED)
-SWEEP = (FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
-RECORDING, ANALYSIS, FIGURE = (ROOT / path for path in SWEEP)
-
-
-def quick_sweep_program(out):
-    """A `python -c` program: bench.py's main on the QUICK plan, writing `out`."""
-    return (f"import sys; from scripts import bench; "
-            f"sys.exit(bench.main([*{LESSON!r}, '--out', {str(out)!r}], plan={QUICK!r}))")
+RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
+    FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
+RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
 
 
 def analysed(recording):
@@ -168,25 +161,6 @@ def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     assert probe["donated"]["aliasBytes"] == 4096 and probe["kept"]["aliasBytes"] == 0
 
 
-@pytest.mark.slow
-def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    true_reference = sweep_programs.reference
-
-    def off_by_one(collective, contributions):
-        expected = true_reference(collective, contributions).copy()
-        expected[-1] += 1
-        return expected
-
-    monkeypatch.setattr(sweep_programs, "reference", off_by_one)
-    monkeypatch.setattr(bench, "measure_in_subprocess",
-                        lambda module, *args, root: in_process_measure(*args))
-    out = tmp_path / "sweep.json"
-    assert bench.main([*LESSON, "--out", str(out)], plan={**QUICK, "sizes": [8, 1024]}) == 1
-    message = capsys.readouterr().err
-    assert "differ from the NumPy reference" in message and "nothing was written" in message
-    assert list(tmp_path.iterdir()) == []
-
-
 def test_the_ring_series_is_checked_like_xla_collectives():
     mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
     contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
@@ -229,13 +203,15 @@ def test_the_host_is_read_once_before_a_run_as_recordings_store_it():
 # --- the command line -----------------------------------------------------------------
 
 @pytest.mark.slow
-def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
-    """The real command, fresh worker processes and all; only the structure is checked."""
-    out = tmp_path / "sweep.json"
-    done = run("-c", quick_sweep_program(out))
+def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_place(tmp_path):
+    """The real command in a copy, fresh worker processes and all, writing the committed
+    files (QUICK's p are its whole plan); only the structure is checked."""
+    root = project(tmp_path / "repo")
+    before = snapshot(root)
+    done = run("-c", f"import sys; from scripts import bench; "
+               f"sys.exit(bench.main({LESSON!r}, plan={QUICK!r}))", cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    recording = json.loads(out.read_text())
-    validate(recording)
+    recording = load_recording(root / RECORDING_FILE)
     assert {(r["collective"], r["ranks"], r["block"]) for r in recording["rows"]} == {
         (c, 4, b) for c in COLLECTIVES for b in range(QUICK["blocks"])}
     assert all(r["wrong"] == 0 for r in recording["rows"])
@@ -248,16 +224,71 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
                                     in sweep_programs.KEEP_FREED_MEMORY.items()}
         assert [(r["collective"], r["bytes"], r["wrong"]) for r in probe["rows"]] == \
             [(c, 2**20, 0) for c in sweep_programs.ALLOCATOR_PROGRAMS]
-    assert recording["pageBytes"] > 0
-    assert recording["provenance"] == "recorded_cpu_computation"
+    assert recording["pageBytes"] > 0 and recording["provenance"] == "recorded_cpu_computation"
     assert recording["environment"]["busyCoresAtStart"] is not None  # read before it ran
     assert "fits" not in recording and "ratios" not in recording  # measured, not read
-    analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
+    # It moved into place with what is derived from it and the lock entries of each.
+    written = changed(before, root)
+    assert written == sorted([RECORDING_FILE, ANALYSIS_FILE, "recordings/outputs.lock.json",
+                              *(path for path in written if path.startswith("figures/"))])
+    assert FIGURE_FILE in written and leftover_temp_files(root) == []
+    analysis = json.loads((root / ANALYSIS_FILE).read_text())
     assert analysis == analysed(recording)
-    # Each figure beside it under its own name: the time per call and the time ratios.
-    assert (tmp_path / f"sweep.{FIGURE.name}").read_text() == render(analysis)
-    ratios = FILES.figure(KINDS["sweep-ratios"]).rsplit("/", 1)[1]
-    assert (tmp_path / f"sweep.{ratios}").read_text() == KINDS["sweep-ratios"].render(analysis)
+    assert (root / FIGURE_FILE).read_text() == render(analysis)
+    assert (root / FILES.figure(KINDS["sweep-ratios"])).read_text() == \
+        KINDS["sweep-ratios"].render(analysis)
+    lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
+    assert lock[ANALYSIS_FILE]["inputs"][RECORDING_FILE] == hashes.digest(root / RECORDING_FILE)
+    assert lock[FIGURE_FILE]["inputs"][ANALYSIS_FILE] == hashes.digest(root / ANALYSIS_FILE)
+
+
+@pytest.mark.slow
+def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    true_reference = sweep_programs.reference
+
+    def off_by_one(collective, contributions):
+        expected = true_reference(collective, contributions).copy()
+        expected[-1] += 1
+        return expected
+
+    monkeypatch.setattr(sweep_programs, "reference", off_by_one)
+    monkeypatch.setattr(bench, "measure_in_subprocess",
+                        lambda module, *args, root: in_process_measure(*args))
+    out = tmp_path / "sweep.json"
+    plan = {**QUICK, "ranks": [2], "sizes": [8], "blocks": 1}
+    assert bench.main([*LESSON, "--out", str(out)], plan=plan) == 1
+    message = capsys.readouterr().err
+    assert "differ from the NumPy reference" in message and "nothing was written" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
+    """The committed sweep replayed (no JAX): the renderer breaks after the recording and
+    its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
+    from scripts.figures import sweep_times as sweep_figure
+
+    root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
+                                       "requirements.txt", "constraints.txt"))
+    committed = json.loads(RECORDING.read_text())
+
+    def replayed(ranks, sizes, plan, block):
+        [host] = [h for h in committed["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
+        return {"backend": {k: committed["environment"][k] for k in ("backend", "deviceKind",
+                                                                     "jax")},
+                "rows": [r for r in committed["rows"] if (r["ranks"], r["block"]) == (
+                    ranks, block)],
+                "programs": committed["programs"][str(ranks)],
+                "host": {"before": host["before"], "after": host["after"]}}
+
+    def broken(analysis, *variant):
+        raise RuntimeError("renderer broke")
+
+    monkeypatch.setattr(sweep_figure, "render", broken)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
+    with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
+        bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
+                           {key: committed["method"][key] for key in bench.TIMING_KEYS},
+                           measure=replayed, blocks=2)
 
 
 @pytest.mark.slow
@@ -307,61 +338,6 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
     assert line.startswith("sweep worker: no TPU backend on this machine (") and \
         line.endswith("run bench.py without --platform tpu, or on a TPU VM "
                       "(python scripts/tpu_job.py)")
-
-
-# The two tests below stage what a sweep wrote, and check how it is moved into place
-# (all together, or nothing when the figure fails): neither reads what was measured. They
-# share one in-process measurement, memcpy included: the first to run makes it.
-STAGED_SWEEP = {"ranks": [4], "sizes": [8, 8192, 2**20], "plan": TINY, "blocks": 2}
-
-
-@functools.cache
-def memcpy_measured_once(measure_memcpy_gbps=bench.measure_memcpy_gbps):  # bench.py's own
-    return measure_memcpy_gbps()
-
-
-@functools.cache
-def block_measured_once(ranks, sizes, block):
-    return in_process_measure(ranks, list(sizes), TINY, block)
-
-
-def record_staged_sweep(lesson, monkeypatch):
-    """bench.record_sweep of STAGED_SWEEP, measured once for both tests (a copy each)."""
-    def measure(ranks, sizes, plan, block):
-        assert plan == TINY
-        return copy.deepcopy(block_measured_once(ranks, tuple(sizes), block))
-
-    monkeypatch.setattr(bench, "measure_memcpy_gbps", memcpy_measured_once)
-    bench.record_sweep(lesson, None, STAGED_SWEEP["ranks"], STAGED_SWEEP["sizes"],
-                       STAGED_SWEEP["plan"], measure=measure, blocks=STAGED_SWEEP["blocks"])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("figure_breaks", [False, True], ids=["whole", "figure-broke"])
-def test_the_sweep_s_files_move_into_place_together_or_not_at_all(figure_breaks, tmp_path,
-                                                                 monkeypatch):
-    from scripts.figures import sweep_times as sweep_figure
-
-    root = project(tmp_path / "repo")
-    lesson = load_lessons(root)[SEED.id]
-    if figure_breaks:
-        def broken(analysis, *variant):
-            raise RuntimeError("renderer broke")
-
-        monkeypatch.setattr(sweep_figure, "render", broken)
-        with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
-            record_staged_sweep(lesson, monkeypatch)
-        return
-    record_staged_sweep(lesson, monkeypatch)
-    recording_file, analysis_file, figure_file = SWEEP
-    recording = load_recording(root / recording_file)
-    analysis = json.loads((root / analysis_file).read_text())
-    assert analysis == analysed(recording)
-    assert (root / figure_file).read_text() == render(analysis)
-    lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
-    assert lock[analysis_file]["inputs"][recording_file] == hashes.digest(root / recording_file)
-    assert lock[figure_file]["inputs"][analysis_file] == hashes.digest(root / analysis_file)
-    assert leftover_temp_files(root) == []
 
 
 # --- the committed sweep --------------------------------------------------------------

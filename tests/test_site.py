@@ -38,10 +38,13 @@ def one_error(run):
     return " ".join(errors)
 
 
+def visible(markup):
+    """HTML's text: tags and entities removed, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
 def page_texts(site):
-    """Each built page's visible text, tags and entities removed, whitespace collapsed."""
-    return {path.relative_to(site).as_posix():
-            " ".join(html.unescape(re.sub(r"<[^>]+>", " ", path.read_text())).split())
+    return {path.relative_to(site).as_posix(): visible(path.read_text())
             for path in sorted(Path(site).rglob("*.html"))}
 
 
@@ -61,7 +64,8 @@ def test_strict_build_without_jax_has_no_broken_links(built_site):
 
 
 @each_lesson
-def test_a_lesson_page_shows_its_recording_written_for_people(built_site, lesson):
+def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site,
+                                                                            lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
     page = (built_site / lesson_page(lesson)).read_text()
     assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
@@ -71,6 +75,16 @@ def test_a_lesson_page_shows_its_recording_written_for_people(built_site, lesson
     assert "{{" not in page, "an unresolved placeholder reached the page"
     devices = f"CPU · {lesson.devices} devices · "  # not "... · cpu", which says cpu twice
     assert devices + "cpu" not in page and devices in page
+    # Every snippet its source includes is on it verbatim, the replication check on.
+    included = re.findall(r'--8<-- "(lesson_code/[\w/]+\.py):(\w+)"',
+                          (ROOT / "docs" / "lessons" / f"{lesson.id}.md").read_text())
+    assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
+    code = code_text(page)
+    for module, name in included:
+        section = (ROOT / module).read_text().split(f"# --8<-- [start:{name}]\n")[1].split(
+            f"# --8<-- [end:{name}]")[0]
+        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
+    assert "check_vma=False" not in code
 
 
 def test_no_page_prints_a_timestamp_as_it_is_stored(built_site):
@@ -110,7 +124,7 @@ def takeaway_times(page):
     box = element(page, page.index('<div class="admonition abstract takeaway"'))
     rows = re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)
     return {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1] for name, cells in rows}, \
-        " ".join(html.unescape(re.sub(r"<[^>]+>", " ", box)).split())
+        visible(box)
 
 
 def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_each(
@@ -137,25 +151,10 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
         assert when in box, when
 
 
-def snippet_section(module_text, name):
-    return module_text.split(f"# --8<-- [start:{name}]\n")[1].split(
-        f"# --8<-- [end:{name}]")[0]
-
-
-@each_lesson
-def test_every_snippet_a_lesson_page_includes_is_on_it_verbatim(built_site, lesson):
-    source = (ROOT / "docs" / "lessons" / f"{lesson.id}.md").read_text()
-    included = re.findall(r'--8<-- "(lesson_code/[\w/]+\.py):(\w+)"', source)
-    assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
-    code = code_text((built_site / lesson_page(lesson)).read_text())
-    for module, name in included:
-        section = snippet_section((ROOT / module).read_text(), name)
-        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
-    assert "check_vma=False" not in code  # the replication check stays on
-
-
-def edit(path, change):
-    path.write_text(change(path.read_text()))
+def edited(path, change):
+    def make(project):
+        (project / path).write_text(change((project / path).read_text()))
+    return make
 
 
 def comment_in_first_section(text):
@@ -172,40 +171,30 @@ def linked(link, target):
     return make
 
 
-def broken_notebook(shape):
-    return lambda project: edit(project / "docs/notebooks" / f"{SEED.id}.ipynb", shape)
-
-
+NOTEBOOK = f"docs/notebooks/{SEED.id}.ipynb"
+NUMERIC_SOURCE = [{"cell_type": "code", "metadata": {}, "source": 5, "outputs": []}]
 HOME_LINES = (ROOT / "docs" / "index.md").read_text().count("\n")
-
-
-def on_the_home_page(text):
-    return lambda project: edit(project / "docs/index.md", lambda page: page + text)
 
 
 # What a pull request can break, and the one line the build then stops with: a stale or
 # broken recording or notebook, a link out of the checkout, a page the page language
 # cannot build. Each case is a copy of the project, broken one way, built strictly.
 BROKEN = {
-    **{f"stale-{lesson.id}": (
-        lambda project, lesson=lesson: edit(project / module_file(lesson),
-                                            lambda text: text + "\nA_CHANGE = 1\n"),
-        [f"{recording_name(lesson)}: stale", "python scripts/record.py"])
-       for lesson in LESSONS.values()},
-    **{f"comment-{lesson.id}": (  # the code is the same: only the notebook is stale
-        lambda project, lesson=lesson: edit(project / module_file(lesson),
-                                            comment_in_first_section),
-        [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"])
-       for lesson in LESSONS.values()},
-    "notebook-truncated": (broken_notebook(lambda text: text[:len(text) // 2]),
-                           [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
-    "notebook-cells-not-a-list": (
-        broken_notebook(lambda text: json.dumps({**json.loads(text), "cells": {"0": "x"}})),
-        [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
-    "notebook-numeric-source": (
-        broken_notebook(lambda text: json.dumps({**json.loads(text), "cells": [
-            {"cell_type": "code", "metadata": {}, "source": 5, "outputs": []}]})),
-        [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
+    **{f"{name}-{lesson.id}": (edited(path, change), words) for lesson in LESSONS.values()
+       for name, path, change, words in [
+           ("stale", module_file(lesson), lambda text: text + "\nA_CHANGE = 1\n",
+            [f"{recording_name(lesson)}: stale", "python scripts/record.py"]),
+           ("comment", module_file(lesson), comment_in_first_section,  # the notebook alone
+            [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"]),
+           ("not-json", recording_name(lesson), lambda text: "{ x",
+            [recording_name(lesson), "not valid JSON"]),
+           ("schema-2", recording_name(lesson),
+            lambda text: json.dumps({**json.loads(text), "schemaVersion": 2}),
+            [recording_name(lesson), "invalid at schemaVersion"])]},
+    **{f"notebook-{name}": (edited(NOTEBOOK, change), [NOTEBOOK, "`python scripts/record.py`"])
+       for name, change in [("truncated", lambda text: text[:len(text) // 2]),
+                            ("numeric-source", lambda text: json.dumps(
+                                {**json.loads(text), "cells": NUMERIC_SOURCE}))]},
     # Issue 37: each was published, read to the end of memory, or a traceback.
     **{f"symlink-{link}": (linked(link, target),
                            [f"{link} is a symbolic link (to {target!r}); "])
@@ -214,14 +203,14 @@ BROKEN = {
                             (recording_name(SEED, "tpu"), "/dev/zero"),
                             ("lesson_code/leak.py", "/etc/hostname"),
                             ("figures/leak.svg", "/etc/hostname")]},
-    "control-character": (on_the_home_page("\nA NUL: \x00, and U+0001: \x01.\n"),
+    "control-character": (edited("docs/index.md", lambda page: page + "\nNUL: \x00, \x01.\n"),
                           [f"docs/index.md: line {HOME_LINES + 2} holds U+0000, a control "
                            "character no page can show; remove it"]),
-    "missing-value": (on_the_home_page(f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:data.no.such }}}}\n"),
-                      ["no value at 'data.no.such'"]),
-    "if-recorded-without-end": (
-        on_the_home_page(f"\n{{{{ if-recorded:{FIRST_LESSON.id}.tpu }}}} yes\n"),
-        ["index.md", "if-recorded", "{{ end }}"]),
+    # mkdocs names the page, the page language the directive (each kind of directive that
+    # cannot be resolved: tests/test_page_directives.py).
+    "malformed-directive": (
+        edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
+        ["Error reading page 'index.md':", "malformed page directive"]),
 }
 
 
@@ -233,17 +222,6 @@ def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakag
     line = one_error(build(project, site))
     assert all(word in line for word in words), line
     assert not (site / "index.html").exists()  # nothing published
-
-
-@pytest.mark.parametrize("corrupt, words", [
-    (lambda text: "{ x", "not valid JSON"),
-    (lambda text: json.dumps({**json.loads(text), "schemaVersion": 2}),
-     "invalid at schemaVersion")])
-@each_lesson
-def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, words, lesson):
-    edit(project / recording_name(lesson), corrupt)
-    line = one_error(build(project, tmp_path / "site"))
-    assert recording_name(lesson) in line and words in line, line
 
 
 @pytest.mark.parametrize("include", ['--8<-- "/etc/hostname"', '--8<-- "../../etc/hostname"',
@@ -281,8 +259,7 @@ def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeyp
 
 
 @pytest.mark.parametrize("width, height, view_box", [
-    (".", "360pt", "0 0 460.8 360"), ("abc", "5", "0 0 x y"), ("nan", "5", ""),
-    ("10%", "5", ""), ("0", "0", ""), ("", "", "0 0 1e9 5"), ("", "", "")])
+    (".", "360pt", "0 0 460.8 360"), ("nan", "5", ""), ("10%", "5", ""), ("", "", "0 0 1e9 5")])
 def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_it_wrong(
         tmp_path, width, height, view_box):
     from scripts.pages.markup import sized_image, svg_size
@@ -302,7 +279,7 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 
 
 @each_lesson
-def test_each_lesson_is_listed_with_its_notebook_and_downloads(built_site, lesson):
+def test_each_lesson_is_listed_with_its_downloads_and_its_notebook_s_page(built_site, lesson):
     from scripts.pages.course import downloadable_files
     from scripts.store.lessons import load_course
 
@@ -311,13 +288,26 @@ def test_each_lesson_is_listed_with_its_notebook_and_downloads(built_site, lesso
     page = (built_site / lesson_page(lesson)).read_text()
     assert re.search(rf"<title>[^<]*{re.escape(load_course()['title'])}</title>", page)
     downloads = page.split('id="downloads"')[1]
-    notebook = f"notebooks/{lesson.id}/{lesson.id}.ipynb"
+    notebook, committed = f"notebooks/{lesson.id}/{lesson.id}.ipynb", \
+        ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb"
     for target in (*downloadable_files(lesson), notebook):
         assert re.search(rf'<a (download )?href="../../{re.escape(target)}"( download)?>',
                          downloads), target
         assert (built_site / target).read_bytes() == (
-            ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb" if target == notebook
-            else ROOT / target).read_bytes()
+            committed if target == notebook else ROOT / target).read_bytes()
+    # Its notebook's page: the .ipynb beside it (page-relative, wherever the site is
+    # published), the outputs record.py recorded, and no script from outside.
+    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
+    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
+    assert f"PASS: {lesson.id}" in page
+    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
+    assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
+    # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
+    assert "<style" not in page.split("<body")[1]
+    assert "mathjax" not in page.lower() and "clipboard-copy" not in page
+    code_cells = [c for c in json.loads(committed.read_text())["cells"]
+                  if c["cell_type"] == "code"]
+    assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
@@ -335,23 +325,6 @@ def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_check
     assert module_file(SEED, SEED.exercises) not in markdown  # the checks stay home
     alone = replace(SEED, module="lesson_code.ring_checks")  # no ring_checks_exercises.py
     assert downloadable_files(alone) == [module_file(alone)]
-
-
-@each_lesson
-def test_notebook_page_renders_with_download_and_no_math_script(built_site, lesson):
-    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
-    # Page-relative: the .ipynb sits beside the page wherever the site is published.
-    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
-    assert f"PASS: {lesson.id}" in page  # outputs recorded by record.py
-    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
-    assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
-    # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
-    assert "<style" not in page.split("<body")[1]
-    assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    code_cells = [c for c in json.loads((ROOT / "docs" / "notebooks" /
-                                         f"{lesson.id}.ipynb").read_text())["cells"]
-                  if c["cell_type"] == "code"]
-    assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
@@ -402,9 +375,8 @@ RECORDED_ON_TPU = "takes --platform tpu (recorded there)"
 def course_entries(site):
     """Each lesson's entry in the home page's course list, as text: {lesson id: text}."""
     home = (Path(site) / "index.html").read_text()
-    return {entry[1]: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", entry[0])).split())
-            for entry in re.finditer(r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>',
-                                     home, re.DOTALL)}
+    return {entry[1]: visible(entry[0]) for entry in re.finditer(
+        r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>', home, re.DOTALL)}
 
 
 def test_without_a_tpu_recording_the_site_says_so(built_site):
@@ -414,8 +386,11 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         recorded = (ROOT / recording_name(lesson, "tpu")).exists()
         assert (RECORDED_ON_TPU in entries[lesson.id]) == recorded, entries[lesson.id]
         assert NOT_YET not in entries[lesson.id] or not recorded, entries[lesson.id]
+    if not (ROOT / recording_name(SEED, "tpu-sweep")).exists():  # no prediction judged yet
+        assert "Measured against predicted: not yet run." in \
+            (built_site / "going-further" / "tpu" / "index.html").read_text()
     if (ROOT / recording_name(SEED, "tpu")).exists():
-        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab
+        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab...
     assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
     assert pages_saying(built_site, "Not yet recorded on TPU") == \
@@ -428,30 +403,44 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         code_text((built_site / compiled).read_text())
 
 
-@pytest.mark.parametrize("stale", [False, True])
-def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
+def tpu_tab(page):
+    """The lesson page's one TPU tab label, once it also has a CPU one."""
+    labels = re.findall(r'<label for="__tabbed_[^"]+">([^<]+)</label>', page)
+    tpu = [label for label in labels if label.startswith("TPU")]
+    assert len(tpu) == 1 and any(label.startswith("CPU") for label in labels), labels
+    return tpu[0]
+
+
+def test_a_hardware_recording_gets_its_own_tab_in_a_build_that_reads_utf_8_in_any_locale(
+        project, tmp_path):
+    """A fresh TPU recording, built in an ASCII locale: the pages are UTF-8 all the same."""
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
     write_tpu_recording(project / recording_name(SEED, "tpu"), project / module_file(SEED),
-                        project, stale=stale)
+                        project)
     rederive_analyses(project)  # the build refuses a recording without its analysis
     site = tmp_path / "site"
-    run = build(project, site)
-    assert run.returncode == 0, run.stderr[-2000:]  # CI cannot refresh it: never fatal
-    page = (site / LESSON_PAGE).read_text()
-    labels = re.findall(r'<label for="__tabbed_[^"]+">([^<]+)</label>', page)
-    tpu = [label for label in labels if label.startswith("TPU")]
-    assert len(tpu) == 1 and "TPU v6 lite" in tpu[0] and "1 January 2000" in tpu[0]
-    assert any(label.startswith("CPU") for label in labels)
-    assert "Completed TPU median microseconds" in page
-    assert ("Stale recording" in page) == stale
-    if stale:
-        assert module_file(SEED) in page.split("Stale recording")[1][:2000]
+    run = build(project, site, environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    page = (site / LESSON_PAGE).read_text(encoding="utf-8")
+    assert "TPU v6 lite" in tpu_tab(page) and "1 January 2000" in tpu_tab(page)
+    assert "Completed TPU median microseconds" in page and "Stale recording" not in page
     # The pages now speak of it: the TPU page, and the seed's entry in the course list.
     assert pages_saying(site, "Not yet recorded") == []
     entry = course_entries(site)[SEED.id]
     assert RECORDED_ON_TPU in entry and NOT_YET not in entry
+    assert "·" in (site / "index.html").read_text(encoding="utf-8")
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
+
+
+def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_site):
+    """CI cannot refresh a TPU recording, so a stale one is shown, marked, never fatal."""
+    page = (hostile_site / LESSON_PAGE).read_text()
+    assert "TPU v6 lite (x+y)" in tpu_tab(page) and "1 January 2000" in tpu_tab(page)
+    assert "Completed TPU median microseconds" in page
+    assert module_file(SEED) in page.split("Stale recording")[1][:2000]
+    assert RECORDED_ON_TPU in course_entries(hostile_site)[SEED.id]
 
 
 def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(
@@ -602,10 +591,9 @@ def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
 
 @pytest.mark.parametrize("url, ordinary", [
     ('http://x/"><script>alert(1)</script>', False), ("javascript:alert(1)//", False),
-    ("http://x/'onmouseover='alert(1)", False), ("http://x/<b>", False),
-    ("ftp://example.com/", False), ("http://x y/", False), ("http://x/\n<script>", False),
-    ("//example.com/", False), ("https://owner.github.io/my_repo.v2/", True),
-    ("http://127.0.0.1:8000/", True), ("https://Example.org/a%20b/", True)])
+    ("http://x/'onmouseover='alert(1)", False), ("ftp://example.com/", False),
+    ("http://x/\n<script>", False), ("https://owner.github.io/my_repo.v2/", True),
+    ("https://Example.org/a%20b/", True)])
 def test_a_hostile_site_url_stops_the_build_in_one_line(url, ordinary, monkeypatch):
     from scripts.pages import hooks
 
@@ -639,11 +627,7 @@ def checked(tmp_path, body, files=()):
     ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
     ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
      "loads https://cdn.example/x.png"),
-    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
     ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
-    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
-    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
-    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
     ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
     ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
     ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
@@ -655,7 +639,6 @@ def checked(tmp_path, body, files=()):
     ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
     ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
     ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
-    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
     ('<form action="vbscript:x"></form>', "runs script"),
     ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
     ('<a href="/ok.png">x</a>', "root-absolute"),  # breaks under a sub-path
@@ -681,10 +664,3 @@ def test_the_link_checker_reads_stylesheets_and_figures_and_passes_an_ordinary_p
                    '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
                    '<link rel="canonical" href="https://x.example/a/">'
                    '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
-
-
-def test_the_build_reads_utf_8_in_an_ascii_locale(project, tmp_path):
-    run = build(project, tmp_path / "site", environment={
-        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
-    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
-    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

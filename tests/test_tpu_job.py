@@ -123,13 +123,6 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
         captured.err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
 
 
-def test_the_comparison_page_says_not_yet_run_before_any_tpu_sweep(built_site):
-    """The committed tree holds no TPU sweep: every prediction is still open."""
-    assert not (ROOT / recording_name(SEED, "tpu-sweep")).exists()
-    page = (built_site / "going-further" / "tpu" / "index.html").read_text()
-    assert "Measured against predicted: not yet run." in page
-
-
 def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud, monkeypatch,
                                                                    tmp_path):
     """Canned results through the whole path: the job lands a TPU sweep whose 32 MiB own
