@@ -58,10 +58,6 @@ def gcloud(tmp_path, monkeypatch):
         if log.exists() else []
 
 
-def test_the_job_s_default_lesson_is_the_seed():
-    assert FIRST_LESSON == SEED  # what the tests below that name no lesson rely on
-
-
 def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     """The recording the fake VM hands back (fresh, or with `changes`) and, with `sweep`
     (True, or write_tpu_sweep's options), its sweep; their paths."""
@@ -90,22 +86,26 @@ def failed(clone, capsys, *flags):
     return job_error(capsys.readouterr().err)
 
 
-def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, capsys, tmp_path):
-    fetched, sweep = canned(clone, tmp_path, monkeypatch)
+def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_verdicts(
+        clone, gcloud, monkeypatch, capsys, tmp_path):
+    """Canned results through the whole path: the job lands the lesson's recording and a
+    TPU sweep whose 32 MiB own costs are 1.5x the predictions (inside their band) and 32 B
+    ones 10x (outside theirs); `record.py --render-only` judges it, the built page says so."""
+    from site_build import build
+
+    fetched, sweep = canned(clone, tmp_path, monkeypatch, sweep=dict(
+        over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
     before = snapshot(clone)
-
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
-
-    captured = capsys.readouterr()
-    assert "tpu_job: error:" not in captured.err
+    err = capsys.readouterr().err
+    assert "tpu_job: error:" not in err
     # The lesson's size sweep ran on the same VM and came back checked, beside it.
     assert changed(before, clone) == [f"recordings/{SWEEP_TARGET}", f"recordings/{TARGET}"]
     assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
     assert (clone / "recordings" / SWEEP_TARGET).read_bytes() == sweep.read_bytes()
-    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp",
-                               "delete"]
     # The job issues exactly what job_commands() lists, in its own temporary directory.
     issued = gcloud()
+    assert verbs(issued) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp", "delete"]
     workdir = Path(issued[1][4]).parent
     listed = job_commands("test-tpu", "us-east5-b", "v6e-4", workdir=workdir, root=clone)
     assert listed[0][:2] == ["git", "archive"]
@@ -116,23 +116,10 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
                              f"--platform tpu --lesson {ID}")
     assert issued[7][4] == f"test-tpu:{ID}/recordings/{SWEEP_TARGET}"
     # One progress line per step, and each recording lands only after it was checked.
-    steps = [line for line in captured.err.splitlines() if line.startswith("tpu_job: [")]
-    assert len(steps) == 12
-    assert captured.err.index("] validate") < captured.err.index("tpu_job: wrote")
-    assert captured.err.index(f"] validate {SWEEP_TARGET}") < \
-        captured.err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
-
-
-def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud, monkeypatch,
-                                                                   tmp_path):
-    """Canned results through the whole path: the job lands a TPU sweep whose 32 MiB own
-    costs are 1.5x the predictions (inside their band) and 32 B ones 10x (outside theirs),
-    `record.py --render-only` draws and judges it, and the built page says so."""
-    from site_build import build
-
-    canned(clone, tmp_path, monkeypatch,
-           sweep=dict(over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
+    assert len([line for line in err.splitlines() if line.startswith("tpu_job: [")]) == 12
+    assert err.index("] validate") < err.index("tpu_job: wrote")
+    assert err.index(f"] validate {SWEEP_TARGET}") < \
+        err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
     for args in (["--render-only"], ["--check"]):
         done = run(RECORD, *args, cwd=clone)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -149,12 +136,11 @@ def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud
     assert "Measured against predicted." in page and "not yet run" not in page
 
 
-@pytest.mark.parametrize("case", ["missing", "stale", "cpu"])
+@pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
     # missing: the VM wrote no sweep, so copying it back fails
-    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case != "missing" and dict(
-        stale=case == "stale", environment={"backend": "cpu"} if case == "cpu" else None))
+    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
 
     line = failed(clone, capsys, "--create", "--delete")
@@ -164,17 +150,18 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
     assert verbs(gcloud())[-1] == "delete"
     assert {"missing": "copy the sweep back failed",
-            "stale": "the fetched tpu-sweep recording is refused: ",
-            "cpu": "its backend is 'cpu'"}[case] in line
+            "stale": "the fetched tpu-sweep recording is refused: "}[case] in line
 
 
-def test_check_tpu_sweep_refuses_more_chips_than_the_lesson_s_devices(tmp_path):
+@pytest.mark.parametrize("changes, reason", [
+    (dict(chips=2 * SEED.devices), f"it measured p = {2 * SEED.devices}, more than the VM's "
+                                   f"{SEED.devices} chips"),
+    (dict(environment={"backend": "cpu"}), "its backend is 'cpu'")])
+def test_check_tpu_sweep_refuses_with_the_reason(tmp_path, changes, reason):
     from scripts.hardware.verify import check_tpu_sweep
 
-    sweep = write_tpu_sweep(tmp_path / "sweep.json", ROOT, chips=2 * SEED.devices)
-    with pytest.raises(RefusedRecording, match=f"it measured p = {2 * SEED.devices}, more "
-                       f"than the VM's {SEED.devices} chips"):
-        check_tpu_sweep(sweep, SEED, ROOT)
+    with pytest.raises(RefusedRecording, match=reason):
+        check_tpu_sweep(write_tpu_sweep(tmp_path / "sweep.json", ROOT, **changes), SEED, ROOT)
     assert check_tpu_sweep(write_tpu_sweep(tmp_path / "ok.json", ROOT), SEED,
                            ROOT)["kind"] == "sweep"
 
@@ -298,8 +285,8 @@ def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, ca
 
 # Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
 # Values as "--flag=value", so that argparse hands over even one that starts with "-".
-NOT_NAMES = [("--name", "x; rm -rf ~"), ("--zone", "us-east5-b && true"), ("--project", "-p"),
-             ("--name", "\ntest-tpu"), ("--zone", "us-east5-b\n")]  # `$` alone takes a "\n"
+NOT_NAMES = [("--name", "x; rm -rf ~"), ("--project", "-p"),
+             ("--zone", "us-east5-b\n")]  # `$` alone takes a "\n"
 REFUSED_REQUESTS = {
     **{f"accelerator {name}": ([f"--accelerator={name}", "--create"],
                                ("the job runs on single-host TPU VMs only",
@@ -329,12 +316,18 @@ def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gc
     assert gcloud() == []
 
 
-def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys):
-    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b", "--create",
-                         "--dry-run"]) == 0
+def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcloud,
+                                                                           monkeypatch, capsys):
+    assert FIRST_LESSON == SEED  # the job's default lesson: what the tests naming none rely on
+    for name, value in (("TPU_NAME", "env-tpu"), ("ZONE", "us-east1-d"),
+                        ("PROJECT", "env-project")):
+        monkeypatch.setenv(name, value)
+    assert tpu_job.main(["--create", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--accelerator-type v6e-4 --version v2-alpha-tpuv6e" in out
     assert f"record.py --platform tpu --lesson {ID}'" in out
+    assert "ssh env-tpu --zone us-east1-d --project env-project" in out
+    assert "tpu-vm delete" not in out
 
 
 @pytest.fixture
@@ -369,24 +362,17 @@ def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lesson
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
 
 
-def remote_setup_command(accelerator="v6e-4"):
-    [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", accelerator)
+def test_the_job_gives_the_vm_python_3_11_with_the_uv_make_install_uses_then_the_pins():
+    [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", "v6e-4")
                  if step.title.startswith("install uv")]
-    return command[command.index("--command") + 1]
-
-
-def test_the_job_gives_the_vm_python_3_11_with_uv_before_installing_the_pins():
-    setup = remote_setup_command().split(" && ")
+    setup = command[command.index("--command") + 1].split(" && ")
     assert setup[1] == f"python3 -m pip install --user --quiet uv=={UV_VERSION}"
     assert setup[2] == "python3 -m uv venv --python 3.11 .venv"
     assert setup[3].startswith("python3 -m uv pip install --python .venv/bin/python "
                                "-r requirements.txt -c constraints.txt ")
     assert setup[3].endswith('"jax[tpu]==0.10.2"')
     subprocess.run(["bash", "-n", "-c", " && ".join(setup)], check=True)  # valid shell
-
-
-def test_make_install_uses_the_jobs_uv():
-    """One uv for the VM and for `make install`: the Makefile reads the job's constant."""
+    # One uv for the VM and for `make install`: the Makefile reads the job's constant.
     planned = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
     assert f"pip install --quiet --disable-pip-version-check uv=={UV_VERSION}\n" in planned
@@ -407,16 +393,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
     assert f"--version {RUNTIMES[accelerator]}" in printed[3]
     assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
-
-
-def test_environment_variables_are_the_defaults(gcloud, monkeypatch, capsys):
-    monkeypatch.setenv("TPU_NAME", "env-tpu")
-    monkeypatch.setenv("ZONE", "us-east1-d")
-    monkeypatch.setenv("PROJECT", "env-project")
-    assert tpu_job.main(["--accelerator", "v6e-4", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "ssh env-tpu --zone us-east1-d --project env-project" in out
-    assert "tpu-vm create" not in out and "tpu-vm delete" not in out
 
 
 def test_the_page_shows_the_commands_the_job_runs_now():
@@ -446,9 +422,7 @@ def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_pat
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
-
-
-def test_no_fixture_reaches_the_real_recordings():
+    # ...and it never reached the real recordings.
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
         json.loads(FIXTURE.read_text())["generatedAt"]
