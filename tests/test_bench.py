@@ -1,10 +1,6 @@
-"""The message-size sweep: its arithmetic, its measuring code's shape and bookkeeping, its
-command line, and the committed recording. No test here asserts how fast anything ran:
-the quick sweeps check structure only, and the times they measure may be anything.
-
-bench.py measures any lesson's `sweep` module; these tests run it on the seed lesson's
-(conftest's SEED), whose programs and committed sweep they also check, and take every path
-from the registry's outputs value (scripts/outputs.for_lesson), never from its id."""
+"""The message-size sweep (bench.py on the seed lesson's `sweep` module): its arithmetic,
+its measuring code's bookkeeping, its command line and the committed recording. No test
+asserts how fast anything ran; every path comes from the registry (outputs.for_lesson)."""
 import importlib
 import json
 
@@ -40,10 +36,20 @@ FILES = for_lesson(SEED)
 RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
     FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
 RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
+COMMITTED = json.loads(RECORDING.read_text())
 
 
 def analysed(recording):
     return json.loads(AnalysisKind(SEED.analysis, "sweep").render(recording))
+
+
+def replayed(ranks, sizes, plan, block):
+    """bench.py's measure of one p and block, answered from the committed sweep: no JAX."""
+    [host] = [h for h in COMMITTED["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
+    return {"backend": {k: COMMITTED["environment"][k] for k in ("backend", "deviceKind", "jax")},
+            "rows": [r for r in COMMITTED["rows"] if (r["ranks"], r["block"]) == (ranks, block)],
+            "programs": COMMITTED["programs"][str(ranks)],
+            "host": {"before": host["before"], "after": host["after"]}}
 
 
 # --- arithmetic -----------------------------------------------------------------------
@@ -93,15 +99,6 @@ def test_fit_never_reports_negative_latency_and_says_when_times_do_not_grow():
 
 
 # --- the measuring code: shape and bookkeeping ------------------------------------------
-
-def in_process_measure(ranks, sizes, plan, block):
-    # conftest gave this interpreter 8 devices; a sub-mesh stands in for a fresh process.
-    rows = sweep_programs.measure_ranks(jax.devices()[:ranks], sizes, plan, block)
-    host = {"cores": 2, "loadAverage1m": 0.0}
-    return {"backend": sweep_programs.describe_backend(), "rows": rows,
-            "programs": sweep_programs.program_facts(ranks),
-            "host": {"before": host, "after": host}}
-
 
 def test_blocks_take_turns_over_p_and_rotate_the_programs():
     calls = []
@@ -161,7 +158,7 @@ def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     assert probe["donated"]["aliasBytes"] == 4096 and probe["kept"]["aliasBytes"] == 0
 
 
-def test_the_ring_series_is_checked_like_xla_collectives():
+def test_wrong_values_are_counted_on_every_device_copy_the_ring_series_too():
     mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
     contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
     for collective in ("ring_reduce_scatter", "ring_all_reduce"):
@@ -171,10 +168,6 @@ def test_the_ring_series_is_checked_like_xla_collectives():
         expected = sweep_programs.reference(collective, contributions)
         assert sweep_programs.count_wrong(result, expected) == 0
         assert sweep_programs.count_wrong(result, expected + 1) == result.size
-
-
-def test_wrong_values_are_counted_on_every_device_copy():
-    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
     expected = np.zeros(8, np.float32)
     expected[3] = 1
     replicated = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P()))
@@ -183,21 +176,18 @@ def test_wrong_values_are_counted_on_every_device_copy():
     assert sweep_programs.count_wrong(split, expected) == 1
 
 
-def test_a_measurement_warns_before_it_starts_on_a_busy_host(capsys):
-    from scripts.host import warn_if_busy
+def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
+    """The load, and the cores other work keeps busy now (over half a second): what a
+    recording's environment keeps as loadAverage1m and busyCoresAtStart."""
+    from scripts.host import host_at_start, warn_if_busy
+
+    reading = host_at_start()
+    assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
+    assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
     assert warn_if_busy("bench.py", {"cores": 2, "loadAverage1m": 5.5})
     assert "bench.py: warning: the load average is 5.5 on 2 cores" in capsys.readouterr().err
     assert not warn_if_busy("bench.py", {"cores": 2, "loadAverage1m": 0.5})
     assert capsys.readouterr().err == ""
-
-
-def test_the_host_is_read_once_before_a_run_as_recordings_store_it():
-    """The load, and the cores other work keeps busy now (over half a second): what a
-    recording's environment keeps as loadAverage1m and busyCoresAtStart."""
-    from scripts.host import host_at_start
-    reading = host_at_start()
-    assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
-    assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
 
 
 # --- the command line -----------------------------------------------------------------
@@ -251,17 +241,21 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
         expected[-1] += 1
         return expected
 
+    def in_process(module, ranks, sizes, plan, block, root):
+        # conftest gave this interpreter 8 devices: a sub-mesh stands in for a worker.
+        return {**replayed(ranks, sizes, plan, block), "rows": sweep_programs.measure_ranks(
+            jax.devices()[:ranks], sizes, plan, block)}
+
     monkeypatch.setattr(sweep_programs, "reference", off_by_one)
-    monkeypatch.setattr(bench, "measure_in_subprocess",
-                        lambda module, *args, root: in_process_measure(*args))
-    out = tmp_path / "sweep.json"
+    monkeypatch.setattr(bench, "measure_in_subprocess", in_process)
     plan = {**QUICK, "ranks": [2], "sizes": [8], "blocks": 1}
-    assert bench.main([*LESSON, "--out", str(out)], plan=plan) == 1
+    assert bench.main([*LESSON, "--out", str(tmp_path / "sweep.json")], plan=plan) == 1
     message = capsys.readouterr().err
     assert "differ from the NumPy reference" in message and "nothing was written" in message
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow
 def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     """The committed sweep replayed (no JAX): the renderer breaks after the recording and
     its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
@@ -269,34 +263,23 @@ def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
 
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
-    committed = json.loads(RECORDING.read_text())
-
-    def replayed(ranks, sizes, plan, block):
-        [host] = [h for h in committed["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
-        return {"backend": {k: committed["environment"][k] for k in ("backend", "deviceKind",
-                                                                     "jax")},
-                "rows": [r for r in committed["rows"] if (r["ranks"], r["block"]) == (
-                    ranks, block)],
-                "programs": committed["programs"][str(ranks)],
-                "host": {"before": host["before"], "after": host["after"]}}
 
     def broken(analysis, *variant):
         raise RuntimeError("renderer broke")
 
     monkeypatch.setattr(sweep_figure, "render", broken)
-    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
-                           {key: committed["method"][key] for key in bench.TIMING_KEYS},
+                           {key: COMMITTED["method"][key] for key in bench.TIMING_KEYS},
                            measure=replayed, blocks=2)
 
 
 @pytest.mark.slow
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
-    # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
-    # chips: each p of the plan that they hold, each in a worker told to use the chips,
-    # written as the lesson's tpu-sweep; nothing here has chips, so an in-process CPU
-    # measure stands in for the workers.
+    """bench.py --platform tpu, as the TPU job runs it: each p the lesson's `devices` chips
+    hold, in a worker told to use them, written as its tpu-sweep (the committed CPU sweep
+    answers for the workers)."""
     plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
     fitting = [p for p in plan["ranks"] if p <= SEED.devices]
     assert 0 < len(fitting) < len(plan["ranks"])  # the seed's chips hold some p, not all
@@ -304,7 +287,7 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
 
     def measure(module, ranks, sizes, plan, block, root, platform):
         asked.append((ranks, platform))
-        measured = in_process_measure(ranks, sizes, plan, block)
+        measured = replayed(ranks, sizes, plan, block)
         # Judged against the predictions made for the VM's chip (its analysis).
         measured["backend"].update(backend="tpu", deviceKind="TPU v6 lite")
         return measured
@@ -320,7 +303,7 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     tpu_sweep = FILES.recording(bench.sweep_variant("tpu"))
     assert tpu_sweep == recording_name(SEED, "tpu-sweep")
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
-                                            "requirements.txt", "constraints.txt"))
+                                       "requirements.txt", "constraints.txt"))
     (root / tpu_sweep).write_bytes(out.read_bytes())
     [hardware] = [o for o in recording_outputs(load_lessons(root)[SEED.id], root)
                   if o.path == tpu_sweep]
@@ -342,15 +325,10 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
 
 # --- the committed sweep --------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def committed():
-    return json.loads(RECORDING.read_text())
-
-
-def test_committed_sweep_keeps_every_block_of_every_row(committed):
-    """Every program, p, size and loop length the sweep measured, in every block. Whether
-    those are what the sweep module measures today is freshness's question (record.py
-    --check: a changed module asks for `make bench`)."""
+def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_derived():
+    """Every program, p, size and loop length in every block (whether the module measures
+    those today is freshness's question: `record.py --check`)."""
+    committed = COMMITTED
     validate(committed)
     assert committed["provenance"] == "recorded_cpu_computation"
     method = committed["method"]
@@ -372,10 +350,7 @@ def test_committed_sweep_keeps_every_block_of_every_row(committed):
                                == len(r["minorFaults"]) for r in rows)
     assert sorted(d["ranks"] for d in committed["donation"]) == [2, 4, 8]
     assert [entry["ranks"] for entry in committed["order"][:3]] == [2, 4, 8]
-
-
-def test_committed_analysis_is_derived_from_the_committed_sweep(committed):
-    """Its figures, drawn from it, are test_figures.py's, as every figure."""
+    # (its figures, drawn from the analysis, are test_figures.py's, as every figure)
     assert json.loads(ANALYSIS.read_text()) == analysed(committed)
 
 
