@@ -143,7 +143,6 @@ def test_a_looped_program_runs_every_collective_on_the_same_input():
 def test_without_glibc_the_allocator_probe_measures_nothing(monkeypatch):
     """The settings are glibc's: elsewhere nothing is set, and the worker records no probe."""
     import platform
-
     monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
     assert sweep_programs.keep_freed_memory() is False
     assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
@@ -180,7 +179,6 @@ def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
     """The load, and the cores other work keeps busy now (over half a second): what a
     recording's environment keeps as loadAverage1m and busyCoresAtStart."""
     from scripts.host import host_at_start, warn_if_busy
-
     reading = host_at_start()
     assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
     assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
@@ -245,7 +243,6 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
         # conftest gave this interpreter 8 devices: a sub-mesh stands in for a worker.
         return {**replayed(ranks, sizes, plan, block), "rows": sweep_programs.measure_ranks(
             jax.devices()[:ranks], sizes, plan, block)}
-
     monkeypatch.setattr(sweep_programs, "reference", off_by_one)
     monkeypatch.setattr(bench, "measure_in_subprocess", in_process)
     plan = {**QUICK, "ranks": [2], "sizes": [8], "blocks": 1}
@@ -260,13 +257,11 @@ def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     """The committed sweep replayed (no JAX): the renderer breaks after the recording and
     its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
     from scripts.figures import sweep_times as sweep_figure
-
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
 
     def broken(analysis, *variant):
         raise RuntimeError("renderer broke")
-
     monkeypatch.setattr(sweep_figure, "render", broken)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
@@ -291,7 +286,6 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
         # Judged against the predictions made for the VM's chip (its analysis).
         measured["backend"].update(backend="tpu", deviceKind="TPU v6 lite")
         return measured
-
     monkeypatch.setattr(bench, "measure_in_subprocess", measure)
     out = tmp_path / "tpu-sweep.json"
     assert bench.main([*LESSON, "--platform", "tpu", "--out", str(out)], plan=plan) == 0

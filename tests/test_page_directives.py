@@ -52,7 +52,6 @@ def of_a_lesson(markdown):
 ])
 def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
     from scripts.pages.recorded_text import PageError
-
     with pytest.raises(PageError) as refused:
         converted(markdown)
     message = str(refused.value)
@@ -81,7 +80,6 @@ def hostile_sources(text, data=None):
     (its data `data`, when given)."""
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded
-
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
@@ -98,7 +96,6 @@ def hostile_sources(text, data=None):
                                   "| a | b |"])
 def test_recorded_text_is_text_after_every_extension(text):
     from scripts.pages.page_language import PageLanguage
-
     page = markdown.markdown(of_a_lesson(
         "## Ran {{ rec:LESSON.cpu:data.words }}\n\nSaid {{ rec:LESSON.cpu:data.words }}.\n\n"
         "{{ recordings:LESSON }}\n\n{{ recordings-table:LESSON }}\n"),
@@ -117,7 +114,6 @@ def test_recorded_text_is_text_after_every_extension(text):
 
 def test_a_page_without_directives_loads_nothing(monkeypatch):
     from scripts.pages import page_language
-
     monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
     assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
         == "<h1>Plain</h1>\n<p>text</p>"
@@ -134,7 +130,6 @@ def table_rows(page):
 
 def converted(text, sources=None):
     from scripts.pages.page_language import PageLanguage
-
     language = PageLanguage(sources=sources) if sources else PageLanguage()
     return markdown.markdown(of_a_lesson(text), extensions=["tables", language])
 
@@ -189,7 +184,6 @@ def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(val
     page with exit 0 (`|>1000000000`, `|.100000000f`): the page refuses it in one line."""
     from scripts.pages.directives import value_text
     from scripts.pages.recorded_text import PageError
-
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     try:
         text = value_text(value, spec, directive)
@@ -216,7 +210,6 @@ for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", 
                                                ("cpu", "^9", "   cpu   ")])
 def test_the_format_codes_pages_use_still_work(value, spec, text):
     from scripts.pages.recorded_text import formatted
-
     assert formatted(value, spec) == (text or format(value, spec))
 
 
@@ -226,7 +219,6 @@ def test_a_missing_hardware_recording_names_the_command_that_makes_it():
     from scripts.pages.directives import recorded_value
     from scripts.pages.recorded_text import PageValues
     from scripts.pages.sources import Sources
-
     lessons = load_lessons()
     lesson = FIRST_LESSON
     assert "tpu_job.py" in recording_fix(lessons, f"{lesson.id}.tpu")

@@ -90,7 +90,6 @@ def test_a_recording_or_page_broken_while_serving_keeps_the_last_good_site(tmp_p
         with urllib.request.urlopen(address, timeout=10) as answer:
             assert answer.status == 200
             return re.sub(rb"livereload\([\d, ]+\)", b"", answer.read())  # its build counter
-
     with open(log_path, "w") as log:
         process, url = serve(project, log)
         try:

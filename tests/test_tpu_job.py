@@ -92,7 +92,6 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     TPU sweep whose 32 MiB own costs are 1.5x the predictions (inside their band) and 32 B
     ones 10x (outside theirs); `record.py --render-only` judges it, the built page says so."""
     from site_build import build
-
     fetched, sweep = canned(clone, tmp_path, monkeypatch, sweep=dict(
         over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
     before = snapshot(clone)
@@ -142,9 +141,7 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     # missing: the VM wrote no sweep, so copying it back fails
     fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
     # The lesson's recording was checked and moved into place before the sweep ran.
     assert changed(before, clone) == [f"recordings/{TARGET}"]
     assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
@@ -159,7 +156,6 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     (dict(environment={"backend": "cpu"}), "its backend is 'cpu'")])
 def test_check_tpu_sweep_refuses_with_the_reason(tmp_path, changes, reason):
     from scripts.hardware.verify import check_tpu_sweep
-
     with pytest.raises(RefusedRecording, match=reason):
         check_tpu_sweep(write_tpu_sweep(tmp_path / "sweep.json", ROOT, **changes), SEED, ROOT)
     assert check_tpu_sweep(write_tpu_sweep(tmp_path / "ok.json", ROOT), SEED,
@@ -171,9 +167,7 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     before = snapshot(clone)
-
     assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
-
     assert {path.name: path.read_bytes() for path in elsewhere.iterdir()} == {
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
     assert changed(before, clone) == []
@@ -226,9 +220,7 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
     else:
         monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
     assert changed(before, clone) == []
     for words in FAILURES[mode]:
         assert words in line
@@ -266,9 +258,7 @@ def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path
     (only_git / "git").symlink_to(shutil.which("git"))
     monkeypatch.setenv("PATH", str(only_git))
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
     assert changed(before, clone) == []
 
@@ -276,9 +266,7 @@ def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path
 def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, capsys):
     with (clone / MODULE).open("a") as module:
         module.write("# an edit the VM would not see\n")
-
     line = failed(clone, capsys, "--create", "--delete")
-
     assert f"{MODULE} differ from HEAD" in line and "git add" in line
     assert gcloud() == []
 
@@ -385,7 +373,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     argv = ["--name", "my-tpu", "--zone", "us-east5-b", "--accelerator", accelerator,
             "--project", "my-project", "--create", "--delete", "--dry-run"]
     assert tpu_job.main(argv) == 0
-
     printed = capsys.readouterr().out.splitlines()
     commands = job_commands("my-tpu", "us-east5-b", accelerator, "my-project")
     assert [line for line in printed if not line.startswith("#")] == \
@@ -456,7 +443,6 @@ def job(signal_clone, gcloud, tmp_path):
                                env={"FAKE_GCLOUD_BLOCK": block,
                                     "FAKE_GCLOUD_READY": str(ready)}))
         return started[-1]
-
     start.ready = ready
     yield start
     for step in (*STEPS, "delete"):
@@ -479,9 +465,7 @@ def reached(job, command, step):
 def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job, gcloud):
     running = job(step, "--create", "--delete")
     gcloud_pid = reached(job, running, step)
-
     running.signal(signum, group=True)
-
     status, lines = running.finish()
     assert status == 128 + signum
     assert verbs(gcloud())[-1] == "delete" and verbs(gcloud()).count("delete") == 1
@@ -498,13 +482,11 @@ def test_a_second_signal_does_not_cut_the_delete_short(job):
     reached(job, running, "run")
     running.signal(signal.SIGTERM, group=True)
     delete_pid = reached(job, running, "delete")
-
     for signum in (signal.SIGINT, signal.SIGINT, signal.SIGHUP):  # Ctrl-C twice, ssh gone
         running.signal(signum, group=True)
     time.sleep(0.2)
     assert psutil.pid_exists(delete_pid) and running.process.poll() is None
     (job.ready / "delete.go").touch()
-
     status, lines = running.finish()
     assert status == 128 + signal.SIGTERM  # the first signal's, after the delete finished
     assert (job.ready / "delete.done").exists()
@@ -515,9 +497,7 @@ def test_a_second_signal_does_not_cut_the_delete_short(job):
 def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gcloud):
     running = job("run", "--create")
     reached(job, running, "run")
-
     running.signal(signal.SIGHUP, group=True)
-
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
     assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute "

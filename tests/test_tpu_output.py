@@ -33,12 +33,10 @@ class Captured:
 
     def lower(self, *args):
         return self
-
     compile = lower
 
     def as_text(self, dialect=None):
         return self.text
-
     compiler_ir = as_text
 
 
@@ -157,7 +155,6 @@ def tpu_page(recording):
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded
     from scripts.store.recordings import read_json
-
     files = for_lesson(SEED)
     stems = {files.stem("cpu"): files.recording("cpu"), **{files.stem(variant, analysis=True):
                                                           files.analysis(variant)

@@ -71,7 +71,6 @@ def test_the_page_states_the_bands_and_the_loop_the_modules_use():
     """The TPU page writes the pre-registered bands and the loop length out in words
     (no recording holds them before the run): they must be the modules' own."""
     LOOP_COLLECTIVES = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES
-
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     bands = model.BANDS
     assert f"bandwidth-bound (32 MiB): {bands['bandwidth']['low']:g}× to " \
@@ -112,7 +111,6 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     at p = 2 and 4, its machine a v6e chip, each collective's own cost over_predicted(row)
     times the v6e-4 prediction (made-up TPU numbers: fixtures/tpu_recording_fixture.py)."""
     from fixtures.tpu_recording_fixture import canned_times
-
     recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
@@ -138,7 +136,6 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     """Canned results: the own cost of every collective made the prediction times 1.5
     (inside both bands), times 4 (outside both), and at the band's edge for one point."""
     compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
-
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
@@ -170,7 +167,6 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
     the last closing the ring; the installed JAX orders chips of those coordinates so, and
     names the chip's kind as the model does (a rename fails here, not on a TPU VM)."""
     from jax.experimental.mesh_utils import create_device_mesh, device_kind_handler_dict
-
     real = json.loads((FIXTURES / "tpu_v5e_2x2_compiled" / "mesh.json").read_text())[topology]
     ids, coords = zip(*real)
     assert list(ids) == [0, 1, 3, 2]
@@ -185,7 +181,6 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
 def test_predictions_whose_machines_are_a_list_are_one_line():
     from scripts.store.derive import DeriveError, render
     from scripts.store.outputs import figure_outputs
-
     data = json.loads(DATA.read_text())
     data["machines"] = list(data["machines"].values())  # was an AttributeError traceback
     [output] = [output for output in figure_outputs(SEED)
