@@ -1,8 +1,5 @@
-"""The TPU job, driven end to end through a fake gcloud (tests/fixtures/fake_gcloud).
-
-Each flow runs in a fresh clone of this repository, so `git archive HEAD` is real, the
-lesson there equals HEAD, and the only recordings/ a test can touch is the clone's.
-"""
+"""The TPU job, end to end through a fake gcloud (tests/fixtures/fake_gcloud), each flow in
+a fresh clone: `git archive HEAD` is real and only the clone's recordings/ can change."""
 import json
 import os
 import re
@@ -26,8 +23,7 @@ from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
                                   job_commands, job_steps)
 
-# The job's lesson when none is named is the registry's first; its canned TPU recording
-# (tests/fixtures/tpu_recording.fixture.json) is the seed lesson's.
+# The job's default lesson is the registry's first; the canned TPU recording is the seed's.
 ID = SEED.id
 MODULE = module_file(SEED)
 TARGET = f"{ID}.tpu.json"
@@ -37,7 +33,10 @@ VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 
 @pytest.fixture
 def clone(tmp_path):
-    repo = tmp_path / "repo"
+    return clone_into(tmp_path / "repo")
+
+
+def clone_into(repo):
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
     if (ROOT / "node_modules").exists():  # the build's Temml, linked as project_copy does
         (repo / "node_modules").symlink_to(ROOT / "node_modules")
@@ -318,18 +317,13 @@ def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcl
     assert "tpu-vm delete" not in out
 
 
-@pytest.fixture
-def two_lessons(tmp_path):
-    """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
-    return project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
-                                      "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
-
-
 @pytest.mark.parametrize("devices", [2, 8])
-def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lessons, gcloud,
+def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, gcloud,
                                                                       capsys, devices):
-    """2 chips: no single-host VM has them, refused in one line; 8: a v6e-8, this lesson
-    alone (the other lessons' recordings cannot fail with it)."""
+    """The fixture lesson added to a copy: on 2 chips, which no single-host VM has, refused
+    in one line; on 8, a v6e-8 for it alone (the others' recordings cannot fail with it)."""
+    two_lessons = project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
+                                             "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
     registry = two_lessons / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace("devices = 2", f"devices = {devices}"))
     status = tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
@@ -426,9 +420,7 @@ STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 @pytest.fixture(scope="module")
 def signal_clone(tmp_path_factory):
     """One clone for every signalled job: each stops before anything is installed."""
-    repo = tmp_path_factory.mktemp("signals") / "repo"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    return repo
+    return clone_into(tmp_path_factory.mktemp("signals") / "repo")
 
 
 @pytest.fixture
