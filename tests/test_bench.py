@@ -8,7 +8,7 @@ import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, module_file, recording_name
 from harness import changed, leftover_temp_files, one_error, project, run, snapshot, unchanged
@@ -124,42 +124,33 @@ def test_blocks_take_turns_over_p_and_rotate_the_programs():
                for k in (1, looping))
 
 
-def test_a_looped_program_runs_every_collective_on_the_same_input():
-    """The optimization barrier keeps XLA from hoisting the collective out of the loop or
-    merging the iterations: the compiled loop still holds an all-reduce in its body, and
-    the result is the single call's."""
-    mesh = sweep_programs.ring_mesh(jax.devices()[:4])
-    contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
-    body, in_spec, out_spec = sweep_programs.PROGRAMS["all_reduce"]
-    arg = jax.device_put(contributions, NamedSharding(mesh, in_spec))
-    compiled = jax.jit(jax.shard_map(sweep_programs.looped(body, 4), mesh=mesh,
-                                     in_specs=in_spec, out_specs=out_spec)).lower(arg).compile()
-    text = compiled.as_text()
-    assert "while" in text and text.count("all-reduce(") == 2  # before the loop, and in it
-    expected = sweep_programs.reference("all_reduce", contributions)
-    assert sweep_programs.count_wrong(compiled(arg), expected) == 0
-
-
-def test_without_glibc_the_allocator_probe_measures_nothing(monkeypatch):
-    """The settings are glibc's: elsewhere nothing is set, and the worker records no probe."""
+def test_the_donation_probe_reports_faults_aliasing_and_scratch_the_allocator_s_glibc(
+        monkeypatch):
     import platform
-    monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
-    assert sweep_programs.keep_freed_memory() is False
-    assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
-
-
-def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     probe = sweep_programs.donation_probe(jax.devices()[:2], 4096, calls=2)
     assert (probe["ranks"], probe["bytes"]) == (2, 4096)
     for name in ("kept", "donated"):
         assert len(probe[name]["faultsPerCall"]) == 2 and probe[name]["wrong"] == 0
     # XLA:CPU takes the donation: the output is the input's buffer, per device.
     assert probe["donated"]["aliasBytes"] == 4096 and probe["kept"]["aliasBytes"] == 0
+    # The allocator's settings are glibc's: elsewhere none is set, and no probe recorded.
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
+    assert sweep_programs.keep_freed_memory() is False
+    assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
 
 
-def test_wrong_values_are_counted_on_every_device_copy_the_ring_series_too():
-    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_series_too():
+    """A looped program's optimization barrier keeps XLA from hoisting the collective out
+    of the loop or merging the iterations: one before the loop, one in its body."""
+    mesh = sweep_programs.ring_mesh(jax.devices()[:4])
     contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
+    body, in_spec, out_spec = sweep_programs.PROGRAMS["all_reduce"]
+    arg = jax.device_put(contributions, NamedSharding(mesh, in_spec))
+    compiled = jax.jit(jax.shard_map(sweep_programs.looped(body, 4), mesh=mesh,
+                                     in_specs=in_spec, out_specs=out_spec)).lower(arg).compile()
+    assert "while" in compiled.as_text() and compiled.as_text().count("all-reduce(") == 2
+    assert sweep_programs.count_wrong(compiled(arg), sweep_programs.reference(
+        "all_reduce", contributions)) == 0
     for collective in ("ring_reduce_scatter", "ring_all_reduce"):
         body, in_spec, out_spec = sweep_programs.PROGRAMS[collective]
         call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec))

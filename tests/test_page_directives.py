@@ -76,8 +76,7 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
 
 
 def hostile_sources(text, data=None):
-    """A registry's first lesson with one CPU recording whose every string is `text`
-    (its data `data`, when given)."""
+    """The first lesson with one CPU recording whose every string is `text` (data: `data`)."""
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
@@ -147,7 +146,7 @@ def test_a_table_directive_writes_one_row_per_recorded_element():
     assert "<p>After the table.</p>" in page and "RECVAL" not in page
 
 
-def test_a_dict_table_follows_its_list_of_keys_and_reads_from_the_top():
+def test_a_dict_table_follows_its_list_of_keys_reads_from_the_top_and_holds_text():
     data = {"ranks": [8, 2, 4], "labels": {"2": "two", "4": "four", "8": "eight"},
             "steps": {"2": {"us": 10.26}, "4": {"us": 20.5}, "8": {"us": 40.0}}}
     page = converted("| p | name | µs | backend |\n|--:|---|--:|---|\n"
@@ -155,9 +154,6 @@ def test_a_dict_table_follows_its_list_of_keys_and_reads_from_the_top():
                      "   | {us|.1f} | {/environment.backend} }}\n", hostile_sources("x", data))
     assert table_rows(page) == [["8", "eight", "40.0", "cpu"], ["2", "two", "10.3", "cpu"],
                                 ["4", "four", "20.5", "cpu"]]
-
-
-def test_hostile_text_in_a_table_cell_stays_text():
     text = '<script>alert(1)</script> | [x](javascript:alert(1)) **b** {{ rec:a:b }}'
     page = converted("| key | name | share |\n|---|---|---|\n"
                      "{{ rec-table:LESSON.cpu:data.rows | {*} | {name} | {share|.0%} }}\n"
@@ -168,7 +164,7 @@ def test_hostile_text_in_a_table_cell_stays_text():
     assert "<script>" not in page and "<strong>" not in page and "<a " not in page
 
 
-# a format code's bounds, and the fix a missing recording names ----------------------------
+# --- a format code's bounds, and the fix a missing recording names ------------------------
 
 VALUES = st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False) \
     | st.text(string.ascii_letters + " µ·", max_size=8)  # text, never a timestamp
@@ -205,12 +201,11 @@ for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", 
         test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line)
 
 
-@pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),
-                                               (7, "d", "7"), (1.5, ">40.20f", None),
-                                               ("cpu", "^9", "   cpu   ")])
-def test_the_format_codes_pages_use_still_work(value, spec, text):
+def test_the_format_codes_pages_use_still_work():
     from scripts.pages.recorded_text import formatted
-    assert formatted(value, spec) == (text or format(value, spec))
+    for value, spec in [(1234.5, ",.0f"), (0.25, ".0%"), (7, "d"), (1.5, ">40.20f"),
+                        ("cpu", "^9")]:
+        assert formatted(value, spec) == format(value, spec), spec
 
 
 def test_a_missing_hardware_recording_names_the_command_that_makes_it():

@@ -69,7 +69,7 @@ def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     return fetched, swept
 
 
-def verbs(calls):
+def verbs(calls):  # create, scp, ssh, delete
     return [call[3] for call in calls]
 
 
@@ -99,8 +99,8 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     assert "tpu_job: error:" not in err
     # The lesson's size sweep ran on the same VM and came back checked, beside it.
     assert changed(before, clone) == [f"recordings/{SWEEP_TARGET}", f"recordings/{TARGET}"]
-    assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
-    assert (clone / "recordings" / SWEEP_TARGET).read_bytes() == sweep.read_bytes()
+    assert [(clone / "recordings" / name).read_bytes() for name in (TARGET, SWEEP_TARGET)] == \
+        [fetched.read_bytes(), sweep.read_bytes()]
     # The job issues exactly what job_commands() lists, in its own temporary directory.
     issued = gcloud()
     assert verbs(issued) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp", "delete"]
@@ -118,8 +118,7 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     assert err.index("] validate") < err.index("tpu_job: wrote")
     assert err.index(f"] validate {SWEEP_TARGET}") < \
         err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
-    for args in (["--render-only"], ["--check"]):
-        done = run(RECORD, *args, cwd=clone)
+    for done in (run(RECORD, "--render-only", cwd=clone), run(RECORD, "--check", cwd=clone)):
         assert done.returncode == 0, done.stdout + done.stderr
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
@@ -137,7 +136,7 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
 @pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    # missing: the VM wrote no sweep, so copying it back fails
+    # missing: the VM wrote no sweep, so copying it back fails; stale: it is refused
     fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
@@ -220,18 +219,12 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
         monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
-    assert changed(before, clone) == []
-    for words in FAILURES[mode]:
-        assert words in line
+    assert changed(before, clone) == [] and all(words in line for words in FAILURES[mode])
     # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
-    assert "exited with return code" not in line
-    assert "recordings/ is as it was" in line
-    if len(gcloud()) > 1:
-        # The VM this run made is deleted anyway, and the line says so.
-        assert verbs(gcloud())[-1] == "delete"
-        assert line.endswith("; the VM test-tpu was deleted")
-    else:
-        # A refused create made no VM, and the name may belong to someone else's.
+    assert "exited with return code" not in line and "recordings/ is as it was" in line
+    if len(gcloud()) > 1:  # the VM this run made is deleted anyway, and the line says so
+        assert verbs(gcloud())[-1] == "delete" and line.endswith("; the VM test-tpu was deleted")
+    else:  # a refused create made no VM, and the name may be someone else's
         assert verbs(gcloud()) == ["create"] and line.endswith("; no VM was created")
 
 
@@ -251,23 +244,21 @@ def test_a_failure_that_leaves_a_vm_says_how_to_delete_it(mode, flag, ending, cl
     assert line.endswith(ending)
 
 
-def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path):
-    only_git = tmp_path / "bin"
-    only_git.mkdir()
-    (only_git / "git").symlink_to(shutil.which("git"))
-    monkeypatch.setenv("PATH", str(only_git))
+def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_command(
+        clone, gcloud, monkeypatch, capsys, tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "git").symlink_to(shutil.which("git"))
+    with_gcloud = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
     assert changed(before, clone) == []
-
-
-def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, capsys):
+    monkeypatch.setenv("PATH", with_gcloud)
     with (clone / MODULE).open("a") as module:
         module.write("# an edit the VM would not see\n")
     line = failed(clone, capsys, "--create", "--delete")
-    assert f"{MODULE} differ from HEAD" in line and "git add" in line
-    assert gcloud() == []
+    assert f"{MODULE} differ from HEAD" in line and "git add" in line and gcloud() == []
 
 
 # Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
