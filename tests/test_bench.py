@@ -62,16 +62,14 @@ def test_bus_factors_follow_nccl_tests(phases, ranks, factor):
     assert bus_factor(phases, ranks) == pytest.approx(factor)
 
 
-def test_each_program_says_how_many_phases_it_moves():
+def test_each_program_says_how_many_phases_it_moves_and_each_size_is_measured_once():
     facts = sweep_programs.program_facts(4)
     assert set(facts) == set(COLLECTIVES)
     assert {c for c, f in facts.items() if f["phases"] == 2} == {
         "all_reduce", "reduce_scatter_all_gather", "ring_all_reduce"}
     assert facts["ring_reduce_scatter"]["steps"] == 3 and facts["ring_all_reduce"]["steps"] == 6
-
-
-def test_element_counts_round_up_to_a_multiple_of_ranks_and_measure_each_size_once():
-    # A factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content review M2).
+    # Sizes a factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content
+    # review M2), each measured once, as elements rounded up to a multiple of p.
     assert SIZES == tuple(sorted({8 * 4**k for k in range(12)}
                                  | {12 * 2**20, 16 * 2**20, 24 * 2**20}))
     assert [element_count(8, p) for p in (2, 4, 8)] == [2, 4, 8]  # 16 B moved at p = 4

@@ -29,7 +29,8 @@ def recorded_stdout(lesson):
 
 
 @each_lesson
-def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson):
+def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson,
+                                                                           site_config):
     """Each step printed under its own code; and a reader downloads it alone, so it imports
     nothing of this repository (read from its cells: the editable install makes `scripts`
     and `lesson_code` importable in any kernel here)."""
@@ -48,6 +49,8 @@ def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(less
                 for cell in code for node in ast.walk(ast.parse(cell.source))
                 if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     assert imported.isdisjoint({"scripts", "lesson_code"}), imported
+    page = rendered_page(committed(lesson), site_config)  # the site's page of it
+    assert "<pre" in page.content and live_markup(page.content) == []
 
 
 @pytest.mark.slow
@@ -71,11 +74,18 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
         [number.sub("#", line) for line in recorded_stdout(lesson).splitlines()]
 
 
-def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in():
+def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers_are_read():
+    """A section's local variable `main` is not the module's `def main()` (argparse): only
+    the module-level names a section reads keep a helper in the notebook."""
     cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
     run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
     # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
     assert lay_out(cells, run) == [["x = a()", "print(x)"], ["y = b(x)", "print(a(), json)"]]
+    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
+              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
+                     "\n\ndef helper(x):\n    return x")]
+    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
+    assert "def helper" in kept and "def main" not in kept and "argparse" not in kept
 
 
 @each_lesson
@@ -111,19 +121,6 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     # The steps keep the page's titles, and the exercise prompt is a cell.
     assert "Step 1 · Configure four logical devices" in headings
     assert "make_it_yours" in {name for name, _ in source_blocks(lesson.path().read_text())[1]}
-
-
-# ---------------------------------------------------------------- cutting the cells --
-
-def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
-    """A section's local variable `main` is not the module's `def main()` (argparse): only
-    the module-level names a section reads keep a helper in the notebook."""
-    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
-              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
-                     "\n\ndef helper(x):\n    return x")]
-    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
-    assert "def helper" in kept
-    assert "def main" not in kept and "argparse" not in kept
 
 
 @each_lesson_with("going_further")
@@ -232,12 +229,6 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     # The side bar's table of contents is built from the same headings: text there too.
     titles = [item.title for item in page.toc]
     assert titles and not any("<img" in title for title in titles)
-
-
-@each_lesson
-def test_the_site_s_own_notebook_still_converts(site_config, lesson):
-    page = rendered_page(committed(lesson), site_config)
-    assert "<pre" in page.content and live_markup(page.content) == []
 
 
 @pytest.mark.parametrize("notebook", [

@@ -60,7 +60,7 @@ def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdow
 
 # ------------------------------------------ Python-Markdown alone: no mkdocs, no hooks --
 
-def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
+def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkeypatch):
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
     page = markdown.markdown(of_a_lesson(
         "JAX {{ rec:LESSON.cpu:environment.jax }}, recorded on "
@@ -73,6 +73,11 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
     for lesson in LESSONS.values():  # links from the docs folder, as mkdocs resolves them
         assert f'href="/lessons/{lesson.id}.md"' in page
     assert "RECVAL" not in page and "{{" not in page
+    # ...and only for a page that has a directive.
+    from scripts.pages import page_language
+    monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
+    assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
+        == "<h1>Plain</h1>\n<p>text</p>"
 
 
 def hostile_sources(text, data=None):
@@ -109,13 +114,6 @@ def test_recorded_text_is_text_after_every_extension(text):
     # The heading's anchor is the value's slug, its text the value as text.
     heading = re.search(r'<h2 id="([^"]+)">Ran (.*?)</h2>', page)
     assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped
-
-
-def test_a_page_without_directives_loads_nothing(monkeypatch):
-    from scripts.pages import page_language
-    monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
-    assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
-        == "<h1>Plain</h1>\n<p>text</p>"
 
 
 # ------------------------------------------------ rec-table: a recorded table, written once --
