@@ -444,22 +444,19 @@ def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph
     table = home[:table_end].split('id="recordings-on-this-site"')[1]
     recordings = sorted(path.relative_to(ROOT).as_posix() for lesson in LESSONS.values()
                         for path in (ROOT / "recordings").glob(f"{lesson.id}.*.json"))
-    assert sorted(re.findall(r"<td><code>(recordings/[^<]+)</code></td>", table)) \
-        == recordings
+    assert sorted(re.findall(r"<td><code>(recordings/[^<]+)</code></td>", table)) == recordings
     assert len(re.findall(r"<tr>", table)) == 1 + len(recordings)
 
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
-    """Code stays out of the search index, so each block that defines something says so
-    in a line the index keeps; the index's separator splits `to="invarying"` but keeps
-    `psum_scatter` whole (N9); inline API names link to the JAX reference, code blocks
-    and headings never do."""
+    """Code stays out of the search index, so a line the index keeps names what a block
+    defines; the separator splits `to="invarying"`, keeps `psum_scatter` whole (N9); inline
+    API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
     for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):
         assert name in text, name
-    words = set(re.split(index["config"]["separator"], html.unescape(re.sub("<[^>]+>", " ",
-                                                                             text))))
+    words = set(re.split(index["config"]["separator"], visible(text)))
     assert {"invarying", "psum_scatter", "all_gather"} <= words
     page = (built_site / LESSON_PAGE).read_text()
     assert re.search(r'<a href="https://docs\.jax\.dev/[^"]*psum_scatter\.html" '
@@ -477,13 +474,10 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
     built = [path for folder in ("javascripts", "stylesheets")
              for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]
     assert any(path.name.startswith("bundle.") for path in built)
-    differ = [path.relative_to(built_site).as_posix() for path in built
-              if path.read_bytes() != (theme / path.relative_to(built_site / "assets"))
-              .read_bytes()]
-    assert differ == []
-    # main.html's head script sets the js and js-focus-visible classes before any style
-    # is computed; a page whose bundle never runs keeps its focus rings while no
-    # stylesheet hides focus under that class.
+    assert [path.name for path in built if path.read_bytes() != (
+        theme / path.relative_to(built_site / "assets")).read_bytes()] == []
+    # main.html's head sets the js and js-focus-visible classes before any style: a page
+    # whose bundle never runs keeps its focus rings, as no stylesheet hides them then.
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]
         assert 'classList.replace("no-js","js")' in head, page
