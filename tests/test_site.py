@@ -173,12 +173,7 @@ BROKEN = {
            ("stale", module_file(lesson), lambda text: text + "\nA_CHANGE = 1\n",
             [f"{recording_name(lesson)}: stale", "python scripts/record.py"]),
            ("comment", module_file(lesson), comment_in_first_section,  # the notebook alone
-            [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"]),
-           ("not-json", recording_name(lesson), lambda text: "{ x",
-            [recording_name(lesson), "not valid JSON"]),
-           ("schema-2", recording_name(lesson),
-            lambda text: json.dumps({**json.loads(text), "schemaVersion": 2}),
-            [recording_name(lesson), "invalid at schemaVersion"])]},
+            [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"])]},
     **{f"notebook-{name}": (edited(NOTEBOOK, change), [NOTEBOOK, "`python scripts/record.py`"])
        for name, change in [("truncated", lambda text: text[:len(text) // 2]),
                             ("numeric-source", lambda text: json.dumps(
@@ -202,14 +197,26 @@ BROKEN = {
 }
 
 
-@pytest.mark.parametrize("breakage", BROKEN)
-def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakage):
-    breaks, words = BROKEN[breakage]
+def stops_in_one_line(project, site, breaks, words):
     breaks(project)
-    site = tmp_path / "site"
     line = one_error(build(project, site))
     assert all(word in line for word in words), line
     assert not (site / "index.html").exists()  # nothing published
+
+
+@pytest.mark.parametrize("breakage", BROKEN)
+def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakage):
+    stops_in_one_line(project, tmp_path / "site", *BROKEN[breakage])
+
+
+@pytest.mark.parametrize("corrupt, words", [
+    (lambda text: "{ x", "not valid JSON"),
+    (lambda text: json.dumps({**json.loads(text), "schemaVersion": 2}),
+     "invalid at schemaVersion")])
+@each_lesson
+def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, words, lesson):
+    stops_in_one_line(project, tmp_path / "site", edited(recording_name(lesson), corrupt),
+                      [recording_name(lesson), words])
 
 
 @pytest.mark.parametrize("include", ['--8<-- "/etc/hostname"', '--8<-- "../../etc/hostname"',
