@@ -13,6 +13,14 @@ from hypothesis import strategies as st
 from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
+from scripts.pages import page_language
+from scripts.pages.directives import recorded_value, value_text
+from scripts.pages.page_language import PageLanguage
+from scripts.pages.recorded_text import PageError, PageValues, formatted
+from scripts.pages.sources import Sources
+from scripts.store.freshness import Loaded
+from scripts.store.lessons import load_lessons
+from scripts.store.outputs import recording_fix
 
 
 def of_a_lesson(markdown):
@@ -51,7 +59,6 @@ def of_a_lesson(markdown):
         ("data.budget | {ranks|>1000000}", "widths up to")]),
 ])
 def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
-    from scripts.pages.recorded_text import PageError
     with pytest.raises(PageError) as refused:
         converted(markdown)
     message = str(refused.value)
@@ -74,7 +81,6 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkey
         assert f'href="/lessons/{lesson.id}.md"' in page
     assert "RECVAL" not in page and "{{" not in page
     # ...and only for a page that has a directive.
-    from scripts.pages import page_language
     monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
     assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
         == "<h1>Plain</h1>\n<p>text</p>"
@@ -82,8 +88,6 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkey
 
 def hostile_sources(text, data=None):
     """The first lesson with one CPU recording whose every string is `text` (data: `data`)."""
-    from scripts.pages.sources import Sources
-    from scripts.store.freshness import Loaded
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
@@ -99,7 +103,6 @@ def hostile_sources(text, data=None):
                                   '--8<-- "README.md"', "**bold** `code` _x_ <!-- c -->",
                                   "| a | b |"])
 def test_recorded_text_is_text_after_every_extension(text):
-    from scripts.pages.page_language import PageLanguage
     page = markdown.markdown(of_a_lesson(
         "## Ran {{ rec:LESSON.cpu:data.words }}\n\nSaid {{ rec:LESSON.cpu:data.words }}.\n\n"
         "{{ recordings:LESSON }}\n\n{{ recordings-table:LESSON }}\n"),
@@ -126,7 +129,6 @@ def table_rows(page):
 
 
 def converted(text, sources=None):
-    from scripts.pages.page_language import PageLanguage
     language = PageLanguage(sources=sources) if sources else PageLanguage()
     return markdown.markdown(of_a_lesson(text), extensions=["tables", language])
 
@@ -176,8 +178,6 @@ SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_siz
 def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
     """A width past 40 or a precision past 20 would build a gigabyte string or a 195 MB
     page with exit 0 (`|>1000000000`, `|.100000000f`): the page refuses it in one line."""
-    from scripts.pages.directives import value_text
-    from scripts.pages.recorded_text import PageError
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     try:
         text = value_text(value, spec, directive)
@@ -200,18 +200,12 @@ for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", 
 
 
 def test_the_format_codes_pages_use_still_work():
-    from scripts.pages.recorded_text import formatted
     for value, spec in [(1234.5, ",.0f"), (0.25, ".0%"), (7, "d"), (1.5, ">40.20f"),
                         ("cpu", "^9")]:
         assert formatted(value, spec) == format(value, spec), spec
 
 
 def test_a_missing_hardware_recording_names_the_command_that_makes_it():
-    from scripts.store.lessons import load_lessons
-    from scripts.store.outputs import recording_fix
-    from scripts.pages.directives import recorded_value
-    from scripts.pages.recorded_text import PageValues
-    from scripts.pages.sources import Sources
     lessons = load_lessons()
     lesson = FIRST_LESSON
     assert "tpu_job.py" in recording_fix(lessons, f"{lesson.id}.tpu")

@@ -2,18 +2,30 @@
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import markdown
+import material
 import pytest
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
                       project_copy, recording_name, rederive_analyses)
+from fixtures.tpu_recording_fixture import write_tpu_recording
+from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
-from scripts.pages.recorded_text import human_date
+from scripts.pages.course import downloadable_files, downloads
+from scripts.pages.directives import value_text
+from scripts.pages.layout import text_of
+from scripts.pages.markup import sized_image, svg_size
+from scripts.pages.page_language import PageLanguage
+from scripts.pages.recorded_text import PageError, human_date
+from scripts.store.lessons import load_course
 from site_build import build
+from site_hostile import CANARY, ID, LESSON, Attributes
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
 LESSON_PAGE = Path("lessons") / SEED.id / "index.html"  # the seed's, for its own content
@@ -100,7 +112,6 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
     ("2026-12-01T18:58:07+00:00", "s", "2026-12-01T18:58:07+00:00"),  # as stored, asked
     ("2026-12-01", "", "2026-12-01"), ("run 2026-12-01T18:58", "", "run 2026-12-01T18:58")])
 def test_a_timestamp_is_written_for_people_unless_the_page_asks_otherwise(value, spec, shown):
-    from scripts.pages.directives import value_text
     assert value_text(value, spec, directive="{{ rec:x }}") == shown
 
 
@@ -223,9 +234,6 @@ def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, word
                                      '--8<-- "lesson_code/nothing.py"',
                                      f'--8<-- "{module_file(SEED)}:no_such_section"'])
 def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback(include):
-    import markdown
-    from scripts.pages.page_language import PageLanguage
-    from scripts.pages.recorded_text import PageError
     page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage(root=ROOT)],
                              extension_configs={"pymdownx.snippets": {
                                  "base_path": [str(ROOT)], "check_paths": True}})
@@ -236,8 +244,6 @@ def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback
 
 
 def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeypatch):
-    from scripts.pages import sources
-    from scripts.pages.recorded_text import PageError
     problems = [f"recordings/lesson-{n}.cpu.json: missing; run `python scripts/record.py "
                 f"--lesson lesson-{n}`" for n in range(10_000)]  # 10,000 lessons, none recorded
     monkeypatch.setattr(sources, "load_lessons", lambda root: {})
@@ -254,7 +260,6 @@ def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeyp
     (".", "360pt", "0 0 460.8 360"), ("nan", "5", ""), ("10%", "5", ""), ("", "", "0 0 1e9 5")])
 def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_it_wrong(
         tmp_path, width, height, view_box):
-    from scripts.pages.markup import sized_image, svg_size
     figure = tmp_path / "x.svg"
     figure.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
     assert svg_size(figure) is None  # a browser would not draw the viewBox's size either
@@ -271,8 +276,6 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 
 @each_lesson
 def test_each_lesson_is_listed_with_its_downloads_and_its_notebook_s_page(built_site, lesson):
-    from scripts.pages.course import downloadable_files
-    from scripts.store.lessons import load_course
     home = (built_site / "index.html").read_text()
     assert f'href="lessons/{lesson.id}/"' in home and f'href="notebooks/{lesson.id}/"' in home
     page = (built_site / lesson_page(lesson)).read_text()
@@ -301,8 +304,6 @@ def test_each_lesson_is_listed_with_its_downloads_and_its_notebook_s_page(built_
 
 
 def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
-    from dataclasses import replace
-    from scripts.pages.course import downloadable_files, downloads
     program = module_file(SEED)
     scaffold = module_file(SEED, f"{SEED.module}_exercises")
     assert SEED.exercises and downloadable_files(SEED) == [program, scaffold]
@@ -318,7 +319,6 @@ def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_check
 def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_them(built_site):
     """A header cell holding only a formula is named in words for screen readers (axe's
     empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
-    from scripts.pages.layout import text_of
     counted, named = {}, 0
     for page in site_pages(built_site):
         text = page_file(built_site, page).read_text()
@@ -413,7 +413,6 @@ def tpu_tab(page):
 def test_a_hardware_recording_gets_its_own_tab_in_a_build_that_reads_utf_8_in_any_locale(
         project, tmp_path):
     """A fresh TPU recording, built in an ASCII locale: the pages are UTF-8 all the same."""
-    from fixtures.tpu_recording_fixture import write_tpu_recording
     write_tpu_recording(project / recording_name(SEED, "tpu"), project / module_file(SEED),
                         project)
     rederive_analyses(project)  # the build refuses a recording without its analysis
@@ -476,7 +475,6 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
     """What mkdocs-material ships reaches the site byte for byte, so a theme upgrade is a
     pin bump; the site changes it through the theme's own doors (docs/overrides/,
     extra_css, extra_javascript, feature flags)."""
-    import material
     theme = Path(material.__file__).parent / "templates" / "assets"
     built = [path for folder in ("javascripts", "stylesheets")
              for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]
@@ -497,7 +495,6 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
 
 def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_data(
         hostile_site):
-    from site_hostile import CANARY, ID, LESSON, Attributes
     for path in [*hostile_site.rglob("*.html"), *hostile_site.rglob("*.json"),
                  *hostile_site.rglob("*.xml")]:
         text = path.read_text()
@@ -562,7 +559,6 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     ("http://x/\n<script>", False), ("https://owner.github.io/my_repo.v2/", True),
     ("https://Example.org/a%20b/", True)])
 def test_a_hostile_site_url_stops_the_build_in_one_line(url, ordinary, monkeypatch):
-    from scripts.pages import hooks
     monkeypatch.setenv("SITE_URL", url)
     try:
         config = load_config(str(ROOT / "mkdocs.yml"))
