@@ -1,12 +1,6 @@
-"""The message-size sweep: its arithmetic, its measuring code's shape and bookkeeping, its
-command line, and the committed recording. No test here asserts how fast anything ran:
-the quick sweeps check structure only, and the times they measure may be anything.
-
-bench.py measures any lesson's `sweep` module; these tests run it on the seed lesson's
-(conftest's SEED), whose programs and committed sweep they also check, and take every path
-from the registry's outputs value (scripts/outputs.for_lesson), never from its id."""
-import copy
-import functools
+"""The message-size sweep (bench.py on the seed lesson's `sweep` module): its arithmetic,
+its measuring code's bookkeeping, its command line and the committed recording. No test
+asserts how fast anything ran; every path comes from the registry (outputs.for_lesson)."""
 import importlib
 import json
 
@@ -14,10 +8,10 @@ import jax
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import leftover_temp_files, one_error, project, run, unchanged
+from harness import changed, leftover_temp_files, one_error, project, run, snapshot, unchanged
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS
@@ -39,18 +33,23 @@ element_count, sizes_for = sweep_programs.element_count, sweep_programs.sizes_fo
 LESSON = ["--lesson", SEED.id]  # bench.py's choice made explicit: the programs above
 # Its sweep's files, each relative to a project root: the recording, the analysis, the figure.
 FILES = for_lesson(SEED)
-SWEEP = (FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
-RECORDING, ANALYSIS, FIGURE = (ROOT / path for path in SWEEP)
-
-
-def quick_sweep_program(out):
-    """A `python -c` program: bench.py's main on the QUICK plan, writing `out`."""
-    return (f"import sys; from scripts import bench; "
-            f"sys.exit(bench.main([*{LESSON!r}, '--out', {str(out)!r}], plan={QUICK!r}))")
+RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
+    FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
+RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
+COMMITTED = json.loads(RECORDING.read_text())
 
 
 def analysed(recording):
     return json.loads(AnalysisKind(SEED.analysis, "sweep").render(recording))
+
+
+def replayed(ranks, sizes, plan, block):
+    """bench.py's measure of one p and block, answered from the committed sweep: no JAX."""
+    [host] = [h for h in COMMITTED["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
+    return {"backend": {k: COMMITTED["environment"][k] for k in ("backend", "deviceKind", "jax")},
+            "rows": [r for r in COMMITTED["rows"] if (r["ranks"], r["block"]) == (ranks, block)],
+            "programs": COMMITTED["programs"][str(ranks)],
+            "host": {"before": host["before"], "after": host["after"]}}
 
 
 # --- arithmetic -----------------------------------------------------------------------
@@ -63,16 +62,14 @@ def test_bus_factors_follow_nccl_tests(phases, ranks, factor):
     assert bus_factor(phases, ranks) == pytest.approx(factor)
 
 
-def test_each_program_says_how_many_phases_it_moves():
+def test_each_program_says_how_many_phases_it_moves_and_each_size_is_measured_once():
     facts = sweep_programs.program_facts(4)
     assert set(facts) == set(COLLECTIVES)
     assert {c for c, f in facts.items() if f["phases"] == 2} == {
         "all_reduce", "reduce_scatter_all_gather", "ring_all_reduce"}
     assert facts["ring_reduce_scatter"]["steps"] == 3 and facts["ring_all_reduce"]["steps"] == 6
-
-
-def test_element_counts_round_up_to_a_multiple_of_ranks_and_measure_each_size_once():
-    # A factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content review M2).
+    # Sizes a factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content
+    # review M2), each measured once, as elements rounded up to a multiple of p.
     assert SIZES == tuple(sorted({8 * 4**k for k in range(12)}
                                  | {12 * 2**20, 16 * 2**20, 24 * 2**20}))
     assert [element_count(8, p) for p in (2, 4, 8)] == [2, 4, 8]  # 16 B moved at p = 4
@@ -101,15 +98,6 @@ def test_fit_never_reports_negative_latency_and_says_when_times_do_not_grow():
 
 # --- the measuring code: shape and bookkeeping ------------------------------------------
 
-def in_process_measure(ranks, sizes, plan, block):
-    # conftest gave this interpreter 8 devices; a sub-mesh stands in for a fresh process.
-    rows = sweep_programs.measure_ranks(jax.devices()[:ranks], sizes, plan, block)
-    host = {"cores": 2, "loadAverage1m": 0.0}
-    return {"backend": sweep_programs.describe_backend(), "rows": rows,
-            "programs": sweep_programs.program_facts(ranks),
-            "host": {"before": host, "after": host}}
-
-
 def test_blocks_take_turns_over_p_and_rotate_the_programs():
     calls = []
 
@@ -134,62 +122,33 @@ def test_blocks_take_turns_over_p_and_rotate_the_programs():
                for k in (1, looping))
 
 
-def test_a_looped_program_runs_every_collective_on_the_same_input():
-    """The optimization barrier keeps XLA from hoisting the collective out of the loop or
-    merging the iterations: the compiled loop still holds an all-reduce in its body, and
-    the result is the single call's."""
-    mesh = sweep_programs.ring_mesh(jax.devices()[:4])
-    contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
-    body, in_spec, out_spec = sweep_programs.PROGRAMS["all_reduce"]
-    arg = jax.device_put(contributions, NamedSharding(mesh, in_spec))
-    compiled = jax.jit(jax.shard_map(sweep_programs.looped(body, 4), mesh=mesh,
-                                     in_specs=in_spec, out_specs=out_spec)).lower(arg).compile()
-    text = compiled.as_text()
-    assert "while" in text and text.count("all-reduce(") == 2  # before the loop, and in it
-    expected = sweep_programs.reference("all_reduce", contributions)
-    assert sweep_programs.count_wrong(compiled(arg), expected) == 0
-
-
-def test_without_glibc_the_allocator_probe_measures_nothing(monkeypatch):
-    """The settings are glibc's: elsewhere nothing is set, and the worker records no probe."""
+def test_the_donation_probe_reports_faults_aliasing_and_scratch_the_allocator_s_glibc(
+        monkeypatch):
     import platform
-
-    monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
-    assert sweep_programs.keep_freed_memory() is False
-    assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
-
-
-def test_the_donation_probe_reports_faults_aliasing_and_scratch():
     probe = sweep_programs.donation_probe(jax.devices()[:2], 4096, calls=2)
     assert (probe["ranks"], probe["bytes"]) == (2, 4096)
     for name in ("kept", "donated"):
         assert len(probe[name]["faultsPerCall"]) == 2 and probe[name]["wrong"] == 0
     # XLA:CPU takes the donation: the output is the input's buffer, per device.
     assert probe["donated"]["aliasBytes"] == 4096 and probe["kept"]["aliasBytes"] == 0
+    # The allocator's settings are glibc's: elsewhere none is set, and no probe recorded.
+    monkeypatch.setattr(platform, "libc_ver", lambda: ("", ""))
+    assert sweep_programs.keep_freed_memory() is False
+    assert sweep_programs.allocator_probe(jax.devices()[:2], 4096, TINY) is None
 
 
-@pytest.mark.slow
-def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
-    true_reference = sweep_programs.reference
-
-    def off_by_one(collective, contributions):
-        expected = true_reference(collective, contributions).copy()
-        expected[-1] += 1
-        return expected
-
-    monkeypatch.setattr(sweep_programs, "reference", off_by_one)
-    monkeypatch.setattr(bench, "measure_in_subprocess",
-                        lambda module, *args, root: in_process_measure(*args))
-    out = tmp_path / "sweep.json"
-    assert bench.main([*LESSON, "--out", str(out)], plan={**QUICK, "sizes": [8, 1024]}) == 1
-    message = capsys.readouterr().err
-    assert "differ from the NumPy reference" in message and "nothing was written" in message
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_the_ring_series_is_checked_like_xla_collectives():
-    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
+def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_series_too():
+    """A looped program's optimization barrier keeps XLA from hoisting the collective out
+    of the loop or merging the iterations: one before the loop, one in its body."""
+    mesh = sweep_programs.ring_mesh(jax.devices()[:4])
     contributions = np.arange(4 * 8, dtype=np.float32).reshape(4, 8) % 5
+    body, in_spec, out_spec = sweep_programs.PROGRAMS["all_reduce"]
+    arg = jax.device_put(contributions, NamedSharding(mesh, in_spec))
+    compiled = jax.jit(jax.shard_map(sweep_programs.looped(body, 4), mesh=mesh,
+                                     in_specs=in_spec, out_specs=out_spec)).lower(arg).compile()
+    assert "while" in compiled.as_text() and compiled.as_text().count("all-reduce(") == 2
+    assert sweep_programs.count_wrong(compiled(arg), sweep_programs.reference(
+        "all_reduce", contributions)) == 0
     for collective in ("ring_reduce_scatter", "ring_all_reduce"):
         body, in_spec, out_spec = sweep_programs.PROGRAMS[collective]
         call = jax.jit(jax.shard_map(body, mesh=mesh, in_specs=in_spec, out_specs=out_spec))
@@ -197,10 +156,6 @@ def test_the_ring_series_is_checked_like_xla_collectives():
         expected = sweep_programs.reference(collective, contributions)
         assert sweep_programs.count_wrong(result, expected) == 0
         assert sweep_programs.count_wrong(result, expected + 1) == result.size
-
-
-def test_wrong_values_are_counted_on_every_device_copy():
-    mesh = Mesh(np.array(jax.devices()[:4]), ("data",))
     expected = np.zeros(8, np.float32)
     expected[3] = 1
     replicated = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P()))
@@ -209,33 +164,32 @@ def test_wrong_values_are_counted_on_every_device_copy():
     assert sweep_programs.count_wrong(split, expected) == 1
 
 
-def test_a_measurement_warns_before_it_starts_on_a_busy_host(capsys):
-    from scripts.host import warn_if_busy
+def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
+    """The load, and the cores other work keeps busy now (over half a second): what a
+    recording's environment keeps as loadAverage1m and busyCoresAtStart."""
+    from scripts.host import host_at_start, warn_if_busy
+    reading = host_at_start()
+    assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
+    assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
     assert warn_if_busy("bench.py", {"cores": 2, "loadAverage1m": 5.5})
     assert "bench.py: warning: the load average is 5.5 on 2 cores" in capsys.readouterr().err
     assert not warn_if_busy("bench.py", {"cores": 2, "loadAverage1m": 0.5})
     assert capsys.readouterr().err == ""
 
 
-def test_the_host_is_read_once_before_a_run_as_recordings_store_it():
-    """The load, and the cores other work keeps busy now (over half a second): what a
-    recording's environment keeps as loadAverage1m and busyCoresAtStart."""
-    from scripts.host import host_at_start
-    reading = host_at_start()
-    assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
-    assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
-
-
 # --- the command line -----------------------------------------------------------------
 
 @pytest.mark.slow
-def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
-    """The real command, fresh worker processes and all; only the structure is checked."""
-    out = tmp_path / "sweep.json"
-    done = run("-c", quick_sweep_program(out))
+def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_place(tmp_path):
+    """The real command in a copy, fresh worker processes and all, writing the committed
+    files (QUICK's p are its whole plan); only the structure is checked."""
+    root = project(tmp_path / "repo")
+    before = snapshot(root)
+    plan = {**QUICK, "sizes": [8, 2**20]}  # the probes' size, and one more for the fits
+    done = run("-c", f"import sys; from scripts import bench; "
+               f"sys.exit(bench.main({LESSON!r}, plan={plan!r}))", cwd=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    recording = json.loads(out.read_text())
-    validate(recording)
+    recording = load_recording(root / RECORDING_FILE)
     assert {(r["collective"], r["ranks"], r["block"]) for r in recording["rows"]} == {
         (c, 4, b) for c in COLLECTIVES for b in range(QUICK["blocks"])}
     assert all(r["wrong"] == 0 for r in recording["rows"])
@@ -248,24 +202,69 @@ def test_quick_sweep_end_to_end_writes_recording_analysis_and_figure(tmp_path):
                                     in sweep_programs.KEEP_FREED_MEMORY.items()}
         assert [(r["collective"], r["bytes"], r["wrong"]) for r in probe["rows"]] == \
             [(c, 2**20, 0) for c in sweep_programs.ALLOCATOR_PROGRAMS]
-    assert recording["pageBytes"] > 0
-    assert recording["provenance"] == "recorded_cpu_computation"
+    assert recording["pageBytes"] > 0 and recording["provenance"] == "recorded_cpu_computation"
     assert recording["environment"]["busyCoresAtStart"] is not None  # read before it ran
     assert "fits" not in recording and "ratios" not in recording  # measured, not read
-    analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
+    # It moved into place with what is derived from it and the lock entries of each.
+    written = changed(before, root)
+    assert written == sorted([RECORDING_FILE, ANALYSIS_FILE, "recordings/outputs.lock.json",
+                              *(path for path in written if path.startswith("figures/"))])
+    assert FIGURE_FILE in written and leftover_temp_files(root) == []
+    analysis = json.loads((root / ANALYSIS_FILE).read_text())
     assert analysis == analysed(recording)
-    # Each figure beside it under its own name: the time per call and the time ratios.
-    assert (tmp_path / f"sweep.{FIGURE.name}").read_text() == render(analysis)
-    ratios = FILES.figure(KINDS["sweep-ratios"]).rsplit("/", 1)[1]
-    assert (tmp_path / f"sweep.{ratios}").read_text() == KINDS["sweep-ratios"].render(analysis)
+    assert (root / FIGURE_FILE).read_text() == render(analysis)
+    assert (root / FILES.figure(KINDS["sweep-ratios"])).read_text() == \
+        KINDS["sweep-ratios"].render(analysis)
+    lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
+    assert lock[ANALYSIS_FILE]["inputs"][RECORDING_FILE] == hashes.digest(root / RECORDING_FILE)
+    assert lock[FIGURE_FILE]["inputs"][ANALYSIS_FILE] == hashes.digest(root / ANALYSIS_FILE)
+
+
+@pytest.mark.slow
+def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    true_reference = sweep_programs.reference
+
+    def off_by_one(collective, contributions):
+        expected = true_reference(collective, contributions).copy()
+        expected[-1] += 1
+        return expected
+
+    def in_process(module, ranks, sizes, plan, block, root):
+        # conftest gave this interpreter 8 devices: a sub-mesh stands in for a worker.
+        return {**replayed(ranks, sizes, plan, block), "rows": sweep_programs.measure_ranks(
+            jax.devices()[:ranks], sizes, plan, block)}
+    monkeypatch.setattr(sweep_programs, "reference", off_by_one)
+    monkeypatch.setattr(bench, "measure_in_subprocess", in_process)
+    plan = {**QUICK, "ranks": [2], "sizes": [8], "blocks": 1}
+    assert bench.main([*LESSON, "--out", str(tmp_path / "sweep.json")], plan=plan) == 1
+    message = capsys.readouterr().err
+    assert "differ from the NumPy reference" in message and "nothing was written" in message
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
+def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
+    """The committed sweep replayed (no JAX): the renderer breaks after the recording and
+    its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
+    from scripts.figures import sweep_times as sweep_figure
+    root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
+                                       "requirements.txt", "constraints.txt"))
+
+    def broken(analysis, *variant):
+        raise RuntimeError("renderer broke")
+    monkeypatch.setattr(sweep_figure, "render", broken)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
+    with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
+        bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
+                           {key: COMMITTED["method"][key] for key in bench.TIMING_KEYS},
+                           measure=replayed, blocks=2)
 
 
 @pytest.mark.slow
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
-    # bench.py --platform tpu, as the TPU job runs it on a VM with the lesson's `devices`
-    # chips: each p of the plan that they hold, each in a worker told to use the chips,
-    # written as the lesson's tpu-sweep; nothing here has chips, so an in-process CPU
-    # measure stands in for the workers.
+    """bench.py --platform tpu, as the TPU job runs it: each p the lesson's `devices` chips
+    hold, in a worker told to use them, written as its tpu-sweep (the committed CPU sweep
+    answers for the workers)."""
     plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
     fitting = [p for p in plan["ranks"] if p <= SEED.devices]
     assert 0 < len(fitting) < len(plan["ranks"])  # the seed's chips hold some p, not all
@@ -273,11 +272,10 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
 
     def measure(module, ranks, sizes, plan, block, root, platform):
         asked.append((ranks, platform))
-        measured = in_process_measure(ranks, sizes, plan, block)
+        measured = replayed(ranks, sizes, plan, block)
         # Judged against the predictions made for the VM's chip (its analysis).
         measured["backend"].update(backend="tpu", deviceKind="TPU v6 lite")
         return measured
-
     monkeypatch.setattr(bench, "measure_in_subprocess", measure)
     out = tmp_path / "tpu-sweep.json"
     assert bench.main([*LESSON, "--platform", "tpu", "--out", str(out)], plan=plan) == 0
@@ -289,7 +287,7 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     tpu_sweep = FILES.recording(bench.sweep_variant("tpu"))
     assert tpu_sweep == recording_name(SEED, "tpu-sweep")
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
-                                            "requirements.txt", "constraints.txt"))
+                                       "requirements.txt", "constraints.txt"))
     (root / tpu_sweep).write_bytes(out.read_bytes())
     [hardware] = [o for o in recording_outputs(load_lessons(root)[SEED.id], root)
                   if o.path == tpu_sweep]
@@ -309,72 +307,12 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
                       "(python scripts/tpu_job.py)")
 
 
-# The two tests below stage what a sweep wrote, and check how it is moved into place
-# (all together, or nothing when the figure fails): neither reads what was measured. They
-# share one in-process measurement, memcpy included: the first to run makes it.
-STAGED_SWEEP = {"ranks": [4], "sizes": [8, 8192, 2**20], "plan": TINY, "blocks": 2}
-
-
-@functools.cache
-def memcpy_measured_once(measure_memcpy_gbps=bench.measure_memcpy_gbps):  # bench.py's own
-    return measure_memcpy_gbps()
-
-
-@functools.cache
-def block_measured_once(ranks, sizes, block):
-    return in_process_measure(ranks, list(sizes), TINY, block)
-
-
-def record_staged_sweep(lesson, monkeypatch):
-    """bench.record_sweep of STAGED_SWEEP, measured once for both tests (a copy each)."""
-    def measure(ranks, sizes, plan, block):
-        assert plan == TINY
-        return copy.deepcopy(block_measured_once(ranks, tuple(sizes), block))
-
-    monkeypatch.setattr(bench, "measure_memcpy_gbps", memcpy_measured_once)
-    bench.record_sweep(lesson, None, STAGED_SWEEP["ranks"], STAGED_SWEEP["sizes"],
-                       STAGED_SWEEP["plan"], measure=measure, blocks=STAGED_SWEEP["blocks"])
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("figure_breaks", [False, True], ids=["whole", "figure-broke"])
-def test_the_sweep_s_files_move_into_place_together_or_not_at_all(figure_breaks, tmp_path,
-                                                                 monkeypatch):
-    from scripts.figures import sweep_times as sweep_figure
-
-    root = project(tmp_path / "repo")
-    lesson = load_lessons(root)[SEED.id]
-    if figure_breaks:
-        def broken(analysis, *variant):
-            raise RuntimeError("renderer broke")
-
-        monkeypatch.setattr(sweep_figure, "render", broken)
-        with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
-            record_staged_sweep(lesson, monkeypatch)
-        return
-    record_staged_sweep(lesson, monkeypatch)
-    recording_file, analysis_file, figure_file = SWEEP
-    recording = load_recording(root / recording_file)
-    analysis = json.loads((root / analysis_file).read_text())
-    assert analysis == analysed(recording)
-    assert (root / figure_file).read_text() == render(analysis)
-    lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
-    assert lock[analysis_file]["inputs"][recording_file] == hashes.digest(root / recording_file)
-    assert lock[figure_file]["inputs"][analysis_file] == hashes.digest(root / analysis_file)
-    assert leftover_temp_files(root) == []
-
-
 # --- the committed sweep --------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def committed():
-    return json.loads(RECORDING.read_text())
-
-
-def test_committed_sweep_keeps_every_block_of_every_row(committed):
-    """Every program, p, size and loop length the sweep measured, in every block. Whether
-    those are what the sweep module measures today is freshness's question (record.py
-    --check: a changed module asks for `make bench`)."""
+def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_derived():
+    """Every program, p, size and loop length in every block (whether the module measures
+    those today is freshness's question: `record.py --check`)."""
+    committed = COMMITTED
     validate(committed)
     assert committed["provenance"] == "recorded_cpu_computation"
     method = committed["method"]
@@ -396,10 +334,7 @@ def test_committed_sweep_keeps_every_block_of_every_row(committed):
                                == len(r["minorFaults"]) for r in rows)
     assert sorted(d["ranks"] for d in committed["donation"]) == [2, 4, 8]
     assert [entry["ranks"] for entry in committed["order"][:3]] == [2, 4, 8]
-
-
-def test_committed_analysis_is_derived_from_the_committed_sweep(committed):
-    """Its figures, drawn from it, are test_figures.py's, as every figure."""
+    # (its figures, drawn from the analysis, are test_figures.py's, as every figure)
     assert json.loads(ANALYSIS.read_text()) == analysed(committed)
 
 

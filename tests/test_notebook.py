@@ -29,16 +29,10 @@ def recorded_stdout(lesson):
 
 
 @each_lesson
-def test_cells_are_the_lesson_sections_in_file_order(lesson):
-    source = lesson.path().read_text()
-    _, blocks = source_blocks(source)
-    names = [name for name, _ in blocks if name]
-    assert names == sorted(names, key=lambda n: source.index(f"[start:{n}]"))
-    assert not any('__name__ == "__main__"' in code for _, code in blocks)
-
-
-@each_lesson
 def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson):
+    """Each step printed under its own code; and a reader downloads it alone, so it imports
+    nothing of this repository (read from its cells: the editable install makes `scripts`
+    and `lesson_code` importable in any kernel here)."""
     notebook = nbformat.read(committed(lesson), as_version=4)
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
@@ -46,13 +40,20 @@ def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(less
     assert printed == recorded_stdout(lesson)
     assert printed.rstrip().endswith(f"PASS: {lesson.id}")
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    printing = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
+    assert 2 * len(printing) > len(code), f"{len(printing)} of {len(code)} code cells print"
+    imported = {alias.name.split(".")[0] if isinstance(node, ast.Import)
+                else (node.module or "").split(".")[0]
+                for cell in code for node in ast.walk(ast.parse(cell.source))
+                if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
+    assert imported.isdisjoint({"scripts", "lesson_code"}), imported
 
 
 @pytest.mark.slow
 @each_lesson
 def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_path):
-    # The committed file as a reader downloads it, outputs cleared, in an empty folder:
-    # nothing from this repository is importable there.
+    # The committed file as a reader downloads it, outputs cleared, in an empty folder.
     notebook = nbformat.read(committed(lesson), as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
@@ -64,33 +65,33 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
     lines = stdout_of(notebook).splitlines()
     assert lines[-1] == f"PASS: {lesson.id}"
     assert len(lines) == len(set(lines))  # each line once, as record.py requires
-    # The kernel printed what record.py's own kernel printed, line for line, apart from
-    # the numbers (timings differ from run to run).
-    assert [NUMBER.sub("#", line) for line in stdout_of(notebook).splitlines()] == \
-        [NUMBER.sub("#", line) for line in recorded_stdout(lesson).splitlines()]
+    # What record.py's own kernel printed, line for line, but for the numbers (timings).
+    number = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
+    assert [number.sub("#", line) for line in lines] == \
+        [number.sub("#", line) for line in recorded_stdout(lesson).splitlines()]
 
 
-NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
-
-
-@each_lesson
-def test_the_executed_notebook_prints_under_most_of_its_code_cells(lesson):
-    """Each step prints what it shows under its own code, not everything at the end."""
-    code = [cell for cell in nbformat.read(committed(lesson), as_version=4).cells
-            if cell.cell_type == "code"]
-    printed = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
-    assert 2 * len(printed) > len(code), f"{len(printed)} of {len(code)} code cells print"
-
-
-def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in():
+def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers_are_read():
+    """A section's local variable `main` is not the module's `def main()` (argparse): only
+    the module-level names a section reads keep a helper in the notebook."""
     cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
     run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
     # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
     assert lay_out(cells, run) == [["x = a()", "print(x)"], ["y = b(x)", "print(a(), json)"]]
+    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
+              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
+                     "\n\ndef helper(x):\n    return x")]
+    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
+    assert "def helper" in kept and "def main" not in kept and "argparse" not in kept
 
 
 @each_lesson
-def test_the_run_ends_the_cells_of_its_steps_from_the_set_up_to_results(lesson):
+def test_the_cells_are_its_sections_in_order_and_the_run_ends_those_of_its_steps(lesson):
+    source = lesson.path().read_text()
+    _, blocks = source_blocks(source)
+    names = [name for name, _ in blocks if name]
+    assert names == sorted(names, key=lambda n: source.index(f"[start:{n}]"))
+    assert not any('__name__ == "__main__"' in code for _, code in blocks)
     code = [cell.source for cell in build_notebook(lesson, devices=lesson.devices).cells
             if cell.cell_type == "code"]
     assert not any("def run_lesson(" in cell for cell in code)  # it runs spread out
@@ -119,19 +120,6 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
     assert "make_it_yours" in {name for name, _ in source_blocks(lesson.path().read_text())[1]}
 
 
-# ---------------------------------------------------------------- cutting the cells --
-
-def test_a_local_name_in_a_section_keeps_no_module_level_namesake():
-    """A section's local variable `main` is not the module's `def main()` (argparse): only
-    the module-level names a section reads keep a helper in the notebook."""
-    blocks = [("step", "def step(x):\n    main = helper(x)\n    return [main for _ in x]"),
-              (None, "import argparse\n\n\ndef main():\n    argparse.ArgumentParser()\n"
-                     "\n\ndef helper(x):\n    return x")]
-    kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
-    assert "def helper" in kept
-    assert "def main" not in kept and "argparse" not in kept
-
-
 @each_lesson_with("going_further")
 def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     notebook = build_notebook(lesson, devices=lesson.devices)
@@ -150,20 +138,6 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     assert not any("lesson_code" in ast.unparse(statement) for statement in imports)
     # The going-further module's own `import jax` repeats the lesson's Step 1: left out.
     assert [ast.unparse(s) for s in imports].count("import jax") == 1
-
-
-@each_lesson
-def test_the_companion_imports_nothing_of_this_repository(lesson):
-    """A reader downloads the notebook alone; the editable install makes `scripts` and
-    `lesson_code` importable in any kernel here, so this is read from its cells."""
-    notebook = nbformat.read(committed(lesson), as_version=4)
-    imported = {alias.name.split(".")[0] if isinstance(node, ast.Import)
-                else (node.module or "").split(".")[0]
-                for cell in notebook.cells if cell.cell_type == "code"
-                for node in ast.walk(ast.parse(cell.source))
-                if isinstance(node, (ast.Import, ast.ImportFrom))
-                for alias in node.names}
-    assert imported.isdisjoint({"scripts", "lesson_code"}), imported
 
 
 # the notebook's page: untrusted input, shown as text ----------------------------------------
@@ -261,18 +235,14 @@ def test_the_site_s_own_notebook_still_converts(site_config, lesson):
 
 
 @pytest.mark.parametrize("notebook", [
-    {"cells": "not a list"}, {"cells": {"a": 1}}, {"cells": [1, 2]}, [],
-    {"cells": [{"cell_type": "code", "source": 3}]},
+    {"cells": {"a": 1}}, {"cells": [1, 2]}, [], {"cells": [{"cell_type": "code", "source": 3}]},
     {"cells": [{"cell_type": "markdown", "source": ["a", None]}]},
     {"cells": [{"cell_type": "code", "source": "", "outputs": "x"}]},
     {"cells": [{"cell_type": "code", "source": "", "outputs": [3]}]},
-    {"cells": [{"cell_type": "code", "source": "",
-                "outputs": [{"output_type": "error", "traceback": "x"}]}]},
-    {"cells": [{"cell_type": "code", "source": "",
-                "outputs": [{"output_type": "display_data", "data": ["text/plain"]}]}]},
-    {"cells": [{"cell_type": "code", "source": "",
-                "outputs": [{"output_type": "stream", "text": [1]}]}]},
-])
+    *({"cells": [{"cell_type": "code", "source": "", "outputs": [output]}]} for output in [
+        {"output_type": "error", "traceback": "x"},
+        {"output_type": "display_data", "data": ["text/plain"]},
+        {"output_type": "stream", "text": [1]}])])
 def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
     path = tmp_path / "bad.ipynb"
     path.write_text(json.dumps(notebook))

@@ -1,7 +1,6 @@
-"""The page language (scripts/pages/page_language.py, a Python-Markdown extension): a
-page converted by Python-Markdown with the extension alone shows what was recorded, its
-recorded text as text; a directive that cannot be resolved stops the build with one line
-naming the directive (mkdocs names the page), never publishes verbatim."""
+"""The page language (scripts/pages/page_language.py), a Python-Markdown extension: alone,
+it shows what was recorded, as text; a directive it cannot resolve is one line naming it,
+never published (a build that meets one: test_site.py's BROKEN)."""
 import html
 import json
 import re
@@ -14,31 +13,20 @@ from hypothesis import strategies as st
 from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
-from conftest import project_copy as copy_project
-from site_build import build
+from scripts.pages import page_language
+from scripts.pages.directives import recorded_value, value_text
+from scripts.pages.page_language import PageLanguage
+from scripts.pages.recorded_text import PageError, PageValues, formatted
+from scripts.pages.sources import Sources
+from scripts.store.freshness import Loaded
+from scripts.store.lessons import load_lessons
+from scripts.store.outputs import recording_fix
 
 
 def of_a_lesson(markdown):
     """`markdown` with LESSON standing for a registered lesson's id (the registry's first:
     any lesson's CPU recording will do)."""
     return markdown.replace("LESSON", FIRST_LESSON.id)
-
-
-@pytest.fixture()
-def project(tmp_path):
-    return copy_project(tmp_path / "project")
-
-
-def test_a_broken_directive_stops_the_build_in_one_line_naming_the_page(project, tmp_path):
-    page = project / "docs" / "index.md"
-    page.write_text(page.read_text() + of_a_lesson("\n{{ rec:LESSON.cpu }}\n"))
-    run = build(project, tmp_path / "site")
-    assert run.returncode != 0, "the build published a broken directive"
-    assert "Traceback" not in run.stderr, run.stderr[-2000:]
-    # mkdocs names the page ("Error reading page 'index.md':"), the extension the problem.
-    lines = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
-    assert len(lines) == 2 and lines[0].endswith("Error reading page 'index.md':") and \
-        "malformed page directive" in lines[1], run.stderr[-2000:]
 
 
 @pytest.mark.parametrize("markdown, words", [
@@ -50,6 +38,9 @@ def test_a_broken_directive_stops_the_build_in_one_line_naming_the_page(project,
     ("The runs: {{ recordings:LESSON }} inline.", "malformed page directive"),  # a block
     ("{{ rec:LESSON.cpu:environment.jax|.2f }}", "cannot format a str with '|.2f'"),
     ("{{ rec:LESSON.cpu:environment }}", "is a dict, not one value"),
+    ("{{ rec:LESSON.cpu:data.no.such }}", "no value at 'data.no.such'"),
+    ("{{ if-recorded:LESSON.tpu }} yes", "an {{ if-recorded:... }} without its {{ else }} and "
+                                         "{{ end }}; add them"),
     ("[the JAX version]({{ rec:LESSON.cpu:environment.jax }})",
      "a recorded value ended up in a href= attribute"),
     ("![chart]({{ rec:LESSON.cpu:environment.jax }})",
@@ -68,8 +59,6 @@ def test_a_broken_directive_stops_the_build_in_one_line_naming_the_page(project,
         ("data.budget | {ranks|>1000000}", "widths up to")]),
 ])
 def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
-    from scripts.pages.recorded_text import PageError
-
     with pytest.raises(PageError) as refused:
         converted(markdown)
     message = str(refused.value)
@@ -78,7 +67,7 @@ def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdow
 
 # ------------------------------------------ Python-Markdown alone: no mkdocs, no hooks --
 
-def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
+def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkeypatch):
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
     page = markdown.markdown(of_a_lesson(
         "JAX {{ rec:LESSON.cpu:environment.jax }}, recorded on "
@@ -91,14 +80,14 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself():
     for lesson in LESSONS.values():  # links from the docs folder, as mkdocs resolves them
         assert f'href="/lessons/{lesson.id}.md"' in page
     assert "RECVAL" not in page and "{{" not in page
+    # ...and only for a page that has a directive.
+    monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
+    assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
+        == "<h1>Plain</h1>\n<p>text</p>"
 
 
 def hostile_sources(text, data=None):
-    """A registry's first lesson with one CPU recording whose every string is `text`
-    (its data `data`, when given)."""
-    from scripts.pages.sources import Sources
-    from scripts.store.freshness import Loaded
-
+    """The first lesson with one CPU recording whose every string is `text` (data: `data`)."""
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
@@ -114,8 +103,6 @@ def hostile_sources(text, data=None):
                                   '--8<-- "README.md"', "**bold** `code` _x_ <!-- c -->",
                                   "| a | b |"])
 def test_recorded_text_is_text_after_every_extension(text):
-    from scripts.pages.page_language import PageLanguage
-
     page = markdown.markdown(of_a_lesson(
         "## Ran {{ rec:LESSON.cpu:data.words }}\n\nSaid {{ rec:LESSON.cpu:data.words }}.\n\n"
         "{{ recordings:LESSON }}\n\n{{ recordings-table:LESSON }}\n"),
@@ -132,25 +119,6 @@ def test_recorded_text_is_text_after_every_extension(text):
     assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped
 
 
-def test_the_toc_entry_of_a_heading_with_a_value_is_its_text():
-    from scripts.pages.page_language import PageLanguage
-
-    converter = markdown.Markdown(extensions=[
-        "toc", PageLanguage(sources=hostile_sources("<img src=x onerror=alert(1)>"))])
-    converter.convert(of_a_lesson("## Scope: {{ rec:LESSON.cpu:data.words }}\n"))
-    [token] = converter.toc_tokens
-    assert token["name"] == "Scope: &lt;img src=x onerror=alert(1)&gt;"
-    assert token["id"] == "scope-img-srcx-onerroralert1"
-
-
-def test_a_page_without_directives_loads_nothing(monkeypatch):
-    from scripts.pages import page_language
-
-    monkeypatch.setattr(page_language, "load_sources", lambda *args: pytest.fail("loaded"))
-    assert markdown.markdown("# Plain\n\ntext", extensions=[page_language.PageLanguage()]) \
-        == "<h1>Plain</h1>\n<p>text</p>"
-
-
 # ------------------------------------------------ rec-table: a recorded table, written once --
 
 def table_rows(page):
@@ -161,8 +129,6 @@ def table_rows(page):
 
 
 def converted(text, sources=None):
-    from scripts.pages.page_language import PageLanguage
-
     language = PageLanguage(sources=sources) if sources else PageLanguage()
     return markdown.markdown(of_a_lesson(text), extensions=["tables", language])
 
@@ -180,7 +146,7 @@ def test_a_table_directive_writes_one_row_per_recorded_element():
     assert "<p>After the table.</p>" in page and "RECVAL" not in page
 
 
-def test_a_dict_table_follows_its_list_of_keys_and_reads_from_the_top():
+def test_a_dict_table_follows_its_list_of_keys_reads_from_the_top_and_holds_text():
     data = {"ranks": [8, 2, 4], "labels": {"2": "two", "4": "four", "8": "eight"},
             "steps": {"2": {"us": 10.26}, "4": {"us": 20.5}, "8": {"us": 40.0}}}
     page = converted("| p | name | µs | backend |\n|--:|---|--:|---|\n"
@@ -188,9 +154,6 @@ def test_a_dict_table_follows_its_list_of_keys_and_reads_from_the_top():
                      "   | {us|.1f} | {/environment.backend} }}\n", hostile_sources("x", data))
     assert table_rows(page) == [["8", "eight", "40.0", "cpu"], ["2", "two", "10.3", "cpu"],
                                 ["4", "four", "20.5", "cpu"]]
-
-
-def test_hostile_text_in_a_table_cell_stays_text():
     text = '<script>alert(1)</script> | [x](javascript:alert(1)) **b** {{ rec:a:b }}'
     page = converted("| key | name | share |\n|---|---|---|\n"
                      "{{ rec-table:LESSON.cpu:data.rows | {*} | {name} | {share|.0%} }}\n"
@@ -201,7 +164,7 @@ def test_hostile_text_in_a_table_cell_stays_text():
     assert "<script>" not in page and "<strong>" not in page and "<a " not in page
 
 
-# a format code's bounds, and the fix a missing recording names ----------------------------
+# --- a format code's bounds, and the fix a missing recording names ------------------------
 
 VALUES = st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False) \
     | st.text(string.ascii_letters + " µ·", max_size=8)  # text, never a timestamp
@@ -215,9 +178,6 @@ SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_siz
 def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
     """A width past 40 or a precision past 20 would build a gigabyte string or a 195 MB
     page with exit 0 (`|>1000000000`, `|.100000000f`): the page refuses it in one line."""
-    from scripts.pages.directives import value_text
-    from scripts.pages.recorded_text import PageError
-
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     try:
         text = value_text(value, spec, directive)
@@ -239,22 +199,13 @@ for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", 
         test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line)
 
 
-@pytest.mark.parametrize("value, spec, text", [(1234.5, ",.0f", "1,234"), (0.25, ".0%", "25%"),
-                                               (7, "d", "7"), (1.5, ">40.20f", None),
-                                               ("cpu", "^9", "   cpu   ")])
-def test_the_format_codes_pages_use_still_work(value, spec, text):
-    from scripts.pages.recorded_text import formatted
-
-    assert formatted(value, spec) == (text or format(value, spec))
+def test_the_format_codes_pages_use_still_work():
+    for value, spec in [(1234.5, ",.0f"), (0.25, ".0%"), (7, "d"), (1.5, ">40.20f"),
+                        ("cpu", "^9")]:
+        assert formatted(value, spec) == format(value, spec), spec
 
 
 def test_a_missing_hardware_recording_names_the_command_that_makes_it():
-    from scripts.store.lessons import load_lessons
-    from scripts.store.outputs import recording_fix
-    from scripts.pages.directives import recorded_value
-    from scripts.pages.recorded_text import PageValues
-    from scripts.pages.sources import Sources
-
     lessons = load_lessons()
     lesson = FIRST_LESSON
     assert "tpu_job.py" in recording_fix(lessons, f"{lesson.id}.tpu")

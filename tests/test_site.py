@@ -2,18 +2,30 @@
 import html
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
+import markdown
+import material
 import pytest
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
                       project_copy, recording_name, rederive_analyses)
+from fixtures.tpu_recording_fixture import write_tpu_recording
+from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
-from scripts.pages.recorded_text import human_date
+from scripts.pages.course import downloadable_files, downloads
+from scripts.pages.directives import value_text
+from scripts.pages.layout import text_of
+from scripts.pages.markup import sized_image, svg_size
+from scripts.pages.page_language import PageLanguage
+from scripts.pages.recorded_text import PageError, human_date
+from scripts.store.lessons import load_course
 from site_build import build
+from site_hostile import CANARY, ID, LESSON, Attributes
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
 LESSON_PAGE = Path("lessons") / SEED.id / "index.html"  # the seed's, for its own content
@@ -38,10 +50,13 @@ def one_error(run):
     return " ".join(errors)
 
 
+def visible(markup):
+    """HTML's text: tags and entities removed, whitespace collapsed."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", markup)).split())
+
+
 def page_texts(site):
-    """Each built page's visible text, tags and entities removed, whitespace collapsed."""
-    return {path.relative_to(site).as_posix():
-            " ".join(html.unescape(re.sub(r"<[^>]+>", " ", path.read_text())).split())
+    return {path.relative_to(site).as_posix(): visible(path.read_text())
             for path in sorted(Path(site).rglob("*.html"))}
 
 
@@ -58,10 +73,18 @@ def code_text(page):
 def test_strict_build_without_jax_has_no_broken_links(built_site):
     problems, pages = broken_links(built_site)
     assert problems == [] and pages >= 3
+    # Issue 40 item 7: an ISO timestamp prints as a date wherever a page shows it (the
+    # seed page prints its recording's generatedAt with no format).
+    assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX",
+                     (built_site / LESSON_PAGE).read_text())
+    stamped = {name: re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text)
+               for name, text in page_texts(built_site).items()}
+    assert {name: found for name, found in stamped.items() if found} == {}
 
 
 @each_lesson
-def test_a_lesson_page_shows_its_recording_written_for_people(built_site, lesson):
+def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site,
+                                                                            lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
     page = (built_site / lesson_page(lesson)).read_text()
     assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
@@ -71,27 +94,24 @@ def test_a_lesson_page_shows_its_recording_written_for_people(built_site, lesson
     assert "{{" not in page, "an unresolved placeholder reached the page"
     devices = f"CPU · {lesson.devices} devices · "  # not "... · cpu", which says cpu twice
     assert devices + "cpu" not in page and devices in page
-
-
-def test_no_page_prints_a_timestamp_as_it_is_stored(built_site):
-    """Issue 40 item 7: a value that is an ISO timestamp prints as a date wherever a page
-    shows it (the seed page prints its recording's generatedAt with no format)."""
-    assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX",
-                     (built_site / LESSON_PAGE).read_text())
-    stamped = {name: re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text)
-               for name, text in page_texts(built_site).items()}
-    assert {name: found for name, found in stamped.items() if found} == {}
+    # Every snippet its source includes is on it verbatim, the replication check on.
+    included = re.findall(r'--8<-- "(lesson_code/[\w/]+\.py):(\w+)"',
+                          (ROOT / "docs" / "lessons" / f"{lesson.id}.md").read_text())
+    assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
+    code = code_text(page)
+    for module, name in included:
+        section = (ROOT / module).read_text().split(f"# --8<-- [start:{name}]\n")[1].split(
+            f"# --8<-- [end:{name}]")[0]
+        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
+    assert "check_vma=False" not in code
 
 
 @pytest.mark.parametrize("value, spec, shown", [
     ("2026-12-01T18:58:07+00:00", "", "1 December 2026"),
-    ("2026-12-01T18:58Z", "", "1 December 2026"),
-    ("2026-12-01T18:58:07+00:00", "date", "1 December 2026"),
+    ("2026-12-01T18:58Z", "date", "1 December 2026"),
     ("2026-12-01T18:58:07+00:00", "s", "2026-12-01T18:58:07+00:00"),  # as stored, asked
     ("2026-12-01", "", "2026-12-01"), ("run 2026-12-01T18:58", "", "run 2026-12-01T18:58")])
 def test_a_timestamp_is_written_for_people_unless_the_page_asks_otherwise(value, spec, shown):
-    from scripts.pages.directives import value_text
-
     assert value_text(value, spec, directive="{{ rec:x }}") == shown
 
 
@@ -105,21 +125,14 @@ def element(page, start):
     raise AssertionError("an unclosed <div>")
 
 
-def takeaway_times(page):
-    """The first screen's box: {collective: its time cell}, and its text."""
-    box = element(page, page.index('<div class="admonition abstract takeaway"'))
-    rows = re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)
-    return {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1] for name, cells in rows}, \
-        " ".join(html.unescape(re.sub(r"<[^>]+>", " ", box)).split())
-
-
 def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_each(
         built_site):
     """Issue 41 item 2: the box's times are the measured table's on the same page, each
-    median with its interval (read from the built page), and the box says when each
-    collective is the one to use."""
+    median with its interval, and the box says when each collective is the one to use."""
     page = (built_site / LESSON_PAGE).read_text()
-    times, box = takeaway_times(page)
+    box = element(page, page.index('<div class="admonition abstract takeaway"'))
+    times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
+             for name, cells in re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)}
     measured = page.split('id="recorded-reference-execution"')[1]
     numbers = {}
     for name, cell in re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
@@ -134,28 +147,13 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
     for when in ("all-reduce when every device needs the whole gradient",
                  "reduce-scatter when the update is sharded, as in ZeRO-2 and FSDP",
                  "all-gather when the next forward pass needs the whole weights"):
-        assert when in box, when
+        assert when in visible(box), when
 
 
-def snippet_section(module_text, name):
-    return module_text.split(f"# --8<-- [start:{name}]\n")[1].split(
-        f"# --8<-- [end:{name}]")[0]
-
-
-@each_lesson
-def test_every_snippet_a_lesson_page_includes_is_on_it_verbatim(built_site, lesson):
-    source = (ROOT / "docs" / "lessons" / f"{lesson.id}.md").read_text()
-    included = re.findall(r'--8<-- "(lesson_code/[\w/]+\.py):(\w+)"', source)
-    assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
-    code = code_text((built_site / lesson_page(lesson)).read_text())
-    for module, name in included:
-        section = snippet_section((ROOT / module).read_text(), name)
-        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
-    assert "check_vma=False" not in code  # the replication check stays on
-
-
-def edit(path, change):
-    path.write_text(change(path.read_text()))
+def edited(path, change):
+    def make(project):
+        (project / path).write_text(change((project / path).read_text()))
+    return make
 
 
 def comment_in_first_section(text):
@@ -172,40 +170,25 @@ def linked(link, target):
     return make
 
 
-def broken_notebook(shape):
-    return lambda project: edit(project / "docs/notebooks" / f"{SEED.id}.ipynb", shape)
-
-
+NOTEBOOK = f"docs/notebooks/{SEED.id}.ipynb"
+NUMERIC_SOURCE = [{"cell_type": "code", "metadata": {}, "source": 5, "outputs": []}]
 HOME_LINES = (ROOT / "docs" / "index.md").read_text().count("\n")
-
-
-def on_the_home_page(text):
-    return lambda project: edit(project / "docs/index.md", lambda page: page + text)
 
 
 # What a pull request can break, and the one line the build then stops with: a stale or
 # broken recording or notebook, a link out of the checkout, a page the page language
 # cannot build. Each case is a copy of the project, broken one way, built strictly.
 BROKEN = {
-    **{f"stale-{lesson.id}": (
-        lambda project, lesson=lesson: edit(project / module_file(lesson),
-                                            lambda text: text + "\nA_CHANGE = 1\n"),
-        [f"{recording_name(lesson)}: stale", "python scripts/record.py"])
-       for lesson in LESSONS.values()},
-    **{f"comment-{lesson.id}": (  # the code is the same: only the notebook is stale
-        lambda project, lesson=lesson: edit(project / module_file(lesson),
-                                            comment_in_first_section),
-        [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"])
-       for lesson in LESSONS.values()},
-    "notebook-truncated": (broken_notebook(lambda text: text[:len(text) // 2]),
-                           [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
-    "notebook-cells-not-a-list": (
-        broken_notebook(lambda text: json.dumps({**json.loads(text), "cells": {"0": "x"}})),
-        [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
-    "notebook-numeric-source": (
-        broken_notebook(lambda text: json.dumps({**json.loads(text), "cells": [
-            {"cell_type": "code", "metadata": {}, "source": 5, "outputs": []}]})),
-        [f"docs/notebooks/{SEED.id}.ipynb", "`python scripts/record.py`"]),
+    **{f"{name}-{lesson.id}": (edited(path, change), words) for lesson in LESSONS.values()
+       for name, path, change, words in [
+           ("stale", module_file(lesson), lambda text: text + "\nA_CHANGE = 1\n",
+            [f"{recording_name(lesson)}: stale", "python scripts/record.py"]),
+           ("comment", module_file(lesson), comment_in_first_section,  # the notebook alone
+            [f"docs/notebooks/{lesson.id}.ipynb: stale, {module_file(lesson)} changed"])]},
+    **{f"notebook-{name}": (edited(NOTEBOOK, change), [NOTEBOOK, "`python scripts/record.py`"])
+       for name, change in [("truncated", lambda text: text[:len(text) // 2]),
+                            ("numeric-source", lambda text: json.dumps(
+                                {**json.loads(text), "cells": NUMERIC_SOURCE}))]},
     # Issue 37: each was published, read to the end of memory, or a traceback.
     **{f"symlink-{link}": (linked(link, target),
                            [f"{link} is a symbolic link (to {target!r}); "])
@@ -214,25 +197,27 @@ BROKEN = {
                             (recording_name(SEED, "tpu"), "/dev/zero"),
                             ("lesson_code/leak.py", "/etc/hostname"),
                             ("figures/leak.svg", "/etc/hostname")]},
-    "control-character": (on_the_home_page("\nA NUL: \x00, and U+0001: \x01.\n"),
+    "control-character": (edited("docs/index.md", lambda page: page + "\nNUL: \x00, \x01.\n"),
                           [f"docs/index.md: line {HOME_LINES + 2} holds U+0000, a control "
                            "character no page can show; remove it"]),
-    "missing-value": (on_the_home_page(f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:data.no.such }}}}\n"),
-                      ["no value at 'data.no.such'"]),
-    "if-recorded-without-end": (
-        on_the_home_page(f"\n{{{{ if-recorded:{FIRST_LESSON.id}.tpu }}}} yes\n"),
-        ["index.md", "if-recorded", "{{ end }}"]),
+    # mkdocs names the page, the page language the directive (each kind of directive that
+    # cannot be resolved: tests/test_page_directives.py).
+    "malformed-directive": (
+        edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
+        ["Error reading page 'index.md':", "malformed page directive"]),
 }
+
+
+def stops_in_one_line(project, site, breaks, words):
+    breaks(project)
+    line = one_error(build(project, site))
+    assert all(word in line for word in words), line
+    assert not (site / "index.html").exists()  # nothing published
 
 
 @pytest.mark.parametrize("breakage", BROKEN)
 def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakage):
-    breaks, words = BROKEN[breakage]
-    breaks(project)
-    site = tmp_path / "site"
-    line = one_error(build(project, site))
-    assert all(word in line for word in words), line
-    assert not (site / "index.html").exists()  # nothing published
+    stops_in_one_line(project, tmp_path / "site", *BROKEN[breakage])
 
 
 @pytest.mark.parametrize("corrupt, words", [
@@ -241,20 +226,14 @@ def test_a_broken_project_stops_the_build_in_one_line(project, tmp_path, breakag
      "invalid at schemaVersion")])
 @each_lesson
 def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, words, lesson):
-    edit(project / recording_name(lesson), corrupt)
-    line = one_error(build(project, tmp_path / "site"))
-    assert recording_name(lesson) in line and words in line, line
+    stops_in_one_line(project, tmp_path / "site", edited(recording_name(lesson), corrupt),
+                      [recording_name(lesson), words])
 
 
 @pytest.mark.parametrize("include", ['--8<-- "/etc/hostname"', '--8<-- "../../etc/hostname"',
                                      '--8<-- "lesson_code/nothing.py"',
                                      f'--8<-- "{module_file(SEED)}:no_such_section"'])
 def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback(include):
-    import markdown
-
-    from scripts.pages.page_language import PageLanguage
-    from scripts.pages.recorded_text import PageError
-
     page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage(root=ROOT)],
                              extension_configs={"pymdownx.snippets": {
                                  "base_path": [str(ROOT)], "check_paths": True}})
@@ -265,9 +244,6 @@ def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback
 
 
 def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeypatch):
-    from scripts.pages import sources
-    from scripts.pages.recorded_text import PageError
-
     problems = [f"recordings/lesson-{n}.cpu.json: missing; run `python scripts/record.py "
                 f"--lesson lesson-{n}`" for n in range(10_000)]  # 10,000 lessons, none recorded
     monkeypatch.setattr(sources, "load_lessons", lambda root: {})
@@ -281,12 +257,9 @@ def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeyp
 
 
 @pytest.mark.parametrize("width, height, view_box", [
-    (".", "360pt", "0 0 460.8 360"), ("abc", "5", "0 0 x y"), ("nan", "5", ""),
-    ("10%", "5", ""), ("0", "0", ""), ("", "", "0 0 1e9 5"), ("", "", "")])
+    (".", "360pt", "0 0 460.8 360"), ("nan", "5", ""), ("10%", "5", ""), ("", "", "0 0 1e9 5")])
 def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_it_wrong(
         tmp_path, width, height, view_box):
-    from scripts.pages.markup import sized_image, svg_size
-
     figure = tmp_path / "x.svg"
     figure.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
     assert svg_size(figure) is None  # a browser would not draw the viewBox's size either
@@ -302,29 +275,35 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 
 
 @each_lesson
-def test_each_lesson_is_listed_with_its_notebook_and_downloads(built_site, lesson):
-    from scripts.pages.course import downloadable_files
-    from scripts.store.lessons import load_course
-
+def test_each_lesson_is_listed_with_its_downloads_and_its_notebook_s_page(built_site, lesson):
     home = (built_site / "index.html").read_text()
     assert f'href="lessons/{lesson.id}/"' in home and f'href="notebooks/{lesson.id}/"' in home
     page = (built_site / lesson_page(lesson)).read_text()
     assert re.search(rf"<title>[^<]*{re.escape(load_course()['title'])}</title>", page)
     downloads = page.split('id="downloads"')[1]
-    notebook = f"notebooks/{lesson.id}/{lesson.id}.ipynb"
+    notebook, committed = f"notebooks/{lesson.id}/{lesson.id}.ipynb", \
+        ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb"
     for target in (*downloadable_files(lesson), notebook):
         assert re.search(rf'<a (download )?href="../../{re.escape(target)}"( download)?>',
                          downloads), target
         assert (built_site / target).read_bytes() == (
-            ROOT / "docs" / "notebooks" / f"{lesson.id}.ipynb" if target == notebook
-            else ROOT / target).read_bytes()
+            committed if target == notebook else ROOT / target).read_bytes()
+    # Its notebook's page: the .ipynb beside it (page-relative, wherever the site is
+    # published), the outputs record.py recorded, and no script from outside.
+    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
+    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
+    assert f"PASS: {lesson.id}" in page
+    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
+    assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
+    # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
+    assert "<style" not in page.split("<body")[1]
+    assert "mathjax" not in page.lower() and "clipboard-copy" not in page
+    code_cells = [c for c in json.loads(committed.read_text())["cells"]
+                  if c["cell_type"] == "code"]
+    assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
-    from dataclasses import replace
-
-    from scripts.pages.course import downloadable_files, downloads
-
     program = module_file(SEED)
     scaffold = module_file(SEED, f"{SEED.module}_exercises")
     assert SEED.exercises and downloadable_files(SEED) == [program, scaffold]
@@ -337,25 +316,10 @@ def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_check
     assert downloadable_files(alone) == [module_file(alone)]
 
 
-@each_lesson
-def test_notebook_page_renders_with_download_and_no_math_script(built_site, lesson):
-    page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
-    # Page-relative: the .ipynb sits beside the page wherever the site is published.
-    assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
-    assert f"PASS: {lesson.id}" in page  # outputs recorded by record.py
-    scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
-    assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
-    # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
-    assert "<style" not in page.split("<body")[1]
-    assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    code_cells = [c for c in json.loads((ROOT / "docs" / "notebooks" /
-                                         f"{lesson.id}.ipynb").read_text())["cells"]
-                  if c["cell_type"] == "code"]
-    assert page.count('<div class="highlight">') >= len(code_cells)
-
-
-def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
-    counted = {}
+def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_them(built_site):
+    """A header cell holding only a formula is named in words for screen readers (axe's
+    empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
+    counted, named = {}, 0
     for page in site_pages(built_site):
         text = page_file(built_site, page).read_text()
         source = markdown_source(page)
@@ -364,6 +328,14 @@ def test_formulas_are_mathml_and_only_their_pages_carry_math_css(built_site):
         assert text.count("<math ") == counted[page], page
         assert "arithmatex" not in text, page
         assert (".math-display" in text.split("</head>")[0]) == (counted[page] > 0), page
+        for cell in re.findall(r"<th\b[^>]*>(.*?)</th>", text, re.S):
+            assert text_of(re.sub(r"<math\b.*?</math>", "", cell, flags=re.S)).strip(), cell
+            if "<math" in cell and 'class="sr-only"' in cell:
+                assert '<math aria-hidden="true"' in cell
+                named += 1
+            if '<math aria-hidden="true"' in cell:  # hidden only where words replace it
+                assert cell.count('class="sr-only"') == cell.count("<math"), cell
+    assert named > 0
     assert counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
     assert counted["404.html"] == 0
     assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
@@ -402,9 +374,8 @@ RECORDED_ON_TPU = "takes --platform tpu (recorded there)"
 def course_entries(site):
     """Each lesson's entry in the home page's course list, as text: {lesson id: text}."""
     home = (Path(site) / "index.html").read_text()
-    return {entry[1]: " ".join(html.unescape(re.sub(r"<[^>]+>", " ", entry[0])).split())
-            for entry in re.finditer(r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>',
-                                     home, re.DOTALL)}
+    return {entry[1]: visible(entry[0]) for entry in re.finditer(
+        r'<li><strong><a href="lessons/([^/"]+)/">.*?</li>', home, re.DOTALL)}
 
 
 def test_without_a_tpu_recording_the_site_says_so(built_site):
@@ -414,8 +385,11 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         recorded = (ROOT / recording_name(lesson, "tpu")).exists()
         assert (RECORDED_ON_TPU in entries[lesson.id]) == recorded, entries[lesson.id]
         assert NOT_YET not in entries[lesson.id] or not recorded, entries[lesson.id]
+    if not (ROOT / recording_name(SEED, "tpu-sweep")).exists():  # no prediction judged yet
+        assert "Measured against predicted: not yet run." in \
+            (built_site / "going-further" / "tpu" / "index.html").read_text()
     if (ROOT / recording_name(SEED, "tpu")).exists():
-        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab
+        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab...
     assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
     assert pages_saying(built_site, "Not yet recorded on TPU") == \
@@ -428,30 +402,42 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         code_text((built_site / compiled).read_text())
 
 
-@pytest.mark.parametrize("stale", [False, True])
-def test_a_hardware_recording_gets_its_own_tab(project, tmp_path, stale):
-    from fixtures.tpu_recording_fixture import write_tpu_recording
-
-    write_tpu_recording(project / recording_name(SEED, "tpu"), project / module_file(SEED),
-                        project, stale=stale)
-    rederive_analyses(project)  # the build refuses a recording without its analysis
-    site = tmp_path / "site"
-    run = build(project, site)
-    assert run.returncode == 0, run.stderr[-2000:]  # CI cannot refresh it: never fatal
-    page = (site / LESSON_PAGE).read_text()
+def tpu_tab(page):
+    """The lesson page's one TPU tab label, once it also has a CPU one."""
     labels = re.findall(r'<label for="__tabbed_[^"]+">([^<]+)</label>', page)
     tpu = [label for label in labels if label.startswith("TPU")]
-    assert len(tpu) == 1 and "TPU v6 lite" in tpu[0] and "1 January 2000" in tpu[0]
-    assert any(label.startswith("CPU") for label in labels)
-    assert "Completed TPU median microseconds" in page
-    assert ("Stale recording" in page) == stale
-    if stale:
-        assert module_file(SEED) in page.split("Stale recording")[1][:2000]
+    assert len(tpu) == 1 and any(label.startswith("CPU") for label in labels), labels
+    return tpu[0]
+
+
+def test_a_hardware_recording_gets_its_own_tab_in_a_build_that_reads_utf_8_in_any_locale(
+        project, tmp_path):
+    """A fresh TPU recording, built in an ASCII locale: the pages are UTF-8 all the same."""
+    write_tpu_recording(project / recording_name(SEED, "tpu"), project / module_file(SEED),
+                        project)
+    rederive_analyses(project)  # the build refuses a recording without its analysis
+    site = tmp_path / "site"
+    run = build(project, site, environment={
+        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
+    page = (site / LESSON_PAGE).read_text(encoding="utf-8")
+    assert "TPU v6 lite" in tpu_tab(page) and "1 January 2000" in tpu_tab(page)
+    assert "Completed TPU median microseconds" in page and "Stale recording" not in page
     # The pages now speak of it: the TPU page, and the seed's entry in the course list.
     assert pages_saying(site, "Not yet recorded") == []
     entry = course_entries(site)[SEED.id]
     assert RECORDED_ON_TPU in entry and NOT_YET not in entry
+    assert "·" in (site / "index.html").read_text(encoding="utf-8")
     assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
+
+
+def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_site):
+    """CI cannot refresh a TPU recording, so a stale one is shown, marked, never fatal."""
+    page = (hostile_site / LESSON_PAGE).read_text()
+    assert "TPU v6 lite (x+y)" in tpu_tab(page) and "1 January 2000" in tpu_tab(page)
+    assert "Completed TPU median microseconds" in page
+    assert module_file(SEED) in page.split("Stale recording")[1][:2000]
+    assert RECORDED_ON_TPU in course_entries(hostile_site)[SEED.id]
 
 
 def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(
@@ -464,22 +450,19 @@ def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph
     table = home[:table_end].split('id="recordings-on-this-site"')[1]
     recordings = sorted(path.relative_to(ROOT).as_posix() for lesson in LESSONS.values()
                         for path in (ROOT / "recordings").glob(f"{lesson.id}.*.json"))
-    assert sorted(re.findall(r"<td><code>(recordings/[^<]+)</code></td>", table)) \
-        == recordings
+    assert sorted(re.findall(r"<td><code>(recordings/[^<]+)</code></td>", table)) == recordings
     assert len(re.findall(r"<tr>", table)) == 1 + len(recordings)
 
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
-    """Code stays out of the search index, so each block that defines something says so
-    in a line the index keeps; the index's separator splits `to="invarying"` but keeps
-    `psum_scatter` whole (N9); inline API names link to the JAX reference, code blocks
-    and headings never do."""
+    """Code stays out of the search index, so a line the index keeps names what a block
+    defines; the separator splits `to="invarying"`, keeps `psum_scatter` whole (N9); inline
+    API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
     for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):
         assert name in text, name
-    words = set(re.split(index["config"]["separator"], html.unescape(re.sub("<[^>]+>", " ",
-                                                                             text))))
+    words = set(re.split(index["config"]["separator"], visible(text)))
     assert {"invarying", "psum_scatter", "all_gather"} <= words
     page = (built_site / LESSON_PAGE).read_text()
     assert re.search(r'<a href="https://docs\.jax\.dev/[^"]*psum_scatter\.html" '
@@ -488,42 +471,18 @@ def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site)
         assert "api-link" not in block
 
 
-def test_every_table_header_has_words(built_site):
-    """A header cell holding only a formula is named in words for screen readers (axe's
-    empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
-    from scripts.pages.layout import text_of
-
-    named = 0
-    for path in site_pages(built_site):
-        for cell in re.findall(r"<th\b[^>]*>(.*?)</th>", page_file(built_site, path)
-                               .read_text(), re.S):
-            visible = re.sub(r"<math\b.*?</math>", "", cell, flags=re.S)
-            assert text_of(visible).strip(), (path, cell[:80])
-            if "<math" in cell and 'class="sr-only"' in cell:
-                assert '<math aria-hidden="true"' in cell
-                named += 1
-            if '<math aria-hidden="true"' in cell:  # hidden only where words replace it
-                assert cell.count('class="sr-only"') == cell.count("<math"), cell
-    assert named > 0
-
-
 def test_the_themes_built_files_are_the_theme_packages_own(built_site):
     """What mkdocs-material ships reaches the site byte for byte, so a theme upgrade is a
     pin bump; the site changes it through the theme's own doors (docs/overrides/,
     extra_css, extra_javascript, feature flags)."""
-    import material
-
     theme = Path(material.__file__).parent / "templates" / "assets"
     built = [path for folder in ("javascripts", "stylesheets")
              for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]
     assert any(path.name.startswith("bundle.") for path in built)
-    differ = [path.relative_to(built_site).as_posix() for path in built
-              if path.read_bytes() != (theme / path.relative_to(built_site / "assets"))
-              .read_bytes()]
-    assert differ == []
-    # main.html's head script sets the js and js-focus-visible classes before any style
-    # is computed; a page whose bundle never runs keeps its focus rings while no
-    # stylesheet hides focus under that class.
+    assert [path.name for path in built if path.read_bytes() != (
+        theme / path.relative_to(built_site / "assets")).read_bytes()] == []
+    # main.html's head sets the js and js-focus-visible classes before any style: a page
+    # whose bundle never runs keeps its focus rings, as no stylesheet hides them then.
     for page in site_pages(built_site):
         head = page_file(built_site, page).read_text().split("</head>")[0]
         assert 'classList.replace("no-js","js")' in head, page
@@ -534,9 +493,8 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
 
 # --- recordings and notebooks with hostile text (tests/site_hostile.py) -------------------
 
-def test_hostile_text_is_text_everywhere_in_the_site(hostile_site):
-    from site_hostile import CANARY, ID, LESSON, Attributes
-
+def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_data(
+        hostile_site):
     for path in [*hostile_site.rglob("*.html"), *hostile_site.rglob("*.json"),
                  *hostile_site.rglob("*.xml")]:
         text = path.read_text()
@@ -580,14 +538,9 @@ def test_hostile_text_is_text_everywhere_in_the_site(hostile_site):
     alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
                       lesson)
     assert "![x](y&quot; onerror=" in alts[-1]
-
-
-def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
-    """The step-through's trace is recorded data inside <script type="application/json">:
-    a `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
-    json.loads, the same grammar) gives back exactly what was recorded."""
-    from site_hostile import Attributes
-
+    # The step-through's trace is recorded data in <script type="application/json">: a
+    # `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
+    # json.loads, the same grammar) gives back exactly what was recorded.
     recorded = json.loads((hostile_site.parent / "project" /
                            recording_name(SEED, "simulation")).read_text())["data"]
     parser = Attributes()
@@ -602,13 +555,10 @@ def test_recorded_json_stays_inside_its_script_element_as_data(hostile_site):
 
 @pytest.mark.parametrize("url, ordinary", [
     ('http://x/"><script>alert(1)</script>', False), ("javascript:alert(1)//", False),
-    ("http://x/'onmouseover='alert(1)", False), ("http://x/<b>", False),
-    ("ftp://example.com/", False), ("http://x y/", False), ("http://x/\n<script>", False),
-    ("//example.com/", False), ("https://owner.github.io/my_repo.v2/", True),
-    ("http://127.0.0.1:8000/", True), ("https://Example.org/a%20b/", True)])
+    ("http://x/'onmouseover='alert(1)", False), ("ftp://example.com/", False),
+    ("http://x/\n<script>", False), ("https://owner.github.io/my_repo.v2/", True),
+    ("https://Example.org/a%20b/", True)])
 def test_a_hostile_site_url_stops_the_build_in_one_line(url, ordinary, monkeypatch):
-    from scripts.pages import hooks
-
     monkeypatch.setenv("SITE_URL", url)
     try:
         config = load_config(str(ROOT / "mkdocs.yml"))
@@ -639,11 +589,7 @@ def checked(tmp_path, body, files=()):
     ('<a href="JaVa&#9;ScRiPt:alert(1)">x</a>', "runs script"),
     ('<img src="../ok.png" srcset="../ok.png 1x, https://cdn.example/x.png 2x">',
      "loads https://cdn.example/x.png"),
-    ('<picture><source srcset="https://cdn.example/a.webp"></picture>', "loads https://cdn"),
     ('<video src="../ok.png" poster="https://cdn.example/p.jpg"></video>', "loads https://cdn"),
-    ('<audio src="https://cdn.example/a.mp3"></audio>', "loads https://cdn"),
-    ('<video><track src="https://cdn.example/t.vtt"></video>', "loads https://cdn"),
-    ('<svg><image href="https://cdn.example/i.png"/></svg>', "loads https://cdn"),
     ('<svg><use xlink:href="https://cdn.example/s.svg#i"/></svg>', "loads https://cdn"),
     ('<svg><a href="../missing.html">x</a></svg>', "missing file"),
     ('<div style="background:url(https://cdn.example/bg.png)">x</div>', "loads https://cdn"),
@@ -653,9 +599,7 @@ def checked(tmp_path, body, files=()):
     ('<meta http-equiv="Refresh" content="0;URL=\'../missing/\'">', "missing file"),
     ('<base href="https://evil.example/">', "moves every relative link"),
     ('<a href="../%2e%2e/outside.html">x</a>', "points outside the site"),
-    ('<img src="..%2F..%2Foutside.html">', "points outside the site"),
     ('<iframe src="data:text/html,<script>alert(1)</script>"></iframe>', "data: address"),
-    ('<embed src="https://cdn.example/x.swf">', "loads https://cdn"),
     ('<form action="vbscript:x"></form>', "runs script"),
     ('<a href="file:///etc/passwd">x</a>', "scheme (file:)"),
     ('<a href="/ok.png">x</a>', "root-absolute"),  # breaks under a sub-path
@@ -681,10 +625,3 @@ def test_the_link_checker_reads_stylesheets_and_figures_and_passes_an_ordinary_p
                    '<a href="https://jax.readthedocs.io/">docs</a><a href="mailto:a@b.c">m</a>'
                    '<link rel="canonical" href="https://x.example/a/">'
                    '<div style="mask:url(&quot;data:image/svg+xml,x&quot;)"></div>') == []
-
-
-def test_the_build_reads_utf_8_in_an_ascii_locale(project, tmp_path):
-    run = build(project, tmp_path / "site", environment={
-        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
-    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
-    assert "·" in (tmp_path / "site" / "index.html").read_text(encoding="utf-8")

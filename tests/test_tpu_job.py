@@ -1,8 +1,5 @@
-"""The TPU job, driven end to end through a fake gcloud (tests/fixtures/fake_gcloud).
-
-Each flow runs in a fresh clone of this repository, so `git archive HEAD` is real, the
-lesson there equals HEAD, and the only recordings/ a test can touch is the clone's.
-"""
+"""The TPU job, end to end through a fake gcloud (tests/fixtures/fake_gcloud), each flow in
+a fresh clone: `git archive HEAD` is real and only the clone's recordings/ can change."""
 import json
 import os
 import re
@@ -26,8 +23,7 @@ from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
                                   job_commands, job_steps)
 
-# The job's lesson when none is named is the registry's first; its canned TPU recording
-# (tests/fixtures/tpu_recording.fixture.json) is the seed lesson's.
+# The job's default lesson is the registry's first; the canned TPU recording is the seed's.
 ID = SEED.id
 MODULE = module_file(SEED)
 TARGET = f"{ID}.tpu.json"
@@ -37,7 +33,10 @@ VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
 
 @pytest.fixture
 def clone(tmp_path):
-    repo = tmp_path / "repo"
+    return clone_into(tmp_path / "repo")
+
+
+def clone_into(repo):
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
     if (ROOT / "node_modules").exists():  # the build's Temml, linked as project_copy does
         (repo / "node_modules").symlink_to(ROOT / "node_modules")
@@ -58,10 +57,6 @@ def gcloud(tmp_path, monkeypatch):
         if log.exists() else []
 
 
-def test_the_job_s_default_lesson_is_the_seed():
-    assert FIRST_LESSON == SEED  # what the tests below that name no lesson rely on
-
-
 def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     """The recording the fake VM hands back (fresh, or with `changes`) and, with `sweep`
     (True, or write_tpu_sweep's options), its sweep; their paths."""
@@ -74,7 +69,7 @@ def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     return fetched, swept
 
 
-def verbs(calls):
+def verbs(calls):  # create, scp, ssh, delete
     return [call[3] for call in calls]
 
 
@@ -90,22 +85,25 @@ def failed(clone, capsys, *flags):
     return job_error(capsys.readouterr().err)
 
 
-def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, capsys, tmp_path):
-    fetched, sweep = canned(clone, tmp_path, monkeypatch)
+def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_verdicts(
+        clone, gcloud, monkeypatch, capsys, tmp_path):
+    """Canned results through the whole path: the job lands the lesson's recording and a
+    TPU sweep whose 32 MiB own costs are 1.5x the predictions (inside their band) and 32 B
+    ones 10x (outside theirs); `record.py --render-only` judges it, the built page says so."""
+    from site_build import build
+    fetched, sweep = canned(clone, tmp_path, monkeypatch, sweep=dict(
+        over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
     before = snapshot(clone)
-
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
-
-    captured = capsys.readouterr()
-    assert "tpu_job: error:" not in captured.err
+    err = capsys.readouterr().err
+    assert "tpu_job: error:" not in err
     # The lesson's size sweep ran on the same VM and came back checked, beside it.
     assert changed(before, clone) == [f"recordings/{SWEEP_TARGET}", f"recordings/{TARGET}"]
-    assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
-    assert (clone / "recordings" / SWEEP_TARGET).read_bytes() == sweep.read_bytes()
-    assert verbs(gcloud()) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp",
-                               "delete"]
+    assert [(clone / "recordings" / name).read_bytes() for name in (TARGET, SWEEP_TARGET)] == \
+        [fetched.read_bytes(), sweep.read_bytes()]
     # The job issues exactly what job_commands() lists, in its own temporary directory.
     issued = gcloud()
+    assert verbs(issued) == ["create", "scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp", "delete"]
     workdir = Path(issued[1][4]).parent
     listed = job_commands("test-tpu", "us-east5-b", "v6e-4", workdir=workdir, root=clone)
     assert listed[0][:2] == ["git", "archive"]
@@ -116,32 +114,11 @@ def test_the_job_lands_a_fresh_validated_recording(clone, gcloud, monkeypatch, c
                              f"--platform tpu --lesson {ID}")
     assert issued[7][4] == f"test-tpu:{ID}/recordings/{SWEEP_TARGET}"
     # One progress line per step, and each recording lands only after it was checked.
-    steps = [line for line in captured.err.splitlines() if line.startswith("tpu_job: [")]
-    assert len(steps) == 12
-    assert captured.err.index("] validate") < captured.err.index("tpu_job: wrote")
-    assert captured.err.index(f"] validate {SWEEP_TARGET}") < \
-        captured.err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
-
-
-def test_the_comparison_page_says_not_yet_run_before_any_tpu_sweep(built_site):
-    """The committed tree holds no TPU sweep: every prediction is still open."""
-    assert not (ROOT / recording_name(SEED, "tpu-sweep")).exists()
-    page = (built_site / "going-further" / "tpu" / "index.html").read_text()
-    assert "Measured against predicted: not yet run." in page
-
-
-def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud, monkeypatch,
-                                                                   tmp_path):
-    """Canned results through the whole path: the job lands a TPU sweep whose 32 MiB own
-    costs are 1.5x the predictions (inside their band) and 32 B ones 10x (outside theirs),
-    `record.py --render-only` draws and judges it, and the built page says so."""
-    from site_build import build
-
-    canned(clone, tmp_path, monkeypatch,
-           sweep=dict(over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
-    assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
-    for args in (["--render-only"], ["--check"]):
-        done = run(RECORD, *args, cwd=clone)
+    assert len([line for line in err.splitlines() if line.startswith("tpu_job: [")]) == 12
+    assert err.index("] validate") < err.index("tpu_job: wrote")
+    assert err.index(f"] validate {SWEEP_TARGET}") < \
+        err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
+    for done in (run(RECORD, "--render-only", cwd=clone), run(RECORD, "--check", cwd=clone)):
         assert done.returncode == 0, done.stdout + done.stderr
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
@@ -156,32 +133,29 @@ def test_a_landed_sweep_turns_the_page_s_predictions_into_verdicts(clone, gcloud
     assert "Measured against predicted." in page and "not yet run" not in page
 
 
-@pytest.mark.parametrize("case", ["missing", "stale", "cpu"])
+@pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    # missing: the VM wrote no sweep, so copying it back fails
-    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case != "missing" and dict(
-        stale=case == "stale", environment={"backend": "cpu"} if case == "cpu" else None))
+    # missing: the VM wrote no sweep, so copying it back fails; stale: it is refused
+    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
     # The lesson's recording was checked and moved into place before the sweep ran.
     assert changed(before, clone) == [f"recordings/{TARGET}"]
     assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
     assert verbs(gcloud())[-1] == "delete"
     assert {"missing": "copy the sweep back failed",
-            "stale": "the fetched tpu-sweep recording is refused: ",
-            "cpu": "its backend is 'cpu'"}[case] in line
+            "stale": "the fetched tpu-sweep recording is refused: "}[case] in line
 
 
-def test_check_tpu_sweep_refuses_more_chips_than_the_lesson_s_devices(tmp_path):
+@pytest.mark.parametrize("changes, reason", [
+    (dict(chips=2 * SEED.devices), f"it measured p = {2 * SEED.devices}, more than the VM's "
+                                   f"{SEED.devices} chips"),
+    (dict(environment={"backend": "cpu"}), "its backend is 'cpu'")])
+def test_check_tpu_sweep_refuses_with_the_reason(tmp_path, changes, reason):
     from scripts.hardware.verify import check_tpu_sweep
-
-    sweep = write_tpu_sweep(tmp_path / "sweep.json", ROOT, chips=2 * SEED.devices)
-    with pytest.raises(RefusedRecording, match=f"it measured p = {2 * SEED.devices}, more "
-                       f"than the VM's {SEED.devices} chips"):
-        check_tpu_sweep(sweep, SEED, ROOT)
+    with pytest.raises(RefusedRecording, match=reason):
+        check_tpu_sweep(write_tpu_sweep(tmp_path / "sweep.json", ROOT, **changes), SEED, ROOT)
     assert check_tpu_sweep(write_tpu_sweep(tmp_path / "ok.json", ROOT), SEED,
                            ROOT)["kind"] == "sweep"
 
@@ -191,9 +165,7 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     before = snapshot(clone)
-
     assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
-
     assert {path.name: path.read_bytes() for path in elsewhere.iterdir()} == {
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
     assert changed(before, clone) == []
@@ -246,21 +218,13 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
     else:
         monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
-    assert changed(before, clone) == []
-    for words in FAILURES[mode]:
-        assert words in line
+    assert changed(before, clone) == [] and all(words in line for words in FAILURES[mode])
     # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
-    assert "exited with return code" not in line
-    assert "recordings/ is as it was" in line
-    if len(gcloud()) > 1:
-        # The VM this run made is deleted anyway, and the line says so.
-        assert verbs(gcloud())[-1] == "delete"
-        assert line.endswith("; the VM test-tpu was deleted")
-    else:
-        # A refused create made no VM, and the name may belong to someone else's.
+    assert "exited with return code" not in line and "recordings/ is as it was" in line
+    if len(gcloud()) > 1:  # the VM this run made is deleted anyway, and the line says so
+        assert verbs(gcloud())[-1] == "delete" and line.endswith("; the VM test-tpu was deleted")
+    else:  # a refused create made no VM, and the name may be someone else's
         assert verbs(gcloud()) == ["create"] and line.endswith("; no VM was created")
 
 
@@ -280,33 +244,27 @@ def test_a_failure_that_leaves_a_vm_says_how_to_delete_it(mode, flag, ending, cl
     assert line.endswith(ending)
 
 
-def test_gcloud_missing_is_one_line(clone, gcloud, monkeypatch, capsys, tmp_path):
-    only_git = tmp_path / "bin"
-    only_git.mkdir()
-    (only_git / "git").symlink_to(shutil.which("git"))
-    monkeypatch.setenv("PATH", str(only_git))
+def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_command(
+        clone, gcloud, monkeypatch, capsys, tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "git").symlink_to(shutil.which("git"))
+    with_gcloud = os.environ["PATH"]
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
     before = snapshot(clone)
-
     line = failed(clone, capsys, "--create", "--delete")
-
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
     assert changed(before, clone) == []
-
-
-def test_uncommitted_lesson_code_is_refused_before_any_command(clone, gcloud, capsys):
+    monkeypatch.setenv("PATH", with_gcloud)
     with (clone / MODULE).open("a") as module:
         module.write("# an edit the VM would not see\n")
-
     line = failed(clone, capsys, "--create", "--delete")
-
-    assert f"{MODULE} differ from HEAD" in line and "git add" in line
-    assert gcloud() == []
+    assert f"{MODULE} differ from HEAD" in line and "git add" in line and gcloud() == []
 
 
 # Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
 # Values as "--flag=value", so that argparse hands over even one that starts with "-".
-NOT_NAMES = [("--name", "x; rm -rf ~"), ("--zone", "us-east5-b && true"), ("--project", "-p"),
-             ("--name", "\ntest-tpu"), ("--zone", "us-east5-b\n")]  # `$` alone takes a "\n"
+NOT_NAMES = [("--name", "x; rm -rf ~"), ("--project", "-p"),
+             ("--zone", "us-east5-b\n")]  # `$` alone takes a "\n"
 REFUSED_REQUESTS = {
     **{f"accelerator {name}": ([f"--accelerator={name}", "--create"],
                                ("the job runs on single-host TPU VMs only",
@@ -336,26 +294,27 @@ def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gc
     assert gcloud() == []
 
 
-def test_the_accelerator_is_chosen_from_the_lessons_device_count(gcloud, capsys):
-    assert tpu_job.main(["--name", "t", "--zone", "us-east5-b", "--create",
-                         "--dry-run"]) == 0
+def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcloud,
+                                                                           monkeypatch, capsys):
+    assert FIRST_LESSON == SEED  # the job's default lesson: what the tests naming none rely on
+    for name, value in (("TPU_NAME", "env-tpu"), ("ZONE", "us-east1-d"),
+                        ("PROJECT", "env-project")):
+        monkeypatch.setenv(name, value)
+    assert tpu_job.main(["--create", "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--accelerator-type v6e-4 --version v2-alpha-tpuv6e" in out
     assert f"record.py --platform tpu --lesson {ID}'" in out
-
-
-@pytest.fixture
-def two_lessons(tmp_path):
-    """A copy whose registry adds the second lesson (2 devices, tests/fixtures)."""
-    return project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
-                                      "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
+    assert "ssh env-tpu --zone us-east1-d --project env-project" in out
+    assert "tpu-vm delete" not in out
 
 
 @pytest.mark.parametrize("devices", [2, 8])
-def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lessons, gcloud,
+def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, gcloud,
                                                                       capsys, devices):
-    """2 chips: no single-host VM has them, refused in one line; 8: a v6e-8, this lesson
-    alone (the other lessons' recordings cannot fail with it)."""
+    """The fixture lesson added to a copy: on 2 chips, which no single-host VM has, refused
+    in one line; on 8, a v6e-8 for it alone (the others' recordings cannot fail with it)."""
+    two_lessons = project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
+                                             "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
     registry = two_lessons / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace("devices = 2", f"devices = {devices}"))
     status = tpu_job.main(["--lesson", "psum-01", "--name", "t", "--zone", "us-east5-b",
@@ -376,24 +335,17 @@ def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(two_lesson
     assert "# validate psum-01.tpu.json (schema, backend tpu, 8 TPU devices" in out
 
 
-def remote_setup_command(accelerator="v6e-4"):
-    [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", accelerator)
+def test_the_job_gives_the_vm_python_3_11_with_the_uv_make_install_uses_then_the_pins():
+    [command] = [step.command for step in job_steps("my-tpu", "us-east5-b", "v6e-4")
                  if step.title.startswith("install uv")]
-    return command[command.index("--command") + 1]
-
-
-def test_the_job_gives_the_vm_python_3_11_with_uv_before_installing_the_pins():
-    setup = remote_setup_command().split(" && ")
+    setup = command[command.index("--command") + 1].split(" && ")
     assert setup[1] == f"python3 -m pip install --user --quiet uv=={UV_VERSION}"
     assert setup[2] == "python3 -m uv venv --python 3.11 .venv"
     assert setup[3].startswith("python3 -m uv pip install --python .venv/bin/python "
                                "-r requirements.txt -c constraints.txt ")
     assert setup[3].endswith('"jax[tpu]==0.10.2"')
     subprocess.run(["bash", "-n", "-c", " && ".join(setup)], check=True)  # valid shell
-
-
-def test_make_install_uses_the_jobs_uv():
-    """One uv for the VM and for `make install`: the Makefile reads the job's constant."""
+    # One uv for the VM and for `make install`: the Makefile reads the job's constant.
     planned = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=ROOT,
                              capture_output=True, text=True, check=True).stdout
     assert f"pip install --quiet --disable-pip-version-check uv=={UV_VERSION}\n" in planned
@@ -406,7 +358,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     argv = ["--name", "my-tpu", "--zone", "us-east5-b", "--accelerator", accelerator,
             "--project", "my-project", "--create", "--delete", "--dry-run"]
     assert tpu_job.main(argv) == 0
-
     printed = capsys.readouterr().out.splitlines()
     commands = job_commands("my-tpu", "us-east5-b", accelerator, "my-project")
     assert [line for line in printed if not line.startswith("#")] == \
@@ -414,16 +365,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
     assert f"--version {RUNTIMES[accelerator]}" in printed[3]
     assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
-
-
-def test_environment_variables_are_the_defaults(gcloud, monkeypatch, capsys):
-    monkeypatch.setenv("TPU_NAME", "env-tpu")
-    monkeypatch.setenv("ZONE", "us-east1-d")
-    monkeypatch.setenv("PROJECT", "env-project")
-    assert tpu_job.main(["--accelerator", "v6e-4", "--dry-run"]) == 0
-    out = capsys.readouterr().out
-    assert "ssh env-tpu --zone us-east1-d --project env-project" in out
-    assert "tpu-vm create" not in out and "tpu-vm delete" not in out
 
 
 def test_the_page_shows_the_commands_the_job_runs_now():
@@ -453,9 +394,7 @@ def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_pat
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
-
-
-def test_no_fixture_reaches_the_real_recordings():
+    # ...and it never reached the real recordings.
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
         json.loads(FIXTURE.read_text())["generatedAt"]
@@ -472,9 +411,7 @@ STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 @pytest.fixture(scope="module")
 def signal_clone(tmp_path_factory):
     """One clone for every signalled job: each stops before anything is installed."""
-    repo = tmp_path_factory.mktemp("signals") / "repo"
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    return repo
+    return clone_into(tmp_path_factory.mktemp("signals") / "repo")
 
 
 @pytest.fixture
@@ -489,7 +426,6 @@ def job(signal_clone, gcloud, tmp_path):
                                env={"FAKE_GCLOUD_BLOCK": block,
                                     "FAKE_GCLOUD_READY": str(ready)}))
         return started[-1]
-
     start.ready = ready
     yield start
     for step in (*STEPS, "delete"):
@@ -512,9 +448,7 @@ def reached(job, command, step):
 def test_a_signal_at_any_step_kills_gcloud_and_still_deletes_the_vm(step, signum, job, gcloud):
     running = job(step, "--create", "--delete")
     gcloud_pid = reached(job, running, step)
-
     running.signal(signum, group=True)
-
     status, lines = running.finish()
     assert status == 128 + signum
     assert verbs(gcloud())[-1] == "delete" and verbs(gcloud()).count("delete") == 1
@@ -531,13 +465,11 @@ def test_a_second_signal_does_not_cut_the_delete_short(job):
     reached(job, running, "run")
     running.signal(signal.SIGTERM, group=True)
     delete_pid = reached(job, running, "delete")
-
     for signum in (signal.SIGINT, signal.SIGINT, signal.SIGHUP):  # Ctrl-C twice, ssh gone
         running.signal(signum, group=True)
     time.sleep(0.2)
     assert psutil.pid_exists(delete_pid) and running.process.poll() is None
     (job.ready / "delete.go").touch()
-
     status, lines = running.finish()
     assert status == 128 + signal.SIGTERM  # the first signal's, after the delete finished
     assert (job.ready / "delete.done").exists()
@@ -548,9 +480,7 @@ def test_a_second_signal_does_not_cut_the_delete_short(job):
 def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gcloud):
     running = job("run", "--create")
     reached(job, running, "run")
-
     running.signal(signal.SIGHUP, group=True)
-
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
     assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute "

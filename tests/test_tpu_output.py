@@ -1,8 +1,6 @@
-"""The code that reads a TPU run, tested on CPU against real XLA:TPU output
-(tests/fixtures/tpu_v5e_one_chip, tpu_v5e_2x2_compiled: their READMEs say how they were
-made): the compiled-collective reader, the fetched recording's checks, the lesson's
-analysis and the TPU page's recorded branch; and the sweep's looped programs, whose
-iterations must be chained for a TPU to time them one after another."""
+"""The code that reads a TPU run, tested on CPU against real XLA:TPU output (tests/fixtures/
+tpu_v5e_*, their READMEs say how it was made): the compiled-collective reader, the fetched
+recording's checks, the TPU page's recorded branch, and the sweep's chained loops."""
 import dataclasses
 import importlib
 import json
@@ -35,15 +33,11 @@ class Captured:
 
     def lower(self, *args):
         return self
+    compile = lower
 
-    def compile(self):
-        return self
-
-    def as_text(self):
+    def as_text(self, dialect=None):
         return self.text
-
-    def compiler_ir(self, dialect):
-        return self.text
+    compiler_ir = as_text
 
 
 def compiled(path):
@@ -62,20 +56,16 @@ def test_on_one_chip_xla_tpu_compiles_every_collective_away(collective):
 
 
 def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_reduces():
-    """The rewrite the TPU page warns about, as libtpu compiled the lesson's own programs
-    for a 2x2 v5e: read as such, and there in the text (an all-reduce, then a slice)."""
+    """The rewrite the TPU page warns about, in libtpu's 2x2 v5e programs of the lesson:
+    read as such, and there in the text (an all-reduce, then a slice). At 32 MiB the gather
+    is an all-gather whose attributes name `all-gather-start`, the reduce-scatter still an
+    all-reduce; a looped call holds one before its loop and one in it, as on XLA:CPU."""
     found = {collective: compiled(SLICE / f"lesson.{collective}.compiled.hlo")
              for collective in COLLECTIVES}
     assert found == {collective: {"all_reduce"} for collective in COLLECTIVES}
     text = (SLICE / "lesson.reduce_scatter.compiled.hlo").read_text()
     assert re.search(r" all-reduce\(.*\n.*ROOT %\S+ = f32\[2\]\S* dynamic-slice\(%all-reduce,",
                      text)
-
-
-def test_the_reader_takes_xla_tpu_s_names_and_attributes_for_what_they_are():
-    """At 32 MiB the gather is an all-gather whose attributes name `all-gather-start`, and
-    the reduce-scatter still an all-reduce; a looped call holds one before its loop and
-    one inside it, as on XLA:CPU."""
     all_gather = SLICE / "all_gather.32MiB.compiled.hlo"
     assert 'async_collective_name="all-gather-start"' in all_gather.read_text()
     assert compiled(all_gather) == {"all_gather"}
@@ -111,70 +101,47 @@ def test_a_looped_program_chains_its_iterations(collective):
     lowered = jax.jit(jax.shard_map(sweep.looped(body, 4), mesh=mesh, in_specs=in_spec,
                                     out_specs=out_spec)).lower(arg).as_text()
     assert chained(lowered, collective)
-    # And as XLA:TPU was handed it, for a 2x2 v5e (the same looped(), 64 iterations).
-    assert chained((SLICE / f"{collective}.looped64.lowered.mlir").read_text(), collective)
-
-
-def test_an_unchained_loop_is_told_apart():
-    """What the loop was before: each iteration's barrier held its input alone."""
-    lowered = (SLICE / "all_reduce.looped64.lowered.mlir").read_text()
-    unchained = lowered.replace("stablehlo.optimization_barrier %arg0, %arg1 :",
-                                "stablehlo.optimization_barrier %arg0 :")
-    assert chained(lowered, "all_reduce") and not chained(unchained, "all_reduce")
+    # And as XLA:TPU was handed it, for a 2x2 v5e (the same looped(), 64 iterations); what
+    # the loop was before, each iteration's barrier holding its input alone, is told apart.
+    on_tpu = (SLICE / f"{collective}.looped64.lowered.mlir").read_text()
+    assert chained(on_tpu, collective) and not chained(on_tpu.replace(
+        "stablehlo.optimization_barrier %arg0, %arg1 :",
+        "stablehlo.optimization_barrier %arg0 :"), collective)
 
 
 # --- a TPU recording made of the real one-chip run ------------------------------------------
 
-def one_chip_recording(folder, **fields):
-    return write_tpu_recording(folder / "one-chip.json", ROOT / module_file(SEED), ROOT,
-                               **fields)
-
-
-def test_the_one_chip_environment_never_stands_in_for_the_lesson_s_chips(tmp_path):
-    """The real run's environment fields, read as the job reads a fetched recording: refused
-    as the seed's 4-chip run, accepted for a lesson of one device, and what JAX itself
-    reported on that machine."""
-    fetched = one_chip_recording(tmp_path, environment=one_chip_run()["environment"])
+def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_path):
+    """Its environment: refused as the seed's 4-chip run, accepted for a lesson of one
+    device, and what JAX itself reported there. The whole run: refused only for the
+    one-device shard index its lesson wrote then, 'None:None' (now 0:n, test_lesson.py)."""
+    one_device = dataclasses.replace(SEED, devices=1)
+    fetched = write_tpu_recording(tmp_path / "one-chip.json", ROOT / module_file(SEED), ROOT,
+                                  environment=one_chip_run()["environment"])
     with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(fetched, SEED)
     assert str(refused.value) == (f"the fetched recording is not a {SEED.devices}-chip TPU "
                                   f"run of {SEED.id}: it ran on 1 devices, not {SEED.devices}")
-    environment = check_tpu_recording(fetched, dataclasses.replace(SEED, devices=1))[
-        "environment"]
+    environment = check_tpu_recording(fetched, one_device)["environment"]
     report = (ONE_CHIP / "hlo" / "environment.txt").read_text()
     assert f'"device_kind": "{environment["deviceKind"]}"' in report
     assert f"jax:    {environment['jax']}" in report
     assert (environment["backend"], environment["deviceCount"]) == ("tpu", 1)
-
-
-def test_the_real_one_chip_run_is_refused_only_for_the_shard_index_its_lesson_wrote(tmp_path):
-    """The lesson at the commit that ran on the chip wrote a one-device shard's index as
-    'None:None', which its data schema refuses: that defect alone, and the lesson now
-    writes 0:n (tests/test_lesson.py)."""
+    fetched = write_tpu_recording(tmp_path / "run.json", ROOT / module_file(SEED), ROOT,
+                                  run=one_chip_run())
     with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(one_chip_recording(tmp_path, run=one_chip_run()),
-                            dataclasses.replace(SEED, devices=1))
+        check_tpu_recording(fetched, one_device)
     assert "invalid at data/shards/0/1: 'None:None'" in str(refused.value)
 
 
 # --- the TPU page's recorded branch says what the recording holds ---------------------------
 
 def canned(compiled_collectives=None):
+    """The canned 4-chip recording, with what the reader found compiled if given."""
     recording = json.loads(FIXTURE.read_text())
     if compiled_collectives is not None:
         recording["data"]["compiledCollectives"] = compiled_collectives
     return recording
-
-
-def real_one_chip():
-    run = one_chip_run()
-    return {**canned(), **run}
-
-
-def rewritten_on_a_2x2():
-    """The canned 4-chip recording with what the reader finds in libtpu's 2x2 programs."""
-    return canned({collective: sorted(compiled(SLICE / f"lesson.{collective}.compiled.hlo"))
-                   for collective in COLLECTIVES})
 
 
 def tpu_page(recording):
@@ -184,11 +151,10 @@ def tpu_page(recording):
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded
     from scripts.store.recordings import read_json
-
     files = for_lesson(SEED)
-    stems = {files.stem(variant): files.recording(variant) for variant in ("cpu",)}
-    stems.update({files.stem(variant, analysis=True): files.analysis(variant)
-                  for variant in ("cpu", "sweep")})
+    stems = {files.stem("cpu"): files.recording("cpu"), **{files.stem(variant, analysis=True):
+                                                          files.analysis(variant)
+                                                          for variant in ("cpu", "sweep")}}
     recordings = {stem: Loaded(read_json(ROOT / path), stem, path)
                   for stem, path in stems.items()}
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
@@ -202,11 +168,12 @@ def tpu_page(recording):
 
 @pytest.mark.parametrize("recording, said, not_said", [
     (canned(), "XLA:TPU kept every collective as asked", "XLA:TPU did not keep"),
-    (rewritten_on_a_2x2(), "XLA:TPU did not keep every collective as asked: the "
+    (canned({collective: sorted(compiled(SLICE / f"lesson.{collective}.compiled.hlo"))
+             for collective in COLLECTIVES}), "XLA:TPU did not keep every collective as asked: the "
      "reduce-scatter program runs all-reduce; the all-gather program runs all-reduce; the "
      "timed medians are of what runs, not of what was asked.", "XLA:TPU kept every"),
-    (real_one_chip(), "XLA:TPU did not keep every collective as asked: the all-reduce "
-     "program runs no collective; the reduce-scatter program runs no collective; the "
+    ({**canned(), **one_chip_run()}, "XLA:TPU did not keep every collective as asked: the "
+     "all-reduce program runs no collective; the reduce-scatter program runs no collective; the "
      "all-gather program runs no collective; on 1 device nothing crosses between chips",
      "XLA:TPU kept every"),
 ], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])

@@ -15,10 +15,17 @@ from scripts.figures import KINDS
 DATA = ROOT / "lesson_code" / "figures" / f"{SEED.id}-tpu-predictions.json"
 
 
-def test_the_committed_predictions_are_the_models_output():
+def test_the_committed_predictions_are_the_models_output_and_every_input_has_a_source():
     """A hand edit of the numbers, or a model change without the file, fails here; the
     fix is the command in lesson_code/tpu_predictions.py's docstring."""
     assert json.loads(DATA.read_text()) == json.loads(json.dumps(model.predictions()))
+    for machine in model.MACHINES.values():
+        assert machine["sources"] and set(machine["sources"]) <= set(model.SOURCES)
+        assert machine["topologySource"] in (None, *model.SOURCES)
+        if machine["topologySource"] is None:
+            assert "assumed" in machine["topology"]
+    for source in model.SOURCES.values():
+        assert re.fullmatch(r"https://[\w./-]+", source["url"]), source
 
 
 def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
@@ -46,9 +53,7 @@ def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
         pytest.approx(rows[("v5litepod-4", "all_reduce", 4, big)]["predictedUs"], abs=0.01)
     assert model.crossover_bytes(model.MACHINES["v5litepod-4"], 4) == pytest.approx(240_000)
     assert model.ring_links(2) == 1 and model.ring_links(4) == 2
-
-
-def test_every_prediction_carries_a_band_written_down_before_the_run():
+    # Every prediction carries a band written down before the run.
     data = model.predictions()
     for row in data["rows"]:
         band = model.BANDS[row["bound"]]
@@ -58,46 +63,31 @@ def test_every_prediction_carries_a_band_written_down_before_the_run():
         {(p, size) for p in (2, 4) for size in model.SIZES}
 
 
-def test_the_ratio_question_separates_the_model_from_both_rivals():
+def test_the_ratio_question_separates_the_model_from_both_rivals_as_the_page_says():
     """t(p = 4) / t(p = 2) at 32 MiB: 0.75 here, 1.0 for the book's V / W_bidi, 1.5 for a
-    ring with (p - 1)/p and two links at p = 2. Its band holds the model and neither rival."""
+    ring with (p - 1)/p and two links at p = 2. Its band holds the model and neither rival.
+    The TPU page writes the bands and the loop length out in words (no recording holds
+    them before the run): they must be the modules' own."""
     question = model.ratio_question()
     assert question["predicted"] == pytest.approx(0.75)
     assert sorted(question["rivals"].values()) == [1.0, 1.5]
     band = question["band"]
     assert band["low"] < 0.75 < band["high"] < min(question["rivals"].values())
     assert band["high"] == pytest.approx(math.sqrt(0.75), abs=1e-3)
-
-
-def test_the_page_states_the_bands_and_the_loop_the_modules_use():
-    """The TPU page writes the pre-registered bands and the loop length out in words
-    (no recording holds them before the run): they must be the modules' own."""
     LOOP_COLLECTIVES = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES
-
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     bands = model.BANDS
     assert f"bandwidth-bound (32 MiB): {bands['bandwidth']['low']:g}× to " \
            f"{bands['bandwidth']['high']:g}×" in page
     assert f"latency-bound (32 B): {bands['latency']['low']:g}× to " \
            f"{bands['latency']['high']:g}×" in page
-    band = model.ratio_question()["band"]
     assert f"The band is {band['low']:.2f} to {band['high']:.2f}" in page
     assert f"{LOOP_COLLECTIVES['tpu']} on a TPU" in page
     for answer in ("0.75", "says 1.0", "says 1.5"):
         assert answer in page
 
 
-def test_every_input_names_a_source_that_exists():
-    for machine in model.MACHINES.values():
-        assert machine["sources"] and set(machine["sources"]) <= set(model.SOURCES)
-        assert machine["topologySource"] in (None, *model.SOURCES)
-        if machine["topologySource"] is None:
-            assert "assumed" in machine["topology"]
-    for source in model.SOURCES.values():
-        assert re.fullmatch(r"https://[\w./-]+", source["url"]), source
-
-
-def test_the_figure_is_drawn_from_the_data_file_alone():
+def test_the_figure_is_drawn_from_the_data_file_alone_and_a_malformed_one_is_one_line():
     kind = KINDS["tpu-predictions"]
     assert kind.input.format(id=SEED.id) == DATA.relative_to(ROOT).as_posix()
     svg = kind.render(json.loads(DATA.read_text()))
@@ -107,6 +97,16 @@ def test_the_figure_is_drawn_from_the_data_file_alone():
     # 32 MiB at p = 2 and p = 4, and where p = 4 turns bandwidth-bound.
     assert "372.8 µs" in svg and "279.6 µs" in svg
     assert "bandwidth-bound from 234 KiB" in svg
+    # Predictions whose machines are a list (was an AttributeError traceback): one line.
+    from scripts.store.derive import DeriveError, render
+    from scripts.store.outputs import figure_outputs
+    data = json.loads(DATA.read_text())
+    data["machines"] = list(data["machines"].values())
+    [output] = [output for output in figure_outputs(SEED)
+                if output.kind is kind and output.variant.suffix == ""]
+    with pytest.raises(DeriveError, match=r"tpu_predictions renderer failed on .*: `machines` "
+                       r"must map each VM's name to its object"):
+        render(output, data)
 
 
 def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
@@ -114,7 +114,6 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     at p = 2 and 4, its machine a v6e chip, each collective's own cost over_predicted(row)
     times the v6e-4 prediction (made-up TPU numbers: fixtures/tpu_recording_fixture.py)."""
     from fixtures.tpu_recording_fixture import canned_times
-
     recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
@@ -132,19 +131,14 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
     assert "own cost in the size sweep at p = 2 and 4 is 1 to 1 times the v6e-4 " \
            "prediction" in svg
     fixture["environment"]["deviceKind"] = "TPU v4"
-    try:
+    with pytest.raises(ValueError, match="'TPU v4' is none of the predicted VMs'"):
         KINDS["tpu-predictions"].render(data, fixture)
-    except ValueError as error:
-        assert "'TPU v4' is none of the predicted VMs'" in str(error)
-    else:
-        raise AssertionError("a recording from an unpredicted chip was drawn")
 
 
 def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     """Canned results: the own cost of every collective made the prediction times 1.5
     (inside both bands), times 4 (outside both), and at the band's edge for one point."""
     compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
-
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
@@ -161,15 +155,6 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     assert book["counts"]["refuted"] == 3
 
 
-def test_the_device_kinds_are_the_ones_the_installed_jax_names():
-    """A TPU recording finds its machine by device_kind: the names must be JAX's own, so
-    a JAX upgrade that renames a chip fails here, not on a TPU VM."""
-    from jax.experimental.mesh_utils import device_kind_handler_dict
-
-    assert model.DEVICE_KINDS["v5litepod-4"][0] in device_kind_handler_dict
-    assert model.DEVICE_KINDS["v6e-4"][0] in device_kind_handler_dict
-
-
 class FakeChip:
     """What JAX's mesh code reads of a TPU device: its id, kind, platform and coords."""
 
@@ -182,27 +167,15 @@ class FakeChip:
 def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
     """The predictions' 4-cycle: jax.make_mesh on libtpu's own devices for a 2x2 gave 0, 1,
     3, 2 (tests/fixtures/tpu_v5e_2x2_compiled/mesh.json), each hop one coordinate apart and
-    the last closing the ring; the installed JAX orders chips of those coordinates so."""
-    from jax.experimental.mesh_utils import create_device_mesh
-
+    the last closing the ring; the installed JAX orders chips of those coordinates so, and
+    names the chip's kind as the model does (a rename fails here, not on a TPU VM)."""
+    from jax.experimental.mesh_utils import create_device_mesh, device_kind_handler_dict
     real = json.loads((FIXTURES / "tpu_v5e_2x2_compiled" / "mesh.json").read_text())[topology]
     ids, coords = zip(*real)
     assert list(ids) == [0, 1, 3, 2]
     for here, there in zip(coords, coords[1:] + coords[:1]):
         assert sum(abs(a - b) for a, b in zip(here, there)) == 1
     kind = model.DEVICE_KINDS[machine][0]
+    assert kind in device_kind_handler_dict
     chips = [FakeChip(id, tuple(place), kind) for id, place in sorted(real)]
     assert [chip.id for chip in create_device_mesh((4,), chips).flat] == list(ids)
-
-
-def test_predictions_whose_machines_are_a_list_are_one_line():
-    from scripts.store.derive import DeriveError, render
-    from scripts.store.outputs import figure_outputs
-
-    data = json.loads(DATA.read_text())
-    data["machines"] = list(data["machines"].values())  # was an AttributeError traceback
-    [output] = [output for output in figure_outputs(SEED)
-                if output.kind is KINDS["tpu-predictions"] and output.variant.suffix == ""]
-    with pytest.raises(DeriveError, match=r"tpu_predictions renderer failed on .*: `machines` "
-                       r"must map each VM's name to its object"):
-        render(output, data)
