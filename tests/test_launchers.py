@@ -3,7 +3,8 @@
 Open MPI is run for real: `record.py --processes 4 --launcher mpirun` starts the four ranks
 under `mpirun` on loopback, and its recording is checked against the `--processes 4` one.
 The ranks carry the run's mark, so a SIGKILLed record.py's leftovers are the next run's to
-kill. No SLURM or Kubernetes runs here: the processes page shows them as examples only.
+kill. No SLURM or Kubernetes runs here (the processes page shows them as examples); this
+repository's launcher inside their environment is tests/test_multiprocess.py's.
 """
 import json
 import os
@@ -24,7 +25,7 @@ from harness import (RECORD, Started, hanging_ranks, one_error, project, run, sc
                      still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
-from scripts.runners.processes import ProcessRunError, run_processes
+from scripts.runners.processes import ProcessRunError
 from scripts.store.recordings import load_recording
 
 # The seed lesson: its rank module writes the `launch` and traffic data checked here.
@@ -34,18 +35,14 @@ PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
 SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plumbing.scratch)
 
 
-def require_mpirun():
+@pytest.fixture
+def needs_mpirun():
     """Skip where mpirun is missing; under CI, which installs it, fail instead."""
     if shutil.which("mpirun") is None:
         reason = "mpirun is missing: `make test` installs Debian's openmpi-bin (as root)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"the mpirun tests cannot run under CI: {reason}")
         pytest.skip(reason)
-
-
-@pytest.fixture
-def needs_mpirun():
-    require_mpirun()
 
 
 def marked_ranks_left(launcher_pid):
@@ -58,21 +55,22 @@ def marked_ranks_left(launcher_pid):
 
 # --- Open MPI, run for real ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def mpirun_tree(tmp_path_factory):
-    """A project copy recorded by `record.py --processes 4 --launcher mpirun`, with 5
-    calls per measurement (the launcher is what is tested; bytes per call do not depend on
-    how many calls are averaged)."""
-    require_mpirun()
-    root = project(tmp_path_factory.mktemp("mpirun") / "repo")
+def fixed_cost(before, collective):
+    """What one call sends beyond the payload model at the lesson's 32 bytes: gloo's
+    headers and notifications, the same whatever the size; the bytes may differ by it."""
+    [row] = [row for row in before["data"]["traffic"]
+             if row["collective"] == collective and row["gradientBytes"] == 32]
+    return max(row["excessBytesPerRank"])
+
+
+def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpirun, tmp_path):
+    """`record.py --processes 4 --launcher mpirun` in a project copy, 5 calls a measurement
+    (bytes per call do not depend on how many are averaged): its recording passes the
+    schema and --check, and sends the committed recording's bytes per rank."""
+    root = project(tmp_path / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
     done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
                cwd=root, timeout=600)
-    return root, before, done
-
-
-def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpirun_tree):
-    root, _, done = mpirun_tree
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in done.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
@@ -85,35 +83,21 @@ def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpiru
     assert 0 <= recording["environment"]["busyCoresAtStart"] <= recording["environment"]["cpuCount"]
     assert recording["environment"]["loadAverage1m"] >= 0
     assert recording["stdout"].endswith(f"PASS: {LESSON_ID}\n")
-    check = run(RECORD, "--check", cwd=root)
-    # Other files of this copy may be stale on a branch that has not re-recorded; the
-    # recording mpirun wrote, and the figure drawn from it, must not be among them.
-    assert [line for line in check.stdout.splitlines()
-            if "cpu-processes" in line or "traffic" in line] == []
-
-
-def fixed_cost(before, collective):
-    """What one call sends beyond the payload model at the lesson's 32 bytes: gloo's
-    headers and notifications, the same whatever the size; the bytes may differ by it."""
-    [row] = [row for row in before["data"]["traffic"]
-             if row["collective"] == collective and row["gradientBytes"] == 32]
-    return max(row["excessBytesPerRank"])
-
-
-def test_mpirun_sends_the_same_bytes_per_rank_as_the_processes_run(mpirun_tree):
-    root, before, done = mpirun_tree
-    assert done.returncode == 0, done.stderr[-3000:]
-    after = json.loads((root / PROCESS_RECORDING).read_text())
     for key in ("traffic", "ringTraffic"):
-        assert len(after["data"][key]) == len(before["data"][key])
-        for old, new in zip(before["data"][key], after["data"][key]):
+        assert len(recording["data"][key]) == len(before["data"][key])
+        for old, new in zip(before["data"][key], recording["data"][key]):
             assert (old["collective"], old["gradientBytes"]) == (new["collective"],
                                                                  new["gradientBytes"])
             allowed = fixed_cost(before, old["collective"])
             for was, now in zip(old["observedBytesPerRank"], new["observedBytesPerRank"]):
                 assert abs(now - was) <= allowed, (key, old["collective"], was, now)
     assert all(row["observedBytesPerRank"] == [0.0] * 4
-               for row in after["data"]["trafficBaseline"])
+               for row in recording["data"]["trafficBaseline"])
+    check = run(RECORD, "--check", cwd=root)
+    # Other files of this copy may be stale on a branch that has not re-recorded; the
+    # recording mpirun wrote, and the figure drawn from it, must not be among them.
+    assert [line for line in check.stdout.splitlines()
+            if "cpu-processes" in line or "traffic" in line] == []
 
 
 def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, monkeypatch):
@@ -209,21 +193,6 @@ def test_the_next_run_kills_the_ranks_a_killed_record_left_in_a_collective(needs
     assert still_running(ranks) == []
     assert marked_ranks_left(command.pid) == []
     assert scratch_of(command.pid) == []
-
-
-@pytest.mark.slow
-def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
-        monkeypatch):
-    """record.py run inside an srun step or an mpirun: the ranks processes.py starts get
-    none of those variables, so they neither join that job nor record its launcher."""
-    for key, value in {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost",
-                       "SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "3",
-                       "OMPI_MCA_orte_hnp_uri": "1234.0;tcp://127.0.0.1:1",
-                       "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3",
-                       "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}.items():
-        monkeypatch.setenv(key, value)
-    done = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
-    assert done.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
 
 
 def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
