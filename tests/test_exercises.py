@@ -74,8 +74,10 @@ def scaffolds(project):
     return project
 
 
-def fill(project, path, name, body):
-    (project / path).write_text(solved((project / path).read_text(), name, body))
+def fill(project, name, body):
+    """The scaffold's function `name` replaced by `body`, as a learner fills it in."""
+    path = project / (RING_SCAFFOLD if name == "ring_all_gather" else SCAFFOLDS)
+    path.write_text(solved(path.read_text(), name, body))
 
 
 # ----------------------------------------------------------------- the registry --
@@ -153,98 +155,80 @@ RING = section("lesson_code/ring_collectives.py", "ring_all_gather") \
 ZERO = section(GOING_FURTHER, "zero_accounting")
 MAKE_IT_YOURS = section(module_file(SEED), "make_it_yours")
 
-# (exercise, its scaffold file, the learner's function, the start of the checker's line):
-# each the lesson's solution with the one slip a page says the checker catches.
+# (exercise, the learner's function, the start of the checker's line): each the lesson's
+# solution with the one slip a page says the checker catches.
 MISTAKES = {
     # autodiff.md, "Clipping a sharded gradient": the two tempting mistakes...
-    "each slice clipped by its own norm": (
-        "clip_by_global_norm", SCAFFOLDS,
-        slip(CLIPPING, PSUM_OF_SQUARES, "squares = jnp.sum(g_slice * g_slice)"),
+    "each slice clipped by its own norm": ("clip_by_global_norm", slip(
+        CLIPPING, PSUM_OF_SQUARES, "squares = jnp.sum(g_slice * g_slice)"),
         "wrong clip_by_global_norm: no collective: each device scaled its slice by its own "
         "slice's norm; psum the sum of squares"),
-    "the gradient gathered to take its norm": (
-        "clip_by_global_norm", SCAFFOLDS,
-        slip(CLIPPING, PSUM_OF_SQUARES,
-             'squares = jnp.sum(jax.lax.all_gather(g_slice, "data", tiled=True) ** 2)'),
+    "the gradient gathered to take its norm": ("clip_by_global_norm", slip(
+        CLIPPING, PSUM_OF_SQUARES,
+        'squares = jnp.sum(jax.lax.all_gather(g_slice, "data", tiled=True) ** 2)'),
         "wrong clip_by_global_norm: the program gathers the gradient to take its norm, which "
         "sends (p-1)/p of it per rank"),
     # ...and "exactly one all-reduce, of one scalar", with the values compared with NumPy.
-    "the squares summed across devices before within": (
-        "clip_by_global_norm", SCAFFOLDS,
-        slip(CLIPPING, PSUM_OF_SQUARES,
-             'squares = jnp.sum(jax.lax.psum(g_slice * g_slice, "data"))'),
+    "the squares summed across devices before within": ("clip_by_global_norm", slip(
+        CLIPPING, PSUM_OF_SQUARES, 'squares = jnp.sum(jax.lax.psum(g_slice * g_slice, "data"))'),
         "wrong clip_by_global_norm: expected exactly one psum, of one scalar (4 bytes); this "
         "program asks for all_reduce of tensor<2xf32>"),
-    "the slices' norms summed": (
-        "clip_by_global_norm", SCAFFOLDS,
-        slip(CLIPPING, PSUM_OF_SQUARES,
-             'squares = jax.lax.psum(jnp.sqrt(jnp.sum(g_slice * g_slice)), "data") ** 2'),
+    "the slices' norms summed": ("clip_by_global_norm", slip(
+        CLIPPING, PSUM_OF_SQUARES,
+        'squares = jax.lax.psum(jnp.sqrt(jnp.sum(g_slice * g_slice)), "data") ** 2'),
         "wrong clip_by_global_norm: one scalar psum, but the clipped gradient is wrong"),
-    # build-the-ring.md: the whole vector on every device, p - 1 ppermutes and nothing else.
+    # build-the-ring.md: the whole vector on every device, p - 1 ppermutes and nothing else,
+    # and the lesson's own ring is not an answer (read from the scaffold).
     "jax.lax.all_gather for the ring": (
-        "ring_all_gather", RING_SCAFFOLD,
-        "def ring_all_gather(chunk):\n    return jax.lax.all_gather(chunk, AXIS, tiled=True)",
-        "wrong ring_all_gather: uses {'all_gather': 1}: a ring all-gather needs only "
-        "ppermute"),
-    "a ring one step short": (
-        "ring_all_gather", RING_SCAFFOLD,
-        slip(RING, "range(p - 1 if steps is None else steps)", "range(p - 2)"),
+        "ring_all_gather", "def ring_all_gather(chunk):\n"
+                           "    return jax.lax.all_gather(chunk, AXIS, tiled=True)",
+        "wrong ring_all_gather: uses {'all_gather': 1}: a ring all-gather needs only ppermute"),
+    "a ring one step short": ("ring_all_gather", slip(
+        RING, "range(p - 1 if steps is None else steps)", "range(p - 2)"),
         "wrong ring_all_gather: device 0 holds wrong values in chunk(s) [1] of 4"),
-    # build-the-ring.md: the lesson's own ring is not an answer (read from the scaffold).
     "the lesson's own ring called": (
-        "ring_all_gather", RING_SCAFFOLD, "def ring_all_gather(chunk):\n    from lesson_code."
-        "ring_collectives import ring_all_gather as theirs\n    return theirs(chunk)",
+        "ring_all_gather", "def ring_all_gather(chunk):\n    from lesson_code.ring_collectives "
+                           "import ring_all_gather as theirs\n    return theirs(chunk)",
         "wrong ring_all_gather: calls the lesson's own solution lesson_code.ring_collectives."
         "ring_all_gather; write the answer in the scaffold instead"),
-    # The lesson page, "Account for the complete communication cycle": storing less is
-    # not sending less.
-    "the all-gather forgotten": (
-        "communication_budget", SCAFFOLDS,
-        slip(section(module_file(SEED), "transfer_budget"),
-             "scatter_then_gather = scatter + scatter", "scatter_then_gather = scatter"),
+    # The lesson page, "Account for the complete communication cycle".
+    "the all-gather forgotten": ("communication_budget", slip(
+        section(module_file(SEED), "transfer_budget"),
+        "scatter_then_gather = scatter + scatter", "scatter_then_gather = scatter"),
         "wrong communication_budget: B_AR != B_RS + B_AG: count the gather"),
     # autodiff.md, ZeRO-3: "gathered for the forward pass and ... again for the backward".
-    "ZeRO-3 gathering once": (
-        "zero_accounting", SCAFFOLDS,
-        slip(ZERO, '"zero_3": ("all_gather", "all_gather", "reduce_scatter")',
-             '"zero_3": ("all_gather", "reduce_scatter")'),
+    "ZeRO-3 gathering once": ("zero_accounting", slip(
+        ZERO, '"zero_3": ("all_gather", "all_gather", "reduce_scatter")',
+        '"zero_3": ("all_gather", "reduce_scatter")'),
         "wrong zero_accounting: zero_3 sends as much as data parallel: ZeRO-3 gathers the "
         "weights for the forward pass AND again for the backward pass"),
     # The lesson page, "Make it yours": check the all-reduce and every rebuilt replica.
-    "the devices never asked": (
-        "make_it_yours", SCAFFOLDS,
-        "\n".join(line for line in MAKE_IT_YOURS.splitlines() if "assert_matches" not in line),
+    "the devices never asked": ("make_it_yours", "\n".join(
+        line for line in MAKE_IT_YOURS.splitlines() if "assert_matches" not in line),
         "wrong make_it_yours: the devices never saw the reversed rows"),
 }
-
-
-# What stops one exercise's process, each then that exercise's line alone.
+# What stops one exercise's process: that exercise's whole line, the others still run.
 STOPS = {
-    "sys.exit": ("communication_budget", SCAFFOLDS, """
-def communication_budget(gradient_bytes=2**20, ranks=(2, 4, 8)):
-    import sys
-    sys.exit(0)
-""", "wrong communication_budget: the exercise's process exited with status 0 before its "
-     "check finished; remove the sys.exit / os._exit call"),
-    "a crash": ("zero_accounting", SCAFFOLDS, """
-def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, state_per_weight=1):
-    import os, signal
-    os.kill(os.getpid(), signal.SIGSEGV)
-""", "wrong zero_accounting: the exercise's process was killed by SIGSEGV before its check "
-     "finished..."),
-    "a syntax error": ("ring_all_gather", RING_SCAFFOLD, "def ring_all_gather(chunk):\n"
-                       "    passing = [\n", f"wrong ring_all_gather: syntax error ('[' was "
-                       f"never closed) at {RING_SCAFFOLD}:..."),
-    "a learner's own solution": ("make_it_yours", SCAFFOLDS, MAKE_IT_YOURS,
-                                 "ok make_it_yours"),
+    "sys.exit": ("communication_budget", "def communication_budget(gradient_bytes=2**20, "
+                 "ranks=(2, 4, 8)):\n    import sys\n    sys.exit(0)",
+                 "wrong communication_budget: the exercise's process exited with status 0 "
+                 "before its check finished; remove the sys.exit / os._exit call"),
+    "a crash": ("zero_accounting", "def zero_accounting(traffic, gradient_bytes=2**20, ranks=4, "
+                "state_per_weight=1):\n    import os, signal\n"
+                "    os.kill(os.getpid(), signal.SIGSEGV)",
+                "wrong zero_accounting: the exercise's process was killed by SIGSEGV before "
+                "its check finished..."),
+    "a syntax error": ("ring_all_gather", "def ring_all_gather(chunk):\n    passing = [\n",
+                       f"wrong ring_all_gather: syntax error ('[' was never closed) at "
+                       f"{RING_SCAFFOLD}:..."),
+    "a learner's own solution": ("make_it_yours", MAKE_IT_YOURS, "ok make_it_yours"),
 }
 # A mistake's message is the start of its line; what follows may show the numbers.
-CASES = {**{mistake: (*case[:3], case[3] + "...") for mistake, case in MISTAKES.items()},
-         **STOPS}
+CASES = {**{mistake: (name, body, f"{line}...") for mistake, (name, body, line)
+            in MISTAKES.items()}, **STOPS}
 
-# One checker run per round, each exercise at most once in it; one exercise alone is
-# run with --exercise. An exercise a round leaves as it ships is "unfinished", naming its
-# first TODO's line.
+# One checker run a round, each exercise at most once in it (one alone: --exercise). An
+# exercise a round leaves as it ships is "unfinished", naming its TODO's line.
 ROUNDS = {
     "the scaffolds as they ship": [],
     "a slip in each exercise": ["the devices never asked", "the all-gather forgotten",
@@ -257,33 +241,30 @@ ROUNDS = {
                                           "the slices' norms summed", "a ring one step short",
                                           "the lesson's own ring called")},
 }
-def matches(line, expected):
-    """`expected` in full, or its start where it ends in "..."."""
-    return line.startswith(expected[:-3]) if expected.endswith("...") else line == expected
 
 
 @pytest.mark.parametrize("round", ROUNDS)
 def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffolds, round):
-    cases = [CASES[case] for case in ROUNDS[round]]
-    for name, path, body, _ in cases:
-        fill(scaffolds, path, name, body)
-    one = ["--exercise", cases[0][0]] if len(cases) == 1 else []
+    expected = {name: line for name, _, line in map(CASES.get, ROUNDS[round])}
+    for name, body, _ in map(CASES.get, ROUNDS[round]):
+        fill(scaffolds, name, body)
+    one = ["--exercise", *expected] if len(expected) == 1 else []
     done = check(scaffolds, "--lesson", ID, *one)  # one process per exercise
     assert done.returncode == 1, done.stdout + done.stderr
-    lines = lines_by_exercise(done, [cases[0][0]] if one else NAMES)
-    expected = {name: line for name, _, _, line in cases}
-    for name, line in lines.items():
-        if name in expected:
-            assert matches(line, expected[name]), (line, expected[name])
-            continue
-        what, path, number = re.fullmatch(rf"unfinished {name}: TODO: (.*) \((.*):(\d+)\)",
-                                          line).groups()
-        assert f'todo("{what}"' in (ROOT / path).read_text().splitlines()[int(number) - 1]
+    for name, line in lines_by_exercise(done, list(expected) if one else NAMES).items():
+        if name not in expected:
+            what, path, number = re.fullmatch(
+                rf"unfinished {name}: TODO: (.*) \((.*):(\d+)\)", line).groups()
+            assert f'todo("{what}"' in (ROOT / path).read_text().splitlines()[int(number) - 1]
+        elif expected[name].endswith("..."):
+            assert line.startswith(expected[name][:-3]), (line, expected[name])
+        else:
+            assert line == expected[name]
 
 
 def test_an_endless_exercise_is_stopped_at_the_time_limit(scaffolds):
     # A blocking call holds no core while the limit runs out; a busy loop is stopped alike.
-    fill(scaffolds, SCAFFOLDS, "make_it_yours", """
+    fill(scaffolds, "make_it_yours", """
 def make_it_yours(mesh, programs, problem):
     import time
     time.sleep(3600)

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -53,8 +54,8 @@ def run():
         return run_processes(RANK_MODULE, ranks=RANKS, timeout_s=180, calls=5)
 
 
-def traffic_row(run, collective, gradient_bytes):
-    [row] = [row for row in run.data["traffic"]
+def traffic_row(data, collective, gradient_bytes):
+    [row] = [row for row in data["traffic"]
              if row["collective"] == collective and row["gradientBytes"] == gradient_bytes]
     return row
 
@@ -68,15 +69,13 @@ def without_timings(stdout):
 
 
 def assert_no_process_left(pids):
-    """Each rank led its own group: nothing of it may still run (a child the rank had
-    started may linger as a zombie until init reaps it), and each rank was reaped."""
+    """Nothing of any rank's group still runs (a child of one may be a zombie until init
+    reaps it), and each rank was reaped."""
     in_groups = []
     for process in psutil.process_iter():
-        try:
+        with suppress(ProcessLookupError):
             if os.getpgid(process.pid) in pids:
                 in_groups.append(process.pid)
-        except ProcessLookupError:
-            continue
     assert [pid for pid in in_groups if not finished(pid)] == []
     assert [pid for pid in pids if psutil.pid_exists(pid)] == []
 
@@ -132,13 +131,13 @@ def test_each_collective_sends_what_its_algorithm_predicts(run):
         assert len(row["observedBytesPerRank"]) == RANKS
     assert "TCP_INFO" in run.data["trafficMethod"]
     for collective in ("all_reduce", "all_gather"):
-        row = traffic_row(run, collective, MIB)
+        row = traffic_row(run.data, collective, MIB)
         np.testing.assert_allclose(row["observedBytesPerRank"],
                                    [row["modelBytesPerRank"]] * RANKS, rtol=0.02)
     bits = RANKS.bit_length() - 1
     swaps = [int(format(r, f"0{bits}b")[::-1], 2) != r for r in range(RANKS)]
     np.testing.assert_allclose(
-        traffic_row(run, "reduce_scatter", MIB)["observedBytesPerRank"],
+        traffic_row(run.data, "reduce_scatter", MIB)["observedBytesPerRank"],
         [(RANKS - 1) / RANKS * MIB + (MIB / RANKS if swap else 0) for swap in swaps], rtol=0.02)
     for data in (run.data, committed()["data"]):
         for row in data["ringTraffic"]:
@@ -154,10 +153,9 @@ def test_the_fixed_cost_is_nearly_the_same_at_both_sizes(run):
     tens of bytes, so it gets a looser bound."""
     for data, rtol in ((run.data, 0.1), (committed()["data"], 0.02)):
         for collective in ("all_reduce", "all_gather"):
-            small, large = ([row for row in data["traffic"] if row["collective"] == collective
-                             and row["gradientBytes"] == size][0] for size in (32, MIB))
-            np.testing.assert_allclose(large["excessBytesPerRank"],
-                                       small["excessBytesPerRank"], rtol=rtol)
+            np.testing.assert_allclose(traffic_row(data, collective, MIB)["excessBytesPerRank"],
+                                       traffic_row(data, collective, 32)["excessBytesPerRank"],
+                                       rtol=rtol)
 
 
 @pytest.mark.slow
@@ -195,9 +193,9 @@ def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
 
 
 def test_every_value_on_the_page_section_resolves(run):
-    """The page quotes the recording the integrator writes: this run's data under `data`."""
-    from scripts.pages.directives import VALUE, lookup  # the build's parser: the page cannot drift
-    # record.py adds cpuCount to the environment when it writes the recording.
+    """Every value processes.md quotes, read from this run as record.py would write it
+    (cpuCount added, the analysis derived), by the build's own parser."""
+    from scripts.pages.directives import VALUE, lookup
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")
     recordings = {
@@ -206,7 +204,6 @@ def test_every_value_on_the_page_section_resolves(run):
         FILES.stem("cpu", analysis=True): json.loads(
             (ROOT / FILES.analysis("cpu")).read_text()),
     }
-    # What the page's analysis directives read: this run's, derived as record.py would.
     analyse = importlib.import_module(SEED.analysis).analyse
     recordings[FILES.stem("cpu-processes", analysis=True)] = analyse(
         "cpu-processes", recordings[processes])

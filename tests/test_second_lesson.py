@@ -1,17 +1,15 @@
-"""A second, different lesson: a module, a registry entry and a page, nothing in scripts/
-or tests/ changed.
-
-tests/fixtures/second_lesson/ holds it: two devices, one psum, a figure drawn by its own
-renderer (psum_bars.py, beside it in lesson_code/), steps that open with their own
-imports. It is added to a copy of the project (tests/ included) as the README says, then
-recorded, checked, linted and built there, and the copy's own tests about "the lesson"
-take it as one of their cases as they are (`make test-two-lessons` runs them all there).
+"""A second, different lesson (tests/fixtures/second_lesson/: two devices, one psum, a
+figure of its own renderer, steps that open with their own imports), added to a copy of
+the project as the README says: recorded, checked, linted and built there with nothing in
+scripts/ or tests/ changed, and the copy's own tests take it as one of their cases.
 """
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from conftest import (PROJECT_PARTS, ROOT, SEED, add_fixture_lesson, clean_env, lessons_with,
@@ -31,8 +29,7 @@ def project(tmp_path_factory):
                         PROJECT_PARTS + ("tests", "benchmarks"))
     remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
-    # Its module, its figure's renderer, its entry and its page (no nav line: the build
-    # lists a registered lesson that mkdocs.yml leaves out).
+    # Its module, renderer, entry and page (no nav line: the build lists it anyway).
     assert add_fixture_lesson(root).id == "psum-01"
     run = run_record(root)  # the plain command: it runs the lessons that are not current
     assert run.returncode == 0, run.stderr[-3000:]
@@ -58,10 +55,6 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
 
 
 def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
-    import json
-
-    import nbformat
-
     root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
@@ -99,8 +92,7 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
 
 
 def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
-    # Each lesson's files are claimed by the registry as a whole: --lesson narrows which
-    # lesson's freshness is checked, not whose files count as belonging to a lesson.
+    # --lesson narrows whose freshness is checked, not whose files belong to a lesson.
     root, *_ = project
     for lesson_id in ("psum-01", SEED.id):
         check = run_record(root, "--check", "--lesson", lesson_id)
@@ -117,8 +109,7 @@ def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
 
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
-    # `record.py --processes 4` runs every lesson with a rank module and says which it
-    # skipped; the real 4-process run is tests/test_multiprocess.py's, stubbed here.
+    # The real 4-process run is tests/test_multiprocess.py's, stubbed here.
     from scripts import record as record_script
     from scripts.store.lessons import load_lessons
 
@@ -146,9 +137,8 @@ def test_its_steps_with_their_own_imports_pass_lint(project):
 
 
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
-    # The copy's own tests, parametrized over its registry: psum-01 is among their cases
-    # with no line of tests/ changed. Collecting them proves it in seconds; that they pass
-    # for it is `make test-two-lessons`'s (the whole suite, in a copy like this one).
+    # Collected, psum-01 is among their cases; that they pass for it is
+    # `make test-two-lessons`'s (the whole suite, in a copy like this one).
     root, *_ = project
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "",
                           "-p", "no:cacheprovider", "tests"],
@@ -169,11 +159,8 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
 
 
 def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):
-    # The registry names psum-01's data schema; --check and the build apply it after the
-    # shared header, so data that does not fit is one line naming the field, and with two
-    # lessons registered the fix names its lesson.
-    import json
-
+    # --check and the build apply the registry's data schema after the shared header: one
+    # line naming the field, and with two lessons registered the fix names its lesson.
     root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
     path = root / "recordings" / "psum-01.cpu.json"
     recording = json.loads(path.read_text())
@@ -192,8 +179,6 @@ def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):
 
 
 def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path):
-    import json
-
     root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     probe = ("import json, sys; sys.modules['jax'] = None; "
