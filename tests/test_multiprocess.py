@@ -80,8 +80,12 @@ def assert_no_process_left(pids):
     assert [pid for pid in pids if psutil.pid_exists(pid)] == []
 
 
-def test_every_rank_exits_zero_names_this_launcher_and_leaves_nothing(run):
+def test_every_rank_exits_zero_with_the_numpy_gradient_and_leaves_nothing(run):
     assert run.exit_codes == [0] * RANKS
+    reference = lesson_program.reference_gradient(lesson_program.make_problem(RANKS))
+    assert run.data["gradient"] == reference.tolist()
+    np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
+                               rtol=2e-6, atol=2e-6)
     assert run.data["environment"]["processCount"] == RANKS
     assert run.data["environment"]["deviceCount"] == RANKS
     assert run.data["launch"]["launcher"] == "processes.py"  # not the cluster's "mpirun"
@@ -106,13 +110,6 @@ def test_process_0_prints_what_the_single_process_lesson_prints(run):
     others = "\n".join(line for line in single.splitlines() if not line.startswith(SHARDS))
     mine = "\n".join(line for line in run.stdout.splitlines() if not line.startswith(SHARDS))
     assert without_timings(mine) == without_timings(others)
-
-
-def test_every_rank_holds_the_numpy_gradient(run):
-    reference = lesson_program.reference_gradient(lesson_program.make_problem(RANKS))
-    assert run.data["gradient"] == reference.tolist()
-    np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
-                               rtol=2e-6, atol=2e-6)
 
 
 def test_each_collective_sends_what_its_algorithm_predicts(run):
@@ -192,7 +189,7 @@ def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
     assert finished(int(child))
 
 
-def test_every_value_on_the_page_section_resolves(run):
+def test_every_value_and_verdict_on_the_page_resolves(run):
     """Every value processes.md quotes, read from this run as record.py would write it
     (cpuCount added, the analysis derived), by the build's own parser."""
     from scripts.pages.directives import VALUE, lookup
@@ -223,9 +220,17 @@ def test_every_value_on_the_page_section_resolves(run):
     # The image is also a link to itself: on a phone, a tap opens it full size.
     figure = f"../{FILES.figure(KINDS['traffic'])}"
     assert f"]({figure})]({figure})" in page and "**Figure:**" in page
-    for claim in ("real network", "hundreds of times", "records this pattern",
-                  "Only one line"):
-        assert claim not in page  # content review H3, L2, L5: claims no recording backs
+    rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
+    for algorithm in ("gloo", "ring"):  # each verdict, and each ratio with its interval
+        verdict = f"{rounds}.verdicts.{algorithm}"
+        assert f"{{{{ {verdict}.verdict }}}}" in page
+        assert f"{{{{ {verdict}.ratio.words }}}}" in page
+        for collective in COLLECTIVES:
+            assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
+    # Content review H3, L2, L5, M1: claims no recording backs; a typed verdict.
+    for claim in ("real network", "hundreds of times", "records this pattern", "Only one line",
+                  "That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
+        assert claim not in page
 
 
 def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
@@ -244,16 +249,3 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
                     assert len(found) == rounds["blocks"]
                     assert all(len(block) == rounds["samplesPerBlock"] for block in found)
         assert sorted(rounds["hostBefore"]) == ["cores", "loadAverage1m"]
-
-
-def test_the_processes_page_prints_each_verdict_with_its_interval():
-    page = (ROOT / "docs/going-further/processes.md").read_text()
-    rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
-    for algorithm in ("gloo", "ring"):
-        verdict = f"{rounds}.verdicts.{algorithm}"
-        assert f"{{{{ {verdict}.verdict }}}}" in page
-        assert f"{{{{ {verdict}.ratio.words }}}}" in page
-        for collective in COLLECTIVES:  # each collective's ratio, with its interval
-            assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
-    for claim in ("That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
-        assert claim not in page  # a typed verdict; gloo's messages called rounds (M1)

@@ -36,14 +36,11 @@ def project(tmp_path_factory):
     return root, before, run
 
 
-def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
+def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(project):
     root, before, run = project
     assert "record: running psum-01 on 2 CPU device(s)" in run.stderr
     assert f"record: running {SEED.id}" not in run.stderr  # current: left alone
     after = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
-    for folder in ("scripts/", "tests/"):
-        assert {k: v for k, v in after.items() if k.startswith(folder)} == \
-            {k: v for k, v in before.items() if k.startswith(folder)}
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
     added = sorted(set(after) - set(before))
     assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
@@ -52,10 +49,7 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
     # The seed lesson's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
     assert changed == ["recordings/outputs.lock.json"]
-
-
-def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
-    root, *_ = project
+    # The recording and the notebook are one run.
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
     assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
