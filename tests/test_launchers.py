@@ -124,66 +124,50 @@ def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkey
                 mpirun.run_mpirun(RANK_MODULE, ranks=4)
 
 
-@pytest.fixture
-def private_tmpdir():
-    """A TMPDIR of the run's own, short (Open MPI's sockets live under it), to list after."""
-    folder = Path(tempfile.mkdtemp(prefix="mpi-", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun"])
-def test_a_ctrl_c_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path,
-                                                                       how, private_tmpdir):
-    """Ctrl-C, in the phase record.py's own launcher meets in tests/test_faults.py; a killed
-    mpirun is one line, its ranks killed with it."""
-    tree = project(tmp_path / "repo")
-    hanging = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun", "SIGKILL to record.py"])
+def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path, how):
+    """Ctrl-C (in the phase record.py's own launcher meets in tests/test_faults.py) or a
+    killed mpirun: one line, the ranks killed with it. SIGKILL to record.py once the ranks
+    wait in a collective (rank 2 hangs at the first one): mpirun, sent SIGTERM as record.py
+    dies, can exit and leave them waiting; the next run kills them, as it starts."""
+    tree, hung = project(tmp_path / "repo"), tmp_path / "hung"
+    env = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
+    if how == "SIGKILL to record.py":  # the next run (this process) cleans up in its TMPDIR
+        env.update(FAILING_RANK="hang-early", FAILING_RANK_HUNG=str(hung))
+    else:  # a TMPDIR of its own, to list after; short, for Open MPI's sockets
+        tmpdir = Path(tempfile.mkdtemp(prefix="mpi-", dir="/tmp"))
+        env["TMPDIR"] = str(tmpdir)
     with unchanged(tree), Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all",
-                                  cwd=tree, env={**hanging, "TMPDIR": str(private_tmpdir)}) \
-            as command:
+                                  cwd=tree, env=env) as command:
         # mpirun's own command line names the module too: it and the four ranks.
         ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
-        time.sleep(1.0)  # importing JAX or joining: well under way
-        if how == "SIGINT":
-            command.signal(signal.SIGINT)
+        if how == "SIGKILL to record.py":
+            command.wait_until(hung.exists)  # rank 2 reached its first collective
+            time.sleep(0.5)  # its peers, which joined with it, are in that collective too
+            command.signal(signal.SIGKILL)
+            command.process.wait()
+            with scratch_folder("record"):  # what the next run does first
+                pass
         else:
-            [launcher] = [child for child in ranks if child.name() == "mpirun"]
-            launcher.kill()
-        status, lines = command.finish()
+            time.sleep(1.0)  # importing JAX or joining: well under way
+            if how == "SIGINT":
+                command.signal(signal.SIGINT)
+            else:
+                [launcher] = [child for child in ranks if child.name() == "mpirun"]
+                launcher.kill()
+            status, lines = command.finish()
     assert still_running(ranks) == []
     if how == "SIGINT":
         assert status == 130, lines
         one_error(lines, "interrupted by SIGINT")
         # Its scratch folders and Open MPI's session folder (ompi.<host>.<uid>) went too.
-        assert list(private_tmpdir.iterdir()) == []
-    else:
+        assert list(tmpdir.iterdir()) == []
+    elif how == "SIGKILL to mpirun":
         assert status == 1, lines
         one_error(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
                   "nothing was written")
-    assert marked_ranks_left(command.pid) == []  # killed its ranks; none is left
-    assert scratch_of(command.pid) == []
-
-
-def test_the_next_run_kills_the_ranks_a_killed_record_left_in_a_collective(needs_mpirun,
-                                                                         tmp_path):
-    """SIGKILL to record.py once the ranks wait in a collective (rank 2 hangs at the first
-    one): mpirun, sent SIGTERM as record.py dies, can exit and leave them waiting (it did
-    in some tries by hand, not in others); the next run kills them, as it starts."""
-    tree = project(tmp_path / "repo")
-    hung = tmp_path / "hung"
-    hanging = {**hanging_ranks(tree, SEED), "FAILING_RANK": "hang-early",
-               "FAILING_RANK_HUNG": str(hung)}
-    with Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all", cwd=tree,
-                 env=hanging) as command:
-        ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
-        command.wait_until(hung.exists)  # rank 2 reached its first collective
-        time.sleep(0.5)  # its peers, which joined with it, are in that collective too
-        command.signal(signal.SIGKILL)
-        command.process.wait()
-    with scratch_folder("record"):  # what the next run does first
-        pass
-    assert still_running(ranks) == []
+    if how != "SIGKILL to record.py":
+        shutil.rmtree(tmpdir, ignore_errors=True)
     assert marked_ranks_left(command.pid) == []
     assert scratch_of(command.pid) == []
 
