@@ -83,11 +83,7 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
                  'href="../../notebooks/psum-01/psum-01.ipynb" download'):
         assert link in page
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
-
-
-def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
     # --lesson narrows whose freshness is checked, not whose files belong to a lesson.
-    root, *_ = project
     for lesson_id in ("psum-01", SEED.id):
         check = run_record(root, "--check", "--lesson", lesson_id)
         assert (check.returncode, check.stdout) == (0, ""), check.stdout
@@ -152,26 +148,6 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
         assert any(test in case and "psum-01" in case for case in cases), test
 
 
-def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):
-    # --check and the build apply the registry's data schema after the shared header: one
-    # line naming the field, and with two lessons registered the fix names its lesson.
-    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
-    path = root / "recordings" / "psum-01.cpu.json"
-    recording = json.loads(path.read_text())
-    recording["data"]["sum"] = "three"
-    path.write_text(json.dumps(recording))
-    check = run_record(root, "--check")
-    assert check.returncode == 1
-    assert "recordings/psum-01.cpu.json: invalid at data/sum: 'three' is not of type " \
-           "'number'; run `python scripts/record.py --lesson psum-01`" in \
-           check.stdout.splitlines()
-    run = build(root, tmp_path / "site")
-    assert run.returncode != 0 and "invalid at data/sum" in run.stderr
-    # The seed's data fits its own schema, not psum-01's: each lesson, its own.
-    assert not any(line.startswith(f"recordings/{SEED.id}") for line in
-                   check.stdout.splitlines())
-
-
 def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path):
     root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
@@ -189,11 +165,30 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
     assert recording["data"]["values"] == [1.0, 2.0]
     assert "<desc>device 0 holds 1, device 1 holds 2; psum leaves 3 on every device</desc>" \
         in drawn.stdout
-    # Its renderer is an input like any other: an edit makes the figure stale, to redraw.
-    edited = shutil.copytree(root, tmp_path / "repo", symlinks=True)
-    renderer = edited / "lesson_code" / "psum_bars.py"
+
+
+def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(project,
+                                                                             tmp_path):
+    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
+    renderer = root / "lesson_code" / "psum_bars.py"  # an input: an edit makes it stale
     renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
-    check = run_record(edited, "--check")
+    check = run_record(root, "--check")
     assert check.stdout == "".join(
         f"figures/psum-01-psum-bars{ending}: stale, lesson_code/psum_bars.py changed; run "
         f"`python scripts/record.py --render-only`\n" for ending in (".svg", ".csv", ".json"))
+    # --check and the build apply the registry's data schema after the shared header: one
+    # line naming the field, and with two lessons registered the fix names its lesson.
+    path = root / "recordings" / "psum-01.cpu.json"
+    recording = json.loads(path.read_text())
+    recording["data"]["sum"] = "three"
+    path.write_text(json.dumps(recording))
+    check = run_record(root, "--check")
+    assert check.returncode == 1
+    assert "recordings/psum-01.cpu.json: invalid at data/sum: 'three' is not of type " \
+           "'number'; run `python scripts/record.py --lesson psum-01`" in \
+           check.stdout.splitlines()
+    # The seed's data fits its own schema, not psum-01's: each lesson, its own.
+    assert not any(line.startswith(f"recordings/{SEED.id}") for line in
+                   check.stdout.splitlines())
+    run = build(root, tmp_path / "site")
+    assert run.returncode != 0 and "invalid at data/sum" in run.stderr
