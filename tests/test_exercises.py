@@ -11,9 +11,7 @@ import pytest
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
 import harness
-from lesson_code import ring_checks
 from lesson_code.exercise import Exercise
-from lesson_code.ring_collectives import ring_all_gather
 from scripts import exercises
 from scripts.exercises import load_exercises, solution_called
 
@@ -111,12 +109,10 @@ SHORTCUTS = {
 @pytest.mark.parametrize("shortcut", SHORTCUTS)
 def test_calling_the_lessons_own_solution_is_read_from_the_scaffold(tmp_path, shortcut):
     called, source = SHORTCUTS[shortcut]
-    (tmp_path / "lesson_code").mkdir()
-    (tmp_path / "lesson_code" / "x_exercises.py").write_text(source)
-    exercise = Exercise("ring_all_gather", "lesson_code.x_exercises:ring_all_gather",
-                        ring_all_gather, ring_checks.ring_answer,
-                        ring_checks.run_ring_all_gather, ring_checks.compare_ring_all_gather)
-    assert solution_called(exercise, replace(SEED, root=tmp_path)) == \
+    (tmp_path / RING_SCAFFOLD).parent.mkdir()
+    (tmp_path / RING_SCAFFOLD).write_text(source)
+    [ring] = [each for each in load_exercises(SEED) if each.name == "ring_all_gather"]
+    assert solution_called(ring, replace(SEED, root=tmp_path)) == \
         ("lesson_code.ring_collectives.ring_all_gather" if called else None)
 
 

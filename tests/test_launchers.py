@@ -107,13 +107,18 @@ def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, mo
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
-def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkeypatch):
+def test_a_missing_mpirun_or_a_port_taken_is_refused_before_mpirun_starts(monkeypatch):
+    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
+    with monkeypatch.context() as patch, pytest.raises(
+            mpirun.MissingLauncher, match=r"^mpirun is not installed; run `apt-get install -y "
+                                          r"openmpi-bin`"):
+        patch.setattr(shutil, "which", lambda name: None)
+        mpirun.run_mpirun(RANK_MODULE, ranks=4)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
         monkeypatch.setenv("JAX_COORDINATOR_PORT", str(port))
-        monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
         with pytest.raises(ProcessRunError, match=rf"the coordinator's port {port} on "
                            r"127\.0\.0\.1 is taken \(JAX_COORDINATOR_PORT\); free it"):
             mpirun.run_mpirun(RANK_MODULE, ranks=4)
@@ -170,11 +175,3 @@ def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp
         shutil.rmtree(tmpdir, ignore_errors=True)
     assert marked_ranks_left(command.pid) == []
     assert scratch_of(command.pid) == []
-
-
-def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
-    with pytest.raises(mpirun.MissingLauncher, match=r"^mpirun is not installed; run "
-                       r"`apt-get install -y openmpi-bin`"):
-        mpirun.run_mpirun(RANK_MODULE, ranks=4)
