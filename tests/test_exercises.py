@@ -76,8 +76,6 @@ def fill(project, name, body):
     path.write_text(solved(path.read_text(), name, body))
 
 
-# ------------------------------------------------------------- what an exercise is --
-
 @pytest.mark.parametrize("field, value, message", [
     ("scaffold", "os:path", "exercise count_devices: scaffold is \"module:function\" under "
                             "lesson_code/"),
@@ -116,8 +114,6 @@ def test_calling_the_lessons_own_solution_is_read_from_the_scaffold(tmp_path, sh
         ("lesson_code.ring_collectives.ring_all_gather" if called else None)
 
 
-# ---------------------------------------------------------- scaffolds and solutions --
-
 @pytest.mark.slow
 @pytest.mark.parametrize("args, status, line", [
     ((), 1, "unfinished ring_all_gather: TODO: f32[p, F/p] zeros with this device's chunk in "
@@ -129,8 +125,6 @@ def test_the_ring_command_is_one_line_on_any_ring_size(args, status, line):
     assert (done.returncode, done.stderr) == (status, ""), done.stderr
     assert done.stdout.startswith(line) and len(done.stdout.splitlines()) == 1, done.stdout
 
-
-# ---------------------------------------------------- each mistake the pages name --
 
 GOING_FURTHER = module_file(SEED, SEED.going_further)
 
@@ -253,8 +247,6 @@ def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffol
         else:
             assert line == expected[name]
 
-
-# ------------------------------------------------------------------ the command line --
 
 @pytest.mark.parametrize("args, message", [
     (["--devices", "8"], "error: --devices needs --exercise NAME: a lesson's exercises run "
