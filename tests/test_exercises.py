@@ -90,11 +90,9 @@ def test_an_exercise_says_which_field_is_wrong(field, value, message):
 
 
 # The learner's function, as the syntax tree of its scaffold shows it: does it call the
-# lesson's own solution (True), or do the work itself (False)?
+# lesson's own solution (True), or do the work itself (False)? Imported under another
+# name: the round "the lesson's own ring called".
 SHORTCUTS = {
-    "imported under another name": (True, "from lesson_code.ring_collectives import "
-                                    "ring_all_gather as theirs\ndef ring_all_gather(c):\n"
-                                    "    return theirs(c)\n"),
     "through its module": (True, "def ring_all_gather(c):\n    import lesson_code."
                            "ring_collectives as ring\n    return ring.ring_all_gather(c)\n"),
     "a helper of the lesson's": (False, "from lesson_code.ring_collectives import pass_right\n"

@@ -62,10 +62,14 @@ def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(p
         ["Devices: 2 × cpu\n", "psum over 2 devices: 3.0\nPASS: psum-01\n"]
 
 
-def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):
+def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_path):
     root, *_ = project
     check = run_record(root, "--check")
     assert (check.returncode, check.stdout) == (0, ""), check.stdout
+    # Its steps open with their own imports, as a lesson module's may (pyproject.toml).
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout[-2000:]
     run = build(root, tmp_path / "site")
     assert run.returncode == 0, run.stderr[-3000:]
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
@@ -117,13 +121,6 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     monkeypatch.setattr(record_script, "record_processes", real_record_processes)
     assert record_script.main(["--processes", "4", "--lesson", "psum-01"]) == 1
     assert "psum-01 has no rank_module" in capsys.readouterr().err
-
-
-def test_its_steps_with_their_own_imports_pass_lint(project):
-    root, *_ = project
-    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=root,
-                          capture_output=True, text=True, timeout=120)
-    assert lint.returncode == 0, lint.stdout[-2000:]
 
 
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
