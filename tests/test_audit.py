@@ -16,24 +16,21 @@ def runs(pairs):
             for page, ms in zip((PAGE, lighthouse.bare(PAGE)), pair)]
 
 
-@pytest.mark.parametrize("pairs, verdict", [
-    ([(100, 100), (105, 100), (95, 98), (102, 100), (98, 101)], "meets"),
-    ([(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)], "misses"),
-    ([(90, 80), (300, 90), (70, 60), (400, 100), (80, 70)], "inconclusive"),
-    ([(100, 100), (105, 100)], "inconclusive"),  # too few rounds decide nothing
-    ([(50, 0), (60, 0)], "no ratio"),  # never a division by a bare page that never blocked
+@pytest.mark.parametrize("pairs, verdict, estimate", [
+    ([(100, 100), (105, 100), (95, 98), (102, 100), (98, 101)], "meets", None),
+    ([(857, 68), (600, 70), (900, 80), (700, 60), (800, 75)], "misses", None),
+    ([(90, 80), (300, 90), (70, 60), (400, 100), (80, 70)], "inconclusive", None),
+    ([(100, 100), (105, 100)], "inconclusive", None),  # too few rounds decide nothing
+    ([(50, 0), (60, 0)], "no ratio", None),  # never a division by a bare page that never blocked
+    ([(40, 0)] * 3 + [(0, 10)] * 3, "inconclusive", 4.0),  # rounds of 0 ms still count
 ])
-def test_each_reading_of_the_rounds_says_its_verdict_of_the_target(pairs, verdict):
+def test_each_reading_of_the_rounds_says_its_verdict_of_the_target(pairs, verdict, estimate):
     ratio = lighthouse.blocking_ratio(runs(pairs), PAGE)
     assert ratio["verdict"] == verdict
     if verdict in ("meets", "misses"):
         assert ratio["words"].endswith(f"{verdict} the target of 1.2x")
-
-
-def test_rounds_where_one_page_blocked_for_0_ms_still_count():
-    only_the_page_blocked = [(40, 0), (40, 0), (40, 0), (0, 10), (0, 10), (0, 10)]
-    ratio = lighthouse.blocking_ratio(runs(only_the_page_blocked), PAGE)
-    assert ratio["estimate"] == pytest.approx(4.0) and ratio["verdict"] != "meets"
+    if estimate is not None:
+        assert ratio["estimate"] == pytest.approx(estimate)
 
 
 def test_the_audit_covers_every_registered_lesson(built_site, tmp_path):

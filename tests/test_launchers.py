@@ -3,7 +3,8 @@
 Open MPI is run for real: `record.py --processes 4 --launcher mpirun` starts the four ranks
 under `mpirun` on loopback, and its recording is checked against the `--processes 4` one.
 The ranks carry the run's mark, so a SIGKILLed record.py's leftovers are the next run's to
-kill. No SLURM or Kubernetes runs here: the processes page shows them as examples only.
+kill. No SLURM or Kubernetes runs here (the processes page shows them as examples); this
+repository's launcher inside their environment is tests/test_multiprocess.py's.
 """
 import json
 import os
@@ -11,7 +12,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -24,7 +24,7 @@ from harness import (RECORD, Started, hanging_ranks, one_error, project, run, sc
                      still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
-from scripts.runners.processes import ProcessRunError, run_processes
+from scripts.runners.processes import ProcessRunError
 from scripts.store.recordings import load_recording
 
 # The seed lesson: its rank module writes the `launch` and traffic data checked here.
@@ -34,18 +34,14 @@ PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
 SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plumbing.scratch)
 
 
-def require_mpirun():
+@pytest.fixture
+def needs_mpirun():
     """Skip where mpirun is missing; under CI, which installs it, fail instead."""
     if shutil.which("mpirun") is None:
         reason = "mpirun is missing: `make test` installs Debian's openmpi-bin (as root)"
         if os.environ.get("CI") == "true":
             pytest.fail(f"the mpirun tests cannot run under CI: {reason}")
         pytest.skip(reason)
-
-
-@pytest.fixture
-def needs_mpirun():
-    require_mpirun()
 
 
 def marked_ranks_left(launcher_pid):
@@ -58,21 +54,13 @@ def marked_ranks_left(launcher_pid):
 
 # --- Open MPI, run for real ----------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def mpirun_tree(tmp_path_factory):
-    """A project copy recorded by `record.py --processes 4 --launcher mpirun`, with 5
-    calls per measurement (the launcher is what is tested; bytes per call do not depend on
-    how many calls are averaged)."""
-    require_mpirun()
-    root = project(tmp_path_factory.mktemp("mpirun") / "repo")
+def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpirun, tmp_path):
+    """`record.py --processes 4 --launcher mpirun`, 5 calls a measurement: its recording
+    passes the schema and --check, and sends the committed recording's bytes per rank."""
+    root = project(tmp_path / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
     done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
                cwd=root, timeout=600)
-    return root, before, done
-
-
-def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpirun_tree):
-    root, _, done = mpirun_tree
     assert done.returncode == 0, done.stderr[-3000:]
     assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in done.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
@@ -85,35 +73,24 @@ def test_mpirun_records_the_process_run_and_it_passes_the_schema_and_check(mpiru
     assert 0 <= recording["environment"]["busyCoresAtStart"] <= recording["environment"]["cpuCount"]
     assert recording["environment"]["loadAverage1m"] >= 0
     assert recording["stdout"].endswith(f"PASS: {LESSON_ID}\n")
+    # The bytes may differ by what a call sends beyond the model at 32 bytes: gloo's headers
+    # and notifications, the same at any size.
+    allowed = {row["collective"]: max(row["excessBytesPerRank"])
+               for row in before["data"]["traffic"] if row["gradientBytes"] == 32}
+    for key in ("traffic", "ringTraffic"):
+        assert len(recording["data"][key]) == len(before["data"][key])
+        for old, new in zip(before["data"][key], recording["data"][key]):
+            assert (old["collective"], old["gradientBytes"]) == (new["collective"],
+                                                                 new["gradientBytes"])
+            for was, now in zip(old["observedBytesPerRank"], new["observedBytesPerRank"]):
+                assert abs(now - was) <= allowed[old["collective"]], (key, old, was, now)
+    assert all(row["observedBytesPerRank"] == [0.0] * 4
+               for row in recording["data"]["trafficBaseline"])
     check = run(RECORD, "--check", cwd=root)
     # Other files of this copy may be stale on a branch that has not re-recorded; the
     # recording mpirun wrote, and the figure drawn from it, must not be among them.
     assert [line for line in check.stdout.splitlines()
             if "cpu-processes" in line or "traffic" in line] == []
-
-
-def fixed_cost(before, collective):
-    """What one call sends beyond the payload model at the lesson's 32 bytes: gloo's
-    headers and notifications, the same whatever the size; the bytes may differ by it."""
-    [row] = [row for row in before["data"]["traffic"]
-             if row["collective"] == collective and row["gradientBytes"] == 32]
-    return max(row["excessBytesPerRank"])
-
-
-def test_mpirun_sends_the_same_bytes_per_rank_as_the_processes_run(mpirun_tree):
-    root, before, done = mpirun_tree
-    assert done.returncode == 0, done.stderr[-3000:]
-    after = json.loads((root / PROCESS_RECORDING).read_text())
-    for key in ("traffic", "ringTraffic"):
-        assert len(after["data"][key]) == len(before["data"][key])
-        for old, new in zip(before["data"][key], after["data"][key]):
-            assert (old["collective"], old["gradientBytes"]) == (new["collective"],
-                                                                 new["gradientBytes"])
-            allowed = fixed_cost(before, old["collective"])
-            for was, now in zip(old["observedBytesPerRank"], new["observedBytesPerRank"]):
-                assert abs(now - was) <= allowed, (key, old["collective"], was, now)
-    assert all(row["observedBytesPerRank"] == [0.0] * 4
-               for row in after["data"]["trafficBaseline"])
 
 
 def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, monkeypatch):
@@ -130,13 +107,18 @@ def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, mo
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
-def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkeypatch):
+def test_a_missing_mpirun_or_a_port_taken_is_refused_before_mpirun_starts(monkeypatch):
+    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
+    with monkeypatch.context() as patch, pytest.raises(
+            mpirun.MissingLauncher, match=r"^mpirun is not installed; run `apt-get install -y "
+                                          r"openmpi-bin`"):
+        patch.setattr(shutil, "which", lambda name: None)
+        mpirun.run_mpirun(RANK_MODULE, ranks=4)
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
         monkeypatch.setenv("JAX_COORDINATOR_PORT", str(port))
-        monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
         with pytest.raises(ProcessRunError, match=rf"the coordinator's port {port} on "
                            r"127\.0\.0\.1 is taken \(JAX_COORDINATOR_PORT\); free it"):
             mpirun.run_mpirun(RANK_MODULE, ranks=4)
@@ -147,96 +129,49 @@ def test_a_coordinator_port_that_is_taken_is_refused_before_mpirun_starts(monkey
                 mpirun.run_mpirun(RANK_MODULE, ranks=4)
 
 
-@pytest.fixture
-def private_tmpdir():
-    """A TMPDIR of the run's own, short (Open MPI's sockets live under it), to list after."""
-    folder = Path(tempfile.mkdtemp(prefix="mpi-", dir="/tmp"))
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun"])
-def test_a_ctrl_c_or_a_killed_mpirun_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path,
-                                                                       how, private_tmpdir):
-    """Ctrl-C, in the phase record.py's own launcher meets in tests/test_faults.py; a killed
-    mpirun is one line, its ranks killed with it."""
-    tree = project(tmp_path / "repo")
-    hanging = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
+@pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun", "SIGKILL to record.py"])
+def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path, how):
+    """Ctrl-C (in the phase record.py's own launcher meets in tests/test_faults.py) or a
+    killed mpirun: one line, the ranks killed with it. SIGKILL to record.py once the ranks
+    wait in a collective (rank 2 hangs at the first one): mpirun, sent SIGTERM as record.py
+    dies, can exit and leave them waiting; the next run kills them, as it starts."""
+    tree, hung = project(tmp_path / "repo"), tmp_path / "hung"
+    env = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
+    if how == "SIGKILL to record.py":  # the next run (this process) cleans up in its TMPDIR
+        env.update(FAILING_RANK="hang-early", FAILING_RANK_HUNG=str(hung))
+    else:  # a TMPDIR of its own, to list after; short, for Open MPI's sockets
+        tmpdir = Path(tempfile.mkdtemp(prefix="mpi-", dir="/tmp"))
+        env["TMPDIR"] = str(tmpdir)
     with unchanged(tree), Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all",
-                                  cwd=tree, env={**hanging, "TMPDIR": str(private_tmpdir)}) \
-            as command:
+                                  cwd=tree, env=env) as command:
         # mpirun's own command line names the module too: it and the four ranks.
         ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
-        time.sleep(1.0)  # importing JAX or joining: well under way
-        if how == "SIGINT":
-            command.signal(signal.SIGINT)
+        if how == "SIGKILL to record.py":
+            command.wait_until(hung.exists)  # rank 2 reached its first collective
+            time.sleep(0.5)  # its peers, which joined with it, are in that collective too
+            command.signal(signal.SIGKILL)
+            command.process.wait()
+            with scratch_folder("record"):  # what the next run does first
+                pass
         else:
-            [launcher] = [child for child in ranks if child.name() == "mpirun"]
-            launcher.kill()
-        status, lines = command.finish()
+            time.sleep(1.0)  # importing JAX or joining: well under way
+            if how == "SIGINT":
+                command.signal(signal.SIGINT)
+            else:
+                [launcher] = [child for child in ranks if child.name() == "mpirun"]
+                launcher.kill()
+            status, lines = command.finish()
     assert still_running(ranks) == []
     if how == "SIGINT":
         assert status == 130, lines
         one_error(lines, "interrupted by SIGINT")
         # Its scratch folders and Open MPI's session folder (ompi.<host>.<uid>) went too.
-        assert list(private_tmpdir.iterdir()) == []
-    else:
+        assert list(tmpdir.iterdir()) == []
+    elif how == "SIGKILL to mpirun":
         assert status == 1, lines
         one_error(lines, "mpirun was killed by SIGKILL; its 4 ranks were killed",
                   "nothing was written")
-    assert marked_ranks_left(command.pid) == []  # killed its ranks; none is left
-    assert scratch_of(command.pid) == []
-
-
-def test_the_next_run_kills_the_ranks_a_killed_record_left_in_a_collective(needs_mpirun,
-                                                                         tmp_path):
-    """SIGKILL to record.py once the ranks wait in a collective (rank 2 hangs at the first
-    one): mpirun, sent SIGTERM as record.py dies, can exit and leave them waiting (it did
-    in some tries by hand, not in others); the next run kills them, as it starts."""
-    tree = project(tmp_path / "repo")
-    hung = tmp_path / "hung"
-    hanging = {**hanging_ranks(tree, SEED), "FAILING_RANK": "hang-early",
-               "FAILING_RANK_HUNG": str(hung)}
-    with Started(RECORD, "--processes", "4", "--launcher", "mpirun", "--all", cwd=tree,
-                 env=hanging) as command:
-        ranks = command.wait_for_children("lesson_code.hanging_rank", 5)
-        command.wait_until(hung.exists)  # rank 2 reached its first collective
-        time.sleep(0.5)  # its peers, which joined with it, are in that collective too
-        command.signal(signal.SIGKILL)
-        command.process.wait()
-    with scratch_folder("record"):  # what the next run does first
-        pass
-    assert still_running(ranks) == []
+    if how != "SIGKILL to record.py":
+        shutil.rmtree(tmpdir, ignore_errors=True)
     assert marked_ranks_left(command.pid) == []
     assert scratch_of(command.pid) == []
-
-
-@pytest.mark.slow
-def test_inside_a_cluster_s_environment_this_repository_s_launcher_names_itself(
-        monkeypatch):
-    """record.py run inside an srun step or an mpirun: the ranks processes.py starts get
-    none of those variables, so they neither join that job nor record its launcher."""
-    for key, value in {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost",
-                       "SLURM_NTASKS": "4", "SLURM_PROCID": "3", "SLURM_LOCALID": "3",
-                       "OMPI_MCA_orte_hnp_uri": "1234.0;tcp://127.0.0.1:1",
-                       "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "3",
-                       "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}.items():
-        monkeypatch.setenv(key, value)
-    done = run_processes(RANK_MODULE, ranks=2, calls=1, timeout_s=240)
-    assert done.data["launch"]["launcher"] == "processes.py"  # was "mpirun"
-
-
-def test_a_missing_mpirun_is_one_line_naming_the_package(monkeypatch):
-    monkeypatch.setattr(shutil, "which", lambda name: None)
-    monkeypatch.setattr(subprocess, "Popen", None)  # nothing may be started
-    with pytest.raises(mpirun.MissingLauncher, match=r"^mpirun is not installed; run "
-                       r"`apt-get install -y openmpi-bin`"):
-        mpirun.run_mpirun(RANK_MODULE, ranks=4)
-
-
-def test_mpirun_command_is_one_command_for_every_rank():
-    command = mpirun.mpirun_command(RANK_MODULE, 4, 100, "data.json", "out")
-    assert command[:3] == ["mpirun", "-np", "4"]
-    rank_part = command[command.index(sys.executable):]
-    assert "--process-id" not in rank_part and "--port" not in rank_part
-    assert rank_part[1:3] == ["-m", RANK_MODULE]

@@ -1,9 +1,9 @@
 """Four real JAX processes over loopback: the same lesson, its gradient, measured bytes,
 and a failed rank that takes the whole run down cleanly.
 
-One short run (5 calls per traffic row) serves every check of the data; the failure
-tests start their own runs. The lesson is the seed (conftest's SEED: its rank module, its
-recordings and its processes page), its files named by the registry's outputs value.
+One short run (5 calls per traffic row), started inside a cluster job's environment, serves
+every check of the data; the failure tests start their own runs. The lesson is the seed
+(conftest's SEED), its files named by the registry's outputs value.
 """
 import ast
 import importlib
@@ -11,6 +11,7 @@ import json
 import os
 import re
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,6 @@ import pytest
 
 from conftest import ROOT, SEED, module_file
 from harness import finished
-from scripts.figures import KINDS
 from scripts.store.outputs import for_lesson
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
@@ -30,15 +30,31 @@ SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plum
 RANK_MODULE = SEED.rank_module
 FILES = for_lesson(SEED)
 lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient
+COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
+
+
+def committed():
+    return json.loads((ROOT / FILES.recording("cpu-processes")).read_text())
+
+
+# What srun, mpirun or a Kubernetes job would have set around record.py: the ranks it
+# starts must get none of it, or they would join that job and record its launcher.
+CLUSTER = {"SLURM_JOB_ID": "4242", "SLURM_STEP_NODELIST": "localhost", "SLURM_NTASKS": "4",
+           "SLURM_PROCID": "3", "SLURM_LOCALID": "3", "OMPI_COMM_WORLD_SIZE": "4",
+           "OMPI_MCA_orte_hnp_uri": "1234.0;tcp://127.0.0.1:1", "OMPI_COMM_WORLD_RANK": "3",
+           "PMIX_RANK": "3", "JOB_COMPLETION_INDEX": "3"}
 
 
 @pytest.fixture(scope="module")
 def run():
-    return run_processes(RANK_MODULE, ranks=RANKS, timeout_s=180, calls=5)
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in CLUSTER.items():
+            patch.setenv(key, value)
+        return run_processes(RANK_MODULE, ranks=RANKS, timeout_s=180, calls=5)
 
 
-def traffic_row(run, collective, gradient_bytes):
-    [row] = [row for row in run.data["traffic"]
+def traffic_row(data, collective, gradient_bytes):
+    [row] = [row for row in data["traffic"]
              if row["collective"] == collective and row["gradientBytes"] == gradient_bytes]
     return row
 
@@ -52,23 +68,27 @@ def without_timings(stdout):
 
 
 def assert_no_process_left(pids):
-    """Each rank led its own group: nothing of it may still run (a child the rank had
-    started may linger as a zombie until init reaps it), and each rank was reaped."""
+    """Nothing of any rank's group still runs (a child of one may be a zombie until init
+    reaps it), and each rank was reaped."""
     in_groups = []
     for process in psutil.process_iter():
-        try:
+        with suppress(ProcessLookupError):
             if os.getpgid(process.pid) in pids:
                 in_groups.append(process.pid)
-        except ProcessLookupError:
-            continue
     assert [pid for pid in in_groups if not finished(pid)] == []
     assert [pid for pid in pids if psutil.pid_exists(pid)] == []
 
 
-def test_every_rank_exits_zero_as_one_of_four_processes(run):
+def test_every_rank_exits_zero_with_the_numpy_gradient_and_leaves_nothing(run):
     assert run.exit_codes == [0] * RANKS
+    reference = lesson_program.reference_gradient(lesson_program.make_problem(RANKS))
+    assert run.data["gradient"] == reference.tolist()
+    np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
+                               rtol=2e-6, atol=2e-6)
     assert run.data["environment"]["processCount"] == RANKS
     assert run.data["environment"]["deviceCount"] == RANKS
+    assert run.data["launch"]["launcher"] == "processes.py"  # not the cluster's "mpirun"
+    assert_no_process_left(run.pids)
 
 
 SHARDS = "Reduce-scatter shards (device, index, values): "
@@ -91,14 +111,12 @@ def test_process_0_prints_what_the_single_process_lesson_prints(run):
     assert without_timings(mine) == without_timings(others)
 
 
-def test_every_rank_holds_the_numpy_gradient(run):
-    reference = lesson_program.reference_gradient(lesson_program.make_problem(RANKS))
-    assert run.data["gradient"] == reference.tolist()
-    np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
-                               rtol=2e-6, atol=2e-6)
-
-
-def test_traffic_rows_cover_each_collective_at_both_sizes(run):
+def test_each_collective_sends_what_its_algorithm_predicts(run):
+    """gloo runs all-reduce and all-gather as rings: 2(p-1)/p·G and (p-1)/p·G, plus ~2 KB
+    of headers. Its reduce-scatter halves recursively (ReduceScatterHalvingDoubling), after
+    which rank r holds chunk bitreverse(r): ranks whose bits are no palindrome (1 and 2 at
+    p = 4) swap a G/p chunk, which the ring model misses. The ppermute ring
+    (lesson_code/ring_collectives.py) sends its model within 1 %, here and as recorded."""
     keys = [(row["collective"], row["gradientBytes"]) for row in run.data["traffic"]]
     assert keys == [(c, size) for size in (32, MIB)
                     for c in ("all_reduce", "reduce_scatter", "all_gather")]
@@ -108,81 +126,59 @@ def test_traffic_rows_cover_each_collective_at_both_sizes(run):
                                             else share)
         assert len(row["observedBytesPerRank"]) == RANKS
     assert "TCP_INFO" in run.data["trafficMethod"]
-
-
-def test_all_reduce_and_all_gather_send_the_ring_bytes_at_1_mib(run):
-    # gloo runs both as rings: 2(p-1)/p·G and (p-1)/p·G, plus a fixed ~2 KB of headers.
     for collective in ("all_reduce", "all_gather"):
-        row = traffic_row(run, collective, MIB)
+        row = traffic_row(run.data, collective, MIB)
         np.testing.assert_allclose(row["observedBytesPerRank"],
                                    [row["modelBytesPerRank"]] * RANKS, rtol=0.02)
-
-
-def test_reduce_scatter_is_recursive_halving_not_a_ring(run):
-    """gloo's ReduceScatterHalvingDoubling: (p-1)/p·G in log2(p) halving steps, after
-    which rank r holds chunk bitreverse(r); ranks whose bits are not a palindrome (1 and
-    2 at p = 4) then swap a G/p chunk to put it right. The ring model misses that swap."""
-    row = traffic_row(run, "reduce_scatter", MIB)
     bits = RANKS.bit_length() - 1
     swaps = [int(format(r, f"0{bits}b")[::-1], 2) != r for r in range(RANKS)]
-    expected = [(RANKS - 1) / RANKS * MIB + (MIB / RANKS if swap else 0) for swap in swaps]
-    np.testing.assert_allclose(row["observedBytesPerRank"], expected, rtol=0.02)
-
-
-def test_the_ppermute_ring_sends_the_ring_model_on_every_rank_at_1_mib(run):
-    """lesson_code/ring_collectives.py: the schedule the model describes, so within 1 %."""
-    for row in run.data["ringTraffic"]:
-        if row["gradientBytes"] == MIB:
-            assert all(1 <= ratio < 1.01 for ratio in row["observedOverModel"]), row
-
-
-def test_a_program_without_collectives_sends_nothing(run):
-    for row in run.data["trafficBaseline"]:
+    np.testing.assert_allclose(
+        traffic_row(run.data, "reduce_scatter", MIB)["observedBytesPerRank"],
+        [(RANKS - 1) / RANKS * MIB + (MIB / RANKS if swap else 0) for swap in swaps], rtol=0.02)
+    for data in (run.data, committed()["data"]):
+        for row in data["ringTraffic"]:
+            if row["gradientBytes"] == MIB:
+                assert all(1 <= ratio < 1.01 for ratio in row["observedOverModel"]), row
+    for row in run.data["trafficBaseline"]:  # a program without collectives
         assert row["observedBytesPerRank"] == [0.0] * RANKS
+    # processes.md: the bytes beyond the model 'are nearly the same at both sizes'; this run
+    # averages 5 calls, where one stray message moves the mean by tens of bytes.
+    for data, rtol in ((run.data, 0.1), (committed()["data"], 0.02)):
+        for collective in ("all_reduce", "all_gather"):
+            np.testing.assert_allclose(traffic_row(data, collective, MIB)["excessBytesPerRank"],
+                                       traffic_row(data, collective, 32)["excessBytesPerRank"],
+                                       rtol=rtol)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("failure, timeout_s", [("exit", 90), ("hang", 15)])
-def test_a_failed_rank_ends_the_run_and_leaves_nothing_behind(failure, timeout_s,
-                                                             monkeypatch):
-    monkeypatch.setenv("FAILING_RANK", failure)  # read by tests/fixtures/failing_rank.py
+@pytest.mark.parametrize("failure", ["exit", "hang"])
+def test_a_failed_or_hung_rank_ends_the_run_and_leaves_nothing_behind(failure, monkeypatch):
+    """exit: rank 0 exits 3, leaving a child of its own in its group (as platform.platform()
+    leaves `uname -p`), the others asleep; the launcher returns once none runs. hang: rank 2
+    hangs at its first collective, and the limit ends the run wherever the ranks are."""
+    monkeypatch.setenv("FAILING_RANK", "hang-early")  # read by tests/fixtures/failing_rank.py
     scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
+    module, limit = {"exit": ("rank_with_child", 30), "hang": ("failing_rank", 6)}[failure]
     with pytest.raises(ProcessRunError) as raised:
-        run_processes("tests.fixtures.failing_rank", ranks=RANKS, timeout_s=timeout_s,
-                      calls=1)
+        run_processes(f"tests.fixtures.{module}", ranks=RANKS, timeout_s=limit, calls=1)
     error = raised.value
-    assert "\n" not in str(error)
+    assert "\n" not in str(error) and len(error.pids) == RANKS
     if failure == "exit":
-        assert (error.rank, error.status) == (2, 3)
-        assert str(error).startswith("rank 2 exited with status 3")
-        assert "failing_rank fixture" in error.stderr_tail
+        assert (error.rank, error.status) == (0, 3)
+        assert str(error).startswith("rank 0 exited with status 3")
+        [child] = re.findall(r"child (\d+)", error.stderr_tail)
+        assert finished(int(child))
     else:
-        assert f"still running after {timeout_s} s" in str(error)
-    assert len(error.pids) == RANKS
+        assert f"still running after {limit} s" in str(error)
     assert_no_process_left(error.pids)
     # Nothing new is left; a run may also remove folders a killed run abandoned.
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
-@pytest.mark.slow
-def test_what_a_rank_started_is_not_running_once_the_run_has_raised():
-    """A rank's own child (platform.platform() runs `uname -p`) is in the rank's group:
-    it is killed with it, and the launcher returns only once it no longer runs."""
-    with pytest.raises(ProcessRunError) as raised:
-        run_processes("tests.fixtures.rank_with_child", ranks=2, timeout_s=30, calls=1)
-    [child] = re.findall(r"child (\d+)", raised.value.stderr_tail)
-    assert_no_process_left(raised.value.pids)
-    assert finished(int(child))
-
-
-def test_the_ranks_are_gone_after_a_successful_run_too(run):
-    assert_no_process_left(run.pids)
-
-
-def test_every_value_on_the_page_section_resolves(run):
-    """The page quotes the recording the integrator writes: this run's data under `data`."""
-    from scripts.pages.directives import VALUE, lookup  # the build's parser: the page cannot drift
-    # record.py adds cpuCount to the environment when it writes the recording.
+def test_every_value_and_verdict_on_the_page_resolves(run):
+    """Every value processes.md quotes, read from this run as record.py would write it
+    (cpuCount added, the analysis derived), by the build's own parser."""
+    from scripts.pages.directives import VALUE, lookup
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")
     recordings = {
@@ -191,7 +187,6 @@ def test_every_value_on_the_page_section_resolves(run):
         FILES.stem("cpu", analysis=True): json.loads(
             (ROOT / FILES.analysis("cpu")).read_text()),
     }
-    # What the page's analysis directives read: this run's, derived as record.py would.
     analyse = importlib.import_module(SEED.analysis).analyse
     recordings[FILES.stem("cpu-processes", analysis=True)] = analyse(
         "cpu-processes", recordings[processes])
@@ -202,26 +197,19 @@ def test_every_value_on_the_page_section_resolves(run):
     assert page.count("{{") == page.count("}}") == len(placeholders)  # none malformed
     for stem, dotted, spec in placeholders:
         format(lookup(recordings[stem], dotted), spec)
-    rank_file = module_file(SEED, RANK_MODULE)
-    sections = re.findall(rf'--8<-- "{re.escape(rank_file)}:(\w+)"', page)
-    assert sections  # the page shows the rank module's own code
-    for section in sections:
-        source = (ROOT / rank_file).read_text()
-        assert f"# --8<-- [start:{section}]" in source and f"# --8<-- [end:{section}]" in source
-    # The image is also a link to itself: on a phone, a tap opens it full size.
-    figure = f"../{FILES.figure(KINDS['traffic'])}"
-    assert f"]({figure})]({figure})" in page and "**Figure:**" in page
-    for claim in ("real network", "hundreds of times", "records this pattern",
-                  "Only one line"):
-        assert claim not in page  # content review H3, L2, L5: claims no recording backs
-
-
-COMMITTED = ROOT / FILES.recording("cpu-processes")
-COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
-
-
-def committed():
-    return json.loads(COMMITTED.read_text())
+    # Its snippets and figure links: the strict build's (test_site.py); its caption:
+    assert f'--8<-- "{module_file(SEED, RANK_MODULE)}:' in page and "**Figure:**" in page
+    rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
+    for algorithm in ("gloo", "ring"):  # each verdict, and each ratio with its interval
+        verdict = f"{rounds}.verdicts.{algorithm}"
+        assert f"{{{{ {verdict}.verdict }}}}" in page
+        assert f"{{{{ {verdict}.ratio.words }}}}" in page
+        for collective in COLLECTIVES:
+            assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
+    # Content review H3, L2, L5, M1: claims no recording backs; a typed verdict.
+    for claim in ("real network", "hundreds of times", "records this pattern", "Only one line",
+                  "That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
+        assert claim not in page
 
 
 def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
@@ -240,29 +228,3 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
                     assert len(found) == rounds["blocks"]
                     assert all(len(block) == rounds["samplesPerBlock"] for block in found)
         assert sorted(rounds["hostBefore"]) == ["cores", "loadAverage1m"]
-
-
-def test_the_processes_page_prints_each_verdict_with_its_interval():
-    page = (ROOT / "docs/going-further/processes.md").read_text()
-    rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
-    for algorithm in ("gloo", "ring"):
-        verdict = f"{rounds}.verdicts.{algorithm}"
-        assert f"{{{{ {verdict}.verdict }}}}" in page
-        assert f"{{{{ {verdict}.ratio.words }}}}" in page
-        for collective in COLLECTIVES:  # each collective's ratio, with its interval
-            assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
-    for claim in ("That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
-        assert claim not in page  # a typed verdict; gloo's messages called rounds (M1)
-
-
-@pytest.mark.parametrize("collective", ["all_reduce", "all_gather"])
-def test_the_fixed_cost_is_nearly_the_same_at_both_sizes(run, collective):
-    """processes.md: the bytes beyond the model 'are nearly the same at both sizes'.
-
-    The recording averages 100 calls; this test's run only 5, where one stray message
-    moves the mean by tens of bytes, so it gets a looser bound."""
-    for data, rtol in ((run.data, 0.1), (committed()["data"], 0.02)):
-        small, large = ([row for row in data["traffic"] if row["collective"] == collective
-                         and row["gradientBytes"] == size][0] for size in (32, MIB))
-        np.testing.assert_allclose(large["excessBytesPerRank"], small["excessBytesPerRank"],
-                                   rtol=rtol)

@@ -54,17 +54,21 @@ def rule(field):
         "description"]
 
 
-def test_a_good_registry_loads_and_a_whole_number_written_as_a_float_is_that_number(tmp_path):
+def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
     """JSON Schema's integer takes 4.0; the lesson runs on 4 devices, not 4.0."""
-    from scripts.store.lessons import load_lessons
+    from scripts.store.lessons import RegistryError, load_course, load_lessons
 
     schema = "lesson_code/my_lesson.schema.json"
-    root = registry_root(tmp_path, f'[[lesson]]\n{GOOD_ENTRY}devices = 4.0\n'
-                                   f'data_schema = "{schema}"\n')
+    root = registry_root(tmp_path, f'[course]\ntitle = "T"\ndescription = "D"\n[[lesson]]\n'
+                                   f'{GOOD_ENTRY}devices = 4.0\ndata_schema = "{schema}"\n')
     (root / schema).write_text("{}")
     lessons = load_lessons(root)
     assert list(lessons) == ["my-lesson"] and lessons["my-lesson"].data_schema == schema
     assert type(lessons["my-lesson"].devices) is int and lessons["my-lesson"].devices == 4
+    assert load_course(root) == {"title": "T", "description": "D"}
+    with pytest.raises(RegistryError, match=r"^lesson_code/lessons.toml: needs a \[course\] "
+                                            r"table with a title and a description"):
+        load_course(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}"))
 
 
 @pytest.mark.parametrize("field", FIELDS)
@@ -142,7 +146,6 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
 
 @pytest.mark.parametrize("text, words", [
     ("", "no [[lesson]] entry"),
-    ("# nothing registered\n", "no [[lesson]] entry"),
     ("lesson = []\n", "no [[lesson]] entry"),
     ("lesson = 3\n", "[[lesson]] tables"),
     ("lesson = [1]\n", "[[lesson]] tables"),
@@ -160,16 +163,6 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
 ])
 def test_a_malformed_registry_is_one_line(tmp_path, text, words):
     assert words in refusal(tmp_path, text)
-
-
-def test_the_site_needs_the_course(tmp_path):
-    from scripts.store.lessons import RegistryError, load_course
-
-    with pytest.raises(RegistryError, match=r"^lesson_code/lessons.toml: needs a \[course\] "
-                                            r"table with a title and a description"):
-        load_course(registry_root(tmp_path, f"[[lesson]]\n{GOOD_ENTRY}"))
-    course = f'[course]\ntitle = "T"\ndescription = "D"\n[[lesson]]\n{GOOD_ENTRY}'
-    assert load_course(registry_root(tmp_path, course)) == {"title": "T", "description": "D"}
 
 
 def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeypatch, capsys):

@@ -1,17 +1,15 @@
-"""A second, different lesson: a module, a registry entry and a page, nothing in scripts/
-or tests/ changed.
-
-tests/fixtures/second_lesson/ holds it: two devices, one psum, a figure drawn by its own
-renderer (psum_bars.py, beside it in lesson_code/), steps that open with their own
-imports. It is added to a copy of the project (tests/ included) as the README says, then
-recorded, checked, linted and built there, and the copy's own tests about "the lesson"
-take it as one of their cases as they are (`make test-two-lessons` runs them all there).
+"""A second, different lesson (tests/fixtures/second_lesson/: two devices, one psum, a
+figure of its own renderer, steps that open with their own imports), added to a copy of
+the project as the README says: recorded, checked, linted and built there with nothing in
+scripts/ or tests/ changed, and the copy's own tests take it as one of their cases.
 """
 import hashlib
+import json
 import shutil
 import subprocess
 import sys
 
+import nbformat
 import pytest
 
 from conftest import (PROJECT_PARTS, ROOT, SEED, add_fixture_lesson, clean_env, lessons_with,
@@ -31,22 +29,18 @@ def project(tmp_path_factory):
                         PROJECT_PARTS + ("tests", "benchmarks"))
     remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
     before = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
-    # Its module, its figure's renderer, its entry and its page (no nav line: the build
-    # lists a registered lesson that mkdocs.yml leaves out).
+    # Its module, renderer, entry and page (no nav line: the build lists it anyway).
     assert add_fixture_lesson(root).id == "psum-01"
     run = run_record(root)  # the plain command: it runs the lessons that are not current
     assert run.returncode == 0, run.stderr[-3000:]
     return root, before, run
 
 
-def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
+def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(project):
     root, before, run = project
     assert "record: running psum-01 on 2 CPU device(s)" in run.stderr
     assert f"record: running {SEED.id}" not in run.stderr  # current: left alone
     after = digests(root, ["scripts", "tests", "recordings", "figures", "docs/notebooks"])
-    for folder in ("scripts/", "tests/"):
-        assert {k: v for k, v in after.items() if k.startswith(folder)} == \
-            {k: v for k, v in before.items() if k.startswith(folder)}
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
     added = sorted(set(after) - set(before))
     assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
@@ -55,14 +49,7 @@ def test_it_records_with_nothing_under_scripts_or_tests_changed(project):
     # The seed lesson's outputs are untouched; only the lock gained the new lesson's entries.
     changed = sorted(k for k in before if before[k] != after[k])
     assert changed == ["recordings/outputs.lock.json"]
-
-
-def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
-    import json
-
-    import nbformat
-
-    root, *_ = project
+    # The recording and the notebook are one run.
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
     assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
@@ -75,10 +62,14 @@ def test_its_recording_and_notebook_are_one_run_on_two_devices(project):
         ["Devices: 2 × cpu\n", "psum over 2 devices: 3.0\nPASS: psum-01\n"]
 
 
-def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path):
+def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_path):
     root, *_ = project
     check = run_record(root, "--check")
     assert (check.returncode, check.stdout) == (0, ""), check.stdout
+    # Its steps open with their own imports, as a lesson module's may (pyproject.toml).
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=root,
+                          capture_output=True, text=True, timeout=120)
+    assert lint.returncode == 0, lint.stdout[-2000:]
     run = build(root, tmp_path / "site")
     assert run.returncode == 0, run.stderr[-3000:]
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
@@ -96,12 +87,7 @@ def test_the_check_passes_and_the_strict_build_shows_its_page(project, tmp_path)
                  'href="../../notebooks/psum-01/psum-01.ipynb" download'):
         assert link in page
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
-
-
-def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
-    # Each lesson's files are claimed by the registry as a whole: --lesson narrows which
-    # lesson's freshness is checked, not whose files count as belonging to a lesson.
-    root, *_ = project
+    # --lesson narrows whose freshness is checked, not whose files belong to a lesson.
     for lesson_id in ("psum-01", SEED.id):
         check = run_record(root, "--check", "--lesson", lesson_id)
         assert (check.returncode, check.stdout) == (0, ""), check.stdout
@@ -117,8 +103,7 @@ def test_checking_one_lesson_leaves_the_other_s_files_alone(project):
 
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
-    # `record.py --processes 4` runs every lesson with a rank module and says which it
-    # skipped; the real 4-process run is tests/test_multiprocess.py's, stubbed here.
+    # The real 4-process run is tests/test_multiprocess.py's, stubbed here.
     from scripts import record as record_script
     from scripts.store.lessons import load_lessons
 
@@ -138,17 +123,9 @@ def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, cap
     assert "psum-01 has no rank_module" in capsys.readouterr().err
 
 
-def test_its_steps_with_their_own_imports_pass_lint(project):
-    root, *_ = project
-    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=root,
-                          capture_output=True, text=True, timeout=120)
-    assert lint.returncode == 0, lint.stdout[-2000:]
-
-
 def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
-    # The copy's own tests, parametrized over its registry: psum-01 is among their cases
-    # with no line of tests/ changed. Collecting them proves it in seconds; that they pass
-    # for it is `make test-two-lessons`'s (the whole suite, in a copy like this one).
+    # Collected, psum-01 is among their cases; that they pass for it is
+    # `make test-two-lessons`'s (the whole suite, in a copy like this one).
     root, *_ = project
     run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "",
                           "-p", "no:cacheprovider", "tests"],
@@ -168,32 +145,7 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
         assert any(test in case and "psum-01" in case for case in cases), test
 
 
-def test_its_recordings_are_held_to_its_own_data_schema(project, tmp_path):
-    # The registry names psum-01's data schema; --check and the build apply it after the
-    # shared header, so data that does not fit is one line naming the field, and with two
-    # lessons registered the fix names its lesson.
-    import json
-
-    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
-    path = root / "recordings" / "psum-01.cpu.json"
-    recording = json.loads(path.read_text())
-    recording["data"]["sum"] = "three"
-    path.write_text(json.dumps(recording))
-    check = run_record(root, "--check")
-    assert check.returncode == 1
-    assert "recordings/psum-01.cpu.json: invalid at data/sum: 'three' is not of type " \
-           "'number'; run `python scripts/record.py --lesson psum-01`" in \
-           check.stdout.splitlines()
-    run = build(root, tmp_path / "site")
-    assert run.returncode != 0 and "invalid at data/sum" in run.stderr
-    # The seed's data fits its own schema, not psum-01's: each lesson, its own.
-    assert not any(line.startswith(f"recordings/{SEED.id}") for line in
-                   check.stdout.splitlines())
-
-
 def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path):
-    import json
-
     root, *_ = project
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     probe = ("import json, sys; sys.modules['jax'] = None; "
@@ -210,11 +162,30 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
     assert recording["data"]["values"] == [1.0, 2.0]
     assert "<desc>device 0 holds 1, device 1 holds 2; psum leaves 3 on every device</desc>" \
         in drawn.stdout
-    # Its renderer is an input like any other: an edit makes the figure stale, to redraw.
-    edited = shutil.copytree(root, tmp_path / "repo", symlinks=True)
-    renderer = edited / "lesson_code" / "psum_bars.py"
+
+
+def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(project,
+                                                                             tmp_path):
+    root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
+    renderer = root / "lesson_code" / "psum_bars.py"  # an input: an edit makes it stale
     renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
-    check = run_record(edited, "--check")
+    check = run_record(root, "--check")
     assert check.stdout == "".join(
         f"figures/psum-01-psum-bars{ending}: stale, lesson_code/psum_bars.py changed; run "
         f"`python scripts/record.py --render-only`\n" for ending in (".svg", ".csv", ".json"))
+    # --check and the build apply the registry's data schema after the shared header: one
+    # line naming the field, and with two lessons registered the fix names its lesson.
+    path = root / "recordings" / "psum-01.cpu.json"
+    recording = json.loads(path.read_text())
+    recording["data"]["sum"] = "three"
+    path.write_text(json.dumps(recording))
+    check = run_record(root, "--check")
+    assert check.returncode == 1
+    assert "recordings/psum-01.cpu.json: invalid at data/sum: 'three' is not of type " \
+           "'number'; run `python scripts/record.py --lesson psum-01`" in \
+           check.stdout.splitlines()
+    # The seed's data fits its own schema, not psum-01's: each lesson, its own.
+    assert not any(line.startswith(f"recordings/{SEED.id}") for line in
+                   check.stdout.splitlines())
+    run = build(root, tmp_path / "site")
+    assert run.returncode != 0 and "invalid at data/sum" in run.stderr

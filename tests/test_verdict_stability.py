@@ -8,7 +8,7 @@ from scripts.store.lessons import load_lessons
 from conftest import ROOT
 
 
-def test_numbers_are_masked_and_words_are_kept():
+def test_numbers_are_masked_words_kept_only_the_article_read_and_verdicts_found():
     one = "<article><p>4.47× (95 % interval 3,310–4.76): <em>supported</em></p></article>"
     two = "<article><p>2.02× (95 % interval 1,600–2.76): <em>supported</em></p></article>"
     flipped = "<article><p>2.02× (95 % interval 1,600–2.76): <em>inconclusive</em></p></article>"
@@ -17,14 +17,9 @@ def test_numbers_are_masked_and_words_are_kept():
     assert "N× (N % interval N–N)" in stability.masked_text(one)
     # A negative bound is a number too; the en dash between two bounds is not a sign.
     assert stability.masked_text("<article>(-3–5) (2–−5)</article>") == "(N–N) (N–N)"
-
-
-def test_only_what_lies_outside_the_article_is_left_out():
     page = "<nav>7 pages</nav><article><p>kept 3</p></article><footer>2026</footer>"
     assert stability.masked_text(page) == "kept N"
-
-
-def test_a_verdict_is_a_table_cell_that_is_one_verdict_word():
+    # A verdict is a table cell that is one verdict word.
     page = ("<p>supported only when ...</p><table><tr><td>gloo</td><td><em>supported</em>"
             "</td><td>not applicable</td><td>inconclusive, because</td>"
             "<td>equivalent</td></tr></table>")
