@@ -1,14 +1,7 @@
-"""Prose and size budgets, read from the Markdown sources by `make lint`: choices about the
-pages, not behaviour of the code, so they are no tests.
-
-- Every page averages at most 20 words a sentence (the scaling book's sharding chapter
-  averages 21), read with its recorded values in. Code, snippet includes, comments,
-  headings, tables and display math are not prose; inline code or a formula is one word;
-  a paragraph or a list item ends a sentence wherever it ends.
-- Each lesson page holds at most 3,000 words of prose, 1.5 times the published lesson's.
-- Each lesson program is at most 500 lines, 85 % of its code in the sections pages show.
-One line per budget exceeded, naming the fix; exit 1 if any.
-"""
+"""Prose and size budgets for `make lint`: choices about the pages, not behaviour, so no tests.
+Sentences average at most 20 words (the scaling book's sharding chapter: 21); a lesson page
+holds at most 3,000 words (1.5 times the published lesson's); a lesson program at most 500
+lines, 85 % of them shown. One line per budget exceeded, naming the fix; exit 1 if any."""
 import re
 import sys
 from pathlib import Path
@@ -51,7 +44,7 @@ def words(text):
 
 
 def prose(markdown):
-    """The prose blocks (paragraphs and list items) of a page, each as one line."""
+    """Paragraphs and list items, each as one line; inline code or a formula is one word."""
     for pattern in [*NOT_WRITTEN, DISPLAY_MATH]:
         markdown = pattern.sub("\n", markdown)
     blocks, current = [], []
@@ -77,7 +70,6 @@ def written(markdown):
 
 
 def as_built(markdown, sources):
-    """`markdown` with its directives expanded and the recorded text in."""
     values = PageValues()
     expanded = expand_page(markdown, sources, values)
     return values.marker.sub(lambda marker: values.values[int(marker[1])], expanded)

@@ -1,6 +1,5 @@
-"""The analysis of timings on made-up samples, so every outcome is known in advance:
-intervals, ratios and the verdicts they earn (content review H1: a verdict must not flip
-with the noise). Nothing here measures this machine."""
+"""The analysis of made-up timings, whose every outcome is known in advance: intervals,
+ratios and the verdicts they earn. Nothing here measures this machine."""
 import importlib
 import json
 import math
@@ -75,9 +74,8 @@ def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, 
 
 
 def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says():
-    """25 paired blocks whose true mean ratio is 2: the "95 %" bootstrap interval holds
-    it in about 95 % of 300 made-up runs (a percentile bootstrap is nominal: a little
-    under, at 25 blocks)."""
+    """25 paired blocks of true mean ratio 2: the "95 %" interval holds it in about 95 %
+    of 300 runs (a percentile bootstrap runs a little under, at 25 blocks)."""
     rng = np.random.default_rng(2)
     hits = []
     for _ in range(300):
@@ -144,8 +142,7 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
 
 @pytest.mark.parametrize("per_round_at_4, verdict", [
     (300.0, "supported"),  # a round costs 3x at p = 4
-    # Equal per-round times, little noise: the pooled interval lies inside the 25 % band,
-    # so the verdict says no effect, not only "not shown".
+    # Equal per-round times: inside the 25 % band, "no effect", not only "not shown".
     (100.0, "equivalent"),
 ])
 def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, verdict):
@@ -161,8 +158,7 @@ def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, v
 
 
 @pytest.mark.parametrize("changes, widest, pooled, gloo", [
-    # Content review H1: the same 32-byte gloo collectives measured 3.8x apart in one run,
-    # more than the effect: the run cannot tell them apart.
+    # The same gloo collectives measured 3.8x apart, more than the effect: undecided.
     (dict(lesson_scale=1 / 3.8), 3.8, 3.8, "inconclusive"),
     # One collective 3.8x apart, two in agreement: pooled (1.56x), below the 3x effect.
     (dict(lesson_rs=900 / 3.8), 3.8, 3.8 ** (1 / 3), "supported"),
@@ -178,8 +174,7 @@ def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(chang
     assert verdicts["gloo"]["twinDisagreement"] == pytest.approx(pooled, rel=0.1)
     assert verdicts["gloo"]["verdict"] == gloo
     assert verdicts["ring"]["verdict"] == "supported"  # the ring was not timed twice
-    # Content review L1: the first table prints medians, the factor compares means, so the
-    # row shows the first table's mean beside the factor.
+    # The factor compares means: the row shows the first table's mean beside it.
     row = result["rounds"]["rows"]["gloo_all_reduce"]
     assert row["twinWords"] == f"{row['twinMeanUs']:,.0f}, {row['twinDisagreement']:.1f}× apart"
     assert row["twinDisagreement"] == pytest.approx(
@@ -197,8 +192,8 @@ def test_other_work_holding_a_core_takes_the_premise_away():
 
 
 def two_kinds(fast, slow, slow_blocks, count=25, samples=9):
-    """Blocks of two kinds, as processes that outnumber the cores give: `slow_blocks` of
-    the `count` wait out a time slice (`slow`), the rest share the cores well (`fast`)."""
+    """`count` blocks, the first `slow_blocks` waiting out a time slice, as processes that
+    outnumber the cores give."""
     return [list((slow if i < slow_blocks else fast) * RNG.uniform(0.95, 1.05, samples))
             for i in range(count)]
 
@@ -229,8 +224,7 @@ def test_pooling_one_claim_narrows_its_interval():
 
 
 def test_gloo_messages_and_dependent_rounds_follow_its_source():
-    """Content review M1: two messages in flight make gloo's all-gather p - 1 dependent
-    rounds of 2(p - 1) messages, its all-reduce 2(p - 1) of 4(p - 1)."""
+    """gloo keeps two messages in flight: twice the messages, the ring's rounds."""
     assert [(analysis.messages_per_rank("gloo", c, 4), analysis.dependent_rounds("gloo", c, 4),
              analysis.dependent_rounds("ring", c, 4))
             for c in ("reduce_scatter", "all_gather", "all_reduce")] == [(3, 3, 3), (6, 3, 3),
@@ -238,7 +232,6 @@ def test_gloo_messages_and_dependent_rounds_follow_its_source():
 
 
 def test_retransmissions_are_quoted_as_their_range_over_the_ranks():
-    """Content review L3: a sentence that picked ranks 0 and 3 hid rank 1's 10.1 B."""
     traffic = [{"retransmittedBytesPerRank": [1.44, 10.1, 4.04, 0.48]},
                {"retransmittedBytesPerRank": [0.0, 0.0, 0.0, 0.0]}]
     assert analysis.resent_bytes(traffic) == [{"min": 0.48, "max": 10.1},
@@ -246,8 +239,7 @@ def test_retransmissions_are_quoted_as_their_range_over_the_ranks():
 
 
 def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload():
-    """G for the lesson's summary table: its float32 values, and the ring payload the run
-    printed must be the model's for that G, or the analysis stops."""
+    """The payload the run printed must be the ring model's for G, or the analysis stops."""
     recording = rounds_recording(100.0, 100.0)
     del recording["data"]["roundsTiming"]
     recording["environment"]["deviceCount"] = 4
@@ -261,8 +253,7 @@ def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload()
 
 
 def test_a_host_that_other_work_kept_busy_says_so():
-    """Other work at the start decides (busyCoresAtStart); the load during the timing,
-    which counts the run's own processes, does not."""
+    """busyCoresAtStart decides, not the load during the timing (the run's own)."""
     during = {"hostBefore": {"cores": 2, "loadAverage1m": 5.5},
               "hostAfter": {"cores": 2, "loadAverage1m": 6.0}}
     busy = analysis.host(during, {"busyCoresAtStart": 1.8, "loadAverage1m": 3.0})
@@ -278,9 +269,8 @@ def test_a_host_that_other_work_kept_busy_says_so():
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),
                     count=5, faults_of=lambda collective, p, nbytes: 0,
                     own_cost_of=None, looping=8, loop_of=None):
-    """A sweep timing `time_of(collective, p, S)` us and `faults_of` minor faults a call,
-    and `looping` collectives a call, the extra ones costing `own_cost_of` (default: the
-    call's time) and no fault; `loop_of(block, collective, p, S)`: (us, faults) more."""
+    """A sweep whose call takes `time_of(collective, p, S)` us with `faults_of` faults; a
+    looped call's extras cost `own_cost_of` each, plus `loop_of(block, ...)` (us, faults)."""
     program_facts = importlib.import_module(SEED.sweep).program_facts
     own_cost_of = own_cost_of or time_of
     rows = []
@@ -325,9 +315,8 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
     assert {entry["verdict"] for entry in result["alphaWithRanks"].values()} == {"supported"}
     assert result["stepSummary"]["verdict"] == "supported"
     assert result["stepSummary"]["fitVerdict"] in intervals.VERDICTS
-    # Content review L8: every verdict the page prints is counted: alpha with p (one per
-    # program), the step cost with p, one line fitting every program, and both
-    # predictions of every ratio of the table.
+    # Every verdict the page prints is counted: alpha per program, the step cost, the one
+    # line, and both predictions of every ratio.
     assert list(result["verdictCounts"]) == list(intervals.VERDICTS)  # "equivalent" too
     shown = (len(result["alphaWithRanks"]) + 2
              + sum(1 + (entry["touchedVerdict"] is not None)
@@ -349,8 +338,7 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
 ])
 def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading,
                                                                               verdict):
-    # The worst miss of the medians' line alone (0.21 here) never decides: a miss near the
-    # margin read as a point flipped the sentence between three back-to-back sweeps.
+    # The medians' worst miss (0.21) alone never decides: read as a point, it flipped.
     table = {"2": {"maxRelResidualByBlock": [m / 2 for m in misses]},
              "4": {"maxRelResidualByBlock": misses}}
     words = sweep_analysis.fit_words(table, worst=0.21)
@@ -370,7 +358,6 @@ def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_
 
 
 def test_bytes_touched_predicts_what_the_review_computed():
-    """Content review M4: t_AG / t_RS = 2p/(p + 1) and t_AR / t_RS = (3p - 1)/(p + 1)."""
     program_facts = importlib.import_module(SEED.sweep).program_facts
     programs = {str(p): program_facts(p) for p in (2, 4, 8)}
     for p in (2, 4, 8):
@@ -400,9 +387,8 @@ def faulting_at_the_largest(collective, p, nbytes):
 
 
 def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
-    """Content review H1: from 32 MiB every all-reduce and all-gather call faults its p
-    outputs in afresh. The onset is read from the recorded counts; the fits and the busbw
-    comparison of whole calls stop below it."""
+    """From 32 MiB each all-reduce and all-gather call faults its outputs in afresh: the
+    onset is read from the recorded counts, and the fits stop below it."""
     result = sweep_analysis.analyse(sweep_recording(ring_model_times,
                                                     faults_of=faulting_at_the_largest))
     table = result["faults"]
@@ -414,7 +400,7 @@ def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
     assert table["atLargest"]["4"]["all_reduce"]["callFaults"] == pytest.approx(32768)
     # The loop's extra collectives reuse the buffers: no fault is theirs.
     assert table["atLargest"]["4"]["all_reduce"]["extraFaults"] == 0
-    # Content review L7: one size at the onset is not "from 32 MiB up, at every size".
+    # One size at the onset is not "from 32 MiB up, at every size".
     assert table["onsetWords"] == ("only at 32 MiB, the largest size, do some program's "
                                    "calls do that: it is the onset")
     assert next(row for row in result["rows"] if row["collective"] == "all_reduce"
@@ -451,10 +437,8 @@ def looped(blocks, collective, us=lambda *_: 0.0, faulted_share=0.0):
 
 
 def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_one_call():
-    """Content review M1: the ratios are of warm, allocation-free collectives; a block in
-    which a looped call faulted in more than its single call did holds allocation in its
-    difference. Block 2's looped all-reduce maps half its outputs afresh and takes 0.2 s
-    longer: its ratio would be far above 2, and it must not count."""
+    """The ratios are of warm, allocation-free collectives: block 2's looped all-reduce
+    faults half its outputs in and takes 0.2 s longer, so it must not count."""
     def analysed(share):
         return sweep_analysis.analyse(sweep_recording(
             ring_model_times, faults_of=faulting_at_the_largest,
@@ -480,9 +464,8 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
 
 
 def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
-    """A call costs 100 us more than its collective: the loop's extra collectives, block
-    by block, recover the collective alone, and the smallest size says how much of a
-    call that is."""
+    """A call costs 100 us more than its collective: the loop's extra collectives recover
+    the collective alone."""
     def own(collective, p, nbytes):
         return 20.0 + nbytes / 1e3
     result = sweep_analysis.analyse(sweep_recording(
@@ -504,9 +487,8 @@ def cached_reduction(collective, p, nbytes):
 
 
 def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
-    """Content review M2: from 8 to 32 MiB, S/p leaves a 2 MiB cache at p = 4 and 8, not at
-    p = 2 (already past it): the warm reduce-scatter grows 8x for 4x the bytes there and
-    4x at p = 2, and the largest rise per MiB falls where S/p passes 2 MiB at every p."""
+    """From 8 to 32 MiB, S/p leaves a 2 MiB cache at p = 4 and 8 (8x for 4x the bytes), not
+    at p = 2 (already past it); the largest rise falls where S/p passes 2 MiB."""
     result = sweep_analysis.analyse(sweep_recording(
         lambda c, p, nbytes: cached_reduction(c, p, nbytes) + 100.0, sizes=STEP_SIZES,
         own_cost_of=cached_reduction, faults_of=faulting_at_the_largest))
@@ -551,8 +533,7 @@ def keep_freed_recording(kept_faults=0, kept_factor=0.5):
 
 
 def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
-    """Content review M3: with glibc's malloc keeping freed memory, the all-reduce's calls
-    fault in nothing and take half the time; the page reads both from the recording."""
+    """With glibc keeping freed memory, the all-reduce faults in nothing, in half the time."""
     kept = sweep_analysis.analyse(keep_freed_recording())["faults"]["keepFreed"]
     entry = kept["byRanks"]["4"]["all_reduce"]
     assert entry["faultedShare"] == pytest.approx(1.0) and entry["keptFaultedShare"] == 0

@@ -1,6 +1,5 @@
-"""`make audit`'s reading of its runs (benchmarks/lighthouse.py): a lesson page's blocking
-time against its bare twin's, round by round. Synthetic runs: nothing here runs Lighthouse
-or times anything."""
+"""`make audit`'s reading of its runs: a lesson page's blocking time against its bare
+twin's, round by round. Nothing here runs Lighthouse."""
 import pytest
 
 from benchmarks import lighthouse
@@ -10,7 +9,6 @@ PAGE = "lessons/some-lesson/"
 
 
 def runs(pairs):
-    """(lesson ms, bare ms) per round -> the runs lighthouse.py keeps."""
     return [{"round": number, "page": page, "metrics": {"total-blocking-time": ms}}
             for number, pair in enumerate(pairs, start=1)
             for page, ms in zip((PAGE, lighthouse.bare(PAGE)), pair)]
@@ -34,8 +32,7 @@ def test_each_reading_of_the_rounds_says_its_verdict_of_the_target(pairs, verdic
 
 
 def test_the_audit_covers_every_registered_lesson(built_site, tmp_path):
-    """Every lesson page is audited, each against a bare page within a quarter of its
-    element count: the comparison holds only while the two are as long."""
+    """Each against a bare page about as long: the comparison holds only then."""
     pages = lighthouse.lesson_pages()
     assert pages
     lengths = {page: elements((built_site / page / "index.html").read_text())

@@ -1,9 +1,5 @@
-"""What each collective transposes to under jax.grad, as read from JAX 0.10.2's
-`_src/lax/parallel.py`: `reduce_scatter_p`'s transpose binds `all_gather`, `all_gather_p`'s
-`psum_scatter`, `all_gather_invariant_p`'s slices the cotangent, and a `psum` of a varying
-value needs only a `pvary`. A JAX upgrade that changes any of these fails here, before the
-autodiff page can say what the new JAX no longer does.
-"""
+"""What each collective transposes to under jax.grad, as JAX 0.10.2's `_src/lax/parallel.py`
+says: a JAX upgrade that changes one fails here, before the autodiff page is wrong."""
 import importlib
 import json
 import re
@@ -18,7 +14,6 @@ from conftest import ROOT, SEED
 lesson = importlib.import_module(SEED.module)
 going_further = importlib.import_module(SEED.going_further)
 
-# Forward collective -> what its gradient program asks for (lowered StableHLO).
 TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"], "all_gather": ["reduce_scatter"],
               "all_gather_invarying": ["dynamic_slice"]}
 # Data parallel gets its all-reduce from autodiff (the transpose of the implicit pvary);
@@ -35,14 +30,13 @@ def mesh_of(ranks):
 
 @pytest.mark.parametrize("ranks", [2, 4])
 def test_each_collective_and_each_training_gradient_runs_what_the_jax_source_says(ranks):
-    # Both also check every gradient's values against NumPy.
+    # Both also check the gradients' values against NumPy.
     assert going_further.collective_transposes(mesh_of(ranks), 2 * ranks) == TRANSPOSES
     problem = lesson.make_problem(ranks)
     assert going_further.training_gradients(mesh_of(ranks), problem) == TRAINING
 
 
 def test_the_lesson_expects_and_its_recording_keeps_these():
-    """The page shows these from the recording: it must hold what this JAX does."""
     assert (going_further.EXPECTED_TRANSPOSES, going_further.EXPECTED_TRAINING) == \
         (TRANSPOSES, TRAINING)
     data = json.loads((ROOT / "recordings" / f"{lesson.LESSON_ID}.cpu.json").read_text())
@@ -50,7 +44,6 @@ def test_the_lesson_expects_and_its_recording_keeps_these():
     assert (recorded["transposes"], recorded["trainingGradients"]) == (TRANSPOSES, TRAINING)
 
 
-# An answer block on a page (`??? success "..."`) and its indented body.
 ANSWER = re.compile(r'^\?\?\? success[^\n]*\n((?:(?: {4}[^\n]*)?\n)+)', re.MULTILINE)
 NOT_PROSE = re.compile(r"\{\{.*?\}\}|`[^`]*`|\$\$.*?\$\$|\$[^$]*\$", re.DOTALL)
 COLLECTIVE_WORDS = re.compile(r"\b(all-reduce|reduce-scatter|all-gather|dynamic-slice|"
@@ -59,17 +52,15 @@ COLLECTIVE_WORDS = re.compile(r"\b(all-reduce|reduce-scatter|all-gather|dynamic-
 
 
 def answer_claims(body):
-    """An answer's claims, as a reader takes them: its first sentence, and every phrase
-    in bold; directives, code and formulas left out."""
+    """Its first sentence and its bold phrases, without directives, code and formulas."""
     prose = NOT_PROSE.sub("X", " ".join(body.split()))
     first = re.split(r"(?<=[.!?])(?:\*\*)?\s", prose, maxsplit=1)[0]
     return [first, *re.findall(r"\*\*(.+?)\*\*", prose)]
 
 
 def test_no_answer_names_what_a_program_runs_in_the_pages_own_words():
-    """Which collective a program runs is read from its lowered text when the lesson is
-    recorded; an answer that names one takes the name from the recording, so a JAX
-    that lowers otherwise changes the answer instead of contradicting it."""
+    """An answer names a program's collective from the recording, so a JAX that lowers
+    otherwise changes the answer instead of contradicting it."""
     typed = {}
     for page in sorted((ROOT / "docs").rglob("*.md")):
         for body in ANSWER.findall(page.read_text()):

@@ -1,6 +1,5 @@
-"""The Jupyter kernel a lesson's cells run in (scripts/runners/cells.py, through nbclient):
-what it guarantees, on small inputs, with no JAX. (Ctrl-C while the cells run, end to end:
-the signal matrix in tests/test_faults.py.)"""
+"""The Jupyter kernel a lesson's cells run in, on small inputs, with no JAX. (Ctrl-C while
+the cells run: the signal matrix in tests/test_faults.py.)"""
 import re
 import signal
 import sys
@@ -27,9 +26,8 @@ def outputs_of(notebook):
 
 
 def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkeypatch):
-    """One kernel, this Python's, in the working folder (importable, as in a reader's
-    Jupyter), with no startup file of the user's; a kernel writing a lot on fd 2, as XLA
-    does from C++, cannot block; its files go with it."""
+    """One kernel, this Python's, in the working folder, without the user's startup file;
+    a lot written on fd 2 (as XLA does) cannot block it; its files go with it."""
     work = tmp_path / "work"
     work.mkdir()
     (work / "beside.py").write_text("NAME = 'beside'\n")
@@ -60,8 +58,7 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
     pid, connection = printed.split()
     assert Path(connection).parent == work  # not the user's Jupyter runtime folder
     assert finished(int(pid))
-    # The connection file (it holds the kernel's key) and the sockets are gone; what the
-    # kernel printed below Python stays, for the one line a dead kernel gets.
+    # The connection file (the kernel's key) is gone; kernel.err stays for a dead kernel.
     assert sorted(p.name for p in work.iterdir()) == ["beside.py", "ipython", "kernel.err"]
     assert (work / "kernel.err").stat().st_size >= 64 * 2**16
 
@@ -82,8 +79,7 @@ def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, li
 @pytest.mark.parametrize("cell, how, tail", [
     ("os._exit(7)", "exited with status 7", "its stderr: dying$"),
     ("os.kill(os.getpid(), signal.SIGKILL)", "was killed by SIGKILL", "its stderr: dying$"),
-    # What libzmq printed as it aborted the kernel on a TPU v5e sandbox that opens no TCP
-    # socket (tests/fixtures/tpu_v5e_one_chip/): the line says why, and what to do.
+    # libzmq's abort on a TPU v5e sandbox that opens no TCP socket: the line says why.
     ("print('Address family not supported by protocol (src/ip_resolver.cpp:542)', "
      "file=sys.__stderr__, flush=True)\nos.abort()", "was killed by SIGABRT",
      "opens no TCP socket.*python -m"),
@@ -94,8 +90,7 @@ def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell
                             f"print('dying', file=sys.__stderr__)\n{cell}"),
                 tmp_path, timeout_s=120)
     message = str(failed.value)
-    # nbclient noticed the dead kernel itself (DeadKernelError): had it waited for the
-    # cell's time limit instead, the line would say "ran past its 120 s time limit".
+    # Noticed at once, not after the cell's 120 s time limit.
     assert f"the lesson's kernel {how} while cell 2 of 2 ran" in message
     assert "\n" not in message and re.search(tail, message), message
 
@@ -113,8 +108,7 @@ def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_p
 
 def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_path):
     """As after interrupts._raise fired where Python discards the exception: the signal is
-    in `received`, its SIG_IGN in place, nothing was raised. Waiting for the kernel notices
-    (conftest's fixture puts the handlers back afterwards)."""
+    in `received`, nothing raised. Waiting for the kernel notices."""
     from scripts.plumbing import interrupts
 
     interrupts.received.append(signal.SIGTERM)

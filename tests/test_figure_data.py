@@ -1,6 +1,5 @@
-"""Under every figure of every built page, read from its HTML: a line
-(scripts/pages/figure_data.py) whose links reach the committed CSV, JSON and recording,
-served byte for byte, and which says what that recording's header holds."""
+"""Under every figure of every built page, a line whose links reach the committed CSV, JSON
+and recording, served byte for byte, and which says what that recording's header holds."""
 import html
 import json
 import posixpath
@@ -31,7 +30,6 @@ def text_of(markup):
 
 
 def site_path(page, href):
-    """The site file a page's relative link names."""
     return posixpath.normpath(posixpath.join("" if page == "404.html" else page, href))
 
 
@@ -53,9 +51,8 @@ def shown(built_site):
 
 
 def header_words(recording):
-    """What the line must say of a recording, read from its header here, independently of
-    the build: platform, devices or processes (a sweep's per row), day, JAX, and the commit
-    it was recorded at (or, recorded outside a git checkout, its code digest)."""
+    """Read here, apart from the build: platform, devices or processes, day, JAX, and the
+    commit (or, recorded outside a git checkout, the code digest)."""
     env = recording["environment"]
     processes = env.get("processCount", 1)
     if processes > 1:

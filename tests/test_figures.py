@@ -22,8 +22,7 @@ from scripts.store.derive import render as derive_render
 from scripts.store.hashes import digest_bytes
 from scripts.store.outputs import figure_data_outputs, figure_outputs, read_lock
 
-# Every figure of every registered lesson; the tests of what a figure shows read the seed
-# lesson's, whose content they are.
+# Every figure of every lesson; the tests of what a figure shows read the seed's.
 FIGURES = {output.path: output for lesson in LESSONS.values()
            for output in figure_outputs(lesson)}
 assert FIGURES, "no registered lesson draws a figure: the tests below would test nothing"
@@ -31,14 +30,12 @@ STATIC_FIGURES = sorted(path for path, output in FIGURES.items() if not output.v
 DATA = {output.path: output for lesson in LESSONS.values()
         for output in figure_data_outputs(lesson)}
 ID = SEED.id
-# Where the page shows each drawing, in CSS px: a wide one at most 660 px wide (inside a
-# collapsed hint at 1280 px; 690 beside it), a narrow one at its own width, which fits the
-# content column of a 360 px phone (328 px). Its smallest text must then be 9 px at least.
+# CSS px: a wide drawing is shown at most 660 px wide, a narrow one at its own width,
+# within a 360 px phone's 328 px column; its smallest text then 9 px at least.
 WIDE_SHOWN_PX, PHONE_COLUMN_PX, SMALLEST_PX = 660, 328, 9
 
 
 def inputs(output):
-    """(the JSON a figure or its data is drawn from, the overlay drawn over it or None)."""
     overlay = ROOT / output.overlay if output.overlay else None
     return (json.loads((ROOT / output.source).read_text()),
             json.loads(overlay.read_text()) if overlay and overlay.exists() else None)
@@ -46,8 +43,7 @@ def inputs(output):
 
 @contextmanager
 def texts_off_the_canvas():
-    """Each text drawn inside this block whose extent leaves its figure's canvas, as lines.
-    Only what is drawn counts: a tick label past the axis's limits is never drawn."""
+    """Texts drawn in this block that leave their canvas (a tick label never drawn: none)."""
     from matplotlib.text import Text
 
     off, drawn, draw = [], [], Text.draw
@@ -71,9 +67,8 @@ def texts_off_the_canvas():
 
 
 def print_every_drawing():
-    """Run by drawn_in_a_fresh_process, where JAX cannot be imported: every figure of
-    every lesson with the texts it draws off its canvas, and the lesson_code modules
-    that drawing imported, as JSON."""
+    """In drawn_in_a_fresh_process, without JAX: each figure, its texts off the canvas and
+    the lesson_code modules imported, as JSON."""
     drawings = {}
     for path, output in FIGURES.items():
         with texts_off_the_canvas() as off:
@@ -84,7 +79,6 @@ def print_every_drawing():
 
 @functools.cache
 def drawn_in_a_fresh_process():
-    """(the lesson_code modules, {figure path: [SVG text, texts off its canvas]})."""
     run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jax'] = None; "
                           "sys.path.insert(0, 'tests'); import test_figures; "
                           "test_figures.print_every_drawing()"],
@@ -97,9 +91,8 @@ def drawn_in_a_fresh_process():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
-    """Drawn in another process than the committed one, so drawing is deterministic; each
-    text inside the canvas, in every variant: the narrow drawings wrap what the wide ones
-    write on one line (content review L1)."""
+    """Drawn in another process than the committed one: drawing is deterministic, and
+    every text stays on the canvas, in every variant."""
     svg, off_canvas = drawn_in_a_fresh_process()[1][path]
     assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                              f"--render-only"
@@ -108,10 +101,9 @@ def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
 
 
 def test_renderers_import_neither_jax_nor_lesson_code():
-    """Every lesson's every figure drawn in one process: no JAX, and of lesson_code/ only
-    the renderers a lesson brings itself (lesson_code/CONTRACT.md), never a lesson program."""
-    modules, drawings = drawn_in_a_fresh_process()  # JAX unimportable there
-    assert sorted(drawings) == sorted(FIGURES)  # every figure was drawn
+    """Of lesson_code/ only a lesson's own renderers (CONTRACT.md), never its program."""
+    modules, drawings = drawn_in_a_fresh_process()
+    assert sorted(drawings) == sorted(FIGURES)
     own = sorted({kind for lesson in LESSONS.values() for kind in lesson.figures
                   if LESSON_RENDERER.fullmatch(kind)})
     assert modules == (["lesson_code", *own] if own else [])
@@ -119,9 +111,8 @@ def test_renderers_import_neither_jax_nor_lesson_code():
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
 def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(path):
-    """XML with a title and a description, text not glyph outlines, no date; its smallest
-    text 9 px where the page shows it; a dark drawing on the dark paper (audit M4: white
-    cards on the slate page)."""
+    """XML with a title and a description, text not outlines, no date; its smallest text
+    9 px where the page shows it; a dark drawing on the dark paper."""
     from xml.etree import ElementTree
 
     svg = (ROOT / path).read_text()
@@ -148,7 +139,6 @@ def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(path):
 
 
 def svg_texts(path):
-    """Every text a drawing prints, unescaped."""
     return [html.unescape(text).strip() for text in
             re.findall(r"<text\b[^>]*>([^<]*)</text>", (ROOT / path).read_text())]
 
@@ -184,9 +174,8 @@ def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_t
 
 @pytest.mark.parametrize("phase", ["reduce_scatter", "all_gather"])
 def test_the_ring_figures_count_steps_by_sends_and_name_each_from_the_rank_s_side(phase):
-    """Audit D6: "start", then step 1 to p - 1, as the step-through and the pages count;
-    p = 4, step 1: rank 0 passes to rank 1 and gets from rank 3. Audit D23: the note never
-    breaks inside "rank r contributes (r+1)·[1, …, 8]"."""
+    """"start", then step 1 to p - 1, as the pages count; at p = 4 rank 0 passes to rank 1
+    and gets from rank 3; the note never breaks inside "(r+1)·[1, …, 8]"."""
     from scripts.figures import ring
 
     trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
@@ -238,15 +227,12 @@ def accessible_words(path):
 
 
 def same_cell(text, value):
-    """A CSV cell read back as the JSON holds it (empty: None)."""
     if value is None or isinstance(value, str):
         return text == (value or "")
     return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
 
 
 def test_every_figure_is_drawn_in_its_variants_with_its_data_beside_it():
-    """All four variants for this repository's renderers, one for a lesson renderer of
-    the data alone (scripts/figures/__init__.py); a CSV and a JSON for each figure."""
     assert len(FIGURES) == sum(len(FIGURES[path].kind.variants(ROOT)) for path in STATIC_FIGURES)
     assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
                                   for path in STATIC_FIGURES for ending in (".csv", ".json"))
@@ -281,8 +267,7 @@ def test_each_variant_says_the_same_and_the_data_is_the_renderer_s_rows_each_loc
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.suffix or "static")
 def test_a_tpu_sweep_over_the_prediction_fits_every_drawing_and_adds_its_data(variant):
-    """The measured overlay adds a ratio panel, which fits the narrow canvas too, and its
-    medians to the figure's data rows."""
+    """The measured overlay's ratio panel fits every canvas; its medians join the rows."""
     from test_tpu_predictions import DATA as PREDICTIONS
     from test_tpu_predictions import tpu_sweep_fixture
 
@@ -314,9 +299,7 @@ def contrast(a, b):
 
 @pytest.mark.parametrize("palette", [LIGHT, DARK], ids=["light", "dark"])
 def test_each_palette_keeps_text_legible(palette):
-    """WCAG contrast: ink and muted text on the paper, and the ink of each ring cell on its
-    fill, at least 4.5:1 (7:1 for the ink); on the dark paper the data colours too (4.5:1
-    for lines, WCAG's 3:1 for bars)."""
+    """WCAG contrast: text 4.5:1 (ink 7:1), and on the dark paper lines 4.5:1, bars 3:1."""
     assert contrast(palette.ink, palette.paper) >= 7
     assert contrast(palette.muted, palette.paper) >= 4.5
     for fill, ink in (palette.own, palette.partial, palette.full, palette.missing):
@@ -332,9 +315,8 @@ def test_each_palette_keeps_text_legible(palette):
 ])
 def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, monkeypatch,
                                                                       signature, body, drawn):
-    """A lesson's own renderer is drawn light and wide only, unless its render() takes the
-    variant (read from its source: no import, no matplotlib); it then gets the variant in
-    every drawing, the light wide one too (CONTRACT.md)."""
+    """Light and wide only, unless its render() takes the variant (read from its source,
+    not imported): then every drawing gets it, the light wide one too (CONTRACT.md)."""
     import importlib.util
 
     from scripts.store.lessons import Lesson
@@ -382,7 +364,7 @@ def test_rows_hold_text_numbers_and_none_only():
         figure_data.table([])
 
 
-# --- what no figure can draw is one line, never a broken SVG (issue 37) -------------------
+# --- what no figure can draw is one line, never a broken SVG ------------------------------
 
 MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": [["x", "y"]]}}
 
@@ -397,7 +379,6 @@ MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": 
     (lambda d: d["table"].update(rows=[["$" + "{" * 400 + "x" + "}" * 400 + "$", "y"]]),
      "every cell"),
     (lambda d: d.pop("table"), "`table`"),
-    # Characters no SVG can hold: no browser would draw it.
     (lambda d: d.update(title="t\x00"), "`title` holds U+0000"),
     (lambda d: d.update(alt="a\x01"), "`alt` holds U+0001"),
     (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell"),
@@ -427,7 +408,7 @@ def test_no_renderer_writes_an_svg_that_is_not_xml():
 def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
     from scripts.figures.mechanism import render
 
-    # As mathtext, "$\\nocommand{$" is a ParseFatalException inside matplotlib.
+    # As mathtext, this is a ParseFatalException inside matplotlib.
     diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
                                       "rows": [["$\\nocommand{$", "$x^$"]]}}
     assert render(diagram).lstrip().startswith("<?xml")

@@ -1,10 +1,6 @@
-"""The seed lesson's program against plain NumPy specs written here, not in the lesson.
-
-Each collective is checked on its global value and on every device's own shard, for
-meshes of 2, 4 and 8 logical CPU devices built in this interpreter (conftest gives it 8).
-The program as a command line runs in fresh interpreters: its device set-up must be the
-first JAX call of the process.
-"""
+"""The seed lesson's program against NumPy specs written here: each collective on its global
+value and on every device's shard, for 2, 4 and 8 CPU devices (conftest makes 8). As a
+command line it runs in fresh interpreters: its device set-up must be the first JAX call."""
 import ast
 import importlib
 import json
@@ -23,7 +19,6 @@ from conftest import PUBLISHED_SEED, ROOT, SEED
 from harness import RECORD, one_error, project, run, unchanged
 from scripts.store.hashes import import_closure
 
-# The seed's own modules, by the names its registry entry gives.
 lesson = importlib.import_module(SEED.module)
 cli = importlib.import_module(f"{SEED.module}_cli")
 exercises = importlib.import_module(f"{SEED.module}_exercises")
@@ -38,8 +33,7 @@ TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 s
 # ---------------------------------------------------------------------------- specs --
 
 def spec_gradient(problem, ranks=1):
-    """The whole-batch gradient as the sum of per-block gradients, each of its rows
-    divided by the GLOBAL N, in float64."""
+    """The sum of per-block gradients, each divided by the GLOBAL N, in float64."""
     x, y, w = (a.astype(np.float64) for a in (problem.x, problem.y, problem.w))
     return np.sum([2 * xb.T @ (xb @ w - yb) / x.shape[0]
                    for xb, yb in zip(np.split(x, ranks), np.split(y, ranks))], axis=0)
@@ -196,8 +190,7 @@ def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it
         np.testing.assert_allclose(gradient, original, rtol=1e-5, atol=2e-8)
     if all(np.array_equal(problem.x[i], problem.x[j]) for i, j in enumerate(order)):
         return  # no label moved to another row's x
-    # The smallest change (two neighbouring labels swapped) is about 2e-4 per weight;
-    # float32 rounding is below 1e-8.
+    # Two neighbouring labels swapped move a weight about 2e-4; float32 rounds below 1e-8.
     shuffled_labels = lesson.Problem(problem.x, problem.y[order], problem.w)
     for gradient in gradients_through_the_lesson(4, problem.x, problem.y[order], problem.w):
         np.testing.assert_allclose(gradient, spec_gradient(shuffled_labels), **TIGHT)
@@ -206,8 +199,7 @@ def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it
 
 @pytest.mark.parametrize("ranks", [1, *RANKS])
 def test_the_shard_listing_names_each_device_s_slice_even_on_one_device(ranks):
-    """One device holds the whole axis (its index is slice(None)): listed as 0:n, as the
-    data schema requires; the real one-chip TPU run met it (tests/test_tpu_output.py)."""
+    """One device's index is slice(None): listed as 0:n, as the data schema requires."""
     mesh, problem, (x, y, w), programs = lesson_setup(ranks)
     per = problem.w.size // ranks
     listing = lesson.shard_listing(programs.shard_gradient(x, y, w))
@@ -236,14 +228,12 @@ def test_sharded_momentum_is_the_elementwise_update(ranks):
 # ------------------------------------------------------------------------- exercises --
 
 def snippet_sections(path):
-    """{name: source between its start and end markers}."""
     pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
                          re.MULTILINE | re.DOTALL)
     return {m.group(1): m.group(2) for m in pattern.finditer(path.read_text())}
 
 
 def is_hole(node):
-    """A `todo("...")` call: the scaffold's hole, which raises NotImplementedError."""
     return isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo"
 
 
@@ -274,7 +264,6 @@ def match_with_holes(scaffold, solution, where="section"):
             match_with_holes(mine, theirs, f"{where}.{field}")
 
 
-# Each scaffold's section -> the file and section of its solution.
 SCAFFOLDS = {"make_it_yours_scaffold": (LESSON_FILE, "make_it_yours"),
              "transfer_scaffold": (LESSON_FILE, "transfer_budget"),
              "zero_scaffold": (GOING_FURTHER_FILE, "zero_accounting"),
@@ -302,8 +291,7 @@ def test_each_scaffold_is_its_solution_with_holes(scaffold_name):
 
 
 def test_make_it_yours_filled_into_its_scaffold_gives_the_spec_s_gradients():
-    """The solution, run with only the names the scaffold imports: the learner needs no
-    other import to fill the holes."""
+    """Run with only the names the scaffold imports: filling it needs no other import."""
     section = without_docstrings(ast.parse(snippet_sections(LESSON_FILE)["make_it_yours"]))
     namespace = dict(vars(exercises))
     exec(compile(section, "filled make_it_yours scaffold", "exec"), namespace)
@@ -320,7 +308,6 @@ def test_make_it_yours_filled_into_its_scaffold_gives_the_spec_s_gradients():
 
 @cache
 def run_program(*args):
-    """`python -m <the seed's module> ARGS`, once per session."""
     return run("-m", SEED.module, *args, timeout=180)
 
 
@@ -376,7 +363,6 @@ def test_the_default_program_prints_each_result_once_in_order():
 
 @pytest.mark.slow
 def test_the_program_passes_on_a_device_count_that_is_no_power_of_two():
-    """F = 2p weights split evenly for any p; p = 2, 4 and 8 run in this interpreter."""
     done = run_program("--devices", "3")
     assert done.returncode == 0, done.stderr[-2000:]
     lines = done.stdout.splitlines()
@@ -389,8 +375,7 @@ def test_the_program_passes_on_a_device_count_that_is_no_power_of_two():
            f"{float(payload['reduce_scatter'])}" in lines
 
 
-# Arguments: words the one error line must contain. Refused before any device is made:
-# JAX would make all 4096 and then fail in a traceback.
+# Refused before any device is made: JAX would make all 4096, then fail in a traceback.
 SETUP_ERRORS = {
     ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
     ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
@@ -423,8 +408,7 @@ def test_a_platform_this_machine_lacks_is_one_line_and_exit_2():
 
 @pytest.mark.slow
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
-    """The page's download is the lesson file: run as a script outside the repository, it
-    needs neither its command line nor its going-further module."""
+    """The page's download, run outside the repository: no command line, no going further."""
     (tmp_path / LESSON_FILE.name).write_bytes(LESSON_FILE.read_bytes())
     done = run(LESSON_FILE.name, cwd=tmp_path, timeout=180)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -461,7 +445,6 @@ def test_no_replication_check_is_off_and_snippet_markers_pair_uniquely(path):
 
 
 def test_every_section_of_the_lesson_file_is_on_a_page():
-    """Its size and the share of it the pages show are budgets: tests/lint_budgets.py."""
     file = LESSON_FILE.relative_to(ROOT).as_posix()
     included = {name for page in (ROOT / "docs").rglob("*.md") for name in
                 re.findall(rf'--8<-- "{re.escape(file)}:([\w-]+)"', page.read_text())}
@@ -469,8 +452,6 @@ def test_every_section_of_the_lesson_file_is_on_a_page():
 
 
 def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
-    """The lesson file imports no other file of this repository (so the page offers it
-    as running on its own); the command line and the going-further steps import it."""
     assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
     guard = LESSON_FILE.read_text().split('if __name__ == "__main__":')[1]
     assert cli.__name__.rsplit(".", 1)[1] in guard  # `python -m` hands over to it, by name
@@ -510,8 +491,7 @@ def test_a_deprecated_jax_call_in_the_lesson_is_an_error_and_others_stay_warning
 
 @pytest.mark.slow
 def test_a_deprecated_jax_call_in_a_lesson_step_fails_the_recording_in_one_line(tmp_path):
-    """What CI sees after a JAX upgrade deprecates a call the lesson makes: record.py stops,
-    in one line naming the call, and writes nothing."""
+    """What CI sees after a JAX upgrade deprecates a call the lesson makes."""
     root = project(tmp_path / "repo")
     lesson_file = root / LESSON_FILE.relative_to(ROOT)
     text = lesson_file.read_text()

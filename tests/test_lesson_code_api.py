@@ -1,7 +1,5 @@
-"""Lesson code reaches JAX through its public API only: a reader copies these modules, and
-the next JAX release may move anything under `jax._src`. A citation of a JAX source file in
-a string is a pointer, not a use, so the check reads the syntax tree, not the text.
-"""
+"""Lesson code reaches JAX through its public API only: the next JAX may move anything under
+`jax._src`. A citation in a string is not a use: the check reads the syntax tree."""
 import ast
 
 import pytest
@@ -12,7 +10,6 @@ MODULES = sorted((ROOT / "lesson_code").rglob("*.py"))
 
 
 def private_uses(tree):
-    """The lines that import `jax._src` or reach any `._src` as an attribute."""
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             names = [f"{node.module}.{alias.name}" for alias in node.names]

@@ -12,8 +12,6 @@ PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 
 @pytest.mark.slow
 def test_the_steps_run_when_pasted_in_page_order_and_raise_the_error_the_page_quotes(tmp_path):
-    """Step 1 to Step 7 pasted into an empty file outside the repository, in order, run;
-    then the gather without invarying raises the replication error the page quotes."""
     page = PAGE.read_text()
     names = re.findall(r'--8<-- "' + re.escape(module_file(SEED)) + r':(\w+)"', page)
     sections = {m[1]: m[2] for m in re.finditer(

@@ -25,22 +25,19 @@ def displayed(tex):
 
 
 def drawn(markup):
-    """The drawn part of a formula: its annotations left out."""
     return re.sub(r"<annotation\b.*?</annotation>", "", markup, flags=re.S)
 
 
 def test_formulas_are_set_as_tex_sets_them():
-    """The audit's D5, D7, D9 and D10 (issue 36), as markup."""
-    # D5: the whole norm is the base of its square, both bars alike and not stretched.
+    # The whole norm is the base of its square, both bars alike and not stretched.
     norm = drawn(inline(r"\lVert g\rVert^2"))
     assert re.search(r"<msup><mrow><mo [^>]*stretchy=\"false\">‖</mo><mi>g</mi>"
                      r"<mo [^>]*stretchy=\"false\">‖</mo></mrow><mn>2</mn></msup>", norm)
-    # D7: max and min are functions (an identifier and a function application), not
-    # operators spaced on both sides.
+    # max and min are functions, not operators spaced on both sides.
     assert "<mi>max</mi><mo>\u2061</mo>" in drawn(displayed(r"T=\max(a, b)"))
-    # D9: a final full stop is an ordinary symbol.
+    # A final full stop is an ordinary symbol.
     assert "<mi>.</mi>" in drawn(displayed(r"n_{1/2} = \alpha\,\beta ."))
-    # D10: an inline fraction's parts are in script style: tight; displayed, they are not.
+    # An inline fraction's parts are in script style: tight; displayed, they are not.
     assert f"<mi>p</mi>{TIGHT}−</mo><mn>1</mn>" in inline(r"\frac{p-1}{p}G")
     assert "<mi>p</mi><mo>−</mo><mn>1</mn>" in displayed(r"\frac{p-1}{p}G")
     # Under and over a display Σ, "=" and "−" are tight; the "=" after g, in the line, and
@@ -67,7 +64,6 @@ def test_punctuation_stays_with_its_formula_and_displays_split_at_qquad():
 
 
 def test_display_formulas_are_named_by_what_they_say():
-    """D25: each display formula's group has a name of its own, its plain-text reading."""
     labels = re.findall(r'role="group" aria-label="([^"]*)"',
                         displayed(r"t(S) = \alpha + \frac{S}{\beta},") +
                         displayed(r"g=\sum_{r=0}^{p-1}g_r,"))
@@ -84,8 +80,7 @@ def test_each_formula_carries_a_plain_reading(tex, reading):
 
 
 def test_search_indexes_the_reading_not_the_tex():
-    """D13: the theme's search plugin indexes each formula's reading; neither the TeX nor
-    the drawn formula flattened ("p−1pG") reaches the index."""
+    """Neither the TeX nor the drawn formula flattened ("p−1pG") reaches the index."""
     parser = SearchParser()
     parser.feed(typeset('<p>every rank sends <span class="arithmatex">\\(\\frac{p-1}{p}\\,G'
                         '\\)</span> bytes, <span class="arithmatex">\\(c_0\\)</span> first</p>',
@@ -96,8 +91,6 @@ def test_search_indexes_the_reading_not_the_tex():
 
 
 def test_tex_cannot_close_a_formula_early():
-    """Issue 37 item 8: `$$x + \\text{</math>} + y$$`, through the site's Markdown, stays one
-    formula whose text says </math>; nothing crashes."""
     page = typeset(markdown.Markdown(
         extensions=["pymdownx.arithmatex"],
         extension_configs={"pymdownx.arithmatex": {"generic": True}}
@@ -119,8 +112,7 @@ def test_a_formula_temml_refuses_stops_the_build_in_one_line(tex):
 
 
 def test_only_presentation_markup_reaches_the_page():
-    """Defence in depth behind Temml: MathML elements and presentation attributes only;
-    a style with a function (url()) is dropped, one of plain declarations kept."""
+    """Behind Temml: MathML elements and presentation attributes only; no url() style."""
     markup, _ = formula('<math><mi onclick="alert(1)" href="x" id="y" class="tml-sml-pad" '
                         'style="background:url(http://example.com/x)">a</mi>'
                         '<mtd style="padding-left:0em;">b</mtd></math>', "a")
@@ -146,7 +138,7 @@ def test_a_node_that_is_missing_or_cannot_typeset_is_one_line(monkeypatch, tmp_p
     script = tmp_path / "typeset.cjs"
     script.write_text('process.stderr.write("Temml is not installed: run `npm ci`\\n");'
                       'process.exit(3);\n')
-    temml.close()  # the next formula starts Node again
+    temml.close()
     monkeypatch.setattr(mathml, "TYPESET", script)
     with pytest.raises(MathError) as refused:
         inline("x")
@@ -168,8 +160,7 @@ def test_a_single_letter_identifier_needs_its_mathematical_italic():
 
 
 def test_the_build_cuts_the_font_to_what_formulas_draw(built_site):
-    """Issue 34 item 3: the font is the build's, never committed, renamed as the GUST
-    licence asks, and it holds every character a formula of the built site draws."""
+    """Never committed, renamed as the GUST licence asks, holding every drawn character."""
     from conftest import ROOT
 
     assert not list((ROOT / "docs").rglob("*.woff*"))
@@ -185,7 +176,6 @@ def test_the_build_cuts_the_font_to_what_formulas_draw(built_site):
 
 
 def test_any_character_the_font_has_can_be_used(tmp_path):
-    """A lesson may write ∂, H or D: the next build's font has them."""
     (tmp_path / "page.html").write_text(typeset(
         '<p><span class="arithmatex">\\(\\partial H/\\partial D\\)</span></p>', "x.md"))
     path, count = math_font.make_font(tmp_path)

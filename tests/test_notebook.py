@@ -30,9 +30,8 @@ def recorded_stdout(lesson):
 
 @each_lesson
 def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson):
-    """Each step printed under its own code; and a reader downloads it alone, so it imports
-    nothing of this repository (read from its cells: the editable install makes `scripts`
-    and `lesson_code` importable in any kernel here)."""
+    """A reader downloads it alone: it imports nothing of this repository (read from its
+    cells, since the editable install makes both importable in any kernel here)."""
     notebook = nbformat.read(committed(lesson), as_version=4)
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
@@ -53,18 +52,16 @@ def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(less
 @pytest.mark.slow
 @each_lesson
 def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_path):
-    # The committed file as a reader downloads it, outputs cleared, in an empty folder.
     notebook = nbformat.read(committed(lesson), as_version=4)
     for cell in notebook.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-    # A fresh Jupyter kernel, as a reader's: record.py ran the same cells in one of its
-    # own (scripts/runners/cells.py), which must not be the only place they work.
+    # A reader's fresh kernel: record.py's own must not be the only place the cells work.
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     lines = stdout_of(notebook).splitlines()
     assert lines[-1] == f"PASS: {lesson.id}"
-    assert len(lines) == len(set(lines))  # each line once, as record.py requires
+    assert len(lines) == len(set(lines))
     # What record.py's own kernel printed, line for line, but for the numbers (timings).
     number = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
     assert [number.sub("#", line) for line in lines] == \
@@ -72,8 +69,8 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
 
 
 def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers_are_read():
-    """A section's local variable `main` is not the module's `def main()` (argparse): only
-    the module-level names a section reads keep a helper in the notebook."""
+    """Only the module-level names a section reads keep a helper: its local `main` is not
+    the module's `def main()`."""
     cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
     run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
     # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
@@ -95,8 +92,8 @@ def test_the_cells_are_its_sections_in_order_and_the_run_ends_those_of_its_steps
     code = [cell.source for cell in build_notebook(lesson, devices=lesson.devices).cells
             if cell.cell_type == "code"]
     assert not any("def run_lesson(" in cell for cell in code)  # it runs spread out
-    # The set-up ends the cell of configure_devices: cells.py reads a failure on that
-    # line as this machine's. The last cell makes `results`, the recording's data.
+    # The set-up line ends its cell (a failure there is this machine's); the last cell
+    # makes `results`, the recording's data.
     (step_1,) = [cell for cell in code if "def configure_devices(" in cell]
     assert setup_line("cpu", lesson.devices) in step_1.splitlines()
     assert any(line.startswith("results = ") for line in code[-1].splitlines())
@@ -111,11 +108,9 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
         assert plumbing not in code, plumbing
     headings = [line[3:] for cell in notebook.cells if cell.cell_type == "markdown"
                 for line in cell.source.splitlines() if line.startswith("## ")]
-    # Every heading is one a page shows (the sections' titles there), or the run cell's.
     page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
                      for line in page.read_text().splitlines() if line.startswith("##")}
     assert set(headings) <= page_headings
-    # The steps keep the page's titles, and the exercise prompt is a cell.
     assert "Step 1 · Configure four logical devices" in headings
     assert "make_it_yours" in {name for name, _ in source_blocks(lesson.path().read_text())[1]}
 
@@ -130,21 +125,17 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
     places = [next(i for i, cell in enumerate(code) if section in cell)
               for section in sections]  # each a cell of its own, in order
     assert lesson_run < places[0] and places == sorted(set(places))
-    # Its run's statements end its sections' cells; it is not called whole.
     assert "run_going_further" not in "".join(code)
     imports = [statement for cell in code for statement in ast.parse(cell).body
                if isinstance(statement, (ast.Import, ast.ImportFrom))]
-    # The lesson's names are defined above; the repository is not importable there.
     assert not any("lesson_code" in ast.unparse(statement) for statement in imports)
-    # The going-further module's own `import jax` repeats the lesson's Step 1: left out.
+    # Its own `import jax` repeats the lesson's Step 1: left out.
     assert [ast.unparse(s) for s in imports].count("import jax") == 1
 
 
 # the notebook's page: untrusted input, shown as text ----------------------------------------
 
 class LiveMarkup(HTMLParser):
-    """What a browser would run or load from a page: scripts, handlers, script URLs."""
-
     def __init__(self):
         super().__init__()
         self.found = []
@@ -172,7 +163,6 @@ def site_config():
 
 
 def rendered_page(path, config):
-    """The notebook at `path` as the site's page of it, rendered as the build renders it."""
     page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
                                                 src_uri=f"notebooks/{path.name}"),
                            url=f"notebooks/{path.stem}/")
@@ -206,7 +196,7 @@ HOSTILE_MARKDOWN = [
 
 
 def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monkeypatch):
-    # The site's snippets read files under "." (the build's working folder): here, tmp_path.
+    # The site's snippets read files under the working folder.
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".git").mkdir()
     (tmp_path / ".git" / "config").write_text(f"[http]\n\textraheader = {CANARY}\n")
@@ -223,7 +213,7 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     assert text.count('--8<-- ".git/config"') == 4  # ...each is shown as the text it is
     assert "<mtext>&lt;script&gt;" in html_text  # \\text{} content, escaped
     assert "<math" in html_text  # formulas still become MathML
-    # The side bar's table of contents is built from the same headings: text there too.
+    # The side bar's table of contents too.
     titles = [item.title for item in page.toc]
     assert titles and not any("<img" in title for title in titles)
 

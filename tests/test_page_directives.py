@@ -1,6 +1,5 @@
-"""The page language (scripts/pages/page_language.py), a Python-Markdown extension: alone,
-it shows what was recorded, as text; a directive it cannot resolve is one line naming it,
-never published (a build that meets one: test_site.py's BROKEN)."""
+"""The page language, a Python-Markdown extension: alone, it shows what was recorded, as
+text; a directive it cannot resolve is one line naming it, never published."""
 import html
 import json
 import re
@@ -24,8 +23,7 @@ from scripts.store.outputs import recording_fix
 
 
 def of_a_lesson(markdown):
-    """`markdown` with LESSON standing for a registered lesson's id (the registry's first:
-    any lesson's CPU recording will do)."""
+    """LESSON stands for the first registered lesson's id: any lesson's recording will do."""
     return markdown.replace("LESSON", FIRST_LESSON.id)
 
 
@@ -87,7 +85,7 @@ def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkey
 
 
 def hostile_sources(text, data=None):
-    """The first lesson with one CPU recording whose every string is `text` (data: `data`)."""
+    """The first lesson with one CPU recording whose every string is `text`."""
     env = {"jax": text, "backend": "cpu", "deviceCount": 4, "numpy": "2", "deviceKind": "cpu"}
     recording = {"kind": "executed", "lessonId": FIRST_LESSON.id, "provenance": text,
                  "generatedAt": "2026-12-01T18:58:07+00:00", "environment": env,
@@ -114,7 +112,6 @@ def test_recorded_text_is_text_after_every_extension(text):
     assert "<script>" not in page and "javascript:" not in page.replace(escaped, "")
     assert "<strong>" not in page and "README" not in page.replace(escaped, "")
     assert "recorded 1 December 2026" in page and "T18:58" not in page
-    # The heading's anchor is the value's slug, its text the value as text.
     heading = re.search(r'<h2 id="([^"]+)">Ran (.*?)</h2>', page)
     assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped
 
@@ -122,7 +119,6 @@ def test_recorded_text_is_text_after_every_extension(text):
 # ------------------------------------------------ rec-table: a recorded table, written once --
 
 def table_rows(page):
-    """The body rows of the first table of a converted page, as lists of cell HTML."""
     body = re.search(r"<tbody>(.*?)</tbody>", page, re.DOTALL)[1]
     return [re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
             for row in re.findall(r"<tr>(.*?)</tr>", body, re.DOTALL)]
@@ -135,7 +131,7 @@ def converted(text, sources=None):
 
 def test_a_table_directive_writes_one_row_per_recorded_element():
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
-    budget = recording["data"]["budget"]  # a list of rows, one per rank count
+    budget = recording["data"]["budget"]
     page = converted("| p | bytes | storage |\n|--:|--:|---|\n"
                      "{{ rec-table:LESSON.cpu:data.budget | {ranks|d}\n"
                      "   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row {*}) }}\n\n"
@@ -176,8 +172,7 @@ SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_siz
 @settings(max_examples=300, deadline=None)
 @given(value=VALUES, spec=SPECS)
 def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
-    """A width past 40 or a precision past 20 would build a gigabyte string or a 195 MB
-    page with exit 0 (`|>1000000000`, `|.100000000f`): the page refuses it in one line."""
+    """A width past 40 or a precision past 20 would build a gigabyte page: one line."""
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     try:
         text = value_text(value, spec, directive)

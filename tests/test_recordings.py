@@ -1,6 +1,5 @@
-"""Every recording: the shared header, each lesson's data schema, the committed values,
-and the one reader of committed JSON (scripts/store/recordings.py), which refuses in one
-line whatever a pull request or a fetched file can hold."""
+"""Every recording: its schemas, the committed values, and the one reader of committed JSON,
+which refuses in one line whatever a pull request or a fetched file can hold."""
 import json
 import os
 import re
@@ -16,7 +15,6 @@ from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, module_file
 from scripts.store.recordings import (MAX_STDOUT_LINES, RecordingError, dumps, load_recording,
                                       read_json, validate)
 
-# The seed lesson's recordings: their values (its gradient, its panels) are its content.
 LESSON_ID = SEED.id
 RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
 SWEEP = ROOT / "recordings" / f"{LESSON_ID}.sweep.json"
@@ -77,7 +75,7 @@ def test_every_committed_recording_validates_and_survives_a_round_trip(path):
 
 def nested(depth):
     deep = []
-    for _ in range(depth):  # what a lesson's run_lesson could return, before any JSON
+    for _ in range(depth):
         deep = [deep]
     return deep
 
@@ -95,7 +93,6 @@ def renamed_program(sweep):
     programs[f"{first}\n"] = programs.pop(first)
 
 
-# A committed recording with one change, and what the one line refusing it says (a regex).
 REFUSED = {
     "a hash that is no digest": (RECORDING, lambda r: r.update(contentHash="not-a-hash"),
                                  "invalid at contentHash: "),
@@ -160,7 +157,7 @@ def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
 # --- the committed recordings' values --------------------------------------------------
 
 def test_the_committed_recording_has_the_deterministic_and_the_published_values():
-    """Derived here: p = 4, F = 2p = 8 float32 weights, so 32 gradient bytes."""
+    """p = 4, F = 2p = 8 float32 weights: 32 gradient bytes."""
     seed, ours = json.loads(PUBLISHED_SEED.read_text()), load_recording(RECORDING)
     values, payload = ours["data"]["panels"]
     assert values["series"][0]["y"] == [8, 8 // 4, 8]
@@ -169,8 +166,7 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
     lines = ours["stdout"].splitlines()
     assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {LESSON_ID}"
     validate(seed, "published seed")
-    # Every published field is still there, but for two that now live elsewhere (the
-    # figure's prose, an unread hash).
+    # Every published field is still there, but the figure's prose and an unread hash.
     assert set(seed) - {"diagram", "rendererHash"} <= set(ours)
     assert set(seed["environment"]) <= set(ours["environment"])
     assert set(seed["data"]) <= set(ours["data"])
@@ -183,8 +179,7 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
         json.dumps(seed["data"]["panels"]).replace("modeled", "modelled"))
     np.testing.assert_allclose(ours["data"]["gradient"], gradient_from_stdout(seed["stdout"]),
                                rtol=0, atol=1e-8)
-    # The published first four lines, each once (the seed printed them twice, defect 1), in
-    # their order; ours prints more between them, each step's line under its step.
+    # The published first four lines, each once (the seed printed them twice), in order.
     ours_lines, seed_lines = ours["stdout"].splitlines(), seed["stdout"].splitlines()
     heads = [line.split(":")[0] for line in ours_lines]
     found = [heads.index(line.split(":")[0]) for line in seed_lines[:4]]
@@ -199,8 +194,8 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
 
 
 def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
-    """HEAD's sha and whether every input is as HEAD holds it; no commit outside a git
-    checkout of its own (a copied tree inside another repository names none either)."""
+    """HEAD's sha and whether every input is as HEAD holds it; none outside a checkout of
+    its own (a copied tree inside another repository)."""
     import subprocess
 
     from scripts.store.recordings import source_commit
@@ -227,13 +222,12 @@ def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     assert source_commit(copied, []) is None  # inside the repository, not one of its own
 
 
-# --- the one reader: what a pull request or a fetched file can hold (issue 37) -----------
-# Every door (record.py, --check, the build, the TPU job, the benchmarks) reads committed
-# JSON through read_json or load_recording; ruff's TID251 (pyproject.toml) bans any other
-# json.load in scripts/. So each hostile file is tried here, once.
+# --- the one reader: what a pull request or a fetched file can hold ------------------------
+# Every door reads committed JSON through read_json or load_recording (ruff's TID251 bans
+# any other json.load in scripts/): each hostile file is tried here, once.
 
 def hand_edited(number):
-    """The committed recording as a hand edit leaves it: a bare NaN or Infinity token."""
+    """A hand edit's bare NaN or Infinity token."""
     def make(path):
         recording = json.loads(RECORDING.read_text())
         recording["data"]["gradient"][0] = number
@@ -261,7 +255,6 @@ HOSTILE = {
     "a sparse 33 MiB file": (lambda path: path.write_bytes(b"") or path.open("r+b").truncate(
         33 * 2**20), "larger than 32 MiB"),
     "nothing there": (lambda path: None, "missing"),
-    # Read and parsed, then refused by what a recording must be.
     "an array": (written("[]"), "expected a JSON object"),
     "NaN": (hand_edited(float("nan")), "invalid at data/gradient/0: nan is not a finite"),
     "Infinity": (hand_edited(float("inf")), "invalid at data/gradient/0: inf is not a finite"),
@@ -287,7 +280,6 @@ def test_a_hostile_file_is_refused_unread_in_one_line_naming_it(tmp_path, case):
 
 
 def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
-    """Validity is kept per process by the file's bytes: an edit is read afresh."""
     path = tmp_path / f"{LESSON_ID}.cpu.json"
     recording = json.loads(RECORDING.read_text())
     path.write_text(json.dumps(recording))
@@ -298,14 +290,11 @@ def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
         load_recording(path)
 
 
-# --- a formatted field refuses markup ---------------------------------------------------
-# A field with a format (command, device kind, versions, file names, dates) refuses
-# anything outside it; free text is shown as text (tests/site_hostile.py).
+# --- a formatted field refuses markup (free text is shown as text: tests/site_hostile.py) --
 
 FORMATTED_FIELDS = ["command/1", "environment/deviceKind", "environment/jax",
                     "environment/numpy", "environment/python", "environment/platform",
                     "generatedAt", "provenance", "lessonId"]
-# What HTML, Markdown, the snippets and the page directives read as markup, and line breaks.
 MARKUP = '<>&"\'`[]{}\\!*|$#~\n\r\t\x00'
 HOSTILE_TEXT = ['<script>alert("XSS script")</script>', '<img src=x onerror=alert("XSS img")>',
                 '[x](javascript:alert("XSS link"))', '--8<-- ".git/config"',

@@ -1,7 +1,5 @@
-"""The lesson registry (lesson_code/lessons.toml, scripts/store/lessons.py) is untrusted input:
-a value outside lesson_code/lessons.schema.json, or a module or data schema that is no file
-inside lesson_code/, is refused in one line naming the file, the field and the fix, before
-anything runs."""
+"""The lesson registry is untrusted input: a value outside lessons.schema.json, or a module
+or schema that is no file inside lesson_code/, is one line naming the field and the fix."""
 import json
 import re
 import tomllib
@@ -19,13 +17,11 @@ GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
 SCHEMA = json.loads((ROOT / "lesson_code" / "lessons.schema.json").read_text())
 FIELDS = SCHEMA["$defs"]["lesson"]["properties"]
 SHARED = json.loads((ROOT / "recordings" / "schema.json").read_text())
-# The reference reading of the schema, to tell which values are outside it.
 REFERENCE = jsonschema.Draft202012Validator(SCHEMA, registry=Registry().with_resource(
     "recordings/schema.json", Resource.from_contents(SHARED)))
 
 
 def registry_root(tmp_path, text):
-    """A checkout with a registry holding `text`, the schemas, and one lesson module."""
     root = tmp_path / "checkout"
     (root / "lesson_code").mkdir(parents=True, exist_ok=True)
     (root / "recordings").mkdir(exist_ok=True)
@@ -48,14 +44,12 @@ def refusal(tmp_path, text):
 
 
 def rule(field):
-    """What the field must be, as the schema says it and a refusal quotes it."""
     found = FIELDS[field]
     return found.get("description") or SCHEMA["$defs"][found["$ref"].split("/")[-1]][
         "description"]
 
 
 def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
-    """JSON Schema's integer takes 4.0; the lesson runs on 4 devices, not 4.0."""
     from scripts.store.lessons import RegistryError, load_course, load_lessons
 
     schema = "lesson_code/my_lesson.schema.json"
@@ -73,7 +67,7 @@ def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
 
 @pytest.mark.parametrize("field", FIELDS)
 def test_each_field_s_example_fits_its_own_rule(field):
-    """A refusal shows a value that would be accepted: every "such as" example fits."""
+    """A refusal's "such as" example is a value that would be accepted."""
     example = re.search(r"such as (.+)$", rule(field))
     if example is None:
         assert field == "figures"  # its kinds are listed by scripts/figures/__init__.py
@@ -84,7 +78,6 @@ def test_each_field_s_example_fits_its_own_rule(field):
 
 
 def toml(value):
-    """`value` written as TOML: JSON's strings, numbers and arrays are TOML's."""
     if isinstance(value, dict):
         return "{" + ", ".join(f"{toml(key)} = {toml(item)}"
                                for key, item in value.items()) + "}"
@@ -126,8 +119,6 @@ def test_any_value_outside_the_schema_is_one_line_naming_the_field(tmp_path, fie
     ("data_schema", "lesson_code/missing.schema.json"),
     ("data_schema", "lesson_code/linked.schema.json")])
 def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, value):
-    """The schema says what a name looks like; the file behind it must exist and stay
-    inside lesson_code/ (a link may lead out)."""
     from scripts.store.lessons import RegistryError, load_lessons
 
     entry = (GOOD_ENTRY.replace("lesson_code.my_lesson", value) if field == "module"
@@ -166,8 +157,7 @@ def test_a_malformed_registry_is_one_line(tmp_path, text, words):
 
 
 def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeypatch, capsys):
-    """`record.py --render-only` with an id that climbs out: exit 2, one line, nothing
-    written (record.main in-process, reading the registry of a checkout at tmp_path)."""
+    """`record.py --render-only` with an id that climbs out: exit 2, nothing written."""
     from scripts import record
     from scripts.store.lessons import load_lessons
 
@@ -183,7 +173,6 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_a_registry_that_is_not_utf8_is_one_line_in_the_check_and_the_build(tmp_path):
-    """Both name the byte; the build said so with a traceback."""
     from site_build import build
 
     project = project_copy(tmp_path / "project")

@@ -1,7 +1,5 @@
-"""The ring simulator (lesson_code/ring.py) against plain NumPy, and its byte count; the
-ppermute ring matches it step by step and XLA's collectives shard by shard
-(tests/test_ring_collectives.py). Small integers: every summation order is exact.
-"""
+"""The ring simulator against plain NumPy, and its byte count. Small integers: every
+summation order is exact."""
 import json
 
 import numpy as np
@@ -52,7 +50,6 @@ def test_rejects_a_length_that_does_not_split_into_p_chunks():
 
 
 def test_the_recorded_trace_is_what_the_simulator_gives_today():
-    """The ring figure is drawn from this recording; the simulator is its only source."""
     recorded = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())
     assert recorded["data"] == json.loads(json.dumps(recorded_traces(4)))
     assert sorted(recorded["data"]["byRanks"]) == ["2", "8"]

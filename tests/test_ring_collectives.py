@@ -1,7 +1,5 @@
-"""The ring built from ppermute: XLA's results on every shard, the NumPy simulator's
-schedule step by step (so the simulator matches XLA too), only ppermutes in the compiled
-program, its measured bytes in the four-process recording and on the pages.
-"""
+"""The ring built from ppermute: XLA's results on every shard, the simulator's schedule step
+by step, only ppermutes compiled, and its measured bytes as the pages quote them."""
 import json
 import re
 
@@ -21,7 +19,6 @@ RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
 PROCESSES_RECORDING = ROOT / recording_name(SEED, "cpu-processes")
 PAGE = ROOT / "docs" / "going-further" / "build-the-ring.md"
-# The measured byte tables and what they say live on the four-process page alone.
 BYTES_PAGE = ROOT / "docs" / "going-further" / "processes.md"
 
 
@@ -30,7 +27,6 @@ def mesh_of(p):
 
 
 def small_integers(size, seed):
-    """float32 small integers: every order of summation gives the same bits."""
     return np.random.default_rng(seed).integers(-4, 5, size).astype(np.float32)
 
 
@@ -75,12 +71,10 @@ def test_sizes_the_chunking_cannot_split_are_rejected(p, features, collective):
 
 
 def per_device(function, mesh):
-    """`function` run on every device, each device's own result kept: nothing replicated."""
     return jax.jit(jax.shard_map(function, mesh=mesh, in_specs=P(AXIS), out_specs=P(AXIS)))
 
 
 def shard_rows(result, p):
-    """Each device's own result, in mesh order (shard.index says where it sits)."""
     rows = [None] * p
     for shard in result.addressable_shards:
         rows[(shard.index[0].start or 0) // shard.data.shape[0]] = np.asarray(shard.data)
@@ -117,7 +111,6 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
 def test_the_pages_step_table_is_the_simulators_schedule():
     p = 4
     run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
-    # Rows "start", then one per step, named as the figures name them (audit D6).
     table = re.findall(r"^\| (start|\d) \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
     table = [(0 if steps == "start" else int(steps), cells) for steps, cells in table]
     assert [steps for steps, _ in table] == list(range(p))

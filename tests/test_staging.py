@@ -1,6 +1,4 @@
-"""All-or-none writes (scripts/store/staging.py): a commit whose move fails leaves every
-file as it was, a write that fails leaves no temporary file, and the next run removes only
-what a run that is gone staged. Signals during staging: tests/test_faults.py."""
+"""All-or-none writes (scripts/store/staging.py). Signals during staging: test_faults.py."""
 import errno
 import os
 import tempfile
@@ -67,9 +65,8 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(olds=st.lists(st.booleans(), min_size=1, max_size=6), failing=st.integers(0, 6))
 def test_whichever_move_fails_every_file_is_as_it_was_and_else_all_are_new(olds, failing):
-    """Staging.commit over files that exist (True) or are new: if the move of file
-    `failing` fails (a number past the last: none fails), the folder is byte for byte as
-    before; otherwise every file is new. Either way no staged or kept file is left."""
+    """If the move of file `failing` fails (past the last: none), the folder is byte for
+    byte as before; otherwise every file is new. No staged or kept file is left."""
     real_replace = os.replace
     with tempfile.TemporaryDirectory() as folder:
         files = [Path(folder) / f"output{number}.json" for number in range(len(olds))]

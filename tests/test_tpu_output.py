@@ -1,6 +1,5 @@
 """The code that reads a TPU run, tested on CPU against real XLA:TPU output (tests/fixtures/
-tpu_v5e_*, their READMEs say how it was made): the compiled-collective reader, the fetched
-recording's checks, the TPU page's recorded branch, and the sweep's chained loops."""
+tpu_v5e_*, whose READMEs say how it was made)."""
 import dataclasses
 import importlib
 import json
@@ -20,13 +19,13 @@ from scripts.store.outputs import for_lesson
 
 SLICE = FIXTURES / "tpu_v5e_2x2_compiled"
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
-lesson_program = importlib.import_module(SEED.module)  # it holds the readers it prints from
+lesson_program = importlib.import_module(SEED.module)
 analysis = importlib.import_module(SEED.analysis)
 sweep = importlib.import_module(SEED.sweep)
 
 
 class Captured:
-    """A program as the readers see it (lower, compile, as_text), its text a capture."""
+    """A program as the readers see it (lower, compile, as_text), its text captured."""
 
     def __init__(self, path):
         self.text = path.read_text()
@@ -46,8 +45,7 @@ def compiled(path):
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_on_one_chip_xla_tpu_compiles_every_collective_away(collective):
-    """At p = 1 there is nothing to move: the compiled text holds none, alone or looped,
-    while the lowered text still asks for it."""
+    """At p = 1 nothing moves: none compiled, alone or looped, though lowered asks for it."""
     hlo = ONE_CHIP / "hlo"
     assert compiled(hlo / f"{collective}.single.compiled.hlo") == set()
     assert compiled(hlo / f"{collective}.looped64.compiled.hlo") == set()
@@ -56,10 +54,8 @@ def test_on_one_chip_xla_tpu_compiles_every_collective_away(collective):
 
 
 def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_reduces():
-    """The rewrite the TPU page warns about, in libtpu's 2x2 v5e programs of the lesson:
-    read as such, and there in the text (an all-reduce, then a slice). At 32 MiB the gather
-    is an all-gather whose attributes name `all-gather-start`, the reduce-scatter still an
-    all-reduce; a looped call holds one before its loop and one in it, as on XLA:CPU."""
+    """The rewrite the TPU page warns about (an all-reduce, then a slice). At 32 MiB the
+    gather is an async all-gather; a looped call holds one before its loop and one in it."""
     found = {collective: compiled(SLICE / f"lesson.{collective}.compiled.hlo")
              for collective in COLLECTIVES}
     assert found == {collective: {"all_reduce"} for collective in COLLECTIVES}
@@ -78,9 +74,8 @@ def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_red
 # --- the looped programs: each iteration waits for the one before --------------------------
 
 def chained(lowered, collective):
-    """True when the loop body takes its input through an optimization barrier together
-    with the previous iteration's result, runs the collective on the barrier's output
-    alone, and hands that output on as the next iteration's input."""
+    """The loop body's barrier takes its input with the previous result, and the collective
+    runs on the barrier's output alone, handed on as the next input."""
     called = re.search(r"func\.call @(\w+)\(%iterArg_0, %iterArg_1\)", lowered)
     body = lowered[lowered.index(f"func.func private @{called[1]}("):]
     body = body[:body.index("\n  }\n")]
@@ -101,8 +96,7 @@ def test_a_looped_program_chains_its_iterations(collective):
     lowered = jax.jit(jax.shard_map(sweep.looped(body, 4), mesh=mesh, in_specs=in_spec,
                                     out_specs=out_spec)).lower(arg).as_text()
     assert chained(lowered, collective)
-    # And as XLA:TPU was handed it, for a 2x2 v5e (the same looped(), 64 iterations); what
-    # the loop was before, each iteration's barrier holding its input alone, is told apart.
+    # As XLA:TPU got it for a 2x2 v5e; a barrier holding its input alone is told apart.
     on_tpu = (SLICE / f"{collective}.looped64.lowered.mlir").read_text()
     assert chained(on_tpu, collective) and not chained(on_tpu.replace(
         "stablehlo.optimization_barrier %arg0, %arg1 :",
@@ -112,9 +106,8 @@ def test_a_looped_program_chains_its_iterations(collective):
 # --- a TPU recording made of the real one-chip run ------------------------------------------
 
 def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_path):
-    """Its environment: refused as the seed's 4-chip run, accepted for a lesson of one
-    device, and what JAX itself reported there. The whole run: refused only for the
-    one-device shard index its lesson wrote then, 'None:None' (now 0:n, test_lesson.py)."""
+    """Refused as the seed's 4-chip run, accepted for a lesson of one device; the whole run
+    only for the shard index its lesson wrote then, 'None:None' (now 0:n)."""
     one_device = dataclasses.replace(SEED, devices=1)
     fetched = write_tpu_recording(tmp_path / "one-chip.json", ROOT / module_file(SEED), ROOT,
                                   environment=one_chip_run()["environment"])
@@ -137,7 +130,6 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
 # --- the TPU page's recorded branch says what the recording holds ---------------------------
 
 def canned(compiled_collectives=None):
-    """The canned 4-chip recording, with what the reader found compiled if given."""
     recording = json.loads(FIXTURE.read_text())
     if compiled_collectives is not None:
         recording["data"]["compiledCollectives"] = compiled_collectives
@@ -145,8 +137,7 @@ def canned(compiled_collectives=None):
 
 
 def tpu_page(recording):
-    """docs/going-further/tpu.md as the site renders it with `recording` as the lesson's
-    TPU recording and its analysis, beside the committed recordings it also reads."""
+    """docs/going-further/tpu.md as text, rendered with `recording` as the TPU recording."""
     from scripts.pages.page_language import PageLanguage
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded

@@ -11,13 +11,10 @@ from conftest import FIXTURES, ROOT, SEED, recording_name
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
-# The seed lesson's predictions: its own data file and its own sweep.
 DATA = ROOT / "lesson_code" / "figures" / f"{SEED.id}-tpu-predictions.json"
 
 
 def test_the_committed_predictions_are_the_models_output_and_every_input_has_a_source():
-    """A hand edit of the numbers, or a model change without the file, fails here; the
-    fix is the command in lesson_code/tpu_predictions.py's docstring."""
     assert json.loads(DATA.read_text()) == json.loads(json.dumps(model.predictions()))
     for machine in model.MACHINES.values():
         assert machine["sources"] and set(machine["sources"]) <= set(model.SOURCES)
@@ -64,10 +61,8 @@ def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
 
 
 def test_the_ratio_question_separates_the_model_from_both_rivals_as_the_page_says():
-    """t(p = 4) / t(p = 2) at 32 MiB: 0.75 here, 1.0 for the book's V / W_bidi, 1.5 for a
-    ring with (p - 1)/p and two links at p = 2. Its band holds the model and neither rival.
-    The TPU page writes the bands and the loop length out in words (no recording holds
-    them before the run): they must be the modules' own."""
+    """t(p = 4) / t(p = 2) at 32 MiB: 0.75 here, 1.0 (the book), 1.5 (two links at p = 2).
+    The page writes the bands and the loop length in words: they must be the modules'."""
     question = model.ratio_question()
     assert question["predicted"] == pytest.approx(0.75)
     assert sorted(question["rivals"].values()) == [1.0, 1.5]
@@ -93,11 +88,10 @@ def test_the_figure_is_drawn_from_the_data_file_alone_and_a_malformed_one_is_one
     svg = kind.render(json.loads(DATA.read_text()))
     assert svg == kind.render(json.loads(DATA.read_text()))  # the same bytes each time
     assert "<title>Predicted on 4 TPU chips at p = 2 and 4, before any TPU run</title>" in svg
-    # The table's cells and the description carry the model's numbers: v5e's one phase at
-    # 32 MiB at p = 2 and p = 4, and where p = 4 turns bandwidth-bound.
+    # v5e's one phase at 32 MiB at p = 2 and 4, and where p = 4 turns bandwidth-bound.
     assert "372.8 µs" in svg and "279.6 µs" in svg
     assert "bandwidth-bound from 234 KiB" in svg
-    # Predictions whose machines are a list (was an AttributeError traceback): one line.
+    # Predictions whose machines are a list: one line.
     from scripts.store.derive import DeriveError, render
     from scripts.store.outputs import figure_outputs
     data = json.loads(DATA.read_text())
@@ -110,9 +104,8 @@ def test_the_figure_is_drawn_from_the_data_file_alone_and_a_malformed_one_is_one
 
 
 def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
-    """A TPU size sweep as the VM would record it: the committed sweep's format and rows
-    at p = 2 and 4, its machine a v6e chip, each collective's own cost over_predicted(row)
-    times the v6e-4 prediction (made-up TPU numbers: fixtures/tpu_recording_fixture.py)."""
+    """The committed sweep at p = 2 and 4 as a v6e-4 would record it, each collective's own
+    cost over_predicted(row) times the prediction."""
     from fixtures.tpu_recording_fixture import canned_times
     recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
@@ -136,8 +129,7 @@ def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
 
 
 def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
-    """Canned results: the own cost of every collective made the prediction times 1.5
-    (inside both bands), times 4 (outside both), and at the band's edge for one point."""
+    """Own costs made 1.5 (inside both bands) and 4 (outside) times the prediction."""
     compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
@@ -156,8 +148,6 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
 
 
 class FakeChip:
-    """What JAX's mesh code reads of a TPU device: its id, kind, platform and coords."""
-
     def __init__(self, id, coords, kind):
         self.id, self.coords, self.device_kind, self.platform = id, coords, kind, "tpu"
         self.core_on_chip, self.slice_index, self.process_index = 0, 0, 0
@@ -165,10 +155,8 @@ class FakeChip:
 
 @pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])
 def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
-    """The predictions' 4-cycle: jax.make_mesh on libtpu's own devices for a 2x2 gave 0, 1,
-    3, 2 (tests/fixtures/tpu_v5e_2x2_compiled/mesh.json), each hop one coordinate apart and
-    the last closing the ring; the installed JAX orders chips of those coordinates so, and
-    names the chip's kind as the model does (a rename fails here, not on a TPU VM)."""
+    """libtpu's 2x2 meshed as 0, 1, 3, 2 (mesh.json), one coordinate a hop; the installed
+    JAX orders the chips so, and names their kind as the model does."""
     from jax.experimental.mesh_utils import create_device_mesh, device_kind_handler_dict
     real = json.loads((FIXTURES / "tpu_v5e_2x2_compiled" / "mesh.json").read_text())[topology]
     ids, coords = zip(*real)

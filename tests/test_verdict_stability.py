@@ -1,5 +1,4 @@
-"""benchmarks/verdict_stability.py's reading of pages: what it masks, what it counts as a
-verdict, and which pages it compares. Nothing is measured here."""
+"""benchmarks/verdict_stability.py's reading of pages. Nothing is measured here."""
 import pytest
 
 from benchmarks import verdict_stability as stability
@@ -27,7 +26,6 @@ def test_numbers_are_masked_words_kept_only_the_article_read_and_verdicts_found(
 
 
 def test_every_analysed_recording_is_read_by_some_page():
-    """Each recording a lesson analyses (lessons.toml `analyses`) has a page to compare."""
     lessons = load_lessons().values()
     assert any(lesson.analyses for lesson in lessons)  # never a check of nothing
     for lesson in lessons:
