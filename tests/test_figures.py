@@ -107,6 +107,10 @@ def test_renderers_import_neither_jax_nor_lesson_code():
     own = sorted({kind for lesson in LESSONS.values() for kind in lesson.figures
                   if LESSON_RENDERER.fullmatch(kind)})
     assert modules == (["lesson_code", *own] if own else [])
+    # Each figure in the variants its renderer takes, with a CSV and a JSON of its data.
+    assert len(FIGURES) == sum(len(FIGURES[path].kind.variants(ROOT)) for path in STATIC_FIGURES)
+    assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
+                                  for path in STATIC_FIGURES for ending in (".csv", ".json"))
 
 
 @pytest.mark.parametrize("path", sorted(FIGURES))
@@ -232,12 +236,6 @@ def same_cell(text, value):
     return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
 
 
-def test_every_figure_is_drawn_in_its_variants_with_its_data_beside_it():
-    assert len(FIGURES) == sum(len(FIGURES[path].kind.variants(ROOT)) for path in STATIC_FIGURES)
-    assert sorted(DATA) == sorted(f"{path.removesuffix('.svg')}{ending}"
-                                  for path in STATIC_FIGURES for ending in (".csv", ".json"))
-
-
 @pytest.mark.parametrize("figure", STATIC_FIGURES)
 def test_each_variant_says_the_same_and_the_data_is_the_renderer_s_rows_each_locked(figure):
     lock, expected = read_lock(), FIGURES[figure].kind.variants(ROOT)
@@ -275,8 +273,12 @@ def test_a_tpu_sweep_over_the_prediction_fits_every_drawing_and_adds_its_data(va
 
     data, fixture = json.loads(PREDICTIONS.read_text()), tpu_sweep_fixture()
     with texts_off_the_canvas() as off:
-        assert "own cost: all-reduce" in KINDS["tpu-predictions"].render(data, fixture, variant)
-    assert off == []
+        svg = KINDS["tpu-predictions"].render(data, fixture, variant)
+    assert off == [] and "own cost: all-reduce" in svg and "measured /" in svg
+    assert "<title>Measured on 4 × TPU v6 lite (v6e-4) against the prediction</title>" in svg
+    # Made exactly the prediction: measured over predicted is 1 at every size drawn.
+    assert "own cost in the size sweep at p = 2 and 4 is 1 to 1 times the v6e-4 " \
+           "prediction" in svg
     name, points = tpu_predictions.measured(data, fixture)
     rows = tpu_predictions.rows(data, fixture)
     assert [row for row in rows if row["part"] != "measured"] == tpu_predictions.rows(data)
@@ -284,6 +286,9 @@ def test_a_tpu_sweep_over_the_prediction_fits_every_drawing_and_adds_its_data(va
              row["measuredOverPredicted"]) for row in rows if row["part"] == "measured"] == [
         (name, collective, ranks, *point) for (collective, ranks), drawn in points.items()
         for point in drawn] != []
+    fixture["environment"]["deviceKind"] = "TPU v4"
+    with pytest.raises(ValueError, match="'TPU v4' is none of the predicted VMs'"):
+        KINDS["tpu-predictions"].render(data, fixture, variant)
 
 
 def relative_luminance(colour):

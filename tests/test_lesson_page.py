@@ -6,6 +6,7 @@ import pytest
 
 from conftest import LESSONS, ROOT, SEED, module_file
 from harness import run
+from test_lesson import snippet_sections
 
 PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 
@@ -14,9 +15,7 @@ PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 def test_the_steps_run_when_pasted_in_page_order_and_raise_the_error_the_page_quotes(tmp_path):
     page = PAGE.read_text()
     names = re.findall(r'--8<-- "' + re.escape(module_file(SEED)) + r':(\w+)"', page)
-    sections = {m[1]: m[2] for m in re.finditer(
-        r"^# --8<-- \[start:(\w+)\]\n(.*?)^# --8<-- \[end:\1\]$", SEED.path().read_text(),
-        re.MULTILINE | re.DOTALL)}
+    sections = snippet_sections(SEED.path())
     steps = names[:names.index("measure") + 1]
     assert steps[0] == "configure_devices" and len(steps) >= 7, steps
     quoted = re.search(r"```text\n(out_specs is P\(\).*?)\n```", page, re.DOTALL)

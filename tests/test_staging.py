@@ -39,10 +39,7 @@ def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_
     with pytest.raises(StagingError, match=r"x.cpu.json: cannot be written \(No space"):
         write_atomically(target, "{}")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_a_write_under_a_file_is_one_line(tmp_path):
-    (tmp_path / "figures").write_text("not a folder")
+    (tmp_path / "figures").write_text("not a folder")  # and a write under a file
     with pytest.raises(StagingError, match="cannot be written"):
         write_atomically(tmp_path / "figures" / "x.svg", "<svg/>")
 

@@ -114,20 +114,6 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     return canned_times(recording, over_predicted)
 
 
-def test_a_tpu_sweep_is_drawn_over_the_prediction_with_the_ratio():
-    data = json.loads(DATA.read_text())
-    fixture = tpu_sweep_fixture()
-    svg = KINDS["tpu-predictions"].render(data, fixture)
-    assert "<title>Measured on 4 × TPU v6 lite (v6e-4) against the prediction</title>" in svg
-    assert "measured /" in svg and "own cost: all-reduce" in svg
-    # Made exactly the prediction: measured over predicted is 1 at every size drawn.
-    assert "own cost in the size sweep at p = 2 and 4 is 1 to 1 times the v6e-4 " \
-           "prediction" in svg
-    fixture["environment"]["deviceKind"] = "TPU v4"
-    with pytest.raises(ValueError, match="'TPU v4' is none of the predicted VMs'"):
-        KINDS["tpu-predictions"].render(data, fixture)
-
-
 def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     """Own costs made 1.5 (inside both bands) and 4 (outside) times the prediction."""
     compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
