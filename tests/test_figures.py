@@ -224,8 +224,6 @@ def test_several_series_are_drawn_side_by_side_with_a_legend_and_only_bars():
         panels.render({"lessonId": "x", "data": {"panels": [heat]}})
 
 
-# --- variants (scripts/figures/variants.py) and data (scripts/figures/data.py) of a figure
-
 def accessible_words(path):
     return re.search(r"<title>.*?</desc>", (ROOT / path).read_text(), re.S).group(0)
 

@@ -30,8 +30,6 @@ RANKS = (2, 4, 8)
 TIGHT = dict(rtol=1e-5, atol=1e-8)  # float32 device results against a float64 spec
 
 
-# ---------------------------------------------------------------------------- specs --
-
 def spec_gradient(problem, ranks=1):
     """The sum of per-block gradients, each divided by the GLOBAL N, in float64."""
     x, y, w = (a.astype(np.float64) for a in (problem.x, problem.y, problem.w))
@@ -72,8 +70,6 @@ def check_split(result, expected, mesh):
         np.testing.assert_allclose(np.asarray(shard.data), slices[r], **TIGHT)
         np.testing.assert_array_equal(expected[shard.index], slices[r])
 
-
-# ---------------------------------------------------------------------- collectives --
 
 @pytest.mark.parametrize("ranks", RANKS)
 def test_each_program_leaves_the_spec_s_values_where_it_says_by_its_one_collective(ranks):
@@ -154,8 +150,6 @@ def test_summing_local_means_gives_p_times_the_gradient(ranks):
     assert np.max(np.abs((ranks - 1) * right)) > 1e-3  # visibly wrong
 
 
-# --------------------------------------------------------------------------- budget --
-
 @settings(max_examples=30, deadline=None)
 @given(ranks=st.integers(1, 64), per_rank=st.integers(1, 2**16))
 def test_the_payload_and_the_budget_follow_the_ring_formula(ranks, per_rank):
@@ -169,8 +163,6 @@ def test_the_payload_and_the_budget_follow_the_ring_formula(ranks, per_rank):
     with pytest.raises(AssertionError):  # slices that do not tile the vector
         lesson.communication_budget(gradient_bytes + 1, (max(ranks, 2),))
 
-
-# ---------------------------------------------------------------------- permutations --
 
 def gradients_through_the_lesson(ranks, x, y, w):
     mesh, _, _, programs = lesson_setup(ranks)
@@ -224,8 +216,6 @@ def test_sharded_momentum_is_the_elementwise_update(ranks):
     with pytest.raises(AssertionError):
         lesson.sharded_momentum(mesh, programs, problem, 2 * sliced)
 
-
-# ------------------------------------------------------------------------- exercises --
 
 def snippet_sections(path):
     pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
@@ -303,8 +293,6 @@ def test_make_it_yours_filled_into_its_scaffold_gives_the_spec_s_gradients():
     np.testing.assert_allclose(wrong_labels, spec_gradient(reversed_labels), **TIGHT)
     assert np.max(np.abs(wrong_labels - expected)) > 0.01
 
-
-# ----------------------------------------------------------- the program, end to end --
 
 @cache
 def run_program(*args):
@@ -417,8 +405,6 @@ def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     assert not any(line.startswith("Gradient programs run") for line in lines)
 
 
-# ----------------------------------------------------- defects of the published lesson --
-
 @pytest.mark.parametrize("path", sorted((ROOT / "lesson_code").glob("*.py")),
                          ids=lambda p: p.name)
 def test_no_replication_check_is_off_and_snippet_markers_pair_uniquely(path):
@@ -458,8 +444,6 @@ def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps
     assert cli.lesson is lesson and cli.going_further.place is lesson.place
     assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
 
-
-# ---------------------------------------------------------- JAX's deprecations --
 
 DEPRECATED_CALL = """
 import sys, warnings

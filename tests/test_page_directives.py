@@ -63,8 +63,6 @@ def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdow
     assert "\n" not in message and of_a_lesson(words) in message, message
 
 
-# ------------------------------------------ Python-Markdown alone: no mkdocs, no hooks --
-
 def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkeypatch):
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
     page = markdown.markdown(of_a_lesson(
@@ -116,8 +114,6 @@ def test_recorded_text_is_text_after_every_extension(text):
     assert heading and re.fullmatch(r"ran(-[\w-]+)?", heading[1]) and heading[2] == escaped
 
 
-# ------------------------------------------------ rec-table: a recorded table, written once --
-
 def table_rows(page):
     body = re.search(r"<tbody>(.*?)</tbody>", page, re.DOTALL)[1]
     return [re.findall(r"<td[^>]*>(.*?)</td>", row, re.DOTALL)
@@ -159,8 +155,6 @@ def test_a_dict_table_follows_its_list_of_keys_reads_from_the_top_and_holds_text
     assert table_rows(page) == [["0", escaped, "50%"], [escaped, escaped, escaped]]
     assert "<script>" not in page and "<strong>" not in page and "<a " not in page
 
-
-# --- a format code's bounds, and the fix a missing recording names ------------------------
 
 VALUES = st.integers(-10**12, 10**12) | st.floats(allow_nan=False, allow_infinity=False) \
     | st.text(string.ascii_letters + " µ·", max_size=8)  # text, never a timestamp

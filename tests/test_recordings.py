@@ -154,8 +154,6 @@ def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
     assert "\n" not in message and words in message and "bad.schema.json" in message
 
 
-# --- the committed recordings' values --------------------------------------------------
-
 def test_the_committed_recording_has_the_deterministic_and_the_published_values():
     """p = 4, F = 2p = 8 float32 weights: 32 gradient bytes."""
     seed, ours = json.loads(PUBLISHED_SEED.read_text()), load_recording(RECORDING)

@@ -71,8 +71,6 @@ def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_red
     assert len(lesson_program.HLO_COLLECTIVE.findall(looped.read_text())) == 2
 
 
-# --- the looped programs: each iteration waits for the one before --------------------------
-
 def chained(lowered, collective):
     """The loop body's barrier takes its input with the previous result, and the collective
     runs on the barrier's output alone, handed on as the next input."""
@@ -103,8 +101,6 @@ def test_a_looped_program_chains_its_iterations(collective):
         "stablehlo.optimization_barrier %arg0 :"), collective)
 
 
-# --- a TPU recording made of the real one-chip run ------------------------------------------
-
 def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_path):
     """Refused as the seed's 4-chip run, accepted for a lesson of one device; the whole run
     only for the shard index its lesson wrote then, 'None:None' (now 0:n)."""
@@ -126,8 +122,6 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
         check_tpu_recording(fetched, one_device)
     assert "invalid at data/shards/0/1: 'None:None'" in str(refused.value)
 
-
-# --- the TPU page's recorded branch says what the recording holds ---------------------------
 
 def canned(compiled_collectives=None):
     recording = json.loads(FIXTURE.read_text())
