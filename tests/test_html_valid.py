@@ -21,14 +21,9 @@ pytestmark = pytest.mark.browser  # the Nu checker: the browser tier's tools (Ja
 VNU = ROOT / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
 
 
-def vnu(*arguments):
-    """The checker's errors as (file, line, message) for everything it was given."""
-    return [(message.get("url", "").rsplit("/", 3)[-3:], message.get("lastLine"),
-             message["message"]) for message in vnu_errors(*arguments)]
-
-
-def vnu_errors(*arguments):
-    """The checker's error messages, as it reports them, for everything it was given."""
+def test_every_page_and_figure_is_valid(built_site, reference_site):
+    pages, figures = sorted(built_site.rglob("*.html")), sorted((ROOT / "figures").glob("*.svg"))
+    assert len(pages) >= 4 and figures
     java = shutil.which("java")
     for missing, fix in ((java is None, "java is missing: run `make test` as root, or "
                                         "apt-get install default-jre-headless"),
@@ -36,19 +31,14 @@ def vnu_errors(*arguments):
                                             "`make install`")):
         if missing:
             skip_or_fail(fix, what="the HTML checker")
+    # One run of the checker (each starts a Java VM, seconds of work) over the bare theme's
+    # pages, this site's and the figures, its errors then told apart by their file's folder.
     run = subprocess.run([java, "-jar", str(VNU), "--errors-only", "--format", "json",
-                          *map(str, arguments)], capture_output=True, text=True, timeout=300)
-    report = json.loads(run.stderr or run.stdout)
-    return [message for message in report["messages"]
-            if message["type"] in ("error", "non-document-error")]
-
-
-def test_every_page_is_valid_html(built_site, reference_site):
-    pages = sorted(built_site.rglob("*.html"))
-    assert len(pages) >= 4
-    # One run of the checker over the bare theme's pages and this site's (each run starts
-    # a Java VM, seconds of work), its errors then told apart by the folder of their file.
-    found = vnu_errors("--skip-non-html", reference_site, *pages)
+                          "--skip-non-html", "--also-check-svg", str(reference_site),
+                          *map(str, pages + figures)], capture_output=True, text=True,
+                         timeout=300)
+    found = [message for message in json.loads(run.stderr or run.stdout)["messages"]
+             if message["type"] in ("error", "non-document-error")]
 
     def in_theme(message):
         return Path(unquote(urlparse(message.get("url", "")).path)).is_relative_to(
@@ -59,9 +49,3 @@ def test_every_page_is_valid_html(built_site, reference_site):
                message["message"]) for message in found
               if not in_theme(message) and message["message"] not in theme_errors]
     assert errors == []
-
-
-def test_every_figure_is_valid_svg():
-    figures = sorted((ROOT / "figures").glob("*.svg"))
-    assert figures
-    assert vnu("--svg", *figures) == []
