@@ -46,22 +46,18 @@ def skip_or_fail(reason, what="browser test"):
 
 
 @pytest.fixture(scope="module")
-def playwright():
-    """One Playwright for the module: a second one cannot start while the first runs."""
+def browser():
+    """Debian's chromium, in one Playwright for the module (a second cannot start while the
+    first runs)."""
     if not os.path.exists(CHROMIUM):
         skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
                      f"(make test does, as root)")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser(playwright):
-    instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
-    yield instance
-    instance.close()
+    with sync_playwright() as playwright:
+        instance = playwright.chromium.launch(executable_path=CHROMIUM, args=QUIET)
+        yield instance
+        instance.close()
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +211,13 @@ JAX_CALLS = """() => {
 }"""
 
 
-def read_the_lesson_page(page):
-    """Its math font, a display sum's size, an answer opened."""
+# The theme names each code block's <pre> "__code_..." as it sets the block up.
+SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
+
+
+def read_the_lesson_page(page, requests):
+    """Its math font, a display sum's size, an answer opened, a code block copied, a word
+    of its code searched for, found, and marked on the page the result opens."""
     shows = {"math font loaded": page.evaluate("""[...document.fonts].some(face =>
         face.family.includes('Lesson Math') && face.status === 'loaded')""")}
     # A display Σ at display size: 15 px tall at 16 px text in fallback glyphs, 25 in ours.
@@ -229,6 +230,25 @@ def read_the_lesson_page(page):
     answer.locator("summary").click()
     page.wait_for_function("el => el.open", arg=answer.element_handle())
     shows["answer opens"] = answer.get_attribute("open") is not None
+    block = page.locator("article pre > code").nth(1)
+    block.scroll_into_view_if_needed()  # content.lazy: the theme sets up a block in view
+    page.wait_for_function(SET_UP_BY_THE_THEME, arg=block.element_handle())
+    button = block.locator("xpath=..").locator("button[data-md-type='copy']")
+    shows["copy buttons"] = button.count()
+    button.click()
+    page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
+    shows["copied"] = [page.evaluate("navigator.clipboard.readText()"),
+                       block.inner_text().rstrip()]
+    shows["index fetched before search"] = [url for url in requests if SEARCH_INDEX in url]
+    page.keyboard.press("/")  # the theme's shortcut: opens search, focuses its box
+    page.keyboard.type("invarying")
+    results = page.locator(".md-search-result__item a")
+    results.first.wait_for(timeout=15000)
+    shows["index fetched by search"] = [url for url in requests if SEARCH_INDEX in url]
+    hrefs = results.evaluate_all("links => links.map(link => link.href)")
+    with page.expect_navigation():
+        results.nth([f"/{LESSON}?h=invarying" in href for href in hrefs].index(True)).click()
+    page.locator("article mark", has_text="invarying").first.wait_for(timeout=10000)
     return shows
 
 
@@ -252,10 +272,6 @@ def read_a_notebook_page(page):
     return shows
 
 
-# The theme names each code block's <pre> "__code_..." as it sets the block up.
-SET_UP_BY_THE_THEME = "code => code.parentElement.id.startsWith('__code_')"
-
-
 def wide_block_tabindex(page):
     wide = page.locator("article pre > code[data-wide]:not(details:not([open]) code)").last
     wide.scroll_into_view_if_needed()
@@ -268,6 +284,7 @@ def visit(browser, origin, path, scheme, width):
     """What one page did and showed on one screen, read so that no step changes what a
     later one sees: the first load, axe, the images with every answer open, clicks last."""
     page = new_page(browser, scheme, width)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=origin)
     watch, responses, full = PageWatch(page, origin), [], (scheme, width) in SCREENS
     page.on("response", lambda response: responses.append(response))
     seen = {"problems": watch.problems, "requests": watch.requests}
@@ -293,7 +310,7 @@ def visit(browser, origin, path, scheme, width):
     if (scheme, width) == DESKTOP:
         seen["links to the lesson"] = page.locator(f"a[href*='{LESSON}']").count()
         if path == LESSON:
-            seen.update(read_the_lesson_page(page))
+            seen.update(read_the_lesson_page(page, watch.requests))
     if path.startswith("notebooks/") and (scheme, width) == ("dark", 1280):
         seen.update(read_a_notebook_page(page))
     page.close()
@@ -318,29 +335,37 @@ def visits(browser, served, published, pages):
     return on
 
 
-def test_the_lesson_and_its_going_further_pages_in_a_browser(visits):
-    """Each going-further page links back to the lesson it deepens; the lesson's formulas
-    are in their font, its answers open."""
+# It grows with the course: fetched when the reader opens search (search-on-demand.js).
+SEARCH_INDEX = "/search/search_index.json"
+
+
+def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
+    """Each going-further page links back to the lesson; the lesson's formulas are in their
+    font, its answers open, a code block's copy button copies it, search finds a word of
+    its code. N3: on a phone as on a
+    desktop the first screen's JAX calls sit beside their collective, inside the box. On a
+    touch screen keyboard-scroll.js gives a wide code block back the tabindex the theme
+    drops. In the dark palette a notebook's code takes the theme's colours; its page offers
+    the lesson's notebook and program, a visible button each. Each first load at a desktop
+    size is within its compressed budget; the search index and the lazy figures wait."""
+    desktop, phone, dark = visits(*DESKTOP), visits("light", 390), visits("dark", 1280)
     for name in GOING_FURTHER:
-        assert visits(*DESKTOP)[f"going-further/{name}/"]["links to the lesson"] >= 1, name
-    shows = visits(*DESKTOP)[LESSON]
+        assert desktop[f"going-further/{name}/"]["links to the lesson"] >= 1, name
+    shows = desktop[LESSON]
     assert shows["math font loaded"]
     assert shows["sigma"] >= 1.4, f"a display sum drawn {shows['sigma']:.2f} times the text size"
     assert shows["answer closed at first"] and shows["answer opens"]
-
-
-@pytest.mark.parametrize("scheme, width", [("light", 390), DESKTOP])
-def test_the_first_screen_shows_each_jax_call_without_a_scroll(visits, scheme, width):
-    """N3: on a phone the box's JAX calls sit beside their collective, inside the screen."""
-    calls = visits(scheme, width)[LESSON]["jax calls"]
-    assert [text.split("(")[0] for text, _ in calls] == ["psum", "psum_scatter", "all_gather"]
-    assert all(inside for _, inside in calls), calls
-
-
-def test_dark_palette_and_notebook_page(visits):
-    """A notebook's code takes the theme's colours in the dark palette; its page offers the
-    lesson's notebook and program, as a visible button each under the title."""
-    dark = visits("dark", 1280)
+    # The theme's copy button (content.code.copy) copies its own block and says so.
+    assert shows["copy buttons"] == 1 and shows["copied"][0] == shows["copied"][1]
+    assert "def " in shows["copied"][0]
+    # The index is fetched once, when the reader opens search; `invarying` (in the code as
+    # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
+    assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1
+    for calls in (desktop[LESSON]["jax calls"], phone[LESSON]["jax calls"]):
+        assert [text.split("(")[0] for text, _ in calls] == \
+            ["psum", "psum_scatter", "all_gather"]
+        assert all(inside for _, inside in calls), calls
+    assert phone[LESSON]["wide block's tabindex"] == "0"
     notebooks = [path for path in dark if path.startswith("notebooks/")]
     assert notebooks == sorted(f"notebooks/{lesson}/" for lesson in LESSONS)
     for path in notebooks:
@@ -350,22 +375,13 @@ def test_dark_palette_and_notebook_page(visits):
         assert shows["ipynb links"] == 2 and shows["ipynb button"] and shows["py button"]
         assert shows["downloads"] == [(f"{lesson.id}.ipynb", None),
                                       (lesson.path().name, None)]
-
-
-# It grows with the course: fetched when the reader opens search (search-on-demand.js).
-SEARCH_INDEX = "/search/search_index.json"
-
-
-def test_first_load_is_within_its_compressed_budget(visits):
-    """All each page's first load requests at a desktop size; the search index and the
-    lazy figures further down wait."""
     over = {}
-    for path, seen in visits(*DESKTOP).items():
+    for path, seen in desktop.items():
         sizes = seen["first load"]
         total = sum(sizes.values())
         print(f"/{path} first load: {total:,} bytes in {len(sizes)} requests "
               f"({total / FIRST_LOAD_LIMIT:.2f} of the budget)")
-        assert SEARCH_INDEX not in sizes, path  # waits for the reader to search
+        assert SEARCH_INDEX not in sizes, path
         if total > FIRST_LOAD_LIMIT:
             over[path] = sorted(sizes.items(), key=lambda item: -item[1])
     assert over == {}
@@ -487,57 +503,6 @@ def test_a_mistyped_address_gets_the_styled_404_page(browser, served):
     page.close()
 
 
-def test_a_code_blocks_copy_button_copies_that_block(browser, served):
-    """The theme's copy button (content.code.copy) copies its own block and says so."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=served)
-    page = context.new_page()
-    watch = PageWatch(page, served)
-    settle(page, watch, f"{served}/{LESSON}")
-    block = page.locator("article pre > code").nth(1)
-    block.scroll_into_view_if_needed()  # content.lazy: the theme sets up a block in view
-    page.wait_for_function(SET_UP_BY_THE_THEME, arg=block.element_handle())
-    button = block.locator("xpath=..").locator("button[data-md-type='copy']")
-    assert button.count() == 1
-    button.click()
-    page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
-    copied = page.evaluate("navigator.clipboard.readText()")
-    assert copied == block.inner_text().rstrip() and "def " in copied
-    assert watch.problems == []
-    context.close()
-
-
-def test_a_wide_code_block_keeps_its_keyboard_focus_on_a_touch_screen(visits):
-    """The theme drops a block's tabindex on a touch screen; keyboard-scroll.js gives it
-    back to the blocks the build marked wider than a phone, the only ones that scroll."""
-    assert visits("light", 390)[LESSON]["wide block's tabindex"] == "0"
-
-
-def test_search_fetches_the_index_when_opened_and_finds_and_marks_a_word_of_the_code(
-        browser, served):
-    """The index is fetched once, when the reader opens search; `invarying` (in the code as
-    `to="invarying"`) is a word of its own (N9), marked on the page a result opens."""
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    watch = PageWatch(page, served)
-    page.goto(f"{served}/{LESSON}", wait_until="networkidle")
-    fetched = []
-    page.on("request", lambda request: fetched.append(request.url)
-            if request.url.endswith(SEARCH_INDEX) else None)
-    page.wait_for_timeout(300)  # after 500 ms of silence and 300 more, still held
-    assert fetched == []
-    page.keyboard.press("/")  # the theme's shortcut: opens search, focuses its box
-    page.keyboard.type("invarying")
-    results = page.locator(".md-search-result__item a")
-    results.first.wait_for(timeout=15000)
-    assert len(fetched) == 1
-    hrefs = results.evaluate_all("links => links.map(link => link.href)")
-    with page.expect_navigation():
-        results.nth([f"/{LESSON}?h=invarying" in href for href in hrefs].index(True)).click()
-    page.locator("article mark", has_text="invarying").first.wait_for(timeout=10000)
-    assert watch.problems == []
-    page.close()
-
-
 def test_without_scripts_a_reader_sees_the_static_figure(browser, served):
     """With JavaScript off the page stays light, each figure the file the page names."""
     context = browser.new_context(java_script_enabled=False, color_scheme="dark",
@@ -578,14 +543,16 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
 
 
 @pytest.fixture(scope="module")
-def classic_scrollbars(playwright):
+def classic_scrollbars(browser):
     """Chromium with scrollbars that take room (15 px), as on Windows and most Linux
     desktops: not Playwright's default --hide-scrollbars, nor overlay scrollbars."""
-    instance = playwright.chromium.launch(
+    instance = browser.browser_type.launch(
         executable_path=CHROMIUM, args=[*QUIET, "--disable-features=OverlayScrollbar"],
         ignore_default_args=["--hide-scrollbars"])
     yield instance
     instance.close()
+
+
 # What breaks a page for a reader: the document scrolls sideways; a box of the article
 # shows a vertical scrollbar; an element out of the flow inside a box that scrolls has its
 # containing block outside that box (so it widens the page); a table box scrolls though

@@ -12,9 +12,8 @@ import test_browser
 from test_browser import AXE, PageWatch, axe_findings, new_page, settle, skip_or_fail
 
 # The browser tests' fixtures, by name: Debian's chromium and the published site, served.
-playwright, browser, serve, published, served = (
-    test_browser.playwright, test_browser.browser, test_browser.serve, test_browser.published,
-    test_browser.served)
+browser, serve, published, served = (test_browser.browser, test_browser.serve,
+                                     test_browser.published, test_browser.served)
 
 # The seed lesson's pages that show it: the lesson and the going-further page on the ring.
 LESSON = f"lessons/{SEED.id}/"
