@@ -637,15 +637,14 @@ TABLE_OF_CONTENTS = """() => {
 
 def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_contents(
         classic_scrollbars, served, pages):
-    """Issue 36, item 4, issue 20, item 4, and N7: on every page, with scrollbars that take
-    room, every answer opened and each tab shown in turn, the page never scrolls
-    sideways, no formula, table, code or tab box scrolls vertically, no element leaves its
-    scroll box, no table or code block shows a scrollbar it does not need, no table hides a
-    column at a desktop width, and no paragraph became table rows. N1: at 1600 and 1280 px
-    the table of contents lists every section (the lesson's 28 too). Layout does not follow
-    the palette: each page is loaded once, light, at 1600 px, then narrowed to 1280, 390
-    and 320 px, as a desktop window is (a phone's emulation would widen its layout viewport
-    to fit a page too wide, hiding exactly what this looks for)."""
+    """Issue 36 item 4, issue 20 item 4, N7: with scrollbars that take room, every answer
+    open and each tab shown in turn, no page scrolls sideways, no box of the article scrolls
+    vertically, no element leaves its scroll box, no table or code block shows a scrollbar
+    it does not need or (at a desktop width) hides a column, no paragraph became a table.
+    N1: at 1600 and 1280 px the table of contents lists every section. Layout does not
+    follow the palette: each page loads once, light, at 1600 px, then narrows to 1280, 390
+    and 320 px as a desktop window does (a phone's emulation would widen its layout
+    viewport to fit a page too wide, hiding exactly what this looks for)."""
     defects, missing = [], {}
     for path in pages:
         page = classic_scrollbars.new_page(viewport={"width": 1600, "height": 900})
