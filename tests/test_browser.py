@@ -659,6 +659,8 @@ def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_cont
                     missing[path, width] = sorted(set(toc["sections"]) - set(toc["linked"]))
                 if path == LESSON:
                     assert len(toc["sections"]) >= 20
+            if width == 1600:
+                continue  # the table of contents only
             opened, tab = open_every_details(page), 0
             while True:
                 for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280):

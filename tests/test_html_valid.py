@@ -1,11 +1,7 @@
-"""Valid HTML and SVG, as the Nu Html Checker (vnu-jar, pinned in package.json) sees it.
-
-Every page of the built site and every figure must check without an error. The checker
-also runs over a bare mkdocs-material page with the same palette (tests/site_reference.py):
-an error it reports there too, with the same message, comes from the theme's own markup
-(today only `autocomplete="off"` on the theme's two checkbox toggles in base.html), not
-from anything this project wrote, and is the only kind left out.
-"""
+"""Valid HTML and SVG, as the Nu Html Checker (vnu-jar, pinned in package.json) sees it:
+every page and figure without an error, but those the bare theme page with the same palette
+(tests/site_reference.py) shows too, the theme's own markup (today only `autocomplete="off"`
+on its two checkbox toggles)."""
 import json
 import shutil
 import subprocess
@@ -31,21 +27,17 @@ def test_every_page_and_figure_is_valid(built_site, reference_site):
                                             "`make install`")):
         if missing:
             skip_or_fail(fix, what="the HTML checker")
-    # One run of the checker (each starts a Java VM, seconds of work) over the bare theme's
-    # pages, this site's and the figures, its errors then told apart by their file's folder.
+    # One run (each starts a Java VM, seconds of work); errors told apart by their folder.
     run = subprocess.run([java, "-jar", str(VNU), "--errors-only", "--format", "json",
                           "--skip-non-html", "--also-check-svg", str(reference_site),
                           *map(str, pages + figures)], capture_output=True, text=True,
                          timeout=300)
     found = [message for message in json.loads(run.stderr or run.stdout)["messages"]
              if message["type"] in ("error", "non-document-error")]
-
-    def in_theme(message):
-        return Path(unquote(urlparse(message.get("url", "")).path)).is_relative_to(
-            reference_site)
-
-    theme_errors = {message["message"] for message in found if in_theme(message)}
+    in_theme = [Path(unquote(urlparse(message.get("url", "")).path)).is_relative_to(
+        reference_site) for message in found]
+    theme_errors = {message["message"] for message, own in zip(found, in_theme) if own}
     errors = [(message.get("url", "").rsplit("/", 3)[-3:], message.get("lastLine"),
-               message["message"]) for message in found
-              if not in_theme(message) and message["message"] not in theme_errors]
+               message["message"]) for message, own in zip(found, in_theme)
+              if not own and message["message"] not in theme_errors]
     assert errors == []

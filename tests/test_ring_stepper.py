@@ -11,11 +11,10 @@ from site_pages import page_file, site_pages
 import test_browser
 from test_browser import AXE, PageWatch, axe_findings, new_page, settle, skip_or_fail
 
-# The browser tests' fixtures, by name: Debian's chromium and the published site, served.
 browser, serve, published, served = (test_browser.browser, test_browser.serve,
                                      test_browser.published, test_browser.served)
 
-# The seed lesson's pages that show it: the lesson and the going-further page on the ring.
+# The pages that show it.
 LESSON = f"lessons/{SEED.id}/"
 SHOWN_ON = [LESSON, "going-further/ring-simulator/"]
 # Words for controls that exist only once the script has run.
@@ -57,9 +56,8 @@ def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, serv
     context.close()
 
 
-# What the step-through shows, read off the page: the step's name and sentence, each
-# rank's chunks (label, values, arrived, its "new" mark), where the ring and the buttons
-# are drawn, and each arrow's send with the cards its ends are nearest to, on screen.
+# The step's name and sentence, each rank's chunks (label, values, arrived, "new"), where
+# the ring and buttons are drawn, each arrow's send and the cards nearest its two ends.
 SHOWS = """root => {
     const cards = [...root.querySelectorAll('.ring-stepper__rank')];
     const nearest = (path, at) => {
