@@ -11,8 +11,7 @@ NO_JAX_BUILD = ("import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = 
 
 def build(project, site_dir, environment=None):
     """Run a strict build of `project` into `site_dir`; return the CompletedProcess."""
-    # The published address (CI sets SITE_URL) never leaks into a test build: tests serve
-    # the site at the root unless they ask for a sub-path themselves.
+    # CI's SITE_URL never leaks into a test build unless the test asks for one.
     env = {key: value for key, value in clean_env(**(environment or {})).items()
            if key != "SITE_URL" or "SITE_URL" in (environment or {})}
     return subprocess.run([sys.executable, "-c", NO_JAX_BUILD, "build", "--strict",

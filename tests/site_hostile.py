@@ -37,10 +37,8 @@ PAYLOADS = [
 ]
 HOSTILE_TEXT = "\n".join(PAYLOADS)
 
-# Beside the payloads above, for the notebook: raw HTML blocks, markup in a formula's text,
-# and attribute lists. A formula with \href is not among them: in a notebook it is a
-# formula, which Temml refuses, stopping the build in one line (tests/test_math.py); in
-# recorded prose it stays text.
+# For the notebook also raw HTML, markup in a formula's text and attribute lists; not
+# \href, which Temml refuses there, stopping the build in one line (tests/test_math.py).
 NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload] + [
     '<div onclick="alert(\'XSS div\')">\n\nraw block\n\n</div>',
     '$\\text{<img src=x onerror=alert("XSS mtext")>}$',
@@ -50,9 +48,8 @@ NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload]
 
 
 def hostile_project(destination):
-    """A copy of the project whose recordings carry every payload in every free-text
-    field, a stale TPU recording beside the CPU one, and a page that puts recorded text
-    in a heading, a table cell, an image's alt text and code."""
+    """The project, every payload in each recording's free text, a stale TPU recording, and
+    a page putting recorded text in a heading, a table cell, an image's alt text and code."""
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
     project = project_copy(destination)
@@ -89,8 +86,7 @@ def hostile_project(destination):
 
 
 def hostile_notebook(path):
-    """The executed notebook with every payload in a Markdown cell, a code cell's source,
-    its printed output and an error's traceback."""
+    """Every payload in a Markdown cell, a code cell's source, its output and a traceback."""
     notebook = json.loads(path.read_text())
     notebook["cells"][1:1] = [
         {"cell_type": "markdown", "metadata": {}, "source": "\n\n".join(NOTEBOOK_PAYLOADS)},

@@ -1,10 +1,5 @@
-"""The built site's pages, and what each page's Markdown source says it must hold.
-
-The browser, accessibility and site tests check every page the build wrote, found in the
-built site itself, so a page added later is checked without anyone listing it. A page's
-formulas are counted in its Markdown source, with the same Markdown extensions the build
-uses but without the MathML hook, so a test can require every one of them to be MathML.
-"""
+"""The built site's pages (found in the site, so a page added later is checked unlisted),
+and the formulas each page's Markdown source holds, counted without the MathML hook."""
 import html
 from pathlib import Path
 
@@ -33,7 +28,7 @@ def markdown_source(page):
 
 def formulas_in(source):
     """How many <math> elements the page's formulas make: one per `$...$`, one per
-    \\qquad-separated part of each `$$...$$` (scripts/pages/mathml.py splits them so)."""
+    \\qquad-separated part of each `$$...$$` (as scripts/pages/mathml.py splits them)."""
     config = yaml_load((ROOT / "mkdocs.yml").read_text())
     names, settings = [], {}
     for extension in config["markdown_extensions"]:

@@ -1,10 +1,7 @@
-"""A bare mkdocs-material page with the project's palette: what the theme alone produces.
-
-The accessibility and HTML-validity tests hold the project's pages to it ("nothing worse
-than the theme itself"): it holds what every lesson page is made of (a heading, a link, a
-table, a highlighted Python block) and nothing of the project's. `make audit`
-(benchmarks/lighthouse.py) reads a page beside it as long as each lesson page (long/<page>).
-"""
+"""A bare mkdocs-material page with the project's palette: what the theme alone makes of a
+heading, a link, a table and a Python block. The accessibility and HTML-validity tests hold
+the project's pages to it; `make audit` (benchmarks/lighthouse.py) reads a page beside it as
+long as each lesson page (long/<page>)."""
 import os
 import re
 import subprocess
@@ -39,12 +36,9 @@ Some closing text.
 '''
 
 
-# The same theme on a page as long as a lesson page: PAGE's sections, again and again, to
-# about as many elements as that page. A browser paints a short page only once the
-# theme's script, at the end of the body, has run; a long one it paints first, so the
-# theme's own start-up lands after the first paint and counts as blocking time. Only a
-# page as long says what the theme alone blocks on a lesson page. The bare page's own
-# frame (header, nav, footer) is about 200 elements, each repeated section about 77.
+# PAGE's sections repeated to a lesson page's element count: a browser paints a long page
+# before the theme's script runs, so only a page as long says what the theme alone blocks.
+# The bare page's frame is about 200 elements, each repeated section about 77.
 FRAME_ELEMENTS, SECTION_ELEMENTS = 200, 77
 ELEMENT = re.compile(r"<[a-zA-Z]")
 
@@ -69,9 +63,8 @@ def long_page(length):
 
 
 def build_reference(directory, root=ROOT, lengths=None):
-    """Build the reference site under `directory` with `root`'s theme settings, with a
-    page as long as each of `lengths` ({lesson page: its element count}); return the site
-    folder."""
+    """Build the reference site under `directory` with `root`'s theme settings and a page
+    as long as each of `lengths` ({lesson page: its element count}); return the site."""
     project = yaml_load((Path(root) / "mkdocs.yml").read_text(encoding="utf-8"))
     theme = {key: project["theme"][key] for key in ("name", "font", "features", "palette")}
     config = {"site_name": "Reference", "theme": theme, "plugins": ["search"],

@@ -1,13 +1,5 @@
-"""The ring step-through (docs/assets/ring-stepper.js) as a reader meets it.
-
-Every value it shows is the recorded trace's, read as the static figures read it
-(scripts/figures/ring.py), with the figures' step numbers; one arrow per send, from the
-sender's card to the receiver's; the ring stays where it is while the words change, and
-the p = 4 ring and its buttons fit a phone's screen together; the keyboard focus stays on
-a control at both ends; Play moves it and Pause stops it, announcing only the step;
-nothing moves until asked; axe finds nothing in it, in both palettes, at p = 8 on a phone
-too. Only the pages that show it load its script; without script it stays hidden.
-"""
+"""The ring step-through (docs/assets/ring-stepper.js) as a reader meets it: every value
+the recorded trace's, read as the static figures read it (scripts/figures/ring.py)."""
 import json
 import re
 
@@ -19,11 +11,10 @@ from site_pages import page_file, site_pages
 import test_browser
 from test_browser import AXE, PageWatch, axe_findings, new_page, settle, skip_or_fail
 
-# The browser tests' fixtures, by name: Debian's chromium and the built site, served.
-playwright, browser, serve, served = (test_browser.playwright, test_browser.browser,
-                                      test_browser.serve, test_browser.served)
+browser, serve, published, served = (test_browser.browser, test_browser.serve,
+                                     test_browser.published, test_browser.served)
 
-# The seed lesson's pages that show it: the lesson and the going-further page on the ring.
+# The pages that show it.
 LESSON = f"lessons/{SEED.id}/"
 SHOWN_ON = [LESSON, "going-further/ring-simulator/"]
 # Words for controls that exist only once the script has run.
@@ -48,12 +39,12 @@ def test_the_build_the_ring_table_numbers_steps_as_the_figures_do():
 
 @pytest.mark.browser
 def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, served,
-                                                                   built_site):
+                                                                   published):
     """D17: only the pages that show it fetch its script and stylesheet; with script off
     it stays hidden, no text a reader sees speaks of its controls, and a <noscript> line
     says what shows instead."""
-    loading = [path for path in site_pages(built_site)
-               if "ring-stepper.js" in page_file(built_site, path).read_text()]
+    loading = [path for path in site_pages(published)
+               if "ring-stepper.js" in page_file(published, path).read_text()]
     assert sorted(loading) == sorted(SHOWN_ON)
     context = browser.new_context(java_script_enabled=False)
     for path in SHOWN_ON:
@@ -65,9 +56,8 @@ def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, serv
     context.close()
 
 
-# What the step-through shows, read off the page: the step's name and sentence, each
-# rank's chunks (label, values, arrived, its "new" mark), where the ring and the buttons
-# are drawn, and each arrow's send with the cards its ends are nearest to, on screen.
+# The step's name and sentence, each rank's chunks (label, values, arrived, "new"), where
+# the ring and buttons are drawn, each arrow's send and the cards nearest its two ends.
 SHOWS = """root => {
     const cards = [...root.querySelectorAll('.ring-stepper__rank')];
     const nearest = (path, at) => {
@@ -155,6 +145,22 @@ def assert_shows(shown, expected):
         assert arrow["ends"] == [src, dst] and arrow["label"] == f"c{chunk}", arrow
 
 
+def assert_a_screen_reader_gets_each_rank_as_a_list(page, root, trace):
+    """The named group, its controls by role, each rank a list with one new item; the
+    step and the sentence each spoken whole."""
+    group = page.get_by_role("group", name="The ring, step by step")
+    assert group.get_by_role("radio").count() == 1 + len(trace["byRanks"])
+    assert group.get_by_role("button", name="Next step").count() == 1
+    for r in range(trace["ranks"]):
+        items = group.get_by_role("list", name=f"rank {r}").get_by_role("listitem")
+        assert items.count() == trace["ranks"]
+        texts = [" ".join(item.all_text_contents()).replace("\n", " ") for item in items.all()]
+        assert sum("new" in text for text in texts) == 1, texts
+    for part in ("position", "status"):
+        assert root.locator(f".ring-stepper__{part}").get_attribute("aria-atomic") == "true"
+    assert "step 1 of" in root.locator(".ring-stepper__position").text_content()
+
+
 def open_stepper(browser, served, path=LESSON, scheme="light", width=1280,
                  motion="reduce", clock=False):
     """A page with the step-through, scrolled to its top (less motion unless asked)."""
@@ -175,15 +181,20 @@ def shows(root):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("path", SHOWN_ON)
-def test_the_ring_steps_through_the_recorded_trace(browser, served, path):
+@pytest.mark.parametrize("path, width", [(LESSON, 390), (SHOWN_ON[1], 1280)])
+def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, served, path,
+                                                                   width):
     """Every state, forwards with the buttons and backwards with the arrow keys, equals
     the recorded trace as the figures read it, on both pages; so do the other recorded
-    ring sizes; the last step of each phase reaches the recorded bytes per rank."""
+    ring sizes, each reaching the recorded bytes per rank. N4 and N5: the ring and the
+    buttons stay where they are whatever the status says; at p = 4 they fit one screen
+    below the header, the ring drawn whole; at p = 8 on a phone the ring scrolls in a box
+    of its own, which takes the keyboard's focus, has a name, and scrolls (not steps)
+    with the arrow keys."""
     trace = recorded_trace()
     expected = expected_ring_steps(trace)
     assert len(expected) == 2 * trace["ranks"]
-    page, watch, root = open_stepper(browser, served, path)
+    page, watch, root = open_stepper(browser, served, path, width=width)
     # The page carries the recording's data itself, parsed back unchanged.
     assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)") \
         == trace
@@ -193,8 +204,18 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served, path):
     for index, state in enumerate(expected):
         seen.append(shows(root))
         assert_shows(seen[-1], state)
+        assert [seen[-1][part] for part in ("ring", "controls")] == \
+            [seen[0][part] for part in ("ring", "controls")], state["position"]
+        if index == 1:
+            assert_a_screen_reader_gets_each_rank_as_a_list(page, root, trace)
         if index < len(expected) - 1:
             root.locator("[data-go=next]").click()
+    header = page.evaluate("document.querySelector('.md-header').getBoundingClientRect()"
+                           ".bottom")
+    assert seen[0]["controls"] - seen[0]["ring"][0] <= page.viewport_size["height"] - header
+    figure = root.locator(".ring-stepper__figure")
+    assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
+    assert figure.get_attribute("tabindex") is None  # nothing to scroll: no tab stop
     root.focus()
     for state in reversed(expected):
         assert_shows(shows(root), state)
@@ -212,54 +233,27 @@ def test_the_ring_steps_through_the_recorded_trace(browser, served, path):
         assert shows(root) == at and page.evaluate("document.activeElement.dataset.go") == go
         assert root.locator(f"[data-go={go}]").get_attribute("aria-disabled") == "true"
     assert len({entry["status"] for entry in seen}) == len(seen)  # each step said anew
-    # The other recorded ring sizes, forwards, each from its own recorded trace.
     sizes = sorted(int(n) for n in trace["byRanks"])
-    assert [int(value) for value in root.locator("input[type=radio]").evaluate_all(
+    assert 8 in sizes and [int(value) for value in root.locator("input[type=radio]").evaluate_all(
         "inputs => inputs.map(input => input.value)")] == sorted([trace["ranks"], *sizes])
     for ranks in sizes:
         other = trace["byRanks"][str(ranks)]
         root.locator(f"input[type=radio][value='{ranks}']").check()
+        if ranks == 8 and width < 600:
+            assert figure.evaluate("box => box.scrollWidth > box.clientWidth")
+            assert figure.get_attribute("tabindex") == "0" and figure.get_attribute("aria-label")
+            figure.focus()
+            page.keyboard.press("ArrowRight")
+            page.wait_for_function("box => box.scrollLeft > 0", arg=figure.element_handle())
+        elif ranks == 8:
+            assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
         steps = expected_ring_steps(other)
         for index, state in enumerate(steps):
-            assert_shows(shows(root), state)
+            assert_shows(shows(root), state)  # the arrow key scrolled, it did not step
             if index < len(steps) - 1:
                 root.locator("[data-go=next]").click()
         assert f"has sent {(ranks - 1) * other['vectorBytes'] // ranks} of its " \
             f"{other['allGather']['bytesSent'][0]} bytes" in shows(root)["status"]
-    assert watch.problems == []
-    page.close()
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("width", [390, 1280])
-def test_the_ring_stays_still_and_fits_a_phone_with_its_buttons(browser, served, width):
-    """N4 and N5: whatever the status says, the ring and the buttons stay where they are;
-    at p = 4 the whole ring and the buttons fit one screen below the header, the ring
-    drawn whole; at p = 8 on a phone the ring scrolls in a box of its own, which takes
-    the keyboard's focus, has a name, and scrolls (not steps) with the arrow keys."""
-    page, watch, root = open_stepper(browser, served, width=width)
-    header = page.evaluate("document.querySelector('.md-header').getBoundingClientRect()"
-                           ".bottom")
-    first = shows(root)
-    for _ in range(2 * recorded_trace()["ranks"] - 1):
-        root.locator("[data-go=next]").click()
-        now = shows(root)
-        assert (now["ring"], now["controls"]) == (first["ring"], first["controls"]), \
-            now["position"]
-    figure = root.locator(".ring-stepper__figure")
-    assert first["controls"] - first["ring"][0] <= page.viewport_size["height"] - header
-    assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
-    assert figure.get_attribute("tabindex") is None  # nothing to scroll: no tab stop
-    root.locator("input[type=radio][value='8']").check()
-    scrolls = figure.evaluate("box => box.scrollWidth > box.clientWidth")
-    assert scrolls == (width < 600)
-    if scrolls:
-        assert figure.get_attribute("tabindex") == "0" and figure.get_attribute("aria-label")
-        figure.focus()
-        position = shows(root)["position"]
-        page.keyboard.press("ArrowRight")
-        page.wait_for_function("box => box.scrollLeft > 0", arg=figure.element_handle())
-        assert shows(root)["position"] == position
     assert watch.problems == []
     page.close()
 
@@ -271,13 +265,12 @@ def live(root):
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("motion", ["no-preference", "reduce"])
-def test_play_moves_one_step_at_its_pace_announcing_only_the_step(browser, served, motion):
+def test_play_moves_one_step_at_its_pace_announcing_only_the_step(browser, served):
     """Nothing moves until asked; Play moves one step a pace and says only which step it
     is (N6: not 70 to 120 words every 2.5 s), Pause stops it and the sentence is spoken
-    again; played on, it stops at the end; a step by hand stops it. With less motion asked
-    for, an arrow is drawn at once."""
-    page, watch, root = open_stepper(browser, served, motion=motion, clock=True)
+    again; played on, it stops at the end; a step by hand stops it. An arrow is drawn
+    moving, or at once where less motion is asked for (a CSS media query)."""
+    page, watch, root = open_stepper(browser, served, motion="no-preference", clock=True)
     pace = int(root.get_attribute("data-pace-ms"))
     expected = [state["position"] for state in expected_ring_steps(recorded_trace())]
     page.clock.run_for(20 * pace)
@@ -291,7 +284,7 @@ def test_play_moves_one_step_at_its_pace_announcing_only_the_step(browser, serve
     assert shows(root)["position"] == expected[1]
     animation = root.locator(".ring-stepper__arrow path").first.evaluate(
         "path => getComputedStyle(path).animationName")
-    assert animation == ("none" if motion == "reduce" else "ring-stepper-send")
+    assert animation == "ring-stepper-send"
     page.clock.run_for(pace)
     assert shows(root)["position"] == expected[2]
     play.click()  # Pause
@@ -306,27 +299,9 @@ def test_play_moves_one_step_at_its_pace_announcing_only_the_step(browser, serve
     root.locator("[data-go=next]").click()
     page.clock.run_for(3 * pace)
     assert shows(root)["position"] == expected[1] and play.text_content() == "Play"
-    assert watch.problems == []
-    page.close()
-
-
-@pytest.mark.browser
-def test_a_screen_reader_gets_each_rank_as_a_list_and_the_steps_as_they_come(
-        browser, served):
-    page, watch, root = open_stepper(browser, served)
-    p = recorded_trace()["ranks"]
-    root.locator("[data-go=next]").click()
-    group = page.get_by_role("group", name="The ring, step by step")
-    assert group.get_by_role("radio").count() == 1 + len(recorded_trace()["byRanks"])
-    assert group.get_by_role("button", name="Next step").count() == 1
-    for r in range(p):
-        items = group.get_by_role("list", name=f"rank {r}").get_by_role("listitem")
-        assert items.count() == p
-        texts = [" ".join(item.all_text_contents()).replace("\n", " ") for item in items.all()]
-        assert sum("new" in text for text in texts) == 1, texts
-    for part in ("position", "status"):
-        assert root.locator(f".ring-stepper__{part}").get_attribute("aria-atomic") == "true"
-    assert "step 1 of" in root.locator(".ring-stepper__position").text_content()
+    page.emulate_media(reduced_motion="reduce")
+    assert root.locator(".ring-stepper__arrow path").first.evaluate(
+        "path => getComputedStyle(path).animationName") == "none"
     assert watch.problems == []
     page.close()
 
@@ -359,37 +334,17 @@ COLOURS = """root => [...root.querySelectorAll('.ring-stepper__chunk')].map(chun
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_every_cell_and_the_arrived_outline_hold_their_contrast(browser, served, scheme):
+@pytest.mark.parametrize("scheme, width", [("light", 1280), ("dark", 390)])
+def test_every_cell_holds_its_contrast_and_axe_finds_nothing_in_it(browser, served, scheme,
+                                                                  width):
     """D16: each look takes the figures' colours of its palette (not light pastels on the
-    dark page), its text holds 4.5:1 and the arrived outline 3:1 against the card."""
-    page, watch, root = open_stepper(browser, served, scheme=scheme)
-    palette, looks = {"light": LIGHT, "dark": DARK}[scheme], set()
-    for go in ("next", "next", "last", "previous"):  # every look: own ... missing
-        root.locator(f"[data-go={go}]").click()
-        for cell in root.evaluate(COLOURS):
-            looks.add(cell["look"])
-            behind = cell["card"] if cell["look"] == "missing" else cell["fill"]
-            assert contrast(cell["ink"], behind) >= 4.5, cell
-            assert not cell["arrived"] or contrast(cell["outline"], cell["card"]) >= 3, cell
-            if cell["look"] != "missing":
-                assert cell["fill"] == rgb(getattr(palette, cell["look"])[0]), cell
-    assert looks == {"own", "partial", "full", "missing"}
-    assert watch.problems == []
-    page.close()
-
-
-@pytest.mark.browser
-@pytest.mark.parametrize("scheme, width", [("light", 1280), ("dark", 1280), ("light", 390),
-                                           ("dark", 390)])
-def test_axe_finds_nothing_in_the_step_through(browser, served, scheme, width):
-    """At the reduce-scatter's middle step (own, partial, arrived), an all-gather step
-    (full, missing) and at p = 8 (a ring wider than a phone): no axe violation of any
-    impact inside it, and the page no wider than its screen."""
-    if not AXE.exists():
-        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
+    dark page), its text holds 4.5:1 and the arrived outline 3:1 against the card; at the
+    reduce-scatter's middle step (own, partial, arrived), an all-gather step (full,
+    missing) and at p = 8 (a ring wider than a phone) axe finds no violation of any impact
+    inside it, and the page is no wider than its screen. Colours follow the palette, the
+    p = 8 box the width: one screen of each palette, one of each width."""
     page, watch, root = open_stepper(browser, served, LESSON, scheme, width)
-    p = recorded_trace()["ranks"]
+    palette, looks, p = {"light": LIGHT, "dark": DARK}[scheme], set(), recorded_trace()["ranks"]
     for steps in (p // 2, p + 1, "p = 8"):  # RS step p/2, AG step 1, then p = 8
         root.focus()
         page.keyboard.press("Home")
@@ -397,8 +352,19 @@ def test_axe_finds_nothing_in_the_step_through(browser, served, scheme, width):
             root.locator("input[type=radio][value='8']").check()
         for _ in range(0 if steps == "p = 8" else steps):
             page.keyboard.press("ArrowRight")
-        impacts = ("minor", "moderate", "serious", "critical")
-        assert axe_findings(page, ".ring-stepper", impacts) == [], shows(root)["position"]
+        for cell in root.evaluate(COLOURS):
+            looks.add(cell["look"])
+            behind = cell["card"] if cell["look"] == "missing" else cell["fill"]
+            assert contrast(cell["ink"], behind) >= 4.5, cell
+            assert not cell["arrived"] or contrast(cell["outline"], cell["card"]) >= 3, cell
+            if cell["look"] != "missing":
+                assert cell["fill"] == rgb(getattr(palette, cell["look"])[0]), cell
+        if AXE.exists():
+            impacts = ("minor", "moderate", "serious", "critical")
+            assert axe_findings(page, ".ring-stepper", impacts) == [], shows(root)["position"]
         assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    assert looks == {"own", "partial", "full", "missing"}
     assert watch.problems == []
     page.close()
+    if not AXE.exists():
+        skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")
