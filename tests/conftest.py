@@ -21,9 +21,8 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 # No JAX in either; after the settings above.
-from harness import (FIXTURES, PROJECT_PARTS, ROOT, RECORD, add_fixture_lesson,  # noqa: E402,F401
-                     clean_env, ended_pid, leftover_temp_files, project, rederive_analyses,
-                     remove_fixture_lesson, run, snapshot)
+from harness import (FIXTURES, ROOT, RECORD, clean_env, ended_pid, project,  # noqa: E402,F401
+                     rederive_analyses, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.

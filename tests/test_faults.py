@@ -168,10 +168,10 @@ def printed_pass(expected):
 
 def hanging_exercise(tree):
     """The checker running a learner's endless loop that started a process outside its group."""
-    from test_exercises import SCAFFOLDS, fill
+    from test_exercises import fill
 
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
-    fill(tree, SCAFFOLDS, "make_it_yours", f"""
+    fill(tree, "make_it_yours", f"""
 def make_it_yours(mesh, programs, problem):
     import subprocess
     subprocess.Popen(["sleep", "{mark}"], start_new_session=True)  # out of the group
