@@ -78,8 +78,7 @@ def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpir
     assert all(row["observedBytesPerRank"] == [0.0] * 4
                for row in recording["data"]["trafficBaseline"])
     check = run(RECORD, "--check", cwd=root)
-    # Other files of this copy may be stale on a branch that has not re-recorded; the
-    # recording mpirun wrote, and the figure drawn from it, must not be among them.
+    # Other files may be stale on a branch not re-recorded; not mpirun's or its figure.
     assert [line for line in check.stdout.splitlines()
             if "cpu-processes" in line or "traffic" in line] == []
 

@@ -78,7 +78,6 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
         assert 'href="notebooks/psum-01/"' in html or 'href="../../notebooks/psum-01/"' in html
     assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' \
         in home
-    # Its downloads are on its page, and are there.
     for link in ('href="../../lesson_code/psum_01.py"',
                  'href="../../notebooks/psum-01/psum-01.ipynb" download'):
         assert link in page

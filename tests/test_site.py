@@ -173,9 +173,8 @@ NUMERIC_SOURCE = [{"cell_type": "code", "metadata": {}, "source": 5, "outputs": 
 HOME_LINES = (ROOT / "docs" / "index.md").read_text().count("\n")
 
 
-# What a pull request can break, and the one line the build then stops with: a stale or
-# broken recording or notebook, a link out of the checkout, a page the page language
-# cannot build. Each case is a copy of the project, broken one way, built strictly.
+# What a pull request can break, and the one line the strict build then stops with; each
+# case a copy of the project, broken one way.
 BROKEN = {
     **{f"{name}-{lesson.id}": (edited(path, change), words) for lesson in LESSONS.values()
        for name, path, change, words in [
@@ -197,8 +196,7 @@ BROKEN = {
     "control-character": (edited("docs/index.md", lambda page: page + "\nNUL: \x00, \x01.\n"),
                           [f"docs/index.md: line {HOME_LINES + 2} holds U+0000, a control "
                            "character no page can show; remove it"]),
-    # mkdocs names the page, the page language the directive (each kind of directive that
-    # cannot be resolved: tests/test_page_directives.py).
+    # mkdocs names the page, the page language the directive (each kind: test_page_directives).
     "malformed-directive": (
         edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
         ["Error reading page 'index.md':", "malformed page directive"]),
