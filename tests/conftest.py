@@ -1,11 +1,8 @@
 """Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
-fixtures built once per run. Plain helpers (a project copy, a command run, its one error
-line) live in tests/harness.py.
+fixtures built once per run (plain helpers: tests/harness.py).
 
-JAX fixes its backend and the number of logical CPU devices the first time anything asks
-for a device, so this has to happen before any test module touches JAX. Eight devices let
-one interpreter build meshes of 2, 4 and 8 from ``jax.devices()[:p]``; anything that needs
-a different device count runs the lesson in a subprocess, with clean_env().
+JAX fixes its backend and device count at its first device query, so they are set before any
+test module touches JAX: eight devices give meshes of 2, 4 and 8 from ``jax.devices()[:p]``.
 """
 import os
 import shutil
@@ -18,50 +15,39 @@ import pytest
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
-# A run started under nohup ignores SIGHUP, and so does every process it starts: by
-# design, the commands then outlive the terminal and take no SIGHUP
-# (scripts/plumbing/interrupts.py). The tests of what SIGHUP does need it delivered. A handler
-# that does nothing keeps pytest itself alive when the terminal goes (as nohup asked),
-# while every process the suite starts begins with SIGHUP's default action: exec resets
-# a caught signal to its default, where an ignored one stays ignored.
+# Under nohup SIGHUP is ignored, and stays ignored in every process started; the tests of
+# SIGHUP need it delivered. A caught signal is reset to its default by exec, so a handler
+# that does nothing keeps pytest alive (as nohup asked) and gives the children the default.
 signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 # No JAX in either; after the settings above.
-from harness import (FIXTURES, PROJECT_PARTS, ROOT, RECORD, add_fixture_lesson,  # noqa: E402,F401
-                     clean_env, ended_pid, leftover_temp_files, project, rederive_analyses,
-                     remove_fixture_lesson, run, snapshot)
+from harness import (FIXTURES, ROOT, RECORD, clean_env, ended_pid, project,  # noqa: E402,F401
+                     rederive_analyses, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
 PUBLISHED_SEED = FIXTURES / "published_seed.json"
-# The names test files used before tests/harness.py, for those not yet moved to it.
-project_copy = project
+project_copy = project  # the older name, for files not yet moved to harness.project
 
 
 def run_record(root, *args, timeout=300):
     return run(RECORD, *args, cwd=root, timeout=timeout)
 
 
-# This tree's registry. A test about "the lesson" runs once per registered lesson
-# (@each_lesson), so a lesson added as the README says is tested with no change here;
-# a test of one lesson's own content names it.
+# A test about "the lesson" runs once per registered lesson (@each_lesson), so a lesson
+# added as the README says is tested with no change here.
 LESSONS = load_lessons(ROOT)  # never empty: the registry refuses a file with no lesson
 each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
                                       ids=list(LESSONS))
 
-# The course's seed lesson, taken from the registry by name here and nowhere else. Tests of
-# its own content (its snippet sections, its panels and mechanism figure, its rank module,
-# sweep and simulation) and tests that need a lesson with all of those (a hostile
-# recording's panel labels, a stale process run) use it; every other test takes its lessons
-# from LESSONS, so a lesson added as the README says changes nothing under tests/.
+# The seed lesson, named here and nowhere else: for tests of its own content, or that need
+# a lesson with all of its parts (rank module, sweep, simulation, figures).
 SEED = LESSONS["distributed-03"]
-# Some lesson, any: the registry's first, for checks of the machinery that need one
-# recording (a page directive that reads it, a page that asks for it).
+# Some lesson, any: for checks of the machinery that need one recording.
 FIRST_LESSON = next(iter(LESSONS.values()))
 
 
 def recording_name(lesson, variant="cpu"):
-    """A lesson's recording, as the repository names it: recordings/<id>.<variant>.json."""
     return f"recordings/{lesson.id}.{variant}.json"
 
 
@@ -71,9 +57,8 @@ def module_file(lesson, module=None):
 
 
 def each_lesson_with(*fields):
-    """Parametrize over the lessons that have `fields`, each case named
-    `<id>.<field>...`: not a plain `[<id>]`, which says a test runs for every lesson
-    (tests/test_second_lesson.py holds each of those to running for a new lesson too)."""
+    """Parametrize over the lessons that have `fields`, each case named `<id>.<field>...`:
+    a plain `[<id>]` says a test runs for every lesson (tests/test_second_lesson.py)."""
     return pytest.mark.parametrize("lesson", lessons_with(*fields),
                                    ids=lambda lesson: ".".join((lesson.id, *fields)))
 
@@ -140,12 +125,9 @@ def hostile_site(request, tmp_path_factory):
     return built_once(request, tmp_path_factory, "hostile", build_hostile_site)
 
 
-# The suite in tiers, as pytest's own docs and JAX do it: plain `pytest` runs the unit tier
-# (pyproject.toml's addopts: -m "not slow and not browser"), `pytest -m slow` and `pytest -m
-# browser` the others, `make test` every tier (-m ""). A test is in a tier by what it takes:
-# one of these fixtures (a site build, a recorded copy, JAX processes, mpirun; chromium, axe),
-# or a mark of its own where it starts JAX, record.py, a kernel or a build itself, or
-# measures collectives in-process.
+# The tiers: plain `pytest` is the unit tier (pyproject.toml's addopts), `-m slow` and
+# `-m browser` the others, `make test` all (-m ""). A test is slow or browser by one of these
+# fixtures, or by a mark of its own where it starts JAX, record.py, a kernel or a build.
 SLOW_FIXTURES = {
     "built_site", "reference_site", "hostile_site",  # a strict site build
     "project",  # a copy some test files build, record or check exercises in
@@ -159,11 +141,9 @@ BROWSER_FIXTURES = {"playwright", "browser", "serve", "served", "visits", "refer
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(items):
-    """Each test's tier from its fixtures; then the files with the most slow or browser
-    tests first, each file's tests kept together and in their own order. `make test`
-    hands whole files to two workers in this order (--dist loadfile
-    --no-loadscope-reorder), so the long files start first and the short ones fill in at
-    the end, instead of a long file begun last keeping one worker busy alone."""
+    """Each test's tier from its fixtures; then the files with the most heavy tests first,
+    each kept whole and in order: `make test` (--dist loadfile --no-loadscope-reorder)
+    starts the long files first, so that no long file begun last keeps one worker alone."""
     for item in items:
         names = set(item.fixturenames)
         if names & BROWSER_FIXTURES:
@@ -180,16 +160,9 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(autouse=True)
 def signals_as_they_were():
-    """Each test starts with Ctrl-C as a terminal gives it and leaves this process's
-    signal state as it found it.
-
-    - A suite started in the background (`make test &`, a CI runner) inherits SIGINT
-      ignored, and so would every process a test starts: `mkdocs serve` could not be
-      stopped with the Ctrl-C a test sends it. During a test SIGINT raises
-      KeyboardInterrupt, as in a foreground run, and children start with its default.
-    - A command's main() run in-process installs scripts/plumbing/interrupts.py's handlers,
-      which turn a later SIGINT into Interrupted, ignore the next and remember it (and
-      its unraisable hook); a commit in a later test of the same worker would raise it."""
+    """Each test starts with Ctrl-C as a terminal gives it (a suite run in the background
+    inherits SIGINT ignored, and its children would too), and leaves the signal state as it
+    found it: a main() run in-process installs interrupts.py's handlers and memory."""
     from scripts.plumbing import interrupts
 
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}

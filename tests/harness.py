@@ -1,10 +1,5 @@
 """What the tests of the commands share: a copy of the project, a command run in it as a
-user runs it, its one error line, and the files it writes compared byte for byte.
-
-A command is started as `python ARGV` (scripts/record.py, `-m lesson_code...`, `-c ...`)
-without the suite's JAX settings. `Started` is one left running, for a test that signals
-it; `still_running` and `scratch_of` say what it left behind.
-"""
+user runs it (without the suite's JAX settings), its one error line, the files it writes."""
 import json
 import os
 import queue
@@ -32,14 +27,12 @@ PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "con
                  "pyproject.toml", "docs", "scripts", "lesson_code", "recordings", "figures")
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
-# The small fixture lesson (two devices, one psum, a figure of its own renderer): what a
-# course author adds, as lesson_code/CONTRACT.md says.
+# The small fixture lesson a course author adds, as lesson_code/CONTRACT.md says.
 FIXTURE_LESSON = FIXTURES / "second_lesson"
 FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
 
 
 def clean_env(**extra):
-    """The environment for a subprocess: this one without the suite's JAX settings."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
@@ -47,8 +40,8 @@ def clean_env(**extra):
 
 def project(destination, parts=PROJECT_PARTS, lesson=None):
     """A copy of the project's `parts` under `destination`, node_modules linked; with
-    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded, as CONTRACT.md says. The pins
-    travel together: requirements-test.txt says which of constraints.txt's are tools."""
+    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded. requirements-test.txt travels
+    with requirements.txt: it says which of constraints.txt's pins are tools."""
     destination = Path(destination).resolve()
     destination.mkdir(parents=True, exist_ok=True)
     if "requirements.txt" in parts and "requirements-test.txt" not in parts:
@@ -67,7 +60,7 @@ def project(destination, parts=PROJECT_PARTS, lesson=None):
     return destination
 
 
-RECORD = "scripts/record.py"  # run(RECORD, "--check", cwd=root)
+RECORD = "scripts/record.py"
 
 
 def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
@@ -102,7 +95,6 @@ def snapshot(root):
 
 
 def changed(before, root):
-    """The names, below `root`, of files added, removed or rewritten since `before`."""
     after = snapshot(root)
     return sorted(name for name in before.keys() | after.keys()
                   if before.get(name) != after.get(name))
@@ -140,8 +132,8 @@ def command_line(process):
 
 
 class Started:
-    """`python ARGV` started in a session of its own, its stderr read line by line as it
-    runs, its stdout kept in a file. A `with` block kills what is left of it."""
+    """`python ARGV` in a session of its own, its stderr read line by line as it runs, its
+    stdout kept in a file. A `with` block kills what is left of it."""
 
     def __init__(self, *argv, cwd=ROOT, env=None, **popen):
         descriptor, out = tempfile.mkstemp(prefix="started-", suffix=".out")
@@ -204,7 +196,6 @@ class Started:
             self.process.send_signal(signum)
 
     def finish(self, timeout=60):
-        """Exit status and every stderr line, once it has exited."""
         status = self.process.wait(timeout=timeout)
         while (line := self._queue.get(timeout=10)) is not None:
             self.lines.append(line)
@@ -292,8 +283,7 @@ def add_fixture_lesson(root):
 
 
 def remove_fixture_lesson(root):
-    """The project at `root` as it was before the fixture lesson was added: its entry,
-    files, page, outputs and lock entries taken out, if it has them."""
+    """The fixture lesson's entry, files, page, outputs and lock entries taken out of `root`."""
     from scripts.store.outputs import lock_path, lock_text, read_lock
 
     entry, lesson_id = fixture_entry()

@@ -1,6 +1,5 @@
 """The message-size sweep (bench.py on the seed lesson's `sweep` module): its arithmetic,
-its measuring code's bookkeeping, its command line and the committed recording. No test
-asserts how fast anything ran; every path comes from the registry (outputs.for_lesson)."""
+bookkeeping, command line and committed recording; no test asserts how fast anything ran."""
 import importlib
 import json
 
@@ -26,12 +25,10 @@ QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "blocks": 2, "samples": 2,
          "minSampleMs": 0.2}
 TINY = {"samples": 2, "minSampleMs": 0.2}
 
-# The seed lesson's sweep programs, from its registry entry.
 sweep_programs = importlib.import_module(SEED.sweep)
 COLLECTIVES, SIZES = sweep_programs.COLLECTIVES, sweep_programs.SIZES
 element_count, sizes_for = sweep_programs.element_count, sweep_programs.sizes_for
-LESSON = ["--lesson", SEED.id]  # bench.py's choice made explicit: the programs above
-# Its sweep's files, each relative to a project root: the recording, the analysis, the figure.
+LESSON = ["--lesson", SEED.id]
 FILES = for_lesson(SEED)
 RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
     FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
@@ -68,8 +65,8 @@ def test_each_program_says_how_many_phases_it_moves_and_each_size_is_measured_on
     assert {c for c, f in facts.items() if f["phases"] == 2} == {
         "all_reduce", "reduce_scatter_all_gather", "ring_all_reduce"}
     assert facts["ring_reduce_scatter"]["steps"] == 3 and facts["ring_all_reduce"]["steps"] == 6
-    # Sizes a factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB (content
-    # review M2), each measured once, as elements rounded up to a multiple of p.
+    # Sizes a factor 4 apart from 8 B, and 12, 16, 24 MiB between 8 and 32 MiB, each
+    # measured once, as elements rounded up to a multiple of p.
     assert SIZES == tuple(sorted({8 * 4**k for k in range(12)}
                                  | {12 * 2**20, 16 * 2**20, 24 * 2**20}))
     assert [element_count(8, p) for p in (2, 4, 8)] == [2, 4, 8]  # 16 B moved at p = 4
@@ -181,8 +178,7 @@ def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
 
 @pytest.mark.slow
 def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_place(tmp_path):
-    """The real command in a copy, fresh worker processes and all, writing the committed
-    files (QUICK's p are its whole plan); only the structure is checked."""
+    """The real command in a copy, worker processes and all; only the structure is checked."""
     root = project(tmp_path / "repo")
     before = snapshot(root)
     plan = {**QUICK, "sizes": [8, 2**20]}  # the probes' size, and one more for the fits
@@ -205,7 +201,6 @@ def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_p
     assert recording["pageBytes"] > 0 and recording["provenance"] == "recorded_cpu_computation"
     assert recording["environment"]["busyCoresAtStart"] is not None  # read before it ran
     assert "fits" not in recording and "ratios" not in recording  # measured, not read
-    # It moved into place with what is derived from it and the lock entries of each.
     written = changed(before, root)
     assert written == sorted([RECORDING_FILE, ANALYSIS_FILE, "recordings/outputs.lock.json",
                               *(path for path in written if path.startswith("figures/"))])
@@ -262,9 +257,8 @@ def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monkeypatch):
-    """bench.py --platform tpu, as the TPU job runs it: each p the lesson's `devices` chips
-    hold, in a worker told to use them, written as its tpu-sweep (the committed CPU sweep
-    answers for the workers)."""
+    """As the TPU job runs it: each p the lesson's chips hold, in a worker told to use them,
+    written as its tpu-sweep (the committed CPU sweep answers for the workers)."""
     plan = {**QUICK, "ranks": [2, 4, 8], "sizes": [8], "blocks": 1}
     fitting = [p for p in plan["ranks"] if p <= SEED.devices]
     assert 0 < len(fitting) < len(plan["ranks"])  # the seed's chips hold some p, not all
@@ -273,7 +267,6 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     def measure(module, ranks, sizes, plan, block, root, platform):
         asked.append((ranks, platform))
         measured = replayed(ranks, sizes, plan, block)
-        # Judged against the predictions made for the VM's chip (its analysis).
         measured["backend"].update(backend="tpu", deviceKind="TPU v6 lite")
         return measured
     monkeypatch.setattr(bench, "measure_in_subprocess", measure)
@@ -283,7 +276,6 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     recording = load_recording(out)
     assert recording["command"] == ["python", "scripts/bench.py", "--platform", "tpu"]
     assert {row["ranks"] for row in recording["rows"]} == set(fitting)
-    # The committed files' name for it, and what it is a run of: the sweep module.
     tpu_sweep = FILES.recording(bench.sweep_variant("tpu"))
     assert tpu_sweep == recording_name(SEED, "tpu-sweep")
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings",
@@ -310,8 +302,7 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
 # --- the committed sweep --------------------------------------------------------------
 
 def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_derived():
-    """Every program, p, size and loop length in every block (whether the module measures
-    those today is freshness's question: `record.py --check`)."""
+    """Every program, p, size and loop length in every block."""
     committed = COMMITTED
     validate(committed)
     assert committed["provenance"] == "recorded_cpu_computation"
@@ -334,12 +325,10 @@ def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_deri
                                == len(r["minorFaults"]) for r in rows)
     assert sorted(d["ranks"] for d in committed["donation"]) == [2, 4, 8]
     assert [entry["ranks"] for entry in committed["order"][:3]] == [2, 4, 8]
-    # (its figures, drawn from the analysis, are test_figures.py's, as every figure)
     assert json.loads(ANALYSIS.read_text()) == analysed(committed)
 
 
 def test_the_page_reads_the_analysis_and_types_no_verdict():
-    # The sweep's page and its allocator page, which holds the page-fault story.
     page = "".join((ROOT / "docs" / "going-further" / name).read_text()
                    for name in ("sweep.md", "allocator.md"))
     for path in ("host.words }}", "verdictCounts.inconclusive|d",
@@ -355,12 +344,11 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
                   "the step\ncount below predicts", "tens of per cent", "an eighth",
                   "no account here", "last-level cache", "own cost",
                   "They do not explain all of it", "In three sweeps back to back"):
-        # Content review turn 4 M2, M5, M6 and turn 5 M2, L5: typed, untestable, or a
-        # cache size a small virtual machine cannot show.
+        # Typed, untestable, or a cache size a small virtual machine cannot show.
         assert typed not in page, typed
 
 
-# the command line's refusals --------------------------------------------------------------
+# --- the command line's refusals ------------------------------------------------------
 
 TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
 

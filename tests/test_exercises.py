@@ -1,8 +1,5 @@
-"""The exercise checker (scripts/exercises.py) as a learner meets it: scaffolds edited as
-a learner might (a slip a page names, a shortcut, a process that misbehaves), one line per
-exercise, no slip passing, the lessons' own solutions passing. (Ctrl-C and a closed
-stdout: the signal matrix in tests/test_faults.py.)
-"""
+"""The exercise checker as a learner meets it: scaffolds edited as a learner might (a slip a
+page names, a shortcut, a process that misbehaves), one line per exercise."""
 import os
 import re
 from dataclasses import replace
@@ -15,13 +12,11 @@ from lesson_code.exercise import Exercise
 from scripts import exercises
 from scripts.exercises import load_exercises, solution_called
 
-# The seed lesson's exercises: its scaffolds, its checks and the mistakes they name.
 ID = SEED.id
 SCAFFOLDS = f"lesson_code/{SEED.module.rsplit('.', 1)[1]}_exercises.py"
 RING_SCAFFOLD = "lesson_code/ring_exercises.py"
 NAMES = ["make_it_yours", "communication_budget", "zero_accounting", "clip_by_global_norm",
          "ring_all_gather"]
-# What the checker reads: the registry, the checks, the recordings they use.
 CHECKER_PARTS = ("scripts", "lesson_code", "recordings")
 
 
@@ -30,7 +25,6 @@ def check(root, *args):
 
 
 def lines_by_exercise(done, names=NAMES):
-    """The checker's one line per exercise, by name, in the checks' order."""
     assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
     lines = done.stdout.splitlines()
     assert [line.split(":")[0].split()[-1] for line in lines] == names, lines
@@ -64,7 +58,6 @@ def project(tmp_path_factory):
 
 @pytest.fixture
 def scaffolds(project):
-    """The project's scaffolds as the repository has them, for a test to edit."""
     for path in (SCAFFOLDS, RING_SCAFFOLD):
         (project / path).write_text((ROOT / path).read_text())
     return project
@@ -89,9 +82,8 @@ def test_an_exercise_says_which_field_is_wrong(field, value, message):
         Exercise(**{**fields, field: value})
 
 
-# The learner's function, as the syntax tree of its scaffold shows it: does it call the
-# lesson's own solution (True), or do the work itself (False)? Imported under another
-# name: the round "the lesson's own ring called".
+# Does the scaffold's function call the lesson's own solution? (Imported under another
+# name: the round "the lesson's own ring called".)
 SHORTCUTS = {
     "through its module": (True, "def ring_all_gather(c):\n    import lesson_code."
                            "ring_collectives as ring\n    return ring.ring_all_gather(c)\n"),
@@ -299,8 +291,7 @@ def with_checks(project, checks):
 
 @pytest.mark.slow
 def test_another_lessons_exercises_run_on_its_own_device_count(eight_devices):
-    """A lesson with 8 devices and its own checks: nothing under scripts/ changes, and
-    each exercise sees the lesson's 8 devices, not the seed lesson's 4."""
+    """Each exercise of an 8-device lesson sees 8 devices, not the seed lesson's 4."""
     project = with_checks(eight_devices, CHECKS)
     done = check(project, "--lesson", "psum-08")
     assert done.returncode == 1 and done.stdout.startswith(

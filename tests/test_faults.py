@@ -66,10 +66,8 @@ def stale_mechanism(tree):
                                          ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
 def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(program, how, status,
                                                                 monkeypatch, capsys):
-    """128 + the signal, as a shell reports it, once every `finally` ran (a command's through
-    a second signal during that clean-up), also where a library swallowed the
-    KeyboardInterrupt and went on; under nohup the command outlives the terminal. The
-    lesson program has a handler of its own (it imports nothing of scripts/)."""
+    """128 + the signal once every `finally` ran, through a second signal during a command's
+    clean-up or a KeyboardInterrupt a library swallowed; under nohup it outlives the terminal."""
     name, nohup = how.split()[-1], how.startswith("nohup")
     if nohup:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -163,7 +161,6 @@ def ranks_running(command):
 
 
 def printed_pass(expected):
-    """Whether the lesson had passed when the signal came: it was that phase."""
     def check(command, lines):
         assert any("printed PASS" in line for line in lines) == expected, lines
     return check
@@ -171,10 +168,10 @@ def printed_pass(expected):
 
 def hanging_exercise(tree):
     """The checker running a learner's endless loop that started a process outside its group."""
-    from test_exercises import SCAFFOLDS, fill
+    from test_exercises import fill
 
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
-    fill(tree, SCAFFOLDS, "make_it_yours", f"""
+    fill(tree, "make_it_yours", f"""
 def make_it_yours(mesh, programs, problem):
     import subprocess
     subprocess.Popen(["sleep", "{mark}"], start_new_session=True)  # out of the group
@@ -209,7 +206,6 @@ def importing_jax(command):
     command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in process.memory_maps()))
 
 
-# Each command's phases, all run in the copy: the files record.py writes are as they were.
 PHASES = {
     "record.py planning": lambda tree: record_phase(tree, pause=("scripts.plan:make_plan", 1)),
     "record.py kernel starting": lambda tree: record_phase(
@@ -221,7 +217,6 @@ PHASES = {
         tree, "--processes", "4", "--all", reach=ranks_running, env=hanging_ranks(tree, SEED)),
     "record.py derive": lambda tree: record_phase(
         tree, "--all", pause=("scripts.record:stage_derived", 1), check=printed_pass(True)),
-    # The moves wait for the signal: then every new file is in place, and the line says so.
     "record.py commit": lambda tree: record_phase(
         tree, "--render-only", pause=("scripts.store.staging:keep_old", 2), written=True,
         line="after every new file was in place"),
@@ -331,9 +326,8 @@ def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_
 
 def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_to_mend(
         tree, monkeypatch):
-    """--check names the lock; --render-only (in-process, each drawing a stub: what is drawn
-    is tests/test_figures.py's) remakes every file it locked, and removes the staged files,
-    which git ignores. (Each breakage --check names: tests/test_freshness.py's broken tree.)"""
+    """--check names the lock; --render-only (in-process, each drawing a stub) remakes every
+    file it locked and removes the staged files, which git ignores."""
     from scripts.figures import FigureKind
 
     lock = tree / "recordings" / "outputs.lock.json"
@@ -362,8 +356,7 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
 
 
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
-    """The clean-clone CI failure: SIGTERM between mkstemp and the staged list left
-    `recordings/analysis/.<name>.<pid>.<random>.tmp`, empty, that no run removed."""
+    """SIGTERM between mkstemp and the staged list once left an empty `.tmp` no run removed."""
     from scripts.store import staging as staged
 
     def signal_arrives(*_):
@@ -524,25 +517,14 @@ def test_a_refused_request_exits_2_in_one_line_and_touches_nothing(tmp_path):
 
 # --- a move that fails ----------------------------------------------------------------
 
-def replayed_sweep(committed):
-    """bench.py's measure, answering with the committed sweep's rows: no JAX, no timing."""
-    def measure(ranks, sizes, plan, block):
-        rows = [row for row in committed["rows"]
-                if row["ranks"] == ranks and row["block"] == block]
-        backend = {k: committed["environment"][k] for k in ("backend", "deviceKind", "jax")}
-        [host] = [h for h in committed["hosts"] if (h["block"], h["ranks"]) == (block, ranks)]
-        return {"backend": backend, "rows": rows, "programs": committed["programs"][str(ranks)],
-                "host": {"before": host["before"], "after": host["after"]}}
-    return measure
-
-
 @pytest.mark.parametrize("command", ["record.py --render-only", "bench.py"])
 def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
-    """The lock moves last; in-process, each drawing a stub (what is drawn is
-    tests/test_figures.py's). Any one failing move: tests/test_staging.py."""
+    """The lock moves last; in-process, each drawing a stub (any one failing move:
+    tests/test_staging.py)."""
     from scripts import bench
     from scripts.figures import FigureKind
+    from test_bench import COMMITTED, replayed  # the committed sweep, replayed: no JAX
 
     real_replace = os.replace
 
@@ -553,18 +535,16 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
 
     figure = tree / "figures" / f"{ID}.svg"  # hand-edited: redrawn, and moved, first
     figure.write_text(figure.read_text().replace("</svg>", "<!-- hand edit -->\n</svg>"))
-    committed = json.loads((tree / "recordings" / f"{ID}.sweep.json").read_text())
     monkeypatch.setattr(os, "replace", replace)
     monkeypatch.setattr(FigureKind, "render", lambda self, data, *_: "<svg>new</svg>\n")
-    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: committed["memcpyGBps"])
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     with unchanged(tree):
         if command == "bench.py":
             with pytest.raises(StagingError, match="outputs.lock.json: cannot be moved"):
                 bench.record_sweep(load_lessons(tree)[ID], None, [2, 4, 8], None,
-                                   {key: committed["method"][key] for key in bench.TIMING_KEYS},
-                                   measure=replayed_sweep(committed),
-                                   blocks=committed["method"]["blocks"])
+                                   {key: COMMITTED["method"][key] for key in bench.TIMING_KEYS},
+                                   measure=replayed, blocks=COMMITTED["method"]["blocks"])
         else:
             assert record.main(["--render-only"]) == 1
             one_error(capsys.readouterr().err, "error: ", "recordings/outputs.lock.json: cannot "
@@ -574,8 +554,7 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
 # --- broken inputs, and a lesson process that dies ----------------------------------------
 
 def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tree):
-    """XLA_FLAGS=--bogus makes the kernel exit as JAX starts: one line, with what XLA printed
-    (a dead kernel once held the run until each cell's timeout)."""
+    """XLA_FLAGS=--bogus makes the kernel exit as JAX starts: one line, with what XLA printed."""
     with unchanged(tree):
         done = run(RECORD, "--all", cwd=tree, env={"XLA_FLAGS": "--bogus"})
     assert done.returncode == 1

@@ -1,9 +1,5 @@
-"""One freshness model: each output's inputs, what changed, and the one command that fixes it.
-
-Each check edits a copy of the committed tree and asks what `record.py --check` says of it
-(freshness.check() in-process; the command where its imports or locale matter). One broken
-tree holds every failure at once: --check names each in its own lines and nothing else.
-"""
+"""One freshness model: each output's inputs, what changed, and the one command that fixes
+it, asked of an edited copy of the tree (freshness.check() in-process, as --check calls it)."""
 import json
 import os
 import re
@@ -16,16 +12,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, SEED, each_lesson, module_file, project_copy, recording_name
-from harness import run
+from conftest import ROOT, SEED, each_lesson, module_file, recording_name
+from harness import project, run
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import (analysis_outputs, figure_data_outputs, figure_outputs,
                                    lesson_command, notebook_output, recording_outputs)
 
-# The seed lesson: the cases about its modules, sweep, analyses and figures; others run
-# for every lesson.
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
 STEM = SEED.module.rsplit(".", 1)[1]  # its other modules are named after it
@@ -57,8 +51,7 @@ def append_code(text):
 
 
 def problems(root):
-    """What `record.py --check` prints for the checkout at `root` (freshness.check(), the
-    one function it calls), its names relative to that checkout."""
+    """What `record.py --check` prints for the checkout at `root`, names relative to it."""
     lines = [line.replace(f"{root}/", "") for line in check(load_lessons(root), root)]
     assert all(LINE.match(line) for line in lines), lines
     return lines
@@ -66,12 +59,11 @@ def problems(root):
 
 @pytest.fixture
 def tree(tmp_path):
-    return project_copy(tmp_path.resolve() / "repo")
+    return project(tmp_path.resolve() / "repo")
 
 
 # --- an edit asks for exactly the work it invalidates ------------------------------------
-# Each case: the file edited (and others bumped with it), the edit, and the (output, fix)
-# pairs --check then names, each "stale, <file> changed".
+# Each case: the file(s) edited, the edit, and the (output, fix) pairs --check then names.
 
 def every_recording(root):
     return [(output.path, output.fix) for lesson in load_lessons(root).values()
@@ -211,8 +203,7 @@ LESSON_CODE = [path for path in sorted((ROOT / "lesson_code").glob("*.py"))
 @settings(max_examples=12, deadline=None)
 @given(path=st.sampled_from(LESSON_CODE), data=st.data())
 def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(path, data):
-    """hashes.code_digest over generated edits: comments at the ends of lines and a
-    rewritten docstring leave it; one number changed does not."""
+    """Generated comments at the ends of lines and a rewritten docstring; one number changed."""
     import ast
 
     source = path.read_text()
@@ -253,8 +244,7 @@ def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, m
     assert capsys.readouterr().err == f"error: lesson_code/ring.py: {said}\n"
 
 
-# --- one broken tree, checked once -----------------------------------------------------
-# Each breakage: what it does to the tree, and the lines --check names it by.
+# --- one broken tree, checked once: each breakage, and the lines --check names it by ------
 
 def written(*files):
     """Write each (path, text) below the root; a name may hold bytes that are not UTF-8."""
@@ -338,8 +328,7 @@ BREAKAGES = {
                                          (f"figures/{CAFE}.svg", "<svg/>")),
         [unclaimed(r"recordings/caf\xe9.cpu.json"), unclaimed(r"figures/caf\xe9.svg",
                                                                A_FIGURE)]),
-    # A `.cache/memo/` a pull request commits (`git add -f`) once answered --check: a
-    # forged "nothing is stale" made a stale lesson pass. Nothing reads it now.
+    # A committed `.cache/memo/` (`git add -f`) must not answer --check with a forged verdict.
     "a committed cache": (written((".cache/memo/check.json", '{"lines": [], "status": 0}'),
                                   (".cache/memo/valid.json", "{not json")), []),
 }
@@ -348,7 +337,7 @@ BREAKAGES = {
 @pytest.fixture(scope="module")
 def broken(tmp_path_factory):
     """The project with every breakage at once, and what --check says of it."""
-    root = project_copy(tmp_path_factory.mktemp("broken").resolve() / "repo")
+    root = project(tmp_path_factory.mktemp("broken").resolve() / "repo")
     for make, _ in BREAKAGES.values():
         make(root)
     return root, problems(root)
@@ -373,9 +362,8 @@ def test_the_build_stops_on_what_check_names(broken):
             *BREAKAGES["a recording deleted"][1][:1]} <= set(built)
 
 
-# --check as a user runs it, in an ASCII locale (no UTF-8 mode, no locale coercion), and
-# with JAX, matplotlib and jsonschema unimportable: it needs none (jsonschema only words a
-# refusal; how fast --check answers is a benchmark's question).
+# --check in an ASCII locale (no UTF-8 mode, no coercion), with JAX, matplotlib and
+# jsonschema unimportable: it needs none (jsonschema only words a refusal).
 CHECK = ("import sys; sys.modules.update(dict.fromkeys(['jax', 'jaxlib', 'matplotlib', "
          "'jsonschema'])); sys.argv[1:] = ['--check']; from scripts import cli, record; "
          "sys.exit(cli.run(record.main))")

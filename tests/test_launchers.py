@@ -1,11 +1,5 @@
-"""The rank module started the way clusters start JAX, not by this repository's launcher.
-
-Open MPI is run for real: `record.py --processes 4 --launcher mpirun` starts the four ranks
-under `mpirun` on loopback, and its recording is checked against the `--processes 4` one.
-The ranks carry the run's mark, so a SIGKILLed record.py's leftovers are the next run's to
-kill. No SLURM or Kubernetes runs here (the processes page shows them as examples); this
-repository's launcher inside their environment is tests/test_multiprocess.py's.
-"""
+"""The rank module under Open MPI, run for real on loopback, as clusters start JAX: its
+recording checked against the `--processes 4` one, its ranks killed on every exit path."""
 import json
 import os
 import shutil
@@ -27,7 +21,6 @@ from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError
 from scripts.store.recordings import load_recording
 
-# The seed lesson: its rank module writes the `launch` and traffic data checked here.
 LESSON_ID = SEED.id
 RANK_MODULE = SEED.rank_module
 PROCESS_RECORDING = recording_name(SEED, "cpu-processes")
@@ -45,8 +38,7 @@ def needs_mpirun():
 
 
 def marked_ranks_left(launcher_pid):
-    """Running processes still carrying the mark of an mpirun run that `launcher_pid`
-    started (the mark is its scratch folder's name, ranks-<pid>-...)."""
+    """Running processes still marked by an mpirun run `launcher_pid` started."""
     return [process.pid for process in psutil.process_iter(["environ"])
             if (process.info["environ"] or {}).get(RUN_MARK, "").startswith(
                 f"ranks-{launcher_pid}-")]
@@ -55,8 +47,7 @@ def marked_ranks_left(launcher_pid):
 # --- Open MPI, run for real ----------------------------------------------------------------
 
 def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpirun, tmp_path):
-    """`record.py --processes 4 --launcher mpirun`, 5 calls a measurement: its recording
-    passes the schema and --check, and sends the committed recording's bytes per rank."""
+    """Its recording passes the schema and --check, with the committed bytes per rank."""
     root = project(tmp_path / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
     done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
@@ -87,8 +78,7 @@ def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpir
     assert all(row["observedBytesPerRank"] == [0.0] * 4
                for row in recording["data"]["trafficBaseline"])
     check = run(RECORD, "--check", cwd=root)
-    # Other files of this copy may be stale on a branch that has not re-recorded; the
-    # recording mpirun wrote, and the figure drawn from it, must not be among them.
+    # Other files may be stale on a branch not re-recorded; not mpirun's or its figure.
     assert [line for line in check.stdout.splitlines()
             if "cpu-processes" in line or "traffic" in line] == []
 
@@ -131,10 +121,8 @@ def test_a_missing_mpirun_or_a_port_taken_is_refused_before_mpirun_starts(monkey
 
 @pytest.mark.parametrize("how", ["SIGINT", "SIGKILL to mpirun", "SIGKILL to record.py"])
 def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp_path, how):
-    """Ctrl-C (in the phase record.py's own launcher meets in tests/test_faults.py) or a
-    killed mpirun: one line, the ranks killed with it. SIGKILL to record.py once the ranks
-    wait in a collective (rank 2 hangs at the first one): mpirun, sent SIGTERM as record.py
-    dies, can exit and leave them waiting; the next run kills them, as it starts."""
+    """Ctrl-C or a killed mpirun: one line, the ranks killed with it. A SIGKILLed record.py
+    can leave ranks waiting in a collective: the next run kills them, as it starts."""
     tree, hung = project(tmp_path / "repo"), tmp_path / "hung"
     env = hanging_ranks(tree, SEED)  # the ranks wait in a collective: only a signal ends it
     if how == "SIGKILL to record.py":  # the next run (this process) cleans up in its TMPDIR

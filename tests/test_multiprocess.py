@@ -1,10 +1,6 @@
 """Four real JAX processes over loopback: the same lesson, its gradient, measured bytes,
-and a failed rank that takes the whole run down cleanly.
-
-One short run (5 calls per traffic row), started inside a cluster job's environment, serves
-every check of the data; the failure tests start their own runs. The lesson is the seed
-(conftest's SEED), its files named by the registry's outputs value.
-"""
+and a failed rank that takes the whole run down cleanly. One short run (5 calls per traffic
+row), inside a cluster job's environment, serves every check of the data."""
 import ast
 import importlib
 import json
@@ -68,8 +64,7 @@ def without_timings(stdout):
 
 
 def assert_no_process_left(pids):
-    """Nothing of any rank's group still runs (a child of one may be a zombie until init
-    reaps it), and each rank was reaped."""
+    """Nothing of any rank's group still runs (a zombie child aside), each rank reaped."""
     in_groups = []
     for process in psutil.process_iter():
         with suppress(ProcessLookupError):
@@ -176,8 +171,8 @@ def test_a_failed_or_hung_rank_ends_the_run_and_leaves_nothing_behind(failure, m
 
 
 def test_every_value_and_verdict_on_the_page_resolves(run):
-    """Every value processes.md quotes, read from this run as record.py would write it
-    (cpuCount added, the analysis derived), by the build's own parser."""
+    """Every value processes.md quotes, read by the build's parser from this run as
+    record.py would write it."""
     from scripts.pages.directives import VALUE, lookup
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")
@@ -197,7 +192,6 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
     assert page.count("{{") == page.count("}}") == len(placeholders)  # none malformed
     for stem, dotted, spec in placeholders:
         format(lookup(recordings[stem], dotted), spec)
-    # Its snippets and figure links: the strict build's (test_site.py); its caption:
     assert f'--8<-- "{module_file(SEED, RANK_MODULE)}:' in page and "**Figure:**" in page
     rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
     for algorithm in ("gloo", "ring"):  # each verdict, and each ratio with its interval
@@ -206,7 +200,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
         assert f"{{{{ {verdict}.ratio.words }}}}" in page
         for collective in COLLECTIVES:
             assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
-    # Content review H3, L2, L5, M1: claims no recording backs; a typed verdict.
+    # Claims no recording backs; a typed verdict.
     for claim in ("real network", "hundreds of times", "records this pattern", "Only one line",
                   "That is what the hypothesis predicts", "2(p-1)$ rounds; its all-reduce"):
         assert claim not in page

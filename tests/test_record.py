@@ -18,7 +18,6 @@ from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
 from scripts.store.recordings import load_recording
 
-# The seed lesson: what these runs record (its figures, its simulation) is its content.
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
 
@@ -27,8 +26,7 @@ def edit(path, change):
     path.write_text(change(path.read_text()))
 
 
-def check(root):
-    """The lines `record.py --check` prints (freshness.check, in-process)."""
+def check(root):  # what `record.py --check` prints
     return freshness.check(load_lessons(root), root)
 
 
@@ -43,7 +41,6 @@ def recorded(tmp_path_factory):
 
 @pytest.fixture
 def tree(recorded, tmp_path):
-    """A private copy of the freshly recorded tree, for one test to change."""
     return shutil.copytree(recorded[0], tmp_path.resolve() / "repo", symlinks=True)
 
 
@@ -84,41 +81,56 @@ def test_the_notebook_and_the_recording_are_one_execution(recorded):
     assert f"'all_reduce': {round(float(np.median(every)), 1)}" in printed
 
 
-def test_a_failing_lesson_leaves_every_file_as_it_was(tree):
-    """A step that fails its check, as a wrong result does: run_lesson's statements run in
-    the notebook's cells, so the break is one of them (its first, for a short run)."""
+def failing_step(text):  # fails its check, as a wrong result does (run_lesson's first cell)
     first = '    print(f"Devices: '
-    edit(tree / LESSON, lambda t: t.replace(
-        first, '    assert False, "deliberately broken copy of the lesson"\n' + first, 1))
+    return text.replace(first, '    assert False, "deliberately broken"\n' + first, 1)
+
+
+def raising_on_import(text):
+    """A statement outside every section raises: the notebook's cells never run it, but
+    `python -m` does, so this is no lesson program to record."""
+    end = text.index("\n", text.index("# --8<-- [end:")) + 1
+    return text[:end] + "\nraise RuntimeError('a statement no section uses')\n" + text[end:]
+
+
+# Each failed run: the file edited, the edit, record.py's arguments, the exit status and the
+# one line (or its start and words). A device this machine lacks is a setup failure: exit 2.
+FAILED_RUNS = {
+    "a failing step": (LESSON, failing_step, (), 1, (
+        f"error: {LESSON_ID} failed in its notebook: ", "AssertionError: deliberately broken",
+        "nothing was written")),
+    "devices this machine cannot give": (None, None, ("--platform", "gpu"), 2, (
+        f"error: cannot set up {SEED.devices} GPU devices: ",)),
+    "a failing renderer after the recording was staged": (
+        "scripts/figures/mechanism.py", lambda text: text.replace(
+            "def render(diagram, variant=STATIC):\n",
+            "def render(diagram, variant=STATIC):\n    raise ValueError('broke')\n", 1),
+        ("--all",), 1, f"error: figures/{LESSON_ID}-mechanism.svg: mechanism renderer failed "
+                       f"on lesson_code/figures/{LESSON_ID}-mechanism.json (ValueError: "
+                       f"broke); fix scripts/figures/mechanism.py"),
+    "a module that raises when imported": (LESSON, raising_on_import, (), 1, (
+        f"error: {LESSON_ID} failed in its notebook: {LESSON} raises when imported "
+        f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
+        f"statements outside its sections; nothing was written")),
+}
+
+
+@pytest.mark.parametrize("case", FAILED_RUNS)
+def test_a_failed_run_is_one_line_and_leaves_every_file_as_it_was(tree, case):
+    path, change, args, status, said = FAILED_RUNS[case]
+    if path:
+        edit(tree / path, change)
     with unchanged(tree):
-        done = run(RECORD, cwd=tree)
-    assert done.returncode == 1
-    last = one_error(done.stderr, "AssertionError: deliberately broken copy of the lesson",
-                     "nothing was written")
-    assert "\x1b[" not in last
-
-
-def test_devices_this_machine_cannot_give_are_a_setup_failure_exit_2(tree):
-    """The run cell's first line sets up the devices; when that line fails (no GPU here),
-    it is this machine's limit, not the lesson's bug: exit 2, and which line says so."""
-    with unchanged(tree):
-        done = run(RECORD, "--platform", "gpu", "--lesson", LESSON_ID, cwd=tree)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert one_error(done.stderr).startswith(f"error: cannot set up {SEED.devices} GPU devices: ")
-
-
-def test_a_failing_renderer_after_the_recording_was_staged_leaves_nothing(tree):
-    edit(tree / "scripts" / "figures" / "mechanism.py", lambda t: t.replace(
-        "def render(diagram, variant=STATIC):\n",
-        "def render(diagram, variant=STATIC):\n    raise ValueError('broke')\n", 1))
-    with unchanged(tree):
-        done = run(RECORD, "--all", cwd=tree)
-    assert done.returncode == 1
-    assert "printed PASS" in done.stderr
-    assert one_error(done.stderr) == (
-        f"error: figures/{LESSON_ID}-mechanism.svg: mechanism renderer failed on "
-        f"lesson_code/figures/{LESSON_ID}-mechanism.json (ValueError: broke); fix "
-        f"scripts/figures/mechanism.py")
+        done = run(RECORD, "--lesson", LESSON_ID, *args, cwd=tree)
+    assert done.returncode == status, done.stderr[-2000:]
+    line = one_error(done.stderr)
+    if isinstance(said, str):
+        assert line == said
+    else:
+        assert line.startswith(said[0]) and all(word in line for word in said[1:]), line
+    assert "\x1b[" not in line
+    if "renderer" in case:
+        assert "printed PASS" in done.stderr
 
 
 RENDER_ONLY = """
@@ -186,7 +198,7 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
     assert check(tree) == []
 
 
-# --- what a pull request commits (issue 37) ---------------------------------------------
+# --- what a pull request commits ---------------------------------------------------------
 
 @pytest.mark.parametrize("link, target", [("figures", "outside-figures"),
                                           (".run.lock", "outside-file")])
@@ -211,23 +223,6 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
                           f"`git rm {link}`\n")
     assert {path: path.read_bytes() for path in before} == before
     assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
-
-
-def test_a_lesson_module_that_raises_when_imported_is_not_recorded(tree):
-    """The notebook's cells hold only the statements its sections use; `python -m` runs
-    them all. A module whose other statements raise is no lesson program to record."""
-    module = tree / LESSON
-    text = module.read_text()
-    end = text.index("\n", text.index("# --8<-- [end:")) + 1  # after the first section
-    module.write_text(text[:end] + "\nraise RuntimeError('a statement no section uses')\n"
-                      + text[end:])
-    with unchanged(tree):
-        done = run(RECORD, cwd=tree)
-    assert done.returncode == 1, done.stderr[-2000:]
-    assert one_error(done.stderr) == (
-        f"error: {LESSON_ID} failed in its notebook: {LESSON} raises when imported "
-        f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
-        f"statements outside its sections; nothing was written")
 
 
 # --- runs that cannot collide, and what a lesson may print ------------------------------

@@ -15,14 +15,12 @@ from scripts.store.lessons import load_lessons
 from scripts.store.outputs import lesson_command
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
-# The sweep's faults are fed the seed lesson's sweep programs (the registry's `sweep`).
 SWEEP = importlib.import_module(SEED.sweep)
 COLLECTIVES, program_facts = SWEEP.COLLECTIVES, SWEEP.program_facts
 RECORDING = ROOT / recording_name(FIRST_LESSON)
 
 
 def one_line(text):
-    """`text`, the one line of an error: no traceback, no second line."""
     assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
     return text.strip()
 
@@ -67,8 +65,8 @@ TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "blocks": 2, "samples": 3,
 
 
 def shrinking_rows(module, ranks, sizes, plan, block, root):
-    """Times that fall as the messages grow: no alpha-beta line can fit them."""
-    # Each program once per call and, as the sweep also times it, looped four times.
+    """Times that fall as the messages grow, once per call and looped four times: no
+    alpha-beta line can fit them."""
     rows = [{"collective": c, "ranks": ranks, "block": block, "position": 0,
              "requestedBytes": s, "bytes": s, "samplesUs": [looped * 1000.0 / (k + 1)] * 3,
              "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
@@ -93,7 +91,6 @@ def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(
 
 
 def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
-    # A sweep module whose worker exits 0 before printing anything.
     (tmp_path / "silent_sweep.py").write_text(
         "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))

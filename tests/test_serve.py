@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 from mkdocs.config import load_config
 
-from conftest import FIRST_LESSON, ROOT, clean_env
-from conftest import project_copy as copy_project
+from conftest import FIRST_LESSON, ROOT
+from harness import clean_env
+from harness import project as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
@@ -78,9 +79,8 @@ def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
 
 @pytest.mark.slow
 def test_a_recording_or_page_broken_while_serving_keeps_the_last_good_site(tmp_path):
-    """Each error is one line; the server still answers, every page of the last good site
-    as it was (a page error comes while pages are written, after mkdocs emptied the site),
-    and a fixed recording is built again."""
+    """Each error is one line; the server still answers with every page of the last good
+    site (a page error comes after mkdocs emptied the site); a fixed recording builds again."""
     project = copy_project(tmp_path / "project")
     recording, page = project / RECORDING, project / "docs" / "going-further" / "tpu.md"
     good = recording.read_text()

@@ -12,9 +12,8 @@ import pytest
 from mkdocs.config import load_config
 from mkdocs.exceptions import Abort, PluginError
 
-from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file,
-                      project_copy, recording_name, rederive_analyses)
-from fixtures.tpu_recording_fixture import write_tpu_recording
+from conftest import FIRST_LESSON, LESSONS, ROOT, SEED, each_lesson, module_file, recording_name
+from harness import project as project_copy
 from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -28,11 +27,11 @@ from site_build import build
 from site_hostile import CANARY, ID, LESSON, Attributes
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
-LESSON_PAGE = Path("lessons") / SEED.id / "index.html"  # the seed's, for its own content
-
-
 def lesson_page(lesson):
     return Path("lessons") / lesson.id / "index.html"
+
+
+LESSON_PAGE = lesson_page(SEED)  # the seed's, for its own content
 
 
 @pytest.fixture()
@@ -73,8 +72,7 @@ def code_text(page):
 def test_strict_build_without_jax_has_no_broken_links(built_site):
     problems, pages = broken_links(built_site)
     assert problems == [] and pages >= 3
-    # Issue 40 item 7: an ISO timestamp prints as a date wherever a page shows it (the
-    # seed page prints its recording's generatedAt with no format).
+    # A timestamp prints as a date wherever a page shows it, with no format asked.
     assert re.search(r"recording made on\s+\d{1,2} [A-Z][a-z]+ \d{4} with JAX",
                      (built_site / LESSON_PAGE).read_text())
     stamped = {name: re.findall(r"\d{4}-\d\d-\d\dT\d\d:\d\d", text)
@@ -127,8 +125,8 @@ def element(page, start):
 
 def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_each(
         built_site):
-    """Issue 41 item 2: the box's times are the measured table's on the same page, each
-    median with its interval, and the box says when each collective is the one to use."""
+    """The box's times are the measured table's, each median with its interval, and the box
+    says when each collective is the one to use."""
     page = (built_site / LESSON_PAGE).read_text()
     box = element(page, page.index('<div class="admonition abstract takeaway"'))
     times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
@@ -175,9 +173,8 @@ NUMERIC_SOURCE = [{"cell_type": "code", "metadata": {}, "source": 5, "outputs": 
 HOME_LINES = (ROOT / "docs" / "index.md").read_text().count("\n")
 
 
-# What a pull request can break, and the one line the build then stops with: a stale or
-# broken recording or notebook, a link out of the checkout, a page the page language
-# cannot build. Each case is a copy of the project, broken one way, built strictly.
+# What a pull request can break, and the one line the strict build then stops with; each
+# case a copy of the project, broken one way.
 BROKEN = {
     **{f"{name}-{lesson.id}": (edited(path, change), words) for lesson in LESSONS.values()
        for name, path, change, words in [
@@ -189,7 +186,6 @@ BROKEN = {
        for name, change in [("truncated", lambda text: text[:len(text) // 2]),
                             ("numeric-source", lambda text: json.dumps(
                                 {**json.loads(text), "cells": NUMERIC_SOURCE}))]},
-    # Issue 37: each was published, read to the end of memory, or a traceback.
     **{f"symlink-{link}": (linked(link, target),
                            [f"{link} is a symbolic link (to {target!r}); "])
        for link, target in [("docs/leak.txt", "/etc/hostname"), ("docs/assets/g", "../../.git"),
@@ -200,8 +196,7 @@ BROKEN = {
     "control-character": (edited("docs/index.md", lambda page: page + "\nNUL: \x00, \x01.\n"),
                           [f"docs/index.md: line {HOME_LINES + 2} holds U+0000, a control "
                            "character no page can show; remove it"]),
-    # mkdocs names the page, the page language the directive (each kind of directive that
-    # cannot be resolved: tests/test_page_directives.py).
+    # mkdocs names the page, the page language the directive (each kind: test_page_directives).
     "malformed-directive": (
         edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
         ["Error reading page 'index.md':", "malformed page directive"]),
@@ -288,14 +283,13 @@ def test_each_lesson_is_listed_with_its_downloads_and_its_notebook_s_page(built_
                          downloads), target
         assert (built_site / target).read_bytes() == (
             committed if target == notebook else ROOT / target).read_bytes()
-    # Its notebook's page: the .ipynb beside it (page-relative, wherever the site is
-    # published), the outputs record.py recorded, and no script from outside.
+    # Its notebook's page: the .ipynb beside it (page-relative), the recorded outputs, no
+    # script from outside, and the site's own code blocks (no nbconvert CSS, no MathJax).
     page = (built_site / "notebooks" / lesson.id / "index.html").read_text()
     assert re.search(rf'<a href="{re.escape(lesson.id)}\.ipynb"[^>]*download', page)
     assert f"PASS: {lesson.id}" in page
     scripts = re.findall(r'<script[^>]+src="([^"]+)"', page)
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
-    # The cells are the site's own code blocks: no nbconvert CSS, no MathJax, no clipboard.
     assert "<style" not in page.split("<body")[1]
     assert "mathjax" not in page.lower() and "clipboard-copy" not in page
     code_cells = [c for c in json.loads(committed.read_text())["cells"]
@@ -323,7 +317,6 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
     for page in site_pages(built_site):
         text = page_file(built_site, page).read_text()
         source = markdown_source(page)
-        # Every formula of the page's source is MathML: none dropped, none left as TeX.
         counted[page] = formulas_in(source) if source else 0
         assert text.count("<math ") == counted[page], page
         assert "arithmatex" not in text, page
@@ -344,9 +337,8 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
 
 
 def test_figures_are_sized_lazy_and_open_full_size(built_site):
-    """Each figure is sized (no layout shift), lazy, and a link to its own SVG; a figure
-    with variants is one such link per palette, each a <picture> offering the narrow
-    drawing to a phone, sized too (scripts/pages/markup.py)."""
+    """Each figure is sized (no layout shift), lazy, and a link to its own SVG; one with
+    variants, one link per palette, each a <picture> offering a phone the narrow drawing."""
     shown = set()
     figure = re.compile(r'(<a\b[^>]*>)?(<picture><source media="[^"]+" srcset="([^"]+)" '
                         r'width="\d+" height="\d+" />)?(<img\b[^>]*>)')
@@ -389,7 +381,7 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         assert "Measured against predicted: not yet run." in \
             (built_site / "going-further" / "tpu" / "index.html").read_text()
     if (ROOT / recording_name(SEED, "tpu")).exists():
-        return  # the pages then speak of it: test_a_hardware_recording_gets_its_own_tab...
+        return  # the pages then speak of it: tests/test_tpu_job.py's end-to-end run
     assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
     assert pages_saying(built_site, "Not yet recorded on TPU") == \
@@ -410,27 +402,6 @@ def tpu_tab(page):
     return tpu[0]
 
 
-def test_a_hardware_recording_gets_its_own_tab_in_a_build_that_reads_utf_8_in_any_locale(
-        project, tmp_path):
-    """A fresh TPU recording, built in an ASCII locale: the pages are UTF-8 all the same."""
-    write_tpu_recording(project / recording_name(SEED, "tpu"), project / module_file(SEED),
-                        project)
-    rederive_analyses(project)  # the build refuses a recording without its analysis
-    site = tmp_path / "site"
-    run = build(project, site, environment={
-        "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
-    assert run.returncode == 0 and "codec" not in run.stderr, run.stderr[-2000:]
-    page = (site / LESSON_PAGE).read_text(encoding="utf-8")
-    assert "TPU v6 lite" in tpu_tab(page) and "1 January 2000" in tpu_tab(page)
-    assert "Completed TPU median microseconds" in page and "Stale recording" not in page
-    # The pages now speak of it: the TPU page, and the seed's entry in the course list.
-    assert pages_saying(site, "Not yet recorded") == []
-    entry = course_entries(site)[SEED.id]
-    assert RECORDED_ON_TPU in entry and NOT_YET not in entry
-    assert "·" in (site / "index.html").read_text(encoding="utf-8")
-    assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
-
-
 def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_site):
     """CI cannot refresh a TPU recording, so a stale one is shown, marked, never fatal."""
     page = (hostile_site / LESSON_PAGE).read_text()
@@ -442,8 +413,7 @@ def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_s
 
 def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(
         built_site):
-    """L6: one row per recording of every kind (the sweep and the simulation too); the
-    table ends at its last row, and what follows is not more rows (turn 3 audit, H1)."""
+    """One row per recording of every kind; the table ends at its last row."""
     home = (built_site / "index.html").read_text()
     table_end = home.index("</table>", home.index('id="recordings-on-this-site"'))
     assert re.match(r"</table></div>\s*(<p>|</article>|<h2)", home[table_end:])
@@ -456,7 +426,7 @@ def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
     """Code stays out of the search index, so a line the index keeps names what a block
-    defines; the separator splits `to="invarying"`, keeps `psum_scatter` whole (N9); inline
+    defines; the separator splits `to="invarying"`, keeps `psum_scatter` whole; inline
     API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
@@ -510,8 +480,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
             assert not (tag == "img" and name == "src" and value in ("x", "y")), path
         assert not [script for script in parser.scripts if "XSS" in script], path
     lesson = (hostile_site / LESSON).read_text()
-    # Shown, as text: the payloads are on the page, escaped, and nothing expanded them;
-    # the CPU tab, the stale TPU tab and the table cell each show them.
+    # Shown escaped, unexpanded, in the CPU tab, the stale TPU tab and the table cell.
     assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
     assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
     assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
@@ -538,9 +507,8 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
                       lesson)
     assert "![x](y&quot; onerror=" in alts[-1]
-    # The step-through's trace is recorded data in <script type="application/json">: a
-    # `</script>` or `<!--` in it cannot end or bend the element, and JSON.parse (here
-    # json.loads, the same grammar) gives back exactly what was recorded.
+    # The step-through's trace in <script type="application/json">: no `</script>` or `<!--`
+    # can end the element, and json.loads (JSON.parse's grammar) gives back what was recorded.
     recorded = json.loads((hostile_site.parent / "project" /
                            recording_name(SEED, "simulation")).read_text())["data"]
     parser = Attributes()

@@ -38,7 +38,7 @@ def clone(tmp_path):
 
 def clone_into(repo):
     subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    if (ROOT / "node_modules").exists():  # the build's Temml, linked as project_copy does
+    if (ROOT / "node_modules").exists():  # the build's Temml, linked as harness.project does
         (repo / "node_modules").symlink_to(ROOT / "node_modules")
     return repo
 
@@ -87,17 +87,18 @@ def failed(clone, capsys, *flags):
 
 def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_verdicts(
         clone, gcloud, monkeypatch, capsys, tmp_path):
-    """Canned results through the whole path: the job lands the lesson's recording and a
-    TPU sweep whose 32 MiB own costs are 1.5x the predictions (inside their band) and 32 B
-    ones 10x (outside theirs); `record.py --render-only` judges it, the built page says so."""
+    """The job lands the lesson's recording and a TPU sweep whose 32 MiB own costs are 1.5x
+    the predictions (inside their band) and 32 B ones 10x; the built page judges them, and
+    the lesson page has a TPU tab, in a build that reads UTF-8 in an ASCII locale."""
     from site_build import build
+    from test_site import (LESSON_PAGE, NOT_YET, RECORDED_ON_TPU, course_entries,
+                           pages_saying, tpu_tab)
     fetched, sweep = canned(clone, tmp_path, monkeypatch, sweep=dict(
         over_predicted=lambda row: 10.0 if row["bytes"] == 32 else 1.5))
     before = snapshot(clone)
     assert tpu_job.main([*VM, "--create", "--delete"], root=clone) == 0
     err = capsys.readouterr().err
     assert "tpu_job: error:" not in err
-    # The lesson's size sweep ran on the same VM and came back checked, beside it.
     assert changed(before, clone) == [f"recordings/{SWEEP_TARGET}", f"recordings/{TARGET}"]
     assert [(clone / "recordings" / name).read_bytes() for name in (TARGET, SWEEP_TARGET)] == \
         [fetched.read_bytes(), sweep.read_bytes()]
@@ -113,7 +114,7 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     assert issued[6][-1] == (f"cd {ID} && .venv/bin/python scripts/bench.py "
                              f"--platform tpu --lesson {ID}")
     assert issued[7][4] == f"test-tpu:{ID}/recordings/{SWEEP_TARGET}"
-    # One progress line per step, and each recording lands only after it was checked.
+    # Each recording lands only after it was checked.
     assert len([line for line in err.splitlines() if line.startswith("tpu_job: [")]) == 12
     assert err.index("] validate") < err.index("tpu_job: wrote")
     assert err.index(f"] validate {SWEEP_TARGET}") < \
@@ -122,25 +123,33 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
         assert done.returncode == 0, done.stdout + done.stderr
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
-    site = build(clone, tmp_path / "site")
-    assert site.returncode == 0, site.stderr[-3000:]
-    page = (tmp_path / "site" / "going-further" / "tpu" / "index.html").read_text()
+    site = tmp_path / "site"
+    built = build(clone, site, environment={"LC_ALL": "C", "LANG": "C",
+                                            "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"})
+    assert built.returncode == 0 and "codec" not in built.stderr, built.stderr[-3000:]
+    page = (site / "going-further" / "tpu" / "index.html").read_text()
     cells = [re.sub(r"<[^>]+>", "", cell).strip()
              for cell in re.findall(r"<td\b[^>]*>(.*?)</td>", page, re.S)]
     # 12 predictions: the six at 32 B refuted, the six at 32 MiB supported; the p = 4 over
     # p = 2 ratio shares the factor, so it is the model's 0.75: supported three times.
     assert cells.count("refuted") == 6 and cells.count("supported") == 9
     assert "Measured against predicted." in page and "not yet run" not in page
+    lesson = (site / LESSON_PAGE).read_text()
+    assert "TPU v6 lite" in tpu_tab(lesson) and "1 January 2000" in tpu_tab(lesson)
+    assert "Completed TPU median microseconds" in lesson and "Stale recording" not in lesson
+    assert pages_saying(site, "Not yet recorded") == []
+    entry = course_entries(site)[SEED.id]
+    assert RECORDED_ON_TPU in entry and NOT_YET not in entry
+    assert "·" in (site / "index.html").read_text()
+    assert pages_saying(site, "The lesson was recorded on 4 × TPU v6 lite on 1 January 2000")
 
 
 @pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    # missing: the VM wrote no sweep, so copying it back fails; stale: it is refused
     fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
-    # The lesson's recording was checked and moved into place before the sweep ran.
     assert changed(before, clone) == [f"recordings/{TARGET}"]
     assert (clone / "recordings" / TARGET).read_bytes() == fetched.read_bytes()
     assert verbs(gcloud())[-1] == "delete"
@@ -194,8 +203,7 @@ def test_check_tpu_recording_refuses_with_the_reason(case, tmp_path):
     assert re.search(reason, str(refused.value)) and "\n" not in str(refused.value)
 
 
-# What the job's one error line says when a step fails, each from the fake gcloud's mode, or
-# (a refused recording) from what it hands back: the reason, the files, where the VM is.
+# A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back.
 FAILURES = {
     "not-logged-in": ["create the v6e-4 VM", "active account", "gcloud auth login"],
     "capacity": ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
@@ -220,7 +228,6 @@ def test_a_failed_step_is_one_line_and_changes_nothing(mode, clone, gcloud, monk
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
     assert changed(before, clone) == [] and all(words in line for words in FAILURES[mode])
-    # gcloud's "[/usr/bin/ssh] exited with return code" is not the line worth showing.
     assert "exited with return code" not in line and "recordings/ is as it was" in line
     if len(gcloud()) > 1:  # the VM this run made is deleted anyway, and the line says so
         assert verbs(gcloud())[-1] == "delete" and line.endswith("; the VM test-tpu was deleted")
@@ -261,7 +268,6 @@ def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_comman
     assert f"{MODULE} differ from HEAD" in line and "git add" in line and gcloud() == []
 
 
-# Requests refused before anything ran: exit 2, nothing printed, no gcloud call, one line.
 # Values as "--flag=value", so that argparse hands over even one that starts with "-".
 NOT_NAMES = [("--name", "x; rm -rf ~"), ("--project", "-p"),
              ("--zone", "us-east5-b\n")]  # `$` alone takes a "\n"
@@ -311,8 +317,8 @@ def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcl
 @pytest.mark.parametrize("devices", [2, 8])
 def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, gcloud,
                                                                       capsys, devices):
-    """The fixture lesson added to a copy: on 2 chips, which no single-host VM has, refused
-    in one line; on 8, a v6e-8 for it alone (the others' recordings cannot fail with it)."""
+    """On 2 chips, which no single-host VM has, refused in one line; on 8, a v6e-8 for it
+    alone (the others' recordings cannot fail with it)."""
     two_lessons = project(tmp_path / "two", ("requirements.txt", "constraints.txt", "scripts",
                                              "lesson_code", "recordings"), lesson=FIXTURE_LESSON)
     registry = two_lessons / "lesson_code" / "lessons.toml"
@@ -394,16 +400,14 @@ def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_pat
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
     fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
-    # ...and it never reached the real recordings.
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
         json.loads(FIXTURE.read_text())["generatedAt"]
 
 
 # --- whatever ends the job ------------------------------------------------------------------
-# The job in a process of its own, signalled as a terminal or a CI runner would (its whole
-# process group), while the fake gcloud holds one step open. SIGTERM (a CI cancel) meets
-# each step, and so does SIGHUP (a dropped ssh session); Ctrl-C takes the same path.
+# The job's whole process group signalled, as a CI cancel (SIGTERM), a dropped ssh session
+# (SIGHUP) or Ctrl-C would, while the fake gcloud holds one step open.
 
 STEPS = ("create", "copy", "run", "fetch")  # as the fake gcloud names them
 
