@@ -27,7 +27,6 @@ from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
 PUBLISHED_SEED = FIXTURES / "published_seed.json"
-project_copy = project  # the older name, for files not yet moved to harness.project
 
 
 def run_record(root, *args, timeout=300):
@@ -135,7 +134,7 @@ SLOW_FIXTURES = {
     "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
     "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
 }
-BROWSER_FIXTURES = {"playwright", "browser", "serve", "served", "visits", "reference_findings",
+BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings",
                     "classic_scrollbars"}
 
 

@@ -9,7 +9,8 @@ link, image, snippet and template payloads; the site must show all of it as text
 import json
 from html.parser import HTMLParser
 
-from conftest import SEED, module_file, project_copy, recording_name, rederive_analyses
+from conftest import SEED, module_file, recording_name, rederive_analyses
+from harness import project as project_copy
 
 # The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
 # the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.

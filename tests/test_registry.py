@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from referencing import Registry, Resource
 
-from conftest import ROOT, project_copy, run_record
+from conftest import ROOT, run_record
+from harness import project as project_copy
 from scripts.figures import KINDS
 
 GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
