@@ -149,15 +149,16 @@ tier: install
 
 # Every test iterates the registry: the whole suite passes with a second lesson registered
 # beside the seed (tests/fixtures/second_lesson/, added as lesson_code/CONTRACT.md says) in a
-# copy, build/two-lessons, where only that lesson is recorded (the seed's files are current).
+# copy, build/two-lessons, where only that lesson is recorded (the seed's files are current),
+# then committed: the TPU job's tests clone the copy, recordings included.
 TWO_LESSONS := build/two-lessons
 test-two-lessons: install browser java mpi
 	$(call COPY_TREE,$(TWO_LESSONS))
 	$(PY) -c 'import sys; sys.path[:0] = ["tests", "."]; from pathlib import Path; \
 	    from harness import add_fixture_lesson; add_fixture_lesson(Path(sys.argv[1]))' \
 	    $(TWO_LESSONS)
-	$(call COMMIT_COPY,$(TWO_LESSONS),test-two-lessons)
 	$(call IN_COPY,$(TWO_LESSONS)) record
+	$(call COMMIT_COPY,$(TWO_LESSONS),test-two-lessons)
 	$(call PYTEST_IN,$(TWO_LESSONS),)
 
 # Lighthouse CI on each lesson page against a bare theme page as long: a benchmark, not a

@@ -114,12 +114,19 @@ def test_a_recording_or_page_broken_while_serving_keeps_the_last_good_site(tmp_p
 @pytest.mark.slow
 def test_the_mkdocs_command_of_an_activated_venv_builds_the_site(tmp_path):
     """What any MkDocs reader types, from the root with no PYTHONPATH: the extension and the
-    hooks import `scripts` from the installed project (pyproject.toml)."""
+    hooks import `scripts` from the installed project (pyproject.toml). Built in the checkout
+    the .venv was installed from: in a copy tested with another's .venv (`make fresh`,
+    `make test-two-lessons`) that checkout's code would meet the copy's pages."""
     venv_bin = Path(sys.executable).parent
     env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
     env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
                VIRTUAL_ENV=str(venv_bin.parent))
+    installed = subprocess.run(
+        [sys.executable, "-c", "import pathlib, scripts; "
+                               "print(pathlib.Path(scripts.__file__).parents[1])"],
+        cwd="/", env=env, capture_output=True, text=True, timeout=60).stdout.strip()
+    assert installed, "the .venv cannot import scripts: run make setup"
     run = subprocess.run(["mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+                         cwd=installed, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "site" / "lessons" / FIRST_LESSON.id / "index.html").is_file()
