@@ -106,7 +106,7 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
     only for the shard index its lesson wrote then, 'None:None' (now 0:n)."""
     one_device = dataclasses.replace(SEED, devices=1)
     fetched = write_tpu_recording(tmp_path / "one-chip.json", ROOT / module_file(SEED), ROOT,
-                                  environment=one_chip_run()["environment"])
+                                  environment=one_chip_run(SEED.module)["environment"])
     with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(fetched, SEED)
     assert str(refused.value) == (f"the fetched recording is not a {SEED.devices}-chip TPU "
@@ -117,7 +117,7 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
     assert f"jax:    {environment['jax']}" in report
     assert (environment["backend"], environment["deviceCount"]) == ("tpu", 1)
     fetched = write_tpu_recording(tmp_path / "run.json", ROOT / module_file(SEED), ROOT,
-                                  run=one_chip_run())
+                                  run=one_chip_run(SEED.module))
     with pytest.raises(RefusedRecording) as refused:
         check_tpu_recording(fetched, one_device)
     assert "invalid at data/shards/0/1: 'None:None'" in str(refused.value)
@@ -157,9 +157,10 @@ def tpu_page(recording):
              for collective in COLLECTIVES}), "XLA:TPU did not keep every collective as asked: the "
      "reduce-scatter program runs all-reduce; the all-gather program runs all-reduce; the "
      "timed medians are of what runs, not of what was asked.", "XLA:TPU kept every"),
-    ({**canned(), **one_chip_run()}, "XLA:TPU did not keep every collective as asked: the "
-     "all-reduce program runs no collective; the reduce-scatter program runs no collective; the "
-     "all-gather program runs no collective; on 1 device nothing crosses between chips",
+    ({**canned(), **one_chip_run(SEED.module)}, "XLA:TPU did not keep every collective as "
+     "asked: the all-reduce program runs no collective; the reduce-scatter program runs no "
+     "collective; the all-gather program runs no collective; on 1 device nothing crosses "
+     "between chips",
      "XLA:TPU kept every"),
 ], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
 def test_the_tpu_branch_says_what_the_recording_compiled(recording, said, not_said):
