@@ -16,7 +16,7 @@ from scripts.store import hashes
 from scripts.figures import KINDS
 from scripts.figures.sweep_times import render
 from scripts.store.lessons import load_lessons
-from scripts.store.outputs import AnalysisKind, for_lesson, recording_outputs
+from scripts.store.outputs import AnalysisKind, for_lesson, read_lock, recording_outputs
 from scripts.store.recordings import load_recording, validate
 from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, one_significant_figure
 
@@ -210,7 +210,7 @@ def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_p
     assert (root / FIGURE_FILE).read_text() == render(analysis)
     assert (root / FILES.figure(KINDS["sweep-ratios"])).read_text() == \
         KINDS["sweep-ratios"].render(analysis)
-    lock = json.loads((root / "recordings" / "outputs.lock.json").read_text())
+    lock = read_lock(root)
     assert lock[ANALYSIS_FILE]["inputs"][RECORDING_FILE] == hashes.digest(root / RECORDING_FILE)
     assert lock[FIGURE_FILE]["inputs"][ANALYSIS_FILE] == hashes.digest(root / ANALYSIS_FILE)
 
