@@ -1,0 +1,58 @@
+"""`make` sets up only the .venv made for its own checkout: another checkout's (VENV=, as
+`make fresh` passes its copies) is used as it is, and a moved checkout's is refused."""
+import os
+import subprocess
+
+from harness import project
+
+SETUP_FILES = ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "scripts")
+
+
+def venv_made_at(venv, path):
+    """A stand-in .venv, set up in 2001 (every pin file is newer), whose activate names `path`;
+    its python leaves a file behind if anything runs it."""
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "activate").write_text(f'VIRTUAL_ENV="{path}"\n')
+    (venv / "bin" / "python").write_text(f"#!/bin/sh\ntouch {venv}/ran\nexit 1\n")
+    (venv / "bin" / "python").chmod(0o755)
+    for stamp in (".installed", ".tested"):
+        (venv / stamp).touch()
+        os.utime(venv / stamp, (1e9, 1e9))
+    return venv
+
+
+def fresh_clone(root):
+    """What `make` reads in a clone: its files as new as the clone."""
+    checkout = project(root, parts=SETUP_FILES)
+    for name in SETUP_FILES:
+        os.utime(checkout / name)
+    return checkout
+
+
+def make(checkout, *argv):
+    return subprocess.run(["make", "-C", str(checkout), "--no-print-directory", *argv],
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_another_checkout_s_venv_is_used_as_it_is_never_installed_into(tmp_path):
+    first = venv_made_at(tmp_path / "first" / ".venv", tmp_path / "first" / ".venv")
+    before = {path: path.stat().st_mtime_ns for path in first.rglob("*")}
+    second = fresh_clone(tmp_path / "second")
+    done = make(second, f"VENV={first}", f"{first}/.tested")
+    assert done.returncode == 0, done.stderr
+    assert {path: path.stat().st_mtime_ns for path in first.rglob("*")} == before
+    (first / ".tested").unlink()
+    refused = make(second, f"VENV={first}", f"{first}/.tested")
+    [line] = refused.stderr.splitlines()
+    assert refused.returncode == 2 and not (first / "ran").exists()
+    assert f"{first} is another checkout's .venv and is not set up: run make setup" in line
+
+
+def test_a_moved_checkout_s_venv_is_refused_in_one_line(tmp_path):
+    moved = fresh_clone(tmp_path / "moved")
+    venv_made_at(moved / ".venv", "/where/it/was/.venv")
+    refused = make(moved, "setup")
+    [line] = refused.stderr.splitlines()
+    assert refused.returncode == 2 and not (moved / ".venv" / "ran").exists()
+    assert line.endswith(".venv was made at /where/it/was/.venv, where its programs and its "
+                         "install of this project point: rm -rf .venv && make setup.  Stop.")
