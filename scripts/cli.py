@@ -1,6 +1,7 @@
 """What every command line here shares: usage errors on one line, progress on stderr, and
 one exit ladder: 0 done; 1 a failure in one line; 2 refused before anything ran; 130, 143,
 129 for SIGINT, SIGTERM, SIGHUP after every clean-up; 141 when stdout's reader went away.
+Each command imports this module before any pinned package (below).
 """
 import argparse
 import sys
@@ -52,6 +53,18 @@ def command(body, failures=(), prefix="error", stopped=None):
             return signal_.exit_status
 
     return main
+
+
+def without_the_pins(kind, error, trace):
+    """`python3 scripts/record.py` by an interpreter without the project's pins (not
+    .venv's) meets a missing module as it imports: one line naming the fix, exit 1."""
+    if not issubclass(kind, ModuleNotFoundError):
+        return sys.__excepthook__(kind, error, trace)
+    print(f"error: {error} in {sys.executable}, which lacks the project's pins: run it with "
+          f"the checkout's .venv/bin/python (`make setup` makes it)", file=sys.stderr)
+
+
+sys.excepthook = without_the_pins
 
 
 run = run_command  # main()'s exit status; 141, and no traceback, once stdout's reader is gone
