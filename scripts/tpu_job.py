@@ -10,6 +10,7 @@ the VM when --delete asks, and says in one line whether the VM is gone.
 import codecs
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +28,7 @@ from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import SIGNALS, Interrupted
-from scripts.plumbing.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes
@@ -155,9 +156,12 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
     refuse_uncommitted(lesson, root)
     landing = Path(recordings_dir or root / "recordings")
     vm = job_vm(name, zone, project, lesson.id)
-    with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
+    workdir = tempfile.mkdtemp(prefix="tpu_job-")
+    try:
         steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
                           lesson.id)
+        refuse_unwritable(landing, [for_lesson(lesson).recording_name(step.installs)
+                                    for step in steps if step.installs], root)
         accelerator = next((step.command[step.command.index("--accelerator-type") + 1]
                             for step in steps if step.gcloud_verb == "create"),
                            accelerator or "TPU")  # for the error lines
@@ -192,6 +196,8 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
             what = str(error) if isinstance(error, JobFailed) else \
                 f"interrupted by {error.name} while it ran: {step.title}"
             files = f"wrote {', '.join(written)}" if written else "recordings/ is as it was"
+            if kept := not_installed(workdir):
+                files += f"; what the VM made is kept: {', '.join(kept)}"
             raise JobFailed(f"{what}; {files}; {ending}", error.exit_status) from None
         except BaseException:
             leave()  # a bug: it still leaves no VM behind
@@ -200,6 +206,35 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         if ending.startswith("deleting"):
             raise JobFailed(f"wrote {', '.join(written)}, but {ending}")
         progress(ending)
+    finally:
+        if not not_installed(workdir):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def not_installed(workdir):
+    """The recordings copied back from the VM and not installed (install removes its own)."""
+    return [str(path) for path in sorted(Path(workdir).glob("*.json"))]
+
+
+def refuse_unwritable(landing, names, root):
+    """Every local path the job writes, checked before the VM is paid for: `names` land in
+    `landing` under the checkout's run lock."""
+    where = f"--recordings-dir {landing}" if landing != root / "recordings" else "recordings/"
+    if not landing.is_dir():
+        why = "is not a folder" if landing.exists() else "does not exist"
+    elif not os.access(landing, os.W_OK | os.X_OK):
+        why = "is a folder this user cannot write"
+    elif blocked := [name for name in names if (landing / name).is_dir()]:
+        why = f"holds a folder named {blocked[0]}"
+    else:
+        try:
+            os.close(open_lock(root / LOCK_NAME, "python scripts/tpu_job.py"))
+        except RunLocked as error:
+            raise JobFailed(f"{error}; nothing was run") from None
+        return
+    raise JobFailed(f"{where} {why}, and the job writes {' and '.join(names)} there once the "
+                    f"VM has run; name a folder this user can write, then rerun; nothing was "
+                    f"run")
 
 
 def leave_vm(cleanup, exists, vm, delete):
@@ -226,6 +261,7 @@ def install(variant, workdir, landing, lesson, root):
         check(fetched, lesson, root)
         with exclusive_run("python scripts/tpu_job.py", root):
             write_atomically(target, read_bytes(fetched))  # atomic even across file systems
+        fetched.unlink()
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
     except (RunLocked, StagingError) as error:

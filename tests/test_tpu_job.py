@@ -7,6 +7,8 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,11 +17,12 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, RECORD, Started, changed, one_error, project, run,
-                     snapshot)
+from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_error, project,
+                     run, snapshot)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
+from scripts.plumbing.run_lock import exclusive_run
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
                                   job_commands, job_steps)
 
@@ -50,6 +53,7 @@ def gcloud(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a job keeps its fetches
     for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP",
                  "FAKE_GCLOUD_BLOCK", "FAKE_GCLOUD_READY"):
         monkeypatch.delenv(name, raising=False)
@@ -179,6 +183,31 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
     assert changed(before, clone) == []
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
+
+
+@pytest.mark.parametrize("landing", ["is not a folder", "is a folder this user cannot write"])
+def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call(
+        landing, clone, gcloud, tmp_path):
+    folder = tmp_path / "landing"
+    folder.write_text("") if landing == "is not a folder" else folder.mkdir(mode=0o555)
+    # Root may write anywhere; without that capability, it meets the folder as a user does.
+    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
+    done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
+                           "--delete", "--recordings-dir", str(folder)], cwd=clone,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and gcloud() == []
+    assert f"--recordings-dir {folder} {landing}, and the job writes {TARGET}" in \
+        job_error(done.stderr)
+
+
+def test_a_recording_fetched_but_not_installed_is_kept_and_named(clone, gcloud, monkeypatch,
+                                                                 capsys, tmp_path):
+    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=False)
+    with exclusive_run("python scripts/record.py", clone):  # another run, while the VM ran
+        line = failed(clone, capsys, "--create", "--delete")
+    assert "another run" in line and f"the fetched {TARGET} was not installed" in line
+    [kept] = line.split("what the VM made is kept: ")[1].split("; ")[0].split(", ")
+    assert Path(kept).read_bytes() == fetched.read_bytes()
 
 
 REFUSED = {
