@@ -1,8 +1,10 @@
 """`make` sets up only the .venv made for its own checkout: another checkout's (VENV=, as
 `make fresh` passes its copies) is used as it is, and a moved checkout's is refused."""
 import os
+import re
 import subprocess
 
+from conftest import ROOT
 from harness import project
 
 SETUP_FILES = ("Makefile", "requirements.txt", "constraints.txt", "pyproject.toml", "scripts")
@@ -56,3 +58,14 @@ def test_a_moved_checkout_s_venv_is_refused_in_one_line(tmp_path):
     assert refused.returncode == 2 and not (moved / ".venv" / "ran").exists()
     assert line.endswith(".venv was made at /where/it/was/.venv, where its programs and its "
                          "install of this project point: rm -rf .venv && make setup.  Stop.")
+
+
+
+def test_the_readme_promises_a_test_tool_only_after_make_install():
+    """`make serve` installs requirements.txt alone: in the README's activated .venv, a line
+    that runs a test tool (requirements-test.txt) names the target that installs it."""
+    block = (ROOT / "README.md").read_text().split(". .venv/bin/activate\n")[1].split("```")[0]
+    tools = [line.split("==")[0] for line in (ROOT / "requirements-test.txt").read_text().split()
+             if "==" in line]
+    assert [line for line in block.splitlines() if "`make install`" not in line
+            and any(re.search(rf"\b{tool}\b", line) for tool in tools)] == []
