@@ -1,7 +1,6 @@
 """What every command line here shares: usage errors on one line, progress on stderr, and
 one exit ladder: 0 done; 1 a failure in one line; 2 refused before anything ran; 130, 143,
 129 for SIGINT, SIGTERM, SIGHUP after every clean-up; 141 when stdout's reader went away.
-Each command imports this module before any pinned package (below).
 """
 import argparse
 import sys
@@ -56,8 +55,8 @@ def command(body, failures=(), prefix="error", stopped=None):
 
 
 def without_the_pins(kind, error, trace):
-    """`python3 scripts/record.py` by an interpreter without the project's pins (not
-    .venv's) meets a missing module as it imports: one line naming the fix, exit 1."""
+    """`python3 scripts/record.py`, not .venv's python: a missing pin is one line, exit 1;
+    so each command imports this module before any pinned package."""
     if not issubclass(kind, ModuleNotFoundError):
         return sys.__excepthook__(kind, error, trace)
     print(f"error: {error} in {sys.executable}, which lacks the project's pins: run it with "
@@ -65,6 +64,4 @@ def without_the_pins(kind, error, trace):
 
 
 sys.excepthook = without_the_pins
-
-
 run = run_command  # main()'s exit status; 141, and no traceback, once stdout's reader is gone

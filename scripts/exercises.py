@@ -15,7 +15,6 @@ from pathlib import Path
 
 # `python scripts/exercises.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-# First: without the pins, a missing module is one line, not a traceback.
 from scripts.cli import OneLineParser, UsageError, command, run
 
 import ast

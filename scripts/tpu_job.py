@@ -32,7 +32,7 @@ from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes
-from scripts.store.staging import StagingError, write_atomically
+from scripts.store.staging import Staging, StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -196,7 +196,7 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
             what = str(error) if isinstance(error, JobFailed) else \
                 f"interrupted by {error.name} while it ran: {step.title}"
             files = f"wrote {', '.join(written)}" if written else "recordings/ is as it was"
-            if kept := not_installed(workdir):
+            if kept := sorted(map(str, Path(workdir).glob("*.json"))):  # not installed
                 files += f"; what the VM made is kept: {', '.join(kept)}"
             raise JobFailed(f"{what}; {files}; {ending}", error.exit_status) from None
         except BaseException:
@@ -206,35 +206,24 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         if ending.startswith("deleting"):
             raise JobFailed(f"wrote {', '.join(written)}, but {ending}")
         progress(ending)
-    finally:
-        if not not_installed(workdir):
+    finally:  # install() removes what it moved into place: what is left, is kept
+        if not any(Path(workdir).glob("*.json")):
             shutil.rmtree(workdir, ignore_errors=True)
 
 
-def not_installed(workdir):
-    """The recordings copied back from the VM and not installed (install removes its own)."""
-    return [str(path) for path in sorted(Path(workdir).glob("*.json"))]
-
-
 def refuse_unwritable(landing, names, root):
-    """Every local path the job writes, checked before the VM is paid for: `names` land in
-    `landing` under the checkout's run lock."""
-    where = f"--recordings-dir {landing}" if landing != root / "recordings" else "recordings/"
-    if not landing.is_dir():
-        why = "is not a folder" if landing.exists() else "does not exist"
-    elif not os.access(landing, os.W_OK | os.X_OK):
-        why = "is a folder this user cannot write"
-    elif blocked := [name for name in names if (landing / name).is_dir()]:
-        why = f"holds a folder named {blocked[0]}"
-    else:
-        try:
-            os.close(open_lock(root / LOCK_NAME, "python scripts/tpu_job.py"))
-        except RunLocked as error:
-            raise JobFailed(f"{error}; nothing was run") from None
-        return
-    raise JobFailed(f"{where} {why}, and the job writes {' and '.join(names)} there once the "
-                    f"VM has run; name a folder this user can write, then rerun; nothing was "
-                    f"run")
+    """Every local path the job writes, tried before the VM is paid for: the run lock, and a
+    file staged (and removed) where each recording will land."""
+    try:
+        os.close(open_lock(root / LOCK_NAME, "python scripts/tpu_job.py"))
+        with Staging() as staging:
+            for name in names:
+                staging.add(landing / name, "")
+    except RunLocked as error:
+        raise JobFailed(f"{error}; nothing was run") from None
+    except StagingError as error:  # a folder where the VM's recordings land, made or not
+        raise JobFailed(f"{error}, and nothing was run: give --recordings-dir a folder this "
+                        f"user can write") from None
 
 
 def leave_vm(cleanup, exists, vm, delete):

@@ -119,12 +119,19 @@ def activated(venv_bin=Path(sys.executable).parent):
             "VIRTUAL_ENV": str(venv_bin.parent)}
 
 
+def mkdocs_error(run):
+    """The one ERROR line of a failed mkdocs run, which printed no traceback."""
+    [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    return error
+
+
 @pytest.mark.slow
-def test_the_mkdocs_command_of_an_activated_venv_builds_the_site(tmp_path):
-    """What any MkDocs reader types, with no PYTHONPATH, and from outside the checkout (`-f`):
-    the extension and the hooks import `scripts` from the installed project (pyproject.toml).
-    Built in the checkout the .venv was installed from: in a copy tested with another's .venv
-    (`make fresh`, `make test-two-lessons`) the copy is refused (the next test)."""
+def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_other(tmp_path):
+    """What any MkDocs reader types, with no PYTHONPATH, from outside the checkout (`-f`): the
+    extension and the hooks import `scripts` from the installed project (pyproject.toml). A
+    second checkout (a worktree, a CI copy, `make fresh`'s) built with that .venv would build
+    its pages from the first's recordings, registry and code, and pass: it is refused."""
     installed = subprocess.run(
         [sys.executable, "-c", "import pathlib, scripts; "
                                "print(pathlib.Path(scripts.__file__).parents[1])"],
@@ -136,18 +143,11 @@ def test_the_mkdocs_command_of_an_activated_venv_builds_the_site(tmp_path):
                          env=activated(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "site" / "lessons" / FIRST_LESSON.id / "index.html").is_file()
-
-
-@pytest.mark.slow
-def test_a_second_checkout_built_with_the_first_s_venv_is_refused_in_one_line(tmp_path):
-    """A worktree or CI copy, built with another checkout's .venv activated, would build its
-    pages from that checkout's recordings, registry and code, and pass."""
     second = copy_project(tmp_path / "second")
     (second / RECORDING).write_text('{"broken":\n')
-    run = subprocess.run(["mkdocs", "build", "--strict"], cwd=second, env=activated(),
-                         capture_output=True, text=True, timeout=120)
-    [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
-    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    error = mkdocs_error(subprocess.run(["mkdocs", "build", "--strict"], cwd=second,
+                                        env=activated(), capture_output=True, text=True,
+                                        timeout=120))
     assert f"{second}/mkdocs.yml is being built with another checkout's code" in error
     assert "run `make setup`" in error and not (second / "site").exists()
 
@@ -177,8 +177,6 @@ def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_
                                                       "free space on its disk"),
                 (NO_JAX_BUILD, ["serve", "--dev-addr", f"127.0.0.1:{port}"],
                  f"cannot serve on 127.0.0.1:{port}: Address already in use; ")]:
-            run = subprocess.run([sys.executable, "-c", script, *argv], cwd=tmp_path, env=env,
-                                 capture_output=True, text=True, timeout=120)
-            [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
-            assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
-            assert words in error, error
+            assert words in mkdocs_error(subprocess.run(
+                [sys.executable, "-c", script, *argv], cwd=tmp_path, env=env,
+                capture_output=True, text=True, timeout=120))

@@ -23,42 +23,32 @@ def venv_made_at(venv, path):
     return venv
 
 
-def fresh_clone(root):
-    """What `make` reads in a clone: its files as new as the clone."""
-    checkout = project(root, parts=SETUP_FILES)
+def make_in_a_fresh_clone(root, *argv):
+    """`make ARGV` in a clone of what make reads, each file as new as the clone: stderr's
+    lines and the exit status."""
+    project(root, parts=SETUP_FILES)
     for name in SETUP_FILES:
-        os.utime(checkout / name)
-    return checkout
-
-
-def make(checkout, *argv):
-    return subprocess.run(["make", "-C", str(checkout), "--no-print-directory", *argv],
+        os.utime(root / name)
+    done = subprocess.run(["make", "-C", str(root), "--no-print-directory", *argv],
                           capture_output=True, text=True, timeout=60)
+    return done.returncode, done.stderr.splitlines()
 
 
-def test_another_checkout_s_venv_is_used_as_it_is_never_installed_into(tmp_path):
+def test_another_checkout_s_venv_is_never_installed_into_and_a_moved_one_is_refused(tmp_path):
     first = venv_made_at(tmp_path / "first" / ".venv", tmp_path / "first" / ".venv")
     before = {path: path.stat().st_mtime_ns for path in first.rglob("*")}
-    second = fresh_clone(tmp_path / "second")
-    done = make(second, f"VENV={first}", f"{first}/.tested")
-    assert done.returncode == 0, done.stderr
+    assert make_in_a_fresh_clone(tmp_path / "second", f"VENV={first}", f"{first}/.tested") \
+        == (0, [])
     assert {path: path.stat().st_mtime_ns for path in first.rglob("*")} == before
     (first / ".tested").unlink()
-    refused = make(second, f"VENV={first}", f"{first}/.tested")
-    [line] = refused.stderr.splitlines()
-    assert refused.returncode == 2 and not (first / "ran").exists()
-    assert f"{first} is another checkout's .venv and is not set up: run make setup" in line
-
-
-def test_a_moved_checkout_s_venv_is_refused_in_one_line(tmp_path):
-    moved = fresh_clone(tmp_path / "moved")
-    venv_made_at(moved / ".venv", "/where/it/was/.venv")
-    refused = make(moved, "setup")
-    [line] = refused.stderr.splitlines()
-    assert refused.returncode == 2 and not (moved / ".venv" / "ran").exists()
-    assert line.endswith(".venv was made at /where/it/was/.venv, where its programs and its "
-                         "install of this project point: rm -rf .venv && make setup.  Stop.")
-
+    status, [line] = make_in_a_fresh_clone(tmp_path / "third", f"VENV={first}", f"{first}/.tested")
+    assert status == 2 and f"{first} is another checkout's .venv and is not set up" in line
+    venv_made_at(tmp_path / "moved" / ".venv", "/where/it/was/.venv")
+    status, [line] = make_in_a_fresh_clone(tmp_path / "moved", "setup")
+    assert status == 2 and line.endswith(
+        ".venv was made at /where/it/was/.venv, where its programs and its install of this "
+        "project point: rm -rf .venv && make setup.  Stop.")
+    assert not (first / "ran").exists() and not (tmp_path / "moved" / ".venv" / "ran").exists()
 
 
 def test_the_readme_promises_a_test_tool_only_after_make_install():

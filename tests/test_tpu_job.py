@@ -22,7 +22,6 @@ from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_er
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.plumbing.run_lock import exclusive_run
 from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
                                   job_commands, job_steps)
 
@@ -151,7 +150,8 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
 @pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
+    fetched, swept = canned(clone, tmp_path, monkeypatch,
+                            sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
     assert changed(before, clone) == [f"recordings/{TARGET}"]
@@ -159,6 +159,9 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     assert verbs(gcloud())[-1] == "delete"
     assert {"missing": "copy the sweep back failed",
             "stale": "the fetched tpu-sweep recording is refused: "}[case] in line
+    # What was fetched and not installed is kept, and named.
+    assert [Path(path).read_bytes() for path in re.findall("what the VM made is kept: ([^;]+)",
+            line)] == ([swept.read_bytes()] if swept else [])
 
 
 @pytest.mark.parametrize("changes, reason", [
@@ -185,29 +188,20 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
 
 
-@pytest.mark.parametrize("landing", ["is not a folder", "is a folder this user cannot write"])
+@pytest.mark.parametrize("landing, why", [("a file", "File exists"),
+                                          ("a read-only folder", "Permission denied")])
 def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call(
-        landing, clone, gcloud, tmp_path):
+        landing, why, clone, gcloud, tmp_path):
     folder = tmp_path / "landing"
-    folder.write_text("") if landing == "is not a folder" else folder.mkdir(mode=0o555)
+    folder.write_text("") if landing == "a file" else folder.mkdir(mode=0o555)
     # Root may write anywhere; without that capability, it meets the folder as a user does.
     as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
     done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
                            "--delete", "--recordings-dir", str(folder)], cwd=clone,
                           env=clean_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 1 and gcloud() == []
-    assert f"--recordings-dir {folder} {landing}, and the job writes {TARGET}" in \
-        job_error(done.stderr)
-
-
-def test_a_recording_fetched_but_not_installed_is_kept_and_named(clone, gcloud, monkeypatch,
-                                                                 capsys, tmp_path):
-    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=False)
-    with exclusive_run("python scripts/record.py", clone):  # another run, while the VM ran
-        line = failed(clone, capsys, "--create", "--delete")
-    assert "another run" in line and f"the fetched {TARGET} was not installed" in line
-    [kept] = line.split("what the VM made is kept: ")[1].split("; ")[0].split(", ")
-    assert Path(kept).read_bytes() == fetched.read_bytes()
+    assert f"{folder}/{TARGET}: cannot be written ({why}); nothing was changed, and nothing " \
+           f"was run: give --recordings-dir a folder" in job_error(done.stderr)
 
 
 REFUSED = {

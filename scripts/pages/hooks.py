@@ -31,27 +31,14 @@ def check_site_url(config):
                           f"https://user.github.io/lesson/")
 
 
-def checkout(config):
-    """The checkout being built: the folder of its mkdocs.yml, wherever mkdocs runs from."""
-    return Path(config["config_file_path"]).resolve().parent
-
-
-def refuse_another_checkouts_code(root):
-    """The hooks are this checkout's files, but `scripts` is imported from wherever the
-    activated .venv installed it: another checkout's code would build these pages from that
-    checkout's recordings, registry and rules, and pass."""
-    if ROOT != root:
+def on_config(config):
+    """Its own code, no link in it, the course from the registry, every recording loaded."""
+    root = Path(config["config_file_path"]).resolve().parent  # wherever mkdocs runs from
+    if ROOT != root:  # another checkout's, whose recordings and rules would build these pages
         raise PluginError(f"{root / 'mkdocs.yml'} is being built with another checkout's "
                           f"code, {ROOT / 'scripts'} (where the activated .venv's install "
                           f"points): in {root}, run `make setup` and use its own .venv")
-
-
-def on_config(config):
-    """This checkout's own code, no link in it, the course from the registry, every
-    recording loaded."""
-    root = checkout(config)
     try:
-        refuse_another_checkouts_code(root)
         refuse_links(root)  # before anything reads the checkout
         check_site_url(config)
         course = load_course(root)
@@ -96,7 +83,7 @@ def on_files(files, config):
     """Serve figures/, downloads and what the figures' data lines link to; then refuse,
     before any is read, a file that leads outside the checkout or a page with a control
     character (mkdocs follows links, so a link is seen here first)."""
-    root = checkout(config)
+    root = Path(config["config_file_path"]).resolve().parent
     paths = [f"figures/{svg.name}" for svg in sorted((root / "figures").glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
