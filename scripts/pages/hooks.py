@@ -11,7 +11,7 @@ from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
 from scripts import ROOT, display
-from scripts.plumbing.checkout import LinkInCheckout, link_on_the_way, refuse_links
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
 from scripts.pages.figure_data import served_files
@@ -80,9 +80,8 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, downloads and what the figures' data lines link to; then refuse,
-    before any is read, a file that leads outside the checkout or a page with a control
-    character (mkdocs follows links, so a link is seen here first)."""
+    """Serve figures/, downloads and what the figures' data lines link to; then refuse a
+    page with a control character (on_config refused every link before any file is read)."""
     root = Path(config["config_file_path"]).resolve().parent
     paths = [f"figures/{svg.name}" for svg in sorted((root / "figures").glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
@@ -93,9 +92,6 @@ def on_files(files, config):
     for file in files:
         if file.abs_src_path is None:  # made by a plugin, from no file
             continue
-        link = link_on_the_way(file.abs_src_path, root)
-        if link is not None:
-            raise PluginError(str(LinkInCheckout(link, root)))
         if file.src_uri.endswith(".md") and Path(file.abs_src_path).is_relative_to(root):
             refuse_control_characters(Path(file.abs_src_path))
     return files
