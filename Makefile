@@ -25,6 +25,23 @@ install: setup $(VENV)/.tested node_modules/.tested
 # uv reads no pip.conf or PIP_* settings: behind a package mirror, set UV_INDEX_URL.
 UV_VERSION := $(shell sed -n 's/^UV_VERSION = "\([0-9.]*\)"$$/\1/p' scripts/hardware/tpu.py)
 UV_INSTALL = $(VENV)/bin/uv pip install --quiet --python $(PY) --compile-bytecode
+# A .venv works only at the path it was made at: its activate script, its programs' first
+# lines and its editable install name it. A moved checkout's is refused, not half used.
+VENV_MADE_AT := $(shell sed -n 's/^VIRTUAL_ENV="\(.*\)"$$/\1/p' $(VENV)/bin/activate 2>/dev/null)
+ifneq ($(filter-out $(abspath $(VENV)),$(VENV_MADE_AT)),)
+ifeq ($(filter clean,$(MAKECMDGOALS)),)
+$(error $(VENV) was made at $(VENV_MADE_AT), where its programs and its install of this \
+	project point: rm -rf $(VENV) && make setup)
+endif
+endif
+
+# Set-up installs only into this checkout's own .venv. Another's (IN_COPY below, or
+# `make build VENV=<path>`) is used as that checkout set it up: installing this checkout into
+# it would re-point the other's `mkdocs`, `pytest` and `import scripts` here.
+ifeq ($(filter $(CURDIR)/%,$(abspath $(VENV))),)
+$(VENV)/.installed $(VENV)/.tested:
+	$(error $(VENV) is another checkout's .venv and is not set up: run make setup there)
+else
 # The project itself goes in editable (pyproject.toml), after its pins: with .venv
 # activated, `mkdocs serve` imports the site's extension and hooks from this checkout.
 $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
@@ -37,6 +54,7 @@ $(VENV)/.installed: requirements.txt constraints.txt pyproject.toml
 $(VENV)/.tested: $(VENV)/.installed requirements-test.txt constraints.txt
 	$(UV_INSTALL) -r requirements-test.txt -c constraints.txt
 	touch $@
+endif
 
 # Temml, which the build runs under Node to write every formula as MathML
 # (scripts/pages/typeset.cjs): package.json's one dependency. Its devDependencies are

@@ -54,4 +54,14 @@ def command(body, failures=(), prefix="error", stopped=None):
     return main
 
 
+def without_the_pins(kind, error, trace):
+    """`python3 scripts/record.py`, not .venv's python: a missing pin is one line, exit 1;
+    so each command imports this module before any pinned package."""
+    if not issubclass(kind, ModuleNotFoundError):
+        return sys.__excepthook__(kind, error, trace)
+    print(f"error: {error} in {sys.executable}, which lacks the project's pins: run it with "
+          f"the checkout's .venv/bin/python (`make setup` makes it)", file=sys.stderr)
+
+
+sys.excepthook = without_the_pins
 run = run_command  # main()'s exit status; 141, and no traceback, once stdout's reader is gone

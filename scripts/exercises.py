@@ -15,6 +15,7 @@ from pathlib import Path
 
 # `python scripts/exercises.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.cli import OneLineParser, UsageError, command, run
 
 import ast
 import importlib
@@ -30,7 +31,6 @@ import psutil
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
-from scripts.cli import OneLineParser, UsageError, command, run
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder

@@ -19,6 +19,7 @@ from pathlib import Path
 
 # `python scripts/record.py` puts scripts/ on sys.path; the package lives one level up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from scripts.cli import OneLineParser, UsageError, command, progress as say, run
 
 from collections import Counter
 from importlib.metadata import version
@@ -26,7 +27,6 @@ from importlib.metadata import version
 import psutil
 
 from scripts import display
-from scripts.cli import OneLineParser, UsageError, command, progress as say, run
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems

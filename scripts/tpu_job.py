@@ -10,6 +10,7 @@ the VM when --delete asks, and says in one line whether the VM is gone.
 import codecs
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,11 +28,11 @@ from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import SIGNALS, Interrupted
-from scripts.plumbing.run_lock import RunLocked, exclusive_run
+from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes
-from scripts.store.staging import StagingError, write_atomically
+from scripts.store.staging import Staging, StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # us-east5-b: a zone the Cloud TPU docs list for v6e.
@@ -155,9 +156,12 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
     refuse_uncommitted(lesson, root)
     landing = Path(recordings_dir or root / "recordings")
     vm = job_vm(name, zone, project, lesson.id)
-    with tempfile.TemporaryDirectory(prefix="tpu_job-") as workdir:
+    workdir = tempfile.mkdtemp(prefix="tpu_job-")
+    try:
         steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
                           lesson.id)
+        refuse_unwritable(landing, [for_lesson(lesson).recording_name(step.installs)
+                                    for step in steps if step.installs], root)
         accelerator = next((step.command[step.command.index("--accelerator-type") + 1]
                             for step in steps if step.gcloud_verb == "create"),
                            accelerator or "TPU")  # for the error lines
@@ -192,6 +196,8 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
             what = str(error) if isinstance(error, JobFailed) else \
                 f"interrupted by {error.name} while it ran: {step.title}"
             files = f"wrote {', '.join(written)}" if written else "recordings/ is as it was"
+            if kept := sorted(map(str, Path(workdir).glob("*.json"))):  # not installed
+                files += f"; what the VM made is kept: {', '.join(kept)}"
             raise JobFailed(f"{what}; {files}; {ending}", error.exit_status) from None
         except BaseException:
             leave()  # a bug: it still leaves no VM behind
@@ -200,6 +206,24 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         if ending.startswith("deleting"):
             raise JobFailed(f"wrote {', '.join(written)}, but {ending}")
         progress(ending)
+    finally:  # install() removes what it moved into place: what is left, is kept
+        if not any(Path(workdir).glob("*.json")):
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def refuse_unwritable(landing, names, root):
+    """Every local path the job writes, tried before the VM is paid for: the run lock, and a
+    file staged (and removed) where each recording will land."""
+    try:
+        os.close(open_lock(root / LOCK_NAME, "python scripts/tpu_job.py"))
+        with Staging() as staging:
+            for name in names:
+                staging.add(landing / name, "")
+    except RunLocked as error:
+        raise JobFailed(f"{error}; nothing was run") from None
+    except StagingError as error:  # a folder where the VM's recordings land, made or not
+        raise JobFailed(f"{error}, and nothing was run: give --recordings-dir a folder this "
+                        f"user can write") from None
 
 
 def leave_vm(cleanup, exists, vm, delete):
@@ -226,6 +250,7 @@ def install(variant, workdir, landing, lesson, root):
         check(fetched, lesson, root)
         with exclusive_run("python scripts/tpu_job.py", root):
             write_atomically(target, read_bytes(fetched))  # atomic even across file systems
+        fetched.unlink()
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
     except (RunLocked, StagingError) as error:

@@ -1,6 +1,8 @@
 """Build the site (or a modified copy of the project) the way CI does, for the site tests."""
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 from conftest import clean_env
 
@@ -10,11 +12,14 @@ NO_JAX_BUILD = ("import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = 
 
 
 def build(project, site_dir, environment=None):
-    """Run a strict build of `project` into `site_dir`; return the CompletedProcess."""
+    """Run a strict build of `project` into `site_dir`; return the CompletedProcess. From its
+    docs/ with `-f`: nothing the build reads may hang on the working folder. `project`'s own
+    code builds it, as its own .venv would."""
     # CI's SITE_URL never leaks into a test build unless the test asks for one.
     env = {key: value for key, value in clean_env(**(environment or {})).items()
            if key != "SITE_URL" or "SITE_URL" in (environment or {})}
-    return subprocess.run([sys.executable, "-c", NO_JAX_BUILD, "build", "--strict",
-                           "--site-dir", str(site_dir)],
-                          cwd=project, env=env, capture_output=True, text=True,
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(project), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", NO_JAX_BUILD, "build", "--strict", "-f",
+                           str(Path(project, "mkdocs.yml")), "--site-dir", str(site_dir)],
+                          cwd=Path(project, "docs"), env=env, capture_output=True, text=True,
                           timeout=300)

@@ -14,7 +14,7 @@ from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
 from conftest import ROOT, SEED, each_lesson, each_lesson_with
-from scripts.pages import mathml, notebook_page
+from scripts.pages import hooks, mathml, notebook_page
 from scripts.runners.notebook import (build_notebook, lay_out, setup_line, source_blocks,
                                      stdout_of, teaching_blocks)
 from site_hostile import CANARY
@@ -159,7 +159,7 @@ def live_markup(html_text):
 
 @pytest.fixture(scope="module")
 def site_config():
-    return load_config(str(ROOT / "mkdocs.yml"))
+    return hooks.on_config(load_config(str(ROOT / "mkdocs.yml")))  # the lessons, loaded
 
 
 def rendered_page(path, config):

@@ -280,3 +280,13 @@ def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
         check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 3))
                      + "same\nsame\nPASS: x\n")
     check_stdout("x", "".join(f"{n}\n" for n in range(MAX_STDOUT_LINES - 1)) + "PASS: x\n")
+
+
+@pytest.mark.parametrize("argv", [[RECORD, "--check"], ["scripts/exercises.py"],
+                                  ["scripts/bench.py", "--help"], ["scripts/tpu_job.py", "--help"]])
+def test_a_command_without_the_pins_names_the_python_to_use_in_one_line(argv):
+    """`python3 scripts/record.py` by an interpreter that lacks the pins: this one, without
+    its site-packages (-S)."""
+    done = run("-S", *argv)
+    assert done.returncode == 1
+    one_error(done.stderr, "No module named", "lacks the project's pins", "`make setup`")

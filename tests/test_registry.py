@@ -147,6 +147,7 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
     ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "lesson 'entry 1' has no 'id'"),
     (f'[[lesson]]\n{GOOD_ENTRY}analyses = ["cpu"]\n', "lists analyses but names no `analysis`"),
     ("[[lesson]\n", "not valid TOML"),
+    (f"x = {'[' * 600}{']' * 600}\n", "nested too deeply"),
     (b'[[lesson]]\nid = "caf\xe9"\n', "not UTF-8"),
     ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
     (f'[[lesson]]\n{GOOD_ENTRY}figures = ["panels", "nope"]\n',

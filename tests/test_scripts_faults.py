@@ -47,7 +47,7 @@ def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
     assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
     assert caught.value.fix.startswith("git checkout -- ")
     with pytest.raises(PluginError) as caught:
-        site_hooks.on_config({"docs_dir": "docs"})
+        site_hooks.on_config({"docs_dir": "docs", "config_file_path": ROOT / "mkdocs.yml"})
     assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
 
 

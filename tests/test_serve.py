@@ -3,6 +3,7 @@ hangs the server nor leaves a traceback; `mkdocs` itself builds from an activate
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -111,22 +112,71 @@ def test_a_recording_or_page_broken_while_serving_keeps_the_last_good_site(tmp_p
     assert code == 0
 
 
-@pytest.mark.slow
-def test_the_mkdocs_command_of_an_activated_venv_builds_the_site(tmp_path):
-    """What any MkDocs reader types, from the root with no PYTHONPATH: the extension and the
-    hooks import `scripts` from the installed project (pyproject.toml). Built in the checkout
-    the .venv was installed from: in a copy tested with another's .venv (`make fresh`,
-    `make test-two-lessons`) that checkout's code would meet the copy's pages."""
-    venv_bin = Path(sys.executable).parent
+def activated(venv_bin=Path(sys.executable).parent):
+    """The environment of `. .venv/bin/activate`: the tests' own .venv, no PYTHONPATH."""
     env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
-    env.update(PATH=f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
-               VIRTUAL_ENV=str(venv_bin.parent))
+    return {**env, "PATH": f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
+            "VIRTUAL_ENV": str(venv_bin.parent)}
+
+
+def mkdocs_error(run):
+    """The one ERROR line of a failed mkdocs run, which printed no traceback."""
+    [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    return error
+
+
+@pytest.mark.slow
+def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_other(tmp_path):
+    """What any MkDocs reader types, with no PYTHONPATH, from outside the checkout (`-f`): the
+    extension and the hooks import `scripts` from the installed project (pyproject.toml). A
+    second checkout (a worktree, a CI copy, `make fresh`'s) built with that .venv would build
+    its pages from the first's recordings, registry and code, and pass: it is refused."""
     installed = subprocess.run(
         [sys.executable, "-c", "import pathlib, scripts; "
                                "print(pathlib.Path(scripts.__file__).parents[1])"],
-        cwd="/", env=env, capture_output=True, text=True, timeout=60).stdout.strip()
+        cwd="/", env=activated(), capture_output=True, text=True, timeout=60).stdout.strip()
     assert installed, "the .venv cannot import scripts: run make setup"
-    run = subprocess.run(["mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
-                         cwd=installed, env=env, capture_output=True, text=True, timeout=300)
+    (tmp_path / "elsewhere").mkdir()
+    run = subprocess.run(["mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
+                          "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
+                         env=activated(), capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "site" / "lessons" / FIRST_LESSON.id / "index.html").is_file()
+    second = copy_project(tmp_path / "second")
+    (second / RECORDING).write_text('{"broken":\n')
+    error = mkdocs_error(subprocess.run(["mkdocs", "build", "--strict"], cwd=second,
+                                        env=activated(), capture_output=True, text=True,
+                                        timeout=120))
+    assert f"{second}/mkdocs.yml is being built with another checkout's code" in error
+    assert "run `make setup`" in error and not (second / "site").exists()
+
+
+# A one-page site with one asset and the hooks of scripts/pages/machine_errors.py alone: what
+# mkdocs does with the machine's refusals, in a second rather than a whole build.
+FULL_DISK = ("import errno, os, shutil\n"
+             "def full(source, destination, **options):\n"
+             "    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), destination)\n"
+             "shutil.copyfile = full\n")
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "index.md").write_text("# A page\n")
+    (tmp_path / "docs" / "asset.js").write_text("//\n")
+    (tmp_path / "mkdocs.yml").write_text(
+        f"site_name: tiny\nhooks:\n  - {ROOT}/scripts/pages/machine_errors.py\n")
+    env = clean_env(PYTHONPATH=str(ROOT))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for script, argv, words in [
+                (FULL_DISK + NO_JAX_BUILD, ["build"], "asset.js: No space left on device; "
+                                                      "free space on its disk"),
+                (NO_JAX_BUILD, ["serve", "--dev-addr", f"127.0.0.1:{port}"],
+                 f"cannot serve on 127.0.0.1:{port}: Address already in use; ")]:
+            assert words in mkdocs_error(subprocess.run(
+                [sys.executable, "-c", script, *argv], cwd=tmp_path, env=env,
+                capture_output=True, text=True, timeout=120))

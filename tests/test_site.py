@@ -229,7 +229,7 @@ def test_a_broken_recording_fails_with_one_line(project, tmp_path, corrupt, word
                                      '--8<-- "lesson_code/nothing.py"',
                                      f'--8<-- "{module_file(SEED)}:no_such_section"'])
 def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback(include):
-    page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage(root=ROOT)],
+    page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage()],
                              extension_configs={"pymdownx.snippets": {
                                  "base_path": [str(ROOT)], "check_paths": True}})
     with pytest.raises(PageError) as refused:  # a BuildError: mkdocs says it in one line

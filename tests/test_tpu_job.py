@@ -7,6 +7,8 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -15,8 +17,8 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, RECORD, Started, changed, one_error, project, run,
-                     snapshot)
+from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_error, project,
+                     run, snapshot)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
@@ -50,6 +52,7 @@ def gcloud(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{FIXTURES / 'fake_gcloud'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_GCLOUD_LOG", str(log))
     monkeypatch.setenv("FAKE_GCLOUD_MODE", "success")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a job keeps its fetches
     for name in ("TPU_NAME", "ZONE", "PROJECT", "FAKE_GCLOUD_RECORDING", "FAKE_GCLOUD_SWEEP",
                  "FAKE_GCLOUD_BLOCK", "FAKE_GCLOUD_READY"):
         monkeypatch.delenv(name, raising=False)
@@ -147,7 +150,8 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
 @pytest.mark.parametrize("case", ["missing", "stale"])
 def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud, monkeypatch,
                                                              capsys, tmp_path):
-    fetched, _ = canned(clone, tmp_path, monkeypatch, sweep=case == "stale" and dict(stale=True))
+    fetched, swept = canned(clone, tmp_path, monkeypatch,
+                            sweep=case == "stale" and dict(stale=True))
     before = snapshot(clone)
     line = failed(clone, capsys, "--create", "--delete")
     assert changed(before, clone) == [f"recordings/{TARGET}"]
@@ -155,6 +159,9 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
     assert verbs(gcloud())[-1] == "delete"
     assert {"missing": "copy the sweep back failed",
             "stale": "the fetched tpu-sweep recording is refused: "}[case] in line
+    # What was fetched and not installed is kept, and named.
+    assert [Path(path).read_bytes() for path in re.findall("what the VM made is kept: ([^;]+)",
+            line)] == ([swept.read_bytes()] if swept else [])
 
 
 @pytest.mark.parametrize("changes, reason", [
@@ -179,6 +186,22 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
     assert changed(before, clone) == []
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
+
+
+@pytest.mark.parametrize("landing, why", [("a file", "File exists"),
+                                          ("a read-only folder", "Permission denied")])
+def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call(
+        landing, why, clone, gcloud, tmp_path):
+    folder = tmp_path / "landing"
+    folder.write_text("") if landing == "a file" else folder.mkdir(mode=0o555)
+    # Root may write anywhere; without that capability, it meets the folder as a user does.
+    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
+    done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
+                           "--delete", "--recordings-dir", str(folder)], cwd=clone,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and gcloud() == []
+    assert f"{folder}/{TARGET}: cannot be written ({why}); nothing was changed, and nothing " \
+           f"was run: give --recordings-dir a folder" in job_error(done.stderr)
 
 
 REFUSED = {

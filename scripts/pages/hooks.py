@@ -10,8 +10,8 @@ from pathlib import Path
 from mkdocs.exceptions import Abort, PluginError
 from mkdocs.structure.files import File
 
-from scripts import FIGURES, ROOT, display
-from scripts.plumbing.checkout import LinkInCheckout, link_on_the_way, refuse_links
+from scripts import ROOT, display
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
 from scripts.pages.figure_data import served_files
@@ -32,14 +32,19 @@ def check_site_url(config):
 
 
 def on_config(config):
-    """No link in the checkout, the course from the registry, every recording loaded."""
+    """Its own code, no link in it, the course from the registry, every recording loaded."""
+    root = Path(config["config_file_path"]).resolve().parent  # wherever mkdocs runs from
+    if ROOT != root:  # another checkout's, whose recordings and rules would build these pages
+        raise PluginError(f"{root / 'mkdocs.yml'} is being built with another checkout's "
+                          f"code, {ROOT / 'scripts'} (where the activated .venv's install "
+                          f"points): in {root}, run `make setup` and use its own .venv")
     try:
-        refuse_links(ROOT)  # the first thing: everything after this reads the checkout
+        refuse_links(root)  # before anything reads the checkout
         check_site_url(config)
-        course = load_course()
+        course = load_course(root)
     except (LinkInCheckout, RegistryError) as error:
         raise PluginError(str(error)) from None
-    sources = load_sources(ROOT, config["docs_dir"])
+    sources = load_sources(root, config["docs_dir"])
     if PAGE_LANGUAGE not in config["markdown_extensions"]:
         raise PluginError(f"mkdocs.yml: the pages' directives need `- {PAGE_LANGUAGE}` "
                           f"under markdown_extensions; add it")
@@ -75,22 +80,19 @@ def on_serve(server, config, builder):
 
 
 def on_files(files, config):
-    """Serve figures/, downloads and what the figures' data lines link to; then refuse,
-    before any is read, a file that leads outside the checkout or a page with a control
-    character (mkdocs follows links, so a link is seen here first)."""
-    paths = [f"figures/{svg.name}" for svg in sorted(FIGURES.glob("*.svg"))]
+    """Serve figures/, downloads and what the figures' data lines link to; then refuse a
+    page with a control character (on_config refused every link before any file is read)."""
+    root = Path(config["config_file_path"]).resolve().parent
+    paths = [f"figures/{svg.name}" for svg in sorted((root / "figures").glob("*.svg"))]
     paths += [path for lesson in loaded(config).lessons.values()
               for path in downloadable_files(lesson)]
-    paths += served_files(loaded(config).lessons, ROOT)
+    paths += served_files(loaded(config).lessons, root)
     for path in paths:
-        files.append(File(path, str(ROOT), config["site_dir"], config["use_directory_urls"]))
+        files.append(File(path, str(root), config["site_dir"], config["use_directory_urls"]))
     for file in files:
         if file.abs_src_path is None:  # made by a plugin, from no file
             continue
-        link = link_on_the_way(file.abs_src_path, ROOT)
-        if link is not None:
-            raise PluginError(str(LinkInCheckout(link, ROOT)))
-        if file.src_uri.endswith(".md") and Path(file.abs_src_path).is_relative_to(ROOT):
+        if file.src_uri.endswith(".md") and Path(file.abs_src_path).is_relative_to(root):
             refuse_control_characters(Path(file.abs_src_path))
     return files
 

@@ -18,8 +18,8 @@ from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 from mkdocs.structure.toc import get_toc
 
-from scripts import ROOT, display
-from scripts.store.lessons import RegistryError, load_lessons
+from scripts import display
+from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.store.recordings import RecordingError, read_json
 
 TEXT_OUTPUTS = ("text/plain",)
@@ -165,22 +165,19 @@ def render_notebook(page, config):
     converter = markdown.Markdown(extensions=[*names, TextOnly()], extension_configs={
         name: options for name, options in config["mdx_configs"].items() if name in names})
     text = STASH_CHARACTERS.sub("", notebook_markdown(Path(page.file.abs_src_path)))
-    page.content = download_buttons(page) + converter.convert(text)
+    page.content = download_buttons(page, config) + converter.convert(text)
     page.toc = get_toc(getattr(converter, "toc_tokens", []))
 
 
-def download_buttons(page):
+def download_buttons(page, config):
     """Visible download buttons: the theme's own link is a 20 px icon."""
     notebook = posixpath.basename(page.file.src_uri)
     base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
-    try:
-        lesson = load_lessons().get(Path(notebook).stem)
-    except RegistryError as error:
-        raise PluginError(str(error)) from None
+    lesson = config["mdx_configs"][PAGE_LANGUAGE]["sources"].lessons.get(Path(notebook).stem)
     buttons = [f'<a class="md-button md-button--primary" href="{html.escape(notebook)}" '
                f'download>Download the notebook (.ipynb)</a>']
     if lesson is not None:
-        program = lesson.path().relative_to(ROOT).as_posix()
+        program = lesson.path().relative_to(lesson.root).as_posix()
         href = posixpath.relpath(program, base or ".")
         buttons.append(f'<a class="md-button" href="{html.escape(href)}" '
                        f'download="{html.escape(posixpath.basename(program))}">'

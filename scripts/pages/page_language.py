@@ -6,7 +6,6 @@ postprocessor puts the text in, escaped for where it landed (the toc runs postpr
 on headings first, so a heading keeps its markers until the tree is finished).
 """
 import re
-from pathlib import Path
 
 from markdown.extensions import Extension
 from markdown.postprocessors import Postprocessor
@@ -25,11 +24,8 @@ LEVEL_ONE = re.compile(r"<h1[\s>].*?</h1>", re.S)
 class PageLanguage(Extension):
     def __init__(self, **kwargs):
         self.config = {
-            "root": ["", "the repository whose lessons and recordings the pages show "
-                         "(default: the one this module is in)"],
-            "docs_dir": ["", "its pages' folder (default: <root>/docs)"],
             "sources": ["", "pages/sources.Sources the build already loaded (set by "
-                            "pages/hooks.py); empty: load them from root"],
+                            "pages/hooks.py); empty: load them from this checkout"],
         }
         super().__init__(**kwargs)
 
@@ -54,8 +50,7 @@ class Conversion:
 
     def loaded_sources(self):
         if self.sources is None:
-            root = Path(self.config["root"] or ROOT)
-            self.sources = load_sources(root, self.config["docs_dir"] or root / "docs")
+            self.sources = load_sources(ROOT, ROOT / "docs")
         return self.sources
 
 

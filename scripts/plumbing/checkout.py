@@ -24,20 +24,6 @@ class LinkInCheckout(Exception):
                          f"`git rm {name}`")
 
 
-def link_on_the_way(path, root=ROOT, parts=CONTROLLED):
-    """The first step of `path` below `root` that is a symbolic link, or None; only a path
-    under `parts` is the checkout's to answer for (not a linked .venv's theme files)."""
-    root = Path(root)
-    try:
-        steps = Path(root, path).relative_to(root).parts
-    except ValueError:
-        return None
-    if not steps or steps[0] not in parts:
-        return None
-    return next((root.joinpath(*steps[:depth]) for depth in range(1, len(steps) + 1)
-                 if root.joinpath(*steps[:depth]).is_symlink()), None)
-
-
 def refuse_links(root=ROOT, parts=CONTROLLED):
     """Raise LinkInCheckout for the first link under `parts` (os.walk does not follow it)."""
     root = Path(root)

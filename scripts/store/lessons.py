@@ -113,6 +113,8 @@ def read_registry(root):
             from None
     except tomllib.TOMLDecodeError as error:
         raise RegistryError(f"{where}: not valid TOML ({error}); fix the file") from None
+    except RecursionError:  # tomllib reads nested arrays and tables by recursing
+        raise RegistryError(f"{where}: nested too deeply to read; fix the file") from None
     schema = registry_schema(root)
     error = schema.error(registry)
     if error is not None:
