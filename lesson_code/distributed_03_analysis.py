@@ -18,9 +18,10 @@ def host(timing, environment):
     run's own processes too, so they cannot say)."""
     before, after = timing["hostBefore"], timing["hostAfter"]
     start = intervals.host_at_start(environment, before["cores"])
-    words = (f"While it timed, the load average was {before['loadAverage1m']:.1f} to "
-             f"{after['loadAverage1m']:.1f} on {before['cores']} cores, this run's own "
-             f"processes included. {start['words']}")
+    loads = [f"{reading['loadAverage1m']:.1f}" for reading in (before, after)]
+    load = f"{loads[0]} to {loads[1]}" if loads[0] != loads[1] else f"{loads[0]} before and after"
+    words = (f"While it timed, the load average was {load} on {before['cores']} cores, this "
+             f"run's own processes included. {start['words']}")
     return {"cores": before["cores"], "loadBefore": before["loadAverage1m"],
             "loadAfter": after["loadAverage1m"], "busyAtStart": start["busy"],
             "busyCoresAtStart": start["busyCores"], "words": words}
