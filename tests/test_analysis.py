@@ -262,6 +262,9 @@ def test_a_host_that_other_work_kept_busy_says_so():
     assert "the host was busy, so these times also measure other work" in busy["words"]
     quiet = analysis.host(during, {"busyCoresAtStart": 0.1, "loadAverage1m": 2.4})
     assert not quiet["busyAtStart"] and "otherwise idle" in quiet["words"]
+    assert "the load average was 5.5 to 6.0 on 2 cores" in quiet["words"]
+    same = analysis.host({**during, "hostAfter": during["hostBefore"]}, {})  # not "5.5 to 5.5"
+    assert "the load average on 2 cores was 5.5 before and after" in same["words"]
     # An older recording without busyCoresAtStart: the load at the start decides.
     assert analysis.host(during, {"loadAverage1m": 2.5})["busyAtStart"]
     assert not analysis.host(during, {"loadAverage1m": 1.0})["busyAtStart"]
