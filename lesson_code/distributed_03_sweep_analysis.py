@@ -314,11 +314,9 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
                      for b_low, b_high in zip(blocks[collective, low, nbytes],
                                               blocks[collective, high, nbytes])]
         ratio = intervals.median_interval(per_block)
-        faulted = sum(any(faults.faulted_share(collective, p, nbytes, float(np.median(side)),
-                                               t.page_bytes) > faults.ALLOCATION_FREE
-                          for p, side in ((low, at_low), (high, at_high)))
-                      for at_low, at_high in zip(t.call_faults[collective, low, nbytes],
-                                                 t.call_faults[collective, high, nbytes]))
+        # The blocks where the calls at either p faulted in part of their outputs.
+        faulted = sum(map(max, faults.faulted_in_part(t, (collective, low, nbytes)),
+                          faults.faulted_in_part(t, (collective, high, nbytes))))
         # Reported, not judged: the page tests no cause of a fall (a shared memory bus,
         # a working set past the cache), so its ratio earns no verdict word.
         falls[collective] = {**ratio, "faultedBlocks": faulted,

@@ -72,6 +72,13 @@ def faulted_share(collective, ranks, nbytes, faults_per_call, page_bytes):
     return faults_per_call * page_bytes / (ranks * output_over_s(collective, ranks) * nbytes)
 
 
+def faulted_in_part(t, key):
+    """Per block, whether one-collective calls at `key` still faulted in more than
+    ALLOCATION_FREE of their outputs (median of the block's samples)."""
+    return [faulted_share(*key, float(np.median(block)), t.page_bytes) > ALLOCATION_FREE
+            for block in t.call_faults[key]]
+
+
 def onset(fault_blocks, page_bytes):
     """The smallest size from which some program, one collective per call, faults in at
     least FAULTED_SHARE of its outputs at that size and every larger one (median block):
@@ -304,20 +311,21 @@ def smallest_call(t, ranks_list):
     for ranks in ranks_list:
         smallest = min(nbytes for (_, p, nbytes) in t.calls if p == ranks)
         extras, shares = [], []
-        for key in ((c, ranks, smallest) for c in XLA_COLLECTIVES if (c, ranks, smallest)
-                    in t.loops):
-            # Below zero is noise: one more collective costs at least nothing.
-            extras.append(max(float(np.median(block_differences(t.loops[key], t.calls[key],
-                                                                t.looping))), 0.0))
-            shares.append(extras[-1] / median_of_blocks(t.calls[key]))
+        for collective in XLA_COLLECTIVES:
+            key = (collective, ranks, smallest)
+            if key in t.loops:
+                extra = np.median(block_differences(t.loops[key], t.calls[key], t.looping))
+                # Below zero is noise: one more collective costs at least nothing.
+                extras.append(max(float(extra), 0.0))
+                shares.append(extras[-1] / median_of_blocks(t.calls[key]))
         if extras:
             by_ranks[str(ranks)] = {"bytes": smallest, "extraUs": span(extras),
                                     "share": span(shares)}
-    said = [f"{span_words(100 * e['share']['min'], 100 * e['share']['max'], '%')}"
-            f"{' of a whole call' * (p == next(iter(by_ranks)))} at p = {p}"
+    said = [f"{span_words(100 * e['share']['min'], 100 * e['share']['max'], '%')} at p = {p}"
             for p, e in by_ranks.items()]
     return {"byRanks": by_ranks, "words": f"one more all-reduce, reduce-scatter or all-gather "
-                                          f"inside the loop costs {listed(said)}"}
+                                          f"inside the loop costs, of a whole call, "
+                                          f"{listed(said)}"}
 
 
 def span(values):
