@@ -18,9 +18,11 @@ def host(timing, environment):
     run's own processes too, so they cannot say)."""
     before, after = timing["hostBefore"], timing["hostAfter"]
     start = intervals.host_at_start(environment, before["cores"])
-    words = (f"While it timed, the load average was {before['loadAverage1m']:.1f} to "
-             f"{after['loadAverage1m']:.1f} on {before['cores']} cores, this run's own "
-             f"processes included. {start['words']}")
+    cores, loads = before["cores"], [f"{side['loadAverage1m']:.1f}" for side in (before, after)]
+    load = (f"was {loads[0]} to {loads[1]} on {cores} cores" if loads[0] != loads[1]
+            else f"on {cores} cores was {loads[0]} before and after")
+    words = (f"While it timed, the load average {load}, this run's own processes included. "
+             f"{start['words']}")
     return {"cores": before["cores"], "loadBefore": before["loadAverage1m"],
             "loadAfter": after["loadAverage1m"], "busyAtStart": start["busy"],
             "busyCoresAtStart": start["busyCores"], "words": words}

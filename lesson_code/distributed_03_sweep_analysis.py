@@ -147,6 +147,19 @@ def ratios(t, ranks_list, nbytes, programs):
     return by_ranks
 
 
+def unexplained_words(ratio_table):
+    """The "unexplained" column read: its range, and how many lie below 1, where the
+    reduce-scatter costs more per byte it touches than the program over it."""
+    values = [entry["unexplained"] for by_name in ratio_table.values()
+              for entry in by_name.values() if entry.get("unexplained") is not None]
+    if not values:
+        return "no ratio has both a measurement and a bytes-touched prediction"
+    below = sum(value < 1 for value in values)
+    return (f"it runs from {faults.times_words(min(values))} to "
+            f"{faults.times_words(max(values))}, and {below} of its {len(values)} values lie "
+            f"below 1")
+
+
 def ratio_series(points_by_series, ranks_list):
     """For the figure: per p, every size's median ratio of each pair."""
     out = {}
@@ -176,10 +189,21 @@ def paired_across_ranks(per_block_top, per_block_bottom):
     return intervals.median_interval(values) if values else None
 
 
-def rises_verdict(ratio):
-    if ratio is None:
-        return intervals.INCONCLUSIVE
-    return intervals.verdict(ratio, predicted_above_one=True)
+def step_growth(per_block_low, per_block_high):
+    """Does one step cost more at the largest p? a(high) - a(low), block by block, in us:
+    a(low) can be zero within noise, and a ratio over it would be anything. The verdict
+    reads a(low) / a(high), over the larger cost: growth past the 25 % margin is a(low)
+    below 1/1.25 of a(high) across the whole interval, in at least MIN_BLOCKS blocks."""
+    pairs = [(low, high) for low, high in zip(per_block_low, per_block_high) if high > 0]
+    if not pairs:
+        return {"n": 0, "verdict": intervals.INCONCLUSIVE, "words": "not measured"}
+    growth = intervals.median_interval([high - low for low, high in pairs])
+    share = intervals.median_interval([low / high for low, high in pairs])
+    return {**growth, "lowOverHigh": share,
+            "verdict": faults.judged(share, predicted_above_one=False),
+            "words": (f"{faults.figures(growth['median'])} µs ({growth['coverage']:.0%} "
+                      f"interval {faults.span_words(growth['low'], growth['high'])} µs"
+                      f"{faults.blocks_words(len(pairs), len(per_block_high))})")}
 
 
 def alpha_with_ranks(fit_table, ranks_list):
@@ -188,9 +212,23 @@ def alpha_with_ranks(fit_table, ranks_list):
     result = {}
     for collective, by_p in fit_table.items():
         ratio = paired_across_ranks(by_p[high]["alphaByBlockUs"], by_p[low]["alphaByBlockUs"])
-        result[collective] = {**(ratio or {}), "verdict": rises_verdict(ratio),
+        result[collective] = {**(ratio or {}), "verdict": faults.judged(ratio),
                               "words": ratio_words(ratio) if ratio else "not measured"}
     return result
+
+
+def in_program_words(smallest, fit_table, ranks_list):
+    """Per p, one more of XLA's collectives inside one jitted program (the loop, at that
+    p's smallest size) against the alpha a separate call pays: combining is about calls."""
+    said = []
+    for p in ranks_list:
+        extra = smallest["byRanks"].get(str(p), {}).get("extraUs")
+        alphas = [fit_table[c][str(p)]["alpha"]["median"] for c in faults.XLA_COLLECTIVES
+                  if str(p) in fit_table.get(c, {})]
+        if extra and alphas:
+            said.append(f"{faults.span_words(extra['min'], extra['max'])} µs against an α of "
+                        f"{faults.span_words(min(alphas), max(alphas))} µs at p = {p}")
+    return "; ".join(said) or "not measured"
 
 
 def step_line(alphas, steps):
@@ -222,11 +260,8 @@ def steps(fit_table, programs, ranks_list):
                           "maxRelResidualByBlock": [fit[2] for fit in by_block],
                           "ringStepsPerPhase": p - 1}
     low, high = str(ranks_list[0]), str(ranks_list[-1])
-    ratio = paired_across_ranks(result[high]["perStepByBlockUs"],
-                                result[low]["perStepByBlockUs"])
     worst = max(entry["maxRelResidual"] for entry in result.values())
-    summary = {**(ratio or {}), "verdict": rises_verdict(ratio),
-               "words": ratio_words(ratio) if ratio else "not measured",
+    summary = {**step_growth(result[low]["perStepByBlockUs"], result[high]["perStepByBlockUs"]),
                "worstMiss": worst, **fit_words(result, worst)}
     return result, summary
 
@@ -257,9 +292,12 @@ def fit_words(step_table, worst):
                         f"(block by block, {miss['low']:.0%}–{miss['high']:.0%}), {reading}"}
 
 
-def busbw(points_list, blocks, programs, ranks_list, nbytes):
+def busbw(points_list, t, programs, ranks_list, nbytes):
     """Peak busbw per program and p, and busbw at size `nbytes` (the largest below the
-    fault onset) at the largest p over the smallest, block by block."""
+    fault onset) at the largest p over the smallest, block by block, saying in how many
+    blocks either side's calls still faulted in part of their outputs: below the onset is
+    not allocation-free."""
+    blocks = t.calls
     peaks = {}
     for row in points_list:
         best = peaks.setdefault(row["collective"], {})
@@ -276,9 +314,15 @@ def busbw(points_list, blocks, programs, ranks_list, nbytes):
                      for b_low, b_high in zip(blocks[collective, low, nbytes],
                                               blocks[collective, high, nbytes])]
         ratio = intervals.median_interval(per_block)
+        # The blocks where the calls at either p faulted in part of their outputs.
+        faulted = sum(map(max, faults.faulted_in_part(t, (collective, low, nbytes)),
+                          faults.faulted_in_part(t, (collective, high, nbytes))))
         # Reported, not judged: the page tests no cause of a fall (a shared memory bus,
         # a working set past the cache), so its ratio earns no verdict word.
-        falls[collective] = {**ratio, "words": ratio_words(ratio)}
+        falls[collective] = {**ratio, "faultedBlocks": faulted,
+                             "words": ratio_words(ratio)[:-1] + (
+                                 f"; faulted in part in {faulted} of {len(per_block)} blocks)"
+                                 if faulted else ")")}
     return peaks, falls
 
 
@@ -333,7 +377,7 @@ def analyse(recording):
     # whole calls stands where no program's calls fault in their outputs.
     ratio_table = ratios(t, ranks_list, largest, programs)
     alpha_trend = alpha_with_ranks(fit_table, ranks_list)
-    peaks, falls = busbw(point_list, blocks, programs, ranks_list, below_onset)
+    peaks, falls = busbw(point_list, t, programs, ranks_list, below_onset)
     every_fit = [fit for by_p in fit_table.values() for fit in by_p.values()]
     ring_verdicts = [{"verdict": entry[name]["ringModelVerdict"]}
                      for entry in ratio_table.values() for name in entry]
@@ -345,16 +389,18 @@ def analyse(recording):
         "ringCollectives": [c for c in collectives if programs[str(ranks_list[0])][c]["ring"]],
         "ranks": ranks_list, "rows": point_list, "fits": fit_table,
         "fitSummary": {
-            "maxRelResidual": span([f["maxRelResidual"] for f in every_fit]),
-            "largestOverFit": span([f["largestOverFit"] for f in every_fit]),
-            "nHalfKiB": span([f["nHalfKiB"] for f in every_fit if f["nHalfKiB"]]),
+            "maxRelResidual": faults.span([f["maxRelResidual"] for f in every_fit]),
+            "largestOverFit": faults.span([f["largestOverFit"] for f in every_fit]),
+            "nHalfKiB": faults.span([f["nHalfKiB"] for f in every_fit if f["nHalfKiB"]]),
             "lessonBytes": 32,
             # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
             "lessonTransferShare": max((32 / (f["betaGBps"] * 1e3) / f["alphaUs"]
                                         for f in every_fit if f["alphaUs"] > 0 and f["betaGBps"]),
                                        default=None)},
         "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
+        "inProgramWords": in_program_words(fault_table["smallestCall"], fit_table, ranks_list),
         "ratios": {"bytes": largest, "warm": ratio_table,
+                   "unexplainedWords": unexplained_words(ratio_table),
                    "byRanks": ratio_series(by_series, ranks_list),
                    "model": {name: model for name, (_, _, model) in RATIOS.items()}},
         "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls, "faults": fault_table,
@@ -371,7 +417,3 @@ def analyse(recording):
                                                              if r["ranks"] == p))
                                     for p in ranks_list}},
     }
-
-
-def span(values):
-    return {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}

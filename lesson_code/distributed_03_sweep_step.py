@@ -7,12 +7,12 @@ A call's growth includes the page faults that start at the onset; one more warm,
 allocation-free collective in the loop (distributed_03_sweep_faults.warm_costs) has
 none, so what it adds beyond the bytes is the collective's own doing.
 """
-from lesson_code.distributed_03_sweep_faults import (MIN_BLOCKS, blocks_words,
-                                                     kept_interval, paired_ratio, warm_costs)
+from lesson_code.distributed_03_sweep_faults import (XLA_COLLECTIVES, bracket, judged,
+                                                     kept_interval, listed, paired_ratio,
+                                                     warm_costs)
 from scripts import intervals
 from scripts.units import format_bytes
 
-STEP_PROGRAMS = ("all_reduce", "reduce_scatter", "all_gather")
 # The program whose cost per byte locates the step: each device sums its S/p block of
 # the p inputs, so a cache that holds S/p and not more would show there.
 LOCATED = "reduce_scatter"
@@ -22,11 +22,12 @@ AGAINST_BYTES = {intervals.SUPPORTED: "faster", intervals.EQUIVALENT: "as the by
 
 
 def growth_words(ratio, used=None, total=None):
-    """'5.1× (4.6–5.9)', with '; 4 of 5 blocks' when some blocks were left out."""
+    """'5.1× (4.6–5.9)', or '5.1× (75% interval 4.6–5.9; 3 of 5 blocks)' when some blocks
+    were left out."""
     if ratio is None:
         return "no block allocation-free"
-    extra = blocks_words(used, total) if used is not None else ""
-    return f"{ratio['median']:.1f}× ({ratio['low']:.1f}–{ratio['high']:.1f}{extra})"
+    return (f"{ratio['median']:.1f}× " + bracket(f"{ratio['low']:.1f}", f"{ratio['high']:.1f}",
+                                                 ratio, used or ratio["n"], total or ratio["n"]))
 
 
 def program_step(t, key_small, key_large, bytes_step):
@@ -37,11 +38,10 @@ def program_step(t, key_small, key_large, bytes_step):
                                                 intervals.block_medians(t.calls[key_small]))])
     extra, used = paired_ratio(warm_costs(t, key_large), warm_costs(t, key_small))
     total = len(t.calls[key_large])
-    verdict = intervals.INCONCLUSIVE if extra is None or used < MIN_BLOCKS else \
-        intervals.verdict({name: extra[name] / bytes_step for name in ("low", "high")},
-                          predicted_above_one=True)
+    verdict = judged(extra and {**extra, "low": extra["low"] / bytes_step,
+                                "high": extra["high"] / bytes_step})
     return {"perCall": per_call, "perCallWords": growth_words(per_call),
-            "extra": extra, "extraBlocks": used, "extraWords": growth_words(extra, used, total),
+            "extra": extra, "n": used, "extraWords": growth_words(extra, used, total),
             "verdict": verdict, "againstBytes": AGAINST_BYTES[verdict]}
 
 
@@ -61,32 +61,48 @@ def located_rows(t, ranks_list, sizes):
     return rows
 
 
-def steepest(rows, p):
-    """Where the cost per MiB at p rises most between neighbouring sizes, in words: by
-    how much, and S/p before and after."""
+def neighbours(rows, p):
+    """(cost per MiB after / before, S before, S after) for each two neighbouring sizes
+    at p, and the largest rise among them (None where it rises nowhere)."""
     points = [(row["bytes"], row[str(p)]["usPerMiB"]) for row in rows
               if row[str(p)]["usPerMiB"] and row[str(p)]["usPerMiB"] > 0]
-    rises = [(after / before, small, large)
-             for (small, before), (large, after) in zip(points, points[1:])
-             if after > before]
-    if not rises:
-        return f"At p = {p} it rises nowhere"
-    rise, small, large = max(rises)
-    return (f"At p = {p} it rises {rise:.1f}× as S/p goes from {format_bytes(small / p)} to "
-            f"{format_bytes(large / p)}")
+    pairs = [(after / before, small, large)
+             for (small, before), (large, after) in zip(points, points[1:])]
+    return pairs, max((pair for pair in pairs if pair[0] > 1), default=None)
 
 
 def location_words(rows, ranks_list, l2_bytes):
-    cache = (f"This host's Linux reports an L2 cache of {format_bytes(l2_bytes)} per core"
-             if l2_bytes else "This recording does not say how large a core's L2 cache is")
+    """Where the cost per MiB rises most at each p, and whether those rises fall where
+    S/p passes a core's L2 cache, as the hypothesis of a cache step predicts."""
+    found = {p: neighbours(rows, p) for p in ranks_list}
     # One sentence a p: a page averages at most 20 words a sentence (tests/lint_budgets.py).
+    said = [f"At p = {p} it rises nowhere" if top is None else
+            f"At p = {p} it rises {top[0]:.1f}× as S/p goes from {format_bytes(top[1] / p)} "
+            f"to {format_bytes(top[2] / p)}" for p, (_, top) in found.items()]
+    if not l2_bytes:
+        return (f"Where does the cost per MiB rise most between neighbouring sizes? "
+                f"{'. '.join(said)}. This recording does not say how large a core's L2 cache "
+                f"is, so it cannot place these rises against it.")
+    passing = {p: pair for p, (pairs, _) in found.items() for pair in pairs
+               if pair[1] / p <= l2_bytes < pair[2] / p}
+    there = [p for p, pair in passing.items() if pair == found[p][1]]
+    cache = format_bytes(l2_bytes)
+    if not passing:
+        reading = (f"No two neighbouring sizes put S/p on either side of {cache}, so these "
+                   f"sizes cannot place the rises against it")
+    elif len(there) == len(passing):
+        reading = f"Each of these rises comes where S/p passes {cache}, as the hypothesis predicts"
+    else:
+        reading = (f"Where S/p passes {cache}, the cost per MiB changes "
+                   f"{listed([f'{pair[0]:.1f}×' for pair in passing.values()])} at "
+                   f"p = {listed([str(p) for p in passing])}: "
+                   + (f"only the largest rise at p = {listed([str(p) for p in there])} "
+                      if there else "none of the largest rises ")
+                   + "comes there. As stated, the hypothesis does not fit this recording, and "
+                     "what sets the step is open")
     return (f"Where does the cost per MiB rise most between neighbouring sizes? "
-            f"{'. '.join(steepest(rows, p) for p in ranks_list)}. {cache}.")
-
-
-def listed(items):
-    """'a', 'a and b', 'a, b and c'."""
-    return " and ".join(items) if len(items) < 3 else f"{', '.join(items[:-1])} and {items[-1]}"
+            f"{'. '.join(said)}. This host's Linux reports an L2 cache of {cache} per core. "
+            f"{reading}.")
 
 
 def step_words(table, labels, bytes_step):
@@ -118,7 +134,7 @@ def analyse_step(t, recording, ranks_list, small, large, labels):
     allocator page counts, and the sizes between S/16 and S that locate it."""
     bytes_step = large / small
     table = {str(p): {c: program_step(t, (c, p, small), (c, p, large), bytes_step)
-                      for c in STEP_PROGRAMS} for p in ranks_list}
+                      for c in XLA_COLLECTIVES} for p in ranks_list}
     measured = sorted(set.intersection(*({nbytes for (c, p, nbytes) in t.calls
                                           if c == LOCATED and p == ranks}
                                          for ranks in ranks_list)))

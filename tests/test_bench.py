@@ -336,14 +336,16 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
                  "ratios.warm.4.arOverRs.touchedVerdict", "faults.onsetWords",
                  "stepSummary.fitWords", "faults.donation.4.words",
                  "faults.smallestCall.words", "sizeLabels.ratios", "faults.step.words",
-                 "faults.step.locationWords", "faults.keepFreed.words",
+                 "faults.step.locationWords", "faults.keepFreed.words", "inProgramWords",
+                 "faults.donationWords", "ratios.unexplainedWords",
                  "faults.verdictCounts.inconclusive|d"):
         assert f"{{{{ rec:{FILES.stem('sweep', analysis=True)}:{path}" in page, path
     for typed in ("grows with p for every program", "log2 p steps per phase",
                   "is the size of the last-level cache, not past it",
                   "the step\ncount below predicts", "tens of per cent", "an eighth",
                   "no account here", "last-level cache", "own cost",
-                  "They do not explain all of it", "In three sweeps back to back"):
+                  "They do not explain all of it", "In three sweeps back to back",
+                  "times one collective per call"):
         # Typed, untestable, or a cache size a small virtual machine cannot show.
         assert typed not in page, typed
 

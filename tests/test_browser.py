@@ -239,6 +239,11 @@ def read_the_lesson_page(page, requests):
     page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
     shows["copied"] = [page.evaluate("navigator.clipboard.readText()"),
                        block.inner_text().rstrip()]
+    # Audit L1: the theme's <nav> around each copy button, two or more now, is no landmark.
+    shows["code navs as landmarks"] = [found["key"] for found in axe_findings(
+        page, impacts=("moderate",)) if found["key"].startswith("landmark")] \
+        if page.locator("nav.md-code__nav").count() > 1 and AXE.exists() \
+        else ["fewer than two set up"] * AXE.exists()
     shows["index fetched before search"] = [url for url in requests if SEARCH_INDEX in url]
     page.keyboard.press("/")  # the theme's shortcut: opens search, focuses its box
     page.keyboard.type("invarying")
@@ -358,6 +363,7 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     # The theme's copy button (content.code.copy) copies its own block and says so.
     assert shows["copy buttons"] == 1 and shows["copied"][0] == shows["copied"][1]
     assert "def " in shows["copied"][0]
+    assert shows["code navs as landmarks"] == []
     # The index is fetched once, when the reader opens search; `invarying` (in the code as
     # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
     assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1

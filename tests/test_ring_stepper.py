@@ -93,6 +93,15 @@ SHOWS = """root => {
 }"""
 
 
+RANK_0_IN_VIEW = """box => {
+    const card = box.querySelector('[data-rank="0"]').getBoundingClientRect();
+    return card.left >= box.getBoundingClientRect().left &&
+        card.right <= box.getBoundingClientRect().right;
+}"""
+NAME_TO_BUTTONS = ("root.querySelector('.ring-stepper__controls').getBoundingClientRect().bottom"
+                   " - root.querySelector('.ring-stepper__position').getBoundingClientRect().top")
+
+
 def expected_ring_steps(trace):
     """Every state of the step-through as the static figures read the same trace
     (scripts/figures/ring.py): the figure's step name, each cell's label, values (as the
@@ -239,14 +248,23 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
     for ranks in sizes:
         other = trace["byRanks"][str(ranks)]
         root.locator(f"input[type=radio][value='{ranks}']").check()
+        cue = root.locator(".ring-stepper__scroll")
         if ranks == 8 and width < 600:
             assert figure.evaluate("box => box.scrollWidth > box.clientWidth")
             assert figure.get_attribute("tabindex") == "0" and figure.get_attribute("aria-label")
+            # Audit L2: it says so, and opens on rank 0's card, where the sentence starts.
+            assert cue.is_visible() and figure.evaluate(RANK_0_IN_VIEW)
+            start = figure.evaluate("box => box.scrollLeft")
             figure.focus()
-            page.keyboard.press("ArrowRight")
-            page.wait_for_function("box => box.scrollLeft > 0", arg=figure.element_handle())
-        elif ranks == 8:
+            page.keyboard.press("ArrowLeft")
+            page.wait_for_function(f"box => box.scrollLeft < {start}",
+                                   arg=figure.element_handle())
+        elif ranks == 8:  # audit L5: on a laptop's 800 px its name, ring and buttons show
             assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
+            assert not cue.is_visible()
+            page.set_viewport_size({"width": width, "height": 800})
+            page.wait_for_function(f"root => {NAME_TO_BUTTONS} <= {800 - header}",
+                                   arg=root.element_handle(), timeout=5000)
         steps = expected_ring_steps(other)
         for index, state in enumerate(steps):
             assert_shows(shows(root), state)  # the arrow key scrolled, it did not step

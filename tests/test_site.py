@@ -426,14 +426,15 @@ def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
     """Code stays out of the search index, so a line the index keeps names what a block
-    defines; the separator splits `to="invarying"`, keeps `psum_scatter` whole; inline
+    defines; the separator splits `to="invarying"` and `jax.lax.all_to_all` (audit L3),
+    keeps `psum_scatter` whole; inline
     API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
     for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):
         assert name in text, name
     words = set(re.split(index["config"]["separator"], visible(text)))
-    assert {"invarying", "psum_scatter", "all_gather"} <= words
+    assert {"invarying", "psum_scatter", "all_gather", "all_to_all"} <= words
     page = (built_site / LESSON_PAGE).read_text()
     assert re.search(r'<a href="https://docs\.jax\.dev/[^"]*psum_scatter\.html" '
                      r'class="api-link"><code>psum_scatter', page)

@@ -69,6 +69,16 @@ def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_red
     looped = SLICE / "all_reduce.looped64.compiled.hlo"
     assert compiled(looped) == {"all_reduce"}
     assert len(lesson_program.HLO_COLLECTIVE.findall(looped.read_text())) == 2
+    # What the TPU page says the compiled loop shows (turn 6's L2): no barrier, a body that
+    # never reads the last result (tuple index 2) and one synchronous all-reduce in it; and
+    # the lesson's all-reduce is a single phase (L7).
+    text = looped.read_text()
+    body = text[text.index("\n" + re.search(r"while\(.*body=(%[\w.]+)", text)[1] + " "):]
+    body = body[:body.index("\n}\n")]
+    assert "opt-barrier" not in text and "index=2" not in body
+    assert " all-reduce(" in body and "all-reduce-start" not in body
+    assert '"emitter":"SinglePhaseRingSumEmitter"' in \
+        (SLICE / "lesson.all_reduce.compiled.hlo").read_text()
 
 
 def chained(lowered, collective):

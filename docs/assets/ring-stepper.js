@@ -9,6 +9,9 @@
   "use strict";
   // SVG units (text: 10-unit monospace), drawn at 0.9 to 1.3 px each.
   const CHAR = 6, ROW = 15, PAD = 5, GAP = 24, ARROW = 26, MARGIN = 4;
+  // CSS px of the screen's height the ring leaves to the header, the step's name and the
+  // buttons, so that all three show with it (p = 8 on a laptop's 800 px).
+  const BESIDE_RING = 200;
   const KEYS = {ArrowLeft: "previous", ArrowRight: "next", Home: "first", End: "last"};
 
   // An SVG element; recorded text goes in as text only, never as markup.
@@ -194,7 +197,7 @@
     // The trace the figures draw, and those of the other ring sizes.
     const traces = {[recorded.ranks]: recorded, ...recorded.byRanks};
     const part = (name) => root.querySelector(`.ring-stepper__${name}`);
-    const status = part("status"), figure = part("figure");
+    const status = part("status"), figure = part("figure"), cue = part("scroll");
     const button = (go) => root.querySelector(`[data-go=${go}]`);
     for (const ranks of Object.keys(traces).map(Number).sort((a, b) => a - b)) {
       const label = document.createElement("label"), input = document.createElement("input");
@@ -218,16 +221,25 @@
       shape = null;
     }
     function draw() {
-      const room = figure.clientWidth;
-      if (!shape || shape.room !== room) shape = {...ring(trace.ranks, card, room), room};
+      const room = figure.clientWidth, fresh = !shape || shape.room !== room;
+      if (fresh) shape = {...ring(trace.ranks, card, room), room};
       const drawn = drawRing(trace, all[at], card, shape, id);
-      // Up to 1.3 times its size where there is room, never under 0.9 (9 px text). A ring
-      // wider than that (p = 8 on a phone) scrolls in its box, which then takes focus.
-      const width = Math.max(0.9 * shape.width, Math.min(room, 1.3 * shape.width));
+      // Up to 1.3 times its size where there is room, across and down, never under 0.9
+      // (9 px text). A ring wider than that (p = 8 on a phone) scrolls in its box, which
+      // then takes focus and says so.
+      const width = Math.max(0.9 * shape.width, Math.min(
+        room, 1.3 * shape.width, (innerHeight - BESIDE_RING) * shape.width / shape.height));
       drawn.style.width = `${width}px`;
       figure.replaceChildren(drawn);
-      if (width > room) figure.tabIndex = 0;
+      const scrolls = width > room;
+      cue.hidden = !scrolls;
+      if (scrolls) figure.tabIndex = 0;
       else figure.removeAttribute("tabindex");
+      // It opens on rank 0's card (top right), the rank the sentence starts with.
+      if (fresh && scrolls) {
+        figure.scrollLeft = (shape.spots[0].x - card.w / 2 + shape.width / 2) *
+          width / shape.width - MARGIN;
+      }
     }
     function show(index) {
       at = Math.max(0, Math.min(all.length - 1, index));
