@@ -1,5 +1,6 @@
 """What the tests of the commands share: a copy of the project, a command run in it as a
 user runs it (without the suite's JAX settings), its one error line, the files it writes."""
+import hashlib
 import json
 import os
 import queue
@@ -260,6 +261,16 @@ def hanging_ranks(root, lesson):
 
 
 # --- the fixture lesson, added to a copy as CONTRACT.md says -------------------------------
+
+# What adding a lesson may change (its outputs) and must not (scripts/, tests/).
+DIGESTED = ("scripts", "tests", "recordings", "figures", "docs/notebooks")
+
+
+def digests(root, folders):
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for folder in folders for path in sorted((root / folder).rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts}
+
 
 def fixture_entry():
     """The fixture lesson's [[lesson]] entry, as text, and its id."""
