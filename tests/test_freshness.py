@@ -126,9 +126,11 @@ EDITS = {
                          lambda root: every_recording(root) + every_analysis(root)),
     "a pin's comment": ("requirements.txt", lambda text: "# a new first comment\n\n" + re.sub(
         r"^(numpy==\S+)$", r"\1  # why this numpy", text, flags=re.MULTILINE), []),
-    # mkdocs is the site's, ruff the linter's; constraints.txt repeats the pins it freezes.
+    # mkdocs is the site's, ruff the linter's, mkdocs-jupyter a benchmark's; constraints.txt
+    # repeats the pins it freezes.
     **{f"the {tool} pin": ((home, "constraints.txt"), pinned(tool), []) for tool, home in (
-        ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"))},
+        ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"),
+        ("mkdocs-jupyter", "benchmarks/requirements.txt"))},
 }
 
 
