@@ -32,6 +32,7 @@ from conftest import FIRST_LESSON, LESSONS, SEED, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, run,
                      snapshot, still_running, unchanged)
+from test_bench import QUICK  # a small sweep plan
 from scripts import bench, cli, record
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
@@ -198,8 +199,6 @@ def make_it_yours(mesh, programs, problem):
 
 
 def bench_phase(tree):
-    from test_bench import QUICK
-
     program = (f"import sys; from scripts import bench, cli; sys.exit(cli.run(lambda: "
                f"bench.main(['--lesson', {ID!r}], plan={QUICK!r})))")
     return Phase(("-c", program), group=True, reach=lambda command: (
@@ -560,10 +559,6 @@ def quiet_host(monkeypatch):
     monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
 
 
-TINY = {"ranks": [4], "sizes": [8, 1024, 2**20], "blocks": 2, "samples": 3,
-        "minSampleMs": 0.2}
-
-
 def shrinking_rows(module, ranks, sizes, plan, block, root):
     """Times that fall as the messages grow, once per call and looped four times: no
     alpha-beta line can fit them."""
@@ -584,7 +579,7 @@ def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(
     monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
     out = tmp_path / "sweep.json"
-    assert bench.main(["--out", str(out)], plan=TINY) == 0
+    assert bench.main(["--out", str(out)], plan=QUICK) == 0
     analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
     assert analysis["fits"]["all_reduce"]["4"]["betaGBps"] is None
     assert (tmp_path / f"sweep.{SEED.id}-sweep.svg").exists()
@@ -620,7 +615,7 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
     if cache:
         monkeypatch.setattr(bench, "l2_cache_bytes", cache)
-    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=TINY) == 1
+    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=QUICK) == 1
     assert one_line(capsys.readouterr().err) == line
     assert list(tmp_path.iterdir()) == []
 
