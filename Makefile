@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: setup install math-font serve build record bench check current lint fresh test tier \
-	test-two-lessons browser java mpi audit clean
+	test-two-lessons browser java mpi audit docs-build clean
 
 # What building, serving and recording use (`make serve`, `make build`, `make record`):
 # requirements.txt (the lesson's runtime with the site's pins, so a reader who serves can
@@ -125,8 +125,10 @@ COMMIT_COPY = git -C $(1) init -q && git -C $(1) add -A && \
 IN_COPY = $(MAKE) -C $(1) --no-print-directory VENV=$(CURDIR)/$(VENV)
 # The tests of tier(s) $(2) (a -m expression; "" is every tier) in the copy $(1): whole files
 # to two workers, the files with the most slow and browser tests first (tests/conftest.py).
-PYTEST_IN = cd $(1) && $(CURDIR)/$(PY) -m pytest tests -m "$(2)" -n 2 --dist loadfile \
-	--no-loadscope-reorder
+# A worker lost is the run's end, not a replacement: pytest-xdist 3.8's loadfile scheduler
+# can leave a replaced worker idle for good. Each test is bounded (pyproject.toml, timeout).
+PYTEST_IN = cd $(1) && $(CURDIR)/$(PY) -m pytest tests benchmarks -m "$(2)" -n 2 \
+	--dist loadfile --no-loadscope-reorder --max-worker-restart 0
 
 # A copy of this tree in build/fresh, recorded afresh, built and tested there: `make test`
 # never rewrites the committed recordings, figures or notebook, which change only through
@@ -179,16 +181,27 @@ test-two-lessons: install browser java mpi
 	$(call COMMIT_COPY,$(TWO_LESSONS),test-two-lessons)
 	$(call PYTEST_IN,$(TWO_LESSONS),)
 
-# Lighthouse CI on each lesson page against a bare theme page as long: a benchmark, not a
-# test (scores are noisy on a busy machine). Writes benchmarks/scores.json; commit it from
-# the default 24 rounds. A quick look: `make audit AUDIT_FLAGS=--rounds=6`.
+# The benchmarks' own tools, which `make install` leaves out: benchmarks/requirements.txt
+# (mkdocs-jupyter, for docs_build.py's reference build) and benchmarks/package.json
+# (Lighthouse CI). Each benchmark target installs them first.
+$(VENV)/.benchmarks: $(VENV)/.installed benchmarks/requirements.txt constraints.txt
+	$(UV_INSTALL) -r benchmarks/requirements.txt -c constraints.txt
+	touch $@
+
 benchmarks/node_modules/.installed: benchmarks/package.json benchmarks/package-lock.json
 	cd benchmarks && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
 	touch $@
 
+# Lighthouse CI on each lesson page against a bare theme page as long: a benchmark, not a
+# test (scores are noisy on a busy machine). Writes benchmarks/scores.json; commit it from
+# the default 24 rounds. A quick look: `make audit AUDIT_FLAGS=--rounds=6`.
 AUDIT_FLAGS ?=
-audit: build browser benchmarks/node_modules/.installed
+audit: build browser $(VENV)/.benchmarks benchmarks/node_modules/.installed
 	$(PY) benchmarks/lighthouse.py $(AUDIT_FLAGS)
+
+# The site's build against an mkdocs-jupyter build that executes the notebook, in turns.
+docs-build: setup $(VENV)/.benchmarks
+	$(PY) benchmarks/docs_build.py
 
 clean:
 	rm -rf site $(VENV) node_modules benchmarks/node_modules .pytest_cache

@@ -4,6 +4,7 @@ fixtures built once per run (plain helpers: tests/harness.py).
 JAX fixes its backend and device count at its first device query, so they are set before any
 test module touches JAX: eight devices give meshes of 2, 4 and 8 from ``jax.devices()[:p]``.
 """
+import json
 import os
 import shutil
 import signal
@@ -21,8 +22,9 @@ os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 # No JAX in either; after the settings above.
-from harness import (FIXTURES, ROOT, RECORD, clean_env, ended_pid, project,  # noqa: E402,F401
-                     rederive_analyses, run)
+from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
+                     add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry, project,
+                     rederive_analyses, remove_fixture_lesson, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
@@ -44,6 +46,8 @@ each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
 SEED = LESSONS["distributed-03"]
 # Some lesson, any: for checks of the machinery that need one recording.
 FIRST_LESSON = next(iter(LESSONS.values()))
+# The fixture lesson a course author adds (tests/fixtures/second_lesson/), in a copy.
+FIXTURE_ID = fixture_entry()[1]
 
 
 def recording_name(lesson, variant="cpu"):
@@ -93,18 +97,56 @@ def built_once(request, tmp_path_factory, name, make):
     return Path(done.read_text())
 
 
+# Where CI publishes the site: a GitHub Pages project site, under /<repository>/.
+SUB_PATH = "lesson-site"
+
+
 @pytest.fixture(scope="session")
 def built_site(request, tmp_path_factory):
-    """The site, built strictly from the working tree with JAX made unimportable (once per
-    test run, whatever the number of workers)."""
+    """The site as CI publishes it (SITE_URL under SUB_PATH), built strictly from the
+    working tree with JAX made unimportable: once per test run, whatever the number of
+    workers, for the page checks and the browser alike."""
     from site_build import build
 
-    def make(site):
-        run = build(ROOT, site)
+    def make(folder):
+        site = folder / SUB_PATH
+        run = build(ROOT, site, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
         assert run.returncode == 0, run.stderr[-3000:]
         return site
 
     return built_once(request, tmp_path_factory, "built-site", make)
+
+
+@pytest.fixture(scope="session")
+def fixture_course(request, tmp_path_factory):
+    """A copy of the project (its tests too) with the fixture lesson added and recorded by
+    the plain `record.py`, once per test run; beside it, record.log holds that run's stderr
+    and before.json the digests of the copy before the lesson came. Copy it to change it."""
+    def make(folder):
+        root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"))
+        remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
+        (folder / "before.json").write_text(json.dumps(digests(root, DIGESTED)))
+        add_fixture_lesson(root)
+        done = run_record(root)
+        (folder / "record.log").write_text(done.stderr)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return root
+
+    return built_once(request, tmp_path_factory, "fixture-course", make)
+
+
+# What the machinery promises every lesson (a broken recording, stale code, one line for
+# each) is tested on two lessons, however many the course has: the seed, in a copy of this
+# tree, and the fixture lesson, in a copy of fixture_course.
+@pytest.fixture(params=["seed", "fixture-lesson"])
+def lesson_copy(request, tmp_path):
+    """(a copy of the project for the test to break, the Lesson to break in it)."""
+    if request.param == "seed":
+        root = project(tmp_path / "repo")
+        return root, load_lessons(root)[SEED.id]
+    root = shutil.copytree(request.getfixturevalue("fixture_course"), tmp_path / "repo",
+                           symlinks=True)
+    return root, load_lessons(root)[FIXTURE_ID]
 
 
 @pytest.fixture(scope="session")
@@ -129,9 +171,9 @@ def hostile_site(request, tmp_path_factory):
 # fixtures, or by a mark of its own where it starts JAX, record.py, a kernel or a build.
 SLOW_FIXTURES = {
     "built_site", "reference_site", "hostile_site",  # a strict site build
-    "project",  # a copy some test files build, record or check exercises in
-    "pristine", "fixture_lesson_pristine", "recorded", "ascii_project",  # record.py
-    "run", "mpirun_tree", "needs_mpirun",  # JAX processes, mpirun
+    "project", "lesson_copy",  # a copy to build, record or check exercises in
+    "pristine", "fixture_course", "recorded",  # record.py
+    "run", "needs_mpirun",  # JAX processes, mpirun
     "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
 }
 BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings",

@@ -1,5 +1,6 @@
 """What the tests of the commands share: a copy of the project, a command run in it as a
 user runs it (without the suite's JAX settings), its one error line, the files it writes."""
+import hashlib
 import json
 import os
 import queue
@@ -18,12 +19,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from scripts.store.hashes import TOOL_PINS
 from scripts.store.lessons import load_lessons
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 # What record.py and the docs build read and write; node_modules is linked, not copied.
-PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "requirements-test.txt", "constraints.txt",
+PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt",
                  "pyproject.toml", "docs", "scripts", "lesson_code", "recordings", "figures")
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
@@ -40,17 +42,17 @@ def clean_env(**extra):
 
 def project(destination, parts=PROJECT_PARTS, lesson=None):
     """A copy of the project's `parts` under `destination`, node_modules linked; with
-    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded. requirements-test.txt travels
-    with requirements.txt: it says which of constraints.txt's pins are tools."""
+    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded. The tools' pins travel with
+    requirements.txt: they say which of constraints.txt's pins are tools."""
     destination = Path(destination).resolve()
-    destination.mkdir(parents=True, exist_ok=True)
-    if "requirements.txt" in parts and "requirements-test.txt" not in parts:
-        parts = (*parts, "requirements-test.txt")
+    if "requirements.txt" in parts:
+        parts = (*parts, *TOOL_PINS)
     for name in parts:
         source = ROOT / name
+        (destination / name).parent.mkdir(parents=True, exist_ok=True)
         if source.is_dir():
-            shutil.copytree(source, destination / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "*.tmp", "node_modules"))
+            shutil.copytree(source, destination / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.tmp", "node_modules"))
         else:
             shutil.copy2(source, destination / name)
     if (ROOT / "node_modules").exists():
@@ -260,6 +262,16 @@ def hanging_ranks(root, lesson):
 
 
 # --- the fixture lesson, added to a copy as CONTRACT.md says -------------------------------
+
+# What adding a lesson may change (its outputs) and must not (scripts/, tests/).
+DIGESTED = ("scripts", "tests", "recordings", "figures", "docs/notebooks")
+
+
+def digests(root, folders):
+    return {path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for folder in folders for path in sorted((root / folder).rglob("*"))
+            if path.is_file() and "__pycache__" not in path.parts}
+
 
 def fixture_entry():
     """The fixture lesson's [[lesson]] entry, as text, and its id."""

@@ -1,5 +1,6 @@
 """The analysis of made-up timings, whose every outcome is known in advance: intervals,
-ratios and the verdicts they earn. Nothing here measures this machine."""
+ratios and the verdicts they earn, kept in bytes that the recording and the code decide, not
+the processor. Nothing here measures this machine."""
 import importlib
 import json
 import math
@@ -9,6 +10,7 @@ import pytest
 
 from conftest import ROOT, SEED
 from scripts import intervals
+from scripts.analysis_text import analysis_text
 from scripts.store.outputs import for_lesson
 
 # The seed's analyses: its registry's `analysis`, and its sweep's, named after the sweep.
@@ -595,3 +597,15 @@ def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
         "; still, 135 of the 135 timed samples faulted in 50–400% of theirs")
     entry = unchanged["faults"]["keepFreed"]["byRanks"]["4"]["all_reduce"]
     assert entry["keptFaultedShare"] == pytest.approx(1.0) and entry["verdict"] == "equivalent"
+
+
+def test_floats_are_kept_to_the_digits_every_processor_agrees_on_and_nothing_else_changes():
+    # Two machines' means of the same committed sweep (AVX-512 and not), as first seen.
+    here = {"perStepUs": 122.64892127501959, "blocks": [125.05236074681406, 120.3],
+            "n": 123456789, "words": "1.23456789", "flag": True, "none": None,
+            "pair": (1e-05, 2.0000001e9)}
+    there = {**here, "perStepUs": 122.64892127501956, "blocks": [125.05236074681409, 120.3]}
+    assert analysis_text(here) == analysis_text(there)
+    assert json.loads(analysis_text(here)) == {
+        "perStepUs": 122.649, "blocks": [125.052, 120.3], "n": 123456789,
+        "words": "1.23456789", "flag": True, "none": None, "pair": [1e-05, 2e9]}

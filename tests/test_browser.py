@@ -1,5 +1,5 @@
 """The lesson as a reader's browser sees it: Debian's chromium driven by Playwright, on
-the site built as CI publishes it (under a sub-path, as a GitHub Pages project site), each
+the site built as CI publishes it (conftest.built_site, under a sub-path), each
 page visited once per screen and read by every check of that screen (`visits`).
 Screenshots land in test-artifacts/ for a person to look at."""
 import functools
@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from conftest import LESSONS, ROOT, SEED, built_once
-from site_build import build
+from conftest import LESSONS, ROOT, SEED, SUB_PATH
 from site_pages import page_file, site_pages
 
 CHROMIUM = "/usr/bin/chromium"
@@ -31,7 +30,6 @@ DESKTOP = ("light", 1280)
 # Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
 # narrowest content column that shows the wide drawing. Only the figures are read there.
 BREAKPOINT = [("light", 720), ("dark", 721)]
-SUB_PATH = "lesson-site"  # as https://<owner>.github.io/<repository>/
 # A page's first load as a compressing host sends it: the heaviest measured (the lesson's,
 # December 2026) was 131 KB, the budget that and half again, for the course to grow.
 FIRST_LOAD_LIMIT = 200_000
@@ -82,27 +80,16 @@ def serve():
         server.shutdown()
 
 
-@pytest.fixture(scope="session")
-def published(request, tmp_path_factory):
-    """The site as CI publishes it, SITE_URL under a sub-path; built once per test run."""
-    def make(folder):
-        run = build(ROOT, folder / SUB_PATH, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
-        assert run.returncode == 0, run.stderr[-3000:]
-        return folder / SUB_PATH
-
-    return built_once(request, tmp_path_factory, "published-site", make)
-
-
 @pytest.fixture(scope="module")
-def served(published, serve):
+def served(built_site, serve):
     """The published site's address, /<repository>/ on the server: every page lives there."""
-    return f"{serve(published.parent, not_found_page=published / '404.html')}/{SUB_PATH}"
+    return f"{serve(built_site.parent, not_found_page=built_site / '404.html')}/{SUB_PATH}"
 
 
 @pytest.fixture(scope="module")
-def pages(published):
+def pages(built_site):
     """Every page of the built site: "", "lessons/<id>/", ..., "404.html"."""
-    found = site_pages(published)
+    found = site_pages(built_site)
     assert {"", LESSON, "404.html"} <= set(found)
     assert {f"going-further/{name}/" for name in GOING_FURTHER} <= set(found)
     return found
@@ -323,7 +310,7 @@ def visit(browser, origin, path, scheme, width):
 
 
 @pytest.fixture(scope="module")
-def visits(browser, served, published, pages):
+def visits(browser, served, built_site, pages):
     """visits(scheme, width) -> {page: what it showed}, every page (at the breakpoint, every
     page that names a figure), visited the first time a test asks for that screen."""
     ARTIFACTS.mkdir(exist_ok=True)
@@ -332,7 +319,7 @@ def visits(browser, served, published, pages):
     def on(scheme, width):
         if (scheme, width) not in screens:
             shown = [path for path in pages if (scheme, width) in SCREENS
-                     or "figures/" in page_file(published, path).read_text()]
+                     or "figures/" in page_file(built_site, path).read_text()]
             screens[scheme, width] = {path: visit(browser, served, path, scheme, width)
                                       for path in shown}
         return screens[scheme, width]
@@ -424,8 +411,8 @@ def expected_variant(name, scheme, width):
 
 
 def axe_findings(page, within="document", impacts=("serious", "critical")):
-    """axe-core's violations (of these impacts) in `within`, each keyed by its rule (and
-    colour pair: on the reference page too, the theme's palette, not ours)."""
+    """axe-core's violations (of these impacts) in `within`, each with its rule (and colour
+    pair: on the reference page too, the theme's palette, not ours) and its element."""
     if page.evaluate("typeof axe") == "undefined":  # once per page, however often asked
         page.add_script_tag(path=str(AXE))
     return page.evaluate("""async ([within, impacts]) => {
@@ -442,19 +429,21 @@ def axe_findings(page, within="document", impacts=("serious", "critical")):
 
 @pytest.fixture(scope="module")
 def reference_findings(browser, serve, reference_site):
-    """What axe finds on the bare theme, per colour scheme and width."""
+    """What axe finds on the bare theme, per colour scheme and width: each rule on each
+    element, so the same rule broken on one of the site's own elements is still found."""
     origin = serve(reference_site)
     findings = {}
     for scheme, width in SCREENS:
         page, _ = open_page(browser, f"{origin}/", origin, scheme, width)
-        findings[scheme, width] = {finding["key"] for finding in axe_findings(page)}
+        findings[scheme, width] = {(finding["key"], finding["where"])
+                                   for finding in axe_findings(page)}
         page.close()
     return findings
 
 
 @pytest.mark.parametrize("scheme, width", [*SCREENS, *BREAKPOINT])
 def test_every_page_on_each_screen_with_its_figures_and_no_accessibility_finding(
-        visits, reference_findings, published, served, scheme, width):
+        visits, reference_findings, built_site, served, scheme, width):
     """Every page loads whole (no console error, no request failed or off the site, every
     image loaded) in the reader's palette, with no axe finding the bare theme shows not on
     that screen. Issue 20, item 3: each figure is the drawing made for that palette and
@@ -467,9 +456,10 @@ def test_every_page_on_each_screen_with_its_figures_and_no_accessibility_finding
         requests += seen["requests"]
         findings += [f"/{path}: {finding['key']} at {finding['where']}"
                      for finding in seen.get("axe", [])
-                     if finding["key"] not in reference_findings[scheme, width]]
+                     if (finding["key"], finding["where"])
+                     not in reference_findings[scheme, width]]
         for figure in seen["figures"]:
-            file = published / figure["src"].removeprefix(f"{served}/")
+            file = built_site / figure["src"].removeprefix(f"{served}/")
             wanted = expected_variant(VARIANT.sub(".svg", file.name), scheme, width)
             if file.name != wanted:
                 problems.append(f"/{path}: {file.name} shown, {wanted} expected")

@@ -4,7 +4,9 @@ earlier file as it was, no staged `.tmp` file, no process and no scratch folder 
 The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
 steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through the one
 handler of scripts/cli.py and the lesson program's own; a closed pipe once per command.
-Then SIGKILL and what the next run removes, refused requests, a failed move, broken inputs.
+Then SIGKILL and what the next run removes, refused requests, faults in the machinery (a
+corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its contract),
+a failed move, broken inputs.
 """
 import errno
 import importlib
@@ -19,26 +21,32 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable
 from unittest import mock
 
 import psutil
 import pytest
 
-from conftest import LESSONS, SEED
+from conftest import FIRST_LESSON, LESSONS, SEED, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, run,
                      snapshot, still_running, unchanged)
-from scripts import cli, record
+from test_bench import QUICK  # a small sweep plan
+from scripts import bench, cli, record
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
+from scripts.store import recordings
 from scripts.store.freshness import check
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import lesson_command
 from scripts.store.staging import StagingError
+from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
 ID = SEED.id
 lesson_cli = importlib.import_module(f"{SEED.module}_cli")  # its program's command line
+SWEEP = importlib.import_module(SEED.sweep)
 KEPT = "every earlier file is as it was"
 
 
@@ -191,8 +199,6 @@ def make_it_yours(mesh, programs, problem):
 
 
 def bench_phase(tree):
-    from test_bench import QUICK
-
     program = (f"import sys; from scripts import bench, cli; sys.exit(cli.run(lambda: "
                f"bench.main(['--lesson', {ID!r}], plan={QUICK!r})))")
     return Phase(("-c", program), group=True, reach=lambda command: (
@@ -267,8 +273,12 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
 @pytest.mark.parametrize("killed", ["the kernel", "the ranks"])
 def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(tree, killed,
                                                                                monkeypatch):
-    """No clean-up of its own runs: its kernel or ranks die with it (PR_SET_PDEATHSIG); its
-    scratch folder (the kernel's connection file holds its key) the next run removes."""
+    """No clean-up of its own runs, and nothing it started is left: its scratch folder (the
+    kernel's connection file holds its key) the next run removes. What saves the ranks is
+    dies_with (PR_SET_PDEATHSIG), as it does mpirun's children and the exercise child. The
+    kernel would end without it: ipykernel's parent poller (JPY_PARENT_PID, set by
+    jupyter_client) ends an orphaned kernel itself, so this case shows that no kernel is
+    left, not that dies_with is what ends it."""
     ranks = killed == "the ranks"
     temp = tree.parent / "tmp"  # its own: a run in another test would remove what it left
     temp.mkdir()
@@ -515,6 +525,147 @@ def test_a_refused_request_exits_2_in_one_line_and_touches_nothing(tmp_path):
     assert refused.stderr.count("\n") == 1  # no progress line: nothing was tried
 
 
+# --- a corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its --
+# --- contract: one line naming the file and the fix, never a traceback, nothing written --
+
+def one_line(text):
+    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
+    return text.strip()
+
+
+@pytest.mark.parametrize("text", ["{not json", ""])
+def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
+        tmp_path, monkeypatch, text):
+    from mkdocs.exceptions import PluginError
+
+    from scripts.pages import hooks as site_hooks
+
+    schema = tmp_path / "schema.json"
+    schema.write_text(text)
+    monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
+    with pytest.raises(recordings.RecordingError) as caught:
+        recordings.load_recording(ROOT / recording_name(FIRST_LESSON))
+    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
+    assert caught.value.fix.startswith("git checkout -- ")
+    with pytest.raises(PluginError) as caught:
+        site_hooks.on_config({"docs_dir": "docs", "config_file_path": ROOT / "mkdocs.yml"})
+    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
+
+
+@pytest.fixture
+def quiet_host(monkeypatch):
+    """No busy-host warning among the lines counted here (tests/test_bench.py checks it)."""
+    import scripts.host
+    monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
+
+
+def shrinking_rows(module, ranks, sizes, plan, block, root):
+    """Times that fall as the messages grow, once per call and looped four times: no
+    alpha-beta line can fit them."""
+    rows = [{"collective": c, "ranks": ranks, "block": block, "position": 0,
+             "requestedBytes": s, "bytes": s, "samplesUs": [looped * 1000.0 / (k + 1)] * 3,
+             "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
+             "minorFaults": [0] * 3, "wrong": 0}
+            for c in SWEEP.COLLECTIVES for k, s in enumerate(sizes) for looped in (1, 4)]
+    host = {"cores": 2, "loadAverage1m": 0.1}
+    return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows,
+            "programs": SWEEP.program_facts(ranks), "host": {"before": host, "after": host}}
+
+
+def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(
+        tmp_path, monkeypatch, quiet_host):
+    """What was measured is kept whatever it says: a line that cannot be fitted is the
+    analysis's finding (no beta), not a reason to throw the measurement away."""
+    monkeypatch.setattr(bench, "measure_in_subprocess", shrinking_rows)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    out = tmp_path / "sweep.json"
+    assert bench.main(["--out", str(out)], plan=QUICK) == 0
+    analysis = json.loads((tmp_path / "sweep.analysis.json").read_text())
+    assert analysis["fits"]["all_reduce"]["4"]["betaGBps"] is None
+    assert (tmp_path / f"sweep.{SEED.id}-sweep.svg").exists()
+
+
+def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "silent_sweep.py").write_text(
+        "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    with pytest.raises(WorkerFailed) as caught:
+        measure_in_subprocess("silent_sweep", 4, [8], {})
+    assert one_line(str(caught.value)) == (
+        "the p=4 worker printed no rows (its last stdout line must be their JSON); "
+        "nothing was written")
+
+
+def raises(error):
+    def fault(*args, **kwargs):
+        raise error
+    return fault
+
+
+@pytest.mark.parametrize("measure, cache, line", [
+    (raises(WorkerFailed("the p=4 worker printed no rows; nothing was written")), None,
+     "bench.py: the p=4 worker printed no rows; nothing was written"),
+    (shrinking_rows, raises(PermissionError(13, "Permission denied", "/sys/devices/system/cpu/"
+                                                                     "cpu0/cache")),
+     "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written"),
+], ids=["a failed worker", "an unreadable host file"])
+def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsys, tmp_path,
+                                                              quiet_host, measure, cache, line):
+    monkeypatch.setattr(bench, "measure_in_subprocess", measure)
+    monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: 1.0)
+    if cache:
+        monkeypatch.setattr(bench, "l2_cache_bytes", cache)
+    assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=QUICK) == 1
+    assert one_line(capsys.readouterr().err) == line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
+    (tmp_path / "bad_data.py").write_text(
+        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w')"
+        ".write('{not json')\n")
+    with pytest.raises(record.RecordError) as caught:
+        record.run_module("bad_data", tmp_path, tmp_path)
+    message = one_line(str(caught.value))
+    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "
+                              "as JSON")
+    assert message.endswith("nothing was written")
+
+
+def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, capsys):
+    # On a copy: were the contract check to regress, the run would write there, not here.
+    root = project(tmp_path / "repo")
+    monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
+    ran = SimpleNamespace(stdout=f"PASS: {FIRST_LESSON.id}\n", data={"gradient": [1.0]},
+                          duration_s=0.1, notebook=None)
+    monkeypatch.setattr(record, "run_cells", lambda *args: ran)
+    with unchanged(root):
+        assert record.main(["--lesson", FIRST_LESSON.id, "--all"]) == 1
+    one_error(capsys.readouterr().err, "run_lesson() returned no `environment`",
+              "lesson_code/CONTRACT.md requires it")
+
+
+@pytest.mark.parametrize("path, text, command, status, said", [
+    # The registry's ids follow the schema's lessonId pattern: the registry stops first.
+    ("recordings/schema.json", "{not json", "--check", 2, "its header has no readable "
+     "lessonId pattern; run `git checkout -- recordings/schema.json`"),
+    (recording_name(SEED, "sweep"), "[1]", "--render-only", 1,
+     "expected a JSON object; run `make bench`"),
+    (recording_name(SEED), "{not json", "--render-only", 1, "not valid JSON (Expecting property "
+     f"name enclosed in double quotes: line 1 column 2 (char 1)); run `{lesson_command(SEED)}`"),
+])
+def test_a_corrupt_file_is_one_line_naming_its_fix_and_touches_nothing(tmp_path, path, text,
+                                                                       command, status, said):
+    root = project(tmp_path / "repo", ("requirements.txt", "constraints.txt", "scripts",
+                                       "lesson_code", "recordings", "figures", "docs"))
+    (root / path).write_text(text)
+    with unchanged(root):
+        done = run(RECORD, command, cwd=root, timeout=120)
+    assert (done.returncode, done.stdout) == (status, "")
+    assert one_error(done.stderr) == f"error: {path}: {said}"
+    assert command != "--check" or done.stderr.count("\n") == 1  # nothing before it
+
+
 # --- a move that fails ----------------------------------------------------------------
 
 @pytest.mark.parametrize("command", ["record.py --render-only", "bench.py"])
@@ -522,7 +673,6 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
     """The lock moves last; in-process, each drawing a stub (any one failing move:
     tests/test_staging.py)."""
-    from scripts import bench
     from scripts.figures import FigureKind
     from test_bench import COMMITTED, replayed  # the committed sweep, replayed: no JAX
 

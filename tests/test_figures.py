@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from conftest import LESSONS, ROOT, SEED, clean_env, recording_name
+from conftest import LESSONS, ROOT, SEED, clean_env, each_lesson, recording_name
 from scripts.figures import KINDS, LESSON_RENDERER, FigureKind
 from scripts.figures import data as figure_data
 from scripts.figures.palette import DARK, LIGHT
@@ -88,16 +88,24 @@ def drawn_in_a_fresh_process():
     return found["modules"], found["drawings"]
 
 
+def figures_of(lesson):
+    found = sorted(output.path for output in figure_outputs(lesson))
+    assert found or not lesson.figures, lesson.id
+    return found
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(path):
+@each_lesson
+def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(lesson):
     """Drawn in another process than the committed one: drawing is deterministic, and
     every text stays on the canvas, in every variant."""
-    svg, off_canvas = drawn_in_a_fresh_process()[1][path]
-    assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
-                                             f"--render-only"
-    assert read_lock()[path]["sha256"] == digest_bytes(svg)
-    assert off_canvas == []
+    drawn, lock = drawn_in_a_fresh_process()[1], read_lock()
+    for path in figures_of(lesson):
+        svg, off_canvas = drawn[path]
+        assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
+                                                 f"--render-only"
+        assert lock[path]["sha256"] == digest_bytes(svg), path
+        assert off_canvas == [], path
 
 
 def test_renderers_import_neither_jax_nor_lesson_code():
@@ -113,33 +121,32 @@ def test_renderers_import_neither_jax_nor_lesson_code():
                                   for path in STATIC_FIGURES for ending in (".csv", ".json"))
 
 
-@pytest.mark.parametrize("path", sorted(FIGURES))
-def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(path):
+@each_lesson
+def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(lesson):
     """XML with a title and a description, text not outlines, no date; its smallest text
     9 px where the page shows it; a dark drawing on the dark paper."""
     from xml.etree import ElementTree
 
-    svg = (ROOT / path).read_text()
-    ElementTree.fromstring(svg.encode())  # XML, as every browser needs it
-    assert re.search(r"<svg [^>]*role=\"img\"", svg)
-    assert re.search(r"<title>[^<]+</title>", svg)
-    assert re.search(r"<desc>[^<]+</desc>", svg)
-    assert "\\(" not in svg and "\\[" not in svg  # MathJax delimiters are not read aloud
-    assert svg.count("<text") >= 5  # svg.fonttype none: labels stay text
-    assert "DejaVuSans-" not in svg  # ... not glyph outlines
-    assert "dc:date" not in svg and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", svg)
-
-    own = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
-    if FIGURES[path].variant.narrow:
-        assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
-    shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
-    view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
-    smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
-    assert smallest * shown / view_width >= SMALLEST_PX, f"{path}: at {shown:.0f} px"
-
-    if FIGURES[path].variant.palette is DARK:
-        assert "#ffffff" not in svg.lower() and "fill: white" not in svg
-        assert f"fill: {DARK.paper}" in svg
+    for path in figures_of(lesson):
+        svg = (ROOT / path).read_text()
+        ElementTree.fromstring(svg.encode())  # XML, as every browser needs it
+        assert re.search(r"<svg [^>]*role=\"img\"", svg), path
+        assert re.search(r"<title>[^<]+</title>", svg), path
+        assert re.search(r"<desc>[^<]+</desc>", svg), path
+        assert "\\(" not in svg and "\\[" not in svg, path  # MathJax delimiters are not read aloud
+        assert svg.count("<text") >= 5, path  # svg.fonttype none: labels stay text
+        assert "DejaVuSans-" not in svg, path  # ... not glyph outlines
+        assert "dc:date" not in svg and not re.search(r"\d{4}-\d\d-\d\dT\d\d:\d\d", svg), path
+        own = float(re.search(r'<svg [^>]*width="([\d.]+)pt"', svg).group(1)) * 4 / 3
+        if FIGURES[path].variant.narrow:
+            assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
+        shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
+        view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
+        smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
+        assert smallest * shown / view_width >= SMALLEST_PX, f"{path}: at {shown:.0f} px"
+        if FIGURES[path].variant.palette is DARK:
+            assert "#ffffff" not in svg.lower() and "fill: white" not in svg
+            assert f"fill: {DARK.paper}" in svg
 
 
 def svg_texts(path):
@@ -234,30 +241,31 @@ def same_cell(text, value):
     return float(text) == value and ("." in text or "e" in text) == isinstance(value, float)
 
 
-@pytest.mark.parametrize("figure", STATIC_FIGURES)
-def test_each_variant_says_the_same_and_the_data_is_the_renderer_s_rows_each_locked(figure):
-    lock, expected = read_lock(), FIGURES[figure].kind.variants(ROOT)
-    if "." not in FIGURES[figure].kind.renderer:  # this repository's: all four, always
-        assert tuple(expected) == tuple(VARIANTS), figure
-    assert {FIGURES[variant.path(figure)].variant for variant in expected} == set(expected)
-    for variant in expected:  # same recording, same title and description
-        assert variant.path(figure) in lock, f"{variant.path(figure)} is not locked"
-        assert accessible_words(variant.path(figure)) == accessible_words(figure), variant
-    stem = figure.removesuffix(".svg")
-    for output in (DATA[f"{stem}.csv"], DATA[f"{stem}.json"]):
-        text = (ROOT / output.path).read_text()
-        assert text == output.kind.render(*inputs(output)), \
-            f"{output.path}: run python scripts/record.py --render-only"
-        assert lock[output.path]["sha256"] == digest_bytes(text), output.path
-    data = json.loads((ROOT / f"{stem}.json").read_text())
-    header, *rows = csv.reader(io.StringIO((ROOT / f"{stem}.csv").read_text()))
-    assert header == data["columns"] and len(rows) == len(data["rows"]) > 0
-    for text_row, row in zip(rows, data["rows"]):
-        assert len(text_row) == len(row)
-        assert all(same_cell(text, value) for text, value in zip(text_row, row)), (text_row, row)
-    assert data["figure"] == figure and data["drawnFrom"] == output.source
-    assert data["recording"] == output.recording
-    assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
+@each_lesson
+def test_each_variant_says_the_same_and_the_data_is_the_renderer_s_rows_each_locked(lesson):
+    for figure in [path for path in figures_of(lesson) if path in STATIC_FIGURES]:
+        lock, expected = read_lock(), FIGURES[figure].kind.variants(ROOT)
+        if "." not in FIGURES[figure].kind.renderer:  # this repository's: all four, always
+            assert tuple(expected) == tuple(VARIANTS), figure
+        assert {FIGURES[variant.path(figure)].variant for variant in expected} == set(expected)
+        for variant in expected:  # same recording, same title and description
+            assert variant.path(figure) in lock, f"{variant.path(figure)} is not locked"
+            assert accessible_words(variant.path(figure)) == accessible_words(figure), variant
+        stem = figure.removesuffix(".svg")
+        for output in (DATA[f"{stem}.csv"], DATA[f"{stem}.json"]):
+            text = (ROOT / output.path).read_text()
+            assert text == output.kind.render(*inputs(output)), \
+                f"{output.path}: run python scripts/record.py --render-only"
+            assert lock[output.path]["sha256"] == digest_bytes(text), output.path
+        data = json.loads((ROOT / f"{stem}.json").read_text())
+        header, *rows = csv.reader(io.StringIO((ROOT / f"{stem}.csv").read_text()))
+        assert header == data["columns"] and len(rows) == len(data["rows"]) > 0
+        for text_row, row in zip(rows, data["rows"]):
+            assert len(text_row) == len(row) and all(
+                same_cell(text, value) for text, value in zip(text_row, row)), (text_row, row)
+        assert data["figure"] == figure and data["drawnFrom"] == output.source
+        assert data["recording"] == output.recording
+        assert (data["recording"] is None) == (not output.source.startswith("recordings/"))
 
 
 @pytest.mark.slow

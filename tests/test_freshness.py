@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, SEED, each_lesson, module_file, recording_name
+from conftest import ROOT, SEED, module_file, recording_name
 from harness import project, run
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
@@ -126,9 +126,11 @@ EDITS = {
                          lambda root: every_recording(root) + every_analysis(root)),
     "a pin's comment": ("requirements.txt", lambda text: "# a new first comment\n\n" + re.sub(
         r"^(numpy==\S+)$", r"\1  # why this numpy", text, flags=re.MULTILINE), []),
-    # mkdocs is the site's, ruff the linter's; constraints.txt repeats the pins it freezes.
+    # mkdocs is the site's, ruff the linter's, mkdocs-jupyter a benchmark's; constraints.txt
+    # repeats the pins it freezes.
     **{f"the {tool} pin": ((home, "constraints.txt"), pinned(tool), []) for tool, home in (
-        ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"))},
+        ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"),
+        ("mkdocs-jupyter", "benchmarks/requirements.txt"))},
 }
 
 
@@ -145,19 +147,20 @@ def test_an_edit_asks_for_exactly_the_work_it_invalidates(tree, case):
         f"{path}: stale, {first} changed; run `{fix}`" for path, fix in expected)
 
 
-@each_lesson
-def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(tree, lesson):
+def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(lesson_copy):
     """A comment or a page edit stales the notebook alone (it shows the module's text under
     the pages' headings), and record.py re-renders it from the executed cells, retitled."""
     from scripts.plan import RERENDER, notebook_step
     from scripts.runners.notebook import build_notebook
     from scripts.store.outputs import read_lock
 
-    lesson, module = load_lessons(tree)[lesson.id], module_file(lesson)
+    tree, lesson = lesson_copy
+    module = module_file(lesson)
     titles = [cell.source[3:] for cell in build_notebook(lesson, devices=lesson.devices).cells
               if cell.cell_type == "markdown" and cell.source.startswith("## ")]
     pages = [path for path in notebook_output(lesson).text_inputs(tree)
              if path.startswith("docs/")]
+    as_it_was = {page: (tree / page).read_bytes() for page in pages}
     before = hashes.content_hash(tree / module, tree)
     edit(tree / module, append_comment)
     edit(tree / pages[0], lambda text: text + "\nA paragraph the notebook does not show.\n")
@@ -165,8 +168,7 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(tr
         edit(tree / page, lambda text: re.sub(rf"^(#{{2,4}}) {re.escape(title)}$",
                                               rf"\1 {title}, retitled", text, flags=re.M))
     assert hashes.content_hash(tree / module, tree) == before  # a comment runs nothing new
-    changed = [module, *(page for page in pages
-                         if (tree / page).read_bytes() != (ROOT / page).read_bytes())]
+    changed = [module, *(page for page in pages if (tree / page).read_bytes() != as_it_was[page])]
     assert problems(tree) == [f"{notebook_output(lesson).path}: stale, "
                               f"{', '.join(sorted(changed))} changed; run "
                               f"`{notebook_output(lesson).fix}`"]

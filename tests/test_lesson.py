@@ -405,31 +405,6 @@ def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     assert not any(line.startswith("Gradient programs run") for line in lines)
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "lesson_code").glob("*.py")),
-                         ids=lambda p: p.name)
-def test_no_replication_check_is_off_and_snippet_markers_pair_uniquely(path):
-    switched_off = [node.lineno for node in ast.walk(ast.parse(path.read_text()))
-                    if isinstance(node, ast.keyword) and node.arg in ("check_vma", "check_rep")
-                    and isinstance(node.value, ast.Constant) and node.value.value is False]
-    assert switched_off == [], f"{path.name}: lines {switched_off}"
-    open_name, seen = None, []
-    for lineno, line in enumerate(path.read_text().splitlines(), 1):
-        if not re.search(r"--8<--\s*\[", line):  # prose may name the marker itself
-            continue
-        marker = re.fullmatch(r"# --8<-- \[(start|end):([\w-]+)\]", line.strip())
-        assert marker, f"{path.name}:{lineno}: malformed marker {line!r}"
-        kind, name = marker.groups()
-        where = f"{path.name}:{lineno}: {name}"
-        if kind == "start":
-            assert open_name is None and name not in seen, f"{where} opens in {open_name} or again"
-            open_name = name
-            seen.append(name)
-        else:
-            assert open_name == name, f"{where} closes {open_name}"
-            open_name = None
-    assert open_name is None, f"{path.name}: section {open_name} never ends"
-
-
 def test_every_section_of_the_lesson_file_is_on_a_page():
     file = LESSON_FILE.relative_to(ROOT).as_posix()
     included = {name for page in (ROOT / "docs").rglob("*.md") for name in

@@ -29,9 +29,12 @@ def recorded_stdout(lesson):
 
 
 @each_lesson
-def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(lesson):
+def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_recording(
+        lesson, site_config):
     """A reader downloads it alone: it imports nothing of this repository (read from its
-    cells, since the editable install makes both importable in any kernel here)."""
+    cells, since the editable install makes both importable in any kernel here). Its cells
+    are the module's sections in order, the run spread over those of its steps; the site
+    renders it as inert text."""
     notebook = nbformat.read(committed(lesson), as_version=4)
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
@@ -47,6 +50,20 @@ def test_the_committed_notebook_is_a_fresh_build_that_printed_the_recording(less
                 for cell in code for node in ast.walk(ast.parse(cell.source))
                 if isinstance(node, (ast.Import, ast.ImportFrom)) for alias in node.names}
     assert imported.isdisjoint({"scripts", "lesson_code"}), imported
+    source = lesson.path().read_text()
+    _, blocks = source_blocks(source)
+    names = [name for name, _ in blocks if name]
+    assert names == sorted(names, key=lambda n: source.index(f"[start:{n}]"))
+    assert not any('__name__ == "__main__"' in code for _, code in blocks)
+    code = [cell.source for cell in code]
+    assert not any("def run_lesson(" in cell for cell in code)  # it runs spread out
+    # The set-up line ends its cell (a failure there is this machine's); the last cell
+    # makes `results`, the recording's data.
+    (step_1,) = [cell for cell in code if "def configure_devices(" in cell]
+    assert setup_line("cpu", lesson.devices) in step_1.splitlines()
+    assert any(line.startswith("results = ") for line in code[-1].splitlines())
+    page = rendered_page(committed(lesson), site_config)
+    assert "<pre" in page.content and live_markup(page.content) == []
 
 
 @pytest.mark.slow
@@ -80,23 +97,6 @@ def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers
                      "\n\ndef helper(x):\n    return x")]
     kept = "\n".join(code for _, code in teaching_blocks(blocks, "step([1])"))
     assert "def helper" in kept and "def main" not in kept and "argparse" not in kept
-
-
-@each_lesson
-def test_the_cells_are_its_sections_in_order_and_the_run_ends_those_of_its_steps(lesson):
-    source = lesson.path().read_text()
-    _, blocks = source_blocks(source)
-    names = [name for name, _ in blocks if name]
-    assert names == sorted(names, key=lambda n: source.index(f"[start:{n}]"))
-    assert not any('__name__ == "__main__"' in code for _, code in blocks)
-    code = [cell.source for cell in build_notebook(lesson, devices=lesson.devices).cells
-            if cell.cell_type == "code"]
-    assert not any("def run_lesson(" in cell for cell in code)  # it runs spread out
-    # The set-up line ends its cell (a failure there is this machine's); the last cell
-    # makes `results`, the recording's data.
-    (step_1,) = [cell for cell in code if "def configure_devices(" in cell]
-    assert setup_line("cpu", lesson.devices) in step_1.splitlines()
-    assert any(line.startswith("results = ") for line in code[-1].splitlines())
 
 
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
@@ -216,12 +216,6 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     # The side bar's table of contents too.
     titles = [item.title for item in page.toc]
     assert titles and not any("<img" in title for title in titles)
-
-
-@each_lesson
-def test_the_site_s_own_notebook_still_converts(site_config, lesson):
-    page = rendered_page(committed(lesson), site_config)
-    assert "<pre" in page.content and live_markup(page.content) == []
 
 
 @pytest.mark.parametrize("notebook", [

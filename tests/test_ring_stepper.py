@@ -11,8 +11,7 @@ from site_pages import page_file, site_pages
 import test_browser
 from test_browser import AXE, PageWatch, axe_findings, new_page, settle, skip_or_fail
 
-browser, serve, published, served = (test_browser.browser, test_browser.serve,
-                                     test_browser.published, test_browser.served)
+browser, serve, served = test_browser.browser, test_browser.serve, test_browser.served
 
 # The pages that show it.
 LESSON = f"lessons/{SEED.id}/"
@@ -39,12 +38,12 @@ def test_the_build_the_ring_table_numbers_steps_as_the_figures_do():
 
 @pytest.mark.browser
 def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, served,
-                                                                   published):
+                                                                   built_site):
     """D17: only the pages that show it fetch its script and stylesheet; with script off
     it stays hidden, no text a reader sees speaks of its controls, and a <noscript> line
     says what shows instead."""
-    loading = [path for path in site_pages(published)
-               if "ring-stepper.js" in page_file(published, path).read_text()]
+    loading = [path for path in site_pages(built_site)
+               if "ring-stepper.js" in page_file(built_site, path).read_text()]
     assert sorted(loading) == sorted(SHOWN_ON)
     context = browser.new_context(java_script_enabled=False)
     for path in SHOWN_ON:

@@ -14,7 +14,8 @@ from pathlib import Path
 from scripts import ROOT
 
 PINS = ("requirements.txt", "constraints.txt")
-TOOL_PINS = "requirements-test.txt"  # read only to know which packages are tools
+# Read only to know which packages are tools: the tests' and linter's, the benchmarks'.
+TOOL_PINS = ("requirements-test.txt", "benchmarks/requirements.txt")
 # The sections of requirements.txt whose packages run while a recording is made.
 RECORDING_SECTIONS = ("lesson runtime", "recording and notebook companion")
 SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
@@ -144,10 +145,10 @@ def pin_lines(root=ROOT):
                  if title not in RECORDING_SECTIONS for line in pinned}
     else:
         tools = set()
-    test_tools = root / TOOL_PINS
-    if test_tools.is_file():
-        tools |= {package_name(line) for pinned in requirement_sections(
-            test_tools.read_text(encoding="utf-8")).values() for line in pinned}
+    for name in TOOL_PINS:
+        if (root / name).is_file():
+            tools |= {package_name(line) for pinned in requirement_sections(
+                (root / name).read_text(encoding="utf-8")).values() for line in pinned}
     constraints = root / PINS[1]
     if constraints.is_file():
         pinned = (line.split("#")[0].strip()

@@ -31,6 +31,7 @@ def test_each_reading_of_the_rounds_says_its_verdict_of_the_target(pairs, verdic
         assert ratio["estimate"] == pytest.approx(estimate)
 
 
+@pytest.mark.slow  # marked here too: tests/conftest.py's tiers apply where it is loaded
 def test_the_audit_covers_every_registered_lesson(built_site, tmp_path):
     """Each against a bare page about as long: the comparison holds only then."""
     pages = lighthouse.lesson_pages()
