@@ -1,5 +1,7 @@
-"""`mkdocs serve` watches what pages are made from, and a broken recording or page neither
-hangs the server nor leaves a traceback; `mkdocs` itself builds from an activated venv."""
+"""`mkdocs serve` watches what pages are made from and re-renders the pages an edit touches;
+a broken recording or page neither hangs the server nor leaves a traceback; `mkdocs` itself
+builds from an activated venv."""
+import json
 import os
 import re
 import signal
@@ -13,7 +15,7 @@ import pytest
 from mkdocs.config import load_config
 
 from conftest import FIRST_LESSON, ROOT
-from harness import clean_env
+from harness import clean_env, rederive_analyses
 from harness import project as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
@@ -27,12 +29,12 @@ def test_serve_watches_recordings_figures_and_lesson_code():
     assert {"recordings", "figures", "lesson_code"} <= watched
 
 
-def serve(project, log):
+def serve(project, log, **env):
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
         cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env})
     return process, f"http://127.0.0.1:{port}/lessons/{FIRST_LESSON.id}/"
 
 
@@ -77,19 +79,56 @@ def test_serve_with_a_corrupt_recording_exits_at_once_with_one_line(tmp_path):
     assert code != 0 and RECORDING in error and "not valid JSON" in error
 
 
+def get(address):
+    with urllib.request.urlopen(address, timeout=60) as answer:  # held while a rebuild runs
+        assert answer.status == 200
+        return re.sub(rb"livereload\([\d, ]+\)", b"", answer.read()).decode()  # its counter
+
+
+@pytest.mark.slow
+def test_a_rebuild_renders_the_pages_an_edit_touches_and_serves_them(tmp_path):
+    """A page edit rewrites that page and the home page (which lists its title), no other;
+    a recording changed under the server is on the home page's table of recordings at the
+    next rebuild, and the notebook page, which reads no recording, is not rewritten."""
+    project = copy_project(tmp_path / "project")
+    (tmp_path / "tmp").mkdir()
+    page, log_path = project / "docs" / "lessons" / f"{FIRST_LESSON.id}.md", tmp_path / "serve.log"
+    with open(log_path, "w") as log:
+        process, url = serve(project, log, TMPDIR=str(tmp_path / "tmp"))  # mkdocs' site there
+        try:
+            seen = wait_for(log_path, "Serving on")
+            [site] = (tmp_path / "tmp").glob("mkdocs_*")
+            written = {path: path.stat().st_mtime_ns for path in site.rglob("index.html")}
+            page.write_text(page.read_text() + "\nOne sentence more.\n")
+            seen = wait_for(log_path, "Reloading browsers", after=seen)
+            assert "One sentence more." in get(url)
+            rewritten = {path.relative_to(site).as_posix() for path, mtime in written.items()
+                         if path.stat().st_mtime_ns != mtime}
+            assert rewritten == {"index.html", f"lessons/{FIRST_LESSON.id}/index.html"}
+            notebook = site / "notebooks" / FIRST_LESSON.id / "index.html"
+            before = notebook.stat().st_mtime_ns
+            recording = json.loads((project / RECORDING).read_text())
+            recording["generatedAt"] = "2031-02-03T04:05:06+00:00"
+            (project / RECORDING).write_text(json.dumps(recording))
+            rederive_analyses(project)  # what `record.py --render-only` remakes from it
+            wait_for(log_path, "Documentation built", after=seen)  # once the analyses are
+            home = url.replace(f"lessons/{FIRST_LESSON.id}/", "")
+            assert "3 February 2031" in get(home) and notebook.stat().st_mtime_ns == before
+        finally:
+            assert stop(process) == 0
+    # Until the analyses are remade, the recording makes its analysis stale.
+    assert all("analysis" in line and "stale" in line for line in errors(log_path))
+
+
 @pytest.mark.slow
 def test_a_recording_or_page_broken_while_serving_keeps_the_last_good_site(tmp_path):
     """Each error is one line; the server still answers with every page of the last good
-    site (a page error comes after mkdocs emptied the site); a fixed recording builds again."""
+    site; a fixed recording builds again."""
     project = copy_project(tmp_path / "project")
     recording, page = project / RECORDING, project / "docs" / "going-further" / "tpu.md"
     good = recording.read_text()
     log_path = tmp_path / "serve.log"
 
-    def get(address):
-        with urllib.request.urlopen(address, timeout=10) as answer:
-            assert answer.status == 200
-            return re.sub(rb"livereload\([\d, ]+\)", b"", answer.read())  # its build counter
     with open(log_path, "w") as log:
         process, url = serve(project, log)
         try:
