@@ -74,6 +74,7 @@ def on_serve(server, config, builder):
         return server
 
     def rebuild():
+        logging.getLogger("mkdocs").info("Building documentation...")  # as mkdocs' own does
         fresh = load_config(config.config_file_path, site_dir=config.site_dir,
                             strict=config.strict, use_directory_urls=config.use_directory_urls)
         fresh.site_url = config.site_url  # the served address, which mkdocs serve set
