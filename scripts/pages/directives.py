@@ -6,6 +6,7 @@ page is HTML (pages/recorded_text.py: a recording is untrusted input, so no Mark
 extension may ever read it). pages/page_language.py runs this as a Python-Markdown
 extension.
 """
+import posixpath
 import re
 
 from scripts.pages.course import lesson_list
@@ -46,6 +47,23 @@ def expand_page(markdown, sources, values):
     markdown = DIRECTIVE.sub(lambda match: expand(match, sources, values), markdown)
     reject_leftover_directives(markdown)
     return markdown
+
+
+FIGURE = re.compile(r"figures/([\w.-]+\.svg)")
+
+
+def recordings_read(markdown, sources, figures):
+    """The stems a page reads, there or not: those its directives name, each of a lesson whose
+    tabs or table it shows (of every lesson for the course's), those of its `figures`' data
+    lines (figure_data.figure_data). What `mkdocs serve` rebuilds it for (pages/serve.py)."""
+    named = {match[1] for pattern in (VALUE, JSON_BLOCK, ROWS, IF_RECORDED)
+             for match in pattern.finditer(markdown)}
+    named |= {posixpath.basename(path).removesuffix(".json") for name in FIGURE.findall(markdown)
+              for data in figures.get(f"figures/{name}", ()) for path in (data.recording,
+                                                                          data.overlay) if path}
+    lessons = {match[1] for pattern in (TABS, TABLE) for match in pattern.finditer(markdown)}
+    every = None in lessons or LESSON_LIST.search(markdown)
+    return named | {stem for stem in sources.recordings if every or stem_parts(stem)[0] in lessons}
 
 
 def expand(match, sources, values):

@@ -1,13 +1,10 @@
 """mkdocs hooks: the site's own part of the build (the page language is a Markdown
 extension). The build reads recordings; it never imports JAX.
 """
-import logging
 import re
-import shutil
-import tempfile
 from pathlib import Path
 
-from mkdocs.exceptions import Abort, PluginError
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File
 
 from scripts import ROOT, display
@@ -57,26 +54,6 @@ def on_config(config):
 
 def loaded(config):
     return config["mdx_configs"][PAGE_LANGUAGE]["sources"]
-
-
-def on_serve(server, config, builder):
-    """Under `mkdocs serve`, a failed rebuild keeps the last good site answering (mkdocs
-    would hold every request, then answer 404: it empties the folder first)."""
-    site = Path(config["site_dir"])
-
-    def build_or_keep_serving():
-        with tempfile.TemporaryDirectory(prefix="mkdocs-last-good-") as kept:
-            shutil.copytree(site, kept, dirs_exist_ok=True)
-            try:
-                builder()
-            except Abort:  # raised after the build logged its error; a bug still tracebacks
-                shutil.rmtree(site, ignore_errors=True)
-                shutil.copytree(kept, site, dirs_exist_ok=True)
-                logging.getLogger("mkdocs").warning(
-                    "still serving the pages built before; fix the error above to rebuild")
-
-    server.builder = build_or_keep_serving
-    return server
 
 
 def on_files(files, config):
