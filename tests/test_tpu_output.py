@@ -22,6 +22,7 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 lesson_program = importlib.import_module(SEED.module)
 analysis = importlib.import_module(SEED.analysis)
 sweep = importlib.import_module(SEED.sweep)
+tpu_sweep = importlib.import_module(SEED.sweep_on("tpu"))
 
 
 class Captured:
@@ -43,32 +44,99 @@ def compiled(path):
     return lesson_program.compiled_collectives(Captured(path))
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
-def test_on_one_chip_xla_tpu_compiles_every_collective_away(collective):
-    """At p = 1 nothing moves: none compiled, alone or looped, though lowered asks for it."""
-    hlo = ONE_CHIP / "hlo"
-    assert compiled(hlo / f"{collective}.single.compiled.hlo") == set()
-    assert compiled(hlo / f"{collective}.looped64.compiled.hlo") == set()
-    lowered = Captured(hlo / f"{collective}.single.lowered.mlir")
-    assert lesson_program.lowered_collectives(lowered) == {collective}
+# What the reader finds in XLA:TPU's compiled text (each fixture README says what it is):
+# nothing over one chip, the rewrites the TPU page warns about, a matrix's kept reduce-scatter.
+ONE, TWO = "tpu_v5e_one_chip/hlo/", "tpu_v5e_2x2_compiled/"
+COMPILED = {**{f"{ONE}{c}.{way}": set() for c in COLLECTIVES for way in ("single", "looped64")},
+            **{f"{TWO}lesson.{collective}": {"all_reduce"} for collective in COLLECTIVES},
+            **{TWO + name: found for name, found in [
+                ("all_gather.32MiB", {"all_gather"}), ("reduce_scatter.32MiB", {"all_reduce"}),
+                ("all_reduce.looped64", {"all_reduce"}), ("all_gather_2d.32MiB", {"all_gather"}),
+                ("reduce_scatter_2d.2MiB", {"reduce_scatter"}),
+                ("reduce_scatter_2d.32MiB", {"reduce_scatter", "collective_permute"})]}}
 
 
-def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_reduces():
-    """The rewrite the TPU page warns about (an all-reduce, then a slice). At 32 MiB the
-    gather is an async all-gather; a looped call holds one before its loop and one in it."""
-    found = {collective: compiled(SLICE / f"lesson.{collective}.compiled.hlo")
-             for collective in COLLECTIVES}
-    assert found == {collective: {"all_reduce"} for collective in COLLECTIVES}
-    text = (SLICE / "lesson.reduce_scatter.compiled.hlo").read_text()
+@pytest.mark.parametrize("name", COMPILED)
+def test_the_reader_names_what_xla_tpu_compiled(name):
+    assert compiled(FIXTURES / f"{name}.compiled.hlo") == COMPILED[name]
+
+
+def test_the_compiled_text_shows_each_rewrite_and_the_lowered_the_request():
+    """A vector's reduce-scatter: an all-reduce, then a slice. At 32 MiB the gather is an
+    async all-gather, and a matrix's reduce-scatter one ring fusion, whose computation
+    holds the all-reduce it replaces. A looped call: one before its loop and one in it."""
+    def text(name):
+        return (SLICE / f"{name}.compiled.hlo").read_text()
     assert re.search(r" all-reduce\(.*\n.*ROOT %\S+ = f32\[2\]\S* dynamic-slice\(%all-reduce,",
-                     text)
-    all_gather = SLICE / "all_gather.32MiB.compiled.hlo"
-    assert 'async_collective_name="all-gather-start"' in all_gather.read_text()
-    assert compiled(all_gather) == {"all_gather"}
-    assert compiled(SLICE / "reduce_scatter.32MiB.compiled.hlo") == {"all_reduce"}
-    looped = SLICE / "all_reduce.looped64.compiled.hlo"
-    assert compiled(looped) == {"all_reduce"}
-    assert len(lesson_program.HLO_COLLECTIVE.findall(looped.read_text())) == 2
+                     text("lesson.reduce_scatter"))
+    assert 'async_collective_name="all-gather-start"' in text("all_gather.32MiB")
+    assert re.search(r"kind=kCustom, calls=%all-reduce-scatter.*StrategyRing",
+                     text("reduce_scatter_2d.32MiB"))
+    assert " all-reduce(" in text("reduce_scatter_2d.32MiB")
+    assert len(lesson_program.HLO_COLLECTIVE.findall(text("all_reduce.looped64"))) == 2
+    for collective in COLLECTIVES:  # over one chip, lowered still asks for it
+        lowered = Captured(ONE_CHIP / "hlo" / f"{collective}.single.lowered.mlir")
+        assert lesson_program.lowered_collectives(lowered) == {collective}
+
+
+@pytest.mark.parametrize("looped", ["all_reduce.looped64", "reduce_scatter.looped64",
+                                    "reduce_scatter_2d.32MiB.looped64"])
+def test_the_compiled_tpu_loop_keeps_no_barrier_and_its_collective_reads_the_input(looped):
+    """What XLA:TPU makes of the chained loop (its lowered barrier: the test below): no
+    barrier, and the body's collective reads the loop's unchanging input (tuple index 1),
+    never the last result (2). The while loop alone orders the 64 collectives."""
+    text = (SLICE / f"{looped}.compiled.hlo").read_text()
+    name = re.search(r" while\(.*?body=(%\S+?),", text)[1]
+    body = text[text.index(f"\n{name} ("):]
+    body = body[:body.index("\n}\n")]
+    assert "opt-barrier" not in text and lesson_program.HLO_COLLECTIVE.search(body)
+    read = set(re.findall(r"get-tuple-element\(%[\w.]+\), index=(\d+)", body))
+    assert "1" in read and "2" not in read
+
+
+def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_copy():
+    """Its measure_ranks on CPU devices: the CPU sweep's programs and the matrices, each
+    both ways and right; a wrong matrix value counts on every device's copy."""
+    assert tpu_sweep.COLLECTIVES == (*sweep.COLLECTIVES, "reduce_scatter_2d", "all_gather_2d")
+    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1,
+                                                               "minSampleMs": 0.1})
+    looping = sweep.LOOP_COLLECTIVES["cpu"]
+    assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
+        sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
+    assert not [row for row in rows if row["wrong"]]
+    facts = tpu_sweep.program_facts(4)
+    assert facts["reduce_scatter_2d"] == facts["reduce_scatter"]
+    mesh = sweep.ring_mesh(jax.devices()[:4])
+    contributions = sweep.small_integers(np.random.default_rng(0), 4, 2**14)
+    placed = tpu_sweep.placed_inputs(mesh, contributions)
+    assert placed["reduce_scatter_2d"].shape == (4, 16, 1024)  # 64 KiB: 16 rows of 4 KiB
+    for name in ("reduce_scatter_2d", "all_gather_2d"):
+        result = tpu_sweep.program(name, mesh)(placed[name])
+        expected = tpu_sweep.reference(name, contributions)
+        assert sweep.count_wrong(result, expected) == 0
+        assert sweep.count_wrong(result, expected + 1) == 4 * result.addressable_shards[0].data.size
+
+
+def test_the_dry_run_s_compile_reads_each_program_with_the_lesson_s_reader(monkeypatch):
+    """The step `tpu_job.py --dry-run` takes with libtpu, run on CPU devices, whose XLA keeps
+    every collective: sizes, then p, with the same collectives are one row; a lesson
+    module without `programs_to_compile` has none."""
+    from scripts.hardware import compile as ahead
+    monkeypatch.setattr(tpu_sweep, "SIZES", (8, 2**13))
+    rows = ahead.compiled_programs(SEED, jax.devices()[:SEED.devices])
+    assert rows[:3] == [{"of": "lesson", "program": name, "ranks": str(SEED.devices),
+                         "sizes": "the lesson's", "runs": name.replace("_", "-")}
+                        for name in ("all_reduce", "reduce_scatter", "all_gather")]
+    assert rows[3:] == [{"of": "sweep", "program": name, "ranks": "2, 4", "sizes": "8 B–8 KiB",
+                         "runs": runs} for name, runs in [
+        ("all_reduce", "all-reduce"), ("reduce_scatter", "reduce-scatter"),
+        ("all_gather", "all-gather"), ("reduce_scatter_all_gather", "all-gather + reduce-scatter"),
+        ("ring_reduce_scatter", "collective-permute"), ("ring_all_reduce", "collective-permute"),
+        ("reduce_scatter_2d", "reduce-scatter"), ("all_gather_2d", "all-gather")]]
+    plain = dataclasses.replace(SEED, module=SEED.simulation)
+    assert ahead.compiled_programs(plain, jax.devices()[:4]) == []
+    assert [ahead.topology(name) for name in ("v5litepod-4", "v6e-8", "v6e-1")] == \
+        ["v5e:2x2", "v6e:2x4", "v6e:1x1"]
 
 
 def chained(lowered, collective):
@@ -137,9 +205,10 @@ def tpu_page(recording):
     from scripts.store.freshness import Loaded
     from scripts.store.recordings import read_json
     files = for_lesson(SEED)
-    stems = {files.stem("cpu"): files.recording("cpu"), **{files.stem(variant, analysis=True):
-                                                          files.analysis(variant)
-                                                          for variant in ("cpu", "sweep")}}
+    stems = {**{files.stem(variant): files.recording(variant) for variant in ("cpu",
+                                                                          "tpu-compiled")},
+             **{files.stem(variant, analysis=True): files.analysis(variant)
+                for variant in ("cpu", "sweep", "tpu-compiled")}}
     recordings = {stem: Loaded(read_json(ROOT / path), stem, path)
                   for stem, path in stems.items()}
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
