@@ -45,8 +45,7 @@ def block_medians(blocks):
 
 
 def summary(blocks, confidence=CONFIDENCE):
-    """One measured configuration: the median of its block medians with that interval,
-    and the fastest and slowest single sample, for the spread a reader sees."""
+    """The median of block medians with its interval; the fastest and slowest sample."""
     every = [t for block in blocks for t in block]
     return {**median_interval(block_medians(blocks), confidence),
             "mean": float(np.mean(block_medians(blocks))),
@@ -56,8 +55,7 @@ def summary(blocks, confidence=CONFIDENCE):
 
 
 def paired_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0):
-    """The ratio top / bottom, block by block (the two ran side by side in each block),
-    times `scale`: its median over blocks with the order-statistics interval."""
+    """scale × top / bottom, block by block (they ran side by side): median and interval."""
     if len(top_blocks) != len(bottom_blocks):
         raise ValueError(f"paired blocks differ in number ({len(top_blocks)} against "
                          f"{len(bottom_blocks)})")
@@ -89,10 +87,9 @@ def log_ratio(top, bottom):
 
 def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES,
                       seed=0):
-    """The geometric mean of scale × mean(top) / mean(bottom) over (top_blocks,
-    bottom_blocks) pairs that ran in the same blocks, with one bootstrap drawing the same
-    blocks for every pair. Percentile, not BCa: BCa is NaN when every resample agrees. One
-    block leaves nothing to resample: its interval, 0 to infinity, clears no verdict."""
+    """The geometric mean of scale × mean(top) / mean(bottom) over pairs that ran in the
+    same blocks, one bootstrap drawing the same blocks for all. Percentile: BCa is NaN when
+    every resample agrees. One block: the interval 0 to infinity, which clears no verdict."""
     tops = [np.asarray(block_medians(top)) for top, _ in pairs]
     bottoms = [np.asarray(block_medians(bottom)) for _, bottom in pairs]
     counts = {len(values) for values in tops + bottoms}
@@ -168,9 +165,8 @@ def disagreement(first, second):
 
 
 def host_at_start(environment, cores):
-    """Whether other work kept the cores busy as a measurement started, and the sentence a
-    page prints: more than half the cores busy (busyCoresAtStart, scripts/host.py), or in an
-    older recording a load average above the cores, means the times also measure it."""
+    """Whether other work kept over half the cores busy as a measurement started
+    (busyCoresAtStart; in an older recording, a load above the cores), and the sentence."""
     busy_cores = environment.get("busyCoresAtStart")
     load = environment.get("loadAverage1m")
     if busy_cores is not None:

@@ -21,8 +21,7 @@ from harness import (FIXTURE_LESSON, RECORD, Started, changed, one_error, projec
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
-                                  job_commands, job_steps)
+from scripts.hardware.tpu import RUNTIMES, UV_VERSION, accelerators_for, dry_run_text, job_steps
 
 # The job's default lesson is the registry's first; the canned TPU recording is the seed's.
 ID = SEED.id
@@ -81,6 +80,10 @@ def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     swept = write_tpu_sweep(tmp_path / "sweep.json", clone, **({} if sweep is True else sweep))
     monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(swept))
     return fetched, swept
+
+
+def job_commands(*args, **kwargs):  # what the job runs, in order, and the page shows
+    return [step.command for step in job_steps(*args, **kwargs) if step.command is not None]
 
 
 def verbs(calls):  # create, scp, ssh, delete

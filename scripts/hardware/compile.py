@@ -8,6 +8,8 @@ not a pin: without it `tpu_job.py --dry-run` says in one line how to install it.
 import importlib
 import importlib.metadata
 import os
+from concurrent.futures import ThreadPoolExecutor
+from itertools import groupby
 
 from scripts import ROOT, display
 from scripts.chips import CHIPS, accelerators_for
@@ -45,9 +47,6 @@ def compiled_programs(lesson, devices):
     """[{of, program, ranks, sizes, runs}] on `devices`, chips or compile-only: the lesson's
     programs, then its TPU sweep's at each size and each p they hold; sizes, then p, with
     the same collectives in one row. XLA compiles one program per core."""
-    from concurrent.futures import ThreadPoolExecutor
-    from itertools import groupby
-
     from scripts.bench import FULL, tpu_ranks
 
     module = importlib.import_module(lesson.module)
@@ -73,9 +72,8 @@ def compiled_programs(lesson, devices):
     rows = {}  # (of, program): {(sizes, what runs): [p]}
     for (of, name, ranks), spans in sized.items():
         for ran, span in groupby(spans, key=lambda entry: entry[1]):
-            sizes = [format_bytes(size) for size, _ in span if size is not None] or [
-                "the lesson's"]
-            words = sizes[0] if len(sizes) == 1 else f"{sizes[0]}–{sizes[-1]}"
+            sizes = [format_bytes(size) for size, _ in span if size] or ["the lesson's"]
+            words = "–".join(dict.fromkeys([sizes[0], sizes[-1]]))  # "8 B–2 KiB", or "8 B"
             rows.setdefault((of, name), {}).setdefault((words, ran), []).append(ranks)
     return [{"of": of, "program": name, "ranks": ", ".join(map(str, ranks)), "sizes": sizes,
              "runs": ran} for (of, name), spans in rows.items()
@@ -91,8 +89,8 @@ def compile_slice(lesson, accelerator):
 
     progress("tpu_job", f"compiling {lesson.id}'s programs for a {accelerator} "
              f"({topology(accelerator)}) with libtpu: a few minutes on two cores")
-    # Not a TPU VM: say what its metadata would (libtpu otherwise warns that it cannot
-    # find it), and take no lock on chips there are none of (another compile may run).
+    # Not a TPU VM: say what its metadata would (else libtpu warns it cannot find it), and
+    # take no lock on chips there are none of (another compile may run).
     for name, value in (("TPU_ACCELERATOR_TYPE", accelerator), ("TPU_WORKER_HOSTNAMES",
                         "localhost"), ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")):
         os.environ.setdefault(name, value)
@@ -121,9 +119,8 @@ def write_compiled(lesson_id, root=ROOT):
     import jax
     import numpy
 
-    missing = missing_libtpu()
-    if missing:
-        raise CommandError(missing.replace("this dry-run", "--write-compiled"))
+    if missing_libtpu():
+        raise CommandError(missing_libtpu().replace("this dry-run", "--write-compiled"))
     lesson = tpu_lesson(root, lesson_id)
     name, fix = for_lesson(lesson).recording(VARIANT), HARDWARE_FIXES[VARIANT]
     inputs = recording_output(lesson, VARIANT, lesson.module, fix).current_inputs(root)
