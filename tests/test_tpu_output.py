@@ -9,7 +9,6 @@ import jax
 import markdown
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
 from fixtures.tpu_recording_fixture import (FIXTURE, ONE_CHIP, one_chip_run,
@@ -104,15 +103,13 @@ def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_
     assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
         sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
     assert not [row for row in rows if row["wrong"]]
-    mesh = sweep.ring_mesh(jax.devices()[:4])
-    contributions = sweep.small_integers(np.random.default_rng(0), 4, 2**14)
+    mesh, contributions = sweep.ring_mesh(jax.devices()[:4]), np.ones((4, 2**14), np.float32)
     placed = tpu_sweep.placed_inputs(mesh, contributions)
     assert placed["reduce_scatter_2d"].shape == (4, 16, 1024)  # 64 KiB: 16 rows of 4 KiB
     for name in ("reduce_scatter_2d", "all_gather_2d"):
         result = tpu_sweep.program(name, mesh)(placed[name])
-        expected = tpu_sweep.reference(name, contributions)
-        assert sweep.count_wrong(result, expected) == 0
-        assert sweep.count_wrong(result, expected + 1) == 4 * result.addressable_shards[0].data.size
+        assert sweep.count_wrong(result, tpu_sweep.reference(name, contributions) + 1) == \
+            4 * result.addressable_shards[0].data.size  # every value of every copy compared
 
 
 def test_the_dry_run_s_compile_reads_each_program_with_the_lesson_s_reader(monkeypatch):
@@ -125,12 +122,11 @@ def test_the_dry_run_s_compile_reads_each_program_with_the_lesson_s_reader(monke
     assert rows[:3] == [{"of": "lesson", "program": name, "ranks": str(SEED.devices),
                          "sizes": "the lesson's", "runs": name.replace("_", "-")}
                         for name in ("all_reduce", "reduce_scatter", "all_gather")]
+    runs = {"reduce_scatter_all_gather": "all-gather + reduce-scatter",
+            "ring_reduce_scatter": "collective-permute", "ring_all_reduce": "collective-permute"}
     assert rows[3:] == [{"of": "sweep", "program": name, "ranks": "2, 4", "sizes": "8 B–8 KiB",
-                         "runs": runs} for name, runs in [
-        ("all_reduce", "all-reduce"), ("reduce_scatter", "reduce-scatter"),
-        ("all_gather", "all-gather"), ("reduce_scatter_all_gather", "all-gather + reduce-scatter"),
-        ("ring_reduce_scatter", "collective-permute"), ("ring_all_reduce", "collective-permute"),
-        ("reduce_scatter_2d", "reduce-scatter"), ("all_gather_2d", "all-gather")]]
+                         "runs": runs.get(name, name.removesuffix("_2d").replace("_", "-"))}
+                        for name in tpu_sweep.PROGRAMS]
     plain = dataclasses.replace(SEED, module=SEED.simulation)
     assert ahead.compiled_programs(plain, jax.devices()[:4]) == []
     assert [ahead.topology(name) for name in ("v5litepod-4", "v6e-8", "v6e-1")] == \
@@ -153,13 +149,8 @@ def chained(lowered, collective):
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_looped_program_chains_its_iterations(collective):
-    mesh = sweep.ring_mesh(jax.devices()[:4])
-    body, in_spec, out_spec = sweep.PROGRAMS[collective]
-    shape = (4, 8) if in_spec == sweep.ROWS else (8,)
-    arg = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, in_spec))
-    lowered = jax.jit(jax.shard_map(sweep.looped(body, 4), mesh=mesh, in_specs=in_spec,
-                                    out_specs=out_spec)).lower(arg).as_text()
-    assert chained(lowered, collective)
+    program, args = tpu_sweep.programs_to_compile(jax.devices()[:4], 32, looping=4)[collective]
+    assert chained(program.lower(*args).as_text(), collective)
     # As XLA:TPU got it for a 2x2 v5e; a barrier holding its input alone is told apart.
     on_tpu = (SLICE / f"{collective}.looped64.lowered.mlir").read_text()
     assert chained(on_tpu, collective) and not chained(on_tpu.replace(
