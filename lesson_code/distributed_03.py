@@ -186,9 +186,14 @@ def shard_listing(result):
 import re
 
 # An instruction of the compiled HLO reads `%name = shape opcode(operands)`; an
-# asynchronous collective is split into `<opcode>-start` and `<opcode>-done`.
+# asynchronous collective is split into `<opcode>-start` and `<opcode>-done`. XLA:TPU
+# may fuse a reduce-scatter, `fusion(...), kind=kCustom, calls=%all-reduce-scatter`, into
+# one ring: its computation spells the all-reduce it replaces, and is not read.
 HLO_COLLECTIVE = re.compile(r"\s(all-reduce|reduce-scatter|all-gather|all-to-all|"
-                            r"collective-permute)(?:-start|-done)?\(")
+                            r"collective-permute)(?:-start|-done)?\(|"
+                            r"calls=%all-(reduce-scatter)")
+FUSED_REDUCE_SCATTER = re.compile(r"^%all-reduce-scatter\S* \(.*?^}$",
+                                  re.DOTALL | re.MULTILINE)
 
 
 def compiled_collectives(program, *args):
@@ -197,8 +202,8 @@ def compiled_collectives(program, *args):
     The StableHLO shows what was requested; the compiler may still rewrite it. A
     reduce-scatter can become an all-reduce plus a slice, which moves the whole vector.
     """
-    text = program.lower(*args).compile().as_text()
-    return {op.replace("-", "_") for op in HLO_COLLECTIVE.findall(text)}
+    text = FUSED_REDUCE_SCATTER.sub("", program.lower(*args).compile().as_text())
+    return {(op or fused).replace("-", "_") for op, fused in HLO_COLLECTIVE.findall(text)}
 
 
 def hlo_names(ops):
@@ -221,6 +226,20 @@ def report_compiled(programs, batch, sliced):
               ", ".join(hlo_names({asked}) for asked in compiled))
     return {asked: sorted(ops) for asked, ops in compiled.items()}
 # --8<-- [end:compiled]
+
+
+def programs_to_compile(devices):
+    """{collective: (program, its arguments' shapes)} of the lesson on `devices`, which may be
+    compile-only (a TPU slice described on a CPU host): what `tpu_job.py --dry-run` reads."""
+    mesh, problem = data_mesh(devices), make_problem(len(devices))
+    programs = build_programs(mesh, problem.n_total)
+
+    def shaped(array, spec):
+        return jax.ShapeDtypeStruct(array.shape, array.dtype, sharding=NamedSharding(mesh, spec))
+    batch = (shaped(problem.x, P("data")), shaped(problem.y, P("data")), shaped(problem.w, P()))
+    return {"all_reduce": (programs.all_gradient, batch),
+            "reduce_scatter": (programs.shard_gradient, batch),
+            "all_gather": (programs.gather, (shaped(problem.w, P("data")),))}
 
 
 import os

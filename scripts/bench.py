@@ -3,9 +3,8 @@
     python scripts/bench.py                 # full sweep: p = 2, 4, 8, every size
     python scripts/bench.py --platform tpu  # on a TPU VM: the chips -> <lesson>.tpu-sweep.json
 
-Measures the lesson's `sweep` module (lesson_code/lessons.toml), each p in its own
-interpreter (scripts/sweep/measure.py); then checks, analyses, validates and draws, and
-only then moves the recording, the figures and the lock entries into place together.
+Measures the lesson's `sweep` module (`tpu_sweep` on chips), each p in its own interpreter,
+then checks, analyses and draws, and moves the recording and all it feeds in together.
 """
 import sys
 from pathlib import Path
@@ -71,7 +70,7 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
 
 def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
                     l2_bytes=None, order=(), hosts=(), programs=None, command=None,
-                    probes=((), ())):
+                    probes=((), ()), platform="cpu"):
     """The sweep as measured, and only that: every sample of every block, in the order
     they ran, with the host's load around each block. The analysis is derived later."""
     donation, allocator = probes
@@ -79,7 +78,8 @@ def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
                         "ranks": probe["ranks"], "bytes": probe["bytes"]}
                        for probe in donation for name in ("kept", "donated")]
                + [row for probe in allocator for row in probe["rows"]])
-    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep), environment, lesson.root)
+    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep_on(platform)), environment,
+                       lesson.root)
     recording.update(method=method, rows=rows, order=list(order), hosts=list(hosts),
                      programs=programs or {}, donation=list(donation),
                      allocator=list(allocator), memcpyGBps=memcpy_gbps,
@@ -105,19 +105,15 @@ def method_summary(plan, blocks):
 
 def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"],
                  platform="cpu"):
-    """Measure, check, validate; derive the analysis and the figures; then move the
-    recording, what is derived from it and the lock entries into place together, or nothing.
-
-    `measure(p, sizes, plan, block)` returns {"backend", "rows", "programs", "host"} for
-    one p; tests substitute an in-process one. `out` None: the committed files and the lock.
-    `platform` "tpu": p of the machine's chips, recorded as <lesson>.tpu-sweep.json.
-    """
+    """Measure, check, derive; then move the recording, what it feeds and the lock entries
+    into place together, or nothing. `measure(p, sizes, plan, block)`: one p's
+    {"backend", "rows", "programs", "host"}. `out` None: the committed files and the lock."""
     import numpy
 
     # On CPU the worker is called as it always was; on chips it is told the platform.
     on_chips = {} if platform == "cpu" else {"platform": platform}
     measure = measure or (lambda *args: measure_in_subprocess(
-        lesson.sweep, *args, root=lesson.root, **on_chips))
+        lesson.sweep_on(platform), *args, root=lesson.root, **on_chips))
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
@@ -131,7 +127,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
         ["python", "scripts/bench.py", "--platform", platform]
     recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
                                 time.perf_counter() - start, l2_cache_bytes(), order,
-                                hosts, programs, command, probes)
+                                hosts, programs, command, probes, platform)
     files = for_lesson(lesson)
     name = files.recording(sweep_variant(platform))
     validate(recording, f"new recording {name}", " ".join(command), lesson)

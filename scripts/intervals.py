@@ -1,24 +1,12 @@
-"""Medians with confidence intervals, ratios with intervals, and the verdict they earn.
+"""Medians and ratios with confidence intervals, and the verdict they earn, for a lesson's
+analysis (lessons.toml `analysis`).
 
-A lesson's analysis (lesson_code/lessons.toml `analysis`) uses these to turn the raw
-samples of a recording into statistics and words, as a derived file that
-`record.py --render-only` remakes without measuring anything again.
-
-The unit is the block: blocks are what interleaving makes comparable, and samples
-inside one block are not independent (a busy spell covers several in a row), so each
-block counts once, by its median. Every interval here then assumes that the blocks are
-independent draws. Rotating the order inside blocks does not make them so: a slow spell
-that spans several blocks would make every interval too narrow, and the pages say
-"if the blocks are independent draws" where an interval rests on it.
-
-A median's interval is distribution-free: the median of n values lies between the k-th
-smallest and the k-th largest of them with a probability that depends only on n and k
-(the binomial(n, 1/2) order-statistics interval, SciPy's `quantile_test`), whatever the
-distribution of the times, which are skewed and heavy-tailed on a busy host. A mean has
-no distribution-free interval: `pooled_mean_ratio`
-asks `scipy.stats.bootstrap` for a paired percentile bootstrap over the blocks, seeded,
-so the same samples always give the same interval, whose coverage is nominal (about
-95 %), not exact.
+The unit is the block: samples inside one are not independent (a busy spell covers several
+in a row), so each block counts once, by its median, and every interval assumes the blocks
+are independent draws (the pages say so where an interval rests on it). A median's interval
+is distribution-free (SciPy's `quantile_test`: order statistics), whatever the skewed times;
+a mean has none, so `pooled_mean_ratio` uses SciPy's seeded paired percentile bootstrap over
+the blocks, of nominal (about 95 %), not exact, coverage.
 """
 import math
 
@@ -57,8 +45,7 @@ def block_medians(blocks):
 
 
 def summary(blocks, confidence=CONFIDENCE):
-    """One measured configuration: the median of its block medians with that interval,
-    and the fastest and slowest single sample, for the spread a reader sees."""
+    """The median of block medians with its interval; the fastest and slowest sample."""
     every = [t for block in blocks for t in block]
     return {**median_interval(block_medians(blocks), confidence),
             "mean": float(np.mean(block_medians(blocks))),
@@ -68,8 +55,7 @@ def summary(blocks, confidence=CONFIDENCE):
 
 
 def paired_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0):
-    """The ratio top / bottom, block by block (the two ran side by side in each block),
-    times `scale`: its median over blocks with the order-statistics interval."""
+    """scale × top / bottom, block by block (they ran side by side): median and interval."""
     if len(top_blocks) != len(bottom_blocks):
         raise ValueError(f"paired blocks differ in number ({len(top_blocks)} against "
                          f"{len(bottom_blocks)})")
@@ -83,23 +69,16 @@ BOOTSTRAP_RESAMPLES = 4000
 
 def paired_mean_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0,
                       resamples=BOOTSTRAP_RESAMPLES, seed=0):
-    """scale × (mean of top's block medians) / (mean of bottom's), with a paired
-    percentile bootstrap interval: the blocks are drawn again with replacement, the same
-    block indices on both sides (they ran side by side), `resamples` times.
-
-    For times that come in two kinds, such as processes that either share the cores
-    well or wait out another's scheduler time slice, the median lands on whichever kind
-    filled more than half the blocks and jumps to the other between reruns; the mean
-    weighs each kind by how often it came, which is what a loop of many calls pays.
-    """
+    """scale × (mean of top's block medians) / (mean of bottom's), with a paired bootstrap
+    interval. For times of two kinds (processes that share the cores well, or wait out a
+    time slice) the median jumps between kinds across reruns; the mean weighs each kind
+    by how often it came, which is what a loop of many calls pays."""
     return pooled_mean_ratio([(top_blocks, bottom_blocks)], [scale], confidence,
                              resamples, seed)
 
 
 def log_ratio(top, bottom):
-    """log(top / bottom) for means of times that can be 0 (a page that did not block):
-    0 over 0 is an equal pair (log 1), x over 0 infinitely more, 0 over x infinitely
-    less. Means of measured durations, never 0, are not affected."""
+    """log(top / bottom) for means that can be 0: 0 over 0 is log 1, x over 0 infinite."""
     top, bottom = np.asarray(top, dtype=float), np.asarray(bottom, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         logs = np.log(top) - np.log(bottom)
@@ -108,18 +87,9 @@ def log_ratio(top, bottom):
 
 def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES,
                       seed=0):
-    """Several paired mean ratios that answer one question, pooled: the geometric mean
-    of scale × mean(top) / mean(bottom) over the (top_blocks, bottom_blocks) pairs, with
-    one bootstrap that draws the same blocks for every pair (all of them ran in the same
-    blocks), so the interval keeps what the pairs' noise has in common.
-
-    The percentile method, not SciPy's default BCa: BCa's interval is NaN when every
-    resample gives the same ratio (blocks all alike), and the percentile one is then
-    that ratio. A resample whose bottom mean is 0 gives an infinite ratio (log_ratio),
-    which SciPy's quantiles keep as an infinite end rather than NaN. One block leaves
-    nothing to resample (SciPy refuses it): its interval is every ratio, 0 to infinity,
-    which no verdict clears.
-    """
+    """The geometric mean of scale × mean(top) / mean(bottom) over pairs that ran in the
+    same blocks, one bootstrap drawing the same blocks for all. Percentile: BCa is NaN when
+    every resample agrees. One block: the interval 0 to infinity, which clears no verdict."""
     tops = [np.asarray(block_medians(top)) for top, _ in pairs]
     bottoms = [np.asarray(block_medians(bottom)) for _, bottom in pairs]
     counts = {len(values) for values in tops + bottoms}
@@ -157,24 +127,16 @@ EQUIVALENT = "equivalent"
 VERDICTS = (SUPPORTED, CONTRADICTED, EQUIVALENT, INCONCLUSIVE)
 
 
-# A threshold of practical significance, not a measure of noise (paired blocks cancel
-# drift): a factor within 25 % of 1 is taken as too small to matter, however narrow its
-# interval, so it is never called an effect, and an interval wholly inside the band says
-# there is no effect of that size (EQUIVALENT).
+# Practical significance, not noise: a factor within 25 % of 1 is never called an effect.
 MARGIN = 1.25
 
 
 def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARGIN):
-    """What an interval for a ratio says about a prediction that it exceeds 1 (or, with
-    `predicted_above_one` False, that it stays below 1).
-
-    "supported" or "contradicted" when the whole interval lies beyond `margin` on one
-    side of 1; "equivalent" when it lies wholly inside the band from 1/margin to margin
-    (whatever the effect is, it is smaller than the margin); "inconclusive" otherwise.
-    Always "inconclusive" when the same configuration, measured twice in one run,
-    disagreed (`replicate_disagreement`, a ratio >= 1) by more than both the effect and
-    the margin: then the run's noise is larger than what it is asked to tell apart.
-    """
+    """What a ratio's interval says of a prediction that it exceeds 1 (or stays below):
+    "supported" or "contradicted" when wholly beyond `margin` on one side of 1,
+    "equivalent" when wholly inside 1/margin..margin, else "inconclusive", as it is when
+    the same configuration measured twice disagreed (`replicate_disagreement`, >= 1) by
+    more than both the effect and the margin."""
     if (replicate_disagreement is not None
             and replicate_disagreement > max(effect(ratio), margin)):
         return INCONCLUSIVE
@@ -203,15 +165,8 @@ def disagreement(first, second):
 
 
 def host_at_start(environment, cores):
-    """Whether other work kept the cores busy when a measurement started, from the
-    recording's environment, and the sentence a page prints about it.
-
-    busyCoresAtStart (what other work did over half a second as the run started, what the
-    run itself used meanwhile taken off: scripts/host.py) decides where it was recorded:
-    more than half the cores busy means the times also measure that work. An older
-    recording has only the load average, which then decides (above the cores). The load
-    average alone decays over a minute, so a run just ended still counts.
-    """
+    """Whether other work kept over half the cores busy as a measurement started
+    (busyCoresAtStart; in an older recording, a load above the cores), and the sentence."""
     busy_cores = environment.get("busyCoresAtStart")
     load = environment.get("loadAverage1m")
     if busy_cores is not None:

@@ -1,7 +1,7 @@
 """Record a lesson on a single-host TPU VM with the lesson's chips.
 
     python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
-    python scripts/tpu_job.py ... --dry-run      # print every command, run none
+    python scripts/tpu_job.py ... --dry-run      # every command, and what XLA:TPU compiles
     python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
 
 The VM is paid by the hour, so whatever ends the job, it kills the running gcloud, deletes
@@ -11,11 +11,9 @@ import codecs
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -24,10 +22,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
+from scripts.hardware.compile import dry_run_compile, write_compiled
 from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.plumbing.children import kill_all
-from scripts.plumbing.interrupts import SIGNALS, Interrupted
+from scripts.plumbing.interrupts import Interrupted, signals_deferred
 from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
 from scripts.store.hashes import content_files
 from scripts.store.outputs import for_lesson
@@ -123,7 +122,7 @@ def refuse_uncommitted(lesson, root):
     """Refuse inputs of the lesson's recordings (and its sweep's, which the VM also runs)
     that differ from HEAD: the VM sees only what is committed."""
     paths = {**content_files(lesson.path(), root, lesson.also_run_with()),
-             **(content_files(lesson.path(lesson.sweep), root) if lesson.sweep else {})}
+             **(content_files(lesson.path(lesson.sweep_on("tpu")), root) if lesson.sweep else {})}
     try:
         status = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=root,
                                 capture_output=True, text=True)
@@ -136,17 +135,6 @@ def refuse_uncommitted(lesson, root):
     if dirty:
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {' '.join(dirty)} && git commit`, then rerun")
-
-
-@contextmanager
-def signals_ignored():
-    """The delete runs to its end, whatever signal comes (its gcloud inherits the ignoring)."""
-    previous = {signum: signal.signal(signum, signal.SIG_IGN) for signum in SIGNALS}
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 def run_job(name, zone, accelerator=None, project=None, create=False, delete=False,
@@ -232,7 +220,7 @@ def leave_vm(cleanup, exists, vm, delete):
         return "no VM was created"
     if cleanup is None:
         return f"the VM {vm.name} is still running: `{vm.delete}` deletes it"
-    with signals_ignored():
+    with signals_deferred(ignore=True):  # the delete runs to its end, and its gcloud too
         try:
             delete()
         except JobFailed as error:
@@ -288,6 +276,9 @@ def parse_args(argv):
                         help="where the recording lands (default: recordings/)")
     parser.add_argument("--write-docs", action="store_true",
                         help=f"regenerate {DOCS_FILE} and exit")
+    parser.add_argument("--write-compiled", action="store_true",
+                        help="compile the programs for each VM with the lesson's chips "
+                             "(needs libtpu) into recordings/<id>.tpu-compiled.json and exit")
     return parser.parse_args(argv)
 
 
@@ -295,6 +286,8 @@ def job(argv, root=ROOT):
     args = parse_args(argv)
     if args.write_docs:
         return write_docs(root)
+    if args.write_compiled:
+        return progress(f"wrote {write_compiled(args.lesson, root)}")
     for flag, value, variable in (("--name", args.name, "TPU_NAME"),
                                   ("--zone", args.zone, "ZONE")):
         if not value:
@@ -305,7 +298,8 @@ def job(argv, root=ROOT):
     # Building the steps validates every value, before any check or gcloud call.
     steps = job_steps(**options, root=root)
     if args.dry_run:
-        print(dry_run_text(steps), end="")
+        print(dry_run_text(steps), end="", flush=True)
+        print(dry_run_compile(args.lesson, args.accelerator, root), end="")
         return 0
     run_job(**options, root=root, recordings_dir=args.recordings_dir)
     return 0

@@ -1,5 +1,6 @@
 """The TPU job, end to end through a fake gcloud (tests/fixtures/fake_gcloud), each flow in
 a fresh clone: `git archive HEAD` is real and only the clone's recordings/ can change."""
+import importlib.metadata
 import json
 import os
 import re
@@ -22,8 +23,7 @@ from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_er
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
-from scripts.hardware.tpu import (RUNTIMES, UV_VERSION, accelerators_for, dry_run_text,
-                                  job_commands, job_steps)
+from scripts.hardware.tpu import RUNTIMES, UV_VERSION, accelerators_for, dry_run_text, job_steps
 
 # The job's default lesson is the registry's first; the canned TPU recording is the seed's.
 ID = SEED.id
@@ -31,6 +31,19 @@ MODULE = module_file(SEED)
 TARGET = f"{ID}.tpu.json"
 SWEEP_TARGET = f"{ID}.tpu-sweep.json"  # bench.py --platform tpu, on the same VM
 VM = ["--name", "test-tpu", "--zone", "us-east5-b", "--accelerator", "v6e-4"]
+
+
+@pytest.fixture(autouse=True)
+def without_libtpu(monkeypatch):
+    """The job as the default install runs it, whatever this one holds: a dry-run compiles
+    nothing (tests/test_tpu_output.py runs that step on CPU devices)."""
+    installed = importlib.metadata.version
+
+    def version(name):
+        if name == "libtpu":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return installed(name)
+    monkeypatch.setattr(importlib.metadata, "version", version)
 
 
 @pytest.fixture
@@ -82,6 +95,10 @@ def canned(clone, tmp_path, monkeypatch, sweep=True, **changes):
     swept = write_tpu_sweep(tmp_path / "sweep.json", clone, **({} if sweep is True else sweep))
     monkeypatch.setenv("FAKE_GCLOUD_SWEEP", str(swept))
     return fetched, swept
+
+
+def job_commands(*args, **kwargs):  # what the job runs, in order, and the page shows
+    return [step.command for step in job_steps(*args, **kwargs) if step.command is not None]
 
 
 def verbs(calls):  # create, scp, ssh, delete
@@ -395,6 +412,7 @@ def test_the_job_gives_the_vm_python_3_11_with_the_uv_make_install_uses_then_the
 @pytest.mark.parametrize("accelerator", accelerators_for(FIRST_LESSON.devices))
 def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
                                                     monkeypatch, tmp_path):
+    """Then, without libtpu, how to see what XLA:TPU would compile."""
     monkeypatch.chdir(tmp_path)
     argv = ["--name", "my-tpu", "--zone", "us-east5-b", "--accelerator", accelerator,
             "--project", "my-project", "--create", "--delete", "--dry-run"]
@@ -406,6 +424,9 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
     assert f"--version {RUNTIMES[accelerator]}" in printed[3]
     assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
+    assert printed[-1].startswith("# libtpu is not installed, so nothing was compiled for the "
+                                  "TPU: `.venv/bin/uv pip install --python .venv/bin/python "
+                                  "'libtpu==0.0.42.*'` (the TPU runtime the pinned jax[tpu]")
 
 
 def test_the_page_shows_the_commands_the_job_runs_now():

@@ -9,7 +9,6 @@ import jax
 import markdown
 import numpy as np
 import pytest
-from jax.sharding import NamedSharding
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
 from fixtures.tpu_recording_fixture import (FIXTURE, ONE_CHIP, one_chip_run,
@@ -22,6 +21,7 @@ COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
 lesson_program = importlib.import_module(SEED.module)
 analysis = importlib.import_module(SEED.analysis)
 sweep = importlib.import_module(SEED.sweep)
+tpu_sweep = importlib.import_module(SEED.sweep_on("tpu"))
 
 
 class Captured:
@@ -43,42 +43,96 @@ def compiled(path):
     return lesson_program.compiled_collectives(Captured(path))
 
 
-@pytest.mark.parametrize("collective", COLLECTIVES)
-def test_on_one_chip_xla_tpu_compiles_every_collective_away(collective):
-    """At p = 1 nothing moves: none compiled, alone or looped, though lowered asks for it."""
-    hlo = ONE_CHIP / "hlo"
-    assert compiled(hlo / f"{collective}.single.compiled.hlo") == set()
-    assert compiled(hlo / f"{collective}.looped64.compiled.hlo") == set()
-    lowered = Captured(hlo / f"{collective}.single.lowered.mlir")
-    assert lesson_program.lowered_collectives(lowered) == {collective}
+# What the reader finds in XLA:TPU's compiled text (each fixture README says what it is):
+# nothing over one chip, the rewrites the TPU page warns about, a matrix's kept reduce-scatter.
+ONE, TWO = "tpu_v5e_one_chip/hlo/", "tpu_v5e_2x2_compiled/"
+COMPILED = {**{f"{ONE}{c}.{way}": set() for c in COLLECTIVES for way in ("single", "looped64")},
+            **{f"{TWO}lesson.{collective}": {"all_reduce"} for collective in COLLECTIVES},
+            **{TWO + name: found for name, found in [
+                ("all_gather.32MiB", {"all_gather"}), ("reduce_scatter.32MiB", {"all_reduce"}),
+                ("all_reduce.looped64", {"all_reduce"}), ("all_gather_2d.32MiB", {"all_gather"}),
+                ("reduce_scatter_2d.2MiB", {"reduce_scatter"}),
+                ("reduce_scatter_2d.32MiB", {"reduce_scatter", "collective_permute"})]}}
 
 
-def test_on_a_2x2_xla_tpu_runs_the_lesson_s_reduce_scatter_and_gather_as_all_reduces():
-    """The rewrite the TPU page warns about (an all-reduce, then a slice). At 32 MiB the
-    gather is an async all-gather; a looped call holds one before its loop and one in it."""
-    found = {collective: compiled(SLICE / f"lesson.{collective}.compiled.hlo")
-             for collective in COLLECTIVES}
-    assert found == {collective: {"all_reduce"} for collective in COLLECTIVES}
-    text = (SLICE / "lesson.reduce_scatter.compiled.hlo").read_text()
+@pytest.mark.parametrize("name", COMPILED)
+def test_the_reader_names_what_xla_tpu_compiled(name):
+    assert compiled(FIXTURES / f"{name}.compiled.hlo") == COMPILED[name]
+
+
+def test_the_compiled_text_shows_each_rewrite_and_the_lowered_the_request():
+    """A vector's reduce-scatter: an all-reduce, then a slice. At 32 MiB the gather is an
+    async all-gather, and a matrix's reduce-scatter one ring fusion, whose computation
+    holds the all-reduce it replaces. A looped call: one before its loop and one in it."""
+    def text(name):
+        return (SLICE / f"{name}.compiled.hlo").read_text()
     assert re.search(r" all-reduce\(.*\n.*ROOT %\S+ = f32\[2\]\S* dynamic-slice\(%all-reduce,",
-                     text)
-    all_gather = SLICE / "all_gather.32MiB.compiled.hlo"
-    assert 'async_collective_name="all-gather-start"' in all_gather.read_text()
-    assert compiled(all_gather) == {"all_gather"}
-    assert compiled(SLICE / "reduce_scatter.32MiB.compiled.hlo") == {"all_reduce"}
-    looped = SLICE / "all_reduce.looped64.compiled.hlo"
-    assert compiled(looped) == {"all_reduce"}
-    assert len(lesson_program.HLO_COLLECTIVE.findall(looped.read_text())) == 2
-    # What the TPU page says the compiled loop shows (turn 6's L2): no barrier, a body that
-    # never reads the last result (tuple index 2) and one synchronous all-reduce in it; and
-    # the lesson's all-reduce is a single phase (L7).
-    text = looped.read_text()
-    body = text[text.index("\n" + re.search(r"while\(.*body=(%[\w.]+)", text)[1] + " "):]
+                     text("lesson.reduce_scatter"))
+    assert 'async_collective_name="all-gather-start"' in text("all_gather.32MiB")
+    assert re.search(r"kind=kCustom, calls=%all-reduce-scatter.*StrategyRing",
+                     text("reduce_scatter_2d.32MiB"))
+    assert " all-reduce(" in text("reduce_scatter_2d.32MiB")
+    assert len(lesson_program.HLO_COLLECTIVE.findall(text("all_reduce.looped64"))) == 2
+    # The lesson's all-reduce compiles to one phase: the ring's factor 2 is the model's (L7).
+    assert '"emitter":"SinglePhaseRingSumEmitter"' in text("lesson.all_reduce")
+    for collective in COLLECTIVES:  # over one chip, lowered still asks for it
+        lowered = Captured(ONE_CHIP / "hlo" / f"{collective}.single.lowered.mlir")
+        assert lesson_program.lowered_collectives(lowered) == {collective}
+
+
+@pytest.mark.parametrize("looped", ["all_reduce.looped64", "reduce_scatter.looped64",
+                                    "reduce_scatter_2d.32MiB.looped64"])
+def test_the_compiled_tpu_loop_keeps_no_barrier_and_its_collective_reads_the_input(looped):
+    """What XLA:TPU makes of the chained loop (its lowered barrier: the test below): no
+    barrier, and the body's collective reads the loop's unchanging input (tuple index 1),
+    never the last result (2). The while loop alone orders the 64 collectives."""
+    text = (SLICE / f"{looped}.compiled.hlo").read_text()
+    name = re.search(r" while\(.*?body=(%\S+?),", text)[1]
+    body = text[text.index(f"\n{name} ("):]
     body = body[:body.index("\n}\n")]
-    assert "opt-barrier" not in text and "index=2" not in body
-    assert " all-reduce(" in body and "all-reduce-start" not in body
-    assert '"emitter":"SinglePhaseRingSumEmitter"' in \
-        (SLICE / "lesson.all_reduce.compiled.hlo").read_text()
+    assert "opt-barrier" not in text and lesson_program.HLO_COLLECTIVE.search(body)
+    read = set(re.findall(r"get-tuple-element\(%[\w.]+\), index=(\d+)", body))
+    assert "1" in read and "2" not in read
+
+
+def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_copy():
+    """Its measure_ranks on CPU devices: the CPU sweep's programs and the matrices, each
+    both ways and right; a wrong matrix value counts on every device's copy."""
+    assert tpu_sweep.COLLECTIVES == (*sweep.COLLECTIVES, "reduce_scatter_2d", "all_gather_2d")
+    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1,
+                                                               "minSampleMs": 0.1})
+    looping = sweep.LOOP_COLLECTIVES["cpu"]
+    assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
+        sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
+    assert not [row for row in rows if row["wrong"]]
+    mesh, contributions = sweep.ring_mesh(jax.devices()[:4]), np.ones((4, 2**14), np.float32)
+    placed = tpu_sweep.placed_inputs(mesh, contributions)
+    assert placed["reduce_scatter_2d"].shape == (4, 16, 1024)  # 64 KiB: 16 rows of 4 KiB
+    for name in ("reduce_scatter_2d", "all_gather_2d"):
+        result = tpu_sweep.program(name, mesh)(placed[name])
+        assert sweep.count_wrong(result, tpu_sweep.reference(name, contributions) + 1) == \
+            4 * result.addressable_shards[0].data.size  # every value of every copy compared
+
+
+def test_the_dry_run_s_compile_reads_each_program_with_the_lesson_s_reader(monkeypatch):
+    """The step `tpu_job.py --dry-run` takes with libtpu, run on CPU devices, whose XLA keeps
+    every collective: sizes, then p, with the same collectives are one row; a lesson
+    module without `programs_to_compile` has none."""
+    from scripts.hardware import compile as ahead
+    monkeypatch.setattr(tpu_sweep, "SIZES", (8, 2**13))
+    rows = ahead.compiled_programs(SEED, jax.devices()[:SEED.devices])
+    assert rows[:3] == [{"of": "lesson", "program": name, "ranks": str(SEED.devices),
+                         "sizes": "the lesson's", "runs": name.replace("_", "-")}
+                        for name in ("all_reduce", "reduce_scatter", "all_gather")]
+    runs = {"reduce_scatter_all_gather": "all-gather + reduce-scatter",
+            "ring_reduce_scatter": "collective-permute", "ring_all_reduce": "collective-permute"}
+    assert rows[3:] == [{"of": "sweep", "program": name, "ranks": "2, 4", "sizes": "8 B–8 KiB",
+                         "runs": runs.get(name, name.removesuffix("_2d").replace("_", "-"))}
+                        for name in tpu_sweep.PROGRAMS]
+    plain = dataclasses.replace(SEED, module=SEED.simulation)
+    assert ahead.compiled_programs(plain, jax.devices()[:4]) == []
+    assert [ahead.topology(name) for name in ("v5litepod-4", "v6e-8", "v6e-1")] == \
+        ["v5e:2x2", "v6e:2x4", "v6e:1x1"]
 
 
 def chained(lowered, collective):
@@ -97,13 +151,8 @@ def chained(lowered, collective):
 
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_a_looped_program_chains_its_iterations(collective):
-    mesh = sweep.ring_mesh(jax.devices()[:4])
-    body, in_spec, out_spec = sweep.PROGRAMS[collective]
-    shape = (4, 8) if in_spec == sweep.ROWS else (8,)
-    arg = jax.device_put(np.zeros(shape, np.float32), NamedSharding(mesh, in_spec))
-    lowered = jax.jit(jax.shard_map(sweep.looped(body, 4), mesh=mesh, in_specs=in_spec,
-                                    out_specs=out_spec)).lower(arg).as_text()
-    assert chained(lowered, collective)
+    program, args = tpu_sweep.programs_to_compile(jax.devices()[:4], 32, looping=4)[collective]
+    assert chained(program.lower(*args).as_text(), collective)
     # As XLA:TPU got it for a 2x2 v5e; a barrier holding its input alone is told apart.
     on_tpu = (SLICE / f"{collective}.looped64.lowered.mlir").read_text()
     assert chained(on_tpu, collective) and not chained(on_tpu.replace(
@@ -147,9 +196,10 @@ def tpu_page(recording):
     from scripts.store.freshness import Loaded
     from scripts.store.recordings import read_json
     files = for_lesson(SEED)
-    stems = {files.stem("cpu"): files.recording("cpu"), **{files.stem(variant, analysis=True):
-                                                          files.analysis(variant)
-                                                          for variant in ("cpu", "sweep")}}
+    stems = {**{files.stem(variant): files.recording(variant) for variant in ("cpu",
+                                                                          "tpu-compiled")},
+             **{files.stem(variant, analysis=True): files.analysis(variant)
+                for variant in ("cpu", "sweep", "tpu-compiled")}}
     recordings = {stem: Loaded(read_json(ROOT / path), stem, path)
                   for stem, path in stems.items()}
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),

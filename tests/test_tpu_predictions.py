@@ -110,6 +110,9 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
     recording["rows"] = [row for row in recording["rows"] if row["ranks"] <= 4]
+    recording["rows"] += [{**row, "collective": f"{row['collective']}_2d"} for row in
+                          recording["rows"] if row["collective"] in ("reduce_scatter",
+                                                                     "all_gather")]
     return canned_times(recording, over_predicted)
 
 
@@ -119,6 +122,9 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
+    # The matrix rows too, by their collective's prediction: 12 predictions, 8 of them twice.
+    assert len(within["rows"]) == 20 and len(within["ratios"]) == 5
+    assert within["rows"][1]["label"] == "reduce-scatter of a matrix, p = 2, 32 B"
     looped = max(row["collectivesPerCall"] for row in sweep["rows"])  # the sweep's own loop
     assert within["machine"] == "v6e-4" and within["collectivesPerCall"] == looped
     # Every p shares the factor, so t(4)/t(2) is the model's 0.75: supported too.
@@ -129,7 +135,7 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     book = compare(tpu_sweep_fixture(lambda row: 4 / 3 if row["ranks"] == 4 else 1.0))
     assert {ratio["verdict"] for ratio in book["ratios"]} == {"refuted"}
     assert book["ratios"][0]["measured"]["median"] == pytest.approx(1.0, abs=0.01)
-    assert book["counts"]["refuted"] == 3
+    assert book["counts"]["refuted"] == 5
 
 
 class FakeChip:

@@ -9,9 +9,8 @@ dotted line).
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, label_panels,
-                                   mark_fault_onset, onset_entries, panel_grid, ranks_of,
-                                   render_figure, size_limits)
+from scripts.figures.sweep import (draw_panels, legend_line, log2_size_axis, mark_fault_onset,
+                                   onset_entries, ranks_of, render_figure)
 from scripts.figures.variants import STATIC
 
 RATIO_SERIES = (0, 2, 4)  # the palette's blue, green, vermillion
@@ -79,16 +78,9 @@ def legend(analysis, look):
 
 
 def draw(analysis, look):
-    handles = legend(analysis, look)
-    fig, axes = panel_grid(analysis, look, handles, 2, 1.8, 1.6)
-    ranks = ranks_of(analysis)
-    x_limits = size_limits([b for entry in analysis["ratios"]["byRanks"].values()
-                            for b in entry["bytes"]])
-    for ax, p in zip(axes, ranks):
-        plot_ratios(analysis, ax, p, look, x_limits)
-    label_panels(axes, ranks, "gradient size S (float32 bytes, full array)", "time ratio",
-                 look)
-    return fig
+    sizes = [b for entry in analysis["ratios"]["byRanks"].values() for b in entry["bytes"]]
+    return draw_panels(analysis, look, legend(analysis, look), (2, 1.8, 1.6), sizes, lambda
+                       ax, p, x_limits: plot_ratios(analysis, ax, p, look, x_limits), "time ratio")
 
 
 def alt_text(analysis):

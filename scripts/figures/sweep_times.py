@@ -11,9 +11,8 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, label_panels,
-                                   mark_fault_onset, onset_entries, panel_grid, ranks_of,
-                                   render_figure, size_limits)
+from scripts.figures.sweep import (draw_panels, legend_line, log2_size_axis, mark_fault_onset,
+                                   onset_entries, ranks_of, render_figure)
 from scripts.figures.variants import STATIC
 from scripts.units import format_bytes
 
@@ -96,15 +95,10 @@ def legend(analysis, look):
 
 
 def draw(analysis, look):
-    handles = legend(analysis, look)
-    fig, axes = panel_grid(analysis, look, handles, 3, 2.3, 2.1)
-    ranks = ranks_of(analysis)
-    x_limits = size_limits([row["bytes"] for row in analysis["rows"]])
-    for ax, p in zip(axes, ranks):
-        plot_times(analysis, ax, p, look, x_limits, time_limits(analysis))
-    label_panels(axes, ranks, "gradient size S (float32 bytes, full array)",
-                 "median time per call\n(band: its interval)", look)
-    return fig
+    return draw_panels(analysis, look, legend(analysis, look), (3, 2.3, 2.1), [
+        row["bytes"] for row in analysis["rows"]], lambda ax, p, x_limits: plot_times(
+        analysis, ax, p, look, x_limits, time_limits(analysis)),
+        "median time per call\n(band: its interval)")
 
 
 def alt_text(analysis):

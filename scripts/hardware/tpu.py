@@ -222,14 +222,6 @@ def sweep_steps(lesson, vm):
         already=f"recordings/{files.recording_name('tpu')} is already in place")
 
 
-def job_commands(name, zone, accelerator=None, project=None, create=True, delete=True,
-                 workdir=None, root=ROOT, lesson_id=None):
-    """The exact commands the job runs, in order (what the lesson page shows)."""
-    steps = job_steps(name, zone, accelerator, project, create, delete, workdir, root,
-                      lesson_id)
-    return [step.command for step in steps if step.command is not None]
-
-
 def dry_run_text(steps):
     """Copy-pasteable bash: a `# title` line, then its command, for every step."""
     lines = []

@@ -70,15 +70,18 @@ def stop_on_signals():
 
 
 @contextmanager
-def signals_deferred():
+def signals_deferred(ignore=False):
     """Hold SIGINT, SIGTERM and SIGHUP until the block is done, then deliver the first
-    (handlers, not a mask: a mask is per thread, and CPython may take a signal on any)."""
-    raise_if_interrupted()
+    (handlers, not a mask: a mask is per thread, and CPython may take a signal on any).
+    `ignore`: drop them, as SIG_IGN, which a child started in the block inherits too."""
+    if not ignore:
+        raise_if_interrupted()
     if threading.current_thread() is not threading.main_thread():
         yield  # only the main thread can set handlers, and only it receives signals
         return
     caught = []
-    previous = {signum: signal.signal(signum, lambda signum, _: caught.append(signum))
+    previous = {signum: signal.signal(signum, signal.SIG_IGN if ignore else
+                                      lambda signum, _: caught.append(signum))
                 for signum in SIGNALS}
     try:
         yield

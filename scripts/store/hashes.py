@@ -1,9 +1,6 @@
-"""Digests of the files a derived file is made from.
-
-Code inputs are import closures within this repository. A recording is keyed on its code
-as executed (the syntax tree without comments and docstrings); what shows the text (the
-notebook) on the text itself. The pins count by the requirement lines that can change a
-recording (pin_lines).
+"""Digests of the files a derived file is made from: import closures within this repository,
+a recording keyed on its code as executed (the syntax tree less comments and docstrings),
+the notebook on the text itself, and the requirement lines that can change a recording.
 """
 import ast
 import hashlib

@@ -36,6 +36,7 @@ class Lesson:
     going_further: str | None = None  # more steps, run after the lesson's in its notebook
     simulation: str | None = None
     sweep: str | None = None
+    tpu_sweep: str | None = None  # measured on TPU chips instead of `sweep`
     exercises: str | None = None  # the checks module scripts/exercises.py runs
     analysis: str | None = None  # NumPy module: analyse(variant, recording) -> dict
     analyses: tuple = ()  # recording variants ("cpu", "sweep", ...) it turns into analyses
@@ -47,6 +48,9 @@ class Lesson:
     def path(self, module=None):
         """The file of `module` (default: the lesson module)."""
         return self.root / ((module or self.module).replace(".", "/") + ".py")
+
+    def sweep_on(self, platform):
+        return self.tpu_sweep if platform == "tpu" and self.tpu_sweep else self.sweep
 
     def also_run_with(self, module=None):
         """More code a recording of `module` stores results of: the going-further module."""

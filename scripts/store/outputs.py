@@ -177,12 +177,15 @@ def recording_outputs(lesson, root=ROOT):
 
 
 def recording_output(lesson, variant, module, fix, required=True, path=None):
-    """The recording of `variant`, a run of `module` (at `path`, default its own)."""
+    """The recording of `variant`, a run of `module` (at `path`, default its own); a
+    compiled one (scripts/hardware/compile.py) is of the TPU sweep's programs too."""
+    compiled = (lesson.path(lesson.sweep_on("tpu")),) \
+        if variant.endswith("-compiled") and lesson.sweep else ()
     return RecordingOutput(
         path or for_lesson(lesson).recording(variant), variant,
         lesson.path(module).relative_to(lesson.root).as_posix(), fix, required, lesson,
         tuple(extra.relative_to(lesson.root).as_posix()
-              for extra in lesson.also_run_with(module)))
+              for extra in (*lesson.also_run_with(module), *compiled)))
 
 
 def hardware_module(lesson, variant):
@@ -190,7 +193,7 @@ def hardware_module(lesson, variant):
     if variant.endswith("-processes") and lesson.rank_module:
         return lesson.rank_module
     if variant.endswith("-sweep") and lesson.sweep:
-        return lesson.sweep
+        return lesson.sweep_on(variant.removesuffix("-sweep"))
     return lesson.module
 
 
@@ -227,6 +230,7 @@ def derived_outputs(lesson):
 TPU_JOB = ("python scripts/tpu_job.py --name NAME --zone ZONE --accelerator v6e-4 --create "
            "--delete")
 HARDWARE_FIXES = {"tpu": TPU_JOB, "tpu-sweep": TPU_JOB,
+                  "tpu-compiled": "python scripts/tpu_job.py --write-compiled",
                   "gpu": "python scripts/record.py --platform gpu"}
 
 

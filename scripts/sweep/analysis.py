@@ -1,8 +1,6 @@
-"""The arithmetic of a message-size sweep, for any lesson's analysis: nccl-tests'
-bandwidths, Hockney's alpha-beta fit, and the rows of a sweep recording grouped by block,
-with each collective's own cost (a looped call less a single one). NumPy only; no words
-and no collective names (a lesson's analysis module says what its programs are and what
-the numbers mean).
+"""A message-size sweep's arithmetic, for any lesson's analysis: nccl-tests' bandwidths,
+the alpha-beta fit, and each collective's own cost (a looped call less a single one).
+NumPy only; the words and the programs' names are the lesson's.
 """
 import numpy as np
 
@@ -19,10 +17,8 @@ def algbw_gbps(nbytes, seconds):
 
 
 def fit_line_relative(x, y):
-    """(a, b) of y = a + b x, least squares in the relative residual (a + b x)/y - 1.
-
-    Rows scaled by 1/y keep it a linear problem with one exact answer, and weigh a point at
-    10 us like one at 10 ms, as log axes do."""
+    """(a, b) of y = a + b x, least squares in the relative residual (a + b x)/y - 1, which
+    weighs 10 us like 10 ms, as log axes do (rows scaled by 1/y: still linear)."""
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     design = np.column_stack([1 / y, x / y])
@@ -38,13 +34,8 @@ def relative_residuals(x, y, a, b):
 
 
 def fit_alpha_beta(nbytes, seconds):
-    """Least-squares fit of t = alpha + S / beta; returns (alpha seconds, beta bytes/s),
-    or beta None when the times do not grow with size (no bandwidth regime reached).
-
-    Minimising the *relative* residual weighs every size alike, as the log-log figure
-    does. A negative alpha means pure bandwidth explains the points better than any
-    latency: alpha is kept at zero rather than reported as a negative time.
-    """
+    """(alpha seconds, beta bytes/s) of t = alpha + S / beta in the relative residual;
+    beta None when the times do not grow with size; a negative alpha is kept at 0."""
     s = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
     alpha, inverse_beta = fit_line_relative(s, t)
@@ -65,9 +56,8 @@ def one_significant_figure(value):
 
 
 def grouped(rows, looped, field):
-    """{(collective, ranks, bytes): [[per call, each sample of block 0], [block 1], ...]}
-    of the one-per-call rows (looped False) or the looped ones; `field` "samplesUs" (already
-    per call) or "minorFaults" (per sample, divided here by the sample's calls)."""
+    """{(collective, ranks, bytes): [[block 0's samples per call], ...]} of the single or the
+    looped rows; `field` "samplesUs" or "minorFaults" (divided here by the calls)."""
     found = {}
     for row in sorted(rows, key=lambda r: r["block"]):
         if (row["collectivesPerCall"] > 1) != looped:
@@ -79,10 +69,9 @@ def grouped(rows, looped, field):
 
 
 def block_differences(loop_blocks, call_blocks, looping):
-    """One more collective inside the loop, block by block: (a call of `looping`
-    collectives - a call of one) / (looping - 1), each the median of its block. Both were
-    measured in the same block, so the call's dispatch and its one-time allocations
-    cancel, and what is left is the collective's own cost."""
+    """One more collective inside the loop, block by block: (looped call - single call) /
+    (looping - 1), medians of the same block, so the dispatch and one-time allocations
+    cancel."""
     return [(float(np.median(loop)) - float(np.median(one))) / (looping - 1)
             for loop, one in zip(loop_blocks, call_blocks)]
 

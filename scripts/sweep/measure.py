@@ -1,11 +1,6 @@
-"""The sweep's measurements: one worker interpreter per p, and the host's scale.
-
-`make bench` runs each p in a fresh interpreter (`python -m scripts.sweep.measure CONFIG`),
-because JAX fixes the number of logical devices at start-up. On CPU the worker makes p
-logical devices; on TPU (`bench.py --platform tpu`, on a TPU VM) it measures the first p
-of the machine's chips. A worker prints one line of
-JSON on stdout (its rows) and its progress on stderr. The parent also measures a memcpy
-for scale and reads the size of a core's L2 cache.
+"""The sweep's measurements: each p in a fresh interpreter (`python -m scripts.sweep.measure
+CONFIG`; JAX fixes its device count at start-up), on p logical CPU devices or the first p
+chips, printing its rows as one JSON line; and, for scale, a memcpy and the L2 cache size.
 """
 import importlib
 import json
@@ -134,12 +129,8 @@ MEMCPY_REPEATS = 5
 
 
 def measure_memcpy_gbps(nbytes=MEMCPY_BYTES, repeats=MEMCPY_REPEATS):
-    """Best-of-`repeats` bytes copied per second by one thread, for scale: p device
-    threads copy concurrently and share the memory bus, so this bounds nothing.
-
-    Counted as memcpy benchmarks do (buffer size / time, not read + write), and both
-    buffers are written once first so page faults are not part of the copy.
-    """
+    """Best-of-`repeats` bytes copied per second by one thread, for scale, not a bound:
+    buffer size / time, as memcpy benchmarks count, both buffers written first (no faults)."""
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.zeros_like(src)
     best = float("inf")
