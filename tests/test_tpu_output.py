@@ -48,6 +48,8 @@ def compiled(path):
 ONE, TWO = "tpu_v5e_one_chip/hlo/", "tpu_v5e_2x2_compiled/"
 COMPILED = {**{f"{ONE}{c}.{way}": set() for c in COLLECTIVES for way in ("single", "looped64")},
             **{f"{TWO}lesson.{collective}": {"all_reduce"} for collective in COLLECTIVES},
+            **{f"tpu_v5e_one_chip/sweep_2d/{c}_2d.{size}.p1": set()
+               for c in ("reduce_scatter", "all_gather") for size in ("2MiB", "32MiB")},
             **{TWO + name: found for name, found in [
                 ("all_gather.32MiB", {"all_gather"}), ("reduce_scatter.32MiB", {"all_reduce"}),
                 ("all_reduce.looped64", {"all_reduce"}), ("all_gather_2d.32MiB", {"all_gather"}),
@@ -93,6 +95,17 @@ def test_the_compiled_tpu_loop_keeps_no_barrier_and_its_collective_reads_the_inp
     assert "opt-barrier" not in text and lesson_program.HLO_COLLECTIVE.search(body)
     read = set(re.findall(r"get-tuple-element\(%[\w.]+\), index=(\d+)", body))
     assert "1" in read and "2" not in read
+
+
+def test_one_chip_ran_the_matrix_rows_right_and_says_it_is_one_chip():
+    """The TPU sweep's matrix rows and their vector twins, run on one v5e chip: every value
+    right, at 32 B, 2 MiB and 32 MiB, each plain and looped; labelled as p = 1 alone."""
+    run = json.loads((ONE_CHIP / "sweep_2d" / "sweep-2d-one-chip.json").read_text())
+    assert "not a 4-chip recording" in run["what"] and run["environment"]["deviceCount"] == 1
+    assert {(row["collective"], row["bytes"], row["collectivesPerCall"]) for row in run["rows"]} \
+        == {(c, s, k) for c in ("reduce_scatter", "all_gather", "reduce_scatter_2d",
+                                "all_gather_2d") for s in (32, 2**21, 2**25) for k in (1, 64)}
+    assert not [row for row in run["rows"] if row["wrong"] or row["ranks"] != 1]
 
 
 def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_copy():
