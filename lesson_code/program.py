@@ -1,31 +1,27 @@
-"""The command line every lesson program shares: what `python -m lesson_code.<module>` runs.
+"""The program every lesson shares: what `python -m lesson_code.<module>` runs.
 
-A lesson's file is its steps; its `if __name__ == "__main__":` guard hands over here by
-name (lesson_code/CONTRACT.md), so no recording depends on this file, and the file alone,
-as a reader downloads it, still runs the lesson. Written once here, for every lesson:
+A lesson's file is its steps; its `__main__` guard hands over here by name, so no recording
+of the lesson depends on this file, and the file alone (a reader's download) still runs.
+Written once, for every lesson: `--platform`, `--devices` (default: its `devices` in
+lessons.toml), `--data-out PATH` written whole; a setup error in one line, exit 2; Ctrl-C,
+SIGTERM and SIGHUP in one line, 128 + the signal, from the lesson's `import jax` on
+(lesson_code/__init__.py calls `guard_the_start`), but no SIGHUP under nohup; a closed
+stdout (`| head`) silently, 141. And for a rank module: its flags and `launch_of`.
 
-- `--platform cpu|tpu|gpu`, `--devices N` (default: its `devices` in lessons.toml) and
-  `--data-out PATH`; a platform or count this machine cannot give, or a path that cannot
-  take the file, is one `error:` line and exit 2, before the lesson runs;
-- the data is written beside PATH and renamed onto it, replacing only a regular file;
-- Ctrl-C, SIGTERM and SIGHUP end the program in one line, 128 + the signal (130, 143,
-  129), even during its `import jax` (lesson_code/__init__.py calls `guard_the_start`);
-  started under nohup it takes no SIGHUP; a closed stdout (`| head`) ends it silently, 141;
-- for a rank module, the rank flags record.py and the cluster launchers pass, and how the
-  run was put together (`launch_of`).
-
-It imports nothing from scripts/ and no JAX when imported: the package imports it before
-the lesson's own `import jax`.
+No scripts/ and, as the package imports it first, no JAX at import.
 """
 import argparse
 import errno
 import importlib
+import ipaddress
 import json
 import os
 import signal
+import socket
 import stat
 import sys
 import tomllib
+import zlib
 from pathlib import Path
 
 # The most logical CPU devices a program makes, as lessons.schema.json allows a lesson.
@@ -42,10 +38,9 @@ def take_signals(handler):
 
 
 def guard_the_start():
-    """Before the lesson's first line: what JAX would end in a traceback is one line. A
-    JAX_NUM_CPU_DEVICES that is not a whole number is exit 2; a signal during an import
-    (JAX's takes a second) is 128 + the signal. Outside an import, Python's own behaviour
-    stays until `main` takes the signals."""
+    """Before the lesson's first line, one line for what JAX would end in a traceback: a
+    JAX_NUM_CPU_DEVICES that is not a number, a signal during an import (JAX's takes a
+    second). Outside an import Python's own behaviour stays, until `main` takes over."""
     devices = os.environ.get("JAX_NUM_CPU_DEVICES", "0")
     if not devices.strip().isdigit():
         print(f"error: JAX_NUM_CPU_DEVICES={devices!r} is not a whole number; unset it (the "
@@ -102,14 +97,6 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"error: {message}\n")
 
 
-def device_count(text):
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number; "
-                                         f"try --devices 4") from None
-
-
 def data_out_path(path):
     """--data-out, refused before the lesson runs when its folder cannot take the file."""
     folder = os.path.dirname(os.path.abspath(path))
@@ -152,8 +139,7 @@ def write_json(path, data):
 
 
 def registered(module):
-    """(devices, going-further module) of `module`'s entry in lessons.toml, as record.py
-    runs it; a module not registered yet runs alone on 4 devices."""
+    """(devices, going-further module) of `module` in lessons.toml, as record.py runs it."""
     try:
         lessons = tomllib.loads(Path(__file__).with_name("lessons.toml").read_text())["lesson"]
     except (OSError, KeyError, tomllib.TOMLDecodeError):  # record.py's to report
@@ -166,7 +152,7 @@ def parse_args(argv, module, description, devices):
     parser = OneLineParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
                         help="cpu: logical devices on this host; tpu/gpu: physical chips")
-    parser.add_argument("--devices", type=device_count, default=devices,
+    parser.add_argument("--devices", type=int, default=devices,
                         help=f"how many devices (default {devices}; at most "
                              f"{MAX_CPU_DEVICES} on cpu)")
     parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
@@ -176,10 +162,9 @@ def parse_args(argv, module, description, devices):
 
 
 def main(module, argv=None):
-    """The lesson `module` as a program: 0 after PASS; 2 for a setup error; 1 if its data
-    could not be written; 128 + the signal for Ctrl-C, SIGTERM or SIGHUP, in one line;
-    141, silently, when the reader of its output has gone away. Given no `argv` (the
-    process's own command line), a signal ends the process once its line is out."""
+    """The lesson `module` as a program: 0 after PASS, 2 for a setup error, 1 if its data
+    could not be written, 128 + a stopping signal, 141 for a closed stdout. Given no `argv`
+    (the process's own command line), a signal ends the process once its line is out."""
     lesson = importlib.import_module(module)
     devices, going_further = registered(module)
     args = parse_args(argv, module, lesson.__doc__.splitlines()[0], devices)
@@ -228,11 +213,9 @@ def run_program(lesson, going_further, args):
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if going_further:  # the going-further steps run inside the lesson, as recorded
-        data = lesson.run_lesson(devices,
-                                 importlib.import_module(going_further).run_going_further)
-    else:
-        data = lesson.run_lesson(devices)
+    # The going-further steps run inside the lesson, as recorded.
+    further = [importlib.import_module(going_further).run_going_further] if going_further else []
+    data = lesson.run_lesson(devices, *further)
     if args.data_out:
         try:
             write_json(args.data_out, data)
@@ -246,9 +229,7 @@ def run_program(lesson, going_further, args):
 # --- one rank of a multi-process run (a lesson's rank_module) ------------------------------
 
 def rank_parser(description):
-    """The flags every rank module takes (lesson_code/CONTRACT.md): the rank, the count
-    and a loopback port from scripts/runners/processes.py, --coordinator from a launcher JAX
-    does not detect, none of them under mpirun or srun; --calls and --data-out always."""
+    """The flags every rank module takes (lesson_code/CONTRACT.md); add the module's own."""
     parser = OneLineParser(
         description=description,
         epilog="Under mpirun or srun, give none of --process-id, --processes, --port or "
@@ -298,8 +279,6 @@ def launcher_name(platform="cpu"):
 def coordinator_host(address):
     """The coordinator's IP address as a reader could use it: a loopback address; that of
     another interface is private to its network, so not recorded."""
-    import ipaddress
-
     if ipaddress.ip_address(address).is_loopback:
         return address
     return "rank 0's host (its IP address is not recorded)"
@@ -307,9 +286,6 @@ def coordinator_host(address):
 
 def launch_of(coordinator_address, platform="cpu"):
     """How this run was put together: launcher, processes, hosts, coordinator's host."""
-    import socket
-    import zlib
-
     import jax
     import numpy as np
     from jax.experimental import multihost_utils
