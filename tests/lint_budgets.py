@@ -103,21 +103,15 @@ def over_budget(root=ROOT):
 
 
 def shown_lines(program):
-    """(code lines inside the sections, code lines): blank lines, section markers, the
-    module's docstring and its `__main__` guard are not code a page could show."""
-    body = ast.parse(program).body
-    aside = set()
-    for node in body[:1] + body[-1:]:
-        docstring = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
-        guard = isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
-        if (docstring and node is body[0]) or guard:
-            aside.update(range(node.lineno, node.end_lineno + 1))
-    lines = program.splitlines()
-    code = {number for number, line in enumerate(lines, 1) if line.strip() and
-            not line.startswith("# --8<-- [") and number not in aside}
-    shown = {number for match in SECTION.finditer(program)
-             for number in range(program.count("\n", 0, match.start(2)) + 1,
-                                 program.count("\n", 0, match.end(2)) + 1)}
+    """(code lines in the sections, code lines): blank lines, section markers, the module's
+    docstring and its `__main__` guard are no code a page could show."""
+    tree = ast.parse(program)
+    after = tree.body[0].end_lineno if ast.get_docstring(tree) else 0
+    code = {n for n, line in enumerate(program.split('\nif __name__ == "__main__":')[0]
+                                       .splitlines(), 1)
+            if n > after and line.strip() and not line.startswith("# --8<-- [")}
+    shown = {n for match in SECTION.finditer(program) for n in range(
+        program.count("\n", 0, match.start(2)) + 1, program.count("\n", 0, match.end(2)) + 1)}
     return len(code & shown), len(code)
 
 

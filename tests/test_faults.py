@@ -2,10 +2,9 @@
 earlier file as it was, no staged `.tmp` file, no process and no scratch folder left.
 
 The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
-steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through the one
-handler of scripts/cli.py; a closed pipe once per command. Then SIGKILL and what the next
-run removes, refused requests, a failed move, broken inputs; last, the lesson programs'
-shell (lesson_code/program.py) in one table, and each lesson's program on it.
+steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through scripts/cli.py;
+a closed pipe once per command. Then SIGKILL and what the next run removes, refused requests,
+a failed move, broken inputs; last, lesson_code/program.py and each lesson's program on it.
 """
 import errno
 import json
@@ -63,8 +62,7 @@ def stale_mechanism(tree):
                                          ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
 def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, capsys):
     """128 + the signal once every `finally` ran, through a second signal during the
-    clean-up or a KeyboardInterrupt a library swallowed; under nohup it outlives the terminal
-    (the lesson programs' own: test_the_program_shell_keeps_each_promise_in_one_line)."""
+    clean-up or a KeyboardInterrupt a library swallowed; under nohup it outlives the terminal."""
     name, nohup = how.split()[-1], how.startswith("nohup")
     if nohup:
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -418,8 +416,7 @@ def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outsid
 
 
 # Each command with its stdout a pipe whose reader is gone (`| head -1`): 141, as SIGPIPE
-# would end it, silently (a lesson program: the program shell's table, below). With stderr
-# gone too (`2>&1 | head -1`) the run finishes as it would.
+# would end it, silently. With stderr gone too (`2>&1 | head -1`) the run finishes as it would.
 CLOSED_PIPE = {
     "record.py --check": ((RECORD, "--check"), 141),
     "record.py --render-only 2>&1": ((RECORD, "--render-only"), 0),
@@ -556,7 +553,6 @@ def configure_devices(platform="cpu", count=4):
 
 def run_lesson(devices):
     how, path = os.environ.get("SHELL_LESSON", ""), sys.argv[-1]
-    print(f"Devices: {len(devices)}", flush=True)
     if how.startswith("SIG"):
         try:
             os.kill(os.getpid(), getattr(signal, how.split()[0]))
@@ -569,6 +565,8 @@ def run_lesson(devices):
     if how == "relinked":  # the path changes while the lesson runs
         os.remove(path)
         os.symlink(os.path.join(os.path.dirname(path), "target.json"), path)
+    if how == "taken":  # a link where the data would be staged
+        os.symlink(os.path.join(os.path.dirname(path), "target.json"), f"{path}.{os.getpid()}.tmp")
     print("PASS: shell-lesson")
     return {"devices": len(devices)}
 """
@@ -584,30 +582,27 @@ SHELL = {
     "SIGHUP under nohup": ((), "SIGHUP nohup", 0, ""),
     "a reader that went away": ((), "lines", 141, ""),
     "--devices 0": (("--devices", "0"), "", 2, "at least 1 (got 0); try --devices 4"),
-    "--devices 257": (("--devices", "257"), "", 2, "--devices 257 is more than the 256 "
-                      "logical CPU devices a lesson program makes; try --devices 8"),
-    "--devices 2.5": (("--devices", "2.5"), "", 2, "'2.5' is not a whole number"),
-    "--devices": (("--devices",), "", 2, "expected one argument"),
-    "--devices 9": (("--devices", "9"), "", 2, "asks for 9 CPU devices but this machine "
-                    "has 8; pass --devices 8"),
+    "--devices 257": (("--devices", "257"), "", 2, "more than the 256 logical CPU devices"),
+    "--devices 2.5": (("--devices", "2.5"), "", 2, "invalid int value: '2.5'"),
+    "--devices 9": (("--devices", "9"), "", 2, "this machine has 8; pass --devices 8"),
     "--platform xyz": (("--platform", "xyz"), "", 2, "invalid choice: 'xyz'"),
     "--platform tpu": (("--platform", "tpu"), "", 2, "error: no TPU backend on this machine"),
     "--data-out a new file": (("--data-out", "{tmp}/new.json"), "", 0, ""),
     "--data-out a file": (("--data-out", "{tmp}/old.json"), "", 0, ""),
-    "--data-out in no folder": (("--data-out", "{tmp}/missing/d.json"), "", 2,
-                                "not a writable folder; create it"),
+    "--data-out in no folder": (("--data-out", "{tmp}/missing/d"), "", 2, "not a writable"),
     "--data-out a folder": (("--data-out", "{tmp}"), "", 2, "is a folder; give a file path"),
     **{f"--data-out {name}": (("--data-out", f"{{tmp}}/{name}.json"), "", 2,
                               "is not a regular file, and only a regular file is replaced")
        for name in ("link", "fifo", "dangling")},
-    "--data-out a file that became a link": (("--data-out", "{tmp}/old.json"), "relinked", 1,
-                                             "the lesson passed, but its data was not written"),
+    "--data-out, then a link": (("--data-out", "{tmp}/old.json"), "relinked", 1,
+                                "the lesson passed, but its data was not written"),
+    "--data-out, a link to stage": (("--data-out", "{tmp}/old.json"), "taken", 1, "(File exists)"),
 }
 
 
 def not_regular_files(folder):
-    """A file, and paths that are not regular files (no device node: a run as root must
-    never risk replacing one), beside target.json, which one of them links to."""
+    """old.json, and what is no regular file (no device node: a run as root must never risk
+    replacing one), beside target.json, which one of them links to."""
     (folder / "target.json").write_text("keep me")
     (folder / "old.json").write_text("old")
     (folder / "link.json").symlink_to(folder / "target.json")
@@ -618,9 +613,8 @@ def not_regular_files(folder):
 
 @pytest.mark.parametrize("case", SHELL)
 def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
-    """Every lesson's `python -m`: exit 0 with its data written whole (beside the path,
-    then renamed onto it, only ever onto a regular file), or one line and the status a
-    shell expects, nothing before it, no file but its own touched, no `.tmp` left."""
+    """Every lesson's `python -m`: exit 0, its data written whole and only onto a regular
+    file, or one line and the status a shell expects; no other file touched, no `.tmp`."""
     argv, how, status, line = SHELL[case]
     (tmp_path / "shell_lesson.py").write_text(SHELL_LESSON)
     folder = tmp_path / "out"
@@ -649,51 +643,34 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
         assert (folder / "old.json").read_text() == "old"
     assert (folder / "target.json").read_text() == "keep me"
     assert all(path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode) for path in others)
-    assert list(folder.glob("*.tmp")) == [] and not (folder / "missing").exists()
-
-
-def test_write_json_never_writes_through_a_file_at_its_temporary_name(tmp_path):
-    from lesson_code.program import write_json
-
-    (tmp_path / "target.json").write_text("keep me")
-    (tmp_path / f"new.json.{os.getpid()}.tmp").symlink_to(tmp_path / "target.json")
-    with pytest.raises(FileExistsError):
-        write_json(str(tmp_path / "new.json"), {"c": 3})
-    assert (tmp_path / "target.json").read_text() == "keep me"
-    assert not (tmp_path / "new.json").exists()
-
-
-def importing_jax(command):
-    """Until jaxlib's library is mapped into the process: inside `import jax`, before the
-    program's own handlers (lesson_code/__init__.py has the shell take the signal there)."""
-    process = psutil.Process(command.pid)
-    command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in process.memory_maps()))
+    assert [path.is_symlink() for path in folder.glob("*.tmp")] == [True] * (how == "taken")
+    assert not (folder / "missing").exists()
 
 
 @pytest.mark.slow
 @each_lesson
-@pytest.mark.parametrize("case", ["Ctrl-C while it imports JAX", "JAX_NUM_CPU_DEVICES=four",
-                                  "--data-out a link", "--data-out a file"])
-def test_each_lesson_s_program_is_the_program_shell(lesson, case, tmp_path):
+@pytest.mark.parametrize("case, data_out", [
+    ("Ctrl-C while JAX loads", None), ("JAX_NUM_CPU_DEVICES=four", "old.json"),
+    ("--data-out a link", "link.json"), ("--data-out a file", "old.json")])
+def test_each_lesson_s_program_is_the_program_shell(lesson, case, data_out, tmp_path):
     """One start each: what the table above holds, the lesson's `python -m` gives."""
-    link = not_regular_files(tmp_path)[0]
+    not_regular_files(tmp_path)
     if case.startswith("Ctrl-C"):
-        with Started("-m", lesson.module) as command:
-            importing_jax(command)
+        with Started("-m", lesson.module) as command:  # until jaxlib is mapped in: importing
+            maps = psutil.Process(command.pid).memory_maps
+            command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in maps()))
             command.signal(signal.SIGINT)
-            status, lines = command.finish()
-        assert (status, lines, command.stdout()) == (
-            130, ["error: interrupted by SIGINT while starting; nothing ran"], "")
+            ended = (*command.finish(), command.stdout())
+        assert ended == (130, ["error: interrupted by SIGINT while starting; nothing ran"], "")
         return
-    argv = ("--data-out", link if case.endswith("link") else tmp_path / "old.json")
-    done = run("-m", lesson.module, *argv, timeout=180,
-               env={"JAX_NUM_CPU_DEVICES": "four"} if "four" in case else {})
-    if case.endswith("a file"):
+    four = {"JAX_NUM_CPU_DEVICES": "four"} if "four" in case else {}
+    done = run("-m", lesson.module, "--data-out", tmp_path / data_out, env=four, timeout=180)
+    if case.endswith("a file"):  # written whole: what run_lesson returned
         assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n")
-        data = json.loads((tmp_path / "old.json").read_text())  # what run_lesson returned
+        data = json.loads((tmp_path / "old.json").read_text())
         assert data["environment"]["deviceCount"] == lesson.devices
     else:
         assert (done.returncode, done.stdout) == (2, "")
-        one_error(done.stderr, "not a whole number" if "four" in case else "not a regular file")
-    assert (tmp_path / "target.json").read_text() == "keep me" and link.is_symlink()
-    assert list(tmp_path.glob("*.tmp")) == []
+        one_error(done.stderr, "not a whole number" if four else "not a regular file")
+    assert (tmp_path / "target.json").read_text() == "keep me"
+    assert (tmp_path / "link.json").is_symlink() and list(tmp_path.glob("*.tmp")) == []

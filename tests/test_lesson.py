@@ -406,8 +406,6 @@ def test_every_section_of_the_lesson_file_is_on_a_page():
 
 
 def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
-    """`python -m` hands over to lesson_code/program.py by name: the recording never
-    depends on it (that each lesson's program is the shell: tests/test_faults.py)."""
     assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
     assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
 

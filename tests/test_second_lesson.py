@@ -62,8 +62,7 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
     root, *_ = project
     check = run_record(root, "--check")
     assert (check.returncode, check.stdout) == (0, ""), check.stdout
-    # `make lint`: its steps open with their own imports, as a lesson module's may
-    # (pyproject.toml), and it keeps to the budgets CONTRACT.md states.
+    # `make lint`: its steps open with their imports (pyproject.toml), within the budgets.
     for lint in (("-m", "ruff", "check", "--no-cache", "."), ("tests/lint_budgets.py",)):
         done = subprocess.run([sys.executable, *lint], cwd=root, capture_output=True,
                               text=True, timeout=120)
