@@ -456,11 +456,7 @@ def run_lesson(devices, going_further=None):
 
 
 if __name__ == "__main__":
-    # Run alone (the page's download), this file runs the lesson on 4 logical CPU devices.
-    # `python -m lesson_code.distributed_03` hands over to its command line (--platform,
-    # --devices, --data-out, one-line errors), which is no step of the lesson and imports
-    # this file as a module: named here, not imported, the lesson needs no other file.
-    if __package__:
+    if __package__:  # python -m: the course's command line (lesson_code/program.py), by name
         import importlib
-        raise SystemExit(importlib.import_module(f"{__package__}.distributed_03_cli").main())
-    run_lesson(configure_devices())
+        raise SystemExit(importlib.import_module(f"{__package__}.program").main(__spec__.name))
+    run_lesson(configure_devices())  # the file alone, as a reader downloads it

@@ -19,20 +19,16 @@ them instead, one shell per rank:
 Process 0 prints what `python -m lesson_code.distributed_03` prints and writes the data
 JSON; the others check their own shards silently.
 """
-import argparse
-import ipaddress
-import json
 import os
-import socket
 import sys
 import time
-import zlib
 from functools import partial
 
 # The lesson first: it makes JAX's deprecations errors before JAX is imported (its Step 1).
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_going_further as going_further
 from lesson_code import ring_collectives
+from lesson_code.program import launch_of, parse_rank_args, rank_parser, write_json
 from lesson_code.tcp_bytes import bytes_sent_over, coordinator_connection
 
 import jax
@@ -92,41 +88,6 @@ def mesh_devices(platform="cpu"):
         jax.config.update("jax_platforms", platform)
     return sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
 # --8<-- [end:join]
-
-
-# A variable each launcher sets in every process it starts, and the launcher's name.
-LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("SLURM_PROCID", "srun"),
-                      ("JOB_COMPLETION_INDEX", "kubernetes"))
-
-
-def launcher_name(platform="cpu"):
-    """What started this process, by the variables launchers set: Open MPI's mpirun,
-    SLURM's srun, a Kubernetes Indexed Job; on a TPU slice, its workers (a GKE pod's, when
-    Kubernetes says so); else this repository's single-machine launcher."""
-    for variable, name in LAUNCHER_VARIABLES:
-        if variable in os.environ:
-            return name
-    if platform == "tpu":
-        return "gke-tpu" if "KUBERNETES_SERVICE_HOST" in os.environ else "cloud-tpu"
-    return "processes.py"
-
-
-def coordinator_host(address):
-    """The coordinator's IP address as a reader could use it: a loopback address; that of
-    another interface is private to its network, so not recorded."""
-    if ipaddress.ip_address(address).is_loopback:
-        return address
-    return "rank 0's host (its IP address is not recorded)"
-
-
-def launch_of(coordinator_address, platform="cpu"):
-    """How this run was put together: launcher, processes, hosts, coordinator's host."""
-    # Hosts are counted by a checksum of each process's host name: no name leaves its host.
-    name = zlib.crc32(socket.gethostname().encode()) & 0x7FFFFFFF
-    names = multihost_utils.process_allgather(np.asarray(name, np.int32))  # i32[p]
-    return {"launcher": launcher_name(platform), "processes": jax.process_count(),
-            "hosts": len(set(names.tolist())),
-            "coordinatorHost": coordinator_host(coordinator_address)}
 
 
 def problem_of_size(ranks, gradient_bytes):
@@ -325,42 +286,20 @@ def progress(rank, message):
           flush=True)
 
 
-def write_data(rank, path, data):
-    """Process 0 writes the run's data; the others have checked their shards."""
-    if rank == 0 and path:
-        with open(path, "w") as out:
-            json.dump(data, out, indent=2)
-    return 0
-
-
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        description=__doc__.splitlines()[0],
-        epilog="Under mpirun or srun, give none of --process-id, --processes, --port or "
-               "--coordinator: JAX reads them from the launcher's environment.")
-    parser.add_argument("--process-id", type=int, help="this process's rank")
-    parser.add_argument("--processes", type=int, help="how many ranks the run has")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--port", type=int,
-                       help="coordinator port on 127.0.0.1 (the single-machine launcher)")
-    where.add_argument("--coordinator", metavar="HOST:PORT",
-                       help="rank 0's address, for a launcher JAX does not detect")
+    parser = rank_parser(__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=("cpu", "tpu"), default="cpu",
                         help="cpu: one CPU device per process, traffic counted (default); "
                              "tpu: every chip of a multi-host slice, whose interconnect no "
                              "socket sees, so the lesson alone")
-    parser.add_argument("--calls", type=int, default=100,
-                        help="how much each measurement repeats: calls averaged per traffic "
-                             "row, and the rounds timing's blocks in proportion (45 at "
-                             "100, never fewer than 5; default 100)")
-    parser.add_argument("--data-out", metavar="PATH", help="process 0 writes its JSON here")
-    args = parser.parse_args(argv)
-    given = [args.process_id is not None, args.processes is not None,
-             args.port is not None or args.coordinator is not None]
-    if any(given) and not all(given):
-        parser.error("give --process-id, --processes and --port (or --coordinator) "
-                     "together, or none of them under mpirun or srun")
-    return args
+    return parse_rank_args(parser, argv)
+
+
+def write_data(rank, path, data):
+    """Process 0 writes the run's data, whole; the others have checked their shards."""
+    if rank == 0 and path:
+        write_json(path, data)
+    return 0
 
 
 def main(argv=None):

@@ -135,29 +135,16 @@ def recorded_traces(p: int = 4) -> dict:
 
 
 def main(argv=None):
-    import argparse
-    import json
-
-    import os
+    """`--data-out PATH` as every lesson program writes it (lesson_code/program.py)."""
     import sys
 
-    parser = argparse.ArgumentParser(description="Simulate the ring on the example vector.")
+    from lesson_code.program import OneLineParser, data_out_path, write_json
+
+    parser = OneLineParser(description="Simulate the ring on the example vector.")
     parser.add_argument("--ranks", type=int, default=4)
-    parser.add_argument("--data-out", metavar="PATH", help="write the trace as JSON here")
+    parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
+                        help="write the trace as JSON here")
     args = parser.parse_args(argv)
-    folder = os.path.dirname(os.path.abspath(args.data_out or "."))
-    if args.data_out and os.path.isdir(args.data_out):
-        sys.exit(f"error: {args.data_out} is a folder; give a file path, such as "
-                 f"{os.path.join(args.data_out, 'data.json')}")
-    if args.data_out and not (os.path.isdir(folder) and os.access(folder, os.W_OK)):
-        sys.exit(f"error: cannot write {args.data_out}: {folder} is not a writable folder; "
-                 f"create it, or pick another path")
-    # Only a new path or a regular file is replaced: the rename below would put the trace
-    # in place of a device node (/dev/full) or a symlink just as readily.
-    if args.data_out and os.path.lexists(args.data_out) and (
-            os.path.islink(args.data_out) or not os.path.isfile(args.data_out)):
-        sys.exit(f"error: {args.data_out} is not a regular file, and only a regular file is "
-                 f"replaced; give a new file path, such as {os.path.join(folder, 'data.json')}")
     data = recorded_traces(args.ranks)
     sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
     print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each rank "
@@ -165,16 +152,10 @@ def main(argv=None):
           f"{data['allGather']['bytesSent'][0]} in the all-gather, {sent} in all.")
     print("Every rank ends with the full sum.")
     if args.data_out:
-        temp = f"{args.data_out}.{os.getpid()}.tmp"  # renamed onto it: never a half file
         try:
-            with open(temp, "w") as out:
-                json.dump(data, out, indent=2)
-            os.replace(temp, args.data_out)
+            write_json(args.data_out, data)
         except OSError as error:
             sys.exit(f"error: cannot write {args.data_out} ({error.strerror})")
-        finally:
-            if os.path.exists(temp):
-                os.unlink(temp)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,11 @@
 earlier file as it was, no staged `.tmp` file, no process and no scratch folder left.
 
 The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
-steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through the one
-handler of scripts/cli.py and the lesson program's own; a closed pipe once per command.
-Then SIGKILL and what the next run removes, refused requests, faults in the machinery (a
-corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its contract),
-a failed move, broken inputs.
+steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through scripts/cli.py;
+a closed pipe once per command. Then SIGKILL and what the next run removes, refused requests,
+faults in the machinery (a corrupt file, a sweep that cannot be fitted, a worker that breaks
+its contract), a failed move, broken inputs; last, lesson_code/program.py and each lesson's
+program on it.
 """
 import errno
 import importlib
@@ -23,12 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
-from unittest import mock
 
 import psutil
 import pytest
 
-from conftest import FIRST_LESSON, LESSONS, SEED, recording_name
+from conftest import FIRST_LESSON, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, run,
                      snapshot, still_running, unchanged)
@@ -45,7 +44,6 @@ from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
 ID = SEED.id
-lesson_cli = importlib.import_module(f"{SEED.module}_cli")  # its program's command line
 SWEEP = importlib.import_module(SEED.sweep)
 KEPT = "every earlier file is as it was"
 
@@ -69,12 +67,10 @@ def stale_mechanism(tree):
 
 # --- SIGINT, SIGTERM, SIGHUP and nohup: the one handler, in-process -----------------------
 
-@pytest.mark.parametrize("program", ["a command", "the lesson program"])
 @pytest.mark.parametrize("how, status", [("SIGINT", 130), ("SIGTERM", 143), ("SIGHUP", 129),
                                          ("swallowed SIGINT", 130), ("nohup SIGHUP", 0)])
-def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(program, how, status,
-                                                                monkeypatch, capsys):
-    """128 + the signal once every `finally` ran, through a second signal during a command's
+def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, capsys):
+    """128 + the signal once every `finally` ran, through a second signal during the
     clean-up or a KeyboardInterrupt a library swallowed; under nohup it outlives the terminal."""
     name, nohup = how.split()[-1], how.startswith("nohup")
     if nohup:
@@ -89,23 +85,16 @@ def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(program, how, st
             except KeyboardInterrupt:
                 if not how.startswith("swallowed"):
                     raise
-        finally:
-            if program == "a command":  # an impatient second one, during the clean-up
-                os.kill(os.getpid(), signal.SIGHUP if nohup else signal.SIGINT)
-                time.sleep(0.05)
+        finally:  # an impatient second one, during the clean-up
+            os.kill(os.getpid(), signal.SIGHUP if nohup else signal.SIGINT)
+            time.sleep(0.05)
             cleaned.append(True)
-        print(f"PASS: {ID}")
         return 0
 
-    if program == "a command":
-        assert cli.command(body)(["x"]) == status
-    else:
-        monkeypatch.setattr(lesson_cli, "run_program", body)
-        assert lesson_cli.main(["--devices", "2"]) == status
+    assert cli.command(body)(["x"]) == status
     assert cleaned == [True]
-    outcome = KEPT if program == "a command" else "the lesson did not finish"
     assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; "
-                                                        f"{outcome}\n")
+                                                        f"{KEPT}\n")
 
 
 # --- Ctrl-C in each phase of each command, in a subprocess -------------------------------
@@ -205,13 +194,6 @@ def bench_phase(tree):
         command.wait_for_children("scripts.sweep.measure", 1), time.sleep(1.0)))
 
 
-def importing_jax(command):
-    """Until jaxlib's library is mapped into the process: inside `import jax`, before the
-    program's own handlers (lesson_code/__init__.py takes the signal there)."""
-    process = psutil.Process(command.pid)
-    command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in process.memory_maps()))
-
-
 PHASES = {
     "record.py planning": lambda tree: record_phase(tree, pause=("scripts.plan:make_plan", 1)),
     "record.py kernel starting": lambda tree: record_phase(
@@ -232,12 +214,6 @@ PHASES = {
         ("-m", f"{SEED.module}_exercises", "--reference"), line="no exercise is left running",
         reach=lambda command: command.wait_until(lambda: "scripts/exercises.py" in " ".join(
             psutil.Process(command.pid).cmdline()))),
-    "the lesson program importing JAX": lambda tree: Phase(("-m", SEED.module),
-                                                           reach=importing_jax, line=""),
-    "the lesson program running": lambda tree: Phase(
-        ("-m", SEED.module, "--devices", "2"), env={"PYTHONUNBUFFERED": "1"},
-        reach=lambda command: command.wait_until(lambda: "Devices:" in command.stdout()),
-        line="the lesson did not finish"),
 }
 
 
@@ -459,7 +435,6 @@ CLOSED_PIPE = {
                       "communication_budget", "--reference"), 141),
     "tpu_job.py --dry-run": (("scripts/tpu_job.py", "--name", "t", "--zone", "us-east5-b",
                               "--dry-run"), 141),
-    "the lesson program": (("-m", SEED.module, "--devices", "2"), 141),
 }
 
 
@@ -713,77 +688,135 @@ def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tree)
     assert line.endswith("nothing was written")
 
 
-def test_a_jax_device_count_that_is_not_a_number_is_one_line_before_jax_starts():
-    done = run("-m", SEED.module, env={"JAX_NUM_CPU_DEVICES": "four"}, timeout=60)
-    assert done.returncode == 2
-    assert done.stderr == ("error: JAX_NUM_CPU_DEVICES='four' is not a whole number; unset it "
-                           "(the program sets the device count itself: --devices N)\n")
+# --- the lesson programs: lesson_code/program.py, and each lesson's on it -------------------
+
+# A lesson that only prints, run on the shell as `python -m` runs a lesson's: its
+# SHELL_LESSON says what happens while it runs. Its machine has 8 CPU devices, no TPU.
+SHELL_LESSON = """\"\"\"shell-lesson · The program shell's own lesson.\"\"\"
+import os, signal, sys, time
+
+def configure_devices(platform="cpu", count=4):
+    if platform != "cpu":
+        import jax
+        jax.config.update("jax_platforms", platform)
+        return jax.devices()
+    return ["cpu"] * min(count, 8)
+
+def run_lesson(devices):
+    how, path = os.environ.get("SHELL_LESSON", ""), sys.argv[-1]
+    if how.startswith("SIG"):
+        try:
+            os.kill(os.getpid(), getattr(signal, how.split()[0]))
+            time.sleep(0.1 if "nohup" in how else 10)
+        except KeyboardInterrupt:
+            if "swallowed" not in how:
+                raise
+    if how == "lines":
+        print("a line\\n" * 20000)
+    if how == "relinked":  # the path changes while the lesson runs
+        os.remove(path)
+        os.symlink(os.path.join(os.path.dirname(path), "target.json"), path)
+    if how == "taken":  # a link where the data would be staged
+        os.symlink(os.path.join(os.path.dirname(path), "target.json"), f"{path}.{os.getpid()}.tmp")
+    print("PASS: shell-lesson")
+    return {"devices": len(devices)}
+"""
+
+# Each row: the arguments ({tmp}: a folder holding target.json, a link to it, a fifo, a
+# dangling link and a regular file old.json), SHELL_LESSON, the status, the line it ends on.
+ENDS = "the lesson did not finish"
+SHELL = {
+    "Ctrl-C": ((), "SIGINT", 130, f"error: interrupted by SIGINT; {ENDS}"),
+    "SIGTERM": ((), "SIGTERM", 143, f"error: interrupted by SIGTERM; {ENDS}"),
+    "SIGHUP": ((), "SIGHUP", 129, f"error: interrupted by SIGHUP; {ENDS}"),
+    "a Ctrl-C the lesson swallowed": ((), "SIGINT swallowed", 130, f"by SIGINT; {ENDS}"),
+    "SIGHUP under nohup": ((), "SIGHUP nohup", 0, ""),
+    "a reader that went away": ((), "lines", 141, ""),
+    "--devices 0": (("--devices", "0"), "", 2, "at least 1 (got 0); try --devices 4"),
+    "--devices 257": (("--devices", "257"), "", 2, "more than the 256 logical CPU devices"),
+    "--devices 2.5": (("--devices", "2.5"), "", 2, "invalid int value: '2.5'"),
+    "--devices 9": (("--devices", "9"), "", 2, "this machine has 8; pass --devices 8"),
+    "--platform xyz": (("--platform", "xyz"), "", 2, "invalid choice: 'xyz'"),
+    "--platform tpu": (("--platform", "tpu"), "", 2, "error: no TPU backend on this machine"),
+    "--data-out a new file": (("--data-out", "{tmp}/new.json"), "", 0, ""),
+    "--data-out a file": (("--data-out", "{tmp}/old.json"), "", 0, ""),
+    "--data-out in no folder": (("--data-out", "{tmp}/missing/d"), "", 2, "not a writable"),
+    "--data-out a folder": (("--data-out", "{tmp}"), "", 2, "is a folder; give a file path"),
+    **{f"--data-out {name}": (("--data-out", f"{{tmp}}/{name}.json"), "", 2,
+                              "is not a regular file, and only a regular file is replaced")
+       for name in ("link", "fifo", "dangling")},
+    "--data-out, then a link": (("--data-out", "{tmp}/old.json"), "relinked", 1,
+                                "the lesson passed, but its data was not written"),
+    "--data-out, a link to stage": (("--data-out", "{tmp}/old.json"), "taken", 1, "(File exists)"),
+}
 
 
-# --- --data-out of the lesson programs -----------------------------------------------------
-
-def not_regular_files(tmp_path):
-    """Paths that are not regular files (no device node: a run as root must never risk
-    replacing one), and the file one of them links to."""
-    target = tmp_path / "target.json"
-    target.write_text("keep me")
-    (tmp_path / "link.json").symlink_to(target)
-    os.mkfifo(tmp_path / "fifo.json")
-    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere")
-    return target, [tmp_path / name for name in ("link.json", "fifo.json", "dangling.json")]
+def not_regular_files(folder):
+    """old.json, and what is no regular file (no device node: a run as root must never risk
+    replacing one), beside target.json, which one of them links to."""
+    (folder / "target.json").write_text("keep me")
+    (folder / "old.json").write_text("old")
+    (folder / "link.json").symlink_to(folder / "target.json")
+    os.mkfifo(folder / "fifo.json")
+    (folder / "dangling.json").symlink_to(folder / "nowhere")
+    return [folder / f"{name}.json" for name in ("link", "fifo", "dangling")]
 
 
-@pytest.mark.parametrize("module", [SEED.module, SEED.simulation])
-def test_a_data_out_that_cannot_be_written_is_refused_before_the_lesson_runs(
-        tmp_path, module, capsys):
-    """The lesson's through argparse (exit 2), its simulation's through sys.exit."""
-    target, paths = not_regular_files(tmp_path)
-    for path, words in [(tmp_path / "missing" / "data.json", "not a writable folder"),
-                        (tmp_path, "is a folder"),
-                        *((path, "not a regular file") for path in paths)]:
-        with pytest.raises(SystemExit) as refused:
-            if module == SEED.module:
-                lesson_cli.parse_args(["--data-out", str(path)])
-            else:
-                importlib.import_module(module).main(["--data-out", str(path)])
-        code, (out, err) = refused.value.code, capsys.readouterr()
-        line = err if code == 2 else f"{code}\n"
-        assert out == "" and line.startswith("error: ") and line.count("\n") == 1, line
-        assert str(path) in line and words in line
-    assert target.read_text() == "keep me"
-    assert all(path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode) for path in paths)
-    assert not (tmp_path / "missing").exists()
+@pytest.mark.parametrize("case", SHELL)
+def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
+    """Every lesson's `python -m`: exit 0, its data written whole and only onto a regular
+    file, or one line and the status a shell expects; no other file touched, no `.tmp`."""
+    argv, how, status, line = SHELL[case]
+    (tmp_path / "shell_lesson.py").write_text(SHELL_LESSON)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    others = not_regular_files(folder)
+    pipe = closed_pipe() if how == "lines" else subprocess.PIPE
+    try:
+        done = run("-c", "import sys; from lesson_code import program; "
+                   "sys.exit(program.main('shell_lesson'))",
+                   *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
+                   stderr=subprocess.PIPE, env={"SHELL_LESSON": how, "PYTHONPATH": tmp_path},
+                   preexec_fn=lambda: "nohup" in how and signal.signal(signal.SIGHUP,
+                                                                       signal.SIG_IGN))
+    finally:
+        if how == "lines":
+            os.close(pipe)
+    assert done.returncode == status, done.stderr
+    assert done.stderr == (line and one_error(done.stderr, line) + "\n")  # that line alone
+    if status == 2:
+        assert done.stdout == ""  # refused before the lesson ran
+    new = {"--data-out a new file": "new.json", "--data-out a file": "old.json"}.get(case)
+    if new:
+        assert done.stdout.endswith("PASS: shell-lesson\n")
+        assert json.loads((folder / new).read_text()) == {"devices": 4}
+    elif how != "relinked":
+        assert (folder / "old.json").read_text() == "old"
+    assert (folder / "target.json").read_text() == "keep me"
+    assert all(path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode) for path in others)
+    assert [path.is_symlink() for path in folder.glob("*.tmp")] == [True] * (how == "taken")
+    assert not (folder / "missing").exists()
 
 
-def test_a_data_out_write_that_fails_after_the_run_is_one_line_and_leaves_no_half_file(
-        tmp_path, monkeypatch):
-    from lesson_code import ring
-
-    out = tmp_path / "trace.json"
-    out.write_text("the earlier trace")
-    monkeypatch.setattr(os, "replace", mock.Mock(side_effect=OSError(28, os.strerror(28))))
-    with pytest.raises(SystemExit) as failed:
-        ring.main(["--data-out", str(out)])
-    assert failed.value.code == f"error: cannot write {out} (No space left on device)"
-    assert out.read_text() == "the earlier trace"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.json"]
-
-
-def test_write_json_replaces_only_a_regular_file_or_makes_a_new_one(tmp_path):
-    write_json = lesson_cli.write_json
-    target, paths = not_regular_files(tmp_path)
-    for path in paths:
-        with pytest.raises(OSError):
-            write_json(str(path), {"a": 1})  # the path changed after --data-out was parsed
-        assert path.is_symlink() or stat.S_ISFIFO(path.lstat().st_mode)
-    assert target.read_text() == "keep me"
-    write_json(str(target), {"a": 1})
-    write_json(str(tmp_path / "new.json"), {"b": 2})
-    assert json.loads(target.read_text()) == {"a": 1}
-    assert json.loads((tmp_path / "new.json").read_text()) == {"b": 2}
-    # A file already at the temporary name is never written through, and no .tmp is left.
-    (tmp_path / f"new.json.{os.getpid()}.tmp").symlink_to(target)
-    with pytest.raises(FileExistsError):
-        write_json(str(tmp_path / "new.json"), {"c": 3})
-    assert json.loads(target.read_text()) == {"a": 1}
-    assert sorted(p.name for p in tmp_path.glob("*.tmp")) == [f"new.json.{os.getpid()}.tmp"]
+@pytest.mark.slow
+@each_lesson
+def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
+    """What the table above holds, the lesson's `python -m` gives: one start a promise."""
+    not_regular_files(tmp_path)
+    with Started("-m", lesson.module) as command:  # Ctrl-C once jaxlib is mapped in: importing
+        maps = psutil.Process(command.pid).memory_maps
+        command.wait_until(lambda: any("jaxlib" in mapped.path for mapped in maps()))
+        command.signal(signal.SIGINT)
+        ended = (*command.finish(), command.stdout())
+    assert ended == (130, ["error: interrupted by SIGINT while starting; nothing ran"], "")
+    for env, data_out, words in [({"JAX_NUM_CPU_DEVICES": "four"}, "old.json", "not a whole"),
+                                 ({}, "link.json", "not a regular file"), ({}, "old.json", "")]:
+        done = run("-m", lesson.module, "--data-out", tmp_path / data_out, env=env, timeout=180)
+        if words:  # refused before the lesson ran
+            assert (done.returncode, done.stdout) == (2, "")
+            one_error(done.stderr, words)
+    assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n")
+    data = json.loads((tmp_path / "old.json").read_text())  # written whole: run_lesson's
+    assert data["environment"]["deviceCount"] == lesson.devices
+    assert (tmp_path / "target.json").read_text() == "keep me"
+    assert (tmp_path / "link.json").is_symlink() and list(tmp_path.glob("*.tmp")) == []

@@ -20,7 +20,6 @@ from harness import RECORD, one_error, project, run, unchanged
 from scripts.store.hashes import import_closure
 
 lesson = importlib.import_module(SEED.module)
-cli = importlib.import_module(f"{SEED.module}_cli")
 exercises = importlib.import_module(f"{SEED.module}_exercises")
 
 LESSON_FILE = SEED.path()
@@ -363,37 +362,6 @@ def test_the_program_passes_on_a_device_count_that_is_no_power_of_two():
            f"{float(payload['reduce_scatter'])}" in lines
 
 
-# Refused before any device is made: JAX would make all 4096, then fail in a traceback.
-SETUP_ERRORS = {
-    ("--devices", "0"): "--devices must be at least 1 (got 0); try --devices 4",
-    ("--devices", "4096"): "more than the 256 logical CPU devices this program makes",
-    ("--devices", str(cli.MAX_CPU_DEVICES + 1)): "try --devices 8",
-    ("--devices", "2.5"): "'2.5' is not a whole number; try --devices 4",
-    ("--devices",): "expected one argument",
-    ("--platform", "xyz"): "invalid choice: 'xyz'",
-}
-
-
-@pytest.mark.parametrize("args", SETUP_ERRORS, ids=" ".join)
-def test_setup_errors_are_one_line_and_exit_2(args, capsys):
-    try:
-        status = cli.main(list(args))
-    except SystemExit as refused:  # argparse's, from the program's one-line parser
-        status = refused.code
-    out, err = capsys.readouterr()
-    assert (status, out) == (2, "")
-    assert err.startswith("error: ") and err.count("\n") == 1, err
-    assert SETUP_ERRORS[args] in err
-
-
-@pytest.mark.slow
-def test_a_platform_this_machine_lacks_is_one_line_and_exit_2():
-    done = run_program("--platform", "tpu")
-    assert (done.returncode, done.stdout) == (2, "")
-    assert one_error(done.stderr).startswith("error: no TPU backend on this machine")
-    assert "run with --platform cpu" in done.stderr and done.stderr.count("\n") == 1
-
-
 @pytest.mark.slow
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download, run outside the repository: no command line, no going further."""
@@ -414,9 +382,6 @@ def test_every_section_of_the_lesson_file_is_on_a_page():
 
 def test_the_lesson_imports_neither_its_command_line_nor_its_going_further_steps():
     assert import_closure(LESSON_FILE, ROOT) == [LESSON_FILE]
-    guard = LESSON_FILE.read_text().split('if __name__ == "__main__":')[1]
-    assert cli.__name__.rsplit(".", 1)[1] in guard  # `python -m` hands over to it, by name
-    assert cli.lesson is lesson and cli.going_further.place is lesson.place
     assert LESSON_FILE in import_closure(GOING_FURTHER_FILE, ROOT)
 
 
