@@ -1,16 +1,16 @@
 """What the course costs as it grows: a benchmark (issue 46), not a test.
 
-    python benchmarks/course_scale.py [--lessons 1,10,30] [--ci] [--keep]
+    python benchmarks/course_scale.py [--lessons 1,10,30] [--rounds 3] [--ci] [--keep]
 
 A course's maintainers pay for every lesson in recording, building, checking, serving and
 CI; what one more lesson costs must not grow with the course. For each N, a copy of this
 tree (as the Makefile's COPY_TREE makes it) grows to N lessons with lessons of their own
-(benchmarks/course_lessons.py), is committed (the TPU job's tests clone it), and is timed,
-one step after another, with this checkout's Python:
+(benchmarks/course_lessons.py), is committed (the TPU job's tests clone it), and is timed
+with this checkout's Python, each time as a ratio to the one-lesson course of the same run:
 
-- `record.py --all` (every lesson recorded from scratch), `mkdocs build --strict` and
-  `record.py --check`, each as a ratio to the one-lesson course of the same run;
-- `mkdocs serve`'s edit-to-rebuild time for a one-sentence edit to the first lesson's page;
+- `record.py --all` (every lesson recorded from scratch);
+- `mkdocs build --strict`, `record.py --check`, and `mkdocs serve`'s edit-to-rebuild time
+  for a sentence added to the first lesson's page: the median of --rounds, in turns;
 - the tests a lesson adds (`pytest --collect-only -m ''`, less the one-lesson course's, per
   added lesson), and the time the first added lesson's own tests take (`-k <its id>`)
   against the same lesson's in the two-lesson course, which is therefore always measured;
@@ -154,30 +154,45 @@ def commit(folder, message):
         subprocess.run([*git, *command], check=True, timeout=600)
 
 
-def measure(folder, lessons, first_added, ci):
-    """Every step's result for the course of `lessons` lessons in `folder`."""
-    python = sys.executable
-    result = {"loadBefore": os.getloadavg()}
-    result["recordS"], _ = run("record", [python, "scripts/record.py", "--all"], folder, lessons)
-    commit(folder, "its recordings")
-    result["buildS"], _ = run("build", [python, "-m", "mkdocs", "build", "--strict"],
-                              folder, lessons)
-    result["checkS"], _ = run("check", [python, "scripts/record.py", "--check"], folder, lessons)
-    result["serveEditS"] = edit_to_rebuild_seconds(folder, rounds=3,
-                                                   timeout=limit("serve", lessons))
+def measure(folders, rounds, ci):
+    """Each course's results. The quick steps (build, --check, serve) run `rounds` times,
+    the courses in turns, and keep their medians: a load that comes and goes on a shared
+    machine then reaches every course alike. Recording, the tests and CI run once each."""
+    python, courses = sys.executable, {}
+    for count, folder in folders.items():
+        print(f"course of {count} lessons: copying, recording", file=sys.stderr, flush=True)
+        courses[count] = {"loadBefore": os.getloadavg(), "added": copy_course(folder, count)}
+        courses[count]["recordS"], _ = run("record", [python, "scripts/record.py", "--all"],
+                                           folder, count)
+        commit(folder, "its recordings")
+    quick = {"buildS": ("build", [python, "-m", "mkdocs", "build", "--strict"]),
+             "checkS": ("check", [python, "scripts/record.py", "--check"])}
+    samples = {count: {key: [] for key in [*quick, "serveEditS"]} for count in folders}
+    for turn in range(rounds):
+        print(f"build, --check, serve: round {turn + 1} of {rounds}", file=sys.stderr, flush=True)
+        for count, folder in folders.items():
+            for key, (step, command) in quick.items():
+                samples[count][key].append(run(step, command, folder, count)[0])
+            samples[count]["serveEditS"].append(
+                edit_to_rebuild_seconds(folder, rounds=1, timeout=limit("serve", count)))
     pytest = [python, "-m", "pytest", "-m", "", "tests", "-p", "no:cacheprovider"]
-    _, listing = run("collect", [*pytest, "--collect-only", "-q"], folder, lessons)
-    result["tests"] = int(re.search(r"(\d+) tests? collected", listing)[1])
-    if first_added:  # its id names it, or its files' (the id, - as _)
-        named = f"{first_added} or {first_added.replace('-', '_')}"
-        seconds, output = run("lesson tests", [*pytest, "-q", "-k", named], folder,
-                              lessons, ok=(0, 1))  # timed whether they pass or not
-        result["lessonTestsS"] = seconds
-        result["lessonTests"] = output.strip().splitlines()[-1]  # pytest's summary
-    if ci:
-        result["ciS"], _ = run("ci", ["bash", ".ci/run"], folder, lessons, {**ENV, "CI": "true"})
-    result["loadAfter"] = os.getloadavg()
-    return result
+    for count, folder in folders.items():
+        print(f"course of {count} lessons: tests", file=sys.stderr, flush=True)
+        course = courses[count]
+        course.update({key: statistics.median(values) for key, values in samples[count].items()},
+                      samples=samples[count])
+        _, listing = run("collect", [*pytest, "--collect-only", "-q"], folder, count)
+        course["tests"] = int(re.search(r"(\d+) tests? collected", listing)[1])
+        if course["added"]:  # its id names its tests, or its files' (the id, - as _)
+            lesson = course["added"][0]
+            named = f"{lesson} or {lesson.replace('-', '_')}"
+            course["lessonTestsS"], output = run("lesson tests", [*pytest, "-q", "-k", named],
+                                                 folder, count, ok=(0, 1))  # timed either way
+            course["lessonTests"] = f"{lesson}: {output.strip().splitlines()[-1]}"
+        if ci:
+            course["ciS"], _ = run("ci", ["bash", ".ci/run"], folder, count, {**ENV, "CI": "true"})
+        del course["added"]
+    return courses
 
 
 def ratios(courses):
@@ -213,6 +228,8 @@ def main(argv=None):
     parser.add_argument("--lessons", default="1,10,30",
                         help="course sizes, comma-separated (the two-lesson course is added)")
     parser.add_argument("--ci", action="store_true", help="also time CI=true bash .ci/run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times each quick step runs per course, in turns (the median)")
     parser.add_argument("--keep", action="store_true", help="keep the copies under build/")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "course_scale.json")
     args = parser.parse_args(argv)
@@ -220,19 +237,17 @@ def main(argv=None):
     counts = sorted({seed, seed + 1, *map(int, args.lessons.split(","))})
     if counts[0] < seed:
         parser.error(f"--lessons: this course has {seed} lessons already; ask for at least that")
-    started, courses = datetime.now(timezone.utc), {}
-    for count in counts:
-        folder = ROOT / "build" / "course-scale" / str(count)
-        try:
-            added = copy_course(folder, count)
-            print(f"course of {count} lessons in {folder.relative_to(ROOT)}: measuring",
-                  file=sys.stderr, flush=True)
-            courses[count] = measure(folder, count, added[0] if added else None, args.ci)
-        except (StepFailed, TimeoutError, RuntimeError) as failure:  # the last two: serve_edit's
-            sys.exit(f"course_scale: the course of {count} lessons: {failure}")
-        finally:
-            if not args.keep:
-                shutil.rmtree(folder, ignore_errors=True)
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    started, load = datetime.now(timezone.utc), os.getloadavg()
+    scratch = ROOT / "build" / "course-scale"
+    try:
+        courses = measure({count: scratch / str(count) for count in counts}, args.rounds, args.ci)
+    except (StepFailed, TimeoutError, RuntimeError) as failure:  # the last two: serve_edit's
+        sys.exit(f"course_scale: {failure}")
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
     ratios(courses)
     print(table(courses))
     git = ["git", "-C", str(ROOT)]
@@ -242,7 +257,8 @@ def main(argv=None):
                              capture_output=True).stdout.strip()
     report = {"date": started.isoformat(timespec="seconds"), "commit": commit_id,
               "uncommittedChanges": bool(changed),
-              "cores": os.cpu_count(), "lessons": counts, "ci": args.ci,
+              "cores": os.cpu_count(), "loadStart": load, "loadEnd": os.getloadavg(),
+              "lessons": counts, "rounds": args.rounds, "ci": args.ci,
               "courses": {str(count): course for count, course in courses.items()}}
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0
