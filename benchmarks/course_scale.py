@@ -245,6 +245,9 @@ def main(argv=None):
         courses = measure({count: scratch / str(count) for count in counts}, args.rounds, args.ci)
     except (StepFailed, TimeoutError, RuntimeError) as failure:  # the last two: serve_edit's
         sys.exit(f"course_scale: {failure}")
+    except KeyboardInterrupt:  # each step's process group is killed on the way out
+        print("course_scale: interrupted; nothing written", file=sys.stderr)
+        return 130
     finally:
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
@@ -253,8 +256,10 @@ def main(argv=None):
     git = ["git", "-C", str(ROOT)]
     commit_id = subprocess.run([*git, "rev-parse", "HEAD"], text=True,
                                capture_output=True).stdout.strip()
-    changed = subprocess.run([*git, "status", "--porcelain"], text=True,
-                             capture_output=True).stdout.strip()
+    out = os.path.relpath(args.out.resolve(), ROOT)
+    changed = [line for line in subprocess.run([*git, "status", "--porcelain"], text=True,
+                                               capture_output=True).stdout.splitlines()
+               if line[3:] != out]  # what the last run wrote aside
     report = {"date": started.isoformat(timespec="seconds"), "commit": commit_id,
               "uncommittedChanges": bool(changed),
               "cores": os.cpu_count(), "loadStart": load, "loadEnd": os.getloadavg(),
