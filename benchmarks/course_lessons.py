@@ -184,10 +184,11 @@ def run_lesson(devices):
 # --8<-- [end:run_lesson]
 
 
-# The file alone, as a reader downloads it. Once lesson_code/program.py (issue 46) lands,
-# `python -m` hands over to the course's command line instead, as the seed's guard does.
 if __name__ == "__main__":
-    run_lesson(configure_devices())
+    if __package__:  # python -m: the course's command line (lesson_code/program.py), by name
+        import importlib
+        raise SystemExit(importlib.import_module(f"{__package__}.program").main(__spec__.name))
+    run_lesson(configure_devices())  # the file alone, as a reader downloads it
 '''
 
 FIGURE = '''"""«id»'s own figure: the ring model's bytes per device, and where each device's first
