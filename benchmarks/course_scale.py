@@ -1,0 +1,273 @@
+"""What the course costs as it grows: a benchmark (issue 46), not a test.
+
+    python benchmarks/course_scale.py [--lessons 1,10,30] [--rounds 3] [--ci] [--keep]
+
+A course's maintainers pay for every lesson in recording, building, checking, serving and
+CI; what one more lesson costs must not grow with the course. For each N, a copy of this
+tree (as the Makefile's COPY_TREE makes it) grows to N lessons with lessons of their own
+(benchmarks/course_lessons.py), is committed (the TPU job's tests clone it), and is timed
+with this checkout's Python, each time as a ratio to the one-lesson course of the same run:
+
+- `record.py --all` (every lesson recorded from scratch);
+- `mkdocs build --strict`, `record.py --check`, and `mkdocs serve`'s edit-to-rebuild time
+  for a sentence added to the first lesson's page: the median of --rounds, in turns;
+- the tests a lesson adds (`pytest --collect-only -m ''`, less the one-lesson course's, per
+  added lesson), and the time the first added lesson's own tests take (`-k <its id>`)
+  against the same lesson's in the two-lesson course, which is therefore always measured;
+- with --ci, `CI=true bash .ci/run` (many minutes per course).
+
+It prints a table and writes benchmarks/course_scale.json. Every step has a time limit and
+runs in a process group of its own, killed whole when the step ends: nothing is left behind.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.course_lessons import write_lessons  # noqa: E402
+from scripts.runners.processes import free_port  # noqa: E402
+from scripts.store.lessons import load_lessons  # noqa: E402
+
+ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+# What COPY_TREE leaves out: outputs, environments, caches.
+EXCLUDED = ["./.git", "./build", "./site", "./.venv", "./node_modules", "./benchmarks/node_modules",
+            "./test-artifacts", "__pycache__", "./.pytest_cache", "./.hypothesis", "./.cache"]
+# Each step's time limit: seconds, plus seconds per lesson.
+LIMITS = {"record": (600, 60), "build": (300, 20), "check": (120, 10), "serve": (300, 20),
+          "collect": (300, 10), "lesson tests": (1800, 30), "ci": (5400, 300)}
+
+
+class StepFailed(Exception):
+    pass
+
+
+def limit(step, lessons):
+    return LIMITS[step][0] + LIMITS[step][1] * lessons
+
+
+def run(step, command, cwd, lessons, env=None, ok=(0,)):
+    """Seconds `command` took in `cwd`, and its output; StepFailed with the output's tail if
+    it exits otherwise than `ok` or runs past its limit. Its whole process group is killed
+    once it ends, whatever it left running."""
+    limit_s = limit(step, lessons)
+    with tempfile.TemporaryFile("w+") as log:
+        start = time.perf_counter()
+        child = subprocess.Popen(command, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
+                                 env=env or ENV, start_new_session=True)
+        try:
+            code = child.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired:
+            code = f"no end within {limit_s} s"
+        finally:
+            kill_group(child)
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        output = log.read()
+    if code not in ok:
+        raise StepFailed(f"{step}: {' '.join(map(str, command))} ({code}):\n{output[-3000:]}")
+    return seconds, output
+
+
+def kill_group(child):
+    try:
+        os.killpg(child.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass  # the group has already ended
+    child.wait()
+
+
+try:  # the serve helper's benchmark (branch `serve`), once merged
+    from benchmarks.serve_edit import edit_to_rebuild_seconds
+except ImportError:
+    def edit_to_rebuild_seconds(root, rounds=3, timeout=300):
+        """Until benchmarks/serve_edit.py lands, its equivalent: serve `root` on a free port,
+        append a sentence to its first lesson's page `rounds` times, and return the median
+        seconds until the served page shows it. The page is put back as it was."""
+        lesson = next(iter(load_lessons(root)))
+        page, port = root / "docs" / "lessons" / f"{lesson}.md", free_port()
+        url, original = f"http://127.0.0.1:{port}/lessons/{lesson}/", page.read_bytes()
+        server = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--dev-addr",
+                                   f"127.0.0.1:{port}"], cwd=root, env=ENV, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+
+        def wait_for(text):
+            while text not in fetched(url):
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise StepFailed(f"serve: the page showed no {text!r} within {timeout} s")
+                time.sleep(0.05)
+        try:
+            wait_for("</html>")  # the first build, not timed
+            seconds = []
+            for number in range(rounds):
+                sentence = f"A sentence the benchmark added, number {number}."
+                page.write_bytes(original + f"\n{sentence}\n".encode())
+                start = time.perf_counter()
+                wait_for(sentence)
+                seconds.append(time.perf_counter() - start)
+            return statistics.median(seconds)
+        finally:
+            page.write_bytes(original)
+            kill_group(server)
+
+    def fetched(url):
+        try:
+            with urllib.request.urlopen(url, timeout=60) as answer:
+                return answer.read().decode("utf-8")
+        except OSError:  # not serving yet
+            return ""
+
+
+def copy_course(folder, lessons):
+    """This tree copied into `folder`, node_modules linked, grown to `lessons` lessons and
+    committed; the ids of the lessons added."""
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    excluded = [f"--exclude={path}" for path in EXCLUDED]
+    tar = subprocess.Popen(["tar", "-c", *excluded, "."], cwd=ROOT, stdout=subprocess.PIPE)
+    subprocess.run(["tar", "-x", "-C", str(folder)], stdin=tar.stdout, check=True, timeout=600)
+    if tar.wait():
+        raise StepFailed("tar could not copy the tree")
+    (folder / "node_modules").symlink_to(ROOT / "node_modules")
+    added = write_lessons(folder, lessons - len(load_lessons(folder)))
+    commit(folder, "the grown course")
+    return added
+
+
+def commit(folder, message):
+    git = ["git", "-C", str(folder)]
+    for command in (["init", "-q"], ["add", "-A"], ["-c", "user.name=bench", "-c",
+                    "user.email=bench@localhost", "commit", "-qm", message]):
+        subprocess.run([*git, *command], check=True, timeout=600)
+
+
+def measure(folders, rounds, ci):
+    """Each course's results. The quick steps (build, --check, serve) run `rounds` times,
+    the courses in turns, and keep their medians: a load that comes and goes on a shared
+    machine then reaches every course alike. Recording, the tests and CI run once each."""
+    python, courses = sys.executable, {}
+    for count, folder in folders.items():
+        print(f"course of {count} lessons: copying, recording", file=sys.stderr, flush=True)
+        courses[count] = {"loadBefore": os.getloadavg(), "added": copy_course(folder, count)}
+        courses[count]["recordS"], _ = run("record", [python, "scripts/record.py", "--all"],
+                                           folder, count)
+        commit(folder, "its recordings")
+    quick = {"buildS": ("build", [python, "-m", "mkdocs", "build", "--strict"]),
+             "checkS": ("check", [python, "scripts/record.py", "--check"])}
+    samples = {count: {key: [] for key in [*quick, "serveEditS"]} for count in folders}
+    for turn in range(rounds):
+        print(f"build, --check, serve: round {turn + 1} of {rounds}", file=sys.stderr, flush=True)
+        for count, folder in folders.items():
+            for key, (step, command) in quick.items():
+                samples[count][key].append(run(step, command, folder, count)[0])
+            samples[count]["serveEditS"].append(
+                edit_to_rebuild_seconds(folder, rounds=1, timeout=limit("serve", count)))
+    pytest = [python, "-m", "pytest", "-m", "", "tests", "-p", "no:cacheprovider"]
+    for count, folder in folders.items():
+        print(f"course of {count} lessons: tests", file=sys.stderr, flush=True)
+        course = courses[count]
+        course.update({key: statistics.median(values) for key, values in samples[count].items()},
+                      samples=samples[count])
+        _, listing = run("collect", [*pytest, "--collect-only", "-q"], folder, count)
+        course["tests"] = int(re.search(r"(\d+) tests? collected", listing)[1])
+        if course["added"]:  # its id names its tests, or its files' (the id, - as _)
+            lesson = course["added"][0]
+            named = f"{lesson} or {lesson.replace('-', '_')}"
+            course["lessonTestsS"], output = run("lesson tests", [*pytest, "-q", "-k", named],
+                                                 folder, count, ok=(0, 1))  # timed either way
+            course["lessonTests"] = f"{lesson}: {output.strip().splitlines()[-1]}"
+        if ci:
+            course["ciS"], _ = run("ci", ["bash", ".ci/run"], folder, count, {**ENV, "CI": "true"})
+        del course["added"]
+    return courses
+
+
+def ratios(courses):
+    """Each course's times as a ratio to the one-lesson course's (the first measured); its
+    lesson's tests to the same lesson's in the two-lesson course; tests per added lesson."""
+    smallest = min(courses)
+    base, two = courses[smallest], courses.get(smallest + 1, {})
+    for count, course in courses.items():
+        course["ratios"] = {key: course[key] / base[key] for key in
+                            ("recordS", "buildS", "checkS", "serveEditS", "ciS") if key in course}
+        if "lessonTestsS" in course and "lessonTestsS" in two:
+            course["ratios"]["lessonTestsS"] = course["lessonTestsS"] / two["lessonTestsS"]
+        if count > smallest:
+            course["testsPerAddedLesson"] = (course["tests"] - base["tests"]) / (count - smallest)
+
+
+def table(courses):
+    columns = [("record", "recordS"), ("build", "buildS"), ("check", "checkS"),
+               ("serve edit", "serveEditS"), ("lesson tests", "lessonTestsS"), ("CI", "ciS")]
+    lines = [f"{'lessons':>7} " + "".join(f"{name:>18}" for name, _ in columns) +
+             f"{'tests':>8}{'per lesson':>12}"]
+    for count, course in courses.items():
+        cells = [f"{course[key]:8.1f} s ×{course['ratios'].get(key, 1):5.2f}" if key in course
+                 else "-" for _, key in columns]
+        per_lesson = course.get("testsPerAddedLesson")
+        lines.append(f"{count:>7} " + "".join(f"{cell:>18}" for cell in cells) +
+                     f"{course['tests']:>8}{'' if per_lesson is None else f'{per_lesson:.1f}':>12}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--lessons", default="1,10,30",
+                        help="course sizes, comma-separated (the two-lesson course is added)")
+    parser.add_argument("--ci", action="store_true", help="also time CI=true bash .ci/run")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="times each quick step runs per course, in turns (the median)")
+    parser.add_argument("--keep", action="store_true", help="keep the copies under build/")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "course_scale.json")
+    args = parser.parse_args(argv)
+    seed = len(load_lessons(ROOT))
+    counts = sorted({seed, seed + 1, *map(int, args.lessons.split(","))})
+    if counts[0] < seed:
+        parser.error(f"--lessons: this course has {seed} lessons already; ask for at least that")
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
+    started, load = datetime.now(timezone.utc), os.getloadavg()
+    scratch = ROOT / "build" / "course-scale"
+    try:
+        courses = measure({count: scratch / str(count) for count in counts}, args.rounds, args.ci)
+    except (StepFailed, TimeoutError, RuntimeError) as failure:  # the last two: serve_edit's
+        sys.exit(f"course_scale: {failure}")
+    except KeyboardInterrupt:  # each step's process group is killed on the way out
+        print("course_scale: interrupted; nothing written", file=sys.stderr)
+        return 130
+    finally:
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    ratios(courses)
+    print(table(courses))
+    git = ["git", "-C", str(ROOT)]
+    commit_id = subprocess.run([*git, "rev-parse", "HEAD"], text=True,
+                               capture_output=True).stdout.strip()
+    out = os.path.relpath(args.out.resolve(), ROOT)
+    changed = [line for line in subprocess.run([*git, "status", "--porcelain"], text=True,
+                                               capture_output=True).stdout.splitlines()
+               if line[3:] != out]  # what the last run wrote aside
+    report = {"date": started.isoformat(timespec="seconds"), "commit": commit_id,
+              "uncommittedChanges": bool(changed),
+              "cores": os.cpu_count(), "loadStart": load, "loadEnd": os.getloadavg(),
+              "lessons": counts, "rounds": args.rounds, "ci": args.ci,
+              "courses": {str(count): course for count, course in courses.items()}}
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
