@@ -11,7 +11,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's scripts/, as `python scripts/record.py` does
 
-from scripts.pages.directives import expand_page  # noqa: E402
+from scripts.pages.directives import LESSON_LIST, expand_page  # noqa: E402
 from scripts.pages.recorded_text import PageValues  # noqa: E402
 from scripts.pages.sources import load_sources  # noqa: E402
 
@@ -72,7 +72,9 @@ def written(markdown):
 
 
 def as_built(markdown, sources):
-    values = PageValues()
+    """The page as readers see it, less the course's list of lessons: the build writes
+    that, one line a lesson, and it must not fail the home page as the course grows."""
+    markdown, values = LESSON_LIST.sub("", markdown), PageValues()
     expanded = expand_page(markdown, sources, values)
     return values.marker.sub(lambda marker: values.values[int(marker[1])], expanded)
 
