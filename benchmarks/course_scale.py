@@ -30,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -38,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.course_lessons import write_lessons  # noqa: E402
-from scripts.runners.processes import free_port  # noqa: E402
+from benchmarks.serve_edit import edit_to_rebuild_seconds  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
@@ -88,47 +87,6 @@ def kill_group(child):
         pass  # the group has already ended
     child.wait()
 
-
-try:  # the serve helper's benchmark (branch `serve`), once merged
-    from benchmarks.serve_edit import edit_to_rebuild_seconds
-except ImportError:
-    def edit_to_rebuild_seconds(root, rounds=3, timeout=300):
-        """Until benchmarks/serve_edit.py lands, its equivalent: serve `root` on a free port,
-        append a sentence to its first lesson's page `rounds` times, and return the median
-        seconds until the served page shows it. The page is put back as it was."""
-        lesson = next(iter(load_lessons(root)))
-        page, port = root / "docs" / "lessons" / f"{lesson}.md", free_port()
-        url, original = f"http://127.0.0.1:{port}/lessons/{lesson}/", page.read_bytes()
-        server = subprocess.Popen([sys.executable, "-m", "mkdocs", "serve", "--dev-addr",
-                                   f"127.0.0.1:{port}"], cwd=root, env=ENV, start_new_session=True,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-
-        def wait_for(text):
-            while text not in fetched(url):
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise StepFailed(f"serve: the page showed no {text!r} within {timeout} s")
-                time.sleep(0.05)
-        try:
-            wait_for("</html>")  # the first build, not timed
-            seconds = []
-            for number in range(rounds):
-                sentence = f"A sentence the benchmark added, number {number}."
-                page.write_bytes(original + f"\n{sentence}\n".encode())
-                start = time.perf_counter()
-                wait_for(sentence)
-                seconds.append(time.perf_counter() - start)
-            return statistics.median(seconds)
-        finally:
-            page.write_bytes(original)
-            kill_group(server)
-
-    def fetched(url):
-        try:
-            with urllib.request.urlopen(url, timeout=60) as answer:
-                return answer.read().decode("utf-8")
-        except OSError:  # not serving yet
-            return ""
 
 
 def copy_course(folder, lessons):
