@@ -88,7 +88,6 @@ def kill_group(child):
     child.wait()
 
 
-
 def copy_course(folder, lessons):
     """This tree copied into `folder`, node_modules linked, grown to `lessons` lessons and
     committed; the ids of the lessons added."""
