@@ -45,7 +45,7 @@ def joined(text, where):
     if isinstance(text, list) and all(isinstance(part, str) for part in text):
         return "".join(text)
     raise PageError(f"{where}: holds {type(text).__name__} where text belongs; "
-                      f"rerun `python scripts/record.py`")
+                    f"rerun `python scripts/record.py`")
 
 
 def output_text(output, where):
@@ -56,18 +56,18 @@ def output_text(output, where):
         lines = output.get("traceback", [])
         if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
             raise PageError(f"{where}: an error output's traceback is not a list of lines; "
-                              f"rerun `python scripts/record.py`")
+                            f"rerun `python scripts/record.py`")
         return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines)
     data = output.get("data", {})
     if not isinstance(data, dict):
         raise PageError(f"{where}: an output's `data` is not a mapping; rerun "
-                          f"`python scripts/record.py`")
+                        f"`python scripts/record.py`")
     for mime in TEXT_OUTPUTS:
         if mime in data:
             return joined(data[mime], where)
     raise PageError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
-                      f"shown as text; pages/notebook_page.py shows text outputs only, so print "
-                      f"the result instead and rerun `python scripts/record.py`")
+                    f"shown as text; pages/notebook_page.py shows text outputs only, so print "
+                    f"the result instead and rerun `python scripts/record.py`")
 
 
 def notebook_markdown(path):
@@ -80,13 +80,13 @@ def notebook_markdown(path):
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
         raise PageError(f"{where}: `cells` is not a list of cells; rerun "
-                          f"`python scripts/record.py`")
+                        f"`python scripts/record.py`")
     blocks = []
     for number, cell in enumerate(cells, start=1):
         at, outputs = f"{where}, cell {number}", cell.get("outputs", [])
         if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
             raise PageError(f"{at}: its outputs are not a list of outputs; rerun "
-                              f"`python scripts/record.py`")
+                            f"`python scripts/record.py`")
         text = joined(cell.get("source", ""), at)
         if cell.get("cell_type") == "markdown":
             blocks.append(text)

@@ -1,9 +1,9 @@
 """The one step that puts in docs/ what the pages serve from elsewhere, so that MkDocs and
 Zensical build the same tree: the figures, each lesson's downloads, what the figures' data
-lines link to, and each notebook's page, its .ipynb beside it. The MkDocs hooks run it
-before every build; `make build-zensical` runs `python -m scripts.pages.site_files`.
-Copies, never links (the build refuses links), at the paths the pages link them by, ignored
-by git, written only when they differ (so `mkdocs serve` settles after one more rebuild).
+lines link to, each notebook's page and its .ipynb. Run by the MkDocs hooks and by `make
+build-zensical` (`python -m scripts.pages.site_files`). Copies, never links, at the paths
+the pages link them by, ignored by git, written only when they differ (`mkdocs serve`
+settles after one more rebuild).
 """
 import sys
 
@@ -13,6 +13,7 @@ from scripts.pages.figure_data import served_files
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import for_lesson
+from scripts.store.staging import write_atomically
 
 
 def wanted(root, lessons):
@@ -42,11 +43,8 @@ def stage(root=ROOT, docs=None):
         if path.relative_to(docs).as_posix() not in files:  # what an earlier run left
             path.unlink()
     for path, content in files.items():
-        target = docs / path
-        if not target.is_file() or target.read_bytes() != content:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.with_name(target.name + ".tmp").write_bytes(content)
-            target.with_name(target.name + ".tmp").replace(target)
+        if not (docs / path).is_file() or (docs / path).read_bytes() != content:
+            write_atomically(docs / path, content)
 
 
 if __name__ == "__main__":
