@@ -14,7 +14,7 @@ from scripts.store.lessons import RegistryError, load_course
 from scripts.pages.course import add_unlisted_lessons
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.pages.site_files import stage
-from scripts.pages.sources import loaded_once
+from scripts.pages.sources import load_sources
 
 # The theme writes SITE_URL unescaped: an address of these characters cannot end an attribute.
 SITE_URL = re.compile(r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?")
@@ -44,10 +44,12 @@ def on_config(config):
         course = load_course(root)
     except (LinkInCheckout, RegistryError) as error:
         raise PluginError(str(error)) from None
-    sources = loaded_once(root, root / "docs")  # what each page's extension then reads
+    sources = load_sources(root, config["docs_dir"])
     if PAGE_LANGUAGE not in config["markdown_extensions"]:
         raise PluginError(f"mkdocs.yml: the pages' directives need `- {PAGE_LANGUAGE}` "
                           f"under markdown_extensions; add it")
+    # What every page's Markdown instance is made with: it carries the sources to each.
+    config["mdx_configs"].setdefault(PAGE_LANGUAGE, {})["sources"] = sources
     config["site_name"], config["site_description"] = course["title"], course["description"]
     add_unlisted_lessons(config["nav"], sources.lessons, sources.docs)
     return config
@@ -67,5 +69,6 @@ def on_post_page(output, page, config):
 
 
 def on_post_template(output, template_name, config):
-    """The 404 page is a theme template, not a page: it needs the same dialog name."""
+    """The 404 page is a theme template, not a page: it needs the same dialog name.
+    MkDocs-only, as above."""
     return on_post_page(output, None, config)

@@ -84,6 +84,7 @@ def make_font(site):
 
 
 def on_post_build(config):
+    """MkDocs-only: its post-build event."""
     make_font(Path(config["site_dir"]))
 
 
