@@ -44,7 +44,7 @@ def test_zensical_builds_every_page_mkdocs_builds_the_same(built_site, tmp_path)
     ours, theirs = files(built_site), files(project / "site")
     assert sorted(ours) == sorted(theirs)  # pages, figures, downloads, data, notebook, font
     assert [path for path in ours if ours[path] != theirs[path] and path[-5:] != ".html"] == []
-    for page in site_pages(built_site)[:-1]:  # not the 404 page: each theme's own
+    for page in site_pages(built_site):
         expected, found = shown(built_site, page), shown(project / "site", page)
         assert expected == found, "\n".join(difflib.unified_diff(expected[1], found[1], page,
                                                                  lineterm="", n=1))
