@@ -7,8 +7,8 @@ VENV := .venv
 PY := $(VENV)/bin/python
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: setup install math-font serve build record bench check current lint fresh test tier \
-	test-two-lessons browser java mpi audit docs-build clean
+.PHONY: setup install math-font serve build build-zensical record bench check current lint \
+	fresh test tier test-two-lessons browser java mpi audit docs-build clean
 
 # What building, serving and recording use (`make serve`, `make build`, `make record`):
 # requirements.txt (the lesson's runtime with the site's pins, so a reader who serves can
@@ -84,6 +84,16 @@ serve: setup
 
 build: setup
 	$(PY) -m mkdocs build --strict
+	$(PY) scripts/pages/check_links.py site
+
+# The same site from Zensical, Material for MkDocs' successor, into site/ (MAINTAINING.md,
+# "Zensical"): it reads mkdocs.yml and runs the pages' Markdown extensions, but no MkDocs
+# hook, so the files the pages serve from outside docs/ are copied in first and the math
+# font is cut after. Pinned in requirements-test.txt, so `install`.
+build-zensical: install
+	$(PY) -m scripts.pages.site_files
+	$(PY) -m zensical build --clean
+	$(PY) -m scripts.pages.math_font site
 	$(PY) scripts/pages/check_links.py site
 
 # Only what is stale runs (record.py keeps current lessons as they are); `make fresh`

@@ -7,8 +7,12 @@ from pathlib import Path
 from conftest import clean_env
 
 # A build must never import JAX: make `import jax` fail outright inside the build.
-NO_JAX_BUILD = ("import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = None; "
-                "from mkdocs.__main__ import cli; sys.argv[0] = 'mkdocs'; cli()")
+NO_JAX = "import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = None; "
+NO_JAX_BUILD = NO_JAX + "from mkdocs.__main__ import cli; sys.argv[0] = 'mkdocs'; cli()"
+# `make build-zensical`: Zensical runs no hook, so the files come in first, the font after.
+ZENSICAL_STEPS = (["-m", "scripts.pages.site_files"],
+                  ["-c", NO_JAX + "from zensical.main import cli; cli()", "build", "--clean"],
+                  ["-m", "scripts.pages.math_font", "site"])
 
 
 def build(project, site_dir, environment=None):
@@ -23,3 +27,14 @@ def build(project, site_dir, environment=None):
                            str(Path(project, "mkdocs.yml")), "--site-dir", str(site_dir)],
                           cwd=Path(project, "docs"), env=env, capture_output=True, text=True,
                           timeout=300)
+
+
+def build_with_zensical(project):
+    """`make build-zensical` in `project`, into its site/: the first step that fails, or the
+    last, as a CompletedProcess."""
+    for step in ZENSICAL_STEPS:
+        run = subprocess.run([sys.executable, *step], cwd=project, env=clean_env(),
+                             capture_output=True, text=True, timeout=300)
+        if run.returncode:
+            break
+    return run

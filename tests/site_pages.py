@@ -1,5 +1,5 @@
 """The built site's pages (found in the site, so a page added later is checked unlisted),
-and the formulas each page's Markdown source holds, counted without the MathML hook."""
+and the formulas each page's Markdown source holds, counted without the MathML step."""
 import html
 from pathlib import Path
 
@@ -20,10 +20,13 @@ def site_pages(site):
 
 
 def markdown_source(page):
-    """The docs/ Markdown file a directory-URL page was built from, or None (404, notebook)."""
+    """The docs/ Markdown file a directory-URL page was built from, or None (404)."""
     stem = page.rstrip("/") or "index"
     source = ROOT / "docs" / f"{stem}.md"
     return source if source.exists() else None
+
+
+FINISHING = ("scripts.pages.mathml", "scripts.pages.markup")  # the formulas stay arithmatex's
 
 
 def formulas_in(source):
@@ -34,8 +37,9 @@ def formulas_in(source):
     for extension in config["markdown_extensions"]:
         name, options = next(iter(extension.items())) if isinstance(extension, dict) \
             else (extension, {})
-        names.append(name)
-        settings[name] = dict(options or {})
+        if name not in FINISHING:
+            names.append(name)
+            settings[name] = dict(options or {})
     settings["pymdownx.snippets"]["base_path"] = [str(ROOT)]
     # The build keeps one branch of each {{ if-recorded:... }}: so does the count.
     text = IF_RECORDED.sub(lambda m: m.group(2) if (ROOT / "recordings" / f"{m.group(1)}.json")

@@ -1,7 +1,6 @@
 """Formulas: TeX to MathML at build time (scripts/pages/mathml.py, Temml under Node) and the
 math font the build cuts for them (scripts/pages/math_font.py)."""
 import re
-from types import SimpleNamespace
 
 import markdown
 import pytest
@@ -10,7 +9,7 @@ from material.plugins.search.plugin import Parser as SearchParser
 from mkdocs.exceptions import PluginError
 
 from scripts.pages import math_font
-from scripts.pages.mathml import MathError, formula, on_page_content, temml, typeset
+from scripts.pages.mathml import MathError, formula, temml, typeset
 from site_pages import page_file, site_pages
 
 TIGHT = '<mo lspace="0" rspace="0">'
@@ -103,12 +102,12 @@ def test_tex_cannot_close_a_formula_early():
                                  r"\style{background:url(http://example.com/x)}{x}",
                                  r"\class{md-nav}{x}", r"\frac{1}{", "x^^2"])
 def test_a_formula_temml_refuses_stops_the_build_in_one_line(tex):
-    page = SimpleNamespace(file=SimpleNamespace(src_uri="notebooks/x.ipynb"))
+    formulas = markdown.Markdown(extensions=["scripts.pages.mathml"]).postprocessors["mathml"]
     with pytest.raises(PluginError) as refused:
-        on_page_content(f'<p><span class="arithmatex">\\({tex}\\)</span></p>', page, None, None)
+        formulas.run(f'<p><span class="arithmatex">\\({tex}\\)</span></p>')
     message = str(refused.value)
-    assert "\n" not in message and message.startswith("notebooks/x.ipynb: cannot typeset "
-                                                      f"the formula {tex!r}")
+    assert "\n" not in message and message.startswith(f"the page: cannot typeset the formula "
+                                                      f"{tex!r}")
 
 
 def test_only_presentation_markup_reaches_the_page():

@@ -5,16 +5,18 @@ import html
 import json
 import re
 from html.parser import HTMLParser
-from types import SimpleNamespace
 
+import markdown
 import nbformat
 import pytest
 from mkdocs.config import load_config
 from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
-from conftest import ROOT, SEED, each_lesson, each_lesson_with
-from scripts.pages import hooks, mathml, notebook_page
+from conftest import LESSONS, ROOT, SEED, each_lesson, each_lesson_with
+from scripts.pages import notebook_page
+from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.sources import Sources
 from scripts.runners.notebook import (build_notebook, lay_out, setup_line, source_blocks,
                                      stdout_of, teaching_blocks)
 from site_hostile import CANARY
@@ -62,8 +64,8 @@ def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_re
     (step_1,) = [cell for cell in code if "def configure_devices(" in cell]
     assert setup_line("cpu", lesson.devices) in step_1.splitlines()
     assert any(line.startswith("results = ") for line in code[-1].splitlines())
-    page = rendered_page(committed(lesson), site_config)
-    assert "<pre" in page.content and live_markup(page.content) == []
+    content, _ = rendered_page(ROOT / "docs", site_config, lesson)
+    assert "<pre" in content and live_markup(content) == []
 
 
 @pytest.mark.slow
@@ -157,23 +159,22 @@ def live_markup(html_text):
 
 @pytest.fixture(scope="module")
 def site_config():
-    return hooks.on_config(load_config(str(ROOT / "mkdocs.yml")))  # the lessons, loaded
+    return load_config(str(ROOT / "mkdocs.yml"))
 
 
-def rendered_page(path, config):
-    page = SimpleNamespace(file=SimpleNamespace(abs_src_path=str(path),
-                                                src_uri=f"notebooks/{path.name}"),
-                           url=f"notebooks/{path.stem}/")
-    notebook_page.render_notebook(page, config)
-    return page
+def rendered_page(docs, config, lesson=SEED):
+    """The notebook page of `lesson`, from <docs>/notebooks/<id>.ipynb, as the site's
+    Markdown extensions make it: (its HTML, its table of contents' titles)."""
+    configs = {**config["mdx_configs"], PAGE_LANGUAGE: {"sources": Sources(LESSONS, {}, docs)}}
+    md = markdown.Markdown(extensions=config["markdown_extensions"], extension_configs=configs)
+    return md.convert(f"{{{{ notebook:{lesson.id} }}}}"), [t["name"] for t in md.toc_tokens]
 
 
-def render(tmp_path, config, cells):
-    path = tmp_path / "hostile.ipynb"
-    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4,
-                                "nbformat_minor": 5}))
-    page = rendered_page(path, config)
-    return mathml.on_page_content(page.content, page, config, None), page
+def render(tmp_path, config, notebook):
+    path = tmp_path / "notebooks" / f"{SEED.id}.ipynb"
+    path.parent.mkdir()
+    path.write_text(json.dumps(notebook))
+    return rendered_page(tmp_path, config)
 
 
 HOSTILE_MARKDOWN = [
@@ -204,7 +205,8 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
               "outputs": [{"output_type": "stream", "name": "stdout",
                            "text": [include + "\n", '<script>alert("out")</script>\n']},
                           {"output_type": "error", "traceback": [include, "<b>x</b>"]}]}]
-    html_text, page = render(tmp_path, site_config, cells)
+    html_text, titles = render(tmp_path, site_config, {"cells": cells, "metadata": {},
+                                                       "nbformat": 4, "nbformat_minor": 5})
     assert live_markup(html_text) == []
     assert CANARY not in html_text  # no snippet was expanded, from any cell or output
     text = html.unescape(re.sub(r"<[^>]+>", "", html_text))
@@ -212,7 +214,6 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     assert "<mtext>&lt;script&gt;" in html_text  # \\text{} content, escaped
     assert "<math" in html_text  # formulas still become MathML
     # The side bar's table of contents too.
-    titles = [item.title for item in page.toc]
     assert titles and not any("<img" in title for title in titles)
 
 
@@ -226,9 +227,7 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
         {"output_type": "display_data", "data": ["text/plain"]},
         {"output_type": "stream", "text": [1]}])])
 def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
-    path = tmp_path / "bad.ipynb"
-    path.write_text(json.dumps(notebook))
     with pytest.raises(PluginError) as refused:
-        rendered_page(path, site_config)
+        render(tmp_path, site_config, notebook)
     message = str(refused.value)
     assert "\n" not in message and "record.py" in message

@@ -72,7 +72,7 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
     assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' \
         in home
     for link in ('href="../../lesson_code/psum_01.py"',
-                 'href="../../notebooks/psum-01/psum-01.ipynb" download'):
+                 'href="../../notebooks/psum-01/psum-01.ipynb"'):
         assert link in page
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
     # --lesson narrows whose freshness is checked, not whose files belong to a lesson.

@@ -20,7 +20,8 @@ from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
 from scripts.pages.directives import value_text
 from scripts.pages.layout import text_of
-from scripts.pages.markup import sized_image, svg_size
+from scripts.pages.markup import Page, sized_image, svg_size
+from scripts.pages.page_location import PageLocation
 from scripts.pages.page_language import PageLanguage
 from scripts.pages.recorded_text import PageError, human_date
 from scripts.store.lessons import load_course
@@ -238,16 +239,15 @@ def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeyp
     (".", "360pt", "0 0 460.8 360"), ("nan", "5", ""), ("10%", "5", ""), ("", "", "0 0 1e9 5")])
 def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_it_wrong(
         tmp_path, width, height, view_box):
-    figure = tmp_path / "x.svg"
+    figure = tmp_path / "figures" / "x.svg"
+    figure.parent.mkdir()
     figure.write_text(f'<svg width="{width}" height="{height}" viewBox="{view_box}"></svg>')
     assert svg_size(figure) is None  # a browser would not draw the viewBox's size either
-    page = SimpleNamespace(url="lessons/x/", file=SimpleNamespace(src_uri="lessons/x.md"))
-    files = SimpleNamespace(get_file_from_path=lambda path: SimpleNamespace(
-        abs_src_path=figure))
+    page = Page(PageLocation("lessons/x.md", "lessons/x"), SimpleNamespace(docs=tmp_path))
     with pytest.raises(PluginError, match=r"^lessons/x\.md: cannot read the size of "
                        r"\.\./\.\./figures/x\.svg .*; rerun `python scripts/record\.py "
                        r"--render-only`$"):
-        sized_image('<img src="../../figures/x.svg" alt="x" />', page, files)
+        sized_image('<img src="../../figures/x.svg" alt="x" />', page)
     figure.write_text('<svg height="360pt" viewBox="0 0 460.8 360"></svg>')
     assert svg_size(figure) == (461, 480)  # no width at all: the viewBox's, as drawn
 
@@ -304,8 +304,7 @@ def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_check
     program = module_file(SEED)
     scaffold = module_file(SEED, f"{SEED.module}_exercises")
     assert SEED.exercises and downloadable_files(SEED) == [program, scaffold]
-    markdown = downloads(SEED, f"lessons/{SEED.id}.md", f"lessons/{SEED.id}/", True,
-                         ROOT / "docs")
+    markdown = downloads(SEED, f"lessons/{SEED.id}.md", ROOT / "docs")
     assert f"(../{scaffold}){{ download }}: the exercise scaffold you fill in" in markdown
     assert f"`python scripts/exercises.py --lesson {SEED.id}` checks it" in markdown
     assert module_file(SEED, SEED.exercises) not in markdown  # the checks stay home

@@ -64,8 +64,8 @@ def runs_alone(lesson, module=None):
     return import_closure(path, lesson.root) == [path]
 
 
-def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
-    """The lesson page's last section: its program, scaffold and notebook (a plain link)."""
+def downloads(lesson, page_uri, docs):
+    """The lesson page's last section: its program, scaffold and notebook."""
     here = posixpath.dirname(page_uri)
 
     def item(path, what, module=None):
@@ -80,27 +80,29 @@ def downloads(lesson, page_uri, page_url, use_directory_urls, docs):
         lines.append(item(scaffold[0], "the exercise scaffold you fill in",
                           scaffold_module(lesson))
                      + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
-    notebook = for_lesson(lesson).notebook_page
-    if (docs / notebook).is_file():
-        served = f"notebooks/{lesson.id}/{lesson.id}.ipynb" if use_directory_urls else notebook
-        link = posixpath.relpath(served, page_url if use_directory_urls else here)
-        lines.append(f'- <a href="{link}" download><code>{lesson.id}.ipynb</code></a>: the '
-                     f"notebook companion, executed by `scripts/record.py`")
+    if (docs / for_lesson(lesson).notebook_page).is_file():  # beside its page (site_files.py)
+        link = posixpath.relpath(f"notebooks/{lesson.id}/{lesson.id}.ipynb", here)
+        lines.append(f"- [`{lesson.id}.ipynb`]({link}){{ download }}: the notebook "
+                     f"companion, executed by `scripts/record.py`")
     return "\n".join(lines) + "\n"
 
 
-def lesson_list(sources, values):
-    """The `{{ lessons }}` directive: one entry per lesson. Its links start at the docs
-    folder, which mkdocs resolves and checks on whatever page the list is on."""
+def lesson_list(sources, values, folder):
+    """The `{{ lessons }}` directive: one entry per lesson, its links from `folder`, that of
+    the page the list is on (below docs/)."""
+    def link(path):
+        return posixpath.relpath(path, folder or ".")
+
     items = []
     for lesson in sources.lessons.values():
         program = lesson.path().relative_to(lesson.root).as_posix()
-        parts = [f"**[{lesson_title(lesson, sources.docs)}](/lessons/{lesson.id}.md)** "
-                 f"(`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
+        parts = [f"**[{lesson_title(lesson, sources.docs)}]({link(f'lessons/{lesson.id}.md')})**"
+                 f" (`{values.hold(lesson.id)}`, on {lesson.devices} logical CPU devices)"]
         notebook = for_lesson(lesson).notebook_page
         if (sources.docs / notebook).is_file():
-            parts.append(f"[notebook companion](/{notebook})")
-        parts.append(f"[the program](/{program}) (`python -m`{{ .nowrap }} `{lesson.module}`)")
+            parts.append(f"[notebook companion]({link(notebook)})")
+        parts.append(f"[the program]({link(program)}) (`python -m`{{ .nowrap }} "
+                     f"`{lesson.module}`)")
         tpu = "recorded there" if for_lesson(lesson).stem("tpu") in sources.recordings else \
             "not yet recorded on TPU"
         vms = accelerators_for(lesson.devices)

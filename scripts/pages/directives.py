@@ -35,17 +35,19 @@ DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, patte
                                  ("lessons", LESSON_LIST), ("json", JSON_BLOCK),
                                  ("rows", ROWS))),
                        re.MULTILINE)
+# A notebook's page, expanded later by page_language.py: it needs the Markdown instance.
+NOTEBOOK = re.compile(r"^\{\{\s*notebook:([\w-]+)\s*\}\}[ \t]*$", re.MULTILINE)
 # Directive-looking text left after expansion: a typo, a missing part, a bad character,
 # a missing `}}`, or a block directive that is not on a line of its own.
 LEFTOVER = re.compile(r"\{\{\s*[A-Za-z][\w-]*\s*(?::|\||\}\}|$)[^\n]*", re.MULTILINE)
 
 
-def expand_page(markdown, sources, values):
+def expand_page(markdown, sources, values, folder=""):
     """The page's Markdown with every directive expanded, its recorded text held in
-    `values` (a recorded_text.PageValues)."""
+    `values` (a recorded_text.PageValues); `folder`, the page's below docs/, for links."""
     markdown = choose_recorded_branches(markdown, sources)
-    markdown = DIRECTIVE.sub(lambda match: expand(match, sources, values), markdown)
-    reject_leftover_directives(markdown)
+    markdown = DIRECTIVE.sub(lambda match: expand(match, sources, values, folder), markdown)
+    reject_leftover_directives(NOTEBOOK.sub("", markdown))
     return markdown
 
 
@@ -66,14 +68,14 @@ def recordings_read(markdown, sources, figures):
     return named | {stem for stem in sources.recordings if every or stem_parts(stem)[0] in lessons}
 
 
-def expand(match, sources, values):
+def expand(match, sources, values, folder):
     text = match.group(0)
     if match.group("tabs"):
         return recording_tabs(TABS.match(text).group(1), sources, values)
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), sources, values)
     if match.group("lessons"):
-        return lesson_list(sources, values)
+        return lesson_list(sources, values, folder)
     if match.group("json"):
         return recorded_json(*JSON_BLOCK.match(text).groups(), sources, values)
     if match.group("rows"):

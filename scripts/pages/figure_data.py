@@ -57,12 +57,12 @@ def recorded(recording):
             f"JAX {env['jax']} · {source}")
 
 
-def data_line(figure, page_url, sources):
-    """The line's HTML for the figure at `figure` (its static SVG), or "" for no figure's."""
+def data_line(figure, base, sources):
+    """The line's HTML for the figure at `figure` (its static SVG), or "" for no figure's;
+    its links start at `base`, as the finished page's do (pages/page_location.py)."""
     outputs = figure_data(sources.lessons).get(figure)
     if outputs is None:
         return ""
-    base = page_url if page_url.endswith("/") else posixpath.dirname(page_url)
     by_path = sources.by_path
 
     def link(path, text):

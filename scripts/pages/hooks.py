@@ -1,18 +1,19 @@
-"""mkdocs hooks: the site's own part of the build (the page language is a Markdown
-extension). The build reads recordings; it never imports JAX.
+"""MkDocs hooks: what only MkDocs has. What a page shows is made by Markdown extensions
+(the page language, pages/mathml.py, pages/markup.py), which Zensical runs too, and what
+the pages serve from outside docs/ is copied in by pages/site_files.py. The build reads
+recordings; it never imports JAX.
 """
 import re
 from pathlib import Path
 
 from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File
 
-from scripts import ROOT, display
-from scripts.plumbing.checkout import LinkInCheckout, refuse_links
+from scripts import ROOT
+from scripts.plumbing.checkout import LinkInCheckout
 from scripts.store.lessons import RegistryError, load_course
-from scripts.pages.course import add_unlisted_lessons, downloadable_files, downloads
-from scripts.pages.figure_data import served_files
+from scripts.pages.course import add_unlisted_lessons
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.site_files import stage
 from scripts.pages.sources import load_sources
 
 # The theme writes SITE_URL unescaped: an address of these characters cannot end an attribute.
@@ -29,14 +30,16 @@ def check_site_url(config):
 
 
 def on_config(config):
-    """Its own code, no link in it, the course from the registry, every recording loaded."""
+    """Its own code, no link in it, the files copied into docs/, the course from the
+    registry, every recording loaded. MkDocs-only: its config, nav and published SITE_URL
+    (Zensical loads through the extension, and `make build-zensical` copies)."""
     root = Path(config["config_file_path"]).resolve().parent  # wherever mkdocs runs from
     if ROOT != root:  # another checkout's, whose recordings and rules would build these pages
         raise PluginError(f"{root / 'mkdocs.yml'} is being built with another checkout's "
                           f"code, {ROOT / 'scripts'} (where the activated .venv's install "
                           f"points): in {root}, run `make setup` and use its own .venv")
     try:
-        refuse_links(root)  # before anything reads the checkout
+        stage(root, Path(config["docs_dir"]))  # it refuses links before it reads a file
         check_site_url(config)
         course = load_course(root)
     except (LinkInCheckout, RegistryError) as error:
@@ -52,45 +55,20 @@ def on_config(config):
     return config
 
 
-def loaded(config):
-    return config["mdx_configs"][PAGE_LANGUAGE]["sources"]
+SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
+# mkdocs-material 9.8 writes a nav section's label with an empty tabindex: invalid HTML,
+# which browsers ignore, so dropping it changes nothing a reader can do.
+EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=""')
 
 
-def on_files(files, config):
-    """Serve figures/, downloads and what the figures' data lines link to; then refuse a
-    page with a control character (on_config refused every link before any file is read)."""
-    root = Path(config["config_file_path"]).resolve().parent
-    paths = [f"figures/{svg.name}" for svg in sorted((root / "figures").glob("*.svg"))]
-    paths += [path for lesson in loaded(config).lessons.values()
-              for path in downloadable_files(lesson)]
-    paths += served_files(loaded(config).lessons, root)
-    for path in paths:
-        files.append(File(path, str(root), config["site_dir"], config["use_directory_urls"]))
-    for file in files:
-        if file.abs_src_path is None:  # made by a plugin, from no file
-            continue
-        if file.src_uri.endswith(".md") and Path(file.abs_src_path).is_relative_to(root):
-            refuse_control_characters(Path(file.abs_src_path))
-    return files
+def on_post_page(output, page, config):
+    """The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name).
+    MkDocs-only: mkdocs-material's templates (Zensical's are its own)."""
+    output = EMPTY_TABINDEX.sub(r"\1", output)
+    return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
 
 
-# Markdown passes a NUL through to the HTML, where a browser cuts the text.
-CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-
-
-def refuse_control_characters(page):
-    text = page.read_bytes().decode("utf-8", "replace")
-    if found := CONTROL.search(text):
-        line = text.count("\n", 0, found.start()) + 1
-        raise PluginError(f"{display(page)}: line {line} holds U+{ord(found.group()):04X}, a "
-                          f"control character no page can show; remove it")
-
-
-def on_page_markdown(markdown, page, config, files):
-    """Each lesson page ends with its downloads."""
-    lessons = loaded(config).lessons
-    lesson = lessons.get(page.file.src_uri.removeprefix("lessons/").removesuffix(".md"))
-    if lesson is None or page.file.src_uri != f"lessons/{lesson.id}.md":
-        return markdown
-    return markdown + downloads(lesson, page.file.src_uri, page.url,
-                                config["use_directory_urls"], Path(config["docs_dir"]))
+def on_post_template(output, template_name, config):
+    """The 404 page is a theme template, not a page: it needs the same dialog name.
+    MkDocs-only, as above."""
+    return on_post_page(output, None, config)

@@ -1,4 +1,5 @@
-"""mkdocs hook: the page markup a keyboard reader, a phone and the search box need.
+"""The page markup a keyboard reader, a phone and the search box need: a Markdown extension
+whose postprocessor finishes each page's HTML, after its formulas (pages/mathml.py).
 
 Built here, once, so that no script measures the page (MAINTAINING.md, "The site"): code
 blocks that may scroll on a phone and every table take keyboard focus (pages/layout.py);
@@ -8,16 +9,20 @@ palette and width, linked full size, with their data line under each (figure_dat
 """
 import posixpath
 import re
+from collections import namedtuple
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
+from markdown.extensions import Extension
+from markdown.postprocessors import Postprocessor
 
 from scripts.figures.variants import BY_SUFFIX, NARROW_MEDIA
 from scripts.pages.api_links import with_api_links
 from scripts.pages.figure_data import data_line
 from scripts.pages.layout import (may_overflow_a_phone, table_names, text_of,
                                   with_named_math_headers)
-from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.page_language import page_finished
+from scripts.pages.page_location import page_location
+from scripts.pages.recorded_text import PageError
 
 HIGHLIGHT = re.compile(r'<div class="highlight"')
 HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
@@ -25,7 +30,6 @@ CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?<code)(?![^>]*\btabindex=)([^>]
                   re.S)
 DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)",
                         re.MULTILINE)
-SEARCH_DIALOG = '<div class="md-search" data-md-component="search" role="dialog">'
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)(\s*</a>)?")
 HREF = re.compile(r'\bhref="([^"]*)"')
@@ -34,9 +38,9 @@ SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]+)?|\.[0-9]+)\s*(pt|px)?\s*$")
 VIEW_BOX_NUMBER = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]+)?")
 PX_PER_UNIT = {"px": 1, None: 1, "pt": 4 / 3}  # CSS: 1pt = 4/3 px
-# mkdocs-material 9.8 writes a nav section's label with an empty tabindex: invalid HTML,
-# which browsers ignore, so dropping it changes nothing a reader can do.
-EMPTY_TABINDEX = re.compile(r'(<label class="md-nav__link[^"]*"[^>]*?) tabindex=""')
+
+# The page being finished: its pages/page_location.PageLocation, its pages/sources.Sources.
+Page = namedtuple("Page", "location sources")
 
 
 def svg_size(path):
@@ -61,24 +65,23 @@ def svg_size(path):
     return tuple(size) if all(size) and min(size) > 0 else None
 
 
-def figure_file(source, page, files):
-    """The site file an image's `src` names, or None."""
-    # By now mkdocs has made the src relative to the page's URL, not to its Markdown file.
-    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
-    path = posixpath.normpath(posixpath.join(base, source))
-    return files.get_file_from_path(path) if files else None
+def figure_file(source, page):
+    """The file below docs/ that an image's `src` names, or None."""
+    path = posixpath.normpath(posixpath.join(page.location.base, source))
+    file = page.sources.docs / path
+    return file if not path.startswith("../") and file.is_file() else None
 
 
-def sized_image(tag, page, files):
+def sized_image(tag, page):
     source = SOURCE.search(tag)
     if not source or "width=" in tag or "://" in source.group(1):
         return tag
-    figure = figure_file(source.group(1), page, files)
-    size = svg_size(figure.abs_src_path) if figure else None
+    figure = figure_file(source.group(1), page)
+    size = svg_size(figure) if figure else None
     if size is None:
-        raise PluginError(f"{page.file.src_uri}: cannot read the size of {source.group(1)} "
-                          f"(no such figure, or no width/height/viewBox); rerun "
-                          f"`python scripts/record.py --render-only`")
+        raise PageError(f"{page.location.source}: cannot read the size of {source.group(1)} "
+                        f"(no such figure, or no width/height/viewBox); rerun "
+                        f"`python scripts/record.py --render-only`")
     extra = f' width="{size[0]}" height="{size[1]}"'
     if "loading=" not in tag:
         extra += ' loading="lazy"'
@@ -90,35 +93,34 @@ def variant_source(source, suffix):
     return source.removesuffix(".svg") + suffix + ".svg"
 
 
-def drawn_variants(source, page, files):
+def drawn_variants(source, page):
     """Whether the figure at `source` comes in all its variants; a figure with some of
     them only was drawn by an older renderer, which the build refuses in one line."""
     found = [suffix for suffix in BY_SUFFIX if suffix
-             and figure_file(variant_source(source, suffix), page, files)]
+             and figure_file(variant_source(source, suffix), page)]
     if found and len(found) < len(BY_SUFFIX) - 1:
         missing = [variant_source(source, suffix) for suffix in BY_SUFFIX
                    if suffix and suffix not in found]
-        raise PluginError(f"{page.file.src_uri}: {source} has no {', '.join(missing)}; rerun "
-                          f"`python scripts/record.py --render-only`")
+        raise PageError(f"{page.location.source}: {source} has no {', '.join(missing)}; "
+                        f"rerun `python scripts/record.py --render-only`")
     return bool(found)
 
 
-def figure_in_both_palettes(image, source, page, files):
+def figure_in_both_palettes(image, source, page):
     """Two links, light then dark, each a <picture> with the narrow drawing for a phone."""
     links = []
     for palette, wide, narrow in (("light", "", "-narrow"), ("dark", "-dark", "-narrow-dark")):
         wide_source, narrow_source = (variant_source(source, wide),
                                       variant_source(source, narrow))
-        tag = sized_image(image.replace(f'src="{source}"', f'src="{wide_source}"', 1),
-                          page, files)
-        size = svg_size(figure_file(narrow_source, page, files).abs_src_path)
+        tag = sized_image(image.replace(f'src="{source}"', f'src="{wide_source}"', 1), page)
+        size = svg_size(figure_file(narrow_source, page))
         links.append(f'<a class="figure-link figure-link--{palette}" href="{wide_source}">'
                      f'<picture><source media="{NARROW_MEDIA}" srcset="{narrow_source}" '
                      f'width="{size[0]}" height="{size[1]}" />{tag}</picture></a>')
     return "".join(links)
 
 
-def sized_linked_image(match, page, files):
+def sized_linked_image(match, page):
     """An `<img>` sized, and a link to its SVG unless the page already made it one; a
     figure with variants, in both palettes and both widths."""
     link, image, closing = match.groups()
@@ -126,33 +128,51 @@ def sized_linked_image(match, page, files):
     to_itself = link is not None and closing is not None and source is not None \
         and (HREF.search(link) or [None, None])[1] == source.group(1)
     if source and "://" not in source.group(1) and (link is None or to_itself) \
-            and "width=" not in image and drawn_variants(source.group(1), page, files):
-        return figure_in_both_palettes(image, source.group(1), page, files)
-    image = sized_image(image, page, files)
+            and "width=" not in image and drawn_variants(source.group(1), page):
+        return figure_in_both_palettes(image, source.group(1), page)
+    image = sized_image(image, page)
     source = SOURCE.search(image)
     if link or not source or "://" in source.group(1):
         return (link or "") + image + (closing or "")
     return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")
 
 
-def figure_data_line(image, page, files, config):
+def figure_data_line(image, page):
     """The data line under a figure (pages/figure_data.py); "" for any other image."""
     source = SOURCE.search(image)
-    figure = figure_file(source.group(1), page, files) \
+    figure = figure_file(source.group(1), page) \
         if source and "://" not in source.group(1) else None
     if figure is None:
         return ""
-    return data_line(figure.src_uri, page.url, config["mdx_configs"][PAGE_LANGUAGE]["sources"])
+    return data_line(figure.relative_to(page.sources.docs).as_posix(), page.location.base,
+                     page.sources)
 
 
-def on_page_content(html, page, config, files):
-    html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page, files)
-                              + figure_data_line(m.group(2), page, files, config), html)
+def finished(html, page):
+    html = LINK_AND_IMAGE.sub(lambda m: sized_linked_image(m, page)
+                              + figure_data_line(m.group(2), page), html)
     html = with_named_tables(html)
     html = with_api_links(html)
     html = HIGHLIGHT_BLOCK.sub(with_defines_line, html)
     html = HIGHLIGHT.sub('<div class="highlight" data-search-exclude="code"', html)
     return with_focusable_code(html)
+
+
+class Markup(Postprocessor):
+    def run(self, text):
+        if not page_finished(self.md):  # a heading's text, for the toc
+            return text
+        return finished(text, Page(page_location(self.md),
+                                   self.md.page_language.loaded_sources()))
+
+
+class PageMarkup(Extension):
+    def extendMarkdown(self, md):
+        md.postprocessors.register(Markup(md), "markup", -20)  # after the MathML (-10)
+
+
+def makeExtension(**kwargs):  # the name Python-Markdown looks for
+    return PageMarkup(**kwargs)
 
 
 def with_named_tables(html):
@@ -201,14 +221,3 @@ def with_focusable_code(html):
         return match.group(1) + focus + match.group(2) + match.group(3)
 
     return CODE.sub(code_block, html)
-
-
-def on_post_page(output, page, config):
-    """The theme's search dialog gets the name a dialog needs (axe: aria-dialog-name)."""
-    output = EMPTY_TABINDEX.sub(r"\1", output)
-    return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
-
-
-def on_post_template(output, template_name, config):
-    """The 404 page is a theme template, not a page: it needs the same dialog name."""
-    return on_post_page(output, None, config)

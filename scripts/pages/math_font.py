@@ -1,10 +1,12 @@
-"""mkdocs hook: after every build, the site's math font, cut from Debian's Latin Modern Math
-down to the characters the built formulas draw (MAINTAINING.md, "The site"). Its GUST Font
-License allows such a subset (docs/assets/fonts/README.txt).
+"""After every build, the site's math font, cut from Debian's Latin Modern Math down to the
+characters the built formulas draw (MAINTAINING.md, "The site"). Its GUST Font License
+allows such a subset (docs/assets/fonts/README.txt). It can only follow a build: an MkDocs
+hook, and after Zensical (no such event) `python -m scripts.pages.math_font <site>`.
 """
 import hashlib
 import html
 import re
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -82,4 +84,12 @@ def make_font(site):
 
 
 def on_post_build(config):
+    """MkDocs-only: its post-build event."""
     make_font(Path(config["site_dir"]))
+
+
+if __name__ == "__main__":
+    try:
+        make_font(Path(sys.argv[1]))
+    except PluginError as error:
+        sys.exit(f"error: {error}")

@@ -1,8 +1,8 @@
-"""mkdocs hook: every formula typeset at build time as MathML by Temml (typeset.cjs), so
-readers load no math script. The MathML is rebuilt from presentation elements and
-attributes only, every text escaped (a notebook's TeX is untrusted), with its TeX and a
-plain-text reading kept. A hook, not a Markdown extension: it must see each page's final
-HTML (MAINTAINING.md, "The site").
+"""Every formula typeset at build time as MathML by Temml (typeset.cjs), so readers load
+no math script: a Markdown extension whose postprocessor sees the page's finished HTML,
+recorded values and notebook cells in (its CSS: docs/overrides/partials/math.css). The
+MathML is rebuilt from presentation elements and attributes only, every text escaped (a
+notebook's TeX is untrusted), with its TeX and a plain-text reading kept.
 """
 import atexit
 import html
@@ -13,7 +13,12 @@ import subprocess
 import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
+from markdown.extensions import Extension
+from markdown.postprocessors import Postprocessor
+
+from scripts.pages.page_language import page_finished
+from scripts.pages.page_location import page_location
+from scripts.pages.recorded_text import PageError
 
 INLINE = re.compile(r'<span class="arithmatex">\\\((.*?)\\\)</span>([.,;:!?)]*)', re.S)
 DISPLAY = re.compile(r'<div class="arithmatex">\\\[(.*?)\\\]</div>', re.S)
@@ -23,19 +28,6 @@ LEFTOVER = 'class="arithmatex"'
 QQUAD = re.compile(r"\\qquad(?![A-Za-z])")
 TYPESET = Path(__file__).with_name("typeset.cjs")
 TIMEOUT_S = 300  # for one page's formulas
-
-# The last two lines: Temml's italic correction before a superscript, which Chromium and
-# WebKit need and Firefox does itself.
-STYLE = """<style>
-.md-typeset .math-display{display:flex;flex-wrap:wrap;justify-content:center;
-align-items:baseline;gap:.6em 2em;margin:1em 0;padding:.2em 0;overflow:auto hidden}
-.md-typeset .math-display:focus-visible{outline:.1rem solid var(--md-accent-fg-color)}
-.md-typeset .math-display>math{margin:0}
-.md-typeset .math-nowrap{white-space:nowrap}
-@supports (not (-moz-appearance:none)){.tml-sml-pad{padding-left:.05em}
-.tml-med-pad{padding-left:.1em}.tml-lrg-pad{padding-left:.15em}}
-</style>
-"""
 
 MATHML_ELEMENTS = frozenset("""
     math semantics annotation mrow mi mn mo ms mtext mspace msub msup msubsup mfrac msqrt
@@ -260,15 +252,21 @@ def typeset(html_text, where):
     return converted
 
 
-def on_page_content(html_text, page, config, files):
-    try:
-        return typeset(html_text, page.file.src_uri)
-    except MathError as error:
-        raise PluginError(str(error)) from None
+class Formulas(Postprocessor):
+    def run(self, text):
+        if not page_finished(self.md):  # a heading's text, for the toc: left as TeX
+            return text
+        try:
+            return typeset(text, page_location(self.md).source or "the page")
+        except MathError as error:
+            raise PageError(str(error)) from None
 
 
-def on_post_page(output, page, config):
-    """The formulas' CSS, on the pages that have formulas."""
-    if "<math" in output:
-        output = output.replace("</head>", STYLE + "</head>", 1)
-    return output
+class MathML(Extension):
+    def extendMarkdown(self, md):
+        # After the page language's recorded text (0), which may hold a formula.
+        md.postprocessors.register(Formulas(md), "mathml", -10)
+
+
+def makeExtension(**kwargs):  # the name Python-Markdown looks for
+    return MathML(**kwargs)

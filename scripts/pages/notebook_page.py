@@ -1,31 +1,30 @@
-"""mkdocs hook: each committed notebook as a page of the site, in the site's own markup
-(nbconvert's body is invalid HTML with 600 KB of inline CSS; MAINTAINING.md, "The site"),
-its .ipynb copied beside it for download. The cells become Markdown, made by an instance
-that writes text only: a notebook is untrusted input, and one that is not a notebook
-stops the build in one line.
+"""Each committed notebook as a page of the site, in the site's own markup (nbconvert's
+body is invalid HTML with 600 KB of inline CSS; MAINTAINING.md, "The site"): the page
+language's {{ notebook:<lesson> }}, on the page pages/site_files.py writes with the .ipynb
+beside it. The cells become Markdown, made by an instance that writes text only: a notebook
+is untrusted input, and one that is not a notebook stops the build in one line.
 """
 import html
 import posixpath
 import re
-import shutil
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import markdown
 from markdown.extensions import Extension
+from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
-from mkdocs.exceptions import PluginError
-from mkdocs.structure.files import File
-from mkdocs.structure.toc import get_toc
 
 from scripts import display
-from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.directives import NOTEBOOK
+from scripts.pages.page_location import page_location
+from scripts.pages.recorded_text import PageError
 from scripts.store.recordings import RecordingError, read_json
 
 TEXT_OUTPUTS = ("text/plain",)
-# The site's extensions that only shape the text they are given: no snippets (they read
-# files), no attr_list or md_in_html (attributes and raw HTML).
-INERT_EXTENSIONS = ("admonition", "tables", "toc", "pymdownx.details", "pymdownx.superfences",
+# The site's extensions that only shape the text they are given, by module: no snippets
+# (they read files), no attr_list or md_in_html (attributes and raw HTML).
+INERT_EXTENSIONS = ("markdown.extensions.admonition", "markdown.extensions.tables",
+                    "markdown.extensions.toc", "pymdownx.details", "pymdownx.superfences",
                     "pymdownx.highlight", "pymdownx.inlinehilite", "pymdownx.tabbed",
                     "pymdownx.arithmatex")
 SAFE_SCHEMES = {"", "http", "https", "mailto"}
@@ -45,8 +44,8 @@ def joined(text, where):
         return text
     if isinstance(text, list) and all(isinstance(part, str) for part in text):
         return "".join(text)
-    raise PluginError(f"{where}: holds {type(text).__name__} where text belongs; "
-                      f"rerun `python scripts/record.py`")
+    raise PageError(f"{where}: holds {type(text).__name__} where text belongs; "
+                    f"rerun `python scripts/record.py`")
 
 
 def output_text(output, where):
@@ -56,19 +55,19 @@ def output_text(output, where):
     if kind == "error":
         lines = output.get("traceback", [])
         if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
-            raise PluginError(f"{where}: an error output's traceback is not a list of lines; "
-                              f"rerun `python scripts/record.py`")
+            raise PageError(f"{where}: an error output's traceback is not a list of lines; "
+                            f"rerun `python scripts/record.py`")
         return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines)
     data = output.get("data", {})
     if not isinstance(data, dict):
-        raise PluginError(f"{where}: an output's `data` is not a mapping; rerun "
-                          f"`python scripts/record.py`")
+        raise PageError(f"{where}: an output's `data` is not a mapping; rerun "
+                        f"`python scripts/record.py`")
     for mime in TEXT_OUTPUTS:
         if mime in data:
             return joined(data[mime], where)
-    raise PluginError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
-                      f"shown as text; pages/notebook_page.py shows text outputs only, so print "
-                      f"the result instead and rerun `python scripts/record.py`")
+    raise PageError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
+                    f"shown as text; pages/notebook_page.py shows text outputs only, so print "
+                    f"the result instead and rerun `python scripts/record.py`")
 
 
 def notebook_markdown(path):
@@ -77,17 +76,17 @@ def notebook_markdown(path):
     try:
         notebook = read_json(path, "python scripts/record.py")
     except RecordingError as error:
-        raise PluginError(str(error)) from None
+        raise PageError(str(error)) from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
-        raise PluginError(f"{where}: `cells` is not a list of cells; rerun "
-                          f"`python scripts/record.py`")
+        raise PageError(f"{where}: `cells` is not a list of cells; rerun "
+                        f"`python scripts/record.py`")
     blocks = []
     for number, cell in enumerate(cells, start=1):
         at, outputs = f"{where}, cell {number}", cell.get("outputs", [])
         if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
-            raise PluginError(f"{at}: its outputs are not a list of outputs; rerun "
-                              f"`python scripts/record.py`")
+            raise PageError(f"{at}: its outputs are not a list of outputs; rerun "
+                            f"`python scripts/record.py`")
         text = joined(cell.get("source", ""), at)
         if cell.get("cell_type") == "markdown":
             blocks.append(text)
@@ -125,61 +124,50 @@ def safe_address(address):
         return False
 
 
-class NotebookPage(File):
-    """A committed notebook as a page: mkdocs builds a page of each file that says so."""
+class NotebookCells(Preprocessor):
+    """{{ notebook:<lesson> }} as HTML the page's own Markdown never reads; registered by
+    the page language after normalize_whitespace, which strips a stash placeholder's marks."""
 
-    def is_documentation_page(self):
-        return True
+    def run(self, lines):
+        text = "\n".join(lines)
+        return NOTEBOOK.sub(self.notebook, text).split("\n") if "{{" in text else lines
 
-
-def on_files(files, config):
-    """Each notebook becomes a page once it has been read: a broken one stops the build in
-    one line before any page is built."""
-    for file in [file for file in files if file.src_uri.endswith(".ipynb")]:
-        notebook_markdown(Path(file.abs_src_path))
-        files.remove(file)
-        files.append(NotebookPage(file.src_path, file.src_dir, file.dest_dir,
-                                  file.use_directory_urls))
-    return files
-
-
-def on_pre_page(page, config, files):
-    if isinstance(page.file, NotebookPage):
-        page.nb_url = posixpath.basename(page.file.src_uri)  # docs/overrides/main.html
-        page.render = lambda config, files: render_notebook(page, config)
-    return page
+    def notebook(self, match):
+        sources = self.md.page_language.loaded_sources()
+        if match[1] not in sources.lessons:
+            raise PageError(f"{match[0]} names no lesson of lesson_code/lessons.toml")
+        body, self.md.page_language.notebook_toc = notebook_html(
+            sources.lessons[match[1]], sources, self.md, page_location(self.md))
+        return f"\n\n{self.md.htmlStash.store(body)}\n\n"
 
 
-def on_post_page(output, page, config):
-    """The .ipynb beside its page, for download (pages/course.py links it too)."""
-    if isinstance(page.file, NotebookPage):
-        copy = Path(page.file.abs_dest_path).with_name(page.nb_url)
-        copy.parent.mkdir(parents=True, exist_ok=True)  # the page is written after this
-        shutil.copyfile(page.file.abs_src_path, copy)
-    return output
+class NotebookHeadings(Treeprocessor):
+    """After the toc: the notebook's headings join the page's table of contents."""
+
+    def run(self, root):
+        self.md.toc_tokens = [*getattr(self.md, "toc_tokens", []),
+                              *self.md.page_language.notebook_toc]
 
 
-def render_notebook(page, config):
-    """What Page.render does for Markdown, made from the cells."""
-    names = [name for name in config["markdown_extensions"] if name in INERT_EXTENSIONS]
-    converter = markdown.Markdown(extensions=[*names, TextOnly()], extension_configs={
-        name: options for name, options in config["mdx_configs"].items() if name in names})
-    text = STASH_CHARACTERS.sub("", notebook_markdown(Path(page.file.abs_src_path)))
-    page.content = download_buttons(page, config) + converter.convert(text)
-    page.toc = get_toc(getattr(converter, "toc_tokens", []))
+def notebook_html(lesson, sources, md, location):
+    """The notebook page's body, (HTML, its headings' toc tokens): the download buttons,
+    then the cells, converted with the page's own inert extensions and settings."""
+    converter = markdown.Markdown(extensions=[
+        *[type(ext)(**ext.getConfigs()) for ext in md.registeredExtensions
+          if type(ext).__module__ in INERT_EXTENSIONS], TextOnly()])
+    path = sources.docs / "notebooks" / f"{lesson.id}.ipynb"
+    text = STASH_CHARACTERS.sub("", notebook_markdown(path))
+    return (download_buttons(lesson, path.name, location.base) + converter.convert(text),
+            getattr(converter, "toc_tokens", []))
 
 
-def download_buttons(page, config):
-    """Visible download buttons: the theme's own link is a 20 px icon."""
-    notebook = posixpath.basename(page.file.src_uri)
-    base = page.url if page.url.endswith("/") else posixpath.dirname(page.url)
-    lesson = config["mdx_configs"][PAGE_LANGUAGE]["sources"].lessons.get(Path(notebook).stem)
-    buttons = [f'<a class="md-button md-button--primary" href="{html.escape(notebook)}" '
-               f'download>Download the notebook (.ipynb)</a>']
-    if lesson is not None:
-        program = lesson.path().relative_to(lesson.root).as_posix()
-        href = posixpath.relpath(program, base or ".")
-        buttons.append(f'<a class="md-button" href="{html.escape(href)}" '
-                       f'download="{html.escape(posixpath.basename(program))}">'
-                       f'Download the program (.py)</a>')
-    return f'<p class="downloads">{" ".join(buttons)}</p>\n'
+def download_buttons(lesson, notebook, base):
+    """Visible download buttons (the theme's own link is a 20 px icon), their links from
+    `base`, where the finished HTML's start: no generator rewrites a stashed block's."""
+    program = lesson.path().relative_to(lesson.root).as_posix()
+    notebook, code = (html.escape(posixpath.relpath(path, base or ".")) for path in
+                      (f"notebooks/{lesson.id}/{notebook}", program))
+    return (f'<p class="downloads"><a class="md-button md-button--primary" href="{notebook}" '
+            f'download>Download the notebook (.ipynb)</a> <a class="md-button" href="{code}" '
+            f'download="{html.escape(posixpath.basename(program))}">'
+            f'Download the program (.py)</a></p>\n')

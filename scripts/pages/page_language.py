@@ -1,10 +1,12 @@
 """The page language (pages/directives.py) as a Python-Markdown extension, so a page builds
-the same wherever Python-Markdown runs.
+the same wherever Python-Markdown runs (MkDocs, Zensical).
 
-A preprocessor, before the snippets, puts markers where recorded text goes; the last
-postprocessor puts the text in, escaped for where it landed (the toc runs postprocessors
-on headings first, so a heading keeps its markers until the tree is finished).
+A preprocessor, before the snippets, puts markers where recorded text goes, each notebook
+page's cells in (pages/notebook_page.py) and each lesson page's downloads at its end; the
+last postprocessor puts the text in, escaped for where it landed (the toc runs
+postprocessors on headings first, so a heading keeps its markers until the tree is finished).
 """
+import posixpath
 import re
 
 from markdown.extensions import Extension
@@ -13,12 +15,17 @@ from markdown.preprocessors import Preprocessor
 from markdown.treeprocessors import Treeprocessor
 
 from scripts import ROOT
+from scripts.pages.course import downloads
 from scripts.pages.directives import expand_page
+from scripts.pages.notebook_page import NotebookCells, NotebookHeadings
+from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError, PageValues
-from scripts.pages.sources import load_sources
+from scripts.pages.sources import loaded_once
 
 NAME = __name__  # what mkdocs.yml registers: scripts.pages.page_language
 LEVEL_ONE = re.compile(r"<h1[\s>].*?</h1>", re.S)
+# Markdown passes a NUL through to the HTML, where a browser cuts the text.
+CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 class PageLanguage(Extension):
@@ -32,6 +39,8 @@ class PageLanguage(Extension):
     def extendMarkdown(self, md):
         md.page_language = Conversion(self.getConfigs())
         md.preprocessors.register(Directives(md), "page_language", 35)
+        md.preprocessors.register(NotebookCells(md), "page_language_notebook", 25)
+        md.treeprocessors.register(NotebookHeadings(md), "page_language_toc", 4)
         if "snippet" in md.preprocessors:  # pymdownx.snippets, registered before this
             md.preprocessors.register(SnippetsInOneLine(md, md.preprocessors["snippet"]),
                                       "snippet", SNIPPETS_PRIORITY)
@@ -47,10 +56,11 @@ class Conversion:
         self.sources = config["sources"] or None
         self.values = PageValues()
         self.tree_finished = False  # False while the toc runs postprocessors on headings
+        self.notebook_toc = []
 
     def loaded_sources(self):
         if self.sources is None:
-            self.sources = load_sources(ROOT, ROOT / "docs")
+            self.sources = loaded_once(ROOT, ROOT / "docs")
         return self.sources
 
 
@@ -58,11 +68,28 @@ class Directives(Preprocessor):
     def run(self, lines):
         conversion = self.md.page_language
         # A new page: Markdown.convert may be called again on the same instance.
-        conversion.values, conversion.tree_finished = PageValues(), False
-        text = "\n".join(lines)
-        if "{{" not in text:
+        conversion.values, conversion.tree_finished, conversion.notebook_toc = \
+            PageValues(), False, []
+        text, location = "\n".join(lines), page_location(self.md)
+        if found := CONTROL.search(text):
+            line = text.count("\n", 0, found.start()) + 1
+            raise PageError(f"docs/{location.source}: line {line} holds U+{ord(found[0]):04X}, "
+                            f"a control character no page can show; remove it")
+        lesson = lesson_of(location.source, conversion)
+        if "{{" not in text and lesson is None:
             return lines
-        return expand_page(text, conversion.loaded_sources(), conversion.values).split("\n")
+        sources = conversion.loaded_sources()
+        text = expand_page(text, sources, conversion.values, posixpath.dirname(location.source))
+        if lesson is not None:
+            text += downloads(lesson, location.source, sources.docs)
+        return text.split("\n")
+
+
+def lesson_of(source, conversion):
+    """The lesson whose page this is (`lessons/<id>.md`), which ends with its downloads."""
+    lesson_id = source.removeprefix("lessons/").removesuffix(".md")
+    return conversion.loaded_sources().lessons.get(lesson_id) \
+        if source == f"lessons/{lesson_id}.md" else None
 
 
 SNIPPETS_PRIORITY = 32  # where pymdownx.snippets registers itself; its stand-in too
@@ -87,6 +114,12 @@ class SnippetsInOneLine(Preprocessor):
             raise PageError(f"{error}: a page includes only files inside the repository "
                             f"(`--8<-- \"lesson_code/<module>.py:<section>\"`), and each "
                             f"section it names must exist") from None
+
+
+def page_finished(md):
+    """Whether a postprocessor is given the page (True), not a heading's text for the toc;
+    without the page language, always the page."""
+    return getattr(md, "page_language", None) is None or md.page_language.tree_finished
 
 
 class TreeFinished(Treeprocessor):

@@ -35,3 +35,20 @@ def load_sources(root, docs):
         raise PageError(first_of(problems, 3, "; ") + (
             "; `python scripts/record.py --check` lists them all" if len(problems) > 3 else ""))
     return Sources(lessons, recordings, Path(docs))
+
+
+
+LOADED = {}
+
+
+def loaded_once(root, docs):
+    """load_sources, again only once a file it reads has changed (the registry, lesson code,
+    recordings, notebooks, pins): Zensical makes a Markdown instance per page."""
+    root = Path(root)
+    files = [*(root / "recordings").rglob("*"), *(root / "lesson_code").rglob("*"),
+             *(root / "docs" / "notebooks").glob("*.ipynb"), *root.glob("*.txt")]
+    key = str(docs), tuple((str(p), p.stat().st_mtime_ns) for p in files if p.is_file())
+    if key not in LOADED:
+        LOADED.clear()
+        LOADED[key] = load_sources(root, docs)
+    return LOADED[key]

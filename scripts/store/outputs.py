@@ -51,12 +51,12 @@ class LessonFiles:
 
     @property
     def notebook_page(self):
-        """Relative to docs/, as mkdocs names it."""
-        return f"notebooks/{self.id}.ipynb"
+        """Its page, relative to docs/ (scripts/pages/site_files.py writes it)."""
+        return f"notebooks/{self.id}.md"
 
     @property
     def notebook(self):
-        return f"docs/{self.notebook_page}"
+        return f"docs/notebooks/{self.id}.ipynb"
 
     def stem(self, variant, analysis=False):
         """A directive's name for a recording, `<id>.<variant>`, or its analysis."""
