@@ -47,12 +47,10 @@ def recording_table(lesson_id, sources, values):
     for loaded in executed_recordings(lesson_id, sources, every_kind=True):
         recording, env = loaded.recording, loaded.recording["environment"]
         status = "stale: " + ", ".join(loaded.stale) if loaded.stale else "current"
-        rows.append(f"| `{values.hold(loaded.path)}` | "
-                    f"`{values.hold(recording['provenance'])}` | "
-                    f"{values.hold(machine_label(recording))} | "
-                    f"{values.hold(human_date(recording['generatedAt']))} | "
-                    f"{values.hold(env['jax'])} | "
-                    f"{values.hold(status)} |")
+        cells = [*(f"`{values.hold(code)}`" for code in (loaded.path, recording["provenance"])),
+                 *map(values.hold, (machine_label(recording), human_date(recording["generatedAt"]),
+                                    env["jax"], status))]
+        rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
 
 
