@@ -1,13 +1,7 @@
 """Every fault ends clean: one line on stderr, the exit status a shell expects, every
-earlier file as it was, no staged `.tmp` file, no process and no scratch folder left.
-
-The signal matrix: Ctrl-C in each phase of each command, in a subprocess (tpu_job.py's
-steps: tests/test_tpu_job.py); SIGTERM, SIGHUP and nohup in-process, through scripts/cli.py;
-a closed pipe once per command. Then SIGKILL and what the next run removes, refused requests,
-faults in the machinery (a corrupt file, a sweep that cannot be fitted, a worker that breaks
-its contract), a failed move, broken inputs; last, lesson_code/program.py and each lesson's
-program on it.
-"""
+earlier file as it was, no staged `.tmp` file, no process and no scratch folder left: the
+signal matrix (tpu_job.py's steps: tests/test_tpu_job.py), SIGKILL, refused requests, faults
+in the machinery, a failed move, broken inputs, and lesson_code/program.py under each lesson."""
 import errno
 import importlib
 import json
