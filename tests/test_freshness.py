@@ -345,19 +345,15 @@ def broken(tmp_path_factory):
     return root, problems(root)
 
 
-def test_check_names_each_breakage_in_its_lines_and_nothing_else(broken):
-    _, lines = broken
+def test_check_names_each_breakage_in_its_lines_and_the_build_stops_on_them(broken):
+    """Then load_all (the build's on_config) stops on the recordings and unclaimed files as
+    --check names them, and on nothing else (it never draws)."""
+    root, lines = broken
     unsaid = {case: [line for line in named if line not in lines]
               for case, (_, named) in BREAKAGES.items()}
     assert {case: missing for case, missing in unsaid.items() if missing} == {}
     expected = [line for _, named in BREAKAGES.values() for line in named]
     assert sorted(lines) == sorted(expected)  # nothing else, and each line once
-
-
-def test_the_build_stops_on_what_check_names(broken):
-    """load_all (the build's on_config) stops on the recordings and unclaimed files as
-    --check names them, and on nothing else (it never draws)."""
-    root, lines = broken
     built = [line.replace(f"{root}/", "") for line in load_all(load_lessons(root), root)[1]]
     assert {line.split(": ")[0] for line in built} <= {line.split(": ")[0] for line in lines}
     assert {*BREAKAGES["JSON no lesson claims"][1], *BREAKAGES["a truncated sweep"][1][:1],
