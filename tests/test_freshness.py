@@ -161,13 +161,13 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(le
     pages = [path for path in notebook_output(lesson).text_inputs(tree)
              if path.startswith("docs/")]
     as_it_was = {page: (tree / page).read_bytes() for page in pages}
-    before = hashes.content_hash(tree / module, tree)
+    before = hashes.content_files(tree / module, tree)
     edit(tree / module, append_comment)
     edit(tree / pages[0], lambda text: text + "\nA paragraph the notebook does not show.\n")
     for page, title in ((page, title) for page in pages for title in titles):
         edit(tree / page, lambda text: re.sub(rf"^(#{{2,4}}) {re.escape(title)}$",
                                               rf"\1 {title}, retitled", text, flags=re.M))
-    assert hashes.content_hash(tree / module, tree) == before  # a comment runs nothing new
+    assert hashes.content_files(tree / module, tree) == before  # a comment runs nothing new
     changed = [module, *(page for page in pages if (tree / page).read_bytes() != as_it_was[page])]
     assert problems(tree) == [f"{notebook_output(lesson).path}: stale, "
                               f"{', '.join(sorted(changed))} changed; run "
