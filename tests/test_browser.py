@@ -668,7 +668,7 @@ LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.
 def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):
     """On each page showing recorded or notebook text, tabs opened, search run, stepper
     drawn: no payload runs or becomes live markup; each is on the page as text."""
-    from site_hostile import CANARY, ID, MODULE
+    from site_hostile import CANARY, ID
 
     origin, problems = serve(hostile_site), []
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -704,6 +704,6 @@ def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):
                          ".readerNote.includes('</SCRIPT >')")
     # The home page's table of recordings, the stale TPU one among them.
     page.goto(f"{origin}/", wait_until="networkidle")
-    assert "stale: " in page.inner_text("article") and MODULE in page.inner_text("article")
+    assert re.search(r"stale: \d+ inputs? changed", page.inner_text("article"))
     assert page.evaluate(LIVE_MARKUP) == [] and problems == []
     page.close()

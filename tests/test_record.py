@@ -292,3 +292,9 @@ def test_a_command_without_the_pins_names_the_python_to_use_in_one_line(argv):
     done = run("-S", *argv)
     assert done.returncode == 1
     one_error(done.stderr, "No module named", "lacks the project's pins", "`make setup`")
+
+
+def test_in_the_venv_a_missing_module_is_a_bug_and_keeps_its_traceback():
+    done = run("-c", "import scripts.cli; import a_module_nobody_wrote")
+    assert done.returncode == 1 and "Traceback" in done.stderr
+    assert "lacks the project's pins" not in done.stderr
