@@ -9,7 +9,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDINGS = ROOT / "recordings"
-FIGURES = ROOT / "figures"
 # Every derived file's inputs, as digests: see scripts/store/freshness.py.
 LOCK = RECORDINGS / "outputs.lock.json"
 REGISTRY = ROOT / "lesson_code" / "lessons.toml"

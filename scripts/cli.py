@@ -57,8 +57,8 @@ def command(body, failures=(), prefix="error", stopped=None):
 def without_the_pins(kind, error, trace):
     """`python3 scripts/record.py`, not .venv's python: a missing pin is one line, exit 1;
     so each command imports this module before any pinned package."""
-    if not issubclass(kind, ModuleNotFoundError):
-        return sys.__excepthook__(kind, error, trace)
+    if not issubclass(kind, ModuleNotFoundError) or sys.prefix != sys.base_prefix:
+        return sys.__excepthook__(kind, error, trace)  # in a venv, a missing module is a bug
     print(f"error: {error} in {sys.executable}, which lacks the project's pins: run it with "
           f"the checkout's .venv/bin/python (`make setup` makes it)", file=sys.stderr)
 

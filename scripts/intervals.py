@@ -40,7 +40,6 @@ def median_interval(values, confidence=CONFIDENCE):
 
 
 def block_medians(blocks):
-    """The median of each block's samples: [[t, ...], ...] -> [m, ...]."""
     return [float(np.median(block)) for block in blocks]
 
 
@@ -150,7 +149,6 @@ def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARG
 
 
 def geometric_mean(values):
-    """The typical factor of several ratios: exp(mean(log v))."""
     return float(np.exp(np.mean(np.log(values))))
 
 

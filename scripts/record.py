@@ -219,14 +219,6 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
         staging.commit(lambda path: progress(f"wrote {display(path, plan.root)}"))
 
 
-def check(lessons, only=None):
-    """Print one line per stale, missing or invalid output (of lesson `only`); 1 if any."""
-    lines = check_problems(lessons, next(iter(lessons.values())).root, only)
-    for line in lines:
-        print(line)
-    return 1 if lines else 0
-
-
 # The ranks check their shards bit for bit against NumPy, which holds for powers of two;
 # past 16 ranks of about 300 MB each, the run measures the scheduler, not the collectives.
 PROCESS_COUNTS = (2, 4, 8, 16)
@@ -307,8 +299,10 @@ def record_command(argv):
     if args.lesson and args.lesson not in lessons:
         raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
                             f"known: {first_of(lessons)}")
-    if args.check:
-        return check(lessons, only=args.lesson)
+    if args.check:  # one line per stale, missing or invalid output; 1 if any
+        lines = check_problems(lessons, next(iter(lessons.values())).root, args.lesson)
+        print("".join(f"{line}\n" for line in lines), end="")
+        return 1 if lines else 0
     if args.lesson:
         lessons = {args.lesson: lessons[args.lesson]}
     refuse_what_cannot_work(args, lessons)

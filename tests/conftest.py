@@ -1,9 +1,5 @@
 """Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
-fixtures built once per run (plain helpers: tests/harness.py).
-
-JAX fixes its backend and device count at its first device query, so they are set before any
-test module touches JAX: eight devices give meshes of 2, 4 and 8 from ``jax.devices()[:p]``.
-"""
+fixtures built once per run (plain helpers: tests/harness.py)."""
 import json
 import os
 import shutil
@@ -13,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+# Set before any test module touches JAX, which fixes them at its first device query: eight
+# devices give meshes of 2, 4 and 8 from jax.devices()[:p].
 os.environ["JAX_PLATFORMS"] = "cpu"
 os.environ["JAX_NUM_CPU_DEVICES"] = "8"
 
@@ -78,9 +76,8 @@ def lessons_with(*fields):
 
 
 def built_once(request, tmp_path_factory, name, make):
-    """`make(folder)` run once for the whole test run, its folder shared: under
-    pytest-xdist every worker asks, the first builds while the others wait on a lock, and
-    all read the same files (the tests that take it only read them)."""
+    """`make(folder)` once per test run, its folder shared: under pytest-xdist the first
+    worker builds while the others wait on a lock; all only read it."""
     import fcntl
 
     shared = tmp_path_factory.getbasetemp()
@@ -103,9 +100,8 @@ SUB_PATH = "lesson-site"
 
 @pytest.fixture(scope="session")
 def built_site(request, tmp_path_factory):
-    """The site as CI publishes it (SITE_URL under SUB_PATH), built strictly from the
-    working tree with JAX made unimportable: once per test run, whatever the number of
-    workers, for the page checks and the browser alike."""
+    """The site as CI publishes it (under SUB_PATH), built strictly from the working tree
+    without JAX, once per run for the page checks and the browser alike."""
     from site_build import build
 
     def make(folder):
@@ -182,9 +178,8 @@ BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings"
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by these marks
 def pytest_collection_modifyitems(items):
-    """Each test's tier from its fixtures; then the files with the most heavy tests first,
-    each kept whole and in order: `make test` (--dist loadfile --no-loadscope-reorder)
-    starts the long files first, so that no long file begun last keeps one worker alone."""
+    """Each test's tier from its fixtures; the files with the most heavy tests first, each
+    whole and in order, so that no long file begun last keeps one `make test` worker alone."""
     for item in items:
         names = set(item.fixturenames)
         if names & BROWSER_FIXTURES:

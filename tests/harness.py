@@ -41,9 +41,8 @@ def clean_env(**extra):
 
 
 def project(destination, parts=PROJECT_PARTS, lesson=None):
-    """A copy of the project's `parts` under `destination`, node_modules linked; with
-    `lesson` (FIXTURE_LESSON), that lesson added, unrecorded. The tools' pins travel with
-    requirements.txt: they say which of constraints.txt's pins are tools."""
+    """A copy of the project's `parts` (with requirements.txt, the tools' pins) under
+    `destination`, node_modules linked; with `lesson`, the fixture lesson added, unrecorded."""
     destination = Path(destination).resolve()
     if "requirements.txt" in parts:
         parts = (*parts, *TOOL_PINS)
@@ -251,9 +250,8 @@ def closed_pipe():
 
 
 def hanging_ranks(root, lesson):
-    """The copy's registry names a rank that hangs once `lesson` ran, so its peers wait for
-    it in a collective: a run only a signal ends (tests/fixtures/failing_rank.py). Returns
-    the environment to start that run with."""
+    """The environment of a run only a signal ends: the copy's registry names a rank that
+    hangs once `lesson` ran, its peers waiting in a collective (fixtures/failing_rank.py)."""
     shutil.copy(FIXTURES / "failing_rank.py", root / "lesson_code" / "hanging_rank.py")
     registry = root / "lesson_code" / "lessons.toml"
     registry.write_text(registry.read_text().replace(

@@ -1,11 +1,7 @@
-"""A copy of the project whose recordings and notebook carry hostile text, for the site tests
-(the built HTML, tests/test_site.py) and the browser tests (chromium, tests/test_browser.py).
-
-A recording can come from a VM, a pull request or a hand edit, and a notebook can change in
-the same pull request as its lock entry. Free text (stdout, the figure data's labels, the
-ring trace's note, a notebook's cells) is built into a site here carrying script, Markdown
-link, image, snippet and template payloads; the site must show all of it as text.
-"""
+"""A copy of the project whose recordings and notebook carry hostile text (a recording may
+come from a VM, a pull request or a hand edit): script, Markdown link, image, snippet and
+template payloads in every free text, built into a site that must show all of it as text
+(tests/test_site.py reads its HTML, tests/test_browser.py runs it in chromium)."""
 import json
 from html.parser import HTMLParser
 

@@ -1,7 +1,6 @@
-"""A bare mkdocs-material page with the project's palette: what the theme alone makes of a
-heading, a link, a table and a Python block. The accessibility and HTML-validity tests hold
-the project's pages to it; `make audit` (benchmarks/lighthouse.py) reads a page beside it as
-long as each lesson page (long/<page>)."""
+"""A bare mkdocs-material page with the project's palette, what the theme alone makes of a
+heading, a link, a table and a code block: the accessibility and HTML tests, and `make audit`
+(a page as long as each lesson's, long/<page>), hold the project's pages to it."""
 import os
 import re
 import subprocess

@@ -283,7 +283,7 @@ def test_on_tpu_the_sweep_measures_the_p_the_lesson_s_chips_hold(tmp_path, monke
     (root / tpu_sweep).write_bytes(out.read_bytes())
     [hardware] = [o for o in recording_outputs(load_lessons(root)[SEED.id], root)
                   if o.path == tpu_sweep]
-    assert hardware.module == module_file(SEED, SEED.sweep) and not hardware.required
+    assert hardware.module == module_file(SEED, SEED.sweep_on("tpu")) and not hardware.required
     assert hardware.fix.startswith("python scripts/tpu_job.py")
 
 

@@ -161,13 +161,13 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(le
     pages = [path for path in notebook_output(lesson).text_inputs(tree)
              if path.startswith("docs/")]
     as_it_was = {page: (tree / page).read_bytes() for page in pages}
-    before = hashes.content_hash(tree / module, tree)
+    before = hashes.content_files(tree / module, tree)
     edit(tree / module, append_comment)
     edit(tree / pages[0], lambda text: text + "\nA paragraph the notebook does not show.\n")
     for page, title in ((page, title) for page in pages for title in titles):
         edit(tree / page, lambda text: re.sub(rf"^(#{{2,4}}) {re.escape(title)}$",
                                               rf"\1 {title}, retitled", text, flags=re.M))
-    assert hashes.content_hash(tree / module, tree) == before  # a comment runs nothing new
+    assert hashes.content_files(tree / module, tree) == before  # a comment runs nothing new
     changed = [module, *(page for page in pages if (tree / page).read_bytes() != as_it_was[page])]
     assert problems(tree) == [f"{notebook_output(lesson).path}: stale, "
                               f"{', '.join(sorted(changed))} changed; run "
@@ -345,19 +345,15 @@ def broken(tmp_path_factory):
     return root, problems(root)
 
 
-def test_check_names_each_breakage_in_its_lines_and_nothing_else(broken):
-    _, lines = broken
+def test_check_names_each_breakage_in_its_lines_and_the_build_stops_on_them(broken):
+    """Then load_all (the build's on_config) stops on the recordings and unclaimed files as
+    --check names them, and on nothing else (it never draws)."""
+    root, lines = broken
     unsaid = {case: [line for line in named if line not in lines]
               for case, (_, named) in BREAKAGES.items()}
     assert {case: missing for case, missing in unsaid.items() if missing} == {}
     expected = [line for _, named in BREAKAGES.values() for line in named]
     assert sorted(lines) == sorted(expected)  # nothing else, and each line once
-
-
-def test_the_build_stops_on_what_check_names(broken):
-    """load_all (the build's on_config) stops on the recordings and unclaimed files as
-    --check names them, and on nothing else (it never draws)."""
-    root, lines = broken
     built = [line.replace(f"{root}/", "") for line in load_all(load_lessons(root), root)[1]]
     assert {line.split(": ")[0] for line in built} <= {line.split(": ")[0] for line in lines}
     assert {*BREAKAGES["JSON no lesson claims"][1], *BREAKAGES["a truncated sweep"][1][:1],

@@ -1,7 +1,5 @@
-"""Valid HTML and SVG, as the Nu Html Checker (vnu-jar, pinned in package.json) sees it:
-every page and figure without an error, but those the bare theme page with the same palette
-(tests/site_reference.py) shows too, the theme's own markup (today only `autocomplete="off"`
-on its two checkbox toggles)."""
+"""Every page and figure valid to the Nu Html Checker (vnu-jar, package.json), but for the
+errors the bare theme page (tests/site_reference.py) shows too: the theme's own markup."""
 import json
 import shutil
 import subprocess

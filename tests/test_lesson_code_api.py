@@ -1,7 +1,6 @@
-"""What every lesson file holds to, read from its syntax tree, in one pass over lesson_code/
-(a course's files, however many): JAX through its public API only (the next JAX may move
-anything under `jax._src`; a citation in a string is not a use), the replication check
-never switched off, and snippet markers that pair, each section once."""
+"""What every lesson file holds to, read from its syntax tree in one pass over lesson_code/:
+JAX's public API only (the next JAX may move anything under `jax._src`), the replication
+check never off, and snippet markers that pair, each section once."""
 import ast
 import re
 

@@ -51,8 +51,8 @@ def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(r
     assert recording["environment"]["deviceCount"] == SEED.devices
     assert recording["environment"]["processCount"] == 1
     copied = load_lessons(root)[LESSON_ID]
-    assert recording["contentHash"] == hashes.content_hash(
-        root / LESSON, root, copied.also_run_with())
+    assert recording["contentHash"] == hashes.combined_hash(hashes.content_files(
+        root / LESSON, root, copied.also_run_with()))
     assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"
@@ -62,7 +62,9 @@ def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(r
         assert (root / figure.path.format(id=LESSON_ID)).read_text() == figure.render(source)
     assert f"record: wrote recordings/{LESSON_ID}.cpu.json" in done.stderr
     simulation = load_recording(root / "recordings" / f"{LESSON_ID}.simulation.json")
-    assert list(simulation["contentFiles"])[0] == module_file(SEED, SEED.simulation)
+    # Its module and the program shell it runs on (`python -m`), with the pins.
+    assert {module_file(SEED, SEED.simulation), "lesson_code/program.py"} <= \
+        set(simulation["contentFiles"])
     # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
     assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
     assert leftover_temp_files(root) == []
@@ -290,3 +292,9 @@ def test_a_command_without_the_pins_names_the_python_to_use_in_one_line(argv):
     done = run("-S", *argv)
     assert done.returncode == 1
     one_error(done.stderr, "No module named", "lacks the project's pins", "`make setup`")
+
+
+def test_in_the_venv_a_missing_module_is_a_bug_and_keeps_its_traceback():
+    done = run("-c", "import scripts.cli; import a_module_nobody_wrote")
+    assert done.returncode == 1 and "Traceback" in done.stderr
+    assert "lacks the project's pins" not in done.stderr

@@ -39,9 +39,8 @@ def test_the_build_the_ring_table_numbers_steps_as_the_figures_do():
 @pytest.mark.browser
 def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, served,
                                                                    built_site):
-    """D17: only the pages that show it fetch its script and stylesheet; with script off
-    it stays hidden, no text a reader sees speaks of its controls, and a <noscript> line
-    says what shows instead."""
+    """D17: only its pages fetch its script; with script off it stays hidden, no visible
+    text speaks of its controls, and a <noscript> line says what shows instead."""
     loading = [path for path in site_pages(built_site)
                if "ring-stepper.js" in page_file(built_site, path).read_text()]
     assert sorted(loading) == sorted(SHOWN_ON)
@@ -102,9 +101,8 @@ NAME_TO_BUTTONS = ("root.querySelector('.ring-stepper__controls').getBoundingCli
 
 
 def expected_ring_steps(trace):
-    """Every state of the step-through as the static figures read the same trace
-    (scripts/figures/ring.py): the figure's step name, each cell's label, values (as the
-    figure writes them) and arrival, the sends, and what the live text must say."""
+    """Every state of the step-through as scripts/figures/ring.py reads the same trace:
+    step names, each cell's label, values and arrival, the sends, the live text."""
     import numpy as np
 
     from scripts.figures.ring import cell_look, phases
@@ -192,13 +190,10 @@ def shows(root):
 @pytest.mark.parametrize("path, width", [(LESSON, 390), (SHOWN_ON[1], 1280)])
 def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, served, path,
                                                                    width):
-    """Every state, forwards with the buttons and backwards with the arrow keys, equals
-    the recorded trace as the figures read it, on both pages; so do the other recorded
-    ring sizes, each reaching the recorded bytes per rank. N4 and N5: the ring and the
-    buttons stay where they are whatever the status says; at p = 4 they fit one screen
-    below the header, the ring drawn whole; at p = 8 on a phone the ring scrolls in a box
-    of its own, which takes the keyboard's focus, has a name, and scrolls (not steps)
-    with the arrow keys."""
+    """Every state, forwards by button and back by arrow key, is the recorded trace as the
+    figures read it, at every recorded ring size. N4, N5: ring and buttons stay still and,
+    at p = 4, fit one screen; at p = 8 on a phone the ring scrolls in a named, focusable
+    box that the arrow keys scroll, not step."""
     trace = recorded_trace()
     expected = expected_ring_steps(trace)
     assert len(expected) == 2 * trace["ranks"]
@@ -283,10 +278,8 @@ def live(root):
 
 @pytest.mark.browser
 def test_play_moves_one_step_at_its_pace_announcing_only_the_step(browser, served):
-    """Nothing moves until asked; Play moves one step a pace and says only which step it
-    is (N6: not 70 to 120 words every 2.5 s), Pause stops it and the sentence is spoken
-    again; played on, it stops at the end; a step by hand stops it. An arrow is drawn
-    moving, or at once where less motion is asked for (a CSS media query)."""
+    """Play moves one step a pace and says only which step (N6); Pause, the end or a step
+    by hand stops it; an arrow moves, or is drawn at once where less motion is asked for."""
     page, watch, root = open_stepper(browser, served, motion="no-preference", clock=True)
     pace = int(root.get_attribute("data-pace-ms"))
     expected = [state["position"] for state in expected_ring_steps(recorded_trace())]
@@ -354,12 +347,9 @@ COLOURS = """root => [...root.querySelectorAll('.ring-stepper__chunk')].map(chun
 @pytest.mark.parametrize("scheme, width", [("light", 1280), ("dark", 390)])
 def test_every_cell_holds_its_contrast_and_axe_finds_nothing_in_it(browser, served, scheme,
                                                                   width):
-    """D16: each look takes the figures' colours of its palette (not light pastels on the
-    dark page), its text holds 4.5:1 and the arrived outline 3:1 against the card; at the
-    reduce-scatter's middle step (own, partial, arrived), an all-gather step (full,
-    missing) and at p = 8 (a ring wider than a phone) axe finds no violation of any impact
-    inside it, and the page is no wider than its screen. Colours follow the palette, the
-    p = 8 box the width: one screen of each palette, one of each width."""
+    """D16: each look takes its palette's figure colours, text 4.5:1 and the arrived outline
+    3:1 against the card; at two steps showing every look and at p = 8, axe finds nothing
+    inside it and the page is no wider than its screen (each palette, each width once)."""
     page, watch, root = open_stepper(browser, served, LESSON, scheme, width)
     palette, looks, p = {"light": LIGHT, "dark": DARK}[scheme], set(), recorded_trace()["ranks"]
     for steps in (p // 2, p + 1, "p = 8"):  # RS step p/2, AG step 1, then p = 8

@@ -9,6 +9,7 @@ import re
 from conftest import FIRST_LESSON, module_file
 from harness import project as project_copy
 from scripts.pages.check_links import broken_links
+from scripts.pages.site_files import stage
 from site_build import build, build_with_zensical
 from site_pages import page_file, site_pages
 
@@ -49,6 +50,14 @@ def test_zensical_builds_every_page_mkdocs_builds_the_same(built_site, tmp_path)
         assert expected == found, "\n".join(difflib.unified_diff(expected[1], found[1], page,
                                                                  lineterm="", n=1))
     assert broken_links(project / "site")[0] == []
+    # The copying step removes what it wrote and no longer wants, never a file put by hand.
+    figures = project / "docs" / "figures"
+    (figures / "by-hand.png").write_bytes(b"kept")
+    (figures / "gone.svg").write_bytes(b"<svg/>")
+    with (project / "docs" / ".site-files").open("a") as written:
+        written.write("figures/gone.svg\n")
+    stage(project)
+    assert (figures / "by-hand.png").read_bytes() == b"kept" and not (figures / "gone.svg").exists()
     # A stale recording stops both in the same line. Zensical prints its traceback around it
     # and leaves in site/ what it wrote before it (make stops there).
     program = project / module_file(FIRST_LESSON)

@@ -186,7 +186,6 @@ def phases(trace):
 
 
 def note_lines(*sentences, chars=WIDE.note_chars):
-    """The note under a figure, wrapped to the canvas."""
     return [line for sentence in sentences for line in textwrap.wrap(sentence, chars)]
 
 

@@ -83,7 +83,6 @@ def legend_line(colour, label, style="-", marker=None):
 
 
 def onset_entries(analysis, look, words):
-    """The fault-onset line's legend entry, when the sweep reached the onset."""
     if not analysis["faults"]["onsetBytes"]:
         return []
     return [legend_line(look.palette.ink, words, ONSET_STYLE)]

@@ -1,6 +1,5 @@
-"""The sweep's time ratios, one panel per device count p (sweep.py: the layout both sweep
-figures share): each ratio of two programs' median times the analysis takes, against the
-size S, with the values the ring model fixes (2 and 1) as dotted lines and the fault onset marked.
+"""The sweep's time ratios in sweep.py's panels: each ratio of two programs' median times
+against the size S, the ring model's values (2 and 1) dotted, the fault onset marked.
 
 Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), ratio (`series`,
 `label` its legend) and size S (`bytes`): its `ratio` and the ring `model`'s value (the
@@ -84,7 +83,6 @@ def draw(analysis, look):
 
 
 def alt_text(analysis):
-    """Title and description for screen readers, with the numbers the figure shows."""
     ranks = ranks_of(analysis)
     model = analysis["ratios"]["model"]
     labels = {name: label for name, (label, _, _) in ratio_styles(analysis).items()}

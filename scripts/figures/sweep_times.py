@@ -1,7 +1,5 @@
-"""The sweep's time per call, one panel per device count p (sweep.py: the layout both
-sweep figures share): every program's median time per call against the size S, with its
-interval as a band, log-log, a single-thread memcpy of S for scale and the fault onset
-marked.
+"""The sweep's time per call in sweep.py's panels: every program's median against the size
+S, its interval as a band, log-log, a single-thread memcpy of S for scale, the onset marked.
 
 Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), program (`series`,
 `label` its legend) and size S (`bytes`): its `medianUs` and interval `lowUs`-`highUs`
@@ -102,7 +100,6 @@ def draw(analysis, look):
 
 
 def alt_text(analysis):
-    """Title and description for screen readers, with the numbers the figure shows."""
     ranks = ranks_of(analysis)
     smallest = {p: min(r["bytes"] for r in analysis["rows"] if r["ranks"] == p) for p in ranks}
     title = ("Time per call of XLA's collectives and a ppermute ring against message size "

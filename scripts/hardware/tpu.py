@@ -112,7 +112,6 @@ def remote_setup(jax_version, remote_dir):
 
 @dataclass(frozen=True)
 class Vm:
-    """What every step that reaches the VM needs."""
     name: str
     where: list  # --zone, and --project when given
     remote_dir: str  # relative to the VM user's home: scp and ssh both start there

@@ -46,10 +46,13 @@ def recording_table(lesson_id, sources, values):
             "|---|---|---|---|---|---|"]
     for loaded in executed_recordings(lesson_id, sources, every_kind=True):
         recording, env = loaded.recording, loaded.recording["environment"]
-        status = "stale: " + ", ".join(loaded.stale) if loaded.stale else "current"
+        # How many inputs changed, not their names (the recording's tab names them): two
+        # file names kept the table wider than a 1280 px page.
+        count = len(loaded.stale)
+        status = f"stale: {count} input{'s' * (count > 1)} changed" if count else "current"
         cells = [*(f"`{values.hold(code)}`" for code in (loaded.path, recording["provenance"])),
                  *map(values.hold, (machine_label(recording), human_date(recording["generatedAt"]),
-                                    env["jax"], status))]
+                                    env["jax"])), status]
         rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
 

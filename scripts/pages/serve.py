@@ -24,6 +24,7 @@ from scripts.pages.directives import recordings_read
 from scripts.pages.figure_data import figure_data
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.store.recordings import read_json
+from scripts.store.staging import write_atomically
 
 
 def stat(path):
@@ -154,4 +155,4 @@ def on_post_build(config):
         if (url := entry["location"].partition("#")[0]) in SERVING.rebuilt:
             SERVING.entries[url].append(entry)
     fresh["docs"] = [entry for url in SERVING.urls for entry in SERVING.entries.get(url, [])]
-    index.write_text(json.dumps(fresh, separators=(",", ":")))
+    write_atomically(index, json.dumps(fresh, separators=(",", ":")).encode())  # read as served

@@ -31,20 +31,26 @@ def wanted(root, lessons):
     return files
 
 
+# What the last run wrote, one path a line: only those are ever removed, so a file someone
+# put in docs/ by hand stays.
+WRITTEN = ".site-files"
+
+
 def stage(root=ROOT, docs=None):
     """Bring docs/ up to date, first refusing any link in the checkout; LinkInCheckout or
     RegistryError is the one line that says what stops it."""
     docs = docs or root / "docs"
     refuse_links(root)
     files = wanted(root, load_lessons(root))
-    for path in [*(docs / "notebooks").glob("*.md"), *(docs / "notebooks").glob("*/*"),
-                 *(path for part in ("figures", "lesson_code", "recordings")
-                   for path in (docs / part).rglob("*") if path.is_file())]:
-        if path.relative_to(docs).as_posix() not in files:  # what an earlier run left
-            path.unlink()
+    written = docs / WRITTEN
+    earlier = written.read_text(encoding="utf-8").splitlines() if written.is_file() else []
+    for path in set(earlier) - set(files):  # a figure or a lesson that is gone
+        (docs / path).unlink(missing_ok=True)
     for path, content in files.items():
         if not (docs / path).is_file() or (docs / path).read_bytes() != content:
             write_atomically(docs / path, content)
+    if earlier != list(files):
+        write_atomically(written, "".join(f"{path}\n" for path in files).encode())
 
 
 if __name__ == "__main__":

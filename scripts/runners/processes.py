@@ -105,7 +105,6 @@ def wait_for(children, timeout_s, scratch):
 
 
 def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
-    """Run `module` as `ranks` processes; return process 0's stdout and data."""
     started = time.monotonic()
     children = []
     with scratch_folder("ranks") as scratch:

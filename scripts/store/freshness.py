@@ -175,7 +175,6 @@ def load_all(lessons, root=ROOT):
     loaded = {}
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
-
         lines += text_problems(notebook_output(lesson), lock, root)
         recordings = recording_outputs(lesson, root)
         analyses, problems = load_analyses(lesson, lock, recordings, root)

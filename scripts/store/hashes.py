@@ -20,7 +20,6 @@ PACKAGES = ("lesson_code", "scripts")  # where import closures stop
 
 
 def module_file(name, root=ROOT):
-    """The file behind a dotted module name of this repository, or None."""
     base = root / name.replace(".", "/")
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if candidate.exists():
@@ -101,7 +100,6 @@ def digest_bytes(data):
 
 
 def digest(path):
-    """sha256 of a file's bytes; "missing" for a file that is not there."""
     path = Path(path)
     if not path.is_file():
         return "missing"
@@ -180,10 +178,6 @@ def content_files(module_path, root=ROOT, extra=()):
 def combined_hash(digests):
     text = "".join(f"{name} {value}\n" for name, value in sorted(digests.items()))
     return digest_bytes(text)
-
-
-def content_hash(module_path, root=ROOT, extra=()):
-    return combined_hash(content_files(module_path, root, extra))
 
 
 def changed_files(recorded, current):

@@ -46,7 +46,6 @@ class Lesson:
     registered: int = field(default=1, compare=False, repr=False)
 
     def path(self, module=None):
-        """The file of `module` (default: the lesson module)."""
         return self.root / ((module or self.module).replace(".", "/") + ".py")
 
     def sweep_on(self, platform):

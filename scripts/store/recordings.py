@@ -147,7 +147,6 @@ def schemas_for(lesson):
 
 
 def registered_lesson(lesson_id, root=ROOT):
-    """The registry's lesson of that id, or None."""
     from scripts.store.lessons import RegistryError, load_lessons
 
     try:
