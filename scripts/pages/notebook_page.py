@@ -39,20 +39,13 @@ def fence(text, language):
     return f"{ticks}{language}\n{text.rstrip()}\n{ticks}"
 
 
-def malformed(where, what):
-    return PageError(f"{where}: {what}; rerun `python scripts/record.py`")
-
-
-def list_of(value, kind, where, what):
-    """`value`, a list of `kind`; else `what` is wrong with the notebook, in one line."""
-    if isinstance(value, list) and all(isinstance(item, kind) for item in value):
-        return value
-    raise malformed(where, what)
-
-
 def joined(text, where):
-    return text if isinstance(text, str) else "".join(
-        list_of(text, str, where, f"holds {type(text).__name__} where text belongs"))
+    if isinstance(text, str):
+        return text
+    if isinstance(text, list) and all(isinstance(part, str) for part in text):
+        return "".join(text)
+    raise PageError(f"{where}: holds {type(text).__name__} where text belongs; "
+                    f"rerun `python scripts/record.py`")
 
 
 def output_text(output, where):
@@ -60,18 +53,21 @@ def output_text(output, where):
     if kind == "stream":
         return joined(output.get("text", ""), where)
     if kind == "error":
-        lines = list_of(output.get("traceback", []), str, where,
-                        "an error output's traceback is not a list of lines")
+        lines = output.get("traceback", [])
+        if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+            raise PageError(f"{where}: an error output's traceback is not a list of lines; "
+                            f"rerun `python scripts/record.py`")
         return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines)
     data = output.get("data", {})
     if not isinstance(data, dict):
-        raise malformed(where, "an output's `data` is not a mapping")
+        raise PageError(f"{where}: an output's `data` is not a mapping; rerun "
+                        f"`python scripts/record.py`")
     for mime in TEXT_OUTPUTS:
         if mime in data:
             return joined(data[mime], where)
-    raise malformed(where, f"an output of kind {kind!r} with {sorted(data)} cannot be shown as "
-                    f"text; pages/notebook_page.py shows text outputs only, so print the result "
-                    f"instead")
+    raise PageError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
+                    f"shown as text; pages/notebook_page.py shows text outputs only, so print "
+                    f"the result instead and rerun `python scripts/record.py`")
 
 
 def notebook_markdown(path):
@@ -81,13 +77,16 @@ def notebook_markdown(path):
         notebook = read_json(path, "python scripts/record.py")
     except RecordingError as error:
         raise PageError(str(error)) from None
-    cells = list_of(notebook.get("cells") if isinstance(notebook, dict) else None, dict, where,
-                    "`cells` is not a list of cells")
+    cells = notebook.get("cells") if isinstance(notebook, dict) else None
+    if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
+        raise PageError(f"{where}: `cells` is not a list of cells; rerun "
+                        f"`python scripts/record.py`")
     blocks = []
     for number, cell in enumerate(cells, start=1):
-        at = f"{where}, cell {number}"
-        outputs = list_of(cell.get("outputs", []), dict, at,
-                          "its outputs are not a list of outputs")
+        at, outputs = f"{where}, cell {number}", cell.get("outputs", [])
+        if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
+            raise PageError(f"{at}: its outputs are not a list of outputs; rerun "
+                            f"`python scripts/record.py`")
         text = joined(cell.get("source", ""), at)
         if cell.get("cell_type") == "markdown":
             blocks.append(text)
