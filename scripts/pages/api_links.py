@@ -7,18 +7,12 @@ import re
 REFERENCE = "https://docs.jax.dev/en/latest/"
 AUTOSUMMARY = REFERENCE + "_autosummary/"
 JAX_REFERENCE = {
-    "psum": AUTOSUMMARY + "jax.lax.psum.html",
-    "psum_scatter": AUTOSUMMARY + "jax.lax.psum_scatter.html",
-    "all_gather": AUTOSUMMARY + "jax.lax.all_gather.html",
-    "ppermute": AUTOSUMMARY + "jax.lax.ppermute.html",
-    "shard_map": AUTOSUMMARY + "jax.shard_map.html",
-    "jit": AUTOSUMMARY + "jax.jit.html",
-    "devices": AUTOSUMMARY + "jax.devices.html",
-    "distributed.initialize": AUTOSUMMARY + "jax.distributed.initialize.html",
-    "block_until_ready": AUTOSUMMARY + "jax.block_until_ready.html",
-    "NamedSharding": REFERENCE + "jax.sharding.html#jax.sharding.NamedSharding",
-    "PartitionSpec": REFERENCE + "jax.sharding.html#jax.sharding.PartitionSpec",
-    "Mesh": REFERENCE + "jax.sharding.html#jax.sharding.Mesh",
+    **{name: f"{AUTOSUMMARY}jax.lax.{name}.html"
+       for name in ("psum", "psum_scatter", "all_gather", "ppermute")},
+    **{name: f"{AUTOSUMMARY}jax.{name}.html" for name in
+       ("shard_map", "jit", "devices", "distributed.initialize", "block_until_ready")},
+    **{name: f"{REFERENCE}jax.sharding.html#jax.sharding.{name}"
+       for name in ("NamedSharding", "PartitionSpec", "Mesh")},
 }
 # Bare names that are also ordinary words or other things: only linked with a prefix.
 NEEDS_PREFIX = {"jit", "devices", "distributed.initialize"}

@@ -39,12 +39,12 @@ def on_config(config):
                           f"code, {ROOT / 'scripts'} (where the activated .venv's install "
                           f"points): in {root}, run `make setup` and use its own .venv")
     try:
-        stage(root, Path(config["docs_dir"]))  # it refuses links before it reads a file
+        stage(ROOT, Path(config["docs_dir"]))  # it refuses links before it reads a file
         check_site_url(config)
-        course = load_course(root)
+        course = load_course(ROOT)
     except (LinkInCheckout, RegistryError) as error:
         raise PluginError(str(error)) from None
-    sources = load_sources(root, config["docs_dir"])
+    sources = load_sources(ROOT, config["docs_dir"])
     if PAGE_LANGUAGE not in config["markdown_extensions"]:
         raise PluginError(f"mkdocs.yml: the pages' directives need `- {PAGE_LANGUAGE}` "
                           f"under markdown_extensions; add it")
@@ -68,7 +68,5 @@ def on_post_page(output, page, config):
     return output.replace(SEARCH_DIALOG, SEARCH_DIALOG[:-1] + ' aria-label="Search">', 1)
 
 
-def on_post_template(output, template_name, config):
-    """The 404 page is a theme template, not a page: it needs the same dialog name.
-    MkDocs-only, as above."""
+def on_post_template(output, template_name, config):  # the 404 page, a template, not a page
     return on_post_page(output, None, config)

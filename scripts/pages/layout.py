@@ -34,16 +34,10 @@ def table_names(page_html, tables):
     its number under that heading when there are more."""
     headings = [(m.start(), text_of(PERMALINK.sub("", m.group(3))).strip())
                 for m in HEADING.finditer(page_html)]
-    titles = []
-    for table in tables:
-        above = [title for start, title in headings if start < table.start()]
-        titles.append(above[-1] if above else "table")
-    names = []
-    for index, title in enumerate(titles):
-        count = titles.count(title)
-        number = titles[:index + 1].count(title)
-        names.append(f"{title}, table {number} of {count}" if count > 1 else title)
-    return names
+    titles = [next((title for start, title in reversed(headings) if start < table.start()),
+                   "table") for table in tables]
+    return [f"{title}, table {titles[:index + 1].count(title)} of {titles.count(title)}"
+            if titles.count(title) > 1 else title for index, title in enumerate(titles)]
 
 
 # One formula and nothing else: the formula may not run past its own </math>, or a header

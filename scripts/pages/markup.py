@@ -7,6 +7,7 @@ code stays out of the search index, with a "Defines:" line naming what a block d
 API names link to the JAX reference; figures are sized, lazy, offered in the reader's
 palette and width, linked full size, with their data line under each (figure_data.py).
 """
+import html
 import posixpath
 import re
 from collections import namedtuple
@@ -175,12 +176,12 @@ def makeExtension(**kwargs):  # the name Python-Markdown looks for
     return PageMarkup(**kwargs)
 
 
-def with_named_tables(html):
-    names = iter(table_names(html, list(TABLE.finditer(html))))
+def with_named_tables(text):
+    names = iter(table_names(text, list(TABLE.finditer(text))))
     return TABLE.sub(lambda m: '<div class="table-scroll" tabindex="0" role="group" '
-                     f'aria-label="{html_attribute(next(names))}"'
+                     f'aria-label="{html.escape(next(names))}"'
                      f'{SEARCH_EXCLUDED if mostly_numbers(m.group(0)) else ""}>'
-                     f'{with_named_math_headers(m.group(0))}</div>', html)
+                     f'{with_named_math_headers(m.group(0))}</div>', text)
 
 
 # A table of recorded numbers is something to read, not to search for: its digits would
@@ -196,10 +197,6 @@ def mostly_numbers(table, share=0.25):
     digits = sum(char.isdigit() for char in text)
     letters = sum(char.isalpha() for char in text)
     return digits >= share * (digits + letters) if digits + letters else False
-
-
-def html_attribute(text):
-    return text.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;")
 
 
 def with_defines_line(match):

@@ -221,25 +221,23 @@ def formula(markup, tex):
 def typeset(html_text, where):
     """`html_text` with every arithmatex formula as MathML; `where` names the page."""
     matches = list(FORMULA.finditer(html_text))
-    requests = []
-    for match in matches:
-        if match[1] is not None:
-            requests.append((html.unescape(match[1]).strip(), False))
-        else:
-            requests += [(part, True) for part in top_level_parts(html.unescape(match[3]))]
+    # Each match's formulas: an inline one, or each part of a display one.
+    wanted = [[(html.unescape(match[1]).strip(), False)] if match[1] is not None else
+              [(part, True) for part in top_level_parts(html.unescape(match[3]))]
+              for match in matches]
+    requests = [request for formulas in wanted for request in formulas]
     typeset_formulas = iter(formula(markup, tex) for (tex, _), markup
                             in zip(requests, temml(requests, where) if requests else []))
     pieces, end = [], 0
-    for match in matches:
+    for match, formulas in zip(matches, wanted):
         pieces.append(html_text[end:match.start()])
         end = match.end()
+        parts = [next(typeset_formulas) for _ in formulas]
         if match[1] is not None:
-            markup, _ = next(typeset_formulas)
             # The punctuation stays on the formula's line, as TeX keeps it.
-            pieces.append(f'<span class="math-nowrap">{markup}{match[2]}</span>' if match[2]
-                          else markup)
+            pieces.append(f'<span class="math-nowrap">{parts[0][0]}{match[2]}</span>'
+                          if match[2] else parts[0][0])
             continue
-        parts = [next(typeset_formulas) for _ in top_level_parts(html.unescape(match[3]))]
         label = html.escape(" ".join(text for _, text in parts))
         # Focusable so a reader without a mouse can scroll a row that is still too wide.
         pieces.append(f'<div class="math-display" tabindex="0" role="group" '

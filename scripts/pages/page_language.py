@@ -37,7 +37,7 @@ class PageLanguage(Extension):
         super().__init__(**kwargs)
 
     def extendMarkdown(self, md):
-        md.page_language = Conversion(self.getConfigs())
+        md.page_language = Conversion(self.getConfig("sources") or None)
         md.preprocessors.register(Directives(md), "page_language", 35)
         md.preprocessors.register(NotebookCells(md), "page_language_notebook", 25)
         md.treeprocessors.register(NotebookHeadings(md), "page_language_toc", 4)
@@ -51,9 +51,8 @@ class PageLanguage(Extension):
 class Conversion:
     """One Markdown instance's share: the sources, loaded once, and the page's values."""
 
-    def __init__(self, config):
-        self.config = config
-        self.sources = config["sources"] or None
+    def __init__(self, sources):
+        self.sources = sources
         self.values = PageValues()
         self.tree_finished = False  # False while the toc runs postprocessors on headings
         self.notebook_toc = []

@@ -50,12 +50,10 @@ def recording_table(lesson_id, sources, values):
         # file names kept the table wider than a 1280 px page.
         count = len(loaded.stale)
         status = f"stale: {count} input{'s' * (count > 1)} changed" if count else "current"
-        rows.append(f"| `{values.hold(loaded.path)}` | "
-                    f"`{values.hold(recording['provenance'])}` | "
-                    f"{values.hold(machine_label(recording))} | "
-                    f"{values.hold(human_date(recording['generatedAt']))} | "
-                    f"{values.hold(env['jax'])} | "
-                    f"{status} |")
+        cells = [*(f"`{values.hold(code)}`" for code in (loaded.path, recording["provenance"])),
+                 *map(values.hold, (machine_label(recording), human_date(recording["generatedAt"]),
+                                    env["jax"])), status]
+        rows.append(f"| {' | '.join(cells)} |")
     return "\n".join(rows) + "\n"  # a table ends at a blank line, whatever follows
 
 

@@ -37,7 +37,6 @@ def load_sources(root, docs):
     return Sources(lessons, recordings, Path(docs))
 
 
-
 LOADED = {}
 
 
