@@ -321,7 +321,7 @@ is enough)
     The collective here, `jax.lax.«name»`, «does». Its cost in the ring model is
     \\(«formula»\\) bytes per device, for an array of \\(R\\) rows and \\(C\\) columns.
 
-Get the [executed notebook](../notebooks/«id».ipynb) to run it yourself. Every value on
+Get the [executed notebook](../notebooks/«id».md) to run it yourself. Every value on
 this page comes from the recording made on R(generatedAt) with JAX R(environment.jax)
 on R(environment.deviceCount) logical devices of the `R(environment.backend)` backend.
 
