@@ -165,6 +165,7 @@ SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_siz
 
 @settings(max_examples=300, deadline=None)
 @given(value=VALUES, spec=SPECS)
+@example(value=-1, spec="c")  # OverflowError in format(), found by Hypothesis
 def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
     """A width past 40 or a precision past 20 would build a gigabyte page: one line."""
     directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"

@@ -62,7 +62,7 @@ def formatted(value, spec):
                          f"{MAX_PRECISION}")
     try:
         return format(value, spec)
-    except TypeError as error:
+    except (TypeError, OverflowError) as error:  # OverflowError: `c` of a negative number
         raise ValueError(str(error)) from None
 
 
