@@ -39,9 +39,6 @@ LESSONS = load_lessons(ROOT)  # never empty: the registry refuses a file with no
 each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
                                       ids=list(LESSONS))
 
-# The seed lesson, named here and nowhere else: for tests of its own content, or that need
-# a lesson with all of its parts (rank module, sweep, simulation, figures).
-SEED = LESSONS["distributed-03"]
 # Some lesson, any: for checks of the machinery that need one recording.
 FIRST_LESSON = next(iter(LESSONS.values()))
 # The fixture lesson a course author adds (tests/fixtures/second_lesson/), in a copy.
@@ -73,6 +70,12 @@ def lessons_with(*fields):
         raise pytest.UsageError(f"no registered lesson has {', '.join(fields)}: the tests "
                                 f"of those need one (lesson_code/lessons.toml)")
     return chosen
+
+
+# The seed: the first lesson with every optional part (rank module, going further,
+# simulation, sweeps, analysis), found in the registry: for the tests of those parts.
+SEED = lessons_with("rank_module", "going_further", "simulation", "sweep", "tpu_sweep",
+                    "analysis")[0]
 
 
 def built_once(request, tmp_path_factory, name, make):
