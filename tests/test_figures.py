@@ -1,7 +1,6 @@
 """Every figure as a reader gets it: drawn from its input as committed, in four variants,
 accessible text with legible sizes and contrast, and its data beside it as CSV and JSON."""
 import csv
-import functools
 import html
 import io
 import json
@@ -66,26 +65,33 @@ def texts_off_the_canvas():
     assert drawn, "no text drawn"
 
 
-def print_every_drawing():
-    """In drawn_in_a_fresh_process, without JAX: each figure, its texts off the canvas and
-    the lesson_code modules imported, as JSON."""
+def print_every_drawing(paths):
+    """In drawn_in_a_fresh_process, without JAX: each figure of `paths`, its texts off the
+    canvas and the lesson_code modules imported, as JSON."""
     drawings = {}
-    for path, output in FIGURES.items():
+    for path in paths:
+        output = FIGURES[path]
         with texts_off_the_canvas() as off:
             drawings[path] = [output.kind.render(*inputs(output), output.variant), off]
     modules = sorted(m for m in sys.modules if m.startswith("lesson_code"))
     sys.stdout.write(json.dumps({"modules": modules, "drawings": drawings}))
 
 
-@functools.cache
-def drawn_in_a_fresh_process():
+@pytest.fixture(scope="session")
+def drawn(request):
+    """The figures the selected tests compare, drawn once in a fresh process: a lesson's
+    own tests (`-k <id>`) draw its figures, not the whole course's; a test of no one
+    lesson asks for every figure."""
+    chosen = {getattr(item, "callspec", None) and item.callspec.params.get("lesson")
+              for item in request.session.items if "drawn" in item.fixturenames}
+    lessons = LESSONS.values() if None in chosen else chosen
+    paths = sorted(output.path for lesson in lessons for output in figure_outputs(lesson))
     run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jax'] = None; "
                           "sys.path.insert(0, 'tests'); import test_figures; "
-                          "test_figures.print_every_drawing()"],
+                          "test_figures.print_every_drawing(sys.argv[1:])", *paths],
                          cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
-    found = json.loads(run.stdout)
-    return found["modules"], found["drawings"]
+    return json.loads(run.stdout)
 
 
 def figures_of(lesson):
@@ -96,21 +102,21 @@ def figures_of(lesson):
 
 @pytest.mark.slow
 @each_lesson
-def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(lesson):
+def test_the_committed_figure_is_what_its_renderer_draws_from_its_input(lesson, drawn):
     """Drawn in another process than the committed one: drawing is deterministic, and
     every text stays on the canvas, in every variant."""
-    drawn, lock = drawn_in_a_fresh_process()[1], read_lock()
+    lock = read_lock()
     for path in figures_of(lesson):
-        svg, off_canvas = drawn[path]
+        svg, off_canvas = drawn["drawings"][path]
         assert (ROOT / path).read_text() == svg, f"{path}: run python scripts/record.py " \
                                                  f"--render-only"
         assert lock[path]["sha256"] == digest_bytes(svg), path
         assert off_canvas == [], path
 
 
-def test_renderers_import_neither_jax_nor_lesson_code():
+def test_renderers_import_neither_jax_nor_lesson_code(drawn):
     """Of lesson_code/ only a lesson's own renderers (CONTRACT.md), never its program."""
-    modules, drawings = drawn_in_a_fresh_process()
+    modules, drawings = drawn["modules"], drawn["drawings"]
     assert sorted(drawings) == sorted(FIGURES)
     own = sorted({kind for lesson in LESSONS.values() for kind in lesson.figures
                   if LESSON_RENDERER.fullmatch(kind)})
