@@ -292,24 +292,41 @@ def add_fixture_lesson(root):
     return load_lessons(root)[lesson_id]
 
 
-def remove_fixture_lesson(root):
-    """The fixture lesson's entry, files, page, outputs and lock entries taken out of `root`."""
+def keep_lessons(root, *ids):
+    """`root`'s course cut to the lessons `ids` ([course] kept): every other lesson's entry,
+    page, nav line, outputs and lock entries taken out. A test of what the machinery does
+    for every lesson then costs those lessons, whatever the size of the course."""
     from scripts.store.outputs import lock_path, lock_text, read_lock
 
-    entry, lesson_id = fixture_entry()
     registry = root / "lesson_code" / "lessons.toml"
-    if entry not in registry.read_text():
-        return
-    registry.write_text(registry.read_text().replace(entry, ""))
-    ours = (f"{lesson_id}.", f"{lesson_id}-")  # its outputs' names: <id>.cpu.json, <id>-x.svg
-    made = [path for folder in OUTPUTS if (root / folder).is_dir()
-            for path in (root / folder).iterdir() if path.name.startswith(ours)]
-    for path in [*made, *(root / "lesson_code" / name for name in FIXTURE_FILES),
-                 root / "docs" / "lessons" / f"{lesson_id}.md"]:
-        path.unlink(missing_ok=True)
-    lock = read_lock(root)
-    lock_path(root).write_text(lock_text({path: inputs for path, inputs in lock.items()
-                                          if not path.split("/")[-1].startswith(ours)}))
+    head, *entries = re.split(r"(?m)^(?=\[\[lesson\]\]$)", registry.read_text())
+    named = {tomllib.loads(entry)["lesson"][0]["id"]: entry for entry in entries}
+    registry.write_text("".join([head, *(named[one] for one in named if one in ids)]))
+
+    def gone(name):  # <id>.cpu.json, <id>-mechanism.svg, <id>/: the longest id it starts with
+        owners = [one for one in named if name == one or name.startswith((f"{one}.", f"{one}-"))]
+        return bool(owners) and max(owners, key=len) not in ids
+
+    for folder in (*OUTPUTS, "recordings/analysis", "docs/lessons"):
+        for path in (root / folder).iterdir() if (root / folder).is_dir() else ():
+            if gone(path.name):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+    config, page = root / "mkdocs.yml", re.compile(r"(?:lessons|notebooks)/([^/\s\"']+\.md)")
+    if config.exists():  # a nav line naming a page taken out
+        config.write_text("".join(line for line in config.read_text().splitlines(True)
+                                  if not any(map(gone, page.findall(line)))))
+    if lock_path(root).exists():
+        lock_path(root).write_text(lock_text({path: inputs for path, inputs in
+                                              read_lock(root).items()
+                                              if not gone(path.split("/")[-1])}))
+
+
+def remove_fixture_lesson(root):
+    """The fixture lesson's entry, files, page, outputs and lock entries taken out of `root`."""
+    fixture = fixture_entry()[1]
+    keep_lessons(root, *(id for id in load_lessons(root) if id != fixture))
+    for name in FIXTURE_FILES:
+        (root / "lesson_code" / name).unlink(missing_ok=True)
 
 
 def rederive_analyses(root):

@@ -6,7 +6,7 @@ import json
 from html.parser import HTMLParser
 
 from conftest import SEED, module_file, recording_name, rederive_analyses
-from harness import project as project_copy
+from harness import keep_lessons, project as project_copy
 
 # The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
 # the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.
@@ -50,6 +50,7 @@ def hostile_project(destination):
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
     project = project_copy(destination)
+    keep_lessons(project, SEED.id)  # the pages that show recorded text, as every lesson's do
     (project / ".git").mkdir()
     (project / ".git" / "config").write_text(
         f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')

@@ -26,15 +26,17 @@ def edit(path, change):
     path.write_text(change(path.read_text()))
 
 
-def check(root):  # what `record.py --check` prints
-    return freshness.check(load_lessons(root), root)
+def check(root):  # what `record.py --check` prints of the seed
+    return freshness.check(load_lessons(root), root, only=LESSON_ID)
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A copy of the checkout recorded afresh by its own record.py: (root, the run)."""
+    """A copy of the checkout with the seed recorded afresh by its own record.py: (root,
+    the run). The seed's alone: the machinery is the same for every lesson, and the
+    course's other lessons would make this test cost the course."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
-    done = run(RECORD, "--all", cwd=root)  # whether or not the committed files are current
+    done = run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root)  # current or not
     assert done.returncode == 0, done.stderr[-3000:]
     return root, done
 

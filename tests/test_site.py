@@ -14,7 +14,7 @@ from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, LESSONS, ROOT, SEED, SUB_PATH, each_lesson, module_file,
                       recording_name)
-from harness import project as project_copy
+from harness import keep_lessons, project as project_copy
 from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -38,7 +38,11 @@ LESSON_PAGE = lesson_page(SEED)  # the seed's, for its own content
 
 @pytest.fixture()
 def project(tmp_path):
-    return project_copy(tmp_path / "project")
+    """A copy of the project cut to the lessons these tests change: a broken project is
+    the machinery's case, and must not cost the course."""
+    root = project_copy(tmp_path / "project")
+    keep_lessons(root, SEED.id, FIRST_LESSON.id)
+    return root
 
 
 def one_error(run):

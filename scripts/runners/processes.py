@@ -3,6 +3,7 @@ rank fails or the run times out, every rank is killed and ProcessRunError says w
 how it ended and what it last wrote to stderr.
 """
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -32,12 +33,17 @@ class ProcessRunError(RuntimeError):
         self.rank, self.status, self.stderr_tail, self.pids = rank, status, stderr_tail, list(pids)
 
 
+# Below the ephemeral ports (Linux 32768-60999, macOS 49152-65535), from which every
+# outgoing connection takes its own: the ranks' gloo links, mpirun's daemons, another run's.
+# A port the kernel picked there could be taken by one of those in the seconds before the
+# coordinator binds it ("Failed to start RPC server"); down here only a listener binds.
+LISTENER_PORTS = range(20000, 32768)
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing holds: the kernel's pick, bound once more."""
+    """A TCP port on 127.0.0.1 that nothing holds, outside the ephemeral range."""
     for _ in range(20):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
+        port = random.choice(LISTENER_PORTS)
         if not port_in_use(port):
             return port
     raise ProcessRunError("no free TCP port on 127.0.0.1 after 20 tries")
