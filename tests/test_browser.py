@@ -30,11 +30,10 @@ SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 3
 DESKTOP = ("light", 1280)
 # The seed's pages and the course's own (home, going further, 404) are visited on every
 # screen. Another lesson's two pages are the same templates, extensions and renderers over
-# its own content: visited on the screens that read what that content can break (the
-# desktop: its first-load budget; the dark phone: its narrow dark drawings), axe on both,
-# and laid out at every width by the scrollbar test. A lesson costs a few visits, not one
-# per screen and per check.
-ANOTHER_LESSON_S_SCREENS = [DESKTOP, ("dark", 390)]
+# its own content: visited on the desktop (its first-load budget, axe, its figures), laid
+# out at every width by the scrollbar test, each drawing's variants checked for legibility
+# by tests/test_figures.py. A lesson costs three page loads, not one per screen and check.
+ANOTHER_LESSON_S_SCREENS = [DESKTOP]
 # Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
 # narrowest content column that shows the wide drawing. Only the figures are read there.
 BREAKPOINT = [("light", 720), ("dark", 721)]
