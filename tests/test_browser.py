@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, SUB_PATH
+from harness import skip_or_fail
 from site_pages import page_file, site_pages
 
 CHROMIUM = "/usr/bin/chromium"
@@ -19,8 +20,7 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARTIFACTS = ROOT / "test-artifacts"
 # Without these, chromium phones home at start-up; this machine's closed network refuses.
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-quic"]
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 # The seed lesson's page, which the going-further pages link back to.
 LESSON = f"lessons/{SEED.id}/"
 GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").glob("*.md"))
@@ -33,13 +33,6 @@ BREAKPOINT = [("light", 720), ("dark", 721)]
 # December 2026) was 131 KB, the budget that and half again, for the course to grow.
 FIRST_LOAD_LIMIT = 200_000
 SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
-
-
-def skip_or_fail(reason, what="browser test"):
-    """Skip when a tool is missing here; under CI, where it must be there, fail."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} cannot run under CI: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +103,9 @@ class PageWatch:
             f"HTTP {r.status}: {r.url}"))
         # Requests sent and not yet answered (data: and blob: URLs never leave the page).
         self.in_flight = set()
-        page.on("request", lambda r: r.url.startswith(("data:", "blob:"))
-                or self.in_flight.add(r))
-        page.on("requestfinished", lambda r: self.in_flight.discard(r))
-        page.on("requestfailed", lambda r: self.in_flight.discard(r))
+        page.on("request", lambda r: r.url.startswith(("data:", "blob:")) or self.in_flight.add(r))
+        for answered in ("requestfinished", "requestfailed"):  # Playwright takes no builtin
+            page.on(answered, lambda r: self.in_flight.discard(r))
 
 
 NEXT_FRAME = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
@@ -131,9 +123,9 @@ def settle(page, watch, url, timeout_s=15):
 
 def new_page(browser, scheme="light", width=1280, **options):
     """A page of `browser` as that screen shows it: a phone below 600 px."""
-    return browser.new_page(viewport={"width": width, "height": 844 if width < 600 else 900},
-                            color_scheme=scheme, is_mobile=width < 600, has_touch=width < 600,
-                            **options)
+    phone = width < 600
+    return browser.new_page(viewport={"width": width, "height": 844 if phone else 900},
+                            color_scheme=scheme, is_mobile=phone, has_touch=phone, **options)
 
 
 def open_page(browser, url, origin, scheme="light", width=1280):
@@ -221,8 +213,7 @@ def read_the_lesson_page(page, requests):
     shows["copy buttons"] = button.count()
     button.click()
     page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
-    shows["copied"] = [page.evaluate("navigator.clipboard.readText()"),
-                       block.inner_text().rstrip()]
+    shows["copied"] = [page.evaluate("navigator.clipboard.readText()"), block.inner_text().rstrip()]
     # Audit L1: the theme's <nav> around each copy button, two or more now, is no landmark.
     shows["code navs as landmarks"] = [found["key"] for found in axe_findings(
         page, impacts=("moderate",)) if found["key"].startswith("landmark")] \
@@ -247,17 +238,14 @@ def read_a_notebook_page(page):
     page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}"
                              f".png"))
     shows = {"code background": code.evaluate("el => getComputedStyle(el).backgroundColor"),
-             "page background": page.evaluate("getComputedStyle(document.body)"
-                                              ".backgroundColor"),
-             "ipynb links": page.locator("a[download][href$='.ipynb']").count(),
-             "downloads": []}
+             "page background": page.evaluate("getComputedStyle(document.body).backgroundColor"),
+             "ipynb links": page.locator("a[download][href$='.ipynb']").count(), "downloads": []}
     for kind in ("ipynb", "py"):
         button = page.locator(f"a.md-button[download][href$='.{kind}']")
         shows[f"{kind} button"] = button.is_visible()
         with page.expect_download() as download:
             button.click()
-        shows["downloads"].append((download.value.suggested_filename,
-                                   download.value.failure()))
+        shows["downloads"].append((download.value.suggested_filename, download.value.failure()))
     return shows
 
 
@@ -348,19 +336,16 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
     assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1
     for calls in (desktop[LESSON]["jax calls"], phone[LESSON]["jax calls"]):
-        assert [text.split("(")[0] for text, _ in calls] == \
-            ["psum", "psum_scatter", "all_gather"]
+        assert [text.split("(")[0] for text, _ in calls] == ["psum", "psum_scatter", "all_gather"]
         assert all(inside for _, inside in calls), calls
     assert phone[LESSON]["wide block's tabindex"] == "0"
     notebooks = [path for path in dark if path.startswith("notebooks/")]
     assert notebooks == sorted(f"notebooks/{lesson}/" for lesson in LESSONS)
     for path in notebooks:
         shows, lesson = dark[path], LESSONS[path.split("/")[1]]
-        assert shows["code background"] not in ("rgb(245, 245, 245)",
-                                                 shows["page background"])
+        assert shows["code background"] not in ("rgb(245, 245, 245)", shows["page background"])
         assert shows["ipynb links"] == 2 and shows["ipynb button"] and shows["py button"]
-        assert shows["downloads"] == [(f"{lesson.id}.ipynb", None),
-                                      (lesson.path().name, None)]
+        assert shows["downloads"] == [(f"{lesson.id}.ipynb", None), (lesson.path().name, None)]
     over = {}
     for path, seen in desktop.items():
         sizes = seen["first load"]
@@ -490,19 +475,6 @@ def test_a_mistyped_address_gets_the_styled_404_page(browser, served):
     page.close()
 
 
-def test_without_scripts_a_reader_sees_the_static_figure(browser, served):
-    """With JavaScript off the page stays light, each figure the file the page names."""
-    context = browser.new_context(java_script_enabled=False, color_scheme="dark",
-                                  viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.goto(f"{served}/{LESSON}")  # its load event; load_images() waits for each figure
-    shown = load_images(page)
-    assert shown and all(figure["loaded"] for figure in shown)
-    assert [VARIANT.sub(".svg", figure["src"]) for figure in shown] == \
-        [figure["src"] for figure in shown]
-    context.close()
-
-
 def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served):
     """The toggle swaps the figure for its dark drawing at once (a <picture> media query
     alone could not), print shows the light one, a tap opens the full-size SVG."""
@@ -532,9 +504,8 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
 @pytest.fixture(scope="module")
 def classic_scrollbars(browser):
     """Chromium with scrollbars that take room (15 px), as on Windows and most Linux."""
-    instance = browser.browser_type.launch(
-        executable_path=CHROMIUM, args=[*QUIET, "--disable-features=OverlayScrollbar"],
-        ignore_default_args=["--hide-scrollbars"])
+    instance = browser.browser_type.launch(executable_path=CHROMIUM, ignore_default_args=[
+        "--hide-scrollbars"], args=[*QUIET, "--disable-features=OverlayScrollbar"])
     yield instance
     instance.close()
 
