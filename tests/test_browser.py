@@ -35,6 +35,11 @@ FIRST_LOAD_LIMIT = 200_000
 SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
 
 
+def in_page(name):
+    """The function tests/page_scripts/NAME.js, for page.evaluate() to call in a page."""
+    return (ROOT / "tests" / "page_scripts" / f"{name}.js").read_text()
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's chromium, one Playwright per module: a second cannot start beside it."""
@@ -146,12 +151,7 @@ def close_again(opened):
 
 
 DRAWN = "[...document.images].filter(img => img.getClientRects().length)"
-# Every figure image of the article: the file it shows (a <picture> picks its source), how
-# wide it is drawn (0 when hidden: the other palette's), and the link around it.
-FIGURES_ON_SCREEN = """() => [...document.querySelectorAll('article img[src$=".svg"]')]
-    .map(img => ({src: img.currentSrc || img.src, drawn: img.getBoundingClientRect().width,
-    link: img.closest('a') ? img.closest('a').href : null,
-    loaded: img.complete && img.naturalWidth > 0}))"""
+FIGURES_ON_SCREEN = in_page("figures_on_screen")
 
 
 def load_images(page):
@@ -178,13 +178,7 @@ def sent_bytes(response):
     return len(body)
 
 
-# Whether each JAX call of the first screen's box ends inside the box (not scrolled yet).
-JAX_CALLS = """() => {
-    const box = document.querySelector('.takeaway .table-scroll');
-    const right = box.getBoundingClientRect().right;
-    return [...box.querySelectorAll('tbody td:nth-child(2) code')]
-        .map(code => [code.textContent, code.getBoundingClientRect().right <= right + 1]);
-}"""
+JAX_CALLS = in_page("jax_calls")
 
 
 # The theme names each code block's <pre> "__code_..." as it sets the block up.
@@ -197,10 +191,7 @@ def read_the_lesson_page(page, requests):
     shows = {"math font loaded": page.evaluate("""[...document.fonts].some(face =>
         face.family.includes('Lesson Math') && face.status === 'loaded')""")}
     # A display Σ at display size: 15 px tall at 16 px text in fallback glyphs, 25 in ours.
-    shows["sigma"] = page.evaluate("""(() => { const sum = [...document.querySelectorAll(
-        '.math-display mo')].find(mo => mo.textContent === '\u2211');
-        return sum.getBoundingClientRect().height
-        / parseFloat(getComputedStyle(sum).fontSize); })()""")
+    shows["sigma"] = page.evaluate(in_page("sigma_height"))
     answer = page.locator("details", has_text="Answer").first
     shows["answer closed at first"] = answer.get_attribute("open") is None
     answer.locator("summary").click()
@@ -393,16 +384,7 @@ def axe_findings(page, within="document", impacts=("serious", "critical")):
     pair: on the reference page too, the theme's palette, not ours) and its element."""
     if page.evaluate("typeof axe") == "undefined":  # once per page, however often asked
         page.add_script_tag(path=str(AXE))
-    return page.evaluate("""async ([within, impacts]) => {
-        const result = await axe.run(within === 'document' ? document : within,
-                                     {resultTypes: ['violations']});
-        return result.violations.filter(v => impacts.includes(v.impact))
-            .flatMap(v => v.nodes.map(node => {
-                const data = (node.any[0] || node.all[0] || {}).data || {};
-                const colours = data.fgColor ? ` ${data.fgColor} on ${data.bgColor}` : '';
-                return {key: v.id + colours, where: node.target.join(' ')};
-            }));
-    }""", [within, list(impacts)])
+    return page.evaluate(in_page("axe_findings"), [within, list(impacts)])
 
 
 @pytest.fixture(scope="module")
@@ -510,65 +492,7 @@ def classic_scrollbars(browser):
     instance.close()
 
 
-# What breaks a page for a reader: the document scrolls sideways; a box of the article
-# shows a vertical scrollbar; an element out of the flow inside a box that scrolls has its
-# containing block outside that box (so it widens the page); a table box scrolls though
-# its table fits, or at all at a desktop width (hiding columns); a code block scrolls that
-# the build did not make focusable (pages/layout.py); prose became table rows or cells.
-LAYOUT_DEFECTS = """(desktop) => {
-    const defects = [], root = document.documentElement;
-    if (root.scrollWidth > root.clientWidth)
-        defects.push(`the page scrolls sideways by ${root.scrollWidth - root.clientWidth} px`);
-    const label = box => box.getAttribute('aria-label') || box.textContent.slice(0, 40);
-    const name = element => element.tagName.toLowerCase()
-        + [...element.classList].map(kind => `.${kind}`).join('') + ' "'
-        + label(element).replace(/\\s+/g, ' ').trim().slice(0, 40) + '"';
-    const scrolls = (element, style, axis) => ['auto', 'scroll'].includes(style[`overflow${axis}`])
-        && element[`scroll${axis == 'X' ? 'Width' : 'Height'}`]
-            > element[`client${axis == 'X' ? 'Width' : 'Height'}`];
-    const article = document.querySelector('article');
-    for (const element of article.querySelectorAll('*')) {
-        if (!element.getClientRects().length) continue;  // not drawn
-        const style = getComputedStyle(element);
-        if (scrolls(element, style, 'Y'))
-            defects.push(`${name(element)} scrolls vertically by `
-                         + `${element.scrollHeight - element.clientHeight} px`);
-        if (style.position !== 'absolute' && style.position !== 'fixed') continue;
-        for (let box = element.parentElement; box !== article; box = box.parentElement) {
-            const boxStyle = getComputedStyle(box);
-            if ((scrolls(box, boxStyle, 'X') || scrolls(box, boxStyle, 'Y'))
-                    && (style.position === 'fixed' || !element.offsetParent
-                        || !box.contains(element.offsetParent)))
-                defects.push(`${name(element)} leaves its scroll box ${name(box)}`);
-        }
-    }
-    for (const box of document.querySelectorAll('.table-scroll')) {
-        const table = box.querySelector('table');
-        const needed = Math.ceil(table.getBoundingClientRect().width);
-        if (box.scrollWidth > Math.max(box.clientWidth, needed) + 1)
-            defects.push(`table box wider than its table: ${label(box)} `
-                         + `(${box.scrollWidth} px for a ${needed} px table)`);
-        if (desktop && box.scrollWidth > box.clientWidth + 1)
-            defects.push(`table hides columns at ${innerWidth} px: ${label(box)} `
-                         + `(${box.scrollWidth - box.clientWidth} px)`);
-        for (const row of table.querySelectorAll('tbody tr')) {
-            const cells = [...row.cells].map(cell => cell.innerText.trim());
-            if (cells.length > 1 && cells[0] && cells.slice(1).every(text => !text))
-                defects.push(`prose read as a table row: "${cells[0].slice(0, 60)}"`);
-            for (const text of cells)
-                if (text.split(/\\s+/).length > 30)
-                    defects.push(`prose in a table cell: "${text.slice(0, 60)}"`);
-        }
-    }
-    for (const row of document.querySelectorAll('.math-display'))  // its parts wrap
-        if (row.scrollWidth > row.clientWidth + 1)
-            defects.push(`display formula wider than its row: ${label(row)}`);
-    for (const code of document.querySelectorAll('pre > code'))
-        if (code.scrollWidth > code.clientWidth + 1 && !code.hasAttribute('data-wide'))
-            defects.push(`code block scrolls but the build did not make it focusable: `
-                         + `${code.id} "${code.textContent.slice(0, 40)}"`);
-    return defects;
-}"""
+LAYOUT_DEFECTS = in_page("layout_defects")
 
 
 def shown_tab(page, index):
@@ -578,18 +502,7 @@ def shown_tab(page, index):
         .map(input => (input.checked = true)).length > 0""", index)
 
 
-# The page's h2 sections, and those a visible table of contents beside the article links
-# to (mkdocs.yml's toc.integrate: the page's sections in the navigation sidebar).
-TABLE_OF_CONTENTS = """() => {
-    const sidebar = document.querySelector('.md-sidebar--primary');
-    const box = sidebar.getBoundingClientRect();
-    const shown = box.width > 0 && box.left >= 0 && box.right <= innerWidth
-        && sidebar.checkVisibility({visibilityProperty: true});
-    return {sections: [...document.querySelectorAll('article h2[id]')].map(h => h.id),
-            linked: shown ? [...sidebar.querySelectorAll('nav.md-nav--secondary a')]
-                .filter(a => a.checkVisibility({visibilityProperty: true}))
-                .map(a => a.hash.slice(1)) : []};
-}"""
+TABLE_OF_CONTENTS = in_page("table_of_contents")
 
 
 def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_contents(
@@ -630,10 +543,7 @@ def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_cont
     assert defects == [], "\n".join(defects)
 # --- the site built from hostile recordings (tests/site_hostile.py), in chromium ----------
 
-LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.attributes]
-    .filter(a => /^\\s*javascript:/i.test(a.value)
-                 || (a.name.startsWith('on') && /XSS/.test(a.value)))
-    .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
+LIVE_MARKUP = in_page("live_markup")
 
 
 def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):

@@ -12,7 +12,7 @@ from scripts.figures.ring import cell_look, phases
 from site_pages import page_file, site_pages
 import test_browser
 from harness import skip_or_fail
-from test_browser import (AXE, VARIANT, PageWatch, axe_findings, load_images, new_page,
+from test_browser import (AXE, VARIANT, PageWatch, axe_findings, in_page, load_images, new_page,
                           settle)
 from test_figures import contrast
 
@@ -53,46 +53,8 @@ def test_without_script_figures_are_static_and_the_stepper_hidden_where_it_loads
     context.close()
 
 
-# The step's name and sentence, each rank's chunks (label, values, arrived, "new"), where
-# the ring and buttons are drawn, each arrow's send and the cards nearest its two ends.
-SHOWS = """root => {
-    const cards = [...root.querySelectorAll('.ring-stepper__rank')];
-    const nearest = (path, at) => {
-        const point = path.getPointAtLength(at).matrixTransform(path.getScreenCTM());
-        const away = cards.map(card => {
-            const box = card.getBoundingClientRect();
-            return Math.hypot(Math.max(box.left - point.x, 0, point.x - box.right),
-                              Math.max(box.top - point.y, 0, point.y - box.bottom));
-        });
-        return away.indexOf(Math.min(...away));
-    };
-    const box = part => root.querySelector(`.ring-stepper__${part}`).getBoundingClientRect();
-    // Where the ring and the buttons sit inside the stepper: a figure loading above it
-    // moves the whole stepper in the viewport, which is no step moving the ring.
-    const top = root.getBoundingClientRect().top;
-    return {
-        position: root.querySelector('.ring-stepper__position').textContent,
-        status: root.querySelector('.ring-stepper__status').textContent,
-        ring: [box('figure').top - top, box('figure').bottom - top],
-        controls: box('controls').bottom - top,
-        ranks: cards.map(card => [...card.querySelectorAll('.ring-stepper__chunk')]
-            .map(chunk => [chunk.querySelector('.ring-stepper__sums').textContent,
-                           chunk.querySelector('.ring-stepper__values').textContent,
-                           chunk.classList.contains('ring-stepper__chunk--arrived'),
-                           chunk.querySelector('.ring-stepper__new')?.textContent ?? ''])),
-        arrows: [...root.querySelectorAll('.ring-stepper__arrow')].map(arrow => {
-            const path = arrow.querySelector('path');
-            return {send: arrow.dataset.send.split(' ').map(Number),
-                    label: arrow.querySelector('text').textContent,
-                    ends: [nearest(path, 0), nearest(path, path.getTotalLength())]};
-        }),
-    };
-}"""
-RANK_0_IN_VIEW = """box => {
-    const card = box.querySelector('[data-rank="0"]').getBoundingClientRect();
-    return card.left >= box.getBoundingClientRect().left &&
-        card.right <= box.getBoundingClientRect().right;
-}"""
+SHOWS = in_page("ring_stepper_state")
+RANK_0_IN_VIEW = in_page("ring_stepper_rank_0_in_view")
 NAME_TO_BUTTONS = ("root.querySelector('.ring-stepper__controls').getBoundingClientRect().bottom"
                    " - root.querySelector('.ring-stepper__position').getBoundingClientRect().top")
 
@@ -308,16 +270,7 @@ def rgb(hex_colour):
     return "rgb({}, {}, {})".format(*(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)))
 
 
-# Each drawn cell's fill and text, and the arrived outline against the card behind it.
-COLOURS = """root => [...root.querySelectorAll('.ring-stepper__chunk')].map(chunk => ({
-    look: chunk.getAttribute('class').split('--')[1].split(' ')[0],
-    arrived: chunk.classList.contains('ring-stepper__chunk--arrived'),
-    fill: getComputedStyle(chunk.querySelector('rect')).fill,
-    ink: getComputedStyle(chunk.querySelector('text')).fill,
-    outline: getComputedStyle(chunk.querySelector('rect')).stroke,
-    card: getComputedStyle(chunk.closest('.ring-stepper__rank')
-                           .querySelector('.ring-stepper__card')).fill,
-}))"""
+COLOURS = in_page("ring_stepper_colours")
 
 
 @pytest.mark.browser
