@@ -501,9 +501,8 @@ def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
     assert entry["extra"]["median"] == pytest.approx(own("", 4, 2**25), rel=0.05)
     share = result["faults"]["smallestCall"]
     assert share["byRanks"]["4"]["share"]["min"] == pytest.approx(20 / 120, abs=0.03)
-    assert share["words"] == ("one more all-reduce, reduce-scatter or all-gather inside the "
-                              "loop costs, of a whole call, 17% at p = 2, 17% at p = 4 and 17% "
-                              "at p = 8")
+    assert share["words"] == ("one more all-reduce, reduce-scatter or all-gather inside the loop "
+                              "costs, of a whole call, 17% at p = 2, 17% at p = 4 and 17% at p = 8")
     # Beside what a separate call pays, alpha (about 120 us): combining is about calls.
     assert result["inProgramWords"].count(" µs against an α of 1") == 3
 
@@ -532,9 +531,8 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     assert by_p["4"]["extraWords"].startswith(f"{by_p['4']['extra']['median']:.1f}× (")
     assert step["words"].endswith(
         "Against the bytes, the warm cost grew faster for the all-reduce at p = 4 and 8, the "
-        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8. It grew as the "
-        "bytes for the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at "
-        "p = 2")
+        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8. It grew as the bytes for "
+        "the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at p = 2")
     assert [row["label"] for row in step["located"]] == \
         ["2 MiB", "8 MiB", "12 MiB", "16 MiB", "24 MiB", "32 MiB"]
     words = step["locationWords"]

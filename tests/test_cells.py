@@ -40,9 +40,8 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
         "f()",  # a cell ending in an expression shows its value, as in a notebook
         "y = f()",  # ...and one ending in an assignment shows nothing
         "import beside\nprint(beside.NAME, sys.executable, 'STARTED' in dir())",
-        "import os\nfor _ in range(64):\n    os.write(2, b'x' * 2**16)\n"
-        "from ipykernel.connect import get_connection_file\n"
-        "print(os.getpid(), get_connection_file())",
+        "import os\nfor _ in range(64):\n    os.write(2, b'x' * 2**16)\nfrom ipykernel.connect "
+        "import get_connection_file\nprint(os.getpid(), get_connection_file())",
     ), work, timeout_s=120)
     *outputs, [(_, _, printed)] = outputs_of(executed)
     assert outputs == [

@@ -87,8 +87,7 @@ def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, cap
 
     assert cli.command(body)(["x"]) == status
     assert cleaned == [True]
-    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; "
-                                                        f"{KEPT}\n")
+    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; {KEPT}\n")
 
 
 # --- Ctrl-C in each phase of each command, in a subprocess -------------------------------
@@ -453,24 +452,21 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     (["--processes", "-4"], "--processes -4 cannot be recorded"),
     (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
     (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
-    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB "
-                           "free"),
+    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB free"),
     (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
     (["--processes"], "argument --processes: expected one argument"),
     (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
     (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
-    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process "
-                               "run; run `python scripts/record.py --processes 4 --launcher "
-                               "mpirun`"),
+    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process run; run "
+                               "`python scripts/record.py --processes 4 --launcher mpirun`"),
     (["--calls", "5"], "--calls sets the repeated calls of a multi-process run, 1 or more: "
                        "run `python scripts/record.py --processes 4 --calls 5`"),
     (["--processes", "4", "--calls", "0"], "--calls sets the repeated calls"),
     (["--devices", "0"], f"--devices 0: {ID} is recorded on {SEED.devices} devices"),
     (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
-    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the "
-                         f"count its page describes (`devices` in lesson_code/lessons.toml); "
-                         f"to try 8 without recording, run `python -m {SEED.module} "
-                         f"--devices 8`"),
+    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count its "
+                         f"page describes (`devices` in lesson_code/lessons.toml); to try 8 "
+                         f"without recording, run `python -m {SEED.module} --devices 8`"),
 ])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
@@ -574,8 +570,7 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
 
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
     (tmp_path / "bad_data.py").write_text(
-        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w')"
-        ".write('{not json')\n")
+        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w').write('{not json')\n")
     message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data", tmp_path,
                                      tmp_path))
     assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "

@@ -300,8 +300,7 @@ BREAKAGES = {
         *(f"{path}: stale, {recording_name(SEED, 'tpu-sweep')} changed; run `{RENDER}`"
           for path in drawings("-tpu-predictions"))]),
     "a truncated sweep": (written((SWEEP, '{"rows": [')), [
-        f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run "
-        f"`make bench`",
+        f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run `make bench`",
         f"recordings/analysis/{LESSON_ID}.sweep.json: stale, {SWEEP} changed; run `{RENDER}`"]),
     "a recording that is a directory": (into_a_directory(SIMULATION), [
         f"{SIMULATION}: is a directory, not a recording (remove it); run `{RECORD}`",

@@ -63,9 +63,8 @@ def test_punctuation_stays_with_its_formula_and_displays_split_at_qquad():
 
 
 def test_display_formulas_are_named_by_what_they_say():
-    labels = re.findall(r'role="group" aria-label="([^"]*)"',
-                        displayed(r"t(S) = \alpha + \frac{S}{\beta},") +
-                        displayed(r"g=\sum_{r=0}^{p-1}g_r,"))
+    labels = re.findall(r'role="group" aria-label="([^"]*)"', displayed(
+        r"t(S) = \alpha + \frac{S}{\beta},") + displayed(r"g=\sum_{r=0}^{p-1}g_r,"))
     assert labels == ["t(S)=α+S/β ,", "g=∑_(r=0)^(p−1)g_r,"]
 
 
@@ -90,10 +89,9 @@ def test_search_indexes_the_reading_not_the_tex():
 
 
 def test_tex_cannot_close_a_formula_early():
-    page = typeset(markdown.Markdown(
-        extensions=["pymdownx.arithmatex"],
-        extension_configs={"pymdownx.arithmatex": {"generic": True}}
-    ).convert("$$x + \\text{</math>} + y$$\n\nand $\\text{<b>}$"), "x.md")
+    page = typeset(markdown.Markdown(extensions=["pymdownx.arithmatex"], extension_configs={
+        "pymdownx.arithmatex": {"generic": True}}).convert(
+        "$$x + \\text{</math>} + y$$\n\nand $\\text{<b>}$"), "x.md")
     assert len(re.findall(r"<math\b", page)) == page.count("</math>") == 2
     assert "&lt;/math&gt;" in page and "&lt;b&gt;" in page and not re.search(r"<b\b", page)
 

@@ -126,10 +126,9 @@ def converted(text, sources=None):
 def test_a_table_directive_writes_one_row_per_recorded_element():
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
     budget = recording["data"]["budget"]
-    page = converted("| p | bytes | storage |\n|--:|--:|---|\n"
-                     "{{ rec-table:LESSON.cpu:data.budget | {ranks|d}\n"
-                     "   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row {*}) }}\n\n"
-                     "After the table.\n")
+    page = converted("| p | bytes | storage |\n|--:|--:|---|\n{{ rec-table:LESSON.cpu:data.budget "
+                     "| {ranks|d}\n   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row "
+                     "{*}) }}\n\nAfter the table.\n")
     assert table_rows(page) == [
         [str(row["ranks"]), f"{row['all_reduce_bytes']:,d}",
          f"{row['shard_storage_bytes']:,d} B (row {index})"] for index, row in enumerate(budget)]

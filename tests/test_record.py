@@ -145,10 +145,9 @@ FAILED_RUNS = {
     "a corrupt recording": (written(CPU, "{not json"), ("--render-only",), 1, (
         f"error: {CPU}: not valid JSON (Expecting property name enclosed in double quotes: "
         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`")),
-    "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be "
-                          "recorded (the ranks check their shards bit for bit against NumPy, "
-                          "which holds for 2, 4, 8, 16); run `python scripts/record.py "
-                          "--processes 4`"),
+    "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be recorded "
+                          "(the ranks check their shards bit for bit against NumPy, which holds "
+                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`"),
 }
 
 
@@ -253,9 +252,8 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     done = run(RECORD, "--render-only", cwd=tree)
     assert done.returncode == 1
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
-                          f"pages, recordings and figures are made of must be files inside "
-                          f"the checkout: replace the link with the file itself, or "
-                          f"`git rm {link}`\n")
+                          f"pages, recordings and figures are made of must be files inside the "
+                          f"checkout: replace the link with the file itself, or `git rm {link}`\n")
     assert {path: path.read_bytes() for path in before} == before
     assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
 

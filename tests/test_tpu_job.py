@@ -539,6 +539,5 @@ def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gclo
     running.signal(signal.SIGHUP, group=True)
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
-    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute "
-                                     "tpus tpu-vm delete test-tpu --zone us-east5-b --quiet` "
-                                     "deletes it")
+    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute tpus "
+                                     "tpu-vm delete test-tpu --zone us-east5-b --quiet` deletes it")
