@@ -5,7 +5,7 @@ A benchmark, run by hand and committed, never a test: scores move between identi
     python benchmarks/lighthouse.py --render-only   # the kept runs, read again
 
 `lhci collect` (benchmarks/package.json, benchmarks/lighthouserc.json) serves the built site
-compressed, as a host sends it, with the bare mkdocs-material pages (tests/site_reference.py)
+compressed, as a host sends it, with the bare mkdocs-material pages (benchmarks/long_pages.py)
 under `_bare/`, and audits every page once a round, the order reversed every other round,
 so a busy spell falls on both sides. The reading: each lesson page's mean total blocking
 time over its bare twin's, with a bootstrap over rounds, against the target of 1.2x; what a
@@ -29,7 +29,8 @@ from scripts.intervals import paired_mean_ratio  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
 from scripts.store.recordings import RecordingError, read_json  # noqa: E402
 from scripts.store.staging import write_atomically  # noqa: E402
-from site_reference import build_reference, elements  # noqa: E402
+from benchmarks.long_pages import elements, long_pages  # noqa: E402
+from site_reference import build_reference  # noqa: E402
 
 LHCI = HERE / "node_modules" / ".bin" / "lhci"
 SCORES = HERE / "scores.json"
@@ -77,7 +78,8 @@ def audited(site, pages, rounds, scratch):
     shutil.copytree(site, served)
     lengths = {page: elements((site / page / "index.html").read_text(encoding="utf-8"))
                for page in pages}
-    shutil.copytree(build_reference(scratch / "bare", lengths=lengths), served / "_bare")
+    shutil.copytree(build_reference(scratch / "bare", pages=long_pages(lengths)),
+                    served / "_bare")
     runs = []
     for number in range(1, rounds + 1):
         order = [*map(bare, pages), *pages][::1 if number % 2 else -1]

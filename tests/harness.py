@@ -34,9 +34,15 @@ FIXTURE_LESSON = FIXTURES / "second_lesson"
 FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json")  # into lesson_code/
 
 
+def skip_or_fail(reason, what="browser test"):
+    """Skip when a tool is missing here; under CI, where it must be there, fail."""
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{what} cannot run under CI: {reason}")
+    pytest.skip(reason)
+
+
 def clean_env(**extra):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
+    env = {k: v for k, v in os.environ.items() if k not in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES")}
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
 
 
@@ -86,6 +92,30 @@ def one_error(output, *words):
     for word in words:
         assert word in last, last
     return last
+
+
+def refused(main, argv, capsys):
+    """`main(argv)` in-process, refused before it did anything: exit 2 (its one-line
+    argparse's too), nothing on stdout, one error line on stderr, which it returns."""
+    try:
+        status = main(argv)
+    except SystemExit as refusal:
+        status = refusal.code
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "") and err.count("\n") == 1, err
+    return one_error(err)
+
+
+def raised_in_one_line(error, call, *args, **kwargs):
+    """The `error` that `call(*args, **kwargs)` raises, its message one line."""
+    with pytest.raises(error) as caught:
+        call(*args, **kwargs)
+    assert "\n" not in str(caught.value) and "Traceback" not in str(caught.value), caught.value
+    return caught.value
+
+
+def edit(path, change):
+    path.write_text(change(path.read_text()))
 
 
 def snapshot(root):

@@ -14,8 +14,7 @@ from scripts.pages.mathml import DISPLAY, INLINE, top_level_parts
 def site_pages(site):
     """Every page of a built site as its path below the root: "", "lessons/x/", "404.html"."""
     site = Path(site)
-    pages = [path.parent.relative_to(site).as_posix() + "/"
-             for path in site.rglob("index.html")]
+    pages = [path.parent.relative_to(site).as_posix() + "/" for path in site.rglob("index.html")]
     return sorted(page.removeprefix("./") for page in pages) + ["404.html"]
 
 

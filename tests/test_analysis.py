@@ -52,8 +52,7 @@ def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, 
     (100, 100, 0.6, "inconclusive", "inconclusive"),  # overlapping samples
     (110, 100, 0.01, "equivalent", "equivalent"),  # clears 1, but not by a quarter
 ])
-def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above,
-                                                              below):
+def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above, below):
     ratio = intervals.paired_ratio(blocks(top, spread), blocks(bottom, spread))
     assert ratio["low"] <= ratio["median"] <= ratio["high"]
     assert ratio["low"] <= top / bottom <= ratio["high"]
@@ -180,8 +179,7 @@ def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(chang
     # The factor compares means: the row shows the first table's mean beside it.
     row = result["rounds"]["rows"]["gloo_all_reduce"]
     assert row["twinWords"] == f"{row['twinMeanUs']:,.0f}, {row['twinDisagreement']:.1f}× apart"
-    assert row["twinDisagreement"] == pytest.approx(
-        row["timing"]["p4"]["mean"] / row["twinMeanUs"])
+    assert row["twinDisagreement"] == pytest.approx(row["timing"]["p4"]["mean"] / row["twinMeanUs"])
 
 
 def test_other_work_holding_a_core_takes_the_premise_away():
@@ -237,8 +235,7 @@ def test_gloo_messages_and_dependent_rounds_follow_its_source():
 def test_retransmissions_are_quoted_as_their_range_over_the_ranks():
     traffic = [{"retransmittedBytesPerRank": [1.44, 10.1, 4.04, 0.48]},
                {"retransmittedBytesPerRank": [0.0, 0.0, 0.0, 0.0]}]
-    assert analysis.resent_bytes(traffic) == [{"min": 0.48, "max": 10.1},
-                                             {"min": 0.0, "max": 0.0}]
+    assert analysis.resent_bytes(traffic) == [{"min": 0.48, "max": 10.1}, {"min": 0.0, "max": 0.0}]
 
 
 def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload():
@@ -248,8 +245,7 @@ def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload()
     recording["environment"]["deviceCount"] = 4
     recording["data"]["gradient"] = [0.5] * 8
     recording["data"]["panels"] = [{}, {"series": [{"y": [48.0, 24.0, 48.0]}]}]
-    assert analysis.analyse("cpu", recording)["gradient"] == \
-        {"values": 8, "bytes": 32, "ranks": 4}
+    assert analysis.analyse("cpu", recording)["gradient"] == {"values": 8, "bytes": 32, "ranks": 4}
     recording["data"]["panels"][1]["series"][0]["y"][0] = 96.0  # a float64 gradient's
     with pytest.raises(ValueError, match="not the ring model's for 8 float32 values"):
         analysis.analyse("cpu", recording)
@@ -310,8 +306,12 @@ def ring_model_times(collective, p, nbytes):
     return 50.0 * p * facts["steps"] + facts["phases"] * (p - 1) / p * nbytes / 1e3
 
 
+def analysed(time_of=ring_model_times, **options):
+    return sweep_analysis.analyse(sweep_recording(time_of, **options))
+
+
 def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdict():
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times))
+    result = analysed()
     warm = result["ratios"]["warm"]
     assert result["ratios"]["bytes"] == 2**25  # the largest size, warm and allocation-free
     assert warm["4"]["arOverRs"]["median"] == pytest.approx(2.0, rel=0.05)
@@ -358,7 +358,7 @@ def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_
     def times(collective, p, nbytes):
         # reduce-scatter ten times faster than everything else at every size
         return (10.0 if "reduce_scatter" == collective else 100.0) + nbytes / 1e3
-    result = sweep_analysis.analyse(sweep_recording(times))
+    result = analysed(times)
     assert result["ratios"]["warm"]["2"]["arOverRs"]["ringModelVerdict"] == "contradicted"
     assert result["ratios"]["warm"]["2"]["arOverRs"]["touchedVerdict"] == "contradicted"
 
@@ -376,7 +376,7 @@ def test_bytes_touched_predicts_what_the_review_computed():
 def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
     def noisy(collective, p, nbytes):
         return (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0)
-    result = sweep_analysis.analyse(sweep_recording(noisy))
+    result = analysed(noisy)
     verdicts = [entry["verdict"] for entry in result["alphaWithRanks"].values()]
     assert verdicts.count("inconclusive") >= len(verdicts) - 1
 
@@ -395,8 +395,7 @@ def faulting_at_the_largest(collective, p, nbytes):
 def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
     """From 32 MiB each all-reduce and all-gather call faults its outputs in afresh: the
     onset is read from the recorded counts, and the fits stop below it."""
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times,
-                                                    faults_of=faulting_at_the_largest))
+    result = analysed(faults_of=faulting_at_the_largest)
     table = result["faults"]
     assert table["onsetBytes"] == 2**25 and table["belowOnsetBytes"] == 2**21
     assert result["sizeLabels"]["belowOnset"] == "2 MiB"
@@ -426,10 +425,8 @@ def faulting_from_2_mib(collective, p, nbytes):
     # Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset.
     (lambda *_: 3, None, 2**25, "there is no onset"),
 ])
-def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, onset, below,
-                                                                  words):
-    table = sweep_analysis.analyse(sweep_recording(ring_model_times,
-                                                   faults_of=faults_of))["faults"]
+def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, onset, below, words):
+    table = analysed(faults_of=faults_of)["faults"]
     assert (table["onsetBytes"], table["belowOnsetBytes"]) == (onset, below)
     assert words in table["onsetWords"]
 
@@ -447,21 +444,20 @@ def looped(blocks, collective, us=lambda *_: 0.0, faulted_share=0.0):
 def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_one_call():
     """The ratios are of warm, allocation-free collectives: block 2's looped all-reduce
     faults half its outputs in and takes 0.2 s longer, so it must not count."""
-    def analysed(share):
-        return sweep_analysis.analyse(sweep_recording(
-            ring_model_times, faults_of=faulting_at_the_largest,
-            loop_of=looped({2}, "all_reduce", lambda *_: 200_000.0, share)))["ratios"]["warm"]
-    warm = analysed(0.5)
+    def warm_ratios(share):
+        return analysed(faults_of=faulting_at_the_largest, loop_of=looped(
+            {2}, "all_reduce", lambda *_: 200_000.0, share))["ratios"]["warm"]
+    warm = warm_ratios(0.5)
     for p in ("2", "4", "8"):
         entry = warm[p]["arOverRs"]
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
         assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
         assert warm[p]["agOverRs"]["n"] == 5  # its blocks all count
-    kept = analysed(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
+    kept = warm_ratios(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
     assert kept["n"] == 5 and kept["high"] > 2.5
     # A looped call faster than one call is noise, not a ratio.
-    faster = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=looped(
-        {1}, "all_gather", lambda *at: -8 * ring_model_times(*at))))["ratios"]["warm"]["4"]
+    faster = analysed(loop_of=looped({1}, "all_gather", lambda *at: -8 * ring_model_times(
+        *at)))["ratios"]["warm"]["4"]
     entry = faster["agOverRs"]
     assert entry["n"] == 4 and entry["low"] > 0 and "; 4 of 5 blocks)" in entry["words"]
 
@@ -489,8 +485,7 @@ def test_no_verdict_rests_on_fewer_blocks_than_the_rule():
     assert too_few_blocks({"x": [{"n": 2, "ringModelVerdict": "supported"}]}) == \
         ["analysis.x.0.ringModelVerdict"]
     # Two allocation-free blocks of five decide nothing, anywhere in the analysis.
-    result = sweep_analysis.analyse(sweep_recording(ring_model_times, loop_of=looped(
-        {0, 1, 2}, "all_reduce", faulted_share=0.5)))
+    result = analysed(loop_of=looped({0, 1, 2}, "all_reduce", faulted_share=0.5))
     assert result["ratios"]["warm"]["4"]["arOverRs"]["n"] == 2
     committed = ROOT / for_lesson(SEED).analysis("sweep")
     assert too_few_blocks(result) == too_few_blocks(json.loads(committed.read_text())) == []
@@ -501,15 +496,13 @@ def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
     the collective alone."""
     def own(collective, p, nbytes):
         return 20.0 + nbytes / 1e3
-    result = sweep_analysis.analyse(sweep_recording(
-        lambda c, p, nbytes: own(c, p, nbytes) + 100.0, own_cost_of=own))
+    result = analysed(lambda c, p, nbytes: own(c, p, nbytes) + 100.0, own_cost_of=own)
     entry = result["faults"]["atLargest"]["4"]["reduce_scatter"]
     assert entry["extra"]["median"] == pytest.approx(own("", 4, 2**25), rel=0.05)
     share = result["faults"]["smallestCall"]
     assert share["byRanks"]["4"]["share"]["min"] == pytest.approx(20 / 120, abs=0.03)
-    assert share["words"] == ("one more all-reduce, reduce-scatter or all-gather inside the "
-                              "loop costs, of a whole call, 17% at p = 2, 17% at p = 4 and 17% "
-                              "at p = 8")
+    assert share["words"] == ("one more all-reduce, reduce-scatter or all-gather inside the loop "
+                              "costs, of a whole call, 17% at p = 2, 17% at p = 4 and 17% at p = 8")
     # Beside what a separate call pays, alpha (about 120 us): combining is about calls.
     assert result["inProgramWords"].count(" µs against an α of 1") == 3
 
@@ -526,9 +519,9 @@ def cached_reduction(collective, p, nbytes):
 def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     """From 8 to 32 MiB, S/p leaves a 2 MiB cache at p = 4 and 8 (8x for 4x the bytes), not
     at p = 2 (already past it); the largest rise falls where S/p passes 2 MiB."""
-    result = sweep_analysis.analyse(sweep_recording(
-        lambda c, p, nbytes: cached_reduction(c, p, nbytes) + 100.0, sizes=STEP_SIZES,
-        own_cost_of=cached_reduction, faults_of=faulting_at_the_largest))
+    result = analysed(lambda c, p, nbytes: cached_reduction(c, p, nbytes) + 100.0,
+                      sizes=STEP_SIZES, own_cost_of=cached_reduction,
+                      faults_of=faulting_at_the_largest)
     step = result["faults"]["step"]
     assert step["labels"] == {"from": "8 MiB", "to": "32 MiB"} and step["bytesStep"] == 4
     by_p = {p: step["byRanks"][p]["reduce_scatter"] for p in ("2", "4", "8")}
@@ -538,15 +531,13 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     assert by_p["4"]["extraWords"].startswith(f"{by_p['4']['extra']['median']:.1f}× (")
     assert step["words"].endswith(
         "Against the bytes, the warm cost grew faster for the all-reduce at p = 4 and 8, the "
-        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8. It grew as the "
-        "bytes for the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at "
-        "p = 2")
+        "reduce-scatter at p = 4 and 8 and the all-gather at p = 4 and 8. It grew as the bytes for "
+        "the all-reduce at p = 2, the reduce-scatter at p = 2 and the all-gather at p = 2")
     assert [row["label"] for row in step["located"]] == \
         ["2 MiB", "8 MiB", "12 MiB", "16 MiB", "24 MiB", "32 MiB"]
     words = step["locationWords"]
-    assert "At p = 2 it rises 2.0× as S/p goes from 1 MiB to 4 MiB." in words
-    assert "At p = 4 it rises 2.0× as S/p goes from 2 MiB to 3 MiB." in words
-    assert "At p = 8 it rises 2.0× as S/p goes from 2 MiB to 3 MiB." in words
+    for p, start, end in ((2, 1, 4), (4, 2, 3), (8, 2, 3)):
+        assert f"At p = {p} it rises 2.0× as S/p goes from {start} MiB to {end} MiB." in words
     assert words.endswith("This host's Linux reports an L2 cache of 2 MiB per core. Each of "
                           "these rises comes where S/p passes 2 MiB, as the hypothesis predicts.")
     # Turn 6's M2: the review's us per MiB, whose rises fall elsewhere, contradict it.
@@ -591,8 +582,7 @@ def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
                              "outputs, against up to 100% as the sweep ran them; none of the 135 "
                              "timed samples faulted in more than 5% of its outputs")
     assert len(kept["verdicts"]) == 9
-    unchanged = sweep_analysis.analyse(keep_freed_recording(kept_faults=2 * 32768,
-                                                            kept_factor=1.0))
+    unchanged = sweep_analysis.analyse(keep_freed_recording(kept_faults=2 * 32768, kept_factor=1.0))
     assert unchanged["faults"]["keepFreed"]["words"].endswith(
         "; still, 135 of the 135 timed samples faulted in 50–400% of theirs")
     entry = unchanged["faults"]["keepFreed"]["byRanks"]["4"]["all_reduce"]

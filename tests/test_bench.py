@@ -2,6 +2,7 @@
 bookkeeping, command line and committed recording; no test asserts how fast anything ran."""
 import importlib
 import json
+import platform
 
 import jax
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import changed, leftover_temp_files, one_error, project, run, snapshot, unchanged
+from harness import changed, leftover_temp_files, project, refused, run, snapshot, unchanged
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS
@@ -21,8 +22,7 @@ from scripts.store.recordings import load_recording, validate
 from scripts.sweep.analysis import algbw_gbps, bus_factor, fit_alpha_beta, one_significant_figure
 
 # A partial sweep for the tests: p = 4, three sizes, two blocks, few samples.
-QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "blocks": 2, "samples": 2,
-         "minSampleMs": 0.2}
+QUICK = {"ranks": [4], "sizes": [8, 8192, 2**20], "blocks": 2, "samples": 2, "minSampleMs": 0.2}
 TINY = {"samples": 2, "minSampleMs": 0.2}
 
 sweep_programs = importlib.import_module(SEED.sweep)
@@ -119,9 +119,7 @@ def test_blocks_take_turns_over_p_and_rotate_the_programs():
                for k in (1, looping))
 
 
-def test_the_donation_probe_reports_faults_aliasing_and_scratch_the_allocator_s_glibc(
-        monkeypatch):
-    import platform
+def test_the_donation_probe_reports_faults_aliasing_and_scratch_the_allocator_s_glibc(monkeypatch):
     probe = sweep_programs.donation_probe(jax.devices()[:2], 4096, calls=2)
     assert (probe["ranks"], probe["bytes"]) == (2, 4096)
     for name in ("kept", "donated"):
@@ -303,26 +301,21 @@ def test_a_sweep_worker_on_a_machine_without_the_chips_says_so_in_one_line():
 
 def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_derived():
     """Every program, p, size and loop length in every block."""
-    committed = COMMITTED
+    committed, method = COMMITTED, COMMITTED["method"]
     validate(committed)
-    assert committed["provenance"] == "recorded_cpu_computation"
-    method = committed["method"]
-    assert method["blocks"] >= 5
-    loops = sorted({r["collectivesPerCall"] for r in committed["rows"]})
+    assert committed["provenance"] == "recorded_cpu_computation" and method["blocks"] >= 5
+    rows = committed["rows"]
+    loops = sorted({r["collectivesPerCall"] for r in rows})
     assert loops[0] == 1 and len(loops) == 2
-    for ranks in (2, 4, 8):
-        sizes = sorted({(r["requestedBytes"], r["bytes"]) for r in committed["rows"]
-                        if r["ranks"] == ranks})
+    assert all(r["wrong"] == 0 and len(r["samplesUs"]) == method["samples"]
+               == len(r["minorFaults"]) for r in rows)
+    for ranks in (2, 4, 8):  # each program, block, loop and size exactly once
+        sizes = sorted({(r["requestedBytes"], r["bytes"]) for r in rows if r["ranks"] == ranks})
         assert sizes == sizes_for([requested for requested, _ in sizes], ranks)
-        for collective in COLLECTIVES:
-            for block in range(method["blocks"]):
-                for looping in loops:
-                    rows = [r for r in committed["rows"] if r["collective"] == collective
-                            and r["ranks"] == ranks and r["block"] == block
-                            and r["collectivesPerCall"] == looping]
-                    assert sorted((r["requestedBytes"], r["bytes"]) for r in rows) == sizes
-                    assert all(r["wrong"] == 0 and len(r["samplesUs"]) == method["samples"]
-                               == len(r["minorFaults"]) for r in rows)
+        assert sorted((r["collective"], r["block"], r["collectivesPerCall"], r["requestedBytes"],
+                       r["bytes"]) for r in rows if r["ranks"] == ranks) == sorted(
+            (c, b, k, *size) for c in COLLECTIVES for b in range(method["blocks"])
+            for k in loops for size in sizes)
     assert sorted(d["ranks"] for d in committed["donation"]) == [2, 4, 8]
     assert [entry["ranks"] for entry in committed["order"][:3]] == [2, 4, 8]
     assert json.loads(ANALYSIS.read_text()) == analysed(committed)
@@ -369,16 +362,11 @@ def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, 
                                                                         monkeypatch):
     monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))
     with unchanged(ROOT):
-        try:
-            status = bench.main([*LESSON, *argv])
-        except SystemExit as refused:  # argparse's, from the one-line parser
-            status = refused.code
-    line = one_error(capsys.readouterr().err, words)
-    assert status == 2 and ("gpu" in argv or "; run `python scripts/bench.py" in line)
+        line = refused(bench.main, [*LESSON, *argv], capsys)
+    assert words in line and ("gpu" in argv or "; run `python scripts/bench.py" in line)
 
 
 def test_bench_accepts_the_full_plan_in_any_order():
     args = bench.parse_args(["--ranks", "8", "2", "4"])
     bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
-    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]),
-                                  bench.FULL)
+    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]), bench.FULL)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, SUB_PATH
+from harness import skip_or_fail
 from scripts.store.outputs import figure_outputs
 from site_pages import page_file, site_pages
 
@@ -21,8 +22,7 @@ AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 ARTIFACTS = ROOT / "test-artifacts"
 # Without these, chromium phones home at start-up; this machine's closed network refuses.
 QUIET = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run",
-         "--disable-quic"]
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 # The seed lesson's page, which the going-further pages link back to.
 LESSON = f"lessons/{SEED.id}/"
 GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").glob("*.md"))
@@ -43,11 +43,9 @@ FIRST_LOAD_LIMIT = 200_000
 SMALLEST_READABLE_PX = 9  # issue 12: a figure's smallest text at the desktop width
 
 
-def skip_or_fail(reason, what="browser test"):
-    """Skip when a tool is missing here; under CI, where it must be there, fail."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{what} cannot run under CI: {reason}")
-    pytest.skip(reason)
+def in_page(name):
+    """The function tests/page_scripts/NAME.js, for page.evaluate() to call in a page."""
+    return (ROOT / "tests" / "page_scripts" / f"{name}.js").read_text()
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +116,9 @@ class PageWatch:
             f"HTTP {r.status}: {r.url}"))
         # Requests sent and not yet answered (data: and blob: URLs never leave the page).
         self.in_flight = set()
-        page.on("request", lambda r: r.url.startswith(("data:", "blob:"))
-                or self.in_flight.add(r))
-        page.on("requestfinished", lambda r: self.in_flight.discard(r))
-        page.on("requestfailed", lambda r: self.in_flight.discard(r))
+        page.on("request", lambda r: r.url.startswith(("data:", "blob:")) or self.in_flight.add(r))
+        for answered in ("requestfinished", "requestfailed"):  # Playwright takes no builtin
+            page.on(answered, lambda r: self.in_flight.discard(r))
 
 
 NEXT_FRAME = "new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
@@ -139,9 +136,9 @@ def settle(page, watch, url, timeout_s=15):
 
 def new_page(browser, scheme="light", width=1280, **options):
     """A page of `browser` as that screen shows it: a phone below 600 px."""
-    return browser.new_page(viewport={"width": width, "height": 844 if width < 600 else 900},
-                            color_scheme=scheme, is_mobile=width < 600, has_touch=width < 600,
-                            **options)
+    phone = width < 600
+    return browser.new_page(viewport={"width": width, "height": 844 if phone else 900},
+                            color_scheme=scheme, is_mobile=phone, has_touch=phone, **options)
 
 
 def open_page(browser, url, origin, scheme="light", width=1280):
@@ -162,12 +159,7 @@ def close_again(opened):
 
 
 DRAWN = "[...document.images].filter(img => img.getClientRects().length)"
-# Every figure image of the article: the file it shows (a <picture> picks its source), how
-# wide it is drawn (0 when hidden: the other palette's), and the link around it.
-FIGURES_ON_SCREEN = """() => [...document.querySelectorAll('article img[src$=".svg"]')]
-    .map(img => ({src: img.currentSrc || img.src, drawn: img.getBoundingClientRect().width,
-    link: img.closest('a') ? img.closest('a').href : null,
-    loaded: img.complete && img.naturalWidth > 0}))"""
+FIGURES_ON_SCREEN = in_page("figures_on_screen")
 
 
 def load_images(page):
@@ -194,13 +186,7 @@ def sent_bytes(response):
     return len(body)
 
 
-# Whether each JAX call of the first screen's box ends inside the box (not scrolled yet).
-JAX_CALLS = """() => {
-    const box = document.querySelector('.takeaway .table-scroll');
-    const right = box.getBoundingClientRect().right;
-    return [...box.querySelectorAll('tbody td:nth-child(2) code')]
-        .map(code => [code.textContent, code.getBoundingClientRect().right <= right + 1]);
-}"""
+JAX_CALLS = in_page("jax_calls")
 
 
 # The theme names each code block's <pre> "__code_..." as it sets the block up.
@@ -213,10 +199,7 @@ def read_the_lesson_page(page, requests):
     shows = {"math font loaded": page.evaluate("""[...document.fonts].some(face =>
         face.family.includes('Lesson Math') && face.status === 'loaded')""")}
     # A display Σ at display size: 15 px tall at 16 px text in fallback glyphs, 25 in ours.
-    shows["sigma"] = page.evaluate("""(() => { const sum = [...document.querySelectorAll(
-        '.math-display mo')].find(mo => mo.textContent === '\u2211');
-        return sum.getBoundingClientRect().height
-        / parseFloat(getComputedStyle(sum).fontSize); })()""")
+    shows["sigma"] = page.evaluate(in_page("sigma_height"))
     answer = page.locator("details", has_text="Answer").first
     shows["answer closed at first"] = answer.get_attribute("open") is None
     answer.locator("summary").click()
@@ -229,8 +212,7 @@ def read_the_lesson_page(page, requests):
     shows["copy buttons"] = button.count()
     button.click()
     page.locator(".md-dialog--active", has_text="Copied to clipboard").wait_for()
-    shows["copied"] = [page.evaluate("navigator.clipboard.readText()"),
-                       block.inner_text().rstrip()]
+    shows["copied"] = [page.evaluate("navigator.clipboard.readText()"), block.inner_text().rstrip()]
     # Audit L1: the theme's <nav> around each copy button, two or more now, is no landmark.
     shows["code navs as landmarks"] = [found["key"] for found in axe_findings(
         page, impacts=("moderate",)) if found["key"].startswith("landmark")] \
@@ -255,17 +237,14 @@ def read_a_notebook_page(page):
     page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}"
                              f".png"))
     shows = {"code background": code.evaluate("el => getComputedStyle(el).backgroundColor"),
-             "page background": page.evaluate("getComputedStyle(document.body)"
-                                              ".backgroundColor"),
-             "ipynb links": page.locator("a[download][href$='.ipynb']").count(),
-             "downloads": []}
+             "page background": page.evaluate("getComputedStyle(document.body).backgroundColor"),
+             "ipynb links": page.locator("a[download][href$='.ipynb']").count(), "downloads": []}
     for kind in ("ipynb", "py"):
         button = page.locator(f"a.md-button[download][href$='.{kind}']")
         shows[f"{kind} button"] = button.is_visible()
         with page.expect_download() as download:
             button.click()
-        shows["downloads"].append((download.value.suggested_filename,
-                                   download.value.failure()))
+        shows["downloads"].append((download.value.suggested_filename, download.value.failure()))
     return shows
 
 
@@ -374,19 +353,16 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
     assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1
     for calls in (desktop[LESSON]["jax calls"], phone[LESSON]["jax calls"]):
-        assert [text.split("(")[0] for text, _ in calls] == \
-            ["psum", "psum_scatter", "all_gather"]
+        assert [text.split("(")[0] for text, _ in calls] == ["psum", "psum_scatter", "all_gather"]
         assert all(inside for _, inside in calls), calls
     assert phone[LESSON]["wide block's tabindex"] == "0"
     notebooks = [path for path in dark if path.startswith("notebooks/")]
     assert notebooks == [f"notebooks/{SEED.id}/"]  # the machinery's, on the seed
     for path in notebooks:
         shows, lesson = dark[path], LESSONS[path.split("/")[1]]
-        assert shows["code background"] not in ("rgb(245, 245, 245)",
-                                                 shows["page background"])
+        assert shows["code background"] not in ("rgb(245, 245, 245)", shows["page background"])
         assert shows["ipynb links"] == 2 and shows["ipynb button"] and shows["py button"]
-        assert shows["downloads"] == [(f"{lesson.id}.ipynb", None),
-                                      (lesson.path().name, None)]
+        assert shows["downloads"] == [(f"{lesson.id}.ipynb", None), (lesson.path().name, None)]
     over = {}
     for path, seen in desktop.items():
         sizes = seen["first load"]
@@ -434,16 +410,7 @@ def axe_findings(page, within="document", impacts=("serious", "critical")):
     pair: on the reference page too, the theme's palette, not ours) and its element."""
     if page.evaluate("typeof axe") == "undefined":  # once per page, however often asked
         page.add_script_tag(path=str(AXE))
-    return page.evaluate("""async ([within, impacts]) => {
-        const result = await axe.run(within === 'document' ? document : within,
-                                     {resultTypes: ['violations']});
-        return result.violations.filter(v => impacts.includes(v.impact))
-            .flatMap(v => v.nodes.map(node => {
-                const data = (node.any[0] || node.all[0] || {}).data || {};
-                const colours = data.fgColor ? ` ${data.fgColor} on ${data.bgColor}` : '';
-                return {key: v.id + colours, where: node.target.join(' ')};
-            }));
-    }""", [within, list(impacts)])
+    return page.evaluate(in_page("axe_findings"), [within, list(impacts)])
 
 
 @pytest.fixture(scope="module")
@@ -515,19 +482,6 @@ def test_a_mistyped_address_gets_the_styled_404_page(browser, served):
     page.close()
 
 
-def test_without_scripts_a_reader_sees_the_static_figure(browser, served):
-    """With JavaScript off the page stays light, each figure the file the page names."""
-    context = browser.new_context(java_script_enabled=False, color_scheme="dark",
-                                  viewport={"width": 1280, "height": 900})
-    page = context.new_page()
-    page.goto(f"{served}/{LESSON}")  # its load event; load_images() waits for each figure
-    shown = load_images(page)
-    assert shown and all(figure["loaded"] for figure in shown)
-    assert [VARIANT.sub(".svg", figure["src"]) for figure in shown] == \
-        [figure["src"] for figure in shown]
-    context.close()
-
-
 def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served):
     """The toggle swaps the figure for its dark drawing at once (a <picture> media query
     alone could not), print shows the light one, a tap opens the full-size SVG."""
@@ -557,72 +511,13 @@ def test_a_figure_follows_the_palette_toggle_and_opens_full_size(browser, served
 @pytest.fixture(scope="module")
 def classic_scrollbars(browser):
     """Chromium with scrollbars that take room (15 px), as on Windows and most Linux."""
-    instance = browser.browser_type.launch(
-        executable_path=CHROMIUM, args=[*QUIET, "--disable-features=OverlayScrollbar"],
-        ignore_default_args=["--hide-scrollbars"])
+    instance = browser.browser_type.launch(executable_path=CHROMIUM, ignore_default_args=[
+        "--hide-scrollbars"], args=[*QUIET, "--disable-features=OverlayScrollbar"])
     yield instance
     instance.close()
 
 
-# What breaks a page for a reader: the document scrolls sideways; a box of the article
-# shows a vertical scrollbar; an element out of the flow inside a box that scrolls has its
-# containing block outside that box (so it widens the page); a table box scrolls though
-# its table fits, or at all at a desktop width (hiding columns); a code block scrolls that
-# the build did not make focusable (pages/layout.py); prose became table rows or cells.
-LAYOUT_DEFECTS = """(desktop) => {
-    const defects = [], root = document.documentElement;
-    if (root.scrollWidth > root.clientWidth)
-        defects.push(`the page scrolls sideways by ${root.scrollWidth - root.clientWidth} px`);
-    const label = box => box.getAttribute('aria-label') || box.textContent.slice(0, 40);
-    const name = element => element.tagName.toLowerCase()
-        + [...element.classList].map(kind => `.${kind}`).join('') + ' "'
-        + label(element).replace(/\\s+/g, ' ').trim().slice(0, 40) + '"';
-    const scrolls = (element, style, axis) => ['auto', 'scroll'].includes(style[`overflow${axis}`])
-        && element[`scroll${axis == 'X' ? 'Width' : 'Height'}`]
-            > element[`client${axis == 'X' ? 'Width' : 'Height'}`];
-    const article = document.querySelector('article');
-    for (const element of article.querySelectorAll('*')) {
-        if (!element.getClientRects().length) continue;  // not drawn
-        const style = getComputedStyle(element);
-        if (scrolls(element, style, 'Y'))
-            defects.push(`${name(element)} scrolls vertically by `
-                         + `${element.scrollHeight - element.clientHeight} px`);
-        if (style.position !== 'absolute' && style.position !== 'fixed') continue;
-        for (let box = element.parentElement; box !== article; box = box.parentElement) {
-            const boxStyle = getComputedStyle(box);
-            if ((scrolls(box, boxStyle, 'X') || scrolls(box, boxStyle, 'Y'))
-                    && (style.position === 'fixed' || !element.offsetParent
-                        || !box.contains(element.offsetParent)))
-                defects.push(`${name(element)} leaves its scroll box ${name(box)}`);
-        }
-    }
-    for (const box of document.querySelectorAll('.table-scroll')) {
-        const table = box.querySelector('table');
-        const needed = Math.ceil(table.getBoundingClientRect().width);
-        if (box.scrollWidth > Math.max(box.clientWidth, needed) + 1)
-            defects.push(`table box wider than its table: ${label(box)} `
-                         + `(${box.scrollWidth} px for a ${needed} px table)`);
-        if (desktop && box.scrollWidth > box.clientWidth + 1)
-            defects.push(`table hides columns at ${innerWidth} px: ${label(box)} `
-                         + `(${box.scrollWidth - box.clientWidth} px)`);
-        for (const row of table.querySelectorAll('tbody tr')) {
-            const cells = [...row.cells].map(cell => cell.innerText.trim());
-            if (cells.length > 1 && cells[0] && cells.slice(1).every(text => !text))
-                defects.push(`prose read as a table row: "${cells[0].slice(0, 60)}"`);
-            for (const text of cells)
-                if (text.split(/\\s+/).length > 30)
-                    defects.push(`prose in a table cell: "${text.slice(0, 60)}"`);
-        }
-    }
-    for (const row of document.querySelectorAll('.math-display'))  // its parts wrap
-        if (row.scrollWidth > row.clientWidth + 1)
-            defects.push(`display formula wider than its row: ${label(row)}`);
-    for (const code of document.querySelectorAll('pre > code'))
-        if (code.scrollWidth > code.clientWidth + 1 && !code.hasAttribute('data-wide'))
-            defects.push(`code block scrolls but the build did not make it focusable: `
-                         + `${code.id} "${code.textContent.slice(0, 40)}"`);
-    return defects;
-}"""
+LAYOUT_DEFECTS = in_page("layout_defects")
 
 
 def shown_tab(page, index):
@@ -632,18 +527,7 @@ def shown_tab(page, index):
         .map(input => (input.checked = true)).length > 0""", index)
 
 
-# The page's h2 sections, and those a visible table of contents beside the article links
-# to (mkdocs.yml's toc.integrate: the page's sections in the navigation sidebar).
-TABLE_OF_CONTENTS = """() => {
-    const sidebar = document.querySelector('.md-sidebar--primary');
-    const box = sidebar.getBoundingClientRect();
-    const shown = box.width > 0 && box.left >= 0 && box.right <= innerWidth
-        && sidebar.checkVisibility({visibilityProperty: true});
-    return {sections: [...document.querySelectorAll('article h2[id]')].map(h => h.id),
-            linked: shown ? [...sidebar.querySelectorAll('nav.md-nav--secondary a')]
-                .filter(a => a.checkVisibility({visibilityProperty: true}))
-                .map(a => a.hash.slice(1)) : []};
-}"""
+TABLE_OF_CONTENTS = in_page("table_of_contents")
 
 
 def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_contents(
@@ -684,10 +568,7 @@ def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_cont
     assert defects == [], "\n".join(defects)
 # --- the site built from hostile recordings (tests/site_hostile.py), in chromium ----------
 
-LIVE_MARKUP = """() => [...document.querySelectorAll('*')].flatMap(el => [...el.attributes]
-    .filter(a => /^\\s*javascript:/i.test(a.value)
-                 || (a.name.startsWith('on') && /XSS/.test(a.value)))
-    .map(a => `${el.tagName} ${a.name}=${a.value}`))"""
+LIVE_MARKUP = in_page("live_markup")
 
 
 def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):

@@ -1,7 +1,8 @@
 """Every fault ends clean: one line on stderr, the exit status a shell expects, every
 earlier file as it was, no staged `.tmp` file, no process and no scratch folder left: the
 signal matrix (tpu_job.py's steps: tests/test_tpu_job.py), SIGKILL, refused requests, faults
-in the machinery, a failed move, broken inputs, and lesson_code/program.py under each lesson."""
+in the machinery, a failed move, and lesson_code/program.py under each lesson (record.py's
+broken inputs: tests/test_record.py)."""
 import errno
 import importlib
 import json
@@ -23,8 +24,8 @@ import pytest
 
 from conftest import FIRST_LESSON, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
-                     hanging_ranks, leftover_temp_files, one_error, project, run,
-                     snapshot, still_running, unchanged)
+                     hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
+                     run, snapshot, still_running, unchanged)
 from test_bench import QUICK  # a small sweep plan
 from scripts import bench, cli, record
 from scripts.plumbing import interrupts
@@ -32,7 +33,6 @@ from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_f
 from scripts.store import recordings
 from scripts.store.freshness import check
 from scripts.store.lessons import load_lessons
-from scripts.store.outputs import lesson_command
 from scripts.store.staging import StagingError
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
@@ -87,8 +87,7 @@ def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, cap
 
     assert cli.command(body)(["x"]) == status
     assert cleaned == [True]
-    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; "
-                                                        f"{KEPT}\n")
+    assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; {KEPT}\n")
 
 
 # --- Ctrl-C in each phase of each command, in a subprocess -------------------------------
@@ -280,8 +279,7 @@ def sleeper(**env):
                             env=dict(clean_env(), **env), start_new_session=True)
 
 
-def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_path,
-                                                                           monkeypatch):
+def test_the_next_run_removes_what_a_run_that_is_gone_left_and_nothing_else(tmp_path, monkeypatch):
     """Scratch folders and processes marked by a run that is gone (a SIGKILLed record.py,
     under mpirun too) go as the next run of any kind starts; a live run's, a stranger's stay."""
     gone, mine = ended_pid(), os.getpid()
@@ -454,24 +452,21 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     (["--processes", "-4"], "--processes -4 cannot be recorded"),
     (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
     (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
-    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB "
-                           "free"),
+    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB free"),
     (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
     (["--processes"], "argument --processes: expected one argument"),
     (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
     (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
-    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process "
-                               "run; run `python scripts/record.py --processes 4 --launcher "
-                               "mpirun`"),
+    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process run; run "
+                               "`python scripts/record.py --processes 4 --launcher mpirun`"),
     (["--calls", "5"], "--calls sets the repeated calls of a multi-process run, 1 or more: "
                        "run `python scripts/record.py --processes 4 --calls 5`"),
     (["--processes", "4", "--calls", "0"], "--calls sets the repeated calls"),
     (["--devices", "0"], f"--devices 0: {ID} is recorded on {SEED.devices} devices"),
     (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
-    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the "
-                         f"count its page describes (`devices` in lesson_code/lessons.toml); "
-                         f"to try 8 without recording, run `python -m {SEED.module} "
-                         f"--devices 8`"),
+    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count its "
+                         f"page describes (`devices` in lesson_code/lessons.toml); to try 8 "
+                         f"without recording, run `python -m {SEED.module} --devices 8`"),
 ])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
@@ -488,11 +483,6 @@ def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypat
 # --- a corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its --
 # --- contract: one line naming the file and the fix, never a traceback, nothing written --
 
-def one_line(text):
-    assert "Traceback" not in text and len(text.strip().splitlines()) == 1, text
-    return text.strip()
-
-
 @pytest.mark.parametrize("text", ["{not json", ""])
 def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
         tmp_path, monkeypatch, text):
@@ -503,13 +493,12 @@ def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
     schema = tmp_path / "schema.json"
     schema.write_text(text)
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
-    with pytest.raises(recordings.RecordingError) as caught:
-        recordings.load_recording(ROOT / recording_name(FIRST_LESSON))
-    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
-    assert caught.value.fix.startswith("git checkout -- ")
-    with pytest.raises(PluginError) as caught:
-        site_hooks.on_config({"docs_dir": "docs", "config_file_path": ROOT / "mkdocs.yml"})
-    assert "schema.json: the schema cannot be read" in one_line(str(caught.value))
+    error = raised_in_one_line(recordings.RecordingError, recordings.load_recording,
+                               ROOT / recording_name(FIRST_LESSON))
+    assert error.fix.startswith("git checkout -- ")
+    for error in (error, raised_in_one_line(PluginError, site_hooks.on_config, {
+            "docs_dir": "docs", "config_file_path": ROOT / "mkdocs.yml"})):
+        assert "schema.json: the schema cannot be read" in str(error)
 
 
 @pytest.fixture
@@ -549,9 +538,8 @@ def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
     (tmp_path / "silent_sweep.py").write_text(
         "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    with pytest.raises(WorkerFailed) as caught:
-        measure_in_subprocess("silent_sweep", 4, [8], {})
-    assert one_line(str(caught.value)) == (
+    assert str(raised_in_one_line(WorkerFailed, measure_in_subprocess, "silent_sweep", 4, [8],
+                                  {})) == (
         "the p=4 worker printed no rows (its last stdout line must be their JSON); "
         "nothing was written")
 
@@ -576,17 +564,15 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
     if cache:
         monkeypatch.setattr(bench, "l2_cache_bytes", cache)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=QUICK) == 1
-    assert one_line(capsys.readouterr().err) == line
+    assert capsys.readouterr().err == f"{line}\n"
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
     (tmp_path / "bad_data.py").write_text(
-        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w')"
-        ".write('{not json')\n")
-    with pytest.raises(record.RecordError) as caught:
-        record.run_module("bad_data", tmp_path, tmp_path)
-    message = one_line(str(caught.value))
+        "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w').write('{not json')\n")
+    message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data", tmp_path,
+                                     tmp_path))
     assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "
                               "as JSON")
     assert message.endswith("nothing was written")
@@ -603,32 +589,6 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
         assert record.main(["--lesson", FIRST_LESSON.id, "--all"]) == 1
     one_error(capsys.readouterr().err, "run_lesson() returned no `environment`",
               "lesson_code/CONTRACT.md requires it")
-
-
-@pytest.mark.parametrize("path, text, args, status, said", [
-    # The registry's ids follow the schema's lessonId pattern: the registry stops first.
-    ("recordings/schema.json", "{not json", ["--check"], 2, "recordings/schema.json: its "
-     "header has no readable lessonId pattern; run `git checkout -- recordings/schema.json`"),
-    (recording_name(SEED, "sweep"), "[1]", ["--render-only"], 1,
-     f"{recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"),
-    (recording_name(SEED), "{not json", ["--render-only"], 1, f"{recording_name(SEED)}: not "
-     "valid JSON (Expecting property name enclosed in double quotes: line 1 column 2 (char 1)); "
-     f"run `{lesson_command(SEED)}`"),
-    (None, None, ["--processes", "3"], 2, "--processes 3 cannot be recorded (the ranks check "
-     "their shards bit for bit against NumPy, which holds for 2, 4, 8, 16); run `python "
-     "scripts/record.py --processes 4`"),
-], ids=["corrupt schema", "corrupt sweep", "corrupt recording", "refused request"])
-def test_a_corrupt_file_or_a_refused_request_is_one_line_naming_its_fix_and_touches_nothing(
-        tmp_path, path, text, args, status, said):
-    root = project(tmp_path / "repo", ("requirements.txt", "constraints.txt", "scripts",
-                                       "lesson_code", "recordings", "figures", "docs"))
-    if path:
-        (root / path).write_text(text)
-    with unchanged(root):
-        done = run(RECORD, *args, cwd=root, timeout=120)
-    assert (done.returncode, done.stdout) == (status, "")
-    assert one_error(done.stderr) == f"error: {said}"
-    assert status != 2 or done.stderr.count("\n") == 1  # refused before any progress line
 
 
 # --- a move that fails ----------------------------------------------------------------
@@ -664,18 +624,6 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
             assert record.main(["--render-only"]) == 1
             one_error(capsys.readouterr().err, "error: ", "recordings/outputs.lock.json: cannot "
                       "be moved into place (Input/output error); every file is as it was")
-
-
-# --- broken inputs, and a lesson process that dies ----------------------------------------
-
-def test_record_notices_a_lesson_process_that_died_and_says_so_in_one_line(tree):
-    """XLA_FLAGS=--bogus makes the kernel exit as JAX starts: one line, with what XLA printed."""
-    with unchanged(tree):
-        done = run(RECORD, "--all", cwd=tree, env={"XLA_FLAGS": "--bogus"})
-    assert done.returncode == 1
-    line = one_error(done.stderr, "the lesson's kernel exited with status",
-                     "XLA_FLAGS: --bogus")  # its own stderr says why
-    assert line.endswith("nothing was written")
 
 
 # --- the lesson programs: lesson_code/program.py, and each lesson's on it -------------------

@@ -94,7 +94,6 @@ def test_the_line_links_the_data_and_the_recording_and_says_where_and_when_it_wa
 
 def test_the_line_stays_out_of_the_search_index(built_site, shown):
     index = json.loads((built_site / "search" / "search_index.json").read_text())
-    texts = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", doc["text"]))
-                     for doc in index["docs"])
+    texts = " ".join(html.unescape(re.sub(r"<[^>]+>", " ", doc["text"])) for doc in index["docs"])
     assert shown and not any(words in texts for words in ("no commit recorded", "code digest",
                                                           "local changes"))

@@ -1,29 +1,35 @@
 """Every figure as a reader gets it: drawn from its input as committed, in four variants,
 accessible text with legible sizes and contrast, and its data beside it as CSV and JSON."""
+import copy
 import csv
 import html
+import importlib.util
 import io
 import json
 import re
 import subprocess
 import sys
 from contextlib import contextmanager
+from xml.etree import ElementTree
 
+import numpy as np
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, clean_env, each_lesson, recording_name
-from scripts.figures import KINDS, LESSON_RENDERER, FigureKind
+from harness import raised_in_one_line
+from scripts.figures import KINDS, LESSON_RENDERER, FigureKind, mechanism, panels, ring
 from scripts.figures import data as figure_data
 from scripts.figures.palette import DARK, LIGHT
+from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.figures.variants import VARIANTS
 from scripts.store.derive import DeriveError
 from scripts.store.derive import render as derive_render
 from scripts.store.hashes import digest_bytes
+from scripts.store.lessons import Lesson
 from scripts.store.outputs import figure_data_outputs, figure_outputs, read_lock
 
 # Every figure of every lesson; the tests of what a figure shows read the seed's.
-FIGURES = {output.path: output for lesson in LESSONS.values()
-           for output in figure_outputs(lesson)}
+FIGURES = {output.path: output for lesson in LESSONS.values() for output in figure_outputs(lesson)}
 assert FIGURES, "no registered lesson draws a figure: the tests below would test nothing"
 STATIC_FIGURES = sorted(path for path, output in FIGURES.items() if not output.variant.suffix)
 DATA = {output.path: output for lesson in LESSONS.values()
@@ -131,8 +137,6 @@ def test_renderers_import_neither_jax_nor_lesson_code(drawn):
 def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(lesson):
     """XML with a title and a description, text not outlines, no date; its smallest text
     9 px where the page shows it; a dark drawing on the dark paper."""
-    from xml.etree import ElementTree
-
     for path in figures_of(lesson):
         svg = (ROOT / path).read_text()
         ElementTree.fromstring(svg.encode())  # XML, as every browser needs it
@@ -180,8 +184,7 @@ def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_t
 
     # The panels' bar labels, the mechanism's cells, the TPU table's times, a ring cell's.
     assert {f"{row['value']:g}" for row in rows("")} <= printed("")
-    assert {value for row in rows("-mechanism") for value in row.values()} <= \
-        printed("-mechanism")
+    assert {value for row in rows("-mechanism") for value in row.values()} <= printed("-mechanism")
     assert {f"{row['predictedUs']:,.1f} µs" for row in rows("-tpu-predictions")
             if row["part"] == "table"} <= printed("-tpu-predictions")
     held = [row for row in rows("-ring-reduce-scatter") if row["sums"]]
@@ -193,8 +196,6 @@ def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_t
 def test_the_ring_figures_count_steps_by_sends_and_name_each_from_the_rank_s_side(phase):
     """"start", then step 1 to p - 1, as the pages count; at p = 4 rank 0 passes to rank 1
     and gets from rank 3; the note never breaks inside "(r+1)·[1, …, 8]"."""
-    from scripts.figures import ring
-
     trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
     labels = [label.split(":")[0] for label, _, _ in ring.phases(trace)[phase].rows]
     assert labels == ["start", *(f"step {k}" for k in range(1, trace["ranks"]))]
@@ -217,9 +218,6 @@ TWO_SERIES = {"lessonId": "x", "data": {"panelsTitle": "Two series", "panels": [
 
 
 def test_several_series_are_drawn_side_by_side_with_a_legend_and_only_bars():
-    from scripts.figures import panels
-    from scripts.figures.svg import figure_style, new_figure
-
     with figure_style():
         fig, ax = new_figure()
         panels.side_by_side(ax, TWO_SERIES["data"]["panels"][0])
@@ -304,7 +302,9 @@ def test_a_tpu_sweep_over_the_prediction_fits_every_drawing_and_adds_its_data(va
 
 
 def relative_luminance(colour):
-    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    """Of "#rrggbb", or "rgb(r, g, b)" as a browser computes a style (test_ring_stepper.py)."""
+    channels = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)] if colour[0] == "#" \
+        else [int(value) / 255 for value in re.findall(r"\d+", colour)[:3]]
     linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
@@ -334,10 +334,6 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
                                                                       signature, body, drawn):
     """Light and wide only, unless its render() takes the variant (read from its source,
     not imported): then every drawing gets it, the light wide one too (CONTRACT.md)."""
-    import importlib.util
-
-    from scripts.store.lessons import Lesson
-
     (tmp_path / "lesson_code").mkdir()
     path = tmp_path / "lesson_code" / "bars.py"
     path.write_text(f"{signature}\n    return {body}\n")
@@ -369,8 +365,6 @@ def test_a_renderer_without_rows_fails_in_one_line():
 
 
 def test_rows_hold_text_numbers_and_none_only():
-    import numpy as np
-
     assert figure_data.table([{"a": 1, "b": "x"}, {"b": 2.5, "c": None}]) == (
         ["a", "b", "c"], [[1, "x", None], [None, 2.5, None]])
     assert type(figure_data.cell(np.float32(3.0))) is float
@@ -401,20 +395,12 @@ MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": 
     (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell"),
 ])
 def test_figure_data_a_lesson_owns_is_refused_in_one_line_before_drawing(change, words):
-    import copy
-
-    from scripts.figures.mechanism import render
-
     diagram = copy.deepcopy(MECHANISM)
     change(diagram)
-    with pytest.raises(ValueError) as refused:
-        render(diagram)
-    assert words in str(refused.value) and "\n" not in str(refused.value)
+    assert words in str(raised_in_one_line(ValueError, mechanism.render, diagram))
 
 
 def test_no_renderer_writes_an_svg_that_is_not_xml():
-    from scripts.figures.svg import new_figure, svg_text
-
     fig, ax = new_figure()
     ax.set_title("a title from a recording\x01")
     with pytest.raises(ValueError, match=r"^the figure's text holds U\+0001, a character no "
@@ -423,9 +409,7 @@ def test_no_renderer_writes_an_svg_that_is_not_xml():
 
 
 def test_a_dollar_sign_in_a_table_cell_is_text_not_mathtext():
-    from scripts.figures.mechanism import render
-
     # As mathtext, this is a ParseFatalException inside matplotlib.
     diagram = {**MECHANISM, "table": {"headers": ["cost", "$"],
                                       "rows": [["$\\nocommand{$", "$x^$"]]}}
-    assert render(diagram).lstrip().startswith("<?xml")
+    assert mechanism.render(diagram).lstrip().startswith("<?xml")

@@ -1,5 +1,6 @@
 """One freshness model: each output's inputs, what changed, and the one command that fixes
 it, asked of an edited copy of the tree (freshness.check() in-process, as --check calls it)."""
+import ast
 import json
 import os
 import re
@@ -13,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import project, run
+from harness import project, raised_in_one_line, run
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
@@ -158,8 +159,7 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(le
     module = module_file(lesson)
     titles = [cell.source[3:] for cell in build_notebook(lesson, devices=lesson.devices).cells
               if cell.cell_type == "markdown" and cell.source.startswith("## ")]
-    pages = [path for path in notebook_output(lesson).text_inputs(tree)
-             if path.startswith("docs/")]
+    pages = [path for path in notebook_output(lesson).text_inputs(tree) if path.startswith("docs/")]
     as_it_was = {page: (tree / page).read_bytes() for page in pages}
     before = hashes.content_files(tree / module, tree)
     edit(tree / module, append_comment)
@@ -206,8 +206,6 @@ LESSON_CODE = [path for path in sorted((ROOT / "lesson_code").glob("*.py"))
 @given(path=st.sampled_from(LESSON_CODE), data=st.data())
 def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(path, data):
     """Generated comments at the ends of lines and a rewritten docstring; one number changed."""
-    import ast
-
     source = path.read_text()
     lines = source.split("\n")
     commented = list(lines)
@@ -235,8 +233,7 @@ def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(
     (b"def broken(:\n", "not valid Python (line 1: invalid syntax); fix that file"),
     (b"x = '\xff\xfe'\n", "not UTF-8 (byte 5); save it as UTF-8"),
     (b"x = 1\x00\n", "not valid Python; fix that file")])
-def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, monkeypatch,
-                                                          capsys):
+def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, monkeypatch, capsys):
     """One line and exit 1 (record.main in-process, on the copy's registry)."""
     from scripts import record
 
@@ -303,8 +300,7 @@ BREAKAGES = {
         *(f"{path}: stale, {recording_name(SEED, 'tpu-sweep')} changed; run `{RENDER}`"
           for path in drawings("-tpu-predictions"))]),
     "a truncated sweep": (written((SWEEP, '{"rows": [')), [
-        f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run "
-        f"`make bench`",
+        f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run `make bench`",
         f"recordings/analysis/{LESSON_ID}.sweep.json: stale, {SWEEP} changed; run `{RENDER}`"]),
     "a recording that is a directory": (into_a_directory(SIMULATION), [
         f"{SIMULATION}: is a directory, not a recording (remove it); run `{RECORD}`",
@@ -386,6 +382,4 @@ def test_a_malformed_lock_is_one_line(tmp_path, text, words):
 
     (tmp_path / "recordings").mkdir()
     (tmp_path / "recordings" / "outputs.lock.json").write_text(text)
-    with pytest.raises(LockError) as refused:
-        read_lock(tmp_path)
-    assert "\n" not in str(refused.value) and words in str(refused.value)
+    assert words in str(raised_in_one_line(LockError, read_lock, tmp_path))

@@ -9,7 +9,7 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 from conftest import ROOT
-from test_browser import skip_or_fail
+from harness import skip_or_fail
 
 pytestmark = pytest.mark.browser  # the Nu checker: the browser tier's tools (Java, vnu)
 VNU = ROOT / "node_modules" / "vnu-jar" / "build" / "dist" / "vnu.jar"
@@ -21,8 +21,7 @@ def test_every_page_and_figure_is_valid(built_site, reference_site):
     java = shutil.which("java")
     for missing, fix in ((java is None, "java is missing: run `make test` as root, or "
                                         "apt-get install default-jre-headless"),
-                         (not VNU.exists(), "node_modules/vnu-jar is missing: run "
-                                            "`make install`")):
+                         (not VNU.exists(), "node_modules/vnu-jar is missing: run `make install`")):
         if missing:
             skip_or_fail(fix, what="the HTML checker")
     # One run (each starts a Java VM, seconds of work); errors told apart by their folder.

@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from conftest import SEED, recording_name
-from harness import (RECORD, Started, hanging_ranks, one_error, project, run, scratch_of,
-                     still_running, unchanged)
+from harness import (RECORD, Started, hanging_ranks, one_error, project, raised_in_one_line, run,
+                     scratch_of, skip_or_fail, still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError
@@ -29,12 +29,9 @@ SCRATCH = f"ranks-{os.getpid()}-*"  # this process's runs' scratch folders (plum
 
 @pytest.fixture
 def needs_mpirun():
-    """Skip where mpirun is missing; under CI, which installs it, fail instead."""
     if shutil.which("mpirun") is None:
-        reason = "mpirun is missing: `make test` installs Debian's openmpi-bin (as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the mpirun tests cannot run under CI: {reason}")
-        pytest.skip(reason)
+        skip_or_fail("mpirun is missing: `make test` installs Debian's openmpi-bin (as root)",
+                     what="the mpirun tests")
 
 
 def marked_ranks_left(launcher_pid):
@@ -86,10 +83,8 @@ def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpir
 def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, monkeypatch):
     monkeypatch.setenv("FAILING_RANK", "exit")  # tests/fixtures/failing_rank.py
     scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
-    with pytest.raises(ProcessRunError) as raised:
-        mpirun.run_mpirun("tests.fixtures.failing_rank", ranks=4, timeout_s=120, calls=1)
-    error = raised.value
-    assert "\n" not in str(error)
+    error = raised_in_one_line(ProcessRunError, mpirun.run_mpirun, "tests.fixtures.failing_rank",
+                               ranks=4, timeout_s=120, calls=1)
     assert str(error).startswith("rank 2 exited with status 3 under mpirun; all 4 ranks "
                                  "killed"), error
     assert "failing_rank fixture" in error.stderr_tail

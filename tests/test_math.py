@@ -8,6 +8,7 @@ from fontTools.ttLib import TTFont
 from material.plugins.search.plugin import Parser as SearchParser
 from mkdocs.exceptions import PluginError
 
+from harness import raised_in_one_line
 from scripts.pages import math_font
 from scripts.pages.mathml import MathError, formula, temml, typeset
 from site_pages import page_file, site_pages
@@ -50,8 +51,7 @@ def test_formulas_are_set_as_tex_sets_them():
     # Temml's own spacing is kept (\bmod is spaced in the line); \pmod's empty operator
     # takes no space.
     assert '<mo lspace="0.2222em" rspace="0.2222em">mod</mo>' in inline(r"r+1 \bmod p")
-    assert f"{TIGHT}</mo>" in re.sub(r"<mo ([^>]*) />", r"<mo \1></mo>",
-                                     inline(r"c \pmod p"))
+    assert f"{TIGHT}</mo>" in re.sub(r"<mo ([^>]*) />", r"<mo \1></mo>", inline(r"c \pmod p"))
 
 
 def test_punctuation_stays_with_its_formula_and_displays_split_at_qquad():
@@ -63,9 +63,8 @@ def test_punctuation_stays_with_its_formula_and_displays_split_at_qquad():
 
 
 def test_display_formulas_are_named_by_what_they_say():
-    labels = re.findall(r'role="group" aria-label="([^"]*)"',
-                        displayed(r"t(S) = \alpha + \frac{S}{\beta},") +
-                        displayed(r"g=\sum_{r=0}^{p-1}g_r,"))
+    labels = re.findall(r'role="group" aria-label="([^"]*)"', displayed(
+        r"t(S) = \alpha + \frac{S}{\beta},") + displayed(r"g=\sum_{r=0}^{p-1}g_r,"))
     assert labels == ["t(S)=α+S/β ,", "g=∑_(r=0)^(p−1)g_r,"]
 
 
@@ -90,10 +89,9 @@ def test_search_indexes_the_reading_not_the_tex():
 
 
 def test_tex_cannot_close_a_formula_early():
-    page = typeset(markdown.Markdown(
-        extensions=["pymdownx.arithmatex"],
-        extension_configs={"pymdownx.arithmatex": {"generic": True}}
-    ).convert("$$x + \\text{</math>} + y$$\n\nand $\\text{<b>}$"), "x.md")
+    page = typeset(markdown.Markdown(extensions=["pymdownx.arithmatex"], extension_configs={
+        "pymdownx.arithmatex": {"generic": True}}).convert(
+        "$$x + \\text{</math>} + y$$\n\nand $\\text{<b>}$"), "x.md")
     assert len(re.findall(r"<math\b", page)) == page.count("</math>") == 2
     assert "&lt;/math&gt;" in page and "&lt;b&gt;" in page and not re.search(r"<b\b", page)
 
@@ -103,11 +101,9 @@ def test_tex_cannot_close_a_formula_early():
                                  r"\class{md-nav}{x}", r"\frac{1}{", "x^^2"])
 def test_a_formula_temml_refuses_stops_the_build_in_one_line(tex):
     formulas = markdown.Markdown(extensions=["scripts.pages.mathml"]).postprocessors["mathml"]
-    with pytest.raises(PluginError) as refused:
-        formulas.run(f'<p><span class="arithmatex">\\({tex}\\)</span></p>')
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"the page: cannot typeset the formula "
-                                                      f"{tex!r}")
+    assert str(raised_in_one_line(PluginError, formulas.run, f'<p><span class="arithmatex">'
+                                  f'\\({tex}\\)</span></p>')).startswith(
+        f"the page: cannot typeset the formula {tex!r}")
 
 
 def test_only_presentation_markup_reaches_the_page():

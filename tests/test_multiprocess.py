@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, SEED, module_file
-from harness import finished
+from harness import finished, raised_in_one_line
 from scripts.store.outputs import for_lesson
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
@@ -154,10 +154,9 @@ def test_a_failed_or_hung_rank_ends_the_run_and_leaves_nothing_behind(failure, m
     monkeypatch.setenv("FAILING_RANK", "hang-early")  # read by tests/fixtures/failing_rank.py
     scratch_before = set(Path(tempfile.gettempdir()).glob(SCRATCH))
     module, limit = {"exit": ("rank_with_child", 30), "hang": ("failing_rank", 6)}[failure]
-    with pytest.raises(ProcessRunError) as raised:
-        run_processes(f"tests.fixtures.{module}", ranks=RANKS, timeout_s=limit, calls=1)
-    error = raised.value
-    assert "\n" not in str(error) and len(error.pids) == RANKS
+    error = raised_in_one_line(ProcessRunError, run_processes, f"tests.fixtures.{module}",
+                               ranks=RANKS, timeout_s=limit, calls=1)
+    assert len(error.pids) == RANKS
     if failure == "exit":
         assert (error.rank, error.status) == (0, 3)
         assert str(error).startswith("rank 0 exited with status 3")

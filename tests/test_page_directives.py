@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
+from harness import raised_in_one_line
 from scripts.pages import page_language
 from scripts.pages.directives import recorded_value, value_text
 from scripts.pages.page_language import PageLanguage
@@ -57,10 +58,7 @@ def of_a_lesson(markdown):
         ("data.budget | {ranks|>1000000}", "widths up to")]),
 ])
 def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
-    with pytest.raises(PageError) as refused:
-        converted(markdown)
-    message = str(refused.value)
-    assert "\n" not in message and of_a_lesson(words) in message, message
+    assert of_a_lesson(words) in str(raised_in_one_line(PageError, converted, markdown))
 
 
 def test_the_extension_alone_reads_the_registry_and_the_recordings_itself(monkeypatch):
@@ -128,10 +126,9 @@ def converted(text, sources=None):
 def test_a_table_directive_writes_one_row_per_recorded_element():
     recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
     budget = recording["data"]["budget"]
-    page = converted("| p | bytes | storage |\n|--:|--:|---|\n"
-                     "{{ rec-table:LESSON.cpu:data.budget | {ranks|d}\n"
-                     "   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row {*}) }}\n\n"
-                     "After the table.\n")
+    page = converted("| p | bytes | storage |\n|--:|--:|---|\n{{ rec-table:LESSON.cpu:data.budget "
+                     "| {ranks|d}\n   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row "
+                     "{*}) }}\n\nAfter the table.\n")
     assert table_rows(page) == [
         [str(row["ranks"]), f"{row['all_reduce_bytes']:,d}",
          f"{row['shard_storage_bytes']:,d} B (row {index})"] for index, row in enumerate(budget)]
@@ -173,8 +170,7 @@ def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(val
         text = value_text(value, spec, directive)
     except PageError as refused:
         message = str(refused)
-        assert "\n" not in message and len(message) < 400 and "change the format code" in \
-            message
+        assert "\n" not in message and len(message) < 400 and "change the format code" in message
         return
     assert text == (format(value, spec) if spec else str(value))
     # Every run of digits (a one-character fill is at most 9), and each after a point.
@@ -190,8 +186,7 @@ for _spec in (">1000000000", ".100000000f", "x^41", ".21f", "041d", "{}", "%Y", 
 
 
 def test_the_format_codes_pages_use_still_work():
-    for value, spec in [(1234.5, ",.0f"), (0.25, ".0%"), (7, "d"), (1.5, ">40.20f"),
-                        ("cpu", "^9")]:
+    for value, spec in [(1234.5, ",.0f"), (0.25, ".0%"), (7, "d"), (1.5, ">40.20f"), ("cpu", "^9")]:
         assert formatted(value, spec) == format(value, spec), spec
 
 

@@ -9,21 +9,18 @@ import nbformat
 import numpy as np
 import pytest
 
-from conftest import FIRST_LESSON, ROOT, SEED, module_file
-from harness import (RECORD, changed, leftover_temp_files, one_error, project, run, snapshot,
-                     unchanged)
+from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
+from harness import (RECORD, changed, edit, leftover_temp_files, one_error, project, run,
+                     snapshot, unchanged)
 from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import lesson_command
 from scripts.figures import KINDS
 from scripts.runners.notebook import stdout_of
 from scripts.store.recordings import load_recording
 
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
-
-
-def edit(path, change):
-    path.write_text(change(path.read_text()))
 
 
 def check(root):  # what `record.py --check` prints of the seed
@@ -85,6 +82,14 @@ def test_the_notebook_and_the_recording_are_one_execution(recorded):
     assert f"'all_reduce': {round(float(np.median(every)), 1)}" in printed
 
 
+def edited(path, change):
+    return lambda root: edit(root / path, change)
+
+
+def written(path, text):
+    return lambda root: (root / path).write_text(text)
+
+
 def failing_step(text):  # fails its check, as a wrong result does (run_lesson's first cell)
     first = '    print(f"Devices: '
     return text.replace(first, '    assert False, "deliberately broken"\n' + first, 1)
@@ -97,39 +102,68 @@ def raising_on_import(text):
     return text[:end] + "\nraise RuntimeError('a statement no section uses')\n" + text[end:]
 
 
-# Each failed run: the file edited, the edit, record.py's arguments, the exit status and the
-# one line (or its start and words). A device this machine lacks is a setup failure: exit 2.
+def deprecated_call(text):
+    """What CI sees after a JAX upgrade deprecates a call a step makes."""
+    step = "    mesh = data_mesh(devices)\n"
+    assert text.count(step) == 1
+    return text.replace(step, step + "    with mesh:  # deprecated in JAX 0.10\n        pass\n")
+
+
+ONE = ("--lesson", LESSON_ID)
+SWEEP, CPU = recording_name(SEED, "sweep"), recording_name(SEED)
+# Each failed run: what breaks the copy, record.py's arguments (and environment), the exit
+# status and the one line (or its start and words); a request refused, or a file the
+# registry needs, is that line alone. A device this machine lacks is a setup failure: exit 2.
 FAILED_RUNS = {
-    "a failing step": (LESSON, failing_step, (), 1, (
+    "a failing step": (edited(LESSON, failing_step), ONE, 1, (
         f"error: {LESSON_ID} failed in its notebook: ", "AssertionError: deliberately broken",
         "nothing was written")),
-    "devices this machine cannot give": (None, None, ("--platform", "gpu"), 2, (
+    "a deprecated JAX call in a step": (edited(LESSON, deprecated_call), ONE, 1, (
+        "error: ", "DeprecationWarning: `with mesh:` context manager has been deprecated",
+        "nothing was written")),
+    # XLA_FLAGS=--bogus makes the kernel exit as JAX starts: its own stderr says why.
+    "a lesson process that dies": (None, ("--all",), 1, (
+        "error: ", "the lesson's kernel exited with status", "XLA_FLAGS: --bogus",
+        "nothing was written"), {"XLA_FLAGS": "--bogus"}),
+    "devices this machine cannot give": (None, (*ONE, "--platform", "gpu"), 2, (
         f"error: cannot set up {SEED.devices} GPU devices: ",)),
-    "a failing renderer after the recording was staged": (
+    "a failing renderer after the recording was staged": (edited(
         "scripts/figures/mechanism.py", lambda text: text.replace(
             "def render(diagram, variant=STATIC):\n",
-            "def render(diagram, variant=STATIC):\n    raise ValueError('broke')\n", 1),
-        ("--all",), 1, f"error: figures/{LESSON_ID}-mechanism.svg: mechanism renderer failed "
-                       f"on lesson_code/figures/{LESSON_ID}-mechanism.json (ValueError: "
-                       f"broke); fix scripts/figures/mechanism.py"),
-    "a module that raises when imported": (LESSON, raising_on_import, (), 1, (
+            "def render(diagram, variant=STATIC):\n    raise ValueError('broke')\n", 1)),
+        (*ONE, "--all"), 1, f"error: figures/{LESSON_ID}-mechanism.svg: mechanism renderer "
+                            f"failed on lesson_code/figures/{LESSON_ID}-mechanism.json "
+                            f"(ValueError: broke); fix scripts/figures/mechanism.py"),
+    "a module that raises when imported": (edited(LESSON, raising_on_import), ONE, 1, (
         f"error: {LESSON_ID} failed in its notebook: {LESSON} raises when imported "
         f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
         f"statements outside its sections; nothing was written")),
+    # The registry's ids follow the schema's lessonId pattern: the registry stops first.
+    "a corrupt schema": (written("recordings/schema.json", "{not json"), ("--check",), 2,
+                         "error: recordings/schema.json: its header has no readable lessonId "
+                         "pattern; run `git checkout -- recordings/schema.json`"),
+    "a corrupt sweep": (written(SWEEP, "[1]"), ("--render-only",), 1,
+                        f"error: {SWEEP}: expected a JSON object; run `make bench`"),
+    "a corrupt recording": (written(CPU, "{not json"), ("--render-only",), 1, (
+        f"error: {CPU}: not valid JSON (Expecting property name enclosed in double quotes: "
+        f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`")),
+    "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be recorded "
+                          "(the ranks check their shards bit for bit against NumPy, which holds "
+                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`"),
 }
 
 
 @pytest.mark.parametrize("case", FAILED_RUNS)
 def test_a_failed_run_is_one_line_and_leaves_every_file_as_it_was(tree, case):
-    path, change, args, status, said = FAILED_RUNS[case]
-    if path:
-        edit(tree / path, change)
+    breaks, args, status, said, *env = FAILED_RUNS[case]
+    if breaks:
+        breaks(tree)
     with unchanged(tree):
-        done = run(RECORD, "--lesson", LESSON_ID, *args, cwd=tree)
-    assert done.returncode == status, done.stderr[-2000:]
+        done = run(RECORD, *args, cwd=tree, env=env[0] if env else None)
+    assert (done.returncode, done.stdout) == (status, ""), done.stderr[-2000:]
     line = one_error(done.stderr)
     if isinstance(said, str):
-        assert line == said
+        assert line == said and (status != 2 or done.stderr == f"{said}\n")
     else:
         assert line.startswith(said[0]) and all(word in line for word in said[1:]), line
     assert "\x1b[" not in line
@@ -146,8 +180,7 @@ print(sorted(m for m in ("jax", "jaxlib", "matplotlib") if m in sys.modules))
 """
 
 
-def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree,
-                                                                              recorded):
+def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree, recorded):
     """A hand-edited figure, a deleted one and a lock entry a bad merge broke are remade;
     every other lock entry is kept."""
     figure = tree / "figures" / f"{LESSON_ID}.svg"
@@ -173,8 +206,7 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
     fresh = snapshot(recorded[0])
     for name in (f"figures/{LESSON_ID}.svg", f"figures/{LESSON_ID}-mechanism.svg"):
         assert (tree / name).read_bytes() == fresh[name]
-    assert {k: v for k, v in snapshot(tree).items() if k in recordings_before} == \
-        recordings_before
+    assert {k: v for k, v in snapshot(tree).items() if k in recordings_before} == recordings_before
     assert check(tree) == []
 
 
@@ -222,9 +254,8 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     done = run(RECORD, "--render-only", cwd=tree)
     assert done.returncode == 1
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
-                          f"pages, recordings and figures are made of must be files inside "
-                          f"the checkout: replace the link with the file itself, or "
-                          f"`git rm {link}`\n")
+                          f"pages, recordings and figures are made of must be files inside the "
+                          f"checkout: replace the link with the file itself, or `git rm {link}`\n")
     assert {path: path.read_bytes() for path in before} == before
     assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
 

@@ -4,6 +4,8 @@ import json
 import os
 import re
 import string
+import subprocess
+from dataclasses import replace
 
 import jsonschema
 import numpy as np
@@ -12,8 +14,9 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, each_lesson, module_file
+from harness import raised_in_one_line
 from scripts.store.recordings import (MAX_STDOUT_LINES, RecordingError, dumps, load_recording,
-                                      read_json, validate)
+                                      read_json, source_commit, validate)
 
 LESSON_ID = SEED.id
 RECORDING = ROOT / "recordings" / f"{LESSON_ID}.cpu.json"
@@ -39,8 +42,6 @@ def test_the_schemas_are_valid_and_the_shared_one_names_no_lesson_s_programs():
 
 
 def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson():
-    from dataclasses import replace
-
     lesson = LESSONS[LESSON_ID]
     recording = json.loads(RECORDING.read_text())
     recording["data"]["budget"] = [{"ranks": "four"}]  # the seed's own field
@@ -125,6 +126,12 @@ REFUSED = {
     "a timing of -inf": (TPU_FIXTURE, lambda r: set_field(
         r, "data/timing", {"all_reduce": {"medianUs": float("-inf")}}),
         "invalid at data/timing/all_reduce/medianUs: -inf is not a finite number"),
+    # A content file's name must be a plain relative path.
+    **{f"a content file named {name!r}": (TPU_FIXTURE, lambda r, name=name: r.update(
+        contentFiles={name: "0" * 64}), r"invalid at contentFiles: .* does not match")
+       for name in ("../.git/config", "/etc/passwd", "lesson_code/../../x.py",
+                    "./lesson_code/x.py", "lesson_code\\x.py", "`<img src=x onerror=alert(1)>`",
+                    "[x](javascript:alert(1)).py", "lesson_code/x.py\n")},
 }
 
 
@@ -133,25 +140,19 @@ def test_a_recording_that_does_not_fit_is_one_line_naming_the_field(case):
     source, change, words = REFUSED[case]
     recording = json.loads(source.read_text())
     change(recording)
-    with pytest.raises(RecordingError) as refused:
-        validate(recording, "recordings/x.json")
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith("recordings/x.json: ")
-    assert re.search(words, message), message
+    message = str(raised_in_one_line(RecordingError, validate, recording, "recordings/x.json"))
+    assert message.startswith("recordings/x.json: ") and re.search(words, message), message
 
 
 @pytest.mark.parametrize("text, words", [('{"type": 3}', "not a JSON Schema (at type"),
                                          ("{not json", "the schema cannot be read")])
 def test_a_broken_data_schema_is_one_line_naming_it(tmp_path, text, words):
-    from dataclasses import replace
-
     (tmp_path / "lesson_code").mkdir()
     (tmp_path / "lesson_code" / "bad.schema.json").write_text(text)
     lesson = replace(LESSONS[LESSON_ID], root=tmp_path, data_schema="lesson_code/bad.schema.json")
-    with pytest.raises(RecordingError) as refused:
-        validate(json.loads(RECORDING.read_text()), "recordings/x.json", lesson=lesson)
-    message = str(refused.value)
-    assert "\n" not in message and words in message and "bad.schema.json" in message
+    message = str(raised_in_one_line(RecordingError, validate, json.loads(RECORDING.read_text()),
+                                     "recordings/x.json", lesson=lesson))
+    assert words in message and "bad.schema.json" in message
 
 
 def test_the_committed_recording_has_the_deterministic_and_the_published_values():
@@ -166,8 +167,7 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
     validate(seed, "published seed")
     # Every published field is still there, but the figure's prose and an unread hash.
     assert set(seed) - {"diagram", "rendererHash"} <= set(ours)
-    assert set(seed["environment"]) <= set(ours["environment"])
-    assert set(seed["data"]) <= set(ours["data"])
+    assert all(set(seed[part]) <= set(ours[part]) for part in ("environment", "data"))
     for key in ("schemaVersion", "lessonId", "kind", "provenance"):
         assert ours[key] == seed[key]
     assert (ours["environment"]["backend"], ours["environment"]["deviceCount"]) == \
@@ -194,10 +194,6 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
 def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     """HEAD's sha and whether every input is as HEAD holds it; none outside a checkout of
     its own (a copied tree inside another repository)."""
-    import subprocess
-
-    from scripts.store.recordings import source_commit
-
     def git(*args):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
                        cwd=tmp_path, check=True, capture_output=True)
@@ -205,9 +201,8 @@ def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     (tmp_path / "lesson.py").write_text("x = 1\n")
     (tmp_path / "other.py").write_text("y = 1\n")
     assert source_commit(tmp_path, ["lesson.py"]) is None  # no repository yet
-    git("init", "-q")
-    git("add", "-A")
-    git("commit", "-qm", "lesson")
+    for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "lesson")):
+        git(*args)
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True,
                          text=True).stdout.strip()
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
@@ -266,15 +261,11 @@ def test_a_hostile_file_is_refused_unread_in_one_line_naming_it(tmp_path, case):
     make, words = HOSTILE[case]
     path = tmp_path / f"{LESSON_ID}.cpu.json"
     make(path)
-    with pytest.raises(RecordingError) as refused:
-        load_recording(path)
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"{path}: ") and words in message
+    message = str(raised_in_one_line(RecordingError, load_recording, path))
+    assert message.startswith(f"{path}: ") and words in message
     assert message.endswith("; run `python scripts/record.py`")
     if case not in PARSED:  # the plain reader (a lock, an analysis) says the same
-        with pytest.raises(RecordingError) as read:
-            read_json(path)
-        assert message.startswith(str(read.value))
+        assert message.startswith(str(raised_in_one_line(RecordingError, read_json, path)))
 
 
 def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
@@ -318,24 +309,11 @@ for _field, _text in zip(FORMATTED_FIELDS, HOSTILE_TEXT):  # each payload in som
         field=_field, text=_text)(test_no_formatted_field_takes_a_markup_character_or_a_long_text)
 
 
-@pytest.mark.parametrize("name", ["../.git/config", "/etc/passwd", "lesson_code/../../x.py",
-                                  "./lesson_code/x.py", "lesson_code\\x.py",
-                                  "`<img src=x onerror=alert(1)>`",
-                                  "[x](javascript:alert(1)).py", "lesson_code/x.py\n"])
-def test_a_content_file_name_must_be_a_plain_relative_path(name):
-    recording = json.loads(TPU_FIXTURE.read_text())
-    recording["contentFiles"] = {name: "0" * 64}
-    with pytest.raises(RecordingError, match=r"invalid at contentFiles: .* does not match"):
-        validate(recording, "recordings/x.tpu.json")
-
-
 def test_the_formatted_fields_still_take_real_values():
     recording = json.loads(TPU_FIXTURE.read_text())
     recording["environment"].update(deviceKind="NVIDIA H100 80GB HBM3",
                                     platform="macOS-14.5-arm64-arm-64bit",
                                     jax="0.10.2.dev20261101+cuda")
-    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b",
-                            "--name", "tpu-1"]
-    recording["contentFiles"] = {module_file(SEED): "0" * 64,
-                                 "constraints.txt": "1" * 64}
+    recording["command"] = ["python", "scripts/tpu_job.py", "--zone=us-east5-b", "--name", "tpu-1"]
+    recording["contentFiles"] = {module_file(SEED): "0" * 64, "constraints.txt": "1" * 64}
     assert validate(recording, "recordings/x.tpu.json")["command"][2] == "--zone=us-east5-b"

@@ -12,6 +12,7 @@ from referencing import Registry, Resource
 
 from conftest import ROOT, run_record
 from harness import project as project_copy
+from harness import raised_in_one_line, refused
 from scripts.figures import KINDS
 
 GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
@@ -34,20 +35,19 @@ def registry_root(tmp_path, text):
     return root
 
 
-def refusal(tmp_path, text):
+def refusal(tmp_path, text=None, root=None):
+    """load_lessons' one line on the registry `text` (or the checkout at `root`)."""
     from scripts.store.lessons import RegistryError, load_lessons
 
-    with pytest.raises(RegistryError) as refused:
-        load_lessons(registry_root(tmp_path, text))
-    message = str(refused.value)
-    assert "\n" not in message and message.startswith("lesson_code/lessons.toml: ")
+    message = str(raised_in_one_line(RegistryError, load_lessons,
+                                     root or registry_root(tmp_path, text)))
+    assert message.startswith("lesson_code/lessons.toml: ")
     return message
 
 
 def rule(field):
     found = FIELDS[field]
-    return found.get("description") or SCHEMA["$defs"][found["$ref"].split("/")[-1]][
-        "description"]
+    return found.get("description") or SCHEMA["$defs"][found["$ref"].split("/")[-1]]["description"]
 
 
 def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
@@ -80,8 +80,7 @@ def test_each_field_s_example_fits_its_own_rule(field):
 
 def toml(value):
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{toml(key)} = {toml(item)}"
-                               for key, item in value.items()) + "}"
+        return "{" + ", ".join(f"{toml(key)} = {toml(item)}" for key, item in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(map(toml, value)) + "]"
     return json.dumps(value, ensure_ascii=False)
@@ -120,8 +119,6 @@ def test_any_value_outside_the_schema_is_one_line_naming_the_field(tmp_path, fie
     ("data_schema", "lesson_code/missing.schema.json"),
     ("data_schema", "lesson_code/linked.schema.json")])
 def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, value):
-    from scripts.store.lessons import RegistryError, load_lessons
-
     entry = (GOOD_ENTRY.replace("lesson_code.my_lesson", value) if field == "module"
              else GOOD_ENTRY + f'{field} = "{value}"\n')
     root = registry_root(tmp_path, f"[[lesson]]\n{entry}")
@@ -130,10 +127,9 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
     (root / "lesson_code" / "figures").mkdir()
     (root / "lesson_code" / "linked.py").symlink_to(tmp_path / "outside.py")
     (root / "lesson_code" / "linked.schema.json").symlink_to(tmp_path / "x.schema.json")
-    with pytest.raises(RegistryError) as refused:
-        load_lessons(root)
-    assert f"field {field!r}" in str(refused.value) and "\n" not in str(refused.value)
-    assert field == "data_schema" or "must be an existing module file; " in str(refused.value)
+    message = refusal(tmp_path, root=root)
+    assert f"field {field!r}" in message
+    assert field == "data_schema" or "must be an existing module file; " in message
 
 
 @pytest.mark.parametrize("text, words", [
@@ -167,9 +163,7 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
                                    'module = "lesson_code.my_lesson"\n')
     before = sorted(tmp_path.rglob("*"))
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(root))
-    assert record.main(["--render-only"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "field 'id'" in err
+    assert "field 'id'" in refused(record.main, ["--render-only"], capsys)
     assert sorted(tmp_path.rglob("*")) == before
 
 

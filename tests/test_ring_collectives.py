@@ -108,10 +108,16 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
     np.testing.assert_array_equal(np.stack(final), run.result)
 
 
-def test_the_pages_step_table_is_the_simulators_schedule():
-    p = 4
+def test_the_pages_step_table_is_the_simulators_schedule_numbered_as_the_figures_do():
+    """D6: "start", then one step per send, in the table, the figure and the stepper."""
+    from scripts.figures.ring import phases
+
+    trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
+    p = trace["ranks"]
     run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
     table = re.findall(r"^\| (start|\d) \|(.*)\|$", PAGE.read_text(), re.MULTILINE)
+    assert [steps for steps, _ in table] == [label.removeprefix("step ") for label, _, _
+                                             in phases(trace)["reduce_scatter"].rows]
     table = [(0 if steps == "start" else int(steps), cells) for steps, cells in table]
     assert [steps for steps, _ in table] == list(range(p))
     for steps, cells in table:
@@ -152,8 +158,7 @@ def test_the_recording_holds_the_ring_beside_gloo_as_processes_md_describes_it()
         assert row["observedOverModel"] == [b / row["modelBytesPerRank"]
                                             for b in row["observedBytesPerRank"]]
     # The ring's excess at both sizes: "a cost per message, not per byte".
-    small, large = (rows[("reduce_scatter", size)]["excessBytesPerRank"]
-                    for size in (32, 2**20))
+    small, large = (rows[("reduce_scatter", size)]["excessBytesPerRank"] for size in (32, 2**20))
     assert all(abs(a - b) <= 0.1 * b for a, b in zip(small, large)), (small, large)
     # "At 32 bytes no row is near its model."
     for table in (rows, gloo):

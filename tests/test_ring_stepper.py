@@ -3,13 +3,18 @@ the recorded trace's, read as the static figures read it (scripts/figures/ring.p
 import json
 import re
 
+import numpy as np
 import pytest
 
 from conftest import ROOT, SEED, recording_name
 from scripts.figures.palette import DARK, LIGHT
+from scripts.figures.ring import cell_look, phases
 from site_pages import page_file, site_pages
 import test_browser
-from test_browser import AXE, PageWatch, axe_findings, new_page, settle, skip_or_fail
+from harness import skip_or_fail
+from test_browser import (AXE, VARIANT, PageWatch, axe_findings, in_page, load_images, new_page,
+                          settle)
+from test_figures import contrast
 
 browser, serve, served = test_browser.browser, test_browser.serve, test_browser.served
 
@@ -24,78 +29,32 @@ def recorded_trace():
     return json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
 
 
-def test_the_build_the_ring_table_numbers_steps_as_the_figures_do():
-    """D6: "start", then one step per send, in the figure, the table and the stepper."""
-    from scripts.figures.ring import phases
-
-    rows = [label for label, _, _ in phases(recorded_trace())["reduce_scatter"].rows]
-    page = (ROOT / "docs" / "going-further" / "build-the-ring.md").read_text()
-    table = page[page.index("| Step | Device 0"):].split("\n\n")[0].splitlines()[2:]
-    assert [row.split("|")[1].strip() for row in table] == \
-        [label.removeprefix("step ") for label in rows]
-    assert rows[:2] == ["start", "step 1"]
-
-
 @pytest.mark.browser
-def test_without_script_it_stays_hidden_and_only_its_pages_load_it(browser, served,
-                                                                   built_site):
-    """D17: only its pages fetch its script; with script off it stays hidden, no visible
+def test_without_script_figures_are_static_and_the_stepper_hidden_where_it_loads(
+        browser, served, built_site):
+    """With JavaScript off the page stays light, each figure the file the page names. D17:
+    only the stepper's pages fetch its script; with script off it stays hidden, no visible
     text speaks of its controls, and a <noscript> line says what shows instead."""
     loading = [path for path in site_pages(built_site)
                if "ring-stepper.js" in page_file(built_site, path).read_text()]
-    assert sorted(loading) == sorted(SHOWN_ON)
-    context = browser.new_context(java_script_enabled=False)
+    assert sorted(loading) == sorted(SHOWN_ON) and LESSON in SHOWN_ON
+    context = browser.new_context(java_script_enabled=False, color_scheme="dark",
+                                  viewport={"width": 1280, "height": 900})
     for path in SHOWN_ON:
         page = context.new_page()
-        page.goto(f"{served}/{path}")
+        page.goto(f"{served}/{path}")  # its load event; load_images() waits for each figure
         assert not page.locator(".ring-stepper").is_visible()
         shown = page.inner_text("article")
         assert "needs JavaScript" in shown and not CONTROL_WORDS.findall(shown), path
+        figures = load_images(page)
+        assert figures and all(figure["loaded"] for figure in figures)
+        assert [VARIANT.sub(".svg", figure["src"]) for figure in figures] == \
+            [figure["src"] for figure in figures]
     context.close()
 
 
-# The step's name and sentence, each rank's chunks (label, values, arrived, "new"), where
-# the ring and buttons are drawn, each arrow's send and the cards nearest its two ends.
-SHOWS = """root => {
-    const cards = [...root.querySelectorAll('.ring-stepper__rank')];
-    const nearest = (path, at) => {
-        const point = path.getPointAtLength(at).matrixTransform(path.getScreenCTM());
-        const away = cards.map(card => {
-            const box = card.getBoundingClientRect();
-            return Math.hypot(Math.max(box.left - point.x, 0, point.x - box.right),
-                              Math.max(box.top - point.y, 0, point.y - box.bottom));
-        });
-        return away.indexOf(Math.min(...away));
-    };
-    const box = part => root.querySelector(`.ring-stepper__${part}`).getBoundingClientRect();
-    // Where the ring and the buttons sit inside the stepper: a figure loading above it
-    // moves the whole stepper in the viewport, which is no step moving the ring.
-    const top = root.getBoundingClientRect().top;
-    return {
-        position: root.querySelector('.ring-stepper__position').textContent,
-        status: root.querySelector('.ring-stepper__status').textContent,
-        ring: [box('figure').top - top, box('figure').bottom - top],
-        controls: box('controls').bottom - top,
-        ranks: cards.map(card => [...card.querySelectorAll('.ring-stepper__chunk')]
-            .map(chunk => [chunk.querySelector('.ring-stepper__sums').textContent,
-                           chunk.querySelector('.ring-stepper__values').textContent,
-                           chunk.classList.contains('ring-stepper__chunk--arrived'),
-                           chunk.querySelector('.ring-stepper__new')?.textContent ?? ''])),
-        arrows: [...root.querySelectorAll('.ring-stepper__arrow')].map(arrow => {
-            const path = arrow.querySelector('path');
-            return {send: arrow.dataset.send.split(' ').map(Number),
-                    label: arrow.querySelector('text').textContent,
-                    ends: [nearest(path, 0), nearest(path, path.getTotalLength())]};
-        }),
-    };
-}"""
-
-
-RANK_0_IN_VIEW = """box => {
-    const card = box.querySelector('[data-rank="0"]').getBoundingClientRect();
-    return card.left >= box.getBoundingClientRect().left &&
-        card.right <= box.getBoundingClientRect().right;
-}"""
+SHOWS = in_page("ring_stepper_state")
+RANK_0_IN_VIEW = in_page("ring_stepper_rank_0_in_view")
 NAME_TO_BUTTONS = ("root.querySelector('.ring-stepper__controls').getBoundingClientRect().bottom"
                    " - root.querySelector('.ring-stepper__position').getBoundingClientRect().top")
 
@@ -103,10 +62,6 @@ NAME_TO_BUTTONS = ("root.querySelector('.ring-stepper__controls').getBoundingCli
 def expected_ring_steps(trace):
     """Every state of the step-through as scripts/figures/ring.py reads the same trace:
     step names, each cell's label, values and arrival, the sends, the live text."""
-    import numpy as np
-
-    from scripts.figures.ring import cell_look, phases
-
     p = trace["ranks"]
     chunks = np.asarray(trace["contributions"], dtype=np.float32).reshape(p, p, -1)
     chunk_bytes = trace["vectorBytes"] // p
@@ -188,8 +143,7 @@ def shows(root):
 
 @pytest.mark.browser
 @pytest.mark.parametrize("path, width", [(LESSON, 390), (SHOWN_ON[1], 1280)])
-def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, served, path,
-                                                                   width):
+def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, served, path, width):
     """Every state, forwards by button and back by arrow key, is the recorded trace as the
     figures read it, at every recorded ring size. N4, N5: ring and buttons stay still and,
     at p = 4, fit one screen; at p = 8 on a phone the ring scrolls in a named, focusable
@@ -199,10 +153,8 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
     assert len(expected) == 2 * trace["ranks"]
     page, watch, root = open_stepper(browser, served, path, width=width)
     # The page carries the recording's data itself, parsed back unchanged.
-    assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)") \
-        == trace
-    assert root.locator("input[type=radio]:checked").get_attribute("value") \
-        == str(trace["ranks"])
+    assert page.evaluate("JSON.parse(document.getElementById('ring-trace').textContent)") == trace
+    assert root.locator("input[type=radio]:checked").get_attribute("value") == str(trace["ranks"])
     seen = []
     for index, state in enumerate(expected):
         seen.append(shows(root))
@@ -213,8 +165,7 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
             assert_a_screen_reader_gets_each_rank_as_a_list(page, root, trace)
         if index < len(expected) - 1:
             root.locator("[data-go=next]").click()
-    header = page.evaluate("document.querySelector('.md-header').getBoundingClientRect()"
-                           ".bottom")
+    header = page.evaluate("document.querySelector('.md-header').getBoundingClientRect().bottom")
     assert seen[0]["controls"] - seen[0]["ring"][0] <= page.viewport_size["height"] - header
     figure = root.locator(".ring-stepper__figure")
     assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
@@ -251,8 +202,7 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
             start = figure.evaluate("box => box.scrollLeft")
             figure.focus()
             page.keyboard.press("ArrowLeft")
-            page.wait_for_function(f"box => box.scrollLeft < {start}",
-                                   arg=figure.element_handle())
+            page.wait_for_function(f"box => box.scrollLeft < {start}", arg=figure.element_handle())
         elif ranks == 8:  # audit L5: on a laptop's 800 px its name, ring and buttons show
             assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
             assert not cue.is_visible()
@@ -320,33 +270,12 @@ def rgb(hex_colour):
     return "rgb({}, {}, {})".format(*(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)))
 
 
-def contrast(first, second):
-    def luminance(rgb):
-        channels = [int(v) / 255 for v in re.findall(r"[\d.]+", rgb)[:3]]
-        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
-                  for c in channels]
-        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
-
-    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
-    return (light + 0.05) / (dark + 0.05)
-
-
-# Each drawn cell's fill and text, and the arrived outline against the card behind it.
-COLOURS = """root => [...root.querySelectorAll('.ring-stepper__chunk')].map(chunk => ({
-    look: chunk.getAttribute('class').split('--')[1].split(' ')[0],
-    arrived: chunk.classList.contains('ring-stepper__chunk--arrived'),
-    fill: getComputedStyle(chunk.querySelector('rect')).fill,
-    ink: getComputedStyle(chunk.querySelector('text')).fill,
-    outline: getComputedStyle(chunk.querySelector('rect')).stroke,
-    card: getComputedStyle(chunk.closest('.ring-stepper__rank')
-                           .querySelector('.ring-stepper__card')).fill,
-}))"""
+COLOURS = in_page("ring_stepper_colours")
 
 
 @pytest.mark.browser
 @pytest.mark.parametrize("scheme, width", [("light", 1280), ("dark", 390)])
-def test_every_cell_holds_its_contrast_and_axe_finds_nothing_in_it(browser, served, scheme,
-                                                                  width):
+def test_every_cell_holds_its_contrast_and_axe_finds_nothing_in_it(browser, served, scheme, width):
     """D16: each look takes its palette's figure colours, text 4.5:1 and the arrived outline
     3:1 against the card; at two steps showing every look and at p = 8, axe finds nothing
     inside it and the page is no wider than its screen (each palette, each width once)."""

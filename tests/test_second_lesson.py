@@ -52,8 +52,10 @@ def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(p
 
 def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_path):
     root, *_ = project
-    check = run_record(root, "--check")
-    assert (check.returncode, check.stdout) == (0, ""), check.stdout
+    # --lesson narrows whose freshness is checked, not whose files belong to a lesson.
+    for lesson in ((), ("--lesson", "psum-01"), ("--lesson", SEED.id)):
+        check = run_record(root, "--check", *lesson)
+        assert (check.returncode, check.stdout) == (0, ""), check.stdout
     # `make lint`: its steps open with their imports (pyproject.toml), within the budgets.
     for lint in (("-m", "ruff", "check", "--no-cache", "."), ("tests/lint_budgets.py",)):
         done = subprocess.run([sys.executable, *lint], cwd=root, capture_output=True,
@@ -69,16 +71,10 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
     for html in (page, home):
         assert "Lesson: One all-reduce on two devices" in html
         assert 'href="notebooks/psum-01/"' in html or 'href="../../notebooks/psum-01/"' in html
-    assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' \
-        in home
-    for link in ('href="../../lesson_code/psum_01.py"',
-                 'href="../../notebooks/psum-01/psum-01.ipynb"'):
-        assert link in page
+    assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' in home
+    assert 'href="../../lesson_code/psum_01.py"' in page
+    assert 'href="../../notebooks/psum-01/psum-01.ipynb"' in page
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
-    # --lesson narrows whose freshness is checked, not whose files belong to a lesson.
-    for lesson_id in ("psum-01", SEED.id):
-        check = run_record(root, "--check", "--lesson", lesson_id)
-        assert (check.returncode, check.stdout) == (0, ""), check.stdout
     (root / "recordings" / "psum-01.cpu.json").rename(root / "recordings" / "aside.json")
     try:
         check = run_record(root, "--check", "--lesson", SEED.id)
@@ -155,8 +151,7 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
         in drawn.stdout
 
 
-def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(project,
-                                                                             tmp_path):
+def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(project, tmp_path):
     root = shutil.copytree(project[0], tmp_path / "repo", symlinks=True)
     renderer = root / "lesson_code" / "psum_bars.py"  # an input: an edit makes it stale
     renderer.write_text(renderer.read_text().replace('"#4C78A8"', '"#54A24B"'))
@@ -176,7 +171,6 @@ def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(pr
            "'number'; run `python scripts/record.py --lesson psum-01`" in \
            check.stdout.splitlines()
     # The seed's data fits its own schema, not psum-01's: each lesson, its own.
-    assert not any(line.startswith(f"recordings/{SEED.id}") for line in
-                   check.stdout.splitlines())
+    assert not any(line.startswith(f"recordings/{SEED.id}") for line in check.stdout.splitlines())
     run = build(root, tmp_path / "site")
     assert run.returncode != 0 and "invalid at data/sum" in run.stderr

@@ -87,8 +87,7 @@ def get(address):
 
 
 @pytest.mark.slow
-def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(
-        tmp_path):
+def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(tmp_path):
     """A page edit rewrites that page and the home page (which lists its title), no other; a
     recording changed under the server is on the home page's table at the next rebuild, the
     notebook page (which reads none) untouched. A broken recording or page is one line, and

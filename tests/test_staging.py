@@ -15,8 +15,7 @@ from scripts.store.staging import (Staging, StagingError, remove_stray_temps, st
                                    write_atomically)
 
 
-def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path,
-                                                                             monkeypatch):
+def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path, monkeypatch):
     real_fdopen = os.fdopen
 
     class FullDisk:  # the first bytes land, then the disk is full: a truncated staged file

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
 from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_error, project,
-                     run, snapshot)
+                     raised_in_one_line, refused, run, snapshot)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
@@ -250,9 +250,8 @@ REFUSED = {
 def test_check_tpu_recording_refuses_with_the_reason(case, tmp_path):
     changes, reason = REFUSED[case]
     fetched = write_tpu_recording(tmp_path / "fetched.json", ROOT / MODULE, ROOT, **changes)
-    with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, SEED)
-    assert re.search(reason, str(refused.value)) and "\n" not in str(refused.value)
+    assert re.search(reason, str(raised_in_one_line(RefusedRecording, check_tpu_recording,
+                                                    fetched, SEED)))
 
 
 # A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back.
@@ -346,10 +345,8 @@ def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gc
     options = {**dict(zip(VM[::2], VM[1::2])), **dict(flag.split("=", 1) for flag in flags
                                                        if "=" in flag)}
     argv = [f"{k}={v}" for k, v in options.items()] + [f for f in flags if "=" not in f]
-    assert tpu_job.main([*argv, "--dry-run"]) == 2
-    out, err = capsys.readouterr()
-    assert out == "" and all(word in job_error(err) for word in words)
-    assert gcloud() == []
+    line = refused(tpu_job.main, [*argv, "--dry-run"], capsys)
+    assert all(word in line for word in words) and gcloud() == []
 
 
 def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcloud,
@@ -379,10 +376,9 @@ def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, 
                            "--create", "--dry-run"], root=two_lessons)
     out, err = capsys.readouterr()
     if devices == 2:
-        assert (status, out) == (2, "")
-        assert job_error(err) == (
+        assert (status, out, job_error(err)) == (2, "", (
             "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 "
-            "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those")
+            "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those"))
         return
     assert status == 0
     assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
@@ -543,6 +539,5 @@ def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gclo
     running.signal(signal.SIGHUP, group=True)
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
-    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute "
-                                     "tpus tpu-vm delete test-tpu --zone us-east5-b --quiet` "
-                                     "deletes it")
+    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute tpus "
+                                     "tpu-vm delete test-tpu --zone us-east5-b --quiet` deletes it")

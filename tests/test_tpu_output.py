@@ -230,10 +230,9 @@ def tpu_page(recording):
              for collective in COLLECTIVES}), "XLA:TPU did not keep every collective as asked: the "
      "reduce-scatter program runs all-reduce; the all-gather program runs all-reduce; the "
      "timed medians are of what runs, not of what was asked.", "XLA:TPU kept every"),
-    ({**canned(), **one_chip_run(SEED.module)}, "XLA:TPU did not keep every collective as "
-     "asked: the all-reduce program runs no collective; the reduce-scatter program runs no "
-     "collective; the all-gather program runs no collective; on 1 device nothing crosses "
-     "between chips",
+    ({**canned(), **one_chip_run(SEED.module)}, "XLA:TPU did not keep every collective as asked: "
+     "the all-reduce program runs no collective; the reduce-scatter program runs no collective; "
+     "the all-gather program runs no collective; on 1 device nothing crosses between chips",
      "XLA:TPU kept every"),
 ], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
 def test_the_tpu_branch_says_what_the_recording_compiled(recording, said, not_said):

@@ -71,11 +71,9 @@ def test_the_ratio_question_separates_the_model_from_both_rivals_as_the_page_say
     assert band["high"] == pytest.approx(math.sqrt(0.75), abs=1e-3)
     LOOP_COLLECTIVES = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
-    bands = model.BANDS
-    assert f"bandwidth-bound (32 MiB): {bands['bandwidth']['low']:g}× to " \
-           f"{bands['bandwidth']['high']:g}×" in page
-    assert f"latency-bound (32 B): {bands['latency']['low']:g}× to " \
-           f"{bands['latency']['high']:g}×" in page
+    for bound, size in (("bandwidth", "32 MiB"), ("latency", "32 B")):
+        low, high = model.BANDS[bound]["low"], model.BANDS[bound]["high"]
+        assert f"{bound}-bound ({size}): {low:g}× to {high:g}×" in page
     assert f"The band is {band['low']:.2f} to {band['high']:.2f}" in page
     assert f"{LOOP_COLLECTIVES['tpu']} on a TPU" in page
     for answer in ("0.75", "says 1.0", "says 1.5"):
