@@ -21,8 +21,8 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 # No JAX in either; after the settings above.
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
-                     add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry, project,
-                     rederive_analyses, remove_fixture_lesson, run)
+                     add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry, keep_lessons,
+                     project, rederive_analyses, remove_fixture_lesson, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
@@ -120,10 +120,11 @@ def built_site(request, tmp_path_factory):
 def fixture_course(request, tmp_path_factory):
     """A copy of the project (its tests too) with the fixture lesson added and recorded by
     the plain `record.py`, once per test run; beside it, record.log holds that run's stderr
-    and before.json the digests of the copy before the lesson came. Copy it to change it."""
+    and before.json the digests of the copy before the lesson came. Copy it to change it.
+    Its course is the seed and the fixture lesson, however many lessons this tree has."""
     def make(folder):
         root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"))
-        remove_fixture_lesson(root)  # where this tree has it already (make test-two-lessons)
+        keep_lessons(root, SEED.id)  # the fixture lesson too, where this tree has it
         (folder / "before.json").write_text(json.dumps(digests(root, DIGESTED)))
         add_fixture_lesson(root)
         done = run_record(root)
@@ -142,6 +143,7 @@ def lesson_copy(request, tmp_path):
     """(a copy of the project for the test to break, the Lesson to break in it)."""
     if request.param == "seed":
         root = project(tmp_path / "repo")
+        keep_lessons(root, SEED.id)
         return root, load_lessons(root)[SEED.id]
     root = shutil.copytree(request.getfixturevalue("fixture_course"), tmp_path / "repo",
                            symlinks=True)
