@@ -21,7 +21,7 @@ from scripts.cli import CommandError, OneLineParser, UsageError, command, progre
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
-from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.store.recordings import RecordingError, dumps, header, validate
 from scripts.store.staging import Staging, StagingError
@@ -228,12 +228,12 @@ def tpu_ranks(plan, lesson):
 
 
 def sweep_lesson(lesson_id):
-    lessons = [lesson for lesson in load_lessons().values() if lesson.sweep]
-    chosen = [lesson for lesson in lessons if lesson_id in (None, lesson.id)]
-    if not chosen:
-        raise RegistryError(f"no lesson {'with a sweep' if lesson_id is None else lesson_id!r}"
-                            f" in lesson_code/lessons.toml has a `sweep` module")
-    return chosen[0]
+    lessons = load_lessons()
+    chosen = [chosen_lesson(lessons, lesson_id)] if lesson_id else lessons.values()
+    if not (swept := [lesson for lesson in chosen if lesson.sweep]):
+        raise RegistryError(f"{lesson_id or 'no lesson'} has no `sweep` module in "
+                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
+    return swept[0]
 
 
 def bench_command(argv, plan):

@@ -34,7 +34,7 @@ from scripts import display
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder
-from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
 CONTRACT = "lesson_code/CONTRACT.md, \"Exercises\""
@@ -215,10 +215,7 @@ def load_exercises(lesson):
 def choose(args):
     """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
     lessons = load_lessons()
-    if args.lesson is not None and args.lesson not in lessons:
-        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
-                            f"--lesson {next(iter(lessons), 'ID')}")
-    chosen = [lessons[args.lesson]] if args.lesson else list(lessons.values())
+    chosen = [chosen_lesson(lessons, args.lesson)] if args.lesson else lessons.values()
     chosen = [lesson for lesson in chosen if lesson.exercises]
     if not chosen:
         raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "

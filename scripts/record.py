@@ -32,7 +32,7 @@ from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
 from scripts.host import host_at_start, warn_if_busy
-from scripts.store.lessons import RegistryError, first_of, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
                                       dumps, header, validate)
@@ -296,22 +296,18 @@ def record_command(argv):
     args = parse_args(argv)
     refuse_links()  # before any file of the checkout is read or written
     lessons = load_lessons()
-    if args.lesson and args.lesson not in lessons:
-        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
-                            f"known: {first_of(lessons)}")
+    chosen = {args.lesson: chosen_lesson(lessons, args.lesson)} if args.lesson else lessons
     if args.check:  # one line per stale, missing or invalid output; 1 if any
         lines = check_problems(lessons, next(iter(lessons.values())).root, args.lesson)
         print("".join(f"{line}\n" for line in lines), end="")
         return 1 if lines else 0
-    if args.lesson:
-        lessons = {args.lesson: lessons[args.lesson]}
-    refuse_what_cannot_work(args, lessons)
+    refuse_what_cannot_work(args, chosen)
     from scripts.plan import make_plan
 
     # The plan is made once the lock is held: no other run changes what it was made from.
     with exclusive_run(" ".join(["python scripts/record.py", *argv]),
                        next(iter(lessons.values())).root):
-        record(make_plan(lessons, args.platform, args.processes, args.render_only,
+        record(make_plan(chosen, args.platform, args.processes, args.render_only,
                          args.all, chosen=bool(args.lesson)),
                args.platform, args.processes, args.launcher, args.calls)
     return 0

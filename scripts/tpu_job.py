@@ -29,6 +29,7 @@ from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import Interrupted, signals_deferred
 from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
 from scripts.store.hashes import content_files
+from scripts.store.lessons import RegistryError
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes
 from scripts.store.staging import Staging, StagingError, write_atomically
@@ -307,7 +308,7 @@ def job(argv, root=ROOT):
 
 def main(argv=None, root=ROOT):
     """The job's exit status (scripts/cli.py), once the VM is dealt with."""
-    return command(lambda args: job(args, root), prefix="tpu_job: error")(argv)
+    return command(lambda args: job(args, root), (RegistryError,), prefix="tpu_job: error")(argv)
 
 
 if __name__ == "__main__":

@@ -87,6 +87,14 @@ def load_lessons(root=ROOT):
     return lessons
 
 
+def chosen_lesson(lessons, lesson_id):
+    """The lesson `--lesson` names, or the one line that lists those there are."""
+    if lesson_id not in lessons:
+        raise RegistryError(f"--lesson {lesson_id}: no such lesson in lesson_code/lessons.toml; "
+                            f"known: {first_of(lessons)}")
+    return lessons[lesson_id]
+
+
 def field_refusal(where, entry, key, fix):
     name = entry["id"] if isinstance(entry.get("id"), str) else "?"
     return RegistryError(f"{where}: lesson {name!r}, field {key!r} = {entry[key]!r:.80}: "
