@@ -24,10 +24,8 @@ import os
 import signal
 import subprocess
 import traceback
-from contextlib import suppress
 
 import numpy as np
-import psutil
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
@@ -121,18 +119,6 @@ def solution_called(exercise, lesson):
     return f"{home}.{name}" if any(each in names for each in named) else None
 
 
-def stop(child):
-    """Kill the child's process group, and what it started outside the group."""
-    try:
-        strays = psutil.Process(child.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        strays = []
-    kill_all([child])
-    for stray in strays:
-        with suppress(psutil.NoSuchProcess):
-            stray.kill()  # psutil checks it is still that process
-
-
 def judge(exercise, lesson, reference, devices, time_limit, scratch):
     """(ok, line) for one exercise, whatever its code does to its own process."""
     name = exercise.name
@@ -153,7 +139,7 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
     try:
         finished = poll_until(child.poll, time_limit, 0.05) is not None
     finally:
-        stop(child)
+        kill_all([child])
     if not finished:
         return False, f"wrong {name}: still running after {time_limit:g} s, stopped " \
             "(an endless loop? a blocking call?)"
