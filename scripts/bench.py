@@ -238,12 +238,10 @@ def sweep_lesson(lesson_id):
 
 def bench_command(argv, plan):
     args = parse_args(argv)
-    ranks = refuse_what_cannot_work(args, plan) if args.platform == "cpu" else None
     try:
         refuse_links()  # before any file of the checkout is read or written
         lesson = sweep_lesson(args.lesson)
-        if ranks is None:  # on chips the lesson's `devices` say how many p fit
-            ranks = refuse_what_cannot_work(args, plan, lesson)
+        ranks = refuse_what_cannot_work(args, plan, lesson)
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.
         with (exclusive_run(" ".join(["python scripts/bench.py", *argv]), lesson.root)

@@ -127,12 +127,10 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
             "the answer in the scaffold instead"
     report, errors = (scratch / f"{lesson.id}.{name}{suffix}" for suffix in (".json", ".err"))
     implementation = spec(exercise.reference) if reference else exercise.scaffold
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("JAX_", "XLA_"))}
     with open(errors, "wb") as stderr:  # a file: a process left holding it cannot block us
-        child = subprocess.Popen(
+        child = subprocess.Popen(  # check() took every JAX_ and XLA_ setting out of os.environ
             [sys.executable, "-c", CHILD, implementation, spec(exercise.attempt), str(report)],
-            cwd=lesson.root, env={**env, "JAX_PLATFORMS": "cpu",
+            cwd=lesson.root, env={**os.environ, "JAX_PLATFORMS": "cpu",
                                   "JAX_NUM_CPU_DEVICES": str(devices)},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             start_new_session=True, preexec_fn=dies_with(os.getpid()))
