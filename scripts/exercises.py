@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import traceback
+from pkgutil import resolve_name
 
 import numpy as np
 
@@ -53,11 +54,6 @@ def spec(function):
 
 
 # ------------------------------------------------ the child: the learner's code runs --
-
-def load(function_spec):
-    module, function = function_spec.split(":")
-    return getattr(importlib.import_module(module), function)
-
 
 def plain(value):
     """An array (NumPy, JAX) as nested lists, for json.dumps; nothing else is data."""
@@ -89,7 +85,8 @@ def stopped_by(error):
 def run_attempt(implementation, attempt, report):
     """The child's run: `attempt`'s result, or what stopped it, as JSON in `report`."""
     try:
-        text = json.dumps({"result": load(attempt)(load(implementation))}, default=plain)
+        text = json.dumps({"result": resolve_name(attempt)(resolve_name(implementation))},
+                          default=plain)
     except Exception as error:  # a learner's bug is a line, not a crash
         text = json.dumps(stopped_by(error))
     Path(report).write_text(text)
