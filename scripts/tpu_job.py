@@ -154,10 +154,14 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         accelerator = next((step.command[step.command.index("--accelerator-type") + 1]
                             for step in steps if step.gcloud_verb == "create"),
                            accelerator or "TPU")  # for the error lines
+        written, step = [], None
 
         def run(step, number):
             progress(f"[{number}/{len(steps)}] {step.title}")
-            run_step(step, root, accelerator, zone)
+            if step.installs:
+                written.append(install(step.installs, Path(workdir), landing, lesson, root))
+            else:
+                run_step(step, root, accelerator, zone)
 
         cleanup, work = (steps[-1], steps[:-1]) if delete else (None, steps)
         exists = not create  # a VM the caller named is there from the start
@@ -165,13 +169,8 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         def leave():
             return leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))
 
-        written, step = [], None
         try:
             for number, step in enumerate(work, 1):
-                if step.installs:
-                    progress(f"[{number}/{len(steps)}] {step.title}")
-                    written.append(install(step.installs, Path(workdir), landing, lesson, root))
-                    continue
                 # Once asked for, the VM may be made even if the create is cut short.
                 exists = exists or step.gcloud_verb == "create"
                 try:
