@@ -206,8 +206,7 @@ def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
     """12 or 14 slow blocks of 25: the median ratio jumps kinds, the mean moves a little."""
     bottom = blocks(100, spread=0.02, count=25, samples=9)
     runs = [two_kinds(110, 1000, slow) for slow in (12, 14)]
-    medians = [np.median(np.divide(*map(intervals.block_medians, (top, bottom))))
-               for top in runs]
+    medians = [np.median(np.divide(*map(intervals.block_medians, (t, bottom)))) for t in runs]
     means = [intervals.paired_mean_ratio(top, bottom) for top in runs]
     assert medians[0] < 1.25 < 5 < medians[1]
     assert [intervals.verdict(mean, True) for mean in means] == ["supported", "supported"]
