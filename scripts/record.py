@@ -52,16 +52,13 @@ def check_stdout(lesson_id, stdout):
     if len(stdout) > MAX_STDOUT_CHARACTERS or len(lines) > MAX_STDOUT_LINES:
         raise RecordError(f"the lesson printed {len(lines)} lines, {len(stdout)} characters; "
                           f"a recording holds at most {MAX_STDOUT_LINES} lines and "
-                          f"{MAX_STDOUT_CHARACTERS} characters, so print less; nothing was "
-                          f"written")
+                          f"{MAX_STDOUT_CHARACTERS} characters, so print less")
     if not lines or lines[-1] != f"PASS: {lesson_id}":
-        raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'; "
-                          f"nothing was written")
+        raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'")
     counts = Counter(lines)
     repeated = sorted(line for line, count in counts.items() if count > 1)
     if repeated:
-        raise RecordError(f"the lesson printed {repeated[0]!r} more than once; "
-                          f"nothing was written")
+        raise RecordError(f"the lesson printed {repeated[0]!r} more than once")
 
 
 def lesson_environment(lesson, data):
@@ -69,8 +66,7 @@ def lesson_environment(lesson, data):
     environment = data.get("environment") if isinstance(data, dict) else None
     if not isinstance(environment, dict) or "deviceCount" not in environment:
         raise RecordError(f"{lesson.id}: run_lesson() returned no `environment` with a "
-                          f"`deviceCount`; lesson_code/CONTRACT.md requires it; nothing was "
-                          f"written")
+                          f"`deviceCount`; lesson_code/CONTRACT.md requires it")
     return environment
 
 
@@ -97,8 +93,7 @@ def run_cells(lesson, platform, devices, scratch):
         if error.setup:
             raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
                                f"{error}") from None
-        raise RecordError(f"{lesson.id} failed in its notebook: {error}; nothing was "
-                          f"written") from None
+        raise RecordError(f"{lesson.id} failed in its notebook: {error}") from None
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=None):
@@ -168,7 +163,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
         run = launch(lesson.rank_module, ranks=processes, cwd=lesson.root,
                      **({"calls": calls} if calls else {}))
     except ProcessRunError as error:
-        raise RecordError(f"{error}; nothing was written") from None
+        raise RecordError(str(error)) from None
     check_stdout(lesson.id, run.stdout)
     command = ["python", "scripts/record.py", "--processes", str(processes)] + (
         ["--launcher", launcher] if launcher != "processes" else []) + (

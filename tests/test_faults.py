@@ -607,8 +607,9 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("path, text, args, status, said", [
     # The registry's ids follow the schema's lessonId pattern: the registry stops first.
-    ("recordings/schema.json", "{not json", ["--check"], 2, "recordings/schema.json: its "
-     "header has no readable lessonId pattern; run `git checkout -- recordings/schema.json`"),
+    ("recordings/schema.json", "{not json", ["--check"], 2, "recordings/schema.json: the "
+     "schema cannot be read (not valid JSON (Expecting property name enclosed in double quotes: "
+     "line 1 column 2 (char 1))); run `git checkout -- recordings/schema.json`"),
     (recording_name(SEED, "sweep"), "[1]", ["--render-only"], 1,
      f"{recording_name(SEED, 'sweep')}: expected a JSON object; run `make bench`"),
     (recording_name(SEED), "{not json", ["--render-only"], 1, f"{recording_name(SEED)}: not "
