@@ -204,7 +204,7 @@ class AnalysisKind:
     variant: str  # which recording: "cpu", "cpu-processes", "sweep"
     renderer = "analysis"
 
-    def render(self, recording):
+    def render(self, recording, overlay=None):  # no analysis draws over another recording
         analysis = importlib.import_module(self.module).analyse(self.variant, recording)
         return analysis_text(analysis)
 
