@@ -1,13 +1,5 @@
-"""Run each lesson whose recording is stale, record what it printed, draw its figures.
-
-    python scripts/record.py                  # each stale lesson, its notebook, its simulation
-    python scripts/record.py --lesson ID      # only that lesson (any mode below, too)
-    python scripts/record.py --all            # every lesson, current or not
-    python scripts/record.py --platform tpu   # the physical chips -> <lesson>.tpu.json
-    python scripts/record.py --processes 4    # 4 JAX processes -> <lesson>.cpu-processes.json
-    python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
-    python scripts/record.py --render-only    # redraw figures from the existing recordings
-    python scripts/record.py --check          # is every recording, figure and notebook current?
+"""Run each lesson whose recording is stale, record what it printed, draw its figures
+(its options: `--help`, and MAINTAINING.md's "Commands", one row each).
 
 A run first decides what it remakes (scripts/plan.py), then carries that out. Nothing moves
 into place until the lesson printed PASS and the recording validated: a failure or a signal
@@ -271,7 +263,8 @@ def parse_args(argv):
                       help="redraw the figures from the existing recordings, without JAX")
     mode.add_argument("--all", action="store_true",
                       help="re-run every lesson, even those whose recordings are current")
-    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
+    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
+                        help="tpu: the physical chips, recorded as <lesson>.tpu.json")
     parser.add_argument("--devices", type=int,
                         help="the lesson's device count (lessons.toml `devices`); no other is "
                              "recorded")
