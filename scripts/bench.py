@@ -1,8 +1,5 @@
 """Message-size and rank sweep of a lesson's collectives, nccl-tests style (`make bench`).
 
-    python scripts/bench.py                 # full sweep: p = 2, 4, 8, every size
-    python scripts/bench.py --platform tpu  # on a TPU VM: the chips -> <lesson>.tpu-sweep.json
-
 Measures the lesson's `sweep` module (`tpu_sweep` on chips), each p in its own interpreter,
 then checks, analyses and draws, and moves the recording and all it feeds in together.
 """

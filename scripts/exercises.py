@@ -1,9 +1,5 @@
-"""Check a lesson's exercises: each in a process of its own, one line each.
-
-    python scripts/exercises.py                                  # every lesson with exercises
-    python scripts/exercises.py --lesson ID                      # one lesson's scaffolds
-    python scripts/exercises.py --lesson ID --reference          # its own solutions
-    python scripts/exercises.py --lesson ID --exercise NAME [--devices N]   # one of them
+"""Check a lesson's exercises, each in a process of its own, one line each: every lesson's
+scaffolds, or one lesson's, or one exercise, or the lesson's own solutions (`--help`).
 
 Each `attempt` runs the learner's function in a child process under a time limit, then its
 process group is killed, and what it handed back is compared here with the check's

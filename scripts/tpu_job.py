@@ -1,11 +1,8 @@
 """Record a lesson on a single-host TPU VM with the lesson's chips.
 
-    python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
-    python scripts/tpu_job.py ... --dry-run      # every command, and what XLA:TPU compiles
-    python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
-
-The VM is paid by the hour, so whatever ends the job, it kills the running gcloud, deletes
-the VM when --delete asks, and says in one line whether the VM is gone.
+How to run it: MAINTAINING.md, "Hardware recordings (TPU)". The VM is paid by the hour, so
+whatever ends the job, it kills the running gcloud, deletes the VM when --delete asks, and
+says in one line whether the VM is gone.
 """
 import codecs
 import os
