@@ -20,7 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
 from scripts.hardware.compile import dry_run_compile, write_compiled
-from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
+from scripts.hardware.tpu import (RUNTIMES, choose_accelerator, dry_run_text, job_steps,
+                                  job_vm, tpu_lesson)
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import Interrupted, signals_deferred
@@ -148,9 +149,7 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
                           lesson.id)
         refuse_unwritable(landing, [for_lesson(lesson).recording_name(step.installs)
                                     for step in steps if step.installs], root)
-        accelerator = next((step.command[step.command.index("--accelerator-type") + 1]
-                            for step in steps if step.gcloud_verb == "create"),
-                           accelerator or "TPU")  # for the error lines
+        accelerator = choose_accelerator(lesson, accelerator)  # the one create asks for
         written, step = [], None
 
         def run(step, number):
