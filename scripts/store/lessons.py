@@ -93,10 +93,9 @@ def chosen_lesson(lessons, lesson_id):
     return lessons[lesson_id]
 
 
-def field_refusal(where, entry, key, fix):
-    name = entry["id"] if isinstance(entry.get("id"), str) else "?"
-    return RegistryError(f"{where}: lesson {name!r}, field {key!r} = {entry[key]!r:.80}: "
-                         f"must be {fix}")
+def field_refusal(where, entry, key, fix):  # of an entry that fits the schema: it has an id
+    return RegistryError(f"{where}: lesson {entry['id']!r}, field {key!r} = "
+                         f"{entry[key]!r:.80}: must be {fix}")
 
 
 def load_course(root=ROOT):
