@@ -1,9 +1,9 @@
 """The machinery that turns lesson_code/ into recordings, figures, a notebook and pages.
 
 Imported as a package (`from scripts import recordings`). The command-line entry points
-(record.py, bench.py, exercises.py, tpu_job.py) put the repository root on sys.path in their
-first lines, so `python scripts/record.py` works as the README says, with or without .venv's
-install of the package.
+that import it (record.py, bench.py, tpu_job.py) put the repository root on sys.path in
+their first lines, so `python scripts/record.py` works as the README says; pages/check_links.py
+imports nothing from here and needs no such line.
 """
 from pathlib import Path
 

@@ -174,6 +174,11 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from scripts.plumbing.interrupts import run_command  # the .venv's install of scripts/
-
-    sys.exit(run_command(main))
+    # As interrupts.run_command, which this file, importing nothing, cannot use.
+    try:
+        status = main()
+        sys.stdout.flush()  # a line still buffered meets the closed pipe here, not at exit
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        status = 141
+    sys.exit(status)
