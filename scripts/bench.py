@@ -1,8 +1,5 @@
 """Message-size and rank sweep of a lesson's collectives, nccl-tests style (`make bench`).
 
-    python scripts/bench.py                 # full sweep: p = 2, 4, 8, every size
-    python scripts/bench.py --platform tpu  # on a TPU VM: the chips -> <lesson>.tpu-sweep.json
-
 Measures the lesson's `sweep` module (`tpu_sweep` on chips), each p in its own interpreter,
 then checks, analyses and draws, and moves the recording and all it feeds in together.
 """
@@ -21,7 +18,7 @@ from scripts.cli import CommandError, OneLineParser, UsageError, command, progre
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
-from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.store.recordings import RecordingError, dumps, header, validate
 from scripts.store.staging import Staging, StagingError
@@ -228,22 +225,20 @@ def tpu_ranks(plan, lesson):
 
 
 def sweep_lesson(lesson_id):
-    lessons = [lesson for lesson in load_lessons().values() if lesson.sweep]
-    chosen = [lesson for lesson in lessons if lesson_id in (None, lesson.id)]
-    if not chosen:
-        raise RegistryError(f"no lesson {'with a sweep' if lesson_id is None else lesson_id!r}"
-                            f" in lesson_code/lessons.toml has a `sweep` module")
-    return chosen[0]
+    lessons = load_lessons()
+    chosen = [chosen_lesson(lessons, lesson_id)] if lesson_id else lessons.values()
+    if not (swept := [lesson for lesson in chosen if lesson.sweep]):
+        raise RegistryError(f"{lesson_id or 'no lesson'} has no `sweep` module in "
+                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
+    return swept[0]
 
 
 def bench_command(argv, plan):
     args = parse_args(argv)
-    ranks = refuse_what_cannot_work(args, plan) if args.platform == "cpu" else None
     try:
         refuse_links()  # before any file of the checkout is read or written
         lesson = sweep_lesson(args.lesson)
-        if ranks is None:  # on chips the lesson's `devices` say how many p fit
-            ranks = refuse_what_cannot_work(args, plan, lesson)
+        ranks = refuse_what_cannot_work(args, plan, lesson)
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.
         with (exclusive_run(" ".join(["python scripts/bench.py", *argv]), lesson.root)

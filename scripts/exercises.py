@@ -1,9 +1,5 @@
-"""Check a lesson's exercises: each in a process of its own, one line each.
-
-    python scripts/exercises.py                                  # every lesson with exercises
-    python scripts/exercises.py --lesson ID                      # one lesson's scaffolds
-    python scripts/exercises.py --lesson ID --reference          # its own solutions
-    python scripts/exercises.py --lesson ID --exercise NAME [--devices N]   # one of them
+"""Check a lesson's exercises, each in a process of its own, one line each: every lesson's
+scaffolds, or one lesson's, or one exercise, or the lesson's own solutions (`--help`).
 
 Each `attempt` runs the learner's function in a child process under a time limit, then its
 process group is killed, and what it handed back is compared here with the check's
@@ -24,17 +20,16 @@ import os
 import signal
 import subprocess
 import traceback
-from contextlib import suppress
+from pkgutil import resolve_name
 
 import numpy as np
-import psutil
 
 from lesson_code.exercise import SIGNALS, Exercise
 from scripts import display
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder
-from scripts.store.lessons import RegistryError, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
 CONTRACT = "lesson_code/CONTRACT.md, \"Exercises\""
@@ -55,11 +50,6 @@ def spec(function):
 
 
 # ------------------------------------------------ the child: the learner's code runs --
-
-def load(function_spec):
-    module, function = function_spec.split(":")
-    return getattr(importlib.import_module(module), function)
-
 
 def plain(value):
     """An array (NumPy, JAX) as nested lists, for json.dumps; nothing else is data."""
@@ -91,7 +81,8 @@ def stopped_by(error):
 def run_attempt(implementation, attempt, report):
     """The child's run: `attempt`'s result, or what stopped it, as JSON in `report`."""
     try:
-        text = json.dumps({"result": load(attempt)(load(implementation))}, default=plain)
+        text = json.dumps({"result": resolve_name(attempt)(resolve_name(implementation))},
+                          default=plain)
     except Exception as error:  # a learner's bug is a line, not a crash
         text = json.dumps(stopped_by(error))
     Path(report).write_text(text)
@@ -121,18 +112,6 @@ def solution_called(exercise, lesson):
     return f"{home}.{name}" if any(each in names for each in named) else None
 
 
-def stop(child):
-    """Kill the child's process group, and what it started outside the group."""
-    try:
-        strays = psutil.Process(child.pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        strays = []
-    kill_all([child])
-    for stray in strays:
-        with suppress(psutil.NoSuchProcess):
-            stray.kill()  # psutil checks it is still that process
-
-
 def judge(exercise, lesson, reference, devices, time_limit, scratch):
     """(ok, line) for one exercise, whatever its code does to its own process."""
     name = exercise.name
@@ -141,19 +120,17 @@ def judge(exercise, lesson, reference, devices, time_limit, scratch):
             "the answer in the scaffold instead"
     report, errors = (scratch / f"{lesson.id}.{name}{suffix}" for suffix in (".json", ".err"))
     implementation = spec(exercise.reference) if reference else exercise.scaffold
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("JAX_", "XLA_"))}
     with open(errors, "wb") as stderr:  # a file: a process left holding it cannot block us
-        child = subprocess.Popen(
+        child = subprocess.Popen(  # check() took every JAX_ and XLA_ setting out of os.environ
             [sys.executable, "-c", CHILD, implementation, spec(exercise.attempt), str(report)],
-            cwd=lesson.root, env={**env, "JAX_PLATFORMS": "cpu",
+            cwd=lesson.root, env={**os.environ, "JAX_PLATFORMS": "cpu",
                                   "JAX_NUM_CPU_DEVICES": str(devices)},
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
             start_new_session=True, preexec_fn=dies_with(os.getpid()))
     try:
         finished = poll_until(child.poll, time_limit, 0.05) is not None
     finally:
-        stop(child)
+        kill_all([child])
     if not finished:
         return False, f"wrong {name}: still running after {time_limit:g} s, stopped " \
             "(an endless loop? a blocking call?)"
@@ -215,10 +192,7 @@ def load_exercises(lesson):
 def choose(args):
     """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
     lessons = load_lessons()
-    if args.lesson is not None and args.lesson not in lessons:
-        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; try "
-                            f"--lesson {next(iter(lessons), 'ID')}")
-    chosen = [lessons[args.lesson]] if args.lesson else list(lessons.values())
+    chosen = [chosen_lesson(lessons, args.lesson)] if args.lesson else lessons.values()
     chosen = [lesson for lesson in chosen if lesson.exercises]
     if not chosen:
         raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "

@@ -53,16 +53,6 @@ def summary(blocks, confidence=CONFIDENCE):
             "blockSpread": float(max(block_medians(blocks)) / min(block_medians(blocks)))}
 
 
-def paired_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0):
-    """scale × top / bottom, block by block (they ran side by side): median and interval."""
-    if len(top_blocks) != len(bottom_blocks):
-        raise ValueError(f"paired blocks differ in number ({len(top_blocks)} against "
-                         f"{len(bottom_blocks)})")
-    ratios = [scale * t / b for t, b in zip(block_medians(top_blocks),
-                                            block_medians(bottom_blocks))]
-    return median_interval(ratios, confidence)
-
-
 BOOTSTRAP_RESAMPLES = 4000
 
 

@@ -1,13 +1,5 @@
-"""Run each lesson whose recording is stale, record what it printed, draw its figures.
-
-    python scripts/record.py                  # each stale lesson, its notebook, its simulation
-    python scripts/record.py --lesson ID      # only that lesson (any mode below, too)
-    python scripts/record.py --all            # every lesson, current or not
-    python scripts/record.py --platform tpu   # the physical chips -> <lesson>.tpu.json
-    python scripts/record.py --processes 4    # 4 JAX processes -> <lesson>.cpu-processes.json
-    python scripts/record.py --processes 4 --launcher mpirun   # the same, started by Open MPI
-    python scripts/record.py --render-only    # redraw figures from the existing recordings
-    python scripts/record.py --check          # is every recording, figure and notebook current?
+"""Run each lesson whose recording is stale, record what it printed, draw its figures
+(its options: `--help`, and MAINTAINING.md's "Commands", one row each).
 
 A run first decides what it remakes (scripts/plan.py), then carries that out. Nothing moves
 into place until the lesson printed PASS and the recording validated: a failure or a signal
@@ -32,7 +24,7 @@ from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
 from scripts.host import host_at_start, warn_if_busy
-from scripts.store.lessons import RegistryError, first_of, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
                                       dumps, header, validate)
@@ -52,16 +44,13 @@ def check_stdout(lesson_id, stdout):
     if len(stdout) > MAX_STDOUT_CHARACTERS or len(lines) > MAX_STDOUT_LINES:
         raise RecordError(f"the lesson printed {len(lines)} lines, {len(stdout)} characters; "
                           f"a recording holds at most {MAX_STDOUT_LINES} lines and "
-                          f"{MAX_STDOUT_CHARACTERS} characters, so print less; nothing was "
-                          f"written")
+                          f"{MAX_STDOUT_CHARACTERS} characters, so print less")
     if not lines or lines[-1] != f"PASS: {lesson_id}":
-        raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'; "
-                          f"nothing was written")
+        raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'")
     counts = Counter(lines)
     repeated = sorted(line for line, count in counts.items() if count > 1)
     if repeated:
-        raise RecordError(f"the lesson printed {repeated[0]!r} more than once; "
-                          f"nothing was written")
+        raise RecordError(f"the lesson printed {repeated[0]!r} more than once")
 
 
 def lesson_environment(lesson, data):
@@ -69,8 +58,7 @@ def lesson_environment(lesson, data):
     environment = data.get("environment") if isinstance(data, dict) else None
     if not isinstance(environment, dict) or "deviceCount" not in environment:
         raise RecordError(f"{lesson.id}: run_lesson() returned no `environment` with a "
-                          f"`deviceCount`; lesson_code/CONTRACT.md requires it; nothing was "
-                          f"written")
+                          f"`deviceCount`; lesson_code/CONTRACT.md requires it")
     return environment
 
 
@@ -97,8 +85,7 @@ def run_cells(lesson, platform, devices, scratch):
         if error.setup:
             raise SetupFailure(f"cannot set up {devices} {platform.upper()} devices: "
                                f"{error}") from None
-        raise RecordError(f"{lesson.id} failed in its notebook: {error}; nothing was "
-                          f"written") from None
+        raise RecordError(f"{lesson.id} failed in its notebook: {error}") from None
 
 
 def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=None):
@@ -168,7 +155,7 @@ def record_processes(lesson, processes, staging, start, launcher="processes", ca
         run = launch(lesson.rank_module, ranks=processes, cwd=lesson.root,
                      **({"calls": calls} if calls else {}))
     except ProcessRunError as error:
-        raise RecordError(f"{error}; nothing was written") from None
+        raise RecordError(str(error)) from None
     check_stdout(lesson.id, run.stdout)
     command = ["python", "scripts/record.py", "--processes", str(processes)] + (
         ["--launcher", launcher] if launcher != "processes" else []) + (
@@ -276,7 +263,8 @@ def parse_args(argv):
                       help="redraw the figures from the existing recordings, without JAX")
     mode.add_argument("--all", action="store_true",
                       help="re-run every lesson, even those whose recordings are current")
-    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu")
+    parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
+                        help="tpu: the physical chips, recorded as <lesson>.tpu.json")
     parser.add_argument("--devices", type=int,
                         help="the lesson's device count (lessons.toml `devices`); no other is "
                              "recorded")
@@ -296,22 +284,18 @@ def record_command(argv):
     args = parse_args(argv)
     refuse_links()  # before any file of the checkout is read or written
     lessons = load_lessons()
-    if args.lesson and args.lesson not in lessons:
-        raise RegistryError(f"no lesson {args.lesson!r} in lesson_code/lessons.toml; "
-                            f"known: {first_of(lessons)}")
+    chosen = {args.lesson: chosen_lesson(lessons, args.lesson)} if args.lesson else lessons
     if args.check:  # one line per stale, missing or invalid output; 1 if any
         lines = check_problems(lessons, next(iter(lessons.values())).root, args.lesson)
         print("".join(f"{line}\n" for line in lines), end="")
         return 1 if lines else 0
-    if args.lesson:
-        lessons = {args.lesson: lessons[args.lesson]}
-    refuse_what_cannot_work(args, lessons)
+    refuse_what_cannot_work(args, chosen)
     from scripts.plan import make_plan
 
     # The plan is made once the lock is held: no other run changes what it was made from.
     with exclusive_run(" ".join(["python scripts/record.py", *argv]),
                        next(iter(lessons.values())).root):
-        record(make_plan(lessons, args.platform, args.processes, args.render_only,
+        record(make_plan(chosen, args.platform, args.processes, args.render_only,
                          args.all, chosen=bool(args.lesson)),
                args.platform, args.processes, args.launcher, args.calls)
     return 0

@@ -1,11 +1,8 @@
 """Record a lesson on a single-host TPU VM with the lesson's chips.
 
-    python scripts/tpu_job.py --name my-tpu --zone us-east5-b --accelerator v6e-4 --create --delete
-    python scripts/tpu_job.py ... --dry-run      # every command, and what XLA:TPU compiles
-    python scripts/tpu_job.py --write-docs       # regenerate docs/sections/tpu_commands.txt
-
-The VM is paid by the hour, so whatever ends the job, it kills the running gcloud, deletes
-the VM when --delete asks, and says in one line whether the VM is gone.
+How to run it: MAINTAINING.md, "Hardware recordings (TPU)". The VM is paid by the hour, so
+whatever ends the job, it kills the running gcloud, deletes the VM when --delete asks, and
+says in one line whether the VM is gone.
 """
 import codecs
 import os
@@ -23,12 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from scripts import ROOT, display
 from scripts.cli import CommandError, OneLineParser, UsageError, command, progress as say, run
 from scripts.hardware.compile import dry_run_compile, write_compiled
-from scripts.hardware.tpu import RUNTIMES, dry_run_text, job_steps, job_vm, tpu_lesson
+from scripts.hardware.tpu import (RUNTIMES, choose_accelerator, dry_run_text, job_steps,
+                                  job_vm, tpu_lesson)
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import Interrupted, signals_deferred
 from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
 from scripts.store.hashes import content_files
+from scripts.store.lessons import RegistryError
 from scripts.store.outputs import for_lesson
 from scripts.store.recordings import read_bytes
 from scripts.store.staging import Staging, StagingError, write_atomically
@@ -150,13 +149,15 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
                           lesson.id)
         refuse_unwritable(landing, [for_lesson(lesson).recording_name(step.installs)
                                     for step in steps if step.installs], root)
-        accelerator = next((step.command[step.command.index("--accelerator-type") + 1]
-                            for step in steps if step.gcloud_verb == "create"),
-                           accelerator or "TPU")  # for the error lines
+        accelerator = choose_accelerator(lesson, accelerator)  # the one create asks for
+        written, step = [], None
 
         def run(step, number):
             progress(f"[{number}/{len(steps)}] {step.title}")
-            run_step(step, root, accelerator, zone)
+            if step.installs:
+                written.append(install(step.installs, Path(workdir), landing, lesson, root))
+            else:
+                run_step(step, root, accelerator, zone)
 
         cleanup, work = (steps[-1], steps[:-1]) if delete else (None, steps)
         exists = not create  # a VM the caller named is there from the start
@@ -164,13 +165,8 @@ def run_job(name, zone, accelerator=None, project=None, create=False, delete=Fal
         def leave():
             return leave_vm(cleanup, exists, vm, lambda: run(cleanup, len(steps)))
 
-        written, step = [], None
         try:
             for number, step in enumerate(work, 1):
-                if step.installs:
-                    progress(f"[{number}/{len(steps)}] {step.title}")
-                    written.append(install(step.installs, Path(workdir), landing, lesson, root))
-                    continue
                 # Once asked for, the VM may be made even if the create is cut short.
                 exists = exists or step.gcloud_verb == "create"
                 try:
@@ -307,7 +303,7 @@ def job(argv, root=ROOT):
 
 def main(argv=None, root=ROOT):
     """The job's exit status (scripts/cli.py), once the VM is dealt with."""
-    return command(lambda args: job(args, root), prefix="tpu_job: error")(argv)
+    return command(lambda args: job(args, root), (RegistryError,), prefix="tpu_job: error")(argv)
 
 
 if __name__ == "__main__":

@@ -246,7 +246,7 @@ def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffol
     (["--exercise", "ring_all_gather"], "error: --exercise ring_all_gather needs --lesson ID"),
     (["--lesson", ID, "--exercise", "nope"],
      f"error: no exercise 'nope' in {SEED.exercises}; try --exercise make_it_yours"),
-    (["--lesson", "nope"], "error: no lesson 'nope' in lesson_code/lessons.toml"),
+    (["--lesson", "nope"], "error: --lesson nope: no such lesson in lesson_code/lessons.toml"),
     (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600"),
 ])
 def test_a_request_that_cannot_work_is_refused_in_one_line(args, message, capsys, monkeypatch):

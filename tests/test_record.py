@@ -140,8 +140,9 @@ FAILED_RUNS = {
         f"statements outside its sections; nothing was written")),
     # The registry's ids follow the schema's lessonId pattern: the registry stops first.
     "a corrupt schema": (written("recordings/schema.json", "{not json"), ("--check",), 2,
-                         "error: recordings/schema.json: its header has no readable lessonId "
-                         "pattern; run `git checkout -- recordings/schema.json`"),
+                         "error: recordings/schema.json: the schema cannot be read (not valid "
+                         "JSON (Expecting property name enclosed in double quotes: line 1 column "
+                         "2 (char 1))); run `git checkout -- recordings/schema.json`"),
     "a corrupt sweep": (written(SWEEP, "[1]"), ("--render-only",), 1,
                         f"error: {SWEEP}: expected a JSON object; run `make bench`"),
     "a corrupt recording": (written(CPU, "{not json"), ("--render-only",), 1, (

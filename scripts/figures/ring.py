@@ -123,16 +123,14 @@ def draw_header(ax, phase, p, layout=WIDE, palette=LIGHT):
     ax.text(MARGIN, y, "\n".join(rule), va="top", fontsize=TEXT, fontstyle="italic",
             color=palette.ink, linespacing=1.3)
     y += len(rule) * LINE * 1.3 + 0.07
-    looks = {"original": Patch(facecolor=palette.own[0], edgecolor=palette.faint,
-                               label="own contribution"),
-             "partial": Patch(facecolor=palette.partial[0], edgecolor=palette.faint,
-                              label="partly reduced"),
-             "full": Patch(facecolor=palette.full[0], edgecolor=palette.faint,
-                           label=f"fully reduced (all {p})"),
-             "missing": Patch(facecolor=palette.missing[0], edgecolor=palette.faint,
-                              linestyle="--", label="not received yet"),
-             "arrived": Patch(facecolor=palette.paper, edgecolor=palette.ink, linewidth=2.2,
-                              label="arrived this step")}
+    looks = {name: Patch(facecolor=fill, label=label, **{"edgecolor": palette.faint, **more})
+             for name, fill, label, more in (
+                 ("original", palette.own[0], "own contribution", {}),
+                 ("partial", palette.partial[0], "partly reduced", {}),
+                 ("full", palette.full[0], f"fully reduced (all {p})", {}),
+                 ("missing", palette.missing[0], "not received yet", {"linestyle": "--"}),
+                 ("arrived", palette.paper, "arrived this step",
+                  {"edgecolor": palette.ink, "linewidth": 2.2}))}
     columns = layout.legend_columns or len(phase.legend)
     ax.legend(handles=[looks[name] for name in phase.legend], loc="upper left",
               bbox_to_anchor=(MARGIN - 0.08, y), bbox_transform=ax.transData,

@@ -9,7 +9,7 @@ knows a lesson's collectives by name: `collectives`, `ringCollectives`, `labels`
 `belowOnsetBytes`, `labels.onset`), `ratios` (`model`, `byRanks[p]`, `warm[p]`),
 `memcpyGBps` and `sizeLabels`.
 """
-from dataclasses import dataclass
+from collections import namedtuple
 
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
@@ -30,19 +30,13 @@ LEGEND_ROW_IN, LEGEND_MARGIN_IN = 0.17, 0.27
 NARROW_ENTRY_IN = 0.16  # the narrow legend is one column, one entry a row
 
 
-@dataclass(frozen=True)
-class Look:
-    """What the variant changes: colours, and in the narrow drawing the layout and sizes."""
-    palette: object
-    narrow: bool
-    small: float
-    text: float
+# What the variant changes: colours, and in the narrow drawing the layout and sizes.
+Look = namedtuple("Look", "palette narrow small text")
 
 
 def look_of(variant):
-    if variant.narrow:
-        return Look(variant.palette, True, NARROW_SMALL, NARROW_TEXT)
-    return Look(variant.palette, False, SMALL, TEXT)
+    sizes = (NARROW_SMALL, NARROW_TEXT) if variant.narrow else (SMALL, TEXT)
+    return Look(variant.palette, variant.narrow, *sizes)
 
 
 def ranks_of(analysis):

@@ -225,16 +225,12 @@ def render(data, overlay=None, variant=STATIC):
             ratio_ax.set_ylabel("measured /\npredicted", fontsize=label)
             size_axis(ratio_ax, small=small)
         legend_title = "below the crossover both VMs pay the same hops"
-        if narrow:  # below the chart, from the figure's left edge
-            legend_top = (narrow_legend_in(overlay) + NARROW_NOTE_IN - 0.45) \
-                / fig.get_figheight()
-            ax.legend(fontsize=small, frameon=False, loc="upper left",
-                      bbox_to_anchor=(0.01, legend_top), bbox_transform=fig.transFigure,
-                      title=textwrap.fill(legend_title, 44), title_fontsize=small,
-                      alignment="left")
-        else:
-            ax.legend(fontsize=small, frameon=False, loc="upper left", title=legend_title,
-                      title_fontsize=small)
+        below_the_chart = {"alignment": "left", "bbox_transform": fig.transFigure,  # narrow
+                           "bbox_to_anchor": (0.01, (narrow_legend_in(overlay) + NARROW_NOTE_IN
+                                                     - 0.45) / fig.get_figheight())}
+        ax.legend(fontsize=small, frameon=False, loc="upper left", title_fontsize=small,
+                  title=textwrap.fill(legend_title, 44) if narrow else legend_title,
+                  **(below_the_chart if narrow else {}))
         draw_table(ax, data, palette, table_box, narrow)
         fig.suptitle(textwrap.fill(title, 40) if narrow else title, x=0.02, ha="left",
                      fontsize=9.5, fontweight="bold", color=palette.ink,

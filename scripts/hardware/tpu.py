@@ -82,20 +82,10 @@ def jax_pin(root=ROOT):
 
 def tpu_lesson(root=ROOT, lesson_id=None):
     """The one lesson the job records: `lesson_id`, or the registry's first."""
-    from scripts.store.lessons import RegistryError, load_lessons
+    from scripts.store.lessons import chosen_lesson, load_lessons
 
-    try:
-        lessons = load_lessons(root)
-    except RegistryError as error:
-        raise UsageError(str(error)) from None
-    if not lessons:
-        raise UsageError("lesson_code/lessons.toml lists no lesson; add one ([[lesson]])")
-    if lesson_id is None:
-        return next(iter(lessons.values()))
-    if lesson_id not in lessons:
-        raise UsageError(f"--lesson {lesson_id}: no such lesson in lesson_code/lessons.toml; "
-                         f"known: {', '.join(lessons)}")
-    return lessons[lesson_id]
+    lessons = load_lessons(root)
+    return chosen_lesson(lessons, lesson_id) if lesson_id else next(iter(lessons.values()))
 
 
 def remote_setup(jax_version, remote_dir):

@@ -29,21 +29,6 @@ def served_files(lessons, root):
     return sorted(path for path in paths if (root / path).is_file())
 
 
-def count_words(numbers):
-    """[2, 4, 8] -> "2, 4 and 8"."""
-    words = [str(number) for number in numbers]
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
-
-
-def ran_on(recording):
-    """"CPU · 4 devices", "CPU · 4 processes"; a sweep names the counts its rows hold."""
-    env = recording["environment"]
-    if "deviceCount" in env:
-        return machine_label(recording)
-    ranks = sorted({row["ranks"] for row in recording.get("rows", [])})
-    return env["backend"].upper() + (f" · {count_words(ranks)} devices" if ranks else "")
-
-
 def recorded(recording):
     """What the header says, in the words of the recordings' tabs (pages/recording_views)."""
     env = recording["environment"]
@@ -53,7 +38,7 @@ def recorded(recording):
     source = (f"commit {commit['sha'][:DIGEST_CHARS]}"
               + ("" if commit["clean"] else " and local changes")) if commit else \
         f"code digest {recording['contentHash'][:DIGEST_CHARS]} (no commit recorded)"
-    return (f"{what} {ran_on(recording)} · {human_date(recording['generatedAt'])} · "
+    return (f"{what} {machine_label(recording)} · {human_date(recording['generatedAt'])} · "
             f"JAX {env['jax']} · {source}")
 
 

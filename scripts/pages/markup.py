@@ -34,7 +34,7 @@ DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)(\s*</a>)?")
 HREF = re.compile(r'\bhref="([^"]*)"')
-SOURCE = re.compile(r'\bsrc="([^"]+\.svg)"')
+SOURCE = re.compile(r'\bsrc="(?![^"]*://)([^"]+\.svg)"')  # a figure of the site's own
 SVG_ROOT = re.compile(r"<svg\b[^>]*>", re.S)
 LENGTH = re.compile(r"^\s*([0-9]{1,6}(?:\.[0-9]+)?|\.[0-9]+)\s*(pt|px)?\s*$")
 VIEW_BOX_NUMBER = re.compile(r"-?[0-9]{1,6}(?:\.[0-9]+)?")
@@ -75,7 +75,7 @@ def figure_file(source, page):
 
 def sized_image(tag, page):
     source = SOURCE.search(tag)
-    if not source or "width=" in tag or "://" in source.group(1):
+    if not source or "width=" in tag:
         return tag
     figure = figure_file(source.group(1), page)
     size = svg_size(figure) if figure else None
@@ -128,21 +128,19 @@ def sized_linked_image(match, page):
     source = SOURCE.search(image)
     to_itself = link is not None and closing is not None and source is not None \
         and (HREF.search(link) or [None, None])[1] == source.group(1)
-    if source and "://" not in source.group(1) and (link is None or to_itself) \
-            and "width=" not in image and drawn_variants(source.group(1), page):
+    if source and (link is None or to_itself) and "width=" not in image \
+            and drawn_variants(source.group(1), page):
         return figure_in_both_palettes(image, source.group(1), page)
     image = sized_image(image, page)
     source = SOURCE.search(image)
-    if link or not source or "://" in source.group(1):
+    if link or not source:
         return (link or "") + image + (closing or "")
     return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")
 
 
 def figure_data_line(image, page):
     """The data line under a figure (pages/figure_data.py); "" for any other image."""
-    source = SOURCE.search(image)
-    figure = figure_file(source.group(1), page) \
-        if source and "://" not in source.group(1) else None
+    figure = figure_file(source[1], page) if (source := SOURCE.search(image)) else None
     if figure is None:
         return ""
     return data_line(figure.relative_to(page.sources.docs).as_posix(), page.location.base,

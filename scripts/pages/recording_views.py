@@ -6,14 +6,22 @@ from scripts.store.outputs import RECORD as FIX
 
 
 def machine_label(recording):
+    """"CPU · 4 devices", "CPU · 4 processes"; a sweep names the counts its rows hold."""
     env = recording["environment"]
     processes = env.get("processCount", 1)
+    ranks = sorted({row["ranks"] for row in recording.get("rows", [])})
     units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices" \
-        if "deviceCount" in env else recording["kind"]  # a sweep's or a simulation's
-    label = f"{env['backend'].upper()} · {units}"
+        if "deviceCount" in env else f"{count_words(ranks)} devices" if ranks else None
+    label = env["backend"].upper() + (f" · {units}" if units else "")  # a simulation: "CPU"
     kind = env.get("deviceKind", env["backend"])
     # "CPU · 4 devices · cpu" says cpu twice; a TPU's kind ("TPU v5 lite") says more.
     return label if kind.lower() == env["backend"].lower() else f"{label} · {kind}"
+
+
+def count_words(numbers):
+    """[2, 4, 8] -> "2, 4 and 8"."""
+    words = [str(number) for number in numbers]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
 def fenced(marker, indent="    "):

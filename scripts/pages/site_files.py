@@ -8,6 +8,7 @@ settles after one more rebuild).
 import sys
 
 from scripts import ROOT
+from scripts.cli import command, run
 from scripts.pages.course import downloadable_files
 from scripts.pages.figure_data import served_files
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
@@ -54,7 +55,4 @@ def stage(root=ROOT, docs=None):
 
 
 if __name__ == "__main__":
-    try:
-        stage()
-    except (LinkInCheckout, RegistryError) as error:
-        sys.exit(f"error: {error}")
+    sys.exit(run(command(lambda argv: stage(), (LinkInCheckout, RegistryError))))

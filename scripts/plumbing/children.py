@@ -5,6 +5,7 @@ import ctypes
 import os
 import signal
 import time
+from contextlib import suppress
 
 import psutil
 
@@ -44,13 +45,21 @@ def running_in(groups):
 
 
 def kill_all(children, settle_s=10.0):
-    """Kill each child's whole process group and return once none of it runs."""
+    """Kill each child's whole process group, and what it started outside the group (a
+    session of its own), and return once none of the groups runs."""
+    strays = []
+    for child in [child for child in children if child.returncode is None]:  # reaped: its
+        with suppress(psutil.NoSuchProcess):  # pid may be another's, its strays init's
+            strays += psutil.Process(child.pid).children(recursive=True)
     for child in children:
         try:
             os.killpg(child.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # the whole group has already exited
         child.wait()  # reap, so no zombie outlives the run
+    for stray in strays:
+        with suppress(psutil.NoSuchProcess):
+            stray.kill()  # psutil checks it is still that process
     # What the child started dies a moment after it; bounded, as one may hang in the kernel.
     groups = {child.pid for child in children}
     deadline = time.monotonic() + settle_s

@@ -23,15 +23,11 @@ def open_lock(path, command):
     try:
         return os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as error:
-        if error.errno == errno.ELOOP:
-            why = "it is a symbolic link; `git rm .run.lock` (it is never committed)"
-        elif error.errno == errno.EISDIR:
-            why = "it is a directory; remove it"
-        elif error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            why = (f"{error.strerror}; run `{command}` in a checkout this user can write, "
-                   f"or remove a .run.lock that another user left")
-        else:
-            why = error.strerror
+        refused = (f"{error.strerror}; run `{command}` in a checkout this user can write, or "
+                   f"remove a .run.lock that another user left")
+        why = {errno.ELOOP: "it is a symbolic link; `git rm .run.lock` (it is never committed)",
+               errno.EISDIR: "it is a directory; remove it", errno.EACCES: refused,
+               errno.EPERM: refused, errno.EROFS: refused}.get(error.errno, error.strerror)
         raise RunLocked(f"{LOCK_NAME}, the lock that keeps two runs of this checkout apart, "
                         f"cannot be opened: {why}") from None
 

@@ -26,15 +26,10 @@ def scratch_folder(prefix):
         yield Path(folder)
 
 
-def running(pid):
-    """Whether process `pid` exists (another user's, or a zombie)."""
-    return psutil.pid_exists(pid)
-
-
 def gone(name):
     """Whether the run that named a folder or a mark `name` no longer runs."""
     match = NAME.fullmatch(name)
-    return bool(match) and not running(int(match[2]))
+    return bool(match) and not psutil.pid_exists(int(match[2]))  # another user's: still runs
 
 
 def remove_abandoned(prefix=None, directory=None):

@@ -11,9 +11,13 @@ LESSON_TIMEOUT_S = 600
 
 
 class RecordError(Exception):
-    """Recording stopped; str() is the one line to show, the earlier files are intact."""
+    """Recording stopped; str() is the one line to show, which says that nothing was written:
+    the earlier files are intact."""
 
     exit_status = 1
+
+    def __str__(self):
+        return f"{super().__str__()}; nothing was written"
 
 
 class SetupFailure(RecordError):
@@ -31,15 +35,13 @@ def run_module(module, root, scratch):
                              cwd=root, capture_output=True, text=True,
                              timeout=LESSON_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped; "
-                          f"nothing was written") from None
+        raise RecordError(f"{module} ran past {LESSON_TIMEOUT_S} s and was stopped") from None
     if run.returncode != 0 or not data_path.exists():
         tail = " | ".join(run.stderr.strip().splitlines()[-3:])
-        raise RecordError(f"{module} failed (exit {run.returncode}): {tail}; nothing was "
-                          f"written")
+        raise RecordError(f"{module} failed (exit {run.returncode}): {tail}")
     try:
         data = read_json(data_path)  # the module's own output: anything JSON can say
     except RecordingError as error:
         raise RecordError(f"{module} wrote {data_path.name} (--data-out) that cannot be read "
-                          f"as JSON ({error}); nothing was written") from None
+                          f"as JSON ({error})") from None
     return run.stdout, data, time.perf_counter() - started

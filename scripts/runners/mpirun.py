@@ -13,11 +13,10 @@ import sys
 import time
 
 from scripts import ROOT
-from scripts.store.recordings import read_json
-from scripts.plumbing.children import describe, dies_with, poll_until, stderr_tail
+from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.plumbing.scratch import RUN_MARK, kill_marked, scratch_folder
-from scripts.runners.processes import (ProcessRun, ProcessRunError, free_port, launcher_free,
-                                       port_in_use)
+from scripts.runners.processes import (ProcessRunError, free_port, launcher_free, port_in_use,
+                                       rank_zero_run)
 
 
 class MissingLauncher(ProcessRunError):
@@ -131,18 +130,7 @@ def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):
                     preexec_fn=dies_with(os.getpid(), signal.SIGTERM))
             status = wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks)
         finally:
-            if launcher is not None:
-                if launcher.poll() is None:
-                    os.killpg(launcher.pid, signal.SIGKILL)
-                launcher.wait()
+            kill_all([launcher] if launcher else [])
             kill_marked(scratch.name)
-        stdout_path = rank_files(output_dir, 0)[0]
-        if not data_path.exists():
-            raise ProcessRunError(f"mpirun exited with status 0 but rank 0 wrote no data to "
-                                  f"{data_path}", 0, 0,
-                                  stderr_tail(rank_files(output_dir, 0)[1]), [launcher.pid])
-        stdout = stdout_path.read_text(encoding="utf-8") if stdout_path.exists() else ""
-        return ProcessRun(stdout=stdout,
-                          data=read_json(data_path),
-                          duration_s=time.monotonic() - started, exit_codes=[status] * ranks,
-                          pids=[launcher.pid])
+        return rank_zero_run(started, data_path, *rank_files(output_dir, 0), [status] * ranks,
+                             [launcher.pid])

@@ -121,12 +121,14 @@ def run_processes(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT):
             statuses = wait_for(children, timeout_s, scratch)
         finally:
             kill_all(children)
-        data_path = scratch / "data.json"
-        if not data_path.exists():
-            raise ProcessRunError(f"rank 0 exited with status 0 but wrote no data to "
-                                  f"{data_path}", 0, 0, stderr_tail(scratch / "rank0.err"),
-                                  [child.pid for child in children])
-        return ProcessRun(stdout=(scratch / "rank0.out").read_text(encoding="utf-8"),
-                          data=read_json(data_path),
-                          duration_s=time.monotonic() - started, exit_codes=statuses,
-                          pids=[child.pid for child in children])
+        return rank_zero_run(started, scratch / "data.json", scratch / "rank0.out",
+                             scratch / "rank0.err", statuses, [child.pid for child in children])
+
+
+def rank_zero_run(started, data_path, stdout_path, stderr_path, exit_codes, pids):
+    """The ProcessRun of what rank 0 wrote, once every rank exited 0, whatever started them."""
+    if not data_path.exists():
+        raise ProcessRunError(f"rank 0 exited with status 0 but wrote no data to {data_path}",
+                              0, 0, stderr_tail(stderr_path), pids)
+    stdout = stdout_path.read_text(encoding="utf-8") if stdout_path.exists() else ""
+    return ProcessRun(stdout, read_json(data_path), time.monotonic() - started, exit_codes, pids)

@@ -62,9 +62,7 @@ def render(output, data, overlay=None):
     try:
         if output.variant is not None:  # a figure, in one of its drawings
             return kind.render(data, overlay, output.variant)
-        if output.overlay is not None:  # a figure's data, drawn with what it draws over
-            return kind.render(data, overlay)
-        return kind.render(data)
+        return kind.render(data, overlay)  # a figure's data, or an analysis (over nothing)
     except (KeyError, IndexError, TypeError, ValueError, ZeroDivisionError) as error:
         raise DeriveError(f"{output.path}: {kind.renderer} renderer failed on "
                           f"{output.source} ({type(error).__name__}: {error}); fix "

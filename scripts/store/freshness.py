@@ -83,38 +83,29 @@ def text_problems(notebook, lock, root=ROOT):
 
 # The two files in recordings/ that are not recordings.
 NOT_RECORDINGS = ("recordings/schema.json", "recordings/outputs.lock.json")
+# What is read in each folder, and the words for a file nothing claims there: a recording
+# no lesson reads would go unread, a figure no lesson draws would be served unchecked.
+CLAIMED = {"recordings": ((".json",), "belongs to no lesson in lesson_code/lessons.toml (a "
+                          "recording is named <lesson id>.<variant>.json)"),
+           "figures": ((".svg", *FORMATS), "belongs to no figure of a lesson in lesson_code/"
+                       "lessons.toml (scripts/figures/__init__.py names each kind's files)")}
 
 
-def unclaimed_recordings(lessons, root=ROOT):
-    """A line for each JSON file in recordings/ no lesson claims: nothing there goes unread."""
-    claimed = {output.path for lesson in lessons.values()
-               for output in recording_outputs(lesson, root)} | set(NOT_RECORDINGS)
+def unclaimed(lessons, root=ROOT):
+    """A line for each file of recordings/ and figures/ that no lesson's outputs name."""
+    claimed = set(NOT_RECORDINGS) | {output.path for lesson in lessons.values() for output in [
+        *recording_outputs(lesson, root), *figure_outputs(lesson), *figure_data_outputs(lesson)]}
     lines = []
-    for path in sorted((root / "recordings").iterdir()):
-        name = display(path, root)  # a name that is not UTF-8 with its bytes as \xNN
-        if path.suffix.lower() == ".json" and name not in claimed:
-            lines.append(problem(name, "belongs to no lesson in lesson_code/lessons.toml "
-                                 "(a recording is named <lesson id>.<variant>.json)",
-                                 f"git rm {name}"))
+    for folder, (suffixes, what) in CLAIMED.items():
+        paths = sorted((root / folder).iterdir()) if (root / folder).is_dir() else []
+        names = [display(path, root) for path in paths if path.suffix.lower() in suffixes]
+        lines += [problem(name, what, f"git rm {name}") for name in names if name not in claimed]
     return lines
-
-
-def unclaimed_figures(lessons, root=ROOT):
-    """A line for each file in figures/ no figure claims: the site would serve it unchecked."""
-    claimed = {output.path for lesson in lessons.values()
-               for output in [*figure_outputs(lesson), *figure_data_outputs(lesson)]}
-    folder = root / "figures"
-    paths = sorted(folder.iterdir()) if folder.is_dir() else []
-    return [problem(display(path, root), "belongs to no figure of a lesson in "
-                    "lesson_code/lessons.toml (scripts/figures/__init__.py names each kind's "
-                    "files)", f"git rm {display(path, root)}")
-            for path in paths if path.suffix.lower() in (".svg", *FORMATS)
-            and f"figures/{path.name}" not in claimed]
 
 
 def lock_and_unclaimed(lessons, root):
     """(the lock, or {}; a line for each unclaimed file and for an unreadable lock)."""
-    lines = unclaimed_recordings(lessons, root) + unclaimed_figures(lessons, root)
+    lines = unclaimed(lessons, root)
     try:
         return read_lock(root), lines
     except LockError as error:

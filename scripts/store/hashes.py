@@ -112,10 +112,11 @@ def package_name(line):
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def requirement_sections(text):
-    """{section title: [requirement lines]} of requirements.txt (`# --- title ---` rules)."""
+def requirement_sections(path):
+    """{section title: [requirement lines]} of a pin file (`# --- title ---` rules); {} for
+    a file that is not there."""
     sections, current = {}, ""
-    for line in text.splitlines():
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
         heading = SECTION.match(line.strip())
         if heading:
             current = heading.group(1)
@@ -130,26 +131,15 @@ def pin_lines(root=ROOT):
     """{pin file: [the lines that can change a recording]}: requirements.txt's recording
     sections, and every transitive version but the site's, tests' and lint's packages (a
     needless re-record is cheaper than a stale recording presented as current)."""
-    lines = {}
-    requirements = root / PINS[0]
-    if requirements.is_file():
-        sections = requirement_sections(requirements.read_text(encoding="utf-8"))
-        lines[PINS[0]] = [line for title in RECORDING_SECTIONS
-                          for line in sections.get(title, [])]
-        tools = {package_name(line) for title, pinned in sections.items()
-                 if title not in RECORDING_SECTIONS for line in pinned}
-    else:
-        tools = set()
-    for name in TOOL_PINS:
-        if (root / name).is_file():
-            tools |= {package_name(line) for pinned in requirement_sections(
-                (root / name).read_text(encoding="utf-8")).values() for line in pinned}
-    constraints = root / PINS[1]
-    if constraints.is_file():
-        pinned = (line.split("#")[0].strip()
-                  for line in constraints.read_text(encoding="utf-8").splitlines())
-        lines[PINS[1]] = [line for line in pinned if line and package_name(line) not in tools]
-    return lines
+    requirements, constraints = (requirement_sections(root / name) for name in PINS)
+    others = [requirements, *(requirement_sections(root / name) for name in TOOL_PINS)]
+    tools = {package_name(line) for sections in others for title, pinned in sections.items()
+             if title not in RECORDING_SECTIONS for line in pinned}
+    lines = {PINS[0]: [line for title in RECORDING_SECTIONS
+                       for line in requirements.get(title, [])],
+             PINS[1]: [line for pinned in constraints.values() for line in pinned
+                       if package_name(line) not in tools]}
+    return {name: lines[name] for name in PINS if (root / name).is_file()}
 
 
 def pin_digests(root=ROOT):

@@ -4,14 +4,12 @@ Untrusted input (an id becomes file names, a module code record.py runs), so it 
 before anything runs, in one line naming the entry, the field and what it must be. Checked
 here, beyond the schema: modules inside lesson_code/, ids unique, figure kinds known.
 """
-import json
 import tomllib
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
-from scripts.store.schemas import NotASchema, Schema
+from scripts.store.recordings import RecordingError, compiled, schema_bytes
 
 SCHEMA = "lesson_code/lessons.schema.json"
 # An id follows the recordings' lessonId rule, so every recording of it can carry it.
@@ -87,10 +85,17 @@ def load_lessons(root=ROOT):
     return lessons
 
 
-def field_refusal(where, entry, key, fix):
-    name = entry["id"] if isinstance(entry.get("id"), str) else "?"
-    return RegistryError(f"{where}: lesson {name!r}, field {key!r} = {entry[key]!r:.80}: "
-                         f"must be {fix}")
+def chosen_lesson(lessons, lesson_id):
+    """The lesson `--lesson` names, or the one line that lists those there are."""
+    if lesson_id not in lessons:
+        raise RegistryError(f"--lesson {lesson_id}: no such lesson in lesson_code/lessons.toml; "
+                            f"known: {first_of(lessons)}")
+    return lessons[lesson_id]
+
+
+def field_refusal(where, entry, key, fix):  # of an entry that fits the schema: it has an id
+    return RegistryError(f"{where}: lesson {entry['id']!r}, field {key!r} = "
+                         f"{entry[key]!r:.80}: must be {fix}")
 
 
 def load_course(root=ROOT):
@@ -126,28 +131,12 @@ def read_registry(root):
 
 
 def registry_schema(root):
-    """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow."""
+    """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow,
+    compiled as every schema is (store/recordings.py)."""
     try:
-        return compiled((root / SCHEMA).read_bytes(),
-                        (root / SHARED).read_bytes() if (root / SHARED).is_file() else b"")
-    except OSError as error:
-        raise RegistryError(f"{SCHEMA}: cannot be read ({error.strerror}); run "
-                            f"`git checkout -- {SCHEMA}`") from None
-
-
-@lru_cache(maxsize=4)
-def compiled(text, shared):
-    try:
-        common = json.loads(shared)
-        common["$defs"]["header"]["properties"]["lessonId"]["pattern"]
-    except (ValueError, RecursionError, KeyError, TypeError):
-        raise RegistryError(f"{SHARED}: its header has no readable lessonId pattern; run "
-                            f"`git checkout -- {SHARED}`") from None
-    try:
-        return Schema(json.loads(text), ((SHARED, common),))
-    except (ValueError, NotASchema) as error:
-        raise RegistryError(f"{SCHEMA}: not a JSON Schema ({error}); run "
-                            f"`git checkout -- {SCHEMA}`") from None
+        return compiled(root / SCHEMA, schema_bytes(root / SCHEMA), schema_bytes(root / SHARED))
+    except RecordingError as error:
+        raise RegistryError(str(error)) from None
 
 
 def refusal(error, registry, schema):

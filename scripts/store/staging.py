@@ -8,10 +8,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import psutil
+
 from scripts import display
 from scripts.plumbing import interrupts
 from scripts.plumbing.interrupts import signals_deferred
-from scripts.plumbing.scratch import running
 
 STAGED_NAME = re.compile(r"\..+\.(\d+)\.[^.]+\.tmp")
 
@@ -53,7 +54,7 @@ def remove_stray_temps(directories):
     for directory in directories:
         for temp in Path(directory).rglob(".*.tmp"):  # recordings/analysis/ is in there
             owner = STAGED_NAME.fullmatch(temp.name)
-            if owner and not running(int(owner[1])) and not temp.is_dir():
+            if owner and not psutil.pid_exists(int(owner[1])) and not temp.is_dir():
                 temp.unlink(missing_ok=True)
 
 
