@@ -29,10 +29,11 @@ GOING_FURTHER = sorted(path.stem for path in (ROOT / "docs" / "going-further").g
 SCREENS = [(scheme, width) for scheme in ("light", "dark") for width in (1280, 390)]
 DESKTOP = ("light", 1280)
 # The seed's pages and the course's own (home, going further, 404) are visited on every
-# screen. Another lesson's two pages are the same templates, extensions and renderers over
-# its own content: visited on the desktop (its first-load budget, axe, its figures), laid
-# out at every width by the scrollbar test, each drawing's variants checked for legibility
-# by tests/test_figures.py. A lesson costs three page loads, not one per screen and check.
+# screen. Another lesson's pages are the same templates, extensions and renderers over its
+# own content: its lesson page is visited on the desktop (its first-load budget, axe, its
+# figures); both are laid out at every width, without an error or a request off the site, by
+# the scrollbar test; each drawing's variants are checked for legibility by test_figures.py.
+# A lesson costs three page loads, not one per screen and check.
 ANOTHER_LESSON_S_SCREENS = [DESKTOP]
 # Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
 # narrowest content column that shows the wide drawing. Only the figures are read there.
@@ -319,7 +320,8 @@ def lesson_of(path):
 
 
 def visited_on(path, screen):
-    return lesson_of(path) in (None, SEED) or screen in ANOTHER_LESSON_S_SCREENS
+    return lesson_of(path) in (None, SEED) or (screen in ANOTHER_LESSON_S_SCREENS
+                                               and path.startswith("lessons/"))
 
 
 def figures_shown_on(screen):
