@@ -18,7 +18,7 @@ from scripts.cli import CommandError, OneLineParser, UsageError, command, progre
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.hashes import ClosureError
-from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.store.recordings import RecordingError, dumps, header, validate
 from scripts.store.staging import Staging, StagingError
@@ -224,20 +224,11 @@ def tpu_ranks(plan, lesson):
     return fitting
 
 
-def sweep_lesson(lesson_id):
-    lessons = load_lessons()
-    chosen = [chosen_lesson(lessons, lesson_id)] if lesson_id else lessons.values()
-    if not (swept := [lesson for lesson in chosen if lesson.sweep]):
-        raise RegistryError(f"{lesson_id or 'no lesson'} has no `sweep` module in "
-                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
-    return swept[0]
-
-
 def bench_command(argv, plan):
     args = parse_args(argv)
     try:
         refuse_links()  # before any file of the checkout is read or written
-        lesson = sweep_lesson(args.lesson)
+        lesson = chosen_lessons(load_lessons(), args.lesson, "sweep")[0]
         ranks = refuse_what_cannot_work(args, plan, lesson)
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.

@@ -29,7 +29,7 @@ from scripts import display
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
 from scripts.plumbing.interrupts import signals_deferred
 from scripts.plumbing.scratch import scratch_folder
-from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 
 TIME_LIMIT_S = 120  # one exercise: JAX start-up, the lesson's mesh, the learner's code
 CONTRACT = "lesson_code/CONTRACT.md, \"Exercises\""
@@ -191,14 +191,8 @@ def load_exercises(lesson):
 
 def choose(args):
     """[(lesson, its exercises)] the arguments ask for; ChecksError or RegistryError."""
-    lessons = load_lessons()
-    chosen = [chosen_lesson(lessons, args.lesson)] if args.lesson else lessons.values()
-    chosen = [lesson for lesson in chosen if lesson.exercises]
-    if not chosen:
-        raise RegistryError(f"{args.lesson or 'no lesson'} names no `exercises` module in "
-                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
     picked = []
-    for lesson in chosen:
+    for lesson in chosen_lessons(load_lessons(), args.lesson, "exercises"):
         # A signal raised while jaxlib initialises would be an ImportError or a SIGSEGV.
         with signals_deferred():
             exercises = load_exercises(lesson)

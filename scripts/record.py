@@ -24,7 +24,7 @@ from scripts.store.derive import DeriveError, stage_derived
 from scripts.store.freshness import check as check_problems
 from scripts.store.hashes import digest_bytes
 from scripts.host import host_at_start, warn_if_busy
-from scripts.store.lessons import RegistryError, chosen_lesson, load_lessons
+from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 from scripts.store.outputs import for_lesson, lock_entry, lock_path, lock_text, notebook_output
 from scripts.store.recordings import (MAX_STDOUT_CHARACTERS, MAX_STDOUT_LINES, RecordingError,
                                       dumps, header, validate)
@@ -284,7 +284,7 @@ def record_command(argv):
     args = parse_args(argv)
     refuse_links()  # before any file of the checkout is read or written
     lessons = load_lessons()
-    chosen = {args.lesson: chosen_lesson(lessons, args.lesson)} if args.lesson else lessons
+    chosen = {lesson.id: lesson for lesson in chosen_lessons(lessons, args.lesson)}
     if args.check:  # one line per stale, missing or invalid output; 1 if any
         lines = check_problems(lessons, next(iter(lessons.values())).root, args.lesson)
         print("".join(f"{line}\n" for line in lines), end="")

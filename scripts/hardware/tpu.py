@@ -82,10 +82,9 @@ def jax_pin(root=ROOT):
 
 def tpu_lesson(root=ROOT, lesson_id=None):
     """The one lesson the job records: `lesson_id`, or the registry's first."""
-    from scripts.store.lessons import chosen_lesson, load_lessons
+    from scripts.store.lessons import chosen_lessons, load_lessons
 
-    lessons = load_lessons(root)
-    return chosen_lesson(lessons, lesson_id) if lesson_id else next(iter(lessons.values()))
+    return chosen_lessons(load_lessons(root), lesson_id)[0]
 
 
 def remote_setup(jax_version, remote_dir):

@@ -85,12 +85,18 @@ def load_lessons(root=ROOT):
     return lessons
 
 
-def chosen_lesson(lessons, lesson_id):
-    """The lesson `--lesson` names, or the one line that lists those there are."""
-    if lesson_id not in lessons:
+def chosen_lessons(lessons, lesson_id=None, having="module"):
+    """[the lesson `--lesson` names], else every lesson, of those with a `having` module;
+    one line listing the lessons there are for an unknown id, or saying none has one."""
+    if lesson_id is not None and lesson_id not in lessons:
         raise RegistryError(f"--lesson {lesson_id}: no such lesson in lesson_code/lessons.toml; "
                             f"known: {first_of(lessons)}")
-    return lessons[lesson_id]
+    chosen = [lesson for lesson in lessons.values()
+              if lesson_id in (None, lesson.id) and getattr(lesson, having)]
+    if not chosen:
+        raise RegistryError(f"{lesson_id or 'no lesson'} has no `{having}` module in "
+                            f"lesson_code/lessons.toml; add one (lesson_code/CONTRACT.md)")
+    return chosen
 
 
 def field_refusal(where, entry, key, fix):  # of an entry that fits the schema: it has an id
