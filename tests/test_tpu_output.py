@@ -206,15 +206,8 @@ def tpu_page(recording):
     """docs/going-further/tpu.md as text, rendered with `recording` as the TPU recording."""
     from scripts.pages.page_language import PageLanguage
     from scripts.pages.sources import Sources
-    from scripts.store.freshness import Loaded
-    from scripts.store.recordings import read_json
-    files = for_lesson(SEED)
-    stems = {**{files.stem(variant): files.recording(variant) for variant in ("cpu",
-                                                                          "tpu-compiled")},
-             **{files.stem(variant, analysis=True): files.analysis(variant)
-                for variant in ("cpu", "sweep", "tpu-compiled")}}
-    recordings = {stem: Loaded(read_json(ROOT / path), stem, path)
-                  for stem, path in stems.items()}
+    from scripts.store.freshness import Loaded, load_all
+    files, (recordings, _) = for_lesson(SEED), load_all(LESSONS, ROOT)  # the committed ones
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
                        json.loads(json.dumps(analysis.analyse("tpu", recording))))):
         recordings[stem] = Loaded(held, stem, f"{stem}.json")
