@@ -240,9 +240,6 @@ REFUSED = {
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
     "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
     "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
-    # Under the characters' limit, over the lines': the limit is validation's, not record.py's.
-    "3,001 stdout lines": (dict(stdout="".join(f"{n}\n" for n in range(3000)) + f"PASS: {ID}\n"),
-                           "invalid at stdout: 3001 lines, and a recording holds at most 2000"),
 }
 
 
