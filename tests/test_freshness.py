@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import project, raised_in_one_line, run
+from harness import edit, project, raised_in_one_line, run
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
@@ -36,10 +36,6 @@ def drawings(figure):
     return [f"figures/{LESSON_ID}{figure}{suffix}"
             for suffix in (".svg", "-dark.svg", "-narrow.svg", "-narrow-dark.svg", ".csv",
                            ".json")]
-
-
-def edit(path, change):
-    path.write_text(change(path.read_text()))
 
 
 def append_comment(text):
