@@ -251,19 +251,9 @@ def test_check_tpu_recording_refuses_with_the_reason(case, tmp_path):
                                                     fetched, SEED)))
 
 
-# A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back.
-FAILURES = {
-    "not-logged-in": ["create the v6e-4 VM", "active account", "gcloud auth login"],
-    "capacity": ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
-                 "another zone"],
-    "remote-fail": ["record the lesson on the chips", "no TPU backend",
-                    "record.py --platform tpu"],
-    "no-pip": ["install uv, Python 3.11", "No module named pip",
-               "sudo apt-get install -y python3-pip"],
-    "ssh-drop": ["record the lesson on the chips", "failed: the ssh connection to the VM "
-                 "dropped", "Broken pipe"],
-    "stale": ["changed; run `python scripts/tpu_job.py"],  # a refused recording
-}
+# A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back;
+# each with words of the one line.
+FAILURES = json.loads((FIXTURES / "tpu_job_failures.json").read_text())
 
 
 @pytest.mark.parametrize("mode", FAILURES)
