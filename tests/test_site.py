@@ -14,7 +14,7 @@ from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edit, keep_lessons, project as project_copy
+from harness import edited, keep_lessons, project as project_copy
 from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -128,10 +128,6 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
                  "reduce-scatter when the update is sharded, as in ZeRO-2 and FSDP",
                  "all-gather when the next forward pass needs the whole weights"):
         assert when in visible(box), when
-
-
-def edited(path, change):
-    return lambda project: edit(project / path, change)
 
 
 def comment_in_first_section(text):
