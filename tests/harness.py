@@ -118,6 +118,20 @@ def edit(path, change):
     path.write_text(change(path.read_text()))
 
 
+def edited(path, change):
+    """edit() of `path` below the root a breakage is handed."""
+    return lambda root: edit(root / path, change)
+
+
+def written(*files):
+    """Write each (path, text) below the root; a name may hold bytes that are not UTF-8."""
+    def make(root):
+        for relative, text in files:
+            (root / relative).parent.mkdir(parents=True, exist_ok=True)
+            (root / relative).write_text(text)
+    return make
+
+
 def snapshot(root):
     """Every file record.py may write under `root`, hidden ones included, with its bytes."""
     return {path.relative_to(root).as_posix(): path.read_bytes()

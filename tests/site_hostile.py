@@ -5,7 +5,7 @@ template payloads in every free text, built into a site that must show all of it
 import json
 from html.parser import HTMLParser
 
-from conftest import SEED, module_file, recording_name, rederive_analyses
+from conftest import FIXTURES, SEED, module_file, recording_name, rederive_analyses
 from harness import keep_lessons, project as project_copy
 
 # The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
@@ -14,34 +14,14 @@ ID = SEED.id
 MODULE = module_file(SEED)
 LESSON = f"lessons/{ID}/index.html"
 CANARY = "CANARY-TOKEN-5be1c0d3"  # stands in for the checkout token in .git/config
-# Each payload is one line; stdout and the prose fields carry all of them, line by line.
-PAYLOADS = [
-    '<script>console.error("XSS script"); alert("XSS script")</script>',
-    '<img src=x onerror=alert("XSS img")>',
-    '<svg onload=alert("XSS svg")></svg>',
-    '"><script>alert("XSS attribute")</script>',
-    '[x](javascript:alert("XSS link"))',
-    '<a href="javascript:alert(\'XSS anchor\')">click</a>',
-    '![x](y" onerror="alert(\'XSS image\'))',
-    '] (javascript:alert("XSS bracket")) [',
-    '` <img src=x onerror=alert("XSS code")> `',
-    '\\(\\href{javascript:alert("XSS tex")}{x}\\)',
-    '--8<-- ".git/config"',
-    '{{ rec:' + ID + '.cpu:environment.jax }}',
-    '{{ recordings:' + ID + ' }}',
-    '{% include ".git/config" %}',
-    'RECVAL0N0END',
-]
+# Each payload is one line (LESSON: the seed's id); stdout and the prose fields carry all of
+# them, line by line. For the notebook also raw HTML, markup in a formula's text and attribute
+# lists; not \href, which Temml refuses there, stopping the build in one line (test_math.py).
+HOSTILE = json.loads((FIXTURES / "hostile_payloads.json").read_text().replace("LESSON", ID))
+PAYLOADS = HOSTILE["payloads"]
 HOSTILE_TEXT = "\n".join(PAYLOADS)
-
-# For the notebook also raw HTML, markup in a formula's text and attribute lists; not
-# \href, which Temml refuses there, stopping the build in one line (tests/test_math.py).
-NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload] + [
-    '<div onclick="alert(\'XSS div\')">\n\nraw block\n\n</div>',
-    '$\\text{<img src=x onerror=alert("XSS mtext")>}$',
-    'styled {: onclick="alert(\'XSS attr\')" }',
-    '<iframe src="javascript:alert(\'XSS iframe\')"></iframe>',
-]
+NOTEBOOK_PAYLOADS = [payload for payload in PAYLOADS if "\\href" not in payload] + \
+    HOSTILE["notebookOnly"]
 
 
 def hostile_project(destination):

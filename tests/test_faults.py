@@ -22,7 +22,7 @@ from typing import Callable
 import psutil
 import pytest
 
-from conftest import FIRST_LESSON, LESSONS, SEED, each_lesson, recording_name
+from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
                      run, snapshot, still_running, unchanged)
@@ -447,27 +447,12 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
 
 # --- arguments refused before anything runs ----------------------------------------------
 
-@pytest.mark.parametrize("args, message", [
-    (["--processes", "1"], "--processes 1 cannot be recorded (a multi-process run needs 2"),
-    (["--processes", "-4"], "--processes -4 cannot be recorded"),
-    (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
-    (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
-    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB free"),
-    (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
-    (["--processes"], "argument --processes: expected one argument"),
-    (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
-    (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
-    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process run; run "
-                               "`python scripts/record.py --processes 4 --launcher mpirun`"),
-    (["--calls", "5"], "--calls sets the repeated calls of a multi-process run, 1 or more: "
-                       "run `python scripts/record.py --processes 4 --calls 5`"),
-    (["--processes", "4", "--calls", "0"], "--calls sets the repeated calls"),
-    (["--devices", "0"], f"--devices 0: {ID} is recorded on {SEED.devices} devices"),
-    (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
-    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count its "
-                         f"page describes (`devices` in lesson_code/lessons.toml); to try 8 "
-                         f"without recording, run `python -m {SEED.module} --devices 8`"),
-])
+# Each: record.py's arguments, and words of the line ({id}, {devices}, {module}: the seed's).
+REFUSALS = [(args, message.format(id=ID, devices=SEED.devices, module=SEED.module))
+            for args, message in json.loads((FIXTURES / "record_refusals.json").read_text())]
+
+
+@pytest.mark.parametrize("args, message", REFUSALS)
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
@@ -660,33 +645,9 @@ def run_lesson(devices):
     return {"devices": len(devices)}
 """
 
-# Each row: the arguments ({tmp}: a folder holding target.json, a link to it, a fifo, a
+# Each case: the arguments ({tmp}: a folder holding target.json, a link to it, a fifo, a
 # dangling link and a regular file old.json), SHELL_LESSON, the status, the line it ends on.
-ENDS = "the lesson did not finish"
-SHELL = {
-    "Ctrl-C": ((), "SIGINT", 130, f"error: interrupted by SIGINT; {ENDS}"),
-    "SIGTERM": ((), "SIGTERM", 143, f"error: interrupted by SIGTERM; {ENDS}"),
-    "SIGHUP": ((), "SIGHUP", 129, f"error: interrupted by SIGHUP; {ENDS}"),
-    "a Ctrl-C the lesson swallowed": ((), "SIGINT swallowed", 130, f"by SIGINT; {ENDS}"),
-    "SIGHUP under nohup": ((), "SIGHUP nohup", 0, ""),
-    "a reader that went away": ((), "lines", 141, ""),
-    "--devices 0": (("--devices", "0"), "", 2, "at least 1 (got 0); try --devices 4"),
-    "--devices 257": (("--devices", "257"), "", 2, "more than the 256 logical CPU devices"),
-    "--devices 2.5": (("--devices", "2.5"), "", 2, "invalid int value: '2.5'"),
-    "--devices 9": (("--devices", "9"), "", 2, "this machine has 8; pass --devices 8"),
-    "--platform xyz": (("--platform", "xyz"), "", 2, "invalid choice: 'xyz'"),
-    "--platform tpu": (("--platform", "tpu"), "", 2, "error: no TPU backend on this machine"),
-    "--data-out a new file": (("--data-out", "{tmp}/new.json"), "", 0, ""),
-    "--data-out a file": (("--data-out", "{tmp}/old.json"), "", 0, ""),
-    "--data-out in no folder": (("--data-out", "{tmp}/missing/d"), "", 2, "not a writable"),
-    "--data-out a folder": (("--data-out", "{tmp}"), "", 2, "is a folder; give a file path"),
-    **{f"--data-out {name}": (("--data-out", f"{{tmp}}/{name}.json"), "", 2,
-                              "is not a regular file, and only a regular file is replaced")
-       for name in ("link", "fifo", "dangling")},
-    "--data-out, then a link": (("--data-out", "{tmp}/old.json"), "relinked", 1,
-                                "the lesson passed, but its data was not written"),
-    "--data-out, a link to stage": (("--data-out", "{tmp}/old.json"), "taken", 1, "(File exists)"),
-}
+SHELL = json.loads((FIXTURES / "program_shell_cases.json").read_text())
 
 
 def not_regular_files(folder):

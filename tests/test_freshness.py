@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import project, raised_in_one_line, run
+from harness import edit, project, raised_in_one_line, run, written
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
@@ -36,10 +36,6 @@ def drawings(figure):
     return [f"figures/{LESSON_ID}{figure}{suffix}"
             for suffix in (".svg", "-dark.svg", "-narrow.svg", "-narrow-dark.svg", ".csv",
                            ".json")]
-
-
-def edit(path, change):
-    path.write_text(change(path.read_text()))
 
 
 def append_comment(text):
@@ -244,15 +240,6 @@ def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, m
 
 
 # --- one broken tree, checked once: each breakage, and the lines --check names it by ------
-
-def written(*files):
-    """Write each (path, text) below the root; a name may hold bytes that are not UTF-8."""
-    def make(root):
-        for relative, text in files:
-            (root / relative).parent.mkdir(parents=True, exist_ok=True)
-            (root / relative).write_text(text)
-    return make
-
 
 def into_a_directory(relative):
     def make(root):

@@ -17,7 +17,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import PUBLISHED_SEED, ROOT, SEED
 from harness import run
-from scripts.store.hashes import import_closure
+from scripts.store.hashes import import_closure, without_docstrings
 
 lesson = importlib.import_module(SEED.module)
 exercises = importlib.import_module(f"{SEED.module}_exercises")
@@ -222,13 +222,6 @@ def snippet_sections(path):
 
 def is_hole(node):
     return isinstance(node, ast.Call) and getattr(node.func, "id", None) == "todo"
-
-
-def without_docstrings(tree):
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.Module)) and ast.get_docstring(node):
-            node.body = node.body[1:]
-    return tree
 
 
 def match_with_holes(scaffold, solution, where="section"):

@@ -11,7 +11,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mkdocs.exceptions import PluginError
 
-from conftest import FIRST_LESSON, LESSONS, ROOT, recording_name
+from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, recording_name
 from harness import raised_in_one_line
 from scripts.pages import page_language
 from scripts.pages.directives import recorded_value, value_text
@@ -28,35 +28,10 @@ def of_a_lesson(markdown):
     return markdown.replace("LESSON", FIRST_LESSON.id)
 
 
-@pytest.mark.parametrize("markdown, words", [
-    ("{{ rec:LESSON.cpu }}", "malformed page directive '{{ rec:LESSON.cpu }}'"),  # no dotted path
-    ("{{ rec:LESSON.cpu:environment/jax }}", "malformed page directive"),  # a `/` in a path
-    ("{{ rec:LESSON.cpu:environment.jax", "malformed page directive"),  # never closed
-    ("{{ rce:LESSON.cpu:environment.jax }}", "malformed page directive '{{ rce:"),  # misspelt
-    ("{{ rec: }}", "malformed page directive '{{ rec: }}'"),
-    ("The runs: {{ recordings:LESSON }} inline.", "malformed page directive"),  # a block
-    ("{{ rec:LESSON.cpu:environment.jax|.2f }}", "cannot format a str with '|.2f'"),
-    ("{{ rec:LESSON.cpu:environment }}", "is a dict, not one value"),
-    ("{{ rec:LESSON.cpu:data.no.such }}", "no value at 'data.no.such'"),
-    ("{{ if-recorded:LESSON.tpu }} yes", "an {{ if-recorded:... }} without its {{ else }} and "
-                                         "{{ end }}; add them"),
-    ("[the JAX version]({{ rec:LESSON.cpu:environment.jax }})",
-     "a recorded value ended up in a href= attribute"),
-    ("![chart]({{ rec:LESSON.cpu:environment.jax }})",
-     "a recorded value ended up in a src= attribute"),
-    ("# Run on {{ rec:LESSON.cpu:environment.deviceKind }}",
-     "a {{ rec:... }} value is in the page's first heading"),
-    *((f"| a |\n|---|\n{{{{ rec-table:LESSON.cpu:{table} }}}}", words) for table, words in [
-        ("data.autodiff.transposeWords@data.compiledCollectives.all_reduce | {*}",
-         "has no value at 'data.autodiff.transposeWords.all_reduce'"),
-        ("data.budget@data.shards | {ranks}", "drop @data.shards"),
-        ("data.autodiff.transposeWords@environment | {*}", "is not a list of keys"),
-        ("environment.jax | {x}", "a rec-table needs a list"),
-        ("data.budget | {missing}", "has no value at 'data.budget.0.missing'"),
-        ("data.budget | {ranks} }", "has a brace that is no {field}"),
-        ("data.budget | {ranks|.2s}", "cannot format a int"),
-        ("data.budget | {ranks|>1000000}", "widths up to")]),
-])
+# Each: a page's Markdown, and words of its one line: a directive misspelt, never closed, with
+# a `/` or no dotted path, a block inline, a value that cannot be formatted or placed there.
+@pytest.mark.parametrize("markdown, words",
+                         json.loads((FIXTURES / "unresolvable_directives.json").read_text()))
 def test_a_directive_that_cannot_be_resolved_is_one_line_never_published(markdown, words):
     assert of_a_lesson(words) in str(raised_in_one_line(PageError, converted, markdown))
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
-from harness import (RECORD, changed, edit, leftover_temp_files, one_error, project, run,
-                     snapshot, unchanged)
+from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, project,
+                     run, snapshot, unchanged, written)
 from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import lesson_command
@@ -82,14 +82,6 @@ def test_the_notebook_and_the_recording_are_one_execution(recorded):
     assert f"'all_reduce': {round(float(np.median(every)), 1)}" in printed
 
 
-def edited(path, change):
-    return lambda root: edit(root / path, change)
-
-
-def written(path, text):
-    return lambda root: (root / path).write_text(text)
-
-
 def failing_step(text):  # fails its check, as a wrong result does (run_lesson's first cell)
     first = '    print(f"Devices: '
     return text.replace(first, '    assert False, "deliberately broken"\n' + first, 1)
@@ -139,13 +131,13 @@ FAILED_RUNS = {
         f"(RuntimeError: a statement no section uses), though its cells ran: fix the "
         f"statements outside its sections; nothing was written")),
     # The registry's ids follow the schema's lessonId pattern: the registry stops first.
-    "a corrupt schema": (written("recordings/schema.json", "{not json"), ("--check",), 2,
+    "a corrupt schema": (written(("recordings/schema.json", "{not json")), ("--check",), 2,
                          "error: recordings/schema.json: the schema cannot be read (not valid "
                          "JSON (Expecting property name enclosed in double quotes: line 1 column "
                          "2 (char 1))); run `git checkout -- recordings/schema.json`"),
-    "a corrupt sweep": (written(SWEEP, "[1]"), ("--render-only",), 1,
+    "a corrupt sweep": (written((SWEEP, "[1]")), ("--render-only",), 1,
                         f"error: {SWEEP}: expected a JSON object; run `make bench`"),
-    "a corrupt recording": (written(CPU, "{not json"), ("--render-only",), 1, (
+    "a corrupt recording": (written((CPU, "{not json")), ("--render-only",), 1, (
         f"error: {CPU}: not valid JSON (Expecting property name enclosed in double quotes: "
         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`")),
     "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be recorded "

@@ -18,8 +18,8 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, RECORD, Started, changed, clean_env, one_error, project,
-                     raised_in_one_line, refused, run, snapshot)
+from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env,
+                     one_error, project, raised_in_one_line, refused, run, snapshot)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
@@ -52,21 +52,12 @@ def clone(tmp_path):
 
 
 def clone_into(repo):
-    """A clone whose HEAD is the working tree as it is (the job archives HEAD), so an
-    uncommitted change to the job is what its tests run."""
-    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(repo)], check=True)
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
-                             "--exclude-standard"], cwd=ROOT, capture_output=True, check=True)
-    for name in filter(None, os.fsdecode(listed.stdout).split("\0")):
-        (repo / name).unlink(missing_ok=True)  # a file deleted here goes there too
-        if (ROOT / name).exists() or (ROOT / name).is_symlink():
-            (repo / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, repo / name, follow_symlinks=False)
-    subprocess.run(["git", "add", "--all"], cwd=repo, check=True)
-    subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost", "commit",
-                    "--quiet", "--allow-empty", "-m", "the working tree"], cwd=repo, check=True)
-    if (ROOT / "node_modules").exists():  # the build's Temml, linked as harness.project does
-        (repo / "node_modules").symlink_to(ROOT / "node_modules")
+    """The project as it is now (an uncommitted change to the job is what its tests run),
+    committed in a repository of its own: the job archives HEAD."""
+    project(repo, (*PROJECT_PARTS, ".gitignore"))
+    for args in (("init", "--quiet"), ("add", "--all"), ("commit", "--quiet", "-m", "as it is")):
+        subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
+                        *args], cwd=repo, check=True)
     return repo
 
 
@@ -240,9 +231,6 @@ REFUSED = {
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
     "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
     "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
-    # Under the characters' limit, over the lines': the limit is validation's, not record.py's.
-    "3,001 stdout lines": (dict(stdout="".join(f"{n}\n" for n in range(3000)) + f"PASS: {ID}\n"),
-                           "invalid at stdout: 3001 lines, and a recording holds at most 2000"),
 }
 
 
@@ -254,19 +242,9 @@ def test_check_tpu_recording_refuses_with_the_reason(case, tmp_path):
                                                     fetched, SEED)))
 
 
-# A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back.
-FAILURES = {
-    "not-logged-in": ["create the v6e-4 VM", "active account", "gcloud auth login"],
-    "capacity": ["no v6e-4 capacity or quota in us-east5-b", "RESOURCE_EXHAUSTED",
-                 "another zone"],
-    "remote-fail": ["record the lesson on the chips", "no TPU backend",
-                    "record.py --platform tpu"],
-    "no-pip": ["install uv, Python 3.11", "No module named pip",
-               "sudo apt-get install -y python3-pip"],
-    "ssh-drop": ["record the lesson on the chips", "failed: the ssh connection to the VM "
-                 "dropped", "Broken pipe"],
-    "stale": ["changed; run `python scripts/tpu_job.py"],  # a refused recording
-}
+# A step failed by the fake gcloud's mode, or (a refused recording) by what it hands back;
+# each with words of the one line.
+FAILURES = json.loads((FIXTURES / "tpu_job_failures.json").read_text())
 
 
 @pytest.mark.parametrize("mode", FAILURES)
