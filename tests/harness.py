@@ -353,8 +353,10 @@ def keep_lessons(root, *ids):
 
     for folder in (*OUTPUTS, "recordings/analysis", "docs/lessons"):
         for path in (root / folder).iterdir() if (root / folder).is_dir() else ():
-            if gone(path.name):
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if gone(path.name) and path.is_dir():
+                shutil.rmtree(path)
+            elif gone(path.name):
+                path.unlink()
     config, page = root / "mkdocs.yml", re.compile(r"(?:lessons|notebooks)/([^/\s\"']+\.md)")
     if config.exists():  # a nav line naming a page taken out
         config.write_text("".join(line for line in config.read_text().splitlines(True)
@@ -368,7 +370,7 @@ def keep_lessons(root, *ids):
 def remove_fixture_lesson(root):
     """The fixture lesson's entry, files, page, outputs and lock entries taken out of `root`."""
     fixture = fixture_entry()[1]
-    keep_lessons(root, *(id for id in load_lessons(root) if id != fixture))
+    keep_lessons(root, *(one for one in load_lessons(root) if one != fixture))
     for name in FIXTURE_FILES:
         (root / "lesson_code" / name).unlink(missing_ok=True)
 
