@@ -22,7 +22,7 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 # No JAX in either; after the settings above.
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
                      add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry, keep_lessons,
-                     project, rederive_analyses, remove_fixture_lesson, run)
+                     project, rederive_analyses, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
