@@ -45,40 +45,30 @@ def add_unlisted_lessons(nav, lessons, docs):
         where += len(entries)
 
 
-def scaffold_module(lesson):
-    """The exercise scaffold a learner edits, `<lesson module>_exercises`, if there is one."""
-    module = f"{lesson.module}_exercises"
-    return module if lesson.path(module).is_file() else None
-
-
 def downloadable_files(lesson):
-    """The lesson's program, then its exercise scaffold, relative to the repository root."""
-    modules = [lesson.module, scaffold_module(lesson)]
-    return [lesson.path(module).relative_to(lesson.root).as_posix()
-            for module in modules if module]
-
-
-def runs_alone(lesson, module=None):
-    """Whether the module imports nothing else of this repository."""
-    path = lesson.path(module)
-    return import_closure(path, lesson.root) == [path]
+    """The lesson's program, then the exercise scaffold a learner edits
+    (`<lesson module>_exercises`) if there is one, relative to the repository root."""
+    scaffold = lesson.path(f"{lesson.module}_exercises")
+    paths = [lesson.path(), scaffold] if scaffold.is_file() else [lesson.path()]
+    return [path.relative_to(lesson.root).as_posix() for path in paths]
 
 
 def downloads(lesson, page_uri, docs):
     """The lesson page's last section: its program, scaffold and notebook."""
     here = posixpath.dirname(page_uri)
 
-    def item(path, what, module=None):
-        name = posixpath.basename(path)
-        how = (f"; it runs on its own (`python {name}`)" if runs_alone(lesson, module)
+    def item(path, what):
+        name, file = posixpath.basename(path), lesson.root / path
+        # It runs alone when it imports nothing else of this repository.
+        how = (f"; it runs on its own (`python {name}`)"
+               if import_closure(file, lesson.root) == [file]
                else ", run from a checkout of the repository (it imports other modules)")
         return f"- [`{name}`]({posixpath.relpath(path, here)}){{ download }}: {what}{how}"
 
     program, *scaffold = downloadable_files(lesson)
     lines = ["", "", "## Downloads", "", item(program, "the lesson program")]
     if scaffold:
-        lines.append(item(scaffold[0], "the exercise scaffold you fill in",
-                          scaffold_module(lesson))
+        lines.append(item(scaffold[0], "the exercise scaffold you fill in")
                      + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
     if (docs / for_lesson(lesson).notebook_page).is_file():  # beside its page (site_files.py)
         link = posixpath.relpath(f"notebooks/{lesson.id}/{lesson.id}.ipynb", here)
