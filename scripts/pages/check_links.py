@@ -51,9 +51,7 @@ class PageLinks(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         attrs = {name: value or "" for name, value in attrs}
-        for key in ("id", "name"):
-            if attrs.get(key):
-                self.ids.add(attrs[key])
+        self.ids |= {attrs[key] for key in ("id", "name") if attrs.get(key)}
         rel = attrs.get("rel", "")
         for attr, value in attrs.items():
             if (tag, attr) in LOADED or (tag, attr) in FOLLOWED:
@@ -67,10 +65,6 @@ class PageLinks(HTMLParser):
         if tag == "base":
             self.links.append(("base", "href", attrs.get("href", ""), ""))
         self.in_style = tag == "style"
-
-    def handle_startendtag(self, tag, attrs):
-        self.handle_starttag(tag, attrs)
-        self.in_style = False
 
     def handle_endtag(self, tag):
         self.in_style = False
@@ -151,10 +145,8 @@ def broken_links(site, base_path="/"):
     problems = []
     for page, links in parsed.items():
         where = page.relative_to(site).as_posix()
-        for link in links.links:
-            found = problem(site, page, where, parsed, link, base_path)
-            if found:
-                problems.append(found)
+        problems += filter(None, (problem(site, page, where, parsed, link, base_path)
+                                  for link in links.links))
     return problems, len(pages)
 
 
