@@ -24,11 +24,6 @@ def count_words(numbers):
     return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
 
 
-def fenced(marker, indent="    "):
-    """A text code fence around a marker: the recorded text arrives after Markdown."""
-    return f"{indent}```text\n{indent}{marker}\n{indent}```"
-
-
 def executed_recordings(lesson_id, sources, every_kind=False):
     """The executed recordings of a lesson (of every lesson when `lesson_id` is None), or
     its recordings of every kind (an analysis has none), as freshness.Loaded values."""
@@ -84,6 +79,8 @@ def recording_tabs(lesson_id, sources, values):
                   f"{values.hold(env.get('deviceKind', '?'))} · "
                   f"NumPy {values.hold(env['numpy'])} · "
                   f"`{values.hold(' '.join(recording.get('command', [])))}`", "",
-                  fenced(values.hold(recording["stdout"].rstrip("\n"))), ""]
+                  # A fence around a marker: the recorded text arrives after Markdown.
+                  "    ```text", "    " + values.hold(recording["stdout"].rstrip("\n")),
+                  "    ```", ""]
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
