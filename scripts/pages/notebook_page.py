@@ -20,7 +20,6 @@ from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError
 from scripts.store.recordings import RecordingError, read_json
 
-TEXT_OUTPUTS = ("text/plain",)
 # The site's extensions that only shape the text they are given, by module: no snippets
 # (they read files), no attr_list or md_in_html (attributes and raw HTML).
 INERT_EXTENSIONS = ("markdown.extensions.admonition", "markdown.extensions.tables",
@@ -62,9 +61,8 @@ def output_text(output, where):
     if not isinstance(data, dict):
         raise PageError(f"{where}: an output's `data` is not a mapping; rerun "
                         f"`python scripts/record.py`")
-    for mime in TEXT_OUTPUTS:
-        if mime in data:
-            return joined(data[mime], where)
+    if "text/plain" in data:
+        return joined(data["text/plain"], where)
     raise PageError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
                     f"shown as text; pages/notebook_page.py shows text outputs only, so print "
                     f"the result instead and rerun `python scripts/record.py`")
