@@ -19,7 +19,7 @@ from markdown.postprocessors import Postprocessor
 from scripts.figures.variants import BY_SUFFIX, NARROW_MEDIA
 from scripts.pages.api_links import with_api_links
 from scripts.pages.figure_data import data_line
-from scripts.pages.layout import (may_overflow_a_phone, table_names, text_of,
+from scripts.pages.layout import (TAGS, may_overflow_a_phone, table_names, text_of,
                                   with_named_math_headers)
 from scripts.pages.page_language import page_finished
 from scripts.pages.page_location import page_location
@@ -186,12 +186,11 @@ def with_named_tables(text):
 # fill the search index every page loads (the processes and sweep pages' tables are most
 # of it) and match nothing a reader types. A table mostly of words stays searchable.
 SEARCH_EXCLUDED = ' data-search-exclude="numbers"'
-TAG = re.compile(r"<[^>]+>")
 
 
 def mostly_numbers(table, share=0.25):
     """Whether digits are at least `share` of a table's letters and digits."""
-    text = TAG.sub(" ", table)
+    text = TAGS.sub(" ", table)
     digits = sum(char.isdigit() for char in text)
     letters = sum(char.isalpha() for char in text)
     return digits >= share * (digits + letters) if digits + letters else False
