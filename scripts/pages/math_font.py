@@ -12,6 +12,8 @@ from pathlib import Path
 
 from mkdocs.exceptions import PluginError
 
+from scripts.pages.layout import text_of
+
 SOURCE = Path("/usr/share/texmf/fonts/opentype/public/lm-math/latinmodern-math.otf")
 # Pinned by content: another version would change every formula's drawing unseen.
 SOURCE_SHA256 = "6075562b771f8b82f0c179e363389684f2dd09de30038269e2628e504bd7be0f"
@@ -20,7 +22,6 @@ FONT = Path("assets") / "fonts" / "lesson-math.woff"
 NAMES = {1: "Lesson Math", 3: "LessonMath-Regular", 4: "Lesson Math",
          6: "LessonMath-Regular", 16: "Lesson Math"}
 FORMULA = re.compile(r"<math\b.*?</math>", re.S)
-ANNOTATION = re.compile(r"<annotation\b.*?</annotation>", re.S)
 # A one-character <mi> without a mathvariant is drawn as MathML Core's `math-auto` says.
 SINGLE_LETTER = re.compile(r"<mi\b(?![^>]*\bmathvariant=)[^>]*>([^<])</mi>")
 LETTER = re.compile(r"(?:LATIN|GREEK) (SMALL|CAPITAL) LETTER ([A-Z ]+)")
@@ -40,11 +41,9 @@ def math_auto(character):
 
 def drawn_characters(html_text):
     """The characters the formulas of a page draw (no annotation, space or invisible one)."""
-    used = set()
-    for formula in FORMULA.findall(ANNOTATION.sub("", html_text)):
-        formula = SINGLE_LETTER.sub(lambda m: math_auto(html.unescape(m[1])), formula)
-        used |= set(html.unescape(re.sub(r"<[^>]+>", "", formula)))
-    return {char for char in used if not char.isspace()
+    drawn = "".join(text_of(SINGLE_LETTER.sub(lambda m: math_auto(html.unescape(m[1])), formula))
+                    for formula in FORMULA.findall(html_text))
+    return {char for char in drawn if not char.isspace()
             and unicodedata.category(char) != "Cf" and not "\ufe00" <= char <= "\ufe0f"}
 
 
