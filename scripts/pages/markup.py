@@ -50,14 +50,13 @@ def svg_size(path):
     if not root:
         return None
     attrs = dict(re.findall(r'\b(width|height|viewBox)="([^"]*)"', root.group(0)))
+    box = attrs.get("viewBox", "").replace(",", " ").split()
     size = []
     for name, index in (("width", 2), ("height", 3)):
         length = LENGTH.match(attrs.get(name, ""))
         if length:
             size.append(round(float(length.group(1)) * PX_PER_UNIT[length.group(2)]))
-        elif name not in attrs and len(box := attrs.get("viewBox", "").replace(",", " ")
-                                       .split()) == 4 \
-                and all(VIEW_BOX_NUMBER.fullmatch(number) for number in box):
+        elif name not in attrs and len(box) == 4 and all(map(VIEW_BOX_NUMBER.fullmatch, box)):
             size.append(round(float(box[index])))  # no width: the browser draws the box
         else:
             # A width that is not a length (`abc`, `.`, `10%`, a hand edit): a browser
@@ -131,8 +130,7 @@ def sized_linked_image(match, page):
     if source and (link is None or to_itself) and "width=" not in image \
             and drawn_variants(source.group(1), page):
         return figure_in_both_palettes(image, source.group(1), page)
-    image = sized_image(image, page)
-    source = SOURCE.search(image)
+    image = sized_image(image, page)  # its src as it was
     if link or not source:
         return (link or "") + image + (closing or "")
     return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")
