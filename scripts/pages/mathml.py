@@ -82,7 +82,13 @@ class Temml:
 
     def __call__(self, formulas, where):
         if self.node is None or self.node.poll() is not None:
-            self.node = self.start()
+            try:
+                self.node = subprocess.Popen(["node", str(TYPESET)], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                             encoding="utf-8")
+            except FileNotFoundError:
+                raise MathError("node is missing: install Node.js 20 (apt-get install "
+                                "nodejs), then run `make install`") from None
         try:
             self.node.stdin.write(json.dumps([{"tex": tex, "display": display}
                                               for tex, display in formulas]) + "\n")
@@ -104,16 +110,6 @@ class Temml:
                                 f"({result['error']}); rewrite it in the TeX that Temml "
                                 f"reads (temml.org)")
         return [result["mathml"] for result in results]
-
-    @staticmethod
-    def start():
-        try:
-            return subprocess.Popen(["node", str(TYPESET)], stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    encoding="utf-8")
-        except FileNotFoundError:
-            raise MathError("node is missing: install Node.js 20 (apt-get install nodejs), "
-                            "then run `make install`") from None
 
     def close(self):
         if self.node is not None:
