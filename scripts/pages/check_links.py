@@ -150,9 +150,8 @@ def broken_links(site, base_path="/"):
     return problems, len(pages)
 
 
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    site = Path(argv[0] if argv else "site")
+def main():
+    site = Path(sys.argv[1] if len(sys.argv) > 1 else "site")
     if not (site / "index.html").exists():
         print(f"error: {site}/index.html not found; run `make build` first", file=sys.stderr)
         return 2
