@@ -18,7 +18,7 @@ from scripts import display
 from scripts.pages.directives import NOTEBOOK
 from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError
-from scripts.store.recordings import RecordingError, read_json
+from scripts.store.recordings import RECORD, RecordingError, read_json
 
 # The site's extensions that only shape the text they are given, by module: no snippets
 # (they read files), no attr_list or md_in_html (attributes and raw HTML).
@@ -43,8 +43,7 @@ def joined(text, where):
         return text
     if isinstance(text, list) and all(isinstance(part, str) for part in text):
         return "".join(text)
-    raise PageError(f"{where}: holds {type(text).__name__} where text belongs; "
-                    f"rerun `python scripts/record.py`")
+    raise PageError(f"{where}: holds {type(text).__name__} where text belongs; rerun `{RECORD}`")
 
 
 def output_text(output, where):
@@ -55,36 +54,33 @@ def output_text(output, where):
         lines = output.get("traceback", [])
         if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
             raise PageError(f"{where}: an error output's traceback is not a list of lines; "
-                            f"rerun `python scripts/record.py`")
+                            f"rerun `{RECORD}`")
         return "\n".join(re.sub(r"\x1b\[[0-9;]*m", "", line) for line in lines)
     data = output.get("data", {})
     if not isinstance(data, dict):
-        raise PageError(f"{where}: an output's `data` is not a mapping; rerun "
-                        f"`python scripts/record.py`")
+        raise PageError(f"{where}: an output's `data` is not a mapping; rerun `{RECORD}`")
     if "text/plain" in data:
         return joined(data["text/plain"], where)
     raise PageError(f"{where}: an output of kind {kind!r} with {sorted(data)} cannot be "
                     f"shown as text; pages/notebook_page.py shows text outputs only, so print "
-                    f"the result instead and rerun `python scripts/record.py`")
+                    f"the result instead and rerun `{RECORD}`")
 
 
 def notebook_markdown(path):
     """The cells of the notebook at `path` as Markdown; one that is not one, in one line."""
     where = display(path)
     try:
-        notebook = read_json(path, "python scripts/record.py")
+        notebook = read_json(path, RECORD)
     except RecordingError as error:
         raise PageError(str(error)) from None
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
-        raise PageError(f"{where}: `cells` is not a list of cells; rerun "
-                        f"`python scripts/record.py`")
+        raise PageError(f"{where}: `cells` is not a list of cells; rerun `{RECORD}`")
     blocks = []
     for number, cell in enumerate(cells, start=1):
         at, outputs = f"{where}, cell {number}", cell.get("outputs", [])
         if not isinstance(outputs, list) or not all(isinstance(o, dict) for o in outputs):
-            raise PageError(f"{at}: its outputs are not a list of outputs; rerun "
-                            f"`python scripts/record.py`")
+            raise PageError(f"{at}: its outputs are not a list of outputs; rerun `{RECORD}`")
         text = joined(cell.get("source", ""), at)
         if cell.get("cell_type") == "markdown":
             blocks.append(text)
