@@ -168,8 +168,7 @@ class PageMarkup(Extension):
         md.postprocessors.register(Markup(md), "markup", -20)  # after the MathML (-10)
 
 
-def makeExtension(**kwargs):  # the name Python-Markdown looks for
-    return PageMarkup(**kwargs)
+makeExtension = PageMarkup  # the name Python-Markdown calls
 
 
 def with_named_tables(text):

@@ -262,5 +262,4 @@ class MathML(Extension):
         md.postprocessors.register(Formulas(md), "mathml", -10)
 
 
-def makeExtension(**kwargs):  # the name Python-Markdown looks for
-    return MathML(**kwargs)
+makeExtension = MathML  # the name Python-Markdown calls

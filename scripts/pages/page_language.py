@@ -139,5 +139,4 @@ class RecordedText(Postprocessor):
         return values.fill(text)
 
 
-def makeExtension(**kwargs):  # the name Python-Markdown looks for
-    return PageLanguage(**kwargs)
+makeExtension = PageLanguage  # the name Python-Markdown calls
