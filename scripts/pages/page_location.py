@@ -14,9 +14,8 @@ class PageLocation(NamedTuple):
 
 def page_location(md):
     if "relpath" in md.treeprocessors:
-        file = md.treeprocessors["relpath"].file
-        url = file.url
-        return PageLocation(file.src_uri, url[:-1] if url.endswith("/") else posixpath.dirname(url))
+        file = md.treeprocessors["relpath"].file  # url "lessons/x/": base "lessons/x"
+        return PageLocation(file.src_uri, posixpath.dirname(file.url))
     if "rendering_context" in md.preprocessors:
         source = md.preprocessors["rendering_context"].page.path
         return PageLocation(source, posixpath.dirname(source))
