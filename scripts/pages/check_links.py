@@ -111,8 +111,7 @@ def problem(site, page, where, parsed, link, base_path):
         return None if loaded_image else f"{where}: {shown} is a data: address; link a file"
     if scheme == "mailto" and (tag, attr) in FOLLOWED:
         return None
-    outside = scheme in ("http", "https") or url.startswith("//")
-    if outside:
+    if scheme in ("http", "https") or url.startswith("//"):  # outside the site
         if tag == "meta":
             return f"{where}: {shown} redirects out of the site; link to it instead"
         loaded = (tag, attr) in LOADED or attr in ("style", "url")  # CSS: always loaded
