@@ -141,8 +141,7 @@ def tight_in_scripts(node, depth=0, compact=False):
     # An empty operator draws nothing, but MathML Core spaces an unknown one 5/18 em a side.
     if node.tag == "mo" and (depth > 0 and character not in LARGE_OPERATORS or not character) \
             and not {"lspace", "rspace"} & set(node.attrib):
-        node.set("lspace", "0")
-        node.set("rspace", "0")
+        node.attrib.update(lspace="0", rspace="0")
     for index, child in enumerate(node):
         if index and node.tag in SCRIPTED:
             tight_in_scripts(child, depth + SCRIPTED[node.tag], True)
