@@ -7,7 +7,7 @@ import re
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -53,8 +53,6 @@ def kill_marked(mark=None, timeout_s=10):
         if not found:
             return
         for process in found:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 process.kill()
-            except psutil.NoSuchProcess:
-                pass
         time.sleep(0.02)
