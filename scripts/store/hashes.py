@@ -19,14 +19,6 @@ SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
 PACKAGES = ("lesson_code", "scripts")  # where import closures stop
 
 
-def module_file(name, root=ROOT):
-    base = root / name.replace(".", "/")
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.exists():
-            return candidate
-    return None
-
-
 class ClosureError(ValueError):
     """A module of an import closure cannot be read as Python; str() is one line."""
 
@@ -76,7 +68,7 @@ def code_digest(path):
     return module_facts(path)[0] if Path(path).is_file() else "missing"
 
 
-def import_closure(path, root=ROOT, packages=PACKAGES):
+def import_closure(path, root=ROOT):
     """`path` and every repository module it imports, transitively; a missing one is kept."""
     seen, todo = set(), [Path(path)]
     while todo:
@@ -87,10 +79,10 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
         if not current.exists():
             continue
         for name in module_facts(current, root)[1]:
-            if name.split(".")[0] in packages:
-                found = module_file(name, root)
-                if found is not None:
-                    todo.append(found)
+            if name.split(".")[0] in PACKAGES:
+                base = root / name.replace(".", "/")  # a module, else a package
+                todo += [found for found in (base.with_suffix(".py"), base / "__init__.py")
+                         if found.exists()][:1]
     return sorted(seen)
 
 
@@ -100,10 +92,7 @@ def digest_bytes(data):
 
 
 def digest(path):
-    path = Path(path)
-    if not path.is_file():
-        return "missing"
-    return digest_bytes(path.read_bytes())
+    return digest_bytes(Path(path).read_bytes()) if Path(path).is_file() else "missing"
 
 
 def package_name(line):
@@ -127,10 +116,10 @@ def requirement_sections(path):
     return sections
 
 
-def pin_lines(root=ROOT):
-    """{pin file: [the lines that can change a recording]}: requirements.txt's recording
-    sections, and every transitive version but the site's, tests' and lint's packages (a
-    needless re-record is cheaper than a stale recording presented as current)."""
+def pin_digests(root=ROOT):
+    """{pin file: sha256 of the lines that can change a recording, or "missing"}: those of
+    requirements.txt's recording sections, and every transitive version but the site's,
+    tests' and lint's packages (a needless re-record beats a stale one shown as current)."""
     requirements, constraints = (requirement_sections(root / name) for name in PINS)
     others = [requirements, *(requirement_sections(root / name) for name in TOOL_PINS)]
     tools = {package_name(line) for sections in others for title, pinned in sections.items()
@@ -139,14 +128,8 @@ def pin_lines(root=ROOT):
                        for line in requirements.get(title, [])],
              PINS[1]: [line for pinned in constraints.values() for line in pinned
                        if package_name(line) not in tools]}
-    return {name: lines[name] for name in PINS if (root / name).is_file()}
-
-
-def pin_digests(root=ROOT):
-    """{pin file: sha256 of its counted lines}; "missing" for a pin file that is not there."""
-    counted = pin_lines(root)
-    return {name: digest_bytes("".join(f"{line}\n" for line in counted[name]))
-            if name in counted else "missing" for name in PINS}
+    return {name: digest_bytes("".join(f"{line}\n" for line in lines[name]))
+            if (root / name).is_file() else "missing" for name in PINS}
 
 
 def file_digests(paths, root=ROOT):
