@@ -31,13 +31,6 @@ def changed(names):
     return f"stale, {', '.join(names)} changed"
 
 
-def stale_inputs(recording, current):
-    """The inputs whose digest in the recording's `contentFiles` differs from `current`."""
-    if "contentFiles" not in recording:  # the published seed predates contentFiles
-        return ["its inputs (it records no contentFiles)"]
-    return changed_files(recording["contentFiles"], current)
-
-
 def recording_state(output, root=ROOT, current=None):
     """(Loaded or None, [problem lines]) for one recording; `current`: its inputs' digests."""
     path = root / output.path
@@ -47,7 +40,9 @@ def recording_state(output, root=ROOT, current=None):
         recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
-    names = stale_inputs(recording, current or output.current_inputs(root))
+    # One older than contentFiles (the schema allows it) cannot say what it was made from.
+    names = changed_files(recording["contentFiles"], current or output.current_inputs(root)) \
+        if "contentFiles" in recording else ["its inputs (it records no contentFiles)"]
     loaded = Loaded(recording, for_lesson(output.lesson).stem(output.variant), output.path,
                     tuple(names))
     if names and output.required:
@@ -74,9 +69,8 @@ def derived_problems(output, lock, root=ROOT):
 
 def text_problems(notebook, lock, root=ROOT):
     """The notebook's line when the module text it shows changed."""
-    inputs = lock.get(notebook.path, {}).get("inputs", {})
-    if notebook.shows in inputs and notebook.shows in changed_files(
-            {notebook.shows: inputs[notebook.shows]}, notebook.current_inputs(root)):
+    recorded = lock.get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
+    if recorded is not None and recorded != digest(root / notebook.shows):
         return [problem(notebook.path, changed([notebook.shows]), notebook.fix)]
     return []
 
