@@ -320,8 +320,7 @@ def read_lock(root=ROOT):
     valid = {name: entry for name, entry in lock.items() if isinstance(entry, dict)
              and isinstance(entry.get("sha256"), str) and isinstance(entry.get("inputs"), dict)
              and all(isinstance(digest, str) for digest in entry["inputs"].values())}
-    malformed = [name for name in lock if name not in valid]
-    if malformed:
+    if malformed := [name for name in lock if name not in valid]:
         raise LockError(f"{display(path, root)}: the entry for {malformed[0][:80]!r} needs a "
                         f"`sha256` and `inputs` mapping each file to its digest", valid)
     return lock
