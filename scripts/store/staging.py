@@ -76,17 +76,13 @@ class Staging:
 
     def _move_every_file(self):
         """Each staged file into place, or the moved ones put back from links to the old."""
-        moved = []  # (target, a link to its old file) for each file already moved
+        # (target, a link to its old file), listed before the move: putting back a file
+        # whose move failed puts back the file it still is.
+        moved = []
         try:
             for temp, final in self.staged:
-                old = keep_old(final)
-                try:
-                    os.replace(temp, final)
-                except OSError:
-                    if old is not None:
-                        old.unlink(missing_ok=True)
-                    raise
-                moved.append((final, old))
+                moved.append((final, keep_old(final)))
+                os.replace(temp, final)
         except OSError as error:
             put_back(moved)
             raise StagingError(f"{display(final)}: cannot be moved into place "
