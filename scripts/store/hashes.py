@@ -8,7 +8,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from scripts import ROOT
+from scripts import ROOT, display
 
 PINS = ("requirements.txt", "constraints.txt")
 # Read only to know which packages are tools: the tests' and linter's, the benchmarks'.
@@ -36,8 +36,6 @@ def without_docstrings(tree):
 
 def module_facts(path, root=ROOT):
     """(digest of the code as executed, [imported names]); ClosureError if it does not parse."""
-    from scripts import display
-
     try:
         return facts_of_source(Path(path).read_bytes())
     except UnicodeDecodeError as error:
@@ -106,12 +104,9 @@ def requirement_sections(path):
     a file that is not there."""
     sections, current = {}, ""
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        heading = SECTION.match(line.strip())
-        if heading:
+        if heading := SECTION.match(line.strip()):
             current = heading.group(1)
-            continue
-        requirement = line.split("#")[0].strip()
-        if requirement:
+        elif requirement := line.split("#")[0].strip():
             sections.setdefault(current, []).append(requirement)
     return sections
 
@@ -149,11 +144,9 @@ def content_files(module_path, root=ROOT, extra=()):
 
 
 def combined_hash(digests):
-    text = "".join(f"{name} {value}\n" for name, value in sorted(digests.items()))
-    return digest_bytes(text)
+    return digest_bytes("".join(f"{name} {value}\n" for name, value in sorted(digests.items())))
 
 
 def changed_files(recorded, current):
     """Names whose digest differs between two digest maps, for the stale message."""
-    names = set(recorded) | set(current)
-    return sorted(n for n in names if recorded.get(n) != current.get(n))
+    return sorted(n for n in set(recorded) | set(current) if recorded.get(n) != current.get(n))
