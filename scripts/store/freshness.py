@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from scripts import ROOT, display
 from scripts.figures.data import FORMATS
 from scripts.store.hashes import changed_files, digest
-from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs,
-                                   figure_data_outputs, figure_outputs, for_lesson,
+from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs, for_lesson,
                                    notebook_output, read_lock, recording_outputs)
 from scripts.store.recordings import RecordingError, load_recording, read_json
 
@@ -87,8 +86,8 @@ CLAIMED = {"recordings": ((".json",), "belongs to no lesson in lesson_code/lesso
 
 def unclaimed(lessons, root=ROOT):
     """A line for each file of recordings/ and figures/ that no lesson's outputs name."""
-    claimed = set(NOT_RECORDINGS) | {output.path for lesson in lessons.values() for output in [
-        *recording_outputs(lesson, root), *figure_outputs(lesson), *figure_data_outputs(lesson)]}
+    claimed = set(NOT_RECORDINGS) | {output.path for lesson in lessons.values() for output in
+                                     [*recording_outputs(lesson, root), *derived_outputs(lesson)]}
     lines = []
     for folder, (suffixes, what) in CLAIMED.items():
         paths = sorted((root / folder).iterdir()) if (root / folder).is_dir() else []
@@ -137,8 +136,7 @@ def load_analyses(lesson, lock, recordings, root=ROOT):
     for output in analysis_outputs(lesson):
         if from_absent_hardware_run(output, recordings, root):
             continue
-        problems = derived_problems(output, lock, root)
-        if problems:
+        if problems := derived_problems(output, lock, root):
             lines += problems
             continue
         try:
