@@ -100,8 +100,7 @@ def package_name(line):
 
 
 def requirement_sections(path):
-    """{section title: [requirement lines]} of a pin file (`# --- title ---` rules); {} for
-    a file that is not there."""
+    """{section title: [requirement lines]} of a pin file (`# --- title ---` rules), or {}."""
     sections, current = {}, ""
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
         if heading := SECTION.match(line.strip()):

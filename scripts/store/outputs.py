@@ -205,8 +205,7 @@ class AnalysisKind:
     renderer = "analysis"
 
     def render(self, recording, overlay=None):  # no analysis draws over another recording
-        analysis = importlib.import_module(self.module).analyse(self.variant, recording)
-        return analysis_text(analysis)
+        return analysis_text(importlib.import_module(self.module).analyse(self.variant, recording))
 
 
 def analysis_outputs(lesson):

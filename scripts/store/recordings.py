@@ -87,8 +87,8 @@ def parse_json(data, where, fix=None):
         raise RecordingError(f"{where}: not valid JSON ({str(error)[:160]})", fix) from None
 
 
-def read_json(path, fix=None, limit=MAX_JSON_BYTES):
-    return parse_json(read_bytes(path, fix, limit), display(path), fix)
+def read_json(path, fix=None):
+    return parse_json(read_bytes(path, fix), display(path), fix)
 
 
 def unreadable_schema(path, error):
