@@ -32,9 +32,9 @@ def gone(name):
     return bool(match) and not psutil.pid_exists(int(match[2]))  # another user's: still runs
 
 
-def remove_abandoned(prefix=None, directory=None):
+def remove_abandoned(prefix=None):
     """Remove this user's scratch folders (of any prefix by default) whose run is gone."""
-    for folder in Path(directory or tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
         match = NAME.fullmatch(folder.name)
         if match and prefix in (None, match[1]) and folder.is_dir() \
                 and not folder.is_symlink() and (folder / MARK).is_file() \
