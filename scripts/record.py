@@ -90,8 +90,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=Non
     """The single run: its notebook (CPU only), and its recording, from one kernel."""
     run = run_cells(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
-    found = lesson_environment(lesson, run.data)["deviceCount"]
-    if found != devices:
+    if (found := lesson_environment(lesson, run.data)["deviceCount"]) != devices:
         raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
                            f"gave {found}; record on a machine with {devices}")
     command = ["python", "scripts/record.py"] + (

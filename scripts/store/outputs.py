@@ -253,8 +253,8 @@ def figure_outputs(lesson):
                                   spec.module_path(), RENDER, kind=spec, overlay=overlay,
                                   variant=variant) for variant in spec.variants(lesson.root)]
     paths = [output.path for output in outputs]
-    twice = sorted({path for path in paths if paths.count(path) > 1})
-    if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing
+    # A lesson renderer named `..._dark` would draw over a figure's dark drawing.
+    if twice := sorted({path for path in paths if paths.count(path) > 1}):
         raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id}'s figures would write "
                          f"{', '.join(twice)} twice; rename the lesson's renderer module")
     return outputs
