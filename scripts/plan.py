@@ -100,8 +100,7 @@ def notebook_step(lesson, lock):
     """The notebook's Step: None while current; RERENDER when only the text it shows
     changed and its cells still line up with the executed ones; otherwise RUN."""
     output = notebook_output(lesson)
-    problems = derived_problems(output, lock, lesson.root)
-    if not problems:
+    if not (problems := derived_problems(output, lock, lesson.root)):
         return None
     entry = lock.get(output.path)
     path = lesson.root / output.path

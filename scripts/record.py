@@ -47,9 +47,7 @@ def check_stdout(lesson_id, stdout):
                           f"{MAX_STDOUT_CHARACTERS} characters, so print less")
     if not lines or lines[-1] != f"PASS: {lesson_id}":
         raise RecordError(f"the lesson did not end with 'PASS: {lesson_id}'")
-    counts = Counter(lines)
-    repeated = sorted(line for line, count in counts.items() if count > 1)
-    if repeated:
+    if repeated := sorted(line for line, count in Counter(lines).items() if count > 1):
         raise RecordError(f"the lesson printed {repeated[0]!r} more than once")
 
 
@@ -92,8 +90,7 @@ def record_lesson(lesson, platform, devices, staging, scratch, start, inputs=Non
     """The single run: its notebook (CPU only), and its recording, from one kernel."""
     run = run_cells(lesson, platform, devices, scratch)
     check_stdout(lesson.id, run.stdout)
-    found = lesson_environment(lesson, run.data)["deviceCount"]
-    if found != devices:
+    if (found := lesson_environment(lesson, run.data)["deviceCount"]) != devices:
         raise SetupFailure(f"asked for {devices} {platform.upper()} devices, this machine "
                            f"gave {found}; record on a machine with {devices}")
     command = ["python", "scripts/record.py"] + (
@@ -185,12 +182,11 @@ def record(plan, platform="cpu", processes=None, launcher="processes", calls=Non
                 progress(step.state)
             arriving, execute = {}, planned.step(RUN)
             if execute and processes:
-                arriving.update(record_processes(lesson, processes, staging, host_at_start(),
-                                                 launcher, calls, execute.inputs))
+                arriving = record_processes(lesson, processes, staging, host_at_start(),
+                                            launcher, calls, execute.inputs)
             elif execute:
-                recorded, entries = record_lesson(lesson, platform, lesson.devices, staging,
+                arriving, entries = record_lesson(lesson, platform, lesson.devices, staging,
                                                   scratch, host_at_start(), execute.inputs)
-                arriving.update(recorded)
                 lock.update(entries)
             elif rerender := planned.step(RERENDER):
                 output = notebook_output(lesson)

@@ -24,10 +24,10 @@ class LinkInCheckout(Exception):
                          f"`git rm {name}`")
 
 
-def refuse_links(root=ROOT, parts=CONTROLLED):
-    """Raise LinkInCheckout for the first link under `parts` (os.walk does not follow it)."""
+def refuse_links(root=ROOT):
+    """Raise LinkInCheckout for the first link under CONTROLLED (os.walk does not follow it)."""
     root = Path(root)
-    for part in parts:
+    for part in CONTROLLED:
         top = root / part
         if top.is_symlink():
             raise LinkInCheckout(top, root)

@@ -35,12 +35,10 @@ def dies_with(parent, signum=signal.SIGKILL):
 def running_in(groups):
     """Whether a process of these process groups still runs (a zombie has finished)."""
     for process in psutil.process_iter(["status"]):
-        try:
+        with suppress(ProcessLookupError):  # it exited while we looked
             if process.info["status"] != psutil.STATUS_ZOMBIE \
                     and os.getpgid(process.pid) in groups:
                 return True
-        except ProcessLookupError:
-            continue  # it exited while we looked
     return False
 
 
@@ -52,10 +50,8 @@ def kill_all(children, settle_s=10.0):
         with suppress(psutil.NoSuchProcess):  # pid may be another's, its strays init's
             strays += psutil.Process(child.pid).children(recursive=True)
     for child in children:
-        try:
+        with suppress(ProcessLookupError):  # the whole group has already exited
             os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass  # the whole group has already exited
         child.wait()  # reap, so no zombie outlives the run
     for stray in strays:
         with suppress(psutil.NoSuchProcess):

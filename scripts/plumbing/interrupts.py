@@ -19,7 +19,6 @@ class Interrupted(BaseException):
     """SIGINT, SIGTERM or SIGHUP arrived; a BaseException, so no `except Exception` swallows it."""
 
     def __init__(self, signum):
-        self.signum = signum
         self.name = signal.Signals(signum).name
         self.exit_status = 128 + signum
         self.written = files_in_place  # the run's staged files were already moved

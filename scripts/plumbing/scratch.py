@@ -7,7 +7,7 @@ import re
 import shutil
 import tempfile
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -32,9 +32,9 @@ def gone(name):
     return bool(match) and not psutil.pid_exists(int(match[2]))  # another user's: still runs
 
 
-def remove_abandoned(prefix=None, directory=None):
+def remove_abandoned(prefix=None):
     """Remove this user's scratch folders (of any prefix by default) whose run is gone."""
-    for folder in Path(directory or tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
+    for folder in Path(tempfile.gettempdir()).glob(f"{prefix or '*'}-*-*"):
         match = NAME.fullmatch(folder.name)
         if match and prefix in (None, match[1]) and folder.is_dir() \
                 and not folder.is_symlink() and (folder / MARK).is_file() \
@@ -53,8 +53,6 @@ def kill_marked(mark=None, timeout_s=10):
         if not found:
             return
         for process in found:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 process.kill()
-            except psutil.NoSuchProcess:
-                pass
         time.sleep(0.02)

@@ -11,8 +11,7 @@ LESSON_TIMEOUT_S = 600
 
 
 class RecordError(Exception):
-    """Recording stopped; str() is the one line to show, which says that nothing was written:
-    the earlier files are intact."""
+    """Recording stopped; str() is the one line to show: it says that nothing was written."""
 
     exit_status = 1
 

@@ -76,19 +76,19 @@ def first_failed_rank(mpirun_stderr, output_dir, status):
 
 def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks):
     status = poll_until(launcher.poll, timeout_s, 0.05)
+    if status == 0:
+        return status
+    stderr = scratch / "mpirun.err"
+    tail = stderr_tail(stderr)
     if status is None:
         raise ProcessRunError(f"mpirun still running after {timeout_s:g} s; it and its "
                               f"{ranks} ranks were killed; mpirun's stderr: "
-                              f"{stderr_tail(scratch / 'mpirun.err', lines=1)}",
-                              None, None, stderr_tail(scratch / "mpirun.err"), [launcher.pid])
-    if status == 0:
-        return status
-    failed = first_failed_rank(scratch / "mpirun.err", output_dir, status)
+                              f"{stderr_tail(stderr, lines=1)}", None, None, tail, [launcher.pid])
     if status < 0:  # mpirun itself was killed: its ranks are orphans, killed by the caller
         raise ProcessRunError(f"mpirun {describe(status)}; its {ranks} ranks were killed",
-                              None, status, stderr_tail(scratch / "mpirun.err"), [launcher.pid])
+                              None, status, tail, [launcher.pid])
+    failed = first_failed_rank(stderr, output_dir, status)
     if failed is None:  # mpirun could not start the ranks: its own words say why
-        tail = stderr_tail(scratch / "mpirun.err")
         raise ProcessRunError(f"mpirun {describe(status)} before any rank failed; all {ranks} "
                               f"ranks killed; mpirun's stderr: {tail}", None, status, tail,
                               [launcher.pid])

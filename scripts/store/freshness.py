@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from scripts import ROOT, display
 from scripts.figures.data import FORMATS
 from scripts.store.hashes import changed_files, digest
-from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs,
-                                   figure_data_outputs, figure_outputs, for_lesson,
+from scripts.store.outputs import (LockError, analysis_outputs, derived_outputs, for_lesson,
                                    notebook_output, read_lock, recording_outputs)
 from scripts.store.recordings import RecordingError, load_recording, read_json
 
@@ -31,13 +30,6 @@ def changed(names):
     return f"stale, {', '.join(names)} changed"
 
 
-def stale_inputs(recording, current):
-    """The inputs whose digest in the recording's `contentFiles` differs from `current`."""
-    if "contentFiles" not in recording:  # the published seed predates contentFiles
-        return ["its inputs (it records no contentFiles)"]
-    return changed_files(recording["contentFiles"], current)
-
-
 def recording_state(output, root=ROOT, current=None):
     """(Loaded or None, [problem lines]) for one recording; `current`: its inputs' digests."""
     path = root / output.path
@@ -47,7 +39,9 @@ def recording_state(output, root=ROOT, current=None):
         recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
-    names = stale_inputs(recording, current or output.current_inputs(root))
+    # One older than contentFiles (the schema allows it) cannot say what it was made from.
+    names = changed_files(recording["contentFiles"], current or output.current_inputs(root)) \
+        if "contentFiles" in recording else ["its inputs (it records no contentFiles)"]
     loaded = Loaded(recording, for_lesson(output.lesson).stem(output.variant), output.path,
                     tuple(names))
     if names and output.required:
@@ -74,9 +68,8 @@ def derived_problems(output, lock, root=ROOT):
 
 def text_problems(notebook, lock, root=ROOT):
     """The notebook's line when the module text it shows changed."""
-    inputs = lock.get(notebook.path, {}).get("inputs", {})
-    if notebook.shows in inputs and notebook.shows in changed_files(
-            {notebook.shows: inputs[notebook.shows]}, notebook.current_inputs(root)):
+    recorded = lock.get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
+    if recorded is not None and recorded != digest(root / notebook.shows):
         return [problem(notebook.path, changed([notebook.shows]), notebook.fix)]
     return []
 
@@ -93,8 +86,8 @@ CLAIMED = {"recordings": ((".json",), "belongs to no lesson in lesson_code/lesso
 
 def unclaimed(lessons, root=ROOT):
     """A line for each file of recordings/ and figures/ that no lesson's outputs name."""
-    claimed = set(NOT_RECORDINGS) | {output.path for lesson in lessons.values() for output in [
-        *recording_outputs(lesson, root), *figure_outputs(lesson), *figure_data_outputs(lesson)]}
+    claimed = set(NOT_RECORDINGS) | {output.path for lesson in lessons.values() for output in
+                                     [*recording_outputs(lesson, root), *derived_outputs(lesson)]}
     lines = []
     for folder, (suffixes, what) in CLAIMED.items():
         paths = sorted((root / folder).iterdir()) if (root / folder).is_dir() else []
@@ -143,8 +136,7 @@ def load_analyses(lesson, lock, recordings, root=ROOT):
     for output in analysis_outputs(lesson):
         if from_absent_hardware_run(output, recordings, root):
             continue
-        problems = derived_problems(output, lock, root)
-        if problems:
+        if problems := derived_problems(output, lock, root):
             lines += problems
             continue
         try:

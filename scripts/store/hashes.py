@@ -8,7 +8,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-from scripts import ROOT
+from scripts import ROOT, display
 
 PINS = ("requirements.txt", "constraints.txt")
 # Read only to know which packages are tools: the tests' and linter's, the benchmarks'.
@@ -17,14 +17,6 @@ TOOL_PINS = ("requirements-test.txt", "benchmarks/requirements.txt")
 RECORDING_SECTIONS = ("lesson runtime", "recording and notebook companion")
 SECTION = re.compile(r"#\s*---\s*(.*?)\s*-*\s*$")
 PACKAGES = ("lesson_code", "scripts")  # where import closures stop
-
-
-def module_file(name, root=ROOT):
-    base = root / name.replace(".", "/")
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.exists():
-            return candidate
-    return None
 
 
 class ClosureError(ValueError):
@@ -44,8 +36,6 @@ def without_docstrings(tree):
 
 def module_facts(path, root=ROOT):
     """(digest of the code as executed, [imported names]); ClosureError if it does not parse."""
-    from scripts import display
-
     try:
         return facts_of_source(Path(path).read_bytes())
     except UnicodeDecodeError as error:
@@ -76,7 +66,7 @@ def code_digest(path):
     return module_facts(path)[0] if Path(path).is_file() else "missing"
 
 
-def import_closure(path, root=ROOT, packages=PACKAGES):
+def import_closure(path, root=ROOT):
     """`path` and every repository module it imports, transitively; a missing one is kept."""
     seen, todo = set(), [Path(path)]
     while todo:
@@ -87,10 +77,10 @@ def import_closure(path, root=ROOT, packages=PACKAGES):
         if not current.exists():
             continue
         for name in module_facts(current, root)[1]:
-            if name.split(".")[0] in packages:
-                found = module_file(name, root)
-                if found is not None:
-                    todo.append(found)
+            if name.split(".")[0] in PACKAGES:
+                base = root / name.replace(".", "/")  # a module, else a package
+                todo += [found for found in (base.with_suffix(".py"), base / "__init__.py")
+                         if found.exists()][:1]
     return sorted(seen)
 
 
@@ -100,10 +90,7 @@ def digest_bytes(data):
 
 
 def digest(path):
-    path = Path(path)
-    if not path.is_file():
-        return "missing"
-    return digest_bytes(path.read_bytes())
+    return digest_bytes(Path(path).read_bytes()) if Path(path).is_file() else "missing"
 
 
 def package_name(line):
@@ -113,24 +100,20 @@ def package_name(line):
 
 
 def requirement_sections(path):
-    """{section title: [requirement lines]} of a pin file (`# --- title ---` rules); {} for
-    a file that is not there."""
+    """{section title: [requirement lines]} of a pin file (`# --- title ---` rules), or {}."""
     sections, current = {}, ""
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
-        heading = SECTION.match(line.strip())
-        if heading:
+        if heading := SECTION.match(line.strip()):
             current = heading.group(1)
-            continue
-        requirement = line.split("#")[0].strip()
-        if requirement:
+        elif requirement := line.split("#")[0].strip():
             sections.setdefault(current, []).append(requirement)
     return sections
 
 
-def pin_lines(root=ROOT):
-    """{pin file: [the lines that can change a recording]}: requirements.txt's recording
-    sections, and every transitive version but the site's, tests' and lint's packages (a
-    needless re-record is cheaper than a stale recording presented as current)."""
+def pin_digests(root=ROOT):
+    """{pin file: sha256 of the lines that can change a recording, or "missing"}: those of
+    requirements.txt's recording sections, and every transitive version but the site's,
+    tests' and lint's packages (a needless re-record beats a stale one shown as current)."""
     requirements, constraints = (requirement_sections(root / name) for name in PINS)
     others = [requirements, *(requirement_sections(root / name) for name in TOOL_PINS)]
     tools = {package_name(line) for sections in others for title, pinned in sections.items()
@@ -139,14 +122,8 @@ def pin_lines(root=ROOT):
                        for line in requirements.get(title, [])],
              PINS[1]: [line for pinned in constraints.values() for line in pinned
                        if package_name(line) not in tools]}
-    return {name: lines[name] for name in PINS if (root / name).is_file()}
-
-
-def pin_digests(root=ROOT):
-    """{pin file: sha256 of its counted lines}; "missing" for a pin file that is not there."""
-    counted = pin_lines(root)
-    return {name: digest_bytes("".join(f"{line}\n" for line in counted[name]))
-            if name in counted else "missing" for name in PINS}
+    return {name: digest_bytes("".join(f"{line}\n" for line in lines[name]))
+            if (root / name).is_file() else "missing" for name in PINS}
 
 
 def file_digests(paths, root=ROOT):
@@ -166,11 +143,9 @@ def content_files(module_path, root=ROOT, extra=()):
 
 
 def combined_hash(digests):
-    text = "".join(f"{name} {value}\n" for name, value in sorted(digests.items()))
-    return digest_bytes(text)
+    return digest_bytes("".join(f"{name} {value}\n" for name, value in sorted(digests.items())))
 
 
 def changed_files(recorded, current):
     """Names whose digest differs between two digest maps, for the stale message."""
-    names = set(recorded) | set(current)
-    return sorted(n for n in names if recorded.get(n) != current.get(n))
+    return sorted(n for n in set(recorded) | set(current) if recorded.get(n) != current.get(n))

@@ -71,8 +71,7 @@ def load_lessons(root=ROOT):
                 raise field_refusal(where, entry, key, f"an existing "
                                     f"{'module ' * (key != 'data_schema')}file; "
                                     f"{display(path, root)} is not one inside lesson_code/")
-        unknown = [kind for kind in entry.get("figures", ()) if kind not in KINDS]
-        if unknown:
+        if unknown := [kind for kind in entry.get("figures", ()) if kind not in KINDS]:
             raise field_refusal(where, entry, "figures", f"{rule(schema, 'figures')}; "
                                 f"{unknown[0]!r} is none of {', '.join(KINDS)}")
         if entry["id"] in lessons:

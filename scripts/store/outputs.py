@@ -205,8 +205,7 @@ class AnalysisKind:
     renderer = "analysis"
 
     def render(self, recording, overlay=None):  # no analysis draws over another recording
-        analysis = importlib.import_module(self.module).analyse(self.variant, recording)
-        return analysis_text(analysis)
+        return analysis_text(importlib.import_module(self.module).analyse(self.variant, recording))
 
 
 def analysis_outputs(lesson):
@@ -254,8 +253,8 @@ def figure_outputs(lesson):
                                   spec.module_path(), RENDER, kind=spec, overlay=overlay,
                                   variant=variant) for variant in spec.variants(lesson.root)]
     paths = [output.path for output in outputs]
-    twice = sorted({path for path in paths if paths.count(path) > 1})
-    if twice:  # a lesson renderer named `..._dark` would draw over a figure's dark drawing
+    # A lesson renderer named `..._dark` would draw over a figure's dark drawing.
+    if twice := sorted({path for path in paths if paths.count(path) > 1}):
         raise ValueError(f"lesson_code/lessons.toml: lesson {lesson.id}'s figures would write "
                          f"{', '.join(twice)} twice; rename the lesson's renderer module")
     return outputs
@@ -320,8 +319,7 @@ def read_lock(root=ROOT):
     valid = {name: entry for name, entry in lock.items() if isinstance(entry, dict)
              and isinstance(entry.get("sha256"), str) and isinstance(entry.get("inputs"), dict)
              and all(isinstance(digest, str) for digest in entry["inputs"].values())}
-    malformed = [name for name in lock if name not in valid]
-    if malformed:
+    if malformed := [name for name in lock if name not in valid]:
         raise LockError(f"{display(path, root)}: the entry for {malformed[0][:80]!r} needs a "
                         f"`sha256` and `inputs` mapping each file to its digest", valid)
     return lock

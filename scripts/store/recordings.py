@@ -87,8 +87,8 @@ def parse_json(data, where, fix=None):
         raise RecordingError(f"{where}: not valid JSON ({str(error)[:160]})", fix) from None
 
 
-def read_json(path, fix=None, limit=MAX_JSON_BYTES):
-    return parse_json(read_bytes(path, fix, limit), display(path), fix)
+def read_json(path, fix=None):
+    return parse_json(read_bytes(path, fix), display(path), fix)
 
 
 def unreadable_schema(path, error):
@@ -162,8 +162,7 @@ def non_finite(value, path=()):
     children = value.items() if isinstance(value, dict) else \
         enumerate(value) if isinstance(value, list) else ()
     for key, child in children:
-        found = non_finite(child, (*path, key))
-        if found is not None:
+        if (found := non_finite(child, (*path, key))) is not None:
             return found
     return None
 
@@ -172,8 +171,7 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
     """Raise RecordingError with the first violation, phrased for a person."""
     try:
         shared = schemas_for(None)[0]  # first: an unreadable schema is named before the file
-        bad_number = non_finite(recording)
-        if bad_number is not None:
+        if (bad_number := non_finite(recording)) is not None:
             field = "/".join(map(str, bad_number)) or "(top level)"
             value = functools.reduce(operator.getitem, bad_number, recording)
             raise RecordingError(f"{where}: invalid at {field}: {value} is not a finite number, "
@@ -249,7 +247,6 @@ def source_commit(root, files):
 def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
     """The fields every kind shares; `files`: the contentFiles as the run's plan read them."""
     files = files or content_files(module_path, root, extra)
-    backend = environment["backend"]
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     commit = source_commit(Path(root).resolve(), files)
     return {
@@ -258,7 +255,7 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files
         "kind": kind,
         "contentHash": combined_hash(files),
         "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "provenance": f"recorded_{backend}{multiprocess}_computation",
+        "provenance": f"recorded_{environment['backend']}{multiprocess}_computation",
         "environment": {"python": platform.python_version(), "platform": platform.platform(),
                         "cpuCount": os.cpu_count(), **environment},
         "contentFiles": files,

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import tempfile
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
@@ -24,29 +25,27 @@ class StagingError(Exception):
 def staged_write(path, data, staged=None):
     """Write `data` to a temporary file beside `path` (os.replace is then atomic); return
     it. `staged`: a list it joins in the step that makes it, so no signal finds it unlisted."""
-    path = Path(path)
-    made = []
+    path, entry = Path(path), None
+    staged = [] if staged is None else staged
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():
             fd, temp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.",
                                         suffix=".tmp", dir=path.parent)
-            made.append((Path(temp), path))
-            if staged is not None:
-                staged.append(made[0])
+            entry = (Path(temp), path)
+            staged.append(entry)
         os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode() if isinstance(data, str) else data)
     except BaseException as error:
-        for entry in made:
+        if entry is not None:
             entry[0].unlink(missing_ok=True)
-            if staged is not None and entry in staged:
-                staged.remove(entry)
+            staged.remove(entry)
         if isinstance(error, OSError):
             raise StagingError(f"{display(path)}: cannot be written ({error.strerror}); "
                                f"nothing was changed") from None
         raise
-    return made[0][0]
+    return entry[0]
 
 
 def remove_stray_temps(directories):
@@ -77,17 +76,13 @@ class Staging:
 
     def _move_every_file(self):
         """Each staged file into place, or the moved ones put back from links to the old."""
-        moved = []  # (target, a link to its old file) for each file already moved
+        # (target, a link to its old file), listed before the move: putting back a file
+        # whose move failed puts back the file it still is.
+        moved = []
         try:
             for temp, final in self.staged:
-                old = keep_old(final)
-                try:
-                    os.replace(temp, final)
-                except OSError:
-                    if old is not None:
-                        old.unlink(missing_ok=True)
-                    raise
-                moved.append((final, old))
+                moved.append((final, keep_old(final)))
+                os.replace(temp, final)
         except OSError as error:
             put_back(moved)
             raise StagingError(f"{display(final)}: cannot be moved into place "
@@ -123,13 +118,11 @@ def keep_old(path):
 
 def put_back(moved):
     for final, old in reversed(moved):
-        try:
+        with suppress(OSError):  # the error already raised names the file; nothing more to do
             if old is None:
                 final.unlink(missing_ok=True)
             else:
                 os.replace(old, final)
-        except OSError:
-            pass  # the error already raised names the file; nothing more can be done
 
 
 def write_atomically(path, data):
