@@ -56,12 +56,6 @@ def log2_size_axis(ax, sizes, limits, look):
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def size_limits(sizes):
-    """One x range for every panel of a figure: from the smallest size of any p to the
-    largest, with a margin."""
-    return min(sizes) / 1.5, max(sizes) * 1.5
-
-
 def mark_fault_onset(analysis, ax, look):
     """A line at the size from which calls fault in fresh pages for their outputs."""
     onset = analysis["faults"]["onsetBytes"]
@@ -77,9 +71,8 @@ def legend_line(colour, label, style="-", marker=None):
 
 
 def onset_entries(analysis, look, words):
-    if not analysis["faults"]["onsetBytes"]:
-        return []
-    return [legend_line(look.palette.ink, words, ONSET_STYLE)]
+    onset = analysis["faults"]["onsetBytes"]
+    return [legend_line(look.palette.ink, words, ONSET_STYLE)] if onset else []
 
 
 def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
@@ -115,7 +108,7 @@ def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
         fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)
-        x_limits = size_limits(sizes)
+        x_limits = min(sizes) / 1.5, max(sizes) * 1.5  # of every p: one x range for all
         for ax, p in zip(axes, ranks_of(analysis)):
             plot(analysis, ax, p, look, x_limits)
             ax.set_title(f"p = {p}", fontsize=look.text, loc="left")
