@@ -65,27 +65,6 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
     return rows, order, hosts, programs, backend, probes
 
 
-def build_recording(lesson, rows, environment, method, memcpy_gbps, duration_s,
-                    l2_bytes=None, order=(), hosts=(), programs=None, command=None,
-                    probes=((), ()), platform="cpu"):
-    """The sweep as measured, and only that: every sample of every block, in the order
-    they ran, with the host's load around each block. The analysis is derived later."""
-    donation, allocator = probes
-    check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
-                        "ranks": probe["ranks"], "bytes": probe["bytes"]}
-                       for probe in donation for name in ("kept", "donated")]
-               + [row for probe in allocator for row in probe["rows"]])
-    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep_on(platform)), environment,
-                       lesson.root)
-    recording.update(method=method, rows=rows, order=list(order), hosts=list(hosts),
-                     programs=programs or {}, donation=list(donation),
-                     allocator=list(allocator), memcpyGBps=memcpy_gbps,
-                     memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS, l2CacheBytes=l2_bytes,
-                     pageBytes=resource.getpagesize(), durationS=duration_s,
-                     command=command or ["make", "bench"])
-    return recording
-
-
 def method_summary(plan, blocks):
     return {"warmupCalls": 1, "blocks": blocks, **plan,
             "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before "
@@ -114,17 +93,27 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     start = time.perf_counter()
     at_start = host_at_start()  # before anything of ours runs
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
-    rows, order, hosts, programs, backend, probes = measure_blocks(measure, ranks, sizes,
-                                                                   plan, blocks)
+    rows, order, hosts, programs, backend, (donation, allocator) = measure_blocks(
+        measure, ranks, sizes, plan, blocks)
+    check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
+                        "ranks": probe["ranks"], "bytes": probe["bytes"]}
+                       for probe in donation for name in ("kept", "donated")]
+               + [row for probe in allocator for row in probe["rows"]])
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__,
                    "loadAverage1m": at_start["loadAverage1m"],
                    "busyCoresAtStart": at_start["busyCores"]}
     command = ["make", "bench"] if platform == "cpu" else \
         ["python", "scripts/bench.py", "--platform", platform]
-    recording = build_recording(lesson, rows, environment, method_summary(plan, blocks), memcpy,
-                                time.perf_counter() - start, l2_cache_bytes(), order,
-                                hosts, programs, command, probes, platform)
+    # The sweep as measured, and only that: every sample of every block, in the order they
+    # ran, with the host's load around each block. The analysis is derived below.
+    recording = header(lesson.id, "sweep", lesson.path(lesson.sweep_on(platform)), environment,
+                       lesson.root)
+    recording.update(method=method_summary(plan, blocks), rows=rows, order=order, hosts=hosts,
+                     programs=programs, donation=donation, allocator=allocator,
+                     memcpyGBps=memcpy, memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
+                     l2CacheBytes=l2_cache_bytes(), pageBytes=resource.getpagesize(),
+                     durationS=time.perf_counter() - start, command=command)
     files = for_lesson(lesson)
     name = files.recording(sweep_variant(platform))
     validate(recording, f"new recording {name}", " ".join(command), lesson)

@@ -45,12 +45,11 @@ def block_medians(blocks):
 
 def summary(blocks, confidence=CONFIDENCE):
     """The median of block medians with its interval; the fastest and slowest sample."""
-    every = [t for block in blocks for t in block]
-    return {**median_interval(block_medians(blocks), confidence),
-            "mean": float(np.mean(block_medians(blocks))),
+    medians, every = block_medians(blocks), [t for block in blocks for t in block]
+    return {**median_interval(medians, confidence), "mean": float(np.mean(medians)),
             "min": float(min(every)), "max": float(max(every)), "samples": len(every),
             # How far one block's median strays from another's: the run's own noise.
-            "blockSpread": float(max(block_medians(blocks)) / min(block_medians(blocks)))}
+            "blockSpread": float(max(medians) / min(medians))}
 
 
 BOOTSTRAP_RESAMPLES = 4000
@@ -79,9 +78,8 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
     """The geometric mean of scale × mean(top) / mean(bottom) over pairs that ran in the
     same blocks, one bootstrap drawing the same blocks for all. Percentile: BCa is NaN when
     every resample agrees. One block: the interval 0 to infinity, which clears no verdict."""
-    tops = [np.asarray(block_medians(top)) for top, _ in pairs]
-    bottoms = [np.asarray(block_medians(bottom)) for _, bottom in pairs]
-    counts = {len(values) for values in tops + bottoms}
+    sides = [np.asarray(block_medians(side)) for top_bottom in pairs for side in top_bottom]
+    counts = {len(values) for values in sides}
     if len(counts) != 1:
         raise ValueError(f"paired blocks differ in number ({sorted(counts)})")
     n = counts.pop()
@@ -93,7 +91,6 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
                 for top, bottom, scale in zip(sides[0::2], sides[1::2], scales)]
         return np.exp(np.mean(logs, axis=0))
 
-    sides = [side for pair in zip(tops, bottoms) for side in pair]
     found = {"estimate": float(pooled(*sides)), "n": n, "pooled": len(pairs)}
     if n < 2:
         return {**found, "low": 0.0, "high": math.inf, "coverage": 1.0,

@@ -47,9 +47,10 @@ def render(recording, variant=STATIC):
                 panel = {**panel, "labels": [textwrap.fill(label, 10)
                                              for label in panel["labels"]]}
             if len(panel["series"]) == 1:
-                one_series(ax, panel, palette.bars, font)
+                one_series(ax, panel, palette.bars)
             else:
                 side_by_side(ax, panel, palette.bars, font)
+            ax.set_title(panel_title(panel), loc="left", fontsize=font)
             ax.set_ylabel(panel["ylabel"])
             ax.set_ylim(0, max(max(s["y"]) for s in panel["series"]) * 1.25)
             ax.spines[["top", "right"]].set_visible(False)
@@ -63,13 +64,12 @@ def render(recording, variant=STATIC):
         return svg_text(fig, title, desc)
 
 
-def one_series(ax, panel, colours=LIGHT.bars, font=10):
+def one_series(ax, panel, colours=LIGHT.bars):
     (series,) = panel["series"]
     bars = ax.bar(panel["labels"], series["y"],
                   color=[colours[i % len(colours)] for i in range(len(series["y"]))],
                   width=0.6, label=series["label"])
     ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2)
-    ax.set_title(panel_title(panel), loc="left", fontsize=font)
 
 
 def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
@@ -84,4 +84,3 @@ def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
                      fontsize=0.8 * font)
     ax.set_xticks(list(positions), panel["labels"])
     ax.legend(loc="upper right", fontsize=0.8 * font, frameon=False, ncols=min(count, 3))
-    ax.set_title(panel_title(panel), loc="left", fontsize=font)

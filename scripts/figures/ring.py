@@ -183,10 +183,6 @@ def phases(trace):
     }
 
 
-def note_lines(*sentences, chars=WIDE.note_chars):
-    return [line for sentence in sentences for line in textwrap.wrap(sentence, chars)]
-
-
 def copy_values(trace, state):
     """Each copy's example numbers, [rank][chunk] -> f32[n/p]."""
     p = trace["ranks"]
@@ -225,11 +221,11 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
         y = draw_row(ax, y + LINE, label, state, copy_values(trace, state), sends, p, layout,
                      palette)
     # No-break spaces keep "[1, …, n]" on one line.
-    note = note_lines(f"In a cell: which ranks' contributions the copy sums, then its "
-                      f"values; rank r contributes (r+1)·[1,\u00a0…,\u00a0{n}].",
-                      f"{phase.bytes_note} A simulation of the idealized ring schedule "
+    note = (wrapped(f"In a cell: which ranks' contributions the copy sums, then its values; "
+                    f"rank r contributes (r+1)·[1,\u00a0…,\u00a0{n}].", layout.note_chars)
+            + wrapped(f"{phase.bytes_note} A simulation of the idealized ring schedule "
                       f"(lesson_code/ring.py), not a trace of what any runtime does.",
-                      chars=layout.note_chars)
+                      layout.note_chars))
     ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=palette.ink,
             linespacing=1.4)
     height = y + len(note) * LINE * 1.4 + 0.1

@@ -24,22 +24,19 @@ STYLE = {
 }
 
 
-def palette_style(palette):
-    """The rcParams that colour what a renderer does not colour itself in the palette's."""
-    return {"figure.facecolor": palette.paper, "axes.facecolor": palette.paper,
+@contextmanager
+def figure_style(style=STYLE, palette=LIGHT):
+    """matplotlib's defaults plus `style` in `palette`'s colours, for one drawing only: the
+    colours of what a renderer does not colour itself."""
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        matplotlib.rcParams.update({
+            **style, "figure.facecolor": palette.paper, "axes.facecolor": palette.paper,
             "savefig.facecolor": palette.paper, "text.color": palette.ink,
             "axes.labelcolor": palette.ink, "axes.edgecolor": palette.ink,
             "xtick.color": palette.ink, "ytick.color": palette.ink,
             "grid.color": palette.grid, "legend.labelcolor": palette.ink,
-            "patch.edgecolor": palette.ink}
-
-
-@contextmanager
-def figure_style(style=STYLE, palette=LIGHT):
-    """matplotlib's defaults plus `style` in `palette`'s colours, for one drawing only."""
-    with matplotlib.rc_context():
-        matplotlib.rcdefaults()
-        matplotlib.rcParams.update({**style, **palette_style(palette)})
+            "patch.edgecolor": palette.ink})
         yield
 
 

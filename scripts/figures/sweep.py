@@ -56,12 +56,6 @@ def log2_size_axis(ax, sizes, limits, look):
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def size_limits(sizes):
-    """One x range for every panel of a figure: from the smallest size of any p to the
-    largest, with a margin."""
-    return min(sizes) / 1.5, max(sizes) * 1.5
-
-
 def mark_fault_onset(analysis, ax, look):
     """A line at the size from which calls fault in fresh pages for their outputs."""
     onset = analysis["faults"]["onsetBytes"]
@@ -77,9 +71,8 @@ def legend_line(colour, label, style="-", marker=None):
 
 
 def onset_entries(analysis, look, words):
-    if not analysis["faults"]["onsetBytes"]:
-        return []
-    return [legend_line(look.palette.ink, words, ONSET_STYLE)]
+    onset = analysis["faults"]["onsetBytes"]
+    return [legend_line(look.palette.ink, words, ONSET_STYLE)] if onset else []
 
 
 def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
@@ -106,27 +99,24 @@ def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
     return fig, axes
 
 
-def draw_panels(analysis, look, legend, grid, sizes, plot, ylabel):
-    """panel_grid(legend, *grid), plot(ax, p, x limits of `sizes`) in each p's panel, titled;
+def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
+    """The figure as SVG text with its `alt` (title, description): panel_grid(legend(analysis,
+    look), *grid), plot(analysis, ax, p, look, x limits of `sizes`) in each p's panel, titled;
     the size label under the middle (wide) or last (narrow) panel; y ticks and label on the
     left panel only, where the panels sit side by side on one y range."""
-    fig, axes = panel_grid(analysis, look, legend, *grid)
-    x_limits = size_limits(sizes)
-    for ax, p in zip(axes, ranks_of(analysis)):
-        plot(ax, p, x_limits)
-        ax.set_title(f"p = {p}", fontsize=look.text, loc="left")
-    (axes[-1] if look.narrow else axes[len(axes) // 2]).set_xlabel(
-        "gradient size S (float32 bytes, full array)", fontsize=look.small)
-    for ax in axes if look.narrow else axes[:1]:
-        ax.set_ylabel(ylabel, fontsize=look.small)
-    if not look.narrow:
-        for ax in axes[1:]:
-            ax.tick_params(labelleft=False)
-    return fig
-
-
-def render_figure(draw, analysis, variant, title, desc):
-    """`draw(analysis, look)` -> Figure, as SVG text with its title and description."""
+    look = look_of(variant)
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
-        return svg_text(draw(analysis, look_of(variant)), title, desc)
+        fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)
+        x_limits = min(sizes) / 1.5, max(sizes) * 1.5  # of every p: one x range for all
+        for ax, p in zip(axes, ranks_of(analysis)):
+            plot(analysis, ax, p, look, x_limits)
+            ax.set_title(f"p = {p}", fontsize=look.text, loc="left")
+        (axes[-1] if look.narrow else axes[len(axes) // 2]).set_xlabel(
+            "gradient size S (float32 bytes, full array)", fontsize=look.small)
+        for ax in axes if look.narrow else axes[:1]:
+            ax.set_ylabel(ylabel, fontsize=look.small)
+        if not look.narrow:
+            for ax in axes[1:]:
+                ax.tick_params(labelleft=False)
+        return svg_text(fig, *alt)

@@ -8,8 +8,8 @@ dotted line).
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (draw_panels, legend_line, log2_size_axis, mark_fault_onset,
-                                   onset_entries, ranks_of, render_figure)
+from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
+                                   ranks_of, render_panels)
 from scripts.figures.variants import STATIC
 
 RATIO_SERIES = (0, 2, 4)  # the palette's blue, green, vermillion
@@ -76,12 +76,6 @@ def legend(analysis, look):
     return ratios + marks
 
 
-def draw(analysis, look):
-    sizes = [b for entry in analysis["ratios"]["byRanks"].values() for b in entry["bytes"]]
-    return draw_panels(analysis, look, legend(analysis, look), (2, 1.8, 1.6), sizes, lambda
-                       ax, p, x_limits: plot_ratios(analysis, ax, p, look, x_limits), "time ratio")
-
-
 def alt_text(analysis):
     ranks = ranks_of(analysis)
     model = analysis["ratios"]["model"]
@@ -104,4 +98,6 @@ def alt_text(analysis):
 
 
 def render(analysis, variant=STATIC):
-    return render_figure(draw, analysis, variant, *alt_text(analysis))
+    sizes = [b for entry in analysis["ratios"]["byRanks"].values() for b in entry["bytes"]]
+    return render_panels(analysis, variant, legend, (2, 1.8, 1.6), sizes, plot_ratios,
+                         "time ratio", alt_text(analysis))

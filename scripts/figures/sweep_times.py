@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (draw_panels, legend_line, log2_size_axis, mark_fault_onset,
-                                   onset_entries, ranks_of, render_figure)
+from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
+                                   ranks_of, render_panels)
 from scripts.figures.variants import STATIC
 from scripts.units import format_bytes
 
@@ -54,7 +54,7 @@ def format_microseconds(value, _tick_position=None):
     return f"{value:g} µs"
 
 
-def plot_times(analysis, ax, ranks, look, x_limits, y_limits):
+def plot_times(analysis, ax, ranks, look, x_limits):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
@@ -69,7 +69,7 @@ def plot_times(analysis, ax, ranks, look, x_limits, y_limits):
             ls=":")
     log2_size_axis(ax, sizes, x_limits, look)
     ax.set_yscale("log")
-    ax.set_ylim(*y_limits)
+    ax.set_ylim(*time_limits(analysis))
     ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
 
 
@@ -92,13 +92,6 @@ def legend(analysis, look):
     return programs + marks
 
 
-def draw(analysis, look):
-    return draw_panels(analysis, look, legend(analysis, look), (3, 2.3, 2.1), [
-        row["bytes"] for row in analysis["rows"]], lambda ax, p, x_limits: plot_times(
-        analysis, ax, p, look, x_limits, time_limits(analysis)),
-        "median time per call\n(band: its interval)")
-
-
 def alt_text(analysis):
     ranks = ranks_of(analysis)
     smallest = {p: min(r["bytes"] for r in analysis["rows"] if r["ranks"] == p) for p in ranks}
@@ -114,4 +107,6 @@ def alt_text(analysis):
 
 
 def render(analysis, variant=STATIC):
-    return render_figure(draw, analysis, variant, *alt_text(analysis))
+    return render_panels(analysis, variant, legend, (3, 2.3, 2.1),
+                         [row["bytes"] for row in analysis["rows"]], plot_times,
+                         "median time per call\n(band: its interval)", alt_text(analysis))

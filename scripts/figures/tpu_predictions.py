@@ -71,7 +71,7 @@ def measured(data, recording):
     points = {}
     for ranks in data["ranks"]:
         for collective, curve in data["curve"][name][str(ranks)].items():
-            predicted = dict((size, us) for size, us in curve)
+            predicted = dict(curve)
             points[collective, ranks] = [
                 (nbytes, float(np.median(found)), float(np.median(found)) / predicted[nbytes])
                 for (c, p, nbytes), found in sorted(costs.items())
@@ -102,7 +102,7 @@ def size_axis(ax, label=True, small=SMALL):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=32))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: format_bytes(value)))
+    ax.xaxis.set_major_formatter(FuncFormatter(format_bytes))
     ax.tick_params(labelsize=small)
     ax.spines[["top", "right"]].set_visible(False)
     if label:
@@ -202,14 +202,12 @@ def render(data, overlay=None, variant=STATIC):
                     sizes, medians, ratios = zip(*rows)
                     every_ratio += ratios
                     filled = ranks == max(data["ranks"])  # hollow: p = 2, unlabelled
-                    ax.plot(sizes, medians, MARKERS[collective], color=colour,
-                            markerfacecolor=colour if filled else palette.paper,
-                            markersize=4.5,
+                    face = colour if filled else palette.paper
+                    ax.plot(sizes, medians, MARKERS[collective], color=colour, markersize=4.5,
+                            markerfacecolor=face,
                             label=f"own cost: {LABELS[collective]}" if filled else None)
-                    ratio_ax.plot(sizes, ratios, MARKERS[collective] + RANK_STYLES.get(
-                        ranks, "--"), color=colour,
-                        markerfacecolor=colour if filled else palette.paper, markersize=4,
-                        linewidth=0.8)
+                    ratio_ax.plot(sizes, ratios, MARKERS[collective] + RANK_STYLES.get(ranks, "--"),
+                                  color=colour, markerfacecolor=face, markersize=4, linewidth=0.8)
             ratio_ax.axhline(1, color=palette.muted, linewidth=0.8)
             band = data["bands"]["bandwidth"]
             ratio_ax.axhspan(band["low"], band["high"], color=palette.shade, linewidth=0,

@@ -96,7 +96,7 @@ def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
         highest = max(max(row["observedBytesPerRank"]) for _, _, row in groups)
         ax.set_ylim(0, highest * (1.3 if narrow else 1.2))
         ax.yaxis.set_major_locator(MultipleLocator(groups[0][2]["gradientBytes"] / 4))
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: format_bytes(value)))
+    ax.yaxis.set_major_formatter(FuncFormatter(format_bytes))
     ax.tick_params(axis="y", labelsize=small)
     ax.set_ylabel("bytes per rank per call", fontsize=label)
     ax.spines[["top", "right"]].set_visible(False)
@@ -123,49 +123,46 @@ def describe(data, sizes, ranks, calls):
 
 
 def render(recording, variant=STATIC):
-    with figure_style(palette=variant.palette):
-        return draw(recording["data"], variant.palette, variant.narrow)
-
-
-def draw(data, palette=LIGHT, narrow=False):
+    data, palette, narrow = recording["data"], variant.palette, variant.narrow
     sizes = sizes_of(data)
     first = data["traffic"][0]
     ranks, calls = len(first["observedBytesPerRank"]), first["calls"]
     ink, small = palette.ink, 7 if narrow else SMALL
     width, panel_in, extra_in = (NARROW_IN, 3.2, 2.1) if narrow else (WIDTH_IN, 3.0, 1.1)
     height = panel_in * len(sizes) + extra_in
-    fig, axes = new_figure(nrows=len(sizes), figsize=(width, height))
-    for ax, size in zip(np.atleast_1d(axes), sizes):
-        # Small gradients: overhead is many times the payload, so only a log axis shows both.
-        draw_panel(ax, groups_of(data, size), size < 2**16, palette, narrow)
+    with figure_style(palette=palette):
+        fig, axes = new_figure(nrows=len(sizes), figsize=(width, height))
+        for ax, size in zip(np.atleast_1d(axes), sizes):
+            # Small gradients: overhead is many times the payload, so only a log axis shows both.
+            draw_panel(ax, groups_of(data, size), size < 2**16, palette, narrow)
 
-    def fill(text, chars):
-        return textwrap.fill(text, chars) if narrow else text
+        def fill(text, chars):
+            return textwrap.fill(text, chars) if narrow else text
 
-    heading = fill(f"Bytes each of {ranks} processes sent per call, against the ring model",
-                   42)
-    handles = [Line2D([], [], color=ink, linestyle="--", label=fill(
-        "ring model: 2(p−1)/p·G all-reduce, (p−1)/p·G the others", 40))]
-    handles += [Line2D([], [], color=palette.series[colour], marker=marker, linestyle="none",
-                       markeredgecolor=ink, markeredgewidth=0.5,
-                       label=f"{name}: ranks 0–{ranks - 1}, left to right")
-                for _, name, colour, marker in ALGORITHMS]
-    note = (f"Above each group: observed ÷ model. Observed: TCP payload bytes sent, mean of "
-            f"{calls} calls per rank, protocol overhead included.")
-    if narrow:  # in inches from the edges, since the narrow canvas is taller than wide
-        fig.suptitle(heading, y=1 - 0.08 / height, va="top", fontsize=9.5, color=ink)
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / height),
-                   ncols=1, frameon=False, fontsize=small)
-        fig.text(0.5, 0.08 / height, textwrap.fill(note, 52), ha="center", va="bottom",
-                 fontsize=small, color=ink, linespacing=1.4)
-        fig.tight_layout(rect=(0, 0.7 / height, 1, 1 - 1.3 / height), h_pad=2.5)
-    else:
-        fig.suptitle(heading, fontsize=10.5, color=ink)
-        fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.965), ncols=1,
-                   frameon=False, fontsize=small)
-        fig.text(0.5, 0.012, note.replace(" calls per rank, ", " calls per rank,\n"),
-                 ha="center", fontsize=small, color=ink, linespacing=1.4)
-        fig.tight_layout(rect=(0, 0.045, 1, 0.89), h_pad=2.5)
-    title = (f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback: "
-             f"gloo's collectives and the ppermute ring")
-    return svg_text(fig, title, describe(data, sizes, ranks, calls))
+        heading = fill(f"Bytes each of {ranks} processes sent per call, against the ring model",
+                       42)
+        handles = [Line2D([], [], color=ink, linestyle="--", label=fill(
+            "ring model: 2(p−1)/p·G all-reduce, (p−1)/p·G the others", 40))]
+        handles += [Line2D([], [], color=palette.series[colour], marker=marker, linestyle="none",
+                           markeredgecolor=ink, markeredgewidth=0.5,
+                           label=f"{name}: ranks 0–{ranks - 1}, left to right")
+                    for _, name, colour, marker in ALGORITHMS]
+        note = (f"Above each group: observed ÷ model. Observed: TCP payload bytes sent, mean of "
+                f"{calls} calls per rank, protocol overhead included.")
+        if narrow:  # in inches from the edges, since the narrow canvas is taller than wide
+            fig.suptitle(heading, y=1 - 0.08 / height, va="top", fontsize=9.5, color=ink)
+            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 1 - 0.5 / height),
+                       ncols=1, frameon=False, fontsize=small)
+            fig.text(0.5, 0.08 / height, textwrap.fill(note, 52), ha="center", va="bottom",
+                     fontsize=small, color=ink, linespacing=1.4)
+            fig.tight_layout(rect=(0, 0.7 / height, 1, 1 - 1.3 / height), h_pad=2.5)
+        else:
+            fig.suptitle(heading, fontsize=10.5, color=ink)
+            fig.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, 0.965), ncols=1,
+                       frameon=False, fontsize=small)
+            fig.text(0.5, 0.012, note.replace(" calls per rank, ", " calls per rank,\n"),
+                     ha="center", fontsize=small, color=ink, linespacing=1.4)
+            fig.tight_layout(rect=(0, 0.045, 1, 0.89), h_pad=2.5)
+        title = (f"Observed vs modelled bytes per rank for {ranks} JAX processes over loopback: "
+                 f"gloo's collectives and the ppermute ring")
+        return svg_text(fig, title, describe(data, sizes, ranks, calls))

@@ -19,25 +19,20 @@ def algbw_gbps(nbytes, seconds):
 def fit_line_relative(x, y):
     """(a, b) of y = a + b x, least squares in the relative residual (a + b x)/y - 1, which
     weighs 10 us like 10 ms, as log axes do (rows scaled by 1/y: still linear)."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    design = np.column_stack([1 / y, x / y])
-    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(y), rcond=None)
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([1 / y, x / y]), np.ones_like(y), rcond=None)
     return float(a), float(b)
 
 
 def relative_residuals(x, y, a, b):
     """(a + b x) / y - 1 at every point: how far the straight line misses each one."""
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    return (a + b * x) / y - 1
+    return (a + b * np.asarray(x, dtype=float)) / np.asarray(y, dtype=float) - 1
 
 
 def fit_alpha_beta(nbytes, seconds):
     """(alpha seconds, beta bytes/s) of t = alpha + S / beta in the relative residual;
     beta None when the times do not grow with size; a negative alpha is kept at 0."""
-    s = np.asarray(nbytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
+    s, t = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float)
     alpha, inverse_beta = fit_line_relative(s, t)
     if alpha < 0:
         alpha = 0.0

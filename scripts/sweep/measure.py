@@ -7,7 +7,7 @@ import json
 import signal
 import subprocess
 import sys
-import time
+import timeit
 from pathlib import Path
 
 import numpy as np
@@ -104,9 +104,8 @@ def measure_in_subprocess(module, ranks, sizes, plan, block=0, root=ROOT, platfo
     if done.returncode:
         raise WorkerFailed(f"the p={ranks} worker exited with {done.returncode} (its error is "
                            "above); nothing was written")
-    lines = done.stdout.splitlines()
     try:
-        return json.loads(lines[-1])
+        return json.loads(done.stdout.splitlines()[-1])
     except (IndexError, ValueError):
         raise WorkerFailed(f"the p={ranks} worker printed no rows (its last stdout line "
                            f"must be their JSON); nothing was written") from None
@@ -133,11 +132,7 @@ def measure_memcpy_gbps(nbytes=MEMCPY_BYTES, repeats=MEMCPY_REPEATS):
     buffer size / time, as memcpy benchmarks count, both buffers written first (no faults)."""
     src = np.ones(nbytes, dtype=np.uint8)
     dst = np.zeros_like(src)
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        np.copyto(dst, src)
-        best = min(best, time.perf_counter() - start)
+    best = min(timeit.repeat(lambda: np.copyto(dst, src), number=1, repeat=repeats))
     return nbytes / best / 1e9
 
 
