@@ -30,12 +30,11 @@ def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(p
     assert f"record: running {SEED.id}" not in stderr  # current: left alone
     after = digests(root, DIGESTED)
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
-    added = sorted(set(after) - set(before))
-    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
-                     "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
-                     "recordings/psum-01.cpu.json"]
-    changed = sorted(k for k in before if before[k] != after[k])
-    assert changed == ["recordings/outputs.lock.json"]
+    assert sorted(set(after) - set(before)) == [  # added
+        "docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
+        "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
+        "recordings/psum-01.cpu.json"]
+    assert sorted(k for k in before if before[k] != after[k]) == ["recordings/outputs.lock.json"]
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
     assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
