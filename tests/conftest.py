@@ -36,8 +36,7 @@ def run_record(root, *args, timeout=300):
 # A test about "the lesson" runs once per registered lesson (@each_lesson), so a lesson
 # added as the README says is tested with no change here.
 LESSONS = load_lessons(ROOT)  # never empty: the registry refuses a file with no lesson
-each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()),
-                                      ids=list(LESSONS))
+each_lesson = pytest.mark.parametrize("lesson", list(LESSONS.values()), ids=list(LESSONS))
 
 # Some lesson, any: for checks of the machinery that need one recording.
 FIRST_LESSON = next(iter(LESSONS.values()))

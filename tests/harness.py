@@ -326,7 +326,7 @@ def add_fixture_lesson(root):
     lesson_code/, a [[lesson]] entry, a page with no nav line); its Lesson. A project that
     has it already (`make test-two-lessons`) loses it first, so it is added unrecorded."""
     entry, lesson_id = fixture_entry()
-    remove_fixture_lesson(root)
+    keep_lessons(root, *(one for one in load_lessons(root) if one != lesson_id))
     for name in FIXTURE_FILES:
         shutil.copy(FIXTURE_LESSON / name, root / "lesson_code" / name)
     if (root / "docs").is_dir():
@@ -365,14 +365,6 @@ def keep_lessons(root, *ids):
         lock_path(root).write_text(lock_text({path: inputs for path, inputs in
                                               read_lock(root).items()
                                               if not gone(path.split("/")[-1])}))
-
-
-def remove_fixture_lesson(root):
-    """The fixture lesson's entry, files, page, outputs and lock entries taken out of `root`."""
-    fixture = fixture_entry()[1]
-    keep_lessons(root, *(one for one in load_lessons(root) if one != fixture))
-    for name in FIXTURE_FILES:
-        (root / "lesson_code" / name).unlink(missing_ok=True)
 
 
 def rederive_analyses(root):

@@ -32,8 +32,7 @@ def mesh_of(ranks):
 def test_each_collective_and_each_training_gradient_runs_what_the_jax_source_says(ranks):
     # Both also check the gradients' values against NumPy.
     assert going_further.collective_transposes(mesh_of(ranks), 2 * ranks) == TRANSPOSES
-    problem = lesson.make_problem(ranks)
-    assert going_further.training_gradients(mesh_of(ranks), problem) == TRAINING
+    assert going_further.training_gradients(mesh_of(ranks), lesson.make_problem(ranks)) == TRAINING
 
 
 def test_the_lesson_expects_and_its_recording_keeps_these():

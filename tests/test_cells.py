@@ -19,11 +19,6 @@ def notebook_of(*sources):
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in sources])
 
 
-def outputs_of(notebook):
-    return [[(o["output_type"], o.get("name"), o.get("text") or o.get("data"))
-             for o in cell.outputs] for cell in notebook.cells]
-
-
 def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkeypatch):
     """One kernel, this Python's, in the working folder, without the user's startup file;
     a lot written on fd 2 (as XLA does) cannot block it; its files go with it."""
@@ -43,7 +38,9 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
         "import os\nfor _ in range(64):\n    os.write(2, b'x' * 2**16)\nfrom ipykernel.connect "
         "import get_connection_file\nprint(os.getpid(), get_connection_file())",
     ), work, timeout_s=120)
-    *outputs, [(_, _, printed)] = outputs_of(executed)
+    *outputs, [(_, _, printed)] = [
+        [(out["output_type"], out.get("name"), out.get("text") or out.get("data"))
+         for out in cell.outputs] for cell in executed.cells]
     assert outputs == [
         [("stream", "stdout", "one\ntwo\n"), ("stream", "stderr", "warn\n")],
         [("stream", "stdout", "__main__ __main__\n")],

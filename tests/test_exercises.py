@@ -25,25 +25,11 @@ def check(root, *args):
     return harness.run("scripts/exercises.py", *args, cwd=root, timeout=600)
 
 
-def lines_by_exercise(done, names=NAMES):
-    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
-    assert [line.split(":")[0].split()[-1] for line in lines] == names, lines
-    return dict(zip(names, lines))
-
-
 def section(path, name):
     """The snippet section `name` of `path`: a reference solution, as the page shows it."""
     text = (ROOT / path).read_text()
     return re.search(rf"# --8<-- \[start:{name}\]\n(.*?)# --8<-- \[end:{name}\]", text,
                      re.DOTALL)[1]
-
-
-def solved(source, name, body):
-    """`source` with the function `name` replaced by `body` (a whole def)."""
-    start = source.index(f"def {name}(")
-    end = source.index("# --8<-- [end:", start)
-    return source[:start] + body.strip() + "\n" + source[end:]
 
 
 def slip(solution, right, wrong):
@@ -65,9 +51,12 @@ def scaffolds(project):
 
 
 def fill(project, name, body):
-    """The scaffold's function `name` replaced by `body`, as a learner fills it in."""
+    """The scaffold's function `name` replaced by `body` (a whole def), as a learner fills it in."""
     path = project / (RING_SCAFFOLD if name == "ring_all_gather" else SCAFFOLDS)
-    path.write_text(solved(path.read_text(), name, body))
+    source = path.read_text()
+    start = source.index(f"def {name}(")
+    end = source.index("# --8<-- [end:", start)
+    path.write_text(source[:start] + body.strip() + "\n" + source[end:])
 
 
 @pytest.mark.parametrize("field, value, message", [
@@ -228,7 +217,10 @@ def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffol
     limit = ["--time-limit", "3"] if ROUNDS[round] == ["an endless loop"] else []
     done = check(scaffolds, "--lesson", ID, *one, *limit)  # one process per exercise
     assert done.returncode == 1, done.stdout + done.stderr
-    for name, line in lines_by_exercise(done, list(expected) if one else NAMES).items():
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr[-2000:]
+    lines, names = done.stdout.splitlines(), list(expected) if one else NAMES
+    assert [line.split(":")[0].split()[-1] for line in lines] == names, lines
+    for name, line in zip(names, lines):
         if name not in expected:
             what, path, number = re.fullmatch(
                 rf"unfinished {name}: TODO: (.*) \((.*):(\d+)\)", line).groups()

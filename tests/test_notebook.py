@@ -14,6 +14,7 @@ from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
 from conftest import LESSONS, ROOT, SEED, each_lesson, each_lesson_with
+from harness import raised_in_one_line
 from scripts.pages import notebook_page
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
 from scripts.pages.sources import Sources
@@ -102,8 +103,7 @@ def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers
 
 
 def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
-    lesson = SEED
-    notebook = build_notebook(lesson, devices=lesson.devices)
+    notebook = build_notebook(SEED, devices=SEED.devices)
     code = "\n".join(cell.source for cell in notebook.cells if cell.cell_type == "code")
     assert "__name__ ==" not in code and "SystemExit" not in code  # the program is the shell's
     headings = [line[3:] for cell in notebook.cells if cell.cell_type == "markdown"
@@ -112,7 +112,7 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
                      for line in page.read_text().splitlines() if line.startswith("##")}
     assert set(headings) <= page_headings
     assert "Step 1 · Configure four logical devices" in headings
-    assert "make_it_yours" in {name for name, _ in source_blocks(lesson.path().read_text())[1]}
+    assert "make_it_yours" in {name for name, _ in source_blocks(SEED.path().read_text())[1]}
 
 
 @each_lesson_with("going_further")
@@ -227,7 +227,5 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
         {"output_type": "display_data", "data": ["text/plain"]},
         {"output_type": "stream", "text": [1]}])])
 def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
-    with pytest.raises(PluginError) as refused:
-        render(tmp_path, site_config, notebook)
-    message = str(refused.value)
-    assert "\n" not in message and "record.py" in message
+    refusal = raised_in_one_line(PluginError, render, tmp_path, site_config, notebook)
+    assert "record.py" in str(refusal)

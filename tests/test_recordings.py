@@ -195,16 +195,15 @@ def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     """HEAD's sha and whether every input is as HEAD holds it; none outside a checkout of
     its own (a copied tree inside another repository)."""
     def git(*args):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                       cwd=tmp_path, check=True, capture_output=True)
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
 
     (tmp_path / "lesson.py").write_text("x = 1\n")
     (tmp_path / "other.py").write_text("y = 1\n")
     assert source_commit(tmp_path, ["lesson.py"]) is None  # no repository yet
     for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "lesson")):
         git(*args)
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True,
-                         text=True).stdout.strip()
+    sha = git("rev-parse", "HEAD").strip()
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
     (tmp_path / "other.py").write_text("y = 2\n")  # not an input: still clean
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}

@@ -25,9 +25,8 @@ REFERENCE = jsonschema.Draft202012Validator(SCHEMA, registry=Registry().with_res
 
 def registry_root(tmp_path, text):
     root = tmp_path / "checkout"
-    (root / "lesson_code").mkdir(parents=True, exist_ok=True)
-    (root / "recordings").mkdir(exist_ok=True)
     for name in ("recordings/schema.json", "lesson_code/lessons.schema.json"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes((ROOT / name).read_bytes())
     (root / "lesson_code" / "my_lesson.py").write_text("print('PASS: my-lesson')\n")
     registry = root / "lesson_code" / "lessons.toml"

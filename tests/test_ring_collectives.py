@@ -26,15 +26,12 @@ def mesh_of(p):
     return Mesh(np.asarray(jax.devices()[:p]), (AXIS,))
 
 
-def small_integers(size, seed):
-    return np.random.default_rng(seed).integers(-4, 5, size).astype(np.float32)
-
-
 @pytest.mark.parametrize("p", RANKS)
 @pytest.mark.parametrize("collective", COLLECTIVES)
 def test_ring_equals_xla_on_every_shard_with_p_minus_1_ppermutes_per_phase(p, collective):
     mesh, features = mesh_of(p), 3 * p  # 3 values per chunk
-    g_locals = small_integers(p * features, seed=p)  # device r: g_local f32[F]
+    # Device r: g_local f32[F] of small integers, whose sums are exact in any order.
+    g_locals = np.random.default_rng(p).integers(-4, 5, p * features).astype(np.float32)
     argument = g_locals if collective != "all_gather" else g_locals[:features]
     program = ring_programs(mesh)[collective]
     text, phases = program.lower(argument).as_text(), 2 if collective == "all_reduce" else 1

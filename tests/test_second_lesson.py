@@ -4,14 +4,12 @@ and the copy's own tests take it as one of their cases."""
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import nbformat
 import pytest
 
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
-from harness import DIGESTED, clean_env, digests
+from harness import DIGESTED, digests, run
 from site_build import build
 
 
@@ -32,12 +30,11 @@ def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(p
     assert f"record: running {SEED.id}" not in stderr  # current: left alone
     after = digests(root, DIGESTED)
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
-    added = sorted(set(after) - set(before))
-    assert added == ["docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
-                     "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
-                     "recordings/psum-01.cpu.json"]
-    changed = sorted(k for k in before if before[k] != after[k])
-    assert changed == ["recordings/outputs.lock.json"]
+    assert sorted(set(after) - set(before)) == [  # added
+        "docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
+        "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
+        "recordings/psum-01.cpu.json"]
+    assert sorted(k for k in before if before[k] != after[k]) == ["recordings/outputs.lock.json"]
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
     assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
@@ -58,11 +55,10 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
         assert (check.returncode, check.stdout) == (0, ""), check.stdout
     # `make lint`: its steps open with their imports (pyproject.toml), within the budgets.
     for lint in (("-m", "ruff", "check", "--no-cache", "."), ("tests/lint_budgets.py",)):
-        done = subprocess.run([sys.executable, *lint], cwd=root, capture_output=True,
-                              text=True, timeout=120)
+        done = run(*lint, cwd=root, timeout=120)
         assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-    run = build(root, tmp_path / "site")
-    assert run.returncode == 0, run.stderr[-3000:]
+    built = build(root, tmp_path / "site")
+    assert built.returncode == 0, built.stderr[-3000:]
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
     assert "the sum is\n3." in page or "the sum is 3" in " ".join(page.split())
     assert "PASS: psum-01" in page
@@ -111,12 +107,10 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     # Collected, psum-01 is among their cases; that they pass for it is
     # `make test-two-lessons`'s (the whole suite, in a copy like this one).
     root, *_ = project
-    run = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "",
-                          "-p", "no:cacheprovider", "tests"],
-                         cwd=root, env=clean_env(PYTHONDONTWRITEBYTECODE="1"),
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:]
-    cases = [line for line in run.stdout.splitlines() if "::" in line]
+    collected = run("-m", "pytest", "--collect-only", "-q", "-m", "", "-p", "no:cacheprovider",
+                    "tests", cwd=root, timeout=600)
+    assert collected.returncode == 0, collected.stdout[-3000:]
+    cases = [line for line in collected.stdout.splitlines() if "::" in line]
     # Every test that runs once per lesson (@each_lesson) runs for it too, once...
     own = [case for case in cases if re.search(r"\[psum-01(\.\w+)*\]$", case)]
     assert [case for case in cases if case.endswith(f"[{SEED.id}]")
@@ -140,8 +134,7 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
              "sys.stdout.write(render(json.load(open('recordings/psum-01.cpu.json')))); "
              "sys.stderr.write(repr(sorted(m for m in sys.modules "
              "if m.startswith('lesson_code'))))")
-    drawn = subprocess.run([sys.executable, "-c", probe], cwd=root, env=clean_env(),
-                           capture_output=True, text=True, timeout=120)
+    drawn = run("-c", probe, cwd=root, timeout=120)
     assert drawn.returncode == 0, drawn.stderr[-2000:]
     # No lesson program (nor JAX) was imported to draw it, and the committed SVG is its output.
     assert drawn.stderr == "['lesson_code', 'lesson_code.psum_bars']"
@@ -172,5 +165,5 @@ def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(pr
            check.stdout.splitlines()
     # The seed's data fits its own schema, not psum-01's: each lesson, its own.
     assert not any(line.startswith(f"recordings/{SEED.id}") for line in check.stdout.splitlines())
-    run = build(root, tmp_path / "site")
-    assert run.returncode != 0 and "invalid at data/sum" in run.stderr
+    built = build(root, tmp_path / "site")
+    assert built.returncode != 0 and "invalid at data/sum" in built.stderr

@@ -1,5 +1,6 @@
 """All-or-none writes (scripts/store/staging.py). Signals during staging: test_faults.py."""
 import errno
+import io
 import os
 import tempfile
 from pathlib import Path
@@ -16,21 +17,9 @@ from scripts.store.staging import (Staging, StagingError, remove_stray_temps, st
 
 
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path, monkeypatch):
-    real_fdopen = os.fdopen
-
-    class FullDisk:  # the first bytes land, then the disk is full: a truncated staged file
-        def __init__(self, fd, mode):
-            self.out = real_fdopen(fd, mode)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            self.out.close()
-
+    class FullDisk(io.FileIO):  # the first bytes land, then the disk is full: a truncated file
         def write(self, data):
-            self.out.write(data[:10])
-            self.out.flush()
+            super().write(data[:10])  # unbuffered: on disk at once
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(staging.os, "fdopen", FullDisk)
