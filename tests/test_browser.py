@@ -160,7 +160,6 @@ def close_again(opened):
 
 
 DRAWN = "[...document.images].filter(img => img.getClientRects().length)"
-FIGURES_ON_SCREEN = in_page("figures_on_screen")
 
 
 def load_images(page):
@@ -173,7 +172,7 @@ def load_images(page):
         page.wait_for_function(f"{DRAWN}.every(img => img.complete)", timeout=10000)
     except Exception:
         pass  # the assertions name the images that never arrived
-    return [figure for figure in page.evaluate(FIGURES_ON_SCREEN) if figure["drawn"]]
+    return [figure for figure in page.evaluate(in_page("figures_on_screen")) if figure["drawn"]]
 
 
 # What a compressing host (GitHub Pages) sends: text gzipped, fonts and images as they are.
@@ -185,9 +184,6 @@ def sent_bytes(response):
     if COMPRESSED.match(response.headers.get("content-type", "")):
         return len(gzip.compress(body, compresslevel=6))
     return len(body)
-
-
-JAX_CALLS = in_page("jax_calls")
 
 
 # The theme names each code block's <pre> "__code_..." as it sets the block up.
@@ -280,7 +276,7 @@ def visit(browser, origin, path, scheme, width):
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     close_again(opened)
     if path == LESSON and full:
-        seen["jax calls"] = page.evaluate(JAX_CALLS)
+        seen["jax calls"] = page.evaluate(in_page("jax_calls"))
         page.screenshot(path=str(ARTIFACTS / f"lesson-{scheme}-{width}.png"))
     if path == LESSON and (scheme, width) == ("light", 390):
         seen["wide block's tabindex"] = wide_block_tabindex(page)
@@ -519,9 +515,6 @@ def classic_scrollbars(browser):
     instance.close()
 
 
-LAYOUT_DEFECTS = in_page("layout_defects")
-
-
 def shown_tab(page, index):
     """Show the index-th tab of every tab set that has one; False once none has."""
     return page.evaluate("""index => [...document.querySelectorAll('.tabbed-set')]
@@ -529,25 +522,20 @@ def shown_tab(page, index):
         .map(input => (input.checked = true)).length > 0""", index)
 
 
-TABLE_OF_CONTENTS = in_page("table_of_contents")
-
-
 def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_contents(
         classic_scrollbars, served, pages):
     """Issues 36.4, 20.4, N7: with scrollbars that take room, every answer open and each tab
-    shown, none of LAYOUT_DEFECTS; N1: at 1600 and 1280 px the table of contents lists every
-    section. Each page loads once at 1600 px and narrows to 1280, 390, 320 as a window does
+    shown, no layout_defects.js finding; N1: at 1600 and 1280 px the table of contents lists
+    every section. Each page loads once at 1600 px and narrows to 1280, 390, 320 as a window does
     (a phone's emulation would widen its viewport to fit, hiding what this looks for)."""
     defects, missing = [], {}
     for path in pages:
-        page = classic_scrollbars.new_page(viewport={"width": 1600, "height": 900})
-        watch = PageWatch(page, served)
-        settle(page, watch, f"{served}/{path}")
+        page, watch = open_page(classic_scrollbars, f"{served}/{path}", served, width=1600)
         for width in (1600, 1280, 390, 320):
             page.set_viewport_size({"width": width, "height": 900})
             page.evaluate(NEXT_FRAME)
             if width >= 1280:
-                toc = page.evaluate(TABLE_OF_CONTENTS)
+                toc = page.evaluate(in_page("table_of_contents"))
                 if set(toc["sections"]) - set(toc["linked"]):
                     missing[path, width] = sorted(set(toc["sections"]) - set(toc["linked"]))
                 if path == LESSON:
@@ -556,7 +544,7 @@ def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_cont
                 continue  # the table of contents only
             opened, tab = open_every_details(page), 0
             while True:
-                for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280):
+                for defect in page.evaluate(in_page("layout_defects"), width >= 1280):
                     if f"/{path} at {width} px: {defect}" not in defects:
                         defects.append(f"/{path} at {width} px: {defect}")
                 tab += 1
