@@ -295,16 +295,13 @@ def visits(browser, served, built_site, pages):
     """visits(scheme, width) -> {page: what it showed}, every page that screen visits (at
     the breakpoint, every page that names a figure), the first time a test asks for it."""
     ARTIFACTS.mkdir(exist_ok=True)
-    screens = {}
 
+    @functools.cache
     def on(scheme, width):
-        if (scheme, width) not in screens:
-            shown = [path for path in pages if visited_on(path, (scheme, width))
-                     and ((scheme, width) in SCREENS
-                          or "figures/" in page_file(built_site, path).read_text())]
-            screens[scheme, width] = {path: visit(browser, served, path, scheme, width)
-                                      for path in shown}
-        return screens[scheme, width]
+        shown = [path for path in pages if visited_on(path, (scheme, width))
+                 and ((scheme, width) in SCREENS
+                      or "figures/" in page_file(built_site, path).read_text())]
+        return {path: visit(browser, served, path, scheme, width) for path in shown}
 
     return on
 

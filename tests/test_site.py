@@ -114,10 +114,9 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
     times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
              for name, cells in re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)}
     measured = page.split('id="recorded-reference-execution"')[1]
-    numbers = {}
-    for name, cell in re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
-                                 r"<td>([^<]*)</td>", measured):
-        numbers[name.removesuffix(" alone")] = re.findall(r"\d[\d,]*", cell)
+    numbers = {name.removesuffix(" alone"): re.findall(r"\d[\d,]*", cell) for name, cell in
+               re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
+                          r"<td>([^<]*)</td>", measured)}
     assert set(times) == set(numbers) == {"all-reduce", "reduce-scatter", "all-gather"}
     for name, cell in times.items():
         median, low, high = re.findall(r"\d[\d,]*", cell)
