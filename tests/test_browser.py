@@ -53,8 +53,7 @@ def in_page(name):
 def browser():
     """Debian's chromium, one Playwright per module: a second cannot start beside it."""
     if not os.path.exists(CHROMIUM):
-        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
-                     f"(make test does, as root)")
+        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium (make test does, as root)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -231,8 +230,7 @@ def read_the_lesson_page(page, requests):
 def read_a_notebook_page(page):
     """A notebook page in the dark palette: its code's colours, its two download buttons."""
     code = page.locator(".highlight pre > code").first
-    page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}"
-                             f".png"))
+    page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}.png"))
     shows = {"code background": code.evaluate("el => getComputedStyle(el).backgroundColor"),
              "page background": page.evaluate("getComputedStyle(document.body).backgroundColor"),
              "ipynb links": page.locator("a[download][href$='.ipynb']").count(), "downloads": []}

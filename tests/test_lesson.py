@@ -328,8 +328,7 @@ def test_the_program_prints_each_result_once_in_order(devices):
     medians = printed(lines[7], "Completed CPU median microseconds: ")
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
     assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
-    budget = printed(lines[10], "Idealized payload/storage budget, not observed network "
-                                "traffic: ")
+    budget = printed(lines[10], "Idealized payload/storage budget, not observed network traffic: ")
     assert [(row["ranks"], row["all_reduce_bytes"], row["scatter_gather_bytes"],
              row["shard_storage_bytes"]) for row in budget] == \
         [(p, 2 * 2**20 * (p - 1) // p, 2 * 2**20 * (p - 1) // p, 2**20 // p) for p in RANKS]
