@@ -53,8 +53,7 @@ def in_page(name):
 def browser():
     """Debian's chromium, one Playwright per module: a second cannot start beside it."""
     if not os.path.exists(CHROMIUM):
-        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium "
-                     f"(make test does, as root)")
+        skip_or_fail(f"{CHROMIUM} is missing: apt-get install chromium (make test does, as root)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -160,7 +159,6 @@ def close_again(opened):
 
 
 DRAWN = "[...document.images].filter(img => img.getClientRects().length)"
-FIGURES_ON_SCREEN = in_page("figures_on_screen")
 
 
 def load_images(page):
@@ -173,7 +171,7 @@ def load_images(page):
         page.wait_for_function(f"{DRAWN}.every(img => img.complete)", timeout=10000)
     except Exception:
         pass  # the assertions name the images that never arrived
-    return [figure for figure in page.evaluate(FIGURES_ON_SCREEN) if figure["drawn"]]
+    return [figure for figure in page.evaluate(in_page("figures_on_screen")) if figure["drawn"]]
 
 
 # What a compressing host (GitHub Pages) sends: text gzipped, fonts and images as they are.
@@ -185,9 +183,6 @@ def sent_bytes(response):
     if COMPRESSED.match(response.headers.get("content-type", "")):
         return len(gzip.compress(body, compresslevel=6))
     return len(body)
-
-
-JAX_CALLS = in_page("jax_calls")
 
 
 # The theme names each code block's <pre> "__code_..." as it sets the block up.
@@ -235,8 +230,7 @@ def read_the_lesson_page(page, requests):
 def read_a_notebook_page(page):
     """A notebook page in the dark palette: its code's colours, its two download buttons."""
     code = page.locator(".highlight pre > code").first
-    page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}"
-                             f".png"))
+    page.screenshot(path=str(ARTIFACTS / f"notebook-{page.url.rstrip('/').rsplit('/', 1)[1]}.png"))
     shows = {"code background": code.evaluate("el => getComputedStyle(el).backgroundColor"),
              "page background": page.evaluate("getComputedStyle(document.body).backgroundColor"),
              "ipynb links": page.locator("a[download][href$='.ipynb']").count(), "downloads": []}
@@ -280,7 +274,7 @@ def visit(browser, origin, path, scheme, width):
         .filter(img => !(img.complete && img.naturalWidth > 0)).map(img => img.src)""")
     close_again(opened)
     if path == LESSON and full:
-        seen["jax calls"] = page.evaluate(JAX_CALLS)
+        seen["jax calls"] = page.evaluate(in_page("jax_calls"))
         page.screenshot(path=str(ARTIFACTS / f"lesson-{scheme}-{width}.png"))
     if path == LESSON and (scheme, width) == ("light", 390):
         seen["wide block's tabindex"] = wide_block_tabindex(page)
@@ -299,16 +293,13 @@ def visits(browser, served, built_site, pages):
     """visits(scheme, width) -> {page: what it showed}, every page that screen visits (at
     the breakpoint, every page that names a figure), the first time a test asks for it."""
     ARTIFACTS.mkdir(exist_ok=True)
-    screens = {}
 
+    @functools.cache
     def on(scheme, width):
-        if (scheme, width) not in screens:
-            shown = [path for path in pages if visited_on(path, (scheme, width))
-                     and ((scheme, width) in SCREENS
-                          or "figures/" in page_file(built_site, path).read_text())]
-            screens[scheme, width] = {path: visit(browser, served, path, scheme, width)
-                                      for path in shown}
-        return screens[scheme, width]
+        shown = [path for path in pages if visited_on(path, (scheme, width))
+                 and ((scheme, width) in SCREENS
+                      or "figures/" in page_file(built_site, path).read_text())]
+        return {path: visit(browser, served, path, scheme, width) for path in shown}
 
     return on
 
@@ -519,9 +510,6 @@ def classic_scrollbars(browser):
     instance.close()
 
 
-LAYOUT_DEFECTS = in_page("layout_defects")
-
-
 def shown_tab(page, index):
     """Show the index-th tab of every tab set that has one; False once none has."""
     return page.evaluate("""index => [...document.querySelectorAll('.tabbed-set')]
@@ -529,25 +517,20 @@ def shown_tab(page, index):
         .map(input => (input.checked = true)).length > 0""", index)
 
 
-TABLE_OF_CONTENTS = in_page("table_of_contents")
-
-
 def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_contents(
         classic_scrollbars, served, pages):
     """Issues 36.4, 20.4, N7: with scrollbars that take room, every answer open and each tab
-    shown, none of LAYOUT_DEFECTS; N1: at 1600 and 1280 px the table of contents lists every
-    section. Each page loads once at 1600 px and narrows to 1280, 390, 320 as a window does
+    shown, no layout_defects.js finding; N1: at 1600 and 1280 px the table of contents lists
+    every section. Each page loads once at 1600 px and narrows to 1280, 390, 320 as a window does
     (a phone's emulation would widen its viewport to fit, hiding what this looks for)."""
     defects, missing = [], {}
     for path in pages:
-        page = classic_scrollbars.new_page(viewport={"width": 1600, "height": 900})
-        watch = PageWatch(page, served)
-        settle(page, watch, f"{served}/{path}")
+        page, watch = open_page(classic_scrollbars, f"{served}/{path}", served, width=1600)
         for width in (1600, 1280, 390, 320):
             page.set_viewport_size({"width": width, "height": 900})
             page.evaluate(NEXT_FRAME)
             if width >= 1280:
-                toc = page.evaluate(TABLE_OF_CONTENTS)
+                toc = page.evaluate(in_page("table_of_contents"))
                 if set(toc["sections"]) - set(toc["linked"]):
                     missing[path, width] = sorted(set(toc["sections"]) - set(toc["linked"]))
                 if path == LESSON:
@@ -556,7 +539,7 @@ def test_no_page_breaks_with_classic_scrollbars_and_each_keeps_its_table_of_cont
                 continue  # the table of contents only
             opened, tab = open_every_details(page), 0
             while True:
-                for defect in page.evaluate(LAYOUT_DEFECTS, width >= 1280):
+                for defect in page.evaluate(in_page("layout_defects"), width >= 1280):
                     if f"/{path} at {width} px: {defect}" not in defects:
                         defects.append(f"/{path} at {width} px: {defect}")
                 tab += 1

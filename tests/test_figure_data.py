@@ -9,6 +9,7 @@ import pytest
 
 from conftest import LESSONS, ROOT
 from scripts.figures.variants import BY_SUFFIX
+from scripts.pages.layout import text_of
 from scripts.store.outputs import figure_data_outputs
 from scripts.pages.recorded_text import human_date
 from site_pages import page_file, site_pages
@@ -23,10 +24,6 @@ DATA = {output.figure: {o.path.rsplit(".", 1)[1]: o for o in figure_data_outputs
 IMAGE = re.compile(r'<img\b[^>]*\bsrc="([^"]+\.svg)"')
 LINE = re.compile(r'<span class="figure-data"[^>]*>(.*?)</span>', re.S)
 LINK = re.compile(r'<a href="([^"]+)">(.*?)</a>', re.S)
-
-
-def text_of(markup):
-    return html.unescape(re.sub(r"<[^>]+>", "", markup))
 
 
 def site_path(page, href):

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from contextlib import contextmanager
+from dataclasses import replace
 from xml.etree import ElementTree
 
 import numpy as np
@@ -355,10 +356,7 @@ def test_a_renderer_without_rows_fails_in_one_line():
     no_rows = FigureKind("svg", "recordings/{id}.cpu.json", "figures/x.svg")
     kind = figure_data.FigureDataKind(no_rows, ".csv", ())
     output = DATA[f"figures/{ID}.csv"]
-    with pytest.raises(DeriveError) as failure:
-        derive_render(type(output)(output.path, output.source, output.code, output.fix,
-                                   kind=kind), {})
-    assert str(failure.value) == (
+    assert str(raised_in_one_line(DeriveError, derive_render, replace(output, kind=kind), {})) == (
         f"figures/{ID}.csv: svg renderer failed on recordings/{ID}.cpu.json (ValueError: "
         f"scripts/figures/svg.py has no rows(data): every figure's data (its CSV and JSON) "
         f"is what that function returns); fix {output.code}")

@@ -50,24 +50,17 @@ def lesson_setup(ranks):
     return mesh, problem, placed, lesson.build_programs(mesh, problem.n_total)
 
 
-def check_replicated(result, expected, mesh):
+def check_placed(result, expected, mesh, split=False):
+    """Every device of the mesh holds the whole vector, or (`split`) device r holds
+    consecutive slice r of it, and only that."""
+    devices = list(mesh.devices.flat)
     np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
-    assert {shard.device for shard in result.addressable_shards} == set(mesh.devices.flat)
+    assert {shard.device for shard in result.addressable_shards} == set(devices)
     for shard in result.addressable_shards:
-        assert shard.data.shape == expected.shape == expected[shard.index].shape
-        np.testing.assert_allclose(np.asarray(shard.data), expected, **TIGHT)
-
-
-def check_split(result, expected, mesh):
-    """Device r of the mesh holds consecutive slice r of the vector, and only that."""
-    slices = np.split(expected, mesh.devices.size)
-    np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
-    assert {shard.device for shard in result.addressable_shards} == set(mesh.devices.flat)
-    for shard in result.addressable_shards:
-        r = list(mesh.devices.flat).index(shard.device)
-        assert shard.data.shape == slices[r].shape
-        np.testing.assert_allclose(np.asarray(shard.data), slices[r], **TIGHT)
-        np.testing.assert_array_equal(expected[shard.index], slices[r])
+        held = np.split(expected, len(devices))[devices.index(shard.device)] if split else expected
+        assert shard.data.shape == held.shape == expected[shard.index].shape
+        np.testing.assert_allclose(np.asarray(shard.data), held, **TIGHT)
+        np.testing.assert_array_equal(expected[shard.index], held)
 
 
 @pytest.mark.parametrize("ranks", RANKS)
@@ -77,16 +70,16 @@ def test_each_program_leaves_the_spec_s_values_where_it_says_by_its_one_collecti
     np.testing.assert_allclose(expected, spec_gradient(problem), rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(lesson.reference_gradient(problem), expected, **TIGHT)
     sliced = programs.shard_gradient(x, y, w)
-    check_replicated(programs.all_gradient(x, y, w), expected, mesh)
-    check_split(sliced, expected, mesh)
-    check_replicated(programs.gather(sliced), expected, mesh)
+    check_placed(programs.all_gradient(x, y, w), expected, mesh)
+    check_placed(sliced, expected, mesh, split=True)
+    check_placed(programs.gather(sliced), expected, mesh)
     # The gather concatenates distinct per-device slices in rank order.
     width = problem.w.size // ranks
     chunks = [np.arange(width, dtype=np.float32) + 10 * r for r in range(ranks)]
     split = jax.make_array_from_single_device_arrays(
         (problem.w.size,), NamedSharding(mesh, P("data")),
         [jax.device_put(chunk, device) for chunk, device in zip(chunks, mesh.devices.flat)])
-    check_replicated(programs.gather(split), np.concatenate(chunks), mesh)
+    check_placed(programs.gather(split), np.concatenate(chunks), mesh)
     # One collective each, as lowered and, on XLA:CPU, as compiled; none without one.
     for found in (lesson.lowered_collectives, lesson.compiled_collectives):
         assert found(programs.all_gradient, x, y, w) == {"all_reduce"}
@@ -114,7 +107,7 @@ def test_report_compiled_says_what_a_rewritten_reduce_scatter_became(capsys):
     assert capsys.readouterr().out == \
         "Compiled HLO runs what was requested: all-reduce, reduce-scatter, all-gather\n"
     rewritten = all_reduce_then_slice(mesh, problem.n_total)
-    check_split(rewritten(x, y, w), spec_gradient(problem, 4), mesh)  # same values...
+    check_placed(rewritten(x, y, w), spec_gradient(problem, 4), mesh, split=True)  # same values...
     swapped = lesson.Programs(programs.all_gradient, rewritten, programs.gather)
     assert lesson.report_compiled(swapped, (x, y, w), sliced)["reduce_scatter"] == \
         ["all_reduce"]  # ...and a lowered program that would have read "reduce_scatter"
@@ -204,12 +197,12 @@ def test_sharded_momentum_is_the_elementwise_update(ranks):
     v0 = np.linspace(-0.02, 0.03, problem.w.size)  # the lesson's initial momentum
     v = 0.9 * v0 + spec_gradient(problem)
     expected_w = problem.w.astype(np.float64) - 0.1 * v
-    check_replicated(lesson.sharded_momentum(mesh, programs, problem, sliced), expected_w, mesh)
+    check_placed(lesson.sharded_momentum(mesh, programs, problem, sliced), expected_w, mesh)
     split = NamedSharding(mesh, P("data"))
     new_w, new_v = lesson.momentum_step(jax.device_put(problem.w, split),
                                         jax.device_put(v0.astype(np.float32), split), sliced)
-    check_split(new_w, expected_w, mesh)
-    check_split(new_v, v, mesh)  # F/p values of momentum per device, never gathered
+    check_placed(new_w, expected_w, mesh, split=True)
+    check_placed(new_v, v, mesh, split=True)  # F/p values of momentum per device, never gathered
     with pytest.raises(AssertionError):
         lesson.sharded_momentum(mesh, programs, problem, 2 * sliced)
 
@@ -335,8 +328,7 @@ def test_the_program_prints_each_result_once_in_order(devices):
     medians = printed(lines[7], "Completed CPU median microseconds: ")
     assert list(medians) == ["all_reduce", "reduce_scatter", "all_gather_only"]
     assert all(isinstance(v, float) and v > 0 and round(v, 1) == v for v in medians.values())
-    budget = printed(lines[10], "Idealized payload/storage budget, not observed network "
-                                "traffic: ")
+    budget = printed(lines[10], "Idealized payload/storage budget, not observed network traffic: ")
     assert [(row["ranks"], row["all_reduce_bytes"], row["scatter_gather_bytes"],
              row["shard_storage_bytes"]) for row in budget] == \
         [(p, 2 * 2**20 * (p - 1) // p, 2 * 2**20 * (p - 1) // p, 2**20 // p) for p in RANKS]

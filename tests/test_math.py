@@ -8,6 +8,7 @@ from fontTools.ttLib import TTFont
 from material.plugins.search.plugin import Parser as SearchParser
 from mkdocs.exceptions import PluginError
 
+from conftest import ROOT
 from harness import raised_in_one_line
 from scripts.pages import math_font
 from scripts.pages.mathml import MathError, formula, temml, typeset
@@ -135,10 +136,8 @@ def test_a_node_that_is_missing_or_cannot_typeset_is_one_line(monkeypatch, tmp_p
                       'process.exit(3);\n')
     temml.close()
     monkeypatch.setattr(mathml, "TYPESET", script)
-    with pytest.raises(MathError) as refused:
-        inline("x")
-    assert str(refused.value) == ("x.md: typeset.cjs failed: Temml is not installed: run "
-                                  "`npm ci`")
+    assert str(raised_in_one_line(MathError, inline, "x")) == (
+        "x.md: typeset.cjs failed: Temml is not installed: run `npm ci`")
     assert temml.node is None
     monkeypatch.setenv("PATH", "/nonexistent")
     with pytest.raises(MathError, match=r"^node is missing: install Node\.js"):
@@ -156,8 +155,6 @@ def test_a_single_letter_identifier_needs_its_mathematical_italic():
 
 def test_the_build_cuts_the_font_to_what_formulas_draw(built_site):
     """Never committed, renamed as the GUST licence asks, holding every drawn character."""
-    from conftest import ROOT
-
     assert not list((ROOT / "docs").rglob("*.woff*"))
     font = TTFont(built_site / math_font.FONT)
     covered = set(map(chr, font.getBestCmap()))

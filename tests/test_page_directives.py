@@ -19,7 +19,6 @@ from scripts.pages.page_language import PageLanguage
 from scripts.pages.recorded_text import PageError, PageValues, formatted
 from scripts.pages.sources import Sources
 from scripts.store.freshness import Loaded
-from scripts.store.lessons import load_lessons
 from scripts.store.outputs import recording_fix
 
 
@@ -166,17 +165,13 @@ def test_the_format_codes_pages_use_still_work():
 
 
 def test_a_missing_hardware_recording_names_the_command_that_makes_it():
-    lessons = load_lessons()
-    lesson = FIRST_LESSON
-    assert "tpu_job.py" in recording_fix(lessons, f"{lesson.id}.tpu")
-    assert recording_fix(lessons, f"{lesson.id}.cpu") == (
-        "python scripts/record.py" if len(lessons) == 1 else
-        f"python scripts/record.py --lesson {lesson.id}")
-    assert recording_fix(lessons, f"{lesson.id}.weird") == \
-        f"git rm {recording_name(lesson, 'weird')}"
-    assert recording_fix(lessons, "nobody.cpu") is None
-    with pytest.raises(PluginError) as refused:
-        recorded_value(f"{lesson.id}.tpu", "environment.jax", None,
-                       Sources(lessons, {}, ROOT / "docs"), PageValues(),
-                       directive="{{ rec: }}")
-    assert "run `python scripts/tpu_job.py" in str(refused.value)
+    assert "tpu_job.py" in recording_fix(LESSONS, f"{FIRST_LESSON.id}.tpu")
+    assert recording_fix(LESSONS, f"{FIRST_LESSON.id}.cpu") == (
+        "python scripts/record.py" if len(LESSONS) == 1 else
+        f"python scripts/record.py --lesson {FIRST_LESSON.id}")
+    assert recording_fix(LESSONS, f"{FIRST_LESSON.id}.weird") == \
+        f"git rm {recording_name(FIRST_LESSON, 'weird')}"
+    assert recording_fix(LESSONS, "nobody.cpu") is None
+    assert "run `python scripts/tpu_job.py" in str(raised_in_one_line(
+        PluginError, recorded_value, f"{FIRST_LESSON.id}.tpu", "environment.jax", None,
+        Sources(LESSONS, {}, ROOT / "docs"), PageValues(), directive="{{ rec: }}"))

@@ -14,7 +14,7 @@ from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, keep_lessons, project as project_copy
+from harness import edited, keep_lessons, project as project_copy, raised_in_one_line
 from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -105,8 +105,7 @@ def element(page, start):
     raise AssertionError("an unclosed <div>")
 
 
-def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_each(
-        built_site):
+def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_each(built_site):
     """The box's times are the measured table's, each median with its interval, and the box
     says when each collective is the one to use."""
     page = (built_site / LESSON_PAGE).read_text()
@@ -114,10 +113,9 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
     times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
              for name, cells in re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)}
     measured = page.split('id="recorded-reference-execution"')[1]
-    numbers = {}
-    for name, cell in re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
-                                 r"<td>([^<]*)</td>", measured):
-        numbers[name.removesuffix(" alone")] = re.findall(r"\d[\d,]*", cell)
+    numbers = {name.removesuffix(" alone"): re.findall(r"\d[\d,]*", cell) for name, cell in
+               re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
+                          r"<td>([^<]*)</td>", measured)}
     assert set(times) == set(numbers) == {"all-reduce", "reduce-scatter", "all-gather"}
     for name, cell in times.items():
         median, low, high = re.findall(r"\d[\d,]*", cell)
@@ -214,10 +212,9 @@ def test_a_snippet_outside_the_repository_or_missing_is_one_line_not_a_traceback
     page = markdown.Markdown(extensions=["pymdownx.snippets", PageLanguage()],
                              extension_configs={"pymdownx.snippets": {
                                  "base_path": [str(ROOT)], "check_paths": True}})
-    with pytest.raises(PageError) as refused:  # a BuildError: mkdocs says it in one line
-        page.convert(f"Text.\n\n{include}\n")
-    assert "could not be" in str(refused.value) and "\n" not in str(refused.value)
-    assert "a page includes only files inside the repository" in str(refused.value)
+    # A BuildError: mkdocs says it in one line.
+    line = str(raised_in_one_line(PageError, page.convert, f"Text.\n\n{include}\n"))
+    assert "could not be" in line and "a page includes only files inside the repository" in line
 
 
 def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeypatch):
@@ -225,10 +222,8 @@ def test_thousands_of_problems_make_a_build_error_line_of_bounded_length(monkeyp
                 f"--lesson lesson-{n}`" for n in range(10_000)]  # 10,000 lessons, none recorded
     monkeypatch.setattr(sources, "load_lessons", lambda root: {})
     monkeypatch.setattr(sources, "load_all", lambda lessons, root: ({}, problems))
-    with pytest.raises(PageError) as refused:
-        sources.load_sources(ROOT, ROOT / "docs")
-    line = str(refused.value)
-    assert len(line) < 500 and "\n" not in line, len(line)  # was 950 kB
+    line = str(raised_in_one_line(PageError, sources.load_sources, ROOT, ROOT / "docs"))
+    assert len(line) < 500, len(line)  # was 950 kB
     assert line.startswith(problems[0]) and "and 9,997 more" in line
     assert line.endswith("`python scripts/record.py --check` lists them all")
 
@@ -251,8 +246,7 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 
 
 @each_lesson
-def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site,
-                                                                            lesson):
+def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site, lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
     page = (built_site / lesson_page(lesson)).read_text()
     assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
@@ -384,8 +378,7 @@ def test_without_a_tpu_recording_the_site_says_so(built_site):
         return  # the pages then speak of it: tests/test_tpu_job.py's end-to-end run
     assert NOT_YET in entries[SEED.id]  # four chips: a TPU VM it could run on
     # The TPU page's note; the lesson page makes no TPU claim at all.
-    assert pages_saying(built_site, "Not yet recorded on TPU") == \
-        ["going-further/tpu/index.html"]
+    assert pages_saying(built_site, "Not yet recorded on TPU") == ["going-further/tpu/index.html"]
     assert pages_saying(built_site, "The lesson was recorded on") == []
     # Lowered against compiled: the CPU recording's answer, and the code that reads it.
     analysis = json.loads((ROOT / "recordings/analysis" / f"{SEED.id}.cpu.json").read_text())
@@ -411,8 +404,7 @@ def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_s
     assert RECORDED_ON_TPU in course_entries(hostile_site)[SEED.id]
 
 
-def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(
-        built_site):
+def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(built_site):
     """One row per recording of every kind; the table ends at its last row."""
     home = (built_site / "index.html").read_text()
     table_end = home.index("</table>", home.index('id="recordings-on-this-site"'))
@@ -464,8 +456,7 @@ def test_the_themes_built_files_are_the_theme_packages_own(built_site):
 
 # --- recordings and notebooks with hostile text (tests/site_hostile.py) -------------------
 
-def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_data(
-        hostile_site):
+def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_data(hostile_site):
     for path in [*hostile_site.rglob("*.html"), *hostile_site.rglob("*.json"),
                  *hostile_site.rglob("*.xml")]:
         text = path.read_text()
@@ -498,15 +489,13 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     heading = re.search(r'<h2 id="([^"]*)">Scope: (.*?)<a class="headerlink"', lesson, re.S)
     assert heading and re.fullmatch(r"scope-[\w-]+", heading[1]), "the heading lost its anchor"
     assert "&lt;script&gt;" in heading[2] and "<script>" not in heading[2]
-    toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>', lesson,
-                    re.S)
+    toc = re.search(r'<a href="#' + heading[1] + r'" class="md-nav__link">(.*?)</a>', lesson, re.S)
     assert toc and "&lt;script&gt;" in toc[1] and "<img" not in toc[1]
     cell = re.search(r"<td>label 1</td>\s*<td>(.*?)</td>", lesson, re.S)
     assert cell and "&lt;img src=x onerror=" in cell[1]
     code = re.search(r"<td>code</td>\s*<td><code>(.*?)</code></td>", lesson, re.S)
     assert code and "&lt;svg onload=" in code[1]
-    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"',
-                      lesson)
+    alts = re.findall(r'<img alt="([^"]*)" src="../../figures/' + re.escape(ID) + r'\.svg"', lesson)
     assert "![x](y&quot; onerror=" in alts[-1]
     # The step-through's trace in <script type="application/json">: no `</script>` or `<!--`
     # can end the element, and json.loads (JSON.parse's grammar) gives back what was recorded.
@@ -536,9 +525,7 @@ def test_a_hostile_site_url_stops_the_build_in_one_line(url, ordinary, monkeypat
         return
     if ordinary:
         return hooks.check_site_url(config)
-    with pytest.raises(PluginError) as refused:
-        hooks.on_config(config)
-    assert "\n" not in str(refused.value) and "set SITE_URL" in str(refused.value)
+    assert "set SITE_URL" in str(raised_in_one_line(PluginError, hooks.on_config, config))
 
 
 def checked(tmp_path, body, files=()):
