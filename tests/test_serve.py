@@ -153,10 +153,10 @@ def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_othe
         cwd="/", env=activated(), capture_output=True, text=True, timeout=60).stdout.strip()
     assert installed, "the .venv cannot import scripts: run make setup"
     (tmp_path / "elsewhere").mkdir()
-    run = subprocess.run(["mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
-                          "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
-                         env=activated(), capture_output=True, text=True, timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
+    built = subprocess.run(["mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
+                            "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
+                           env=activated(), capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
     assert (tmp_path / "site" / "lessons" / FIRST_LESSON.id / "index.html").is_file()
     second = copy_project(tmp_path / "second")
     (second / RECORDING).write_text('{"broken":\n')
