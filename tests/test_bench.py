@@ -36,6 +36,12 @@ RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
 COMMITTED = json.loads(RECORDING.read_text())
 
 
+def raises(error):
+    def fault(*args, **kwargs):
+        raise error
+    return fault
+
+
 def analysed(recording):
     return json.loads(AnalysisKind(SEED.analysis, "sweep").render(recording))
 
@@ -242,10 +248,7 @@ def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     from scripts.figures import sweep_times as sweep_figure
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
-
-    def broken(analysis, *variant):
-        raise RuntimeError("renderer broke")
-    monkeypatch.setattr(sweep_figure, "render", broken)
+    monkeypatch.setattr(sweep_figure, "render", raises(RuntimeError("renderer broke")))
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
@@ -367,6 +370,5 @@ def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, 
 
 
 def test_bench_accepts_the_full_plan_in_any_order():
-    args = bench.parse_args(["--ranks", "8", "2", "4"])
-    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
-    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]), bench.FULL)
+    for argv in (["--ranks", "8", "2", "4"], ["--ranks", "2", "--out", "x.json"]):
+        bench.refuse_what_cannot_work(bench.parse_args(argv), bench.FULL)  # no exception

@@ -25,8 +25,8 @@ import pytest
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
-                     run, snapshot, still_running, unchanged)
-from test_bench import QUICK  # a small sweep plan
+                     refused, run, snapshot, still_running, unchanged)
+from test_bench import QUICK, raises  # QUICK: a small sweep plan
 from scripts import bench, cli, record
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
@@ -456,13 +456,9 @@ REFUSALS = [(args, message.format(id=ID, devices=SEED.devices, module=SEED.modul
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
-    with pytest.raises((SystemExit, cli.UsageError)) as refused:
-        record.refuse_what_cannot_work(record.parse_args(args), LESSONS)
-    error = refused.value
-    line = capsys.readouterr().err or f"error: {error}\n"
-    assert (error.code if isinstance(error, SystemExit) else error.exit_status) == 2
-    assert line.count("\n") == 1 and line.startswith("error: ") and message in line, line
-    assert "`python " in line
+    line = refused(cli.command(lambda argv: record.refuse_what_cannot_work(
+        record.parse_args(argv), LESSONS)), args, capsys)
+    assert line.startswith("error: ") and message in line and "`python " in line, line
 
 
 # --- a corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its --
@@ -523,16 +519,9 @@ def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
     (tmp_path / "silent_sweep.py").write_text(
         "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert str(raised_in_one_line(WorkerFailed, measure_in_subprocess, "silent_sweep", 4, [8],
-                                  {})) == (
-        "the p=4 worker printed no rows (its last stdout line must be their JSON); "
-        "nothing was written")
-
-
-def raises(error):
-    def fault(*args, **kwargs):
-        raise error
-    return fault
+    error = raised_in_one_line(WorkerFailed, measure_in_subprocess, "silent_sweep", 4, [8], {})
+    assert str(error) == ("the p=4 worker printed no rows (its last stdout line must be their "
+                          "JSON); nothing was written")
 
 
 @pytest.mark.parametrize("measure, cache, line", [
@@ -556,11 +545,10 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
     (tmp_path / "bad_data.py").write_text(
         "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w').write('{not json')\n")
-    message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data", tmp_path,
-                                     tmp_path))
-    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "
-                              "as JSON")
-    assert message.endswith("nothing was written")
+    message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data",
+                                     tmp_path, tmp_path))
+    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read as "
+                              "JSON") and message.endswith("nothing was written")
 
 
 def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, capsys):
