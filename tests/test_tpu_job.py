@@ -19,10 +19,10 @@ import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
 from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env,
-                     one_error, project, raised_in_one_line, refused, run, snapshot)
+                     one_error, project, raised_in_one_line, refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
-from scripts.hardware.verify import RefusedRecording, check_tpu_recording
+from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.hardware.tpu import RUNTIMES, UV_VERSION, accelerators_for, dry_run_text, job_steps
 
 # The job's default lesson is the registry's first; the canned TPU recording is the seed's.
@@ -189,7 +189,6 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
                                    f"{SEED.devices} chips"),
     (dict(environment={"backend": "cpu"}), "its backend is 'cpu'")])
 def test_check_tpu_sweep_refuses_with_the_reason(tmp_path, changes, reason):
-    from scripts.hardware.verify import check_tpu_sweep
     with pytest.raises(RefusedRecording, match=reason):
         check_tpu_sweep(write_tpu_sweep(tmp_path / "sweep.json", ROOT, **changes), SEED, ROOT)
     assert check_tpu_sweep(write_tpu_sweep(tmp_path / "ok.json", ROOT), SEED,
@@ -200,11 +199,10 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
     fetched, sweep = canned(clone, tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    before = snapshot(clone)
-    assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
+    with unchanged(clone):
+        assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
     assert {path.name: path.read_bytes() for path in elsewhere.iterdir()} == {
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
-    assert changed(before, clone) == []
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
 
 
@@ -286,10 +284,9 @@ def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_comman
     (tmp_path / "bin" / "git").symlink_to(shutil.which("git"))
     with_gcloud = os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    before = snapshot(clone)
-    line = failed(clone, capsys, "--create", "--delete")
+    with unchanged(clone):
+        line = failed(clone, capsys, "--create", "--delete")
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
-    assert changed(before, clone) == []
     monkeypatch.setenv("PATH", with_gcloud)
     with (clone / MODULE).open("a") as module:
         module.write("# an edit the VM would not see\n")
@@ -416,7 +413,6 @@ def test_the_page_shows_the_commands_the_job_runs_now():
 
 
 def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_path):
-    module = ROOT / MODULE
     cpu = json.loads((ROOT / recording_name(SEED)).read_text())
     canned_recording = json.loads(FIXTURE.read_text())
     drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
@@ -428,11 +424,11 @@ def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_pat
     gradient = np.asarray(cpu["data"]["gradient"])
     np.testing.assert_allclose(canned_recording["data"]["gradient"], gradient, rtol=0,
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
-    fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
+    fresh = write_tpu_recording(tmp_path / "fresh.json", ROOT / MODULE, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
-        json.loads(FIXTURE.read_text())["generatedAt"]
+        canned_recording["generatedAt"]
 
 
 # --- whatever ends the job ------------------------------------------------------------------
@@ -517,5 +513,4 @@ def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gclo
     running.signal(signal.SIGHUP, group=True)
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
-    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute tpus "
-                                     "tpu-vm delete test-tpu --zone us-east5-b --quiet` deletes it")
+    assert job_error(lines).endswith(f"; the VM test-tpu is still running: {DELETE_IT} deletes it")
