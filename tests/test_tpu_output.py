@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
-from fixtures.tpu_recording_fixture import (FIXTURE, ONE_CHIP, one_chip_run,
-                                            write_tpu_recording)
+from fixtures.tpu_recording_fixture import FIXTURE, ONE_CHIP, one_chip_run, write_tpu_recording
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.store.outputs import for_lesson
 
@@ -103,8 +102,7 @@ def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_
     """Its measure_ranks on CPU devices: the CPU sweep's programs and the matrices, each
     both ways and right; a wrong matrix value counts on every device's copy."""
     assert tpu_sweep.COLLECTIVES == (*sweep.COLLECTIVES, "reduce_scatter_2d", "all_gather_2d")
-    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1,
-                                                               "minSampleMs": 0.1})
+    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1, "minSampleMs": 0.1})
     looping = sweep.LOOP_COLLECTIVES["cpu"]
     assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
         sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
