@@ -337,9 +337,7 @@ def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypat
     """SIGTERM between mkstemp and the staged list once left an empty `.tmp` no run removed."""
     from scripts.store import staging as staged
 
-    def signal_arrives(*_):
-        raise interrupts.Interrupted(signal.SIGTERM)
-
+    signal_arrives = raises(interrupts.Interrupted(signal.SIGTERM))
     monkeypatch.setattr(staged.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(interrupts.Interrupted):
         with staged.Staging() as staging:

@@ -80,8 +80,7 @@ def test_every_rank_exits_zero_with_the_numpy_gradient_and_leaves_nothing(run):
     assert run.data["gradient"] == reference.tolist()
     np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
                                rtol=2e-6, atol=2e-6)
-    assert run.data["environment"]["processCount"] == RANKS
-    assert run.data["environment"]["deviceCount"] == RANKS
+    assert [run.data["environment"][key] for key in ("processCount", "deviceCount")] == [RANKS] * 2
     assert run.data["launch"]["launcher"] == "processes.py"  # not the cluster's "mpirun"
     assert_no_process_left(run.pids)
 
