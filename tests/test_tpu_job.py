@@ -392,7 +392,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     commands = job_commands("my-tpu", "us-east5-b", accelerator, "my-project")
     assert [line for line in printed if not line.startswith("#")] == \
            [shlex.join(command) for command in commands]
-    assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
     assert f"--version {RUNTIMES[accelerator]}" in printed[3]
     assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
     assert printed[-1].startswith("# libtpu is not installed, so nothing was compiled for the "
@@ -404,8 +403,6 @@ def test_the_page_shows_the_commands_the_job_runs_now():
     committed = (ROOT / tpu_job.DOCS_FILE).read_text()
     assert committed == dry_run_text(job_steps(**tpu_job.DOCS_EXAMPLE)), \
         f"{tpu_job.DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
-    for command in job_commands(**tpu_job.DOCS_EXAMPLE):
-        assert shlex.join(command) in committed.splitlines()
     section = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     assert section.startswith("# Going further: run it on a TPU VM")
     fences = [block.split("```", 1)[0].strip() for block in section.split("```bash\n")[1:]]
