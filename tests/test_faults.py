@@ -21,19 +21,22 @@ from typing import Callable
 
 import psutil
 import pytest
+from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
                      refused, run, snapshot, still_running, unchanged)
-from test_bench import QUICK, raises  # QUICK: a small sweep plan
+from test_bench import COMMITTED, QUICK, raises, replayed  # QUICK: a small plan; replayed: no JAX
+from test_exercises import fill
 from scripts import bench, cli, record
+from scripts.figures import FigureKind
+from scripts.pages import hooks as site_hooks
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
-from scripts.store import recordings
+from scripts.store import recordings, staging
 from scripts.store.freshness import check
 from scripts.store.lessons import load_lessons
-from scripts.store.staging import StagingError
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
@@ -158,8 +161,6 @@ def printed_pass(expected):
 
 def hanging_exercise(tree):
     """The checker running a learner's endless loop that started a process outside its group."""
-    from test_exercises import fill
-
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
     fill(tree, "make_it_yours", f"""
 def make_it_yours(mesh, programs, problem):
@@ -306,8 +307,6 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
         tree, monkeypatch):
     """--check names the lock; --render-only (in-process, each drawing a stub) remakes every
     file it locked and removes the staged files, which git ignores."""
-    from scripts.figures import FigureKind
-
     lock = tree / "recordings" / "outputs.lock.json"
     lock.write_bytes(lock.read_bytes()[:300])
     unreadable = "recordings/outputs.lock.json: unreadable"
@@ -335,33 +334,29 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
 
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """SIGTERM between mkstemp and the staged list once left an empty `.tmp` no run removed."""
-    from scripts.store import staging as staged
-
     signal_arrives = raises(interrupts.Interrupted(signal.SIGTERM))
-    monkeypatch.setattr(staged.os, "fchmod", signal_arrives)  # just after mkstemp
+    monkeypatch.setattr(staging.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(interrupts.Interrupted):
-        with staged.Staging() as staging:
-            staging.add(tmp_path / "analysis" / "x.json", "{}")
+        with staging.Staging() as staged:
+            staged.add(tmp_path / "analysis" / "x.json", "{}")
     assert list((tmp_path / "analysis").iterdir()) == []
 
 
 def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_path):
     """Python discards an exception raised in a garbage-collection callback, so the run goes
     on to its commit, which raises the signal again, moves nothing, and says so."""
-    from scripts.store.staging import Staging
-
     interrupts.stop_on_signals()  # conftest puts the handlers back
     target = tmp_path / "a.json"
     target.write_text("old")
     with pytest.raises(interrupts.Interrupted) as raised:
-        with Staging() as staging:
-            staging.add(target, "new")
+        with staging.Staging() as staged:
+            staged.add(target, "new")
             try:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.05)
             except interrupts.Interrupted:
                 pass  # what Python does to it inside a garbage-collection callback
-            staging.commit()
+            staged.commit()
     assert raised.value.exit_status == 130 and not raised.value.written
     assert raised.value.outcome == KEPT
     assert target.read_text() == "old"
@@ -465,10 +460,6 @@ def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypat
 @pytest.mark.parametrize("text", ["{not json", ""])
 def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
         tmp_path, monkeypatch, text):
-    from mkdocs.exceptions import PluginError
-
-    from scripts.pages import hooks as site_hooks
-
     schema = tmp_path / "schema.json"
     schema.write_text(text)
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
@@ -569,9 +560,6 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
     """The lock moves last; in-process, each drawing a stub (any one failing move:
     tests/test_staging.py)."""
-    from scripts.figures import FigureKind
-    from test_bench import COMMITTED, replayed  # the committed sweep, replayed: no JAX
-
     real_replace = os.replace
 
     def replace(source, destination):
@@ -587,7 +575,7 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     with unchanged(tree):
         if command == "bench.py":
-            with pytest.raises(StagingError, match="outputs.lock.json: cannot be moved"):
+            with pytest.raises(staging.StagingError, match="outputs.lock.json: cannot be moved"):
                 bench.record_sweep(load_lessons(tree)[ID], None, [2, 4, 8], None,
                                    {key: COMMITTED["method"][key] for key in bench.TIMING_KEYS},
                                    measure=replayed, blocks=COMMITTED["method"]["blocks"])
