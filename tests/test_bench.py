@@ -14,8 +14,7 @@ from conftest import ROOT, SEED, module_file, recording_name
 from harness import changed, leftover_temp_files, project, refused, run, snapshot, unchanged
 from scripts import bench
 from scripts.store import hashes
-from scripts.figures import KINDS
-from scripts.figures.sweep_times import render
+from scripts.figures import KINDS, sweep_times
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import AnalysisKind, for_lesson, read_lock, recording_outputs
 from scripts.store.recordings import load_recording, validate
@@ -157,8 +156,7 @@ def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_serie
         expected = sweep_programs.reference(collective, contributions)
         assert sweep_programs.count_wrong(result, expected) == 0
         assert sweep_programs.count_wrong(result, expected + 1) == result.size
-    expected = np.zeros(8, np.float32)
-    expected[3] = 1
+    expected = np.eye(8, dtype=np.float32)[3]
     replicated = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P()))
     assert sweep_programs.count_wrong(replicated, expected) == 4  # one per device's copy
     split = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P("data")))
@@ -211,7 +209,7 @@ def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_p
     assert FIGURE_FILE in written and leftover_temp_files(root) == []
     analysis = json.loads((root / ANALYSIS_FILE).read_text())
     assert analysis == analysed(recording)
-    assert (root / FIGURE_FILE).read_text() == render(analysis)
+    assert (root / FIGURE_FILE).read_text() == sweep_times.render(analysis)
     assert (root / FILES.figure(KINDS["sweep-ratios"])).read_text() == \
         KINDS["sweep-ratios"].render(analysis)
     lock = read_lock(root)
@@ -245,10 +243,9 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
 def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     """The committed sweep replayed (no JAX): the renderer breaks after the recording and
     its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
-    from scripts.figures import sweep_times as sweep_figure
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
-    monkeypatch.setattr(sweep_figure, "render", raises(RuntimeError("renderer broke")))
+    monkeypatch.setattr(sweep_times, "render", raises(RuntimeError("renderer broke")))
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
