@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env,
+from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env, edit,
                      one_error, project, raised_in_one_line, refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
@@ -288,8 +288,7 @@ def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_comman
         line = failed(clone, capsys, "--create", "--delete")
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
     monkeypatch.setenv("PATH", with_gcloud)
-    with (clone / MODULE).open("a") as module:
-        module.write("# an edit the VM would not see\n")
+    edit(clone / MODULE, lambda text: text + "# an edit the VM would not see\n")
     line = failed(clone, capsys, "--create", "--delete")
     assert f"{MODULE} differ from HEAD" in line and "git add" in line and gcloud() == []
 
