@@ -16,6 +16,7 @@ from scripts.store.outputs import for_lesson
 # The seed's analyses: its registry's `analysis`, and its sweep's, named after the sweep.
 analysis = importlib.import_module(SEED.analysis)
 sweep_analysis = importlib.import_module(f"{SEED.sweep}_analysis")
+program_facts = importlib.import_module(SEED.sweep).program_facts
 
 RNG = np.random.default_rng(0)
 
@@ -52,8 +53,7 @@ def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, 
     (100, 100, 0.6, "inconclusive", "inconclusive"),  # overlapping samples
     (110, 100, 0.01, "equivalent", "equivalent"),  # clears 1, but not by a quarter
 ])
-def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above,
-                                                              below):
+def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above, below):
     tops, bottoms = (intervals.block_medians(blocks(m, spread)) for m in (top, bottom))
     ratio = intervals.median_interval([t / b for t, b in zip(tops, bottoms)])  # block by block
     assert ratio["low"] <= ratio["median"] <= ratio["high"]
@@ -131,15 +131,13 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
                 samples.setdefault(side, {}).setdefault(algorithm, {})[collective] = \
                     blocks(per_round * depth)
     host = {"cores": cores, "loadAverage1m": 0.5}
+    method = {"order": [], "blocks": 7, "samplesPerBlock": 5, "warmupCallsPerBlock": 1,
+              "hostBefore": host, "hostAfter": host}
     rs_median = lesson_rs if lesson_rs is not None else many_per_round * 3
     timing = {"samplesUs": {"all_reduce": blocks(many_per_round * 6 * lesson_scale),
                             "reduce_scatter": blocks(rs_median * lesson_scale),
-                            "all_gather_only": blocks(many_per_round * 3 * lesson_scale)},
-              "order": [], "blocks": 7, "samplesPerBlock": 5, "warmupCallsPerBlock": 1,
-              "hostBefore": host, "hostAfter": host}
-    rounds = {"samplesUs": samples, "order": [], "blocks": 7, "samplesPerBlock": 5,
-              "warmupCallsPerBlock": 1, "gradientBytes": 32, "hostBefore": host,
-              "hostAfter": host}
+                            "all_gather_only": blocks(many_per_round * 3 * lesson_scale)}, **method}
+    rounds = {"samplesUs": samples, "gradientBytes": 32, **method}
     return {"data": {"timing": timing, "roundsTiming": rounds},
             "environment": {"processCount": 4, "busyCoresAtStart": 0.1, "loadAverage1m": 0.5}}
 
@@ -272,10 +270,9 @@ def test_a_host_that_other_work_kept_busy_says_so():
 
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),
                     count=5, faults_of=lambda collective, p, nbytes: 0,
-                    own_cost_of=None, looping=8, loop_of=None):
+                    own_cost_of=None, looping=8, loop_of=lambda *_: (0, 0)):
     """A sweep whose call takes `time_of(collective, p, S)` us with `faults_of` faults; a
     looped call's extras cost `own_cost_of` each, plus `loop_of(block, ...)` (us, faults)."""
-    program_facts = importlib.import_module(SEED.sweep).program_facts
     own_cost_of = own_cost_of or time_of
     rows = []
     for block in range(count):
@@ -283,8 +280,7 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
             for nbytes in sizes:
                 for collective in program_facts(p):
                     t, faults = time_of(collective, p, nbytes), faults_of(collective, p, nbytes)
-                    more, more_faults = (loop_of or (lambda *_: (0, 0)))(block, collective,
-                                                                         p, nbytes)
+                    more, more_faults = loop_of(block, collective, p, nbytes)
                     looped = t + (looping - 1) * own_cost_of(collective, p, nbytes) + more
                     for k, per_call, faulted in ((1, t, faults),
                                                  (looping, looped, faults + more_faults)):
@@ -303,7 +299,6 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
 
 def ring_model_times(collective, p, nbytes):
     """Times that follow the ring model exactly: 50 us per step plus bytes at 1 GB/s."""
-    program_facts = importlib.import_module(SEED.sweep).program_facts
     facts = program_facts(p)[collective]
     return 50.0 * p * facts["steps"] + facts["phases"] * (p - 1) / p * nbytes / 1e3
 
@@ -360,13 +355,11 @@ def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_
     def times(collective, p, nbytes):
         # reduce-scatter ten times faster than everything else at every size
         return (10.0 if "reduce_scatter" == collective else 100.0) + nbytes / 1e3
-    result = analysed(times)
-    assert result["ratios"]["warm"]["2"]["arOverRs"]["ringModelVerdict"] == "contradicted"
-    assert result["ratios"]["warm"]["2"]["arOverRs"]["touchedVerdict"] == "contradicted"
+    entry = analysed(times)["ratios"]["warm"]["2"]["arOverRs"]
+    assert (entry["ringModelVerdict"], entry["touchedVerdict"]) == ("contradicted", "contradicted")
 
 
 def test_bytes_touched_predicts_what_the_review_computed():
-    program_facts = importlib.import_module(SEED.sweep).program_facts
     programs = {str(p): program_facts(p) for p in (2, 4, 8)}
     for p in (2, 4, 8):
         assert sweep_analysis.touched_prediction("all_gather", "reduce_scatter", programs, p) \
@@ -458,9 +451,8 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
     kept = warm_ratios(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
     assert kept["n"] == 5 and kept["high"] > 2.5
     # A looped call faster than one call is noise, not a ratio.
-    faster = analysed(loop_of=looped({1}, "all_gather", lambda *at: -8 * ring_model_times(
-        *at)))["ratios"]["warm"]["4"]
-    entry = faster["agOverRs"]
+    entry = analysed(loop_of=looped({1}, "all_gather", lambda *at: -8 * ring_model_times(
+        *at)))["ratios"]["warm"]["4"]["agOverRs"]
     assert entry["n"] == 4 and entry["low"] > 0 and "; 4 of 5 blocks)" in entry["words"]
 
 

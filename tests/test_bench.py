@@ -14,8 +14,7 @@ from conftest import ROOT, SEED, module_file, recording_name
 from harness import changed, leftover_temp_files, project, refused, run, snapshot, unchanged
 from scripts import bench
 from scripts.store import hashes
-from scripts.figures import KINDS
-from scripts.figures.sweep_times import render
+from scripts.figures import KINDS, sweep_times
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import AnalysisKind, for_lesson, read_lock, recording_outputs
 from scripts.store.recordings import load_recording, validate
@@ -34,6 +33,12 @@ RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
     FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
 RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
 COMMITTED = json.loads(RECORDING.read_text())
+
+
+def raises(error):
+    def fault(*args, **kwargs):
+        raise error
+    return fault
 
 
 def analysed(recording):
@@ -151,8 +156,7 @@ def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_serie
         expected = sweep_programs.reference(collective, contributions)
         assert sweep_programs.count_wrong(result, expected) == 0
         assert sweep_programs.count_wrong(result, expected + 1) == result.size
-    expected = np.zeros(8, np.float32)
-    expected[3] = 1
+    expected = np.eye(8, dtype=np.float32)[3]
     replicated = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P()))
     assert sweep_programs.count_wrong(replicated, expected) == 4  # one per device's copy
     split = jax.device_put(np.zeros(8, np.float32), NamedSharding(mesh, P("data")))
@@ -205,7 +209,7 @@ def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_p
     assert FIGURE_FILE in written and leftover_temp_files(root) == []
     analysis = json.loads((root / ANALYSIS_FILE).read_text())
     assert analysis == analysed(recording)
-    assert (root / FIGURE_FILE).read_text() == render(analysis)
+    assert (root / FIGURE_FILE).read_text() == sweep_times.render(analysis)
     assert (root / FILES.figure(KINDS["sweep-ratios"])).read_text() == \
         KINDS["sweep-ratios"].render(analysis)
     lock = read_lock(root)
@@ -239,13 +243,9 @@ def test_a_wrong_result_fails_and_writes_nothing(tmp_path, monkeypatch, capsys):
 def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     """The committed sweep replayed (no JAX): the renderer breaks after the recording and
     its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
-    from scripts.figures import sweep_times as sweep_figure
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
-
-    def broken(analysis, *variant):
-        raise RuntimeError("renderer broke")
-    monkeypatch.setattr(sweep_figure, "render", broken)
+    monkeypatch.setattr(sweep_times, "render", raises(RuntimeError("renderer broke")))
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,
@@ -367,6 +367,5 @@ def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, 
 
 
 def test_bench_accepts_the_full_plan_in_any_order():
-    args = bench.parse_args(["--ranks", "8", "2", "4"])
-    bench.refuse_what_cannot_work(args, bench.FULL)  # no exception: the whole sweep
-    bench.refuse_what_cannot_work(bench.parse_args(["--ranks", "2", "--out", "x.json"]), bench.FULL)
+    for argv in (["--ranks", "8", "2", "4"], ["--ranks", "2", "--out", "x.json"]):
+        bench.refuse_what_cannot_work(bench.parse_args(argv), bench.FULL)  # no exception

@@ -21,19 +21,22 @@ from typing import Callable
 
 import psutil
 import pytest
+from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recording_name
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
-                     run, snapshot, still_running, unchanged)
-from test_bench import QUICK  # a small sweep plan
+                     refused, run, snapshot, still_running, unchanged)
+from test_bench import COMMITTED, QUICK, raises, replayed  # QUICK: a small plan; replayed: no JAX
+from test_exercises import fill
 from scripts import bench, cli, record
+from scripts.figures import FigureKind
+from scripts.pages import hooks as site_hooks
 from scripts.plumbing import interrupts
 from scripts.plumbing.scratch import MARK, RUN_MARK, remove_abandoned, scratch_folder
-from scripts.store import recordings
+from scripts.store import recordings, staging
 from scripts.store.freshness import check
 from scripts.store.lessons import load_lessons
-from scripts.store.staging import StagingError
 from scripts.sweep.measure import WorkerFailed, measure_in_subprocess
 
 # The seed lesson: long enough to interrupt while its cells run; its rank module hangs.
@@ -158,8 +161,6 @@ def printed_pass(expected):
 
 def hanging_exercise(tree):
     """The checker running a learner's endless loop that started a process outside its group."""
-    from test_exercises import fill
-
     mark = f"300.{time.monotonic_ns()}"  # `sleep MARK`: its own, found by its argument
     fill(tree, "make_it_yours", f"""
 def make_it_yours(mesh, programs, problem):
@@ -306,8 +307,6 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
         tree, monkeypatch):
     """--check names the lock; --render-only (in-process, each drawing a stub) remakes every
     file it locked and removes the staged files, which git ignores."""
-    from scripts.figures import FigureKind
-
     lock = tree / "recordings" / "outputs.lock.json"
     lock.write_bytes(lock.read_bytes()[:300])
     unreadable = "recordings/outputs.lock.json: unreadable"
@@ -335,35 +334,29 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
 
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """SIGTERM between mkstemp and the staged list once left an empty `.tmp` no run removed."""
-    from scripts.store import staging as staged
-
-    def signal_arrives(*_):
-        raise interrupts.Interrupted(signal.SIGTERM)
-
-    monkeypatch.setattr(staged.os, "fchmod", signal_arrives)  # just after mkstemp
+    signal_arrives = raises(interrupts.Interrupted(signal.SIGTERM))
+    monkeypatch.setattr(staging.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(interrupts.Interrupted):
-        with staged.Staging() as staging:
-            staging.add(tmp_path / "analysis" / "x.json", "{}")
+        with staging.Staging() as staged:
+            staged.add(tmp_path / "analysis" / "x.json", "{}")
     assert list((tmp_path / "analysis").iterdir()) == []
 
 
 def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_path):
     """Python discards an exception raised in a garbage-collection callback, so the run goes
     on to its commit, which raises the signal again, moves nothing, and says so."""
-    from scripts.store.staging import Staging
-
     interrupts.stop_on_signals()  # conftest puts the handlers back
     target = tmp_path / "a.json"
     target.write_text("old")
     with pytest.raises(interrupts.Interrupted) as raised:
-        with Staging() as staging:
-            staging.add(target, "new")
+        with staging.Staging() as staged:
+            staged.add(target, "new")
             try:
                 os.kill(os.getpid(), signal.SIGINT)
                 time.sleep(0.05)
             except interrupts.Interrupted:
                 pass  # what Python does to it inside a garbage-collection callback
-            staging.commit()
+            staged.commit()
     assert raised.value.exit_status == 130 and not raised.value.written
     assert raised.value.outcome == KEPT
     assert target.read_text() == "old"
@@ -456,13 +449,9 @@ REFUSALS = [(args, message.format(id=ID, devices=SEED.devices, module=SEED.modul
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
-    with pytest.raises((SystemExit, cli.UsageError)) as refused:
-        record.refuse_what_cannot_work(record.parse_args(args), LESSONS)
-    error = refused.value
-    line = capsys.readouterr().err or f"error: {error}\n"
-    assert (error.code if isinstance(error, SystemExit) else error.exit_status) == 2
-    assert line.count("\n") == 1 and line.startswith("error: ") and message in line, line
-    assert "`python " in line
+    line = refused(cli.command(lambda argv: record.refuse_what_cannot_work(
+        record.parse_args(argv), LESSONS)), args, capsys)
+    assert line.startswith("error: ") and message in line and "`python " in line, line
 
 
 # --- a corrupt file, a sweep that cannot be fitted, a worker or lesson that breaks its --
@@ -471,10 +460,6 @@ def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypat
 @pytest.mark.parametrize("text", ["{not json", ""])
 def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
         tmp_path, monkeypatch, text):
-    from mkdocs.exceptions import PluginError
-
-    from scripts.pages import hooks as site_hooks
-
     schema = tmp_path / "schema.json"
     schema.write_text(text)
     monkeypatch.setattr(recordings, "SCHEMA_PATH", schema)
@@ -523,16 +508,9 @@ def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
     (tmp_path / "silent_sweep.py").write_text(
         "import sys\n\ndef configure_devices(ranks):\n    sys.exit(0)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
-    assert str(raised_in_one_line(WorkerFailed, measure_in_subprocess, "silent_sweep", 4, [8],
-                                  {})) == (
-        "the p=4 worker printed no rows (its last stdout line must be their JSON); "
-        "nothing was written")
-
-
-def raises(error):
-    def fault(*args, **kwargs):
-        raise error
-    return fault
+    error = raised_in_one_line(WorkerFailed, measure_in_subprocess, "silent_sweep", 4, [8], {})
+    assert str(error) == ("the p=4 worker printed no rows (its last stdout line must be their "
+                          "JSON); nothing was written")
 
 
 @pytest.mark.parametrize("measure, cache, line", [
@@ -556,11 +534,10 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
     (tmp_path / "bad_data.py").write_text(
         "import sys\n\nopen(sys.argv[sys.argv.index('--data-out') + 1], 'w').write('{not json')\n")
-    message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data", tmp_path,
-                                     tmp_path))
-    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read "
-                              "as JSON")
-    assert message.endswith("nothing was written")
+    message = str(raised_in_one_line(record.RecordError, record.run_module, "bad_data",
+                                     tmp_path, tmp_path))
+    assert message.startswith("bad_data wrote bad_data.json (--data-out) that cannot be read as "
+                              "JSON") and message.endswith("nothing was written")
 
 
 def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, capsys):
@@ -583,9 +560,6 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
     """The lock moves last; in-process, each drawing a stub (any one failing move:
     tests/test_staging.py)."""
-    from scripts.figures import FigureKind
-    from test_bench import COMMITTED, replayed  # the committed sweep, replayed: no JAX
-
     real_replace = os.replace
 
     def replace(source, destination):
@@ -601,7 +575,7 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     with unchanged(tree):
         if command == "bench.py":
-            with pytest.raises(StagingError, match="outputs.lock.json: cannot be moved"):
+            with pytest.raises(staging.StagingError, match="outputs.lock.json: cannot be moved"):
                 bench.record_sweep(load_lessons(tree)[ID], None, [2, 4, 8], None,
                                    {key: COMMITTED["method"][key] for key in bench.TIMING_KEYS},
                                    measure=replayed, blocks=COMMITTED["method"]["blocks"])

@@ -27,10 +27,7 @@ RANK_MODULE = SEED.rank_module
 FILES = for_lesson(SEED)
 lesson_program = importlib.import_module(SEED.module)  # its problem and NumPy gradient
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
-
-
-def committed():
-    return json.loads((ROOT / FILES.recording("cpu-processes")).read_text())
+COMMITTED = json.loads((ROOT / FILES.recording("cpu-processes")).read_text())["data"]
 
 
 # What srun, mpirun or a Kubernetes job would have set around record.py: the ranks it
@@ -80,8 +77,7 @@ def test_every_rank_exits_zero_with_the_numpy_gradient_and_leaves_nothing(run):
     assert run.data["gradient"] == reference.tolist()
     np.testing.assert_allclose(run.data["gradientByRank"], np.tile(reference, (RANKS, 1)),
                                rtol=2e-6, atol=2e-6)
-    assert run.data["environment"]["processCount"] == RANKS
-    assert run.data["environment"]["deviceCount"] == RANKS
+    assert [run.data["environment"][key] for key in ("processCount", "deviceCount")] == [RANKS] * 2
     assert run.data["launch"]["launcher"] == "processes.py"  # not the cluster's "mpirun"
     assert_no_process_left(run.pids)
 
@@ -130,7 +126,7 @@ def test_each_collective_sends_what_its_algorithm_predicts(run):
     np.testing.assert_allclose(
         traffic_row(run.data, "reduce_scatter", MIB)["observedBytesPerRank"],
         [(RANKS - 1) / RANKS * MIB + (MIB / RANKS if swap else 0) for swap in swaps], rtol=0.02)
-    for data in (run.data, committed()["data"]):
+    for data in (run.data, COMMITTED):
         for row in data["ringTraffic"]:
             if row["gradientBytes"] == MIB:
                 assert all(1 <= ratio < 1.01 for ratio in row["observedOverModel"]), row
@@ -138,7 +134,7 @@ def test_each_collective_sends_what_its_algorithm_predicts(run):
         assert row["observedBytesPerRank"] == [0.0] * RANKS
     # processes.md: the bytes beyond the model 'are nearly the same at both sizes'; this run
     # averages 5 calls, where one stray message moves the mean by tens of bytes.
-    for data, rtol in ((run.data, 0.1), (committed()["data"], 0.02)):
+    for data, rtol in ((run.data, 0.1), (COMMITTED, 0.02)):
         for collective in ("all_reduce", "all_gather"):
             np.testing.assert_allclose(traffic_row(data, collective, MIB)["excessBytesPerRank"],
                                        traffic_row(data, collective, 32)["excessBytesPerRank"],
@@ -207,7 +203,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
 
 def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
     """Blocks alternate 4, 2 / 2, 4; every sample of every block is kept, no statistics."""
-    for data in (run.data, committed()["data"]):
+    for data in (run.data, COMMITTED):
         rounds = data["roundsTiming"]
         assert "roundsVerdict" not in data
         assert sorted(rounds["samplesUs"]) == ["p2", "p4"]

@@ -18,11 +18,11 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env,
-                     one_error, project, raised_in_one_line, refused, run, snapshot)
+from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env, edit,
+                     one_error, project, raised_in_one_line, refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
-from scripts.hardware.verify import RefusedRecording, check_tpu_recording
+from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
 from scripts.hardware.tpu import RUNTIMES, UV_VERSION, accelerators_for, dry_run_text, job_steps
 
 # The job's default lesson is the registry's first; the canned TPU recording is the seed's.
@@ -189,7 +189,6 @@ def test_a_failed_sweep_keeps_the_lesson_s_checked_recording(case, clone, gcloud
                                    f"{SEED.devices} chips"),
     (dict(environment={"backend": "cpu"}), "its backend is 'cpu'")])
 def test_check_tpu_sweep_refuses_with_the_reason(tmp_path, changes, reason):
-    from scripts.hardware.verify import check_tpu_sweep
     with pytest.raises(RefusedRecording, match=reason):
         check_tpu_sweep(write_tpu_sweep(tmp_path / "sweep.json", ROOT, **changes), SEED, ROOT)
     assert check_tpu_sweep(write_tpu_sweep(tmp_path / "ok.json", ROOT), SEED,
@@ -200,11 +199,10 @@ def test_recordings_dir_option_points_the_job_elsewhere(clone, gcloud, monkeypat
     fetched, sweep = canned(clone, tmp_path, monkeypatch)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    before = snapshot(clone)
-    assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
+    with unchanged(clone):
+        assert tpu_job.main([*VM, "--recordings-dir", str(elsewhere)], root=clone) == 0
     assert {path.name: path.read_bytes() for path in elsewhere.iterdir()} == {
         TARGET: fetched.read_bytes(), SWEEP_TARGET: sweep.read_bytes()}
-    assert changed(before, clone) == []
     assert verbs(gcloud()) == ["scp", "ssh", "ssh", "ssh", "scp", "ssh", "scp"]  # no create
 
 
@@ -286,13 +284,11 @@ def test_gcloud_missing_or_uncommitted_lesson_code_is_one_line_before_any_comman
     (tmp_path / "bin" / "git").symlink_to(shutil.which("git"))
     with_gcloud = os.environ["PATH"]
     monkeypatch.setenv("PATH", str(tmp_path / "bin"))
-    before = snapshot(clone)
-    line = failed(clone, capsys, "--create", "--delete")
+    with unchanged(clone):
+        line = failed(clone, capsys, "--create", "--delete")
     assert line.startswith("tpu_job: error: gcloud not found: install the Google Cloud CLI")
-    assert changed(before, clone) == []
     monkeypatch.setenv("PATH", with_gcloud)
-    with (clone / MODULE).open("a") as module:
-        module.write("# an edit the VM would not see\n")
+    edit(clone / MODULE, lambda text: text + "# an edit the VM would not see\n")
     line = failed(clone, capsys, "--create", "--delete")
     assert f"{MODULE} differ from HEAD" in line and "git add" in line and gcloud() == []
 
@@ -395,7 +391,6 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
     commands = job_commands("my-tpu", "us-east5-b", accelerator, "my-project")
     assert [line for line in printed if not line.startswith("#")] == \
            [shlex.join(command) for command in commands]
-    assert [shlex.split(line) for line in printed if not line.startswith("#")] == commands
     assert f"--version {RUNTIMES[accelerator]}" in printed[3]
     assert gcloud() == [] and list(tmp_path.iterdir()) == []  # not even git archive ran
     assert printed[-1].startswith("# libtpu is not installed, so nothing was compiled for the "
@@ -407,8 +402,6 @@ def test_the_page_shows_the_commands_the_job_runs_now():
     committed = (ROOT / tpu_job.DOCS_FILE).read_text()
     assert committed == dry_run_text(job_steps(**tpu_job.DOCS_EXAMPLE)), \
         f"{tpu_job.DOCS_FILE} is out of date; run `python scripts/tpu_job.py --write-docs`"
-    for command in job_commands(**tpu_job.DOCS_EXAMPLE):
-        assert shlex.join(command) in committed.splitlines()
     section = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     assert section.startswith("# Going further: run it on a TPU VM")
     fences = [block.split("```", 1)[0].strip() for block in section.split("```bash\n")[1:]]
@@ -416,7 +409,6 @@ def test_the_page_shows_the_commands_the_job_runs_now():
 
 
 def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_path):
-    module = ROOT / MODULE
     cpu = json.loads((ROOT / recording_name(SEED)).read_text())
     canned_recording = json.loads(FIXTURE.read_text())
     drifted = f"{FIXTURE.name} no longer matches the CPU recording; copy its data.gradient, " \
@@ -428,11 +420,11 @@ def test_the_canned_recording_is_the_cpu_one_s_and_a_valid_tpu_recording(tmp_pat
     gradient = np.asarray(cpu["data"]["gradient"])
     np.testing.assert_allclose(canned_recording["data"]["gradient"], gradient, rtol=0,
                                atol=1e-5 * np.abs(gradient).max(), err_msg=drifted)
-    fresh = write_tpu_recording(tmp_path / "fresh.json", module, ROOT)
+    fresh = write_tpu_recording(tmp_path / "fresh.json", ROOT / MODULE, ROOT)
     assert check_tpu_recording(fresh, SEED)["provenance"] == "recorded_tpu_computation"
     assert not (ROOT / "recordings" / TARGET).exists() or \
         json.loads((ROOT / "recordings" / TARGET).read_text())["generatedAt"] != \
-        json.loads(FIXTURE.read_text())["generatedAt"]
+        canned_recording["generatedAt"]
 
 
 # --- whatever ends the job ------------------------------------------------------------------
@@ -517,5 +509,4 @@ def test_a_signal_without_delete_names_the_command_that_deletes_the_vm(job, gclo
     running.signal(signal.SIGHUP, group=True)
     status, lines = running.finish()
     assert status == 128 + signal.SIGHUP and "delete" not in verbs(gcloud())
-    assert job_error(lines).endswith("; the VM test-tpu is still running: `gcloud compute tpus "
-                                     "tpu-vm delete test-tpu --zone us-east5-b --quiet` deletes it")
+    assert job_error(lines).endswith(f"; the VM test-tpu is still running: {DELETE_IT} deletes it")

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, LESSONS, ROOT, SEED, module_file
-from fixtures.tpu_recording_fixture import (FIXTURE, ONE_CHIP, one_chip_run,
-                                            write_tpu_recording)
+from fixtures.tpu_recording_fixture import FIXTURE, ONE_CHIP, one_chip_run, write_tpu_recording
+from harness import raised_in_one_line
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording
 from scripts.store.outputs import for_lesson
 
@@ -103,8 +103,7 @@ def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_
     """Its measure_ranks on CPU devices: the CPU sweep's programs and the matrices, each
     both ways and right; a wrong matrix value counts on every device's copy."""
     assert tpu_sweep.COLLECTIVES == (*sweep.COLLECTIVES, "reduce_scatter_2d", "all_gather_2d")
-    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1,
-                                                               "minSampleMs": 0.1})
+    rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1, "minSampleMs": 0.1})
     looping = sweep.LOOP_COLLECTIVES["cpu"]
     assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
         sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
@@ -170,10 +169,9 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
     one_device = dataclasses.replace(SEED, devices=1)
     fetched = write_tpu_recording(tmp_path / "one-chip.json", ROOT / module_file(SEED), ROOT,
                                   environment=one_chip_run(SEED.module)["environment"])
-    with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, SEED)
-    assert str(refused.value) == (f"the fetched recording is not a {SEED.devices}-chip TPU "
-                                  f"run of {SEED.id}: it ran on 1 devices, not {SEED.devices}")
+    assert str(raised_in_one_line(RefusedRecording, check_tpu_recording, fetched, SEED)) == (
+        f"the fetched recording is not a {SEED.devices}-chip TPU run of {SEED.id}: it ran on 1 "
+        f"devices, not {SEED.devices}")
     environment = check_tpu_recording(fetched, one_device)["environment"]
     report = (ONE_CHIP / "hlo" / "environment.txt").read_text()
     assert f'"device_kind": "{environment["deviceKind"]}"' in report
@@ -181,9 +179,8 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
     assert (environment["backend"], environment["deviceCount"]) == ("tpu", 1)
     fetched = write_tpu_recording(tmp_path / "run.json", ROOT / module_file(SEED), ROOT,
                                   run=one_chip_run(SEED.module))
-    with pytest.raises(RefusedRecording) as refused:
-        check_tpu_recording(fetched, one_device)
-    assert "invalid at data/shards/0/1: 'None:None'" in str(refused.value)
+    assert "invalid at data/shards/0/1: 'None:None'" in str(raised_in_one_line(
+        RefusedRecording, check_tpu_recording, fetched, one_device))
 
 
 def canned(compiled_collectives=None):

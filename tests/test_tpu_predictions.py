@@ -4,6 +4,7 @@ import importlib
 import json
 import math
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -26,8 +27,9 @@ def test_the_committed_predictions_are_the_models_output_and_every_input_has_a_s
 
 
 def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
+    data = model.predictions()
     rows = {(row["machine"], row["collective"], row["ranks"], row["bytes"]): row
-            for row in model.predictions()["rows"]}
+            for row in data["rows"]}
     big = 32 * 2**20
     for machine in model.MACHINES:
         # 32 B: p/2 hops of 1 us whatever the VM; an all-reduce is two phases.
@@ -51,7 +53,6 @@ def test_the_predictions_follow_the_ring_model_with_its_p_minus_one_over_p():
     assert model.crossover_bytes(model.MACHINES["v5litepod-4"], 4) == pytest.approx(240_000)
     assert model.ring_links(2) == 1 and model.ring_links(4) == 2
     # Every prediction carries a band written down before the run.
-    data = model.predictions()
     for row in data["rows"]:
         band = model.BANDS[row["bound"]]
         assert row["band"] == {"low": band["low"], "high": band["high"]}
@@ -69,13 +70,12 @@ def test_the_ratio_question_separates_the_model_from_both_rivals_as_the_page_say
     band = question["band"]
     assert band["low"] < 0.75 < band["high"] < min(question["rivals"].values())
     assert band["high"] == pytest.approx(math.sqrt(0.75), abs=1e-3)
-    LOOP_COLLECTIVES = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES
     page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
     for bound, size in (("bandwidth", "32 MiB"), ("latency", "32 B")):
         low, high = model.BANDS[bound]["low"], model.BANDS[bound]["high"]
         assert f"{bound}-bound ({size}): {low:g}× to {high:g}×" in page
     assert f"The band is {band['low']:.2f} to {band['high']:.2f}" in page
-    assert f"{LOOP_COLLECTIVES['tpu']} on a TPU" in page
+    assert f"{importlib.import_module(SEED.sweep).LOOP_COLLECTIVES['tpu']} on a TPU" in page
     for answer in ("0.75", "says 1.0", "says 1.5"):
         assert answer in page
 
@@ -136,12 +136,6 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     assert book["counts"]["refuted"] == 5
 
 
-class FakeChip:
-    def __init__(self, id, coords, kind):
-        self.id, self.coords, self.device_kind, self.platform = id, coords, kind, "tpu"
-        self.core_on_chip, self.slice_index, self.process_index = 0, 0, 0
-
-
 @pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])
 def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
     """libtpu's 2x2 meshed as 0, 1, 3, 2 (mesh.json), one coordinate a hop; the installed
@@ -154,5 +148,7 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
         assert sum(abs(a - b) for a, b in zip(here, there)) == 1
     kind = model.DEVICE_KINDS[machine][0]
     assert kind in device_kind_handler_dict
-    chips = [FakeChip(id, tuple(place), kind) for id, place in sorted(real)]
+    chips = [SimpleNamespace(id=id, coords=tuple(place), device_kind=kind, platform="tpu",
+                             core_on_chip=0, slice_index=0, process_index=0)
+             for id, place in sorted(real)]
     assert [chip.id for chip in create_device_mesh((4,), chips).flat] == list(ids)
