@@ -95,6 +95,7 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     memcpy = measure_memcpy_gbps()  # before any worker, so nothing competes for memory
     rows, order, hosts, programs, backend, (donation, allocator) = measure_blocks(
         measure, ranks, sizes, plan, blocks)
+    # The probes' results are checked too: a wrong value in any row stops before any write.
     check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
                         "ranks": probe["ranks"], "bytes": probe["bytes"]}
                        for probe in donation for name in ("kept", "donated")]

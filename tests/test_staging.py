@@ -68,10 +68,10 @@ def test_whichever_move_fails_every_file_is_as_it_was_and_else_all_are_new(olds,
 
         with mock.patch.object(os, "replace", replace):
             try:
-                with Staging() as staging:
+                with Staging() as staged:
                     for number, path in enumerate(files):
-                        staging.add(path, f"new {number}")
-                    staging.commit()
+                        staged.add(path, f"new {number}")
+                    staged.commit()
             except StagingError as error:
                 assert failing < len(files) and "every file is as it was" in str(error)
         after = {path.name: path.read_text() for path in Path(folder).iterdir()}

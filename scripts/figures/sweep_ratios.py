@@ -99,5 +99,5 @@ def alt_text(analysis):
 
 def render(analysis, variant=STATIC):
     sizes = [b for entry in analysis["ratios"]["byRanks"].values() for b in entry["bytes"]]
-    return render_panels(analysis, variant, legend, (2, 1.8, 1.6), sizes, plot_ratios,
-                         "time ratio", alt_text(analysis))
+    return render_panels(analysis, variant, legend, grid=(2, 1.8, 1.6), sizes=sizes,
+                         plot=plot_ratios, ylabel="time ratio", alt=alt_text(analysis))

@@ -107,6 +107,7 @@ def alt_text(analysis):
 
 
 def render(analysis, variant=STATIC):
-    return render_panels(analysis, variant, legend, (3, 2.3, 2.1),
-                         [row["bytes"] for row in analysis["rows"]], plot_times,
-                         "median time per call\n(band: its interval)", alt_text(analysis))
+    return render_panels(analysis, variant, legend, grid=(3, 2.3, 2.1),
+                         sizes=[row["bytes"] for row in analysis["rows"]], plot=plot_times,
+                         ylabel="median time per call\n(band: its interval)",
+                         alt=alt_text(analysis))

@@ -130,7 +130,7 @@ def sized_linked_image(match, page):
     if source and (link is None or to_itself) and "width=" not in image \
             and drawn_variants(source.group(1), page):
         return figure_in_both_palettes(image, source.group(1), page)
-    image = sized_image(image, page)  # its src as it was
+    image = sized_image(image, page)  # sizing only adds attributes: `source` holds
     if link or not source:
         return (link or "") + image + (closing or "")
     return f'<a href="{source.group(1)}">{image}</a>' + (closing or "")

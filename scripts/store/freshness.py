@@ -39,9 +39,10 @@ def recording_state(output, root=ROOT, current=None):
         recording = load_recording(path, output.fix, output.lesson)
     except RecordingError as error:
         return None, [str(error)]
-    # One older than contentFiles (the schema allows it) cannot say what it was made from.
-    names = changed_files(recording["contentFiles"], current or output.current_inputs(root)) \
-        if "contentFiles" in recording else ["its inputs (it records no contentFiles)"]
+    if "contentFiles" in recording:
+        names = changed_files(recording["contentFiles"], current or output.current_inputs(root))
+    else:  # older than contentFiles (the schema allows it): it cannot say what made it
+        names = ["its inputs (it records no contentFiles)"]
     loaded = Loaded(recording, for_lesson(output.lesson).stem(output.variant), output.path,
                     tuple(names))
     if names and output.required:

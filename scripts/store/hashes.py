@@ -78,9 +78,11 @@ def import_closure(path, root=ROOT):
             continue
         for name in module_facts(current, root)[1]:
             if name.split(".")[0] in PACKAGES:
-                base = root / name.replace(".", "/")  # a module, else a package
-                todo += [found for found in (base.with_suffix(".py"), base / "__init__.py")
-                         if found.exists()][:1]
+                base = root / name.replace(".", "/")
+                for found in (base.with_suffix(".py"), base / "__init__.py"):  # module, package
+                    if found.exists():
+                        todo.append(found)
+                        break
     return sorted(seen)
 
 
