@@ -29,7 +29,7 @@ from scripts.intervals import paired_mean_ratio  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
 from scripts.store.recordings import RecordingError, read_json  # noqa: E402
 from scripts.store.staging import write_atomically  # noqa: E402
-from benchmarks.long_pages import elements, long_pages  # noqa: E402
+from benchmarks.long_pages import elements, long_page_path, long_pages  # noqa: E402
 from site_reference import build_reference  # noqa: E402
 
 LHCI = HERE / "node_modules" / ".bin" / "lhci"
@@ -43,7 +43,7 @@ def lesson_pages(root=ROOT):
 
 
 def bare(page):
-    return f"_bare/long/{page}"
+    return f"_bare/{long_page_path(page)}"
 
 
 def blocking_ratio(runs, page):

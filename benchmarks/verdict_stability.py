@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from scripts.plumbing.interrupts import run_command  # noqa: E402
 from scripts.intervals import VERDICTS as INTERVAL_VERDICTS  # noqa: E402
-from scripts.store.lessons import RegistryError, first_of, load_lessons  # noqa: E402
+from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons  # noqa: E402
 from scripts.store.outputs import for_lesson  # noqa: E402
 from scripts.store.recordings import RecordingError, load_recording  # noqa: E402
 
@@ -134,14 +134,9 @@ def main(argv=None):
                              "with --recordings after an analysis change)")
     args = parser.parse_args(argv)
     try:
-        lessons = load_lessons()
+        lesson = chosen_lessons(load_lessons(), args.lesson)[0]
     except RegistryError as error:
         sys.exit(f"verdict_stability: {error}")
-    lesson_id = args.lesson or next(iter(lessons))
-    if lesson_id not in lessons:
-        sys.exit(f"verdict_stability: no lesson {lesson_id!r} in lesson_code/lessons.toml; "
-                 f"pass one of {first_of(lessons)}")
-    lesson = lessons[lesson_id]
     pages = pages_reading(ROOT, lesson.id, args.variant)
     if not pages:
         sys.exit(f"verdict_stability: no page under docs/ reads rec:{lesson.id}."

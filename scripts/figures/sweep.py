@@ -34,11 +34,6 @@ NARROW_ENTRY_IN = 0.16  # the narrow legend is one column, one entry a row
 Look = namedtuple("Look", "palette narrow small text")
 
 
-def look_of(variant):
-    sizes = (NARROW_SMALL, NARROW_TEXT) if variant.narrow else (SMALL, TEXT)
-    return Look(variant.palette, variant.narrow, *sizes)
-
-
 def ranks_of(analysis):
     return sorted({row["ranks"] for row in analysis["rows"]})
 
@@ -104,7 +99,8 @@ def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
     look), *grid), plot(analysis, ax, p, look, x limits of `sizes`) in each p's panel, titled;
     the size label under the middle (wide) or last (narrow) panel; y ticks and label on the
     left panel only, where the panels sit side by side on one y range."""
-    look = look_of(variant)
+    look = Look(variant.palette, variant.narrow,
+                *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (SMALL, TEXT)))
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
         fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)

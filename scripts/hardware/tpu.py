@@ -9,6 +9,7 @@ from pathlib import Path
 from scripts import ROOT
 from scripts.chips import CHIPS, accelerators_for
 from scripts.cli import UsageError
+from scripts.store.lessons import chosen_lessons, load_lessons
 from scripts.store.outputs import for_lesson
 
 # Runtime versions from the Cloud TPU docs.
@@ -82,8 +83,6 @@ def jax_pin(root=ROOT):
 
 def tpu_lesson(root=ROOT, lesson_id=None):
     """The one lesson the job records: `lesson_id`, or the registry's first."""
-    from scripts.store.lessons import chosen_lessons, load_lessons
-
     return chosen_lessons(load_lessons(root), lesson_id)[0]
 
 
