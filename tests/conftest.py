@@ -21,7 +21,7 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 
 # No JAX in either; after the settings above.
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
-                     add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry, keep_lessons,
+                     add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry,
                      project, rederive_analyses, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
@@ -122,8 +122,8 @@ def fixture_course(request, tmp_path_factory):
     and before.json the digests of the copy before the lesson came. Copy it to change it.
     Its course is the seed and the fixture lesson, however many lessons this tree has."""
     def make(folder):
-        root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"))
-        keep_lessons(root, SEED.id)  # the fixture lesson too, where this tree has it
+        # Without the fixture lesson too, where this tree has it.
+        root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"), keep=[SEED.id])
         (folder / "before.json").write_text(json.dumps(digests(root, DIGESTED)))
         add_fixture_lesson(root)
         done = run_record(root)
@@ -141,8 +141,7 @@ def fixture_course(request, tmp_path_factory):
 def lesson_copy(request, tmp_path):
     """(a copy of the project for the test to break, the Lesson to break in it)."""
     if request.param == "seed":
-        root = project(tmp_path / "repo")
-        keep_lessons(root, SEED.id)
+        root = project(tmp_path / "repo", keep=[SEED.id])
         return root, load_lessons(root)[SEED.id]
     root = shutil.copytree(request.getfixturevalue("fixture_course"), tmp_path / "repo",
                            symlinks=True)

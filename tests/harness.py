@@ -46,9 +46,10 @@ def clean_env(**extra):
     return {**env, "NO_MKDOCS_2_WARNING": "1", **extra}
 
 
-def project(destination, parts=PROJECT_PARTS, lesson=None):
+def project(destination, parts=PROJECT_PARTS, lesson=None, keep=()):
     """A copy of the project's `parts` (with requirements.txt, the tools' pins) under
-    `destination`, node_modules linked; with `lesson`, the fixture lesson added, unrecorded."""
+    `destination`, node_modules linked; with `keep`, its course cut to those lessons
+    (keep_lessons); with `lesson`, the fixture lesson added, unrecorded."""
     destination = Path(destination).resolve()
     if "requirements.txt" in parts:
         parts = (*parts, *TOOL_PINS)
@@ -62,6 +63,8 @@ def project(destination, parts=PROJECT_PARTS, lesson=None):
             shutil.copy2(source, destination / name)
     if (ROOT / "node_modules").exists():
         (destination / "node_modules").symlink_to(ROOT / "node_modules")
+    if keep:
+        keep_lessons(destination, *keep)
     if lesson is not None:
         add_fixture_lesson(destination)
     return destination

@@ -6,7 +6,7 @@ import json
 from html.parser import HTMLParser
 
 from conftest import FIXTURES, SEED, module_file, recording_name, rederive_analyses
-from harness import keep_lessons, project as project_copy
+from harness import project as project_copy
 
 # The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
 # the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.
@@ -29,8 +29,8 @@ def hostile_project(destination):
     a page putting recorded text in a heading, a table cell, an image's alt text and code."""
     from fixtures.tpu_recording_fixture import write_tpu_recording
 
-    project = project_copy(destination)
-    keep_lessons(project, SEED.id)  # the pages that show recorded text, as every lesson's do
+    # The seed's pages show recorded text, as every lesson's do.
+    project = project_copy(destination, keep=[SEED.id])
     (project / ".git").mkdir()
     (project / ".git" / "config").write_text(
         f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')

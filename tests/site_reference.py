@@ -14,10 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PAGE = (ROOT / "tests" / "fixtures" / "reference_page.md").read_text(encoding="utf-8")
 
 
-def build_reference(directory, root=ROOT, pages=None):
-    """Build the reference site under `directory` with `root`'s theme settings, PAGE as its
+def build_reference(directory, pages=None):
+    """Build the reference site under `directory` with the project's theme settings, PAGE as its
     home and `pages` ({path below docs/: Markdown}) beside it; return the site."""
-    project = yaml_load((Path(root) / "mkdocs.yml").read_text(encoding="utf-8"))
+    project = yaml_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
     theme = {key: project["theme"][key] for key in ("name", "font", "features", "palette")}
     config = {"site_name": "Reference", "theme": theme, "plugins": ["search"],
               "markdown_extensions": ["tables", "attr_list", "pymdownx.superfences",

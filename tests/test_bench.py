@@ -3,6 +3,7 @@ bookkeeping, command line and committed recording; no test asserts how fast anyt
 import importlib
 import json
 import platform
+from unittest.mock import Mock
 
 import jax
 import numpy as np
@@ -33,12 +34,6 @@ RECORDING_FILE, ANALYSIS_FILE, FIGURE_FILE = (
     FILES.recording("sweep"), FILES.analysis("sweep"), FILES.figure(KINDS["sweep"]))
 RECORDING, ANALYSIS = ROOT / RECORDING_FILE, ROOT / ANALYSIS_FILE
 COMMITTED = json.loads(RECORDING.read_text())
-
-
-def raises(error):
-    def fault(*args, **kwargs):
-        raise error
-    return fault
 
 
 def analysed(recording):
@@ -245,7 +240,7 @@ def test_a_sweep_whose_figure_fails_moves_nothing(tmp_path, monkeypatch):
     its analysis are staged, and none of them moves (a failed lock move: test_faults.py)."""
     root = project(tmp_path / "repo", ("lesson_code", "scripts", "recordings", "figures",
                                        "requirements.txt", "constraints.txt"))
-    monkeypatch.setattr(sweep_times, "render", raises(RuntimeError("renderer broke")))
+    monkeypatch.setattr(sweep_times, "render", Mock(side_effect=RuntimeError("renderer broke")))
     monkeypatch.setattr(bench, "measure_memcpy_gbps", lambda: COMMITTED["memcpyGBps"])
     with unchanged(root), pytest.raises(RuntimeError, match="renderer broke"):
         bench.record_sweep(load_lessons(root)[SEED.id], None, [4], None,

@@ -34,7 +34,6 @@ DESKTOP = ("light", 1280)
 # figures); both are laid out at every width, without an error or a request off the site, by
 # the scrollbar test; each drawing's variants are checked for legibility by test_figures.py.
 # A lesson costs three page loads, not one per screen and check.
-ANOTHER_LESSON_S_SCREENS = [DESKTOP]
 # Both sides of the narrow drawing's breakpoint: up to 720 px it is shown; 721 px is the
 # narrowest content column that shows the wide drawing. Only the figures are read there.
 BREAKPOINT = [("light", 720), ("dark", 721)]
@@ -311,13 +310,12 @@ def lesson_of(path):
 
 
 def visited_on(path, screen):
-    return lesson_of(path) in (None, SEED) or (screen in ANOTHER_LESSON_S_SCREENS
-                                               and path.startswith("lessons/"))
+    return lesson_of(path) in (None, SEED) or (screen == DESKTOP and path.startswith("lessons/"))
 
 
 def figures_shown_on(screen):
     """The figures the pages visited on `screen` show, each by its light, wide file name."""
-    lessons = LESSONS.values() if screen in ANOTHER_LESSON_S_SCREENS else [SEED]
+    lessons = LESSONS.values() if screen == DESKTOP else [SEED]
     return {Path(output.path).name for lesson in lessons for output in figure_outputs(lesson)
             if not output.variant.suffix}
 
@@ -351,11 +349,10 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     assert phone[LESSON]["wide block's tabindex"] == "0"
     notebooks = [path for path in dark if path.startswith("notebooks/")]
     assert notebooks == [f"notebooks/{SEED.id}/"]  # the machinery's, on the seed
-    for path in notebooks:
-        shows, lesson = dark[path], LESSONS[path.split("/")[1]]
-        assert shows["code background"] not in ("rgb(245, 245, 245)", shows["page background"])
-        assert shows["ipynb links"] == 2 and shows["ipynb button"] and shows["py button"]
-        assert shows["downloads"] == [(f"{lesson.id}.ipynb", None), (lesson.path().name, None)]
+    shows = dark[notebooks[0]]
+    assert shows["code background"] not in ("rgb(245, 245, 245)", shows["page background"])
+    assert shows["ipynb links"] == 2 and shows["ipynb button"] and shows["py button"]
+    assert shows["downloads"] == [(f"{SEED.id}.ipynb", None), (SEED.path().name, None)]
     over = {}
     for path, seen in desktop.items():
         sizes = seen["first load"]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Callable
+from unittest.mock import Mock
 
 import psutil
 import pytest
@@ -27,7 +28,7 @@ from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recordi
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
                      refused, run, snapshot, still_running, unchanged)
-from test_bench import COMMITTED, QUICK, raises, replayed  # QUICK: a small plan; replayed: no JAX
+from test_bench import COMMITTED, QUICK, replayed  # QUICK: a small plan; replayed: no JAX
 from test_exercises import fill
 from scripts import bench, cli, record
 from scripts.figures import FigureKind
@@ -47,7 +48,7 @@ KEPT = "every earlier file is as it was"
 
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory):
-    return project(tmp_path_factory.mktemp("faults") / "repo")
+    return project(tmp_path_factory.mktemp("faults") / "repo", keep=[SEED.id])
 
 
 @pytest.fixture
@@ -334,7 +335,7 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
 
 def test_a_signal_while_a_file_is_staged_leaves_no_empty_one(tmp_path, monkeypatch):
     """SIGTERM between mkstemp and the staged list once left an empty `.tmp` no run removed."""
-    signal_arrives = raises(interrupts.Interrupted(signal.SIGTERM))
+    signal_arrives = Mock(side_effect=interrupts.Interrupted(signal.SIGTERM))
     monkeypatch.setattr(staging.os, "fchmod", signal_arrives)  # just after mkstemp
     with pytest.raises(interrupts.Interrupted):
         with staging.Staging() as staged:
@@ -440,12 +441,27 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
 
 # --- arguments refused before anything runs ----------------------------------------------
 
-# Each: record.py's arguments, and words of the line ({id}, {devices}, {module}: the seed's).
-REFUSALS = [(args, message.format(id=ID, devices=SEED.devices, module=SEED.module))
-            for args, message in json.loads((FIXTURES / "record_refusals.json").read_text())]
-
-
-@pytest.mark.parametrize("args, message", REFUSALS)
+@pytest.mark.parametrize("args, message", [  # words of the line
+    (["--processes", "1"], "--processes 1 cannot be recorded (a multi-process run needs 2"),
+    (["--processes", "-4"], "--processes -4 cannot be recorded"),
+    (["--processes", "3"], "--processes 3 cannot be recorded (the ranks check their shards"),
+    (["--processes", "64"], "--processes 64 cannot be recorded (at most 16"),
+    (["--processes", "8"], "--processes 8 needs about 2.3 GiB and this machine has 2.0 GiB free"),
+    (["--processes", "4.0"], "argument --processes: invalid int value: '4.0'"),
+    (["--processes"], "argument --processes: expected one argument"),
+    (["--processes", "4", "--devices", "4"], "it takes no --platform, --devices"),
+    (["--processes", "4", "--platform", "tpu"], "it takes no --platform, --devices"),
+    (["--launcher", "mpirun"], "--launcher mpirun starts the processes of a multi-process run; "
+                               "run `python scripts/record.py --processes 4 --launcher mpirun`"),
+    (["--calls", "5"], "--calls sets the repeated calls of a multi-process run, 1 or more: run "
+                       "`python scripts/record.py --processes 4 --calls 5`"),
+    (["--processes", "4", "--calls", "0"], "--calls sets the repeated calls"),
+    (["--devices", "0"], f"--devices 0: {ID} is recorded on {SEED.devices} devices"),
+    (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
+    (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count "
+                         "its page describes (`devices` in lesson_code/lessons.toml); to try 8 "
+                         f"without recording, run `python -m {SEED.module} --devices 8`"),
+])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
@@ -514,10 +530,10 @@ def test_a_worker_that_prints_no_rows_is_one_line(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("measure, cache, line", [
-    (raises(WorkerFailed("the p=4 worker printed no rows; nothing was written")), None,
+    (Mock(side_effect=WorkerFailed("the p=4 worker printed no rows; nothing was written")), None,
      "bench.py: the p=4 worker printed no rows; nothing was written"),
-    (shrinking_rows, raises(PermissionError(13, "Permission denied", "/sys/devices/system/cpu/"
-                                                                     "cpu0/cache")),
+    (shrinking_rows, Mock(side_effect=PermissionError(13, "Permission denied",
+                                                      "/sys/devices/system/cpu/cpu0/cache")),
      "bench.py: /sys/devices/system/cpu/cpu0/cache: Permission denied; nothing was written"),
 ], ids=["a failed worker", "an unreadable host file"])
 def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsys, tmp_path,

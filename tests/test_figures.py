@@ -326,13 +326,13 @@ def test_each_palette_keeps_text_legible(palette):
         assert min(contrast(colour, palette.paper) for colour in colours) >= floor, colours
 
 
-@pytest.mark.parametrize("signature, body, drawn", [
+@pytest.mark.parametrize("signature, body, expected", [
     ("def render(recording):", "'light wide'", lambda variant: "light wide"),
     ("def render(recording, variant):", "variant.suffix or 'light wide'",
      lambda variant: variant.suffix or "light wide"),
 ])
 def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, monkeypatch,
-                                                                      signature, body, drawn):
+                                                                      signature, body, expected):
     """Light and wide only, unless its render() takes the variant (read from its source,
     not imported): then every drawing gets it, the light wide one too (CONTRACT.md)."""
     (tmp_path / "lesson_code").mkdir()
@@ -349,7 +349,7 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
     spec.loader.exec_module(module)
     monkeypatch.setitem(sys.modules, "lesson_code.bars", module)
     for variant in VARIANTS:
-        assert KINDS["lesson_code.bars"].render({"data": {}}, None, variant) == drawn(variant)
+        assert KINDS["lesson_code.bars"].render({"data": {}}, None, variant) == expected(variant)
 
 
 def test_a_renderer_without_rows_fails_in_one_line():

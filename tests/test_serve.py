@@ -87,7 +87,7 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
     recording changed under the server is on the home page's table at the next rebuild, the
     notebook page (which reads none) untouched. A broken recording or page is one line, and
     the server still answers with the pages last built; a fixed recording builds again."""
-    project = copy_project(tmp_path / "project")
+    project = copy_project(tmp_path / "project", keep=[FIRST_LESSON.id])
     page, recording = project / "docs" / "lessons" / f"{FIRST_LESSON.id}.md", project / RECORDING
     (tmp_path / "tmp").mkdir()
     log_path = tmp_path / "serve.log"

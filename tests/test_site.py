@@ -14,7 +14,7 @@ from mkdocs.exceptions import Abort, PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, keep_lessons, project as project_copy, raised_in_one_line
+from harness import edited, project as project_copy, raised_in_one_line
 from scripts.pages import hooks, sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -40,9 +40,7 @@ LESSON_PAGE = lesson_page(SEED)  # the seed's, for its own content
 def project(tmp_path):
     """A copy of the project cut to the lessons these tests change: a broken project is
     the machinery's case, and must not cost the course."""
-    root = project_copy(tmp_path / "project")
-    keep_lessons(root, SEED.id, FIRST_LESSON.id)
-    return root
+    return project_copy(tmp_path / "project", keep=[SEED.id, FIRST_LESSON.id])
 
 
 def one_error(run):
@@ -72,7 +70,7 @@ def pages_saying(site, phrase):
 def code_text(page):
     """The text of the page's highlighted code blocks, tags and entities removed."""
     blocks = re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)
-    return html.unescape(re.sub(r"<[^>]+>", "", "\n".join(blocks)))
+    return text_of("\n".join(blocks))
 
 
 def test_strict_build_without_jax_has_no_broken_links(built_site):

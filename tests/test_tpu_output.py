@@ -195,7 +195,7 @@ def tpu_page(recording):
     from scripts.pages.page_language import PageLanguage
     from scripts.pages.sources import Sources
     from scripts.store.freshness import Loaded, load_all
-    files, (recordings, _) = for_lesson(SEED), load_all(LESSONS, ROOT)  # the committed ones
+    files, (recordings, _) = for_lesson(SEED), load_all({SEED.id: SEED}, ROOT)  # committed
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
                        json.loads(json.dumps(analysis.analyse("tpu", recording))))):
         recordings[stem] = Loaded(held, stem, f"{stem}.json")

@@ -7,7 +7,7 @@ import posixpath
 import re
 
 from conftest import FIRST_LESSON, module_file
-from harness import keep_lessons, project as project_copy
+from harness import project as project_copy
 from scripts.pages.check_links import broken_links
 from scripts.pages.site_files import stage
 from site_build import build, build_with_zensical
@@ -41,8 +41,8 @@ def shown(site, page):
 def test_zensical_builds_every_page_mkdocs_builds_the_same(tmp_path):
     """On one lesson's course: every lesson's pages are made alike, and the test must not
     cost the course."""
-    project, built_site = project_copy(tmp_path / "project"), tmp_path / "mkdocs"
-    keep_lessons(project, FIRST_LESSON.id)
+    project = project_copy(tmp_path / "project", keep=[FIRST_LESSON.id])
+    built_site = tmp_path / "mkdocs"
     run = build(project, built_site)
     assert run.returncode == 0, run.stderr[-3000:]
     run = build_with_zensical(project)
