@@ -87,11 +87,10 @@ build: setup
 	$(PY) scripts/pages/check_links.py site
 
 # The same site from Zensical, Material for MkDocs' successor, into site/ (MAINTAINING.md,
-# "Zensical"): it reads mkdocs.yml and runs the pages' Markdown extensions, but no MkDocs
-# hook, so the files the pages serve from outside docs/ are copied in first and the math
-# font is cut after. Pinned in requirements-test.txt, so `install`.
+# "Zensical"): it reads mkdocs.yml (which copies in the files the pages serve from outside
+# docs/) and runs the pages' Markdown extensions, but no MkDocs hook, so the math font is
+# cut after. Pinned in requirements-test.txt, so `install`.
 build-zensical: install
-	$(PY) -m scripts.pages.site_files
 	$(PY) -m zensical build --clean
 	$(PY) -m scripts.pages.math_font site
 	$(PY) scripts/pages/check_links.py site

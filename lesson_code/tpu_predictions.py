@@ -10,10 +10,8 @@ Every input names its source; nothing here ran. `python -m lesson_code.tpu_predi
 checks the committed file); distributed_03_tpu_comparison.py judges a TPU sweep against
 them. The standard library alone.
 """
-import argparse
-import json
+import importlib
 import math
-import os
 import sys
 
 BOOK = "https://github.com/jax-ml/scaling-book/blob/0819a7d8c55ddc113f5cba0285a5f97380cac1e3"
@@ -158,13 +156,14 @@ def predictions():
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-out", metavar="PATH", required=True)
-    args = parser.parse_args(argv)
-    temp = f"{args.data_out}.{os.getpid()}.tmp"
-    with open(temp, "w") as out:
-        out.write(json.dumps(predictions(), indent=2) + "\n")
-    os.replace(temp, args.data_out)
+    """--data-out as every lesson program writes it: a link, a device or a folder refused in
+    one line, the file replaced whole. The shell is named, not imported, so that the
+    analyses that read these predictions do not depend on it (lesson_code/__init__.py)."""
+    program = importlib.import_module("lesson_code.program")
+    parser = program.OneLineParser(prog="python -m lesson_code.tpu_predictions",
+                                   description=__doc__.splitlines()[0])
+    parser.add_argument("--data-out", metavar="PATH", required=True, type=program.data_out_path)
+    program.write_json(parser.parse_args(argv).data_out, predictions())
     return 0
 
 

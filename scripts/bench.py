@@ -21,7 +21,7 @@ from scripts.store.hashes import ClosureError
 from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 from scripts.store.outputs import LockError, for_lesson, lock_path, lock_text, read_lock
 from scripts.store.recordings import RecordingError, dumps, header, validate
-from scripts.store.staging import Staging, StagingError
+from scripts.store.staging import Staging, StagingError, refuse_unsafe_target
 from scripts.host import host_at_start, warn_if_busy
 from scripts.plumbing.run_lock import RunLocked, exclusive_run
 from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
@@ -220,6 +220,11 @@ def bench_command(argv, plan):
         refuse_links()  # before any file of the checkout is read or written
         lesson = chosen_lessons(load_lessons(), args.lesson, "sweep")[0]
         ranks = refuse_what_cannot_work(args, plan, lesson)
+        if args.out is not None:
+            try:  # before minutes of measuring
+                refuse_unsafe_target(args.out)
+            except StagingError as error:
+                raise UsageError(str(error)) from None
         warn_if_busy("bench.py")
         # The lock guards the checkout's recordings and figures; `--out` writes neither.
         with (exclusive_run(" ".join(["python scripts/bench.py", *argv]), lesson.root)

@@ -23,6 +23,7 @@ from scripts.hardware.compile import dry_run_compile, write_compiled
 from scripts.hardware.tpu import (RUNTIMES, choose_accelerator, dry_run_text, job_steps,
                                   job_vm, tpu_lesson)
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
+from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.plumbing.children import kill_all
 from scripts.plumbing.interrupts import Interrupted, signals_deferred
 from scripts.plumbing.run_lock import LOCK_NAME, RunLocked, exclusive_run, open_lock
@@ -200,14 +201,14 @@ def refuse_unwritable(landing, names, root):
     file staged (and removed) where each recording will land."""
     try:
         os.close(open_lock(root / LOCK_NAME, "python scripts/tpu_job.py"))
-        with Staging() as staging:
+        with Staging(root) as staging:
             for name in names:
                 staging.add(landing / name, "")
     except RunLocked as error:
         raise JobFailed(f"{error}; nothing was run") from None
     except StagingError as error:  # a folder where the VM's recordings land, made or not
         raise JobFailed(f"{error}, and nothing was run: give --recordings-dir a folder this "
-                        f"user can write") from None
+                        f"user can write", UsageError.exit_status) from None
 
 
 def leave_vm(cleanup, exists, vm, delete):
@@ -233,7 +234,7 @@ def install(variant, workdir, landing, lesson, root):
     try:
         check(fetched, lesson, root)
         with exclusive_run("python scripts/tpu_job.py", root):
-            write_atomically(target, read_bytes(fetched))  # atomic even across file systems
+            write_atomically(target, read_bytes(fetched), root)  # even across file systems
         fetched.unlink()
     except RefusedRecording as error:
         raise JobFailed(str(error)) from None
@@ -246,8 +247,7 @@ def install(variant, workdir, landing, lesson, root):
 
 
 def write_docs(root=ROOT):
-    (root / DOCS_FILE).write_text(dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)),
-                                  encoding="utf-8")
+    write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), root)
     progress(f"wrote {DOCS_FILE}")
 
 
@@ -280,6 +280,7 @@ def parse_args(argv):
 
 def job(argv, root=ROOT):
     args = parse_args(argv)
+    refuse_links(root)  # what a commit could point outside: nothing is read or written yet
     if args.write_docs:
         return write_docs(root)
     if args.write_compiled:
@@ -303,7 +304,8 @@ def job(argv, root=ROOT):
 
 def main(argv=None, root=ROOT):
     """The job's exit status (scripts/cli.py), once the VM is dealt with."""
-    return command(lambda args: job(args, root), (RegistryError,), prefix="tpu_job: error")(argv)
+    return command(lambda args: job(args, root), (RegistryError, LinkInCheckout, StagingError),
+                   prefix="tpu_job: error")(argv)
 
 
 if __name__ == "__main__":

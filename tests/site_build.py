@@ -9,9 +9,8 @@ from conftest import clean_env
 # A build must never import JAX: make `import jax` fail outright inside the build.
 NO_JAX = "import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = None; "
 NO_JAX_BUILD = NO_JAX + "from mkdocs.__main__ import cli; sys.argv[0] = 'mkdocs'; cli()"
-# `make build-zensical`: Zensical runs no hook, so the files come in first, the font after.
-ZENSICAL_STEPS = (["-m", "scripts.pages.site_files"],
-                  ["-c", NO_JAX + "from zensical.main import cli; cli()", "build", "--clean"],
+# `make build-zensical`: Zensical runs no hook, so the font is cut after.
+ZENSICAL_STEPS = (["-c", NO_JAX + "from zensical.main import cli; cli()", "build", "--clean"],
                   ["-m", "scripts.pages.math_font", "site"])
 
 

@@ -352,13 +352,15 @@ TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
      f"p = {TOO_MANY} needs {TOO_MANY} chips, and {SEED.id}'s TPU VM has {SEED.devices}"),
     (["--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
     (["--platform", "gpu"], "invalid choice: 'gpu'"),
+    (["--ranks", "2", "--out", "/dev/null"], "/dev/null is not a regular file"),  # not minutes
 ])
 def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, words, capsys,
                                                                         monkeypatch):
     monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))
     with unchanged(ROOT):
         line = refused(bench.main, [*LESSON, *argv], capsys)
-    assert words in line and ("gpu" in argv or "; run `python scripts/bench.py" in line)
+    assert words in line and ("gpu" in argv or "; run `python scripts/bench.py" in line
+                              or "nothing was changed" in line)
 
 
 def test_bench_accepts_the_full_plan_in_any_order():

@@ -217,9 +217,40 @@ def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call
     done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
                            "--delete", "--recordings-dir", str(folder)], cwd=clone,
                           env=clean_env(), capture_output=True, text=True, timeout=120)
-    assert done.returncode == 1 and gcloud() == []
+    assert done.returncode == 2 and gcloud() == []  # refused before anything ran
     assert f"{folder}/{TARGET}: cannot be written ({why}); nothing was changed, and nothing " \
            f"was run: give --recordings-dir a folder" in job_error(done.stderr)
+
+
+# A commit that points what the job writes elsewhere: refused before any gcloud call or
+# compile, the link's target untouched.
+LINKED = {
+    "recordings/ to a folder outside": ("recordings", [*VM, "--create", "--delete"]),
+    "the compiled record to a file outside": (f"recordings/{ID}.tpu-compiled.json",
+                                              ["--write-compiled"]),
+    "recordings/ under --write-compiled": ("recordings", ["--write-compiled"]),
+    "the page's commands to a file outside": (str(tpu_job.DOCS_FILE), ["--write-docs"]),
+}
+
+
+@pytest.mark.parametrize("case", LINKED)
+def test_a_committed_link_is_refused_before_the_job_writes_or_runs_anything(
+        case, clone, gcloud, capsys, tmp_path, monkeypatch):
+    link, flags = LINKED[case]
+    outside = tmp_path / "outside"
+    outside.mkdir() if link == "recordings" else outside.write_text("someone's file\n")
+    if (clone / link).is_dir():
+        shutil.copytree(clone / link, outside, dirs_exist_ok=True)
+        shutil.rmtree(clone / link)
+    else:
+        (clone / link).unlink(missing_ok=True)
+    (clone / link).symlink_to(outside)
+    before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")]
+              if path.is_file()}
+    monkeypatch.setattr("scripts.hardware.compile.missing_libtpu", lambda: None)  # no compile
+    assert tpu_job.main(flags, root=clone) == 1 and gcloud() == []
+    assert f"{link} is a symbolic link" in job_error(capsys.readouterr().err)
+    assert {path: path.read_bytes() for path in before} == before
 
 
 REFUSED = {

@@ -152,3 +152,18 @@ def test_a_2x2_is_meshed_as_its_ring_of_four_links(machine, topology):
                              core_on_chip=0, slice_index=0, process_index=0)
              for id, place in sorted(real)]
     assert [chip.id for chip in create_device_mesh((4,), chips).flat] == list(ids)
+
+
+@pytest.mark.parametrize("where", ["a link", "a device", "a folder"])
+def test_data_out_refuses_what_it_would_replace_or_write_through_in_one_line(tmp_path, where,
+                                                                           capsys):
+    """As every lesson program's --data-out (lesson_code/program.py): exit 2, nothing left."""
+    path = {"a link": tmp_path / "link.json", "a device": "/dev/null", "a folder": tmp_path}[where]
+    if where == "a link":
+        path.symlink_to(tmp_path / "target.json")
+    with pytest.raises(SystemExit) as refused:
+        model.main(["--data-out", str(path)])
+    assert refused.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    assert sorted(tmp_path.iterdir()) == ([tmp_path / "link.json"] if where == "a link" else [])
+    model.main(["--data-out", str(tmp_path / "new.json")])
+    assert json.loads((tmp_path / "new.json").read_text()) == json.loads(DATA.read_text())

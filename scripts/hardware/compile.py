@@ -17,7 +17,7 @@ from scripts.cli import CommandError, progress
 from scripts.hardware.tpu import choose_accelerator, tpu_lesson
 from scripts.store.outputs import HARDWARE_FIXES, for_lesson, recording_output
 from scripts.store.recordings import dumps, header, validate
-from scripts.store.staging import write_atomically
+from scripts.store.staging import refuse_unsafe_target, write_atomically
 from scripts.units import format_bytes
 
 VARIANT = "tpu-compiled"
@@ -123,6 +123,7 @@ def write_compiled(lesson_id, root=ROOT):
         raise CommandError(missing_libtpu().replace("this dry-run", "--write-compiled"))
     lesson = tpu_lesson(root, lesson_id)
     name, fix = for_lesson(lesson).recording(VARIANT), HARDWARE_FIXES[VARIANT]
+    refuse_unsafe_target(root / name, root)  # before minutes of compiling
     inputs = recording_output(lesson, VARIANT, lesson.module, fix).current_inputs(root)
     recording = header(lesson.id, "compiled", lesson.path(), {
         "backend": "tpu", "jax": jax.__version__, "numpy": numpy.__version__,
@@ -130,6 +131,6 @@ def write_compiled(lesson_id, root=ROOT):
     recording.update(provenance="compiled_tpu_ahead_of_time", command=fix.split(), slices=[
         compile_slice(lesson, accelerator) for accelerator in accelerators_for(lesson.devices)])
     validate(recording, f"new recording {name}", fix, lesson)
-    write_atomically(root / name, dumps(recording))
+    write_atomically(root / name, dumps(recording), root)
     return display(root / name, root)
 

@@ -8,6 +8,7 @@ postprocessors on headings first, so a heading keeps its markers until the tree 
 """
 import posixpath
 import re
+from pathlib import Path
 
 from markdown.extensions import Extension
 from markdown.postprocessors import Postprocessor
@@ -20,7 +21,7 @@ from scripts.pages.directives import expand_page
 from scripts.pages.notebook_page import NotebookCells, NotebookHeadings
 from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError, PageValues
-from scripts.pages.sources import loaded_once
+from scripts.pages.sources import loaded_once, refuse_another_checkout
 
 NAME = __name__  # what mkdocs.yml registers: scripts.pages.page_language
 LEVEL_ONE = re.compile(r"<h1[\s>].*?</h1>", re.S)
@@ -37,7 +38,7 @@ class PageLanguage(Extension):
         super().__init__(**kwargs)
 
     def extendMarkdown(self, md):
-        md.page_language = Conversion(self.getConfig("sources") or None)
+        md.page_language = Conversion(self.getConfig("sources") or None, md)
         md.preprocessors.register(Directives(md), "page_language", 35)
         md.preprocessors.register(NotebookCells(md), "page_language_notebook", 25)
         md.treeprocessors.register(NotebookHeadings(md), "page_language_toc", 4)
@@ -51,15 +52,21 @@ class PageLanguage(Extension):
 class Conversion:
     """One Markdown instance's share: the sources, loaded once, and the page's values."""
 
-    def __init__(self, sources):
-        self.sources = sources
+    def __init__(self, sources, md):
+        self.sources, self.md = sources, md
         self.values = PageValues()
         self.tree_finished = False  # False while the toc runs postprocessors on headings
         self.notebook_toc = []
 
     def loaded_sources(self):
+        """The sources MkDocs' hook handed over; under Zensical, those of the mkdocs.yml it
+        builds, if that is this code's checkout; under Python-Markdown alone, this checkout's."""
         if self.sources is None:
-            self.sources = loaded_once(ROOT, ROOT / "docs")
+            context = self.md.preprocessors["rendering_context"] \
+                if "rendering_context" in self.md.preprocessors else None
+            root = refuse_another_checkout(context.config["root_dir"]) if context else ROOT
+            self.sources = loaded_once(root, Path(root, context.config["docs_dir"]
+                                                  if context else "docs"))
         return self.sources
 
 

@@ -1,20 +1,34 @@
 """The one step that puts in docs/ what the pages serve from elsewhere, so that MkDocs and
 Zensical build the same tree: the figures, each lesson's downloads, what the figures' data
-lines link to, each notebook's page and its .ipynb. Run by the MkDocs hooks and by `make
-build-zensical` (`python -m scripts.pages.site_files`). Copies, never links, at the paths
-the pages link them by, ignored by git, written only when they differ (`mkdocs serve`
-settles after one more rebuild).
+lines link to, each notebook's page and its .ipynb. Either generator runs it as it reads
+mkdocs.yml, before it lists docs/ (the snippets' base_path is `checked_root()`'s answer).
+Copies, never links, at the paths the pages link them by, in the folders git ignores
+(COPIES), written only when they differ.
+
+What the step wrote is known from what no commit can hold: each copy is read-only (as
+Bazel's outputs are), a mode git never checks a file out with. So it removes only a
+read-only file in COPIES that no lesson wants now, and refuses, rather than overwrite, a file
+git tracks where a copy goes. Nothing it reads decides what it deletes.
 """
-import sys
+import os
+import re
+import stat
+import subprocess
 
 from scripts import ROOT
-from scripts.cli import command, run
 from scripts.pages.course import downloadable_files
 from scripts.pages.figure_data import served_files
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import for_lesson
-from scripts.store.staging import write_atomically
+from scripts.store.staging import Staging, StagingError
+
+# Below docs/, git-ignored (.gitignore): the only places a copy is written or removed.
+COPIES = ("figures/**/*", "lesson_code/**/*", "recordings/**/*", "notebooks/*.md",
+          "notebooks/*/**/*")
+READ_ONLY = 0o444
+# The theme writes SITE_URL unescaped: an address of these characters cannot end an attribute.
+SITE_URL = r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?"
 
 
 def wanted(root, lessons):
@@ -32,27 +46,58 @@ def wanted(root, lessons):
     return files
 
 
-# What the last run wrote, one path a line: only those are ever removed, so a file someone
-# put in docs/ by hand stays.
-WRITTEN = ".site-files"
+def tracked(docs):
+    """The files git tracks below `docs`, as paths below it; none without git or a repository."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=docs, capture_output=True)
+    except FileNotFoundError:
+        return set()
+    return set(os.fsdecode(listed.stdout).split("\0")) - {""} if listed.returncode == 0 else set()
+
+
+def written_here(path):
+    """Whether `path` is a copy this step wrote: a regular file no one may write."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:  # another build removed it first
+        return False
+    return stat.S_ISREG(mode) and not mode & 0o222
 
 
 def stage(root=ROOT, docs=None):
-    """Bring docs/ up to date, first refusing any link in the checkout; LinkInCheckout or
-    RegistryError is the one line that says what stops it."""
+    """Bring docs/ up to date, first refusing any link in the checkout: LinkInCheckout,
+    RegistryError or StagingError is the one line that says what stops it."""
     docs = docs or root / "docs"
     refuse_links(root)
-    files = wanted(root, load_lessons(root))
-    written = docs / WRITTEN
-    earlier = written.read_text(encoding="utf-8").splitlines() if written.is_file() else []
-    for path in set(earlier) - set(files):  # a figure or a lesson that is gone
-        (docs / path).unlink(missing_ok=True)
-    for path, content in files.items():
-        if not (docs / path).is_file() or (docs / path).read_bytes() != content:
-            write_atomically(docs / path, content)
-    if earlier != list(files):
-        write_atomically(written, "".join(f"{path}\n" for path in files).encode())
+    files, committed = wanted(root, load_lessons(root)), tracked(docs)
+    if in_the_way := sorted(set(files) & committed):
+        raise StagingError(f"docs/{in_the_way[0]} is committed where the build writes a copy "
+                           f"(docs/figures/, docs/lesson_code/, docs/recordings/ and each "
+                           f"notebook's page are the build's, and git ignores them): `git rm "
+                           f"--cached docs/{in_the_way[0]}`; nothing was changed")
+    with Staging(root) as staging:
+        for path, content in files.items():
+            target = docs / path
+            if not (target.is_file() and written_here(target) and target.read_bytes() == content):
+                staging.add(target, content, READ_ONLY)
+        staging.commit()
+    for pattern in COPIES:  # what it wrote once and no lesson wants now: a figure that is gone
+        for path in docs.glob(pattern):
+            name = path.relative_to(docs).as_posix()
+            if name not in files and name not in committed and written_here(path):
+                path.unlink(missing_ok=True)
 
 
-if __name__ == "__main__":
-    sys.exit(run(command(lambda argv: stage(), (LinkInCheckout, RegistryError))))
+def checked_root():
+    """What mkdocs.yml gives the snippets as their base_path, so that either generator calls
+    it as it reads mkdocs.yml: this checkout's root, once SITE_URL is an address the theme can
+    write and stage() has run; else the one line that says why, and exit 1."""
+    if (url := os.environ.get("SITE_URL")) and not re.fullmatch(SITE_URL, url):
+        raise SystemExit(f"error: SITE_URL (mkdocs.yml's site_url) is {url[:80]!r}: it must be "
+                         f"an http(s) address of letters, digits and . - _ ~ % / only; set "
+                         f"SITE_URL to one, such as https://user.github.io/lesson/")
+    try:
+        stage()
+    except (LinkInCheckout, RegistryError, StagingError) as error:
+        raise SystemExit(f"error: {error}") from None
+    return str(ROOT)

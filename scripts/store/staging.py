@@ -1,6 +1,8 @@
 """All-or-none writes: every output of a run is staged beside its target and moved into
 place together, or not at all. A staged file is `.<name>.<pid>.<random>.tmp`, so the next
-run removes what a SIGKILLed one left without touching a live run's files.
+run removes what a SIGKILLed one left without touching a live run's files. Nothing is
+written through a link (on the way to the target inside the checkout, or at the target) or
+over what is no regular file: every writer of the project comes through here.
 """
 import os
 import re
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from scripts import display
+from scripts import ROOT, display
 from scripts.plumbing import interrupts
 from scripts.plumbing.interrupts import signals_deferred
 
@@ -22,11 +24,30 @@ class StagingError(Exception):
     """A file that cannot be written or moved into place; str() is one line naming it."""
 
 
-def staged_write(path, data, staged=None):
+def refuse_unsafe_target(path, root=ROOT):
+    """StagingError, one line, for a link on the way to `path` (each folder below `root`, if
+    `path` is in it) or at `path`, or a `path` that is there but is no regular file: a commit
+    could make any of them lead outside the checkout, or onto a device."""
+    path, root = Path(os.path.abspath(path)), Path(root)
+    parts = path.relative_to(root).parts if path.is_relative_to(root) else ()
+    for step in [root.joinpath(*parts[:n]) for n in range(1, len(parts))] + [path]:
+        if step.is_symlink():
+            raise StagingError(f"{display(step)} is a symbolic link (to "
+                               f"{os.readlink(step)[:120]!r}), and nothing is written through "
+                               f"one: replace it with a file or folder of its own; nothing "
+                               f"was changed")
+    if path.exists() and not path.is_file():
+        raise StagingError(f"{display(path)} is not a regular file, and only a regular file is "
+                           f"replaced: move it away, or write elsewhere; nothing was changed")
+
+
+def staged_write(path, data, staged=None, mode=0o644, root=ROOT):
     """Write `data` to a temporary file beside `path` (os.replace is then atomic); return
-    it. `staged`: a list it joins in the step that makes it, so no signal finds it unlisted."""
+    it. `staged`: a list it joins in the step that makes it, so no signal finds it unlisted.
+    `mode`: the file's, which mkstemp's private 0600 would otherwise follow into git."""
     path, entry = Path(path), None
     staged = [] if staged is None else staged
+    refuse_unsafe_target(path, root)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with signals_deferred():
@@ -34,7 +55,7 @@ def staged_write(path, data, staged=None):
                                         suffix=".tmp", dir=path.parent)
             entry = (Path(temp), path)
             staged.append(entry)
-        os.fchmod(fd, 0o644)  # mkstemp's private 0600 would follow the file into git
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as out:
             out.write(data.encode() if isinstance(data, str) else data)
     except BaseException as error:
@@ -60,11 +81,11 @@ def remove_stray_temps(directories):
 class Staging:
     """Files staged beside their targets, moved by commit(); left by an exception, deleted."""
 
-    def __init__(self):
-        self.staged = []
+    def __init__(self, root=ROOT):
+        self.staged, self.root = [], root
 
-    def add(self, path, data):
-        staged_write(path, data, self.staged)
+    def add(self, path, data, mode=0o644):
+        staged_write(path, data, self.staged, mode, self.root)
 
     def commit(self, report=lambda path: None):
         """Move every staged file into place, or none; signals wait until the moves are done."""
@@ -125,8 +146,8 @@ def put_back(moved):
                 os.replace(old, final)
 
 
-def write_atomically(path, data):
+def write_atomically(path, data, root=ROOT):
     """Replace `path` with `data`: a reader sees the old file or the new one, never half."""
-    with Staging() as staging:
+    with Staging(root) as staging:
         staging.add(path, data)
         staging.commit()

@@ -1,0 +1,159 @@
+"""The copy step (scripts/pages/site_files.py) and every writer's one staging path
+(scripts/store/staging.py): nothing a commit holds decides what is deleted, nothing is
+written through a link or over what is no regular file, and either generator refuses what a
+pull request controls before it lists docs/."""
+import errno
+import io
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIRST_LESSON, module_file
+from harness import clean_env, one_error, project, raised_in_one_line
+from scripts.pages.site_files import stage, wanted
+from scripts.store import staging
+from scripts.store.lessons import load_lessons
+from scripts.store.staging import StagingError, refuse_unsafe_target, write_atomically
+
+
+@pytest.fixture
+def course(tmp_path):
+    """A copy of the project cut to one lesson, its docs/ copies made: (root, docs)."""
+    root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
+    stage(root)
+    return root, root / "docs"
+
+
+def files_under(folder):
+    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+
+
+def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_path):
+    root, docs = course
+    copies = wanted(root, load_lessons(root))
+    assert all(not (docs / path).stat().st_mode & 0o222 for path in copies)
+    (docs / "figures" / "by-hand.png").write_bytes(b"kept")  # put there by hand: writable
+    gone = docs / "figures" / "gone.svg"  # a copy of a figure no lesson draws any more
+    write_atomically(gone, "<svg/>", root)
+    gone.chmod(0o444)
+    # What a commit could hold to steer the step: it reads no list.
+    victim, readme = tmp_path / "victim", root / "README.md"
+    victim.write_text("someone's file")
+    readme.write_text("# readme")
+    (docs / ".site-files").write_text(f"{victim}\n../README.md\n../.git/HEAD\nindex.md\n"
+                                      f"figures/by-hand.png\n\udcff\n", errors="surrogateescape")
+    before = files_under(docs)
+    stage(root)
+    assert not gone.exists() and victim.exists() and readme.exists()
+    assert files_under(docs) == {path: data for path, data in before.items() if path != gone}
+
+
+def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course):
+    root, docs = course
+    copy = docs / module_file(FIRST_LESSON)
+    copy.unlink()
+    copy.write_text("print('committed')\n")
+    for args in (("init", "-q"), ("add", "-f", copy), ("commit", "-qm", "in the way")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                       cwd=root, check=True)
+    line = str(raised_in_one_line(StagingError, stage, root))
+    assert line.startswith(f"docs/{module_file(FIRST_LESSON)} is committed where the build "
+                           f"writes a copy") and "git rm --cached" in line
+    assert copy.read_text() == "print('committed')\n"
+
+
+def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, monkeypatch):
+    root, docs = course
+    for path in (docs / "figures").iterdir():
+        path.unlink()  # a fresh checkout: every figure to copy
+    before = files_under(docs)
+
+    class FullDisk(io.FileIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(staging.os, "fdopen", FullDisk)
+    line = str(raised_in_one_line(StagingError, stage, root))
+    assert "cannot be written (No space left on device); nothing was changed" in line
+    assert files_under(docs) == before and not list(docs.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("way", ["the target", "a folder on the way", "a device"])
+def test_no_writer_writes_through_a_link_or_over_what_is_no_regular_file(tmp_path, way):
+    root, outside = tmp_path / "repo", tmp_path / "outside"
+    (root / "recordings").mkdir(parents=True)
+    outside.mkdir()
+    target = root / "recordings" / "x.json"
+    if way == "the target":
+        target.symlink_to(outside / "x.json")
+    elif way == "a folder on the way":
+        (root / "recordings").rmdir()
+        (root / "recordings").symlink_to(outside)
+    words = "is not a regular file" if way == "a device" else "is a symbolic link"
+    path = "/dev/null" if way == "a device" else target
+    line = str(raised_in_one_line(StagingError, write_atomically, path, "{}", root))
+    assert words in line and "nothing was changed" in line
+    assert list(outside.iterdir()) == []
+    refuse_unsafe_target(tmp_path / "new.json", root)  # a new file outside the checkout: fine
+
+
+def read_config(root, generator):
+    """The checkout `root` reading its mkdocs.yml as `generator` does, with its own code."""
+    reader = {"mkdocs": "from mkdocs.config import load_config as read",
+              "zensical": "from zensical.config import parse_config as read"}[generator]
+    return subprocess.run([sys.executable, "-c", f"{reader}; read('mkdocs.yml')"], cwd=root,
+                          env=clean_env(), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generator", ["mkdocs", "zensical"])
+def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path, generator):
+    root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
+    (root / "docs" / "leak.txt").symlink_to("/etc/hostname")
+    line = one_error(read_config(root, generator).stderr, "docs/leak.txt is a symbolic link")
+    assert "replace the link with the file itself" in line
+    if generator == "zensical":  # Zensical's own command: no site, so nothing published
+        built = subprocess.run([sys.executable, "-m", "zensical", "build", "--clean"], cwd=root,
+                               env=clean_env(), capture_output=True, text=True, timeout=300)
+        assert built.returncode != 0 and not (root / "site").exists()
+        one_error(built.stderr, "docs/leak.txt is a symbolic link")
+
+
+@pytest.mark.slow
+def test_zensical_refuses_another_checkouts_code(tmp_path):
+    """A worktree built by the zensical of another checkout's activated .venv."""
+    second = project(tmp_path / "second", keep=[FIRST_LESSON.id])
+    env = clean_env(VIRTUAL_ENV=sys.prefix,
+                    PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    built = subprocess.run(["zensical", "build", "--clean"], cwd=second, env=env,
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode != 0
+    assert f"{second}/mkdocs.yml is being built with another checkout's code" in built.stderr
+
+
+@pytest.mark.slow
+def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cannot_copy(
+        tmp_path):
+    root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
+    # Root may write anywhere; without that capability, it meets the folder as a user does.
+    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
+    stage(root)
+
+    def build(site):
+        subprocess.run(["chmod", "-R", "a-w", root], check=True)
+        try:
+            return subprocess.run([*as_a_user, sys.executable, "-m", "mkdocs", "build",
+                                   "--strict", "-d", str(site)], cwd=root, env=clean_env(),
+                                  capture_output=True, text=True, timeout=300)
+        finally:
+            subprocess.run(["chmod", "-R", "u+w", root], check=True)
+
+    assert build(tmp_path / "site").returncode == 0  # the copies are current: nothing to write
+    figure = next((root / "docs" / "figures").iterdir())
+    figure.unlink()
+    done = build(tmp_path / "again")
+    assert done.returncode == 1 and not figure.exists()
+    one_error(done.stderr, f"docs/figures/{figure.name}: cannot be written (Permission denied)"
+                           f"; nothing was changed")
