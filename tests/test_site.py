@@ -45,10 +45,11 @@ def project(tmp_path):
 
 def one_error(run):
     """A failed build's one ERROR line (after mkdocs' own "Error reading page 'x.md':",
-    where a page failed), with no traceback."""
+    where a page failed), or the one `error:` line of a refusal as mkdocs.yml is read
+    (scripts/pages/site_files.checked_root), with no traceback."""
     assert run.returncode != 0
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
-    errors = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    errors = [line for line in run.stderr.splitlines() if line.startswith(("ERROR", "error: "))]
     assert len(errors) == 1 or len(errors) == 2 and "Error reading page" in errors[0], errors
     return " ".join(errors)
 
