@@ -178,5 +178,5 @@ def test_a_registry_that_is_not_utf8_is_one_line_in_the_check_and_the_build(tmp_
     assert check.returncode == 2 and check.stderr.count("\n") == 1 and line in check.stderr
     built = build(project, tmp_path / "site")
     assert built.returncode != 0 and "Traceback" not in built.stderr, built.stderr[-2000:]
-    errors = [text for text in built.stderr.splitlines() if text.startswith("ERROR")]
+    errors = [text for text in built.stderr.splitlines() if text.startswith(("ERROR", "error: "))]
     assert len(errors) == 1 and line in errors[0], built.stderr[-2000:]
