@@ -603,6 +603,35 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
                       "be moved into place (Input/output error); every file is as it was")
 
 
+# A test deadlocked inside native code, as a collective whose peer never comes leaves one:
+# no bytecode runs again in its thread.
+STUCK = """import ctypes
+
+def test_stuck_in_native_code():
+    mutex = ctypes.create_string_buffer(64)  # a zeroed pthread_mutex_t, of the default kind
+    ctypes.CDLL(None).pthread_mutex_lock(mutex)
+    ctypes.CDLL(None).pthread_mutex_lock(mutex)  # by its owner again: it never returns
+
+def test_after_it():
+    pass
+"""
+
+
+@pytest.mark.slow  # a pytest of its own, with xdist's workers
+def test_a_test_stuck_in_native_code_ends_the_run_with_its_stack(tmp_path):
+    """pyproject.toml's limits, shortened, under `make test`'s flags: every thread's stack
+    (the stuck line among them), its worker ended, the run stopped, within a minute."""
+    (tmp_path / "test_stuck.py").write_text(STUCK)
+    done = run("-m", "pytest", "-c", ROOT / "pyproject.toml", "--rootdir", tmp_path,
+               "-p", "no:cacheprovider", "-o", "timeout=4", "-o", "faulthandler_timeout=2",
+               "-n", "2", "--dist", "loadfile", "--max-worker-restart", "0", "test_stuck.py",
+               cwd=tmp_path, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert 'test_stuck.py", line 6 in test_stuck_in_native_code' in done.stderr
+    assert "crashed while running 'test_stuck.py::test_stuck_in_native_code'" in done.stdout
+    assert "1 failed in" in done.stdout and "passed" not in done.stdout  # the run stopped
+
+
 # --- the lesson programs: lesson_code/program.py, and each lesson's on it -------------------
 
 # A lesson that only prints, run on the shell as `python -m` runs a lesson's: its
