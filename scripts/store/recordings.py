@@ -69,8 +69,8 @@ def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
     finally:
         os.close(fd)
     if size > limit:
-        raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, which no recording "
-                             f"is", fix)
+        raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, more than "
+                             f"record.py writes", fix)
     return b"".join(chunks)
 
 
