@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import pytest
 from mkdocs.config import load_config
 
-from conftest import ROOT, SEED
+from conftest import ROOT, SEED, module_file
 from harness import clean_env, rederive_analyses, run
 from harness import project as copy_project
 from scripts.runners.processes import free_port
@@ -140,13 +140,14 @@ def searched(site):
 def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(tmp_path):
     """A page edit rewrites that page and the home page (which lists its title), no other,
     and search still finds every page; a recording changed under the server is on every page
-    that reads it at the next rebuild (through {{ rec: }} alone too), the notebook page
-    (which reads none) untouched. A broken recording or page is one line, and the server
-    still answers with the pages last built; mended, it builds again and says so, whichever
-    rebuild saw which write. A page renamed answers at its new address alone, one deleted
-    at none."""
+    that reads it at the next rebuild (through {{ rec: }} alone too), and on no other. A
+    broken recording or page is one line, and the server still answers with the pages last
+    built; mended, it builds again and says so, whichever rebuild saw which write. A stale
+    notebook stops its page alone: a later edit still shows. A page renamed answers at its
+    new address alone, one deleted at none."""
     project = copy_project(tmp_path / "project", keep=[SEED.id])
     page, recording = project / "docs" / "lessons" / f"{SEED.id}.md", project / RECORDING
+    module = project / module_file(SEED)
     (tmp_path / "tmp").mkdir()
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
@@ -173,13 +174,16 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
             seen = clean = wait_for(log_path, "Documentation built", after=seen)
             before = get(home)
             assert "3 February 2031" in before
+            # The pages that read it (through {{ rec: }} alone too) or list the recordings,
+            # and the notebook page, which reads the lock the analyses' writes changed.
+            names = rf"\{{\{{\s*(rec:{re.escape(SEED.id)}\.cpu:|recordings)"
             reading = {html_of(path.relative_to(project / "docs"))
                        for path in (project / "docs").rglob("*.md")
-                       if re.search(rf"\{{\{{\s*rec:{re.escape(SEED.id)}\.cpu:", path.read_text())}
+                       if re.search(names, path.read_text())}
             rewritten = {path.relative_to(site).as_posix() for path, mtime in written.items()
                          if path.stat().st_mtime_ns != mtime}
             assert any(name.startswith("going-further/") for name in reading), reading
-            assert reading <= rewritten and f"notebooks/{SEED.id}/index.html" not in rewritten
+            assert rewritten == reading | {f"notebooks/{SEED.id}/index.html"}, rewritten
             recording.write_text("{ not json")
             seen = wait_for(log_path, "still serving", after=seen)
             assert get(home) == before  # not stuck
@@ -189,13 +193,20 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
             seen = wait_for(log_path, "still serving", after=seen)
             assert get(home) == before and "One sentence more." in get(url)
             page.write_text(page.read_text().replace(f"{{{{ rec:{SEED.id}.cpu:no.such }}}}", ""))
+            # A comment the notebook shows: that page alone stops, the others still build.
+            text = module.read_text()
+            start = text.index("\n", text.index("# --8<-- [start:")) + 1
+            module.write_text(f"{text[:start]}# a comment the notebook shows\n{text[start:]}")
+            page.write_text(page.read_text() + "\nA sentence after it.\n")
+            wait_until(lambda: "A sentence after it." in get(url), log_path)
             moved_pages(project, home, log_path)
         finally:
             assert stop(process) == 0
-    # The recording's line (once a rebuild that met it), mkdocs' naming the page, the page's.
-    found = set(errors(log_path, after=clean))
-    assert len(found) == 3 and any(RECORDING in line for line in found) and any(
-        "no.such" in line for line in found), found
+    # Each error is one line: the recording's, the page's, the notebook's.
+    found, kinds = errors(log_path, after=clean), [RECORDING, "no.such", f"notebooks/{SEED.id}."
+                                                   f"ipynb: stale, {module_file(SEED)} changed"]
+    assert all(any(kind in line for kind in kinds) for line in found), found
+    assert all(any(kind in line for line in found) for kind in kinds), found
 
 
 def moved_pages(project, home, log_path):

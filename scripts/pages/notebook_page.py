@@ -18,6 +18,7 @@ from scripts import display
 from scripts.pages.directives import NOTEBOOK
 from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError
+from scripts.store.freshness import notebook_problems
 from scripts.store.recordings import RECORD, RecordingError, parse_json, read_bytes
 
 # The site's extensions that only shape the text they are given, by module: no snippets
@@ -157,6 +158,8 @@ def notebook_html(lesson, sources, md, location):
     converter = markdown.Markdown(extensions=[
         *[type(ext)(**ext.getConfigs()) for ext in md.registeredExtensions
           if type(ext).__module__ in INERT_EXTENSIONS], TextOnly()])
+    if stale := notebook_problems(lesson, lesson.root):  # here: the other pages still build
+        raise PageError(stale[0])
     path = sources.docs / "notebooks" / f"{lesson.id}.ipynb"
     text = STASH_CHARACTERS.sub("", notebook_markdown(path))
     return (download_buttons(lesson, path.name, location.base) + converter.convert(text),

@@ -14,12 +14,13 @@ import logging
 import os
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 
 from jinja2 import FileSystemBytecodeCache
 from mkdocs.commands.build import build
 from mkdocs.config import load_config
-from mkdocs.exceptions import Abort
+from mkdocs.exceptions import Abort, BuildError
 from mkdocs.structure.files import InclusionLevel
 from mkdocs.utils import DuplicateFilter
 
@@ -142,7 +143,19 @@ def on_env(env, config, files):
 def on_pre_page(page, config, files):
     if SERVING is not None:
         SERVING.reading, SERVING.thread = ({}, {}), threading.get_ident()
+        page.render = partial(render_or_keep, page, page.render)
     return page
+
+
+def render_or_keep(page, render, config, files):
+    """A page that cannot be built says why in one line and keeps its last HTML (a notebook
+    whose module changed, a broken directive): one page is no reason to stop the others.
+    The build still ends in its error, after writing them."""
+    try:
+        render(config, files)
+    except BuildError as error:
+        logging.getLogger("mkdocs").error(f"{page.file.src_uri}: {error}")
+        page.content, page.failed = "", True
 
 
 def on_page_content(html, page, config, files):  # the last hook that reads files for a page
@@ -152,6 +165,9 @@ def on_page_content(html, page, config, files):  # the last hook that reads file
 
 
 def on_post_page(output, page, config):
+    if SERVING is not None and getattr(page, "failed", False):  # to be built again
+        last = Path(page.file.abs_dest_path)
+        return last.read_text(encoding="utf-8") if last.is_file() else output
     if SERVING is not None:  # written next
         uri = page.file.src_uri
         SERVING.built[uri] = SERVING.everywhere, *page.made_from
