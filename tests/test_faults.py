@@ -675,7 +675,9 @@ def run_lesson(devices):
 
 # Each case: the arguments ({tmp}: a folder holding target.json, a link to it, a fifo, a
 # dangling link and a regular file old.json), SHELL_LESSON, the status, the line it ends on.
-SHELL = json.loads((FIXTURES / "program_shell_cases.json").read_text())
+# Beside, the programs of a lesson's registry `field` (a rank module, a simulation): each
+# case its arguments and the words of its usage line.
+SHELL, BESIDE = json.loads((FIXTURES / "program_shell_cases.json").read_text()).values()
 
 
 def not_regular_files(folder):
@@ -730,28 +732,9 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     assert not (folder / "missing").exists()
 
 
-# The programs beside a lesson (its rank module, its simulation) on the same shell: a flag
-# out of range is one usage line, exit 2, before anything ran.
-BESIDE = {
-    "--process-id 5 of 4": ("rank_module", ["--process-id", "5", "--processes", "4", "--port",
-                                            "8476"], "--process-id 5 is no rank of 4 processes"),
-    "--processes 0": ("rank_module", ["--process-id", "0", "--processes", "0", "--port", "8476"],
-                      "--processes: must be at least 1 (got 0)"),
-    "--process-id -1": ("rank_module", ["--process-id", "-1", "--processes", "4", "--port",
-                                        "8476"], "--process-id: must be at least 0 (got -1)"),
-    "--coordinator without a port": ("rank_module", ["--process-id", "0", "--processes", "2",
-                                                     "--coordinator", "rank0"],
-                                     "'rank0' is not HOST:PORT with a port from 1 to 65535"),
-    "--port 70000": ("rank_module", ["--process-id", "0", "--processes", "2", "--port",
-                                     "70000"], "--port: 70000 is not from 1 to 65535"),
-    "--calls 0": ("rank_module", ["--calls", "0"], "--calls: must be at least 1 (got 0)"),
-    "--ranks 0": ("simulation", ["--ranks", "0"], "--ranks: 0 is not from 1 to 64"),
-    "--ranks -3": ("simulation", ["--ranks", "-3"], "--ranks: -3 is not from 1 to 64"),
-}
-
-
 @pytest.mark.parametrize("case", BESIDE)
 def test_a_program_beside_the_lesson_refuses_a_flag_out_of_range_in_one_line(case):
+    """A lesson's rank module and simulation, on the same shell: one usage line, exit 2."""
     field, argv, words = BESIDE[case]
     done = run("-m", getattr(lessons_with(field)[0], field), *argv, timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
