@@ -1,16 +1,21 @@
 """The program every lesson shares: what `python -m lesson_code.<module>` runs.
 
-A lesson's file is its steps; its `__main__` guard hands over here by name, so no recording
-of the lesson depends on this file, and the file alone (a reader's download) still runs.
+A lesson's file is its steps. `python -m` imports the package first, which starts here
+(lesson_code/__init__.py calls `guard_the_start`): a registered lesson is imported once,
+as itself, and run by `main`, so its file is never run as `__main__` and no recording of
+it depends on this file; its guard only runs the file alone (a reader's download).
 Written once, for every lesson: `--platform`, `--devices` (default: its `devices` in
-lessons.toml), `--data-out PATH` written whole; a setup error in one line, exit 2; Ctrl-C,
-SIGTERM and SIGHUP in one line, 128 + the signal, from the lesson's `import jax` on
-(lesson_code/__init__.py calls `guard_the_start`), but no SIGHUP under nohup; a closed
-stdout (`| head`) silently, 141. And for a rank module: its flags and `launch_of`.
+lessons.toml, refused outside its `device_counts`), `--data-out PATH` written whole; a setup
+error in one line, exit 2; Ctrl-C, SIGTERM and SIGHUP in one line, 128 + the signal, from
+the lesson's `import jax` on, but no SIGHUP under nohup. For every program under
+lesson_code/ (a simulation, a rank): a closed stdout (`| head`) silently, 141; a stdout
+the disk refuses in one line, 1; a Python without JAX in one line, 2. And for a rank
+module: its flags and `launch_of`.
 
 No scripts/ and, as the package imports it first, no JAX at import.
 """
 import argparse
+import atexit
 import errno
 import importlib
 import ipaddress
@@ -38,15 +43,23 @@ def take_signals(handler):
 
 
 def guard_the_start():
-    """Before the lesson's first line, one line for what JAX would end in a traceback: a
+    """Before the program's first line, one line for what would end in a traceback: a
     JAX_NUM_CPU_DEVICES that is not a number, a signal during an import (JAX's takes a
-    second). Outside an import Python's own behaviour stays, until `main` takes over."""
+    second), and until the end a closed or full stdout or a Python without JAX (`said`).
+    Outside an import Python's own signal behaviour stays, until `main` takes over; a
+    registered lesson is run by `main` from here, its module imported once."""
     devices = os.environ.get("JAX_NUM_CPU_DEVICES", "0")
     if not devices.strip().isdigit():
         print(f"error: JAX_NUM_CPU_DEVICES={devices!r} is not a whole number; unset it (the "
               f"program sets the device count itself: --devices N)", file=sys.stderr)
         sys.exit(2)
     take_signals(stop_while_starting)
+    sys.excepthook = end_in_one_line
+    atexit.register(flush_stdout)  # before Python's own flush, which could only complain
+    # During the package's import sys.argv is ["-m", *the program's arguments].
+    module = sys.orig_argv[len(sys.orig_argv) - len(sys.argv)].removeprefix("-m")
+    if module in (entry.get("module") for entry in registry(Path(__file__))):
+        sys.exit(main(module))
 
 
 def stop_while_starting(number, frame):
@@ -62,16 +75,64 @@ def stop_while_starting(number, frame):
     os.kill(os.getpid(), number)
 
 
+# What ends a program without being its bug: a Python without what every lesson imports;
+# a disk that refuses a write where no file is named, so stdout's (> /dev/full).
+RUNTIME, FULL = ("jax", "jaxlib", "numpy"), (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def said(error):
+    """(its one line, or "" for none; the exit status) for `error` when it is one of those,
+    else None: a bug keeps its traceback."""
+    if isinstance(error, BrokenPipeError):
+        return "", 128 + signal.SIGPIPE  # as a process SIGPIPE killed
+    if isinstance(error, ModuleNotFoundError) and error.name in RUNTIME:
+        return (f"error: {sys.executable} has no {error.name}, which every lesson program "
+                f"needs; run it with the checkout's .venv/bin/python (`make setup` makes "
+                f"it)", 2)
+    if isinstance(error, OSError) and error.errno in FULL and error.filename is None:
+        return (f"error: cannot write the output ({error.strerror}); free space on its "
+                f"disk, or send it elsewhere (> a file on another disk)", 1)
+    return None
+
+
+def leave(line, status):
+    """End the process now with `line`: what stdout still holds cannot be written."""
+    if line:
+        print(line, file=sys.stderr, flush=True)
+    os._exit(status)  # unwinding further would meet stdout again at Python's own flush
+
+
+def end_in_one_line(kind, error, trace):  # sys.excepthook: what no code caught
+    if (ending := said(error)) is None:
+        return sys.__excepthook__(kind, error, trace)
+    leave(*ending)
+
+
+def flush_stdout():  # atexit: a stdout still buffered meets a closed pipe or full disk here
+    try:
+        sys.stdout.flush()
+    except OSError as error:
+        if (ending := said(error)) is not None:
+            leave(*ending)
+
+
 class SetupError(Exception):
     """A platform or device count this machine cannot provide; the message says why."""
 
 
-def select_devices(configure_devices, platform, count):
+def select_devices(configure_devices, platform, count, counts=None):
+    """`count` devices of `platform` from the lesson's `configure_devices`; `counts`: the
+    only device counts the lesson runs on (its `device_counts`), or None for any."""
     if count < 1:
         raise SetupError(f"--devices must be at least 1 (got {count}); try --devices 4")
     if platform == "cpu" and count > MAX_CPU_DEVICES:
         raise SetupError(f"--devices {count} is more than the {MAX_CPU_DEVICES} logical CPU "
                          f"devices a lesson program makes; try --devices 8")
+    if counts and count not in counts:
+        *some, last = map(str, counts)  # [1, 3, 9]: "1, 3 or 9"
+        raise SetupError(f"--devices {count}: this lesson runs on "
+                         f"{', '.join(some) + ' or ' if some else ''}{last} devices only (its "
+                         f"device_counts in lessons.toml); pass --devices {counts[0]}")
     try:
         devices = configure_devices(platform, count)
     except RuntimeError as error:
@@ -130,6 +191,7 @@ def write_json(path, data):
     try:
         with os.fdopen(fd, "w") as out:
             json.dump(data, out, indent=2)
+            out.write("\n")
         if not replaceable(path):  # checked again: it may have changed while the lesson ran
             raise OSError(errno.EEXIST, "not a regular file, so it was left alone")
         os.replace(temp, path)
@@ -138,14 +200,21 @@ def write_json(path, data):
             os.unlink(temp)
 
 
-def registered(module):
-    """(devices, going-further module) of `module` in lessons.toml, as record.py runs it."""
+def registry(beside):
+    """The [[lesson]] entries of the lessons.toml beside the file `beside`, unchecked: a
+    broken registry is record.py's to report, in one line (scripts/store/lessons.py)."""
     try:
-        lessons = tomllib.loads(Path(__file__).with_name("lessons.toml").read_text())["lesson"]
-    except (OSError, KeyError, tomllib.TOMLDecodeError):  # record.py's to report
-        lessons = []
-    entry = next((lesson for lesson in lessons if lesson.get("module") == module), {})
-    return entry.get("devices", 4), entry.get("going_further")
+        lessons = tomllib.loads(beside.with_name("lessons.toml").read_text())["lesson"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return []
+    return [entry for entry in lessons if isinstance(entry, dict)]
+
+
+def registered(lesson):
+    """The entry of the lesson module `lesson` in its registry (beside it), as record.py
+    runs it; {} when it has none."""
+    return next((entry for entry in registry(Path(lesson.__file__))
+                 if entry.get("module") == lesson.__name__), {})
 
 
 def parse_args(argv, module, description, devices):
@@ -166,8 +235,16 @@ def main(module, argv=None):
     could not be written, 128 + a stopping signal, 141 for a closed stdout. Given no `argv`
     (the process's own command line), a signal ends the process once its line is out."""
     lesson = importlib.import_module(module)
-    devices, going_further = registered(module)
-    args = parse_args(argv, module, lesson.__doc__.splitlines()[0], devices)
+    entry = registered(lesson)
+    args = parse_args(argv, module, lesson.__doc__.splitlines()[0],
+                      int(entry.get("devices", 4)))  # 4.0 is 4
+    return shell(lambda: run_program(lesson, entry, args), "the lesson", whole=argv is None)
+
+
+def shell(work, what="the program", whole=True):
+    """`work()`'s status, under the promises above (absl's app.run, for this course): a
+    stopping signal or a stdout closed or refused ends it in one line. `whole`: the process
+    is this program's, so a signal ends it once its line is out."""
     signals = []
 
     def stop(number, frame):
@@ -176,26 +253,29 @@ def main(module, argv=None):
 
     previous = take_signals(stop)
     try:
-        status = run_program(lesson, going_further, args)
+        status = work()
         sys.stdout.flush()  # a line still buffered meets a closed pipe here, not at exit
     except KeyboardInterrupt:
         if not signals:  # raised by Python's own handler, before ours was installed
             signals.append(signal.SIGINT)
-    except BrokenPipeError:
-        # Nobody reads stdout any more: point it at /dev/null, so the flush at exit does
-        # not fail again, and end as a process SIGPIPE killed would.
+    except OSError as error:  # stdout's, closed or refused
+        if (ending := said(error)) is None:
+            raise
+        line, status = ending
+        print(line, file=sys.stderr, end="\n" if line else "")
+        # Point stdout at /dev/null, so the flush at exit does not fail again.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
-        return 128 + signal.SIGPIPE
+        return status
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
     if not signals:  # one counts even where some library caught its KeyboardInterrupt
         return status
-    print(f"error: interrupted by {signal.Signals(signals[0]).name}; the lesson did not "
+    print(f"error: interrupted by {signal.Signals(signals[0]).name}; {what} did not "
           f"finish", file=sys.stderr, flush=True)
-    if argv is None:
+    if whole:
         # Everything is cleaned up; what is left is Python's own finalization, which can
         # crash inside XLA while the interrupted computation's threads are still there
         # (SIGSEGV, seen once in CI). Leave without it, with the signal's status.
@@ -207,14 +287,16 @@ def main(module, argv=None):
     return 128 + signals[0]
 
 
-def run_program(lesson, going_further, args):
+def run_program(lesson, entry, args):
     try:
-        devices = select_devices(lesson.configure_devices, args.platform, args.devices)
+        devices = select_devices(lesson.configure_devices, args.platform, args.devices,
+                                 entry.get("device_counts"))
     except SetupError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     # The going-further steps run inside the lesson, as recorded.
-    further = [importlib.import_module(going_further).run_going_further] if going_further else []
+    further = [importlib.import_module(entry["going_further"]).run_going_further] \
+        if entry.get("going_further") else []
     data = lesson.run_lesson(devices, *further)
     if args.data_out:
         try:
@@ -228,20 +310,32 @@ def run_program(lesson, going_further, args):
 
 # --- one rank of a multi-process run (a lesson's rank_module) ------------------------------
 
+def whole(low, high=None):
+    """An argparse type: a whole number from `low` (to `high`), else the usage line."""
+    def number(text):
+        value = int(text)  # a ValueError: argparse's "invalid number value: 'x'"
+        if value < low or high is not None and value > high:
+            raise argparse.ArgumentTypeError(
+                f"{value} is not from {low} to {high}" if high is not None
+                else f"must be at least {low} (got {value})")
+        return value
+    return number
+
+
 def rank_parser(description):
     """The flags every rank module takes (lesson_code/CONTRACT.md); add the module's own."""
     parser = OneLineParser(
         description=description,
         epilog="Under mpirun or srun, give none of --process-id, --processes, --port or "
                "--coordinator: JAX reads them from the launcher's environment.")
-    parser.add_argument("--process-id", type=int, help="this process's rank")
-    parser.add_argument("--processes", type=int, help="how many ranks the run has")
+    parser.add_argument("--process-id", type=whole(0), help="this process's rank")
+    parser.add_argument("--processes", type=whole(1), help="how many ranks the run has")
     where = parser.add_mutually_exclusive_group()
-    where.add_argument("--port", type=int,
+    where.add_argument("--port", type=whole(1, 65535),
                        help="coordinator port on 127.0.0.1 (the single-machine launcher)")
-    where.add_argument("--coordinator", metavar="HOST:PORT",
+    where.add_argument("--coordinator", metavar="HOST:PORT", type=address,
                        help="rank 0's address, for a launcher JAX does not detect")
-    parser.add_argument("--calls", type=int, default=100,
+    parser.add_argument("--calls", type=whole(1), default=100,
                         help="how many times each measurement repeats (default 100)")
     parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="process 0 writes the run's data here, as JSON")
@@ -256,7 +350,19 @@ def parse_rank_args(parser, argv=None):
     if any(given) and not all(given):
         parser.error("give --process-id, --processes and --port (or --coordinator) "
                      "together, or none of them under mpirun or srun")
+    if all(given) and args.process_id >= args.processes:
+        parser.error(f"--process-id {args.process_id} is no rank of {args.processes} "
+                     f"processes; give 0 to {args.processes - 1}")
     return args
+
+
+def address(text):
+    """--coordinator's HOST:PORT, else the usage line."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT with a port from 1 to "
+                                         f"65535, such as 10.0.0.2:8476")
+    return text
 
 
 # A variable each launcher sets in every process it starts, and the launcher's name.

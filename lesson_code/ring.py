@@ -7,6 +7,7 @@ every rank sends one chunk to its right-hand neighbour (rank r -> rank r+1 mod p
 Besides the numbers, the simulation records which ranks' inputs each copy of each chunk
 already carries, so a reader can watch a chunk go from one contribution to a full sum.
 """
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,28 +136,36 @@ def recorded_traces(p: int = 4) -> dict:
 
 
 def main(argv=None):
-    """`--data-out PATH` as every lesson program writes it (lesson_code/program.py)."""
-    import sys
-
-    from lesson_code.program import OneLineParser, data_out_path, write_json
+    """`--data-out PATH` as every lesson program writes it, on the course's program shell
+    (lesson_code/program.py)."""
+    from lesson_code.program import OneLineParser, data_out_path, shell, whole, write_json
 
     parser = OneLineParser(description="Simulate the ring on the example vector.")
-    parser.add_argument("--ranks", type=int, default=4)
+    # Its trace holds p chunks for p ranks at each of p steps: p^3 entries a phase.
+    parser.add_argument("--ranks", type=whole(1, 64), default=4,
+                        help="ranks on the ring (default 4, at most 64)")
     parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="write the trace as JSON here")
     args = parser.parse_args(argv)
-    data = recorded_traces(args.ranks)
-    sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
-    print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each rank "
-          f"sent {data['reduceScatter']['bytesSent'][0]} bytes in the reduce-scatter and "
-          f"{data['allGather']['bytesSent'][0]} in the all-gather, {sent} in all.")
-    print("Every rank ends with the full sum.")
-    if args.data_out:
-        try:
-            write_json(args.data_out, data)
-        except OSError as error:
-            sys.exit(f"error: cannot write {args.data_out} ({error.strerror})")
+
+    def simulate():
+        data = recorded_traces(args.ranks)
+        sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
+        print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each "
+              f"rank sent {data['reduceScatter']['bytesSent'][0]} bytes in the "
+              f"reduce-scatter and {data['allGather']['bytesSent'][0]} in the all-gather, "
+              f"{sent} in all.")
+        print("Every rank ends with the full sum.")
+        if args.data_out:
+            try:
+                write_json(args.data_out, data)
+            except OSError as error:
+                print(f"error: cannot write {args.data_out} ({error.strerror})",
+                      file=sys.stderr)
+                return 1
+        return 0
+    return shell(simulate, "the simulation", whole=argv is None)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

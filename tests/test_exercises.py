@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SEED, module_file
+from conftest import FIXTURES, ROOT, SEED, each_lesson_with, module_file
 import harness
 from lesson_code.exercise import Exercise
 from scripts import exercises
@@ -103,6 +103,15 @@ def test_the_ring_command_is_one_line_on_any_ring_size(args, status, line):
     done = harness.run("-m", "lesson_code.ring_exercises", *args)  # as the ring's page says
     assert (done.returncode, done.stderr) == (status, ""), done.stderr
     assert done.stdout.startswith(line) and len(done.stdout.splitlines()) == 1, done.stdout
+
+
+@pytest.mark.slow
+@each_lesson_with("exercises")
+def test_each_lesson_s_solutions_pass_its_own_checks(lesson):
+    """What a learner is told is right is right: `--reference` runs the lesson's solutions."""
+    done = harness.run("scripts/exercises.py", "--reference", "--lesson", lesson.id)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [f"ok {each.name}" for each in load_exercises(lesson)]
 
 
 GOING_FURTHER = module_file(SEED, SEED.going_further)

@@ -7,6 +7,7 @@ import errno
 import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -24,7 +25,8 @@ import psutil
 import pytest
 from mkdocs.exceptions import PluginError
 
-from conftest import FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, recording_name
+from conftest import (FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, lessons_with,
+                      recording_name)
 from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
                      hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
                      refused, run, snapshot, still_running, unchanged)
@@ -601,10 +603,46 @@ def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
                       "be moved into place (Input/output error); every file is as it was")
 
 
+# A test deadlocked inside native code, as a collective whose peer never comes leaves one:
+# no bytecode runs again in its thread.
+STUCK = """import ctypes
+
+def test_stuck_in_native_code():
+    mutex = ctypes.create_string_buffer(64)  # a zeroed pthread_mutex_t, of the default kind
+    ctypes.CDLL(None).pthread_mutex_lock(mutex)
+    ctypes.CDLL(None).pthread_mutex_lock(mutex)  # by its owner again: it never returns
+
+def test_after_it():
+    pass
+"""
+
+
+@pytest.mark.slow  # a pytest of its own, with xdist's workers
+def test_a_test_stuck_in_native_code_ends_the_run_with_its_stack(tmp_path):
+    """pyproject.toml's limits, shortened, under `make test`'s flags: every thread's stack
+    (the stuck line among them), its worker ended, the run stopped, within a minute."""
+    (tmp_path / "test_stuck.py").write_text(STUCK)
+    done = run("-m", "pytest", "-c", ROOT / "pyproject.toml", "--rootdir", tmp_path,
+               "-p", "no:cacheprovider", "-o", "timeout=4", "-o", "faulthandler_timeout=2",
+               "-n", "2", "--dist", "loadfile", "--max-worker-restart", "0", "test_stuck.py",
+               cwd=tmp_path, timeout=60)
+    assert done.returncode == 1, done.stdout
+    assert 'test_stuck.py", line 6 in test_stuck_in_native_code' in done.stderr
+    assert "crashed while running 'test_stuck.py::test_stuck_in_native_code'" in done.stdout
+    assert "1 failed in" in done.stdout and "passed" not in done.stdout  # the run stopped
+
+
 # --- the lesson programs: lesson_code/program.py, and each lesson's on it -------------------
 
 # A lesson that only prints, run on the shell as `python -m` runs a lesson's: its
-# SHELL_LESSON says what happens while it runs. Its machine has 8 CPU devices, no TPU.
+# SHELL_LESSON says what happens while it runs. Its machine has 8 CPU devices, no TPU; its
+# registry (beside it, as lesson_code/lessons.toml is beside each lesson) gives it 3.
+SHELL_REGISTRY = """[[lesson]]
+id = "shell-lesson"
+module = "shell_lesson"
+devices = 3
+device_counts = [1, 3, 9]
+"""
 SHELL_LESSON = """\"\"\"shell-lesson · The program shell's own lesson.\"\"\"
 import os, signal, sys, time
 
@@ -637,7 +675,9 @@ def run_lesson(devices):
 
 # Each case: the arguments ({tmp}: a folder holding target.json, a link to it, a fifo, a
 # dangling link and a regular file old.json), SHELL_LESSON, the status, the line it ends on.
-SHELL = json.loads((FIXTURES / "program_shell_cases.json").read_text())
+# Beside, the programs of a lesson's registry `field` (a rank module, a simulation): each
+# case its arguments and the words of its usage line.
+SHELL, BESIDE = json.loads((FIXTURES / "program_shell_cases.json").read_text()).values()
 
 
 def not_regular_files(folder):
@@ -653,14 +693,18 @@ def not_regular_files(folder):
 
 @pytest.mark.parametrize("case", SHELL)
 def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
-    """Every lesson's `python -m`: exit 0, its data written whole and only onto a regular
-    file, or one line and the status a shell expects; no other file touched, no `.tmp`."""
+    """Every lesson's `python -m`: exit 0 on its registry's device count, its data written
+    whole (a new file renamed in) and only onto a regular file, or one line and the status
+    a shell expects; no other file touched, no `.tmp`."""
     argv, how, status, line = SHELL[case]
     (tmp_path / "shell_lesson.py").write_text(SHELL_LESSON)
+    (tmp_path / "lessons.toml").write_text(SHELL_REGISTRY)
     folder = tmp_path / "out"
     folder.mkdir()
     others = not_regular_files(folder)
-    pipe = closed_pipe() if how == "lines" else subprocess.PIPE
+    old = (folder / "old.json").stat().st_ino
+    pipe = closed_pipe() if how == "lines" else open("/dev/full", "w") if how == "full" \
+        else subprocess.PIPE
     try:
         done = run("-c", "import sys; from lesson_code import program; "
                    "sys.exit(program.main('shell_lesson'))",
@@ -669,8 +713,8 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
                    preexec_fn=lambda: "nohup" in how and signal.signal(signal.SIGHUP,
                                                                        signal.SIG_IGN))
     finally:
-        if how == "lines":
-            os.close(pipe)
+        if how in ("lines", "full"):
+            os.close(pipe) if how == "lines" else pipe.close()
     assert done.returncode == status, done.stderr
     assert done.stderr == (line and one_error(done.stderr, line) + "\n")  # that line alone
     if status == 2:
@@ -678,7 +722,8 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     new = {"--data-out a new file": "new.json", "--data-out a file": "old.json"}.get(case)
     if new:
         assert done.stdout.endswith("PASS: shell-lesson\n")
-        assert json.loads((folder / new).read_text()) == {"devices": 4}
+        assert json.loads((folder / new).read_text()) == {"devices": 3}
+        assert (folder / "old.json").stat().st_ino != old or new != "old.json"  # renamed in
     elif how != "relinked":
         assert (folder / "old.json").read_text() == "old"
     assert (folder / "target.json").read_text() == "keep me"
@@ -687,10 +732,51 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     assert not (folder / "missing").exists()
 
 
+@pytest.mark.parametrize("case", BESIDE)
+def test_a_program_beside_the_lesson_refuses_a_flag_out_of_range_in_one_line(case):
+    """A lesson's rank module and simulation, on the same shell: one usage line, exit 2."""
+    field, argv, words = BESIDE[case]
+    done = run("-m", getattr(lessons_with(field)[0], field), *argv, timeout=120)
+    assert (done.returncode, done.stdout) == (2, "")
+    one_error(done.stderr, words)
+
+
+# What any program under lesson_code/ prints, to a reader gone (`| true`) or a full disk,
+# a lot (met while printing) or a line (met at exit); started as `python -m` starts one.
+PRINTS = "from lesson_code import program; program.guard_the_start(); print({text})"
+
+
+@pytest.mark.parametrize("text", ["'a line'", "'a line\\n' * 20000"])
+@pytest.mark.parametrize("stdout, status, words", [
+    ("closed", 141, None), ("/dev/full", 1, "error: cannot write the output (No space left "
+                                            "on device); free space on its disk")])
+def test_any_program_here_ends_on_a_closed_or_full_stdout_in_one_line(text, stdout, status,
+                                                                      words):
+    pipe = closed_pipe() if stdout == "closed" else open(stdout, "w")
+    try:
+        done = run("-c", PRINTS.format(text=text), stdout=pipe, stderr=subprocess.PIPE)
+    finally:
+        os.close(pipe) if stdout == "closed" else pipe.close()
+    assert done.returncode == status
+    assert done.stderr == (words and one_error(done.stderr, words) + "\n" or "")
+
+
+def test_a_lesson_program_started_by_a_python_without_jax_is_one_line():
+    """`python -S`: a Python without the site's packages, as the system's is."""
+    for module in (FIRST_LESSON.module, lessons_with("simulation")[0].simulation):
+        done = run("-S", "-m", module, timeout=60)
+        assert (done.returncode, done.stdout) == (2, "")
+        one_error(done.stderr, f"error: {sys.executable} has no ",
+                  "which every lesson program needs; run it with the checkout's "
+                  ".venv/bin/python")
+
+
 @pytest.mark.slow
 @each_lesson
 def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
-    """What the table above holds, the lesson's `python -m` gives: one start a promise."""
+    """What the table above holds, the lesson's `python -m` gives: one start a promise. Its
+    file runs once, imported as itself; it runs on one device and on one more than its own,
+    or refuses them in one line where its registry entry says it runs on fewer counts."""
     not_regular_files(tmp_path)
     with Started("-m", lesson.module) as command:  # Ctrl-C once jaxlib is mapped in: importing
         maps = psutil.Process(command.pid).memory_maps
@@ -699,13 +785,24 @@ def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
         ended = (*command.finish(), command.stdout())
     assert ended == (130, ["error: interrupted by SIGINT while starting; nothing ran"], "")
     for env, data_out, words in [({"JAX_NUM_CPU_DEVICES": "four"}, "old.json", "not a whole"),
-                                 ({}, "link.json", "not a regular file"), ({}, "old.json", "")]:
+                                 ({}, "link.json", "not a regular file")]:
         done = run("-m", lesson.module, "--data-out", tmp_path / data_out, env=env, timeout=180)
-        if words:  # refused before the lesson ran
-            assert (done.returncode, done.stdout) == (2, "")
-            one_error(done.stderr, words)
+        assert (done.returncode, done.stdout) == (2, "")  # refused before the lesson ran
+        one_error(done.stderr, words)
+    done = run("-v", "-m", lesson.module, "--data-out", tmp_path / "old.json", timeout=180)
     assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n")
+    file = lesson.path().stem
+    assert len(re.findall(rf"^# code object from .*/{file}(\.py|\.cpython-\d+\.pyc)$",
+                          done.stderr, re.MULTILINE)) == 1  # not again as __main__
     data = json.loads((tmp_path / "old.json").read_text())  # written whole: run_lesson's
     assert data["environment"]["deviceCount"] == lesson.devices
     assert (tmp_path / "target.json").read_text() == "keep me"
     assert (tmp_path / "link.json").is_symlink() and list(tmp_path.glob("*.tmp")) == []
+    for count in (1, lesson.devices + 1):  # a one-device collective is one JAX drops
+        done = run("-m", lesson.module, "--devices", count, timeout=180)
+        if not lesson.device_counts or count in lesson.device_counts:
+            assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n"), \
+                done.stderr[-2000:]
+        else:
+            assert (done.returncode, done.stdout) == (2, "")
+            one_error(done.stderr, f"--devices {count}: this lesson runs on ")

@@ -173,7 +173,7 @@ def rendered_page(docs, config, lesson=SEED):
 def render(tmp_path, config, notebook):
     path = tmp_path / "notebooks" / f"{SEED.id}.ipynb"
     path.parent.mkdir()
-    path.write_text(json.dumps(notebook))
+    path.write_bytes(notebook if isinstance(notebook, bytes) else json.dumps(notebook).encode())
     return rendered_page(tmp_path, config)
 
 
@@ -217,15 +217,28 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
     assert titles and not any("<img" in title for title in titles)
 
 
-@pytest.mark.parametrize("notebook", [
-    {"cells": {"a": 1}}, {"cells": [1, 2]}, [], {"cells": [{"cell_type": "code", "source": 3}]},
-    {"cells": [{"cell_type": "markdown", "source": ["a", None]}]},
-    {"cells": [{"cell_type": "code", "source": "", "outputs": "x"}]},
-    {"cells": [{"cell_type": "code", "source": "", "outputs": [3]}]},
-    *({"cells": [{"cell_type": "code", "source": "", "outputs": [output]}]} for output in [
-        {"output_type": "error", "traceback": "x"},
-        {"output_type": "display_data", "data": ["text/plain"]},
-        {"output_type": "stream", "text": [1]}])])
-def test_a_malformed_notebook_is_one_line(tmp_path, site_config, notebook):
-    refusal = raised_in_one_line(PluginError, render, tmp_path, site_config, notebook)
-    assert "record.py" in str(refusal)
+def cells(*given):
+    return {"nbformat": 4, "cells": list(given)}
+
+
+@pytest.mark.parametrize("notebook, words", [
+    ({"nbformat": 4, "cells": {"a": 1}}, "`cells` is not a list"), (cells(1, 2), "not a list"),
+    ([], "`cells` is not a list"), (cells({"cell_type": "code", "source": 3}), "cell 1: holds int"),
+    (cells({"cell_type": "markdown", "source": ["a", None]}), "holds list where text"),
+    (cells({"cell_type": "code", "source": "", "outputs": "x"}), "outputs are not a list"),
+    (cells({"cell_type": "code", "source": "", "outputs": [3]}), "outputs are not a list"),
+    *((cells({"cell_type": "code", "source": "", "outputs": [output]}), words)
+      for output, words in [({"output_type": "error", "traceback": "x"}, "traceback"),
+                            ({"output_type": "display_data", "data": ["text/plain"]}, "`data`"),
+                            ({"output_type": "stream", "text": [1]}, "holds list")]),
+    (json.dumps(cells())[:20].encode(), "not valid JSON"),
+    (json.dumps(cells()).replace("cells", "c\u00e9lls").encode("latin-1"), "not valid JSON"),
+    ({"nbformat": 3, "worksheets": [{"cells": []}]}, "nbformat 3, where record.py writes "
+                                                     "nbformat 4"),
+    (b" " * (4 * 2**20 + 1), "larger than 4 MiB, more than record.py writes")])
+def test_a_broken_notebook_is_one_line_naming_it(tmp_path, site_config, notebook, words):
+    """What a pull request can commit as a notebook: truncated, a wrong type, not UTF-8, an
+    older format, huge."""
+    refusal = str(raised_in_one_line(PluginError, render, tmp_path, site_config, notebook))
+    assert f"notebooks/{SEED.id}.ipynb" in refusal.split(": ")[0], refusal
+    assert words in refusal and refusal.endswith("run `python scripts/record.py`"), refusal

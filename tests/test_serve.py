@@ -2,6 +2,7 @@
 a broken recording or page neither hangs the server nor leaves a traceback; `mkdocs` itself
 builds from an activated venv."""
 import json
+import logging
 import os
 import re
 import signal
@@ -9,19 +10,21 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from mkdocs.config import load_config
 
-from conftest import FIRST_LESSON, ROOT
+from conftest import ROOT, SEED, module_file
 from harness import clean_env, rederive_analyses, run
 from harness import project as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
-RECORDING = f"recordings/{FIRST_LESSON.id}.cpu.json"  # any lesson's would do
+RECORDING = f"recordings/{SEED.id}.cpu.json"  # read by the lesson and going further
 
 
 def test_serve_watches_recordings_figures_and_lesson_code():
@@ -30,13 +33,37 @@ def test_serve_watches_recordings_figures_and_lesson_code():
     assert {"recordings", "figures", "lesson_code"} <= watched
 
 
+def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, caplog):
+    """`mkdocs` drops a build message logged once already (its DuplicateFilter): a rebuild
+    as quick as one before ended without "Documentation built" (CI waited 90 s for it), an
+    error made again went unsaid. Each rebuild logs as the first build did."""
+    from mkdocs.commands import build as mkdocs_build
+    from mkdocs.utils import DuplicateFilter
+
+    from scripts.pages import serve as serving
+
+    monkeypatch.setattr(serving, "SERVING", serving.Serving())
+    monkeypatch.setattr(serving, "load_config", lambda *path, **options: SimpleNamespace())
+    monkeypatch.setattr(serving, "build", lambda config, **options: mkdocs_build.log.info(
+        "Documentation built in 0.52 seconds"))
+    monkeypatch.setattr(mkdocs_build.log, "filters", [DuplicateFilter()])  # as `mkdocs` adds it
+    server, config = SimpleNamespace(), SimpleNamespace(
+        config_file_path="mkdocs.yml", site_dir="site", strict=True, use_directory_urls=True,
+        site_url="http://127.0.0.1:8000/")
+    serving.on_serve(server, config, builder=None)
+    with caplog.at_level(logging.INFO, logger="mkdocs"):
+        server.builder()
+        server.builder()
+    assert caplog.text.count("Documentation built in 0.52 seconds") == 2
+
+
 def serve(project, log, **env):
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
         cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env})
-    return process, f"http://127.0.0.1:{port}/lessons/{FIRST_LESSON.id}/"
+    return process, f"http://127.0.0.1:{port}/lessons/{SEED.id}/"
 
 
 def wait_for(log_path, text, after=0, timeout=90):
@@ -81,50 +108,122 @@ def get(address):
         return re.sub(rb"livereload\([\d, ]+\)", b"", answer.read()).decode()  # its counter
 
 
+def answers(address):
+    try:
+        return bool(get(address))
+    except urllib.error.HTTPError as error:
+        assert error.code == 404, error
+        return False
+
+
+def wait_until(served, log_path, timeout=90):
+    """Until `served()` holds, however the server grouped the file events into rebuilds."""
+    deadline = time.monotonic() + timeout
+    while not served():
+        if time.monotonic() > deadline:
+            pytest.fail(f"not served within {timeout} s:\n{log_path.read_text()[-2000:]}")
+        time.sleep(0.2)
+
+
+def html_of(page):
+    """Where the site holds the page at `page` (below docs/)."""
+    return "index.html" if page.as_posix() == "index.md" else f"{page.with_suffix('')}/index.html"
+
+
+def searched(site):
+    """The pages the served search index lists."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    return {entry["location"].partition("#")[0] for entry in index["docs"]}
+
+
 @pytest.mark.slow
 def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(tmp_path):
-    """A page edit rewrites that page and the home page (which lists its title), no other; a
-    recording changed under the server is on the home page's table at the next rebuild, the
-    notebook page (which reads none) untouched. A broken recording or page is one line, and
-    the server still answers with the pages last built; a fixed recording builds again."""
-    project = copy_project(tmp_path / "project", keep=[FIRST_LESSON.id])
-    page, recording = project / "docs" / "lessons" / f"{FIRST_LESSON.id}.md", project / RECORDING
+    """A page edit rewrites that page and the home page (which lists its title), no other,
+    and search still finds every page; a recording changed under the server is on every page
+    that reads it at the next rebuild (through {{ rec: }} alone too), and on no other. A
+    broken recording or page is one line, and the server still answers with the pages last
+    built; mended, it builds again and says so, whichever rebuild saw which write. A stale
+    notebook stops its page alone: a later edit still shows. A page renamed answers at its
+    new address alone, one deleted at none."""
+    project = copy_project(tmp_path / "project", keep=[SEED.id])
+    page, recording = project / "docs" / "lessons" / f"{SEED.id}.md", project / RECORDING
+    module = project / module_file(SEED)
     (tmp_path / "tmp").mkdir()
     log_path = tmp_path / "serve.log"
     with open(log_path, "w") as log:
         process, url = serve(project, log, TMPDIR=str(tmp_path / "tmp"))  # mkdocs' site there
-        home = url.replace(f"lessons/{FIRST_LESSON.id}/", "")
+        home = url.replace(f"lessons/{SEED.id}/", "")
         try:
             seen = wait_for(log_path, "Serving on")
             [site] = (tmp_path / "tmp").glob("mkdocs_*")
+            every_page = searched(site)
             written = {path: path.stat().st_mtime_ns for path in site.rglob("index.html")}
             page.write_text(page.read_text() + "\nOne sentence more.\n")
             seen = wait_for(log_path, "Reloading browsers", after=seen)
             assert "One sentence more." in get(url)
             assert {path.relative_to(site).as_posix() for path, mtime in written.items()
                     if path.stat().st_mtime_ns != mtime} == {
-                "index.html", f"lessons/{FIRST_LESSON.id}/index.html"}
+                "index.html", f"lessons/{SEED.id}/index.html"}
+            assert searched(site) == every_page
+            written = {path: path.stat().st_mtime_ns for path in written}
             good = json.dumps({**json.loads(recording.read_text()),
                                "generatedAt": "2031-02-03T04:05:06+00:00"})
-            recording.write_text(good)
+            recording.write_text(good)  # its analysis not yet: a rebuild now is an error
+            seen = wait_for(log_path, "still serving", after=seen)
             rederive_analyses(project)  # what `record.py --render-only` remakes from it
-            seen = clean = wait_for(log_path, "Documentation built", after=seen)  # once they are
+            seen = clean = wait_for(log_path, "Documentation built", after=seen)
             before = get(home)
-            notebook = site / "notebooks" / FIRST_LESSON.id / "index.html"
-            assert "3 February 2031" in before and notebook.stat().st_mtime_ns == written[notebook]
+            assert "3 February 2031" in before
+            # The pages that read it (through {{ rec: }} alone too) or list the recordings,
+            # and the notebook page, which reads the lock the analyses' writes changed.
+            names = rf"\{{\{{\s*(rec:{re.escape(SEED.id)}\.cpu:|recordings)"
+            reading = {html_of(path.relative_to(project / "docs"))
+                       for path in (project / "docs").rglob("*.md")
+                       if re.search(names, path.read_text())}
+            rewritten = {path.relative_to(site).as_posix() for path, mtime in written.items()
+                         if path.stat().st_mtime_ns != mtime}
+            assert any(name.startswith("going-further/") for name in reading), reading
+            assert rewritten == reading | {f"notebooks/{SEED.id}/index.html"}, rewritten
             recording.write_text("{ not json")
             seen = wait_for(log_path, "still serving", after=seen)
             assert get(home) == before  # not stuck
             recording.write_text(good)
             seen = wait_for(log_path, "Documentation built", after=seen)
-            page.write_text(page.read_text() + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu:no.such }}}}\n")
-            wait_for(log_path, "still serving", after=seen)
+            page.write_text(page.read_text() + f"\n{{{{ rec:{SEED.id}.cpu:no.such }}}}\n")
+            seen = wait_for(log_path, "still serving", after=seen)
             assert get(home) == before and "One sentence more." in get(url)
+            page.write_text(page.read_text().replace(f"{{{{ rec:{SEED.id}.cpu:no.such }}}}", ""))
+            # A comment the notebook shows: that page alone stops, the others still build.
+            text = module.read_text()
+            start = text.index("\n", text.index("# --8<-- [start:")) + 1
+            module.write_text(f"{text[:start]}# a comment the notebook shows\n{text[start:]}")
+            page.write_text(page.read_text() + "\nA sentence after it.\n")
+            wait_until(lambda: "A sentence after it." in get(url), log_path)
+            moved_pages(project, home, log_path)
         finally:
             assert stop(process) == 0
-    # One line for the recording; mkdocs names the page before the page's line.
-    found = errors(log_path, after=clean)
-    assert len(found) == 3 and RECORDING in found[0] and "no.such" in found[2], found
+    # Each error is one line: the recording's, the page's, the notebook's.
+    found, kinds = errors(log_path, after=clean), [RECORDING, "no.such", f"notebooks/{SEED.id}."
+                                                   f"ipynb: stale, {module_file(SEED)} changed"]
+    assert all(any(kind in line for kind in kinds) for line in found), found
+    assert all(any(kind in line for line in found) for kind in kinds), found
+
+
+def moved_pages(project, home, log_path):
+    """Two new pages in the nav; then one renamed, the other deleted (file and nav line)."""
+    config = project / "mkdocs.yml"
+    listed = config.read_text()
+    for name in ("first-extra", "second-extra"):
+        (project / "docs" / f"{name}.md").write_text(f"# {name}\n\nA page that moves.\n")
+    nav = '  - "First extra": first-extra.md\n  - "Second extra": second-extra.md\n'
+    config.write_text(listed.replace("\nnav:\n", f"\nnav:\n{nav}", 1))
+    wait_until(lambda: answers(f"{home}first-extra/") and answers(f"{home}second-extra/"),
+               log_path)
+    (project / "docs" / "first-extra.md").rename(project / "docs" / "moved-extra.md")
+    (project / "docs" / "second-extra.md").unlink()
+    config.write_text(listed.replace("\nnav:\n", '\nnav:\n  - "Moved": moved-extra.md\n', 1))
+    wait_until(lambda: answers(f"{home}moved-extra/") and not answers(f"{home}first-extra/")
+               and not answers(f"{home}second-extra/"), log_path)
 
 
 def activated(venv_bin=Path(sys.executable).parent):
@@ -157,7 +256,7 @@ def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_othe
                             "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
                            env=activated(), capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr[-3000:]
-    assert (tmp_path / "site" / "lessons" / FIRST_LESSON.id / "index.html").is_file()
+    assert (tmp_path / "site" / "lessons" / SEED.id / "index.html").is_file()
     second = copy_project(tmp_path / "second")
     (second / RECORDING).write_text('{"broken":\n')
     error = mkdocs_error(subprocess.run(["mkdocs", "build", "--strict"], cwd=second,

@@ -7,6 +7,8 @@ import posixpath
 import re
 import shutil
 
+import pytest
+
 from conftest import FIRST_LESSON, module_file
 from harness import project as project_copy
 from scripts.pages.check_links import broken_links
@@ -38,10 +40,14 @@ def shown(site, page):
     return "lesson-math.woff" in text.split("</head>")[0], [line for line in lines if line]
 
 
-def test_zensical_builds_every_page_mkdocs_builds_the_same(tmp_path):
-    """On one lesson's course: every lesson's pages are made alike, and the test must not
-    cost the course."""
-    project = project_copy(tmp_path / "project", keep=[FIRST_LESSON.id])
+@pytest.fixture
+def project(tmp_path):
+    """One lesson's course (every lesson's pages are made alike, and the test must not cost
+    the course), to build four times: a slow test, by this fixture (tests/conftest.py)."""
+    return project_copy(tmp_path / "project", keep=[FIRST_LESSON.id])
+
+
+def test_zensical_builds_every_page_mkdocs_builds_the_same(project, tmp_path):
     for copies in ("figures", "lesson_code", "recordings"):  # docs/ as a fresh clone has it:
         shutil.rmtree(project / "docs" / copies)  # Zensical's own command copies them in
     run = build_with_zensical(project)
@@ -51,6 +57,7 @@ def test_zensical_builds_every_page_mkdocs_builds_the_same(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     ours, theirs = files(built_site), files(project / "site")
     assert sorted(ours) == sorted(theirs)  # pages, figures, downloads, data, notebook, font
+    assert [path for path in ours if path.startswith("partials/")] == []  # inlined, never served
     assert [path for path in ours if ours[path] != theirs[path] and path[-5:] != ".html"] == []
     for page in site_pages(built_site):
         expected, found = shown(built_site, page), shown(project / "site", page)

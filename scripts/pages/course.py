@@ -4,6 +4,7 @@ and each lesson page's downloads.
 import posixpath
 
 from scripts.chips import accelerators_for
+from scripts.pages.recorded_text import read
 from scripts.store.hashes import import_closure
 from scripts.store.outputs import for_lesson
 
@@ -93,7 +94,7 @@ def lesson_list(sources, values, folder):
             parts.append(f"[notebook companion]({link(notebook)})")
         parts.append(f"[the program]({link(program)}) (`python -m`{{ .nowrap }} "
                      f"`{lesson.module}`)")
-        tpu = "recorded there" if for_lesson(lesson).stem("tpu") in sources.recordings else \
+        tpu = "recorded there" if read(sources, for_lesson(lesson).stem("tpu")) else \
             "not yet recorded on TPU"
         vms = accelerators_for(lesson.devices)
         parts.append(f"on a TPU VM with {lesson.devices} chips (`{vms[0]}`) it takes "

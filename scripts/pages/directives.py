@@ -6,11 +6,10 @@ page is HTML (pages/recorded_text.py: a recording is untrusted input, so no Mark
 extension may ever read it). pages/page_language.py runs this as a Python-Markdown
 extension.
 """
-import posixpath
 import re
 
 from scripts.pages.course import lesson_list
-from scripts.pages.recorded_text import PageError, formatted, human_date
+from scripts.pages.recorded_text import PageError, formatted, human_date, read
 from scripts.pages.recording_views import recording_table, recording_tabs
 from scripts.store.outputs import RECORD as FIX
 from scripts.store.outputs import recording_fix, stem_parts, stem_source
@@ -51,23 +50,6 @@ def expand_page(markdown, sources, values, folder=""):
     return markdown
 
 
-FIGURE = re.compile(r"figures/([\w.-]+\.svg)")
-
-
-def recordings_read(markdown, sources, figures):
-    """The stems a page reads, there or not: those its directives name, each of a lesson whose
-    tabs or table it shows (of every lesson for the course's), those of its `figures`' data
-    lines (figure_data.figure_data). What `mkdocs serve` rebuilds it for (pages/serve.py)."""
-    named = {match[1] for pattern in (VALUE, JSON_BLOCK, ROWS, IF_RECORDED)
-             for match in pattern.finditer(markdown)}
-    named |= {posixpath.basename(path).removesuffix(".json") for name in FIGURE.findall(markdown)
-              for data in figures.get(f"figures/{name}", ()) for path in (data.recording,
-                                                                          data.overlay) if path}
-    lessons = {match[1] for pattern in (TABS, TABLE) for match in pattern.finditer(markdown)}
-    every = None in lessons or LESSON_LIST.search(markdown)
-    return named | {stem for stem in sources.recordings if every or stem_parts(stem)[0] in lessons}
-
-
 def expand(match, sources, values, folder):
     text = match.group(0)
     if match.group("tabs"):
@@ -86,7 +68,7 @@ def expand(match, sources, values, folder):
 def choose_recorded_branches(markdown, sources):
     """Keep the text written for whether a recording exists, so that a page can say
     "not yet recorded" until it does; the other branch, with its values, is dropped."""
-    markdown = IF_RECORDED.sub(lambda m: m.group(2) if m.group(1) in sources.recordings
+    markdown = IF_RECORDED.sub(lambda m: m.group(2) if read(sources, m.group(1)) is not None
                                else m.group(3), markdown)
     if "if-recorded:" in markdown:
         raise PageError("an {{ if-recorded:... }} without its {{ else }} and {{ end }}; "
@@ -118,7 +100,7 @@ def lookup(recording, dotted):
 
 
 def recorded(stem, dotted, sources):
-    loaded = sources.recordings.get(stem)  # a recording, or an analysis derived from one
+    loaded = read(sources, stem)  # a recording, or an analysis derived from one
     if loaded is None:
         fix = FIX if stem_parts(stem)[2] else recording_fix(sources.lessons, stem)
         raise PageError(f"asks for {stem}:{dotted} but {stem_source(stem)} does not exist; "

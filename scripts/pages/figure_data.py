@@ -5,7 +5,7 @@ measured". The line stays out of the search index, which every reader downloads.
 import html
 import posixpath
 
-from scripts.pages.recorded_text import human_date
+from scripts.pages.recorded_text import human_date, read
 from scripts.pages.recording_views import machine_label
 from scripts.store.outputs import figure_data_outputs
 
@@ -48,7 +48,9 @@ def data_line(figure, base, sources):
     outputs = figure_data(sources.lessons).get(figure)
     if outputs is None:
         return ""
-    by_path = sources.by_path
+
+    def recording(path):  # recordings/<stem>.json, or None: not made (yet)
+        return path and read(sources, posixpath.basename(path).removesuffix(".json"))
 
     def link(path, text):
         href = html.escape(posixpath.relpath(path, base or "."))
@@ -64,8 +66,8 @@ def data_line(figure, base, sources):
     else:
         through = " (through its analysis)" if data.source != data.recording else ""
         line += (f"{file_link(data.recording)}{through}, "
-                 f"{html.escape(recorded(by_path[data.recording].recording))}")
-    if data.overlay in by_path:  # a hardware run drawn over the model
+                 f"{html.escape(recorded(recording(data.recording).recording))}")
+    if overlay := recording(data.overlay):  # a hardware run drawn over the model
         line += (f"; its markers from {file_link(data.overlay)}, "
-                 f"{html.escape(recorded(by_path[data.overlay].recording))}")
+                 f"{html.escape(recorded(overlay.recording))}")
     return f'<span class="figure-data" data-search-exclude>{line}</span>'

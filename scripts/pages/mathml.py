@@ -1,6 +1,6 @@
 """Every formula typeset at build time as MathML by Temml (typeset.cjs), so readers load
 no math script: a Markdown extension whose postprocessor sees the page's finished HTML,
-recorded values and notebook cells in (its CSS: docs/overrides/partials/math.css). The
+recorded values and notebook cells in (its CSS: docs/overrides/partials/math.css.html). The
 MathML is rebuilt from presentation elements and attributes only, every text escaped (a
 notebook's TeX is untrusted), with its TeX and a plain-text reading kept.
 """

@@ -18,7 +18,8 @@ from scripts import display
 from scripts.pages.directives import NOTEBOOK
 from scripts.pages.page_location import page_location
 from scripts.pages.recorded_text import PageError
-from scripts.store.recordings import RECORD, RecordingError, read_json
+from scripts.store.freshness import notebook_problems
+from scripts.store.recordings import RECORD, RecordingError, parse_json, read_bytes
 
 # The site's extensions that only shape the text they are given, by module: no snippets
 # (they read files), no attr_list or md_in_html (attributes and raw HTML).
@@ -66,13 +67,21 @@ def output_text(output, where):
                     f"the result instead and rerun `{RECORD}`")
 
 
+# record.py's notebooks are tens of KB: their output is a recording's, 2,000 lines at most.
+MAX_NOTEBOOK_BYTES = 4 * 2**20
+
+
 def notebook_markdown(path):
-    """The cells of the notebook at `path` as Markdown; one that is not one, in one line."""
+    """The cells of the notebook at `path` as Markdown; one that is not one (truncated, not
+    UTF-8, an older format, too large), in one line naming it."""
     where = display(path)
     try:
-        notebook = read_json(path, RECORD)
+        notebook = parse_json(read_bytes(path, RECORD, MAX_NOTEBOOK_BYTES), where, RECORD)
     except RecordingError as error:
         raise PageError(str(error)) from None
+    if isinstance(notebook, dict) and notebook.get("nbformat") != 4:
+        raise PageError(f"{where}: nbformat {notebook.get('nbformat')!r}, where record.py "
+                        f"writes nbformat 4; rerun `{RECORD}`")
     cells = notebook.get("cells") if isinstance(notebook, dict) else None
     if not isinstance(cells, list) or not all(isinstance(cell, dict) for cell in cells):
         raise PageError(f"{where}: `cells` is not a list of cells; rerun `{RECORD}`")
@@ -149,6 +158,8 @@ def notebook_html(lesson, sources, md, location):
     converter = markdown.Markdown(extensions=[
         *[type(ext)(**ext.getConfigs()) for ext in md.registeredExtensions
           if type(ext).__module__ in INERT_EXTENSIONS], TextOnly()])
+    if stale := notebook_problems(lesson, lesson.root):  # here: the other pages still build
+        raise PageError(stale[0])
     path = sources.docs / "notebooks" / f"{lesson.id}.ipynb"
     text = STASH_CHARACTERS.sub("", notebook_markdown(path))
     return (download_buttons(lesson, path.name, location.base) + converter.convert(text),

@@ -11,6 +11,7 @@ import html
 import json
 import re
 import secrets
+import sys
 from datetime import datetime
 
 
@@ -22,6 +23,29 @@ except ImportError:  # Python-Markdown on its own
 
 class PageError(Reported):
     """A page the page language cannot build; str() is the one line that says why."""
+
+
+# What a page read, said by the code that reads it as it reads (Sphinx's note_dependency):
+# an audit event, as open() raises one for a file, which `mkdocs serve` (pages/serve.py)
+# hears on the build thread to re-render the page when what it read changes.
+READ = "scripts.pages.read"
+
+
+def read(sources, key):
+    """What a page reads from `sources` (pages/sources.Sources), noted as read: by its stem
+    a recording or analysis ("<id>.cpu"; None until it is made), or by `<id>.*` each of a
+    lesson's ({stem: freshness.Loaded}), so a page that lists them changes as they come."""
+    found = current(sources, key)
+    sys.audit(READ, key, found)
+    return found
+
+
+def current(sources, key):
+    """What `read` gives for `key` now, noting nothing."""
+    if key.endswith(".*"):
+        return {stem: loaded for stem, loaded in sources.recordings.items()
+                if stem.startswith(key[:-1])}
+    return sources.recordings.get(key)
 
 
 # Where escaped text is still only text. Anything else (href, src, on*, style, id...)

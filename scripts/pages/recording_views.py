@@ -1,7 +1,7 @@
 """A lesson's executed recordings on a page: one tab each, or one table row each. Every
 recorded string goes in through values.hold, never read as Markdown.
 """
-from scripts.pages.recorded_text import PageError, human_date
+from scripts.pages.recorded_text import PageError, human_date, read
 from scripts.store.outputs import RECORD as FIX
 
 
@@ -28,10 +28,9 @@ def executed_recordings(lesson_id, sources, every_kind=False):
     """The executed recordings of a lesson (of every lesson when `lesson_id` is None), or
     its recordings of every kind (an analysis has none), as freshness.Loaded values."""
     ids = list(sources.lessons) if lesson_id is None else [lesson_id]
-    chosen = [loaded for stem, loaded in sorted(sources.recordings.items())
-              if any(stem.startswith(f"{name}.") for name in ids)
-              and (loaded.recording.get("kind") == "executed"
-                   or every_kind and "kind" in loaded.recording)]
+    chosen = [loaded for name in ids for loaded in read(sources, f"{name}.*").values()
+              if loaded.recording.get("kind") == "executed"
+              or every_kind and "kind" in loaded.recording]
     # Lesson by lesson in the registry's order, the CPU recording first: every reader can
     # reproduce it.
     order = {name: number for number, name in enumerate(ids)}

@@ -1,28 +1,31 @@
 """mkdocs hook: under `mkdocs serve`, an edit re-renders the pages it touches and no other.
 
 mkdocs' dirty build re-renders a page whose Markdown is newer than its HTML. A page here is
-made from more: the recordings its directives read, the files it opens as it renders
-(snippets of lesson code, figures, lesson pages' titles) and what every page shows
-(mkdocs.yml, the nav, the registry, the theme). So each page built while serving keeps what
-it was made from, and every rebuild is a dirty one that first marks modified each page whose
-inputs changed. `mkdocs build` and `mkdocs serve --clean` build every page.
+made from more: the recordings it reads, the files it opens as it renders (snippets of
+lesson code, figures, lesson pages' titles) and what every page shows (mkdocs.yml, the nav,
+the registry, the theme). The code that reads says so as it reads (open()'s audit event, and
+recorded_text.READ for a recording), so each page built while serving keeps what it was made
+from, and every rebuild is a dirty one that first marks modified each page whose inputs
+changed, and last removes the pages no longer in the site. `mkdocs build` and `mkdocs serve
+--clean` build every page.
 """
 import json
 import logging
 import os
 import sys
 import threading
+from functools import partial
 from pathlib import Path
 
 from jinja2 import FileSystemBytecodeCache
 from mkdocs.commands.build import build
 from mkdocs.config import load_config
-from mkdocs.exceptions import Abort
+from mkdocs.exceptions import Abort, BuildError
 from mkdocs.structure.files import InclusionLevel
+from mkdocs.utils import DuplicateFilter
 
-from scripts.pages.directives import recordings_read
-from scripts.pages.figure_data import figure_data
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.recorded_text import READ, current
 from scripts.store.recordings import read_json
 from scripts.store.staging import write_atomically
 
@@ -39,19 +42,27 @@ class Serving:
     """This `mkdocs serve` process's pages: what each was made from when it was written."""
 
     def __init__(self):
-        self.built = {}  # src_uri -> (its declared inputs, {file it opened: stat})
-        self.declared, self.urls, self.rebuilt, self.entries = {}, [], set(), {}
-        self.opened = self.thread = None
+        # src_uri -> (what every page showed, {file it opened: stat}, {what it read: value})
+        self.built, self.written = {}, {}  # src_uri -> the HTML file written for it
+        self.everywhere = self.sources = self.reading = self.thread = None  # this build's
+        self.pages, self.rebuilt, self.entries = {}, set(), {}  # pages: src_uri -> url
 
-    def note_opened(self, event, args):  # a sys.addaudithook hook: the stat before the read
-        if event == "open" and self.opened is not None and threading.get_ident() == self.thread \
-                and isinstance(args[0], (str, os.PathLike)):  # not a descriptor
-            self.opened[os.path.abspath(args[0])] = stat(args[0])
+    def note(self, event, args):  # a sys.addaudithook hook: heard while a page is converted
+        if self.reading is None or threading.get_ident() != self.thread:
+            return
+        opened, read = self.reading
+        if event == "open" and isinstance(args[0], (str, os.PathLike)):  # not a descriptor
+            opened[os.path.abspath(args[0])] = stat(args[0])  # the stat before the read
+        elif event == READ:
+            read[args[0]] = args[1]
 
     def changed(self, uri):
-        declared, opened = self.built.get(uri, (None, {}))
-        return declared != self.declared[uri] or any(stat(path) != seen
-                                                     for path, seen in opened.items())
+        if uri not in self.built:
+            return True
+        everywhere, opened, read = self.built[uri]
+        return (everywhere != self.everywhere
+                or any(stat(path) != seen for path, seen in opened.items())
+                or any(current(self.sources, key) != seen for key, seen in read.items()))
 
 
 SERVING = None  # a Serving under `mkdocs serve`
@@ -63,7 +74,7 @@ def on_startup(command, dirty):
     global SERVING
     if command == "serve" and SERVING is None:
         SERVING = Serving()
-        sys.addaudithook(SERVING.note_opened)
+        sys.addaudithook(SERVING.note)
         logging.getLogger("mkdocs.commands.build").addFilter(
             lambda record: not record.getMessage().startswith("A 'dirty' build"))
 
@@ -75,14 +86,23 @@ def on_serve(server, config, builder):
         return server
 
     def rebuild():
+        # mkdocs' command line drops a message its build logged once before (a
+        # DuplicateFilter): a rebuild as quick as an earlier one would end without its
+        # "Documentation built in 0.52 seconds", an error made again would go unsaid.
+        logger = logging.getLogger("mkdocs.commands.build")
+        for heard in [found for found in logger.filters if isinstance(found, DuplicateFilter)]:
+            logger.removeFilter(heard)
+            logger.addFilter(DuplicateFilter())  # so each rebuild logs as the first build did
         logging.getLogger("mkdocs").info("Building documentation...")  # as mkdocs' own does
-        fresh = load_config(config.config_file_path, site_dir=config.site_dir,
-                            strict=config.strict, use_directory_urls=config.use_directory_urls)
-        fresh.site_url = config.site_url  # the served address, which mkdocs serve set
         try:
+            fresh = load_config(config.config_file_path, site_dir=config.site_dir,
+                                strict=config.strict, use_directory_urls=config.use_directory_urls)
+            fresh.site_url = config.site_url  # the served address, which mkdocs serve set
             build(fresh, serve_url=config.site_url, dirty=True)
-        except Abort:  # raised after the build logged its error; a bug still tracebacks
-            logging.getLogger("mkdocs").warning(
+        except SystemExit as stopped:  # a bug still tracebacks
+            if not isinstance(stopped, Abort):  # mkdocs.yml's refusal (pages/site_files.py)
+                logging.getLogger("mkdocs").error(str(stopped).removeprefix("error: "))
+            logging.getLogger("mkdocs").warning(  # an Abort follows the build's logged error
                 "still serving the last pages built; fix the error above to rebuild")
 
     server.builder = rebuild
@@ -100,18 +120,16 @@ def on_nav(nav, config, files):
     sources, theme = config["mdx_configs"][PAGE_LANGUAGE]["sources"], config.theme.custom_dir
     # What every page shows: mkdocs.yml, the registry, the nav's titles, the files a link
     # may name, the theme's overrides.
-    everywhere = (Path(config.config_file_path).read_bytes(), config["site_name"],
-                  config["site_description"], tuple(sources.lessons.values()),
-                  [(page.title, page.url) for page in nav.pages], [file.src_uri for file in files],
-                  {path: stat(path) for path in (Path(theme).rglob("*") if theme else ())})
+    SERVING.everywhere = (Path(config.config_file_path).read_bytes(), config["site_name"],
+                          config["site_description"], tuple(sources.lessons.values()),
+                          [(page.title, page.url) for page in nav.pages],
+                          [file.src_uri for file in files],
+                          {path: stat(path) for path in (Path(theme).rglob("*") if theme else ())})
+    SERVING.sources = sources
     pages = files.documentation_pages(inclusion=InclusionLevel.is_in_serve)
     SERVING.rebuilt.clear()
-    SERVING.urls = ["" if file.url == "./" else file.url for file in pages]  # as Page.url
-    figures = figure_data(sources.lessons)
+    SERVING.pages = {file.src_uri: "" if file.url == "./" else file.url for file in pages}
     for file in pages:
-        read = recordings_read(file.content_string, sources, figures)
-        SERVING.declared[file.src_uri] = everywhere, {stem: sources.recordings.get(stem)
-                                                      for stem in read}
         if SERVING.changed(file.src_uri):
             file.is_modified = lambda: True
     return nav
@@ -126,33 +144,59 @@ def on_env(env, config, files):
 
 def on_pre_page(page, config, files):
     if SERVING is not None:
-        SERVING.opened, SERVING.thread = {}, threading.get_ident()
+        SERVING.reading, SERVING.thread = ({}, {}), threading.get_ident()
+        page.render = partial(render_or_keep, page, page.render)
     return page
+
+
+def render_or_keep(page, render, config, files):
+    """A page that cannot be built says why in one line and keeps its last HTML (a notebook
+    whose module changed, a broken directive): one page is no reason to stop the others.
+    The build still ends in its error, after writing them."""
+    try:
+        render(config, files)
+    except BuildError as error:
+        logging.getLogger("mkdocs").error(f"{page.file.src_uri}: {error}")
+        page.content, page.failed = "", True
 
 
 def on_page_content(html, page, config, files):  # the last hook that reads files for a page
     if SERVING is not None:
-        page.opened, SERVING.opened = SERVING.opened, None
+        page.made_from, SERVING.reading = SERVING.reading, None
     return html
 
 
 def on_post_page(output, page, config):
+    if SERVING is not None and getattr(page, "failed", False):  # to be built again
+        last = Path(page.file.abs_dest_path)
+        return last.read_text(encoding="utf-8") if last.is_file() else output
     if SERVING is not None:  # written next
-        SERVING.built[page.file.src_uri] = SERVING.declared[page.file.src_uri], page.opened
-        SERVING.rebuilt.add(page.url)
+        uri = page.file.src_uri
+        SERVING.built[uri] = SERVING.everywhere, *page.made_from
+        SERVING.written[uri] = page.file.abs_dest_path
+        SERVING.rebuilt.add(SERVING.pages[uri])
     return output
 
 
 def on_post_build(config):
-    """The search plugin indexed the pages this build rendered; the others keep their
+    """A page no longer in the site (deleted, renamed) stops answering, as after a full
+    build. The search plugin indexed the pages this build rendered; the others keep their
     entries, and the index lists them in the pages' order, as a full build writes it."""
+    if SERVING is None:
+        return
+    kept = {SERVING.written[uri] for uri in SERVING.pages if uri in SERVING.written}
+    for uri in set(SERVING.written) - set(SERVING.pages):
+        if (gone := SERVING.written.pop(uri)) not in kept:  # foo.md renamed foo/index.md
+            Path(gone).unlink(missing_ok=True)
+        SERVING.built.pop(uri, None)
     index = Path(config.site_dir) / "search" / "search_index.json"
-    if SERVING is None or not index.is_file():
+    if not index.is_file():
         return
     fresh = read_json(index)
     SERVING.entries.update({url: [] for url in SERVING.rebuilt})
     for entry in fresh["docs"]:  # under --dirty the theme's own merge: the others' too
         if (url := entry["location"].partition("#")[0]) in SERVING.rebuilt:
             SERVING.entries[url].append(entry)
-    fresh["docs"] = [entry for url in SERVING.urls for entry in SERVING.entries.get(url, [])]
+    fresh["docs"] = [entry for url in SERVING.pages.values()
+                     for entry in SERVING.entries.get(url, [])]
     write_atomically(index, json.dumps(fresh, separators=(",", ":")).encode())  # read as served

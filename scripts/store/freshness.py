@@ -67,6 +67,15 @@ def derived_problems(output, lock, root=ROOT):
     return [problem(output.path, changed(names), output.fix)] if names else []
 
 
+def notebook_problems(lesson, root=ROOT):
+    """The lesson's notebook's line when the module text it shows changed (a comment, a
+    page's heading); an unreadable lock is load_all's to say."""
+    try:
+        return text_problems(notebook_output(lesson), read_lock(root), root)
+    except LockError:
+        return []
+
+
 def text_problems(notebook, lock, root=ROOT):
     """The notebook's line when the module text it shows changed."""
     recorded = lock.get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
@@ -155,11 +164,12 @@ def load_analyses(lesson, lock, recordings, root=ROOT):
 
 
 def load_all(lessons, root=ROOT):
-    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines)."""
+    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines).
+    A notebook whose shown text changed is its page's to say (`notebook_problems`): the
+    other pages build, and `mkdocs serve` keeps serving them."""
     loaded = {}
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
-        lines += text_problems(notebook_output(lesson), lock, root)
         recordings = recording_outputs(lesson, root)
         analyses, problems = load_analyses(lesson, lock, recordings, root)
         loaded.update(analyses)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from scripts import REGISTRY, ROOT, display
 from scripts.figures import KINDS
-from scripts.store.recordings import RecordingError, compiled, schema_bytes
+from scripts.store.schemas import SchemaError, compiled, schema_file
 
 SCHEMA = "lesson_code/lessons.schema.json"
 # An id follows the recordings' lessonId rule, so every recording of it can carry it.
@@ -30,6 +30,7 @@ class Lesson:
     module: str  # dotted: lesson_code.<module>
     figures: tuple = ()
     devices: int = 4  # logical CPU devices of the recorded run and the notebook
+    device_counts: tuple = ()  # the only counts its program runs on; () for any
     rank_module: str | None = None
     going_further: str | None = None  # more steps, run after the lesson's in its notebook
     simulation: str | None = None
@@ -74,11 +75,14 @@ def load_lessons(root=ROOT):
         if unknown := [kind for kind in entry.get("figures", ()) if kind not in KINDS]:
             raise field_refusal(where, entry, "figures", f"{rule(schema, 'figures')}; "
                                 f"{unknown[0]!r} is none of {', '.join(KINDS)}")
+        if entry.get("device_counts") and entry.get("devices", 4) not in entry["device_counts"]:
+            raise field_refusal(where, entry, "device_counts", rule(schema, "device_counts"))
         if entry["id"] in lessons:
             raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
                                 f"give each [[lesson]] its own id")
         lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
                                          "analyses": tuple(entry.get("analyses", ())),
+                                         "device_counts": tuple(entry.get("device_counts", ())),
                                          "devices": int(entry.get("devices", 4)),  # 4.0 is 4
                                          "root": root, "registered": len(registry["lesson"])})
     return lessons
@@ -137,10 +141,11 @@ def read_registry(root):
 
 def registry_schema(root):
     """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow,
-    compiled as every schema is (store/recordings.py)."""
+    compiled as every schema is (store/schemas.py)."""
     try:
-        return compiled(root / SCHEMA, schema_bytes(root / SCHEMA), schema_bytes(root / SHARED))
-    except RecordingError as error:
+        return compiled(root / SCHEMA, schema_file(root / SCHEMA),
+                        (root / SHARED, schema_file(root / SHARED)))
+    except SchemaError as error:
         raise RegistryError(str(error)) from None
 
 

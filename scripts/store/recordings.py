@@ -14,12 +14,11 @@ import platform
 import stat
 import subprocess
 from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
 from scripts.store.hashes import combined_hash, content_files, digest_bytes
-from scripts.store.schemas import NotASchema, Schema
+from scripts.store.schemas import SchemaError, compiled, schema_file
 
 SCHEMA_PATH = RECORDINGS / "schema.json"
 RECORD = "python scripts/record.py"
@@ -70,8 +69,8 @@ def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
     finally:
         os.close(fd)
     if size > limit:
-        raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, which no recording "
-                             f"is", fix)
+        raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, more than "
+                             f"record.py writes", fix)
     return b"".join(chunks)
 
 
@@ -91,59 +90,23 @@ def read_json(path, fix=None):
     return parse_json(read_bytes(path, fix), display(path), fix)
 
 
-def unreadable_schema(path, error):
-    return RecordingError(f"{display(path)}: the schema cannot be read "
-                          f"({error.what.removeprefix(display(path) + ': ')})",
-                          f"git checkout -- {display(path)}")
-
-
-def schema_bytes(path):
-    try:
-        return read_bytes(path)
-    except RecordingError as error:
-        raise unreadable_schema(path, error) from None
-
-
-@lru_cache(maxsize=16)
-def compiled(path, data, shared=None, part=None):
-    """The Schema of a schema file's bytes, built once per text. `shared`: the shared
-    schema's bytes, whose $defs a lesson's schema may $ref; `part`: only that `$defs` entry
-    (None when there is none)."""
-    def parsed(where, text):
-        try:
-            return parse_json(text, display(where))
-        except RecordingError as error:
-            raise unreadable_schema(where, error) from None
-
-    schema = parsed(path, data)
-    common = parsed(SCHEMA_PATH, shared) if shared is not None else None
-    pairs = ((common.get("$id", "recordings/schema.json"), common),) if common else ()
-    if part is not None:
-        compiled(path, data, shared)  # the whole schema first: a broken one is named so
-        if part not in schema.get("$defs", {}):
-            return None
-        schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
-                  "$ref": f"#/$defs/{part}"}
-    try:
-        return Schema(schema, pairs)
-    except NotASchema as error:
-        raise RecordingError(f"{display(path)}: not a JSON Schema ({error}); fix it, or "
-                             f"`git checkout -- {display(path)}`") from None
-
-
 # The `$defs` entry of a lesson's data schema that its sweep recording must also fit.
 SWEEP_PART = "sweep"
 
 
 def schemas_for(lesson):
     """(the shared schema, the lesson's data schema, its sweep part); None where none."""
-    shared = schema_bytes(SCHEMA_PATH)
-    path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) else None
-    if path is None:
-        return compiled(SCHEMA_PATH, shared), None, None
-    data = schema_bytes(path)
-    return (compiled(SCHEMA_PATH, shared), compiled(path, data, shared),
-            compiled(path, data, shared, SWEEP_PART))
+    try:
+        shared = SCHEMA_PATH, schema_file(SCHEMA_PATH)
+        path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) \
+            else None
+        if path is None:
+            return compiled(*shared), None, None
+        data = schema_file(path)
+        return (compiled(*shared), compiled(path, data, shared),
+                compiled(path, data, shared, SWEEP_PART))
+    except SchemaError as error:
+        raise RecordingError(error.what, error.fix) from None
 
 
 def registered_lesson(lesson_id, root=ROOT):

@@ -3,13 +3,87 @@
 jsonschema-rs validates the 0.93 MB sweep in about 3 ms where jsonschema takes 300, and
 the build validates every recording. Only a value it refuses is walked again by
 jsonschema, whose best_match picks the error a person reads, so every error line stays
-as it was. Nothing is fetched: a `$ref` reaches only the schemas handed in.
+as it was. Nothing is fetched: a `$ref` reaches only the schemas handed in. Every schema
+file (the recordings', a lesson's data schema, the registry's) is read and compiled here.
 """
+import errno
+import json
+import os
+import stat
 from collections import deque
 from dataclasses import dataclass
+from functools import lru_cache
 from types import SimpleNamespace
 
 import jsonschema_rs
+
+from scripts import display
+
+
+class SchemaError(Exception):
+    """A schema file that cannot be used: `what` happened, and the `fix`, for the caller's
+    own error (a recording's, the registry's) to say in its one line."""
+
+    def __init__(self, what, fix=None):
+        super().__init__(f"{what}; run `{fix}`" if fix else what)
+        self.what, self.fix = what, fix
+
+
+def unreadable(path, why):
+    return SchemaError(f"{display(path)}: the schema cannot be read ({why})",
+                       f"git checkout -- {display(path)}")
+
+
+# The largest schema here is 30 KB: a bound, not a limit anyone meets.
+MAX_SCHEMA_BYTES = 2**20
+
+
+def schema_file(path):
+    """The bytes of the schema file at `path`, which may be no link and no device."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as file:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
+                raise unreadable(path, "not a regular file")
+            data = file.read(MAX_SCHEMA_BYTES + 1)
+    except FileNotFoundError:
+        raise unreadable(path, "missing") from None
+    except OSError as error:
+        raise unreadable(path, "a symbolic link" if error.errno == errno.ELOOP
+                         else error.strerror) from None
+    if len(data) > MAX_SCHEMA_BYTES:
+        raise unreadable(path, f"larger than {MAX_SCHEMA_BYTES // 2**20} MiB")
+    return data
+
+
+@lru_cache(maxsize=16)
+def compiled(path, data, shared=None, part=None):
+    """The Schema of a schema file's bytes, built once per text. `shared`: (the path, the
+    bytes) of the shared schema, whose $defs it may $ref; `part`: only that `$defs` entry
+    (None when there is none)."""
+    def parsed(where, text):  # bytes the bounded reader above read
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise unreadable(where, "not valid JSON (nested deeper than a JSON reader "
+                                    "goes)") from None
+        except ValueError as error:  # JSONDecodeError and UnicodeDecodeError
+            raise unreadable(where, f"not valid JSON ({str(error)[:160]})") from None
+
+    schema = parsed(path, data)
+    common = parsed(*shared) if shared is not None else None
+    pairs = ((common.get("$id", "recordings/schema.json"), common),) if common else ()
+    if part is not None:
+        compiled(path, data, shared)  # the whole schema first: a broken one is named so
+        if part not in schema.get("$defs", {}):
+            return None
+        schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
+                  "$ref": f"#/$defs/{part}"}
+    try:
+        return Schema(schema, pairs)
+    except NotASchema as error:
+        raise SchemaError(f"{display(path)}: not a JSON Schema ({error}); fix it, or "
+                          f"`git checkout -- {display(path)}`") from None
 
 
 class NotASchema(Exception):
