@@ -13,6 +13,7 @@ import importlib.metadata
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from itertools import groupby
 
 from scripts import ROOT, display
@@ -77,11 +78,10 @@ def compiled_programs(lesson, devices, ranks, sweep_ranks, looping):
         return []
     further = importlib.import_module(lesson.going_further) if lesson.going_further else None
     sweep = importlib.import_module(lesson.sweep_on("tpu")) if lesson.sweep else None
-    tasks = [(("lesson", name, ranks, 1), size, compiled) for size in GRADIENTS
-             for name, compiled in module.programs_to_compile(devices[:ranks], size).items()]
-    if hasattr(further, "programs_to_compile"):
-        tasks += [(("gradient", name, ranks, 1), size, compiled) for size in GRADIENTS
-                  for name, compiled in further.programs_to_compile(devices[:ranks], size).items()]
+    tasks = [((of, name, ranks, 1), size, compiled) for of, owner in (("lesson", module),
+                                                                      ("gradient", further))
+             if hasattr(owner, "programs_to_compile") for size in GRADIENTS
+             for name, compiled in owner.programs_to_compile(devices[:ranks], size).items()]
     for p in sweep_ranks if hasattr(sweep, "programs_to_compile") else ():
         for calls in (1, looping):
             for requested, nbytes in sweep.sizes_for(sweep.SIZES, p):
@@ -111,39 +111,51 @@ def compiled_programs(lesson, devices, ranks, sweep_ranks, looping):
             for (of, name, calls, first, last, ops), p in by_ranks.items()]
 
 
-def compile_target(lesson, accelerator, ranks, sweep_ranks):
-    """One target's entry of the recording: the chip or CPU, libtpu's version, each program's
-    collectives; a libtpu that cannot compile is one line, naming the reinstall."""
+def target_devices(accelerator):
+    """The target's devices: the CPU's logical ones, or a slice's compile-only ones from
+    libtpu; a libtpu that cannot describe the slice is one line, naming the reinstall."""
     import jax
 
     jax.config.update("jax_platforms", "cpu")  # nothing runs, on no chip: a TPU's backend waits
     from jax.experimental import topologies
 
-    sweep = importlib.import_module(lesson.sweep_on("tpu")) if lesson.sweep else None
-    looping = getattr(sweep, "LOOP_COLLECTIVES", {}).get("cpu" if accelerator == "cpu" else "tpu")
     if accelerator == "cpu":
-        devices = jax.devices()
-        return {"accelerator": "cpu", "deviceKind": devices[0].device_kind, "programs":
-                compiled_programs(lesson, devices, ranks, sweep_ranks, looping)}
-    progress("tpu_job", f"compiling {lesson.id}'s programs for a {accelerator} "
-             f"({topology(accelerator)}) with libtpu: minutes on two cores")
+        return jax.devices()
     # Not a TPU VM: say what its metadata would (else libtpu warns it cannot find it), and
     # take no lock on chips there are none of (another compile may run).
     for name, value in (("TPU_ACCELERATOR_TYPE", accelerator), ("TPU_WORKER_HOSTNAMES",
                         "localhost"), ("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")):
         os.environ.setdefault(name, value)
-    try:
+    with broken_libtpu(accelerator):
         # One host holds the whole slice (libtpu assumes 2x2 chips a host otherwise).
-        devices = topologies.get_topology_desc(topology(accelerator), "tpu",
-                                               chips_per_host_bounds=(*SLICES[CHIPS[accelerator]],
-                                                                      1)).devices
-        programs = compiled_programs(lesson, devices, ranks, sweep_ranks, looping)
+        return topologies.get_topology_desc(topology(accelerator), "tpu", chips_per_host_bounds=(
+            *SLICES[CHIPS[accelerator]], 1)).devices
+
+
+@contextmanager
+def broken_libtpu(accelerator):
+    try:
+        yield
     except RuntimeError as error:  # JAX's own errors included: its TPU support missing, say
         said = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise CommandError(
             f"libtpu {importlib.metadata.version('libtpu')} could not compile for a "
             f"{accelerator} ({said}); reinstall the version jax[tpu] pins: `.venv/bin/uv pip "
             f"install --python .venv/bin/python --reinstall '{libtpu_pin()}'`") from None
+
+
+def compile_target(lesson, accelerator, ranks, sweep_ranks, devices):
+    """One target's entry of the recording: the chip or CPU, libtpu's version and what each
+    program compiles to."""
+    sweep = importlib.import_module(lesson.sweep_on("tpu")) if lesson.sweep else None
+    looping = getattr(sweep, "LOOP_COLLECTIVES", {}).get("cpu" if accelerator == "cpu" else "tpu")
+    if accelerator == "cpu":
+        return {"accelerator": "cpu", "deviceKind": devices[0].device_kind, "programs":
+                compiled_programs(lesson, devices, ranks, sweep_ranks, looping)}
+    progress("tpu_job", f"compiling {lesson.id}'s programs for a {accelerator} "
+             f"({topology(accelerator)}) with libtpu: minutes on two cores")
+    with broken_libtpu(accelerator):
+        programs = compiled_programs(lesson, devices, ranks, sweep_ranks, looping)
     return {"accelerator": accelerator, "topology": topology(accelerator),
             "deviceKind": devices[0].device_kind, "libtpu": importlib.metadata.version("libtpu"),
             "programs": programs}
@@ -156,7 +168,7 @@ def dry_run_compile(lesson_id, accelerator, root=ROOT):
     lesson = tpu_lesson(root, lesson_id)
     accelerator = choose_accelerator(lesson, accelerator)
     target = next(target for target in targets(lesson, lesson.sweep) if target[0] == accelerator)
-    compiled = compile_target(lesson, *target)
+    compiled = compile_target(lesson, *target, target_devices(accelerator))
 
     def words(row):
         return ("the lesson's" if row["bytes"] is None else "–".join(dict.fromkeys(
@@ -184,7 +196,9 @@ def write_compiled(lesson_id, root=ROOT):
     # Before any backend starts: the CPU's logical devices, as many as its largest p.
     jax.config.update("jax_num_cpu_devices", max(max([p, *ranks]) for _, p, ranks in chosen))
     started = time.monotonic()
-    compiled = [compile_target(lesson, *target) for target in chosen]
+    # Every slice described first: a broken libtpu stops here, before minutes of compiling.
+    devices = [target_devices(accelerator) for accelerator, *_ in chosen]
+    compiled = [compile_target(lesson, *target, found) for target, found in zip(chosen, devices)]
     recording = header(lesson.id, "compiled", lesson.path(), {
         "backend": "tpu", "jax": jax.__version__, "numpy": numpy.__version__,
         "libtpu": importlib.metadata.version("libtpu")}, root, files=inputs)
