@@ -20,7 +20,7 @@ def covers(row, nbytes, ranks, calls=1):
 
 
 def compiled_to(target, of, program, nbytes, ranks, calls=1):
-    """What one target compiled the program to, as "all-reduce + dynamic-slice" words;
+    """What one target compiled the program to, as "all-gather + all-reduce" words;
     None where the record did not compile it."""
     return next((row["compilesTo"] for row in target["programs"] if row["of"] == of
                  and row["program"] == program and covers(row, nbytes, ranks, calls)), None)
@@ -64,17 +64,24 @@ def matrix_keeps(target):
 
 
 def table(slices):
-    """The TPU page's table: each row of every slice, rows alike on several slices once."""
+    """The TPU page's table of the lesson's and the sweep's programs (the autodiff page shows
+    the gradients): a row per program, p, calls and what it compiles to, with every size it
+    does that at; rows alike on several slices once, naming them."""
     rows, order = {}, {}
     for target in slices:
+        spans = {}  # (program, compiles to, of, p, calls): [sizes], in the record's order
         for row in target["programs"]:
-            sizes = "the lesson's" if row["bytes"] is None else "–".join(
-                dict.fromkeys(map(format_bytes, row["bytes"])))
-            key = (row["program"], row["compilesTo"], row["of"],
-                   ", ".join(map(str, row["ranks"])), sizes,
-                   ", ".join(map(str, row["collectivesPerCall"])))
-            order.setdefault((row["of"], row["program"]), len(order))
-            rows.setdefault(key, {"first": (row["bytes"] or [0])[0], "on": []})["on"].append(
+            if row["of"] != "gradient":
+                spans.setdefault((row["program"], row["compilesTo"], row["of"],
+                                  ", ".join(map(str, row["ranks"])),
+                                  ", ".join(map(str, row["collectivesPerCall"]))), []).append(
+                    row["bytes"])
+        for (program, ops, of, ranks, calls), sizes in spans.items():
+            words = ", ".join("the lesson's" if size is None else "–".join(dict.fromkeys(
+                map(format_bytes, size))) for size in sizes)
+            order.setdefault((of, program), len(order))
+            rows.setdefault((program, ops, of, ranks, words, calls),
+                            {"first": (sizes[0] or [0])[0], "on": []})["on"].append(
                 target["accelerator"])
     return [{"program": program, "compilesTo": ops, "of": of, "ranks": ranks, "sizes": sizes,
              "calls": calls, "on": ", ".join(held["on"])}
@@ -141,12 +148,11 @@ def compiled_ahead(recording):
         f"{lesson['own'][0]} and its all_gather to {lesson['own'][1]}; for a 1 MiB "
         f"gradient, to {lesson['real'][0]} and to {lesson['real'][1]}. A matrix's "
         f"reduce-scatter (rows of 4 KiB) stays one {keep_words}.")
-    gradients = [{"program": program, "cpu": compiled_to(targets[0], "gradient", program, None,
-                                                         ranks),
-                  "own": on_chips("gradient", program, None),
-                  "real": on_chips("gradient", program, 2**20)}
+    gradients = {program: {"cpu": compiled_to(targets[0], "gradient", program, None, ranks),
+                           "own": on_chips("gradient", program, None),
+                           "real": on_chips("gradient", program, 2**20)}
                  for program in dict.fromkeys(row["program"] for row in targets[0]["programs"]
-                                              if row["of"] == "gradient")]
+                                              if row["of"] == "gradient")}
     return {"slices": names, "firstScreen": first_screen, "matrixKeeps": keep_words,
-            "table": table(slices), "gradients": {row["program"]: row for row in gradients},
+            "table": table(slices), "gradients": gradients, "gradientOrder": list(gradients),
             "invarying": twice_the_bytes(targets, ranks)}
