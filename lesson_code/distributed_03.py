@@ -228,18 +228,21 @@ def report_compiled(programs, batch, sliced):
 # --8<-- [end:compiled]
 
 
-def programs_to_compile(devices):
+def programs_to_compile(devices, nbytes=None):
     """{collective: (program, its arguments' shapes)} of the lesson on `devices`, which may be
-    compile-only (a TPU slice described on a CPU host): what `tpu_job.py --dry-run` reads."""
+    compile-only (a TPU slice described on a CPU host), for its own gradient or one of
+    `nbytes`: what `tpu_job.py --dry-run` and `--write-compiled` read."""
     mesh, problem = data_mesh(devices), make_problem(len(devices))
     programs = build_programs(mesh, problem.n_total)
+    features = problem.w.size if nbytes is None else nbytes // problem.w.itemsize
 
-    def shaped(array, spec):
-        return jax.ShapeDtypeStruct(array.shape, array.dtype, sharding=NamedSharding(mesh, spec))
-    batch = (shaped(problem.x, P("data")), shaped(problem.y, P("data")), shaped(problem.w, P()))
+    def shaped(shape, spec):
+        return jax.ShapeDtypeStruct(shape, problem.w.dtype, sharding=NamedSharding(mesh, spec))
+    batch = (shaped((problem.n_total, features), P("data")),
+             shaped((problem.n_total,), P("data")), shaped((features,), P()))
     return {"all_reduce": (programs.all_gradient, batch),
             "reduce_scatter": (programs.shard_gradient, batch),
-            "all_gather": (programs.gather, (shaped(problem.w, P("data")),))}
+            "all_gather": (programs.gather, (shaped((features,), P("data")),))}
 
 
 import os

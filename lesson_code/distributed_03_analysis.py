@@ -244,34 +244,6 @@ def compiled_words(compiled, environment):
                                     f"{runs}; {timed}."}
 
 
-def compiled_runs(programs):
-    """{"<of>_<program>": "what runs at which sizes (p = ...); ..."} of one slice."""
-    runs = {}
-    for row in programs:
-        where = f" at {row['sizes']}" if row["of"] == "sweep" else ""
-        runs.setdefault(f"{row['of']}_{row['program']}", []).append(
-            f"{row['runs']}{where} (p = {row['ranks']})")
-    return {program: "; ".join(spans) for program, spans in runs.items()}
-
-
-def compiled_ahead(recording):
-    """What XLA:TPU compiles each program to before any VM exists (scripts/hardware/
-    compile.py), from the record alone: per program of the first slice, what runs at which
-    sizes and p; and what each other slice compiled otherwise."""
-    first, *others = recording["slices"]
-    runs = compiled_runs(first["programs"])
-    differences = []
-    for other in others:
-        theirs = compiled_runs(other["programs"])
-        unlike = [f"the {name.split('_', 1)[0]}'s {name.split('_', 1)[1]} runs {spans}"
-                  for name, spans in theirs.items() if runs.get(name) != spans]
-        differences.append(f"On the {other['accelerator']}, " + "; ".join(unlike) + "."
-                           if unlike else f"The {other['accelerator']} compiled every "
-                           f"program alike.")
-    return {"accelerator": first["accelerator"], "runs": runs,
-            "otherSlicesWords": " ".join(differences)}
-
-
 def analyse_executed(recording):
     """The lesson run on one process (cpu, tpu) or on p processes (cpu-processes)."""
     data = recording["data"]
@@ -290,14 +262,16 @@ def analyse_executed(recording):
     return result
 
 
-def analyse(variant, recording):
-    """recordings/<lesson>.<variant>.json -> the analysis the pages read."""
+def analyse(variant, recording, compiled=None):
+    """recordings/<lesson>.<variant>.json -> the analysis the pages read; a TPU sweep's is
+    also given what its programs compile to there (<lesson>.tpu-compiled.json)."""
     if variant == "sweep":
         from lesson_code import distributed_03_sweep_analysis
         return distributed_03_sweep_analysis.analyse(recording)
     if variant == "tpu-sweep":  # against the predictions made before it ran
         from lesson_code import distributed_03_tpu_comparison
-        return distributed_03_tpu_comparison.compare(recording)
-    if variant == "tpu-compiled":
-        return compiled_ahead(recording)
+        return distributed_03_tpu_comparison.compare(recording, compiled=compiled)
+    if variant == "tpu-compiled":  # before any VM exists
+        from lesson_code import distributed_03_tpu_compiled
+        return distributed_03_tpu_compiled.compiled_ahead(recording)
     return analyse_executed(recording)

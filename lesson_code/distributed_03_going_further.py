@@ -13,7 +13,8 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
-from lesson_code.distributed_03 import (assert_matches, hlo_names, place, reference_gradient,
+from lesson_code.distributed_03 import (assert_matches, compiled_collectives, data_mesh,
+                                        hlo_names, make_problem, place, reference_gradient,
                                         ring_payload_bytes)
 
 # --8<-- [start:autodiff_transposes]
@@ -48,13 +49,11 @@ def lowered_ops(program, *args):
     return sorted(op for op in ops if f"stablehlo.{op}" in text)
 
 
-def collective_transposes(mesh, features):
-    """What the gradient of each collective runs, with its values checked in NumPy."""
-    p = mesh.devices.size
+def transpose_cases(p, features):
+    """Per collective: its input v, a cotangent c and the gradient worked out by hand."""
     stacked = np.arange(p * features, dtype=np.float32)  # p partial vectors, end to end
     whole = np.arange(features, dtype=np.float32)  # one vector, split into p slices
-    # (input, cotangent c, the gradient worked out by hand)
-    cases = {
+    return {
         # every device's input reached the one summed result: each gets c back whole
         "psum": (stacked, whole + 1, np.tile(whole + 1, p)),
         "psum_scatter": (stacked, whole + 1, np.tile(whole + 1, p)),
@@ -63,16 +62,20 @@ def collective_transposes(mesh, features):
         # one invariant result: each slice takes its own part of c, nothing is summed
         "all_gather_invarying": (whole, whole + 1, whole + 1),
     }
-    transposes = {}
-    for name, (v, c, expected) in cases.items():
+
+
+def collective_transposes(mesh, features):
+    """Each collective's gradient program and its arguments, its values checked in NumPy."""
+    checked = {}
+    for name, (v, c, expected) in transpose_cases(mesh.devices.size, features).items():
         _, in_spec, out_spec = COLLECTIVES_UNDER_GRAD[name]
         # The gradient has the input's layout, c the output's: placed like the batch.
-        v = jax.device_put(v, NamedSharding(mesh, in_spec))
-        c = jax.device_put(c, NamedSharding(mesh, out_spec))
+        args = (jax.device_put(v, NamedSharding(mesh, in_spec)),
+                jax.device_put(c, NamedSharding(mesh, out_spec)))
         program = gradient_program(mesh, name)
-        assert_matches(program(v, c), expected)
-        transposes[name] = lowered_ops(program, v, c)
-    return transposes
+        assert_matches(program(*args), expected)
+        checked[name] = (program, args)
+    return checked
 # --8<-- [end:autodiff_transposes]
 
 
@@ -90,35 +93,49 @@ def data_parallel_grad(x_block, y_block, w, n_total):
 
 
 def sharded_weights_grad(x_block, y_block, w_slice, n_total, to="varying"):
-    """ZeRO-3 / FSDP: weights stored as slices, gathered for the forward pass."""
+    """ZeRO-3 / FSDP: weights stored as slices, gathered for the forward pass. A slice is
+    of a vector, or rows of a matrix, as a real layer's weights are."""
     def loss(w_slice):
-        w = jax.lax.all_gather(w_slice, "data", tiled=True, to=to)
-        return local_loss(x_block, y_block, w, n_total)
+        w = jax.lax.all_gather(w_slice, "data", tiled=True, to=to)  # f32[F] or f32[F/c, c]
+        return local_loss(x_block, y_block, w.reshape(-1), n_total)
     return jax.grad(loss)(w_slice)
 
 
-def training_gradients(mesh, problem):
-    """Three ways to differentiate the lesson's loss; each checked against NumPy."""
+def as_rows(w, ranks):
+    """f32[F] as f32[F/c, c]: rows of at most 4 KiB (1,024 floats), at least `ranks` rows."""
+    return w.reshape(-1, min(1024, w.size // ranks))
+
+
+def training_programs(mesh, n_total):
+    """Three ways to differentiate the lesson's loss, each a jitted program of (x, y, w)."""
     batch = (P("data"), P("data"))
-    programs = {
-        "replicated_weights": jax.shard_map(
-            partial(data_parallel_grad, n_total=problem.n_total), mesh=mesh,
-            in_specs=(*batch, P()), out_specs=P()),
-        "sharded_weights": jax.shard_map(
-            partial(sharded_weights_grad, n_total=problem.n_total), mesh=mesh,
-            in_specs=(*batch, P("data")), out_specs=P("data")),
-        "sharded_weights_invarying": jax.shard_map(
-            partial(sharded_weights_grad, n_total=problem.n_total, to="invarying"),
-            mesh=mesh, in_specs=(*batch, P("data")), out_specs=P("data")),
-    }
+    sharded = partial(sharded_weights_grad, n_total=n_total)
+    return {name: jax.jit(jax.shard_map(grad, mesh=mesh, in_specs=(*batch, w_spec),
+                                        out_specs=w_spec)) for name, grad, w_spec in [
+        ("replicated_weights", partial(data_parallel_grad, n_total=n_total), P()),
+        ("sharded_weights", sharded, P("data")),
+        ("sharded_weights_invarying", partial(sharded, to="invarying"), P("data"))]}
+
+
+def weight_layouts(name, vector, matrix):
+    """ZeRO-3's programs take the weights as a vector and as a matrix; data parallel's, whole."""
+    if name == "replicated_weights":
+        return {name: vector}
+    return {name: vector, name.replace("weights", "matrix"): matrix}
+
+
+def training_gradients(mesh, problem):
+    """Each training gradient program and its arguments, checked against NumPy."""
+    x, y, w = place(mesh, problem)
+    rows = jax.device_put(as_rows(problem.w, mesh.devices.size), NamedSharding(mesh, P()))
     expected = reference_gradient(problem)
-    ops = {}
-    for name, program in programs.items():
-        program = jax.jit(program)
-        args = place(mesh, problem)
-        assert_matches(program(*args), expected)
-        ops[name] = lowered_ops(program, *args)
-    return ops
+    checked = {}
+    for name, program in training_programs(mesh, problem.n_total).items():
+        for labelled, weights in weight_layouts(name, w, rows).items():
+            result = program(x, y, weights)
+            assert_matches(result, expected.reshape(result.shape))
+            checked[labelled] = (program, (x, y, weights))
+    return checked
 # --8<-- [end:autodiff_training]
 
 
@@ -131,21 +148,51 @@ EXPECTED_TRANSPOSES = {"psum": [], "psum_scatter": ["all_gather"],
                        "all_gather": ["reduce_scatter"],
                        "all_gather_invarying": ["dynamic_slice"]}
 # The training gradients hold their forward gather too; the rest is the backward pass.
+# A matrix's rows are gathered and differentiated as a vector's slices are.
 EXPECTED_TRAINING = {"replicated_weights": ["all_reduce"],
-                     "sharded_weights": ["all_gather", "reduce_scatter"],
-                     "sharded_weights_invarying": ["all_gather", "all_reduce",
-                                                   "dynamic_slice"]}
+                     **{f"sharded_{layout}": ["all_gather", "reduce_scatter"]
+                        for layout in ("weights", "matrix")},
+                     **{f"sharded_{layout}_invarying": ["all_gather", "all_reduce",
+                                                        "dynamic_slice"]
+                        for layout in ("weights", "matrix")}}
 
 
 def autodiff_collectives(transposes, training):
-    """The lowered gradient programs' collectives, asserted, as the recording keeps them."""
-    assert transposes == EXPECTED_TRANSPOSES, transposes
-    assert training == EXPECTED_TRAINING, training
-    return {"transposes": transposes, "trainingGradients": training,
+    """What the gradient programs ask for (lowered), asserted; and what this backend's
+    compiler made of them (compiled), said: as the recording keeps them."""
+    asked = [{name: lowered_ops(program, *args) for name, (program, args) in programs.items()}
+             for programs in (transposes, training)]
+    assert asked == [EXPECTED_TRANSPOSES, EXPECTED_TRAINING], asked
+    compiled = [{name: hlo_names(compiled_collectives(program, *args))
+                 for name, (program, args) in programs.items()}
+                for programs in (transposes, training)]
+    return {"transposes": asked[0], "trainingGradients": asked[1],
             # the page shows one value per directive: the same lists, as words
-            "transposeWords": {name: hlo_names(ops) for name, ops in transposes.items()},
-            "trainingWords": {name: hlo_names(ops) for name, ops in training.items()}}
+            "transposeWords": {name: hlo_names(ops) for name, ops in asked[0].items()},
+            "trainingWords": {name: hlo_names(ops) for name, ops in asked[1].items()},
+            "compiledTransposeWords": compiled[0], "compiledTrainingWords": compiled[1]}
 # --8<-- [end:autodiff_check]
+
+
+def programs_to_compile(devices, nbytes=None):
+    """{gradient program: (program, its arguments' shapes)} of the autodiff page on
+    `devices`, which may be compile-only (a TPU slice described on a CPU host), for the
+    lesson's gradient or one of `nbytes`: what `tpu_job.py --write-compiled` reads."""
+    mesh, problem = data_mesh(devices), make_problem(len(devices))
+    features = problem.w.size if nbytes is None else nbytes // problem.w.itemsize
+
+    def shaped(shape, spec=P()):
+        return jax.ShapeDtypeStruct(shape, np.float32, sharding=NamedSharding(mesh, spec))
+    programs = {name: (gradient_program(mesh, name), (shaped(v.shape, in_spec),
+                                                      shaped(c.shape, out_spec)))
+                for name, (v, c, _) in transpose_cases(len(devices), features).items()
+                for _, in_spec, out_spec in [COLLECTIVES_UNDER_GRAD[name]]}
+    batch = (shaped((problem.n_total, features), P("data")), shaped((problem.n_total,), P("data")))
+    rows = as_rows(np.zeros(features, np.float32), len(devices)).shape
+    for name, program in training_programs(mesh, problem.n_total).items():
+        programs.update({labelled: (program, (*batch, weights)) for labelled, weights
+                         in weight_layouts(name, shaped((features,)), shaped(rows)).items()})
+    return programs
 
 
 # --8<-- [start:zero_accounting]
@@ -192,8 +239,11 @@ def run_going_further(mesh, problem):
     """The going-further steps that run, on the lesson's mesh and problem, each printing
     what its page shows; what they found, for the recording (the autodiff page reads it)."""
     transposes = collective_transposes(mesh, problem.w.size)
-    print("Each collective's gradient runs:",
-          {name: hlo_names(ops) for name, ops in transposes.items()})
     training = training_gradients(mesh, problem)
-    print("Gradient programs run:", {name: hlo_names(ops) for name, ops in training.items()})
-    return {"autodiff": autodiff_collectives(transposes, training)}
+    found = autodiff_collectives(transposes, training)
+    compiler = f"XLA:{jax.default_backend().upper()}"
+    print("Each collective's gradient asks for:", found["transposeWords"])
+    print(f"{compiler} compiles each to:", found["compiledTransposeWords"])
+    print("The training gradients ask for:", found["trainingWords"])
+    print(f"{compiler} compiles them to:", found["compiledTrainingWords"])
+    return {"autodiff": found}

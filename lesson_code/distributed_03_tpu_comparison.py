@@ -1,5 +1,6 @@
 """A TPU size sweep against the predictions written down before it ran: supported, refuted
-or inconclusive, per prediction and for the p = 4 over p = 2 question.
+or inconclusive, per prediction and for the p = 4 over p = 2 question; a row whose program
+compiles to another collective than the one predicted is not judged, and counts nowhere.
 
 What is compared is each collective's own cost: a looped call less a single one, block by
 block, divided by the extra collectives, which leaves out the host's dispatch (on a TPU far
@@ -7,6 +8,7 @@ longer than a small collective). *Supported*: the whole interval of measured ove
 predicted lies inside the band; *refuted*: wholly outside it; else *inconclusive*.
 """
 from lesson_code import tpu_predictions
+from lesson_code.distributed_03_tpu_compiled import compiled_to
 from scripts import intervals
 from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes
@@ -30,10 +32,23 @@ def judged(interval, band):
     return INCONCLUSIVE
 
 
-def compare(recording, data=None):
+def other_collective(target, program, ranks, nbytes, looping):
+    """What the timed loop compiles to, as the compiled record says, where that is not the
+    collective its prediction is of; None where it is, or where the record does not say. A
+    collective-permute beside it realigns the rows around XLA:TPU's fused ring (tpu.md)."""
+    ops = compiled_to(target, "sweep", program, nbytes, ranks, looping) if target else None
+    predicted = program.removesuffix("_2d").replace("_", "-")
+    return None if ops is None or set(ops.split(" + ")) - {"collective-permute"} == \
+        {predicted} else ops
+
+
+def compare(recording, data=None, compiled=None):
+    """`compiled`: recordings/<id>.tpu-compiled.json, what each program compiles to."""
     data = data or tpu_predictions.predictions()
     name = predicted_machine(data, recording["environment"]["deviceKind"])
     costs, looping = own_costs(recording["rows"])
+    target = next((target for target in (compiled or {}).get("targets", [])
+                   if target["accelerator"] == name), None)
     rows = []
     judged_rows = [(row, program) for row in data["rows"] if row["machine"] == name
                    for program in (row["collective"], MATRICES.get(row["collective"]))
@@ -54,6 +69,8 @@ def compare(recording, data=None):
                          overWords=f"{over['median']:.2f}× ({over['low']:.2f}–"
                                    f"{over['high']:.2f})",
                          verdict=judged(over, row["band"]))
+        if other := other_collective(target, program, row["ranks"], row["bytes"], looping):
+            entry["verdict"] = f"compiles to {other}: not judged"
         rows.append(entry)
     question = data["ratio"]
     ratios = []
@@ -69,9 +86,15 @@ def compare(recording, data=None):
             entry.update(measured=ratio, verdict=judged(ratio, question["band"]),
                          words=f"{ratio['median']:.2f} ({ratio['low']:.2f}–"
                                f"{ratio['high']:.2f})")
+        if other := next(filter(None, (other_collective(target, collective, ranks,
+                                                        question["bytes"], looping)
+                                       for ranks in (question["numerator"],
+                                                     question["denominator"]))), None):
+            entry["verdict"] = f"compiles to {other}: not judged"
         ratios.append(entry)
     verdicts = [entry["verdict"] for entry in rows + ratios]
     return {"machine": name, "deviceKind": recording["environment"]["deviceKind"],
             "collectivesPerCall": looping, "rows": rows, "ratios": ratios,
             "counts": {word: verdicts.count(word)
-                       for word in (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED)}}
+                       for word in (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED)},
+            "notJudged": sum(verdict.endswith("not judged") for verdict in verdicts)}

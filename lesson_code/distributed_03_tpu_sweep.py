@@ -13,10 +13,11 @@ import numpy as np
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from lesson_code import distributed_03_sweep as vectors
-from lesson_code.distributed_03_sweep import (SIZES, allocator_probe, configure_devices,
-                                              describe_backend, donation_probe, sizes_for)
+from lesson_code.distributed_03_sweep import (LOOP_COLLECTIVES, SIZES, allocator_probe,
+                                              configure_devices, describe_backend,
+                                              donation_probe, sizes_for)
 
-__all__ = ["SIZES", "PROGRAMS", "COLLECTIVES", "configure_devices", "sizes_for",
+__all__ = ["LOOP_COLLECTIVES", "SIZES", "PROGRAMS", "COLLECTIVES", "configure_devices", "sizes_for",
            "measure_ranks", "program_facts", "donation_probe", "allocator_probe",
            "describe_backend", "programs_to_compile"]
 

@@ -273,7 +273,7 @@ def parse_args(argv):
     parser.add_argument("--write-docs", action="store_true",
                         help=f"regenerate {DOCS_FILE} and exit")
     parser.add_argument("--write-compiled", action="store_true",
-                        help="compile the programs for each VM with the lesson's chips "
+                        help="compile the lesson's programs for the CPU and the TPU slices "
                              "(needs libtpu) into recordings/<id>.tpu-compiled.json and exit")
     return parser.parse_args(argv)
 

@@ -307,7 +307,7 @@ def test_the_program_prints_each_result_once_in_order(devices):
                         f"{float(payload['reduce_scatter'])}")
     if devices != 4:
         return
-    assert len(lines) == 14
+    assert len(lines) == 16
     # The recording's stdout came from the notebook's steps: the same lines, numbers apart
     # (the lines without one, the compiled and the autodiff collectives, are its words).
     recorded = json.loads((ROOT / "recordings" / f"{SEED.id}.cpu.json").read_text())["stdout"]

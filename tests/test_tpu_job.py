@@ -429,6 +429,28 @@ def test_dry_run_prints_every_command_and_runs_none(accelerator, gcloud, capsys,
                                   "'libtpu==0.0.42.*'` (the TPU runtime the pinned jax[tpu]")
 
 
+def test_without_libtpu_or_with_a_broken_one_the_compile_step_says_so_in_one_line(
+        capsys, monkeypatch):
+    """--write-compiled without libtpu is refused (exit 2). With libtpu's metadata but no
+    library (this install, told it has one), the dry-run prints its commands, then one line
+    naming the reinstall, exit 1; --write-compiled that line before compiling anything."""
+    record = (ROOT / recording_name(SEED, "tpu-compiled")).read_bytes()
+    assert refused(tpu_job.main, ["--write-compiled"], capsys).startswith(
+        "tpu_job: error: libtpu is not installed, so nothing was compiled for the TPU")
+    others = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda name: "0.0.42.1" if name == "libtpu" else others(name))
+    said = ("tpu_job: error: libtpu 0.0.42.1 could not compile for a v6e-4 (JAX TPU support not "
+            "installed; cannot generate TPU topology. See https://github.com/jax-ml/jax#"
+            "installation); reinstall the version jax[tpu] pins: `.venv/bin/uv pip install "
+            "--python .venv/bin/python --reinstall 'libtpu==0.0.42.*'`")
+    assert tpu_job.main([*VM, "--dry-run"]) == 1
+    out, err = capsys.readouterr()
+    assert "scripts/record.py" in out and job_error(err) == said
+    assert tpu_job.main(["--write-compiled"]) == 1 and job_error(capsys.readouterr().err) == said
+    assert (ROOT / recording_name(SEED, "tpu-compiled")).read_bytes() == record
+
+
 def test_the_page_shows_the_commands_the_job_runs_now():
     committed = (ROOT / tpu_job.DOCS_FILE).read_text()
     assert committed == dry_run_text(job_steps(**tpu_job.DOCS_EXAMPLE)), \

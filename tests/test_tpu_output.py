@@ -22,6 +22,7 @@ lesson_program = importlib.import_module(SEED.module)
 analysis = importlib.import_module(SEED.analysis)
 sweep = importlib.import_module(SEED.sweep)
 tpu_sweep = importlib.import_module(SEED.sweep_on("tpu"))
+going_further = importlib.import_module(SEED.going_further)
 
 
 class Captured:
@@ -65,6 +66,13 @@ def test_the_compiled_text_shows_each_rewrite_and_the_lowered_the_request():
     assert re.search(r"kind=kCustom, calls=%all-reduce-scatter.*StrategyRing",
                      text("reduce_scatter_2d.32MiB"))
     assert " all-reduce(" in text("reduce_scatter_2d.32MiB")
+    # Its rows padded before the ring; a slice of the ring's output permuted to the next
+    # chip and joined to the rows there (the TPU page, content review L1).
+    fused = text("reduce_scatter_2d.32MiB")
+    assert re.search(r"%pad = f32\[8320,1024\]\S* pad\(%input", fused)
+    assert re.search(r"%(\S+) = \S+ slice\(%fusion\).*\n.*collective-permute-start\(%\1\), "
+                     r"channel_id=\d+, source_target_pairs=\{\{0,1\},\{1,2\},\{2,3\}\}.*\n"
+                     r"(.*\n)*.*concatenate\(%collective-permute-done, %fusion\)", fused)
     assert len(lesson_program.HLO_COLLECTIVE.findall(text("all_reduce.looped64"))) == 2
     # The lesson's all-reduce compiles to one phase: the ring's factor 2 is the model's (L7).
     assert '"emitter":"SinglePhaseRingSumEmitter"' in text("lesson.all_reduce")
@@ -117,25 +125,55 @@ def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_
             4 * result.addressable_shards[0].data.size  # every value of every copy compared
 
 
-def test_the_dry_run_s_compile_reads_each_program_with_the_lesson_s_reader(monkeypatch):
-    """The step `tpu_job.py --dry-run` takes with libtpu, run on CPU devices, whose XLA keeps
-    every collective: sizes, then p, with the same collectives are one row; a lesson
-    module without `programs_to_compile` has none."""
+def test_the_compile_step_reads_each_program_with_the_lesson_s_reader(monkeypatch):
+    """The step `tpu_job.py --dry-run` and `--write-compiled` take, run on CPU devices, whose
+    XLA keeps every collective: the lesson's programs and gradients at its size and at
+    1 MiB, the sweep's sizes, then p, then its calls (1 and the loop) with the same
+    collectives in one row; a lesson module without `programs_to_compile` has none."""
     from scripts.hardware import compile as ahead
     monkeypatch.setattr(tpu_sweep, "SIZES", (8, 2**13))
-    rows = ahead.compiled_programs(SEED, jax.devices()[:SEED.devices])
-    assert rows[:3] == [{"of": "lesson", "program": name, "ranks": str(SEED.devices),
-                         "sizes": "the lesson's", "runs": name.replace("_", "-")}
-                        for name in ("all_reduce", "reduce_scatter", "all_gather")]
+    monkeypatch.setattr(ahead, "GRADIENTS", (None, 2**12))  # 1 MiB's take longer
+    rows = ahead.compiled_programs(SEED, jax.devices(), SEED.devices, [2, 4], 3)
+    assert rows[:2] == [{"of": "lesson", "program": "all_reduce", "ranks": [SEED.devices],
+                         "bytes": size, "collectivesPerCall": [1], "compilesTo": "all-reduce"}
+                        for size in (None, [2**12, 2**12])]
+    asked = {**going_further.EXPECTED_TRANSPOSES, **going_further.EXPECTED_TRAINING}
+    assert {row["program"]: row["compilesTo"] for row in rows if row["of"] == "gradient"} == {
+        name: lesson_program.hlo_names(set(ops) - {"dynamic_slice"}) for name, ops in asked.items()}
     runs = {"reduce_scatter_all_gather": "all-gather + reduce-scatter",
             "ring_reduce_scatter": "collective-permute", "ring_all_reduce": "collective-permute"}
-    assert rows[3:] == [{"of": "sweep", "program": name, "ranks": "2, 4", "sizes": "8 B–8 KiB",
-                         "runs": runs.get(name, name.removesuffix("_2d").replace("_", "-"))}
-                        for name in tpu_sweep.PROGRAMS]
+    assert [row for row in rows if row["of"] == "sweep"] == [
+        {"of": "sweep", "program": name, "ranks": [2, 4], "bytes": [8, 2**13],
+         "collectivesPerCall": [1, 3],
+         "compilesTo": runs.get(name, name.removesuffix("_2d").replace("_", "-"))}
+        for name in tpu_sweep.PROGRAMS]
     plain = dataclasses.replace(SEED, module=SEED.simulation)
-    assert ahead.compiled_programs(plain, jax.devices()[:4]) == []
+    assert ahead.compiled_programs(plain, jax.devices(), 4, [2], 3) == []
     assert [ahead.topology(name) for name in ("v5litepod-4", "v6e-8", "v6e-1")] == \
         ["v5e:2x2", "v6e:2x4", "v6e:1x1"]
+    assert ahead.targets(SEED, SEED.sweep) == [("cpu", 4, [2, 4, 8]), ("v6e-4", 4, [2, 4]),
+                                               ("v5litepod-4", 4, [2, 4]), ("v5litepod-8", 8, [8])]
+
+
+def test_the_compiled_record_says_what_real_compiled_text_says():
+    """Each 2x2 fixture, real libtpu output (its README), the gradients and timed loops among
+    them: the committed record's v5e 2x2 row for its program, size (a sweep's loops are at
+    32 B), p and calls names what the lesson's reader finds in its text."""
+    from lesson_code.distributed_03_tpu_compiled import compiled_to
+    record = json.loads((ROOT / for_lesson(SEED).recording("tpu-compiled")).read_text())
+    [target] = [target for target in record["targets"] if target["accelerator"] == "v5litepod-4"]
+    read = set()
+    for name in (name for name in COMPILED if name.startswith(SLICE.name)):
+        of, program, *tags = name.split("/")[1].split(".")
+        of, program, tags = (of, program, tags) if of in ("lesson", "gradient") else \
+            ("sweep", of, [program, *tags])
+        size = next((int(tag[:-3]) * 2**20 for tag in tags if tag.endswith("MiB")),
+                    32 if of == "sweep" else None)
+        calls = 64 if "looped64" in tags else 1
+        assert compiled_to(target, of, program, size, 4, calls) == \
+            lesson_program.hlo_names(COMPILED[name]), name
+        read.add((of, calls))
+    assert {of for of, _ in read} == {"lesson", "gradient", "sweep"} and ("sweep", 64) in read
 
 
 def chained(lowered, collective):

@@ -107,7 +107,9 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     recording = json.loads((ROOT / recording_name(SEED, "sweep")).read_text())
     recording["environment"].update(backend="tpu", deviceKind="TPU v6 lite")
     recording["provenance"] = "recorded_tpu_computation"
-    recording["rows"] = [row for row in recording["rows"] if row["ranks"] <= 4]
+    looped = importlib.import_module(SEED.sweep).LOOP_COLLECTIVES["tpu"]  # as a TPU loops
+    recording["rows"] = [{**row, "collectivesPerCall": looped if row["collectivesPerCall"] > 1
+                          else 1} for row in recording["rows"] if row["ranks"] <= 4]
     recording["rows"] += [{**row, "collective": f"{row['collective']}_2d"} for row in
                           recording["rows"] if row["collective"] in ("reduce_scatter",
                                                                      "all_gather")]
@@ -134,6 +136,25 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     assert {ratio["verdict"] for ratio in book["ratios"]} == {"refuted"}
     assert book["ratios"][0]["measured"]["median"] == pytest.approx(1.0, abs=0.01)
     assert book["counts"]["refuted"] == 5
+
+
+def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_counted():
+    """Judged against the committed compiled record (real libtpu output: test_tpu_output):
+    on a 2x2 a vector's reduce-scatter, and a matrix's at 32 B, compile to an all-reduce."""
+    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
+    compiled = json.loads((ROOT / recording_name(SEED, "tpu-compiled")).read_text())
+    found = compare(tpu_sweep_fixture(lambda row: 1.5), compiled=compiled)
+    verdicts = {row["label"]: row["verdict"] for row in found["rows"] + found["ratios"]}
+    assert {label for label, verdict in verdicts.items() if verdict != "supported"} >= {
+        "reduce-scatter, p = 2, 32 B", "reduce-scatter, p = 4, 32 MiB", "reduce-scatter",
+        "reduce-scatter of a matrix, p = 4, 32 B", "all-gather, p = 2, 32 B"}
+    assert {verdicts[label] for label in ("reduce-scatter of a matrix, p = 4, 32 MiB",
+                                          "reduce-scatter of a matrix")} == {"supported"}
+    assert set(verdicts.values()) == {"supported", "compiles to all-reduce: not judged"}
+    judged = sum(verdict == "supported" for verdict in verdicts.values())
+    assert found["counts"] == {"supported": judged, "refuted": 0, "inconclusive": 0,
+                               "not measured": 0}
+    assert found["notJudged"] == len(verdicts) - judged
 
 
 @pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])

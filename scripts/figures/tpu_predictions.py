@@ -234,7 +234,7 @@ def render(data, overlay=None, variant=STATIC):
                      fontsize=9.5, fontweight="bold", color=palette.ink,
                      **({"y": 1 - 0.06 / fig.get_figheight(), "va": "top"} if narrow else {}))
         note = (f"Lines: a model, not a measurement: {data['model']}, T_hop = {hop * 1e6:g} "
-                f"µs; an all-reduce is twice one phase; sources in the data file."
+                f"µs; the model's all-reduce is two phases; sources in the data file."
                 + ("" if overlay is None else " Markers: the TPU sweep's own cost per "
                    "collective (filled: p = 4, hollow: p = 2); shaded: the bandwidth band."))
         note = textwrap.fill(note, 52) if narrow else "\n".join(
@@ -256,7 +256,7 @@ def describe(data, overlay=None):
                          + f"; bandwidth-bound from "
                            f"{format_bytes(machine['crossoverBytes'][str(ranks)])}")
     text = (f"Predicted times on {data['chips']} TPU chips, from the scaling book's ring model "
-            "with (p - 1)/p kept, before any TPU run; an all-reduce is twice one phase. "
+            "with (p - 1)/p kept, before any TPU run; the model's all-reduce is two phases. "
             + ". ".join(parts) + ".")
     if overlay is not None:
         name, points = measured(data, overlay)

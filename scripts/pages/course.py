@@ -6,7 +6,7 @@ import posixpath
 from scripts.chips import accelerators_for
 from scripts.pages.recorded_text import read
 from scripts.store.hashes import import_closure
-from scripts.store.outputs import for_lesson
+from scripts.store.outputs import for_lesson, recording_outputs
 
 
 def lesson_title(lesson, docs):
@@ -48,33 +48,43 @@ def add_unlisted_lessons(nav, lessons, docs):
 
 def downloadable_files(lesson):
     """The lesson's program, then the exercise scaffold a learner edits
-    (`<lesson module>_exercises`) if there is one, relative to the repository root."""
+    (`<lesson module>_exercises`) if there is one, then each of its recordings, relative to
+    the repository root."""
     scaffold = lesson.path(f"{lesson.module}_exercises")
     paths = [lesson.path(), scaffold] if scaffold.is_file() else [lesson.path()]
-    return [path.relative_to(lesson.root).as_posix() for path in paths]
+    return [*(path.relative_to(lesson.root).as_posix() for path in paths),
+            *(output.path for output in recording_outputs(lesson, lesson.root)
+              if (lesson.root / output.path).is_file())]
 
 
 def downloads(lesson, page_uri, docs):
-    """The lesson page's last section: its program, scaffold and notebook."""
+    """The lesson page's last section: its program, scaffold, notebook and recordings."""
     here = posixpath.dirname(page_uri)
 
+    def link(path):
+        return f"[`{posixpath.basename(path)}`]({posixpath.relpath(path, here)}){{ download }}"
+
     def item(path, what):
-        name, file = posixpath.basename(path), lesson.root / path
+        file = lesson.root / path
         # It runs alone when it imports nothing else of this repository.
-        how = (f"; it runs on its own (`python {name}`)"
+        how = (f"; it runs on its own (`python {posixpath.basename(path)}`)"
                if import_closure(file, lesson.root) == [file]
                else ", run from a checkout of the repository (it imports other modules)")
-        return f"- [`{name}`]({posixpath.relpath(path, here)}){{ download }}: {what}{how}"
+        return f"- {link(path)}: {what}{how}"
 
-    program, *scaffold = downloadable_files(lesson)
+    program, *files = downloadable_files(lesson)
+    scaffold = [path for path in files if path.endswith(".py")]
     lines = ["", "", "## Downloads", "", item(program, "the lesson program")]
     if scaffold:
         lines.append(item(scaffold[0], "the exercise scaffold you fill in")
                      + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
     if (docs / for_lesson(lesson).notebook_page).is_file():  # beside its page (site_files.py)
-        link = posixpath.relpath(f"notebooks/{lesson.id}/{lesson.id}.ipynb", here)
-        lines.append(f"- [`{lesson.id}.ipynb`]({link}){{ download }}: the notebook "
+        notebook = posixpath.relpath(f"notebooks/{lesson.id}/{lesson.id}.ipynb", here)
+        lines.append(f"- [`{lesson.id}.ipynb`]({notebook}){{ download }}: the notebook "
                      f"companion, executed by `scripts/record.py`")
+    if recordings := [path for path in files if path.endswith(".json")]:
+        lines.append(f"- {', '.join(map(link, recordings))}: the recordings, what each run "
+                     f"measured and what each program compiles to")
     return "\n".join(lines) + "\n"
 
 

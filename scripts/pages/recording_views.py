@@ -8,6 +8,8 @@ from scripts.store.outputs import RECORD as FIX
 def machine_label(recording):
     """"CPU · 4 devices", "CPU · 4 processes"; a sweep names the counts its rows hold."""
     env = recording["environment"]
+    if recording["kind"] == "compiled":  # nothing ran (scripts/hardware/compile.py)
+        return f"compiled for {env['backend'].upper()}, on a CPU host"
     processes = env.get("processCount", 1)
     ranks = sorted({row["ranks"] for row in recording.get("rows", [])})
     units = f"{processes} processes" if processes > 1 else f"{env['deviceCount']} devices" \

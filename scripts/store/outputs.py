@@ -204,8 +204,9 @@ class AnalysisKind:
     variant: str  # which recording: "cpu", "cpu-processes", "sweep"
     renderer = "analysis"
 
-    def render(self, recording, overlay=None):  # no analysis draws over another recording
-        return analysis_text(importlib.import_module(self.module).analyse(self.variant, recording))
+    def render(self, recording, overlay=None):  # overlay: what a hardware sweep compiled to
+        given = (recording,) if overlay is None else (recording, overlay)
+        return analysis_text(importlib.import_module(self.module).analyse(self.variant, *given))
 
 
 def analysis_outputs(lesson):
@@ -216,7 +217,8 @@ def analysis_outputs(lesson):
     files = for_lesson(lesson)
     return [DerivedOutput(files.analysis(variant), files.recording(variant), code, RENDER,
                           kind=AnalysisKind(lesson.analysis, variant), also=(ANALYSIS_TEXT,),
-                          pins=True)
+                          pins=True, overlay=files.recording(variant.replace("-sweep", "-compiled"))
+                          if variant.endswith("-sweep") and variant != "sweep" else None)
             for variant in lesson.analyses]
 
 
