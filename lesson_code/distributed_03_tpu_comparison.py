@@ -1,10 +1,11 @@
-"""A TPU size sweep against the predictions written down before it ran: supported, refuted
-or inconclusive, per prediction and for the p = 4 over p = 2 question.
+"""A TPU size sweep against the predictions written down before it ran: supported,
+contradicted or inconclusive, per prediction and for the p = 4 over p = 2 question.
 
 What is compared is each collective's own cost: a looped call less a single one, block by
 block, divided by the extra collectives, which leaves out the host's dispatch (on a TPU far
-longer than a small collective). *Supported*: the whole interval of measured over
-predicted lies inside the band; *refuted*: wholly outside it; else *inconclusive*.
+longer than a small collective). The band is the prediction's own (scripts/intervals.py's
+verdict): *supported* when the whole interval of measured over predicted lies inside it,
+*contradicted* when wholly outside, else *inconclusive*.
 """
 from lesson_code import tpu_predictions
 from scripts import intervals
@@ -18,16 +19,7 @@ LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
 # their collective's prediction where measured: XLA:TPU keeps a matrix's reduce-scatter,
 # and makes a vector's an all-reduce.
 MATRICES = {"reduce_scatter": "reduce_scatter_2d", "all_gather": "all_gather_2d"}
-SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED = ("supported", "refuted", "inconclusive",
-                                                  "not measured")
-
-
-def judged(interval, band):
-    if band["low"] <= interval["low"] and interval["high"] <= band["high"]:
-        return SUPPORTED
-    if interval["high"] < band["low"] or interval["low"] > band["high"]:
-        return REFUTED
-    return INCONCLUSIVE
+NOT_MEASURED = "not measured"
 
 
 def compare(recording, data=None):
@@ -53,10 +45,11 @@ def compare(recording, data=None):
                                        f"{measured['high']:,.1f})",
                          overWords=f"{over['median']:.2f}× ({over['low']:.2f}–"
                                    f"{over['high']:.2f})",
-                         verdict=judged(over, row["band"]))
+                         verdict=intervals.verdict(over, band=(row["band"]["low"],
+                                                             row["band"]["high"])))
         rows.append(entry)
     question = data["ratio"]
-    ratios = []
+    band, ratios = (question["band"]["low"], question["band"]["high"]), []
     for collective in LABELS:
         top = costs.get((collective, question["numerator"], question["bytes"]))
         bottom = costs.get((collective, question["denominator"], question["bytes"]))
@@ -66,7 +59,7 @@ def compare(recording, data=None):
                  "band": question["band"], "words": "—", "verdict": NOT_MEASURED}
         if top and bottom:
             ratio = intervals.median_interval([t / b for t, b in zip(top, bottom) if b > 0])
-            entry.update(measured=ratio, verdict=judged(ratio, question["band"]),
+            entry.update(measured=ratio, verdict=intervals.verdict(ratio, band=band),
                          words=f"{ratio['median']:.2f} ({ratio['low']:.2f}–"
                                f"{ratio['high']:.2f})")
         ratios.append(entry)
@@ -74,4 +67,5 @@ def compare(recording, data=None):
     return {"machine": name, "deviceKind": recording["environment"]["deviceKind"],
             "collectivesPerCall": looping, "rows": rows, "ratios": ratios,
             "counts": {word: verdicts.count(word)
-                       for word in (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED)}}
+                       for word in (intervals.SUPPORTED, intervals.CONTRADICTED,
+                                    intervals.INCONCLUSIVE, NOT_MEASURED)}}
