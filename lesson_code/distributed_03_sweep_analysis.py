@@ -103,7 +103,7 @@ def step_growth(per_block_low, per_block_high):
     """Does one step cost more at the largest p? a(high) - a(low), block by block, in us:
     a(low) can be zero within noise, and a ratio over it would be anything. The verdict
     reads a(low) / a(high), over the larger cost: growth past the 25 % margin is a(low)
-    below 1/1.25 of a(high) across the whole interval, in at least MIN_BLOCKS blocks."""
+    below 1/1.25 of a(high) across the whole interval, in at least intervals.MIN_BLOCKS blocks."""
     pairs = [(low, high) for low, high in zip(per_block_low, per_block_high) if high > 0]
     if not pairs:
         return {"n": 0, "verdict": intervals.INCONCLUSIVE, "words": "not measured"}
@@ -117,12 +117,14 @@ def step_growth(per_block_low, per_block_high):
 
 
 def alpha_with_ranks(fit_table, ranks_list):
-    """Does alpha grow with p? Per program, alpha at the largest p over the smallest."""
+    """Does alpha grow with p? Per program, alpha at the largest p over the smallest, block
+    by block."""
     low, high = str(ranks_list[0]), str(ranks_list[-1])
     result = {}
     for collective, by_p in fit_table.items():
-        ratio = reading.paired_across_ranks(by_p[high]["alphaByBlockUs"],
-                                            by_p[low]["alphaByBlockUs"])
+        values = [top / bottom for top, bottom in zip(by_p[high]["alphaByBlockUs"],
+                                                      by_p[low]["alphaByBlockUs"]) if bottom > 0]
+        ratio = intervals.median_interval(values) if values else None
         result[collective] = {**(ratio or {}), "verdict": intervals.verdict(ratio, above=True),
                               "words": reading.ratio_words(ratio) if ratio else "not measured"}
     return result
@@ -148,6 +150,8 @@ def coverage_words(judged):
     counts = {}
     for interval in judged:
         counts.setdefault((interval["coverage"], interval["n"]), []).append(interval)
+    if not counts:
+        return "as often as its blocks allow: no verdict here rests on one"
     (most, _), *fewer = sorted(counts, key=lambda key: -len(counts[key]))
     return f"about {most:.0%} of the time" + "".join(
         f", {coverage:.0%} for the {len(counts[coverage, n])} resting on {n} blocks"
@@ -298,11 +302,12 @@ def analyse(recording):
         "inProgram": in_program(fault_table["smallestCall"], fit_table, ranks_list),
         "ringModelMatches": sum(entry["verdict"] == intervals.SUPPORTED
                                 for entry in ring_verdicts),
-        "coverageWords": coverage_words(
-            [entry for entry in alpha_trend.values() if entry.get("verdict")]
-            + [step_summary["lowOverHigh"], step_summary["worstMissByBlock"]]
-            + [entry[name] for entry in ratio_table.values() for name in entry
-               if entry[name]["n"]]),
+        "coverageWords": coverage_words([
+            interval for interval in [*alpha_trend.values(), step_summary.get("lowOverHigh"),
+                                      step_summary["worstMissByBlock"],
+                                      *(entry[name] for entry in ratio_table.values()
+                                        for name in entry)]
+            if interval and interval.get("n")]),
         "ratios": {"bytes": largest, "warm": ratio_table,
                    "unexplainedWords": unexplained_words(ratio_table),
                    "byRanks": ratio_series(by_series, ranks_list),

@@ -126,12 +126,6 @@ def paired_ratio(tops, bottoms):
     return (intervals.median_interval(ratios) if ratios else None), len(ratios)
 
 
-def paired_across_ranks(per_block_top, per_block_bottom):
-    """The ratio of one quantity at the largest p over the smallest, block by block."""
-    values = [t / b for t, b in zip(per_block_top, per_block_bottom) if b > 0]
-    return intervals.median_interval(values) if values else None
-
-
 def points(t, programs):
     """Per (collective, p, S) of single calls: the median of block medians with its interval,
     the extremes, nccl-tests' bandwidths (`programs`' `phases`), and the faults per call."""
