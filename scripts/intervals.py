@@ -133,6 +133,8 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     "contradicted" when wholly outside. Otherwise "inconclusive", as it is with no interval,
     on fewer than MIN_BLOCKS blocks, or when the same configuration measured twice disagreed
     (`replicate_disagreement`, >= 1) by more than both the effect and the margin."""
+    if (above is None) == (band is None):
+        raise TypeError("verdict() takes a direction (above=True or False) or a band")
     if interval is None or interval["n"] < MIN_BLOCKS or (
             replicate_disagreement is not None
             and replicate_disagreement > max(effect(interval), MARGIN)):

@@ -16,16 +16,13 @@ from scripts.sweep.analysis import (algbw_gbps, block_differences, bus_factor, f
                                     grouped, max_relative_residual, one_significant_figure)
 from scripts.units import format_bytes
 
-# A fault maps one page; a call "faults in its outputs" when its faults cover at least
-# this share of the bytes its p devices' outputs hold: most of them, on every call. Below
-# that the allocator hands back some outputs' memory some of the time, and the counts
-# move from block to block.
+# A call "faults in its outputs" when its faults cover this share of its p outputs' bytes:
+# most, on every call. Below it the allocator returns some outputs' memory some of the time.
 FAULTED_SHARE = 0.75
-# One more in the loop is allocation-free in a block when the loop's call and the single
-# call faulted alike: apart by at most this share of the outputs per extra collective. A
-# fault costs up to about three times what a collective spends on a page of its output
-# (in an earlier sweep at 32 MiB: a call, less one more in the loop, over its faults), so
-# what such a difference adds stays within about 15 %, inside the 25 % margin.
+# One more in the loop is allocation-free where the looped and the single call faulted
+# apart by at most this share of the outputs per extra collective: a fault costs up to ~3x
+# what a collective spends on a page of output (an earlier 32 MiB sweep), so what such a
+# difference adds stays within ~15 %, inside the 25 % margin.
 ALLOCATION_FREE = 0.05
 
 
@@ -61,8 +58,7 @@ def median_of_blocks(blocks):
 
 
 def faulted_in_part(t, key):
-    """Per block, whether one-collective calls at `key` still faulted in more than
-    ALLOCATION_FREE of their outputs (median of the block's samples)."""
+    """Per block, whether single calls at `key` faulted in over ALLOCATION_FREE (median)."""
     return [t.faulted_share(key, float(np.median(block))) > ALLOCATION_FREE
             for block in t.call_faults[key]]
 
@@ -102,9 +98,8 @@ def onset_words(found, sizes, labels):
 
 
 def warm_costs(t, key):
-    """One more collective in the loop, block by block (us), None in a block where it was
-    not allocation-free: there the two calls faulted apart, and the difference holds that
-    allocation too."""
+    """One more collective in the loop, block by block (us); None in a block where the two
+    calls faulted apart, whose difference holds that allocation too."""
     faults = block_differences(t.loop_faults[key], t.call_faults[key], t.looping)
     return [cost if abs(t.faulted_share(key, extra)) <= ALLOCATION_FREE else None
             for cost, extra in zip(block_differences(t.loops[key], t.calls[key], t.looping),
@@ -118,9 +113,8 @@ def kept_interval(values):
 
 
 def paired_ratio(tops, bottoms):
-    """Block by block top / bottom over the blocks where both are kept and positive (a
-    cost at or below zero is the noise between two timings, not a cost):
-    (median_interval or None, blocks used)."""
+    """(median_interval or None, blocks used) of top / bottom, block by block, where both
+    are kept and positive (a cost at or below zero is noise between two timings)."""
     ratios = [top / bottom for top, bottom in zip(tops, bottoms)
               if top is not None and bottom is not None and top > 0 and bottom > 0]
     return (intervals.median_interval(ratios) if ratios else None), len(ratios)
@@ -155,9 +149,8 @@ def fit_one(sizes, medians, boundary):
 
 
 def fits(blocks, points_by_series, boundary=None):
-    """fits[collective][str(p)]: the fit of the medians, with alpha's interval from the
-    same fit made block by block, over the sizes below the fault onset `boundary` (from
-    there on, the allocator is a second mechanism)."""
+    """fits[collective][str(p)]: the fit of the medians, alpha's interval from the same fit
+    block by block, below the fault onset `boundary` (past it, the allocator counts too)."""
     result = {}
     for (collective, ranks), series in sorted(points_by_series.items()):
         sizes = sorted(series)
