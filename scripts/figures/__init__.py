@@ -5,6 +5,7 @@ numbers it draws (data.py). A lesson may name a renderer of its own under lesson
 (CONTRACT.md), drawn in all four variants only if its `render` takes the variant.
 """
 import ast
+import functools
 import importlib
 import re
 from dataclasses import dataclass
@@ -61,9 +62,14 @@ class FigureKind:
 def module_body(path):
     """The top-level statements of the module at `path`, read without importing it."""
     try:
-        return ast.parse(path.read_text(encoding="utf-8")).body
+        return parsed_body(path, path.stat().st_mtime_ns)
     except (OSError, ValueError, SyntaxError):
         return []  # the figure's own check names the missing or broken code
+
+
+@functools.cache  # once per version of the file: each rebuild of a course asks for every one
+def parsed_body(path, modified):
+    return ast.parse(path.read_text(encoding="utf-8")).body
 
 
 def takes_variant(path):
