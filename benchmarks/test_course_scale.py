@@ -9,6 +9,7 @@ import psutil
 import pytest
 
 from benchmarks import course_scale
+from conftest import SEED
 from harness import PROJECT_PARTS, project
 
 
@@ -30,7 +31,8 @@ def test_an_out_it_cannot_write_is_refused_before_anything_is_measured(tmp_path,
 
 @pytest.mark.slow
 def test_sigterm_ends_it_in_one_line_with_no_step_process_or_copy_left(tmp_path):
-    root = project(tmp_path / "repo", PROJECT_PARTS + ("benchmarks",))
+    """In a copy cut to one lesson, whatever the course: one lesson's recording to stop."""
+    root = project(tmp_path / "repo", PROJECT_PARTS + ("benchmarks",), keep=[SEED.id])
     out = tmp_path / "out.json"
     run = subprocess.Popen([sys.executable, "benchmarks/course_scale.py", "--lessons", "1",
                             "--rounds", "1", "--out", str(out)], cwd=root,
