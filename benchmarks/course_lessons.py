@@ -17,6 +17,8 @@ from pathlib import Path
 # `model` the bytes one device sends in the ideal ring; `hlo` the StableHLO op it lowers to.
 COLLECTIVES = [
     dict(name="psum", hlo="all_reduce", out_spec="P()",
+         sweep="jax.lax.psum(block, AXIS)", sweep_out="the same, summed over devices",
+         sweep_spec="P()", sweep_over_s="1 / ranks",
          title="Column totals on every device with psum",
          does="sums one vector over all devices and leaves the whole sum on each",
          body="return jax.lax.psum(block.sum(axis=0), AXIS)  # f32[COLS] everywhere",
@@ -24,6 +26,9 @@ COLLECTIVES = [
          model="2 * (ranks - 1) / ranks * x[0].nbytes", formula=r"2\frac{p-1}{p}\,4C",
          mistake="summing the block's rows and forgetting the other devices' rows"),
     dict(name="psum_scatter", hlo="reduce_scatter", out_spec="P(AXIS)",
+         sweep="jax.lax.psum_scatter(block, AXIS, scatter_dimension=0, tiled=True)",
+         sweep_out="its slice of the sum, f32[rows/p², COLS]", sweep_spec="P(AXIS)",
+         sweep_over_s="1 / ranks**2",
          title="A sum split over the devices with psum_scatter",
          does="sums one vector over all devices and leaves each device one slice of it",
          body="return jax.lax.psum_scatter(block.sum(axis=0), AXIS, scatter_dimension=0,\n"
@@ -32,6 +37,8 @@ COLLECTIVES = [
          model="(ranks - 1) / ranks * x[0].nbytes", formula=r"\frac{p-1}{p}\,4C",
          mistake="expecting the whole sum on device 0 when it holds only its slice"),
     dict(name="all_gather", hlo="all_gather", out_spec="P()",
+         sweep='jax.lax.all_gather(block, AXIS, tiled=True, to="invarying")',
+         sweep_out="every block, f32[rows, COLS]", sweep_spec="P()", sweep_over_s="1",
          title="Every block on every device with all_gather",
          does="copies each device's block to every other device, in device order",
          body='return jax.lax.all_gather(block, AXIS, tiled=True, to="invarying")',
@@ -39,6 +46,9 @@ COLLECTIVES = [
          model="(ranks - 1) / ranks * x.nbytes", formula=r"\frac{p-1}{p}\,4RC",
          mistake="stacking the blocks on a new axis, f32[p, ROWS/p, COLS], without tiled=True"),
     dict(name="ppermute", hlo="collective_permute", out_spec="P(AXIS)",
+         sweep="jax.lax.ppermute(block, AXIS, [(r, (r + 1) % jax.lax.axis_size(AXIS))\n"
+               "                                     for r in range(jax.lax.axis_size(AXIS))])",
+         sweep_out="the block of device r - 1", sweep_spec="P(AXIS)", sweep_over_s="1 / ranks",
          title="Blocks passed around a ring with ppermute",
          does="sends each device's block to the device SHIFT places to its right",
          body="p = jax.lax.axis_size(AXIS)\n"
@@ -49,6 +59,9 @@ COLLECTIVES = [
          constants="SHIFT = «shift»  # how many devices to the right each block moves",
          mistake="naming a pair twice, which JAX refuses: a permutation sends once per device"),
     dict(name="all_to_all", hlo="all_to_all", out_spec="P(None, AXIS)",
+         sweep="jax.lax.all_to_all(block, AXIS, split_axis=1, concat_axis=0, tiled=True)",
+         sweep_out="f32[rows, COLS/p], columns r", sweep_spec="P(None, AXIS)",
+         sweep_over_s="1 / ranks",
          title="From rows to columns with all_to_all",
          does="re-splits the array: rows over devices become columns over devices",
          body="return jax.lax.all_to_all(block, AXIS, split_axis=1, concat_axis=0, tiled=True)",
@@ -288,14 +301,254 @@ EXERCISES = [Exercise("«exercise»", "lesson_code.«module»_exercises:«exerci
                       collective_step, answer, attempt, compare)]
 '''
 
+# A measured lesson (every fifth, from the first: CONTRACT.md, "A measured lesson") adds a
+# sweep of its collective against a copy that crosses no device, the analysis that reads
+# it through the course's scripts/sweep/reading.py, a figure drawn from that analysis and
+# a page section of its verdicts.
+SWEEP = '''"""«id»'s sweep (`make bench`): jax.lax.«name» against the same block doubled on its own
+device, one collective per call and LOOP of them in one call, at a few sizes.
+
+scripts/bench.py measures each p in a fresh interpreter (configure_devices first) and
+stops on any row whose `wrong` is not 0.
+"""
+import resource
+import time
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from lesson_code.«module» import AXIS
+
+COLS = 8  # f32[rows, COLS]: every p of the sweep divides it, and p² the rows
+SIZES = (4096, 65536, 1048576)  # bytes of the whole array
+LOOP = 8  # collectives in the looped call
+
+
+# --8<-- [start:programs]
+def collective_block(block):  # per device: f32[rows/p, COLS] -> «sweep_out»
+    return «sweep»
+
+
+def local_block(block):  # per device: the same block doubled, and no collective
+    return block * 2
+
+
+PROGRAMS = {"«name»": (collective_block, «sweep_spec»), "local": (local_block, P(AXIS))}
+
+
+def looped(step, count):
+    """`count` calls of `step` in one fori_loop, each after the last (a barrier)."""
+    def program(block):
+        def again(_, carry):
+            block, _ = jax.lax.optimization_barrier(carry)
+            return block, step(block)
+        return jax.lax.fori_loop(1, count, again, (block, step(block)))[1]
+    return program
+# --8<-- [end:programs]
+
+
+def configure_devices(ranks):
+    jax.config.update("jax_platforms", "cpu")
+    jax.config.update("jax_num_cpu_devices", ranks)
+
+
+def sizes_for(sizes, ranks):
+    """[(requested, bytes)]: whole rows of COLS floats, a multiple of p² rows."""
+    rows = [-(-(nbytes // (4 * COLS)) // ranks**2) * ranks**2 for nbytes in sizes]
+    return [(nbytes, 4 * COLS * count) for nbytes, count in zip(sizes, rows)]
+
+
+def program_facts(ranks):
+    return {name: {"phases": 1, "steps": 1, "ring": False, "touchedOverS": None}
+            for name in PROGRAMS}
+
+
+def compiled(mesh, name, count, x):
+    step, out_spec = PROGRAMS[name]
+    step = step if count == 1 else looped(step, count)
+    program = jax.shard_map(step, mesh=mesh, in_specs=P(AXIS), out_specs=out_spec)
+    return jax.jit(program).lower(x).compile()
+
+
+def sample(call, x, calls):
+    """(us per call, minor page faults) over `calls` calls, each waited for."""
+    faults, start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.perf_counter()
+    for _ in range(calls):
+        call(x).block_until_ready()
+    return ((time.perf_counter() - start) / calls * 1e6,
+            resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults)
+
+
+def timed(call, x, plan):
+    """Warm up, double the calls until a sample lasts minSampleMs, then the samples."""
+    call(x).block_until_ready()
+    calls = 1
+    while sample(call, x, calls)[0] * calls < plan["minSampleMs"] * 1e3:
+        calls *= 2
+    samples = [sample(call, x, calls) for _ in range(plan["samples"])]
+    return {"callsPerSample": calls, "warmupCalls": 1,
+            "samplesUs": [us for us, _ in samples], "minorFaults": [f for _, f in samples]}
+
+
+def measure_ranks(devices, sizes, plan, block=0, on_step=lambda text: None):
+    """Each size's programs in turns that rotate with the block; a looped call must give
+    what one call gives (`wrong` counts the values that differ)."""
+    ranks, mesh, rows = len(devices), Mesh(np.asarray(devices), (AXIS,)), []
+    for requested, nbytes in sizes_for(sizes, ranks):
+        x = np.arange(nbytes // 4, dtype=np.float32).reshape(-1, COLS) % 7
+        x = jax.device_put(x, NamedSharding(mesh, P(AXIS)))
+        turns = [(name, count) for name in PROGRAMS for count in (1, LOOP)]
+        turns = turns[block % len(turns):] + turns[:block % len(turns)]
+        once = {name: np.asarray(compiled(mesh, name, 1, x)(x)) for name in PROGRAMS}
+        for position, (name, count) in enumerate(turns):
+            call = compiled(mesh, name, count, x)
+            timing = timed(call, x, plan)
+            rows.append({"collective": name, "ranks": ranks, "block": block,
+                         "position": position, "requestedBytes": requested, "bytes": nbytes,
+                         "collectivesPerCall": count, **timing,
+                         "wrong": int(np.count_nonzero(np.asarray(call(x)) != once[name]))})
+            on_step(f"{name} x{count} {nbytes} B")
+    return rows
+
+
+def donation_probe(devices, nbytes):
+    return None  # this sweep donates nothing
+
+
+def allocator_probe(devices, nbytes, plan, block=0):
+    return None  # nor does it change the allocator
+
+
+def describe_backend():
+    return {"backend": jax.default_backend(), "deviceKind": jax.devices()[0].device_kind,
+            "jax": jax.__version__}
+'''
+
+ANALYSIS = '''"""What «id»'s sweep means (lessons.toml `analysis`): per p, one more «name»
+in the loop over one more copy of the same block on its own device, warm and
+allocation-free at the largest size, and the verdict that the collective costs more.
+The reading is the course's (scripts/sweep/reading.py); the words are the lesson's.
+"""
+from scripts import intervals
+from scripts.sweep import reading
+from scripts.units import format_bytes
+
+LABELS = {"«name»": "«name»", "local": "copy on its own device"}
+
+
+def output_over_s(program, ranks):
+    """Bytes each device's output holds, as a multiple of the array's S."""
+    return «sweep_over_s» if program == "«name»" else 1 / ranks
+
+
+def analyse(variant, recording):
+    t = reading.timings(recording, output_over_s)
+    ranks = sorted({p for _, p, _ in t.calls})
+    sizes = sorted({nbytes for _, _, nbytes in t.calls})
+    by_ranks = {}
+    for p in ranks:
+        ratio, _ = reading.paired_ratio(reading.warm_costs(t, ("«name»", p, sizes[-1])),
+                                        reading.warm_costs(t, ("local", p, sizes[-1])))
+        by_ranks[str(p)] = {"verdict": intervals.verdict(ratio, above=True),
+                            "words": reading.ratio_words(ratio or {"n": 0},
+                                                         len(t.calls["«name»", p, sizes[-1]]))}
+    return {"ranks": ranks, "largest": format_bytes(sizes[-1]), "byRanks": by_ranks,
+            "labels": LABELS, "points": reading.points(t, recording["programs"]),
+            "onsetWords": reading.onset_words(reading.onsets(t), sizes, LABELS),
+            "verdictCounts": reading.verdict_counts(by_ranks.values()),
+            "host": reading.host(recording)["words"]}
+'''
+
+TIMING_FIGURE = '''"""«id»'s sweep, drawn from its analysis: the median time per call of
+«name» and of the copy on its own device, against the array's size, one line per program
+and p. Rows: one per program, p and size.
+"""
+from scripts.figures.svg import figure_style, new_figure, svg_text
+
+DRAWN_FROM = "sweep.analysis"  # the lesson's analysis of its sweep, not its CPU recording
+
+
+def render(analysis):
+    with figure_style():
+        fig, ax = new_figure(figsize=(4.8, 3.2))
+        for line in lines(analysis):
+            ax.plot(line["bytes"], line["medianUs"], marker="o", label=line["label"],
+                    linestyle="-" if line["program"] == "«name»" else "--")
+        ax.set(xscale="log", yscale="log", xlabel="array bytes S", ylabel="µs per call")
+        ax.legend(frameon=False, fontsize=7, ncols=2)
+        ax.spines[["top", "right"]].set_visible(False)
+        fig.tight_layout()
+        desc = "; ".join(f"{line['label']}: " + ", ".join(f"{us:.0f} µs" for us in line["medianUs"])
+                         for line in lines(analysis))
+        return svg_text(fig, "«name» against a copy, per call, by size", desc)
+
+
+def lines(analysis):
+    found = {}
+    for point in analysis["points"]:
+        key = (point["collective"], point["ranks"])
+        line = found.setdefault(key, {"program": key[0], "bytes": [], "medianUs": [],
+                                      "label": f"{analysis['labels'][key[0]]}, p = {key[1]}"})
+        line["bytes"].append(point["bytes"])
+        line["medianUs"].append(point["medianUs"])
+    return list(found.values())
+
+
+def rows(analysis):
+    """The figure's data: a program's median per call at one p and size."""
+    return [{"program": point["collective"], "ranks": point["ranks"], "bytes": point["bytes"],
+             "medianUs": point["medianUs"]} for point in analysis["points"]]
+'''
+
+MEASURED_ENTRY = '''sweep = "lesson_code.«module»_sweep"
+analysis = "lesson_code.«module»_analysis"
+analyses = ["sweep"]
+'''
+
+# Of its sweep's analysis, as the page reads it: `A(largest)` is
+# {{ rec:<id>.sweep.analysis:largest }}.
+MEASURED_PAGE = '''## Step 8: what one more costs
+
+The ring model counts bytes. A clock counts what a call costs on this host, and the
+course measures it the same way for every lesson. `make bench` times the step against a
+copy of the same block on its own device, at a few sizes, on 2, 4 and 8 devices, in
+blocks that take turns.
+
+```python
+--8<-- "lesson_code/«module»_sweep.py:programs"
+```
+
+Each program runs once per call, and eight times in one looped call. The difference
+over the seven extra calls is one more collective, warm and with nothing dispatched. At
+A(largest), one more `«name»` over one more copy, block by block:
+
+| devices p | ratio (interval) | that it costs more |
+|---|---|---|
+{{ rec-table:«id».sweep.analysis:byRanks@ranks | {*} | {words} | {verdict} }}
+
+A verdict is *supported* only when the whole interval lies above 1.25. It is
+*inconclusive* on fewer than three blocks. In this sweep, A(onsetWords).
+
+![«name» against a copy: time per call by size and p](../figures/«id»-«module_dashes»-timing.svg)
+
+A(host)
+
+??? question "Why compare with a copy and not with nothing?"
+
+    A copy of the same block pays for the memory it touches. What the collective costs
+    beyond it is the part that crosses devices.
+
+'''
+
 ENTRY = '''
 [[lesson]]
 id = "«id»"
 module = "lesson_code.«module»"
 devices = 8
-figures = ["lesson_code.«module»_figure"]
+figures = [«figures»]
 exercises = "lesson_code.«module»_checks"
-'''
+«measured_entry»'''
 
 # Of the recording, as the page reads it: `R(data.shape.0)` is {{ rec:<id>.cpu:data.shape.0 }}.
 PAGE = '''---
@@ -492,7 +745,7 @@ the same statements, cell by cell.
 
 {{ recordings:«id» }}
 
-## Where it appears in training
+«measured_page»## Where it appears in training
 
 Data parallelism, sharded optimisers and tensor parallelism all come down to a handful
 of collectives. Which one a step needs follows from two questions. Does every device need
@@ -586,36 +839,47 @@ lowered program tell you it did what you meant. The ring model tells you what it
 
 def fill(template, values):
     """The template with each «name» replaced by its value, and each R(path|format) by
-    the page directive that shows that recorded value (the page's own shorthand)."""
+    the page directive that shows that recorded value (the page's own shorthand), and each
+    A(path) by its sweep analysis's."""
     text = template
     for _ in range(2):  # twice: a collective's own text may name «shift»
         text = re.sub(r"«(\w+)»", lambda match: str(values[match[1]]), text)
-    return re.sub(r"\bR\((\w[\w.]*)(\|[^)]*)?\)",
-                  lambda m: "{{ rec:%s.cpu:%s%s }}" % (values["id"], m[1], m[2] or ""), text)
+    for shorthand, stem in (("R", "cpu"), ("A", "sweep.analysis")):
+        text = re.sub(rf"\b{shorthand}\((\w[\w.]*)(\|[^)]*)?\)", lambda m, stem=stem:
+                      "{{ rec:%s.%s:%s%s }}" % (values["id"], stem, m[1], m[2] or ""), text)
+    return text
 
 
 def lesson_values(index):
     """Lesson `index`'s collective and shape: the five collectives in turn, over shapes
-    that differ from lesson to lesson (multiples of 8, so 8 devices divide them)."""
+    that differ from lesson to lesson (multiples of 8, so 8 devices divide them); every
+    fifth, from the first, measured."""
     lesson_id, module = f"course-{index:02d}", f"course_{index:02d}"
     collective = COLLECTIVES[(index - 1) % len(COLLECTIVES)]
+    measured = index % 5 == 1
+    figures = [f'"lesson_code.{module}_figure"', f'"lesson_code.{module}_timing"'][:1 + measured]
     return {"constants": "", **collective, "index": index, "id": lesson_id, "module": module,
+            "measured": measured, "figures": ", ".join(figures), "module_dashes":
+            module.replace("_", "-"), "measured_entry": MEASURED_ENTRY if measured else "",
+            "measured_page": MEASURED_PAGE if measured else "",
             "rows": 8 * (2 + index * 3 % 7), "cols": 8 * (1 + index * 5 % 6),
             "shift": 1 + index % 3, "modulus": 7 + index % 13, "colour": index % 6,
             "exercise": f"my_{collective['name']}", "figure": f"{module}-figure".replace("_", "-")}
 
 
 def write_lessons(root, count):
-    """Lessons 1..count added to the project at `root`: five files under lesson_code/, a page
-    under docs/lessons/ and an entry at the end of the registry each. Their ids."""
+    """Lessons 1..count added to the project at `root`: four files under lesson_code/ (seven
+    for a measured one), a page under docs/lessons/ and an entry at the end of the registry
+    each. Their ids."""
     root = Path(root)
     ids = []
     with open(root / "lesson_code" / "lessons.toml", "a") as registry:
         for index in range(1, count + 1):
             values = lesson_values(index)
             code = root / "lesson_code" / values["module"]
-            for suffix, template in (("", MODULE), ("_figure", FIGURE),
-                                     ("_exercises", SCAFFOLD), ("_checks", CHECKS)):
+            measured = (("_sweep", SWEEP), ("_analysis", ANALYSIS), ("_timing", TIMING_FIGURE))
+            for suffix, template in (("", MODULE), ("_figure", FIGURE), ("_exercises", SCAFFOLD),
+                                     ("_checks", CHECKS), *(measured * values["measured"])):
                 Path(f"{code}{suffix}.py").write_text(fill(template, values))
             (root / "docs" / "lessons" / f"{values['id']}.md").write_text(fill(PAGE, values))
             registry.write(fill(ENTRY, values))

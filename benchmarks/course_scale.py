@@ -8,7 +8,9 @@ tree (as the Makefile's COPY_TREE makes it) grows to N lessons with lessons of t
 (benchmarks/course_lessons.py), is committed (the TPU job's tests clone it), and is timed
 with this checkout's Python, each time as a ratio to the one-lesson course of the same run:
 
-- `record.py --all` (every lesson recorded from scratch);
+- `record.py --all` (every lesson recorded from scratch), then `bench.py` for each added
+  lesson that measures (a sweep of 3 blocks: course_lessons.py makes every fifth one so);
+  the first such lesson's sweep is compared with its own in the two-lesson course;
 - `mkdocs build --strict`, `record.py --check`, and `mkdocs serve`'s edit-to-rebuild time
   for a sentence added to the first lesson's page: the median of --rounds, in turns;
 - the tests a lesson adds (`pytest --collect-only -m ''`, less the one-lesson course's, per
@@ -17,8 +19,9 @@ with this checkout's Python, each time as a ratio to the one-lesson course of th
 - with --ci, `CI=true bash .ci/run` in the smallest course and the largest (many minutes
   each: a fresh .venv, `make test`).
 
-It prints a table and writes benchmarks/course_scale.json. Every step has a time limit and
-runs in a process group of its own, killed whole when the step ends: nothing is left behind.
+It prints a table and writes benchmarks/course_scale.json (--out, checked before anything
+is measured). Every step has a time limit and runs in a process group of its own, killed
+whole when the step ends; Ctrl-C or SIGTERM ends the run in one line, its copies removed.
 """
 import argparse
 import json
@@ -46,12 +49,23 @@ ENV = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
 EXCLUDED = ["./.git", "./build", "./site", "./.venv", "./node_modules", "./benchmarks/node_modules",
             "./test-artifacts", "__pycache__", "./.pytest_cache", "./.hypothesis", "./.cache"]
 # Each step's time limit: seconds, plus seconds per lesson.
-LIMITS = {"record": (600, 60), "build": (300, 20), "check": (120, 10), "serve": (300, 20),
-          "collect": (300, 10), "lesson tests": (1800, 30), "ci": (5400, 300)}
+LIMITS = {"record": (600, 60), "bench": (600, 0), "build": (300, 20), "check": (120, 10),
+          "serve": (300, 20), "collect": (300, 10), "lesson tests": (1800, 30),
+          "ci": (5400, 300)}
+# The blocks of an added lesson's sweep: enough for a verdict (scripts/intervals.py).
+BENCH_BLOCKS = 3
 
 
 class StepFailed(Exception):
     pass
+
+
+class Terminated(Exception):
+    """SIGTERM, raised where the run is, so that it unwinds as Ctrl-C does."""
+
+
+def terminated(signum, frame):
+    raise Terminated
 
 
 def limit(step, lessons):
@@ -122,6 +136,11 @@ def measure(folders, rounds, ci):
         courses[count] = {"loadBefore": os.getloadavg(), "added": copy_course(folder, count)}
         courses[count]["recordS"], _ = run("record", [python, "scripts/record.py", "--all"],
                                            folder, count)
+        measured = [lesson.id for lesson in load_lessons(folder).values()
+                    if lesson.sweep and lesson.id in courses[count]["added"]]
+        courses[count]["benchS"] = {lesson: run("bench", [
+            python, "scripts/bench.py", "--lesson", lesson, "--blocks", str(BENCH_BLOCKS)],
+            folder, count)[0] for lesson in measured}
         commit(folder, "its recordings")
     quick = {"buildS": ("build", [python, "-m", "mkdocs", "build", "--strict"]),
              "checkS": ("check", [python, "scripts/record.py", "--check"])}
@@ -155,21 +174,27 @@ def measure(folders, rounds, ci):
 
 def ratios(courses):
     """Each course's times as a ratio to the one-lesson course's (the first measured); its
-    lesson's tests to the same lesson's in the two-lesson course; tests per added lesson."""
+    first added lesson's tests and sweep to the same lesson's in the two-lesson course;
+    tests per added lesson."""
     smallest = min(courses)
     base, two = courses[smallest], courses.get(smallest + 1, {})
     for count, course in courses.items():
+        first = next(iter(course.get("benchS", {})), None)
+        if first in two.get("benchS", {}):
+            course["firstBenchS"] = course["benchS"][first]
         course["ratios"] = {key: course[key] / base[key] for key in
                             ("recordS", "buildS", "checkS", "serveEditS", "ciS") if key in course}
-        if "lessonTestsS" in course and "lessonTestsS" in two:
-            course["ratios"]["lessonTestsS"] = course["lessonTestsS"] / two["lessonTestsS"]
+        for key in ("lessonTestsS", "firstBenchS"):
+            if key in course and key in two:
+                course["ratios"][key] = course[key] / two[key]
         if count > smallest:
             course["testsPerAddedLesson"] = (course["tests"] - base["tests"]) / (count - smallest)
 
 
 def table(courses):
-    columns = [("record", "recordS"), ("build", "buildS"), ("check", "checkS"),
-               ("serve edit", "serveEditS"), ("lesson tests", "lessonTestsS"), ("CI", "ciS")]
+    columns = [("record", "recordS"), ("a lesson's sweep", "firstBenchS"), ("build", "buildS"),
+               ("check", "checkS"), ("serve edit", "serveEditS"),
+               ("lesson tests", "lessonTestsS"), ("CI", "ciS")]
     lines = [f"{'lessons':>7} " + "".join(f"{name:>18}" for name, _ in columns) +
              f"{'tests':>8}{'per lesson':>12}"]
     for count, course in courses.items():
@@ -182,7 +207,8 @@ def table(courses):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="benchmarks/course_scale.py",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--lessons", default="1,10,30",
                         help="course sizes, comma-separated (the two-lesson course is added)")
     parser.add_argument("--ci", action="store_true", help="also time CI=true bash .ci/run")
@@ -191,6 +217,8 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true", help="keep the copies under build/")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "course_scale.json")
     args = parser.parse_args(argv)
+    if why := unwritable(args.out):  # before minutes of measuring, not after
+        parser.error(f"--out {args.out}: {why}; name a file in a folder you can write")
     seed = len(load_lessons(ROOT))
     counts = sorted({seed, seed + 1, *map(int, args.lessons.split(","))})
     if counts[0] < seed:
@@ -199,14 +227,17 @@ def main(argv=None):
         parser.error("--rounds: at least 1")
     started, load = datetime.now(timezone.utc), os.getloadavg()
     scratch = ROOT / "build" / "course-scale"
+    signal.signal(signal.SIGTERM, terminated)
     try:
         courses = measure({count: scratch / str(count) for count in counts}, args.rounds, args.ci)
     except (StepFailed, TimeoutError, RuntimeError) as failure:  # the last two: serve_edit's
         sys.exit(f"course_scale: {failure}")
-    except KeyboardInterrupt:  # each step's process group is killed on the way out
-        print("course_scale: interrupted; nothing written", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Terminated) as stop:  # each step's group is killed on the way
+        print(f"course_scale: {'terminated' if isinstance(stop, Terminated) else 'interrupted'}; "
+              f"nothing written, the copies removed", file=sys.stderr)
+        return 143 if isinstance(stop, Terminated) else 130
     finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the copies go, whatever comes next
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     ratios(courses)
@@ -223,8 +254,22 @@ def main(argv=None):
               "cores": os.cpu_count(), "loadStart": load, "loadEnd": os.getloadavg(),
               "lessons": counts, "rounds": args.rounds, "ci": args.ci,
               "courses": {str(count): course for count, course in courses.items()}}
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    temp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+    temp.write_text(json.dumps(report, indent=2) + "\n")
+    os.replace(temp, args.out)  # whole or not at all
     return 0
+
+
+def unwritable(out):
+    """Why `out` cannot take the report, or None."""
+    folder = out.resolve().parent
+    if out.is_symlink() or out.is_dir() or (out.exists() and not out.is_file()):
+        return "not a regular file"
+    if not folder.is_dir():
+        return f"no folder {folder}"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ is put back as it was.
 """
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -69,7 +70,10 @@ def edit_to_rebuild_seconds(root, rounds=3, timeout=300):
             return statistics.median(seconds)
         finally:
             page.write_bytes(original)
-            server.terminate()
+            try:  # the server's whole group: what it started must not outlive it
+                os.killpg(server.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
             server.wait(timeout=60)
 
 

@@ -132,7 +132,7 @@ def algorithm_verdict(algorithm, rows, premise):
                                         [row["pair"][2] for row in mine])
     twins = [row["twinDisagreement"] for row in mine if row["twinDisagreement"] is not None]
     twin = intervals.geometric_mean(twins) if twins else None
-    word = (intervals.verdict(ratio, predicted_above_one=True, replicate_disagreement=twin)
+    word = (intervals.verdict(ratio, above=True, replicate_disagreement=twin)
             if premise else "not applicable")
     return {"algorithm": algorithm, "name": NAMES[algorithm].removesuffix("'s"),
             "ratio": {**ratio, "words": ratio_words(ratio)}, "twinDisagreement": twin,

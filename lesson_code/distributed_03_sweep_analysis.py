@@ -9,10 +9,12 @@ that block's conditions.
 """
 import numpy as np
 
-from lesson_code import distributed_03_sweep_faults as faults
+from lesson_code.distributed_03_sweep_faults import (XLA_COLLECTIVES, analyse_faults,
+                                                     output_over_s)
 from lesson_code.distributed_03_sweep_step import analyse_step
 from scripts import intervals
 from scripts.sweep import analysis as sweep_math
+from scripts.sweep import reading
 from scripts.units import format_bytes  # the size labels, written as the figures write sizes
 
 LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
@@ -23,90 +25,10 @@ RATIOS = {  # name: (numerator, denominator, what the ring model predicts)
     "agOverRs": ("all_gather", "reduce_scatter", 1.0),
     "ringArOverRingRs": ("ring_all_reduce", "ring_reduce_scatter", 2.0),
 }
-# A ratio "agrees" with a prediction when its whole interval lies within 25 % of it.
-TOLERANCE = 1.25
-
-
-def grouped_blocks(rows):
-    """{(collective, ranks, bytes): [[samples of block 0], [block 1], ...]} of the rows
-    that time one collective per call: what the fits, ratios and bandwidths read."""
-    return sweep_math.grouped(rows, looped=False, field="samplesUs")
-
-
-def points(blocks, fault_blocks, programs):
-    """One row per (collective, p, S): the median of the block medians with its interval,
-    the fastest and slowest sample, the bandwidths of the median, and beside the time the
-    minor page faults per call (median of the block medians)."""
-    out = []
-    for (collective, ranks, nbytes), found in sorted(blocks.items()):
-        stat = intervals.summary(found)
-        seconds = stat["median"] * 1e-6
-        algbw = sweep_math.algbw_gbps(nbytes, seconds)
-        phases = programs[str(ranks)][collective]["phases"]
-        out.append({"collective": collective, "ranks": ranks, "bytes": nbytes,
-                    "faultsPerCall": faults.median_of_blocks(
-                        fault_blocks[collective, ranks, nbytes]),
-                    "medianUs": stat["median"], "lowUs": stat["low"], "highUs": stat["high"],
-                    "coverage": stat["coverage"], "minUs": stat["min"], "maxUs": stat["max"],
-                    "blockSpread": stat["blockSpread"], "algbwGBps": algbw,
-                    "busbwGBps": algbw * sweep_math.bus_factor(phases, ranks)})
-    return out
-
-
-def fit_one(sizes, medians, boundary):
-    """alpha-beta over the sizes below `boundary` (None: every size), at least three."""
-    s = np.asarray(sizes, dtype=float)
-    t = np.asarray(medians, dtype=float) * 1e-6
-    inside = s < boundary if boundary else np.ones_like(s, dtype=bool)
-    if inside.sum() < 3:
-        inside[:3] = True  # fewer than three sizes fit: fit the three smallest
-    alpha, beta = sweep_math.fit_alpha_beta(s[inside], t[inside])
-    return alpha, beta, inside
-
-
-def fits(blocks, points_by_series, boundary=None):
-    """fits[collective][str(p)]: the fit of the medians, with alpha's interval from the
-    same fit made block by block, over the sizes below the fault onset `boundary` (from
-    there on, the allocator is a second mechanism)."""
-    result = {}
-    for (collective, ranks), series in sorted(points_by_series.items()):
-        sizes = sorted(series)
-        alpha, beta, inside = fit_one(sizes, [series[s]["medianUs"] for s in sizes], boundary)
-        per_block = []
-        for b in range(len(blocks[collective, ranks, sizes[0]])):
-            medians = [float(np.median(blocks[collective, ranks, s][b])) for s in sizes]
-            per_block.append(fit_one(sizes, medians, boundary)[0] * 1e6)
-        fitted = [s for s, keep in zip(sizes, inside) if keep]
-        fitted_t = [series[s]["medianUs"] * 1e-6 for s in fitted]
-        largest = sizes[-1]
-        predicted = alpha + largest / beta if beta else alpha
-        result.setdefault(collective, {})[str(ranks)] = {
-            "alphaUs": alpha * 1e6, "alpha": intervals.median_interval(per_block),
-            "alphaByBlockUs": per_block,
-            "betaGBps": beta / 1e9 if beta else None,
-            # alpha x beta to one significant figure: misses of tens of per cent leave
-            # no more digits worth printing, and a power of ten would show 2x as 10x.
-            "nHalfKiB": (sweep_math.one_significant_figure(alpha * beta / 1024)
-                         if beta else None),
-            "fittedSizes": len(fitted), "fitMaxBytes": int(max(fitted)),
-            "maxRelResidual": sweep_math.max_relative_residual(fitted, fitted_t, alpha, beta),
-            "largestOverFit": series[largest]["medianUs"] * 1e-6 / predicted}
-    return result
-
-
-def agreement(ratio, predicted):
-    """Does the interval of a measured ratio agree with a predicted value? "supported"
-    when the whole interval lies within 25 % of it, "contradicted" when the whole
-    interval lies outside that band, "inconclusive" when it straddles an edge or rests on
-    fewer than faults.MIN_BLOCKS blocks."""
-    if ratio["n"] < faults.MIN_BLOCKS:
-        return intervals.INCONCLUSIVE
-    low_edge, high_edge = predicted / TOLERANCE, predicted * TOLERANCE
-    if low_edge <= ratio["low"] and ratio["high"] <= high_edge:
-        return intervals.SUPPORTED
-    if ratio["high"] < low_edge or ratio["low"] > high_edge:
-        return intervals.CONTRADICTED
-    return intervals.INCONCLUSIVE
+# In one process no byte is sent: a ratio the ring model's numbers predict can match that
+# number, not test the model's mechanism, so its verdict is said as a match.
+MATCH = {intervals.SUPPORTED: "a match", intervals.CONTRADICTED: "a miss",
+         intervals.INCONCLUSIVE: "inconclusive"}
 
 
 def touched_prediction(top, bottom, programs, ranks):
@@ -128,21 +50,24 @@ def ratios(t, ranks_list, nbytes, programs):
         for name, (top, bottom, model) in RATIOS.items():
             if (top, p, nbytes) not in t.loops or (bottom, p, nbytes) not in t.loops:
                 continue
-            ratio, _ = faults.paired_ratio(faults.warm_costs(t, (top, p, nbytes)),
-                                           faults.warm_costs(t, (bottom, p, nbytes)))
+            ratio, _ = reading.paired_ratio(reading.warm_costs(t, (top, p, nbytes)),
+                                            reading.warm_costs(t, (bottom, p, nbytes)))
             total = len(t.calls[top, p, nbytes])
             touched = touched_prediction(top, bottom, programs, p)
             if ratio is None:  # no block where both were allocation-free: nothing to say
                 ratio = {"median": None, "low": None, "high": None, "n": 0}
             unexplained = ratio["median"] / touched if touched and ratio["n"] else None
             entry[name] = {**ratio, "ringModel": model,
-                           "words": ratio_words(ratio, total),
+                           "words": reading.ratio_words(ratio, total),
                            "label": f"{LABELS[top]} / {LABELS[bottom]}",
-                           "ringModelVerdict": agreement(ratio, model),
+                           "ringModelVerdict": (verdict := intervals.verdict(
+                               ratio, band=intervals.around(model))),
+                           "ringModelMatch": MATCH[verdict],
                            "touchedPrediction": touched,
-                           "touchedVerdict": agreement(ratio, touched) if touched else None,
+                           "touchedVerdict": intervals.verdict(
+                               ratio, band=intervals.around(touched)) if touched else None,
                            "unexplained": unexplained,
-                           "unexplainedWords": faults.times_words(unexplained)}
+                           "unexplainedWords": reading.times_words(unexplained)}
         by_ranks[str(p)] = entry
     return by_ranks
 
@@ -155,8 +80,8 @@ def unexplained_words(ratio_table):
     if not values:
         return "no ratio has both a measurement and a bytes-touched prediction"
     below = sum(value < 1 for value in values)
-    return (f"it runs from {faults.times_words(min(values))} to "
-            f"{faults.times_words(max(values))}, and {below} of its {len(values)} values lie "
+    return (f"it runs from {reading.times_words(min(values))} to "
+            f"{reading.times_words(max(values))}, and {below} of its {len(values)} values lie "
             f"below 1")
 
 
@@ -174,61 +99,63 @@ def ratio_series(points_by_series, ranks_list):
     return out
 
 
-def ratio_words(ratio, total=None):
-    """'2.25 (94% interval 2.02–2.46)', saying how many blocks it rests on when not all."""
-    if not ratio["n"]:
-        return f"no block of {total} allocation-free for both"
-    kept = faults.blocks_words(ratio["n"], total) if total else ""
-    return (f"{ratio['median']:.2f} ({ratio['coverage']:.0%} interval {ratio['low']:.2f}–"
-            f"{ratio['high']:.2f}{kept})")
-
-
-def paired_across_ranks(per_block_top, per_block_bottom):
-    """The ratio of one quantity at the largest p over the smallest, block by block."""
-    values = [t / b for t, b in zip(per_block_top, per_block_bottom) if b > 0]
-    return intervals.median_interval(values) if values else None
-
-
 def step_growth(per_block_low, per_block_high):
     """Does one step cost more at the largest p? a(high) - a(low), block by block, in us:
     a(low) can be zero within noise, and a ratio over it would be anything. The verdict
     reads a(low) / a(high), over the larger cost: growth past the 25 % margin is a(low)
-    below 1/1.25 of a(high) across the whole interval, in at least MIN_BLOCKS blocks."""
+    below 1/1.25 of a(high) across the whole interval, in at least intervals.MIN_BLOCKS blocks."""
     pairs = [(low, high) for low, high in zip(per_block_low, per_block_high) if high > 0]
     if not pairs:
         return {"n": 0, "verdict": intervals.INCONCLUSIVE, "words": "not measured"}
     growth = intervals.median_interval([high - low for low, high in pairs])
     share = intervals.median_interval([low / high for low, high in pairs])
     return {**growth, "lowOverHigh": share,
-            "verdict": faults.judged(share, predicted_above_one=False),
-            "words": (f"{faults.figures(growth['median'])} µs ({growth['coverage']:.0%} "
-                      f"interval {faults.span_words(growth['low'], growth['high'])} µs"
-                      f"{faults.blocks_words(len(pairs), len(per_block_high))})")}
+            "verdict": intervals.verdict(share, above=False),
+            "words": (f"{reading.figures(growth['median'])} µs ({growth['coverage']:.0%} "
+                      f"interval {reading.span_words(growth['low'], growth['high'])} µs"
+                      f"{reading.blocks_words(len(pairs), len(per_block_high))})")}
 
 
 def alpha_with_ranks(fit_table, ranks_list):
-    """Does alpha grow with p? Per program, alpha at the largest p over the smallest."""
+    """Does alpha grow with p? Per program, alpha at the largest p over the smallest, block
+    by block."""
     low, high = str(ranks_list[0]), str(ranks_list[-1])
     result = {}
     for collective, by_p in fit_table.items():
-        ratio = paired_across_ranks(by_p[high]["alphaByBlockUs"], by_p[low]["alphaByBlockUs"])
-        result[collective] = {**(ratio or {}), "verdict": faults.judged(ratio),
-                              "words": ratio_words(ratio) if ratio else "not measured"}
+        values = [top / bottom for top, bottom in zip(by_p[high]["alphaByBlockUs"],
+                                                      by_p[low]["alphaByBlockUs"]) if bottom > 0]
+        ratio = intervals.median_interval(values) if values else None
+        result[collective] = {**(ratio or {}), "verdict": intervals.verdict(ratio, above=True),
+                              "words": reading.ratio_words(ratio) if ratio else "not measured"}
     return result
 
 
-def in_program_words(smallest, fit_table, ranks_list):
+def in_program(smallest, fit_table, ranks_list):
     """Per p, one more of XLA's collectives inside one jitted program (the loop, at that
-    p's smallest size) against the alpha a separate call pays: combining is about calls."""
-    said = []
+    p's smallest size) beside the alpha a separate call pays: combining is about calls."""
+    found = {}
     for p in ranks_list:
-        extra = smallest["byRanks"].get(str(p), {}).get("extraUs")
-        alphas = [fit_table[c][str(p)]["alpha"]["median"] for c in faults.XLA_COLLECTIVES
+        extra = smallest["byRanks"].get(str(p))
+        alphas = [fit_table[c][str(p)]["alpha"]["median"] for c in XLA_COLLECTIVES
                   if str(p) in fit_table.get(c, {})]
         if extra and alphas:
-            said.append(f"{faults.span_words(extra['min'], extra['max'])} µs against an α of "
-                        f"{faults.span_words(min(alphas), max(alphas))} µs at p = {p}")
-    return "; ".join(said) or "not measured"
+            found[str(p)] = {"extraWords": extra["extraWords"], "label": extra["label"],
+                             "alphaWords": reading.span_words(min(alphas), max(alphas))}
+    return found
+
+
+def coverage_words(judged):
+    """How often the intervals behind the verdicts cover their medians: most rest on every
+    block, some on fewer (where a block was not allocation-free), which covers less often."""
+    counts = {}
+    for interval in judged:
+        counts.setdefault((interval["coverage"], interval["n"]), []).append(interval)
+    if not counts:
+        return "as often as its blocks allow: no verdict here rests on one"
+    (most, _), *fewer = sorted(counts, key=lambda key: -len(counts[key]))
+    return f"about {most:.0%} of the time" + "".join(
+        f", {coverage:.0%} for the {len(counts[coverage, n])} resting on {n} blocks"
+        for coverage, n in sorted(fewer, reverse=True))
 
 
 def step_line(alphas, steps):
@@ -254,8 +181,11 @@ def steps(fit_table, programs, ranks_list):
         by_block = [step_line([fit_table[c][str(p)]["alphaByBlockUs"][b] for c in names],
                               counts) for b in range(blocks)]
         per_block = [fit[1] for fit in by_block]
+        # The table's d and a are both the blocks' lines, with their intervals.
         result[str(p)] = {"dispatchUs": dispatch, "perStepUs": per_step,
+                          "dispatch": intervals.median_interval([fit[0] for fit in by_block]),
                           "perStep": intervals.median_interval(per_block),
+                          "blockMiss": intervals.median_interval([fit[2] for fit in by_block]),
                           "perStepByBlockUs": per_block, "maxRelResidual": worst,
                           "maxRelResidualByBlock": [fit[2] for fit in by_block],
                           "ringStepsPerPhase": p - 1}
@@ -278,18 +208,13 @@ def fit_words(step_table, worst):
                                           for entry in step_table.values())
                                       for b in range(blocks)])
     # "Every rendezvous costs about the same" is the claim its verdict is counted for.
-    if miss["high"] <= margin:
-        verdict = intervals.SUPPORTED
-        reading = "which is what equal costs per rendezvous would give"
-    elif miss["low"] > margin:
-        verdict = intervals.CONTRADICTED
-        reading = "so the rendezvous do not all cost the same"
-    else:
-        verdict = intervals.INCONCLUSIVE
-        reading = f"across the {margin:.0%} margin: inconclusive"
+    verdict = intervals.verdict(miss, band=(0.0, margin))
+    said = {intervals.SUPPORTED: "which is what equal costs per rendezvous would give",
+            intervals.CONTRADICTED: "so the rendezvous do not all cost the same",
+            intervals.INCONCLUSIVE: f"across the {margin:.0%} margin: inconclusive"}
     return {"worstMissByBlock": miss, "fitVerdict": verdict,
             "fitWords": f"one line fits every program within {worst:.0%} at each p "
-                        f"(block by block, {miss['low']:.0%}–{miss['high']:.0%}), {reading}"}
+                        f"(block by block, {miss['low']:.0%}–{miss['high']:.0%}), {said[verdict]}"}
 
 
 def busbw(points_list, t, programs, ranks_list, nbytes):
@@ -315,62 +240,38 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
                                               blocks[collective, high, nbytes])]
         ratio = intervals.median_interval(per_block)
         # The blocks where the calls at either p faulted in part of their outputs.
-        faulted = sum(map(max, faults.faulted_in_part(t, (collective, low, nbytes)),
-                          faults.faulted_in_part(t, (collective, high, nbytes))))
+        faulted = sum(map(max, reading.faulted_in_part(t, (collective, low, nbytes)),
+                          reading.faulted_in_part(t, (collective, high, nbytes))))
         # Reported, not judged: the page tests no cause of a fall (a shared memory bus,
         # a working set past the cache), so its ratio earns no verdict word.
         falls[collective] = {**ratio, "faultedBlocks": faulted,
-                             "words": ratio_words(ratio)[:-1] + (
+                             "words": reading.ratio_words(ratio)[:-1] + (
                                  f"; faulted in part in {faulted} of {len(per_block)} blocks)"
                                  if faulted else ")")}
     return peaks, falls
 
 
-def host(recording):
-    """The load around every block, and whether other work kept the cores busy when the
-    sweep started (the readings during it count its own workers too)."""
-    readings = [reading for block in recording["hosts"] for reading in
-                (block["before"], block["after"])]
-    loads = [reading["loadAverage1m"] for reading in readings]
-    cores = readings[0]["cores"]
-    start = intervals.host_at_start(recording["environment"], cores)
-    words = (f"While it ran, the one-minute load average was {min(loads):.1f} to "
-             f"{max(loads):.1f} on {cores} cores, its own workers included. {start['words']}"
-             + (" A trend with p may then be the scheduler's rather than the runtime's."
-                if start["busy"] else ""))
-    return {"cores": cores, "loadMin": min(loads), "loadMax": max(loads),
-            "busyAtStart": start["busy"], "busyCoresAtStart": start["busyCores"],
-            "words": words}
-
-
-def verdict_counts(*groups):
-    words = [item["verdict"] for group in groups for item in group if item.get("verdict")]
-    return {word: words.count(word) for word in intervals.VERDICTS}
-
-
 def analyse(recording):
     rows, programs = recording["rows"], recording["programs"]
-    blocks = grouped_blocks(rows)
-    t = faults.timings(recording)
+    t = reading.timings(recording, output_over_s)
     ranks_list = sorted({row["ranks"] for row in rows})
     common = sorted(set.intersection(*({row["bytes"] for row in rows if row["ranks"] == p}
                                        for p in ranks_list)))
     largest = common[-1]
     collectives = list(programs[str(ranks_list[0])])
-    fault_table = faults.analyse_faults(recording, t, ranks_list, collectives, largest)
+    fault_table = analyse_faults(recording, t, ranks_list, collectives, largest, LABELS)
     below_onset = fault_table["belowOnsetBytes"]
     # The step into the largest size, from a quarter of it where that was measured.
     step_from = max((n for n in common if n <= largest / 4), default=common[0])
     fault_table["step"] = analyse_step(t, recording, ranks_list, step_from, largest, LABELS)
-    fault_table["verdictCounts"] = verdict_counts(
+    fault_table["verdictCounts"] = reading.verdict_counts(
         [{"verdict": v} for v in fault_table["step"]["verdicts"]],
         [{"verdict": v} for v in fault_table["keepFreed"]["verdicts"]])
-    point_list = points(blocks, sweep_math.grouped(rows, looped=False, field="minorFaults"),
-                        programs)
+    point_list = reading.points(t, programs)
     by_series = {}
     for row in point_list:
         by_series.setdefault((row["collective"], row["ranks"]), {})[row["bytes"]] = row
-    fit_table = fits(blocks, by_series, fault_table["onsetBytes"])
+    fit_table = reading.fits(t.calls, by_series, fault_table["onsetBytes"])
     fit_table = {c: fit_table[c] for c in collectives if c in fit_table}
     step_table, step_summary = steps(fit_table, programs, ranks_list)
     # Warm and allocation-free at the largest size: the ratios; the busbw comparison of
@@ -389,25 +290,33 @@ def analyse(recording):
         "ringCollectives": [c for c in collectives if programs[str(ranks_list[0])][c]["ring"]],
         "ranks": ranks_list, "rows": point_list, "fits": fit_table,
         "fitSummary": {
-            "maxRelResidual": faults.span([f["maxRelResidual"] for f in every_fit]),
-            "largestOverFit": faults.span([f["largestOverFit"] for f in every_fit]),
-            "nHalfKiB": faults.span([f["nHalfKiB"] for f in every_fit if f["nHalfKiB"]]),
+            "maxRelResidual": reading.span([f["maxRelResidual"] for f in every_fit]),
+            "largestOverFit": reading.span([f["largestOverFit"] for f in every_fit]),
+            "nHalfKiB": reading.span([f["nHalfKiB"] for f in every_fit if f["nHalfKiB"]]),
             "lessonBytes": 32,
             # The transfer term S / beta of the lesson's 32-byte gradient, as a share of alpha.
             "lessonTransferShare": max((32 / (f["betaGBps"] * 1e3) / f["alphaUs"]
                                         for f in every_fit if f["alphaUs"] > 0 and f["betaGBps"]),
                                        default=None)},
         "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
-        "inProgramWords": in_program_words(fault_table["smallestCall"], fit_table, ranks_list),
+        "inProgram": in_program(fault_table["smallestCall"], fit_table, ranks_list),
+        "ringModelMatches": sum(entry["verdict"] == intervals.SUPPORTED
+                                for entry in ring_verdicts),
+        "coverageWords": coverage_words([
+            interval for interval in [*alpha_trend.values(), step_summary.get("lowOverHigh"),
+                                      step_summary["worstMissByBlock"],
+                                      *(entry[name] for entry in ratio_table.values()
+                                        for name in entry)]
+            if interval and interval.get("n")]),
         "ratios": {"bytes": largest, "warm": ratio_table,
                    "unexplainedWords": unexplained_words(ratio_table),
                    "byRanks": ratio_series(by_series, ranks_list),
                    "model": {name: model for name, (_, _, model) in RATIOS.items()}},
         "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls, "faults": fault_table,
-        "verdictCounts": verdict_counts(alpha_trend.values(), [step_summary], ring_verdicts,
+        "verdictCounts": reading.verdict_counts(alpha_trend.values(), [step_summary], ring_verdicts,
                                         touched_verdicts,
                                         [{"verdict": step_summary["fitVerdict"]}]),
-        "host": host(recording),
+        "host": reading.host(recording),
         "memcpyGBps": recording["memcpyGBps"], "memcpyBytes": recording["memcpyBytes"],
         "blocks": recording["method"]["blocks"],
         "sizeLabels": {"largest": format_bytes(largest), "ratios": format_bytes(largest),

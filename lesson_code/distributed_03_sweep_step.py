@@ -4,13 +4,12 @@ what share of the array per device, S/p, it steps.
 
 Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py).
 A call's growth includes the page faults that start at the onset; one more warm,
-allocation-free collective in the loop (distributed_03_sweep_faults.warm_costs) has
+allocation-free collective in the loop (scripts/sweep/reading.warm_costs) has
 none, so what it adds beyond the bytes is the collective's own doing.
 """
-from lesson_code.distributed_03_sweep_faults import (XLA_COLLECTIVES, bracket, judged,
-                                                     kept_interval, listed, paired_ratio,
-                                                     warm_costs)
+from lesson_code.distributed_03_sweep_faults import XLA_COLLECTIVES
 from scripts import intervals
+from scripts.sweep.reading import bracket, kept_interval, listed, paired_ratio, warm_costs
 from scripts.units import format_bytes
 
 # The program whose cost per byte locates the step: each device sums its S/p block of
@@ -38,8 +37,8 @@ def program_step(t, key_small, key_large, bytes_step):
                                                 intervals.block_medians(t.calls[key_small]))])
     extra, used = paired_ratio(warm_costs(t, key_large), warm_costs(t, key_small))
     total = len(t.calls[key_large])
-    verdict = judged(extra and {**extra, "low": extra["low"] / bytes_step,
-                                "high": extra["high"] / bytes_step})
+    verdict = intervals.verdict(extra and {**extra, "low": extra["low"] / bytes_step,
+                                           "high": extra["high"] / bytes_step}, above=True)
     return {"perCall": per_call, "perCallWords": growth_words(per_call),
             "extra": extra, "n": used, "extraWords": growth_words(extra, used, total),
             "verdict": verdict, "againstBytes": AGAINST_BYTES[verdict]}
@@ -63,12 +62,13 @@ def located_rows(t, ranks_list, sizes):
 
 def neighbours(rows, p):
     """(cost per MiB after / before, S before, S after) for each two neighbouring sizes
-    at p, and the largest rise among them (None where it rises nowhere)."""
+    at p, and the largest rise among them (None where none passes the 25 % margin: a
+    smaller one is within what the course calls no effect)."""
     points = [(row["bytes"], row[str(p)]["usPerMiB"]) for row in rows
               if row[str(p)]["usPerMiB"] and row[str(p)]["usPerMiB"] > 0]
     pairs = [(after / before, small, large)
              for (small, before), (large, after) in zip(points, points[1:])]
-    return pairs, max((pair for pair in pairs if pair[0] > 1), default=None)
+    return pairs, max((pair for pair in pairs if pair[0] > intervals.MARGIN), default=None)
 
 
 def location_words(rows, ranks_list, l2_bytes):
@@ -76,7 +76,8 @@ def location_words(rows, ranks_list, l2_bytes):
     S/p passes a core's L2 cache, as the hypothesis of a cache step predicts."""
     found = {p: neighbours(rows, p) for p in ranks_list}
     # One sentence a p: a page averages at most 20 words a sentence (tests/lint_budgets.py).
-    said = [f"At p = {p} it rises nowhere" if top is None else
+    margin = f"{intervals.MARGIN - 1:.0%}"
+    said = [f"At p = {p} no rise passes the {margin} margin" if top is None else
             f"At p = {p} it rises {top[0]:.1f}× as S/p goes from {format_bytes(top[1] / p)} "
             f"to {format_bytes(top[2] / p)}" for p, (_, top) in found.items()]
     if not l2_bytes:
@@ -125,7 +126,7 @@ def step_words(table, labels, bytes_step):
     warm_said = f"{min(warm):.1f}× to {max(warm):.1f}×" if warm else "nothing measurable"
     return (f"For {bytes_step:.0f}× the bytes, a whole call grew {min(calls):.1f}× to "
             f"{max(calls):.1f}× (medians over these programs and every p), faults from the "
-            f"onset on included; one more in the loop, which leaves them out, grew "
+            f"onset on included. One more in the loop, which leaves them out, grew "
             f"{warm_said}. Against the bytes, the warm cost {'. It '.join(said)}")
 
 

@@ -1,11 +1,13 @@
-"""A TPU size sweep against the predictions written down before it ran: supported, refuted
-or inconclusive, per prediction and for the p = 4 over p = 2 question; a row whose program
-compiles to another collective than the one predicted is not judged, and counts nowhere.
+"""A TPU size sweep against the predictions written down before it ran: supported,
+contradicted or inconclusive, per prediction and for the p = 4 over p = 2 question; a row
+whose program compiles to another collective than the one predicted is not judged, and
+counts nowhere.
 
 What is compared is each collective's own cost: a looped call less a single one, block by
 block, divided by the extra collectives, which leaves out the host's dispatch (on a TPU far
-longer than a small collective). *Supported*: the whole interval of measured over
-predicted lies inside the band; *refuted*: wholly outside it; else *inconclusive*.
+longer than a small collective). The band is the prediction's own (scripts/intervals.py's
+verdict): *supported* when the whole interval of measured over predicted lies inside it,
+*contradicted* when wholly outside, else *inconclusive*.
 """
 from lesson_code import tpu_predictions
 from lesson_code.distributed_03_tpu_compiled import compiled_to
@@ -17,19 +19,10 @@ LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
           "all_reduce": "all-reduce", "reduce_scatter_2d": "reduce-scatter of a matrix",
           "all_gather_2d": "all-gather of a matrix"}
 # The TPU sweep's matrix programs (lesson_code/distributed_03_tpu_sweep.py), judged by
-# their collective's prediction where measured: XLA:TPU keeps a matrix's reduce-scatter,
-# and makes a vector's an all-reduce.
+# their collective's prediction where measured: XLA:TPU keeps a matrix's reduce-scatter
+# from some size on (the compiled record says which), and makes a vector's an all-reduce.
 MATRICES = {"reduce_scatter": "reduce_scatter_2d", "all_gather": "all_gather_2d"}
-SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED = ("supported", "refuted", "inconclusive",
-                                                  "not measured")
-
-
-def judged(interval, band):
-    if band["low"] <= interval["low"] and interval["high"] <= band["high"]:
-        return SUPPORTED
-    if interval["high"] < band["low"] or interval["low"] > band["high"]:
-        return REFUTED
-    return INCONCLUSIVE
+NOT_MEASURED = "not measured"
 
 
 def other_collective(target, program, ranks, nbytes, looping):
@@ -68,12 +61,13 @@ def compare(recording, data=None, compiled=None):
                                        f"{measured['high']:,.1f})",
                          overWords=f"{over['median']:.2f}× ({over['low']:.2f}–"
                                    f"{over['high']:.2f})",
-                         verdict=judged(over, row["band"]))
+                         verdict=intervals.verdict(over, band=(row["band"]["low"],
+                                                              row["band"]["high"])))
         if other := other_collective(target, program, row["ranks"], row["bytes"], looping):
             entry["verdict"] = f"compiles to {other}: not judged"
         rows.append(entry)
     question = data["ratio"]
-    ratios = []
+    band, ratios = (question["band"]["low"], question["band"]["high"]), []
     for collective in LABELS:
         top = costs.get((collective, question["numerator"], question["bytes"]))
         bottom = costs.get((collective, question["denominator"], question["bytes"]))
@@ -83,7 +77,7 @@ def compare(recording, data=None, compiled=None):
                  "band": question["band"], "words": "—", "verdict": NOT_MEASURED}
         if top and bottom:
             ratio = intervals.median_interval([t / b for t, b in zip(top, bottom) if b > 0])
-            entry.update(measured=ratio, verdict=judged(ratio, question["band"]),
+            entry.update(measured=ratio, verdict=intervals.verdict(ratio, band=band),
                          words=f"{ratio['median']:.2f} ({ratio['low']:.2f}–"
                                f"{ratio['high']:.2f})")
         if other := next(filter(None, (other_collective(target, collective, ranks,
@@ -96,5 +90,6 @@ def compare(recording, data=None, compiled=None):
     return {"machine": name, "deviceKind": recording["environment"]["deviceKind"],
             "collectivesPerCall": looping, "rows": rows, "ratios": ratios,
             "counts": {word: verdicts.count(word)
-                       for word in (SUPPORTED, REFUTED, INCONCLUSIVE, NOT_MEASURED)},
+                       for word in (intervals.SUPPORTED, intervals.CONTRADICTED,
+                                    intervals.INCONCLUSIVE, NOT_MEASURED)},
             "notJudged": sum(verdict.endswith("not judged") for verdict in verdicts)}

@@ -1,5 +1,5 @@
 """What the lesson's collectives should take on a 4-chip TPU VM, written down before any
-run, each with the band outside which a measurement refutes it.
+run, each with the band outside which a measurement contradicts it.
 
 The scaling book's ring ("How to Scale Your Model", part 3, "AllGather cost" and "A note
 on ICI latency") with the ring's (p - 1)/p kept: one phase of V bytes over p chips takes
@@ -66,7 +66,7 @@ DEVICE_KINDS = {"v5litepod-4": ["TPU v5 lite", "TPU v5e"], "v6e-4": ["TPU v6 lit
 COLLECTIVES = {"reduce_scatter": 1, "all_gather": 1, "all_reduce": 2}  # ring phases
 
 # Measured over predicted, written down before any run: a result outside its band
-# refutes the model at that point.
+# contradicts the model at that point.
 BANDS = {
     "bandwidth": {
         "low": 0.9, "high": 2.0,

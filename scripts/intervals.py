@@ -115,23 +115,36 @@ VERDICTS = (SUPPORTED, CONTRADICTED, EQUIVALENT, INCONCLUSIVE)
 
 # Practical significance, not noise: a factor within 25 % of 1 is never called an effect.
 MARGIN = 1.25
+# Fewer blocks than this leave an interval too wide to decide anything.
+MIN_BLOCKS = 3
 
 
-def verdict(ratio, predicted_above_one, replicate_disagreement=None, margin=MARGIN):
-    """What a ratio's interval says of a prediction that it exceeds 1 (or stays below):
-    "supported" or "contradicted" when wholly beyond `margin` on one side of 1,
-    "equivalent" when wholly inside 1/margin..margin, else "inconclusive", as it is when
-    the same configuration measured twice disagreed (`replicate_disagreement`, >= 1) by
-    more than both the effect and the margin."""
-    if (replicate_disagreement is not None
-            and replicate_disagreement > max(effect(ratio), margin)):
+def around(value, margin=MARGIN):
+    """The band a predicted value earns: within `margin` of it, as a factor."""
+    return value / margin, value * margin
+
+
+def verdict(interval, above=None, band=None, replicate_disagreement=None):
+    """The course's one verdict (pyperf's is_significant): what an interval of `n` blocks
+    says of a prediction, one of VERDICTS. With `above` (True, or False for "below"), of a
+    ratio against 1: "supported" or "contradicted" when wholly beyond the margin on one side,
+    "equivalent" when wholly inside it. With `band` (low, high), of a predicted value
+    (`around(value)`) or a prediction's own band: "supported" when wholly inside it,
+    "contradicted" when wholly outside. Otherwise "inconclusive", as it is with no interval,
+    on fewer than MIN_BLOCKS blocks, or when the same configuration measured twice disagreed
+    (`replicate_disagreement`, >= 1) by more than both the effect and the margin."""
+    if (above is None) == (band is None):
+        raise TypeError("verdict() takes a direction (above=True or False) or a band")
+    if interval is None or interval["n"] < MIN_BLOCKS or (
+            replicate_disagreement is not None
+            and replicate_disagreement > max(effect(interval), MARGIN)):
         return INCONCLUSIVE
-    if ratio["low"] > margin:
-        return SUPPORTED if predicted_above_one else CONTRADICTED
-    if ratio["high"] < 1 / margin:
-        return CONTRADICTED if predicted_above_one else SUPPORTED
-    if 1 / margin <= ratio["low"] and ratio["high"] <= margin:
-        return EQUIVALENT
+    low, high = band or around(1.0)
+    if low <= interval["low"] and interval["high"] <= high:
+        return EQUIVALENT if band is None else SUPPORTED
+    if interval["high"] < low or interval["low"] > high:
+        return CONTRADICTED if band is not None or (interval["low"] > high) != above \
+            else SUPPORTED
     return INCONCLUSIVE
 
 

@@ -12,8 +12,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # this checkout's scripts/, as `python scripts/record.py` does
 
 from scripts.pages.directives import LESSON_LIST, expand_page  # noqa: E402
-from scripts.pages.recorded_text import PageValues  # noqa: E402
+from scripts.pages.recorded_text import PageError, PageValues  # noqa: E402
 from scripts.pages.sources import load_sources  # noqa: E402
+from scripts.store.freshness import check  # noqa: E402
+from scripts.store.lessons import load_lessons  # noqa: E402
 
 WORDS_PER_SENTENCE, LESSON_PROSE_WORDS = 20, 3000
 PROGRAM_LINES, SHOWN_SHARE = 500, 0.85
@@ -97,16 +99,17 @@ def over_budget(root=ROOT):
                    f"{LESSON_PROSE_WORDS}; move the deeper material to docs/going-further/")
         program = lesson.path().read_text()
         shown, code = shown_lines(program)
-        if len(program.splitlines()) > PROGRAM_LINES or shown < SHOWN_SHARE * code:
-            yield (f"{lesson.path().relative_to(root)}: {len(program.splitlines())} lines, "
-                   f"{shown} of {code} code lines shown; keep it to {PROGRAM_LINES} lines, "
-                   f"{SHOWN_SHARE:.0%} in the sections pages show (what a page does not "
-                   f"teach belongs in another module)")
+        if len(program.splitlines()) > PROGRAM_LINES or len(shown) < SHOWN_SHARE * len(code):
+            first = min(code - shown, default=PROGRAM_LINES + 1)  # the line a reader looks at
+            yield (f"{lesson.path().relative_to(root)}:{first}: {len(program.splitlines())} "
+                   f"lines, {len(shown)} of {len(code)} code lines shown (the first not shown "
+                   f"here); keep it to {PROGRAM_LINES} lines, {SHOWN_SHARE:.0%} in the sections "
+                   f"pages show (what a page does not teach belongs in another module)")
 
 
 def shown_lines(program):
-    """(code lines in the sections, code lines): blank lines, section markers, the module's
-    docstring and its `__main__` guard are no code a page could show."""
+    """(numbers of the code lines in the sections, of all code lines): blank lines, section
+    markers, the module's docstring and its `__main__` guard are no code a page could show."""
     tree = ast.parse(program)
     after = tree.body[0].end_lineno if ast.get_docstring(tree) else 0
     code = {n for n, line in enumerate(program.split('\nif __name__ == "__main__":')[0]
@@ -114,10 +117,15 @@ def shown_lines(program):
             if n > after and line.strip() and not line.startswith("# --8<-- [")}
     shown = {n for match in SECTION.finditer(program) for n in range(
         program.count("\n", 0, match.start(2)) + 1, program.count("\n", 0, match.end(2)) + 1)}
-    return len(code & shown), len(code)
+    return code & shown, code
 
 
 if __name__ == "__main__":
-    problems = list(over_budget())
+    try:
+        problems = list(over_budget())
+    except PageError as error:  # pages that cannot be read as built: --check's first line
+        stale = check(load_lessons(ROOT), ROOT) or [str(error)]
+        problems = [stale[0] + ("; `python scripts/record.py --check` lists them all"
+                                if len(stale) > 1 else "")]
     print("\n".join(problems), file=sys.stderr)
     sys.exit(1 if problems else 0)

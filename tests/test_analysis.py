@@ -73,7 +73,7 @@ def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, sprea
 def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, high, twin,
                                                                           expected):
     estimate = (low * high) ** 0.5
-    ratio = {"estimate": estimate, "median": estimate, "low": low, "high": high}
+    ratio = {"estimate": estimate, "median": estimate, "low": low, "high": high, "n": 5}
     assert intervals.verdict(ratio, True, replicate_disagreement=twin) == expected
 
 
@@ -314,6 +314,13 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
     assert warm["4"]["arOverRs"]["median"] == pytest.approx(2.0, rel=0.05)
     assert warm["4"]["arOverRs"]["ringModelVerdict"] == "supported"
     assert warm["4"]["agOverRs"]["ringModelVerdict"] == "supported"
+    # No byte is sent in one process: the page says a match of its number (review L4).
+    assert warm["4"]["arOverRs"]["ringModelMatch"] == "a match"
+    assert result["ringModelMatches"] == 9
+    # The step table's d and a come from the same lines, fitted block by block (L3).
+    steps = result["steps"]["4"]
+    assert steps["dispatch"]["n"] == steps["perStep"]["n"] == steps["blockMiss"]["n"] == 5
+    assert result["coverageWords"] == "about 94% of the time"
     # alpha was made to grow with p (50 us x p per step): supported for every program.
     assert {entry["verdict"] for entry in result["alphaWithRanks"].values()} == {"supported"}
     assert result["stepSummary"]["verdict"] == "supported"
@@ -357,6 +364,7 @@ def test_the_sweep_analysis_contradicts_the_ring_model_when_ratios_are_far_from_
         return (10.0 if "reduce_scatter" == collective else 100.0) + nbytes / 1e3
     entry = analysed(times)["ratios"]["warm"]["2"]["arOverRs"]
     assert (entry["ringModelVerdict"], entry["touchedVerdict"]) == ("contradicted", "contradicted")
+    assert entry["ringModelMatch"] == "a miss"
 
 
 def test_bytes_touched_predicts_what_the_review_computed():
@@ -401,8 +409,9 @@ def test_the_fits_and_the_busbw_comparison_stand_below_the_fault_onset():
     # The loop's extra collectives reuse the buffers: no fault is theirs.
     assert table["atLargest"]["4"]["all_reduce"]["extraFaults"] == 0
     # One size at the onset is not "from 32 MiB up, at every size".
-    assert table["onsetWords"] == ("only at 32 MiB, the largest size, do some program's "
-                                   "calls fault in their outputs: it is the onset")
+    assert table["onsetWords"] == ("only at 32 MiB, the largest size, the calls of the "
+                                   "all-reduce and the all-gather at every p fault in their "
+                                   "outputs: 32 MiB is the onset")
     # Below the onset nothing faulted here, so no busbw cell says it did.
     assert {fall["faultedBlocks"] for fall in result["busbwFallsWithRanks"].values()} == {0}
     assert next(row for row in result["rows"] if row["collective"] == "all_reduce"
@@ -415,8 +424,13 @@ def faulting_from_2_mib(collective, p, nbytes):
 
 
 @pytest.mark.parametrize("faults_of, onset, below, words", [
-    (faulting_from_2_mib, 2**21, 32768, "from 2 MiB up, at each of the 2 sizes measured "
-     "there, some program's calls fault in their outputs: 2 MiB is the onset"),
+    (faulting_from_2_mib, 2**21, 32768, "from 2 MiB up (2 sizes), the calls of every program "
+     "at every p fault in their outputs: 2 MiB is the onset"),
+    # Whose calls set the onset, and that others fault from a larger size.
+    (lambda c, p, nbytes: faulting_from_2_mib(c, p, nbytes) if c == "all_gather" and p < 8
+     else faulting_at_the_largest(c, p, nbytes), 2**21, 32768,
+     "from 2 MiB up (2 sizes), the calls of the all-gather at p = 2 and 4 fault in their "
+     "outputs, some others' from 32 MiB: 2 MiB is the onset"),
     # Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset.
     (lambda *_: 3, None, 2**25, "there is no onset"),
 ])
@@ -442,7 +456,11 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
     def warm_ratios(share):
         return analysed(faults_of=faulting_at_the_largest, loop_of=looped(
             {2}, "all_reduce", lambda *_: 200_000.0, share))["ratios"]["warm"]
-    warm = warm_ratios(0.5)
+    result = analysed(faults_of=faulting_at_the_largest, loop_of=looped(
+        {2}, "all_reduce", lambda *_: 200_000.0, 0.5))
+    warm = result["ratios"]["warm"]
+    # The page's note on how often an interval covers its median names these (review L2).
+    assert result["coverageWords"] == "about 94% of the time, 88% for the 3 resting on 4 blocks"
     for p in ("2", "4", "8"):
         entry = warm[p]["arOverRs"]
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
@@ -458,7 +476,7 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
 
 def too_few_blocks(node, where="analysis"):
     """Where an analysis holds a verdict other than "inconclusive" in a dict of fewer
-    blocks ("n") than the pages' rule, faults.MIN_BLOCKS."""
+    blocks ("n") than the course's rule, intervals.MIN_BLOCKS."""
     node = dict(enumerate(node)) if isinstance(node, list) else node
     return [] if not isinstance(node, dict) else [
         f"{where}.{key}" for key, value in node.items() if str(key).endswith("erdict")
@@ -470,7 +488,7 @@ def test_no_verdict_rests_on_fewer_blocks_than_the_rule():
     """Turn 6's M1: a per-step cost at p = 2 about zero (the review's blocks, us) gave a
     ratio over noise, "supported" on 2 blocks. The growth is a difference now, judged on
     a(2)/a(8); with a(8) left in 2 blocks it is inconclusive, as is anything on 2 blocks."""
-    assert sweep_analysis.faults.MIN_BLOCKS == 3
+    assert intervals.MIN_BLOCKS == 3
     low, high = [-5.8, -6.6, -9.5, 0.5, 0.1], [49.1, 51.9, 65.2, 45.1, 55.9]
     growth = sweep_analysis.step_growth(low, high)
     assert growth["words"] == "56 µs (94% interval 45–75 µs)" and growth["verdict"] == "supported"
@@ -497,8 +515,9 @@ def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
     assert share["byRanks"]["4"]["share"]["min"] == pytest.approx(20 / 120, abs=0.03)
     assert share["words"] == ("one more all-reduce, reduce-scatter or all-gather inside the loop "
                               "costs, of a whole call, 17% at p = 2, 17% at p = 4 and 17% at p = 8")
+    assert {entry["shareWords"] for entry in share["byRanks"].values()} == {"17%"}
     # Beside what a separate call pays, alpha (about 120 us): combining is about calls.
-    assert result["inProgramWords"].count(" µs against an α of 1") == 3
+    assert [entry["alphaWords"][0] for entry in result["inProgram"].values()] == ["1"] * 3
 
 
 STEP_SIZES = (8, 512, 2**21, 2**23, 3 * 2**22, 2**24, 3 * 2**23, 2**25)
@@ -539,6 +558,9 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     rows = [{"bytes": mib * 2**20, **{str(p): {"usPerMiB": us} for p, us in zip((2, 4, 8), costs)}}
             for mib, *costs in ((2, 159, 167, 405), (8, 110, 198, 351), (12, 111, 199, 509),
                                 (16, 117, 197, 554), (24, 103, 214, 569), (32, 113, 288, 595))]
+    said = step_module.location_words(rows, (2, 4, 8), 2**21)
+    # p = 2's largest rise, 1.1x (12 to 16 MiB), is within the margin: no rise (review L5).
+    assert "At p = 2 no rise passes the 25% margin. At p = 4 it rises 1.3× as" in said
     assert step_module.location_words(rows, (2, 4, 8), 2**21).endswith(
         "Where S/p passes 2 MiB, the cost per MiB changes 0.7×, 1.0× and 1.0× at p = 2, 4 and 8: "
         "none of the largest rises comes there. As stated, the hypothesis does not fit this "
@@ -572,13 +594,14 @@ def test_keeping_freed_memory_is_read_against_the_same_blocks_calls():
     assert entry["fasterWords"].startswith("2.0× (94% interval 2.0–2.0")
     assert entry["verdict"] == "supported"
     assert kept["programs"] == ["all_reduce", "reduce_scatter", "all_gather"]
-    assert kept["words"] == ("in the median block no program faulted in more than 0% of its "
-                             "outputs, against up to 100% as the sweep ran them; none of the 135 "
+    # Nothing faulted: "under 1%", never "more than 0%" (content review L5).
+    assert kept["words"] == ("in the median block each program faulted in under 1% of its "
+                             "outputs, against up to 100% as the sweep ran them. None of the 135 "
                              "timed samples faulted in more than 5% of its outputs")
     assert len(kept["verdicts"]) == 9
     unchanged = sweep_analysis.analyse(keep_freed_recording(kept_faults=2 * 32768, kept_factor=1.0))
     assert unchanged["faults"]["keepFreed"]["words"].endswith(
-        "; still, 135 of the 135 timed samples faulted in 50–400% of theirs")
+        ". Still, 135 of the 135 timed samples faulted in 50–400% of theirs")
     entry = unchanged["faults"]["keepFreed"]["byRanks"]["4"]["all_reduce"]
     assert entry["keptFaultedShare"] == pytest.approx(1.0) and entry["verdict"] == "equivalent"
 

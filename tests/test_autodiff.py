@@ -70,12 +70,17 @@ def answer_claims(body):
 def test_no_answer_names_what_a_program_runs_in_the_pages_own_words():
     """An answer names a program's collective from the recording, so a JAX that lowers
     otherwise changes the answer instead of contradicting it."""
-    typed = {}
+    typed = []
     for page in sorted((ROOT / "docs").rglob("*.md")):
-        for body in ANSWER.findall(page.read_text()):
-            for claim in answer_claims(body):
+        text = page.read_text()
+        for answer in ANSWER.finditer(text):
+            line = text.count("\n", 0, answer.start()) + 1
+            for claim in answer_claims(answer[1]):
                 if found := COLLECTIVE_WORDS.findall(claim):
-                    typed.setdefault(page.relative_to(ROOT).as_posix(), []).append(found)
-    assert typed == {}, typed
+                    typed.append(f"{page.relative_to(ROOT)}:{line}: "
+                                 f"an answer's first sentence or bold phrase names "
+                                 f"{', '.join(found)}; the rule (lesson_code/CONTRACT.md): say "
+                                 f"what a program runs with {{{{ rec: }}}}, from the recording")
+    assert typed == [], "\n".join(typed)
     assert answer_claims("    **A `psum`.** The {{ rec:a:b }}. No all-gather here.\n") \
         == ["**A X.", "A X."]

@@ -323,8 +323,8 @@ def test_the_page_reads_the_analysis_and_types_no_verdict():
                  "alphaWithRanks.all_reduce.verdict", "stepSummary.verdict",
                  "ratios.warm.4.arOverRs.touchedVerdict", "faults.onsetWords",
                  "stepSummary.fitWords", "faults.donation.4.words",
-                 "faults.smallestCall.words", "sizeLabels.ratios", "faults.step.words",
-                 "faults.step.locationWords", "faults.keepFreed.words", "inProgramWords",
+                 "coverageWords", "sizeLabels.ratios", "faults.step.words",
+                 "faults.step.locationWords", "faults.keepFreed.words", "ringModelMatches|d",
                  "faults.donationWords", "ratios.unexplainedWords",
                  "faults.verdictCounts.inconclusive|d"):
         assert f"{{{{ rec:{FILES.stem('sweep', analysis=True)}:{path}" in page, path

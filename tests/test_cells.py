@@ -111,3 +111,21 @@ def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_
     assert [child for child in psutil.Process().children(recursive=True)
             if child.status() != psutil.STATUS_ZOMBIE
             and "ipykernel_launcher" in " ".join(child.cmdline())] == []  # the one starting too
+
+
+def test_a_cell_past_its_time_limit_names_the_module_line_it_opens_at(tmp_path, monkeypatch):
+    """The time limit is a rule a lesson meets (CONTRACT.md): its line says where."""
+    from conftest import SEED, module_file
+    from scripts.runners import cells
+
+    def timed_out(notebook, working_dir):
+        raise ExecutionFailed("cell 1 of 9 ran past its 600 s time limit and was stopped", cell=0)
+    monkeypatch.setattr(cells, "execute", timed_out)
+    message = str(raised_in_one_line(ExecutionFailed, cells.run, SEED, tmp_path))
+    code = [cell.source for cell in cells.build_notebook(SEED, "cpu", SEED.devices).cells
+            if cell.cell_type == "code"]
+    first = code[0].split("\n")[0]
+    line = SEED.path().read_text().splitlines().index(first) + 1
+    assert message.startswith(f"{module_file(SEED)}:{line}: cell 1 of 9 ran past its 600 s")
+    assert message.endswith("the rule (lesson_code/CONTRACT.md): each cell within 600 s, so "
+                            "time less there")

@@ -153,8 +153,12 @@ def test_each_drawing_is_accessible_text_legible_where_the_page_shows_it(lesson)
             assert own <= PHONE_COLUMN_PX, f"{path}: {own:.0f} px is wider than a phone's column"
         shown = own if FIGURES[path].variant.narrow else min(own, WIDE_SHOWN_PX)
         view_width = float(re.search(r'viewBox="[\d.]+ [\d.]+ ([\d.]+) ', svg).group(1))
-        smallest = min(float(size) for size in re.findall(r"font-size: ([\d.]+)px", svg))
-        assert smallest * shown / view_width >= SMALLEST_PX, f"{path}: at {shown:.0f} px"
+        size, text = min((float(size), html.unescape(text)) for size, text in re.findall(
+            r'<text style="font-size: ([\d.]+)px[^>]*>([^<]*)<', svg))
+        assert size * shown / view_width >= SMALLEST_PX, (
+            f"{path}: the text {text!r} is {size * shown / view_width:.1f} px where the page shows "
+            f"the figure {shown:.0f} px wide; the rule (lesson_code/CONTRACT.md, Figures): at "
+            f"least {SMALLEST_PX} px; draw it larger in {FIGURES[path].code}")
         if FIGURES[path].variant.palette is DARK:
             assert "#ffffff" not in svg.lower() and "fill: white" not in svg
             assert f"fill: {DARK.paper}" in svg

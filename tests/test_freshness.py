@@ -67,9 +67,15 @@ def every_recording(root):
             for output in recording_outputs(lesson, root) if output.required]
 
 
-def every_analysis(root):
+def every_analysis(root, reading=None, lessons=None):
+    """Each analysis whose recording exists; only the `lessons`' (ids), or only those whose
+    code imports `reading`: a lesson's analysis need import no other lesson's, nor the
+    course's statistics."""
     return [(output.path, RENDER) for lesson in load_lessons(root).values()
-            for output in analysis_outputs(lesson) if (root / output.source).exists()]
+            if lessons is None or lesson.id in lessons
+            for output in analysis_outputs(lesson) if (root / output.source).exists()
+            and (reading is None or root / reading in hashes.import_closure(root / output.code,
+                                                                          root))]
 
 
 def rendered(*figures):
@@ -107,14 +113,18 @@ EDITS = {
         for lesson in load_lessons(root).values()]),
     # The words a page prints come from the derived analyses: a threshold, the statistics
     # or how an analysis is kept re-derives them; no recording goes stale.
-    "a threshold": (f"lesson_code/{STEM}_sweep_analysis.py", lambda text: text.replace(
-        "TOLERANCE = 1.25", "TOLERANCE = 1.5", 1), every_analysis),
-    "the statistics": ("scripts/intervals.py", append_code, every_analysis),
+    "a threshold": (f"lesson_code/{STEM}_sweep_faults.py", lambda text: text.replace(
+        "REMOVED_BELOW = 0.5", "REMOVED_BELOW = 0.4", 1),
+        lambda root: every_analysis(root, lessons=[LESSON_ID])),
+    "the statistics": ("scripts/intervals.py", append_code,
+                       lambda root: every_analysis(root, "scripts/intervals.py")),
+    "the sweep's reading": ("scripts/sweep/reading.py", append_code,
+                            lambda root: every_analysis(root, "scripts/sweep/reading.py")),
     "how an analysis is kept": ("scripts/analysis_text.py", append_comment, every_analysis),
     # The figures that print sizes, and the analyses that write the sweep's size labels.
     "how sizes are written": ("scripts/units.py", append_code, lambda root: [
         *rendered("-sweep", "-sweep-ratios", "-traffic", "-tpu-predictions"),
-        *every_analysis(root)]),
+        *every_analysis(root, "scripts/units.py")]),
     "bench's command line": ("scripts/bench.py", append_comment, []),
     # SciPy (the analyses' intervals call it) as any runtime pin, and a pin it freezes.
     "a runtime pin": ("requirements.txt", pinned("scipy", "1.0.0"),

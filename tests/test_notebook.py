@@ -13,7 +13,7 @@ from mkdocs.config import load_config
 from mkdocs.exceptions import PluginError
 from nbclient import NotebookClient
 
-from conftest import LESSONS, ROOT, SEED, each_lesson, each_lesson_with
+from conftest import LESSONS, ROOT, SEED, each_lesson, each_lesson_with, module_file
 from harness import raised_in_one_line
 from scripts.pages import notebook_page
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
@@ -47,7 +47,13 @@ def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_re
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     printing = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
-    assert 2 * len(printing) > len(code), f"{len(printing)} of {len(code)} code cells print"
+    silent = next((cell.source.splitlines()[0] for cell in code if cell not in printing), "")
+    lines = lesson.path().read_text().splitlines()
+    line = lines.index(silent) + 1 if silent in lines else 1
+    assert 2 * len(printing) > len(code), (
+        f"{module_file(lesson)}:{line}: {len(printing)} of the notebook's {len(code)} code cells "
+        f"print, the first silent one opening here; the rule (lesson_code/CONTRACT.md): more "
+        f"than half print, so follow each step in run_lesson with a print of what it shows")
     imported = {alias.name.split(".")[0] if isinstance(node, ast.Import)
                 else (node.module or "").split(".")[0]
                 for cell in code for node in ast.walk(ast.parse(cell.source))

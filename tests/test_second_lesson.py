@@ -9,7 +9,8 @@ import nbformat
 import pytest
 
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
-from harness import DIGESTED, digests, run
+from harness import DIGESTED, PROJECT_PARTS, digests, run
+from harness import project as fresh_project
 from site_build import build
 
 
@@ -30,21 +31,24 @@ def test_it_records_on_two_devices_with_nothing_under_scripts_or_tests_changed(p
     assert f"record: running {SEED.id}" not in stderr  # current: left alone
     after = digests(root, DIGESTED)
     assert digests(root, ["scripts", "tests"]) == digests(ROOT, ["scripts", "tests"])
-    assert sorted(set(after) - set(before)) == [  # added
-        "docs/notebooks/psum-01.ipynb", "figures/psum-01-psum-bars.csv",
-        "figures/psum-01-psum-bars.json", "figures/psum-01-psum-bars.svg",
-        "recordings/psum-01.cpu.json"]
+    assert sorted(set(after) - set(before)) == [  # added: its timing figure from its analysis
+        "docs/notebooks/psum-01.ipynb",
+        *(f"figures/psum-01-psum-{name}.{ending}" for name in ("bars", "timing")
+          for ending in ("csv", "json", "svg")),
+        "recordings/analysis/psum-01.cpu.json", "recordings/psum-01.cpu.json"]
     assert sorted(k for k in before if before[k] != after[k]) == ["recordings/outputs.lock.json"]
     recording = json.loads((root / "recordings" / "psum-01.cpu.json").read_text())
     assert recording["environment"]["deviceCount"] == 2
-    assert recording["stdout"] == "Devices: 2 × cpu\npsum over 2 devices: 3.0\nPASS: psum-01\n"
+    timed = "Timed psum and a sum on one device, in turns, in 5 blocks\n"
+    assert recording["stdout"] == \
+        f"Devices: 2 × cpu\npsum over 2 devices: 3.0\n{timed}PASS: psum-01\n"
     assert recording["data"]["sum"] == 3.0
     notebook = nbformat.read(root / "docs" / "notebooks" / "psum-01.ipynb", as_version=4)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     # Step 1's cell sets up the devices and shows them; the psum's cell shows its sum.
     assert 'configure_devices("cpu", 2)' in code[0].source
     assert [cell.outputs[0].text for cell in code] == \
-        ["Devices: 2 × cpu\n", "psum over 2 devices: 3.0\nPASS: psum-01\n"]
+        ["Devices: 2 × cpu\n", f"psum over 2 devices: 3.0\n{timed}PASS: psum-01\n"]
 
 
 def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_path):
@@ -68,6 +72,8 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
         assert "Lesson: One all-reduce on two devices" in html
         assert 'href="notebooks/psum-01/"' in html or 'href="../../notebooks/psum-01/"' in html
     assert '<strong><a href="lessons/psum-01/">One all-reduce on two devices</a></strong>' in home
+    # In the nav it comes after the lessons before it, each with its notebook.
+    assert home.index("Notebook companion") < home.index("Lesson: One all-reduce on two devices")
     assert 'href="../../lesson_code/psum_01.py"' in page
     assert 'href="../../notebooks/psum-01/psum-01.ipynb"' in page
     assert (tmp_path / "site" / "notebooks" / "psum-01" / "psum-01.ipynb").is_file()
@@ -80,6 +86,17 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
         assert "psum-01.cpu.json" not in check.stdout, check.stdout
     finally:
         (root / "recordings" / "aside.json").rename(root / "recordings" / "psum-01.cpu.json")
+
+
+@pytest.mark.slow
+def test_make_lint_before_it_is_recorded_is_one_line_as_check_says(tmp_path):
+    """Issue 57: a new lesson not recorded yet ended `make lint` in a traceback."""
+    root = fresh_project(tmp_path / "repo", PROJECT_PARTS + ("tests",), lesson=True,
+                         keep=[SEED.id])
+    lint, check = run("tests/lint_budgets.py", cwd=root, timeout=120), run_record(root, "--check")
+    assert (lint.returncode, check.returncode) == (1, 1)
+    assert lint.stderr == f"{check.stdout.splitlines()[0]}; `python scripts/record.py " \
+                          f"--check` lists them all\n"
 
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
@@ -142,6 +159,13 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
     assert recording["data"]["values"] == [1.0, 2.0]
     assert "<desc>device 0 holds 1, device 1 holds 2; psum leaves 3 on every device</desc>" \
         in drawn.stdout
+    # A renderer may name its lesson's analysis as what it draws (DRAWN_FROM): its data says
+    # so, and the page's words and the figure then read the same numbers.
+    timing = json.loads((root / "figures" / "psum-01-psum-timing.json").read_text())
+    assert (timing["drawnFrom"], timing["recording"]) == (
+        "recordings/analysis/psum-01.cpu.json", "recordings/psum-01.cpu.json")
+    analysis = json.loads((root / timing["drawnFrom"]).read_text())
+    assert analysis["words"] in (root / "figures" / "psum-01-psum-timing.svg").read_text()
 
 
 def test_its_renderer_and_its_data_schema_are_checked_like_any_other_lesson_s(project, tmp_path):

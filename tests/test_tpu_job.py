@@ -153,9 +153,9 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     page = (site / "going-further" / "tpu" / "index.html").read_text()
     cells = [re.sub(r"<[^>]+>", "", cell).strip()
              for cell in re.findall(r"<td\b[^>]*>(.*?)</td>", page, re.S)]
-    # 12 predictions: the six at 32 B refuted, the six at 32 MiB supported; the p = 4 over
+    # 12 predictions: the six at 32 B contradicted, the six at 32 MiB supported; the p = 4 over
     # p = 2 ratio shares the factor, so it is the model's 0.75: supported three times.
-    assert cells.count("refuted") == 6 and cells.count("supported") == 9
+    assert cells.count("contradicted") == 6 and cells.count("supported") == 9
     assert "Measured against predicted." in page and "not yet run" not in page
     lesson = (site / LESSON_PAGE).read_text()
     assert "TPU v6 lite" in tpu_tab(lesson) and "1 January 2000" in tpu_tab(lesson)

@@ -116,7 +116,7 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
     return canned_times(recording, over_predicted)
 
 
-def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
+def test_each_prediction_is_supported_contradicted_or_inconclusive_by_its_band():
     """Own costs made 1.5 (inside both bands) and 4 (outside) times the prediction."""
     compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     sweep = tpu_sweep_fixture(lambda row: 1.5)
@@ -130,12 +130,12 @@ def test_each_prediction_is_supported_refuted_or_inconclusive_by_its_band():
     # Every p shares the factor, so t(4)/t(2) is the model's 0.75: supported too.
     assert {ratio["verdict"] for ratio in within["ratios"]} == {"supported"}
     outside = compare(tpu_sweep_fixture(lambda row: 4.0))
-    assert {row["verdict"] for row in outside["rows"]} == {"refuted"}
+    assert {row["verdict"] for row in outside["rows"]} == {"contradicted"}
     # The book's answer to the p question, 1.0: the p = 4 times made 4/3 of the model.
     book = compare(tpu_sweep_fixture(lambda row: 4 / 3 if row["ranks"] == 4 else 1.0))
-    assert {ratio["verdict"] for ratio in book["ratios"]} == {"refuted"}
+    assert {ratio["verdict"] for ratio in book["ratios"]} == {"contradicted"}
     assert book["ratios"][0]["measured"]["median"] == pytest.approx(1.0, abs=0.01)
-    assert book["counts"]["refuted"] == 5
+    assert book["counts"]["contradicted"] == 5
 
 
 def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_counted():
@@ -152,7 +152,7 @@ def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_
                                           "reduce-scatter of a matrix")} == {"supported"}
     assert set(verdicts.values()) == {"supported", "compiles to all-reduce: not judged"}
     judged = sum(verdict == "supported" for verdict in verdicts.values())
-    assert found["counts"] == {"supported": judged, "refuted": 0, "inconclusive": 0,
+    assert found["counts"] == {"supported": judged, "contradicted": 0, "inconclusive": 0,
                                "not measured": 0}
     assert found["notJudged"] == len(verdicts) - judged
 

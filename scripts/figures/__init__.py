@@ -5,6 +5,7 @@ numbers it draws (data.py). A lesson may name a renderer of its own under lesson
 (CONTRACT.md), drawn in all four variants only if its `render` takes the variant.
 """
 import ast
+import functools
 import importlib
 import re
 from dataclasses import dataclass
@@ -34,6 +35,15 @@ class FigureKind:
     def module_path(self):
         return self.module.replace(".", "/") + ".py"
 
+    def source(self, root):
+        """The JSON it is drawn from: a lesson renderer's module may name its lesson's
+        analysis, or another recording, as `DRAWN_FROM = "<variant>[.analysis]"`."""
+        if "." not in self.renderer or self.overlay is not None:
+            return self.input
+        variant, _, analysis = renderer_constant(root / self.module_path(), "DRAWN_FROM",
+                                                 "cpu").partition(".")
+        return f"recordings/{'analysis/' * bool(analysis)}{{id}}.{variant}.json"
+
     def variants(self, root):
         """All four drawings, or the light wide one for a lesson's `render(data)`."""
         if "." not in self.renderer or takes_variant(root / self.module_path()):
@@ -49,17 +59,35 @@ class FigureKind:
         return module.render(data, variant, **self.options)
 
 
-def takes_variant(path):
-    """Whether `render` at `path` takes a second parameter, read without importing it."""
+def module_body(path):
+    """The top-level statements of the module at `path`, read without importing it."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+        return parsed_body(path, path.stat().st_mtime_ns)
     except (OSError, ValueError, SyntaxError):
-        return False  # the figure's own check names the missing or broken code
-    for node in tree.body:
+        return []  # the figure's own check names the missing or broken code
+
+
+@functools.cache  # once per version of the file: each rebuild of a course asks for every one
+def parsed_body(path, modified):
+    return ast.parse(path.read_text(encoding="utf-8")).body
+
+
+def takes_variant(path):
+    """Whether `render` at `path` takes a second parameter."""
+    for node in module_body(path):
         if isinstance(node, ast.FunctionDef) and node.name == "render":
             arguments = node.args
             return bool(arguments.vararg) or len(arguments.posonlyargs + arguments.args) >= 2
     return False
+
+
+def renderer_constant(path, name, default):
+    """A string the module at `path` assigns to `name` at its top, or `default`."""
+    for node in module_body(path):
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] \
+                == [name] and isinstance(node.value, ast.Constant):
+            return str(node.value.value)
+    return default
 
 
 # A lesson's own renderer, named by its dotted module under lesson_code/.

@@ -27,12 +27,14 @@ def nav_paths(nav):
 
 
 def add_unlisted_lessons(nav, lessons, docs):
-    """Put each lesson the nav does not list after the last it does: a new one needs no nav."""
+    """Put each lesson the nav does not list after the last it does (with its notebook, if
+    the nav lists that): a new one needs no nav."""
     if nav is None:
         return  # no nav: mkdocs lists every page itself
     listed = set(nav_paths(nav))
-    where = max((number + 1 for number, item in enumerate(nav)
-                 if set(nav_paths([item])) & {f"lessons/{lesson}.md" for lesson in lessons}),
+    pages = {page for lesson in lessons.values()
+             for page in (f"lessons/{lesson.id}.md", for_lesson(lesson).notebook_page)}
+    where = max((number + 1 for number, item in enumerate(nav) if set(nav_paths([item])) & pages),
                 default=min(1, len(nav)))
     for lesson in lessons.values():
         page, notebook = f"lessons/{lesson.id}.md", for_lesson(lesson).notebook_page

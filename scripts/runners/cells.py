@@ -32,9 +32,10 @@ QUIET.propagate = False
 class ExecutionFailed(Exception):
     """The cells did not all run; str() is the one line to show."""
 
-    def __init__(self, message, setup=False):
+    def __init__(self, message, setup=False, cell=None):
         super().__init__(message)
         self.setup = setup  # configure_devices itself failed
+        self.cell = cell  # the code cell (from 0) stopped at its time limit
 
 
 class CellRaised(ExecutionFailed):
@@ -150,7 +151,7 @@ def one_line(error, notebook, running, working_dir, kernel, timeout_s):
         return CellRaised(at, error.ename, error.evalue, line and int(line.group(1)))
     if isinstance(error, CellTimeoutError):
         return ExecutionFailed(f"cell {at + 1} of {len(code)} ran past its {timeout_s} s "
-                               f"time limit and was stopped")
+                               f"time limit and was stopped", cell=at)
     status = kernel.poll() if kernel is not None else None
     how = describe(status) if status is not None else "died"
     said = stderr_tail(working_dir / "kernel.err")
@@ -196,6 +197,15 @@ def run(lesson, working_dir, platform="cpu", devices=4):
         raised.setup = bool(raised.line) and code[raised.index].splitlines()[
             raised.line - 1:raised.line] == [setup_line(platform, devices)]
         raise
+    except ExecutionFailed as failed:  # the time limit: where in the module that cell opens
+        if failed.cell is None:
+            raise
+        first = code[failed.cell].split("\n")[0].strip()
+        line = next((number for number, text in enumerate(
+            lesson.path().read_text().splitlines(), 1) if text.strip() == first), 1)
+        raise ExecutionFailed(f"{lesson.path().relative_to(lesson.root)}:{line}: {failed}; the "
+                              f"rule (lesson_code/CONTRACT.md): each cell within "
+                              f"{LESSON_TIMEOUT_S} s, so time less there") from None
     duration = time.perf_counter() - started
     del notebook.cells[-2:]
     data = read_json(data_path)  # the lesson's own output: anything JSON can say

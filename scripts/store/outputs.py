@@ -43,8 +43,8 @@ class LessonFiles:
     def figure(self, kind):
         return kind.path.format(id=self.id)
 
-    def figure_input(self, kind):
-        return kind.input.format(id=self.id)
+    def figure_input(self, kind, root):
+        return kind.source(root).format(id=self.id)
 
     def figure_overlay(self, kind):
         return kind.overlay.format(id=self.id) if kind.overlay else None
@@ -251,7 +251,7 @@ def figure_outputs(lesson):
     for kind in lesson.figures:
         spec = KINDS[kind]  # the registry refuses an unknown kind in one line
         overlay, path = files.figure_overlay(spec), files.figure(spec)
-        outputs += [DerivedOutput(variant.path(path), files.figure_input(spec),
+        outputs += [DerivedOutput(variant.path(path), files.figure_input(spec, lesson.root),
                                   spec.module_path(), RENDER, kind=spec, overlay=overlay,
                                   variant=variant) for variant in spec.variants(lesson.root)]
     paths = [output.path for output in outputs]
@@ -276,7 +276,7 @@ def figure_data_outputs(lesson):
     outputs = []
     for kind in lesson.figures:
         spec = KINDS[kind]
-        figure, source = files.figure(spec), files.figure_input(spec)
+        figure, source = files.figure(spec), files.figure_input(spec, lesson.root)
         overlay = files.figure_overlay(spec)
         # A lesson's data file (lesson_code/figures/) comes from no recording at all.
         recording = behind.get(source, source if posixpath.dirname(source) == RECORDINGS_DIR
