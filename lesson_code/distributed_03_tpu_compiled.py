@@ -50,8 +50,8 @@ def per_target(found):
 
 
 def matrix_keeps(target):
-    """(the smallest size from which a matrix's reduce-scatter stays one at every size above,
-    None where it never does; the p of the whole slice), in one call."""
+    """The smallest size from which a matrix's reduce-scatter stays one at every size above,
+    over the whole slice in one call (None where it never does), and that p."""
     ranks = max(p for row in target["programs"] if row["program"] == MATRIX for p in row["ranks"])
     spans = sorted((row["bytes"], row["compilesTo"]) for row in target["programs"]
                    if row["program"] == MATRIX and ranks in row["ranks"]
@@ -87,26 +87,24 @@ def table(slices):
 def twice_the_bytes(targets, ranks):
     """Where ZeRO-3's gradients compile as asked, the plain one to a reduce-scatter and
     to="invarying"'s to an all-reduce (twice the bytes), and where both to an all-reduce."""
-    def does(target):  # ((layout, size), "twice" or "alike"), ...
+    def does(target):  # (("twice" or "alike", layout), size), ...
         for layout, program in (("vector", "sharded_weights"), ("matrix", "sharded_matrix")):
             for nbytes, size in ((None, "the lesson's size"), (2**20, "1 MiB")):
                 plain, invarying = (compiled_to(target, "gradient", program + end, nbytes, ranks)
                                     for end in ("", "_invarying"))
                 ops = set((plain or "").split(" + "))
                 if "reduce-scatter" in ops and invarying and "all-reduce" in invarying:
-                    yield (layout, size), "twice"
+                    yield ("twice", layout), size
                 elif "all-reduce" in ops and "reduce-scatter" not in ops:
-                    yield (layout, size), "alike"
+                    yield ("alike", layout), size
     words = {"twice": [], "alike": []}
     for found, names in grouped((tuple(does(target)), target["accelerator"])
                                 for target in targets).items():
         compiler = "XLA:CPU" if names == ["cpu"] else f"XLA:TPU ({', '.join(names)})"
-        for key, places in words.items():
-            parts = [f"with a {layout} at " + ("both sizes" if len(sizes) == 2 else sizes[0])
-                     for layout in ("vector", "matrix") if (sizes := [
-                         size for (of, size), said in found if of == layout and said == key])]
-            if parts:
-                places.append(f"{compiler} " + " and ".join(parts))
+        parts = grouped((key, f"with a {layout} at {'both sizes' if len(sizes) == 2 else sizes[0]}")
+                        for (key, layout), sizes in grouped(found).items())
+        for key, said in parts.items():
+            words[key].append(f"{compiler} {' and '.join(said)}")
     return {key: "; ".join(places) or "no target" for key, places in words.items()}
 
 
