@@ -37,9 +37,6 @@ DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # us-east5-b: a zone the Cloud TPU docs list for v6e.
 DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
                     create=True, delete=True)
-INSTALL_GCLOUD = ("gcloud not found: install the Google Cloud CLI "
-                  "(https://cloud.google.com/sdk/docs/install), run `gcloud auth login`, "
-                  "then rerun")
 # gcloud's wording for a missing or expired login, and for a zone without chips or quota.
 NOT_LOGGED_IN = re.compile(r"gcloud auth login|active account|Reauthentication|"
                            r"refresh token|UNAUTHENTICATED")
@@ -110,9 +107,10 @@ def run_step(step, root, accelerator, zone):
     try:
         returncode, output = run_streamed(step.command, root)
     except FileNotFoundError:
-        if step.command[0] == "gcloud":
-            raise JobFailed(INSTALL_GCLOUD) from None
-        raise JobFailed(f"{step.title}: {step.command[0]} not found; install it and rerun") \
+        raise JobFailed("gcloud not found: install the Google Cloud CLI (https://cloud.google"
+                        ".com/sdk/docs/install), run `gcloud auth login`, then rerun"
+                        if step.command[0] == "gcloud" else
+                        f"{step.title}: {step.command[0]} not found; install it and rerun") \
             from None
     if returncode != 0:
         raise JobFailed(explain(step, returncode, output, accelerator, zone))
@@ -216,13 +214,13 @@ def leave_vm(cleanup, exists, vm, delete):
     if not exists:
         return "no VM was created"
     if cleanup is None:
-        return f"the VM {vm.name} is still running: `{vm.delete}` deletes it"
+        return f"the VM {vm.name} is still running: `{vm.said('delete', '--quiet')}` deletes it"
     with signals_deferred(ignore=True):  # the delete runs to its end, and its gcloud too
         try:
             delete()
         except JobFailed as error:
             return (f"deleting the VM failed ({error}), so {vm.name} may still be running "
-                    f"and billing: run `{vm.delete}`")
+                    f"and billing: run `{vm.said('delete', '--quiet')}`")
     return f"the VM {vm.name} was deleted"
 
 
@@ -244,11 +242,6 @@ def install(variant, workdir, landing, lesson, root):
             "predictions" if variant == "tpu-sweep" else ""
     progress(f"wrote {target}{after}")
     return display(target, root)
-
-
-def write_docs(root=ROOT):
-    write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), root)
-    progress(f"wrote {DOCS_FILE}")
 
 
 def parse_args(argv):
@@ -282,7 +275,9 @@ def job(argv, root=ROOT):
     args = parse_args(argv)
     refuse_links(root)  # what a commit could point outside: nothing is read or written yet
     if args.write_docs:
-        return write_docs(root)
+        write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)),
+                         root)
+        return progress(f"wrote {DOCS_FILE}")
     if args.write_compiled:
         return progress(f"wrote {write_compiled(args.lesson, root)}")
     for flag, value, variable in (("--name", args.name, "TPU_NAME"),
