@@ -107,10 +107,11 @@ def run_step(step, root, accelerator, zone):
     try:
         returncode, output = run_streamed(step.command, root)
     except FileNotFoundError:
-        raise JobFailed("gcloud not found: install the Google Cloud CLI (https://cloud.google"
-                        ".com/sdk/docs/install), run `gcloud auth login`, then rerun"
-                        if step.command[0] == "gcloud" else
-                        f"{step.title}: {step.command[0]} not found; install it and rerun") \
+        if step.command[0] == "gcloud":
+            raise JobFailed("gcloud not found: install the Google Cloud CLI (https://cloud."
+                            "google.com/sdk/docs/install), run `gcloud auth login`, then "
+                            "rerun") from None
+        raise JobFailed(f"{step.title}: {step.command[0]} not found; install it and rerun") \
             from None
     if returncode != 0:
         raise JobFailed(explain(step, returncode, output, accelerator, zone))

@@ -1,12 +1,8 @@
-"""What each program of a lesson compiles to, before any TPU VM exists.
-
-libtpu compiles for a slice named as get_topology_desc knows it, on a host without a chip;
-XLA:CPU for the logical devices the lesson and its sweep are recorded on. Per program of the
-lesson and of its going-further module, at the lesson's gradient and at 1 MiB, and of its
-TPU sweep at each size, one collective per call and the loop the sweep times (each module's
-`programs_to_compile`): the collectives of the compiled HLO, read by the lesson's
-`compiled_collectives`. libtpu is a TPU VM's runtime, not a pin: without it `tpu_job.py
---dry-run` says in one line how to install it.
+"""What each program of a lesson compiles to, before any TPU VM exists: libtpu compiles for
+a slice as get_topology_desc describes it, on a host without a chip; XLA:CPU for the logical
+devices the lesson and its sweep are recorded on. The programs are each module's
+`programs_to_compile`, read by the lesson's `compiled_collectives`. libtpu is a TPU VM's
+runtime, not a pin: without it `tpu_job.py --dry-run` says in one line how to install it.
 """
 import importlib
 import importlib.metadata

@@ -73,8 +73,7 @@ def check_names(name, zone, project=None):
 
 def jax_pin(root=ROOT):
     text = (root / "requirements.txt").read_text(encoding="utf-8")
-    match = re.search(r"^jax==([\w.]+)", text, re.MULTILINE)
-    if not match:
+    if not (match := re.search(r"^jax==([\w.]+)", text, re.MULTILINE)):
         raise UsageError("requirements.txt pins no `jax==` version; the TPU job installs "
                          "jax[tpu] at that pin")
     return match.group(1)
@@ -121,18 +120,19 @@ class Vm:
         return [*self.tpu_vm, "scp", source, destination, *self.where]
 
 
-def recorded_on_the_vm(vm, run_title, command, fetch_title, remote_file, local_name,
-                       check_title, installs, already=""):
-    """Run `command` on the VM, copy `remote_file` back, check it here and move it in."""
+def recorded_on_the_vm(vm, files, variant, run_title, command, fetch_title, check_title,
+                       already=""):
+    """Run `command` on the VM, copy the recording of `variant` it made back, check it here
+    and move it in."""
     retry = "to retry by hand" if not already else f"{already}; to retry the sweep by hand"
     return [
         Step(run_title, vm.gcloud("ssh", "--command", f"cd {shlex.quote(vm.remote_dir)} && "
                                                       f"{command}"),
              f"its output is above; {retry}: `{vm.said('ssh')}`, "
              f"then `cd {vm.remote_dir} && {command}`"),
-        Step(fetch_title, vm.scp(f"{vm.name}:{vm.remote_dir}/{remote_file}",
-                                 vm.local(local_name)), vm.is_up),
-        Step(check_title, None, installs=installs),
+        Step(fetch_title, vm.scp(f"{vm.name}:{vm.remote_dir}/{files.recording(variant)}",
+                                 vm.local(files.recording_name(variant))), vm.is_up),
+        Step(check_title, None, installs=variant),
     ]
 
 
@@ -162,7 +162,6 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
                       RUNTIMES[accelerator]),
             f"if `gcloud compute tpus tpu-vm list {shlex.join(vm.where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
-    record = f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson.id}"
     steps += [
         Step("copy the archive to the VM", vm.scp(vm.local(bundle), f"{name}:{bundle}"),
              vm.is_up),
@@ -178,22 +177,22 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
              f"rerun"),
         # One lesson per run: another lesson's failure cannot discard this one's recording.
         *recorded_on_the_vm(
-            vm, f"record the lesson on the chips (scripts/record.py --platform tpu "
-                f"--lesson {lesson.id})", record,
-            "copy the recording back", files.recording("tpu"), recording,
-            f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
-            f"PASS, current contentFiles), then move it into recordings/{recording}", "tpu"),
+            vm, files, "tpu", f"record the lesson on the chips (scripts/record.py --platform "
+                              f"tpu --lesson {lesson.id})",
+            f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson.id}",
+            "copy the recording back", f"validate {recording} (schema, backend tpu, "
+            f"{lesson.devices} TPU devices, PASS, current contentFiles), then move it into "
+            f"recordings/{recording}"),
     ]
     if lesson.sweep:  # after the lesson's recording is in place: a failed sweep keeps it
         sweep = files.recording_name("tpu-sweep")
         steps += recorded_on_the_vm(
-            vm, f"run the size sweep on the chips (scripts/bench.py --platform tpu --lesson "
-                f"{lesson.id}; several minutes)",
+            vm, files, "tpu-sweep", f"run the size sweep on the chips (scripts/bench.py "
+                                    f"--platform tpu --lesson {lesson.id}; several minutes)",
             f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}",
-            "copy the sweep back", files.recording("tpu-sweep"), sweep,
-            f"validate {sweep} (schema, backend tpu, at most {lesson.devices} TPU chips, "
-            f"current contentFiles), then move it into recordings/{sweep}", "tpu-sweep",
-            already=f"recordings/{recording} is already in place")
+            "copy the sweep back", f"validate {sweep} (schema, backend tpu, at most "
+            f"{lesson.devices} TPU chips, current contentFiles), then move it into "
+            f"recordings/{sweep}", already=f"recordings/{recording} is already in place")
     if delete:
         steps.append(Step(f"delete the VM {name}", vm.gcloud("delete", "--quiet")))
     return steps
