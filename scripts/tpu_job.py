@@ -98,8 +98,7 @@ def explain(step, returncode, output, accelerator, zone):
         return f"{step.title} failed: no {accelerator} capacity or quota in {zone} " \
                f"({said}); try a zone that offers {accelerator} (--zone), or ask for quota"
     if step.gcloud_verb == "ssh" and returncode == SSH_DROPPED:
-        return f"{step.title} failed: the ssh connection to the VM dropped ({said}); " \
-               f"{step.hint}"
+        return f"{step.title} failed: the ssh connection to the VM dropped ({said}); {step.hint}"
     return f"{step.title} failed (exit {returncode}): {said}; {step.hint}"
 
 
