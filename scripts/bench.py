@@ -209,8 +209,7 @@ def bench_command(argv, plan):
               if args.out is None else nullcontext()):
             recording = record_sweep(lesson, args.out, ranks,
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
-                                     blocks=args.blocks or plan["blocks"],
-                                     platform=args.platform)
+                                     blocks=args.blocks or plan["blocks"], platform=args.platform)
     except OSError as error:  # the figure or the lock could not be read
         raise CommandError(f"{error.filename or 'a file'}: {error.strerror or error}; "
                            f"nothing was written") from None

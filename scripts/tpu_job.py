@@ -35,8 +35,7 @@ from scripts.store.staging import Staging, StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # us-east5-b: a zone the Cloud TPU docs list for v6e.
-DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
-                    create=True, delete=True)
+DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4", create=True, delete=True)
 # gcloud's wording for a missing or expired login, and for a zone without chips or quota.
 NOT_LOGGED_IN = re.compile(r"gcloud auth login|active account|Reauthentication|"
                            r"refresh token|UNAUTHENTICATED")
@@ -259,8 +258,7 @@ def parse_args(argv):
     parser.add_argument("--create", action="store_true", help="create the VM first")
     parser.add_argument("--delete", action="store_true",
                         help="delete the VM at the end, whatever ends the job")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print every command, run none")
+    parser.add_argument("--dry-run", action="store_true", help="print every command, run none")
     parser.add_argument("--recordings-dir", type=Path,
                         help="where the recording lands (default: recordings/)")
     parser.add_argument("--write-docs", action="store_true",
@@ -275,13 +273,11 @@ def job(argv, root=ROOT):
     args = parse_args(argv)
     refuse_links(root)  # what a commit could point outside: nothing is read or written yet
     if args.write_docs:
-        write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)),
-                         root)
+        write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), root)
         return progress(f"wrote {DOCS_FILE}")
     if args.write_compiled:
         return progress(f"wrote {write_compiled(args.lesson, root)}")
-    for flag, value, variable in (("--name", args.name, "TPU_NAME"),
-                                  ("--zone", args.zone, "ZONE")):
+    for flag, value, variable in (("--name", args.name, "TPU_NAME"), ("--zone", args.zone, "ZONE")):
         if not value:
             raise UsageError(f"{flag} is required (or set {variable})")
     options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,

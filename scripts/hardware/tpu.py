@@ -163,15 +163,12 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
             f"if `gcloud compute tpus tpu-vm list {shlex.join(vm.where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
     steps += [
-        Step("copy the archive to the VM", vm.scp(vm.local(bundle), f"{name}:{bundle}"),
-             vm.is_up),
+        Step("copy the archive to the VM", vm.scp(vm.local(bundle), f"{name}:{bundle}"), vm.is_up),
         Step(f"unpack it into ~/{vm.remote_dir} on the VM", vm.gcloud("ssh", "--command",
              f"rm -rf {quoted} && mkdir {quoted} && "
-             f"tar -xzf {shlex.quote(bundle)} -C {quoted} && rm {shlex.quote(bundle)}"),
-             vm.is_up),
+             f"tar -xzf {shlex.quote(bundle)} -C {quoted} && rm {shlex.quote(bundle)}"), vm.is_up),
         Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu] (a few "
-             f"minutes)", vm.gcloud("ssh", "--command", remote_setup(jax_pin(root),
-                                                                     vm.remote_dir)),
+             f"minutes)", vm.gcloud("ssh", "--command", remote_setup(jax_pin(root), vm.remote_dir)),
              f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
              f"run `sudo apt-get install -y python3-pip` there (`{vm.said('ssh')}`), then "
              f"rerun"),
