@@ -12,20 +12,15 @@ from scripts.units import format_bytes
 MATRIX = "reduce_scatter_2d"  # the TPU sweep's reduce-scatter of rows of up to 4 KiB
 
 
-def covers(row, nbytes, ranks, calls=1):
-    """Whether `row` says what `nbytes` (None: the lesson's own size) compiles to at p =
-    `ranks`, `calls` collectives a call."""
-    sizes = row["bytes"]
-    return (ranks in row["ranks"] and calls in row["collectivesPerCall"]
-            and (sizes is None if nbytes is None else
-                 sizes is not None and sizes[0] <= nbytes <= sizes[1]))
-
-
 def compiled_to(target, of, program, nbytes, ranks, calls=1):
-    """What one target compiled the program to, as "all-gather + all-reduce" words;
-    None where the record did not compile it."""
-    return next((row["compilesTo"] for row in target["programs"] if row["of"] == of
-                 and row["program"] == program and covers(row, nbytes, ranks, calls)), None)
+    """What one target compiled the program to at `nbytes` (None: the lesson's own size), p =
+    `ranks` and `calls` collectives a call, as "all-gather + all-reduce" words; None where the
+    record did not compile it."""
+    return next((row["compilesTo"] for row in target["programs"]
+                 if (row["of"], row["program"]) == (of, program) and ranks in row["ranks"]
+                 and calls in row["collectivesPerCall"]
+                 and (row["bytes"] is None) == (nbytes is None)
+                 and (nbytes is None or row["bytes"][0] <= nbytes <= row["bytes"][1])), None)
 
 
 def grouped(pairs):
@@ -113,8 +108,8 @@ def compiled_ahead(recording):
     record alone: on every slice with the lesson's chips, and one slice up."""
     cpu, *slices = targets = recording["targets"]  # the CPU as the lesson is recorded first
     ranks = next(row["ranks"][0] for row in cpu["programs"] if row["of"] == "lesson")
-    chips = [target for target in slices if target["programs"] and covers(
-        target["programs"][0], None, ranks)]  # a VM with the lesson's chips
+    chips = [target for target in slices if any(  # a VM with the lesson's chips
+        row["of"] == "lesson" and ranks in row["ranks"] for row in target["programs"])]
     names = " and ".join(target["accelerator"] for target in chips)
 
     def on_chips(of, program, nbytes):
