@@ -162,8 +162,7 @@ def step_line(alphas, steps):
     """alpha = dispatch + steps x per-step through every program's alpha at one p:
     (dispatch us, per-step us, worst relative residual)."""
     dispatch, per_step = sweep_math.fit_line_relative(steps, alphas)
-    worst = np.max(np.abs(sweep_math.relative_residuals(steps, alphas, dispatch, per_step)))
-    return dispatch, per_step, float(worst)
+    return dispatch, per_step, sweep_math.worst_miss(steps, alphas, dispatch, per_step)
 
 
 def steps(fit_table, programs, ranks_list):

@@ -9,7 +9,6 @@ collective) is the course's, scripts/sweep/reading.py.
 import numpy as np
 
 from scripts import intervals
-from scripts.sweep.analysis import block_differences
 from scripts.sweep.reading import (ALLOCATION_FREE, FAULTED_SHARE, blocks_words, bracket,
                                    kept_interval, listed, median_of_blocks, onset_words, onsets,
                                    span, span_words, times_words, warm_costs)
@@ -32,8 +31,7 @@ def program_at(key, t):
     """One program at one size: a whole call, and one more warm, allocation-free
     collective in the loop, times and faults."""
     faults = median_of_blocks(t.call_faults[key])
-    extra_faults = float(np.median(block_differences(t.loop_faults[key], t.call_faults[key],
-                                                     t.looping)))
+    extra_faults = float(np.median(t.extra(key, faults=True)))
     call = median_of_blocks(t.calls[key])
     costs = warm_costs(t, key)
     extra = kept_interval(costs)
@@ -161,7 +159,7 @@ def smallest_call(t, ranks_list):
         for collective in XLA_COLLECTIVES:
             key = (collective, ranks, smallest)
             if key in t.loops:
-                extra = np.median(block_differences(t.loops[key], t.calls[key], t.looping))
+                extra = np.median(t.extra(key))
                 # Below zero is noise: one more collective costs at least nothing.
                 extras.append(max(float(extra), 0.0))
                 shares.append(extras[-1] / median_of_blocks(t.calls[key]))

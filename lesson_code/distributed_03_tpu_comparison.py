@@ -12,7 +12,8 @@ verdict): *supported* when the whole interval of measured over predicted lies in
 from lesson_code import tpu_predictions
 from lesson_code.distributed_03_tpu_compiled import compiled_to
 from scripts import intervals
-from scripts.sweep.analysis import own_costs, predicted_machine
+from scripts.sweep.analysis import predicted_machine
+from scripts.sweep.reading import own_costs
 from scripts.units import format_bytes
 
 LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
@@ -39,7 +40,7 @@ def compare(recording, data=None, compiled=None):
     """`compiled`: recordings/<id>.tpu-compiled.json, what each program compiles to."""
     data = data or tpu_predictions.predictions()
     name = predicted_machine(data, recording["environment"]["deviceKind"])
-    costs, looping = own_costs(recording["rows"])
+    costs, looping = own_costs(recording)
     target = next((target for target in (compiled or {}).get("targets", [])
                    if target["accelerator"] == name), None)
     rows = []

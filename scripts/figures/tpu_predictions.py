@@ -14,7 +14,8 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
-from scripts.sweep.analysis import own_costs, predicted_machine
+from scripts.sweep.analysis import predicted_machine
+from scripts.sweep.reading import own_costs
 from scripts.units import format_bytes
 
 # Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.
@@ -67,7 +68,7 @@ def rows(data, overlay=None):
 def measured(data, recording):
     """(VM, {(collective, p): [(bytes, own cost us, over predicted)]}) at the predicted p."""
     name = predicted_machine(data, recording["environment"]["deviceKind"])
-    costs, _ = own_costs(recording["rows"])
+    costs, _ = own_costs(recording)
     points = {}
     for ranks in data["ranks"]:
         for collective, curve in data["curve"][name][str(ranks)].items():

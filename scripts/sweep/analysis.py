@@ -1,6 +1,5 @@
-"""A message-size sweep's arithmetic, for any lesson's analysis: nccl-tests' bandwidths,
-the alpha-beta fit, and each collective's own cost (a looped call less a single one).
-NumPy only; the words and the programs' names are the lesson's.
+"""A message-size sweep's arithmetic, for any lesson's analysis: nccl-tests' bandwidths
+and the alpha-beta fit. NumPy only; reading a recording is reading.py's.
 """
 import numpy as np
 
@@ -24,9 +23,10 @@ def fit_line_relative(x, y):
     return float(a), float(b)
 
 
-def relative_residuals(x, y, a, b):
-    """(a + b x) / y - 1 at every point: how far the straight line misses each one."""
-    return (a + b * np.asarray(x, dtype=float)) / np.asarray(y, dtype=float) - 1
+def worst_miss(x, y, a, b):
+    """The largest |(a + b x) / y - 1|: how far the straight line misses its worst point."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return float(np.max(np.abs((a + b * x) / y - 1)))
 
 
 def fit_alpha_beta(nbytes, seconds):
@@ -40,44 +40,9 @@ def fit_alpha_beta(nbytes, seconds):
     return float(alpha), (float(1 / inverse_beta) if inverse_beta > 0 else None)
 
 
-def max_relative_residual(nbytes, seconds, alpha, beta):
-    inverse_beta = 1 / beta if beta else 0.0
-    return float(np.max(np.abs(relative_residuals(nbytes, seconds, alpha, inverse_beta))))
-
-
 def one_significant_figure(value):
     """`value` rounded to one significant figure: 502 -> 500, 257 -> 300."""
     return float(f"{value:.1g}")
-
-
-def grouped(rows, looped, field):
-    """{(collective, ranks, bytes): [[block 0's samples per call], ...]} of the single or the
-    looped rows; `field` "samplesUs" or "minorFaults" (divided here by the calls)."""
-    found = {}
-    for row in sorted(rows, key=lambda r: r["block"]):
-        if (row["collectivesPerCall"] > 1) != looped:
-            continue
-        values = row[field] if field == "samplesUs" else \
-            [faults / row["callsPerSample"] for faults in row[field]]
-        found.setdefault((row["collective"], row["ranks"], row["bytes"]), []).append(values)
-    return found
-
-
-def block_differences(loop_blocks, call_blocks, looping):
-    """One more collective inside the loop, block by block: (looped call - single call) /
-    (looping - 1), medians of the same block, so the dispatch and one-time allocations
-    cancel."""
-    return [(float(np.median(loop)) - float(np.median(one))) / (looping - 1)
-            for loop, one in zip(loop_blocks, call_blocks)]
-
-
-def own_costs(rows, field="samplesUs"):
-    """({(collective, ranks, bytes): [one more collective, block by block]}, collectives
-    per looped call) of a sweep recording's rows."""
-    calls, loops = grouped(rows, False, field), grouped(rows, True, field)
-    looping = next(row["collectivesPerCall"] for row in rows if row["collectivesPerCall"] > 1)
-    return {key: block_differences(loops[key], calls[key], looping)
-            for key in calls if key in loops}, looping
 
 
 def predicted_machine(predictions, device_kind):
