@@ -5,6 +5,8 @@ recording named in lessons.toml `analyses` into recordings/analysis/<recording>.
 which the pages read. Rewording a sentence here re-renders; it never re-measures.
 NumPy only, and no lesson program is imported: the recordings are the only input.
 """
+import statistics
+
 from scripts import intervals
 
 NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatter",
@@ -103,7 +105,7 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
         # Means against means, as the ratio is: the first table prints medians, so the
         # page shows this mean beside the factor (content review L1).
         twin_mean = lesson_timing["programs"][TWINS[collective]]["mean"]
-        twin = intervals.disagreement(twin_mean, stats[many]["mean"])
+        twin = max(twin_mean, stats[many]["mean"]) / min(twin_mean, stats[many]["mean"])
     return {"algorithm": algorithm, "collective": collective,
             "name": f"{NAMES[algorithm]} {NAMES[collective]}",
             "messages": {f"p{p}": messages_per_rank(algorithm, collective, p)
@@ -131,7 +133,7 @@ def algorithm_verdict(algorithm, rows, premise):
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])
     twins = [row["twinDisagreement"] for row in mine if row["twinDisagreement"] is not None]
-    twin = intervals.geometric_mean(twins) if twins else None
+    twin = statistics.geometric_mean(twins) if twins else None
     word = (intervals.verdict(ratio, above=True, replicate_disagreement=twin)
             if premise else "not applicable")
     return {"algorithm": algorithm, "name": NAMES[algorithm].removesuffix("'s"),

@@ -132,12 +132,14 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     (`around(value)`) or a prediction's own band: "supported" when wholly inside it,
     "contradicted" when wholly outside. Otherwise "inconclusive", as it is with no interval,
     on fewer than MIN_BLOCKS blocks, or when the same configuration measured twice disagreed
-    (`replicate_disagreement`, >= 1) by more than both the effect and the margin."""
+    (`replicate_disagreement`, >= 1) by more than both the margin and the effect (the
+    estimate's distance from 1, as a factor >= 1: 2 for 2.0 and for 0.5)."""
     if (above is None) == (band is None):
         raise TypeError("verdict() takes a direction (above=True or False) or a band")
     if interval is None or interval["n"] < MIN_BLOCKS or (
             replicate_disagreement is not None
-            and replicate_disagreement > max(effect(interval), MARGIN)):
+            and replicate_disagreement > max(interval["estimate"], 1 / interval["estimate"],
+                                             MARGIN)):
         return INCONCLUSIVE
     low, high = band or around(1.0)
     if low <= interval["low"] and interval["high"] <= high:
@@ -146,20 +148,6 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
         return CONTRADICTED if band is not None or (interval["low"] > high) != above \
             else SUPPORTED
     return INCONCLUSIVE
-
-
-def geometric_mean(values):
-    return float(np.exp(np.mean(np.log(values))))
-
-
-def effect(ratio):
-    """How far a ratio is from no effect, as a factor >= 1 (2 for 2.0 and for 0.5)."""
-    return max(ratio["estimate"], 1 / ratio["estimate"])
-
-
-def disagreement(first, second):
-    """How far two medians of one configuration differ, as a ratio >= 1."""
-    return max(first, second) / min(first, second)
 
 
 def host_at_start(environment, cores):
