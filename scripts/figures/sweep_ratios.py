@@ -38,25 +38,20 @@ def rows(analysis):
     return found
 
 
-def ratio_limits(analysis):
-    """One y range for every p, so the panels compare at a glance."""
-    values = [v for entry in analysis["ratios"]["byRanks"].values()
-              for name in analysis["ratios"]["model"] for v in entry.get(name, [])]
-    values += list(analysis["ratios"]["model"].values())
-    return min(values) / 1.3, max(values) * 1.3
-
-
 def plot_ratios(analysis, ax, ranks, look, x_limits):
-    ratios = analysis["ratios"]["byRanks"][str(ranks)]
+    ratios, model = analysis["ratios"]["byRanks"][str(ranks)], analysis["ratios"]["model"]
     mark_fault_onset(analysis, ax, look)
-    for value in sorted(set(analysis["ratios"]["model"].values())):
+    for value in sorted(set(model.values())):
         ax.axhline(value, color=look.palette.ink, lw=0.9, ls=RING_MODEL_STYLE)
     for name, (_, colour, style) in ratio_styles(analysis, look.palette).items():
         if name in ratios:
             ax.plot(ratios["bytes"], ratios[name], color=colour, lw=1.2, ls=style)
     log2_size_axis(ax, ratios["bytes"], x_limits, look)
     ax.set_yscale("log", base=2)
-    ax.set_ylim(*ratio_limits(analysis))
+    # One y range for every p, so the panels compare at a glance.
+    values = [*model.values(), *(value for entry in analysis["ratios"]["byRanks"].values()
+                                 for name in model for value in entry.get(name, []))]
+    ax.set_ylim(min(values) / 1.3, max(values) * 1.3)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 

@@ -12,7 +12,7 @@ from scripts.figures.palette import LIGHT
 from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
                                    ranks_of, render_panels)
 from scripts.figures.variants import STATIC
-from scripts.units import format_bytes
+from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito colours (the palette's series) stay distinct for colour-blind readers, given to
 # the programs in the order the analysis lists them; each ring series is dashed.
@@ -46,14 +46,6 @@ def rows(analysis):
             for nbytes, low, median, high in zip(*columns)]
 
 
-def format_microseconds(value, _tick_position=None):
-    """100 µs, 1 ms, 10 s: unit labels keep the log axis short."""
-    for unit, scale in (("s", 1e6), ("ms", 1e3)):
-        if value >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} µs"
-
-
 def plot_times(analysis, ax, ranks, look, x_limits):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
@@ -69,15 +61,11 @@ def plot_times(analysis, ax, ranks, look, x_limits):
             ls=":")
     log2_size_axis(ax, sizes, x_limits, look)
     ax.set_yscale("log")
-    ax.set_ylim(*time_limits(analysis))
+    # One y range for every p: the measured bands set it; the memcpy line leaves it where
+    # it is faster.
+    ax.set_ylim(min(row["lowUs"] for row in analysis["rows"]) / 2,
+                max(row["highUs"] for row in analysis["rows"]) * 1.5)
     ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
-
-
-def time_limits(analysis):
-    """One y range for every p: the measured bands decide it; the memcpy line leaves it
-    where it is faster."""
-    return (min(row["lowUs"] for row in analysis["rows"]) / 2,
-            max(row["highUs"] for row in analysis["rows"]) * 1.5)
 
 
 def legend(analysis, look):

@@ -16,7 +16,7 @@ from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC
 from scripts.sweep.analysis import predicted_machine
 from scripts.sweep.reading import own_costs
-from scripts.units import format_bytes
+from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.
 VM_SERIES = (0, 4)
@@ -192,8 +192,7 @@ def render(data, overlay=None, variant=STATIC):
         ax.set_yscale("log")
         if overlay is not None:  # room above the markers for the legend's seven entries
             ax.set_ylim(0.5, 1e5)
-        ax.yaxis.set_major_formatter(FuncFormatter(
-            lambda value, _: f"{value / 1e3:g} ms" if value >= 1e3 else f"{value:g} µs"))
+        ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
         ax.set_ylabel("time of one call", fontsize=label)
         if overlay is not None:
             colour = palette.series[VM_SERIES[list(data["machines"]).index(name)]]
