@@ -87,19 +87,16 @@ ALGORITHMS = ("gloo", "ring")
 
 def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
     """One collective at p = many and p = few: its times, and the per-round ratio."""
-    many_blocks = rounds["samplesUs"][f"p{many}"][algorithm][collective]
-    few_blocks = rounds["samplesUs"][f"p{few}"][algorithm][collective]
-    depth = {many: dependent_rounds(algorithm, collective, many),
-             few: dependent_rounds(algorithm, collective, few)}
-    stats = {p: intervals.summary(blocks) for p, blocks in ((many, many_blocks),
-                                                            (few, few_blocks))}
+    blocks = {p: rounds["samplesUs"][f"p{p}"][algorithm][collective] for p in (many, few)}
+    depth = {p: dependent_rounds(algorithm, collective, p) for p in (many, few)}
+    stats = {p: intervals.summary(blocks[p]) for p in (many, few)}
     # Per round at p = many over per round at p = few: above 1 when a round costs more
     # with more processes than cores, as the hypothesis predicts. Means, not medians:
     # with more processes than cores a block either shares the cores well or waits out
     # another process's time slice (milliseconds), and the median of such blocks jumps
     # between the two kinds from one run to the next (intervals.paired_mean_ratio).
     scale = depth[few] / depth[many]
-    ratio = intervals.paired_mean_ratio(many_blocks, few_blocks, scale=scale)
+    ratio = intervals.paired_mean_ratio(blocks[many], blocks[few], scale=scale)
     twin = twin_mean = None
     if algorithm == "gloo" and collective in TWINS and lesson_timing is not None:
         # Means against means, as the ratio is: the first table prints medians, so the
@@ -116,7 +113,7 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
                                  "perRoundUs": stats[p]["mean"] / depth[p]}
                        for p in (many, few)},
             "perRoundRatio": {**ratio, "words": ratio_words(ratio)},
-            "pair": (many_blocks, few_blocks, scale),
+            "pair": (blocks[many], blocks[few], scale),
             "twinDisagreement": twin, "twinMeanUs": twin_mean,
             "twinWords": (f"{twin_mean:,.0f}, {twin:.1f}× apart" if twin is not None
                           else "not timed twice")}
