@@ -12,7 +12,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.figures.variants import NARROW_IN, STATIC, WIDE_IN
 
 # Inches. Inside a collapsed hint the 7.2 in figure is 660 px wide: 7.3 points is 9.3 px.
 MARGIN, RANK_GAP, CELL_H = 0.08, 0.14, 0.4
@@ -31,7 +31,7 @@ class Layout:
     legend_columns: int  # 0: the whole legend on one line
 
 
-WIDE = Layout(7.2, 0, 200, 200, 100, 0)
+WIDE = Layout(WIDE_IN, 0, 200, 200, 100, 0)
 # Two ranks a line: cells as wide as the wide drawing's, each step on two lines.
 NARROW = Layout(NARROW_IN, 2, 40, 56, 46, 2)
 

@@ -16,15 +16,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.figures.variants import NARROW_IN
+from scripts.figures.variants import NARROW_IN, NARROW_SMALL, WIDE_IN, WIDE_SMALL
 from scripts.units import format_bytes
 
-# The wide SVG is 7.2 in (518 pt) wide and shown about 660-700 px wide, so 1 pt draws as
-# ~1.3 px: 7.5 pt, the smallest text here, is ~9.5 px on the page. The narrow one is shown
-# at its own 326 px: 7 points is 9.3 px there.
-SMALL, TEXT = 7.5, 8.5
-NARROW_SMALL, NARROW_TEXT = 7, 8
-WIDE_IN = 7.2
+TEXT, NARROW_TEXT = 8.5, 8  # above the smallest (variants.py): titles
 # The wide legend: rows of 0.17 in, under 0.27 in of margin.
 LEGEND_ROW_IN, LEGEND_MARGIN_IN = 0.17, 0.27
 NARROW_ENTRY_IN = 0.16  # the narrow legend is one column, one entry a row
@@ -100,7 +95,7 @@ def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
     the size label under the middle (wide) or last (narrow) panel; y ticks and label on the
     left panel only, where the panels sit side by side on one y range."""
     look = Look(variant.palette, variant.narrow,
-                *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (SMALL, TEXT)))
+                *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (WIDE_SMALL, TEXT)))
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
         fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)

@@ -13,19 +13,15 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, svg_text
-from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
 from scripts.sweep.analysis import predicted_machine
 from scripts.sweep.reading import own_costs
 from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.
 VM_SERIES = (0, 4)
-LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
-          "all_reduce": "all-reduce"}
 MARKERS = {"reduce_scatter": "o", "all_gather": "^", "all_reduce": "s"}
 RANK_STYLES = {4: "-", 2: ":"}
-WIDTH_IN = 7.2
-SMALL = 7.5
 
 
 def table_text(data, narrow=False):
@@ -80,7 +76,7 @@ def measured(data, recording):
     return name, points
 
 
-def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
+def draw_prediction(ax, data, palette=LIGHT, small=WIDE_SMALL, narrow=False):
     colours = [palette.series[i] for i in VM_SERIES]
     for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), colours)):
         for ranks in sorted(data["ranks"], reverse=True):
@@ -99,7 +95,7 @@ def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
         ax.axvline(size, color=palette.grid, linewidth=0.8, zorder=0)
 
 
-def size_axis(ax, label=True, small=SMALL):
+def size_axis(ax, label=True, small=WIDE_SMALL):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=32))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -115,7 +111,7 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
     table = ax.table(cellText=table_text(data, narrow), loc="top", cellLoc="right",
                      bbox=bbox, edges="horizontal", colWidths=widths)
     table.auto_set_font_size(False)
-    table.set_fontsize(7 if narrow else SMALL)
+    table.set_fontsize(NARROW_SMALL if narrow else WIDE_SMALL)
     for (row, column), cell in table.get_celld().items():
         cell.set_edgecolor(palette.grid)
         cell.set_facecolor(palette.paper)
@@ -128,7 +124,7 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
 
 def wide_canvas(overlay):
     """(figure, chart axes, ratio axes or None, where the table goes in chart axes units)."""
-    fig = Figure(figsize=(WIDTH_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
+    fig = Figure(figsize=(WIDE_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
     if overlay is None:
         ax, ratio_ax = fig.subplots(), None
         fig.subplots_adjust(left=0.12, right=0.98, top=0.64, bottom=0.17)
@@ -178,7 +174,7 @@ def render(data, overlay=None, variant=STATIC):
                          "(lesson_code/tpu_predictions.py writes it)")
     chips, hop = data["chips"], data["hopLatencyS"]
     palette, narrow = variant.palette, variant.narrow
-    small, label = (7, 8) if narrow else (SMALL, 9)
+    small, label = (NARROW_SMALL, 8) if narrow else (WIDE_SMALL, 9)
     with figure_style(palette=palette):
         fig, ax, ratio_ax, table_box = (narrow_canvas if narrow else wide_canvas)(overlay)
         if overlay is None:
@@ -205,7 +201,7 @@ def render(data, overlay=None, variant=STATIC):
                     face = colour if filled else palette.paper
                     ax.plot(sizes, medians, MARKERS[collective], color=colour, markersize=4.5,
                             markerfacecolor=face,
-                            label=f"own cost: {LABELS[collective]}" if filled else None)
+                            label=f"own cost: {collective.replace('_', '-')}" if filled else None)
                     ratio_ax.plot(sizes, ratios, MARKERS[collective] + RANK_STYLES.get(ranks, "--"),
                                   color=colour, markerfacecolor=face, markersize=4, linewidth=0.8)
             ratio_ax.axhline(1, color=palette.muted, linewidth=0.8)
