@@ -221,7 +221,6 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
     fault onset) at the largest p over the smallest, block by block, saying in how many
     blocks either side's calls still faulted in part of their outputs: below the onset is
     not allocation-free."""
-    blocks = t.calls
     peaks = {}
     for row in points_list:
         best = peaks.setdefault(row["collective"], {})
@@ -229,14 +228,14 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
     low, high = ranks_list[0], ranks_list[-1]
     falls = {}
     for collective in peaks:
-        if (collective, high, nbytes) not in blocks or (collective, low, nbytes) not in blocks:
+        if (collective, high, nbytes) not in t.calls or (collective, low, nbytes) not in t.calls:
             continue
         # busbw is S x bus factor / t, so at one S its ratio is the inverse time ratio.
         factor = (sweep_math.bus_factor(programs[str(high)][collective]["phases"], high)
                   / sweep_math.bus_factor(programs[str(low)][collective]["phases"], low))
         per_block = [factor * float(np.median(b_low)) / float(np.median(b_high))
-                     for b_low, b_high in zip(blocks[collective, low, nbytes],
-                                              blocks[collective, high, nbytes])]
+                     for b_low, b_high in zip(t.calls[collective, low, nbytes],
+                                              t.calls[collective, high, nbytes])]
         ratio = intervals.median_interval(per_block)
         # The blocks where the calls at either p faulted in part of their outputs.
         faulted = sum(map(max, reading.faulted_in_part(t, (collective, low, nbytes)),
@@ -258,7 +257,7 @@ def analyse(recording):
                                        for p in ranks_list)))
     largest = common[-1]
     collectives = list(programs[str(ranks_list[0])])
-    fault_table = analyse_faults(recording, t, ranks_list, collectives, largest, LABELS)
+    fault_table = analyse_faults(recording, t, ranks_list, collectives, common, LABELS)
     below_onset = fault_table["belowOnsetBytes"]
     # The step into the largest size, from a quarter of it where that was measured.
     step_from = max((n for n in common if n <= largest / 4), default=common[0])

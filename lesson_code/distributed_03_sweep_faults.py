@@ -175,17 +175,16 @@ def smallest_call(t, ranks_list):
                                           f"{listed(said)}"}
 
 
-def analyse_faults(recording, t, ranks_list, collectives, largest, labels):
+def analyse_faults(recording, t, ranks_list, collectives, common, labels):
     """What the pages say about faults: the onset and the largest size below it, each
-    program at the largest size per call and warm in the loop, what donation and keeping
-    freed memory did, and how much of a small call is the collective."""
+    program at the largest size measured at every p (`common`, sorted) per call and warm in
+    the loop, what donation and keeping freed memory did, and how much of a small call is
+    the collective."""
     found = onsets(t)
     start = min((at for at in found.values() if at is not None), default=None)
-    common = set.intersection(*({nbytes for (_, p, nbytes) in t.calls if p == ranks}
-                                for ranks in ranks_list))
-    below = sorted(nbytes for nbytes in common if start is None or nbytes < start)
-    below_onset = below[-1] if below else min(common)
-    at_largest = {str(p): {c: program_at((c, p, largest), t) for c in collectives}
+    below_onset = max((nbytes for nbytes in common if start is None or nbytes < start),
+                      default=common[0])
+    at_largest = {str(p): {c: program_at((c, p, common[-1]), t) for c in collectives}
                   for p in ranks_list}
     every = [entry for by_c in at_largest.values() for entry in by_c.values()]
     return {
@@ -194,7 +193,7 @@ def analyse_faults(recording, t, ranks_list, collectives, largest, labels):
         "onsetBytes": start, "belowOnsetBytes": below_onset,
         "labels": {"onset": format_bytes(start) if start else "none",
                    "belowOnset": format_bytes(below_onset)},
-        "onsetWords": onset_words(found, sorted(common), labels),
+        "onsetWords": onset_words(found, common, labels),
         # Per program and p, the size from which its calls fault in their outputs.
         "onsetBy": {c: {str(p): format_bytes(found[c, p]) if found.get((c, p)) else "none"
                         for p in ranks_list} for c in collectives},
