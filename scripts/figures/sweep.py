@@ -1,7 +1,6 @@
-"""What the two sweep figures share: one panel per device count p, side by side in the
-wide drawing and stacked in the narrow one, every panel on the same axes, under a legend
-of the figure's own series. sweep_times.py draws every program's time per call,
-sweep_ratios.py the time ratios the ring model predicts.
+"""What the two sweep figures (sweep_times.py, sweep_ratios.py) share: one panel per device
+count p, side by side in the wide drawing and stacked in the narrow one, every panel on the
+same axes, under a legend of the figure's own series.
 
 Both read the sweep's analysis alone (recordings/analysis/<id>.sweep.json), so neither
 knows a lesson's collectives by name: `collectives`, `ringCollectives`, `labels`, `rows`
@@ -46,13 +45,6 @@ def log2_size_axis(ax, sizes, limits, look):
     ax.spines[["top", "right"]].set_visible(False)
 
 
-def mark_fault_onset(analysis, ax, look):
-    """A line at the size from which calls fault in fresh pages for their outputs."""
-    onset = analysis["faults"]["onsetBytes"]
-    if onset:
-        ax.axvline(onset / 1.4, color=look.palette.ink, lw=0.9, ls=ONSET_STYLE)
-
-
 ONSET_STYLE = (0, (4, 2))
 
 
@@ -91,16 +83,20 @@ def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
 
 def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
     """The figure as SVG text with its `alt` (title, description): panel_grid(legend(analysis,
-    look), *grid), plot(analysis, ax, p, look, x limits of `sizes`) in each p's panel, titled;
-    the size label under the middle (wide) or last (narrow) panel; y ticks and label on the
-    left panel only, where the panels sit side by side on one y range."""
+    look), *grid); in each p's panel, titled, a line where calls start to fault in fresh
+    pages for their outputs, then plot(analysis, ax, p, look, x limits of `sizes`); the size
+    label under the middle (wide) or last (narrow) panel; y ticks and label on the left panel
+    only, where the panels sit side by side on one y range."""
     look = Look(variant.palette, variant.narrow,
                 *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (WIDE_SMALL, TEXT)))
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
         fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)
         x_limits = min(sizes) / 1.5, max(sizes) * 1.5  # of every p: one x range for all
+        onset = analysis["faults"]["onsetBytes"]
         for ax, p in zip(axes, ranks_of(analysis)):
+            if onset:
+                ax.axvline(onset / 1.4, color=look.palette.ink, lw=0.9, ls=ONSET_STYLE)
             plot(analysis, ax, p, look, x_limits)
             ax.set_title(f"p = {p}", fontsize=look.text, loc="left")
         (axes[-1] if look.narrow else axes[len(axes) // 2]).set_xlabel(

@@ -8,8 +8,8 @@ dotted line).
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
-                                   ranks_of, render_panels)
+from scripts.figures.sweep import (legend_line, log2_size_axis, onset_entries, ranks_of,
+                                   render_panels)
 from scripts.figures.variants import STATIC
 
 RATIO_SERIES = (0, 2, 4)  # the palette's blue, green, vermillion
@@ -40,7 +40,6 @@ def rows(analysis):
 
 def plot_ratios(analysis, ax, ranks, look, x_limits):
     ratios, model = analysis["ratios"]["byRanks"][str(ranks)], analysis["ratios"]["model"]
-    mark_fault_onset(analysis, ax, look)
     for value in sorted(set(model.values())):
         ax.axhline(value, color=look.palette.ink, lw=0.9, ls=RING_MODEL_STYLE)
     for name, (_, colour, style) in ratio_styles(analysis, look.palette).items():

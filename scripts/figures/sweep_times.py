@@ -9,8 +9,8 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
-                                   ranks_of, render_panels)
+from scripts.figures.sweep import (legend_line, log2_size_axis, onset_entries, ranks_of,
+                                   render_panels)
 from scripts.figures.variants import STATIC
 from scripts.units import format_bytes, format_microseconds
 
@@ -50,7 +50,6 @@ def plot_times(analysis, ax, ranks, look, x_limits):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
-    mark_fault_onset(analysis, ax, look)
     for program, (nbytes, low, median, high) in measured.items():
         colour, marker, dashed = drawn[program]
         ax.fill_between(nbytes, low, high, color=colour, alpha=0.18, lw=0)
