@@ -263,8 +263,7 @@ def analyse(recording):
     step_from = max((n for n in common if n <= largest / 4), default=common[0])
     fault_table["step"] = analyse_step(t, recording, ranks_list, step_from, largest, LABELS)
     fault_table["verdictCounts"] = reading.verdict_counts(
-        [{"verdict": v} for v in fault_table["step"]["verdicts"]],
-        [{"verdict": v} for v in fault_table["keepFreed"]["verdicts"]])
+        {"verdict": v} for part in ("step", "keepFreed") for v in fault_table[part]["verdicts"])
     point_list = reading.points(t, programs)
     by_series = {}
     for row in point_list:
@@ -278,11 +277,7 @@ def analyse(recording):
     alpha_trend = alpha_with_ranks(fit_table, ranks_list)
     peaks, falls = busbw(point_list, t, programs, ranks_list, below_onset)
     every_fit = [fit for by_p in fit_table.values() for fit in by_p.values()]
-    ring_verdicts = [{"verdict": entry[name]["ringModelVerdict"]}
-                     for entry in ratio_table.values() for name in entry]
-    touched_verdicts = [{"verdict": entry[name]["touchedVerdict"]}
-                        for entry in ratio_table.values() for name in entry
-                        if entry[name]["touchedVerdict"]]
+    every_ratio = [by_name[name] for by_name in ratio_table.values() for name in by_name]
     return {
         "collectives": collectives, "labels": LABELS,
         "ringCollectives": [c for c in collectives if programs[str(ranks_list[0])][c]["ring"]],
@@ -298,22 +293,21 @@ def analyse(recording):
                                        default=None)},
         "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
         "inProgram": in_program(fault_table["smallestCall"], fit_table, ranks_list),
-        "ringModelMatches": sum(entry["verdict"] == intervals.SUPPORTED
-                                for entry in ring_verdicts),
+        "ringModelMatches": sum(ratio["ringModelVerdict"] == intervals.SUPPORTED
+                                for ratio in every_ratio),
         "coverageWords": coverage_words([
             interval for interval in [*alpha_trend.values(), step_summary.get("lowOverHigh"),
-                                      step_summary["worstMissByBlock"],
-                                      *(entry[name] for entry in ratio_table.values()
-                                        for name in entry)]
+                                      step_summary["worstMissByBlock"], *every_ratio]
             if interval and interval.get("n")]),
         "ratios": {"bytes": largest, "warm": ratio_table,
                    "unexplainedWords": unexplained_words(ratio_table),
                    "byRanks": ratio_series(by_series, ranks_list),
                    "model": {name: model for name, (_, _, model) in RATIOS.items()}},
         "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls, "faults": fault_table,
-        "verdictCounts": reading.verdict_counts(alpha_trend.values(), [step_summary], ring_verdicts,
-                                        touched_verdicts,
-                                        [{"verdict": step_summary["fitVerdict"]}]),
+        "verdictCounts": reading.verdict_counts(
+            alpha_trend.values(), [step_summary, {"verdict": step_summary["fitVerdict"]}],
+            ({"verdict": ratio[kind]} for ratio in every_ratio
+             for kind in ("ringModelVerdict", "touchedVerdict"))),
         "host": reading.host(recording),
         "memcpyGBps": recording["memcpyGBps"], "memcpyBytes": recording["memcpyBytes"],
         "blocks": recording["method"]["blocks"],
