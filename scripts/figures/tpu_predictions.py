@@ -177,20 +177,17 @@ def render(data, overlay=None, variant=STATIC):
     small, label = (NARROW_SMALL, 8) if narrow else (WIDE_SMALL, 9)
     with figure_style(palette=palette):
         fig, ax, ratio_ax, table_box = (narrow_canvas if narrow else wide_canvas)(overlay)
-        if overlay is None:
-            title = data["title"]
-        else:
-            name, points = measured(data, overlay)
-            kind = overlay["environment"]["deviceKind"]
-            title = f"Measured on {chips} × {kind} ({name}) against the prediction"
+        title = data["title"]
         draw_prediction(ax, data, palette, small, narrow)
         size_axis(ax, label=overlay is None, small=small)
         ax.set_yscale("log")
-        if overlay is not None:  # room above the markers for the legend's seven entries
-            ax.set_ylim(0.5, 1e5)
         ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
         ax.set_ylabel("time of one call", fontsize=label)
         if overlay is not None:
+            name, points = measured(data, overlay)
+            kind = overlay["environment"]["deviceKind"]
+            title = f"Measured on {chips} × {kind} ({name}) against the prediction"
+            ax.set_ylim(0.5, 1e5)  # room above the markers for the legend's seven entries
             colour = palette.series[VM_SERIES[list(data["machines"]).index(name)]]
             every_ratio = [1.0]
             for (collective, ranks), rows in points.items():
