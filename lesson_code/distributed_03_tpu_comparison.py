@@ -12,8 +12,7 @@ verdict): *supported* when the whole interval of measured over predicted lies in
 from lesson_code import tpu_predictions
 from lesson_code.distributed_03_tpu_compiled import compiled_to
 from scripts import intervals
-from scripts.sweep.analysis import predicted_machine
-from scripts.sweep.reading import own_costs
+from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes
 
 LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",

@@ -14,8 +14,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
-from scripts.sweep.analysis import predicted_machine
-from scripts.sweep.reading import own_costs
+from scripts.sweep.analysis import own_costs, predicted_machine
 from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.

@@ -1,17 +1,15 @@
-"""What any sweep recording says, for a lesson's analysis (NumPy only): its blocks, the
-fault onset, one more collective in the loop (warm and, where the looped and the single
-call faulted alike, allocation-free), paired ratios, fits, and an interval's words. The
-lesson hands in its own: the bytes a device's output holds (`output_over_s`), its labels.
+"""What any sweep recording says, for a lesson's analysis: its blocks (`timings`, from
+analysis.py), the fault onset, one more collective in the loop, warm and, where the looped
+and the single call faulted alike, allocation-free, paired ratios, fits, and an interval's
+words. The lesson hands in its own: the bytes a device's output holds (`output_over_s`),
+its labels.
 """
-from collections import defaultdict
-from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from scripts import intervals
 from scripts.sweep.analysis import (algbw_gbps, bus_factor, fit_alpha_beta,
                                     one_significant_figure, worst_miss)
+from scripts.sweep.analysis import timings as timings  # where a lesson's reading starts
 from scripts.units import format_bytes
 
 # A call "faults in its outputs" when its faults cover this share of its p outputs' bytes:
@@ -22,53 +20,6 @@ FAULTED_SHARE = 0.75
 # what a collective spends on a page of output (an earlier 32 MiB sweep), so what such a
 # difference adds stays within ~15 %, inside the 25 % margin.
 ALLOCATION_FREE = 0.05
-
-
-@dataclass(frozen=True)
-class Timings:
-    """A sweep's blocks by (collective, p, S), [[block 0's values per call], ...]: the single
-    and the looped calls' times (us) and faults."""
-    calls: dict
-    loops: dict
-    call_faults: dict
-    loop_faults: dict
-    looping: int  # collectives per looped call
-    page_bytes: int
-    output_over_s: Callable | None  # the lesson's: (collective, p) -> a device's output / S
-
-    def faulted_share(self, key, faults_per_call):
-        """The share of its p outputs' bytes a call faulted in afresh (1.0: all of them)."""
-        collective, ranks, nbytes = key
-        return faults_per_call * self.page_bytes / (
-            ranks * self.output_over_s(collective, ranks) * nbytes)
-
-    def extra(self, key, faults=False):
-        """One more collective in the loop, block by block, in us (or faults): the looped
-        call less the single one, medians of one block so that the dispatch and one-time
-        allocations cancel, over the loop's extra collectives."""
-        loops, calls = (self.loop_faults, self.call_faults) if faults else (self.loops, self.calls)
-        return [(float(np.median(loop)) - float(np.median(one))) / (self.looping - 1)
-                for loop, one in zip(loops[key], calls[key])]
-
-
-def timings(recording, output_over_s=None):
-    """A sweep recording's Timings (`output_over_s` None: no fault's share is asked for)."""
-    found = defaultdict(dict)  # (looped, of faults): Timings' dict
-    for row in sorted(recording["rows"], key=lambda row: row["block"]):
-        key, looped = (row["collective"], row["ranks"], row["bytes"]), row["collectivesPerCall"] > 1
-        found[looped, False].setdefault(key, []).append(row["samplesUs"])
-        found[looped, True].setdefault(key, []).append(
-            [count / row["callsPerSample"] for count in row["minorFaults"]])
-    return Timings(found[False, False], found[True, False], found[False, True], found[True, True],
-                   next(row["collectivesPerCall"] for row in recording["rows"]
-                        if row["collectivesPerCall"] > 1), recording["pageBytes"], output_over_s)
-
-
-def own_costs(recording):
-    """({(collective, p, S): one more collective in the loop, block by block (us)}, collectives
-    per looped call): every block's, however the calls faulted."""
-    t = timings(recording)
-    return {key: t.extra(key) for key in t.calls if key in t.loops}, t.looping
 
 
 def warm_costs(t, key):
