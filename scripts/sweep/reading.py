@@ -1,8 +1,7 @@
-"""What any sweep recording says, for a lesson's analysis: its blocks (`timings`, from
-analysis.py), the fault onset, one more collective in the loop, warm and, where the looped
-and the single call faulted alike, allocation-free, paired ratios, fits, and an interval's
-words. The lesson hands in its own: the bytes a device's output holds (`output_over_s`),
-its labels.
+"""What any sweep recording says, for a lesson's analysis: its blocks (`timings`), the fault
+onset, one more collective in the loop, warm and allocation-free, paired ratios, fits, and
+an interval's words. The lesson hands in its own: the bytes a device's output holds
+(`output_over_s`), its labels.
 """
 import numpy as np
 
