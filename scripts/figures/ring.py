@@ -1,7 +1,6 @@
 """Every chunk of a p-rank ring, step by step, one figure per phase (`part`), from the
 simulation recording's trace (who sent which chunk, whose contributions each copy sums).
-Data rows: one per step, rank and chunk: `step`, `rank`, `chunk`, `sums` (`0+3`),
-`value1`..., `sentTo`, `arrivedFrom`.
+Data rows: one per step, rank and chunk.
 """
 import textwrap
 from dataclasses import dataclass

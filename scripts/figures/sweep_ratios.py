@@ -1,9 +1,6 @@
 """The sweep's time ratios in sweep.py's panels: each ratio of two programs' median times
 against the size S, the ring model's values (2 and 1) dotted, the fault onset marked.
-
-Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), ratio (`series`,
-`label` its legend) and size S (`bytes`): its `ratio` and the ring `model`'s value (the
-dotted line).
+Data rows: one per p, ratio and size, with the ring model's value (the dotted line).
 """
 from matplotlib.ticker import FuncFormatter
 

@@ -1,9 +1,6 @@
 """The sweep's time per call in sweep.py's panels: every program's median against the size
 S, its interval as a band, log-log, a single-thread memcpy of S for scale, the onset marked.
-
-Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), program (`series`,
-`label` its legend) and size S (`bytes`): its `medianUs` and interval `lowUs`-`highUs`
-(the line and its band).
+Data rows: one per p, program and size, the line and its band.
 """
 import numpy as np
 from matplotlib.ticker import FuncFormatter

@@ -1,9 +1,7 @@
 """Predicted collective times on a 4-chip TPU VM at p = 2 and 4 (the lesson's predictions
-file), and a TPU size sweep's own costs drawn over them once one exists.
-
-Data rows, each with its `part`, `machine` and `ranks`: `table` (`bytes`, `predictedUs`),
-`curve`, `crossover` (`bytes`) and, over a sweep, `measured` (`collective`, `bytes`,
-`ownCostUs`, `measuredOverPredicted`).
+file), and a TPU size sweep's own costs drawn over them once one exists. Data rows, by
+`part`: the `table`'s cells, the `curve`'s points, each `crossover` and, over a sweep, each
+`measured` own cost.
 """
 import textwrap
 

@@ -1,7 +1,6 @@
 """Bytes each process sent, beside the ring model, from the multi-process recording's
 `data.traffic` and `data.ringTraffic`: a panel per gradient size, in each a pair of groups
-per collective (gloo's, then the ring from ppermute). Data rows: one per dot,
-`gradientBytes`, `collective`, `algorithm`, `rank`, `observedBytes`, `modelBytes`, `calls`.
+per collective (gloo's, then the ring from ppermute). Data rows: one per dot.
 """
 import textwrap
 
