@@ -105,8 +105,7 @@ def points(t, programs):
 def fit_one(sizes, medians, boundary):
     """(alpha, beta, sizes fitted) over the sizes below `boundary` (None: every size), at
     least three."""
-    s = np.asarray(sizes, dtype=float)
-    t = np.asarray(medians, dtype=float) * 1e-6
+    s, t = np.asarray(sizes, dtype=float), np.asarray(medians, dtype=float) * 1e-6
     inside = s < boundary if boundary else np.ones_like(s, dtype=bool)
     if inside.sum() < 3:
         inside[:3] = True  # fewer than three sizes fit: fit the three smallest
