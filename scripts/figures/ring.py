@@ -237,21 +237,18 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
 def describe(trace, name):
     p, b_rs = trace["ranks"], trace["reduceScatter"]["bytesSent"][0]
     b_ag, whole = trace["allGather"]["bytesSent"][0], trace["vectorBytes"]
-    if name == "reduce_scatter":
-        return (f"A grid with one row per step and, for each of {p} ranks, one cell per "
-                f"chunk. At the start every rank holds only its own contribution. In each "
-                f"of the {p - 1} steps every rank sends one chunk to the next rank, which "
-                f"adds it to its own copy; under each rank, the chunk it sent and the chunk "
-                f"it got. After the last step rank r holds chunk r fully reduced and its "
-                f"other chunks only as partial sums. Each rank sends {b_rs} bytes for a "
-                f"{whole}-byte vector. A simulation of the idealized ring schedule, not a "
-                f"measurement.")
+    steps = (f"every rank holds only its own contribution. In each of the {p - 1} steps "
+             f"every rank sends one chunk to the next rank, which adds it to its own copy; "
+             f"under each rank, the chunk it sent and the chunk it got. After the last step "
+             f"rank r holds chunk r fully reduced and its other chunks only as partial sums. "
+             f"Each rank sends {b_rs} bytes" if name == "reduce_scatter" else
+             f"rank r holds only chunk r, fully reduced. In each of the {p - 1} steps every "
+             f"rank forwards a finished chunk to the next rank, which stores a copy, until "
+             f"every rank holds all {p} fully reduced chunks. Each rank sends {b_ag} bytes, "
+             f"{b_rs + b_ag} with the reduce-scatter,")
     return (f"A grid with one row per step and, for each of {p} ranks, one cell per chunk. "
-            f"At the start rank r holds only chunk r, fully reduced. In each of the {p - 1} "
-            f"steps every rank forwards a finished chunk to the next rank, which stores a "
-            f"copy, until every rank holds all {p} fully reduced chunks. Each rank sends "
-            f"{b_ag} bytes, {b_rs + b_ag} with the reduce-scatter, for a {whole}-byte "
-            f"vector. A simulation of the idealized ring schedule, not a measurement.")
+            f"At the start {steps} for a {whole}-byte vector. A simulation of the idealized "
+            f"ring schedule, not a measurement.")
 
 
 def render(recording, variant=STATIC, *, part):
