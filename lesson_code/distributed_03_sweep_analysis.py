@@ -1,8 +1,6 @@
 """What distributed-03's message-size sweep means: medians with intervals, fits below
 the fault onset, ratios of warm collectives against two predictions, verdicts in words.
-
-Derived from recordings/distributed-03.sweep.json alone (lesson_code/distributed_03_analysis.py
-routes the "sweep" variant here). NumPy only; rewording re-renders, never re-measures.
+From the sweep recording alone (distributed_03_analysis.py routes the "sweep" variant here).
 Every verdict compares paired blocks: block b measured p = 2, 4, 8 one after another and,
 inside each, every program at one size in turn, so a ratio taken within a block shares
 that block's conditions.

@@ -1,10 +1,6 @@
-"""What the sweep's page faults say on the allocator page: each program at the largest size,
-what donation and keeping freed memory changed, and how much of a small call is the
-collective.
-
-Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py),
-from the recording alone; what any sweep's faults say (the onset, a warm, allocation-free
-collective) is the course's, scripts/sweep/reading.py.
+"""What the sweep's page faults say on the allocator page (analyse_faults), for
+distributed-03's sweep analysis (distributed_03_sweep_analysis.py); what any sweep's faults
+say (the onset, a warm, allocation-free collective) is the course's, scripts/sweep/reading.py.
 """
 import numpy as np
 
