@@ -174,18 +174,16 @@ def steps(fit_table, programs, ranks_list):
         counts = [programs[str(p)][c]["steps"] for c in names]
         dispatch, per_step, worst = step_line([fit_table[c][str(p)]["alphaUs"] for c in names],
                                               counts)
-        blocks = len(fit_table[names[0]][str(p)]["alphaByBlockUs"])
-        by_block = [step_line([fit_table[c][str(p)]["alphaByBlockUs"][b] for c in names],
-                              counts) for b in range(blocks)]
-        per_block = [fit[1] for fit in by_block]
+        by_block = [step_line(alphas, counts) for alphas in zip(
+            *(fit_table[c][str(p)]["alphaByBlockUs"] for c in names), strict=True)]
+        dispatches, per_block, misses = (list(column) for column in zip(*by_block))
         # The table's d and a are both the blocks' lines, with their intervals.
         result[str(p)] = {"dispatchUs": dispatch, "perStepUs": per_step,
-                          "dispatch": intervals.median_interval([fit[0] for fit in by_block]),
+                          "dispatch": intervals.median_interval(dispatches),
                           "perStep": intervals.median_interval(per_block),
-                          "blockMiss": intervals.median_interval([fit[2] for fit in by_block]),
+                          "blockMiss": intervals.median_interval(misses),
                           "perStepByBlockUs": per_block, "maxRelResidual": worst,
-                          "maxRelResidualByBlock": [fit[2] for fit in by_block],
-                          "ringStepsPerPhase": p - 1}
+                          "maxRelResidualByBlock": misses, "ringStepsPerPhase": p - 1}
     low, high = str(ranks_list[0]), str(ranks_list[-1])
     worst = max(entry["maxRelResidual"] for entry in result.values())
     summary = {**step_growth(result[low]["perStepByBlockUs"], result[high]["perStepByBlockUs"]),
