@@ -30,10 +30,10 @@ def host(timing, environment):
             "busyCoresAtStart": start["busyCores"], "words": words}
 
 
-def interval_words(stat, unit=""):
+def interval_words(stat):
     """'443 (95 % interval 410–480)', the way every interval is printed."""
-    return (f"{stat['median']:,.0f}{unit} ({stat['coverage']:.0%} interval "
-            f"{stat['low']:,.0f}–{stat['high']:,.0f}{unit})")
+    return (f"{stat['median']:,.0f} ({stat['coverage']:.0%} interval "
+            f"{stat['low']:,.0f}–{stat['high']:,.0f})")
 
 
 def ratio_words(ratio):
@@ -255,8 +255,7 @@ def analyse_executed(recording):
     if "roundsTiming" in data:
         result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"], environment)
     if "traffic" in data:
-        result["messageCheck"] = message_check(data["traffic"],
-                                               recording["environment"]["processCount"])
+        result["messageCheck"] = message_check(data["traffic"], environment["processCount"])
         result["resent"] = resent_bytes(data["traffic"])
     return result
 
