@@ -15,13 +15,10 @@ RING_MODEL_STYLE = (0, (1, 2))
 
 def ratio_styles(analysis, palette=LIGHT):
     """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
-    found = {}
-    for i, name in enumerate(analysis["ratios"]["model"]):
-        entry = next(iter(analysis["ratios"]["warm"].values())).get(name)
-        label = name if entry is None else entry.get("label", name)
-        colour = palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]]
-        found[name] = (label, colour, "--" if i >= 2 else "-")
-    return found
+    labelled = next(iter(analysis["ratios"]["warm"].values()))  # the first p's ratios
+    return {name: (labelled.get(name, {}).get("label", name),
+                   palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]], "--" if i >= 2 else "-")
+            for i, name in enumerate(analysis["ratios"]["model"])}
 
 
 def rows(analysis):
