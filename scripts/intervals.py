@@ -149,12 +149,10 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
 def host_at_start(environment, cores):
     """Whether other work kept over half the cores busy as a measurement started
     (busyCoresAtStart; in an older recording, a load above the cores), and the sentence."""
-    busy_cores = environment.get("busyCoresAtStart")
-    load = environment.get("loadAverage1m")
-    if busy_cores is not None:
+    if (busy_cores := environment.get("busyCoresAtStart")) is not None:
         busy = busy_cores > cores / 2
         said = f"other work kept {busy_cores:.1f} of the {cores} cores busy"
-    elif load is not None:
+    elif (load := environment.get("loadAverage1m")) is not None:
         busy = load > cores
         said = f"the load average was {load:.1f} on {cores} cores"
     else:
