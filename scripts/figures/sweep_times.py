@@ -18,10 +18,8 @@ MARKER_CYCLE = "osD^vP*"
 
 def styles(analysis, palette=LIGHT):
     """program -> (colour, marker, dashed) in the analysis's order."""
-    ring = set(analysis["ringCollectives"])
-    colours = palette.series
-    return {c: (colours[i % len(colours)], MARKER_CYCLE[i % len(MARKER_CYCLE)], c in ring)
-            for i, c in enumerate(analysis["collectives"])}
+    return {c: (palette.series[i % len(palette.series)], MARKER_CYCLE[i % len(MARKER_CYCLE)],
+                c in analysis["ringCollectives"]) for i, c in enumerate(analysis["collectives"])}
 
 
 def series(analysis, ranks):
