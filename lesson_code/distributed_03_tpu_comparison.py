@@ -39,7 +39,7 @@ def compare(recording, data=None, compiled=None):
     """`compiled`: recordings/<id>.tpu-compiled.json, what each program compiles to."""
     data = data or tpu_predictions.predictions()
     name = predicted_machine(data, recording["environment"]["deviceKind"])
-    costs, looping = own_costs(recording["rows"])
+    costs, looping = own_costs(recording)
     # A machine the compiled record lacks compiled nothing it can name.
     target = next((target for target in (compiled or {}).get("targets", [])
                    if target["accelerator"] == name), {"programs": []})
