@@ -25,9 +25,8 @@ class PageError(Reported):
     """A page the page language cannot build; str() is the one line that says why."""
 
 
-# What a page read, said by the code that reads it as it reads (Sphinx's note_dependency):
-# an audit event, as open() raises one for a file, which `mkdocs serve` (pages/serve.py)
-# hears on the build thread to re-render the page when what it read changes.
+# What a page read, said as it reads: an audit event, as open() raises one for a file, which
+# pages/sources.Reads notes, so `mkdocs serve` re-renders the page when what it read changes.
 READ = "scripts.pages.read"
 
 

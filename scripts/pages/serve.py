@@ -3,17 +3,14 @@
 mkdocs' dirty build re-renders a page whose Markdown is newer than its HTML. A page here is
 made from more: the recordings it reads, the files it opens as it renders (snippets of
 lesson code, figures, lesson pages' titles) and what every page shows (mkdocs.yml, the nav,
-the registry, the theme). The code that reads says so as it reads (open()'s audit event, and
-recorded_text.READ for a recording), so each page built while serving keeps what it was made
-from, and every rebuild is a dirty one that first marks modified each page whose inputs
-changed, and last removes the pages no longer in the site. `mkdocs build` and `mkdocs serve
+the registry, the theme). The code that reads says so as it reads (audit events, noted by
+pages/sources.py), so each page built while serving keeps what it was made from, and every
+rebuild is a dirty one that first marks modified each page whose inputs changed, and last
+removes the pages no longer in the site. `mkdocs build` and `mkdocs serve
 --clean` build every page.
 """
 import json
 import logging
-import os
-import sys
-import threading
 from functools import partial
 from pathlib import Path
 
@@ -25,56 +22,36 @@ from mkdocs.structure.files import InclusionLevel
 from mkdocs.utils import DuplicateFilter
 
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
-from scripts.pages.recorded_text import READ, current
+from scripts.pages.sources import Reads, note_reads, stat
 from scripts.store.recordings import read_json
 from scripts.store.staging import write_atomically
-
-
-def stat(path):
-    try:
-        found = os.stat(path)
-        return found.st_mtime_ns, found.st_size
-    except OSError:
-        return None  # a file that appears later is a change too
 
 
 class Serving:
     """This `mkdocs serve` process's pages: what each was made from when it was written."""
 
     def __init__(self):
-        # src_uri -> (what every page showed, {file it opened: stat}, {what it read: value})
+        # src_uri -> (what every page showed, the sources.Reads of its rendering)
         self.built, self.written = {}, {}  # src_uri -> the HTML file written for it
-        self.everywhere = self.sources = self.reading = self.thread = None  # this build's
+        self.everywhere = self.sources = None  # this build's
         self.pages, self.rebuilt, self.entries = {}, set(), {}  # pages: src_uri -> url
-
-    def note(self, event, args):  # a sys.addaudithook hook: heard while a page is converted
-        if self.reading is None or threading.get_ident() != self.thread:
-            return
-        opened, read = self.reading
-        if event == "open" and isinstance(args[0], (str, os.PathLike)):  # not a descriptor
-            opened[os.path.abspath(args[0])] = stat(args[0])  # the stat before the read
-        elif event == READ:
-            read[args[0]] = args[1]
 
     def changed(self, uri):
         if uri not in self.built:
             return True
-        everywhere, opened, read = self.built[uri]
-        return (everywhere != self.everywhere
-                or any(stat(path) != seen for path, seen in opened.items())
-                or any(current(self.sources, key) != seen for key, seen in read.items()))
+        everywhere, made_from = self.built[uri]
+        return everywhere != self.everywhere or made_from.changed(self.sources)
 
 
 SERVING = None  # a Serving under `mkdocs serve`
 
 
 def on_startup(command, dirty):
-    """Serving: note what each page opens, and let strict mode pass the dirty build's
-    warning that its pages may be stale (this module keeps them current)."""
+    """Serving: let strict mode pass the dirty build's warning that its pages may be stale
+    (this module keeps them current)."""
     global SERVING
     if command == "serve" and SERVING is None:
         SERVING = Serving()
-        sys.addaudithook(SERVING.note)
         logging.getLogger("mkdocs.commands.build").addFilter(
             lambda record: not record.getMessage().startswith("A 'dirty' build"))
 
@@ -144,7 +121,8 @@ def on_env(env, config, files):
 
 def on_pre_page(page, config, files):
     if SERVING is not None:
-        SERVING.reading, SERVING.thread = ({}, {}), threading.get_ident()
+        page.made_from = Reads()
+        note_reads(page.made_from)
         page.render = partial(render_or_keep, page, page.render)
     return page
 
@@ -162,7 +140,7 @@ def render_or_keep(page, render, config, files):
 
 def on_page_content(html, page, config, files):  # the last hook that reads files for a page
     if SERVING is not None:
-        page.made_from, SERVING.reading = SERVING.reading, None
+        note_reads(None)
     return html
 
 
@@ -172,7 +150,7 @@ def on_post_page(output, page, config):
         return last.read_text(encoding="utf-8") if last.is_file() else output
     if SERVING is not None:  # written next
         uri = page.file.src_uri
-        SERVING.built[uri] = SERVING.everywhere, *page.made_from
+        SERVING.built[uri] = SERVING.everywhere, page.made_from
         SERVING.written[uri] = page.file.abs_dest_path
         SERVING.rebuilt.add(SERVING.pages[uri])
     return output
