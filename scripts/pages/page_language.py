@@ -81,7 +81,10 @@ class Directives(Preprocessor):
             line = text.count("\n", 0, found.start()) + 1
             raise PageError(f"docs/{location.source}: line {line} holds U+{ord(found[0]):04X}, "
                             f"a control character no page can show; remove it")
-        lesson = lesson_of(location.source, conversion)
+        # A lesson's page (`lessons/<id>.md`) ends with its downloads.
+        lesson_id = location.source.removeprefix("lessons/").removesuffix(".md")
+        lesson = conversion.loaded_sources().lessons.get(lesson_id) \
+            if location.source == f"lessons/{lesson_id}.md" else None
         if "{{" not in text and lesson is None:
             return lines
         sources = conversion.loaded_sources()
@@ -89,13 +92,6 @@ class Directives(Preprocessor):
         if lesson is not None:
             text += downloads(lesson, location.source, sources.docs)
         return text.split("\n")
-
-
-def lesson_of(source, conversion):
-    """The lesson whose page this is (`lessons/<id>.md`), which ends with its downloads."""
-    lesson_id = source.removeprefix("lessons/").removesuffix(".md")
-    return conversion.loaded_sources().lessons.get(lesson_id) \
-        if source == f"lessons/{lesson_id}.md" else None
 
 
 SNIPPETS_PRIORITY = 32  # where pymdownx.snippets registers itself; its stand-in too

@@ -31,15 +31,14 @@ class Serving:
     """This `mkdocs serve` process's pages: what each was made from when it was written."""
 
     def __init__(self):
-        # src_uri -> (what every page showed, the sources.Reads of its rendering)
-        self.built, self.written = {}, {}  # src_uri -> the HTML file written for it
+        self.built = {}  # src_uri -> (what every page showed, its sources.Reads, its HTML file)
         self.everywhere = self.sources = None  # this build's
         self.pages, self.rebuilt, self.entries = {}, set(), {}  # pages: src_uri -> url
 
     def changed(self, uri):
         if uri not in self.built:
             return True
-        everywhere, made_from = self.built[uri]
+        everywhere, made_from, _ = self.built[uri]
         return everywhere != self.everywhere or made_from.changed(self.sources)
 
 
@@ -145,14 +144,14 @@ def on_page_content(html, page, config, files):  # the last hook that reads file
 
 
 def on_post_page(output, page, config):
-    if SERVING is not None and getattr(page, "failed", False):  # to be built again
+    if SERVING is None:
+        return output
+    if getattr(page, "failed", False):  # to be built again
         last = Path(page.file.abs_dest_path)
         return last.read_text(encoding="utf-8") if last.is_file() else output
-    if SERVING is not None:  # written next
-        uri = page.file.src_uri
-        SERVING.built[uri] = SERVING.everywhere, page.made_from
-        SERVING.written[uri] = page.file.abs_dest_path
-        SERVING.rebuilt.add(SERVING.pages[uri])
+    uri = page.file.src_uri  # written next
+    SERVING.built[uri] = SERVING.everywhere, page.made_from, page.file.abs_dest_path
+    SERVING.rebuilt.add(SERVING.pages[uri])
     return output
 
 
@@ -162,11 +161,10 @@ def on_post_build(config):
     entries, and the index lists them in the pages' order, as a full build writes it."""
     if SERVING is None:
         return
-    kept = {SERVING.written[uri] for uri in SERVING.pages if uri in SERVING.written}
-    for uri in set(SERVING.written) - set(SERVING.pages):
-        if (gone := SERVING.written.pop(uri)) not in kept:  # foo.md renamed foo/index.md
+    kept = {SERVING.built[uri][2] for uri in SERVING.pages if uri in SERVING.built}
+    for uri in set(SERVING.built) - set(SERVING.pages):
+        if (gone := SERVING.built.pop(uri)[2]) not in kept:  # foo.md renamed foo/index.md
             Path(gone).unlink(missing_ok=True)
-        SERVING.built.pop(uri, None)
     index = Path(config.site_dir) / "search" / "search_index.json"
     if not index.is_file():
         return

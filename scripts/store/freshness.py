@@ -70,15 +70,11 @@ def derived_problems(output, lock, root=ROOT):
 def notebook_problems(lesson, root=ROOT):
     """The lesson's notebook's line when the module text it shows changed (a comment, a
     page's heading); an unreadable lock is load_all's to say."""
+    notebook = notebook_output(lesson)
     try:
-        return text_problems(notebook_output(lesson), read_lock(root), root)
+        recorded = read_lock(root).get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
     except LockError:
         return []
-
-
-def text_problems(notebook, lock, root=ROOT):
-    """The notebook's line when the module text it shows changed."""
-    recorded = lock.get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
     if recorded is not None and recorded != digest(root / notebook.shows):
         return [problem(notebook.path, changed([notebook.shows]), notebook.fix)]
     return []
