@@ -32,14 +32,8 @@ class Serving:
 
     def __init__(self):
         self.built = {}  # src_uri -> (what every page showed, its sources.Reads, its HTML file)
-        self.everywhere = self.sources = None  # this build's
+        self.everywhere = None  # this build's
         self.pages, self.rebuilt, self.entries = {}, set(), {}  # pages: src_uri -> url
-
-    def changed(self, uri):
-        if uri not in self.built:
-            return True
-        everywhere, made_from, _ = self.built[uri]
-        return everywhere != self.everywhere or made_from.changed(self.sources)
 
 
 SERVING = None  # a Serving under `mkdocs serve`
@@ -101,12 +95,12 @@ def on_nav(nav, config, files):
                           [(page.title, page.url) for page in nav.pages],
                           [file.src_uri for file in files],
                           {path: stat(path) for path in (Path(theme).rglob("*") if theme else ())})
-    SERVING.sources = sources
     pages = files.documentation_pages(inclusion=InclusionLevel.is_in_serve)
     SERVING.rebuilt.clear()
     SERVING.pages = {file.src_uri: "" if file.url == "./" else file.url for file in pages}
     for file in pages:
-        if SERVING.changed(file.src_uri):
+        shown, made_from, _ = SERVING.built.get(file.src_uri, (None, None, None))
+        if made_from is None or shown != SERVING.everywhere or made_from.changed(sources):
             file.is_modified = lambda: True
     return nav
 
