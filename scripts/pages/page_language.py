@@ -72,10 +72,8 @@ class Conversion:
 
 class Directives(Preprocessor):
     def run(self, lines):
-        conversion = self.md.page_language
-        # A new page: Markdown.convert may be called again on the same instance.
-        conversion.values, conversion.tree_finished, conversion.notebook_toc = \
-            PageValues(), False, []
+        # A new page's values, the sources kept (Markdown.convert may run again on one md).
+        conversion = self.md.page_language = Conversion(self.md.page_language.sources, self.md)
         text, location = "\n".join(lines), page_location(self.md)
         if found := CONTROL.search(text):
             line = text.count("\n", 0, found.start()) + 1

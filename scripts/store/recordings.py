@@ -98,10 +98,9 @@ def schemas_for(lesson):
     """(the shared schema, the lesson's data schema, its sweep part); None where none."""
     try:
         shared = SCHEMA_PATH, schema_file(SCHEMA_PATH)
-        path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) \
-            else None
-        if path is None:
+        if not getattr(lesson, "data_schema", None):
             return compiled(*shared), None, None
+        path = lesson.root / lesson.data_schema
         data = schema_file(path)
         return (compiled(*shared), compiled(path, data, shared),
                 compiled(path, data, shared, SWEEP_PART))
@@ -180,8 +179,7 @@ def load_recording(path, fix=RECORD, lesson=None):
     recording = parse_json(data, where, fix)
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
-    if lesson is None and isinstance(recording.get("lessonId"), str):
-        lesson = registered_lesson(recording["lessonId"])
+    lesson = lesson or registered_lesson(recording.get("lessonId"))  # None: not a str
     key = (digest_bytes(data), getattr(lesson, "id", None), *schemas_for(lesson))
     if key not in _VALID:
         validate(recording, where, fix, lesson)
