@@ -126,8 +126,7 @@ def read_registry(root):
         raise RegistryError(f"{where}: cannot be read ({error.strerror}); run "
                             f"`git checkout -- {where}`") from None
     except UnicodeDecodeError as error:
-        raise RegistryError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8") \
-            from None
+        raise RegistryError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise RegistryError(f"{where}: not valid TOML ({error}); fix the file") from None
     except RecursionError:  # tomllib reads nested arrays and tables by recursing

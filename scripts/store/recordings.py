@@ -55,8 +55,7 @@ def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
     try:
         kind = os.fstat(fd).st_mode
         if stat.S_ISDIR(kind):
-            raise RecordingError(f"{where}: is a directory, not a recording (remove it)",
-                                 fix)
+            raise RecordingError(f"{where}: is a directory, not a recording (remove it)", fix)
         if not stat.S_ISREG(kind):
             raise RecordingError(f"{where}: not a regular file (a device, pipe or socket); "
                                  f"remove it", fix)
@@ -190,8 +189,7 @@ def load_recording(path, fix=RECORD, lesson=None):
 def source_commit(root, files):
     """{HEAD's sha, whether `files` are as HEAD holds them}; None outside a git checkout."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                              timeout=30)
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
 
     try:
         top, head = git("rev-parse", "--show-toplevel"), git("rev-parse", "HEAD")

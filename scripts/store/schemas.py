@@ -90,8 +90,7 @@ def compiled(path, data, shared=None, part=None):
     try:
         return Schema(schema, pairs, jsonschema_rs.Draft202012Validator(
             schema, registry=jsonschema_rs.Registry(list(pairs)), offline=True))
-    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError,
-            ValueError) as error:
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as error:
         raise not_a_schema(path, str(error).splitlines()[0][:160]) from None
 
 
