@@ -114,9 +114,7 @@ def lock_and_unclaimed(lessons, root):
 def check(lessons, root=ROOT, only=None):
     """One line per missing, invalid or stale file, of every lesson or of lesson `only`."""
     lock, lines = lock_and_unclaimed(lessons, root)
-    for lesson in lessons.values():
-        if only is not None and lesson.id != only:
-            continue
+    for lesson in [lesson for lesson in lessons.values() if only in (None, lesson.id)]:
         recordings = recording_outputs(lesson, root)
         for output in recordings:
             lines += recording_state(output, root)[1]
