@@ -6,8 +6,8 @@ lesson code, figures, lesson pages' titles) and what every page shows (mkdocs.ym
 the registry, the theme). The code that reads says so as it reads (audit events, noted by
 pages/sources.py), so each page built while serving keeps what it was made from, and every
 rebuild is a dirty one that first marks modified each page whose inputs changed, and last
-removes the pages no longer in the site. `mkdocs build` and `mkdocs serve
---clean` build every page.
+removes the pages no longer in the site. `mkdocs build` and `mkdocs serve --clean` build
+every page.
 """
 import json
 import logging

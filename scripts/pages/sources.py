@@ -1,6 +1,7 @@
 """What the pages are built from: the lesson registry, its recordings and the docs folder,
 loaded once per build by whichever generator runs (MkDocs' hook, or the page language under
-Zensical), and again only when a file it read has changed.
+Zensical); and what code read (Reads), so that the sources, and each page `mkdocs serve`
+wrote, are made again only once something they read has changed.
 """
 import os
 import sys
