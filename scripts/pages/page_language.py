@@ -61,12 +61,12 @@ class Conversion:
     def loaded_sources(self):
         """The sources MkDocs' hook handed over; under Zensical, those of the mkdocs.yml it
         builds, if that is this code's checkout; under Python-Markdown alone, this checkout's."""
-        if self.sources is None:
-            context = self.md.preprocessors["rendering_context"] \
-                if "rendering_context" in self.md.preprocessors else None
-            root = refuse_another_checkout(context.config["root_dir"]) if context else ROOT
-            self.sources = loaded_once(root, Path(root, context.config["docs_dir"]
-                                                  if context else "docs"))
+        if self.sources is None and "rendering_context" in self.md.preprocessors:
+            config = self.md.preprocessors["rendering_context"].config
+            root = refuse_another_checkout(config["root_dir"])
+            self.sources = loaded_once(root, Path(root, config["docs_dir"]))
+        elif self.sources is None:
+            self.sources = loaded_once(ROOT, ROOT / "docs")
         return self.sources
 
 

@@ -83,8 +83,7 @@ def note_read(event, args):  # the audit hook
 
 
 def note_reads(reads):
-    """Put what this thread reads from now on in `reads` (a Reads; None: nowhere); returns
-    the one it replaces."""
+    """This thread's reads go in `reads` (None: nowhere) from now on; returns the one before."""
     if not getattr(note_reads, "hooked", False):
         sys.addaudithook(note_read)  # for the process: an audit hook cannot be removed
         note_reads.hooked = True
