@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import jsonschema_rs
 
 from scripts import display
+from scripts.plumbing.checkout import no_link
 
 
 class SchemaError(Exception):
@@ -41,9 +42,8 @@ MAX_SCHEMA_BYTES = 2**20
 def schema_file(path):
     """The bytes of the schema file at `path`, which may be no link and no device."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
+        with open(path, "rb", opener=no_link) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # a device, a pipe
                 raise unreadable(path, "not a regular file")
             data = file.read(MAX_SCHEMA_BYTES + 1)
     except FileNotFoundError:
