@@ -21,6 +21,7 @@ from mkdocs.config import load_config
 from conftest import ROOT, SEED, module_file
 from harness import clean_env, rederive_analyses, run
 from harness import project as copy_project
+from scripts.pages import site_files
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
@@ -31,6 +32,11 @@ def test_serve_watches_recordings_figures_and_lesson_code():
     config = load_config(str(ROOT / "mkdocs.yml"))
     watched = {os.path.relpath(path, ROOT) for path in config["watch"]}
     assert {"recordings", "figures", "lesson_code"} <= watched
+
+
+SERVED = SimpleNamespace(config_file_path="mkdocs.yml", site_dir="site", strict=True,
+                         use_directory_urls=True, site_url="http://127.0.0.1:8000/",
+                         docs_dir=str(ROOT / "docs"))  # what on_serve reads of the config
 
 
 def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, caplog):
@@ -47,14 +53,40 @@ def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, capl
     monkeypatch.setattr(serving, "build", lambda config, **options: mkdocs_build.log.info(
         "Documentation built in 0.52 seconds"))
     monkeypatch.setattr(mkdocs_build.log, "filters", [DuplicateFilter()])  # as `mkdocs` adds it
-    server, config = SimpleNamespace(), SimpleNamespace(
-        config_file_path="mkdocs.yml", site_dir="site", strict=True, use_directory_urls=True,
-        site_url="http://127.0.0.1:8000/")
-    serving.on_serve(server, config, builder=None)
+    server = SimpleNamespace(watch=lambda path, recursive=True: None, unwatch=lambda path: None)
+    serving.on_serve(server, SERVED, builder=None)
     with caplog.at_level(logging.INFO, logger="mkdocs"):
         server.builder()
         server.builder()
     assert caplog.text.count("Documentation built in 0.52 seconds") == 2
+
+
+def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_rebuild(
+        monkeypatch, caplog):
+    """A link committed while serving: site_files.checked_root's line, and the last pages
+    still served. The copies it writes into docs/ are not watched: each would be a second
+    rebuild after every figure or module edit."""
+    from scripts.pages import serve as serving
+
+    def refused(*path, **options):
+        raise SystemExit("error: docs/leak.txt is a symbolic link (to '/etc/hostname'); ...")
+    monkeypatch.setattr(serving, "SERVING", serving.Serving())
+    monkeypatch.setattr(serving, "load_config", refused)
+    calls = []
+    server = SimpleNamespace(watch=lambda path, recursive=True: calls.append((path, recursive)),
+                             unwatch=lambda path: calls.append((path, "unwatched")))
+    serving.on_serve(server, SERVED, builder=None)
+    with caplog.at_level(logging.INFO, logger="mkdocs"):
+        server.builder()
+    assert [record.getMessage() for record in caplog.records][-2:] == [
+        "docs/leak.txt is a symbolic link (to '/etc/hostname'); ...",
+        "still serving the last pages built; fix the error above to rebuild"]
+    docs = ROOT / "docs"
+    assert calls[:2] == [(str(docs), "unwatched"), (str(docs), False)]
+    watched = {Path(path).relative_to(docs).as_posix(): recursive for path, recursive in calls[2:]}
+    assert watched == {folder.name: folder.name != "notebooks" for folder in docs.iterdir()
+                       if folder.is_dir() and folder.name not in site_files.FOLDERS}
+    assert "notebooks" in watched and "lessons" in watched
 
 
 def serve(project, log, **env):
@@ -235,7 +267,7 @@ def activated(venv_bin=Path(sys.executable).parent):
 
 def mkdocs_error(run):
     """The one ERROR line of a failed mkdocs run, which printed no traceback."""
-    [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
+    [error] = [line for line in run.stderr.splitlines() if line.startswith(("ERROR", "error: "))]
     assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr[-2000:]
     return error
 

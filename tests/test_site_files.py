@@ -10,8 +10,9 @@ import sys
 
 import pytest
 
-from conftest import FIRST_LESSON, module_file
+from conftest import FIRST_LESSON, ROOT, module_file
 from harness import clean_env, one_error, project, raised_in_one_line
+from scripts.pages import site_files
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
 from scripts.store.lessons import load_lessons
@@ -50,18 +51,50 @@ def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_pat
     assert files_under(docs) == {path: data for path, data in before.items() if path != gone}
 
 
-def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course):
+def committed(root, *paths):
+    for args in (("init", "-q"), ("add", "-f", *paths), ("commit", "-qm", "committed")):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
+                       cwd=root, check=True)
+
+
+def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course,
+                                                                        monkeypatch):
     root, docs = course
     copy = docs / module_file(FIRST_LESSON)
     copy.unlink()
     copy.write_text("print('committed')\n")
-    for args in (("init", "-q"), ("add", "-f", copy), ("commit", "-qm", "in the way")):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                       cwd=root, check=True)
+    # Read-only under a umask that forbids writing, and no lesson's copy: tracked, so kept.
+    kept = docs / "figures" / "kept.svg"
+    kept.write_text("<svg/>")
+    kept.chmod(0o444)
+    committed(root, copy, kept)
     line = str(raised_in_one_line(StagingError, stage, root))
     assert line.startswith(f"docs/{module_file(FIRST_LESSON)} is committed where the build "
                            f"writes a copy") and "git rm --cached" in line
     assert copy.read_text() == "print('committed')\n"
+    subprocess.run(["git", "rm", "-q", "--cached", copy], cwd=root, check=True)
+    stage(root)
+    assert kept.read_text() == "<svg/>" and copy.read_bytes() == (root / copy.relative_to(
+        docs)).read_bytes()
+    # A repository git cannot read: what it tracks unknown, nothing is copied over anything.
+    copy.unlink()
+    monkeypatch.setenv("GIT_DIR", str(root / "nowhere"))
+    line = str(raised_in_one_line(StagingError, stage, root))
+    assert line.startswith("git cannot list what this checkout tracks (git: fatal: not a git "
+                           "repository") and not copy.exists()
+
+
+def test_every_copy_lies_in_a_folder_git_ignores_where_the_step_alone_writes():
+    """What the step may remove is what COPIES holds: every copy must be there, and ignored."""
+    docs = ROOT / "docs"
+    copies = set(wanted(ROOT, load_lessons(ROOT)))
+    stage(ROOT)
+    assert copies <= {path.relative_to(docs).as_posix() for pattern in site_files.COPIES
+                      for path in docs.glob(pattern)}
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT,
+                             input="".join(f"docs/{path}\n" for path in copies),
+                             capture_output=True, text=True)
+    assert set(ignored.stdout.split()) == {f"docs/{path}" for path in copies}
 
 
 def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, monkeypatch):
@@ -122,15 +155,17 @@ def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path
 
 
 @pytest.mark.slow
-def test_zensical_refuses_another_checkouts_code(tmp_path):
-    """A worktree built by the zensical of another checkout's activated .venv."""
+def test_zensical_refuses_another_checkouts_code_before_it_lists_docs(tmp_path):
+    """A worktree built by the zensical of another checkout's activated .venv: refused as
+    mkdocs.yml is read, so its committed link is not published and the other is not written."""
     second = project(tmp_path / "second", keep=[FIRST_LESSON.id])
+    (second / "docs" / "leak.txt").symlink_to("/etc/hostname")
     env = clean_env(VIRTUAL_ENV=sys.prefix,
                     PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
     built = subprocess.run(["zensical", "build", "--clean"], cwd=second, env=env,
                            capture_output=True, text=True, timeout=300)
-    assert built.returncode != 0
-    assert f"{second}/mkdocs.yml is being built with another checkout's code" in built.stderr
+    assert built.returncode != 0 and not (second / "site").exists()
+    one_error(built.stderr, f"{second}/mkdocs.yml is being built with another checkout's code")
 
 
 @pytest.mark.slow

@@ -22,6 +22,7 @@ from mkdocs.structure.files import InclusionLevel
 from mkdocs.utils import DuplicateFilter
 
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
+from scripts.pages.site_files import FOLDERS
 from scripts.pages.sources import Reads, note_reads, stat
 from scripts.store.recordings import read_json
 from scripts.store.staging import write_atomically
@@ -76,7 +77,20 @@ def on_serve(server, config, builder):
                 "still serving the last pages built; fix the error above to rebuild")
 
     server.builder = rebuild
+    watch_docs_but_the_copies(server, Path(config.docs_dir))
     return server
+
+
+def watch_docs_but_the_copies(server, docs):
+    """mkdocs watches docs/; the copies that reading mkdocs.yml writes there
+    (pages/site_files.py) are no edit, and watched would start a second rebuild after each
+    figure or module edit. So docs/ itself, each folder but the copies' own, and the
+    notebooks' folder without the copies' subfolders."""
+    server.unwatch(str(docs))
+    server.watch(str(docs), recursive=False)
+    for folder in sorted(path for path in docs.iterdir() if path.is_dir()):
+        if folder.name not in FOLDERS:
+            server.watch(str(folder), recursive=folder.name != "notebooks")
 
 
 def on_nav(nav, config, files):

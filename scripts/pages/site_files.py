@@ -6,26 +6,31 @@ Copies, never links, at the paths the pages link them by, in the folders git ign
 (COPIES), written only when they differ.
 
 What the step wrote is known from what no commit can hold: each copy is read-only (as
-Bazel's outputs are), a mode git never checks a file out with. So it removes only a
-read-only file in COPIES that no lesson wants now, and refuses, rather than overwrite, a file
-git tracks where a copy goes. Nothing it reads decides what it deletes.
+Bazel's outputs are), a mode git gives a file only under a umask that forbids writing. So it
+removes only an untracked read-only file in COPIES that no lesson wants now, and refuses,
+rather than overwrite, a file git tracks where a copy goes. No list it reads decides what it
+deletes.
 """
 import os
 import re
 import stat
 import subprocess
+import sys
+from pathlib import Path
 
 from scripts import ROOT
 from scripts.pages.course import downloadable_files
 from scripts.pages.figure_data import served_files
+from scripts.pages.recorded_text import PageError
+from scripts.pages.sources import refuse_another_checkout
 from scripts.plumbing.checkout import LinkInCheckout, refuse_links
 from scripts.store.lessons import RegistryError, load_lessons
 from scripts.store.outputs import for_lesson
 from scripts.store.staging import Staging, StagingError
 
 # Below docs/, git-ignored (.gitignore): the only places a copy is written or removed.
-COPIES = ("figures/**/*", "lesson_code/**/*", "recordings/**/*", "notebooks/*.md",
-          "notebooks/*/**/*")
+FOLDERS = ("figures", "lesson_code", "recordings")  # copies alone
+COPIES = (*(f"{folder}/**/*" for folder in FOLDERS), "notebooks/*.md", "notebooks/*/**/*")
 READ_ONLY = 0o444
 # The theme writes SITE_URL unescaped: an address of these characters cannot end an attribute.
 SITE_URL = r"https?://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[A-Za-z0-9._~%/-]*)?"
@@ -46,13 +51,22 @@ def wanted(root, lessons):
     return files
 
 
-def tracked(docs):
-    """The files git tracks below `docs`, as paths below it; none without git or a repository."""
+def tracked(root):
+    """The files git tracks below root/docs, as paths below it; none where the checkout is
+    no repository. A repository git cannot read (not a safe directory, say) is StagingError."""
     try:
-        listed = subprocess.run(["git", "ls-files", "-z"], cwd=docs, capture_output=True)
-    except FileNotFoundError:
-        return set()
-    return set(os.fsdecode(listed.stdout).split("\0")) - {""} if listed.returncode == 0 else set()
+        listed = subprocess.run(["git", "ls-files", "-z"], cwd=root / "docs", capture_output=True)
+    except FileNotFoundError:  # no git: only a checkout without .git builds
+        listed = None
+    if listed is not None and listed.returncode == 0:
+        return set(os.fsdecode(listed.stdout).split("\0")) - {""}
+    if (root / ".git").exists():
+        said = (listed.stderr.decode(errors="replace").strip() if listed else "") or "not found"
+        raise StagingError(f"git cannot list what this checkout tracks (git: "
+                           f"{said.splitlines()[0]}), so the copies into docs/ cannot tell a "
+                           f"committed file from their own: fix git here, then build again; "
+                           f"nothing was changed")
+    return set()
 
 
 def written_here(path):
@@ -64,12 +78,12 @@ def written_here(path):
     return stat.S_ISREG(mode) and not mode & 0o222
 
 
-def stage(root=ROOT, docs=None):
+def stage(root=ROOT):
     """Bring docs/ up to date, first refusing any link in the checkout: LinkInCheckout,
     RegistryError or StagingError is the one line that says what stops it."""
-    docs = docs or root / "docs"
+    docs = root / "docs"
     refuse_links(root)
-    files, committed = wanted(root, load_lessons(root)), tracked(docs)
+    files, committed = wanted(root, load_lessons(root)), tracked(root)
     if in_the_way := sorted(set(files) & committed):
         raise StagingError(f"docs/{in_the_way[0]} is committed where the build writes a copy "
                            f"(docs/figures/, docs/lesson_code/, docs/recordings/ and each "
@@ -88,9 +102,27 @@ def stage(root=ROOT, docs=None):
                 path.unlink(missing_ok=True)
 
 
+def config_being_read():
+    """The mkdocs.yml either generator reads (their -f/--config-file, else the working
+    folder's), or None where none is to be found (read from Python)."""
+    args = sys.argv[1:]
+    for number, arg in enumerate(args):
+        if arg.startswith("--config-file="):
+            return Path(arg.partition("=")[2])
+        if arg in ("-f", "--config-file") and number + 1 < len(args):
+            return Path(args[number + 1])
+    return Path("mkdocs.yml") if Path("mkdocs.yml").is_file() else None
+
+
 def checked_root():
-    """The snippets' base_path (mkdocs.yml): this checkout's root, once SITE_URL is an
-    address the theme can write and stage() has run; else one line saying why, and exit 1."""
+    """The snippets' base_path (mkdocs.yml): this checkout's root, once the mkdocs.yml read
+    is its own, SITE_URL is an address the theme can write and stage() has run; else one
+    line saying why, and exit 1."""
+    if (config := config_being_read()) is not None:
+        try:  # before anything is read or copied: another checkout's code reads this one's
+            refuse_another_checkout(config.resolve().parent)
+        except PageError as error:
+            raise SystemExit(f"error: {error}") from None
     if (url := os.environ.get("SITE_URL")) and not re.fullmatch(SITE_URL, url):
         raise SystemExit(f"error: SITE_URL (mkdocs.yml's site_url) is {url[:80]!r}: it must be "
                          f"an http(s) address of letters, digits and . - _ ~ % / only; set "
