@@ -248,7 +248,7 @@ def test_a_committed_link_is_refused_before_the_job_writes_or_runs_anything(
     before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")]
               if path.is_file()}
     monkeypatch.setattr("scripts.hardware.compile.missing_libtpu", lambda: None)  # no compile
-    assert tpu_job.main(flags, root=clone) == 1 and gcloud() == []
+    assert tpu_job.main(flags, root=clone) == 2 and gcloud() == []  # refused before all
     assert f"{link} is a symbolic link" in job_error(capsys.readouterr().err)
     assert {path: path.read_bytes() for path in before} == before
 

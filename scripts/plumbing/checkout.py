@@ -14,7 +14,10 @@ CONTROLLED = ("docs", "recordings", "figures", "lesson_code", ".run.lock", ".cac
 
 
 class LinkInCheckout(Exception):
-    """A controlled path is a symbolic link; str() is the one line naming it."""
+    """A controlled path is a symbolic link; str() is the one line naming it. Refused before
+    anything ran: exit status 2 (scripts/cli.py)."""
+
+    exit_status = 2
 
     def __init__(self, link, root):
         name = Path(link).relative_to(root).as_posix()
