@@ -27,12 +27,17 @@ NOT_MEASURED = "not measured"
 
 def not_judged(target, program, nbytes, looping, *ranks):
     """"compiles to X: not judged" where, at some p of `ranks`, the compiled record says the
-    timed loop compiles to X, not the collective its prediction is of; else None. A
-    collective-permute beside it realigns the rows around XLA:TPU's fused ring (tpu.md)."""
+    timed loop compiles to X, not the collective its prediction is of; where it says nothing,
+    what runs is unknown, and not judged either; else None (None too with no record at all).
+    A collective-permute beside it realigns the rows around XLA:TPU's fused ring (tpu.md)."""
+    if target is None:
+        return None
     predicted = {program.removesuffix("_2d").replace("_", "-")}
-    found = (compiled_to(target, "sweep", program, nbytes, p, looping) for p in ranks)
+    found = [compiled_to(target, "sweep", program, nbytes, p, looping) for p in ranks]
+    if None in found:
+        return "not in the compiled record: not judged"
     return next((f"compiles to {ops}: not judged" for ops in found
-                 if ops and set(ops.split(" + ")) - {"collective-permute"} != predicted), None)
+                 if set(ops.split(" + ")) - {"collective-permute"} != predicted), None)
 
 
 def compare(recording, data=None, compiled=None):
@@ -41,8 +46,9 @@ def compare(recording, data=None, compiled=None):
     name = predicted_machine(data, recording["environment"]["deviceKind"])
     costs, looping = own_costs(recording)
     # A machine the compiled record lacks compiled nothing it can name.
-    target = next((target for target in (compiled or {}).get("targets", [])
-                   if target["accelerator"] == name), {"programs": []})
+    target = None if compiled is None else next((
+        target for target in compiled["targets"] if target["accelerator"] == name),
+        {"programs": []})
     rows = []
     judged_rows = [(row, program) for row in data["rows"] if row["machine"] == name
                    for program in (row["collective"], MATRICES.get(row["collective"]))

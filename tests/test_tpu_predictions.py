@@ -155,6 +155,10 @@ def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_
     assert found["counts"] == {"supported": judged, "contradicted": 0, "inconclusive": 0,
                                "not measured": 0}
     assert found["notJudged"] == len(verdicts) - judged
+    # A VM the record did not compile for: what its loops compile to is unknown, none judged.
+    found = compare(tpu_sweep_fixture(lambda row: 1.5), compiled={**compiled, "targets": []})
+    assert {entry["verdict"] for entry in found["rows"] + found["ratios"]} == {
+        "not in the compiled record: not judged"} and set(found["counts"].values()) == {0}
 
 
 @pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])
