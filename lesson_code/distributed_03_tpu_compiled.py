@@ -46,13 +46,17 @@ def per_target(found):
 
 def matrix_keeps(target):
     """The smallest size from which a matrix's reduce-scatter stays one at every size above,
-    over the whole slice in one call (None where it never does), and that p."""
+    over the whole slice in one call (None where it never does), the largest compiled below
+    it (None: none), and that p: the onset lies between the two, and nothing says where."""
     ranks = max(p for row in target["programs"] if row["program"] == MATRIX for p in row["ranks"])
     spans = sorted((row["bytes"], row["compilesTo"]) for row in target["programs"]
                    if row["program"] == MATRIX and ranks in row["ranks"]
                    and 1 in row["collectivesPerCall"])
-    kept = takewhile(lambda span: "reduce-scatter" in span[1].split(" + "), reversed(spans))
-    return min((sizes[0] for sizes, _ in kept), default=None), ranks
+    kept = len(list(takewhile(lambda span: "reduce-scatter" in span[1].split(" + "),
+                              reversed(spans))))
+    first = spans[-kept][0][0] if kept else None
+    below = (spans[-kept - 1][0][1], spans[-kept - 1][1]) if first and kept < len(spans) else None
+    return first, below, ranks
 
 
 def table(slices):
@@ -122,7 +126,9 @@ def compiled_ahead(recording):
         "x", "×")), target["accelerator"]) for target in slices)
     keep_words = " and ".join(
         (f"from {format_bytes(kept)}" if kept else "at no size") + f" on a {shape} (p = {p}: "
-        f"{', '.join(names)})" for (kept, p, shape), names in keeps.items())
+        f"{', '.join(names)}" + (f"; {with_article(below[1])} at {format_bytes(below[0])}"
+                                 if below else "") + ")"
+        for (kept, below, p, shape), names in keeps.items())
     first_screen = (
         f"on a {ranks}-chip slice ({names}), XLA:TPU compiles the lesson's psum_scatter to "
         f"{lesson['own'][0]} and its all_gather to {lesson['own'][1]}; for a 1 MiB "
