@@ -22,7 +22,7 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 # No JAX in either; after the settings above.
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
                      add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry,
-                     project, rederive_analyses, run)
+                     passed, project, rederive_analyses, run)
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
@@ -107,10 +107,8 @@ def built_site(request, tmp_path_factory):
     from site_build import build
 
     def make(folder):
-        site = folder / SUB_PATH
-        run = build(ROOT, site, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
-        assert run.returncode == 0, run.stderr[-3000:]
-        return site
+        passed(build(ROOT, folder / SUB_PATH, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"}))
+        return folder / SUB_PATH
 
     return built_once(request, tmp_path_factory, "built-site", make)
 

@@ -84,6 +84,22 @@ def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
                           timeout=timeout, **popen)
 
 
+def in_activated_venv(*argv, cwd, timeout=300):
+    """`argv` as a shell runs it after `. .venv/bin/activate` (the tests' own .venv): its bin
+    first on PATH, VIRTUAL_ENV set, no PYTHONPATH."""
+    venv = Path(sys.executable).parent.parent
+    env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
+    env.update(PATH=f"{venv}/bin{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+    return subprocess.run(list(map(str, argv)), cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def passed(done):
+    """A finished command `done`, once it exited 0; else the end of what it printed fails."""
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
 ERROR = re.compile(r"(^|: )error: ")
 
 
@@ -291,11 +307,33 @@ def scratch_of(pid):
     return sorted(scratch.glob(f"record-{pid}-*")) + sorted(scratch.glob(f"ranks-{pid}-*"))
 
 
-def closed_pipe():
-    """The write end of a pipe whose reader is gone: `| head -1` once head has its line."""
-    read, write = os.pipe()
-    os.close(read)
-    return write
+@contextmanager
+def stdout_to(where):
+    """A command's stdout: "closed", the write end of a pipe whose reader is gone (`| head -1`
+    once head has its line); "full", a full disk (/dev/full); otherwise a pipe read back."""
+    if where == "full":
+        with open("/dev/full", "w") as full:
+            yield full
+    elif where == "closed":
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            yield write
+        finally:
+            os.close(write)
+    else:
+        yield subprocess.PIPE
+
+
+def git(root, *args):
+    """`git ARGS` in `root`, as a committer with a name; its stdout."""
+    return subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
+                           *map(str, args)], cwd=root, check=True, capture_output=True,
+                          text=True).stdout
+
+
+# Root may write anywhere; without that capability, it meets a folder as a user does.
+AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
 def hanging_ranks(root, lesson):

@@ -27,9 +27,9 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, lessons_with,
                       recording_name)
-from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
-                     hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
-                     refused, run, snapshot, still_running, unchanged)
+from harness import (RECORD, ROOT, Started, changed, clean_env, ended_pid, git, hanging_ranks,
+                     leftover_temp_files, one_error, project, raised_in_one_line, refused, run,
+                     snapshot, stdout_to, still_running, unchanged)
 from test_bench import COMMITTED, QUICK, replayed  # QUICK: a small plan; replayed: no JAX
 from test_exercises import fill
 from scripts import bench, cli, record
@@ -321,11 +321,9 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
               tree / "docs" / "notebooks" / f".{ID}.ipynb.{gone}.x1y2.tmp"]
     # The project's .gitignore alone, in a repository of its own: what `git add` would skip.
     shutil.copy(ROOT / ".gitignore", tree / ".gitignore")
-    subprocess.run(["git", "init", "--quiet", str(tree)], check=True)
+    git(tree, "init", "--quiet")
     names = [path.relative_to(tree).as_posix() for path in strays]
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=tree,
-                             capture_output=True, text=True)
-    assert ignored.stdout.split() == names
+    assert git(tree, "check-ignore", "--no-index", *names).split() == names
     for stray in strays:
         stray.write_text("half")
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
@@ -431,11 +429,8 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     argv, status = CLOSED_PIPE[command]
     stale_mechanism(tree)  # lines to print, figures to draw
     both = command.endswith("2>&1")
-    write = closed_pipe()
-    try:
+    with stdout_to("closed") as write:
         done = run(*argv, cwd=tree, stdout=write, stderr=write if both else subprocess.PIPE)
-    finally:
-        os.close(write)
     assert (done.returncode, done.stderr or "") == (status, "")
     if both:
         assert check(load_lessons(tree), tree) == []  # every figure drawn
@@ -703,18 +698,13 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     folder.mkdir()
     others = not_regular_files(folder)
     old = (folder / "old.json").stat().st_ino
-    pipe = closed_pipe() if how == "lines" else open("/dev/full", "w") if how == "full" \
-        else subprocess.PIPE
-    try:
+    with stdout_to("closed" if how == "lines" else how) as pipe:
         done = run("-c", "import sys; from lesson_code import program; "
                    "sys.exit(program.main('shell_lesson'))",
                    *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
                    stderr=subprocess.PIPE, env={"SHELL_LESSON": how, "PYTHONPATH": tmp_path},
                    preexec_fn=lambda: "nohup" in how and signal.signal(signal.SIGHUP,
                                                                        signal.SIG_IGN))
-    finally:
-        if how in ("lines", "full"):
-            os.close(pipe) if how == "lines" else pipe.close()
     assert done.returncode == status, done.stderr
     assert done.stderr == (line and one_error(done.stderr, line) + "\n")  # that line alone
     if status == 2:
@@ -748,15 +738,11 @@ PRINTS = "from lesson_code import program; program.guard_the_start(); print({tex
 
 @pytest.mark.parametrize("text", ["'a line'", "'a line\\n' * 20000"])
 @pytest.mark.parametrize("stdout, status, words", [
-    ("closed", 141, None), ("/dev/full", 1, "error: cannot write the output (No space left "
-                                            "on device); free space on its disk")])
-def test_any_program_here_ends_on_a_closed_or_full_stdout_in_one_line(text, stdout, status,
-                                                                      words):
-    pipe = closed_pipe() if stdout == "closed" else open(stdout, "w")
-    try:
+    ("closed", 141, None), ("full", 1, "error: cannot write the output (No space left on "
+                                       "device); free space on its disk")])
+def test_any_program_here_ends_on_a_closed_or_full_stdout_in_one_line(text, stdout, status, words):
+    with stdout_to(stdout) as pipe:
         done = run("-c", PRINTS.format(text=text), stdout=pipe, stderr=subprocess.PIPE)
-    finally:
-        os.close(pipe) if stdout == "closed" else pipe.close()
     assert done.returncode == status
     assert done.stderr == (words and one_error(done.stderr, words) + "\n" or "")
 

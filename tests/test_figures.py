@@ -7,7 +7,6 @@ import importlib.util
 import io
 import json
 import re
-import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import replace
@@ -16,8 +15,8 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from conftest import LESSONS, ROOT, SEED, clean_env, each_lesson, recording_name
-from harness import raised_in_one_line
+from conftest import LESSONS, ROOT, SEED, each_lesson, recording_name
+from harness import passed, raised_in_one_line, run
 from scripts.figures import KINDS, LESSON_RENDERER, FigureKind, mechanism, panels, ring
 from scripts.figures import data as figure_data
 from scripts.figures.palette import DARK, LIGHT
@@ -93,12 +92,10 @@ def drawn(request):
               for item in request.session.items if "drawn" in item.fixturenames}
     lessons = LESSONS.values() if None in chosen else chosen
     paths = sorted(output.path for lesson in lessons for output in figure_outputs(lesson))
-    run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jax'] = None; "
-                          "sys.path.insert(0, 'tests'); import test_figures; "
-                          "test_figures.print_every_drawing(sys.argv[1:])", *paths],
-                         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout)
+    return json.loads(passed(run(
+        "-c", "import sys; sys.modules['jax'] = None; sys.path.insert(0, 'tests'); "
+        "import test_figures; test_figures.print_every_drawing(sys.argv[1:])", *paths,
+        timeout=120)).stdout)
 
 
 def figures_of(lesson):

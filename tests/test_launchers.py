@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from conftest import SEED, recording_name
-from harness import (RECORD, Started, hanging_ranks, one_error, project, raised_in_one_line, run,
-                     scratch_of, skip_or_fail, still_running, unchanged)
+from harness import (RECORD, Started, hanging_ranks, one_error, passed, project, raised_in_one_line,
+                     run, scratch_of, skip_or_fail, still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError
@@ -47,9 +47,8 @@ def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpir
     """Its recording passes the schema and --check, with the committed bytes per rank."""
     root = project(tmp_path / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
-    done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
-               cwd=root, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = passed(run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5",
+                      "--all", cwd=root, timeout=600))
     assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in done.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
     assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",

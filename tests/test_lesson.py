@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import PUBLISHED_SEED, ROOT, SEED
-from harness import run
+from harness import passed, run
 from scripts.store.hashes import import_closure, without_docstrings
 
 lesson = importlib.import_module(SEED.module)
@@ -293,8 +293,7 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 @pytest.mark.slow
 @pytest.mark.parametrize("devices", [4, 3], ids=["default", "no power of two"])
 def test_the_program_prints_each_result_once_in_order(devices):
-    done = run_program(*(() if devices == 4 else ("--devices", str(devices))))
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run_program(*(() if devices == 4 else ("--devices", str(devices)))))
     lines = done.stdout.splitlines()
     assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {SEED.id}"
     assert lines[3] == f"Local result shapes: replicated ({2 * devices},), reduce-scatter (2,), " \
@@ -338,9 +337,7 @@ def test_the_program_prints_each_result_once_in_order(devices):
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download, run outside the repository: no command line, no going further."""
     (tmp_path / LESSON_FILE.name).write_bytes(LESSON_FILE.read_bytes())
-    done = run(LESSON_FILE.name, cwd=tmp_path, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = passed(run(LESSON_FILE.name, cwd=tmp_path, timeout=180)).stdout.splitlines()
     assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 12
     assert not any(line.startswith("Gradient programs run") for line in lines)
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
-from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, project,
-                     raised_in_one_line, run, snapshot, unchanged, written)
+from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, passed,
+                     project, raised_in_one_line, run, snapshot, unchanged, written)
 from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import lesson_command
@@ -33,9 +33,7 @@ def recorded(tmp_path_factory):
     the run). The seed's alone: the machinery is the same for every lesson, and the
     course's other lessons would make this test cost the course."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
-    done = run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root)  # current or not
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root, done
+    return root, passed(run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root))  # current or not
 
 
 @pytest.fixture
@@ -186,8 +184,7 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
     lock_file.write_text(json.dumps(lock, indent=2))
     recordings_before = {k: v for k, v in snapshot(tree).items()
                          if k.startswith("recordings/") and not k.endswith("lock.json")}
-    done = run("-c", RENDER_ONLY, cwd=tree, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run("-c", RENDER_ONLY, cwd=tree, timeout=120))
     assert done.stdout.strip() == "['matplotlib']"
     assert f"record: recordings/outputs.lock.json: the entry for {broken!r} needs a `sha256` " \
            f"and `inputs` mapping each file to its digest: what it locked is remade; the " \
@@ -205,8 +202,7 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
 
 def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_notebook(tree):
     with unchanged(tree):
-        done = run(RECORD, cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
+        done = passed(run(RECORD, cwd=tree))
     assert "record: running" not in done.stderr
     assert f"record: {LESSON_ID}: recordings/{LESSON_ID}.cpu.json is current, not re-run " \
            f"(--all re-runs it)" in done.stderr
@@ -214,8 +210,7 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
     edit(tree / LESSON,
          lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
     before = snapshot(tree)
-    done = run(RECORD, cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run(RECORD, cwd=tree))
     assert "record: running" not in done.stderr  # no run, no JAX
     assert f"re-rendering docs/notebooks/{LESSON_ID}.ipynb from the executed cells" in done.stderr
     notebook = f"docs/notebooks/{LESSON_ID}.ipynb"

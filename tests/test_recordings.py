@@ -4,7 +4,6 @@ import json
 import os
 import re
 import string
-import subprocess
 from dataclasses import replace
 
 import jsonschema
@@ -14,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, each_lesson, module_file
-from harness import raised_in_one_line
+from harness import git, raised_in_one_line
 from scripts.store.recordings import (MAX_STDOUT_LINES, RecordingError, dumps, load_recording,
                                       read_json, source_commit, validate)
 
@@ -194,16 +193,12 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
 def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     """HEAD's sha and whether every input is as HEAD holds it; none outside a checkout of
     its own (a copied tree inside another repository)."""
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
-
     (tmp_path / "lesson.py").write_text("x = 1\n")
     (tmp_path / "other.py").write_text("y = 1\n")
     assert source_commit(tmp_path, ["lesson.py"]) is None  # no repository yet
     for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "lesson")):
-        git(*args)
-    sha = git("rev-parse", "HEAD").strip()
+        git(tmp_path, *args)
+    sha = git(tmp_path, "rev-parse", "HEAD").strip()
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
     (tmp_path / "other.py").write_text("y = 2\n")  # not an input: still clean
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}

@@ -12,14 +12,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 from mkdocs.config import load_config
 
 from conftest import ROOT, SEED, module_file
-from harness import clean_env, rederive_analyses, run
+from harness import clean_env, in_activated_venv, passed, rederive_analyses, run
 from harness import project as copy_project
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
@@ -66,14 +65,10 @@ def serve(project, log, **env):
     return process, f"http://127.0.0.1:{port}/lessons/{SEED.id}/"
 
 
-def wait_for(log_path, text, after=0, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        output = log_path.read_text()
-        if text in output[after:]:
-            return len(output)
-        time.sleep(0.2)
-    pytest.fail(f"no {text!r} from mkdocs serve within {timeout} s:\n{output[-2000:]}")
+def wait_for(log_path, text, after=0):
+    """The log's length once `text` is in it after `after`."""
+    return wait_until(lambda: text in (log := log_path.read_text())[after:] and len(log),
+                      log_path, f"no {text!r} from mkdocs serve")
 
 
 def stop(process):
@@ -116,13 +111,14 @@ def answers(address):
         return False
 
 
-def wait_until(served, log_path, timeout=90):
-    """Until `served()` holds, however the server grouped the file events into rebuilds."""
+def wait_until(served, log_path, what="not served", timeout=90):
+    """`served()`'s value once true, however the server grouped file events into rebuilds."""
     deadline = time.monotonic() + timeout
-    while not served():
+    while not (found := served()):
         if time.monotonic() > deadline:
-            pytest.fail(f"not served within {timeout} s:\n{log_path.read_text()[-2000:]}")
+            pytest.fail(f"{what} within {timeout} s:\n{log_path.read_text()[-2000:]}")
         time.sleep(0.2)
+    return found
 
 
 def html_of(page):
@@ -226,13 +222,6 @@ def moved_pages(project, home, log_path):
                and not answers(f"{home}second-extra/"), log_path)
 
 
-def activated(venv_bin=Path(sys.executable).parent):
-    """The environment of `. .venv/bin/activate`: the tests' own .venv, no PYTHONPATH."""
-    env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
-    return {**env, "PATH": f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
-            "VIRTUAL_ENV": str(venv_bin.parent)}
-
-
 def mkdocs_error(run):
     """The one ERROR line of a failed mkdocs run, which printed no traceback."""
     [error] = [line for line in run.stderr.splitlines() if line.startswith("ERROR")]
@@ -246,22 +235,16 @@ def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_othe
     extension and the hooks import `scripts` from the installed project (pyproject.toml). A
     second checkout (a worktree, a CI copy, `make fresh`'s) built with that .venv would build
     its pages from the first's recordings, registry and code, and pass: it is refused."""
-    installed = subprocess.run(
-        [sys.executable, "-c", "import pathlib, scripts; "
-                               "print(pathlib.Path(scripts.__file__).parents[1])"],
-        cwd="/", env=activated(), capture_output=True, text=True, timeout=60).stdout.strip()
+    installed = in_activated_venv(sys.executable, "-c", "import pathlib, scripts; print(pathlib."
+                                  "Path(scripts.__file__).parents[1])", cwd="/").stdout.strip()
     assert installed, "the .venv cannot import scripts: run make setup"
     (tmp_path / "elsewhere").mkdir()
-    built = subprocess.run(["mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
-                            "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
-                           env=activated(), capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
+    passed(in_activated_venv("mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
+                             "--site-dir", tmp_path / "site", cwd=tmp_path / "elsewhere"))
     assert (tmp_path / "site" / "lessons" / SEED.id / "index.html").is_file()
     second = copy_project(tmp_path / "second")
     (second / RECORDING).write_text('{"broken":\n')
-    error = mkdocs_error(subprocess.run(["mkdocs", "build", "--strict"], cwd=second,
-                                        env=activated(), capture_output=True, text=True,
-                                        timeout=120))
+    error = mkdocs_error(in_activated_venv("mkdocs", "build", "--strict", cwd=second))
     assert f"{second}/mkdocs.yml is being built with another checkout's code" in error
     assert "run `make setup`" in error and not (second / "site").exists()
 

@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from conftest import FIRST_LESSON, module_file
-from harness import clean_env, one_error, project, raised_in_one_line
+from harness import (AS_A_USER, clean_env, git, in_activated_venv, one_error, project,
+                     raised_in_one_line, run)
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
 from scripts.store.lessons import load_lessons
@@ -56,8 +57,7 @@ def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course)
     copy.unlink()
     copy.write_text("print('committed')\n")
     for args in (("init", "-q"), ("add", "-f", copy), ("commit", "-qm", "in the way")):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                       cwd=root, check=True)
+        git(root, *args)
     line = str(raised_in_one_line(StagingError, stage, root))
     assert line.startswith(f"docs/{module_file(FIRST_LESSON)} is committed where the build "
                            f"writes a copy") and "git rm --cached" in line
@@ -103,8 +103,7 @@ def read_config(root, generator):
     """The checkout `root` reading its mkdocs.yml as `generator` does, with its own code."""
     reader = {"mkdocs": "from mkdocs.config import load_config as read",
               "zensical": "from zensical.config import parse_config as read"}[generator]
-    return subprocess.run([sys.executable, "-c", f"{reader}; read('mkdocs.yml')"], cwd=root,
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    return run("-c", f"{reader}; read('mkdocs.yml')", cwd=root, timeout=120)
 
 
 @pytest.mark.slow
@@ -115,8 +114,7 @@ def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path
     line = one_error(read_config(root, generator).stderr, "docs/leak.txt is a symbolic link")
     assert "replace the link with the file itself" in line
     if generator == "zensical":  # Zensical's own command: no site, so nothing published
-        built = subprocess.run([sys.executable, "-m", "zensical", "build", "--clean"], cwd=root,
-                               env=clean_env(), capture_output=True, text=True, timeout=300)
+        built = run("-m", "zensical", "build", "--clean", cwd=root)
         assert built.returncode != 0 and not (root / "site").exists()
         one_error(built.stderr, "docs/leak.txt is a symbolic link")
 
@@ -125,26 +123,20 @@ def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path
 def test_zensical_refuses_another_checkouts_code(tmp_path):
     """A worktree built by the zensical of another checkout's activated .venv."""
     second = project(tmp_path / "second", keep=[FIRST_LESSON.id])
-    env = clean_env(VIRTUAL_ENV=sys.prefix,
-                    PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
-    built = subprocess.run(["zensical", "build", "--clean"], cwd=second, env=env,
-                           capture_output=True, text=True, timeout=300)
+    built = in_activated_venv("zensical", "build", "--clean", cwd=second)
     assert built.returncode != 0
     assert f"{second}/mkdocs.yml is being built with another checkout's code" in built.stderr
 
 
 @pytest.mark.slow
-def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cannot_copy(
-        tmp_path):
+def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cannot_copy(tmp_path):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
-    # Root may write anywhere; without that capability, it meets the folder as a user does.
-    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
     stage(root)
 
     def build(site):
         subprocess.run(["chmod", "-R", "a-w", root], check=True)
         try:
-            return subprocess.run([*as_a_user, sys.executable, "-m", "mkdocs", "build",
+            return subprocess.run([*AS_A_USER, sys.executable, "-m", "mkdocs", "build",
                                    "--strict", "-d", str(site)], cwd=root, env=clean_env(),
                                   capture_output=True, text=True, timeout=300)
         finally:

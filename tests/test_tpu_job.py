@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env, edit,
-                     one_error, project, raised_in_one_line, refused, run, snapshot, unchanged)
+from harness import (AS_A_USER, FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed,
+                     clean_env, edit, git, one_error, passed, project, raised_in_one_line,
+                     refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
@@ -56,8 +57,7 @@ def clone_into(repo):
     committed in a repository of its own: the job archives HEAD."""
     project(repo, (*PROJECT_PARTS, ".gitignore"))
     for args in (("init", "--quiet"), ("add", "--all"), ("commit", "--quiet", "-m", "as it is")):
-        subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
-                        *args], cwd=repo, check=True)
+        git(repo, *args)
     return repo
 
 
@@ -142,8 +142,8 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     assert err.index("] validate") < err.index("tpu_job: wrote")
     assert err.index(f"] validate {SWEEP_TARGET}") < \
         err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
-    for done in (run(RECORD, "--render-only", cwd=clone), run(RECORD, "--check", cwd=clone)):
-        assert done.returncode == 0, done.stdout + done.stderr
+    for argv in ("--render-only", "--check"):
+        passed(run(RECORD, argv, cwd=clone))
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
     site = tmp_path / "site"
@@ -212,9 +212,7 @@ def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call
         landing, why, clone, gcloud, tmp_path):
     folder = tmp_path / "landing"
     folder.write_text("") if landing == "a file" else folder.mkdir(mode=0o555)
-    # Root may write anywhere; without that capability, it meets the folder as a user does.
-    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
-    done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
+    done = subprocess.run([*AS_A_USER, sys.executable, "scripts/tpu_job.py", *VM, "--create",
                            "--delete", "--recordings-dir", str(folder)], cwd=clone,
                           env=clean_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and gcloud() == []  # refused before anything ran
@@ -245,8 +243,7 @@ def test_a_committed_link_is_refused_before_the_job_writes_or_runs_anything(
     else:
         (clone / link).unlink(missing_ok=True)
     (clone / link).symlink_to(outside)
-    before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")]
-              if path.is_file()}
+    before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")] if path.is_file()}
     monkeypatch.setattr("scripts.hardware.compile.missing_libtpu", lambda: None)  # no compile
     assert tpu_job.main(flags, root=clone) == 1 and gcloud() == []
     assert f"{link} is a symbolic link" in job_error(capsys.readouterr().err)

@@ -13,6 +13,7 @@ from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
 DATA = ROOT / "lesson_code" / "figures" / f"{SEED.id}-tpu-predictions.json"
+compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
 
 
 def test_the_committed_predictions_are_the_models_output_and_every_input_has_a_source():
@@ -118,7 +119,6 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
 
 def test_each_prediction_is_supported_contradicted_or_inconclusive_by_its_band():
     """Own costs made 1.5 (inside both bands) and 4 (outside) times the prediction."""
-    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
@@ -141,7 +141,6 @@ def test_each_prediction_is_supported_contradicted_or_inconclusive_by_its_band()
 def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_counted():
     """Judged against the committed compiled record (real libtpu output: test_tpu_output):
     on a 2x2 a vector's reduce-scatter, and a matrix's at 32 B, compile to an all-reduce."""
-    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     compiled = json.loads((ROOT / recording_name(SEED, "tpu-compiled")).read_text())
     found = compare(tpu_sweep_fixture(lambda row: 1.5), compiled=compiled)
     verdicts = {row["label"]: row["verdict"] for row in found["rows"] + found["ratios"]}
