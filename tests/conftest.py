@@ -91,8 +91,7 @@ def built_once(request, tmp_path_factory, name, make):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
             folder.mkdir()
-            result = make(folder)
-            done.write_text(str(result))
+            done.write_text(str(make(folder)))
     return Path(done.read_text())
 
 

@@ -135,6 +135,13 @@ def raised_in_one_line(error, call, *args, **kwargs):
     return caught.value
 
 
+def snippet_sections(path):
+    """{name: text} of each `# --8<-- [start:name]` ... `[end:name]` section of `path`."""
+    pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
+                         re.MULTILINE | re.DOTALL)
+    return {m.group(1): m.group(2) for m in pattern.finditer(Path(path).read_text())}
+
+
 def edit(path, change):
     path.write_text(change(path.read_text()))
 

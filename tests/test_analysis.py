@@ -43,8 +43,7 @@ def blocks(median, spread=0.05, count=7, samples=5):
 ])
 def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, covered):
     stat = intervals.median_interval(values)
-    assert (stat["low"], stat["high"]) == ends
-    assert stat["coverage"] == pytest.approx(covered)
+    assert (stat["low"], stat["high"]) == ends and stat["coverage"] == pytest.approx(covered)
 
 
 @pytest.mark.parametrize("top, bottom, spread, above, below", [
@@ -127,9 +126,8 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
     for side, per_round, ranks in (("p4", many_per_round, 4), ("p2", few_per_round, 2)):
         for algorithm in ("gloo", "ring"):
             for collective in ("reduce_scatter", "all_gather", "all_reduce"):
-                depth = analysis.dependent_rounds(algorithm, collective, ranks)
                 samples.setdefault(side, {}).setdefault(algorithm, {})[collective] = \
-                    blocks(per_round * depth)
+                    blocks(per_round * analysis.dependent_rounds(algorithm, collective, ranks))
     host = {"cores": cores, "loadAverage1m": 0.5}
     method = {"order": [], "blocks": 7, "samplesPerBlock": 5, "warmupCallsPerBlock": 1,
               "hostBefore": host, "hostAfter": host}
@@ -315,8 +313,7 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
     assert warm["4"]["arOverRs"]["ringModelVerdict"] == "supported"
     assert warm["4"]["agOverRs"]["ringModelVerdict"] == "supported"
     # No byte is sent in one process: the page says a match of its number (review L4).
-    assert warm["4"]["arOverRs"]["ringModelMatch"] == "a match"
-    assert result["ringModelMatches"] == 9
+    assert warm["4"]["arOverRs"]["ringModelMatch"] == "a match" and result["ringModelMatches"] == 9
     # The step table's d and a come from the same lines, fitted block by block (L3).
     steps = result["steps"]["4"]
     assert steps["dispatch"]["n"] == steps["perStep"]["n"] == steps["blockMiss"]["n"] == 5
@@ -379,8 +376,7 @@ def test_bytes_touched_predicts_what_the_review_computed():
 def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
     def noisy(collective, p, nbytes):
         return (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0)
-    result = analysed(noisy)
-    verdicts = [entry["verdict"] for entry in result["alphaWithRanks"].values()]
+    verdicts = [entry["verdict"] for entry in analysed(noisy)["alphaWithRanks"].values()]
     assert verdicts.count("inconclusive") >= len(verdicts) - 1
 
 

@@ -338,8 +338,7 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     assert shows["answer closed at first"] and shows["answer opens"]
     # The theme's copy button (content.code.copy) copies its own block and says so.
     assert shows["copy buttons"] == 1 and shows["copied"][0] == shows["copied"][1]
-    assert "def " in shows["copied"][0]
-    assert shows["code navs as landmarks"] == []
+    assert "def " in shows["copied"][0] and shows["code navs as landmarks"] == []
     # The index is fetched once, when the reader opens search; `invarying` (in the code as
     # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
     assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1
@@ -464,8 +463,7 @@ def test_a_mistyped_address_gets_the_styled_404_page(browser, served):
     """Under the sub-path, with its stylesheets; the missing page the one failure."""
     url = f"{served}/no/such/page/"
     page, watch = open_page(browser, url, served)
-    assert "404" in page.inner_text("article")
-    assert page.evaluate("document.styleSheets.length") >= 2
+    assert "404" in page.inner_text("article") and page.evaluate("document.styleSheets.length") >= 2
     others = [problem for problem in watch.problems if problem != f"HTTP 404: {url}"]
     assert len(watch.problems) == 2 and len(others) == 1
     assert others[0].startswith("console error: Failed to load resource")
@@ -583,8 +581,7 @@ def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):
     page.keyboard.type("onerror")  # Material searches on key presses, not on fill()
     page.wait_for_selector(".md-search-result__item", state="attached", timeout=20000)
     page.wait_for_timeout(500)
-    assert "XSS" in page.inner_text(".md-search-result")
-    assert page.evaluate(LIVE_MARKUP) == []
+    assert "XSS" in page.inner_text(".md-search-result") and page.evaluate(LIVE_MARKUP) == []
     # The ring step-through parses the hostile trace as data and draws its steps.
     page.goto(f"{origin}/going-further/ring-simulator/", wait_until="networkidle")
     assert page.locator(".ring-stepper__rank").count() == 4

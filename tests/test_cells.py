@@ -94,8 +94,7 @@ def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_p
         execute(notebook_of("import subprocess\nsleeper = subprocess.Popen(['sleep', '60'])\n"
                             "open('sleeper.pid', 'w').write(str(sleeper.pid))\n"
                             "import time\ntime.sleep(60)"), tmp_path, timeout_s=2)
-    assert not failed.value.setup
-    assert finished(int((tmp_path / "sleeper.pid").read_text()))
+    assert not failed.value.setup and finished(int((tmp_path / "sleeper.pid").read_text()))
 
 
 def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_path):
@@ -122,9 +121,8 @@ def test_a_cell_past_its_time_limit_names_the_module_line_it_opens_at(tmp_path, 
         raise ExecutionFailed("cell 1 of 9 ran past its 600 s time limit and was stopped", cell=0)
     monkeypatch.setattr(cells, "execute", timed_out)
     message = str(raised_in_one_line(ExecutionFailed, cells.run, SEED, tmp_path))
-    code = [cell.source for cell in cells.build_notebook(SEED, "cpu", SEED.devices).cells
-            if cell.cell_type == "code"]
-    first = code[0].split("\n")[0]
+    first = next(cell.source for cell in cells.build_notebook(SEED, "cpu", SEED.devices).cells
+                 if cell.cell_type == "code").split("\n")[0]
     line = SEED.path().read_text().splitlines().index(first) + 1
     assert message.startswith(f"{module_file(SEED)}:{line}: cell 1 of 9 ran past its 600 s")
     assert message.endswith("the rule (lesson_code/CONTRACT.md): each cell within 600 s, so "

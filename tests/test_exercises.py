@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SEED, each_lesson_with, module_file
+from conftest import FIXTURES, ROOT, SEED, each_lesson_with
 import harness
+from harness import snippet_sections
 from lesson_code.exercise import Exercise
 from scripts import exercises
 from scripts.exercises import load_exercises, solution_called
@@ -22,13 +23,6 @@ CHECKER_PARTS = ("scripts", "lesson_code", "recordings")
 
 def check(root, *args):
     return harness.run("scripts/exercises.py", *args, cwd=root, timeout=600)
-
-
-def section(path, name):
-    """The snippet section `name` of `path`: a reference solution, as the page shows it."""
-    text = (ROOT / path).read_text()
-    return re.search(rf"# --8<-- \[start:{name}\]\n(.*?)# --8<-- \[end:{name}\]", text,
-                     re.DOTALL)[1]
 
 
 def slip(solution, right, wrong):
@@ -66,7 +60,7 @@ def fill(project, name, body):
 ])
 def test_an_exercise_says_which_field_is_wrong(field, value, message):
     fields = dict(name="count_devices", scaffold="lesson_code.x_exercises:count_devices",
-                  reference=section, answer=section, attempt=section, compare=section)
+                  reference=slip, answer=slip, attempt=slip, compare=slip)
     with pytest.raises(TypeError, match=f"^{re.escape(message)}"):
         Exercise(**{**fields, field: value})
 
@@ -113,14 +107,13 @@ def test_each_lesson_s_solutions_pass_its_own_checks(lesson):
     assert done.stdout.splitlines() == [f"ok {each.name}" for each in load_exercises(lesson)]
 
 
-GOING_FURTHER = module_file(SEED, SEED.going_further)
-
-CLIPPING = section(GOING_FURTHER, "clipping")
+# The reference solutions, as the pages show them.
+LESSON, GOING_FURTHER = (snippet_sections(SEED.path(m)) for m in (None, SEED.going_further))
+CLIPPING, ZERO = GOING_FURTHER["clipping"], GOING_FURTHER["zero_accounting"]
 PSUM_OF_SQUARES = 'squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")'
-RING = section("lesson_code/ring_collectives.py", "ring_all_gather") \
+RING = snippet_sections(ROOT / "lesson_code" / "ring_collectives.py")["ring_all_gather"] \
     .replace("def ring_all_gather(chunk, steps=None):", "def ring_all_gather(chunk):")
-ZERO = section(GOING_FURTHER, "zero_accounting")
-MAKE_IT_YOURS = section(module_file(SEED), "make_it_yours")
+MAKE_IT_YOURS = LESSON["make_it_yours"]
 
 # (exercise, the learner's function, the start of the checker's line): each the lesson's
 # solution with the one slip a page says the checker catches.
@@ -160,7 +153,7 @@ MISTAKES = {
         "ring_all_gather; write the answer in the scaffold instead"),
     # The lesson page, "Account for the complete communication cycle".
     "the all-gather forgotten": ("communication_budget", slip(
-        section(module_file(SEED), "transfer_budget"),
+        LESSON["transfer_budget"],
         "scatter_then_gather = scatter + scatter", "scatter_then_gather = scatter"),
         "wrong communication_budget: B_AR != B_RS + B_AG: count the gather"),
     # autodiff.md, ZeRO-3: "gathered for the forward pass and ... again for the backward".

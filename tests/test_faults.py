@@ -91,8 +91,7 @@ def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, cap
             cleaned.append(True)
         return 0
 
-    assert cli.command(body)(["x"]) == status
-    assert cleaned == [True]
+    assert cli.command(body)(["x"]) == status and cleaned == [True]
     assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; {KEPT}\n")
 
 
@@ -233,8 +232,7 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
         status, lines = command.finish()
     assert status == 130, lines
     one_error(lines, "interrupted by SIGINT", started.line)
-    assert still_running(children) == []
-    assert list(temp.iterdir()) == []
+    assert still_running(children) == [] and list(temp.iterdir()) == []
     assert leftover_temp_files(tree) == []
     if started.written:
         assert check(load_lessons(tree), tree) == []
@@ -328,8 +326,7 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
         stray.write_text("half")
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     monkeypatch.setattr(FigureKind, "render", lambda self, data, *_: "<svg>new</svg>\n")
-    assert record.main(["--render-only"]) == 0
-    assert leftover_temp_files(tree) == []
+    assert record.main(["--render-only"]) == 0 and leftover_temp_files(tree) == []
     assert not any(unreadable in line for line in check(load_lessons(tree), tree))
 
 
@@ -359,8 +356,7 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
                 pass  # what Python does to it inside a garbage-collection callback
             staged.commit()
     assert raised.value.exit_status == 130 and not raised.value.written
-    assert raised.value.outcome == KEPT
-    assert target.read_text() == "old"
+    assert raised.value.outcome == KEPT and target.read_text() == "old"
     assert list(tmp_path.glob(".*.tmp")) == []
 
 
@@ -540,8 +536,7 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
     if cache:
         monkeypatch.setattr(bench, "l2_cache_bytes", cache)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=QUICK) == 1
-    assert capsys.readouterr().err == f"{line}\n"
-    assert list(tmp_path.iterdir()) == []
+    assert capsys.readouterr().err == f"{line}\n" and list(tmp_path.iterdir()) == []
 
 
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
@@ -777,8 +772,7 @@ def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
         one_error(done.stderr, words)
     done = run("-v", "-m", lesson.module, "--data-out", tmp_path / "old.json", timeout=180)
     assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n")
-    file = lesson.path().stem
-    assert len(re.findall(rf"^# code object from .*/{file}(\.py|\.cpython-\d+\.pyc)$",
+    assert len(re.findall(rf"^# code object from .*/{lesson.path().stem}(\.py|\.cpython-\d+\.pyc)$",
                           done.stderr, re.MULTILINE)) == 1  # not again as __main__
     data = json.loads((tmp_path / "old.json").read_text())  # written whole: run_lesson's
     assert data["environment"]["deviceCount"] == lesson.devices

@@ -167,8 +167,7 @@ def svg_texts(path):
 
 
 def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_them():
-    panels = (ROOT / "figures" / f"{ID}.svg").read_text()
-    desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
+    desc = re.search(r"<desc>([^<]+)</desc>", (ROOT / "figures" / f"{ID}.svg").read_text())[1]
     assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
     assert "all-reduce 48, reduce-scatter 24, scatter + gather 48" in desc
     mechanism = (ROOT / "figures" / f"{ID}-mechanism.svg").read_text()

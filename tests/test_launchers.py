@@ -86,8 +86,7 @@ def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, mo
                                ranks=4, timeout_s=120, calls=1)
     assert str(error).startswith("rank 2 exited with status 3 under mpirun; all 4 ranks "
                                  "killed"), error
-    assert "failing_rank fixture" in error.stderr_tail
-    assert marked_ranks_left(os.getpid()) == []
+    assert "failing_rank fixture" in error.stderr_tail and marked_ranks_left(os.getpid()) == []
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
@@ -155,5 +154,4 @@ def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp
                   "nothing was written")
     if how != "SIGKILL to record.py":
         shutil.rmtree(tmpdir, ignore_errors=True)
-    assert marked_ranks_left(command.pid) == []
-    assert scratch_of(command.pid) == []
+    assert marked_ranks_left(command.pid) == [] and scratch_of(command.pid) == []

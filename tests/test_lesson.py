@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import PUBLISHED_SEED, ROOT, SEED
-from harness import passed, run
+from harness import passed, run, snippet_sections
 from scripts.store.hashes import import_closure, without_docstrings
 
 lesson = importlib.import_module(SEED.module)
@@ -46,8 +46,7 @@ def ring_bytes(gradient_bytes, ranks):
 def lesson_setup(ranks):
     mesh = Mesh(np.asarray(jax.devices()[:ranks]), ("data",))
     problem = lesson.make_problem(ranks)
-    placed = lesson.place(mesh, problem)
-    return mesh, problem, placed, lesson.build_programs(mesh, problem.n_total)
+    return mesh, problem, lesson.place(mesh, problem), lesson.build_programs(mesh, problem.n_total)
 
 
 def check_placed(result, expected, mesh, split=False):
@@ -205,12 +204,6 @@ def test_sharded_momentum_is_the_elementwise_update(ranks):
     check_placed(new_v, v, mesh, split=True)  # F/p values of momentum per device, never gathered
     with pytest.raises(AssertionError):
         lesson.sharded_momentum(mesh, programs, problem, 2 * sliced)
-
-
-def snippet_sections(path):
-    pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
-                         re.MULTILINE | re.DOTALL)
-    return {m.group(1): m.group(2) for m in pattern.finditer(path.read_text())}
 
 
 def is_hole(node):

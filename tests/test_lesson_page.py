@@ -5,8 +5,7 @@ import re
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, module_file
-from harness import passed, run
-from test_lesson import snippet_sections
+from harness import passed, run, snippet_sections
 
 PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 

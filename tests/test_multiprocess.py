@@ -189,8 +189,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
     rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
     for algorithm in ("gloo", "ring"):  # each verdict, and each ratio with its interval
         verdict = f"{rounds}.verdicts.{algorithm}"
-        assert f"{{{{ {verdict}.verdict }}}}" in page
-        assert f"{{{{ {verdict}.ratio.words }}}}" in page
+        assert f"{{{{ {verdict}.verdict }}}}" in page and f"{{{{ {verdict}.ratio.words }}}}" in page
         for collective in COLLECTIVES:
             assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
     # Claims no recording backs; a typed verdict.
@@ -203,8 +202,7 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
     """Blocks alternate 4, 2 / 2, 4; every sample of every block is kept, no statistics."""
     for data in (run.data, COMMITTED):
         rounds = data["roundsTiming"]
-        assert "roundsVerdict" not in data
-        assert sorted(rounds["samplesUs"]) == ["p2", "p4"]
+        assert "roundsVerdict" not in data and sorted(rounds["samplesUs"]) == ["p2", "p4"]
         assert rounds["blocks"] >= 5 and rounds["gradientBytes"] == 32
         assert rounds["order"][0] == ["p4", "p2"] and rounds["order"][1] == ["p2", "p4"]
         for side in ("p4", "p2"):

@@ -42,8 +42,7 @@ def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_re
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
     printed = stdout_of(notebook)
-    assert printed == recorded_stdout(lesson)
-    assert printed.rstrip().endswith(f"PASS: {lesson.id}")
+    assert printed == recorded_stdout(lesson) and printed.rstrip().endswith(f"PASS: {lesson.id}")
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     printing = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
@@ -86,8 +85,7 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     lines = stdout_of(notebook).splitlines()
-    assert lines[-1] == f"PASS: {lesson.id}"
-    assert len(lines) == len(set(lines))
+    assert lines[-1] == f"PASS: {lesson.id}" and len(lines) == len(set(lines))
     # What record.py's own kernel printed, line for line, but for the numbers (timings).
     number = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
     assert [number.sub("#", line) for line in lines] == \
@@ -116,8 +114,7 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
                 for line in cell.source.splitlines() if line.startswith("## ")]
     page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
                      for line in page.read_text().splitlines() if line.startswith("##")}
-    assert set(headings) <= page_headings
-    assert "Step 1 · Configure four logical devices" in headings
+    assert set(headings) <= page_headings and "Step 1 · Configure four logical devices" in headings
     assert "make_it_yours" in {name for name, _ in source_blocks(SEED.path().read_text())[1]}
 
 

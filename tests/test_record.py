@@ -44,13 +44,12 @@ def tree(recorded, tmp_path):
 def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(recorded):
     root, done = recorded
     recording = load_recording(root / "recordings" / f"{LESSON_ID}.cpu.json")
-    assert recording["provenance"] == "recorded_cpu_computation"
-    assert recording["environment"]["deviceCount"] == SEED.devices
-    assert recording["environment"]["processCount"] == 1
-    copied = load_lessons(root)[LESSON_ID]
+    environment, copied = recording["environment"], load_lessons(root)[LESSON_ID]
+    assert (recording["provenance"], environment["deviceCount"], environment["processCount"],
+            recording["command"]) == ("recorded_cpu_computation", SEED.devices, 1,
+                                      ["python", "scripts/record.py"])
     assert recording["contentHash"] == hashes.combined_hash(hashes.content_files(
         root / LESSON, root, copied.also_run_with()))
-    assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"
     for kind in ("panels", "mechanism", "ring-reduce-scatter", "ring-all-gather"):
@@ -64,8 +63,7 @@ def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(r
         set(simulation["contentFiles"])
     # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
     assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
-    assert leftover_temp_files(root) == []
-    assert check(root) == []
+    assert leftover_temp_files(root) == [] and check(root) == []
 
 
 def test_the_notebook_and_the_recording_are_one_execution(recorded):

@@ -35,8 +35,7 @@ def test_reduce_scatter_then_all_gather_give_the_sum_sending_p_minus_1_over_p(co
     # Only the owned chunk is complete; the others are partial sums left behind.
     everyone, final = tuple(range(p)), scatter.steps[-1].state
     for r in range(p):
-        assert final[r][r] == everyone
-        assert all(final[r][c] != everyone for c in range(p) if c != r)
+        assert final[r][r] == everyone and all(final[r][c] != everyone for c in range(p) if c != r)
     gather = ring_all_gather(scatter.result)  # every rank ends with the whole vector
     np.testing.assert_array_equal(gather.result, np.tile(expected.reshape(-1), (p, 1)))
     assert gather.steps[-1].state == (tuple((c,) for c in range(p)),) * p

@@ -52,8 +52,7 @@ def test_ring_equals_xla_on_every_shard_with_p_minus_1_ppermutes_per_phase(p, co
         if collective == "reduce_scatter":  # both split P('data'): the same chunk
             assert ours.shape == theirs.shape and mine.index == reference.index
         else:  # XLA's is replicated, P(); the ring's is this device's own row
-            assert ours.shape == (p,) + theirs.shape
-            assert reference.index == (slice(None),)
+            assert ours.shape == (p,) + theirs.shape and reference.index == (slice(None),)
             assert mine.index[0] == slice(position, position + 1)
             data = data[0]
         np.testing.assert_array_equal(data, np.asarray(reference.data))

@@ -14,7 +14,7 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, project as project_copy, raised_in_one_line
+from harness import edited, project as project_copy, raised_in_one_line, snippet_sections
 from scripts.pages import sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -70,8 +70,7 @@ def pages_saying(site, phrase):
 
 def code_text(page):
     """The text of the page's highlighted code blocks, tags and entities removed."""
-    blocks = re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)
-    return text_of("\n".join(blocks))
+    return text_of("\n".join(re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)))
 
 
 def test_strict_build_without_jax_has_no_broken_links(built_site):
@@ -111,10 +110,9 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
     box = element(page, page.index('<div class="admonition abstract takeaway"'))
     times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
              for name, cells in re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)}
-    measured = page.split('id="recorded-reference-execution"')[1]
     numbers = {name.removesuffix(" alone"): re.findall(r"\d[\d,]*", cell) for name, cell in
                re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
-                          r"<td>([^<]*)</td>", measured)}
+                          r"<td>([^<]*)</td>", page.split('id="recorded-reference-execution"')[1])}
     assert set(times) == set(numbers) == {"all-reduce", "reduce-scatter", "all-gather"}
     for name, cell in times.items():
         median, low, high = re.findall(r"\d[\d,]*", cell)
@@ -261,9 +259,8 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
     assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
     code = code_text(page)
     for module, name in included:
-        section = (ROOT / module).read_text().split(f"# --8<-- [start:{name}]\n")[1].split(
-            f"# --8<-- [end:{name}]")[0]
-        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
+        assert snippet_sections(ROOT / module)[name].strip() in code, \
+            f"{module}:{name} is not on the page verbatim"
     assert "check_vma=False" not in code
     # Listed on the home page; its downloads served byte for byte.
     home = (built_site / "index.html").read_text()
@@ -327,8 +324,7 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
                 named += 1
             if '<math aria-hidden="true"' in cell:  # hidden only where words replace it
                 assert cell.count('class="sr-only"') == cell.count("<math"), cell
-    assert named > 0
-    assert counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
+    assert named > 0 and counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
     assert counted["404.html"] == 0
     assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
     assert 'class="math-display"' in (built_site / LESSON_PAGE).read_text()
@@ -511,8 +507,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
     assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
     assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
-    assert "--8&lt;-- &quot;.git/config&quot;" in lesson
-    assert "Stale recording" in lesson
+    assert "--8&lt;-- &quot;.git/config&quot;" in lesson and "Stale recording" in lesson
     assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 3
     notebook = (hostile_site / "notebooks" / ID / "index.html").read_text()
     assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
@@ -539,8 +534,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     parser = Attributes()
     parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
     trace = [text for text in parser.json_scripts if '"readerNote"' in text]
-    assert len(trace) == 1 and not set("<>&") & set(trace[0])
-    assert json.loads(trace[0]) == recorded
+    assert len(trace) == 1 and not set("<>&") & set(trace[0]) and json.loads(trace[0]) == recorded
     assert ("script", "id", "ring-trace") in parser.attributes
 
 

@@ -43,8 +43,7 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     for path in kept[1:] + removed:
         path.write_text("x")
     remove_stray_temps([tmp_path])
-    assert all(path.exists() for path in kept)
-    assert not any(path.exists() for path in removed)
+    assert all(path.exists() for path in kept) and not any(path.exists() for path in removed)
 
 
 @settings(max_examples=60, deadline=None)

@@ -382,8 +382,7 @@ def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, 
             "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 "
             "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those"))
         return
-    assert status == 0
-    assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
+    assert status == 0 and "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
     assert "psum-01/recordings/psum-01.tpu.json" in out
     assert not [lesson for lesson in LESSONS if lesson != "psum-01" and lesson in out]
