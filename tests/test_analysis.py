@@ -100,8 +100,7 @@ def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says(
     # Resamples whose bottom mean is 0 (x over 0): the upper end is infinite, not NaN.
     ([40.0] * 4 + [0.0], [0.0] * 4 + [10.0], 2.6, np.inf),
     # Resamples where both sides are 0 count as equal (0 over 0 is 1), not NaN.
-    ([0.0] * 4 + [1.0], [0.0] * 4 + [10.0], 0.0, 1.0),
-])
+    ([0.0] * 4 + [1.0], [0.0] * 4 + [10.0], 0.0, 1.0)])
 def test_the_bootstrap_pairs_blocks_and_gives_a_number_never_nan(top, bottom, low, high):
     found = intervals.paired_mean_ratio([[t] for t in top], [[b] for b in bottom])
     assert found["low"] == pytest.approx(low, abs=0.1) and found["high"] == pytest.approx(high)
@@ -143,8 +142,7 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
 @pytest.mark.parametrize("per_round_at_4, verdict", [
     (300.0, "supported"),  # a round costs 3x at p = 4
     # Equal per-round times: inside the 25 % band, "no effect", not only "not shown".
-    (100.0, "equivalent"),
-])
+    (100.0, "equivalent")])
 def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, verdict):
     result = analysis.analyse("cpu-processes", rounds_recording(per_round_at_4, 100.0))["rounds"]
     assert result["premiseHolds"]
@@ -341,8 +339,7 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
      "supported"),
     ([0.40, 0.50, 0.45, 0.60, 0.38], "so the rendezvous do not all cost the same",
      "contradicted"),
-    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive", "inconclusive"),
-])
+    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive", "inconclusive")])
 def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading,
                                                                               verdict):
     # The medians' worst miss (0.21) alone never decides: read as a point, it flipped.
@@ -428,8 +425,7 @@ def faulting_from_2_mib(collective, p, nbytes):
      "from 2 MiB up (2 sizes), the calls of the all-gather at p = 2 and 4 fault in their "
      "outputs, some others' from 32 MiB: 2 MiB is the onset"),
     # Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset.
-    (lambda *_: 3, None, 2**25, "there is no onset"),
-])
+    (lambda *_: 3, None, 2**25, "there is no onset")])
 def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, onset, below, words):
     table = analysed(faults_of=faults_of)["faults"]
     assert (table["onsetBytes"], table["belowOnsetBytes"]) == (onset, below)

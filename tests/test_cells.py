@@ -46,8 +46,7 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
         [("stream", "stdout", "__main__ __main__\n")],
         [("execute_result", None, {"text/plain": "42"})],
         [],
-        [("stream", "stdout", f"beside {sys.executable} False\n")],
-    ]
+        [("stream", "stdout", f"beside {sys.executable} False\n")]]
     assert [cell.execution_count for cell in executed.cells] == [1, 2, 3, 4, 5, 6]
     assert executed.metadata["language_info"]["name"] == "python"
     pid, connection = printed.split()
@@ -77,8 +76,7 @@ def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, li
     # libzmq's abort on a TPU v5e sandbox that opens no TCP socket: the line says why.
     ("print('Address family not supported by protocol (src/ip_resolver.cpp:542)', "
      "file=sys.__stderr__, flush=True)\nos.abort()", "was killed by SIGABRT",
-     "opens no TCP socket.*python -m"),
-])
+     "opens no TCP socket.*python -m")])
 def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell, how, tail):
     message = str(raised_in_one_line(ExecutionFailed, execute, notebook_of(
         "print('fine')", f"import os, signal, sys\nprint('dying', file=sys.__stderr__)\n{cell}"),

@@ -56,8 +56,7 @@ def fill(project, name, body):
     ("scaffold", "os:path", "exercise count_devices: scaffold is \"module:function\" under "
                             "lesson_code/"),
     ("attempt", lambda run: run, "exercise count_devices: attempt must be a function "
-                                 "defined with `def` at the top of its module"),
-])
+                                 "defined with `def` at the top of its module")])
 def test_an_exercise_says_which_field_is_wrong(field, value, message):
     fields = dict(name="count_devices", scaffold="lesson_code.x_exercises:count_devices",
                   reference=slip, answer=slip, attempt=slip, compare=slip)
@@ -73,8 +72,7 @@ SHORTCUTS = {
     "a helper of the lesson's": (False, "from lesson_code.ring_collectives import pass_right\n"
                                  "def ring_all_gather(c):\n    return pass_right(c, 4)\n"),
     "not parsed (the child's line)": (False, "def ring_all_gather(c):\n    return (\n"),
-    "no such function (the child's line)": (False, "def ring_all(c):\n    return c\n"),
-}
+    "no such function (the child's line)": (False, "def ring_all(c):\n    return c\n")}
 
 
 @pytest.mark.parametrize("shortcut", SHORTCUTS)
@@ -165,8 +163,7 @@ MISTAKES = {
     # The lesson page, "Make it yours": check the all-reduce and every rebuilt replica.
     "the devices never asked": ("make_it_yours", "\n".join(
         line for line in MAKE_IT_YOURS.splitlines() if "assert_matches" not in line),
-        "wrong make_it_yours: the devices never saw the reversed rows"),
-}
+        "wrong make_it_yours: the devices never saw the reversed rows")}
 # What stops one exercise's process: that exercise's whole line, the others still run.
 STOPS = {
     "sys.exit": ("communication_budget", "def communication_budget(gradient_bytes=2**20, "
@@ -186,8 +183,7 @@ STOPS = {
     "an endless loop": ("make_it_yours", "def make_it_yours(mesh, programs, problem):\n"
                         "    import time\n    time.sleep(3600)",
                         "wrong make_it_yours: still running after 3 s, stopped (an endless "
-                        "loop? a blocking call?)"),
-}
+                        "loop? a blocking call?)")}
 # A mistake's message is the start of its line; what follows may show the numbers.
 CASES = {**{mistake: (name, body, f"{line}...") for mistake, (name, body, line)
             in MISTAKES.items()}, **STOPS}
@@ -204,8 +200,7 @@ ROUNDS = {
         "the gradient gathered to take its norm", "a syntax error"],
     **{mistake: [mistake] for mistake in ("the squares summed across devices before within",
                                           "the slices' norms summed", "a ring one step short",
-                                          "the lesson's own ring called", "an endless loop")},
-}
+                                          "the lesson's own ring called", "an endless loop")}}
 
 
 @pytest.mark.parametrize("round", ROUNDS)
@@ -240,8 +235,7 @@ def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffol
     (["--lesson", ID, "--exercise", "nope"],
      f"error: no exercise 'nope' in {SEED.exercises}; try --exercise make_it_yours"),
     (["--lesson", "nope"], "error: --lesson nope: no such lesson in lesson_code/lessons.toml"),
-    (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600"),
-])
+    (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600")])
 def test_a_request_that_cannot_work_is_refused_in_one_line(args, message, capsys, monkeypatch):
     for name in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES"):  # the checker drops JAX_*: put
         monkeypatch.setenv(name, os.environ[name])  # the suite's back afterwards

@@ -209,8 +209,7 @@ PHASES = {
     "exercises.py as a scaffold hands over": lambda tree: Phase(
         ("-m", f"{SEED.module}_exercises", "--reference"), line="no exercise is left running",
         reach=lambda command: command.wait_until(lambda: "scripts/exercises.py" in " ".join(
-            psutil.Process(command.pid).cmdline()))),
-}
+            psutil.Process(command.pid).cmdline())))}
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -383,8 +382,7 @@ except RunLocked as error:
     ("a directory", "it is a directory; remove it"),
     ("a link", "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
     ("another user's", "Permission denied; run `python scripts/record.py` in a checkout this "
-                       "user can write, or remove a .run.lock that another user left"),
-])
+                       "user can write, or remove a .run.lock that another user left")])
 def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
         tmp_path, lock, words):
     root = tmp_path / "checkout"
@@ -416,8 +414,7 @@ CLOSED_PIPE = {
     "exercises.py": (("scripts/exercises.py", "--lesson", ID, "--exercise",
                       "communication_budget", "--reference"), 141),
     "tpu_job.py --dry-run": (("scripts/tpu_job.py", "--name", "t", "--zone", "us-east5-b",
-                              "--dry-run"), 141),
-}
+                              "--dry-run"), 141)}
 
 
 @pytest.mark.parametrize("command", CLOSED_PIPE)
@@ -453,8 +450,7 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
     (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count "
                          "its page describes (`devices` in lesson_code/lessons.toml); to try 8 "
-                         f"without recording, run `python -m {SEED.module} --devices 8`"),
-])
+                         f"without recording, run `python -m {SEED.module} --devices 8`")])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not

@@ -329,8 +329,7 @@ def test_each_palette_keeps_text_legible(palette):
 @pytest.mark.parametrize("signature, body, expected", [
     ("def render(recording):", "'light wide'", lambda variant: "light wide"),
     ("def render(recording, variant):", "variant.suffix or 'light wide'",
-     lambda variant: variant.suffix or "light wide"),
-])
+     lambda variant: variant.suffix or "light wide")])
 def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, monkeypatch,
                                                                       signature, body, expected):
     """Light and wide only, unless its render() takes the variant (read from its source,
@@ -390,8 +389,7 @@ MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": 
     (lambda d: d.pop("table"), "`table`"),
     (lambda d: d.update(title="t\x00"), "`title` holds U+0000"),
     (lambda d: d.update(alt="a\x01"), "`alt` holds U+0001"),
-    (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell"),
-])
+    (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell")])
 def test_figure_data_a_lesson_owns_is_refused_in_one_line_before_drawing(change, words):
     diagram = copy.deepcopy(MECHANISM)
     change(diagram)

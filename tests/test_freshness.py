@@ -137,8 +137,7 @@ EDITS = {
     # repeats the pins it freezes.
     **{f"the {tool} pin": ((home, "constraints.txt"), pinned(tool), []) for tool, home in (
         ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"),
-        ("mkdocs-jupyter", "benchmarks/requirements.txt"))},
-}
+        ("mkdocs-jupyter", "benchmarks/requirements.txt"))}}
 
 
 @pytest.mark.parametrize("case", EDITS)
@@ -325,8 +324,7 @@ BREAKAGES = {
                                                                A_FIGURE)]),
     # A committed `.cache/memo/` (`git add -f`) must not answer --check with a forged verdict.
     "a committed cache": (written((".cache/memo/check.json", '{"lines": [], "status": 0}'),
-                                  (".cache/memo/valid.json", "{not json")), []),
-}
+                                  (".cache/memo/valid.json", "{not json")), [])}
 
 
 @pytest.fixture(scope="module")

@@ -70,8 +70,7 @@ def test_display_formulas_are_named_by_what_they_say():
 @pytest.mark.parametrize("tex, reading", [
     (r"\frac{p-1}{p}\,G", "(p−1)/p G"), (r"c_0", "c₀"), (r"2^{20}", "2²⁰"),
     (r"\sqrt{2}", "√(2)"), (r"\langle c, f(v)\rangle", "⟨c,f(v)⟩"),
-    (r"\min(1, c/\lVert g\rVert)", "min(1,c/‖g‖)"), (r"T_\text{hop}", "T_hop"),
-])
+    (r"\min(1, c/\lVert g\rVert)", "min(1,c/‖g‖)"), (r"T_\text{hop}", "T_hop")])
 def test_each_formula_carries_a_plain_reading(tex, reading):
     assert f'<annotation encoding="text/plain">{reading}</annotation>' in inline(tex)
 

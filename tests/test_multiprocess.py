@@ -173,8 +173,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
         processes: {"data": run.data, "stdout": run.stdout, "environment": environment},
         FILES.stem("cpu"): json.loads((ROOT / FILES.recording("cpu")).read_text()),
         FILES.stem("cpu", analysis=True): json.loads(
-            (ROOT / FILES.analysis("cpu")).read_text()),
-    }
+            (ROOT / FILES.analysis("cpu")).read_text())}
     analyse = importlib.import_module(SEED.analysis).analyse
     recordings[FILES.stem("cpu-processes", analysis=True)] = analyse(
         "cpu-processes", recordings[processes])

@@ -193,8 +193,7 @@ HOSTILE_MARKDOWN = [
     '# heading <img src=x onerror=alert("XSS toc")>',
     '$\\text{<script>alert("XSS mtext")</script>}$',  # \href, \style: tests/test_math.py
     '<style>@import url(http://example.com/x.css)</style>',
-    '\x02wzxhzdk:0\x03',
-]
+    '\x02wzxhzdk:0\x03']
 
 
 def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monkeypatch):

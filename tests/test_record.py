@@ -138,8 +138,7 @@ FAILED_RUNS = {
         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`")),
     "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be recorded "
                           "(the ranks check their shards bit for bit against NumPy, which holds "
-                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`"),
-}
+                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`")}
 
 
 @pytest.mark.parametrize("case", FAILED_RUNS)

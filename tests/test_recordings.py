@@ -130,8 +130,7 @@ REFUSED = {
         contentFiles={name: "0" * 64}), r"invalid at contentFiles: .* does not match")
        for name in ("../.git/config", "/etc/passwd", "lesson_code/../../x.py",
                     "./lesson_code/x.py", "lesson_code\\x.py", "`<img src=x onerror=alert(1)>`",
-                    "[x](javascript:alert(1)).py", "lesson_code/x.py\n")},
-}
+                    "[x](javascript:alert(1)).py", "lesson_code/x.py\n")}}
 
 
 @pytest.mark.parametrize("case", REFUSED)
@@ -244,8 +243,7 @@ HOSTILE = {
     "nothing there": (lambda path: None, "missing"),
     "an array": (written("[]"), "expected a JSON object"),
     "NaN": (hand_edited(float("nan")), "invalid at data/gradient/0: nan is not a finite"),
-    "Infinity": (hand_edited(float("inf")), "invalid at data/gradient/0: inf is not a finite"),
-}
+    "Infinity": (hand_edited(float("inf")), "invalid at data/gradient/0: inf is not a finite")}
 
 PARSED = ("an array", "NaN", "Infinity")
 

@@ -150,8 +150,7 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
     (f'[course]\ntitle = ""\n[[lesson]]\n{GOOD_ENTRY}', "needs a [course] table with a title"),
     (f'[[lesson]]\n{GOOD_ENTRY}device_counts = [2, 8]\n', "field 'device_counts' = [2, 8]: "
      "must be the only device counts it runs on: distinct whole numbers from 1 to 256, its "
-     "`devices` among them"),
-])
+     "`devices` among them")])
 def test_a_malformed_registry_is_one_line(tmp_path, text, words):
     assert words in refusal(tmp_path, text)
 

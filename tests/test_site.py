@@ -164,8 +164,7 @@ BROKEN = {
     # mkdocs names the page, the page language the directive (each kind: test_page_directives).
     "malformed-directive": (
         edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
-        ["Error reading page 'index.md':", "malformed page directive"]),
-}
+        ["Error reading page 'index.md':", "malformed page directive"])}
 
 
 def stops_in_one_line(project, site, breaks, words):
@@ -191,8 +190,7 @@ A_LESSON_BROKEN = {
                                 [recording_name(lesson), "not valid JSON"]),
     "schema": lambda lesson: (recording_name(lesson), lambda text: json.dumps(
         {**json.loads(text), "schemaVersion": 2}),
-        [recording_name(lesson), "invalid at schemaVersion"]),
-}
+        [recording_name(lesson), "invalid at schemaVersion"])}
 
 
 @pytest.mark.parametrize("breakage", A_LESSON_BROKEN)

@@ -227,8 +227,7 @@ LINKED = {
     "the compiled record to a file outside": (f"recordings/{ID}.tpu-compiled.json",
                                               ["--write-compiled"]),
     "recordings/ under --write-compiled": ("recordings", ["--write-compiled"]),
-    "the page's commands to a file outside": (str(tpu_job.DOCS_FILE), ["--write-docs"]),
-}
+    "the page's commands to a file outside": (str(tpu_job.DOCS_FILE), ["--write-docs"])}
 
 
 @pytest.mark.parametrize("case", LINKED)
@@ -256,8 +255,7 @@ REFUSED = {
     "8 devices": (dict(environment={"deviceCount": 8}), "ran on 8 devices, not 4"),
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
     "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
-    "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
-}
+    "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/")}
 
 
 @pytest.mark.parametrize("case", REFUSED)
@@ -296,8 +294,7 @@ DELETE_IT = "`gcloud compute tpus tpu-vm delete test-tpu --zone us-east5-b --qui
 @pytest.mark.parametrize("mode, flag, ending", [
     # A given VM is deleted after a failure; here its delete failed too (not logged in).
     ("not-logged-in", "--delete", f"so test-tpu may still be running and billing: run {DELETE_IT}"),
-    ("remote-fail", "--create", f"; the VM test-tpu is still running: {DELETE_IT} deletes it"),
-])
+    ("remote-fail", "--create", f"; the VM test-tpu is still running: {DELETE_IT} deletes it")])
 def test_a_failure_that_leaves_a_vm_says_how_to_delete_it(mode, flag, ending, clone, gcloud,
                                                           monkeypatch, capsys):
     monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
@@ -337,8 +334,7 @@ REFUSED_REQUESTS = {
         f"--lesson distributed-3: no such lesson in lesson_code/lessons.toml; known: "
         f"{next(iter(LESSONS))}",)),  # the first ids, however long the course
     **{f"{flag} {value!r}": ([f"{flag}={value}"], ("does not look like",))
-       for flag, value in NOT_NAMES},
-}
+       for flag, value in NOT_NAMES}}
 
 
 @pytest.mark.parametrize("request_", REFUSED_REQUESTS)
