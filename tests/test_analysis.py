@@ -188,17 +188,12 @@ def test_other_work_holding_a_core_takes_the_premise_away():
     assert "did not have a core each" in result["premiseWords"]
 
 
-def two_kinds(fast, slow, slow_blocks, count=25, samples=9):
-    """`count` blocks, the first `slow_blocks` waiting out a time slice, as processes that
-    outnumber the cores give."""
-    return [list((slow if i < slow_blocks else fast) * RNG.uniform(0.95, 1.05, samples))
-            for i in range(count)]
-
-
 def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
-    """12 or 14 slow blocks of 25: the median ratio jumps kinds, the mean moves a little."""
+    """12 or 14 slow blocks of 25 (waiting out a time slice, as processes that outnumber the
+    cores give): the median ratio jumps kinds, the mean moves a little."""
     bottom = blocks(100, spread=0.02, count=25, samples=9)
-    runs = [two_kinds(110, 1000, slow) for slow in (12, 14)]
+    runs = [[list((1000 if i < slow else 110) * RNG.uniform(0.95, 1.05, 9)) for i in range(25)]
+            for slow in (12, 14)]
     medians = [np.median(np.divide(*map(intervals.block_medians, (t, bottom)))) for t in runs]
     means = [intervals.paired_mean_ratio(top, bottom) for top in runs]
     assert medians[0] < 1.25 < 5 < medians[1]

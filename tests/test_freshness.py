@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
+from fixtures.tpu_recording_fixture import write_tpu_sweep
 from harness import edit, project, raised_in_one_line, run, written
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
@@ -250,19 +251,6 @@ def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, m
 
 # --- one broken tree, checked once: each breakage, and the lines --check names it by ------
 
-def into_a_directory(relative):
-    def make(root):
-        (root / relative).unlink()
-        (root / relative).mkdir()
-    return make
-
-
-def a_tpu_sweep(root):
-    from fixtures.tpu_recording_fixture import write_tpu_sweep
-
-    write_tpu_sweep(root / recording_name(SEED, "tpu-sweep"), root)
-
-
 def unclaimed(path, kind="lesson in lesson_code/lessons.toml (a recording is named <lesson "
                         "id>.<variant>.json)"):
     return f"{path}: belongs to no {kind}; run `git rm {path}`"
@@ -271,8 +259,8 @@ def unclaimed(path, kind="lesson in lesson_code/lessons.toml (a recording is nam
 A_FIGURE = "figure of a lesson in lesson_code/lessons.toml (scripts/figures/__init__.py " \
            "names each kind's files)"
 CAFE = os.fsdecode(b"caf\xe9")  # a name in Latin-1, as a checkout on another system made it
-SWEEP, SIMULATION, CPU = (recording_name(SEED, variant) for variant in
-                          ("sweep", "simulation", "cpu"))
+SWEEP, SIMULATION, CPU, TPU_SWEEP = (recording_name(SEED, variant) for variant in
+                                     ("sweep", "simulation", "cpu", "tpu-sweep"))
 
 BREAKAGES = {
     "a renderer deleted": (lambda root: (root / "scripts/figures/traffic.py").unlink(), [
@@ -291,14 +279,15 @@ BREAKAGES = {
         for ending in ("-dark.svg", ".csv", ".json")]),
     # lessons.toml analyses the TPU sweep no VM has run yet: nothing was missing. Once it
     # lands, its analysis is missing, and the figure it is drawn over is stale.
-    "a TPU sweep arrives": (a_tpu_sweep, [
+    "a TPU sweep arrives": (lambda root: write_tpu_sweep(root / TPU_SWEEP, root), [
         f"recordings/analysis/{LESSON_ID}.tpu-sweep.json: missing; run `{RENDER}`",
-        *(f"{path}: stale, {recording_name(SEED, 'tpu-sweep')} changed; run `{RENDER}`"
+        *(f"{path}: stale, {TPU_SWEEP} changed; run `{RENDER}`"
           for path in drawings("-tpu-predictions"))]),
     "a truncated sweep": (written((SWEEP, '{"rows": [')), [
         f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run `make bench`",
         f"recordings/analysis/{LESSON_ID}.sweep.json: stale, {SWEEP} changed; run `{RENDER}`"]),
-    "a recording that is a directory": (into_a_directory(SIMULATION), [
+    "a recording that is a directory": (
+        lambda root: (root / SIMULATION).unlink() or (root / SIMULATION).mkdir(), [
         f"{SIMULATION}: is a directory, not a recording (remove it); run `{RECORD}`",
         *(f"{path}: stale, {SIMULATION} changed; run `{RENDER}`"
           for path in [*drawings("-ring-reduce-scatter"), *drawings("-ring-all-gather")])]),

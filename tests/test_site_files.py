@@ -98,19 +98,16 @@ def test_no_writer_writes_through_a_link_or_over_what_is_no_regular_file(tmp_pat
     refuse_unsafe_target(tmp_path / "new.json", root)  # a new file outside the checkout: fine
 
 
-def read_config(root, generator):
-    """The checkout `root` reading its mkdocs.yml as `generator` does, with its own code."""
-    reader = {"mkdocs": "from mkdocs.config import load_config as read",
-              "zensical": "from zensical.config import parse_config as read"}[generator]
-    return run("-c", f"{reader}; read('mkdocs.yml')", cwd=root, timeout=120)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("generator", ["mkdocs", "zensical"])
 def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path, generator):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
     (root / "docs" / "leak.txt").symlink_to("/etc/hostname")
-    line = one_error(read_config(root, generator).stderr, "docs/leak.txt is a symbolic link")
+    # The checkout reading its mkdocs.yml as `generator` does, with its own code.
+    reader = {"mkdocs": "from mkdocs.config import load_config as read",
+              "zensical": "from zensical.config import parse_config as read"}[generator]
+    read = run("-c", f"{reader}; read('mkdocs.yml')", cwd=root, timeout=120)
+    line = one_error(read.stderr, "docs/leak.txt is a symbolic link")
     assert "replace the link with the file itself" in line
     if generator == "zensical":  # Zensical's own command: no site, so nothing published
         built = run("-m", "zensical", "build", "--clean", cwd=root)
