@@ -79,8 +79,7 @@ def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, 
 def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says():
     """25 paired blocks of true mean ratio 2: the "95 %" interval holds it in about 95 %
     of 300 runs (a percentile bootstrap runs a little under, at 25 blocks)."""
-    rng = np.random.default_rng(2)
-    hits = []
+    rng, hits = np.random.default_rng(2), []
     for _ in range(300):
         bottom = 100 * rng.lognormal(0, 0.5, 25)
         top = 2 * bottom * rng.lognormal(-0.02, 0.2, 25)  # E[lognormal(-s²/2, s)] = 1
@@ -264,8 +263,7 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
                     own_cost_of=None, looping=8, loop_of=lambda *_: (0, 0)):
     """A sweep whose call takes `time_of(collective, p, S)` us with `faults_of` faults; a
     looped call's extras cost `own_cost_of` each, plus `loop_of(block, ...)` (us, faults)."""
-    own_cost_of = own_cost_of or time_of
-    rows = []
+    own_cost_of, rows = own_cost_of or time_of, []
     for block in range(count):
         for p in ranks:
             for nbytes in sizes:

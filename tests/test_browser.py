@@ -406,8 +406,7 @@ def axe_findings(page, within="document", impacts=("serious", "critical")):
 def reference_findings(browser, serve, reference_site):
     """What axe finds on the bare theme, per colour scheme and width: each rule on each
     element, so the same rule broken on one of the site's own elements is still found."""
-    origin = serve(reference_site)
-    findings = {}
+    origin, findings = serve(reference_site), {}
     for scheme, width in SCREENS:
         page, _ = open_page(browser, f"{origin}/", origin, scheme, width)
         findings[scheme, width] = {(finding["key"], finding["where"])

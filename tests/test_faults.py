@@ -687,8 +687,7 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     (tmp_path / "lessons.toml").write_text(SHELL_REGISTRY)
     folder = tmp_path / "out"
     folder.mkdir()
-    others = not_regular_files(folder)
-    old = (folder / "old.json").stat().st_ino
+    others, old = not_regular_files(folder), (folder / "old.json").stat().st_ino
     with stdout_to("closed" if how == "lines" else how) as pipe:
         done = run("-c", "import sys; from lesson_code import program; "
                    "sys.exit(program.main('shell_lesson'))",

@@ -353,8 +353,7 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
 
 def test_a_renderer_without_rows_fails_in_one_line():
     no_rows = FigureKind("svg", "recordings/{id}.cpu.json", "figures/x.svg")
-    kind = figure_data.FigureDataKind(no_rows, ".csv", ())
-    output = DATA[f"figures/{ID}.csv"]
+    kind, output = figure_data.FigureDataKind(no_rows, ".csv", ()), DATA[f"figures/{ID}.csv"]
     assert str(raised_in_one_line(DeriveError, derive_render, replace(output, kind=kind), {})) == (
         f"figures/{ID}.csv: svg renderer failed on recordings/{ID}.cpu.json (ValueError: "
         f"scripts/figures/svg.py has no rows(data): every figure's data (its CSV and JSON) "

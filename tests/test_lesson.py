@@ -44,8 +44,7 @@ def ring_bytes(gradient_bytes, ranks):
 
 @cache
 def lesson_setup(ranks):
-    mesh = Mesh(np.asarray(jax.devices()[:ranks]), ("data",))
-    problem = lesson.make_problem(ranks)
+    mesh, problem = Mesh(np.asarray(jax.devices()[:ranks]), ("data",)), lesson.make_problem(ranks)
     return mesh, problem, lesson.place(mesh, problem), lesson.build_programs(mesh, problem.n_total)
 
 
@@ -166,8 +165,7 @@ def gradients_through_the_lesson(ranks, x, y, w):
 @given(st.permutations(range(16)))
 def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it(order):
     _, problem, _, _ = lesson_setup(4)
-    order = np.asarray(order)
-    original = spec_gradient(problem)
+    order, original = np.asarray(order), spec_gradient(problem)
     for gradient in gradients_through_the_lesson(4, problem.x[order], problem.y[order], problem.w):
         np.testing.assert_allclose(gradient, original, rtol=1e-5, atol=2e-8)
     if all(np.array_equal(problem.x[i], problem.x[j]) for i, j in enumerate(order)):
@@ -183,8 +181,7 @@ def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it
 def test_the_shard_listing_names_each_device_s_slice_even_on_one_device(ranks):
     """One device's index is slice(None): listed as 0:n, as the data schema requires."""
     mesh, problem, (x, y, w), programs = lesson_setup(ranks)
-    per = problem.w.size // ranks
-    listing = lesson.shard_listing(programs.shard_gradient(x, y, w))
+    per, listing = problem.w.size // ranks, lesson.shard_listing(programs.shard_gradient(x, y, w))
     assert [where for _, where, _ in listing] == [f"{r * per}:{(r + 1) * per}"
                                                  for r in range(ranks)]
 

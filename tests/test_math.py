@@ -154,8 +154,7 @@ def test_the_build_cuts_the_font_to_what_formulas_draw(built_site):
     """Never committed, renamed as the GUST licence asks, holding every drawn character."""
     assert not list((ROOT / "docs").rglob("*.woff*"))
     font = TTFont(built_site / math_font.FONT)
-    covered = set(map(chr, font.getBestCmap()))
-    used = set()
+    covered, used = set(map(chr, font.getBestCmap())), set()
     for path in site_pages(built_site):
         used |= math_font.drawn_characters(page_file(built_site, path).read_text())
     assert used and used <= covered, "".join(sorted(used - covered))

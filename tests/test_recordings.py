@@ -41,8 +41,7 @@ def test_the_schemas_are_valid_and_the_shared_one_names_no_lesson_s_programs():
 
 
 def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson():
-    lesson = LESSONS[LESSON_ID]
-    recording = json.loads(RECORDING.read_text())
+    lesson, recording = LESSONS[LESSON_ID], json.loads(RECORDING.read_text())
     recording["data"]["budget"] = [{"ranks": "four"}]  # the seed's own field
     for held_to in (lesson, None):  # named by the caller, or by the recording's lessonId
         with pytest.raises(RecordingError, match=r"invalid at data/budget/0"):
@@ -261,8 +260,7 @@ def test_a_hostile_file_is_refused_unread_in_one_line_naming_it(tmp_path, case):
 
 
 def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
-    path = tmp_path / f"{LESSON_ID}.cpu.json"
-    recording = json.loads(RECORDING.read_text())
+    path, recording = tmp_path / f"{LESSON_ID}.cpu.json", json.loads(RECORDING.read_text())
     path.write_text(json.dumps(recording))
     assert load_recording(path) == load_recording(path) == recording
     recording["provenance"] = "made_up"

@@ -14,8 +14,7 @@ from lesson_code.ring import recorded_traces, ring_all_gather, ring_reduce_scatt
 
 @st.composite
 def ring_inputs(draw):
-    p = draw(st.integers(2, 8))
-    chunk = draw(st.integers(1, 3))
+    p, chunk = draw(st.integers(2, 8)), draw(st.integers(1, 3))
     dtype = draw(st.sampled_from([np.int16, np.int32, np.float32, np.float64]))
     return draw(hnp.arrays(dtype, (p, p * chunk), elements=st.integers(-100, 100)))
 

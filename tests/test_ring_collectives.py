@@ -169,11 +169,9 @@ def test_the_recording_holds_the_ring_beside_gloo_as_processes_md_describes_it()
 def test_the_bytes_tables_are_on_one_page_each_row_reading_the_row_it_names():
     assert "-byte gradient**" not in PAGE.read_text()
     assert "(processes.md#observed-against-the-model)" in PAGE.read_text()
-    recording = json.loads(PROCESSES_RECORDING.read_text())
-    page = BYTES_PAGE.read_text()
+    recording, page = json.loads(PROCESSES_RECORDING.read_text()), BYTES_PAGE.read_text()
     assert page.count("-byte gradient**") == 1
-    keys = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}
-    checked = 0
+    keys, checked = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}, 0
     for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):
         for collective, algorithm, cells in re.findall(
                 r"^\| ([a-z-]+) \| (ring \(ppermute\)|XLA → gloo) \|(.*)$", table, re.MULTILINE):

@@ -64,8 +64,7 @@ def expected_ring_steps(trace):
     step names, each cell's label, values and arrival, the sends, the live text."""
     p = trace["ranks"]
     chunks = np.asarray(trace["contributions"], dtype=np.float32).reshape(p, p, -1)
-    chunk_bytes = trace["vectorBytes"] // p
-    drawn = phases(trace)
+    chunk_bytes, drawn = trace["vectorBytes"] // p, phases(trace)
     expected = []
     for phase, key, name in (("Reduce-scatter", "reduceScatter", "reduce_scatter"),
                              ("All-gather", "allGather", "all_gather")):

@@ -287,8 +287,7 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
 
 
 def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
-    program = module_file(SEED)
-    scaffold = module_file(SEED, f"{SEED.module}_exercises")
+    program, scaffold = module_file(SEED), module_file(SEED, f"{SEED.module}_exercises")
     recordings = sorted(path.relative_to(ROOT).as_posix()
                         for path in (ROOT / "recordings").glob(f"{SEED.id}.*.json"))
     offered = downloadable_files(SEED)
@@ -309,8 +308,7 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
     empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
     counted, named = {}, 0
     for page in site_pages(built_site):
-        text = page_file(built_site, page).read_text()
-        source = markdown_source(page)
+        text, source = page_file(built_site, page).read_text(), markdown_source(page)
         counted[page] = formulas_in(source) if source else 0
         assert text.count("<math ") == counted[page], page
         assert "arithmatex" not in text, page

@@ -252,8 +252,7 @@ def tpu_page(recording):
      "XLA:TPU kept every"),
 ], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
 def test_the_tpu_branch_says_what_the_recording_compiled(recording, said, not_said):
-    page = tpu_page(recording)
-    environment = recording["environment"]
+    page, environment = tpu_page(recording), recording["environment"]
     assert f"The lesson was recorded on {environment['deviceCount']} × " \
            f"{environment['deviceKind']} on" in page
     assert page.count(said) == 2  # beside the recording's date, and where compiling is read
