@@ -1,5 +1,6 @@
 """Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
 fixtures built once per run (plain helpers: tests/harness.py)."""
+import fcntl
 import json
 import os
 import shutil
@@ -23,6 +24,7 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
                      add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry,
                      passed, project, rederive_analyses, run)
+from scripts.plumbing import interrupts  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
@@ -80,8 +82,6 @@ SEED = lessons_with("rank_module", "going_further", "simulation", "sweep", "tpu_
 def built_once(request, tmp_path_factory, name, make):
     """`make(folder)` once per test run, its folder shared: under pytest-xdist the first
     worker builds while the others wait on a lock; all only read it."""
-    import fcntl
-
     shared = tmp_path_factory.getbasetemp()
     if hasattr(request.config, "workerinput"):  # an xdist worker (not its environment,
         shared = shared.parent  # which a pytest it starts inherits): the run's own folder
@@ -199,8 +199,6 @@ def signals_as_they_were():
     """Each test starts with Ctrl-C as a terminal gives it (a suite run in the background
     inherits SIGINT ignored, and its children would too), and leaves the signal state as it
     found it: a main() run in-process installs interrupts.py's handlers and memory."""
-    from scripts.plumbing import interrupts
-
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
     hook = sys.unraisablehook
     if handlers[signal.SIGINT] is signal.SIG_IGN:

@@ -21,6 +21,7 @@ import pytest
 
 from scripts.store.hashes import TOOL_PINS
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -390,8 +391,6 @@ def keep_lessons(root, *ids):
     """`root`'s course cut to the lessons `ids` ([course] kept): every other lesson's entry,
     page, nav line, outputs and lock entries taken out. A test of what the machinery does
     for every lesson then costs those lessons, whatever the size of the course."""
-    from scripts.store.outputs import lock_path, lock_text, read_lock
-
     registry = root / "lesson_code" / "lessons.toml"
     head, *entries = re.split(r"(?m)^(?=\[\[lesson\]\]$)", registry.read_text())
     named = {tomllib.loads(entry)["lesson"][0]["id"]: entry for entry in entries}
@@ -421,8 +420,6 @@ def rederive_analyses(root):
     """Remake every lesson's analyses from the recordings in `root`, and their lock entries,
     as `--render-only` would, leaving the figures: a test that plants hostile text in a
     recording checks the pages, not whether a figure can draw it."""
-    from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
-
     lock = read_lock(root)
     for lesson in load_lessons(root).values():
         for output in analysis_outputs(lesson):

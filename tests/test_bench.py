@@ -17,6 +17,7 @@ from harness import (changed, leftover_temp_files, passed, project, refused, run
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS, sweep_times
+from scripts.host import host_at_start, warn_if_busy
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import AnalysisKind, for_lesson, read_lock, recording_outputs
 from scripts.store.recordings import load_recording, validate
@@ -161,7 +162,6 @@ def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_serie
 def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
     """The load, and the cores other work keeps busy now (over half a second): what a
     recording's environment keeps as loadAverage1m and busyCoresAtStart."""
-    from scripts.host import host_at_start, warn_if_busy
     reading = host_at_start()
     assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
     assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0

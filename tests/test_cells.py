@@ -9,7 +9,10 @@ import nbformat
 import psutil
 import pytest
 
+from conftest import SEED, module_file
 from harness import finished, raised_in_one_line
+from scripts.plumbing import interrupts
+from scripts.runners import cells
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
 pytestmark = pytest.mark.slow  # each test starts a kernel
@@ -98,8 +101,6 @@ def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_p
 def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_path):
     """As after interrupts._raise fired where Python discards the exception: the signal is
     in `received`, nothing raised. Waiting for the kernel notices."""
-    from scripts.plumbing import interrupts
-
     interrupts.received.append(signal.SIGTERM)
     for signum in interrupts.SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
@@ -112,9 +113,6 @@ def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_
 
 def test_a_cell_past_its_time_limit_names_the_module_line_it_opens_at(tmp_path, monkeypatch):
     """The time limit is a rule a lesson meets (CONTRACT.md): its line says where."""
-    from conftest import SEED, module_file
-    from scripts.runners import cells
-
     def timed_out(notebook, working_dir):
         raise ExecutionFailed("cell 1 of 9 ran past its 600 s time limit and was stopped", cell=0)
     monkeypatch.setattr(cells, "execute", timed_out)

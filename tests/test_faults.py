@@ -32,7 +32,7 @@ from harness import (RECORD, ROOT, Started, changed, clean_env, ended_pid, git, 
                      snapshot, stdout_to, still_running, unchanged)
 from test_bench import COMMITTED, QUICK, replayed  # QUICK: a small plan; replayed: no JAX
 from test_exercises import fill
-from scripts import bench, cli, record
+from scripts import bench, cli, host, record
 from scripts.figures import FigureKind
 from scripts.pages import hooks as site_hooks
 from scripts.plumbing import interrupts
@@ -479,8 +479,7 @@ def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
 @pytest.fixture
 def quiet_host(monkeypatch):
     """No busy-host warning among the lines counted here (tests/test_bench.py checks it)."""
-    import scripts.host
-    monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
+    monkeypatch.setattr(host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
 
 
 def shrinking_rows(module, ranks, sizes, plan, block, root):
@@ -491,9 +490,9 @@ def shrinking_rows(module, ranks, sizes, plan, block, root):
              "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
              "minorFaults": [0] * 3, "wrong": 0}
             for c in SWEEP.COLLECTIVES for k, s in enumerate(sizes) for looped in (1, 4)]
-    host = {"cores": 2, "loadAverage1m": 0.1}
+    load = {"cores": 2, "loadAverage1m": 0.1}
     return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows,
-            "programs": SWEEP.program_facts(ranks), "host": {"before": host, "after": host}}
+            "programs": SWEEP.program_facts(ranks), "host": {"before": load, "after": load}}
 
 
 def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(

@@ -16,11 +16,15 @@ from hypothesis import strategies as st
 from conftest import ROOT, SEED, module_file, recording_name
 from fixtures.tpu_recording_fixture import write_tpu_sweep
 from harness import edit, project, raised_in_one_line, run, written
+from scripts import record
+from scripts.plan import RERENDER, notebook_step
+from scripts.runners.notebook import build_notebook
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
-from scripts.store.outputs import (analysis_outputs, figure_data_outputs, figure_outputs,
-                                   lesson_command, notebook_output, recording_outputs)
+from scripts.store.outputs import (LockError, analysis_outputs, figure_data_outputs,
+                                   figure_outputs, lesson_command, notebook_output, read_lock,
+                                   recording_outputs)
 
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
@@ -157,10 +161,6 @@ def test_an_edit_asks_for_exactly_the_work_it_invalidates(tree, case):
 def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(lesson_copy):
     """A comment or a page edit stales the notebook alone (it shows the module's text under
     the pages' headings), and record.py re-renders it from the executed cells, retitled."""
-    from scripts.plan import RERENDER, notebook_step
-    from scripts.runners.notebook import build_notebook
-    from scripts.store.outputs import read_lock
-
     tree, lesson = lesson_copy
     module = module_file(lesson)
     titles = [cell.source[3:] for cell in build_notebook(lesson, devices=lesson.devices).cells
@@ -241,8 +241,6 @@ def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(
     (b"x = 1\x00\n", "not valid Python; fix that file")])
 def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, monkeypatch, capsys):
     """One line and exit 1 (record.main in-process, on the copy's registry)."""
-    from scripts import record
-
     (tree / "lesson_code" / "ring.py").write_bytes(content)  # the simulation's module
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     assert record.main(["--check"]) == 1
@@ -362,8 +360,6 @@ def test_the_command_prints_those_lines_in_an_ascii_locale_without_jax(broken):
        {"sha256": "0" * 64, "inputs": {"a.py": 1}}]),
     ('{"figures/x.svg": {"sha', "recordings/outputs.lock.json: unreadable: not valid JSON")])
 def test_a_malformed_lock_is_one_line(tmp_path, text, words):
-    from scripts.store.outputs import LockError, read_lock
-
     (tmp_path / "recordings").mkdir()
     (tmp_path / "recordings" / "outputs.lock.json").write_text(text)
     assert words in str(raised_in_one_line(LockError, read_lock, tmp_path))

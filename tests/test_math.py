@@ -10,7 +10,7 @@ from mkdocs.exceptions import PluginError
 
 from conftest import ROOT
 from harness import raised_in_one_line
-from scripts.pages import math_font
+from scripts.pages import math_font, mathml
 from scripts.pages.mathml import MathError, formula, temml, typeset
 from site_pages import page_file, site_pages
 
@@ -126,8 +126,6 @@ def test_one_node_process_typesets_page_after_page_and_a_dead_one_is_replaced():
 
 
 def test_a_node_that_is_missing_or_cannot_typeset_is_one_line(monkeypatch, tmp_path):
-    from scripts.pages import mathml
-
     script = tmp_path / "typeset.cjs"
     script.write_text('process.stderr.write("Temml is not installed: run `npm ci`\\n");'
                       'process.exit(3);\n')

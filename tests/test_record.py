@@ -12,6 +12,9 @@ import pytest
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
 from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, passed,
                      project, raised_in_one_line, run, snapshot, unchanged, written)
+from scripts import record
+from scripts.plumbing.run_lock import exclusive_run
+from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
 from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import lesson_command
@@ -261,9 +264,6 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypat
     """record.py --render-only (in-process) beside a run in progress: one line, its pid,
     nothing touched (not even the other run's staged files). Once that run is SIGKILLed,
     with no clean-up of its own, the lock is free."""
-    from scripts import record
-    from scripts.plumbing.run_lock import exclusive_run
-
     root = project(tmp_path / "project")
     staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
     staged.write_text("{}")  # the other run's, mid-way
@@ -289,8 +289,6 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypat
 
 
 def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
-    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
-
     flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
     refusal = raised_in_one_line(RecordError, check_stdout, "x", flood)
     assert f"at most {MAX_STDOUT_LINES} lines" in str(refusal)

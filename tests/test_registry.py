@@ -13,7 +13,10 @@ from referencing import Registry, Resource
 from conftest import ROOT, run_record
 from harness import project as project_copy
 from harness import raised_in_one_line, refused
+from scripts import record
 from scripts.figures import KINDS
+from scripts.store.lessons import RegistryError, load_course, load_lessons
+from site_build import build
 
 GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
 SCHEMA = json.loads((ROOT / "lesson_code" / "lessons.schema.json").read_text())
@@ -36,8 +39,6 @@ def registry_root(tmp_path, text):
 
 def refusal(tmp_path, text=None, root=None):
     """load_lessons' one line on the registry `text` (or the checkout at `root`)."""
-    from scripts.store.lessons import RegistryError, load_lessons
-
     message = str(raised_in_one_line(RegistryError, load_lessons,
                                      root or registry_root(tmp_path, text)))
     assert message.startswith("lesson_code/lessons.toml: ")
@@ -50,8 +51,6 @@ def rule(field):
 
 
 def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
-    from scripts.store.lessons import RegistryError, load_course, load_lessons
-
     schema = "lesson_code/my_lesson.schema.json"
     root = registry_root(tmp_path, f'[course]\ntitle = "T"\ndescription = "D"\n[[lesson]]\n'
                                    f'{GOOD_ENTRY}devices = 4.0\ndata_schema = "{schema}"\n')
@@ -157,9 +156,6 @@ def test_a_malformed_registry_is_one_line(tmp_path, text, words):
 
 def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeypatch, capsys):
     """`record.py --render-only` with an id that climbs out: exit 2, nothing written."""
-    from scripts import record
-    from scripts.store.lessons import load_lessons
-
     root = registry_root(tmp_path, '[[lesson]]\nid = "../../escaped"\n'
                                    'module = "lesson_code.my_lesson"\n')
     before = sorted(tmp_path.rglob("*"))
@@ -170,8 +166,6 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_a_registry_that_is_not_utf8_is_one_line_in_the_check_and_the_build(tmp_path):
-    from site_build import build
-
     project = project_copy(tmp_path / "project")
     registry = project / "lesson_code" / "lessons.toml"
     registry.write_bytes(registry.read_bytes().replace(b"Distributed", b"Distribut\xe9d"))

@@ -14,6 +14,7 @@ from lesson_code.ring_collectives import (AXIS, ring_all_gather, ring_programs,
                                           ring_reduce_scatter, xla_programs)
 from lesson_code.ring_checks import collective_counts
 from scripts import ROOT
+from scripts.figures.ring import phases
 
 RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
@@ -106,8 +107,6 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
 
 def test_the_pages_step_table_is_the_simulators_schedule_numbered_as_the_figures_do():
     """D6: "start", then one step per send, in the table, the figure and the stepper."""
-    from scripts.figures.ring import phases
-
     trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
     p = trace["ranks"]
     run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))

@@ -11,6 +11,8 @@ import pytest
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
 from harness import DIGESTED, PROJECT_PARTS, digests, passed, run
 from harness import project as fresh_project
+from scripts import record as record_script
+from scripts.store.lessons import load_lessons
 from site_build import build
 
 
@@ -98,9 +100,6 @@ def test_make_lint_before_it_is_recorded_is_one_line_as_check_says(tmp_path):
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
     # The real 4-process run is tests/test_multiprocess.py's, stubbed here.
-    from scripts import record as record_script
-    from scripts.store.lessons import load_lessons
-
     root, *_ = project
     ran, real_record_processes = [], record_script.record_processes
     monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))

@@ -15,11 +15,14 @@ import urllib.request
 from types import SimpleNamespace
 
 import pytest
+from mkdocs.commands import build as mkdocs_build
 from mkdocs.config import load_config
+from mkdocs.utils import DuplicateFilter
 
 from conftest import ROOT, SEED, module_file
 from harness import clean_env, in_activated_venv, passed, rederive_analyses, run
 from harness import project as copy_project
+from scripts.pages import serve as serving
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
@@ -36,11 +39,6 @@ def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, capl
     """`mkdocs` drops a build message logged once already (its DuplicateFilter): a rebuild
     as quick as one before ended without "Documentation built" (CI waited 90 s for it), an
     error made again went unsaid. Each rebuild logs as the first build did."""
-    from mkdocs.commands import build as mkdocs_build
-    from mkdocs.utils import DuplicateFilter
-
-    from scripts.pages import serve as serving
-
     monkeypatch.setattr(serving, "SERVING", serving.Serving())
     monkeypatch.setattr(serving, "load_config", lambda *path, **options: SimpleNamespace())
     monkeypatch.setattr(serving, "build", lambda config, **options: mkdocs_build.log.info(
