@@ -161,6 +161,11 @@ def written(*files):
     return make
 
 
+def files_under(path):
+    """{file: its bytes} of `path`, a file or a folder (every file below it)."""
+    return {file: file.read_bytes() for file in [path, *path.rglob("*")] if file.is_file()}
+
+
 def snapshot(root):
     """Every file record.py may write under `root`, hidden ones included, with its bytes."""
     return {path.relative_to(root).as_posix(): path.read_bytes()

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
-from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, passed,
-                     project, raised_in_one_line, run, snapshot, unchanged, written)
+from harness import (RECORD, changed, edit, edited, files_under, leftover_temp_files, one_error,
+                     passed, project, raised_in_one_line, run, snapshot, unchanged, written)
 from scripts import record
 from scripts.plumbing.run_lock import exclusive_run
 from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
@@ -234,8 +234,7 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     else:
         outside.write_text("someone's file\n")  # what the lock truncated and overwrote
         (tree / link).unlink(missing_ok=True)  # the recorded run's own
-    before = {path: path.read_bytes() for path in
-              ([outside] if outside.is_file() else sorted(outside.iterdir()))}
+    before = files_under(outside)
     (tree / link).symlink_to(outside)
     edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",  # to draw
          lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
@@ -244,8 +243,7 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
                           f"pages, recordings and figures are made of must be files inside the "
                           f"checkout: replace the link with the file itself, or `git rm {link}`\n")
-    assert {path: path.read_bytes() for path in before} == before
-    assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
+    assert files_under(outside) == before
 
 
 # --- runs that cannot collide, and what a lesson may print ------------------------------

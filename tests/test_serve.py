@@ -211,8 +211,7 @@ def moved_pages(project, home, log_path):
         (project / "docs" / f"{name}.md").write_text(f"# {name}\n\nA page that moves.\n")
     nav = '  - "First extra": first-extra.md\n  - "Second extra": second-extra.md\n'
     config.write_text(listed.replace("\nnav:\n", f"\nnav:\n{nav}", 1))
-    wait_until(lambda: answers(f"{home}first-extra/") and answers(f"{home}second-extra/"),
-               log_path)
+    wait_until(lambda: answers(f"{home}first-extra/") and answers(f"{home}second-extra/"), log_path)
     (project / "docs" / "first-extra.md").rename(project / "docs" / "moved-extra.md")
     (project / "docs" / "second-extra.md").unlink()
     config.write_text(listed.replace("\nnav:\n", '\nnav:\n  - "Moved": moved-extra.md\n', 1))

@@ -281,8 +281,7 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
     assert "<style" not in page.split("<body")[1]
     assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    code_cells = [c for c in json.loads(committed.read_text())["cells"]
-                  if c["cell_type"] == "code"]
+    code_cells = [c for c in json.loads(committed.read_text())["cells"] if c["cell_type"] == "code"]
     assert page.count('<div class="highlight">') >= len(code_cells)
 
 
@@ -444,10 +443,9 @@ def test_a_fixed_sentence_never_comes_back(page):
 
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
-    """Code stays out of the search index, so a line the index keeps names what a block
-    defines; the separator splits `to="invarying"` and `jax.lax.all_to_all` (audit L3),
-    keeps `psum_scatter` whole; inline
-    API names link to the JAX reference, code blocks and headings never do."""
+    """Code stays out of the search index, so a line the index keeps names what a block defines; the
+    separator splits `to="invarying"` and `jax.lax.all_to_all` (audit L3), keeps `psum_scatter`
+    whole; inline API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
     for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from conftest import FIRST_LESSON, module_file
-from harness import (AS_A_USER, clean_env, git, in_activated_venv, one_error, project,
-                     raised_in_one_line, run)
+from harness import (AS_A_USER, clean_env, files_under, git, in_activated_venv, one_error,
+                     project, raised_in_one_line, run)
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
 from scripts.store.lessons import load_lessons
@@ -25,10 +25,6 @@ def course(tmp_path):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
     stage(root)
     return root, root / "docs"
-
-
-def files_under(folder):
-    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
 def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_path):

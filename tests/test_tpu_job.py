@@ -19,8 +19,8 @@ import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
 from harness import (AS_A_USER, FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed,
-                     clean_env, edit, git, one_error, passed, project, raised_in_one_line,
-                     refused, run, snapshot, unchanged)
+                     clean_env, edit, files_under, git, one_error, passed, project,
+                     raised_in_one_line, refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
@@ -242,11 +242,11 @@ def test_a_committed_link_is_refused_before_the_job_writes_or_runs_anything(
     else:
         (clone / link).unlink(missing_ok=True)
     (clone / link).symlink_to(outside)
-    before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")] if path.is_file()}
+    before = files_under(outside)
     monkeypatch.setattr("scripts.hardware.compile.missing_libtpu", lambda: None)  # no compile
     assert tpu_job.main(flags, root=clone) == 1 and gcloud() == []
     assert f"{link} is a symbolic link" in job_error(capsys.readouterr().err)
-    assert {path: path.read_bytes() for path in before} == before
+    assert files_under(outside) == before
 
 
 REFUSED = {

@@ -1,7 +1,6 @@
-"""Zensical, Material for MkDocs' successor, builds the same site from the same mkdocs.yml
-(issue 49; MAINTAINING.md, "Zensical"): one build, compared with the MkDocs one file by file
-and page by page. What Zensical does differently on purpose is named here; any other
-difference fails."""
+"""Zensical, Material for MkDocs' successor, builds the same site from the same mkdocs.yml (issue
+49; MAINTAINING.md, "Zensical"): one build, compared with the MkDocs one file by file and page by
+page. What Zensical does differently on purpose is named here; any other difference fails."""
 import difflib
 import posixpath
 import re
