@@ -186,8 +186,7 @@ def leftover_temp_files(root):
 
 @contextmanager
 def unchanged(root):
-    """After the block, every file record.py writes under `root` is byte for byte as it
-    was, and no staged file is left."""
+    """After the block: each file record.py writes under `root` byte for byte as it was, no .tmp."""
     before = snapshot(root)
     yield before
     assert changed(before, root) == []

@@ -29,8 +29,7 @@ def build(project, site_dir, environment=None):
 
 
 def build_with_zensical(project):
-    """`make build-zensical` in `project`, into its site/: the first step that fails, or the
-    last, as a CompletedProcess."""
+    """`make build-zensical` in `project` (into its site/): the failed step's run, or the last."""
     for step in ZENSICAL_STEPS:
         run = subprocess.run([sys.executable, *step], cwd=project, env=clean_env(),
                              capture_output=True, text=True, timeout=300)

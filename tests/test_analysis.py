@@ -489,8 +489,7 @@ def test_no_verdict_rests_on_fewer_blocks_than_the_rule():
 
 
 def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
-    """A call costs 100 us more than its collective: the loop's extra collectives recover
-    the collective alone."""
+    """A call costs 100 us over its collective: the loop's extra collectives recover it alone."""
     def own(collective, p, nbytes):
         return 20.0 + nbytes / 1e3
     result = analysed(lambda c, p, nbytes: own(c, p, nbytes) + 100.0, own_cost_of=own)
@@ -509,8 +508,7 @@ STEP_SIZES = (8, 512, 2**21, 2**23, 3 * 2**22, 2**24, 3 * 2**23, 2**25)
 
 
 def cached_reduction(collective, p, nbytes):
-    """A warm collective at 1 us per KiB while each device's S/p fits a 2 MiB cache, and
-    twice that per byte past it."""
+    """1 us per KiB while each device's S/p fits a 2 MiB cache, twice that per byte past it."""
     return nbytes / 1024 * (1.0 if nbytes / p <= 2**21 else 2.0)
 
 

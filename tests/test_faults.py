@@ -483,8 +483,7 @@ def quiet_host(monkeypatch):
 
 
 def shrinking_rows(module, ranks, sizes, plan, block, root):
-    """Times that fall as the messages grow, once per call and looped four times: no
-    alpha-beta line can fit them."""
+    """Times that fall as the messages grow, once per call and looped 4 times: no alpha-beta fit."""
     rows = [{"collective": c, "ranks": ranks, "block": block, "position": 0,
              "requestedBytes": s, "bytes": s, "samplesUs": [looped * 1000.0 / (k + 1)] * 3,
              "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
@@ -561,8 +560,7 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("command", ["record.py --render-only", "bench.py"])
 def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
-    """The lock moves last; in-process, each drawing a stub (any one failing move:
-    tests/test_staging.py)."""
+    """The lock moves last; in-process, each drawing a stub (any failing move: test_staging.py)."""
     real_replace = os.replace
 
     def replace(source, destination):

@@ -49,8 +49,7 @@ def lesson_setup(ranks):
 
 
 def check_placed(result, expected, mesh, split=False):
-    """Every device of the mesh holds the whole vector, or (`split`) device r holds
-    consecutive slice r of it, and only that."""
+    """Every device holds the whole vector, or (`split`) device r slice r of it, and only that."""
     devices = list(mesh.devices.flat)
     np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
     assert {shard.device for shard in result.addressable_shards} == set(devices)

@@ -164,8 +164,7 @@ def test_a_failed_or_hung_rank_ends_the_run_and_leaves_nothing_behind(failure, m
 
 
 def test_every_value_and_verdict_on_the_page_resolves(run):
-    """Every value processes.md quotes, read by the build's parser from this run as
-    record.py would write it."""
+    """Each value processes.md quotes, resolved by the build's parser in this run's recording."""
     from scripts.pages.directives import VALUE, lookup
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")

@@ -93,8 +93,7 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
 
 
 def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers_are_read():
-    """Only the module-level names a section reads keep a helper: its local `main` is not
-    the module's `def main()`."""
+    """Only names a section reads keep a helper: a local `main` is not the module's `def main()`."""
     cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
     run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
     # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
@@ -239,8 +238,7 @@ def cells(*given):
                                                      "nbformat 4"),
     (b" " * (4 * 2**20 + 1), "larger than 4 MiB, more than record.py writes")])
 def test_a_broken_notebook_is_one_line_naming_it(tmp_path, site_config, notebook, words):
-    """What a pull request can commit as a notebook: truncated, a wrong type, not UTF-8, an
-    older format, huge."""
+    """What a pull request may commit as a notebook: truncated, mistyped, not UTF-8, older, huge."""
     refusal = str(raised_in_one_line(PluginError, render, tmp_path, site_config, notebook))
     assert f"notebooks/{SEED.id}.ipynb" in refusal.split(": ")[0], refusal
     assert words in refusal and refusal.endswith("run `python scripts/record.py`"), refusal

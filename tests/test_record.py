@@ -172,8 +172,7 @@ print(sorted(m for m in ("jax", "jaxlib", "matplotlib") if m in sys.modules))
 
 
 def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree, recorded):
-    """A hand-edited figure, a deleted one and a lock entry a bad merge broke are remade;
-    every other lock entry is kept."""
+    """A hand-edited figure, a deleted one, a merge-broken lock entry: remade; other entries kept"""
     figure = tree / "figures" / f"{LESSON_ID}.svg"
     edit(figure, lambda t: t.replace("</svg>", "<!-- hand edit -->\n</svg>"))
     broken = f"figures/{LESSON_ID}-mechanism.svg"
@@ -299,8 +298,7 @@ def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
 @pytest.mark.parametrize("argv", [[RECORD, "--check"], ["scripts/exercises.py"],
                                   ["scripts/bench.py", "--help"], ["scripts/tpu_job.py", "--help"]])
 def test_a_command_without_the_pins_names_the_python_to_use_in_one_line(argv):
-    """`python3 scripts/record.py` by an interpreter that lacks the pins: this one, without
-    its site-packages (-S)."""
+    """Each command run by a Python lacking the pins: this one, without its site-packages (-S)."""
     done = run("-S", *argv)
     assert done.returncode == 1
     one_error(done.stderr, "No module named", "lacks the project's pins", "`make setup`")
