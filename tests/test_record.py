@@ -172,7 +172,7 @@ print(sorted(m for m in ("jax", "jaxlib", "matplotlib") if m in sys.modules))
 
 
 def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree, recorded):
-    """A hand-edited figure, a deleted one, a merge-broken lock entry: remade; other entries kept"""
+    """A hand-edited figure, a deleted one, a broken lock entry: remade; every other entry kept."""
     figure = tree / "figures" / f"{LESSON_ID}.svg"
     edit(figure, lambda t: t.replace("</svg>", "<!-- hand edit -->\n</svg>"))
     broken = f"figures/{LESSON_ID}-mechanism.svg"
