@@ -438,11 +438,10 @@ def looped(blocks, collective, us=lambda *_: 0.0, faulted_share=0.0):
 def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_one_call():
     """The ratios are of warm, allocation-free collectives: block 2's looped all-reduce
     faults half its outputs in and takes 0.2 s longer, so it must not count."""
-    def warm_ratios(share):
+    def slow_block(share):
         return analysed(faults_of=faulting_at_the_largest, loop_of=looped(
-            {2}, "all_reduce", lambda *_: 200_000.0, share))["ratios"]["warm"]
-    result = analysed(faults_of=faulting_at_the_largest, loop_of=looped(
-        {2}, "all_reduce", lambda *_: 200_000.0, 0.5))
+            {2}, "all_reduce", lambda *_: 200_000.0, share))
+    result = slow_block(0.5)
     warm = result["ratios"]["warm"]
     # The page's note on how often an interval covers its median names these (review L2).
     assert result["coverageWords"] == "about 94% of the time, 88% for the 3 resting on 4 blocks"
@@ -451,7 +450,7 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
         assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
         assert warm[p]["agOverRs"]["n"] == 5  # its blocks all count
-    kept = warm_ratios(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
+    kept = slow_block(0.0)["ratios"]["warm"]["4"]["arOverRs"]  # without faults, it counts
     assert kept["n"] == 5 and kept["high"] > 2.5
     # A looped call faster than one call is noise, not a ratio.
     entry = analysed(loop_of=looped({1}, "all_gather", lambda *at: -8 * ring_model_times(
@@ -544,10 +543,9 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     said = step_module.location_words(rows, (2, 4, 8), 2**21)
     # p = 2's largest rise, 1.1x (12 to 16 MiB), is within the margin: no rise (review L5).
     assert "At p = 2 no rise passes the 25% margin. At p = 4 it rises 1.3× as" in said
-    assert step_module.location_words(rows, (2, 4, 8), 2**21).endswith(
-        "Where S/p passes 2 MiB, the cost per MiB changes 0.7×, 1.0× and 1.0× at p = 2, 4 and 8: "
-        "none of the largest rises comes there. As stated, the hypothesis does not fit this "
-        "recording, and what sets the step is open.")
+    assert said.endswith("Where S/p passes 2 MiB, the cost per MiB changes 0.7×, 1.0× and 1.0× at "
+                         "p = 2, 4 and 8: none of the largest rises comes there. As stated, the "
+                         "hypothesis does not fit this recording, and what sets the step is open.")
     assert sum(result["faults"]["verdictCounts"].values()) == 9  # 3 programs x 3 p
 
 

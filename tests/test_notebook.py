@@ -180,19 +180,14 @@ def render(tmp_path, config, notebook):
 
 
 HOSTILE_MARKDOWN = [
-    '<script>alert("XSS script")</script>',
-    '<img src=x onerror=alert("XSS img")>',
-    '<svg onload=alert("XSS svg")></svg>',
-    '[click](javascript:alert("XSS link"))',
-    '[click](JaVa\tScRiPt:alert("XSS tab"))',
-    '![x](data:text/html,<script>alert(1)</script>)',
-    '<a href="javascript:alert(1)">anchor</a>',
+    '<script>alert("XSS script")</script>', '<img src=x onerror=alert("XSS img")>',
+    '<svg onload=alert("XSS svg")></svg>', '[click](javascript:alert("XSS link"))',
+    '[click](JaVa\tScRiPt:alert("XSS tab"))', '![x](data:text/html,<script>alert(1)</script>)',
+    '<a href="javascript:alert(1)">anchor</a>', 'attr list {: onclick="alert(1)" }',
     '<div markdown="1" onclick="alert(1)">md_in_html</div>',
-    'attr list {: onclick="alert(1)" }',
     '# heading <img src=x onerror=alert("XSS toc")>',
     '$\\text{<script>alert("XSS mtext")</script>}$',  # \href, \style: tests/test_math.py
-    '<style>@import url(http://example.com/x.css)</style>',
-    '\x02wzxhzdk:0\x03']
+    '<style>@import url(http://example.com/x.css)</style>', '\x02wzxhzdk:0\x03']
 
 
 def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monkeypatch):

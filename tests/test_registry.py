@@ -131,19 +131,16 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
 
 
 @pytest.mark.parametrize("text, words", [
-    ("", "no [[lesson]] entry"),
-    ("lesson = []\n", "no [[lesson]] entry"),
-    ("lesson = 3\n", "[[lesson]] tables"),
-    ("lesson = [1]\n", "[[lesson]] tables"),
+    ("", "no [[lesson]] entry"), ("lesson = []\n", "no [[lesson]] entry"),
+    ("lesson = 3\n", "[[lesson]] tables"), ("lesson = [1]\n", "[[lesson]] tables"),
     (f"[[lesson]]\n{GOOD_ENTRY}[[lesson]]\n{GOOD_ENTRY}", "registered twice"),
     (f"[[lesson]]\n{GOOD_ENTRY}colour = 'red'\n", "unknown field 'colour'"),
     ('[[lesson]]\nid = "my-lesson"\n', "has no 'module'"),
     ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "lesson 'entry 1' has no 'id'"),
     (f'[[lesson]]\n{GOOD_ENTRY}analyses = ["cpu"]\n', "lists analyses but names no `analysis`"),
-    ("[[lesson]\n", "not valid TOML"),
+    ("[[lesson]\n", "not valid TOML"), ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
     (f"x = {'[' * 600}{']' * 600}\n", "nested too deeply"),
     (b'[[lesson]]\nid = "caf\xe9"\n', "not UTF-8"),
-    ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
     (f'[[lesson]]\n{GOOD_ENTRY}figures = ["panels", "nope"]\n',
      f"'nope' is none of {', '.join(KINDS)}"),
     (f'[course]\ntitle = ""\n[[lesson]]\n{GOOD_ENTRY}', "needs a [course] table with a title"),
