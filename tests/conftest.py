@@ -1,5 +1,6 @@
 """Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
 fixtures built once per run (plain helpers: tests/harness.py)."""
+import collections
 import fcntl
 import json
 import os
@@ -180,6 +181,7 @@ BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings"
 def pytest_collection_modifyitems(items):
     """Each test's tier from its fixtures; the files with the most heavy tests first, each
     whole and in order, so that no long file begun last keeps one `make test` worker alone."""
+    weight = collections.Counter()
     for item in items:
         names = set(item.fixturenames)
         if names & BROWSER_FIXTURES:
@@ -187,10 +189,7 @@ def pytest_collection_modifyitems(items):
         # Three tiers, each test in one: a browser test is not also slow (its build is).
         if names & SLOW_FIXTURES and not item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
-    weight = {}
-    for item in items:
-        heavy = item.get_closest_marker("slow") or item.get_closest_marker("browser")
-        weight[item.path] = weight.get(item.path, 0) + (1 if heavy else 0)
+        weight[item.path] += any(map(item.get_closest_marker, ("slow", "browser")))
     items.sort(key=lambda item: -weight[item.path])  # a stable sort
 
 

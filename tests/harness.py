@@ -214,10 +214,8 @@ class Started:
     stdout kept in a file. A `with` block kills what is left of it."""
 
     def __init__(self, *argv, cwd=ROOT, env=None, **popen):
-        descriptor, out = tempfile.mkstemp(prefix="started-", suffix=".out")
-        os.close(descriptor)
-        self.out = Path(out)
-        with self.out.open("w") as out:
+        with tempfile.NamedTemporaryFile(prefix="started-", suffix=".out", delete=False) as out:
+            self.out = Path(out.name)
             self.process = subprocess.Popen(
                 [sys.executable, *map(str, argv)], cwd=cwd, stdout=out, stderr=subprocess.PIPE,
                 env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})), text=True,
@@ -268,10 +266,7 @@ class Started:
 
     def signal(self, signum, group=False):
         """To the process, or (`group`) to its whole group, as a terminal's Ctrl-C goes."""
-        if group:
-            os.killpg(self.pid, signum)
-        else:
-            self.process.send_signal(signum)
+        os.killpg(self.pid, signum) if group else self.process.send_signal(signum)
 
     def finish(self, timeout=60):
         status = self.process.wait(timeout=timeout)
@@ -406,10 +401,8 @@ def keep_lessons(root, *ids):
 
     for folder in (*OUTPUTS, "recordings/analysis", "docs/lessons"):
         for path in (root / folder).iterdir() if (root / folder).is_dir() else ():
-            if gone(path.name) and path.is_dir():
-                shutil.rmtree(path)
-            elif gone(path.name):
-                path.unlink()
+            if gone(path.name):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
     config, page = root / "mkdocs.yml", re.compile(r"(?:lessons|notebooks)/([^/\s\"']+\.md)")
     if config.exists():  # a nav line naming a page taken out
         config.write_text("".join(line for line in config.read_text().splitlines(True)

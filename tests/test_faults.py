@@ -686,9 +686,8 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     folder.mkdir()
     others, old = not_regular_files(folder), (folder / "old.json").stat().st_ino
     with stdout_to("closed" if how == "lines" else how) as pipe:
-        done = run("-c", "import sys; from lesson_code import program; "
-                   "sys.exit(program.main('shell_lesson'))",
-                   *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
+        done = run("-c", "import sys; from lesson_code import program; sys.exit(program.main("
+                   "'shell_lesson'))", *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
                    stderr=subprocess.PIPE, env={"SHELL_LESSON": how, "PYTHONPATH": tmp_path},
                    preexec_fn=lambda: "nohup" in how and signal.signal(signal.SIGHUP,
                                                                        signal.SIG_IGN))
