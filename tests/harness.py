@@ -1,6 +1,8 @@
 """What the tests of the commands share: a copy of the project, a command run in it as a
 user runs it (without the suite's JAX settings), its one error line, the files it writes."""
+import errno
 import hashlib
+import io
 import json
 import os
 import queue
@@ -134,6 +136,14 @@ def raised_in_one_line(error, call, *args, **kwargs):
         call(*args, **kwargs)
     assert "\n" not in str(caught.value) and "Traceback" not in str(caught.value), caught.value
     return caught.value
+
+
+class FullDisk(io.FileIO):
+    """A file whose first write lands 10 bytes, then finds the disk full: a truncated file."""
+
+    def write(self, data):
+        super().write(data[:10])  # unbuffered: on disk at once
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
 def snippet_sections(path):

@@ -2,16 +2,13 @@
 (scripts/store/staging.py): nothing a commit holds decides what is deleted, nothing is
 written through a link or over what is no regular file, and either generator refuses what a
 pull request controls before it lists docs/."""
-import errno
-import io
-import os
 import subprocess
 import sys
 
 import pytest
 
 from conftest import FIRST_LESSON, module_file
-from harness import (AS_A_USER, clean_env, files_under, git, in_activated_venv, one_error,
+from harness import (AS_A_USER, FullDisk, clean_env, files_under, git, in_activated_venv, one_error,
                      project, raised_in_one_line, run)
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
@@ -65,11 +62,6 @@ def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, m
     for path in (docs / "figures").iterdir():
         path.unlink()  # a fresh checkout: every figure to copy
     before = files_under(docs)
-
-    class FullDisk(io.FileIO):
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
     monkeypatch.setattr(staging.os, "fdopen", FullDisk)
     line = str(raised_in_one_line(StagingError, stage, root))
     assert "cannot be written (No space left on device); nothing was changed" in line
