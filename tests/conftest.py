@@ -115,10 +115,9 @@ def built_site(request, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def fixture_course(request, tmp_path_factory):
-    """A copy of the project (its tests too) with the fixture lesson added and recorded by
-    the plain `record.py`, once per test run; beside it, record.log holds that run's stderr
-    and before.json the digests of the copy before the lesson came. Copy it to change it.
-    Its course is the seed and the fixture lesson, however many lessons this tree has."""
+    """The project (its tests too) cut to the seed, the fixture lesson added and recorded by the
+    plain `record.py`, once per run; beside it record.log (that run's stderr) and before.json
+    (the copy's digests before the lesson came). Copy it to change it."""
     def make(folder):
         # Without the fixture lesson too, where this tree has it.
         root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"), keep=[SEED.id])

@@ -85,9 +85,8 @@ def print_every_drawing(paths):
 
 @pytest.fixture(scope="session")
 def drawn(request):
-    """The figures the selected tests compare, drawn once in a fresh process: a lesson's
-    own tests (`-k <id>`) draw its figures, not the whole course's; a test of no one
-    lesson asks for every figure."""
+    """The figures the selected tests compare, drawn once in a fresh process: `-k <id>` draws that
+    lesson's, not the course's; a test of no one lesson asks for every figure."""
     chosen = {getattr(item, "callspec", None) and item.callspec.params.get("lesson")
               for item in request.session.items if "drawn" in item.fixturenames}
     lessons = LESSONS.values() if None in chosen else chosen

@@ -73,9 +73,8 @@ def every_recording(root):
 
 
 def every_analysis(root, reading=None, lessons=None):
-    """Each analysis whose recording exists; only the `lessons`' (ids), or only those whose
-    code imports `reading`: a lesson's analysis need import no other lesson's, nor the
-    course's statistics."""
+    """Each analysis whose recording exists, of `lessons` (ids) only or whose code imports
+    `reading`: a lesson's analysis need import no other lesson's, nor the course's statistics."""
     return [(output.path, RENDER) for lesson in load_lessons(root).values()
             if lessons is None or lesson.id in lessons
             for output in analysis_outputs(lesson) if (root / output.source).exists()

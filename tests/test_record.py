@@ -32,9 +32,8 @@ def check(root):  # what `record.py --check` prints of the seed
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A copy of the checkout with the seed recorded afresh by its own record.py: (root,
-    the run). The seed's alone: the machinery is the same for every lesson, and the
-    course's other lessons would make this test cost the course."""
+    """(root, the run): a copy of the checkout with the seed recorded afresh by its own record.py;
+    the seed's alone, as the machinery is the same for every lesson: no cost per course lesson."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
     return root, passed(run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root))  # current or not
 

@@ -132,13 +132,12 @@ def searched(site):
 
 @pytest.mark.slow
 def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(tmp_path):
-    """A page edit rewrites that page and the home page (which lists its title), no other,
-    and search still finds every page; a recording changed under the server is on every page
-    that reads it at the next rebuild (through {{ rec: }} alone too), and on no other. A
-    broken recording or page is one line, and the server still answers with the pages last
-    built; mended, it builds again and says so, whichever rebuild saw which write. A stale
-    notebook stops its page alone: a later edit still shows. A page renamed answers at its
-    new address alone, one deleted at none."""
+    """A page edit rewrites that page and the home page (which lists its title), no other, and
+    search still finds every page; a recording changed under the server is on every page that reads
+    it at the next rebuild (through {{ rec: }} alone too), and on no other. A broken recording or
+    page is one line, and the server still answers with the pages last built; mended, it builds
+    again and says so, whichever rebuild saw which write. A stale notebook stops its page alone: a
+    later edit still shows. A page renamed answers at its new address alone, one deleted at none."""
     project = copy_project(tmp_path / "project", keep=[SEED.id])
     page, recording = project / "docs" / "lessons" / f"{SEED.id}.md", project / RECORDING
     module = project / module_file(SEED)

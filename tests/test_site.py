@@ -460,9 +460,8 @@ def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site)
 
 
 def test_the_themes_built_files_are_the_theme_packages_own(built_site):
-    """What mkdocs-material ships reaches the site byte for byte, so a theme upgrade is a
-    pin bump; the site changes it through the theme's own doors (docs/overrides/,
-    extra_css, extra_javascript, feature flags)."""
+    """What mkdocs-material ships reaches the site byte for byte (an upgrade is a pin bump); we
+    change it through the theme's doors: docs/overrides/, extra_css, extra_javascript, flags."""
     theme = Path(material.__file__).parent / "templates" / "assets"
     built = [path for folder in ("javascripts", "stylesheets")
              for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]

@@ -328,8 +328,7 @@ REFUSED_REQUESTS = {
        for name in ("v4-8", "v6e-16")},  # another generation; a slice
     "another chip count": (["--accelerator=v5litepod-8"], (
         f"--accelerator v5litepod-8 has 8 chips and {ID} records on {SEED.devices} (`devices` "
-        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",
-    )),
+        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",)),
     "an unknown lesson": (["--lesson=distributed-3"], (
         f"--lesson distributed-3: no such lesson in lesson_code/lessons.toml; known: "
         f"{next(iter(LESSONS))}",)),  # the first ids, however long the course
