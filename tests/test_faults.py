@@ -243,12 +243,11 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
 @pytest.mark.parametrize("killed", ["the kernel", "the ranks"])
 def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(tree, killed,
                                                                                monkeypatch):
-    """No clean-up of its own runs, and nothing it started is left: its scratch folder (the
-    kernel's connection file holds its key) the next run removes. What saves the ranks is
-    dies_with (PR_SET_PDEATHSIG), as it does mpirun's children and the exercise child. The
-    kernel would end without it: ipykernel's parent poller (JPY_PARENT_PID, set by
-    jupyter_client) ends an orphaned kernel itself, so this case shows that no kernel is
-    left, not that dies_with is what ends it."""
+    """No clean-up of its own runs, and nothing it started is left: its scratch folder (the kernel's
+    connection file holds its key) the next run removes. What saves the ranks is dies_with
+    (PR_SET_PDEATHSIG), as it does mpirun's children and the exercise child. The kernel would end
+    without it: ipykernel's parent poller (JPY_PARENT_PID, set by jupyter_client) ends an orphaned
+    kernel itself, so this case shows that no kernel is left, not that dies_with ends it."""
     ranks = killed == "the ranks"
     temp = tree.parent / "tmp"  # its own: a run in another test would remove what it left
     temp.mkdir()

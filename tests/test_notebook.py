@@ -34,10 +34,9 @@ def recorded_stdout(lesson):
 @each_lesson
 def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_recording(
         lesson, site_config):
-    """A reader downloads it alone: it imports nothing of this repository (read from its
-    cells, since the editable install makes both importable in any kernel here). Its cells
-    are the module's sections in order, the run spread over those of its steps; the site
-    renders it as inert text."""
+    """A reader downloads it alone: it imports nothing of this repository (read from its cells:
+    the editable install makes both importable in any kernel here). Its cells are the module's
+    sections in order, the run spread over its steps; the site renders it as inert text."""
     notebook = nbformat.read(committed(lesson), as_version=4)
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]

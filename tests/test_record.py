@@ -257,9 +257,8 @@ with exclusive_run("python scripts/record.py", Path(sys.argv[1])):
 
 
 def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypatch, capsys):
-    """record.py --render-only (in-process) beside a run in progress: one line, its pid,
-    nothing touched (not even the other run's staged files). Once that run is SIGKILLed,
-    with no clean-up of its own, the lock is free."""
+    """record.py --render-only (in-process) beside a run in progress: one line, its pid, nothing
+    touched (nor its staged files); once that run is SIGKILLed (no clean-up), the lock is free."""
     root = project(tmp_path / "project")
     staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
     staged.write_text("{}")  # the other run's, mid-way
