@@ -66,10 +66,8 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
 ])
 def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, line, said):
     notebook = notebook_of("print('before')", cell, "print('never')")
-    with pytest.raises(CellRaised) as raised:
-        execute(notebook, tmp_path)
-    assert str(raised.value) == said
-    assert (raised.value.index, raised.value.line, raised.value.setup) == (1, line, False)
+    raised = raised_in_one_line(CellRaised, execute, notebook, tmp_path)
+    assert (str(raised), raised.index, raised.line, raised.setup) == (said, 1, line, False)
     assert notebook.cells[2].execution_count is None
 
 

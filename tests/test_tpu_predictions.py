@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import FIXTURES, ROOT, SEED, recording_name
+from harness import refused
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
@@ -180,9 +181,7 @@ def test_data_out_refuses_what_it_would_replace_or_write_through_in_one_line(tmp
     path = {"a link": tmp_path / "link.json", "a device": "/dev/null", "a folder": tmp_path}[where]
     if where == "a link":
         path.symlink_to(tmp_path / "target.json")
-    with pytest.raises(SystemExit) as refused:
-        model.main(["--data-out", str(path)])
-    assert refused.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    refused(model.main, ["--data-out", str(path)], capsys)
     assert sorted(tmp_path.iterdir()) == ([tmp_path / "link.json"] if where == "a link" else [])
     model.main(["--data-out", str(tmp_path / "new.json")])
     assert (tmp_path / "new.json").read_bytes() == DATA.read_bytes()  # the committed file
