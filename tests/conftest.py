@@ -1,5 +1,7 @@
 """Test-wide set-up: JAX's settings, the registry the tests iterate, the tiers, and the
 fixtures built once per run (plain helpers: tests/harness.py)."""
+import collections
+import fcntl
 import json
 import os
 import shutil
@@ -22,7 +24,8 @@ signal.signal(signal.SIGHUP, lambda signum, frame: None)
 # No JAX in either; after the settings above.
 from harness import (DIGESTED, FIXTURES, PROJECT_PARTS, ROOT, RECORD,  # noqa: E402,F401
                      add_fixture_lesson, clean_env, digests, ended_pid, fixture_entry,
-                     project, rederive_analyses, run)
+                     passed, project, rederive_analyses, run)
+from scripts.plumbing import interrupts  # noqa: E402
 from scripts.store.lessons import load_lessons  # noqa: E402
 
 # The published lesson's recording, copied in: tests read nothing outside the repository.
@@ -80,8 +83,6 @@ SEED = lessons_with("rank_module", "going_further", "simulation", "sweep", "tpu_
 def built_once(request, tmp_path_factory, name, make):
     """`make(folder)` once per test run, its folder shared: under pytest-xdist the first
     worker builds while the others wait on a lock; all only read it."""
-    import fcntl
-
     shared = tmp_path_factory.getbasetemp()
     if hasattr(request.config, "workerinput"):  # an xdist worker (not its environment,
         shared = shared.parent  # which a pytest it starts inherits): the run's own folder
@@ -91,8 +92,7 @@ def built_once(request, tmp_path_factory, name, make):
         if not done.exists():
             shutil.rmtree(folder, ignore_errors=True)  # what a failed try left
             folder.mkdir()
-            result = make(folder)
-            done.write_text(str(result))
+            done.write_text(str(make(folder)))
     return Path(done.read_text())
 
 
@@ -107,20 +107,17 @@ def built_site(request, tmp_path_factory):
     from site_build import build
 
     def make(folder):
-        site = folder / SUB_PATH
-        run = build(ROOT, site, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"})
-        assert run.returncode == 0, run.stderr[-3000:]
-        return site
+        passed(build(ROOT, folder / SUB_PATH, {"SITE_URL": f"http://127.0.0.1/{SUB_PATH}/"}))
+        return folder / SUB_PATH
 
     return built_once(request, tmp_path_factory, "built-site", make)
 
 
 @pytest.fixture(scope="session")
 def fixture_course(request, tmp_path_factory):
-    """A copy of the project (its tests too) with the fixture lesson added and recorded by
-    the plain `record.py`, once per test run; beside it, record.log holds that run's stderr
-    and before.json the digests of the copy before the lesson came. Copy it to change it.
-    Its course is the seed and the fixture lesson, however many lessons this tree has."""
+    """The project (its tests too) cut to the seed, the fixture lesson added and recorded by the
+    plain `record.py`, once per run; beside it record.log (that run's stderr) and before.json
+    (the copy's digests before the lesson came). Copy it to change it."""
     def make(folder):
         # Without the fixture lesson too, where this tree has it.
         root = project(folder / "repo", PROJECT_PARTS + ("tests", "benchmarks"), keep=[SEED.id])
@@ -183,6 +180,7 @@ BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings"
 def pytest_collection_modifyitems(items):
     """Each test's tier from its fixtures; the files with the most heavy tests first, each
     whole and in order, so that no long file begun last keeps one `make test` worker alone."""
+    weight = collections.Counter()
     for item in items:
         names = set(item.fixturenames)
         if names & BROWSER_FIXTURES:
@@ -190,10 +188,7 @@ def pytest_collection_modifyitems(items):
         # Three tiers, each test in one: a browser test is not also slow (its build is).
         if names & SLOW_FIXTURES and not item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
-    weight = {}
-    for item in items:
-        heavy = item.get_closest_marker("slow") or item.get_closest_marker("browser")
-        weight[item.path] = weight.get(item.path, 0) + (1 if heavy else 0)
+        weight[item.path] += any(map(item.get_closest_marker, ("slow", "browser")))
     items.sort(key=lambda item: -weight[item.path])  # a stable sort
 
 
@@ -202,8 +197,6 @@ def signals_as_they_were():
     """Each test starts with Ctrl-C as a terminal gives it (a suite run in the background
     inherits SIGINT ignored, and its children would too), and leaves the signal state as it
     found it: a main() run in-process installs interrupts.py's handlers and memory."""
-    from scripts.plumbing import interrupts
-
     handlers = {signum: signal.getsignal(signum) for signum in interrupts.SIGNALS}
     hook = sys.unraisablehook
     if handlers[signal.SIGINT] is signal.SIG_IGN:

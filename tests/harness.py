@@ -1,6 +1,8 @@
 """What the tests of the commands share: a copy of the project, a command run in it as a
 user runs it (without the suite's JAX settings), its one error line, the files it writes."""
+import errno
 import hashlib
+import io
 import json
 import os
 import queue
@@ -21,6 +23,7 @@ import pytest
 
 from scripts.store.hashes import TOOL_PINS
 from scripts.store.lessons import load_lessons
+from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -84,6 +87,22 @@ def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
                           timeout=timeout, **popen)
 
 
+def in_activated_venv(*argv, cwd, timeout=300):
+    """`argv` as a shell runs it after `. .venv/bin/activate` (the tests' own .venv): its bin
+    first on PATH, VIRTUAL_ENV set, no PYTHONPATH."""
+    venv = Path(sys.executable).parent.parent
+    env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
+    env.update(PATH=f"{venv}/bin{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+    return subprocess.run(list(map(str, argv)), cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def passed(done):
+    """A finished command `done`, once it exited 0; else the end of what it printed fails."""
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    return done
+
+
 ERROR = re.compile(r"(^|: )error: ")
 
 
@@ -119,6 +138,21 @@ def raised_in_one_line(error, call, *args, **kwargs):
     return caught.value
 
 
+class FullDisk(io.FileIO):
+    """A file whose first write lands 10 bytes, then finds the disk full: a truncated file."""
+
+    def write(self, data):
+        super().write(data[:10])  # unbuffered: on disk at once
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def snippet_sections(path):
+    """{name: text} of each `# --8<-- [start:name]` ... `[end:name]` section of `path`."""
+    pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
+                         re.MULTILINE | re.DOTALL)
+    return {m.group(1): m.group(2) for m in pattern.finditer(Path(path).read_text())}
+
+
 def edit(path, change):
     path.write_text(change(path.read_text()))
 
@@ -135,6 +169,11 @@ def written(*files):
             (root / relative).parent.mkdir(parents=True, exist_ok=True)
             (root / relative).write_text(text)
     return make
+
+
+def files_under(path):
+    """{file: its bytes} of `path`, a file or a folder (every file below it)."""
+    return {file: file.read_bytes() for file in [path, *path.rglob("*")] if file.is_file()}
 
 
 def snapshot(root):
@@ -157,8 +196,7 @@ def leftover_temp_files(root):
 
 @contextmanager
 def unchanged(root):
-    """After the block, every file record.py writes under `root` is byte for byte as it
-    was, and no staged file is left."""
+    """After the block: each file record.py writes under `root` byte for byte as it was, no .tmp."""
     before = snapshot(root)
     yield before
     assert changed(before, root) == []
@@ -186,10 +224,8 @@ class Started:
     stdout kept in a file. A `with` block kills what is left of it."""
 
     def __init__(self, *argv, cwd=ROOT, env=None, **popen):
-        descriptor, out = tempfile.mkstemp(prefix="started-", suffix=".out")
-        os.close(descriptor)
-        self.out = Path(out)
-        with self.out.open("w") as out:
+        with tempfile.NamedTemporaryFile(prefix="started-", suffix=".out", delete=False) as out:
+            self.out = Path(out.name)
             self.process = subprocess.Popen(
                 [sys.executable, *map(str, argv)], cwd=cwd, stdout=out, stderr=subprocess.PIPE,
                 env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})), text=True,
@@ -240,10 +276,7 @@ class Started:
 
     def signal(self, signum, group=False):
         """To the process, or (`group`) to its whole group, as a terminal's Ctrl-C goes."""
-        if group:
-            os.killpg(self.pid, signum)
-        else:
-            self.process.send_signal(signum)
+        os.killpg(self.pid, signum) if group else self.process.send_signal(signum)
 
     def finish(self, timeout=60):
         status = self.process.wait(timeout=timeout)
@@ -291,11 +324,33 @@ def scratch_of(pid):
     return sorted(scratch.glob(f"record-{pid}-*")) + sorted(scratch.glob(f"ranks-{pid}-*"))
 
 
-def closed_pipe():
-    """The write end of a pipe whose reader is gone: `| head -1` once head has its line."""
-    read, write = os.pipe()
-    os.close(read)
-    return write
+@contextmanager
+def stdout_to(where):
+    """A command's stdout: "closed", the write end of a pipe whose reader is gone (`| head -1`
+    once head has its line); "full", a full disk (/dev/full); otherwise a pipe read back."""
+    if where == "full":
+        with open("/dev/full", "w") as full:
+            yield full
+    elif where == "closed":
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            yield write
+        finally:
+            os.close(write)
+    else:
+        yield subprocess.PIPE
+
+
+def git(root, *args):
+    """`git ARGS` in `root`, as a committer with a name; its stdout."""
+    return subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
+                           *map(str, args)], cwd=root, check=True, capture_output=True,
+                          text=True).stdout
+
+
+# Root may write anywhere; without that capability, it meets a folder as a user does.
+AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
 def hanging_ranks(root, lesson):
@@ -345,8 +400,6 @@ def keep_lessons(root, *ids):
     """`root`'s course cut to the lessons `ids` ([course] kept): every other lesson's entry,
     page, nav line, outputs and lock entries taken out. A test of what the machinery does
     for every lesson then costs those lessons, whatever the size of the course."""
-    from scripts.store.outputs import lock_path, lock_text, read_lock
-
     registry = root / "lesson_code" / "lessons.toml"
     head, *entries = re.split(r"(?m)^(?=\[\[lesson\]\]$)", registry.read_text())
     named = {tomllib.loads(entry)["lesson"][0]["id"]: entry for entry in entries}
@@ -358,10 +411,8 @@ def keep_lessons(root, *ids):
 
     for folder in (*OUTPUTS, "recordings/analysis", "docs/lessons"):
         for path in (root / folder).iterdir() if (root / folder).is_dir() else ():
-            if gone(path.name) and path.is_dir():
-                shutil.rmtree(path)
-            elif gone(path.name):
-                path.unlink()
+            if gone(path.name):
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
     config, page = root / "mkdocs.yml", re.compile(r"(?:lessons|notebooks)/([^/\s\"']+\.md)")
     if config.exists():  # a nav line naming a page taken out
         config.write_text("".join(line for line in config.read_text().splitlines(True)
@@ -376,8 +427,6 @@ def rederive_analyses(root):
     """Remake every lesson's analyses from the recordings in `root`, and their lock entries,
     as `--render-only` would, leaving the figures: a test that plants hostile text in a
     recording checks the pages, not whether a figure can draw it."""
-    from scripts.store.outputs import analysis_outputs, lock_entry, lock_path, lock_text, read_lock
-
     lock = read_lock(root)
     for lesson in load_lessons(root).values():
         for output in analysis_outputs(lesson):

@@ -15,9 +15,8 @@ ZENSICAL_STEPS = (["-c", NO_JAX + "from zensical.main import cli; cli()", "build
 
 
 def build(project, site_dir, environment=None):
-    """Run a strict build of `project` into `site_dir`; return the CompletedProcess. From its
-    docs/ with `-f`: nothing the build reads may hang on the working folder. `project`'s own
-    code builds it, as its own .venv would."""
+    """A strict build of `project` into `site_dir` (a CompletedProcess), from its docs/ with `-f`:
+    nothing read hangs on the working folder; `project`'s own code builds it, as its .venv would."""
     # CI's SITE_URL never leaks into a test build unless the test asks for one.
     env = {key: value for key, value in clean_env(**(environment or {})).items()
            if key != "SITE_URL" or "SITE_URL" in (environment or {})}
@@ -29,8 +28,7 @@ def build(project, site_dir, environment=None):
 
 
 def build_with_zensical(project):
-    """`make build-zensical` in `project`, into its site/: the first step that fails, or the
-    last, as a CompletedProcess."""
+    """`make build-zensical` in `project` (into its site/): the failed step's run, or the last."""
     for step in ZENSICAL_STEPS:
         run = subprocess.run([sys.executable, *step], cwd=project, env=clean_env(),
                              capture_output=True, text=True, timeout=300)

@@ -1,7 +1,6 @@
-"""A bare mkdocs-material page with the project's palette, what the theme alone makes of a
-heading, a link, a table and a code block (tests/fixtures/reference_page.md): the
-accessibility and HTML tests, and `make audit` (benchmarks/long_pages.py), hold the project's
-pages to it."""
+"""A bare mkdocs-material page with the project's palette, what the theme alone makes of a heading,
+a link, a table and a code block (tests/fixtures/reference_page.md): the accessibility and HTML
+tests, and `make audit` (benchmarks/long_pages.py), hold the project's pages to it."""
 import os
 import subprocess
 import sys

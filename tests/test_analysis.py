@@ -43,8 +43,7 @@ def blocks(median, spread=0.05, count=7, samples=5):
 ])
 def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, covered):
     stat = intervals.median_interval(values)
-    assert (stat["low"], stat["high"]) == ends
-    assert stat["coverage"] == pytest.approx(covered)
+    assert (stat["low"], stat["high"]) == ends and stat["coverage"] == pytest.approx(covered)
 
 
 @pytest.mark.parametrize("top, bottom, spread, above, below", [
@@ -80,8 +79,7 @@ def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, 
 def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says():
     """25 paired blocks of true mean ratio 2: the "95 %" interval holds it in about 95 %
     of 300 runs (a percentile bootstrap runs a little under, at 25 blocks)."""
-    rng = np.random.default_rng(2)
-    hits = []
+    rng, hits = np.random.default_rng(2), []
     for _ in range(300):
         bottom = 100 * rng.lognormal(0, 0.5, 25)
         top = 2 * bottom * rng.lognormal(-0.02, 0.2, 25)  # E[lognormal(-s²/2, s)] = 1
@@ -101,8 +99,7 @@ def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says(
     # Resamples whose bottom mean is 0 (x over 0): the upper end is infinite, not NaN.
     ([40.0] * 4 + [0.0], [0.0] * 4 + [10.0], 2.6, np.inf),
     # Resamples where both sides are 0 count as equal (0 over 0 is 1), not NaN.
-    ([0.0] * 4 + [1.0], [0.0] * 4 + [10.0], 0.0, 1.0),
-])
+    ([0.0] * 4 + [1.0], [0.0] * 4 + [10.0], 0.0, 1.0)])
 def test_the_bootstrap_pairs_blocks_and_gives_a_number_never_nan(top, bottom, low, high):
     found = intervals.paired_mean_ratio([[t] for t in top], [[b] for b in bottom])
     assert found["low"] == pytest.approx(low, abs=0.1) and found["high"] == pytest.approx(high)
@@ -127,9 +124,8 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
     for side, per_round, ranks in (("p4", many_per_round, 4), ("p2", few_per_round, 2)):
         for algorithm in ("gloo", "ring"):
             for collective in ("reduce_scatter", "all_gather", "all_reduce"):
-                depth = analysis.dependent_rounds(algorithm, collective, ranks)
                 samples.setdefault(side, {}).setdefault(algorithm, {})[collective] = \
-                    blocks(per_round * depth)
+                    blocks(per_round * analysis.dependent_rounds(algorithm, collective, ranks))
     host = {"cores": cores, "loadAverage1m": 0.5}
     method = {"order": [], "blocks": 7, "samplesPerBlock": 5, "warmupCallsPerBlock": 1,
               "hostBefore": host, "hostAfter": host}
@@ -145,8 +141,7 @@ def rounds_recording(many_per_round, few_per_round, cores=2, lesson_rs=None, les
 @pytest.mark.parametrize("per_round_at_4, verdict", [
     (300.0, "supported"),  # a round costs 3x at p = 4
     # Equal per-round times: inside the 25 % band, "no effect", not only "not shown".
-    (100.0, "equivalent"),
-])
+    (100.0, "equivalent")])
 def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, verdict):
     result = analysis.analyse("cpu-processes", rounds_recording(per_round_at_4, 100.0))["rounds"]
     assert result["premiseHolds"]
@@ -192,17 +187,12 @@ def test_other_work_holding_a_core_takes_the_premise_away():
     assert "did not have a core each" in result["premiseWords"]
 
 
-def two_kinds(fast, slow, slow_blocks, count=25, samples=9):
-    """`count` blocks, the first `slow_blocks` waiting out a time slice, as processes that
-    outnumber the cores give."""
-    return [list((slow if i < slow_blocks else fast) * RNG.uniform(0.95, 1.05, samples))
-            for i in range(count)]
-
-
 def test_a_mean_keeps_its_verdict_where_a_median_of_two_kinds_jumps():
-    """12 or 14 slow blocks of 25: the median ratio jumps kinds, the mean moves a little."""
+    """12 or 14 slow blocks of 25 (waiting out a time slice, as processes that outnumber the
+    cores give): the median ratio jumps kinds, the mean moves a little."""
     bottom = blocks(100, spread=0.02, count=25, samples=9)
-    runs = [two_kinds(110, 1000, slow) for slow in (12, 14)]
+    runs = [[list((1000 if i < slow else 110) * RNG.uniform(0.95, 1.05, 9)) for i in range(25)]
+            for slow in (12, 14)]
     medians = [np.median(np.divide(*map(intervals.block_medians, (t, bottom)))) for t in runs]
     means = [intervals.paired_mean_ratio(top, bottom) for top in runs]
     assert medians[0] < 1.25 < 5 < medians[1]
@@ -273,8 +263,7 @@ def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25
                     own_cost_of=None, looping=8, loop_of=lambda *_: (0, 0)):
     """A sweep whose call takes `time_of(collective, p, S)` us with `faults_of` faults; a
     looped call's extras cost `own_cost_of` each, plus `loop_of(block, ...)` (us, faults)."""
-    own_cost_of = own_cost_of or time_of
-    rows = []
+    own_cost_of, rows = own_cost_of or time_of, []
     for block in range(count):
         for p in ranks:
             for nbytes in sizes:
@@ -315,8 +304,7 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
     assert warm["4"]["arOverRs"]["ringModelVerdict"] == "supported"
     assert warm["4"]["agOverRs"]["ringModelVerdict"] == "supported"
     # No byte is sent in one process: the page says a match of its number (review L4).
-    assert warm["4"]["arOverRs"]["ringModelMatch"] == "a match"
-    assert result["ringModelMatches"] == 9
+    assert warm["4"]["arOverRs"]["ringModelMatch"] == "a match" and result["ringModelMatches"] == 9
     # The step table's d and a come from the same lines, fitted block by block (L3).
     steps = result["steps"]["4"]
     assert steps["dispatch"]["n"] == steps["perStep"]["n"] == steps["blockMiss"]["n"] == 5
@@ -344,8 +332,7 @@ def test_a_sweep_that_follows_the_ring_model_supports_it_and_counts_every_verdic
      "supported"),
     ([0.40, 0.50, 0.45, 0.60, 0.38], "so the rendezvous do not all cost the same",
      "contradicted"),
-    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive", "inconclusive"),
-])
+    ([0.21, 0.24, 0.25, 0.29, 0.22], "across the 25% margin: inconclusive", "inconclusive")])
 def test_whether_one_line_fits_every_program_is_decided_by_its_block_interval(misses, reading,
                                                                               verdict):
     # The medians' worst miss (0.21) alone never decides: read as a point, it flipped.
@@ -379,8 +366,7 @@ def test_bytes_touched_predicts_what_the_review_computed():
 def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
     def noisy(collective, p, nbytes):
         return (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0)
-    result = analysed(noisy)
-    verdicts = [entry["verdict"] for entry in result["alphaWithRanks"].values()]
+    verdicts = [entry["verdict"] for entry in analysed(noisy)["alphaWithRanks"].values()]
     assert verdicts.count("inconclusive") >= len(verdicts) - 1
 
 
@@ -432,8 +418,7 @@ def faulting_from_2_mib(collective, p, nbytes):
      "from 2 MiB up (2 sizes), the calls of the all-gather at p = 2 and 4 fault in their "
      "outputs, some others' from 32 MiB: 2 MiB is the onset"),
     # Three faults outweigh an 8-byte output, but larger sizes do not fault: no onset.
-    (lambda *_: 3, None, 2**25, "there is no onset"),
-])
+    (lambda *_: 3, None, 2**25, "there is no onset")])
 def test_the_onset_is_the_size_from_which_every_larger_one_faults(faults_of, onset, below, words):
     table = analysed(faults_of=faults_of)["faults"]
     assert (table["onsetBytes"], table["belowOnsetBytes"]) == (onset, below)
@@ -453,11 +438,10 @@ def looped(blocks, collective, us=lambda *_: 0.0, faulted_share=0.0):
 def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_one_call():
     """The ratios are of warm, allocation-free collectives: block 2's looped all-reduce
     faults half its outputs in and takes 0.2 s longer, so it must not count."""
-    def warm_ratios(share):
+    def slow_block(share):
         return analysed(faults_of=faulting_at_the_largest, loop_of=looped(
-            {2}, "all_reduce", lambda *_: 200_000.0, share))["ratios"]["warm"]
-    result = analysed(faults_of=faulting_at_the_largest, loop_of=looped(
-        {2}, "all_reduce", lambda *_: 200_000.0, 0.5))
+            {2}, "all_reduce", lambda *_: 200_000.0, share))
+    result = slow_block(0.5)
     warm = result["ratios"]["warm"]
     # The page's note on how often an interval covers its median names these (review L2).
     assert result["coverageWords"] == "about 94% of the time, 88% for the 3 resting on 4 blocks"
@@ -466,7 +450,7 @@ def test_the_ratio_table_counts_only_blocks_whose_loop_neither_faulted_nor_beat_
         assert entry["n"] == 4 and "; 4 of 5 blocks)" in entry["words"]
         assert entry["high"] < 2.5 and entry["ringModelVerdict"] == "supported"
         assert warm[p]["agOverRs"]["n"] == 5  # its blocks all count
-    kept = warm_ratios(0.0)["4"]["arOverRs"]  # the same slow block without faults counts
+    kept = slow_block(0.0)["ratios"]["warm"]["4"]["arOverRs"]  # without faults, it counts
     assert kept["n"] == 5 and kept["high"] > 2.5
     # A looped call faster than one call is noise, not a ratio.
     entry = analysed(loop_of=looped({1}, "all_gather", lambda *at: -8 * ring_model_times(
@@ -504,8 +488,7 @@ def test_no_verdict_rests_on_fewer_blocks_than_the_rule():
 
 
 def test_the_loop_gives_each_collective_s_own_cost_without_the_call_s():
-    """A call costs 100 us more than its collective: the loop's extra collectives recover
-    the collective alone."""
+    """A call costs 100 us over its collective: the loop's extra collectives recover it alone."""
     def own(collective, p, nbytes):
         return 20.0 + nbytes / 1e3
     result = analysed(lambda c, p, nbytes: own(c, p, nbytes) + 100.0, own_cost_of=own)
@@ -524,8 +507,7 @@ STEP_SIZES = (8, 512, 2**21, 2**23, 3 * 2**22, 2**24, 3 * 2**23, 2**25)
 
 
 def cached_reduction(collective, p, nbytes):
-    """A warm collective at 1 us per KiB while each device's S/p fits a 2 MiB cache, and
-    twice that per byte past it."""
+    """1 us per KiB while each device's S/p fits a 2 MiB cache, twice that per byte past it."""
     return nbytes / 1024 * (1.0 if nbytes / p <= 2**21 else 2.0)
 
 
@@ -561,10 +543,9 @@ def test_the_step_says_which_warm_collective_outgrew_the_bytes_and_where():
     said = step_module.location_words(rows, (2, 4, 8), 2**21)
     # p = 2's largest rise, 1.1x (12 to 16 MiB), is within the margin: no rise (review L5).
     assert "At p = 2 no rise passes the 25% margin. At p = 4 it rises 1.3× as" in said
-    assert step_module.location_words(rows, (2, 4, 8), 2**21).endswith(
-        "Where S/p passes 2 MiB, the cost per MiB changes 0.7×, 1.0× and 1.0× at p = 2, 4 and 8: "
-        "none of the largest rises comes there. As stated, the hypothesis does not fit this "
-        "recording, and what sets the step is open.")
+    assert said.endswith("Where S/p passes 2 MiB, the cost per MiB changes 0.7×, 1.0× and 1.0× at "
+                         "p = 2, 4 and 8: none of the largest rises comes there. As stated, the "
+                         "hypothesis does not fit this recording, and what sets the step is open.")
     assert sum(result["faults"]["verdictCounts"].values()) == 9  # 3 programs x 3 p
 
 

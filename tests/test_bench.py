@@ -12,10 +12,12 @@ from hypothesis import given, settings, strategies as st
 from jax.sharding import NamedSharding, PartitionSpec as P
 
 from conftest import ROOT, SEED, module_file, recording_name
-from harness import changed, leftover_temp_files, project, refused, run, snapshot, unchanged
+from harness import (changed, leftover_temp_files, passed, project, refused, run, snapshot,
+                     unchanged)
 from scripts import bench
 from scripts.store import hashes
 from scripts.figures import KINDS, sweep_times
+from scripts.host import host_at_start, warn_if_busy
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import AnalysisKind, for_lesson, read_lock, recording_outputs
 from scripts.store.recordings import load_recording, validate
@@ -113,10 +115,9 @@ def test_blocks_take_turns_over_p_and_rotate_the_programs():
     # both ways at every size: one collective per call, and the looped calls.
     assert all(len(row["minorFaults"]) == len(row["samplesUs"]) and
                all(isinstance(f, int) and f >= 0 for f in row["minorFaults"]) for row in rows)
-    looping = sweep_programs.LOOP_COLLECTIVES["cpu"]
     assert sorted((r["collective"], r["bytes"], r["collectivesPerCall"]) for r in rows) == \
         sorted((c, nbytes, k) for c in COLLECTIVES for _, nbytes in sizes_for([8, 1024], 2)
-               for k in (1, looping))
+               for k in (1, sweep_programs.LOOP_COLLECTIVES["cpu"]))
 
 
 def test_the_donation_probe_reports_faults_aliasing_and_scratch_the_allocator_s_glibc(monkeypatch):
@@ -161,7 +162,6 @@ def test_wrong_values_are_counted_on_every_device_copy_the_ring_and_looped_serie
 def test_the_host_is_read_once_before_a_run_and_a_busy_one_is_warned_of(capsys):
     """The load, and the cores other work keeps busy now (over half a second): what a
     recording's environment keeps as loadAverage1m and busyCoresAtStart."""
-    from scripts.host import host_at_start, warn_if_busy
     reading = host_at_start()
     assert sorted(reading) == ["busyCores", "cores", "loadAverage1m"]
     assert 0 <= reading["busyCores"] <= reading["cores"] and reading["loadAverage1m"] >= 0
@@ -179,9 +179,8 @@ def test_quick_sweep_end_to_end_moves_recording_analysis_figures_and_lock_into_p
     root = project(tmp_path / "repo")
     before = snapshot(root)
     plan = {**QUICK, "sizes": [8, 2**20]}  # the probes' size, and one more for the fits
-    done = run("-c", f"import sys; from scripts import bench; "
-               f"sys.exit(bench.main({LESSON!r}, plan={plan!r}))", cwd=root)
-    assert done.returncode == 0, done.stderr[-3000:]
+    passed(run("-c", f"import sys; from scripts import bench; "
+               f"sys.exit(bench.main({LESSON!r}, plan={plan!r}))", cwd=root))
     recording = load_recording(root / RECORDING_FILE)
     assert {(r["collective"], r["ranks"], r["block"]) for r in recording["rows"]} == {
         (c, 4, b) for c in COLLECTIVES for b in range(QUICK["blocks"])}
@@ -319,14 +318,12 @@ def test_committed_sweep_keeps_every_block_of_every_row_and_its_analysis_is_deri
 def test_the_page_reads_the_analysis_and_types_no_verdict():
     page = "".join((ROOT / "docs" / "going-further" / name).read_text()
                    for name in ("sweep.md", "allocator.md"))
-    for path in ("host.words }}", "verdictCounts.inconclusive|d",
-                 "alphaWithRanks.all_reduce.verdict", "stepSummary.verdict",
-                 "ratios.warm.4.arOverRs.touchedVerdict", "faults.onsetWords",
-                 "stepSummary.fitWords", "faults.donation.4.words",
-                 "coverageWords", "sizeLabels.ratios", "faults.step.words",
-                 "faults.step.locationWords", "faults.keepFreed.words", "ringModelMatches|d",
-                 "faults.donationWords", "ratios.unexplainedWords",
-                 "faults.verdictCounts.inconclusive|d"):
+    for path in ("host.words }}", "verdictCounts.inconclusive|d", "stepSummary.verdict",
+                 "alphaWithRanks.all_reduce.verdict", "ratios.warm.4.arOverRs.touchedVerdict",
+                 "faults.onsetWords", "stepSummary.fitWords", "faults.donation.4.words",
+                 "coverageWords", "sizeLabels.ratios", "faults.step.words", "ringModelMatches|d",
+                 "faults.step.locationWords", "faults.keepFreed.words", "faults.donationWords",
+                 "ratios.unexplainedWords", "faults.verdictCounts.inconclusive|d"):
         assert f"{{{{ rec:{FILES.stem('sweep', analysis=True)}:{path}" in page, path
     for typed in ("grows with p for every program", "log2 p steps per phase",
                   "is the size of the last-level cache, not past it",

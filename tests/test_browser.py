@@ -338,8 +338,7 @@ def test_what_the_lesson_its_going_further_and_notebook_pages_show(visits):
     assert shows["answer closed at first"] and shows["answer opens"]
     # The theme's copy button (content.code.copy) copies its own block and says so.
     assert shows["copy buttons"] == 1 and shows["copied"][0] == shows["copied"][1]
-    assert "def " in shows["copied"][0]
-    assert shows["code navs as landmarks"] == []
+    assert "def " in shows["copied"][0] and shows["code navs as landmarks"] == []
     # The index is fetched once, when the reader opens search; `invarying` (in the code as
     # `to="invarying"`) is a word of its own (N9), marked on the page a result opens.
     assert shows["index fetched before search"] == [] and len(shows["index fetched by search"]) == 1
@@ -407,8 +406,7 @@ def axe_findings(page, within="document", impacts=("serious", "critical")):
 def reference_findings(browser, serve, reference_site):
     """What axe finds on the bare theme, per colour scheme and width: each rule on each
     element, so the same rule broken on one of the site's own elements is still found."""
-    origin = serve(reference_site)
-    findings = {}
+    origin, findings = serve(reference_site), {}
     for scheme, width in SCREENS:
         page, _ = open_page(browser, f"{origin}/", origin, scheme, width)
         findings[scheme, width] = {(finding["key"], finding["where"])
@@ -464,8 +462,7 @@ def test_a_mistyped_address_gets_the_styled_404_page(browser, served):
     """Under the sub-path, with its stylesheets; the missing page the one failure."""
     url = f"{served}/no/such/page/"
     page, watch = open_page(browser, url, served)
-    assert "404" in page.inner_text("article")
-    assert page.evaluate("document.styleSheets.length") >= 2
+    assert "404" in page.inner_text("article") and page.evaluate("document.styleSheets.length") >= 2
     others = [problem for problem in watch.problems if problem != f"HTTP 404: {url}"]
     assert len(watch.problems) == 2 and len(others) == 1
     assert others[0].startswith("console error: Failed to load resource")
@@ -583,8 +580,7 @@ def test_hostile_pages_stay_inert_in_chromium(browser, hostile_site, serve):
     page.keyboard.type("onerror")  # Material searches on key presses, not on fill()
     page.wait_for_selector(".md-search-result__item", state="attached", timeout=20000)
     page.wait_for_timeout(500)
-    assert "XSS" in page.inner_text(".md-search-result")
-    assert page.evaluate(LIVE_MARKUP) == []
+    assert "XSS" in page.inner_text(".md-search-result") and page.evaluate(LIVE_MARKUP) == []
     # The ring step-through parses the hostile trace as data and draws its steps.
     page.goto(f"{origin}/going-further/ring-simulator/", wait_until="networkidle")
     assert page.locator(".ring-stepper__rank").count() == 4

@@ -9,7 +9,10 @@ import nbformat
 import psutil
 import pytest
 
+from conftest import SEED, module_file
 from harness import finished, raised_in_one_line
+from scripts.plumbing import interrupts
+from scripts.runners import cells
 from scripts.runners.cells import CellRaised, ExecutionFailed, execute
 
 pytestmark = pytest.mark.slow  # each test starts a kernel
@@ -46,8 +49,7 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
         [("stream", "stdout", "__main__ __main__\n")],
         [("execute_result", None, {"text/plain": "42"})],
         [],
-        [("stream", "stdout", f"beside {sys.executable} False\n")],
-    ]
+        [("stream", "stdout", f"beside {sys.executable} False\n")]]
     assert [cell.execution_count for cell in executed.cells] == [1, 2, 3, 4, 5, 6]
     assert executed.metadata["language_info"]["name"] == "python"
     pid, connection = printed.split()
@@ -64,10 +66,8 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
 ])
 def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, line, said):
     notebook = notebook_of("print('before')", cell, "print('never')")
-    with pytest.raises(CellRaised) as raised:
-        execute(notebook, tmp_path)
-    assert str(raised.value) == said
-    assert (raised.value.index, raised.value.line, raised.value.setup) == (1, line, False)
+    raised = raised_in_one_line(CellRaised, execute, notebook, tmp_path)
+    assert (str(raised), raised.index, raised.line, raised.setup) == (said, 1, line, False)
     assert notebook.cells[2].execution_count is None
 
 
@@ -77,8 +77,7 @@ def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, li
     # libzmq's abort on a TPU v5e sandbox that opens no TCP socket: the line says why.
     ("print('Address family not supported by protocol (src/ip_resolver.cpp:542)', "
      "file=sys.__stderr__, flush=True)\nos.abort()", "was killed by SIGABRT",
-     "opens no TCP socket.*python -m"),
-])
+     "opens no TCP socket.*python -m")])
 def test_a_kernel_that_dies_in_a_cell_is_one_line_naming_the_cell(tmp_path, cell, how, tail):
     message = str(raised_in_one_line(ExecutionFailed, execute, notebook_of(
         "print('fine')", f"import os, signal, sys\nprint('dying', file=sys.__stderr__)\n{cell}"),
@@ -94,15 +93,12 @@ def test_a_cell_past_its_time_limit_is_stopped_with_all_the_kernel_started(tmp_p
         execute(notebook_of("import subprocess\nsleeper = subprocess.Popen(['sleep', '60'])\n"
                             "open('sleeper.pid', 'w').write(str(sleeper.pid))\n"
                             "import time\ntime.sleep(60)"), tmp_path, timeout_s=2)
-    assert not failed.value.setup
-    assert finished(int((tmp_path / "sleeper.pid").read_text()))
+    assert not failed.value.setup and finished(int((tmp_path / "sleeper.pid").read_text()))
 
 
 def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_path):
     """As after interrupts._raise fired where Python discards the exception: the signal is
     in `received`, nothing raised. Waiting for the kernel notices."""
-    from scripts.plumbing import interrupts
-
     interrupts.received.append(signal.SIGTERM)
     for signum in interrupts.SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
@@ -115,16 +111,12 @@ def test_a_signal_lost_in_a_garbage_collection_callback_still_stops_the_run(tmp_
 
 def test_a_cell_past_its_time_limit_names_the_module_line_it_opens_at(tmp_path, monkeypatch):
     """The time limit is a rule a lesson meets (CONTRACT.md): its line says where."""
-    from conftest import SEED, module_file
-    from scripts.runners import cells
-
     def timed_out(notebook, working_dir):
         raise ExecutionFailed("cell 1 of 9 ran past its 600 s time limit and was stopped", cell=0)
     monkeypatch.setattr(cells, "execute", timed_out)
     message = str(raised_in_one_line(ExecutionFailed, cells.run, SEED, tmp_path))
-    code = [cell.source for cell in cells.build_notebook(SEED, "cpu", SEED.devices).cells
-            if cell.cell_type == "code"]
-    first = code[0].split("\n")[0]
+    first = next(cell.source for cell in cells.build_notebook(SEED, "cpu", SEED.devices).cells
+                 if cell.cell_type == "code").split("\n")[0]
     line = SEED.path().read_text().splitlines().index(first) + 1
     assert message.startswith(f"{module_file(SEED)}:{line}: cell 1 of 9 ran past its 600 s")
     assert message.endswith("the rule (lesson_code/CONTRACT.md): each cell within 600 s, so "

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import FIXTURES, ROOT, SEED, each_lesson_with, module_file
+from conftest import FIXTURES, ROOT, SEED, each_lesson_with
 import harness
+from harness import snippet_sections
 from lesson_code.exercise import Exercise
 from scripts import exercises
 from scripts.exercises import load_exercises, solution_called
@@ -22,13 +23,6 @@ CHECKER_PARTS = ("scripts", "lesson_code", "recordings")
 
 def check(root, *args):
     return harness.run("scripts/exercises.py", *args, cwd=root, timeout=600)
-
-
-def section(path, name):
-    """The snippet section `name` of `path`: a reference solution, as the page shows it."""
-    text = (ROOT / path).read_text()
-    return re.search(rf"# --8<-- \[start:{name}\]\n(.*?)# --8<-- \[end:{name}\]", text,
-                     re.DOTALL)[1]
 
 
 def slip(solution, right, wrong):
@@ -62,11 +56,10 @@ def fill(project, name, body):
     ("scaffold", "os:path", "exercise count_devices: scaffold is \"module:function\" under "
                             "lesson_code/"),
     ("attempt", lambda run: run, "exercise count_devices: attempt must be a function "
-                                 "defined with `def` at the top of its module"),
-])
+                                 "defined with `def` at the top of its module")])
 def test_an_exercise_says_which_field_is_wrong(field, value, message):
     fields = dict(name="count_devices", scaffold="lesson_code.x_exercises:count_devices",
-                  reference=section, answer=section, attempt=section, compare=section)
+                  reference=slip, answer=slip, attempt=slip, compare=slip)
     with pytest.raises(TypeError, match=f"^{re.escape(message)}"):
         Exercise(**{**fields, field: value})
 
@@ -79,8 +72,7 @@ SHORTCUTS = {
     "a helper of the lesson's": (False, "from lesson_code.ring_collectives import pass_right\n"
                                  "def ring_all_gather(c):\n    return pass_right(c, 4)\n"),
     "not parsed (the child's line)": (False, "def ring_all_gather(c):\n    return (\n"),
-    "no such function (the child's line)": (False, "def ring_all(c):\n    return c\n"),
-}
+    "no such function (the child's line)": (False, "def ring_all(c):\n    return c\n")}
 
 
 @pytest.mark.parametrize("shortcut", SHORTCUTS)
@@ -109,19 +101,17 @@ def test_the_ring_command_is_one_line_on_any_ring_size(args, status, line):
 @each_lesson_with("exercises")
 def test_each_lesson_s_solutions_pass_its_own_checks(lesson):
     """What a learner is told is right is right: `--reference` runs the lesson's solutions."""
-    done = harness.run("scripts/exercises.py", "--reference", "--lesson", lesson.id)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = harness.passed(harness.run("scripts/exercises.py", "--reference", "--lesson", lesson.id))
     assert done.stdout.splitlines() == [f"ok {each.name}" for each in load_exercises(lesson)]
 
 
-GOING_FURTHER = module_file(SEED, SEED.going_further)
-
-CLIPPING = section(GOING_FURTHER, "clipping")
+# The reference solutions, as the pages show them.
+LESSON, GOING_FURTHER = (snippet_sections(SEED.path(m)) for m in (None, SEED.going_further))
+CLIPPING, ZERO = GOING_FURTHER["clipping"], GOING_FURTHER["zero_accounting"]
 PSUM_OF_SQUARES = 'squares = jax.lax.psum(jnp.sum(g_slice * g_slice), "data")'
-RING = section("lesson_code/ring_collectives.py", "ring_all_gather") \
+RING = snippet_sections(ROOT / "lesson_code" / "ring_collectives.py")["ring_all_gather"] \
     .replace("def ring_all_gather(chunk, steps=None):", "def ring_all_gather(chunk):")
-ZERO = section(GOING_FURTHER, "zero_accounting")
-MAKE_IT_YOURS = section(module_file(SEED), "make_it_yours")
+MAKE_IT_YOURS = LESSON["make_it_yours"]
 
 # (exercise, the learner's function, the start of the checker's line): each the lesson's
 # solution with the one slip a page says the checker catches.
@@ -161,7 +151,7 @@ MISTAKES = {
         "ring_all_gather; write the answer in the scaffold instead"),
     # The lesson page, "Account for the complete communication cycle".
     "the all-gather forgotten": ("communication_budget", slip(
-        section(module_file(SEED), "transfer_budget"),
+        LESSON["transfer_budget"],
         "scatter_then_gather = scatter + scatter", "scatter_then_gather = scatter"),
         "wrong communication_budget: B_AR != B_RS + B_AG: count the gather"),
     # autodiff.md, ZeRO-3: "gathered for the forward pass and ... again for the backward".
@@ -173,8 +163,7 @@ MISTAKES = {
     # The lesson page, "Make it yours": check the all-reduce and every rebuilt replica.
     "the devices never asked": ("make_it_yours", "\n".join(
         line for line in MAKE_IT_YOURS.splitlines() if "assert_matches" not in line),
-        "wrong make_it_yours: the devices never saw the reversed rows"),
-}
+        "wrong make_it_yours: the devices never saw the reversed rows")}
 # What stops one exercise's process: that exercise's whole line, the others still run.
 STOPS = {
     "sys.exit": ("communication_budget", "def communication_budget(gradient_bytes=2**20, "
@@ -194,8 +183,7 @@ STOPS = {
     "an endless loop": ("make_it_yours", "def make_it_yours(mesh, programs, problem):\n"
                         "    import time\n    time.sleep(3600)",
                         "wrong make_it_yours: still running after 3 s, stopped (an endless "
-                        "loop? a blocking call?)"),
-}
+                        "loop? a blocking call?)")}
 # A mistake's message is the start of its line; what follows may show the numbers.
 CASES = {**{mistake: (name, body, f"{line}...") for mistake, (name, body, line)
             in MISTAKES.items()}, **STOPS}
@@ -212,8 +200,7 @@ ROUNDS = {
         "the gradient gathered to take its norm", "a syntax error"],
     **{mistake: [mistake] for mistake in ("the squares summed across devices before within",
                                           "the slices' norms summed", "a ring one step short",
-                                          "the lesson's own ring called", "an endless loop")},
-}
+                                          "the lesson's own ring called", "an endless loop")}}
 
 
 @pytest.mark.parametrize("round", ROUNDS)
@@ -248,8 +235,7 @@ def test_each_mistake_a_page_names_and_each_stop_is_that_exercise_s_line(scaffol
     (["--lesson", ID, "--exercise", "nope"],
      f"error: no exercise 'nope' in {SEED.exercises}; try --exercise make_it_yours"),
     (["--lesson", "nope"], "error: --lesson nope: no such lesson in lesson_code/lessons.toml"),
-    (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600"),
-])
+    (["--time-limit", "0"], "error: --time-limit 0 must be between 0 and 3600")])
 def test_a_request_that_cannot_work_is_refused_in_one_line(args, message, capsys, monkeypatch):
     for name in ("JAX_PLATFORMS", "JAX_NUM_CPU_DEVICES"):  # the checker drops JAX_*: put
         monkeypatch.setenv(name, os.environ[name])  # the suite's back afterwards
@@ -291,8 +277,7 @@ def test_another_lessons_exercises_run_on_its_own_device_count(eight_devices):
     assert done.returncode == 1 and done.stdout.startswith(
         "unfinished count_devices: TODO: the sum of `one`"), done.stdout + done.stderr
     # Every lesson's own solutions at once: one line per exercise, each named by its lesson.
-    done = check(project, "--reference")
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = harness.passed(check(project, "--reference"))
     assert done.stdout.splitlines() == [
         f"{SEED.id}: ok {exercise.name}" for exercise in load_exercises(SEED)] + \
         ["psum-08: ok count_devices"]

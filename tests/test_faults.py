@@ -27,12 +27,12 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, SEED, each_lesson, lessons_with,
                       recording_name)
-from harness import (RECORD, ROOT, Started, changed, clean_env, closed_pipe, ended_pid,
-                     hanging_ranks, leftover_temp_files, one_error, project, raised_in_one_line,
-                     refused, run, snapshot, still_running, unchanged)
+from harness import (RECORD, ROOT, Started, changed, clean_env, ended_pid, git, hanging_ranks,
+                     leftover_temp_files, one_error, project, raised_in_one_line, refused, run,
+                     snapshot, stdout_to, still_running, unchanged)
 from test_bench import COMMITTED, QUICK, replayed  # QUICK: a small plan; replayed: no JAX
 from test_exercises import fill
-from scripts import bench, cli, record
+from scripts import bench, cli, host, record
 from scripts.figures import FigureKind
 from scripts.pages import hooks as site_hooks
 from scripts.plumbing import interrupts
@@ -91,8 +91,7 @@ def test_a_signal_ends_a_command_in_one_line_after_its_clean_up(how, status, cap
             cleaned.append(True)
         return 0
 
-    assert cli.command(body)(["x"]) == status
-    assert cleaned == [True]
+    assert cli.command(body)(["x"]) == status and cleaned == [True]
     assert capsys.readouterr().err == ("" if nohup else f"error: interrupted by {name}; {KEPT}\n")
 
 
@@ -210,8 +209,7 @@ PHASES = {
     "exercises.py as a scaffold hands over": lambda tree: Phase(
         ("-m", f"{SEED.module}_exercises", "--reference"), line="no exercise is left running",
         reach=lambda command: command.wait_until(lambda: "scripts/exercises.py" in " ".join(
-            psutil.Process(command.pid).cmdline()))),
-}
+            psutil.Process(command.pid).cmdline())))}
 
 
 @pytest.mark.parametrize("phase", PHASES)
@@ -233,8 +231,7 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
         status, lines = command.finish()
     assert status == 130, lines
     one_error(lines, "interrupted by SIGINT", started.line)
-    assert still_running(children) == []
-    assert list(temp.iterdir()) == []
+    assert still_running(children) == [] and list(temp.iterdir()) == []
     assert leftover_temp_files(tree) == []
     if started.written:
         assert check(load_lessons(tree), tree) == []
@@ -246,12 +243,11 @@ def test_ctrl_c_in_each_phase_of_each_command_is_one_line_and_leaves_nothing(pha
 @pytest.mark.parametrize("killed", ["the kernel", "the ranks"])
 def test_after_a_sigkill_no_process_is_left_and_the_next_run_removes_its_files(tree, killed,
                                                                                monkeypatch):
-    """No clean-up of its own runs, and nothing it started is left: its scratch folder (the
-    kernel's connection file holds its key) the next run removes. What saves the ranks is
-    dies_with (PR_SET_PDEATHSIG), as it does mpirun's children and the exercise child. The
-    kernel would end without it: ipykernel's parent poller (JPY_PARENT_PID, set by
-    jupyter_client) ends an orphaned kernel itself, so this case shows that no kernel is
-    left, not that dies_with is what ends it."""
+    """No clean-up of its own runs, and nothing it started is left: its scratch folder (the kernel's
+    connection file holds its key) the next run removes. What saves the ranks is dies_with
+    (PR_SET_PDEATHSIG), as it does mpirun's children and the exercise child. The kernel would end
+    without it: ipykernel's parent poller (JPY_PARENT_PID, set by jupyter_client) ends an orphaned
+    kernel itself, so this case shows that no kernel is left, not that dies_with ends it."""
     ranks = killed == "the ranks"
     temp = tree.parent / "tmp"  # its own: a run in another test would remove what it left
     temp.mkdir()
@@ -321,17 +317,14 @@ def test_an_unreadable_lock_and_staged_files_a_sigkill_left_are_the_next_run_s_t
               tree / "docs" / "notebooks" / f".{ID}.ipynb.{gone}.x1y2.tmp"]
     # The project's .gitignore alone, in a repository of its own: what `git add` would skip.
     shutil.copy(ROOT / ".gitignore", tree / ".gitignore")
-    subprocess.run(["git", "init", "--quiet", str(tree)], check=True)
+    git(tree, "init", "--quiet")
     names = [path.relative_to(tree).as_posix() for path in strays]
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", *names], cwd=tree,
-                             capture_output=True, text=True)
-    assert ignored.stdout.split() == names
+    assert git(tree, "check-ignore", "--no-index", *names).split() == names
     for stray in strays:
         stray.write_text("half")
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     monkeypatch.setattr(FigureKind, "render", lambda self, data, *_: "<svg>new</svg>\n")
-    assert record.main(["--render-only"]) == 0
-    assert leftover_temp_files(tree) == []
+    assert record.main(["--render-only"]) == 0 and leftover_temp_files(tree) == []
     assert not any(unreadable in line for line in check(load_lessons(tree), tree))
 
 
@@ -361,8 +354,7 @@ def test_a_signal_python_swallowed_stops_the_commit_before_its_first_move(tmp_pa
                 pass  # what Python does to it inside a garbage-collection callback
             staged.commit()
     assert raised.value.exit_status == 130 and not raised.value.written
-    assert raised.value.outcome == KEPT
-    assert target.read_text() == "old"
+    assert raised.value.outcome == KEPT and target.read_text() == "old"
     assert list(tmp_path.glob(".*.tmp")) == []
 
 
@@ -389,8 +381,7 @@ except RunLocked as error:
     ("a directory", "it is a directory; remove it"),
     ("a link", "it is a symbolic link; `git rm .run.lock` (it is never committed)"),
     ("another user's", "Permission denied; run `python scripts/record.py` in a checkout this "
-                       "user can write, or remove a .run.lock that another user left"),
-])
+                       "user can write, or remove a .run.lock that another user left")])
 def test_a_lock_file_that_cannot_be_opened_is_one_line_and_writes_nothing_outside(
         tmp_path, lock, words):
     root = tmp_path / "checkout"
@@ -422,8 +413,7 @@ CLOSED_PIPE = {
     "exercises.py": (("scripts/exercises.py", "--lesson", ID, "--exercise",
                       "communication_budget", "--reference"), 141),
     "tpu_job.py --dry-run": (("scripts/tpu_job.py", "--name", "t", "--zone", "us-east5-b",
-                              "--dry-run"), 141),
-}
+                              "--dry-run"), 141)}
 
 
 @pytest.mark.parametrize("command", CLOSED_PIPE)
@@ -431,11 +421,8 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     argv, status = CLOSED_PIPE[command]
     stale_mechanism(tree)  # lines to print, figures to draw
     both = command.endswith("2>&1")
-    write = closed_pipe()
-    try:
+    with stdout_to("closed") as write:
         done = run(*argv, cwd=tree, stdout=write, stderr=write if both else subprocess.PIPE)
-    finally:
-        os.close(write)
     assert (done.returncode, done.stderr or "") == (status, "")
     if both:
         assert check(load_lessons(tree), tree) == []  # every figure drawn
@@ -462,8 +449,7 @@ def test_a_reader_that_goes_away_ends_each_command_quietly(tree, command):
     (["--platform", "tpu", "--devices", "8"], "--devices 8:"),
     (["--devices", "8"], f"--devices 8: {ID} is recorded on {SEED.devices} devices, the count "
                          "its page describes (`devices` in lesson_code/lessons.toml); to try 8 "
-                         f"without recording, run `python -m {SEED.module} --devices 8`"),
-])
+                         f"without recording, run `python -m {SEED.module} --devices 8`")])
 def test_a_request_that_cannot_work_is_refused_up_front(args, message, monkeypatch, capsys):
     """One line, exit 2, with the command to run instead, before any file is read."""
     monkeypatch.setattr(record, "available_memory", lambda: 2**31)  # 4 ranks fit, 8 do not
@@ -492,21 +478,19 @@ def test_a_corrupt_schema_names_the_schema_file_to_the_reader_and_the_build(
 @pytest.fixture
 def quiet_host(monkeypatch):
     """No busy-host warning among the lines counted here (tests/test_bench.py checks it)."""
-    import scripts.host
-    monkeypatch.setattr(scripts.host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
+    monkeypatch.setattr(host, "host_load", lambda: {"cores": 2, "loadAverage1m": 0.0})
 
 
 def shrinking_rows(module, ranks, sizes, plan, block, root):
-    """Times that fall as the messages grow, once per call and looped four times: no
-    alpha-beta line can fit them."""
+    """Times that fall as the messages grow, once per call and looped 4 times: no alpha-beta fit."""
     rows = [{"collective": c, "ranks": ranks, "block": block, "position": 0,
              "requestedBytes": s, "bytes": s, "samplesUs": [looped * 1000.0 / (k + 1)] * 3,
              "callsPerSample": 1, "warmupCalls": 1, "collectivesPerCall": looped,
              "minorFaults": [0] * 3, "wrong": 0}
             for c in SWEEP.COLLECTIVES for k, s in enumerate(sizes) for looped in (1, 4)]
-    host = {"cores": 2, "loadAverage1m": 0.1}
+    load = {"cores": 2, "loadAverage1m": 0.1}
     return {"backend": {"backend": "cpu", "deviceKind": "cpu", "jax": "0"}, "rows": rows,
-            "programs": SWEEP.program_facts(ranks), "host": {"before": host, "after": host}}
+            "programs": SWEEP.program_facts(ranks), "host": {"before": load, "after": load}}
 
 
 def test_a_sweep_that_never_reaches_bandwidth_is_recorded_and_analysed_as_such(
@@ -545,8 +529,7 @@ def test_bench_reports_a_fault_in_one_line_and_writes_nothing(monkeypatch, capsy
     if cache:
         monkeypatch.setattr(bench, "l2_cache_bytes", cache)
     assert bench.main(["--out", str(tmp_path / "sweep.json")], plan=QUICK) == 1
-    assert capsys.readouterr().err == f"{line}\n"
-    assert list(tmp_path.iterdir()) == []
+    assert capsys.readouterr().err == f"{line}\n" and list(tmp_path.iterdir()) == []
 
 
 def test_a_data_out_that_is_not_json_is_one_line(tmp_path):
@@ -576,8 +559,7 @@ def test_a_lesson_without_environment_names_the_contract(tmp_path, monkeypatch, 
 @pytest.mark.parametrize("command", ["record.py --render-only", "bench.py"])
 def test_when_the_lock_cannot_move_every_file_moved_before_it_is_put_back(
         tree, command, monkeypatch, capsys):
-    """The lock moves last; in-process, each drawing a stub (any one failing move:
-    tests/test_staging.py)."""
+    """The lock moves last; in-process, each drawing a stub (any failing move: test_staging.py)."""
     real_replace = os.replace
 
     def replace(source, destination):
@@ -701,20 +683,13 @@ def test_the_program_shell_keeps_each_promise_in_one_line(case, tmp_path):
     (tmp_path / "lessons.toml").write_text(SHELL_REGISTRY)
     folder = tmp_path / "out"
     folder.mkdir()
-    others = not_regular_files(folder)
-    old = (folder / "old.json").stat().st_ino
-    pipe = closed_pipe() if how == "lines" else open("/dev/full", "w") if how == "full" \
-        else subprocess.PIPE
-    try:
-        done = run("-c", "import sys; from lesson_code import program; "
-                   "sys.exit(program.main('shell_lesson'))",
-                   *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
+    others, old = not_regular_files(folder), (folder / "old.json").stat().st_ino
+    with stdout_to("closed" if how == "lines" else how) as pipe:
+        done = run("-c", "import sys; from lesson_code import program; sys.exit(program.main("
+                   "'shell_lesson'))", *(arg.format(tmp=folder) for arg in argv), stdout=pipe,
                    stderr=subprocess.PIPE, env={"SHELL_LESSON": how, "PYTHONPATH": tmp_path},
                    preexec_fn=lambda: "nohup" in how and signal.signal(signal.SIGHUP,
                                                                        signal.SIG_IGN))
-    finally:
-        if how in ("lines", "full"):
-            os.close(pipe) if how == "lines" else pipe.close()
     assert done.returncode == status, done.stderr
     assert done.stderr == (line and one_error(done.stderr, line) + "\n")  # that line alone
     if status == 2:
@@ -748,15 +723,11 @@ PRINTS = "from lesson_code import program; program.guard_the_start(); print({tex
 
 @pytest.mark.parametrize("text", ["'a line'", "'a line\\n' * 20000"])
 @pytest.mark.parametrize("stdout, status, words", [
-    ("closed", 141, None), ("/dev/full", 1, "error: cannot write the output (No space left "
-                                            "on device); free space on its disk")])
-def test_any_program_here_ends_on_a_closed_or_full_stdout_in_one_line(text, stdout, status,
-                                                                      words):
-    pipe = closed_pipe() if stdout == "closed" else open(stdout, "w")
-    try:
+    ("closed", 141, None), ("full", 1, "error: cannot write the output (No space left on "
+                                       "device); free space on its disk")])
+def test_any_program_here_ends_on_a_closed_or_full_stdout_in_one_line(text, stdout, status, words):
+    with stdout_to(stdout) as pipe:
         done = run("-c", PRINTS.format(text=text), stdout=pipe, stderr=subprocess.PIPE)
-    finally:
-        os.close(pipe) if stdout == "closed" else pipe.close()
     assert done.returncode == status
     assert done.stderr == (words and one_error(done.stderr, words) + "\n" or "")
 
@@ -791,8 +762,7 @@ def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
         one_error(done.stderr, words)
     done = run("-v", "-m", lesson.module, "--data-out", tmp_path / "old.json", timeout=180)
     assert done.returncode == 0 and done.stdout.endswith(f"PASS: {lesson.id}\n")
-    file = lesson.path().stem
-    assert len(re.findall(rf"^# code object from .*/{file}(\.py|\.cpython-\d+\.pyc)$",
+    assert len(re.findall(rf"^# code object from .*/{lesson.path().stem}(\.py|\.cpython-\d+\.pyc)$",
                           done.stderr, re.MULTILINE)) == 1  # not again as __main__
     data = json.loads((tmp_path / "old.json").read_text())  # written whole: run_lesson's
     assert data["environment"]["deviceCount"] == lesson.devices

@@ -7,7 +7,6 @@ import importlib.util
 import io
 import json
 import re
-import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import replace
@@ -16,8 +15,8 @@ from xml.etree import ElementTree
 import numpy as np
 import pytest
 
-from conftest import LESSONS, ROOT, SEED, clean_env, each_lesson, recording_name
-from harness import raised_in_one_line
+from conftest import LESSONS, ROOT, SEED, each_lesson, recording_name
+from harness import passed, raised_in_one_line, run
 from scripts.figures import KINDS, LESSON_RENDERER, FigureKind, mechanism, panels, ring
 from scripts.figures import data as figure_data
 from scripts.figures.palette import DARK, LIGHT
@@ -86,19 +85,16 @@ def print_every_drawing(paths):
 
 @pytest.fixture(scope="session")
 def drawn(request):
-    """The figures the selected tests compare, drawn once in a fresh process: a lesson's
-    own tests (`-k <id>`) draw its figures, not the whole course's; a test of no one
-    lesson asks for every figure."""
+    """The figures the selected tests compare, drawn once in a fresh process: `-k <id>` draws that
+    lesson's, not the course's; a test of no one lesson asks for every figure."""
     chosen = {getattr(item, "callspec", None) and item.callspec.params.get("lesson")
               for item in request.session.items if "drawn" in item.fixturenames}
     lessons = LESSONS.values() if None in chosen else chosen
     paths = sorted(output.path for lesson in lessons for output in figure_outputs(lesson))
-    run = subprocess.run([sys.executable, "-c", "import sys; sys.modules['jax'] = None; "
-                          "sys.path.insert(0, 'tests'); import test_figures; "
-                          "test_figures.print_every_drawing(sys.argv[1:])", *paths],
-                         cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return json.loads(run.stdout)
+    return json.loads(passed(run(
+        "-c", "import sys; sys.modules['jax'] = None; sys.path.insert(0, 'tests'); "
+        "import test_figures; test_figures.print_every_drawing(sys.argv[1:])", *paths,
+        timeout=120)).stdout)
 
 
 def figures_of(lesson):
@@ -170,8 +166,7 @@ def svg_texts(path):
 
 
 def test_the_seed_s_figures_print_the_recorded_values_and_their_data_rows_hold_them():
-    panels = (ROOT / "figures" / f"{ID}.svg").read_text()
-    desc = re.search(r"<desc>([^<]+)</desc>", panels).group(1)
+    desc = re.search(r"<desc>([^<]+)</desc>", (ROOT / "figures" / f"{ID}.svg").read_text())[1]
     assert "all-reduce 8, reduce-scatter 2, after gather 8" in desc
     assert "all-reduce 48, reduce-scatter 24, scatter + gather 48" in desc
     mechanism = (ROOT / "figures" / f"{ID}-mechanism.svg").read_text()
@@ -333,8 +328,7 @@ def test_each_palette_keeps_text_legible(palette):
 @pytest.mark.parametrize("signature, body, expected", [
     ("def render(recording):", "'light wide'", lambda variant: "light wide"),
     ("def render(recording, variant):", "variant.suffix or 'light wide'",
-     lambda variant: variant.suffix or "light wide"),
-])
+     lambda variant: variant.suffix or "light wide")])
 def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, monkeypatch,
                                                                       signature, body, expected):
     """Light and wide only, unless its render() takes the variant (read from its source,
@@ -358,8 +352,7 @@ def test_a_lesson_renderer_is_drawn_in_the_variants_its_render_takes(tmp_path, m
 
 def test_a_renderer_without_rows_fails_in_one_line():
     no_rows = FigureKind("svg", "recordings/{id}.cpu.json", "figures/x.svg")
-    kind = figure_data.FigureDataKind(no_rows, ".csv", ())
-    output = DATA[f"figures/{ID}.csv"]
+    kind, output = figure_data.FigureDataKind(no_rows, ".csv", ()), DATA[f"figures/{ID}.csv"]
     assert str(raised_in_one_line(DeriveError, derive_render, replace(output, kind=kind), {})) == (
         f"figures/{ID}.csv: svg renderer failed on recordings/{ID}.cpu.json (ValueError: "
         f"scripts/figures/svg.py has no rows(data): every figure's data (its CSV and JSON) "
@@ -394,8 +387,7 @@ MECHANISM = {"title": "t", "alt": "a", "table": {"headers": ["h", "i"], "rows": 
     (lambda d: d.pop("table"), "`table`"),
     (lambda d: d.update(title="t\x00"), "`title` holds U+0000"),
     (lambda d: d.update(alt="a\x01"), "`alt` holds U+0001"),
-    (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell"),
-])
+    (lambda d: d["table"].update(rows=[["x\ufffe", "y"]]), "every cell")])
 def test_figure_data_a_lesson_owns_is_refused_in_one_line_before_drawing(change, words):
     diagram = copy.deepcopy(MECHANISM)
     change(diagram)

@@ -14,12 +14,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
+from fixtures.tpu_recording_fixture import write_tpu_sweep
 from harness import edit, project, raised_in_one_line, run, written
+from scripts import record
+from scripts.plan import RERENDER, notebook_step
+from scripts.runners.notebook import build_notebook
 from scripts.store import hashes
 from scripts.store.freshness import check, load_all
 from scripts.store.lessons import load_lessons
-from scripts.store.outputs import (analysis_outputs, figure_data_outputs, figure_outputs,
-                                   lesson_command, notebook_output, recording_outputs)
+from scripts.store.outputs import (LockError, analysis_outputs, figure_data_outputs,
+                                   figure_outputs, lesson_command, notebook_output, read_lock,
+                                   recording_outputs)
 
 LESSON_ID = SEED.id
 LESSON = module_file(SEED)
@@ -68,9 +73,8 @@ def every_recording(root):
 
 
 def every_analysis(root, reading=None, lessons=None):
-    """Each analysis whose recording exists; only the `lessons`' (ids), or only those whose
-    code imports `reading`: a lesson's analysis need import no other lesson's, nor the
-    course's statistics."""
+    """Each analysis whose recording exists, of `lessons` (ids) only or whose code imports
+    `reading`: a lesson's analysis need import no other lesson's, nor the course's statistics."""
     return [(output.path, RENDER) for lesson in load_lessons(root).values()
             if lessons is None or lesson.id in lessons
             for output in analysis_outputs(lesson) if (root / output.source).exists()
@@ -137,8 +141,7 @@ EDITS = {
     # repeats the pins it freezes.
     **{f"the {tool} pin": ((home, "constraints.txt"), pinned(tool), []) for tool, home in (
         ("ruff", "requirements-test.txt"), ("mkdocs", "requirements.txt"),
-        ("mkdocs-jupyter", "benchmarks/requirements.txt"))},
-}
+        ("mkdocs-jupyter", "benchmarks/requirements.txt"))}}
 
 
 @pytest.mark.parametrize("case", EDITS)
@@ -157,10 +160,6 @@ def test_an_edit_asks_for_exactly_the_work_it_invalidates(tree, case):
 def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(lesson_copy):
     """A comment or a page edit stales the notebook alone (it shows the module's text under
     the pages' headings), and record.py re-renders it from the executed cells, retitled."""
-    from scripts.plan import RERENDER, notebook_step
-    from scripts.runners.notebook import build_notebook
-    from scripts.store.outputs import read_lock
-
     tree, lesson = lesson_copy
     module = module_file(lesson)
     titles = [cell.source[3:] for cell in build_notebook(lesson, devices=lesson.devices).cells
@@ -241,8 +240,6 @@ def test_comments_and_docstrings_anywhere_leave_the_digest_and_a_token_does_not(
     (b"x = 1\x00\n", "not valid Python; fix that file")])
 def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, monkeypatch, capsys):
     """One line and exit 1 (record.main in-process, on the copy's registry)."""
-    from scripts import record
-
     (tree / "lesson_code" / "ring.py").write_bytes(content)  # the simulation's module
     monkeypatch.setattr(record, "load_lessons", lambda: load_lessons(tree))
     assert record.main(["--check"]) == 1
@@ -250,19 +247,6 @@ def test_check_names_a_closure_module_that_cannot_be_read(tree, content, said, m
 
 
 # --- one broken tree, checked once: each breakage, and the lines --check names it by ------
-
-def into_a_directory(relative):
-    def make(root):
-        (root / relative).unlink()
-        (root / relative).mkdir()
-    return make
-
-
-def a_tpu_sweep(root):
-    from fixtures.tpu_recording_fixture import write_tpu_sweep
-
-    write_tpu_sweep(root / recording_name(SEED, "tpu-sweep"), root)
-
 
 def unclaimed(path, kind="lesson in lesson_code/lessons.toml (a recording is named <lesson "
                         "id>.<variant>.json)"):
@@ -272,8 +256,8 @@ def unclaimed(path, kind="lesson in lesson_code/lessons.toml (a recording is nam
 A_FIGURE = "figure of a lesson in lesson_code/lessons.toml (scripts/figures/__init__.py " \
            "names each kind's files)"
 CAFE = os.fsdecode(b"caf\xe9")  # a name in Latin-1, as a checkout on another system made it
-SWEEP, SIMULATION, CPU = (recording_name(SEED, variant) for variant in
-                          ("sweep", "simulation", "cpu"))
+SWEEP, SIMULATION, CPU, TPU_SWEEP = (recording_name(SEED, variant) for variant in
+                                     ("sweep", "simulation", "cpu", "tpu-sweep"))
 
 BREAKAGES = {
     "a renderer deleted": (lambda root: (root / "scripts/figures/traffic.py").unlink(), [
@@ -292,14 +276,15 @@ BREAKAGES = {
         for ending in ("-dark.svg", ".csv", ".json")]),
     # lessons.toml analyses the TPU sweep no VM has run yet: nothing was missing. Once it
     # lands, its analysis is missing, and the figure it is drawn over is stale.
-    "a TPU sweep arrives": (a_tpu_sweep, [
+    "a TPU sweep arrives": (lambda root: write_tpu_sweep(root / TPU_SWEEP, root), [
         f"recordings/analysis/{LESSON_ID}.tpu-sweep.json: missing; run `{RENDER}`",
-        *(f"{path}: stale, {recording_name(SEED, 'tpu-sweep')} changed; run `{RENDER}`"
+        *(f"{path}: stale, {TPU_SWEEP} changed; run `{RENDER}`"
           for path in drawings("-tpu-predictions"))]),
     "a truncated sweep": (written((SWEEP, '{"rows": [')), [
         f"{SWEEP}: not valid JSON (Expecting value: line 1 column 11 (char 10)); run `make bench`",
         f"recordings/analysis/{LESSON_ID}.sweep.json: stale, {SWEEP} changed; run `{RENDER}`"]),
-    "a recording that is a directory": (into_a_directory(SIMULATION), [
+    "a recording that is a directory": (
+        lambda root: (root / SIMULATION).unlink() or (root / SIMULATION).mkdir(), [
         f"{SIMULATION}: is a directory, not a recording (remove it); run `{RECORD}`",
         *(f"{path}: stale, {SIMULATION} changed; run `{RENDER}`"
           for path in [*drawings("-ring-reduce-scatter"), *drawings("-ring-all-gather")])]),
@@ -325,8 +310,7 @@ BREAKAGES = {
                                                                A_FIGURE)]),
     # A committed `.cache/memo/` (`git add -f`) must not answer --check with a forged verdict.
     "a committed cache": (written((".cache/memo/check.json", '{"lines": [], "status": 0}'),
-                                  (".cache/memo/valid.json", "{not json")), []),
-}
+                                  (".cache/memo/valid.json", "{not json")), [])}
 
 
 @pytest.fixture(scope="module")
@@ -375,8 +359,6 @@ def test_the_command_prints_those_lines_in_an_ascii_locale_without_jax(broken):
        {"sha256": "0" * 64, "inputs": {"a.py": 1}}]),
     ('{"figures/x.svg": {"sha', "recordings/outputs.lock.json: unreadable: not valid JSON")])
 def test_a_malformed_lock_is_one_line(tmp_path, text, words):
-    from scripts.store.outputs import LockError, read_lock
-
     (tmp_path / "recordings").mkdir()
     (tmp_path / "recordings" / "outputs.lock.json").write_text(text)
     assert words in str(raised_in_one_line(LockError, read_lock, tmp_path))

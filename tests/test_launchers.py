@@ -14,8 +14,8 @@ import psutil
 import pytest
 
 from conftest import SEED, recording_name
-from harness import (RECORD, Started, hanging_ranks, one_error, project, raised_in_one_line, run,
-                     scratch_of, skip_or_fail, still_running, unchanged)
+from harness import (RECORD, Started, hanging_ranks, one_error, passed, project, raised_in_one_line,
+                     run, scratch_of, skip_or_fail, still_running, unchanged)
 from scripts.plumbing.scratch import RUN_MARK, scratch_folder
 from scripts.runners import mpirun
 from scripts.runners.processes import ProcessRunError
@@ -47,9 +47,8 @@ def test_mpirun_records_the_process_run_as_the_processes_launcher_did(needs_mpir
     """Its recording passes the schema and --check, with the committed bytes per rank."""
     root = project(tmp_path / "repo")
     before = json.loads((root / PROCESS_RECORDING).read_text())
-    done = run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5", "--all",
-               cwd=root, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = passed(run(RECORD, "--processes", "4", "--launcher", "mpirun", "--calls", "5",
+                      "--all", cwd=root, timeout=600))
     assert f"running {LESSON_ID} as 4 JAX processes under mpirun" in done.stderr
     recording = load_recording(root / PROCESS_RECORDING)  # the schema, as --check reads it
     assert recording["command"] == ["python", "scripts/record.py", "--processes", "4",
@@ -87,8 +86,7 @@ def test_a_rank_that_dies_under_mpirun_ends_the_run_in_one_line(needs_mpirun, mo
                                ranks=4, timeout_s=120, calls=1)
     assert str(error).startswith("rank 2 exited with status 3 under mpirun; all 4 ranks "
                                  "killed"), error
-    assert "failing_rank fixture" in error.stderr_tail
-    assert marked_ranks_left(os.getpid()) == []
+    assert "failing_rank fixture" in error.stderr_tail and marked_ranks_left(os.getpid()) == []
     assert set(Path(tempfile.gettempdir()).glob(SCRATCH)) - scratch_before == set()
 
 
@@ -156,5 +154,4 @@ def test_a_ctrl_c_or_a_kill_leaves_no_rank_and_changes_nothing(needs_mpirun, tmp
                   "nothing was written")
     if how != "SIGKILL to record.py":
         shutil.rmtree(tmpdir, ignore_errors=True)
-    assert marked_ranks_left(command.pid) == []
-    assert scratch_of(command.pid) == []
+    assert marked_ranks_left(command.pid) == [] and scratch_of(command.pid) == []

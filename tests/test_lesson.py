@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from conftest import PUBLISHED_SEED, ROOT, SEED
-from harness import run
+from harness import passed, run, snippet_sections
 from scripts.store.hashes import import_closure, without_docstrings
 
 lesson = importlib.import_module(SEED.module)
@@ -44,15 +44,12 @@ def ring_bytes(gradient_bytes, ranks):
 
 @cache
 def lesson_setup(ranks):
-    mesh = Mesh(np.asarray(jax.devices()[:ranks]), ("data",))
-    problem = lesson.make_problem(ranks)
-    placed = lesson.place(mesh, problem)
-    return mesh, problem, placed, lesson.build_programs(mesh, problem.n_total)
+    mesh, problem = Mesh(np.asarray(jax.devices()[:ranks]), ("data",)), lesson.make_problem(ranks)
+    return mesh, problem, lesson.place(mesh, problem), lesson.build_programs(mesh, problem.n_total)
 
 
 def check_placed(result, expected, mesh, split=False):
-    """Every device of the mesh holds the whole vector, or (`split`) device r holds
-    consecutive slice r of it, and only that."""
+    """Every device holds the whole vector, or (`split`) device r slice r of it, and only that."""
     devices = list(mesh.devices.flat)
     np.testing.assert_allclose(np.asarray(result), expected, **TIGHT)
     assert {shard.device for shard in result.addressable_shards} == set(devices)
@@ -167,8 +164,7 @@ def gradients_through_the_lesson(ranks, x, y, w):
 @given(st.permutations(range(16)))
 def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it(order):
     _, problem, _, _ = lesson_setup(4)
-    order = np.asarray(order)
-    original = spec_gradient(problem)
+    order, original = np.asarray(order), spec_gradient(problem)
     for gradient in gradients_through_the_lesson(4, problem.x[order], problem.y[order], problem.w):
         np.testing.assert_allclose(gradient, original, rtol=1e-5, atol=2e-8)
     if all(np.array_equal(problem.x[i], problem.x[j]) for i, j in enumerate(order)):
@@ -184,8 +180,7 @@ def test_a_joint_row_permutation_keeps_the_gradient_and_moving_labels_changes_it
 def test_the_shard_listing_names_each_device_s_slice_even_on_one_device(ranks):
     """One device's index is slice(None): listed as 0:n, as the data schema requires."""
     mesh, problem, (x, y, w), programs = lesson_setup(ranks)
-    per = problem.w.size // ranks
-    listing = lesson.shard_listing(programs.shard_gradient(x, y, w))
+    per, listing = problem.w.size // ranks, lesson.shard_listing(programs.shard_gradient(x, y, w))
     assert [where for _, where, _ in listing] == [f"{r * per}:{(r + 1) * per}"
                                                  for r in range(ranks)]
 
@@ -205,12 +200,6 @@ def test_sharded_momentum_is_the_elementwise_update(ranks):
     check_placed(new_v, v, mesh, split=True)  # F/p values of momentum per device, never gathered
     with pytest.raises(AssertionError):
         lesson.sharded_momentum(mesh, programs, problem, 2 * sliced)
-
-
-def snippet_sections(path):
-    pattern = re.compile(r"^# --8<-- \[start:([\w-]+)\]\n(.*?)^# --8<-- \[end:\1\]$",
-                         re.MULTILINE | re.DOTALL)
-    return {m.group(1): m.group(2) for m in pattern.finditer(path.read_text())}
 
 
 def is_hole(node):
@@ -293,8 +282,7 @@ NUMBER = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
 @pytest.mark.slow
 @pytest.mark.parametrize("devices", [4, 3], ids=["default", "no power of two"])
 def test_the_program_prints_each_result_once_in_order(devices):
-    done = run_program(*(() if devices == 4 else ("--devices", str(devices))))
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run_program(*(() if devices == 4 else ("--devices", str(devices)))))
     lines = done.stdout.splitlines()
     assert len(set(lines)) == len(lines) and lines[-1] == f"PASS: {SEED.id}"
     assert lines[3] == f"Local result shapes: replicated ({2 * devices},), reduce-scatter (2,), " \
@@ -338,9 +326,7 @@ def test_the_program_prints_each_result_once_in_order(devices):
 def test_the_file_alone_runs_the_lesson_without_its_command_line(tmp_path):
     """The page's download, run outside the repository: no command line, no going further."""
     (tmp_path / LESSON_FILE.name).write_bytes(LESSON_FILE.read_bytes())
-    done = run(LESSON_FILE.name, cwd=tmp_path, timeout=180)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    lines = passed(run(LESSON_FILE.name, cwd=tmp_path, timeout=180)).stdout.splitlines()
     assert lines[-1] == f"PASS: {SEED.id}" and len(lines) == 12
     assert not any(line.startswith("Gradient programs run") for line in lines)
 

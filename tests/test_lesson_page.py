@@ -5,8 +5,7 @@ import re
 import pytest
 
 from conftest import LESSONS, ROOT, SEED, module_file
-from harness import run
-from test_lesson import snippet_sections
+from harness import passed, run, snippet_sections
 
 PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 
@@ -15,8 +14,7 @@ PAGE = ROOT / "docs" / "lessons" / f"{SEED.id}.md"  # the seed's own content
 def test_the_steps_run_when_pasted_in_page_order_and_raise_the_error_the_page_quotes(tmp_path):
     page = PAGE.read_text()
     names = re.findall(r'--8<-- "' + re.escape(module_file(SEED)) + r':(\w+)"', page)
-    sections = snippet_sections(SEED.path())
-    steps = names[:names.index("measure") + 1]
+    sections, steps = snippet_sections(SEED.path()), names[:names.index("measure") + 1]
     assert steps[0] == "configure_devices" and len(steps) >= 7, steps
     quoted = re.search(r"```text\n(out_specs is P\(\).*?)\n```", page, re.DOTALL)
     assert quoted, "the page quotes JAX's replication error in a ```text block"
@@ -40,9 +38,7 @@ try:
 except ValueError as error:
     print(" ".join(str(error).split()))
 """)
-    done = run(program, cwd=tmp_path, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    listing, error = done.stdout.strip().split("\n", 1)
+    listing, error = passed(run(program, cwd=tmp_path, timeout=120)).stdout.strip().split("\n", 1)
     assert listing == "(1, '2:4') 25"
     assert " ".join(quoted.group(1).split()) in error, error
 

@@ -10,7 +10,7 @@ from mkdocs.exceptions import PluginError
 
 from conftest import ROOT
 from harness import raised_in_one_line
-from scripts.pages import math_font
+from scripts.pages import math_font, mathml
 from scripts.pages.mathml import MathError, formula, temml, typeset
 from site_pages import page_file, site_pages
 
@@ -56,11 +56,9 @@ def test_formulas_are_set_as_tex_sets_them():
 
 
 def test_punctuation_stays_with_its_formula_and_displays_split_at_qquad():
-    page = typeset('<p>each <span class="arithmatex">\\(G/p\\)</span>, then</p>', "x.md")
     assert re.search(r'<span class="math-nowrap"><math display="inline">.*</math>,</span> then',
-                     page)
-    display = displayed(r"a=1,\qquad b=\frac{1}{2}")
-    assert display.count('<math display="block">') == 2
+                     typeset('<p>each <span class="arithmatex">\\(G/p\\)</span>, then</p>', "x.md"))
+    assert displayed(r"a=1,\qquad b=\frac{1}{2}").count('<math display="block">') == 2
 
 
 def test_display_formulas_are_named_by_what_they_say():
@@ -72,8 +70,7 @@ def test_display_formulas_are_named_by_what_they_say():
 @pytest.mark.parametrize("tex, reading", [
     (r"\frac{p-1}{p}\,G", "(p−1)/p G"), (r"c_0", "c₀"), (r"2^{20}", "2²⁰"),
     (r"\sqrt{2}", "√(2)"), (r"\langle c, f(v)\rangle", "⟨c,f(v)⟩"),
-    (r"\min(1, c/\lVert g\rVert)", "min(1,c/‖g‖)"), (r"T_\text{hop}", "T_hop"),
-])
+    (r"\min(1, c/\lVert g\rVert)", "min(1,c/‖g‖)"), (r"T_\text{hop}", "T_hop")])
 def test_each_formula_carries_a_plain_reading(tex, reading):
     assert f'<annotation encoding="text/plain">{reading}</annotation>' in inline(tex)
 
@@ -129,8 +126,6 @@ def test_one_node_process_typesets_page_after_page_and_a_dead_one_is_replaced():
 
 
 def test_a_node_that_is_missing_or_cannot_typeset_is_one_line(monkeypatch, tmp_path):
-    from scripts.pages import mathml
-
     script = tmp_path / "typeset.cjs"
     script.write_text('process.stderr.write("Temml is not installed: run `npm ci`\\n");'
                       'process.exit(3);\n')
@@ -157,8 +152,7 @@ def test_the_build_cuts_the_font_to_what_formulas_draw(built_site):
     """Never committed, renamed as the GUST licence asks, holding every drawn character."""
     assert not list((ROOT / "docs").rglob("*.woff*"))
     font = TTFont(built_site / math_font.FONT)
-    covered = set(map(chr, font.getBestCmap()))
-    used = set()
+    covered, used = set(map(chr, font.getBestCmap())), set()
     for path in site_pages(built_site):
         used |= math_font.drawn_characters(page_file(built_site, path).read_text())
     assert used and used <= covered, "".join(sorted(used - covered))

@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, SEED, module_file
-from harness import finished, raised_in_one_line
+from harness import finished, passed, raised_in_one_line
 from scripts.store.outputs import for_lesson
 from scripts.runners.processes import ProcessRunError, run_processes
 from test_lesson import run_program
@@ -91,9 +91,7 @@ def shard_line(stdout):
 
 
 def test_process_0_prints_what_the_single_process_lesson_prints(run):
-    program = run_program()  # the lesson program, `python -m <module>`, once per session
-    assert program.returncode == 0, program.stderr[-2000:]
-    single = program.stdout
+    single = passed(run_program()).stdout  # `python -m <module>`, once a session
     assert "Completed CPU median microseconds: {'all_reduce': T" in without_timings(single)
     # Process 0 can list only the shard it holds: device 0's, the same as in one process.
     assert shard_line(run.stdout) == shard_line(single)[:1]
@@ -166,8 +164,7 @@ def test_a_failed_or_hung_rank_ends_the_run_and_leaves_nothing_behind(failure, m
 
 
 def test_every_value_and_verdict_on_the_page_resolves(run):
-    """Every value processes.md quotes, read by the build's parser from this run as
-    record.py would write it."""
+    """Each value processes.md quotes, resolved by the build's parser in this run's recording."""
     from scripts.pages.directives import VALUE, lookup
     environment = dict(run.data["environment"], cpuCount=os.cpu_count())
     processes = FILES.stem("cpu-processes")
@@ -175,8 +172,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
         processes: {"data": run.data, "stdout": run.stdout, "environment": environment},
         FILES.stem("cpu"): json.loads((ROOT / FILES.recording("cpu")).read_text()),
         FILES.stem("cpu", analysis=True): json.loads(
-            (ROOT / FILES.analysis("cpu")).read_text()),
-    }
+            (ROOT / FILES.analysis("cpu")).read_text())}
     analyse = importlib.import_module(SEED.analysis).analyse
     recordings[FILES.stem("cpu-processes", analysis=True)] = analyse(
         "cpu-processes", recordings[processes])
@@ -191,8 +187,7 @@ def test_every_value_and_verdict_on_the_page_resolves(run):
     rounds = f"rec:{FILES.stem('cpu-processes', analysis=True)}:rounds"
     for algorithm in ("gloo", "ring"):  # each verdict, and each ratio with its interval
         verdict = f"{rounds}.verdicts.{algorithm}"
-        assert f"{{{{ {verdict}.verdict }}}}" in page
-        assert f"{{{{ {verdict}.ratio.words }}}}" in page
+        assert f"{{{{ {verdict}.verdict }}}}" in page and f"{{{{ {verdict}.ratio.words }}}}" in page
         for collective in COLLECTIVES:
             assert f"{{{{ {rounds}.rows.{algorithm}_{collective}.perRoundRatio.words }}}}" in page
     # Claims no recording backs; a typed verdict.
@@ -205,8 +200,7 @@ def test_the_rounds_experiment_keeps_every_block_on_4_and_on_2_processes(run):
     """Blocks alternate 4, 2 / 2, 4; every sample of every block is kept, no statistics."""
     for data in (run.data, COMMITTED):
         rounds = data["roundsTiming"]
-        assert "roundsVerdict" not in data
-        assert sorted(rounds["samplesUs"]) == ["p2", "p4"]
+        assert "roundsVerdict" not in data and sorted(rounds["samplesUs"]) == ["p2", "p4"]
         assert rounds["blocks"] >= 5 and rounds["gradientBytes"] == 32
         assert rounds["order"][0] == ["p4", "p2"] and rounds["order"][1] == ["p2", "p4"]
         for side in ("p4", "p2"):

@@ -34,16 +34,14 @@ def recorded_stdout(lesson):
 @each_lesson
 def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_recording(
         lesson, site_config):
-    """A reader downloads it alone: it imports nothing of this repository (read from its
-    cells, since the editable install makes both importable in any kernel here). Its cells
-    are the module's sections in order, the run spread over those of its steps; the site
-    renders it as inert text."""
+    """A reader downloads it alone: it imports nothing of this repository (read from its cells:
+    the editable install makes both importable in any kernel here). Its cells are the module's
+    sections in order, the run spread over its steps; the site renders it as inert text."""
     notebook = nbformat.read(committed(lesson), as_version=4)
     fresh = build_notebook(lesson, devices=lesson.devices)
     assert [cell.source for cell in fresh.cells] == [cell.source for cell in notebook.cells]
     printed = stdout_of(notebook)
-    assert printed == recorded_stdout(lesson)
-    assert printed.rstrip().endswith(f"PASS: {lesson.id}")
+    assert printed == recorded_stdout(lesson) and printed.rstrip().endswith(f"PASS: {lesson.id}")
     assert not any("_json.dump" in cell.source for cell in notebook.cells)
     code = [cell for cell in notebook.cells if cell.cell_type == "code"]
     printing = [cell for cell in code if any(out.get("text") for out in cell.outputs)]
@@ -86,8 +84,7 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
     NotebookClient(notebook, timeout=600, kernel_name="python3",
                    resources={"metadata": {"path": str(tmp_path)}}).execute()
     lines = stdout_of(notebook).splitlines()
-    assert lines[-1] == f"PASS: {lesson.id}"
-    assert len(lines) == len(set(lines))
+    assert lines[-1] == f"PASS: {lesson.id}" and len(lines) == len(set(lines))
     # What record.py's own kernel printed, line for line, but for the numbers (timings).
     number = re.compile(r"-?\d+(\.\d+)?(e-?\d+)?")
     assert [number.sub("#", line) for line in lines] == \
@@ -95,8 +92,7 @@ def test_downloaded_notebook_runs_top_to_bottom_in_a_fresh_kernel(lesson, tmp_pa
 
 
 def test_each_statement_of_the_run_ends_the_first_cell_it_can_run_in_and_helpers_are_read():
-    """Only the module-level names a section reads keep a helper: its local `main` is not
-    the module's `def main()`."""
+    """Only names a section reads keep a helper: a local `main` is not the module's `def main()`."""
     cells = [("a", "def a():\n    return 1"), ("b", "import json\n\n\ndef b(x):\n    pass")]
     run = ["x = a()", "print(x)", "y = b(x)", "print(a(), json)"]
     # The last reads only `a`, defined above, yet stays after `b(x)`: the run's order.
@@ -116,8 +112,7 @@ def test_the_notebook_teaches_and_holds_no_command_line_plumbing():
                 for line in cell.source.splitlines() if line.startswith("## ")]
     page_headings = {line.lstrip("#").strip() for page in (ROOT / "docs").rglob("*.md")
                      for line in page.read_text().splitlines() if line.startswith("##")}
-    assert set(headings) <= page_headings
-    assert "Step 1 · Configure four logical devices" in headings
+    assert set(headings) <= page_headings and "Step 1 · Configure four logical devices" in headings
     assert "make_it_yours" in {name for name, _ in source_blocks(SEED.path().read_text())[1]}
 
 
@@ -184,20 +179,14 @@ def render(tmp_path, config, notebook):
 
 
 HOSTILE_MARKDOWN = [
-    '<script>alert("XSS script")</script>',
-    '<img src=x onerror=alert("XSS img")>',
-    '<svg onload=alert("XSS svg")></svg>',
-    '[click](javascript:alert("XSS link"))',
-    '[click](JaVa\tScRiPt:alert("XSS tab"))',
-    '![x](data:text/html,<script>alert(1)</script>)',
-    '<a href="javascript:alert(1)">anchor</a>',
+    '<script>alert("XSS script")</script>', '<img src=x onerror=alert("XSS img")>',
+    '<svg onload=alert("XSS svg")></svg>', '[click](javascript:alert("XSS link"))',
+    '[click](JaVa\tScRiPt:alert("XSS tab"))', '![x](data:text/html,<script>alert(1)</script>)',
+    '<a href="javascript:alert(1)">anchor</a>', 'attr list {: onclick="alert(1)" }',
     '<div markdown="1" onclick="alert(1)">md_in_html</div>',
-    'attr list {: onclick="alert(1)" }',
     '# heading <img src=x onerror=alert("XSS toc")>',
     '$\\text{<script>alert("XSS mtext")</script>}$',  # \href, \style: tests/test_math.py
-    '<style>@import url(http://example.com/x.css)</style>',
-    '\x02wzxhzdk:0\x03',
-]
+    '<style>@import url(http://example.com/x.css)</style>', '\x02wzxhzdk:0\x03']
 
 
 def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monkeypatch):
@@ -243,8 +232,7 @@ def cells(*given):
                                                      "nbformat 4"),
     (b" " * (4 * 2**20 + 1), "larger than 4 MiB, more than record.py writes")])
 def test_a_broken_notebook_is_one_line_naming_it(tmp_path, site_config, notebook, words):
-    """What a pull request can commit as a notebook: truncated, a wrong type, not UTF-8, an
-    older format, huge."""
+    """What a pull request may commit as a notebook: truncated, mistyped, not UTF-8, older, huge."""
     refusal = str(raised_in_one_line(PluginError, render, tmp_path, site_config, notebook))
     assert f"notebooks/{SEED.id}.ipynb" in refusal.split(": ")[0], refusal
     assert words in refusal and refusal.endswith("run `python scripts/record.py`"), refusal

@@ -98,8 +98,7 @@ def converted(text, sources=None):
 
 
 def test_a_table_directive_writes_one_row_per_recorded_element():
-    recording = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())
-    budget = recording["data"]["budget"]
+    budget = json.loads((ROOT / recording_name(FIRST_LESSON)).read_text())["data"]["budget"]
     page = converted("| p | bytes | storage |\n|--:|--:|---|\n{{ rec-table:LESSON.cpu:data.budget "
                      "| {ranks|d}\n   | {all_reduce_bytes|,d} | {shard_storage_bytes|,d} B (row "
                      "{*}) }}\n\nAfter the table.\n")
@@ -139,9 +138,8 @@ SPECS = st.text(st.characters(codec="ascii", exclude_categories=["Cc"]), max_siz
 @example(value=-1, spec="c")  # OverflowError in format(), found by Hypothesis
 def test_any_format_code_formats_as_python_does_within_bounds_or_is_one_line(value, spec):
     """A width past 40 or a precision past 20 would build a gigabyte page: one line."""
-    directive = f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}"
     try:
-        text = value_text(value, spec, directive)
+        text = value_text(value, spec, f"{{{{ rec:lesson.cpu:data.value|{spec} }}}}")
     except PageError as refused:
         message = str(refused)
         assert "\n" not in message and len(message) < 400 and "change the format code" in message

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
-from harness import (RECORD, changed, edit, edited, leftover_temp_files, one_error, project,
-                     raised_in_one_line, run, snapshot, unchanged, written)
+from harness import (RECORD, changed, edit, edited, files_under, leftover_temp_files, one_error,
+                     passed, project, raised_in_one_line, run, snapshot, unchanged, written)
+from scripts import record
+from scripts.plumbing.run_lock import exclusive_run
+from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
 from scripts.store import freshness, hashes
 from scripts.store.lessons import load_lessons
 from scripts.store.outputs import lesson_command
@@ -29,13 +32,10 @@ def check(root):  # what `record.py --check` prints of the seed
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A copy of the checkout with the seed recorded afresh by its own record.py: (root,
-    the run). The seed's alone: the machinery is the same for every lesson, and the
-    course's other lessons would make this test cost the course."""
+    """(root, the run): a copy of the checkout with the seed recorded afresh by its own record.py;
+    the seed's alone, as the machinery is the same for every lesson: no cost per course lesson."""
     root = project(tmp_path_factory.mktemp("recorded") / "repo")
-    done = run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root)  # current or not
-    assert done.returncode == 0, done.stderr[-3000:]
-    return root, done
+    return root, passed(run(RECORD, "--all", "--lesson", LESSON_ID, cwd=root))  # current or not
 
 
 @pytest.fixture
@@ -46,13 +46,12 @@ def tree(recorded, tmp_path):
 def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(recorded):
     root, done = recorded
     recording = load_recording(root / "recordings" / f"{LESSON_ID}.cpu.json")
-    assert recording["provenance"] == "recorded_cpu_computation"
-    assert recording["environment"]["deviceCount"] == SEED.devices
-    assert recording["environment"]["processCount"] == 1
-    copied = load_lessons(root)[LESSON_ID]
+    environment, copied = recording["environment"], load_lessons(root)[LESSON_ID]
+    assert (recording["provenance"], environment["deviceCount"], environment["processCount"],
+            recording["command"]) == ("recorded_cpu_computation", SEED.devices, 1,
+                                      ["python", "scripts/record.py"])
     assert recording["contentHash"] == hashes.combined_hash(hashes.content_files(
         root / LESSON, root, copied.also_run_with()))
-    assert recording["command"] == ["python", "scripts/record.py"]
     lines = recording["stdout"].splitlines()
     assert len(lines) == len(set(lines)) and lines[-1] == f"PASS: {LESSON_ID}"
     for kind in ("panels", "mechanism", "ring-reduce-scatter", "ring-all-gather"):
@@ -66,8 +65,7 @@ def test_a_clean_record_run_writes_the_recordings_the_figures_and_the_notebook(r
         set(simulation["contentFiles"])
     # p = 4 ranks, a 32-byte vector: each sends (p-1)/p of it per phase.
     assert simulation["data"]["reduceScatter"]["bytesSent"] == [24, 24, 24, 24]
-    assert leftover_temp_files(root) == []
-    assert check(root) == []
+    assert leftover_temp_files(root) == [] and check(root) == []
 
 
 def test_the_notebook_and_the_recording_are_one_execution(recorded):
@@ -142,8 +140,7 @@ FAILED_RUNS = {
         f"line 1 column 2 (char 1)); run `{lesson_command(SEED)}`")),
     "a refused request": (None, ("--processes", "3"), 2, "error: --processes 3 cannot be recorded "
                           "(the ranks check their shards bit for bit against NumPy, which holds "
-                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`"),
-}
+                          "for 2, 4, 8, 16); run `python scripts/record.py --processes 4`")}
 
 
 @pytest.mark.parametrize("case", FAILED_RUNS)
@@ -174,8 +171,7 @@ print(sorted(m for m in ("jax", "jaxlib", "matplotlib") if m in sys.modules))
 
 
 def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(tree, recorded):
-    """A hand-edited figure, a deleted one and a lock entry a bad merge broke are remade;
-    every other lock entry is kept."""
+    """A hand-edited figure, a deleted one, a broken lock entry: remade; every other entry kept."""
     figure = tree / "figures" / f"{LESSON_ID}.svg"
     edit(figure, lambda t: t.replace("</svg>", "<!-- hand edit -->\n</svg>"))
     broken = f"figures/{LESSON_ID}-mechanism.svg"
@@ -186,8 +182,7 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
     lock_file.write_text(json.dumps(lock, indent=2))
     recordings_before = {k: v for k, v in snapshot(tree).items()
                          if k.startswith("recordings/") and not k.endswith("lock.json")}
-    done = run("-c", RENDER_ONLY, cwd=tree, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run("-c", RENDER_ONLY, cwd=tree, timeout=120))
     assert done.stdout.strip() == "['matplotlib']"
     assert f"record: recordings/outputs.lock.json: the entry for {broken!r} needs a `sha256` " \
            f"and `inputs` mapping each file to its digest: what it locked is remade; the " \
@@ -205,8 +200,7 @@ def test_render_only_redraws_the_figures_and_a_malformed_lock_entry_without_jax(
 
 def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_notebook(tree):
     with unchanged(tree):
-        done = run(RECORD, cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
+        done = passed(run(RECORD, cwd=tree))
     assert "record: running" not in done.stderr
     assert f"record: {LESSON_ID}: recordings/{LESSON_ID}.cpu.json is current, not re-run " \
            f"(--all re-runs it)" in done.stderr
@@ -214,8 +208,7 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
     edit(tree / LESSON,
          lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
     before = snapshot(tree)
-    done = run(RECORD, cwd=tree)
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = passed(run(RECORD, cwd=tree))
     assert "record: running" not in done.stderr  # no run, no JAX
     assert f"re-rendering docs/notebooks/{LESSON_ID}.ipynb from the executed cells" in done.stderr
     notebook = f"docs/notebooks/{LESSON_ID}.ipynb"
@@ -239,8 +232,7 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     else:
         outside.write_text("someone's file\n")  # what the lock truncated and overwrote
         (tree / link).unlink(missing_ok=True)  # the recorded run's own
-    before = {path: path.read_bytes() for path in
-              ([outside] if outside.is_file() else sorted(outside.iterdir()))}
+    before = files_under(outside)
     (tree / link).symlink_to(outside)
     edit(tree / "lesson_code" / "figures" / f"{LESSON_ID}-mechanism.json",  # to draw
          lambda text: text.replace('"title": "', '"title": "Edited: ', 1))
@@ -249,8 +241,7 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_is_written(tree, 
     assert done.stderr == (f"error: {link} is a symbolic link (to {str(outside)!r}); what the "
                           f"pages, recordings and figures are made of must be files inside the "
                           f"checkout: replace the link with the file itself, or `git rm {link}`\n")
-    assert {path: path.read_bytes() for path in before} == before
-    assert sorted(outside.iterdir() if outside.is_dir() else [outside]) == sorted(before)
+    assert files_under(outside) == before
 
 
 # --- runs that cannot collide, and what a lesson may print ------------------------------
@@ -266,12 +257,8 @@ with exclusive_run("python scripts/record.py", Path(sys.argv[1])):
 
 
 def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypatch, capsys):
-    """record.py --render-only (in-process) beside a run in progress: one line, its pid,
-    nothing touched (not even the other run's staged files). Once that run is SIGKILLed,
-    with no clean-up of its own, the lock is free."""
-    from scripts import record
-    from scripts.plumbing.run_lock import exclusive_run
-
+    """record.py --render-only (in-process) beside a run in progress: one line, its pid, nothing
+    touched (nor its staged files); once that run is SIGKILLed (no clean-up), the lock is free."""
     root = project(tmp_path / "project")
     staged = root / "recordings" / f".{FIRST_LESSON.id}.cpu.json.{os.getpid()}.k2j4h1x8.tmp"
     staged.write_text("{}")  # the other run's, mid-way
@@ -297,8 +284,6 @@ def test_record_refuses_while_another_run_holds_the_checkout(tmp_path, monkeypat
 
 
 def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
-    from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
-
     flood = "".join(f"line {n}\n" for n in range(200_000)) + "PASS: x\n"
     refusal = raised_in_one_line(RecordError, check_stdout, "x", flood)
     assert f"at most {MAX_STDOUT_LINES} lines" in str(refusal)
@@ -311,8 +296,7 @@ def test_a_lesson_that_prints_too_much_is_refused_in_one_line():
 @pytest.mark.parametrize("argv", [[RECORD, "--check"], ["scripts/exercises.py"],
                                   ["scripts/bench.py", "--help"], ["scripts/tpu_job.py", "--help"]])
 def test_a_command_without_the_pins_names_the_python_to_use_in_one_line(argv):
-    """`python3 scripts/record.py` by an interpreter that lacks the pins: this one, without
-    its site-packages (-S)."""
+    """Each command run by a Python lacking the pins: this one, without its site-packages (-S)."""
     done = run("-S", *argv)
     assert done.returncode == 1
     one_error(done.stderr, "No module named", "lacks the project's pins", "`make setup`")

@@ -4,7 +4,6 @@ import json
 import os
 import re
 import string
-import subprocess
 from dataclasses import replace
 
 import jsonschema
@@ -14,7 +13,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, each_lesson, module_file
-from harness import raised_in_one_line
+from harness import git, raised_in_one_line
 from scripts.store.recordings import (MAX_STDOUT_LINES, RecordingError, dumps, load_recording,
                                       read_json, source_commit, validate)
 
@@ -42,8 +41,7 @@ def test_the_schemas_are_valid_and_the_shared_one_names_no_lesson_s_programs():
 
 
 def test_the_data_is_held_to_the_lesson_s_own_schema_and_the_file_to_its_lesson():
-    lesson = LESSONS[LESSON_ID]
-    recording = json.loads(RECORDING.read_text())
+    lesson, recording = LESSONS[LESSON_ID], json.loads(RECORDING.read_text())
     recording["data"]["budget"] = [{"ranks": "four"}]  # the seed's own field
     for held_to in (lesson, None):  # named by the caller, or by the recording's lessonId
         with pytest.raises(RecordingError, match=r"invalid at data/budget/0"):
@@ -131,8 +129,7 @@ REFUSED = {
         contentFiles={name: "0" * 64}), r"invalid at contentFiles: .* does not match")
        for name in ("../.git/config", "/etc/passwd", "lesson_code/../../x.py",
                     "./lesson_code/x.py", "lesson_code\\x.py", "`<img src=x onerror=alert(1)>`",
-                    "[x](javascript:alert(1)).py", "lesson_code/x.py\n")},
-}
+                    "[x](javascript:alert(1)).py", "lesson_code/x.py\n")}}
 
 
 @pytest.mark.parametrize("case", REFUSED)
@@ -194,16 +191,12 @@ def test_the_committed_recording_has_the_deterministic_and_the_published_values(
 def test_a_recording_names_the_commit_its_inputs_come_from(tmp_path):
     """HEAD's sha and whether every input is as HEAD holds it; none outside a checkout of
     its own (a copied tree inside another repository)."""
-    def git(*args):
-        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                              cwd=tmp_path, check=True, capture_output=True, text=True).stdout
-
     (tmp_path / "lesson.py").write_text("x = 1\n")
     (tmp_path / "other.py").write_text("y = 1\n")
     assert source_commit(tmp_path, ["lesson.py"]) is None  # no repository yet
     for args in (("init", "-q"), ("add", "-A"), ("commit", "-qm", "lesson")):
-        git(*args)
-    sha = git("rev-parse", "HEAD").strip()
+        git(tmp_path, *args)
+    sha = git(tmp_path, "rev-parse", "HEAD").strip()
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
     (tmp_path / "other.py").write_text("y = 2\n")  # not an input: still clean
     assert source_commit(tmp_path, ["lesson.py"]) == {"sha": sha, "clean": True}
@@ -249,8 +242,7 @@ HOSTILE = {
     "nothing there": (lambda path: None, "missing"),
     "an array": (written("[]"), "expected a JSON object"),
     "NaN": (hand_edited(float("nan")), "invalid at data/gradient/0: nan is not a finite"),
-    "Infinity": (hand_edited(float("inf")), "invalid at data/gradient/0: inf is not a finite"),
-}
+    "Infinity": (hand_edited(float("inf")), "invalid at data/gradient/0: inf is not a finite")}
 
 PARSED = ("an array", "NaN", "Infinity")
 
@@ -268,8 +260,7 @@ def test_a_hostile_file_is_refused_unread_in_one_line_naming_it(tmp_path, case):
 
 
 def test_a_recording_edited_after_it_was_validated_is_validated_again(tmp_path):
-    path = tmp_path / f"{LESSON_ID}.cpu.json"
-    recording = json.loads(RECORDING.read_text())
+    path, recording = tmp_path / f"{LESSON_ID}.cpu.json", json.loads(RECORDING.read_text())
     path.write_text(json.dumps(recording))
     assert load_recording(path) == load_recording(path) == recording
     recording["provenance"] = "made_up"

@@ -13,7 +13,10 @@ from referencing import Registry, Resource
 from conftest import ROOT, run_record
 from harness import project as project_copy
 from harness import raised_in_one_line, refused
+from scripts import record
 from scripts.figures import KINDS
+from scripts.store.lessons import RegistryError, load_course, load_lessons
+from site_build import build
 
 GOOD_ENTRY = 'id = "my-lesson"\nmodule = "lesson_code.my_lesson"\n'
 SCHEMA = json.loads((ROOT / "lesson_code" / "lessons.schema.json").read_text())
@@ -36,8 +39,6 @@ def registry_root(tmp_path, text):
 
 def refusal(tmp_path, text=None, root=None):
     """load_lessons' one line on the registry `text` (or the checkout at `root`)."""
-    from scripts.store.lessons import RegistryError, load_lessons
-
     message = str(raised_in_one_line(RegistryError, load_lessons,
                                      root or registry_root(tmp_path, text)))
     assert message.startswith("lesson_code/lessons.toml: ")
@@ -50,8 +51,6 @@ def rule(field):
 
 
 def test_a_good_registry_loads_with_its_course_and_4_0_devices_are_4(tmp_path):
-    from scripts.store.lessons import RegistryError, load_course, load_lessons
-
     schema = "lesson_code/my_lesson.schema.json"
     root = registry_root(tmp_path, f'[course]\ntitle = "T"\ndescription = "D"\n[[lesson]]\n'
                                    f'{GOOD_ENTRY}devices = 4.0\ndata_schema = "{schema}"\n')
@@ -132,35 +131,28 @@ def test_a_module_or_data_schema_is_a_file_inside_lesson_code(tmp_path, field, v
 
 
 @pytest.mark.parametrize("text, words", [
-    ("", "no [[lesson]] entry"),
-    ("lesson = []\n", "no [[lesson]] entry"),
-    ("lesson = 3\n", "[[lesson]] tables"),
-    ("lesson = [1]\n", "[[lesson]] tables"),
+    ("", "no [[lesson]] entry"), ("lesson = []\n", "no [[lesson]] entry"),
+    ("lesson = 3\n", "[[lesson]] tables"), ("lesson = [1]\n", "[[lesson]] tables"),
     (f"[[lesson]]\n{GOOD_ENTRY}[[lesson]]\n{GOOD_ENTRY}", "registered twice"),
     (f"[[lesson]]\n{GOOD_ENTRY}colour = 'red'\n", "unknown field 'colour'"),
     ('[[lesson]]\nid = "my-lesson"\n', "has no 'module'"),
     ('[[lesson]]\nmodule = "lesson_code.my_lesson"\n', "lesson 'entry 1' has no 'id'"),
     (f'[[lesson]]\n{GOOD_ENTRY}analyses = ["cpu"]\n', "lists analyses but names no `analysis`"),
-    ("[[lesson]\n", "not valid TOML"),
+    ("[[lesson]\n", "not valid TOML"), ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
     (f"x = {'[' * 600}{']' * 600}\n", "nested too deeply"),
     (b'[[lesson]]\nid = "caf\xe9"\n', "not UTF-8"),
-    ("\ufeff[[lesson]]\n" + GOOD_ENTRY, "not valid TOML"),
     (f'[[lesson]]\n{GOOD_ENTRY}figures = ["panels", "nope"]\n',
      f"'nope' is none of {', '.join(KINDS)}"),
     (f'[course]\ntitle = ""\n[[lesson]]\n{GOOD_ENTRY}', "needs a [course] table with a title"),
     (f'[[lesson]]\n{GOOD_ENTRY}device_counts = [2, 8]\n', "field 'device_counts' = [2, 8]: "
      "must be the only device counts it runs on: distinct whole numbers from 1 to 256, its "
-     "`devices` among them"),
-])
+     "`devices` among them")])
 def test_a_malformed_registry_is_one_line(tmp_path, text, words):
     assert words in refusal(tmp_path, text)
 
 
 def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeypatch, capsys):
     """`record.py --render-only` with an id that climbs out: exit 2, nothing written."""
-    from scripts import record
-    from scripts.store.lessons import load_lessons
-
     root = registry_root(tmp_path, '[[lesson]]\nid = "../../escaped"\n'
                                    'module = "lesson_code.my_lesson"\n')
     before = sorted(tmp_path.rglob("*"))
@@ -171,8 +163,6 @@ def test_record_refuses_a_bad_registry_before_running_anything(tmp_path, monkeyp
 
 @pytest.mark.slow
 def test_a_registry_that_is_not_utf8_is_one_line_in_the_check_and_the_build(tmp_path):
-    from site_build import build
-
     project = project_copy(tmp_path / "project")
     registry = project / "lesson_code" / "lessons.toml"
     registry.write_bytes(registry.read_bytes().replace(b"Distributed", b"Distribut\xe9d"))

@@ -14,8 +14,7 @@ from lesson_code.ring import recorded_traces, ring_all_gather, ring_reduce_scatt
 
 @st.composite
 def ring_inputs(draw):
-    p = draw(st.integers(2, 8))
-    chunk = draw(st.integers(1, 3))
+    p, chunk = draw(st.integers(2, 8)), draw(st.integers(1, 3))
     dtype = draw(st.sampled_from([np.int16, np.int32, np.float32, np.float64]))
     return draw(hnp.arrays(dtype, (p, p * chunk), elements=st.integers(-100, 100)))
 
@@ -35,8 +34,7 @@ def test_reduce_scatter_then_all_gather_give_the_sum_sending_p_minus_1_over_p(co
     # Only the owned chunk is complete; the others are partial sums left behind.
     everyone, final = tuple(range(p)), scatter.steps[-1].state
     for r in range(p):
-        assert final[r][r] == everyone
-        assert all(final[r][c] != everyone for c in range(p) if c != r)
+        assert final[r][r] == everyone and all(final[r][c] != everyone for c in range(p) if c != r)
     gather = ring_all_gather(scatter.result)  # every rank ends with the whole vector
     np.testing.assert_array_equal(gather.result, np.tile(expected.reshape(-1), (p, 1)))
     assert gather.steps[-1].state == (tuple((c,) for c in range(p)),) * p

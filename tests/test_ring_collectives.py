@@ -14,6 +14,7 @@ from lesson_code.ring_collectives import (AXIS, ring_all_gather, ring_programs,
                                           ring_reduce_scatter, xla_programs)
 from lesson_code.ring_checks import collective_counts
 from scripts import ROOT
+from scripts.figures.ring import phases
 
 RANKS = (2, 3, 4, 8)
 COLLECTIVES = ("reduce_scatter", "all_gather", "all_reduce")
@@ -52,8 +53,7 @@ def test_ring_equals_xla_on_every_shard_with_p_minus_1_ppermutes_per_phase(p, co
         if collective == "reduce_scatter":  # both split P('data'): the same chunk
             assert ours.shape == theirs.shape and mine.index == reference.index
         else:  # XLA's is replicated, P(); the ring's is this device's own row
-            assert ours.shape == (p,) + theirs.shape
-            assert reference.index == (slice(None),)
+            assert ours.shape == (p,) + theirs.shape and reference.index == (slice(None),)
             assert mine.index[0] == slice(position, position + 1)
             data = data[0]
         np.testing.assert_array_equal(data, np.asarray(reference.data))
@@ -107,8 +107,6 @@ def test_reduce_scatter_follows_the_simulator_step_by_step(p):
 
 def test_the_pages_step_table_is_the_simulators_schedule_numbered_as_the_figures_do():
     """D6: "start", then one step per send, in the table, the figure and the stepper."""
-    from scripts.figures.ring import phases
-
     trace = json.loads((ROOT / recording_name(SEED, "simulation")).read_text())["data"]
     p = trace["ranks"]
     run = ring.ring_reduce_scatter(np.ones((p, 2 * p), np.float32))
@@ -170,11 +168,9 @@ def test_the_recording_holds_the_ring_beside_gloo_as_processes_md_describes_it()
 def test_the_bytes_tables_are_on_one_page_each_row_reading_the_row_it_names():
     assert "-byte gradient**" not in PAGE.read_text()
     assert "(processes.md#observed-against-the-model)" in PAGE.read_text()
-    recording = json.loads(PROCESSES_RECORDING.read_text())
-    page = BYTES_PAGE.read_text()
+    recording, page = json.loads(PROCESSES_RECORDING.read_text()), BYTES_PAGE.read_text()
     assert page.count("-byte gradient**") == 1
-    keys = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}
-    checked = 0
+    keys, checked = {"ring (ppermute)": "ringTraffic", "XLA → gloo": "traffic"}, 0
     for size, table in zip((32, 2**20), page.split("-byte gradient**")[1].split("MiB gradient**")):
         for collective, algorithm, cells in re.findall(
                 r"^\| ([a-z-]+) \| (ring \(ppermute\)|XLA → gloo) \|(.*)$", table, re.MULTILINE):

@@ -64,8 +64,7 @@ def expected_ring_steps(trace):
     step names, each cell's label, values and arrival, the sends, the live text."""
     p = trace["ranks"]
     chunks = np.asarray(trace["contributions"], dtype=np.float32).reshape(p, p, -1)
-    chunk_bytes = trace["vectorBytes"] // p
-    drawn = phases(trace)
+    chunk_bytes, drawn = trace["vectorBytes"] // p, phases(trace)
     expected = []
     for phase, key, name in (("Reduce-scatter", "reduceScatter", "reduce_scatter"),
                              ("All-gather", "allGather", "all_gather")):
@@ -81,9 +80,8 @@ def expected_ring_steps(trace):
                        "new" if got.get(r) == c else ""] for c in range(p)] for r in range(p)]
             said = []
             for src, dst, c in sends:
-                sums = cell_look(state[dst][c], p)[2]
                 held = "finished" if phase == "All-gather" else "now fully reduced" \
-                    if len(state[dst][c]) == p else f"now ranks {sums}"
+                    if len(state[dst][c]) == p else f"now ranks {cell_look(state[dst][c], p)[2]}"
                 said.append(f"c{c} from rank {src} to rank {dst}, {held} ({values(dst, c)})")
             said.append(f"Each rank has sent {step * chunk_bytes} of its {total} bytes."
                         if step else f"{total} bytes per rank")
@@ -95,8 +93,7 @@ def expected_ring_steps(trace):
 
 
 def assert_shows(shown, expected):
-    assert shown["position"] == expected["position"]
-    assert shown["ranks"] == expected["ranks"]
+    assert shown["position"] == expected["position"] and shown["ranks"] == expected["ranks"]
     for words in expected["said"]:
         assert words in shown["status"], (words, shown["status"])
     # One arrow per send, from the sender's card to the receiver's, named by its chunk.
@@ -299,8 +296,7 @@ def test_every_cell_holds_its_contrast_and_axe_finds_nothing_in_it(browser, serv
             impacts = ("minor", "moderate", "serious", "critical")
             assert axe_findings(page, ".ring-stepper", impacts) == [], shows(root)["position"]
         assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
-    assert looks == {"own", "partial", "full", "missing"}
-    assert watch.problems == []
+    assert looks == {"own", "partial", "full", "missing"} and watch.problems == []
     page.close()
     if not AXE.exists():
         skip_or_fail(f"{AXE.relative_to(ROOT)} is missing: run `make install`")

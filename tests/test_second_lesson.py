@@ -9,8 +9,10 @@ import nbformat
 import pytest
 
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
-from harness import DIGESTED, PROJECT_PARTS, digests, run
+from harness import DIGESTED, PROJECT_PARTS, digests, passed, run
 from harness import project as fresh_project
+from scripts import record as record_script
+from scripts.store.lessons import load_lessons
 from site_build import build
 
 
@@ -59,10 +61,8 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
         assert (check.returncode, check.stdout) == (0, ""), check.stdout
     # `make lint`: its steps open with their imports (pyproject.toml), within the budgets.
     for lint in (("-m", "ruff", "check", "--no-cache", "."), ("tests/lint_budgets.py",)):
-        done = run(*lint, cwd=root, timeout=120)
-        assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
-    built = build(root, tmp_path / "site")
-    assert built.returncode == 0, built.stderr[-3000:]
+        passed(run(*lint, cwd=root, timeout=120))
+    passed(build(root, tmp_path / "site"))
     page = (tmp_path / "site" / "lessons" / "psum-01" / "index.html").read_text()
     assert "the sum is\n3." in page or "the sum is 3" in " ".join(page.split())
     assert "PASS: psum-01" in page
@@ -91,8 +91,7 @@ def test_the_check_lint_and_strict_build_pass_and_show_its_page(project, tmp_pat
 @pytest.mark.slow
 def test_make_lint_before_it_is_recorded_is_one_line_as_check_says(tmp_path):
     """Issue 57: a new lesson not recorded yet ended `make lint` in a traceback."""
-    root = fresh_project(tmp_path / "repo", PROJECT_PARTS + ("tests",), lesson=True,
-                         keep=[SEED.id])
+    root = fresh_project(tmp_path / "repo", PROJECT_PARTS + ("tests",), lesson=True, keep=[SEED.id])
     lint, check = run("tests/lint_budgets.py", cwd=root, timeout=120), run_record(root, "--check")
     assert (lint.returncode, check.returncode) == (1, 1)
     assert lint.stderr == f"{check.stdout.splitlines()[0]}; `python scripts/record.py " \
@@ -101,9 +100,6 @@ def test_make_lint_before_it_is_recorded_is_one_line_as_check_says(tmp_path):
 
 def test_processes_skip_it_since_it_has_no_rank_module(project, monkeypatch, capsys):
     # The real 4-process run is tests/test_multiprocess.py's, stubbed here.
-    from scripts import record as record_script
-    from scripts.store.lessons import load_lessons
-
     root, *_ = project
     ran, real_record_processes = [], record_script.record_processes
     monkeypatch.setattr(record_script, "load_lessons", lambda: load_lessons(root))
@@ -124,9 +120,8 @@ def test_the_tests_about_the_lesson_run_for_it_unchanged(project):
     # Collected, psum-01 is among their cases; that they pass for it is
     # `make test-two-lessons`'s (the whole suite, in a copy like this one).
     root, *_ = project
-    collected = run("-m", "pytest", "--collect-only", "-q", "-m", "", "-p", "no:cacheprovider",
-                    "tests", cwd=root, timeout=600)
-    assert collected.returncode == 0, collected.stdout[-3000:]
+    collected = passed(run("-m", "pytest", "--collect-only", "-q", "-m", "", "-p",
+                           "no:cacheprovider", "tests", cwd=root, timeout=600))
     cases = [line for line in collected.stdout.splitlines() if "::" in line]
     # Every test that runs once per lesson (@each_lesson) runs for it too, once...
     own = [case for case in cases if re.search(r"\[psum-01(\.\w+)*\]$", case)]
@@ -151,8 +146,7 @@ def test_its_own_renderer_draws_its_figure_from_its_recording(project, tmp_path)
              "sys.stdout.write(render(json.load(open('recordings/psum-01.cpu.json')))); "
              "sys.stderr.write(repr(sorted(m for m in sys.modules "
              "if m.startswith('lesson_code'))))")
-    drawn = run("-c", probe, cwd=root, timeout=120)
-    assert drawn.returncode == 0, drawn.stderr[-2000:]
+    drawn = passed(run("-c", probe, cwd=root, timeout=120))
     # No lesson program (nor JAX) was imported to draw it, and the committed SVG is its output.
     assert drawn.stderr == "['lesson_code', 'lesson_code.psum_bars']"
     assert (root / "figures" / "psum-01-psum-bars.svg").read_text() == drawn.stdout

@@ -12,15 +12,17 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from mkdocs.commands import build as mkdocs_build
 from mkdocs.config import load_config
+from mkdocs.utils import DuplicateFilter
 
 from conftest import ROOT, SEED, module_file
-from harness import clean_env, rederive_analyses, run
+from harness import clean_env, in_activated_venv, passed, rederive_analyses, run
 from harness import project as copy_project
+from scripts.pages import serve as serving
 from scripts.pages import site_files
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
@@ -43,11 +45,6 @@ def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, capl
     """`mkdocs` drops a build message logged once already (its DuplicateFilter): a rebuild
     as quick as one before ended without "Documentation built" (CI waited 90 s for it), an
     error made again went unsaid. Each rebuild logs as the first build did."""
-    from mkdocs.commands import build as mkdocs_build
-    from mkdocs.utils import DuplicateFilter
-
-    from scripts.pages import serve as serving
-
     monkeypatch.setattr(serving, "SERVING", serving.Serving())
     monkeypatch.setattr(serving, "load_config", lambda *path, **options: SimpleNamespace())
     monkeypatch.setattr(serving, "build", lambda config, **options: mkdocs_build.log.info(
@@ -66,8 +63,6 @@ def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_r
     """A link committed while serving: site_files.checked_root's line, and the last pages
     still served. The copies it writes into docs/ are not watched: each would be a second
     rebuild after every figure or module edit."""
-    from scripts.pages import serve as serving
-
     def refused(*path, **options):
         raise SystemExit("error: docs/leak.txt is a symbolic link (to '/etc/hostname'); ...")
     monkeypatch.setattr(serving, "SERVING", serving.Serving())
@@ -83,7 +78,7 @@ def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_r
         "still serving the last pages built; fix the error above to rebuild"]
     docs = ROOT / "docs"
     assert calls[:2] == [(str(docs), "unwatched"), (str(docs), False)]
-    watched = {Path(path).relative_to(docs).as_posix(): recursive for path, recursive in calls[2:]}
+    watched = {os.path.relpath(path, docs): recursive for path, recursive in calls[2:]}
     assert watched == {folder.name: folder.name != "notebooks" for folder in docs.iterdir()
                        if folder.is_dir() and folder.name not in site_files.FOLDERS}
     assert "notebooks" in watched and "lessons" in watched
@@ -98,14 +93,10 @@ def serve(project, log, **env):
     return process, f"http://127.0.0.1:{port}/lessons/{SEED.id}/"
 
 
-def wait_for(log_path, text, after=0, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        output = log_path.read_text()
-        if text in output[after:]:
-            return len(output)
-        time.sleep(0.2)
-    pytest.fail(f"no {text!r} from mkdocs serve within {timeout} s:\n{output[-2000:]}")
+def wait_for(log_path, text, after=0):
+    """The log's length once `text` is in it after `after`."""
+    return wait_until(lambda: text in (log := log_path.read_text())[after:] and len(log),
+                      log_path, f"no {text!r} from mkdocs serve")
 
 
 def stop(process):
@@ -148,13 +139,14 @@ def answers(address):
         return False
 
 
-def wait_until(served, log_path, timeout=90):
-    """Until `served()` holds, however the server grouped the file events into rebuilds."""
+def wait_until(served, log_path, what="not served", timeout=90):
+    """`served()`'s value once true, however the server grouped file events into rebuilds."""
     deadline = time.monotonic() + timeout
-    while not served():
+    while not (found := served()):
         if time.monotonic() > deadline:
-            pytest.fail(f"not served within {timeout} s:\n{log_path.read_text()[-2000:]}")
+            pytest.fail(f"{what} within {timeout} s:\n{log_path.read_text()[-2000:]}")
         time.sleep(0.2)
+    return found
 
 
 def html_of(page):
@@ -170,13 +162,12 @@ def searched(site):
 
 @pytest.mark.slow
 def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_last_site(tmp_path):
-    """A page edit rewrites that page and the home page (which lists its title), no other,
-    and search still finds every page; a recording changed under the server is on every page
-    that reads it at the next rebuild (through {{ rec: }} alone too), and on no other. A
-    broken recording or page is one line, and the server still answers with the pages last
-    built; mended, it builds again and says so, whichever rebuild saw which write. A stale
-    notebook stops its page alone: a later edit still shows. A page renamed answers at its
-    new address alone, one deleted at none."""
+    """A page edit rewrites that page and the home page (which lists its title), no other, and
+    search still finds every page; a recording changed under the server is on every page that reads
+    it at the next rebuild (through {{ rec: }} alone too), and on no other. A broken recording or
+    page is one line, and the server still answers with the pages last built; mended, it builds
+    again and says so, whichever rebuild saw which write. A stale notebook stops its page alone: a
+    later edit still shows. A page renamed answers at its new address alone, one deleted at none."""
     project = copy_project(tmp_path / "project", keep=[SEED.id])
     page, recording = project / "docs" / "lessons" / f"{SEED.id}.md", project / RECORDING
     module = project / module_file(SEED)
@@ -249,20 +240,12 @@ def moved_pages(project, home, log_path):
         (project / "docs" / f"{name}.md").write_text(f"# {name}\n\nA page that moves.\n")
     nav = '  - "First extra": first-extra.md\n  - "Second extra": second-extra.md\n'
     config.write_text(listed.replace("\nnav:\n", f"\nnav:\n{nav}", 1))
-    wait_until(lambda: answers(f"{home}first-extra/") and answers(f"{home}second-extra/"),
-               log_path)
+    wait_until(lambda: answers(f"{home}first-extra/") and answers(f"{home}second-extra/"), log_path)
     (project / "docs" / "first-extra.md").rename(project / "docs" / "moved-extra.md")
     (project / "docs" / "second-extra.md").unlink()
     config.write_text(listed.replace("\nnav:\n", '\nnav:\n  - "Moved": moved-extra.md\n', 1))
     wait_until(lambda: answers(f"{home}moved-extra/") and not answers(f"{home}first-extra/")
                and not answers(f"{home}second-extra/"), log_path)
-
-
-def activated(venv_bin=Path(sys.executable).parent):
-    """The environment of `. .venv/bin/activate`: the tests' own .venv, no PYTHONPATH."""
-    env = {key: value for key, value in clean_env().items() if key != "PYTHONPATH"}
-    return {**env, "PATH": f"{venv_bin}{os.pathsep}{env.get('PATH', '')}",
-            "VIRTUAL_ENV": str(venv_bin.parent)}
 
 
 def mkdocs_error(run):
@@ -278,22 +261,16 @@ def test_the_mkdocs_command_of_an_activated_venv_builds_its_checkout_and_no_othe
     extension and the hooks import `scripts` from the installed project (pyproject.toml). A
     second checkout (a worktree, a CI copy, `make fresh`'s) built with that .venv would build
     its pages from the first's recordings, registry and code, and pass: it is refused."""
-    installed = subprocess.run(
-        [sys.executable, "-c", "import pathlib, scripts; "
-                               "print(pathlib.Path(scripts.__file__).parents[1])"],
-        cwd="/", env=activated(), capture_output=True, text=True, timeout=60).stdout.strip()
+    installed = in_activated_venv(sys.executable, "-c", "import pathlib, scripts; print(pathlib."
+                                  "Path(scripts.__file__).parents[1])", cwd="/").stdout.strip()
     assert installed, "the .venv cannot import scripts: run make setup"
     (tmp_path / "elsewhere").mkdir()
-    built = subprocess.run(["mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
-                            "--site-dir", str(tmp_path / "site")], cwd=tmp_path / "elsewhere",
-                           env=activated(), capture_output=True, text=True, timeout=300)
-    assert built.returncode == 0, built.stderr[-3000:]
+    passed(in_activated_venv("mkdocs", "build", "--strict", "-f", f"{installed}/mkdocs.yml",
+                             "--site-dir", tmp_path / "site", cwd=tmp_path / "elsewhere"))
     assert (tmp_path / "site" / "lessons" / SEED.id / "index.html").is_file()
     second = copy_project(tmp_path / "second")
     (second / RECORDING).write_text('{"broken":\n')
-    error = mkdocs_error(subprocess.run(["mkdocs", "build", "--strict"], cwd=second,
-                                        env=activated(), capture_output=True, text=True,
-                                        timeout=120))
+    error = mkdocs_error(in_activated_venv("mkdocs", "build", "--strict", cwd=second))
     assert f"{second}/mkdocs.yml is being built with another checkout's code" in error
     assert "run `make setup`" in error and not (second / "site").exists()
 

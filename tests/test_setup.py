@@ -24,8 +24,7 @@ def venv_made_at(venv, path):
 
 
 def make_in_a_fresh_clone(root, *argv):
-    """`make ARGV` in a clone of what make reads, each file as new as the clone: stderr's
-    lines and the exit status."""
+    """`make ARGV` in a fresh clone of what make reads: (its exit status, its stderr's lines)."""
     project(root, parts=SETUP_FILES)
     for name in SETUP_FILES:
         os.utime(root / name)

@@ -14,7 +14,7 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, project as project_copy, raised_in_one_line
+from harness import edited, project as project_copy, raised_in_one_line, snippet_sections
 from scripts.pages import sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -70,8 +70,7 @@ def pages_saying(site, phrase):
 
 def code_text(page):
     """The text of the page's highlighted code blocks, tags and entities removed."""
-    blocks = re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)
-    return text_of("\n".join(blocks))
+    return text_of("\n".join(re.findall(r'<div class="highlight">(.*?)</div>', page, re.S)))
 
 
 def test_strict_build_without_jax_has_no_broken_links(built_site):
@@ -111,10 +110,9 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
     box = element(page, page.index('<div class="admonition abstract takeaway"'))
     times = {name: re.findall(r"<td>(.*?)</td>", cells, re.S)[-1]
              for name, cells in re.findall(r"<tr>\s*<td>([^<]+)</td>(.*?)</tr>", box, re.S)}
-    measured = page.split('id="recorded-reference-execution"')[1]
     numbers = {name.removesuffix(" alone"): re.findall(r"\d[\d,]*", cell) for name, cell in
                re.findall(r"<td>(all-reduce|reduce-scatter|all-gather alone)</td>\s*"
-                          r"<td>([^<]*)</td>", measured)}
+                          r"<td>([^<]*)</td>", page.split('id="recorded-reference-execution"')[1])}
     assert set(times) == set(numbers) == {"all-reduce", "reduce-scatter", "all-gather"}
     for name, cell in times.items():
         median, low, high = re.findall(r"\d[\d,]*", cell)
@@ -166,8 +164,7 @@ BROKEN = {
     # mkdocs names the page, the page language the directive (each kind: test_page_directives).
     "malformed-directive": (
         edited("docs/index.md", lambda page: page + f"\n{{{{ rec:{FIRST_LESSON.id}.cpu }}}}\n"),
-        ["Error reading page 'index.md':", "malformed page directive"]),
-}
+        ["Error reading page 'index.md':", "malformed page directive"])}
 
 
 def stops_in_one_line(project, site, breaks, words):
@@ -193,8 +190,7 @@ A_LESSON_BROKEN = {
                                 [recording_name(lesson), "not valid JSON"]),
     "schema": lambda lesson: (recording_name(lesson), lambda text: json.dumps(
         {**json.loads(text), "schemaVersion": 2}),
-        [recording_name(lesson), "invalid at schemaVersion"]),
-}
+        [recording_name(lesson), "invalid at schemaVersion"])}
 
 
 @pytest.mark.parametrize("breakage", A_LESSON_BROKEN)
@@ -261,9 +257,8 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
     assert included, f"docs/lessons/{lesson.id}.md includes no section of lesson_code/"
     code = code_text(page)
     for module, name in included:
-        section = (ROOT / module).read_text().split(f"# --8<-- [start:{name}]\n")[1].split(
-            f"# --8<-- [end:{name}]")[0]
-        assert section.strip() in code, f"{module}:{name} is not on the page verbatim"
+        assert snippet_sections(ROOT / module)[name].strip() in code, \
+            f"{module}:{name} is not on the page verbatim"
     assert "check_vma=False" not in code
     # Listed on the home page; its downloads served byte for byte.
     home = (built_site / "index.html").read_text()
@@ -286,14 +281,12 @@ def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(buil
     assert not [s for s in scripts if s.startswith(("http:", "https:", "//"))], scripts
     assert "<style" not in page.split("<body")[1]
     assert "mathjax" not in page.lower() and "clipboard-copy" not in page
-    code_cells = [c for c in json.loads(committed.read_text())["cells"]
-                  if c["cell_type"] == "code"]
+    code_cells = [c for c in json.loads(committed.read_text())["cells"] if c["cell_type"] == "code"]
     assert page.count('<div class="highlight">') >= len(code_cells)
 
 
 def test_the_downloads_offer_the_exercise_scaffold_a_learner_edits_not_the_checks():
-    program = module_file(SEED)
-    scaffold = module_file(SEED, f"{SEED.module}_exercises")
+    program, scaffold = module_file(SEED), module_file(SEED, f"{SEED.module}_exercises")
     recordings = sorted(path.relative_to(ROOT).as_posix()
                         for path in (ROOT / "recordings").glob(f"{SEED.id}.*.json"))
     offered = downloadable_files(SEED)
@@ -314,8 +307,7 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
     empty-table-header counts no MathML as text): the formula hidden, its symbols as text."""
     counted, named = {}, 0
     for page in site_pages(built_site):
-        text = page_file(built_site, page).read_text()
-        source = markdown_source(page)
+        text, source = page_file(built_site, page).read_text(), markdown_source(page)
         counted[page] = formulas_in(source) if source else 0
         assert text.count("<math ") == counted[page], page
         assert "arithmatex" not in text, page
@@ -327,8 +319,7 @@ def test_formulas_are_mathml_only_their_pages_carry_math_css_and_headers_say_the
                 named += 1
             if '<math aria-hidden="true"' in cell:  # hidden only where words replace it
                 assert cell.count('class="sr-only"') == cell.count("<math"), cell
-    assert named > 0
-    assert counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
+    assert named > 0 and counted[f"lessons/{SEED.id}/"] > 0 and counted["going-further/sweep/"] > 0
     assert counted["404.html"] == 0
     assert [counted[f"notebooks/{lesson}/"] for lesson in LESSONS] == [0] * len(LESSONS)
     assert 'class="math-display"' in (built_site / LESSON_PAGE).read_text()
@@ -452,10 +443,9 @@ def test_a_fixed_sentence_never_comes_back(page):
 
 
 def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site):
-    """Code stays out of the search index, so a line the index keeps names what a block
-    defines; the separator splits `to="invarying"` and `jax.lax.all_to_all` (audit L3),
-    keeps `psum_scatter` whole; inline
-    API names link to the JAX reference, code blocks and headings never do."""
+    """Code stays out of the search index, so a line the index keeps names what a block defines; the
+    separator splits `to="invarying"` and `jax.lax.all_to_all` (audit L3), keeps `psum_scatter`
+    whole; inline API names link to the JAX reference, code blocks and headings never do."""
     index = json.loads((built_site / "search" / "search_index.json").read_text())
     text = " ".join(doc["text"] for doc in index["docs"])
     for name in ("completed_samples", "ring_reduce_scatter", "make_problem"):
@@ -470,9 +460,8 @@ def test_names_defined_in_code_are_searchable_and_api_names_link_out(built_site)
 
 
 def test_the_themes_built_files_are_the_theme_packages_own(built_site):
-    """What mkdocs-material ships reaches the site byte for byte, so a theme upgrade is a
-    pin bump; the site changes it through the theme's own doors (docs/overrides/,
-    extra_css, extra_javascript, feature flags)."""
+    """What mkdocs-material ships reaches the site byte for byte (an upgrade is a pin bump); we
+    change it through the theme's doors: docs/overrides/, extra_css, extra_javascript, flags."""
     theme = Path(material.__file__).parent / "templates" / "assets"
     built = [path for folder in ("javascripts", "stylesheets")
              for path in sorted((built_site / "assets" / folder).rglob("*")) if path.is_file()]
@@ -511,8 +500,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     assert "&lt;script&gt;console.error(&quot;XSS script&quot;)" in lesson
     assert "[x](javascript:alert(&quot;XSS link&quot;))" in lesson
     assert "{{ rec:" + ID + ".cpu:environment.jax }}" in lesson
-    assert "--8&lt;-- &quot;.git/config&quot;" in lesson
-    assert "Stale recording" in lesson
+    assert "--8&lt;-- &quot;.git/config&quot;" in lesson and "Stale recording" in lesson
     assert lesson.count("&lt;img src=x onerror=alert(&quot;XSS img&quot;)&gt;") >= 3
     notebook = (hostile_site / "notebooks" / ID / "index.html").read_text()
     assert "&lt;script&gt;console.error" in notebook and "<mtext>&lt;img" in notebook
@@ -539,8 +527,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     parser = Attributes()
     parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
     trace = [text for text in parser.json_scripts if '"readerNote"' in text]
-    assert len(trace) == 1 and not set("<>&") & set(trace[0])
-    assert json.loads(trace[0]) == recorded
+    assert len(trace) == 1 and not set("<>&") & set(trace[0]) and json.loads(trace[0]) == recorded
     assert ("script", "id", "ring-trace") in parser.attributes
 
 
@@ -556,13 +543,12 @@ def test_a_hostile_site_url_stops_either_build_in_one_line(url, ordinary, monkey
     from zensical.config import parse_config
 
     monkeypatch.setenv("SITE_URL", url)
+    config = str(ROOT / "mkdocs.yml")
     for read in (load_config, parse_config):
         if ordinary:
-            assert read(str(ROOT / "mkdocs.yml"))["site_url"] == url
-            continue
-        with pytest.raises(SystemExit) as stopped:
-            read(str(ROOT / "mkdocs.yml"))
-        assert "set SITE_URL" in str(stopped.value) and "\n" not in str(stopped.value)
+            assert read(config)["site_url"] == url
+        else:
+            assert "set SITE_URL" in str(raised_in_one_line(SystemExit, read, config))
 
 
 def checked(tmp_path, body, files=()):

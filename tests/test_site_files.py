@@ -2,16 +2,14 @@
 (scripts/store/staging.py): nothing a commit holds decides what is deleted, nothing is
 written through a link or over what is no regular file, and either generator refuses what a
 pull request controls before it lists docs/."""
-import errno
-import io
-import os
 import subprocess
 import sys
 
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, module_file
-from harness import clean_env, one_error, project, raised_in_one_line
+from harness import (AS_A_USER, FullDisk, clean_env, files_under, git, in_activated_venv, one_error,
+                     project, raised_in_one_line, run)
 from scripts.pages import site_files
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
@@ -25,10 +23,6 @@ def course(tmp_path):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
     stage(root)
     return root, root / "docs"
-
-
-def files_under(folder):
-    return {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
 
 
 def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_path):
@@ -51,12 +45,6 @@ def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_pat
     assert files_under(docs) == {path: data for path, data in before.items() if path != gone}
 
 
-def committed(root, *paths):
-    for args in (("init", "-q"), ("add", "-f", *paths), ("commit", "-qm", "committed")):
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@localhost", *args],
-                       cwd=root, check=True)
-
-
 def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course,
                                                                         monkeypatch):
     root, docs = course
@@ -67,12 +55,13 @@ def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course,
     kept = docs / "figures" / "kept.svg"
     kept.write_text("<svg/>")
     kept.chmod(0o444)
-    committed(root, copy, kept)
+    for args in (("init", "-q"), ("add", "-f", copy, kept), ("commit", "-qm", "in the way")):
+        git(root, *args)
     line = str(raised_in_one_line(StagingError, stage, root))
     assert line.startswith(f"docs/{module_file(FIRST_LESSON)} is committed where the build "
                            f"writes a copy") and "git rm --cached" in line
     assert copy.read_text() == "print('committed')\n"
-    subprocess.run(["git", "rm", "-q", "--cached", copy], cwd=root, check=True)
+    git(root, "rm", "-q", "--cached", copy)
     stage(root)
     assert kept.read_text() == "<svg/>" and copy.read_bytes() == (root / copy.relative_to(
         docs)).read_bytes()
@@ -102,11 +91,6 @@ def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, m
     for path in (docs / "figures").iterdir():
         path.unlink()  # a fresh checkout: every figure to copy
     before = files_under(docs)
-
-    class FullDisk(io.FileIO):
-        def write(self, data):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
     monkeypatch.setattr(staging.os, "fdopen", FullDisk)
     line = str(raised_in_one_line(StagingError, stage, root))
     assert "cannot be written (No space left on device); nothing was changed" in line
@@ -127,17 +111,8 @@ def test_no_writer_writes_through_a_link_or_over_what_is_no_regular_file(tmp_pat
     words = "is not a regular file" if way == "a device" else "is a symbolic link"
     path = "/dev/null" if way == "a device" else target
     line = str(raised_in_one_line(StagingError, write_atomically, path, "{}", root))
-    assert words in line and "nothing was changed" in line
-    assert list(outside.iterdir()) == []
+    assert words in line and "nothing was changed" in line and list(outside.iterdir()) == []
     refuse_unsafe_target(tmp_path / "new.json", root)  # a new file outside the checkout: fine
-
-
-def read_config(root, generator):
-    """The checkout `root` reading its mkdocs.yml as `generator` does, with its own code."""
-    reader = {"mkdocs": "from mkdocs.config import load_config as read",
-              "zensical": "from zensical.config import parse_config as read"}[generator]
-    return subprocess.run([sys.executable, "-c", f"{reader}; read('mkdocs.yml')"], cwd=root,
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
 
 
 @pytest.mark.slow
@@ -145,11 +120,14 @@ def read_config(root, generator):
 def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path, generator):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
     (root / "docs" / "leak.txt").symlink_to("/etc/hostname")
-    line = one_error(read_config(root, generator).stderr, "docs/leak.txt is a symbolic link")
+    # The checkout reading its mkdocs.yml as `generator` does, with its own code.
+    reader = {"mkdocs": "from mkdocs.config import load_config as read",
+              "zensical": "from zensical.config import parse_config as read"}[generator]
+    read = run("-c", f"{reader}; read('mkdocs.yml')", cwd=root, timeout=120)
+    line = one_error(read.stderr, "docs/leak.txt is a symbolic link")
     assert "replace the link with the file itself" in line
     if generator == "zensical":  # Zensical's own command: no site, so nothing published
-        built = subprocess.run([sys.executable, "-m", "zensical", "build", "--clean"], cwd=root,
-                               env=clean_env(), capture_output=True, text=True, timeout=300)
+        built = run("-m", "zensical", "build", "--clean", cwd=root)
         assert built.returncode != 0 and not (root / "site").exists()
         one_error(built.stderr, "docs/leak.txt is a symbolic link")
 
@@ -160,26 +138,20 @@ def test_zensical_refuses_another_checkouts_code_before_it_lists_docs(tmp_path):
     mkdocs.yml is read, so its committed link is not published and the other is not written."""
     second = project(tmp_path / "second", keep=[FIRST_LESSON.id])
     (second / "docs" / "leak.txt").symlink_to("/etc/hostname")
-    env = clean_env(VIRTUAL_ENV=sys.prefix,
-                    PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
-    built = subprocess.run(["zensical", "build", "--clean"], cwd=second, env=env,
-                           capture_output=True, text=True, timeout=300)
+    built = in_activated_venv("zensical", "build", "--clean", cwd=second)
     assert built.returncode != 0 and not (second / "site").exists()
     one_error(built.stderr, f"{second}/mkdocs.yml is being built with another checkout's code")
 
 
 @pytest.mark.slow
-def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cannot_copy(
-        tmp_path):
+def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cannot_copy(tmp_path):
     root = project(tmp_path / "repo", keep=[FIRST_LESSON.id])
-    # Root may write anywhere; without that capability, it meets the folder as a user does.
-    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
     stage(root)
 
     def build(site):
         subprocess.run(["chmod", "-R", "a-w", root], check=True)
         try:
-            return subprocess.run([*as_a_user, sys.executable, "-m", "mkdocs", "build",
+            return subprocess.run([*AS_A_USER, sys.executable, "-m", "mkdocs", "build",
                                    "--strict", "-d", str(site)], cwd=root, env=clean_env(),
                                   capture_output=True, text=True, timeout=300)
         finally:

@@ -1,6 +1,5 @@
 """All-or-none writes (scripts/store/staging.py). Signals during staging: test_faults.py."""
 import errno
-import io
 import os
 import tempfile
 from pathlib import Path
@@ -11,17 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import ended_pid
+from harness import FullDisk
 from scripts.store import staging
 from scripts.store.staging import (Staging, StagingError, remove_stray_temps, staged_write,
                                    write_atomically)
 
 
 def test_a_write_that_fails_midway_is_one_line_and_leaves_no_temporary_file(tmp_path, monkeypatch):
-    class FullDisk(io.FileIO):  # the first bytes land, then the disk is full: a truncated file
-        def write(self, data):
-            super().write(data[:10])  # unbuffered: on disk at once
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
     monkeypatch.setattr(staging.os, "fdopen", FullDisk)
     target = tmp_path / "x.cpu.json"
     with pytest.raises(StagingError, match=r"x.cpu.json: cannot be written \(No space"):
@@ -43,8 +38,7 @@ def test_only_staged_files_whose_run_is_gone_are_removed(tmp_path):
     for path in kept[1:] + removed:
         path.write_text("x")
     remove_stray_temps([tmp_path])
-    assert all(path.exists() for path in kept)
-    assert not any(path.exists() for path in removed)
+    assert all(path.exists() for path in kept) and not any(path.exists() for path in removed)
 
 
 @settings(max_examples=60, deadline=None)

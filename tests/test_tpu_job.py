@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, clean_env, edit,
-                     one_error, project, raised_in_one_line, refused, run, snapshot, unchanged)
+from harness import (AS_A_USER, FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed,
+                     clean_env, edit, files_under, git, one_error, passed, project,
+                     raised_in_one_line, refused, run, snapshot, unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
@@ -56,8 +57,7 @@ def clone_into(repo):
     committed in a repository of its own: the job archives HEAD."""
     project(repo, (*PROJECT_PARTS, ".gitignore"))
     for args in (("init", "--quiet"), ("add", "--all"), ("commit", "--quiet", "-m", "as it is")):
-        subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
-                        *args], cwd=repo, check=True)
+        git(repo, *args)
     return repo
 
 
@@ -142,8 +142,8 @@ def test_the_job_lands_checked_recordings_that_turn_the_page_s_predictions_into_
     assert err.index("] validate") < err.index("tpu_job: wrote")
     assert err.index(f"] validate {SWEEP_TARGET}") < \
         err.index(f"wrote {clone / 'recordings' / SWEEP_TARGET}")
-    for done in (run(RECORD, "--render-only", cwd=clone), run(RECORD, "--check", cwd=clone)):
-        assert done.returncode == 0, done.stdout + done.stderr
+    for argv in ("--render-only", "--check"):
+        passed(run(RECORD, argv, cwd=clone))
     assert "Measured on 4 × TPU v6 lite" in (
         clone / "figures" / f"{ID}-tpu-predictions.svg").read_text()
     site = tmp_path / "site"
@@ -212,9 +212,7 @@ def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call
         landing, why, clone, gcloud, tmp_path):
     folder = tmp_path / "landing"
     folder.write_text("") if landing == "a file" else folder.mkdir(mode=0o555)
-    # Root may write anywhere; without that capability, it meets the folder as a user does.
-    as_a_user = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
-    done = subprocess.run([*as_a_user, sys.executable, "scripts/tpu_job.py", *VM, "--create",
+    done = subprocess.run([*AS_A_USER, sys.executable, "scripts/tpu_job.py", *VM, "--create",
                            "--delete", "--recordings-dir", str(folder)], cwd=clone,
                           env=clean_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and gcloud() == []  # refused before anything ran
@@ -229,8 +227,7 @@ LINKED = {
     "the compiled record to a file outside": (f"recordings/{ID}.tpu-compiled.json",
                                               ["--write-compiled"]),
     "recordings/ under --write-compiled": ("recordings", ["--write-compiled"]),
-    "the page's commands to a file outside": (str(tpu_job.DOCS_FILE), ["--write-docs"]),
-}
+    "the page's commands to a file outside": (str(tpu_job.DOCS_FILE), ["--write-docs"])}
 
 
 @pytest.mark.parametrize("case", LINKED)
@@ -245,12 +242,11 @@ def test_a_committed_link_is_refused_before_the_job_writes_or_runs_anything(
     else:
         (clone / link).unlink(missing_ok=True)
     (clone / link).symlink_to(outside)
-    before = {path: path.read_bytes() for path in [outside, *outside.rglob("*")]
-              if path.is_file()}
+    before = files_under(outside)
     monkeypatch.setattr("scripts.hardware.compile.missing_libtpu", lambda: None)  # no compile
     assert tpu_job.main(flags, root=clone) == 2 and gcloud() == []  # refused before all
     assert f"{link} is a symbolic link" in job_error(capsys.readouterr().err)
-    assert {path: path.read_bytes() for path in before} == before
+    assert files_under(outside) == before
 
 
 REFUSED = {
@@ -259,8 +255,7 @@ REFUSED = {
     "8 devices": (dict(environment={"deviceCount": 8}), "ran on 8 devices, not 4"),
     "no TPU kind": (dict(environment={"deviceKind": "cpu"}), "names no TPU"),
     "no PASS": (dict(stdout="Gradient reference: []\n"), "does not end with 'PASS"),
-    "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/"),
-}
+    "invalid": (dict(environment={"deviceCount": "four"}), "invalid at environment/")}
 
 
 @pytest.mark.parametrize("case", REFUSED)
@@ -299,8 +294,7 @@ DELETE_IT = "`gcloud compute tpus tpu-vm delete test-tpu --zone us-east5-b --qui
 @pytest.mark.parametrize("mode, flag, ending", [
     # A given VM is deleted after a failure; here its delete failed too (not logged in).
     ("not-logged-in", "--delete", f"so test-tpu may still be running and billing: run {DELETE_IT}"),
-    ("remote-fail", "--create", f"; the VM test-tpu is still running: {DELETE_IT} deletes it"),
-])
+    ("remote-fail", "--create", f"; the VM test-tpu is still running: {DELETE_IT} deletes it")])
 def test_a_failure_that_leaves_a_vm_says_how_to_delete_it(mode, flag, ending, clone, gcloud,
                                                           monkeypatch, capsys):
     monkeypatch.setenv("FAKE_GCLOUD_MODE", mode)
@@ -334,14 +328,12 @@ REFUSED_REQUESTS = {
        for name in ("v4-8", "v6e-16")},  # another generation; a slice
     "another chip count": (["--accelerator=v5litepod-8"], (
         f"--accelerator v5litepod-8 has 8 chips and {ID} records on {SEED.devices} (`devices` "
-        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",
-    )),
+        f"in lesson_code/lessons.toml); use v6e-4 or v5litepod-4, or leave --accelerator out",)),
     "an unknown lesson": (["--lesson=distributed-3"], (
         f"--lesson distributed-3: no such lesson in lesson_code/lessons.toml; known: "
         f"{next(iter(LESSONS))}",)),  # the first ids, however long the course
     **{f"{flag} {value!r}": ([f"{flag}={value}"], ("does not look like",))
-       for flag, value in NOT_NAMES},
-}
+       for flag, value in NOT_NAMES}}
 
 
 @pytest.mark.parametrize("request_", REFUSED_REQUESTS)
@@ -385,8 +377,7 @@ def test_a_lesson_gets_a_vm_with_its_chip_count_and_is_recorded_alone(tmp_path, 
             "tpu_job: error: psum-01 records on 2 devices and no single-host TPU VM has 2 "
             "chips (1, 4 or 8); change its `devices` in lesson_code/lessons.toml to one of those"))
         return
-    assert status == 0
-    assert "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
+    assert status == 0 and "--accelerator-type v6e-8 --version v2-alpha-tpuv6e" in out
     assert "scripts/record.py --platform tpu --lesson psum-01'" in out
     assert "psum-01/recordings/psum-01.tpu.json" in out
     assert not [lesson for lesson in LESSONS if lesson != "psum-01" and lesson in out]

@@ -112,9 +112,8 @@ def test_the_tpu_sweep_adds_a_matrix_reduce_scatter_and_gather_checked_on_every_
     both ways and right; a wrong matrix value counts on every device's copy."""
     assert tpu_sweep.COLLECTIVES == (*sweep.COLLECTIVES, "reduce_scatter_2d", "all_gather_2d")
     rows = tpu_sweep.measure_ranks(jax.devices()[:4], [2**16], {"samples": 1, "minSampleMs": 0.1})
-    looping = sweep.LOOP_COLLECTIVES["cpu"]
     assert sorted((r["collective"], r["collectivesPerCall"]) for r in rows) == \
-        sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, looping))
+        sorted((c, k) for c in tpu_sweep.COLLECTIVES for k in (1, sweep.LOOP_COLLECTIVES["cpu"]))
     assert not [row for row in rows if row["wrong"]]
     mesh, contributions = sweep.ring_mesh(jax.devices()[:4]), np.ones((4, 2**14), np.float32)
     placed = tpu_sweep.placed_inputs(mesh, contributions)
@@ -236,8 +235,7 @@ def tpu_page(recording):
     for stem, held in ((files.stem("tpu"), recording), (files.stem("tpu", analysis=True),
                        json.loads(json.dumps(analysis.analyse("tpu", recording))))):
         recordings[stem] = Loaded(held, stem, f"{stem}.json")
-    page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
-    html = markdown.markdown(page, extensions=[
+    html = markdown.markdown((ROOT / "docs" / "going-further" / "tpu.md").read_text(), extensions=[
         "tables", PageLanguage(sources=Sources(LESSONS, recordings, ROOT / "docs"))])
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
 
@@ -254,8 +252,7 @@ def tpu_page(recording):
      "XLA:TPU kept every"),
 ], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
 def test_the_tpu_branch_says_what_the_recording_compiled(recording, said, not_said):
-    page = tpu_page(recording)
-    environment = recording["environment"]
+    page, environment = tpu_page(recording), recording["environment"]
     assert f"The lesson was recorded on {environment['deviceCount']} × " \
            f"{environment['deviceKind']} on" in page
     assert page.count(said) == 2  # beside the recording's date, and where compiling is read

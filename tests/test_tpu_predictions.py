@@ -9,10 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import FIXTURES, ROOT, SEED, recording_name
+from harness import refused
 from lesson_code import tpu_predictions as model
 from scripts.figures import KINDS
 
 DATA = ROOT / "lesson_code" / "figures" / f"{SEED.id}-tpu-predictions.json"
+compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
 
 
 def test_the_committed_predictions_are_the_models_output_and_every_input_has_a_source():
@@ -86,8 +88,7 @@ def test_the_figure_is_drawn_from_the_data_file_alone_and_a_malformed_one_is_one
     svg = kind.render(json.loads(DATA.read_text()))
     assert "<title>Predicted on 4 TPU chips at p = 2 and 4, before any TPU run</title>" in svg
     # v5e's one phase at 32 MiB at p = 2 and 4, and where p = 4 turns bandwidth-bound.
-    assert "372.8 µs" in svg and "279.6 µs" in svg
-    assert "bandwidth-bound from 234 KiB" in svg
+    assert "372.8 µs" in svg and "279.6 µs" in svg and "bandwidth-bound from 234 KiB" in svg
     # Predictions whose machines are a list: one line.
     from scripts.store.derive import DeriveError, render
     from scripts.store.outputs import figure_outputs
@@ -118,7 +119,6 @@ def tpu_sweep_fixture(over_predicted=lambda row: 1.0):
 
 def test_each_prediction_is_supported_contradicted_or_inconclusive_by_its_band():
     """Own costs made 1.5 (inside both bands) and 4 (outside) times the prediction."""
-    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     sweep = tpu_sweep_fixture(lambda row: 1.5)
     within = compare(sweep)
     assert {row["verdict"] for row in within["rows"]} == {"supported"}
@@ -141,7 +141,6 @@ def test_each_prediction_is_supported_contradicted_or_inconclusive_by_its_band()
 def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_counted():
     """Judged against the committed compiled record (real libtpu output: test_tpu_output):
     on a 2x2 a vector's reduce-scatter, and a matrix's at 32 B, compile to an all-reduce."""
-    compare = importlib.import_module(f"{SEED.module}_tpu_comparison").compare
     compiled = json.loads((ROOT / recording_name(SEED, "tpu-compiled")).read_text())
     found = compare(tpu_sweep_fixture(lambda row: 1.5), compiled=compiled)
     verdicts = {row["label"]: row["verdict"] for row in found["rows"] + found["ratios"]}
@@ -186,9 +185,7 @@ def test_data_out_refuses_what_it_would_replace_or_write_through_in_one_line(tmp
     path = {"a link": tmp_path / "link.json", "a device": "/dev/null", "a folder": tmp_path}[where]
     if where == "a link":
         path.symlink_to(tmp_path / "target.json")
-    with pytest.raises(SystemExit) as refused:
-        model.main(["--data-out", str(path)])
-    assert refused.value.code == 2 and capsys.readouterr().err.count("\n") == 1
+    refused(model.main, ["--data-out", str(path)], capsys)
     assert sorted(tmp_path.iterdir()) == ([tmp_path / "link.json"] if where == "a link" else [])
     model.main(["--data-out", str(tmp_path / "new.json")])
     assert (tmp_path / "new.json").read_bytes() == DATA.read_bytes()  # the committed file
