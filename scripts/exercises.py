@@ -24,10 +24,10 @@ from pkgutil import resolve_name
 
 import numpy as np
 
-from lesson_code.exercise import SIGNALS, Exercise
+from lesson_code.exercise import Exercise
 from scripts import display
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
-from scripts.plumbing.interrupts import signals_deferred
+from scripts.plumbing.interrupts import SIGNALS, signals_deferred
 from scripts.plumbing.scratch import scratch_folder
 from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 
