@@ -196,11 +196,10 @@ def choose(args):
         # A signal raised while jaxlib initialises would be an ImportError or a SIGSEGV.
         with signals_deferred():
             exercises = load_exercises(lesson)
-        if args.exercise is not None:
-            if not (exercises := [e for e in exercises if e.name == args.exercise]):
-                raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
-                                  f"--exercise {load_exercises(lesson)[0].name}")
-        picked.append((lesson, exercises))
+        if not (named := [e for e in exercises if args.exercise in (None, e.name)]):
+            raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
+                              f"--exercise {exercises[0].name}")
+        picked.append((lesson, named))
     return picked
 
 
