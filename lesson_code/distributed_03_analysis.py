@@ -5,6 +5,8 @@ recording named in lessons.toml `analyses` into recordings/analysis/<recording>.
 which the pages read. Rewording a sentence here re-renders; it never re-measures.
 NumPy only, and no lesson program is imported: the recordings are the only input.
 """
+import statistics
+
 from scripts import intervals
 
 NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatter",
@@ -28,10 +30,10 @@ def host(timing, environment):
             "busyCoresAtStart": start["busyCores"], "words": words}
 
 
-def interval_words(stat, unit=""):
+def interval_words(stat):
     """'443 (95 % interval 410–480)', the way every interval is printed."""
-    return (f"{stat['median']:,.0f}{unit} ({stat['coverage']:.0%} interval "
-            f"{stat['low']:,.0f}–{stat['high']:,.0f}{unit})")
+    return (f"{stat['median']:,.0f} ({stat['coverage']:.0%} interval "
+            f"{stat['low']:,.0f}–{stat['high']:,.0f})")
 
 
 def ratio_words(ratio):
@@ -85,25 +87,22 @@ ALGORITHMS = ("gloo", "ring")
 
 def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
     """One collective at p = many and p = few: its times, and the per-round ratio."""
-    many_blocks = rounds["samplesUs"][f"p{many}"][algorithm][collective]
-    few_blocks = rounds["samplesUs"][f"p{few}"][algorithm][collective]
-    depth = {many: dependent_rounds(algorithm, collective, many),
-             few: dependent_rounds(algorithm, collective, few)}
-    stats = {p: intervals.summary(blocks) for p, blocks in ((many, many_blocks),
-                                                            (few, few_blocks))}
+    blocks = {p: rounds["samplesUs"][f"p{p}"][algorithm][collective] for p in (many, few)}
+    depth = {p: dependent_rounds(algorithm, collective, p) for p in (many, few)}
+    stats = {p: intervals.summary(blocks[p]) for p in (many, few)}
     # Per round at p = many over per round at p = few: above 1 when a round costs more
     # with more processes than cores, as the hypothesis predicts. Means, not medians:
     # with more processes than cores a block either shares the cores well or waits out
     # another process's time slice (milliseconds), and the median of such blocks jumps
     # between the two kinds from one run to the next (intervals.paired_mean_ratio).
     scale = depth[few] / depth[many]
-    ratio = intervals.paired_mean_ratio(many_blocks, few_blocks, scale=scale)
+    ratio = intervals.paired_mean_ratio(blocks[many], blocks[few], scale=scale)
     twin = twin_mean = None
     if algorithm == "gloo" and collective in TWINS and lesson_timing is not None:
         # Means against means, as the ratio is: the first table prints medians, so the
         # page shows this mean beside the factor (content review L1).
         twin_mean = lesson_timing["programs"][TWINS[collective]]["mean"]
-        twin = intervals.disagreement(twin_mean, stats[many]["mean"])
+        twin = max(twin_mean, stats[many]["mean"]) / min(twin_mean, stats[many]["mean"])
     return {"algorithm": algorithm, "collective": collective,
             "name": f"{NAMES[algorithm]} {NAMES[collective]}",
             "messages": {f"p{p}": messages_per_rank(algorithm, collective, p)
@@ -114,7 +113,7 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
                                  "perRoundUs": stats[p]["mean"] / depth[p]}
                        for p in (many, few)},
             "perRoundRatio": {**ratio, "words": ratio_words(ratio)},
-            "pair": (many_blocks, few_blocks, scale),
+            "pair": (blocks[many], blocks[few], scale),
             "twinDisagreement": twin, "twinMeanUs": twin_mean,
             "twinWords": (f"{twin_mean:,.0f}, {twin:.1f}× apart" if twin is not None
                           else "not timed twice")}
@@ -131,7 +130,7 @@ def algorithm_verdict(algorithm, rows, premise):
     ratio = intervals.pooled_mean_ratio([row["pair"][:2] for row in mine],
                                         [row["pair"][2] for row in mine])
     twins = [row["twinDisagreement"] for row in mine if row["twinDisagreement"] is not None]
-    twin = intervals.geometric_mean(twins) if twins else None
+    twin = statistics.geometric_mean(twins) if twins else None
     word = (intervals.verdict(ratio, above=True, replicate_disagreement=twin)
             if premise else "not applicable")
     return {"algorithm": algorithm, "name": NAMES[algorithm].removesuffix("'s"),
@@ -256,8 +255,7 @@ def analyse_executed(recording):
     if "roundsTiming" in data:
         result["rounds"] = rounds_verdicts(data["roundsTiming"], result["timing"], environment)
     if "traffic" in data:
-        result["messageCheck"] = message_check(data["traffic"],
-                                               recording["environment"]["processCount"])
+        result["messageCheck"] = message_check(data["traffic"], environment["processCount"])
         result["resent"] = resent_bytes(data["traffic"])
     return result
 

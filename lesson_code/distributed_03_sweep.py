@@ -27,11 +27,9 @@ SIZES = tuple(sorted({8 * 4**k for k in range(12)} | {s * 2**20 for s in (12, 16
 
 
 def element_count(nbytes, ranks, itemsize=4):
-    """Elements of a float32 array of at least `nbytes`, rounded up to a multiple of `ranks`.
-
-    Reduce-scatter and the sharded all-gather input split the array evenly over the ranks,
-    so 8 B (two floats) becomes 4 floats at p=4; rows report the bytes actually moved.
-    """
+    """Elements of a float32 array of at least `nbytes`, a multiple of `ranks`, which the
+    reduce-scatter and the all-gather split evenly: 8 B (two floats) is 4 floats at p=4,
+    and rows report the bytes actually moved."""
     n = -(-nbytes // itemsize)
     return -(-n // ranks) * ranks
 
@@ -70,9 +68,8 @@ def program_facts(ranks):
 
 
 def configure_devices(ranks):
-    # JAX fixes the platform and the number of logical CPU devices the first time anything
-    # asks for a device, so this must run before any other JAX call in the process, and a
-    # different p needs a fresh process.
+    # JAX fixes the platform and the device count at the first device asked for: this runs
+    # before any other JAX call, and another p needs a fresh process.
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_num_cpu_devices", ranks)
 
@@ -128,12 +125,11 @@ def looped(body, collectives):
 # --8<-- [end:looped]
 
 
-# Collectives per call in the looped variant of every program, by backend. One more in
-# the loop is the difference of the two variants over the loop's extra collectives, so
-# whatever differs between the two calls (a page fault, a slow spell) is divided by
-# that many. On CPU a 32 MiB collective takes tens of milliseconds: 8 keep the sweep
-# within half an hour. On TPU a call's dispatch (tens of us) is far longer than a small
-# collective (about 1 us a hop), so the loop must be long to dwarf the dispatch's jitter.
+# Collectives per call in each program's looped variant, by backend. One more collective
+# is the two variants' difference over the loop's extra ones, so whatever else differs (a
+# page fault, a slow spell) is divided by that many. On CPU a 32 MiB collective takes tens
+# of ms: 8 keep the sweep within half an hour. On TPU a call's dispatch (tens of us) is far
+# longer than a small collective (about 1 us a hop): a long loop dwarfs its jitter.
 LOOP_COLLECTIVES = {"cpu": 8, "tpu": 64}
 
 
@@ -164,11 +160,8 @@ def reference(collective, contributions):
 
 
 def count_wrong(result, expected):
-    """Values that differ from `expected` on any device's copy (nccl-tests' #wrong).
-
-    Every addressable shard is compared, so one rank holding a stale replica counts even
-    when the global view looks right.
-    """
+    """Values that differ from `expected` on any device's copy (nccl-tests' #wrong): every
+    addressable shard, so a stale replica counts even where the global view looks right."""
     return sum(int(np.count_nonzero(np.asarray(shard.data) != expected[shard.index]))
                for shard in result.addressable_shards)
 
@@ -200,11 +193,10 @@ def first_guess_calls(call, arg, min_sample_s):
     return calls
 
 
-# Untimed calls before the samples: compilation and first-run set-up stay out of them.
-# They do not keep allocation out: where the allocator hands each call's output fresh
-# pages from the system (at 32 MiB here), every timed call faults them in again, and the
-# faults counted with every sample say so. Each row records the count, so the page reads
-# it rather than typing it.
+# Untimed calls before the samples keep compilation and first-run set-up out of them, not
+# allocation: where each call's output gets fresh pages from the system (at 32 MiB here),
+# every timed call faults them in again, as the faults counted with each sample say. Each
+# row records the count, for the page to read.
 WARMUP_CALLS = 1
 
 
@@ -228,13 +220,9 @@ def time_collective(call, arg, expected, plan):
 
 
 def ring_mesh(devices):
-    """A one-axis mesh over `devices` in the order of the chips' physical ring.
-
-    jax.make_mesh asks JAX's mesh_utils for the order: on a 2x2 TPU v5e or v6e it is
-    0, 1, 3, 2, the 4-cycle over the slice's four links, where devices() order would make
-    two of the four ring hops diagonal, across chips no link joins. On CPU devices it is
-    the order given. Auto axes, as Mesh(...) makes them: shard_map's specs say the rest.
-    """
+    """The lesson's data_mesh (distributed_03.py): one Auto axis over `devices` in the order
+    of the chips' ring, 0, 1, 3, 2 on a 2x2 TPU, where devices() order would make two of
+    the four hops diagonal; on CPU devices the order given."""
     return jax.make_mesh((len(devices),), ("data",), (AxisType.Auto,), devices=devices)
 
 

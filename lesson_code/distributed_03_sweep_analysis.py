@@ -1,8 +1,6 @@
 """What distributed-03's message-size sweep means: medians with intervals, fits below
 the fault onset, ratios of warm collectives against two predictions, verdicts in words.
-
-Derived from recordings/distributed-03.sweep.json alone (lesson_code/distributed_03_analysis.py
-routes the "sweep" variant here). NumPy only; rewording re-renders, never re-measures.
+From the sweep recording alone (distributed_03_analysis.py routes the "sweep" variant here).
 Every verdict compares paired blocks: block b measured p = 2, 4, 8 one after another and,
 inside each, every program at one size in turn, so a ratio taken within a block shares
 that block's conditions.
@@ -162,8 +160,7 @@ def step_line(alphas, steps):
     """alpha = dispatch + steps x per-step through every program's alpha at one p:
     (dispatch us, per-step us, worst relative residual)."""
     dispatch, per_step = sweep_math.fit_line_relative(steps, alphas)
-    worst = np.max(np.abs(sweep_math.relative_residuals(steps, alphas, dispatch, per_step)))
-    return dispatch, per_step, float(worst)
+    return dispatch, per_step, sweep_math.worst_miss(steps, alphas, dispatch, per_step)
 
 
 def steps(fit_table, programs, ranks_list):
@@ -177,18 +174,16 @@ def steps(fit_table, programs, ranks_list):
         counts = [programs[str(p)][c]["steps"] for c in names]
         dispatch, per_step, worst = step_line([fit_table[c][str(p)]["alphaUs"] for c in names],
                                               counts)
-        blocks = len(fit_table[names[0]][str(p)]["alphaByBlockUs"])
-        by_block = [step_line([fit_table[c][str(p)]["alphaByBlockUs"][b] for c in names],
-                              counts) for b in range(blocks)]
-        per_block = [fit[1] for fit in by_block]
+        by_block = [step_line(alphas, counts) for alphas in zip(
+            *(fit_table[c][str(p)]["alphaByBlockUs"] for c in names), strict=True)]
+        dispatches, per_block, misses = (list(column) for column in zip(*by_block))
         # The table's d and a are both the blocks' lines, with their intervals.
         result[str(p)] = {"dispatchUs": dispatch, "perStepUs": per_step,
-                          "dispatch": intervals.median_interval([fit[0] for fit in by_block]),
+                          "dispatch": intervals.median_interval(dispatches),
                           "perStep": intervals.median_interval(per_block),
-                          "blockMiss": intervals.median_interval([fit[2] for fit in by_block]),
+                          "blockMiss": intervals.median_interval(misses),
                           "perStepByBlockUs": per_block, "maxRelResidual": worst,
-                          "maxRelResidualByBlock": [fit[2] for fit in by_block],
-                          "ringStepsPerPhase": p - 1}
+                          "maxRelResidualByBlock": misses, "ringStepsPerPhase": p - 1}
     low, high = str(ranks_list[0]), str(ranks_list[-1])
     worst = max(entry["maxRelResidual"] for entry in result.values())
     summary = {**step_growth(result[low]["perStepByBlockUs"], result[high]["perStepByBlockUs"]),
@@ -222,7 +217,6 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
     fault onset) at the largest p over the smallest, block by block, saying in how many
     blocks either side's calls still faulted in part of their outputs: below the onset is
     not allocation-free."""
-    blocks = t.calls
     peaks = {}
     for row in points_list:
         best = peaks.setdefault(row["collective"], {})
@@ -230,14 +224,14 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
     low, high = ranks_list[0], ranks_list[-1]
     falls = {}
     for collective in peaks:
-        if (collective, high, nbytes) not in blocks or (collective, low, nbytes) not in blocks:
+        if (collective, high, nbytes) not in t.calls or (collective, low, nbytes) not in t.calls:
             continue
         # busbw is S x bus factor / t, so at one S its ratio is the inverse time ratio.
         factor = (sweep_math.bus_factor(programs[str(high)][collective]["phases"], high)
                   / sweep_math.bus_factor(programs[str(low)][collective]["phases"], low))
         per_block = [factor * float(np.median(b_low)) / float(np.median(b_high))
-                     for b_low, b_high in zip(blocks[collective, low, nbytes],
-                                              blocks[collective, high, nbytes])]
+                     for b_low, b_high in zip(t.calls[collective, low, nbytes],
+                                              t.calls[collective, high, nbytes])]
         ratio = intervals.median_interval(per_block)
         # The blocks where the calls at either p faulted in part of their outputs.
         faulted = sum(map(max, reading.faulted_in_part(t, (collective, low, nbytes)),
@@ -259,14 +253,13 @@ def analyse(recording):
                                        for p in ranks_list)))
     largest = common[-1]
     collectives = list(programs[str(ranks_list[0])])
-    fault_table = analyse_faults(recording, t, ranks_list, collectives, largest, LABELS)
+    fault_table = analyse_faults(recording, t, ranks_list, collectives, common, LABELS)
     below_onset = fault_table["belowOnsetBytes"]
     # The step into the largest size, from a quarter of it where that was measured.
     step_from = max((n for n in common if n <= largest / 4), default=common[0])
     fault_table["step"] = analyse_step(t, recording, ranks_list, step_from, largest, LABELS)
     fault_table["verdictCounts"] = reading.verdict_counts(
-        [{"verdict": v} for v in fault_table["step"]["verdicts"]],
-        [{"verdict": v} for v in fault_table["keepFreed"]["verdicts"]])
+        {"verdict": v} for part in ("step", "keepFreed") for v in fault_table[part]["verdicts"])
     point_list = reading.points(t, programs)
     by_series = {}
     for row in point_list:
@@ -280,11 +273,7 @@ def analyse(recording):
     alpha_trend = alpha_with_ranks(fit_table, ranks_list)
     peaks, falls = busbw(point_list, t, programs, ranks_list, below_onset)
     every_fit = [fit for by_p in fit_table.values() for fit in by_p.values()]
-    ring_verdicts = [{"verdict": entry[name]["ringModelVerdict"]}
-                     for entry in ratio_table.values() for name in entry]
-    touched_verdicts = [{"verdict": entry[name]["touchedVerdict"]}
-                        for entry in ratio_table.values() for name in entry
-                        if entry[name]["touchedVerdict"]]
+    every_ratio = [by_name[name] for by_name in ratio_table.values() for name in by_name]
     return {
         "collectives": collectives, "labels": LABELS,
         "ringCollectives": [c for c in collectives if programs[str(ranks_list[0])][c]["ring"]],
@@ -300,22 +289,21 @@ def analyse(recording):
                                        default=None)},
         "alphaWithRanks": alpha_trend, "steps": step_table, "stepSummary": step_summary,
         "inProgram": in_program(fault_table["smallestCall"], fit_table, ranks_list),
-        "ringModelMatches": sum(entry["verdict"] == intervals.SUPPORTED
-                                for entry in ring_verdicts),
+        "ringModelMatches": sum(ratio["ringModelVerdict"] == intervals.SUPPORTED
+                                for ratio in every_ratio),
         "coverageWords": coverage_words([
             interval for interval in [*alpha_trend.values(), step_summary.get("lowOverHigh"),
-                                      step_summary["worstMissByBlock"],
-                                      *(entry[name] for entry in ratio_table.values()
-                                        for name in entry)]
+                                      step_summary["worstMissByBlock"], *every_ratio]
             if interval and interval.get("n")]),
         "ratios": {"bytes": largest, "warm": ratio_table,
                    "unexplainedWords": unexplained_words(ratio_table),
                    "byRanks": ratio_series(by_series, ranks_list),
                    "model": {name: model for name, (_, _, model) in RATIOS.items()}},
         "busbwPeakGBps": peaks, "busbwFallsWithRanks": falls, "faults": fault_table,
-        "verdictCounts": reading.verdict_counts(alpha_trend.values(), [step_summary], ring_verdicts,
-                                        touched_verdicts,
-                                        [{"verdict": step_summary["fitVerdict"]}]),
+        "verdictCounts": reading.verdict_counts(
+            alpha_trend.values(), [step_summary, {"verdict": step_summary["fitVerdict"]}],
+            ({"verdict": ratio[kind]} for ratio in every_ratio
+             for kind in ("ringModelVerdict", "touchedVerdict"))),
         "host": reading.host(recording),
         "memcpyGBps": recording["memcpyGBps"], "memcpyBytes": recording["memcpyBytes"],
         "blocks": recording["method"]["blocks"],

@@ -1,15 +1,10 @@
-"""What the sweep's page faults say on the allocator page: each program at the largest size,
-what donation and keeping freed memory changed, and how much of a small call is the
-collective.
-
-Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py),
-from the recording alone; what any sweep's faults say (the onset, a warm, allocation-free
-collective) is the course's, scripts/sweep/reading.py.
+"""What the sweep's page faults say on the allocator page (analyse_faults), for
+distributed-03's sweep analysis (distributed_03_sweep_analysis.py); what any sweep's faults
+say (the onset, a warm, allocation-free collective) is the course's, scripts/sweep/reading.py.
 """
 import numpy as np
 
 from scripts import intervals
-from scripts.sweep.analysis import block_differences
 from scripts.sweep.reading import (ALLOCATION_FREE, FAULTED_SHARE, blocks_words, bracket,
                                    kept_interval, listed, median_of_blocks, onset_words, onsets,
                                    span, span_words, times_words, warm_costs)
@@ -32,8 +27,7 @@ def program_at(key, t):
     """One program at one size: a whole call, and one more warm, allocation-free
     collective in the loop, times and faults."""
     faults = median_of_blocks(t.call_faults[key])
-    extra_faults = float(np.median(block_differences(t.loop_faults[key], t.call_faults[key],
-                                                     t.looping)))
+    extra_faults = float(np.median(t.extra(key, faults=True)))
     call = median_of_blocks(t.calls[key])
     costs = warm_costs(t, key)
     extra = kept_interval(costs)
@@ -161,7 +155,7 @@ def smallest_call(t, ranks_list):
         for collective in XLA_COLLECTIVES:
             key = (collective, ranks, smallest)
             if key in t.loops:
-                extra = np.median(block_differences(t.loops[key], t.calls[key], t.looping))
+                extra = np.median(t.extra(key))
                 # Below zero is noise: one more collective costs at least nothing.
                 extras.append(max(float(extra), 0.0))
                 shares.append(extras[-1] / median_of_blocks(t.calls[key]))
@@ -177,17 +171,16 @@ def smallest_call(t, ranks_list):
                                           f"{listed(said)}"}
 
 
-def analyse_faults(recording, t, ranks_list, collectives, largest, labels):
+def analyse_faults(recording, t, ranks_list, collectives, common, labels):
     """What the pages say about faults: the onset and the largest size below it, each
-    program at the largest size per call and warm in the loop, what donation and keeping
-    freed memory did, and how much of a small call is the collective."""
+    program at the largest size measured at every p (`common`, sorted) per call and warm in
+    the loop, what donation and keeping freed memory did, and how much of a small call is
+    the collective."""
     found = onsets(t)
     start = min((at for at in found.values() if at is not None), default=None)
-    common = set.intersection(*({nbytes for (_, p, nbytes) in t.calls if p == ranks}
-                                for ranks in ranks_list))
-    below = sorted(nbytes for nbytes in common if start is None or nbytes < start)
-    below_onset = below[-1] if below else min(common)
-    at_largest = {str(p): {c: program_at((c, p, largest), t) for c in collectives}
+    below_onset = max((nbytes for nbytes in common if start is None or nbytes < start),
+                      default=common[0])
+    at_largest = {str(p): {c: program_at((c, p, common[-1]), t) for c in collectives}
                   for p in ranks_list}
     every = [entry for by_c in at_largest.values() for entry in by_c.values()]
     return {
@@ -196,7 +189,7 @@ def analyse_faults(recording, t, ranks_list, collectives, largest, labels):
         "onsetBytes": start, "belowOnsetBytes": below_onset,
         "labels": {"onset": format_bytes(start) if start else "none",
                    "belowOnset": format_bytes(below_onset)},
-        "onsetWords": onset_words(found, sorted(common), labels),
+        "onsetWords": onset_words(found, common, labels),
         # Per program and p, the size from which its calls fault in their outputs.
         "onsetBy": {c: {str(p): format_bytes(found[c, p]) if found.get((c, p)) else "none"
                         for p in ranks_list} for c in collectives},

@@ -1,11 +1,9 @@
 """The step into the sweep's largest size: how much more a call and a warm collective
 cost for the bytes' growth, whether the warm cost grows faster than the bytes, and at
-what share of the array per device, S/p, it steps.
-
-Part of distributed-03's sweep analysis (lesson_code/distributed_03_sweep_analysis.py).
+what share of the array per device, S/p, it steps, for distributed-03's sweep analysis.
 A call's growth includes the page faults that start at the onset; one more warm,
-allocation-free collective in the loop (scripts/sweep/reading.warm_costs) has
-none, so what it adds beyond the bytes is the collective's own doing.
+allocation-free collective in the loop (reading.warm_costs) has none, so what it adds
+beyond the bytes is the collective's own doing.
 """
 from lesson_code.distributed_03_sweep_faults import XLA_COLLECTIVES
 from scripts import intervals

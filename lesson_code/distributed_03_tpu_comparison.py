@@ -25,23 +25,24 @@ MATRICES = {"reduce_scatter": "reduce_scatter_2d", "all_gather": "all_gather_2d"
 NOT_MEASURED = "not measured"
 
 
-def other_collective(target, program, ranks, nbytes, looping):
-    """What the timed loop compiles to, as the compiled record says, where that is not the
-    collective its prediction is of; None where it is, or where the record does not say. A
+def not_judged(target, program, nbytes, looping, *ranks):
+    """"compiles to X: not judged" where, at some p of `ranks`, the compiled record says the
+    timed loop compiles to X, not the collective its prediction is of; else None. A
     collective-permute beside it realigns the rows around XLA:TPU's fused ring (tpu.md)."""
-    ops = compiled_to(target, "sweep", program, nbytes, ranks, looping) if target else None
-    predicted = program.removesuffix("_2d").replace("_", "-")
-    return None if ops is None or set(ops.split(" + ")) - {"collective-permute"} == \
-        {predicted} else ops
+    predicted = {program.removesuffix("_2d").replace("_", "-")}
+    found = (compiled_to(target, "sweep", program, nbytes, p, looping) for p in ranks)
+    return next((f"compiles to {ops}: not judged" for ops in found
+                 if ops and set(ops.split(" + ")) - {"collective-permute"} != predicted), None)
 
 
 def compare(recording, data=None, compiled=None):
     """`compiled`: recordings/<id>.tpu-compiled.json, what each program compiles to."""
     data = data or tpu_predictions.predictions()
     name = predicted_machine(data, recording["environment"]["deviceKind"])
-    costs, looping = own_costs(recording["rows"])
+    costs, looping = own_costs(recording)
+    # A machine the compiled record lacks compiled nothing it can name.
     target = next((target for target in (compiled or {}).get("targets", [])
-                   if target["accelerator"] == name), None)
+                   if target["accelerator"] == name), {"programs": []})
     rows = []
     judged_rows = [(row, program) for row in data["rows"] if row["machine"] == name
                    for program in (row["collective"], MATRICES.get(row["collective"]))
@@ -63,8 +64,8 @@ def compare(recording, data=None, compiled=None):
                                    f"{over['high']:.2f})",
                          verdict=intervals.verdict(over, band=(row["band"]["low"],
                                                               row["band"]["high"])))
-        if other := other_collective(target, program, row["ranks"], row["bytes"], looping):
-            entry["verdict"] = f"compiles to {other}: not judged"
+        if verdict := not_judged(target, program, row["bytes"], looping, row["ranks"]):
+            entry["verdict"] = verdict
         rows.append(entry)
     question = data["ratio"]
     band, ratios = (question["band"]["low"], question["band"]["high"]), []
@@ -80,11 +81,9 @@ def compare(recording, data=None, compiled=None):
             entry.update(measured=ratio, verdict=intervals.verdict(ratio, band=band),
                          words=f"{ratio['median']:.2f} ({ratio['low']:.2f}–"
                                f"{ratio['high']:.2f})")
-        if other := next(filter(None, (other_collective(target, collective, ranks,
-                                                        question["bytes"], looping)
-                                       for ranks in (question["numerator"],
-                                                     question["denominator"]))), None):
-            entry["verdict"] = f"compiles to {other}: not judged"
+        if verdict := not_judged(target, collective, question["bytes"], looping,
+                                 question["numerator"], question["denominator"]):
+            entry["verdict"] = verdict
         ratios.append(entry)
     verdicts = [entry["verdict"] for entry in rows + ratios]
     return {"machine": name, "deviceKind": recording["environment"]["deviceKind"],

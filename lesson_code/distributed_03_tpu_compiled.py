@@ -5,25 +5,30 @@ scripts/hardware/compile.py): its rows are spans of sizes, merged over the calls
 per target (the CPU as recorded, then TPU slices). A derived file, like the analyses: a new
 record moves every word here. NumPy-free; no lesson program is imported.
 """
+from itertools import takewhile
+
 from scripts.units import format_bytes
 
 MATRIX = "reduce_scatter_2d"  # the TPU sweep's reduce-scatter of rows of up to 4 KiB
 
 
-def covers(row, nbytes, ranks, calls=1):
-    """Whether `row` says what `nbytes` (None: the lesson's own size) compiles to at p =
-    `ranks`, `calls` collectives a call."""
-    sizes = row["bytes"]
-    return (ranks in row["ranks"] and calls in row["collectivesPerCall"]
-            and (sizes is None if nbytes is None else
-                 sizes is not None and sizes[0] <= nbytes <= sizes[1]))
-
-
 def compiled_to(target, of, program, nbytes, ranks, calls=1):
-    """What one target compiled the program to, as "all-gather + all-reduce" words;
-    None where the record did not compile it."""
-    return next((row["compilesTo"] for row in target["programs"] if row["of"] == of
-                 and row["program"] == program and covers(row, nbytes, ranks, calls)), None)
+    """What one target compiled the program to at `nbytes` (None: the lesson's own size), p =
+    `ranks` and `calls` collectives a call, as "all-gather + all-reduce" words; None where the
+    record did not compile it."""
+    return next((row["compilesTo"] for row in target["programs"]
+                 if (row["of"], row["program"]) == (of, program) and ranks in row["ranks"]
+                 and calls in row["collectivesPerCall"]
+                 and (row["bytes"] is None) == (nbytes is None)
+                 and (nbytes is None or row["bytes"][0] <= nbytes <= row["bytes"][1])), None)
+
+
+def grouped(pairs):
+    """{key: [values]} of (key, value) pairs, keys in the order they first come."""
+    found = {}
+    for key, value in pairs:
+        found.setdefault(key, []).append(value)
+    return found
 
 
 def with_article(ops):
@@ -34,33 +39,20 @@ def with_article(ops):
 
 def per_target(found):
     """{accelerator: words} as one phrase: "X" where all agree, else "X on the a; Y on the b"."""
-    alike = {}
-    for accelerator, words in found.items():
-        alike.setdefault(words, []).append(accelerator)
-    if len(alike) == 1:
-        return next(iter(alike))
-    return "; ".join(f"{words} on the {' and '.join(names)}" for words, names in alike.items())
-
-
-def lesson_ranks(record):
-    """The lesson's p: what its own programs were compiled at on the CPU, as recorded."""
-    cpu = next(target for target in record["targets"] if target["accelerator"] == "cpu")
-    return next(row["ranks"][0] for row in cpu["programs"] if row["of"] == "lesson")
+    groups = grouped((words, name) for name, words in found.items())
+    return next(iter(groups)) if len(groups) == 1 else "; ".join(
+        f"{words} on the {' and '.join(names)}" for words, names in groups.items())
 
 
 def matrix_keeps(target):
     """The smallest size from which a matrix's reduce-scatter stays one at every size above,
-    over the whole slice in one call; None where it never does."""
+    over the whole slice in one call (None where it never does), and that p."""
     ranks = max(p for row in target["programs"] if row["program"] == MATRIX for p in row["ranks"])
     spans = sorted((row["bytes"], row["compilesTo"]) for row in target["programs"]
                    if row["program"] == MATRIX and ranks in row["ranks"]
                    and 1 in row["collectivesPerCall"])
-    kept = None
-    for sizes, ops in reversed(spans):
-        if "reduce-scatter" not in ops.split(" + "):
-            break
-        kept = sizes[0]
-    return kept, ranks
+    kept = takewhile(lambda span: "reduce-scatter" in span[1].split(" + "), reversed(spans))
+    return min((sizes[0] for sizes, _ in kept), default=None), ranks
 
 
 def table(slices):
@@ -69,13 +61,10 @@ def table(slices):
     does that at; rows alike on several slices once, naming them."""
     rows, order = {}, {}
     for target in slices:
-        spans = {}  # (program, compiles to, of, p, calls): [sizes], in the record's order
-        for row in target["programs"]:
-            if row["of"] != "gradient":
-                spans.setdefault((row["program"], row["compilesTo"], row["of"],
-                                  ", ".join(map(str, row["ranks"])),
-                                  ", ".join(map(str, row["collectivesPerCall"]))), []).append(
-                    row["bytes"])
+        spans = grouped(((row["program"], row["compilesTo"], row["of"],
+                          ", ".join(map(str, row["ranks"])),
+                          ", ".join(map(str, row["collectivesPerCall"]))), row["bytes"])
+                        for row in target["programs"] if row["of"] != "gradient")
         for (program, ops, of, ranks, calls), sizes in spans.items():
             words = ", ".join("the lesson's" if size is None else "–".join(dict.fromkeys(
                 map(format_bytes, size))) for size in sizes)
@@ -93,40 +82,34 @@ def table(slices):
 def twice_the_bytes(targets, ranks):
     """Where ZeRO-3's gradients compile as asked, the plain one to a reduce-scatter and
     to="invarying"'s to an all-reduce (twice the bytes), and where both to an all-reduce."""
-    found = {}  # what each target does: {(layout, size): "twice" or "alike"}
-    for target in targets:
+    def does(target):  # (("twice" or "alike", layout), size), ...
         for layout, program in (("vector", "sharded_weights"), ("matrix", "sharded_matrix")):
             for nbytes, size in ((None, "the lesson's size"), (2**20, "1 MiB")):
                 plain, invarying = (compiled_to(target, "gradient", program + end, nbytes, ranks)
                                     for end in ("", "_invarying"))
                 ops = set((plain or "").split(" + "))
                 if "reduce-scatter" in ops and invarying and "all-reduce" in invarying:
-                    found.setdefault(target["accelerator"], {})[layout, size] = "twice"
+                    yield ("twice", layout), size
                 elif "all-reduce" in ops and "reduce-scatter" not in ops:
-                    found.setdefault(target["accelerator"], {})[layout, size] = "alike"
-    alike = {}  # targets that do the same, in one phrase
-    for accelerator, does in found.items():
-        alike.setdefault(tuple(does.items()), []).append(accelerator)
+                    yield ("alike", layout), size
     words = {"twice": [], "alike": []}
-    for does, names in alike.items():
+    for found, names in grouped((tuple(does(target)), target["accelerator"])
+                                for target in targets).items():
         compiler = "XLA:CPU" if names == ["cpu"] else f"XLA:TPU ({', '.join(names)})"
-        for key, places in words.items():
-            parts = [f"with a {layout} at " + ("both sizes" if len(sizes) == 2 else sizes[0])
-                     for layout in ("vector", "matrix") if (sizes := [
-                         size for (of, size), said in does if of == layout and said == key])]
-            if parts:
-                places.append(f"{compiler} " + " and ".join(parts))
+        parts = grouped((key, f"with a {layout} at {'both sizes' if len(sizes) == 2 else sizes[0]}")
+                        for (key, layout), sizes in grouped(found).items())
+        for key, said in parts.items():
+            words[key].append(f"{compiler} {' and '.join(said)}")
     return {key: "; ".join(places) or "no target" for key, places in words.items()}
 
 
 def compiled_ahead(recording):
     """What the lesson's programs, its gradients and its TPU sweep's compile to, from the
     record alone: on every slice with the lesson's chips, and one slice up."""
-    ranks = lesson_ranks(recording)
-    targets = recording["targets"]
-    slices = [target for target in targets if target["accelerator"] != "cpu"]
-    chips = [target for target in slices if target["programs"] and covers(
-        target["programs"][0], None, ranks)]  # a VM with the lesson's chips
+    cpu, *slices = targets = recording["targets"]  # the CPU as the lesson is recorded first
+    ranks = next(row["ranks"][0] for row in cpu["programs"] if row["of"] == "lesson")
+    chips = [target for target in slices if any(  # a VM with the lesson's chips
+        row["of"] == "lesson" and ranks in row["ranks"] for row in target["programs"])]
     names = " and ".join(target["accelerator"] for target in chips)
 
     def on_chips(of, program, nbytes):
@@ -135,23 +118,20 @@ def compiled_ahead(recording):
     lesson = {size: [with_article(on_chips("lesson", program, nbytes))
                      for program in ("reduce_scatter", "all_gather")]
               for size, nbytes in (("own", None), ("real", 2**20))}
-    keeps = {}
-    for target in slices:
-        kept, p = matrix_keeps(target)
-        shape = target["topology"].split(":")[1].replace("x", "×")
-        keeps.setdefault((kept, shape, p), []).append(target["accelerator"])
+    keeps = grouped(((*matrix_keeps(target), target["topology"].split(":")[1].replace(
+        "x", "×")), target["accelerator"]) for target in slices)
     keep_words = " and ".join(
         (f"from {format_bytes(kept)}" if kept else "at no size") + f" on a {shape} (p = {p}: "
-        f"{', '.join(names)})" for (kept, shape, p), names in keeps.items())
+        f"{', '.join(names)})" for (kept, p, shape), names in keeps.items())
     first_screen = (
         f"on a {ranks}-chip slice ({names}), XLA:TPU compiles the lesson's psum_scatter to "
         f"{lesson['own'][0]} and its all_gather to {lesson['own'][1]}; for a 1 MiB "
         f"gradient, to {lesson['real'][0]} and to {lesson['real'][1]}. A matrix's "
         f"reduce-scatter (rows of 4 KiB) stays one {keep_words}.")
-    gradients = {program: {"cpu": compiled_to(targets[0], "gradient", program, None, ranks),
+    gradients = {program: {"cpu": compiled_to(cpu, "gradient", program, None, ranks),
                            "own": on_chips("gradient", program, None),
                            "real": on_chips("gradient", program, 2**20)}
-                 for program in dict.fromkeys(row["program"] for row in targets[0]["programs"]
+                 for program in dict.fromkeys(row["program"] for row in cpu["programs"]
                                               if row["of"] == "gradient")}
     return {"slices": names, "firstScreen": first_screen, "matrixKeeps": keep_words,
             "table": table(slices), "gradients": gradients, "gradientOrder": list(gradients),

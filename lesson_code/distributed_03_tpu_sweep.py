@@ -4,9 +4,8 @@ reduce-scatter and an all-gather of a matrix, f32[m, c] per device, of the same 
 Compiled for a 2x2 v5e or v6e, XLA:TPU makes a vector's reduce-scatter an all-reduce and a
 slice at every size, but keeps a matrix's a reduce-scatter from 128 KiB on (tests/fixtures/
 tpu_v5e_2x2_compiled): only the matrix rows time the collective the predictions are about.
-`bench.py --platform tpu` measures this module (lessons.toml `tpu_sweep`). It is a module
-of its own because the committed CPU sweep is keyed on its module's code: rows added there
-would ask for a new CPU sweep, a measurement on a quiet machine.
+`bench.py --platform tpu` measures it (lessons.toml `tpu_sweep`), apart from the CPU sweep:
+rows added there would ask for a new CPU sweep, a measurement on a quiet machine.
 """
 import jax
 import numpy as np

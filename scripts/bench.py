@@ -24,14 +24,9 @@ from scripts.store.recordings import RecordingError, dumps, header, validate
 from scripts.store.staging import Staging, StagingError, refuse_unsafe_target
 from scripts.host import host_at_start, warn_if_busy
 from scripts.plumbing.run_lock import RunLocked, exclusive_run
-from scripts.sweep.measure import (MEMCPY_BYTES, MEMCPY_REPEATS, WorkerFailed,
-                                   l2_cache_bytes, measure_in_subprocess, measure_memcpy_gbps)
-
-# blocks: every p is measured this many times, in turns (p = 2, 4, 8, 2, 4, 8, ...), each
-# block in a fresh worker, so drift and a busy spell fall on every p and show as spread
-# between blocks; samples: per row and block.
-FULL = {"ranks": [2, 4, 8], "sizes": None, "blocks": 5, "samples": 3, "minSampleMs": 1.0}
-TIMING_KEYS = ("samples", "minSampleMs")
+from scripts.sweep.measure import (FULL, MEMCPY_BYTES, MEMCPY_REPEATS, TIMING_KEYS,
+                                   WorkerFailed, l2_cache_bytes, measure_in_subprocess,
+                                   measure_memcpy_gbps, tpu_ranks)
 
 
 class WrongResults(RuntimeError):
@@ -39,8 +34,7 @@ class WrongResults(RuntimeError):
 
 
 def check_rows(rows):
-    bad = [r for r in rows if r["wrong"]]
-    if bad:
+    if bad := [r for r in rows if r["wrong"]]:
         where = ", ".join(f"{r['collective']} p={r['ranks']} {r['bytes']} B: {r['wrong']} wrong"
                           for r in bad)
         raise WrongResults(f"results differ from the NumPy reference ({where}); "
@@ -115,8 +109,8 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
                      memcpyGBps=memcpy, memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
                      l2CacheBytes=l2_cache_bytes(), pageBytes=resource.getpagesize(),
                      durationS=time.perf_counter() - start, command=command)
-    files = for_lesson(lesson)
-    name = files.recording(sweep_variant(platform))
+    files, variant = for_lesson(lesson), sweep_variant(platform)
+    name = files.recording(variant)
     validate(recording, f"new recording {name}", " ".join(command), lesson)
     text = dumps(recording)
     with Staging() as staging:
@@ -128,13 +122,11 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
             staging.add(lock_path(lesson.root), lock_text(lock))
         else:
             staging.add(out, text)
-            beside = {files.analysis(sweep_variant(platform)): ".analysis.json"}
+            beside = {files.analysis(variant): ".analysis.json"}
 
             def place(path):
-                """Beside `out` (sweep.json): its analysis (sweep.analysis.json), and
-                each file of each figure under out's stem and the file's own name
-                (sweep.<id>-sweep-ratios-dark.svg, sweep.<id>-sweep.csv): the sweep
-                draws several figures, so a name by variant alone would collide."""
+                """Beside `out` (sweep.json): sweep.analysis.json, and each figure's files
+                as out's stem and their own name (sweep.<id>-sweep.csv), never colliding."""
                 stem = Path(out).with_suffix("").name
                 name = stem + beside[path] if path in beside else f"{stem}.{Path(path).name}"
                 return Path(out).with_name(name)
@@ -182,36 +174,22 @@ def refuse_what_cannot_work(args, plan, lesson=None):
     runs this on a VM with exactly that many (`lesson` is needed then)."""
     full = plan["ranks"] if args.platform == "cpu" else tpu_ranks(plan, lesson)
     ranks = args.ranks or full
-    bad = [p for p in ranks if not 2 <= p <= MAX_RANKS]
-    if bad or len(set(ranks)) != len(ranks):
-        raise UsageError(f"--ranks {' '.join(map(str, ranks))}: each device count must be "
-                         f"2 to {MAX_RANKS}, each once; run `python scripts/bench.py`")
+    asked = f"--ranks {' '.join(map(str, ranks))}"
+    if any(not 2 <= p <= MAX_RANKS for p in ranks) or len(set(ranks)) != len(ranks):
+        raise UsageError(f"{asked}: each device count must be 2 to {MAX_RANKS}, each once; "
+                         f"run `python scripts/bench.py`")
     platform = "" if args.platform == "cpu" else f" --platform {args.platform}"
-    too_many = [p for p in ranks if args.platform != "cpu" and p > lesson.devices]
-    if too_many:
-        raise UsageError(f"--ranks {' '.join(map(str, ranks))}: p = {too_many[0]} needs "
-                         f"{too_many[0]} chips, and {lesson.id}'s TPU VM has {lesson.devices} "
-                         f"(`devices` in lesson_code/lessons.toml); run "
-                         f"`python scripts/bench.py{platform}`")
+    if too_many := [p for p in ranks if args.platform != "cpu" and p > lesson.devices]:
+        raise UsageError(f"{asked}: p = {too_many[0]} needs {too_many[0]} chips, and "
+                         f"{lesson.id}'s TPU VM has {lesson.devices} (`devices` in "
+                         f"lesson_code/lessons.toml); run `python scripts/bench.py{platform}`")
     if args.out is None and sorted(ranks) != sorted(full):
         # The committed sweep, its figures and the page describe every p of the full plan.
-        raise UsageError(f"--ranks {' '.join(map(str, ranks))} measures part of the sweep, "
-                         f"which would replace the committed one (p = "
-                         f"{', '.join(map(str, full))}); run "
-                         f"`python scripts/bench.py{platform} --ranks "
-                         f"{' '.join(map(str, ranks))} --out build/sweep.json` to write it "
-                         f"elsewhere")
+        raise UsageError(f"{asked} measures part of the sweep, which would replace the "
+                         f"committed one (p = {', '.join(map(str, full))}); run "
+                         f"`python scripts/bench.py{platform} {asked} --out build/sweep.json` "
+                         f"to write it elsewhere")
     return ranks
-
-
-def tpu_ranks(plan, lesson):
-    """The plan's device counts that a VM with the lesson's `devices` chips holds."""
-    fitting = [p for p in plan["ranks"] if p <= lesson.devices]
-    if not fitting:
-        raise UsageError(f"--platform tpu: {lesson.id} records on {lesson.devices} chip(s), "
-                         f"and the sweep's smallest p is {min(plan['ranks'])}; a TPU sweep "
-                         f"needs a lesson with at least {min(plan['ranks'])} `devices`")
-    return fitting
 
 
 def bench_command(argv, plan):
@@ -231,8 +209,7 @@ def bench_command(argv, plan):
               if args.out is None else nullcontext()):
             recording = record_sweep(lesson, args.out, ranks,
                                      plan["sizes"], {key: plan[key] for key in TIMING_KEYS},
-                                     blocks=args.blocks or plan["blocks"],
-                                     platform=args.platform)
+                                     blocks=args.blocks or plan["blocks"], platform=args.platform)
     except OSError as error:  # the figure or the lock could not be read
         raise CommandError(f"{error.filename or 'a file'}: {error.strerror or error}; "
                            f"nothing was written") from None

@@ -21,20 +21,20 @@ def coverage(n, k):
     return 1 - 2 * stats.binom.cdf(k - 1, n, 0.5)
 
 
-def median_interval(values, confidence=CONFIDENCE):
+def median_interval(values):
     """{"median", "low", "high", "coverage", "n"} for the median of `values`: SciPy's
     order-statistics interval, or the whole range where no order statistic reaches
-    `confidence` (n <= 5 at 95 %), with the coverage its ends give."""
+    CONFIDENCE (n <= 5 at 95 %), with the coverage its ends give."""
     ordered = np.sort(np.asarray(values, dtype=float))
     n = len(ordered)
     if n == 0:
         raise ValueError("no values to take a median of")
     median = float(np.median(ordered))
-    ends = stats.quantile_test(ordered, q=median).confidence_interval(confidence)
+    ends = stats.quantile_test(ordered, q=median).confidence_interval(CONFIDENCE)
     low, high = (ordered[0], ordered[-1]) if np.isnan([ends.low, ends.high]).any() \
         else (ends.low, ends.high)
     ranks = np.arange(1, (n + 1) // 2 + 1)  # the k SciPy's ends are: the rule's own
-    k = int(max(ranks[coverage(n, ranks) >= confidence], default=1))
+    k = int(max(ranks[coverage(n, ranks) >= CONFIDENCE], default=1))
     return {"median": median, "estimate": median, "low": float(low), "high": float(high),
             "coverage": float(coverage(n, k)), "n": n, "method": "order statistics"}
 
@@ -43,10 +43,10 @@ def block_medians(blocks):
     return [float(np.median(block)) for block in blocks]
 
 
-def summary(blocks, confidence=CONFIDENCE):
+def summary(blocks):
     """The median of block medians with its interval; the fastest and slowest sample."""
     medians, every = block_medians(blocks), [t for block in blocks for t in block]
-    return {**median_interval(medians, confidence), "mean": float(np.mean(medians)),
+    return {**median_interval(medians), "mean": float(np.mean(medians)),
             "min": float(min(every)), "max": float(max(every)), "samples": len(every),
             # How far one block's median strays from another's: the run's own noise.
             "blockSpread": float(max(medians) / min(medians))}
@@ -55,14 +55,12 @@ def summary(blocks, confidence=CONFIDENCE):
 BOOTSTRAP_RESAMPLES = 4000
 
 
-def paired_mean_ratio(top_blocks, bottom_blocks, confidence=CONFIDENCE, scale=1.0,
-                      resamples=BOOTSTRAP_RESAMPLES, seed=0):
+def paired_mean_ratio(top_blocks, bottom_blocks, scale=1.0, resamples=BOOTSTRAP_RESAMPLES):
     """scale × (mean of top's block medians) / (mean of bottom's), with a paired bootstrap
     interval. For times of two kinds (processes that share the cores well, or wait out a
     time slice) the median jumps between kinds across reruns; the mean weighs each kind
     by how often it came, which is what a loop of many calls pays."""
-    return pooled_mean_ratio([(top_blocks, bottom_blocks)], [scale], confidence,
-                             resamples, seed)
+    return pooled_mean_ratio([(top_blocks, bottom_blocks)], [scale], resamples)
 
 
 def log_ratio(top, bottom):
@@ -73,8 +71,7 @@ def log_ratio(top, bottom):
     return np.where((top == 0) & (bottom == 0), 0.0, logs)
 
 
-def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_RESAMPLES,
-                      seed=0):
+def pooled_mean_ratio(pairs, scales, resamples=BOOTSTRAP_RESAMPLES):
     """The geometric mean of scale × mean(top) / mean(bottom) over pairs that ran in the
     same blocks, one bootstrap drawing the same blocks for all. Percentile: BCa is NaN when
     every resample agrees. One block: the interval 0 to infinity, which clears no verdict."""
@@ -100,10 +97,9 @@ def pooled_mean_ratio(pairs, scales, confidence=CONFIDENCE, resamples=BOOTSTRAP_
     with np.errstate(invalid="ignore"):
         result = stats.bootstrap(sides, pooled, paired=True, vectorized=True,
                                  method="percentile", n_resamples=resamples,
-                                 confidence_level=confidence,
-                                 rng=np.random.default_rng(seed))
+                                 confidence_level=CONFIDENCE, rng=np.random.default_rng(0))
     return {**found, "low": float(result.confidence_interval.low),
-            "high": float(result.confidence_interval.high), "coverage": confidence,
+            "high": float(result.confidence_interval.high), "coverage": CONFIDENCE,
             "method": "SciPy's paired percentile bootstrap over blocks, "
                       f"{resamples:,} resamples"}
 
@@ -132,12 +128,14 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     (`around(value)`) or a prediction's own band: "supported" when wholly inside it,
     "contradicted" when wholly outside. Otherwise "inconclusive", as it is with no interval,
     on fewer than MIN_BLOCKS blocks, or when the same configuration measured twice disagreed
-    (`replicate_disagreement`, >= 1) by more than both the effect and the margin."""
+    (`replicate_disagreement`, >= 1) by more than both the margin and the effect (the
+    estimate's distance from 1, as a factor >= 1: 2 for 2.0 and for 0.5)."""
     if (above is None) == (band is None):
         raise TypeError("verdict() takes a direction (above=True or False) or a band")
     if interval is None or interval["n"] < MIN_BLOCKS or (
             replicate_disagreement is not None
-            and replicate_disagreement > max(effect(interval), MARGIN)):
+            and replicate_disagreement > max(interval["estimate"], 1 / interval["estimate"],
+                                             MARGIN)):
         return INCONCLUSIVE
     low, high = band or around(1.0)
     if low <= interval["low"] and interval["high"] <= high:
@@ -148,29 +146,13 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     return INCONCLUSIVE
 
 
-def geometric_mean(values):
-    return float(np.exp(np.mean(np.log(values))))
-
-
-def effect(ratio):
-    """How far a ratio is from no effect, as a factor >= 1 (2 for 2.0 and for 0.5)."""
-    return max(ratio["estimate"], 1 / ratio["estimate"])
-
-
-def disagreement(first, second):
-    """How far two medians of one configuration differ, as a ratio >= 1."""
-    return max(first, second) / min(first, second)
-
-
 def host_at_start(environment, cores):
     """Whether other work kept over half the cores busy as a measurement started
     (busyCoresAtStart; in an older recording, a load above the cores), and the sentence."""
-    busy_cores = environment.get("busyCoresAtStart")
-    load = environment.get("loadAverage1m")
-    if busy_cores is not None:
+    if (busy_cores := environment.get("busyCoresAtStart")) is not None:
         busy = busy_cores > cores / 2
         said = f"other work kept {busy_cores:.1f} of the {cores} cores busy"
-    elif load is not None:
+    elif (load := environment.get("loadAverage1m")) is not None:
         busy = load > cores
         said = f"the load average was {load:.1f} on {cores} cores"
     else:

@@ -35,11 +35,7 @@ from scripts.store.staging import Staging, StagingError, write_atomically
 
 DOCS_FILE = Path("docs/sections/tpu_commands.txt")
 # us-east5-b: a zone the Cloud TPU docs list for v6e.
-DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4",
-                    create=True, delete=True)
-INSTALL_GCLOUD = ("gcloud not found: install the Google Cloud CLI "
-                  "(https://cloud.google.com/sdk/docs/install), run `gcloud auth login`, "
-                  "then rerun")
+DOCS_EXAMPLE = dict(name="my-tpu", zone="us-east5-b", accelerator="v6e-4", create=True, delete=True)
 # gcloud's wording for a missing or expired login, and for a zone without chips or quota.
 NOT_LOGGED_IN = re.compile(r"gcloud auth login|active account|Reauthentication|"
                            r"refresh token|UNAUTHENTICATED")
@@ -101,8 +97,7 @@ def explain(step, returncode, output, accelerator, zone):
         return f"{step.title} failed: no {accelerator} capacity or quota in {zone} " \
                f"({said}); try a zone that offers {accelerator} (--zone), or ask for quota"
     if step.gcloud_verb == "ssh" and returncode == SSH_DROPPED:
-        return f"{step.title} failed: the ssh connection to the VM dropped ({said}); " \
-               f"{step.hint}"
+        return f"{step.title} failed: the ssh connection to the VM dropped ({said}); {step.hint}"
     return f"{step.title} failed (exit {returncode}): {said}; {step.hint}"
 
 
@@ -111,7 +106,9 @@ def run_step(step, root, accelerator, zone):
         returncode, output = run_streamed(step.command, root)
     except FileNotFoundError:
         if step.command[0] == "gcloud":
-            raise JobFailed(INSTALL_GCLOUD) from None
+            raise JobFailed("gcloud not found: install the Google Cloud CLI (https://cloud."
+                            "google.com/sdk/docs/install), run `gcloud auth login`, then "
+                            "rerun") from None
         raise JobFailed(f"{step.title}: {step.command[0]} not found; install it and rerun") \
             from None
     if returncode != 0:
@@ -216,13 +213,13 @@ def leave_vm(cleanup, exists, vm, delete):
     if not exists:
         return "no VM was created"
     if cleanup is None:
-        return f"the VM {vm.name} is still running: `{vm.delete}` deletes it"
+        return f"the VM {vm.name} is still running: `{vm.said('delete', '--quiet')}` deletes it"
     with signals_deferred(ignore=True):  # the delete runs to its end, and its gcloud too
         try:
             delete()
         except JobFailed as error:
             return (f"deleting the VM failed ({error}), so {vm.name} may still be running "
-                    f"and billing: run `{vm.delete}`")
+                    f"and billing: run `{vm.said('delete', '--quiet')}`")
     return f"the VM {vm.name} was deleted"
 
 
@@ -246,11 +243,6 @@ def install(variant, workdir, landing, lesson, root):
     return display(target, root)
 
 
-def write_docs(root=ROOT):
-    write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), root)
-    progress(f"wrote {DOCS_FILE}")
-
-
 def parse_args(argv):
     parser = OneLineParser(prog="scripts/tpu_job.py", description=__doc__.splitlines()[0])
     parser.add_argument("--name", default=os.environ.get("TPU_NAME"),
@@ -266,8 +258,7 @@ def parse_args(argv):
     parser.add_argument("--create", action="store_true", help="create the VM first")
     parser.add_argument("--delete", action="store_true",
                         help="delete the VM at the end, whatever ends the job")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="print every command, run none")
+    parser.add_argument("--dry-run", action="store_true", help="print every command, run none")
     parser.add_argument("--recordings-dir", type=Path,
                         help="where the recording lands (default: recordings/)")
     parser.add_argument("--write-docs", action="store_true",
@@ -282,11 +273,11 @@ def job(argv, root=ROOT):
     args = parse_args(argv)
     refuse_links(root)  # what a commit could point outside: nothing is read or written yet
     if args.write_docs:
-        return write_docs(root)
+        write_atomically(root / DOCS_FILE, dry_run_text(job_steps(**DOCS_EXAMPLE, root=root)), root)
+        return progress(f"wrote {DOCS_FILE}")
     if args.write_compiled:
         return progress(f"wrote {write_compiled(args.lesson, root)}")
-    for flag, value, variable in (("--name", args.name, "TPU_NAME"),
-                                  ("--zone", args.zone, "ZONE")):
+    for flag, value, variable in (("--name", args.name, "TPU_NAME"), ("--zone", args.zone, "ZONE")):
         if not value:
             raise UsageError(f"{flag} is required (or set {variable})")
     options = dict(name=args.name, zone=args.zone, accelerator=args.accelerator,

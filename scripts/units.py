@@ -1,4 +1,5 @@
-"""How a byte count is written for a reader: 8 B, 2 KiB, 32 MiB, by figures and analyses."""
+"""How a byte count (8 B, 2 KiB, 32 MiB) and a time (100 µs, 1 ms) are written for a reader,
+by figures and analyses."""
 
 
 def format_bytes(nbytes, _tick_position=None):
@@ -7,6 +8,14 @@ def format_bytes(nbytes, _tick_position=None):
         if nbytes >= scale:
             return f"{plain(nbytes / scale)} {unit}"
     return f"{plain(nbytes)} B"
+
+
+def format_microseconds(value, _tick_position=None):
+    """100 µs, 1 ms, 10 s: unit labels keep a log axis short."""
+    for unit, scale in (("s", 1e6), ("ms", 1e3)):
+        if value >= scale:
+            return f"{value / scale:g} {unit}"
+    return f"{value:g} µs"
 
 
 def plain(number):

@@ -8,6 +8,7 @@ import ast
 import functools
 import importlib
 import re
+from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,13 +41,12 @@ class FigureKind:
         analysis, or another recording, as `DRAWN_FROM = "<variant>[.analysis]"`."""
         if "." not in self.renderer or self.overlay is not None:
             return self.input
-        variant, _, analysis = renderer_constant(root / self.module_path(), "DRAWN_FROM",
-                                                 "cpu").partition(".")
+        variant, _, analysis = renderer_facts(root / self.module_path()).drawn_from.partition(".")
         return f"recordings/{'analysis/' * bool(analysis)}{{id}}.{variant}.json"
 
     def variants(self, root):
         """All four drawings, or the light wide one for a lesson's `render(data)`."""
-        if "." not in self.renderer or takes_variant(root / self.module_path()):
+        if "." not in self.renderer or renderer_facts(root / self.module_path()).takes_variant:
             return VARIANTS
         return (STATIC,)
 
@@ -54,40 +54,34 @@ class FigureKind:
         module = importlib.import_module(self.module)
         if self.overlay is not None:
             return module.render(data, overlay, variant)
-        if "." in self.renderer and not takes_variant(Path(module.__file__)):
+        if "." in self.renderer and not renderer_facts(Path(module.__file__)).takes_variant:
             return module.render(data)  # a lesson renderer of the data alone: light, wide
         return module.render(data, variant, **self.options)
 
 
-def module_body(path):
-    """The top-level statements of the module at `path`, read without importing it."""
+def renderer_facts(path):
+    """What the lesson renderer at `path` binds, read without importing it (it imports
+    matplotlib): whether its `render` takes a second parameter, and its `DRAWN_FROM`."""
     try:
-        return parsed_body(path, path.stat().st_mtime_ns)
+        return parsed_facts(path, path.stat().st_mtime_ns)
     except (OSError, ValueError, SyntaxError):
-        return []  # the figure's own check names the missing or broken code
+        return RendererFacts(False, "cpu")  # the figure's own check names the broken code
+
+
+RendererFacts = namedtuple("RendererFacts", "takes_variant drawn_from")
 
 
 @functools.cache  # once per version of the file: each rebuild of a course asks for every one
-def parsed_body(path, modified):
-    return ast.parse(path.read_text(encoding="utf-8")).body
-
-
-def takes_variant(path):
-    """Whether `render` at `path` takes a second parameter."""
-    for node in module_body(path):
+def parsed_facts(path, modified):
+    takes_variant, drawn_from = False, "cpu"
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, ast.FunctionDef) and node.name == "render":
-            arguments = node.args
-            return bool(arguments.vararg) or len(arguments.posonlyargs + arguments.args) >= 2
-    return False
-
-
-def renderer_constant(path, name, default):
-    """A string the module at `path` assigns to `name` at its top, or `default`."""
-    for node in module_body(path):
-        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] \
-                == [name] and isinstance(node.value, ast.Constant):
-            return str(node.value.value)
-    return default
+            args = node.args
+            takes_variant = bool(args.vararg) or len(args.posonlyargs + args.args) >= 2
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) \
+                and [getattr(target, "id", None) for target in node.targets] == ["DRAWN_FROM"]:
+            drawn_from = str(node.value.value)
+    return RendererFacts(takes_variant, drawn_from)
 
 
 # A lesson's own renderer, named by its dotted module under lesson_code/.

@@ -1,7 +1,6 @@
 """A lesson's bar panels, from its CPU recording's `data.panels` (`{"kind": "bar",
 "labels", "ylabel", "series": [{"label", "y"}], "title"?}`) and `data.panelsTitle`:
-several series side by side, with a legend. Data rows: one per bar, `panel`, `ylabel`,
-`series`, `label`, `value`.
+several series side by side, with a legend. Data rows: one per bar.
 """
 import textwrap
 

@@ -1,7 +1,6 @@
 """Every chunk of a p-rank ring, step by step, one figure per phase (`part`), from the
 simulation recording's trace (who sent which chunk, whose contributions each copy sums).
-Data rows: one per step, rank and chunk: `step`, `rank`, `chunk`, `sums` (`0+3`),
-`value1`..., `sentTo`, `arrivedFrom`.
+Data rows: one per step, rank and chunk.
 """
 import textwrap
 from dataclasses import dataclass
@@ -12,7 +11,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.figures.variants import NARROW_IN, STATIC, WIDE_IN
 
 # Inches. Inside a collapsed hint the 7.2 in figure is 660 px wide: 7.3 points is 9.3 px.
 MARGIN, RANK_GAP, CELL_H = 0.08, 0.14, 0.4
@@ -31,7 +30,7 @@ class Layout:
     legend_columns: int  # 0: the whole legend on one line
 
 
-WIDE = Layout(7.2, 0, 200, 200, 100, 0)
+WIDE = Layout(WIDE_IN, 0, 200, 200, 100, 0)
 # Two ranks a line: cells as wide as the wide drawing's, each step on two lines.
 NARROW = Layout(NARROW_IN, 2, 40, 56, 46, 2)
 
@@ -238,21 +237,18 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
 def describe(trace, name):
     p, b_rs = trace["ranks"], trace["reduceScatter"]["bytesSent"][0]
     b_ag, whole = trace["allGather"]["bytesSent"][0], trace["vectorBytes"]
-    if name == "reduce_scatter":
-        return (f"A grid with one row per step and, for each of {p} ranks, one cell per "
-                f"chunk. At the start every rank holds only its own contribution. In each "
-                f"of the {p - 1} steps every rank sends one chunk to the next rank, which "
-                f"adds it to its own copy; under each rank, the chunk it sent and the chunk "
-                f"it got. After the last step rank r holds chunk r fully reduced and its "
-                f"other chunks only as partial sums. Each rank sends {b_rs} bytes for a "
-                f"{whole}-byte vector. A simulation of the idealized ring schedule, not a "
-                f"measurement.")
+    steps = (f"every rank holds only its own contribution. In each of the {p - 1} steps "
+             f"every rank sends one chunk to the next rank, which adds it to its own copy; "
+             f"under each rank, the chunk it sent and the chunk it got. After the last step "
+             f"rank r holds chunk r fully reduced and its other chunks only as partial sums. "
+             f"Each rank sends {b_rs} bytes" if name == "reduce_scatter" else
+             f"rank r holds only chunk r, fully reduced. In each of the {p - 1} steps every "
+             f"rank forwards a finished chunk to the next rank, which stores a copy, until "
+             f"every rank holds all {p} fully reduced chunks. Each rank sends {b_ag} bytes, "
+             f"{b_rs + b_ag} with the reduce-scatter,")
     return (f"A grid with one row per step and, for each of {p} ranks, one cell per chunk. "
-            f"At the start rank r holds only chunk r, fully reduced. In each of the {p - 1} "
-            f"steps every rank forwards a finished chunk to the next rank, which stores a "
-            f"copy, until every rank holds all {p} fully reduced chunks. Each rank sends "
-            f"{b_ag} bytes, {b_rs + b_ag} with the reduce-scatter, for a {whole}-byte "
-            f"vector. A simulation of the idealized ring schedule, not a measurement.")
+            f"At the start {steps} for a {whole}-byte vector. A simulation of the idealized "
+            f"ring schedule, not a measurement.")
 
 
 def render(recording, variant=STATIC, *, part):

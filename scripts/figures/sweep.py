@@ -1,7 +1,6 @@
-"""What the two sweep figures share: one panel per device count p, side by side in the
-wide drawing and stacked in the narrow one, every panel on the same axes, under a legend
-of the figure's own series. sweep_times.py draws every program's time per call,
-sweep_ratios.py the time ratios the ring model predicts.
+"""What the two sweep figures (sweep_times.py, sweep_ratios.py) share: one panel per device
+count p, side by side in the wide drawing and stacked in the narrow one, every panel on the
+same axes, under a legend of the figure's own series.
 
 Both read the sweep's analysis alone (recordings/analysis/<id>.sweep.json), so neither
 knows a lesson's collectives by name: `collectives`, `ringCollectives`, `labels`, `rows`
@@ -16,15 +15,10 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
-from scripts.figures.variants import NARROW_IN
+from scripts.figures.variants import NARROW_IN, NARROW_SMALL, WIDE_IN, WIDE_SMALL
 from scripts.units import format_bytes
 
-# The wide SVG is 7.2 in (518 pt) wide and shown about 660-700 px wide, so 1 pt draws as
-# ~1.3 px: 7.5 pt, the smallest text here, is ~9.5 px on the page. The narrow one is shown
-# at its own 326 px: 7 points is 9.3 px there.
-SMALL, TEXT = 7.5, 8.5
-NARROW_SMALL, NARROW_TEXT = 7, 8
-WIDE_IN = 7.2
+TEXT, NARROW_TEXT = 8.5, 8  # above the smallest (variants.py): titles
 # The wide legend: rows of 0.17 in, under 0.27 in of margin.
 LEGEND_ROW_IN, LEGEND_MARGIN_IN = 0.17, 0.27
 NARROW_ENTRY_IN = 0.16  # the narrow legend is one column, one entry a row
@@ -49,13 +43,6 @@ def log2_size_axis(ax, sizes, limits, look):
     ax.tick_params(labelsize=look.small)
     ax.grid(True, which="major", color=look.palette.grid, lw=0.6)
     ax.spines[["top", "right"]].set_visible(False)
-
-
-def mark_fault_onset(analysis, ax, look):
-    """A line at the size from which calls fault in fresh pages for their outputs."""
-    onset = analysis["faults"]["onsetBytes"]
-    if onset:
-        ax.axvline(onset / 1.4, color=look.palette.ink, lw=0.9, ls=ONSET_STYLE)
 
 
 ONSET_STYLE = (0, (4, 2))
@@ -96,16 +83,20 @@ def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
 
 def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
     """The figure as SVG text with its `alt` (title, description): panel_grid(legend(analysis,
-    look), *grid), plot(analysis, ax, p, look, x limits of `sizes`) in each p's panel, titled;
-    the size label under the middle (wide) or last (narrow) panel; y ticks and label on the
-    left panel only, where the panels sit side by side on one y range."""
+    look), *grid); in each p's panel, titled, a line where calls start to fault in fresh
+    pages for their outputs, then plot(analysis, ax, p, look, x limits of `sizes`); the size
+    label under the middle (wide) or last (narrow) panel; y ticks and label on the left panel
+    only, where the panels sit side by side on one y range."""
     look = Look(variant.palette, variant.narrow,
-                *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (SMALL, TEXT)))
+                *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (WIDE_SMALL, TEXT)))
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.
     with figure_style(DETERMINISTIC, variant.palette):
         fig, axes = panel_grid(analysis, look, legend(analysis, look), *grid)
         x_limits = min(sizes) / 1.5, max(sizes) * 1.5  # of every p: one x range for all
+        onset = analysis["faults"]["onsetBytes"]
         for ax, p in zip(axes, ranks_of(analysis)):
+            if onset:
+                ax.axvline(onset / 1.4, color=look.palette.ink, lw=0.9, ls=ONSET_STYLE)
             plot(analysis, ax, p, look, x_limits)
             ax.set_title(f"p = {p}", fontsize=look.text, loc="left")
         (axes[-1] if look.narrow else axes[len(axes) // 2]).set_xlabel(

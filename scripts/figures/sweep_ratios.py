@@ -1,15 +1,12 @@
 """The sweep's time ratios in sweep.py's panels: each ratio of two programs' median times
 against the size S, the ring model's values (2 and 1) dotted, the fault onset marked.
-
-Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), ratio (`series`,
-`label` its legend) and size S (`bytes`): its `ratio` and the ring `model`'s value (the
-dotted line).
+Data rows: one per p, ratio and size, with the ring model's value (the dotted line).
 """
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
-                                   ranks_of, render_panels)
+from scripts.figures.sweep import (legend_line, log2_size_axis, onset_entries, ranks_of,
+                                   render_panels)
 from scripts.figures.variants import STATIC
 
 RATIO_SERIES = (0, 2, 4)  # the palette's blue, green, vermillion
@@ -18,13 +15,10 @@ RING_MODEL_STYLE = (0, (1, 2))
 
 def ratio_styles(analysis, palette=LIGHT):
     """ratio name -> (label, colour, line style), from the analysis's own ratio names."""
-    found = {}
-    for i, name in enumerate(analysis["ratios"]["model"]):
-        entry = next(iter(analysis["ratios"]["warm"].values())).get(name)
-        label = name if entry is None else entry.get("label", name)
-        colour = palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]]
-        found[name] = (label, colour, "--" if i >= 2 else "-")
-    return found
+    labelled = next(iter(analysis["ratios"]["warm"].values()))  # the first p's ratios
+    return {name: (labelled.get(name, {}).get("label", name),
+                   palette.series[RATIO_SERIES[i % len(RATIO_SERIES)]], "--" if i >= 2 else "-")
+            for i, name in enumerate(analysis["ratios"]["model"])}
 
 
 def rows(analysis):
@@ -38,25 +32,19 @@ def rows(analysis):
     return found
 
 
-def ratio_limits(analysis):
-    """One y range for every p, so the panels compare at a glance."""
-    values = [v for entry in analysis["ratios"]["byRanks"].values()
-              for name in analysis["ratios"]["model"] for v in entry.get(name, [])]
-    values += list(analysis["ratios"]["model"].values())
-    return min(values) / 1.3, max(values) * 1.3
-
-
 def plot_ratios(analysis, ax, ranks, look, x_limits):
-    ratios = analysis["ratios"]["byRanks"][str(ranks)]
-    mark_fault_onset(analysis, ax, look)
-    for value in sorted(set(analysis["ratios"]["model"].values())):
+    ratios, model = analysis["ratios"]["byRanks"][str(ranks)], analysis["ratios"]["model"]
+    for value in sorted(set(model.values())):
         ax.axhline(value, color=look.palette.ink, lw=0.9, ls=RING_MODEL_STYLE)
     for name, (_, colour, style) in ratio_styles(analysis, look.palette).items():
         if name in ratios:
             ax.plot(ratios["bytes"], ratios[name], color=colour, lw=1.2, ls=style)
     log2_size_axis(ax, ratios["bytes"], x_limits, look)
     ax.set_yscale("log", base=2)
-    ax.set_ylim(*ratio_limits(analysis))
+    # One y range for every p, so the panels compare at a glance.
+    values = [*model.values(), *(value for entry in analysis["ratios"]["byRanks"].values()
+                                 for name in model for value in entry.get(name, []))]
+    ax.set_ylim(min(values) / 1.3, max(values) * 1.3)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
 
 

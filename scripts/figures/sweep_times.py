@@ -1,18 +1,15 @@
 """The sweep's time per call in sweep.py's panels: every program's median against the size
 S, its interval as a band, log-log, a single-thread memcpy of S for scale, the onset marked.
-
-Data rows (rows(), the figure's CSV and JSON): one per p (`ranks`), program (`series`,
-`label` its legend) and size S (`bytes`): its `medianUs` and interval `lowUs`-`highUs`
-(the line and its band).
+Data rows: one per p, program and size, the line and its band.
 """
 import numpy as np
 from matplotlib.ticker import FuncFormatter
 
 from scripts.figures.palette import LIGHT
-from scripts.figures.sweep import (legend_line, log2_size_axis, mark_fault_onset, onset_entries,
-                                   ranks_of, render_panels)
+from scripts.figures.sweep import (legend_line, log2_size_axis, onset_entries, ranks_of,
+                                   render_panels)
 from scripts.figures.variants import STATIC
-from scripts.units import format_bytes
+from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito colours (the palette's series) stay distinct for colour-blind readers, given to
 # the programs in the order the analysis lists them; each ring series is dashed.
@@ -21,10 +18,8 @@ MARKER_CYCLE = "osD^vP*"
 
 def styles(analysis, palette=LIGHT):
     """program -> (colour, marker, dashed) in the analysis's order."""
-    ring = set(analysis["ringCollectives"])
-    colours = palette.series
-    return {c: (colours[i % len(colours)], MARKER_CYCLE[i % len(MARKER_CYCLE)], c in ring)
-            for i, c in enumerate(analysis["collectives"])}
+    return {c: (palette.series[i % len(palette.series)], MARKER_CYCLE[i % len(MARKER_CYCLE)],
+                c in analysis["ringCollectives"]) for i, c in enumerate(analysis["collectives"])}
 
 
 def series(analysis, ranks):
@@ -46,19 +41,10 @@ def rows(analysis):
             for nbytes, low, median, high in zip(*columns)]
 
 
-def format_microseconds(value, _tick_position=None):
-    """100 µs, 1 ms, 10 s: unit labels keep the log axis short."""
-    for unit, scale in (("s", 1e6), ("ms", 1e3)):
-        if value >= scale:
-            return f"{value / scale:g} {unit}"
-    return f"{value:g} µs"
-
-
 def plot_times(analysis, ax, ranks, look, x_limits):
     measured = series(analysis, ranks)
     drawn = styles(analysis, look.palette)
     sizes = sorted({b for nbytes, *_ in measured.values() for b in nbytes})
-    mark_fault_onset(analysis, ax, look)
     for program, (nbytes, low, median, high) in measured.items():
         colour, marker, dashed = drawn[program]
         ax.fill_between(nbytes, low, high, color=colour, alpha=0.18, lw=0)
@@ -69,15 +55,11 @@ def plot_times(analysis, ax, ranks, look, x_limits):
             ls=":")
     log2_size_axis(ax, sizes, x_limits, look)
     ax.set_yscale("log")
-    ax.set_ylim(*time_limits(analysis))
+    # One y range for every p: the measured bands set it; the memcpy line leaves it where
+    # it is faster.
+    ax.set_ylim(min(row["lowUs"] for row in analysis["rows"]) / 2,
+                max(row["highUs"] for row in analysis["rows"]) * 1.5)
     ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
-
-
-def time_limits(analysis):
-    """One y range for every p: the measured bands decide it; the memcpy line leaves it
-    where it is faster."""
-    return (min(row["lowUs"] for row in analysis["rows"]) / 2,
-            max(row["highUs"] for row in analysis["rows"]) * 1.5)
 
 
 def legend(analysis, look):

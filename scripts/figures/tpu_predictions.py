@@ -1,9 +1,7 @@
 """Predicted collective times on a 4-chip TPU VM at p = 2 and 4 (the lesson's predictions
-file), and a TPU size sweep's own costs drawn over them once one exists.
-
-Data rows, each with its `part`, `machine` and `ranks`: `table` (`bytes`, `predictedUs`),
-`curve`, `crossover` (`bytes`) and, over a sweep, `measured` (`collective`, `bytes`,
-`ownCostUs`, `measuredOverPredicted`).
+file), and a TPU size sweep's own costs drawn over them once one exists. Data rows, by
+`part`: the `table`'s cells, the `curve`'s points, each `crossover` and, over a sweep, each
+`measured` own cost.
 """
 import textwrap
 
@@ -13,18 +11,14 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, svg_text
-from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
 from scripts.sweep.analysis import own_costs, predicted_machine
-from scripts.units import format_bytes
+from scripts.units import format_bytes, format_microseconds
 
 # Okabe-Ito blue and vermillion for the two VMs; p = 4 solid, p = 2 dotted.
 VM_SERIES = (0, 4)
-LABELS = {"reduce_scatter": "reduce-scatter", "all_gather": "all-gather",
-          "all_reduce": "all-reduce"}
 MARKERS = {"reduce_scatter": "o", "all_gather": "^", "all_reduce": "s"}
 RANK_STYLES = {4: "-", 2: ":"}
-WIDTH_IN = 7.2
-SMALL = 7.5
 
 
 def table_text(data, narrow=False):
@@ -67,7 +61,7 @@ def rows(data, overlay=None):
 def measured(data, recording):
     """(VM, {(collective, p): [(bytes, own cost us, over predicted)]}) at the predicted p."""
     name = predicted_machine(data, recording["environment"]["deviceKind"])
-    costs, _ = own_costs(recording["rows"])
+    costs, _ = own_costs(recording)
     points = {}
     for ranks in data["ranks"]:
         for collective, curve in data["curve"][name][str(ranks)].items():
@@ -79,7 +73,7 @@ def measured(data, recording):
     return name, points
 
 
-def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
+def draw_prediction(ax, data, palette=LIGHT, small=WIDE_SMALL, narrow=False):
     colours = [palette.series[i] for i in VM_SERIES]
     for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), colours)):
         for ranks in sorted(data["ranks"], reverse=True):
@@ -98,7 +92,7 @@ def draw_prediction(ax, data, palette=LIGHT, small=SMALL, narrow=False):
         ax.axvline(size, color=palette.grid, linewidth=0.8, zorder=0)
 
 
-def size_axis(ax, label=True, small=SMALL):
+def size_axis(ax, label=True, small=WIDE_SMALL):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=32))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -114,7 +108,7 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
     table = ax.table(cellText=table_text(data, narrow), loc="top", cellLoc="right",
                      bbox=bbox, edges="horizontal", colWidths=widths)
     table.auto_set_font_size(False)
-    table.set_fontsize(7 if narrow else SMALL)
+    table.set_fontsize(NARROW_SMALL if narrow else WIDE_SMALL)
     for (row, column), cell in table.get_celld().items():
         cell.set_edgecolor(palette.grid)
         cell.set_facecolor(palette.paper)
@@ -127,7 +121,7 @@ def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=Fals
 
 def wide_canvas(overlay):
     """(figure, chart axes, ratio axes or None, where the table goes in chart axes units)."""
-    fig = Figure(figsize=(WIDTH_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
+    fig = Figure(figsize=(WIDE_IN, 4.4 if overlay is None else 5.8))  # outside pyplot
     if overlay is None:
         ax, ratio_ax = fig.subplots(), None
         fig.subplots_adjust(left=0.12, right=0.98, top=0.64, bottom=0.17)
@@ -177,24 +171,20 @@ def render(data, overlay=None, variant=STATIC):
                          "(lesson_code/tpu_predictions.py writes it)")
     chips, hop = data["chips"], data["hopLatencyS"]
     palette, narrow = variant.palette, variant.narrow
-    small, label = (7, 8) if narrow else (SMALL, 9)
+    small, label = (NARROW_SMALL, 8) if narrow else (WIDE_SMALL, 9)
     with figure_style(palette=palette):
         fig, ax, ratio_ax, table_box = (narrow_canvas if narrow else wide_canvas)(overlay)
-        if overlay is None:
-            title = data["title"]
-        else:
-            name, points = measured(data, overlay)
-            kind = overlay["environment"]["deviceKind"]
-            title = f"Measured on {chips} × {kind} ({name}) against the prediction"
+        title = data["title"]
         draw_prediction(ax, data, palette, small, narrow)
         size_axis(ax, label=overlay is None, small=small)
         ax.set_yscale("log")
-        if overlay is not None:  # room above the markers for the legend's seven entries
-            ax.set_ylim(0.5, 1e5)
-        ax.yaxis.set_major_formatter(FuncFormatter(
-            lambda value, _: f"{value / 1e3:g} ms" if value >= 1e3 else f"{value:g} µs"))
+        ax.yaxis.set_major_formatter(FuncFormatter(format_microseconds))
         ax.set_ylabel("time of one call", fontsize=label)
         if overlay is not None:
+            name, points = measured(data, overlay)
+            kind = overlay["environment"]["deviceKind"]
+            title = f"Measured on {chips} × {kind} ({name}) against the prediction"
+            ax.set_ylim(0.5, 1e5)  # room above the markers for the legend's seven entries
             colour = palette.series[VM_SERIES[list(data["machines"]).index(name)]]
             every_ratio = [1.0]
             for (collective, ranks), rows in points.items():
@@ -205,7 +195,7 @@ def render(data, overlay=None, variant=STATIC):
                     face = colour if filled else palette.paper
                     ax.plot(sizes, medians, MARKERS[collective], color=colour, markersize=4.5,
                             markerfacecolor=face,
-                            label=f"own cost: {LABELS[collective]}" if filled else None)
+                            label=f"own cost: {collective.replace('_', '-')}" if filled else None)
                     ratio_ax.plot(sizes, ratios, MARKERS[collective] + RANK_STYLES.get(ranks, "--"),
                                   color=colour, markerfacecolor=face, markersize=4, linewidth=0.8)
             ratio_ax.axhline(1, color=palette.muted, linewidth=0.8)

@@ -1,7 +1,6 @@
 """Bytes each process sent, beside the ring model, from the multi-process recording's
 `data.traffic` and `data.ringTraffic`: a panel per gradient size, in each a pair of groups
-per collective (gloo's, then the ring from ppermute). Data rows: one per dot,
-`gradientBytes`, `collective`, `algorithm`, `rank`, `observedBytes`, `modelBytes`, `calls`.
+per collective (gloo's, then the ring from ppermute). Data rows: one per dot.
 """
 import textwrap
 
@@ -11,19 +10,14 @@ from matplotlib.ticker import FuncFormatter, LogLocator, MultipleLocator, NullLo
 
 from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, new_figure, svg_text
-from scripts.figures.variants import NARROW_IN, STATIC
+from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
 from scripts.units import format_bytes
 
 COLLECTIVES = ("all_reduce", "reduce_scatter", "all_gather")
-LABELS = {"all_reduce": "all-reduce", "reduce_scatter": "reduce-scatter",
-          "all_gather": "all-gather"}
 # Okabe-Ito blue and vermillion (the palette's first and fifth colours) tell the two
 # algorithms apart; they differ in marker shape too, so the figure reads in greyscale.
 ALGORITHMS = (("gloo", "XLA's collective (gloo)", 0, "o"),
               ("ring", "ring from ppermute", 4, "s"))
-# About the page's content width (690 px), so 7.5-point text lands at 10 px.
-WIDTH_IN = 7.2
-SMALL = 7.5
 RANK_SPREAD = 0.5  # the ranks' dots fill this much of a group's width, 0 on the left
 
 
@@ -61,7 +55,7 @@ def rows(recording):
 
 
 def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
-    small, label = (7, 8) if narrow else (SMALL, 9)
+    small, label = (NARROW_SMALL, 8) if narrow else (WIDE_SMALL, 9)
     ink = palette.ink
     style = {key: (palette.series[colour], marker) for key, _, colour, marker in ALGORITHMS}
     ranks = len(groups[0][2]["observedBytesPerRank"])
@@ -80,8 +74,8 @@ def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
     ax.set_xticks(range(len(groups)), [key for _, key, _ in groups], fontsize=small)
     for pair, collective in enumerate(COLLECTIVES):
         # Under each pair of groups, the collective they both perform.
-        ax.text(2 * pair + 0.5, -0.16, LABELS[collective], transform=ax.get_xaxis_transform(),
-                ha="center", va="top", fontsize=label, color=ink)
+        ax.text(2 * pair + 0.5, -0.16, collective.replace("_", "-"), ha="center", va="top",
+                transform=ax.get_xaxis_transform(), fontsize=label, color=ink)
         if pair:
             ax.axvline(2 * pair - 0.5, color=palette.grid, linewidth=0.8)
     ax.set_xlim(-0.6, len(groups) - 0.4)
@@ -112,7 +106,7 @@ def describe(data, sizes, ranks, calls):
     for size in sizes:
         for collective, key, row in groups_of(data, size):
             observed = ", ".join(f"{b:,.0f}" for b in row["observedBytesPerRank"])
-            parts.append(f"{LABELS[collective]} of {format_bytes(size)} by "
+            parts.append(f"{collective.replace('_', '-')} of {format_bytes(size)} by "
                          f"{dict((k, name) for k, name, *_ in ALGORITHMS)[key]}: model "
                          f"{row['modelBytesPerRank']:,.0f} B, observed by rank {observed} B")
     return (f"Two panels, one per gradient size. For each collective, two groups: XLA's "
@@ -127,8 +121,8 @@ def render(recording, variant=STATIC):
     sizes = sizes_of(data)
     first = data["traffic"][0]
     ranks, calls = len(first["observedBytesPerRank"]), first["calls"]
-    ink, small = palette.ink, 7 if narrow else SMALL
-    width, panel_in, extra_in = (NARROW_IN, 3.2, 2.1) if narrow else (WIDTH_IN, 3.0, 1.1)
+    ink, small = palette.ink, NARROW_SMALL if narrow else WIDE_SMALL
+    width, panel_in, extra_in = (NARROW_IN, 3.2, 2.1) if narrow else (WIDE_IN, 3.0, 1.1)
     height = panel_in * len(sizes) + extra_in
     with figure_style(palette=palette):
         fig, axes = new_figure(nrows=len(sizes), figsize=(width, height))

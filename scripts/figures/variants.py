@@ -6,9 +6,12 @@ from dataclasses import dataclass
 
 from scripts.figures.palette import DARK, LIGHT
 
-# A 360 px phone's content column: 3.4 in = 326 CSS px, where 7-point text is 9.3 px.
-NARROW_IN = 3.4
-# Below about 620 px of column the wide drawings' 7.5-point text would fall under 9 px.
+# The wide drawing is 7.2 in (518 pt), shown about 660-700 px wide: 1 pt draws as ~1.3 px,
+# so its smallest text, 7.5 pt, is ~10 px. Below about 620 px of column it would fall under
+# 9 px: there the narrow one is shown, 3.4 in = 326 CSS px (a 360 px phone's content
+# column), where 7-point text is 9.3 px.
+WIDE_IN, WIDE_SMALL = 7.2, 7.5
+NARROW_IN, NARROW_SMALL = 3.4, 7
 NARROW_MEDIA = "(max-width: 45em)"
 
 

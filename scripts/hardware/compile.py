@@ -1,12 +1,8 @@
-"""What each program of a lesson compiles to, before any TPU VM exists.
-
-libtpu compiles for a slice named as get_topology_desc knows it, on a host without a chip;
-XLA:CPU for the logical devices the lesson and its sweep are recorded on. Per program of the
-lesson and of its going-further module, at the lesson's gradient and at 1 MiB, and of its
-TPU sweep at each size, one collective per call and the loop the sweep times (each module's
-`programs_to_compile`): the collectives of the compiled HLO, read by the lesson's
-`compiled_collectives`. libtpu is a TPU VM's runtime, not a pin: without it `tpu_job.py
---dry-run` says in one line how to install it.
+"""What each program of a lesson compiles to, before any TPU VM exists: libtpu compiles for
+a slice as get_topology_desc describes it, on a host without a chip; XLA:CPU for the logical
+devices the lesson and its sweep are recorded on. The programs are each module's
+`programs_to_compile`, read by the lesson's `compiled_collectives`. libtpu is a TPU VM's
+runtime, not a pin: without it `tpu_job.py --dry-run` says in one line how to install it.
 """
 import importlib
 import importlib.metadata
@@ -23,6 +19,7 @@ from scripts.hardware.tpu import choose_accelerator, tpu_lesson
 from scripts.store.outputs import HARDWARE_FIXES, for_lesson, recording_output
 from scripts.store.recordings import dumps, header, validate
 from scripts.store.staging import refuse_unsafe_target, write_atomically
+from scripts.sweep.measure import FULL, tpu_ranks
 from scripts.units import format_bytes
 
 VARIANT = "tpu-compiled"
@@ -36,9 +33,11 @@ def topology(accelerator):
     return f"{'v6e' if accelerator.startswith('v6e') else 'v5e'}:{x}x{y}"
 
 
-def libtpu_pin():
-    return next((need.split(";")[0].strip() for need in importlib.metadata.requires("jax")
-                 if need.startswith("libtpu") and 'extra == "tpu"' in need), "libtpu")
+def install_libtpu(reinstall=""):
+    """The command that installs the libtpu the pinned jax[tpu] asks for."""
+    pin = next((need.split(";")[0].strip() for need in importlib.metadata.requires("jax")
+                if need.startswith("libtpu") and 'extra == "tpu"' in need), "libtpu")
+    return f"`.venv/bin/uv pip install --python .venv/bin/python {reinstall}'{pin}'`"
 
 
 def missing_libtpu():
@@ -47,17 +46,14 @@ def missing_libtpu():
         return importlib.metadata.version("libtpu") and None
     except importlib.metadata.PackageNotFoundError:
         return (f"libtpu is not installed, so nothing was compiled for the TPU: "
-                f"`.venv/bin/uv pip install --python .venv/bin/python '{libtpu_pin()}'` (the "
-                f"TPU runtime the pinned jax[tpu] asks for) lets this dry-run say what XLA:TPU "
-                f"makes of each program")
+                f"{install_libtpu()} (the TPU runtime the pinned jax[tpu] asks for) lets this "
+                f"dry-run say what XLA:TPU makes of each program")
 
 
 def targets(lesson, sweep):
     """(accelerator, the lesson's p, the sweep's p) of each target: the CPU as the lesson and
     its sweep are recorded, each VM with the lesson's chips, and one slice up, where p
     doubles (the v5e: the cheaper chip), at the p only it holds."""
-    from scripts.bench import FULL, tpu_ranks
-
     every = FULL["ranks"] if sweep else []
     wider = [name for name in accelerators_for(2 * lesson.devices) if name.startswith("v5")]
     return [("cpu", lesson.devices, every),
@@ -140,8 +136,8 @@ def broken_libtpu(accelerator):
         said = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise CommandError(
             f"libtpu {importlib.metadata.version('libtpu')} could not compile for a "
-            f"{accelerator} ({said}); reinstall the version jax[tpu] pins: `.venv/bin/uv pip "
-            f"install --python .venv/bin/python --reinstall '{libtpu_pin()}'`") from None
+            f"{accelerator} ({said}); reinstall the version jax[tpu] pins: "
+            f"{install_libtpu('--reinstall ')}") from None
 
 
 def compile_target(lesson, accelerator, ranks, sweep_ranks, devices):
@@ -163,8 +159,8 @@ def compile_target(lesson, accelerator, ranks, sweep_ranks, devices):
 
 def dry_run_compile(lesson_id, accelerator, root=ROOT):
     """The dry-run's last lines: per program, what XLA:TPU compiles it to; or how to know."""
-    if missing_libtpu():
-        return f"# {missing_libtpu()}\n"
+    if missing := missing_libtpu():
+        return f"# {missing}\n"
     lesson = tpu_lesson(root, lesson_id)
     accelerator = choose_accelerator(lesson, accelerator)
     target = next(target for target in targets(lesson, lesson.sweep) if target[0] == accelerator)
@@ -187,8 +183,8 @@ def write_compiled(lesson_id, root=ROOT):
     import jax
     import numpy
 
-    if missing_libtpu():
-        raise UsageError(missing_libtpu().replace("this dry-run", "--write-compiled"))
+    if missing := missing_libtpu():
+        raise UsageError(missing.replace("this dry-run", "--write-compiled"))
     lesson = tpu_lesson(root, lesson_id)
     name, fix = for_lesson(lesson).recording(VARIANT), HARDWARE_FIXES[VARIANT]
     refuse_unsafe_target(root / name, root)  # before minutes of compiling

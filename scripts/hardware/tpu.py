@@ -35,8 +35,7 @@ class Step:
 
     @property
     def gcloud_verb(self):
-        is_gcloud = self.command is not None and self.command[0] == "gcloud"
-        return self.command[4] if is_gcloud else None
+        return self.command[4] if self.command and self.command[0] == "gcloud" else None
 
 
 def choose_accelerator(lesson, accelerator=None):
@@ -74,8 +73,7 @@ def check_names(name, zone, project=None):
 
 def jax_pin(root=ROOT):
     text = (root / "requirements.txt").read_text(encoding="utf-8")
-    match = re.search(r"^jax==([\w.]+)", text, re.MULTILINE)
-    if not match:
+    if not (match := re.search(r"^jax==([\w.]+)", text, re.MULTILINE)):
         raise UsageError("requirements.txt pins no `jax==` version; the TPU job installs "
                          "jax[tpu] at that pin")
     return match.group(1)
@@ -107,36 +105,34 @@ class Vm:
 
     tpu_vm = ("gcloud", "compute", "tpus", "tpu-vm")
 
-    @property
-    def hint(self):
-        return f"{self.name} {shlex.join(self.where)}"
+    def gcloud(self, verb, *more):
+        return [*self.tpu_vm, verb, self.name, *self.where, *more]
+
+    def said(self, verb, *more):
+        """The gcloud command, as one line to paste."""
+        return shlex.join(self.gcloud(verb, *more))
 
     @property
     def is_up(self):
-        return f"is the VM up? `gcloud compute tpus tpu-vm describe {self.hint}`"
+        return f"is the VM up? `{self.said('describe')}`"
 
-    @property
-    def delete(self):
-        return f"gcloud compute tpus tpu-vm delete {self.hint} --quiet"
-
-    def ssh(self, command):
-        return [*self.tpu_vm, "ssh", self.name, *self.where, "--command", command]
-
-    def fetch(self, remote_file, local_name):
-        return [*self.tpu_vm, "scp", f"{self.name}:{self.remote_dir}/{remote_file}",
-                self.local(local_name), *self.where]
+    def scp(self, source, destination):
+        return [*self.tpu_vm, "scp", source, destination, *self.where]
 
 
-def recorded_on_the_vm(vm, run_title, command, fetch_title, remote_file, local_name,
-                       check_title, installs, already=""):
-    """Run `command` on the VM, copy `remote_file` back, check it here and move it in."""
+def recorded_on_the_vm(vm, files, variant, run_title, command, fetch_title, check_title,
+                       already=""):
+    """Run `command` on the VM, copy the recording of `variant` it made back, check it here
+    and move it in."""
     retry = "to retry by hand" if not already else f"{already}; to retry the sweep by hand"
     return [
-        Step(run_title, vm.ssh(f"cd {shlex.quote(vm.remote_dir)} && {command}"),
-             f"its output is above; {retry}: `gcloud compute tpus tpu-vm ssh {vm.hint}`, "
+        Step(run_title, vm.gcloud("ssh", "--command", f"cd {shlex.quote(vm.remote_dir)} && "
+                                                      f"{command}"),
+             f"its output is above; {retry}: `{vm.said('ssh')}`, "
              f"then `cd {vm.remote_dir} && {command}`"),
-        Step(fetch_title, vm.fetch(remote_file, local_name), vm.is_up),
-        Step(check_title, None, installs=installs),
+        Step(fetch_title, vm.scp(f"{vm.name}:{vm.remote_dir}/{files.recording(variant)}",
+                                 vm.local(files.recording_name(variant))), vm.is_up),
+        Step(check_title, None, installs=variant),
     ]
 
 
@@ -162,58 +158,44 @@ def job_steps(name, zone, accelerator=None, project=None, create=True, delete=Tr
     if create:
         steps.append(Step(
             f"create the {accelerator} VM {name} in {zone}",
-            [*Vm.tpu_vm, "create", name, *vm.where, "--accelerator-type", accelerator,
-             "--version", RUNTIMES[accelerator]],
+            vm.gcloud("create", "--accelerator-type", accelerator, "--version",
+                      RUNTIMES[accelerator]),
             f"if `gcloud compute tpus tpu-vm list {shlex.join(vm.where)}` shows {name}, "
             f"rerun without --create or pick another --name"))
-    record = f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson.id}"
     steps += [
-        Step("copy the archive to the VM",
-             [*Vm.tpu_vm, "scp", vm.local(bundle), f"{name}:{bundle}", *vm.where], vm.is_up),
-        Step(f"unpack it into ~/{vm.remote_dir} on the VM", vm.ssh(
-            f"rm -rf {quoted} && mkdir {quoted} && "
-            f"tar -xzf {shlex.quote(bundle)} -C {quoted} && rm {shlex.quote(bundle)}"),
-            vm.is_up),
+        Step("copy the archive to the VM", vm.scp(vm.local(bundle), f"{name}:{bundle}"), vm.is_up),
+        Step(f"unpack it into ~/{vm.remote_dir} on the VM", vm.gcloud("ssh", "--command",
+             f"rm -rf {quoted} && mkdir {quoted} && "
+             f"tar -xzf {shlex.quote(bundle)} -C {quoted} && rm {shlex.quote(bundle)}"), vm.is_up),
         Step(f"install uv, Python {PYTHON_VERSION} and the pins with jax[tpu] (a few "
-             f"minutes)", vm.ssh(remote_setup(jax_pin(root), vm.remote_dir)),
+             f"minutes)", vm.gcloud("ssh", "--command", remote_setup(jax_pin(root), vm.remote_dir)),
              f"uv is installed with the image's `python3 -m pip`; if the VM has no pip, "
-             f"run `sudo apt-get install -y python3-pip` there "
-             f"(`gcloud compute tpus tpu-vm ssh {vm.hint}`), then rerun"),
+             f"run `sudo apt-get install -y python3-pip` there (`{vm.said('ssh')}`), then "
+             f"rerun"),
         # One lesson per run: another lesson's failure cannot discard this one's recording.
         *recorded_on_the_vm(
-            vm, f"record the lesson on the chips (scripts/record.py --platform tpu "
-                f"--lesson {lesson.id})", record,
-            "copy the recording back", files.recording("tpu"), recording,
-            f"validate {recording} (schema, backend tpu, {lesson.devices} TPU devices, "
-            f"PASS, current contentFiles), then move it into recordings/{recording}", "tpu"),
+            vm, files, "tpu", f"record the lesson on the chips (scripts/record.py --platform "
+                              f"tpu --lesson {lesson.id})",
+            f".venv/bin/python scripts/record.py --platform tpu --lesson {lesson.id}",
+            "copy the recording back", f"validate {recording} (schema, backend tpu, "
+            f"{lesson.devices} TPU devices, PASS, current contentFiles), then move it into "
+            f"recordings/{recording}"),
     ]
     if lesson.sweep:  # after the lesson's recording is in place: a failed sweep keeps it
-        steps += sweep_steps(lesson, vm)
+        sweep = files.recording_name("tpu-sweep")
+        steps += recorded_on_the_vm(
+            vm, files, "tpu-sweep", f"run the size sweep on the chips (scripts/bench.py "
+                                    f"--platform tpu --lesson {lesson.id}; several minutes)",
+            f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}",
+            "copy the sweep back", f"validate {sweep} (schema, backend tpu, at most "
+            f"{lesson.devices} TPU chips, current contentFiles), then move it into "
+            f"recordings/{sweep}", already=f"recordings/{recording} is already in place")
     if delete:
-        steps.append(Step(f"delete the VM {name}", [*Vm.tpu_vm, "delete", name, *vm.where,
-                                                    "--quiet"]))
+        steps.append(Step(f"delete the VM {name}", vm.gcloud("delete", "--quiet")))
     return steps
-
-
-def sweep_steps(lesson, vm):
-    """The lesson's size sweep on the same VM, fetched and checked like the recording."""
-    files = for_lesson(lesson)
-    sweep = files.recording_name("tpu-sweep")
-    bench = f".venv/bin/python scripts/bench.py --platform tpu --lesson {lesson.id}"
-    return recorded_on_the_vm(
-        vm, f"run the size sweep on the chips (scripts/bench.py --platform tpu --lesson "
-            f"{lesson.id}; several minutes)", bench,
-        "copy the sweep back", files.recording("tpu-sweep"), sweep,
-        f"validate {sweep} (schema, backend tpu, at most {lesson.devices} TPU chips, "
-        f"current contentFiles), then move it into recordings/{sweep}", "tpu-sweep",
-        already=f"recordings/{files.recording_name('tpu')} is already in place")
 
 
 def dry_run_text(steps):
     """Copy-pasteable bash: a `# title` line, then its command, for every step."""
-    lines = []
-    for step in steps:
-        lines.append(f"# {step.title}")
-        if step.command is not None:
-            lines.append(shlex.join(step.command))
-    return "\n".join(lines) + "\n"
+    return "".join(f"# {step.title}\n" + (f"{shlex.join(step.command)}\n" if step.command
+                                           else "") for step in steps)

@@ -38,10 +38,6 @@ def css_urls(text):
             for match in CSS_URL.finditer(text)]
 
 
-def srcset_urls(value):
-    return [candidate.split()[0] for candidate in value.split(",") if candidate.split()]
-
-
 class PageLinks(HTMLParser):
     """The ids of a page and every (tag, attribute, address, rel) it links or loads."""
 
@@ -55,7 +51,8 @@ class PageLinks(HTMLParser):
         rel = attrs.get("rel", "")
         for attr, value in attrs.items():
             if (tag, attr) in LOADED or (tag, attr) in FOLLOWED:
-                urls = srcset_urls(value) if attr == "srcset" else [value]
+                urls = [candidate.split()[0] for candidate in value.split(",")
+                        if candidate.split()] if attr == "srcset" else [value]
                 self.links += [(tag, attr, url, rel) for url in urls if url]
         if attrs.get("style"):
             self.links += [(tag, "style", url, "") for url in css_urls(attrs["style"])]

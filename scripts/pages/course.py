@@ -81,8 +81,7 @@ def downloads(lesson, page_uri, docs):
         lines.append(item(scaffold[0], "the exercise scaffold you fill in")
                      + f"; `python scripts/exercises.py --lesson {lesson.id}` checks it")
     if (docs / for_lesson(lesson).notebook_page).is_file():  # beside its page (site_files.py)
-        notebook = posixpath.relpath(f"notebooks/{lesson.id}/{lesson.id}.ipynb", here)
-        lines.append(f"- [`{lesson.id}.ipynb`]({notebook}){{ download }}: the notebook "
+        lines.append(f"- {link(f'notebooks/{lesson.id}/{lesson.id}.ipynb')}: the notebook "
                      f"companion, executed by `scripts/record.py`")
     if recordings := [path for path in files if path.endswith(".json")]:
         lines.append(f"- {', '.join(map(link, recordings))}: the recordings, what each run "

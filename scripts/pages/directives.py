@@ -46,7 +46,14 @@ def expand_page(markdown, sources, values, folder=""):
     `values` (a recorded_text.PageValues); `folder`, the page's below docs/, for links."""
     markdown = choose_recorded_branches(markdown, sources)
     markdown = DIRECTIVE.sub(lambda match: expand(match, sources, values, folder), markdown)
-    reject_leftover_directives(NOTEBOOK.sub("", markdown))
+    rest = NOTEBOOK.sub("", markdown)  # a notebook's page: page_language.py expands it
+    if leftover := LEFTOVER.search(rest):
+        line = rest.count("\n", 0, leftover.start()) + 1
+        text = leftover.group(0).strip()
+        text = text if len(text) <= 80 else text[:77] + "..."
+        raise PageError(f"line {line}: malformed page directive {text!r}; write "
+                        f"{{{{ rec:<recording>:<dotted.path>|<format> }}}}, or "
+                        f"{{{{ recordings:<lesson> }}}} on a line of its own")
     return markdown
 
 
@@ -74,17 +81,6 @@ def choose_recorded_branches(markdown, sources):
         raise PageError("an {{ if-recorded:... }} without its {{ else }} and {{ end }}; "
                         "add them")
     return markdown
-
-
-def reject_leftover_directives(markdown):
-    leftover = LEFTOVER.search(markdown)
-    if leftover:
-        line = markdown.count("\n", 0, leftover.start()) + 1
-        text = leftover.group(0).strip()
-        text = text if len(text) <= 80 else text[:77] + "..."
-        raise PageError(f"line {line}: malformed page directive {text!r}; write "
-                        f"{{{{ rec:<recording>:<dotted.path>|<format> }}}}, or "
-                        f"{{{{ recordings:<lesson> }}}} on a line of its own")
 
 
 def lookup(recording, dotted):
@@ -155,8 +151,7 @@ def recorded_rows(stem, dotted, order, cells, sources, values):
         keys = list(found) if order is None else recorded(stem, order, sources)
         if not isinstance(keys, list):
             raise PageError(f"{stem}:{order} is not a list of keys; name a list after @")
-        missing = [key for key in keys if str(key) not in found]
-        if missing:
+        if missing := [key for key in keys if str(key) not in found]:
             raise PageError(f"{sources.recordings[stem].path} has no value at "
                             f"{f'{dotted}.{missing[0]}'!r}")
         rows = [(key, found[str(key)]) for key in keys]

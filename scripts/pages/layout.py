@@ -25,8 +25,7 @@ def text_of(markup):
 
 
 def may_overflow_a_phone(code_html):
-    return max((len(line) for line in text_of(code_html).split("\n")), default=0) \
-        > PHONE_CODE_CHARS
+    return max((len(line) for line in text_of(code_html).split("\n")), default=0) > PHONE_CODE_CHARS
 
 
 def table_names(page_html, tables):
@@ -42,8 +41,7 @@ def table_names(page_html, tables):
 
 # One formula and nothing else: the formula may not run past its own </math>, or a header
 # that starts with one ("α (µs)") would take the next cell's formula with it.
-MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b(?:(?!</math>).)*</math>)\s*(</th>)",
-                              re.S)
+MATH_ONLY_HEADER = re.compile(r"(<th\b[^>]*>)\s*(<math\b(?:(?!</math>).)*</math>)\s*(</th>)", re.S)
 TOKEN = re.compile(r"<m[ion]\b[^>]*>([^<]*)</m[ion]>")
 
 

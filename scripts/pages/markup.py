@@ -29,8 +29,7 @@ HIGHLIGHT = re.compile(r'<div class="highlight"')
 HIGHLIGHT_BLOCK = re.compile(r'<div class="highlight">(<pre\b.*?</pre>)</div>', re.S)
 CODE = re.compile(r"(<pre[^>]*>(?:<span></span>)?<code)(?![^>]*\btabindex=)([^>]*>)(.*?</code>)",
                   re.S)
-DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)",
-                        re.MULTILINE)
+DEFINITION = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
 TABLE = re.compile(r"<table\b.*?</table>", re.S)
 LINK_AND_IMAGE = re.compile(r"(<a\b[^>]*>\s*)?(<img\b[^>]*>)(\s*</a>)?")
 HREF = re.compile(r'\bhref="([^"]*)"')
@@ -110,8 +109,7 @@ def figure_in_both_palettes(image, source, page):
     """Two links, light then dark, each a <picture> with the narrow drawing for a phone."""
     links = []
     for palette, wide, narrow in (("light", "", "-narrow"), ("dark", "-dark", "-narrow-dark")):
-        wide_source, narrow_source = (variant_source(source, wide),
-                                      variant_source(source, narrow))
+        wide_source, narrow_source = variant_source(source, wide), variant_source(source, narrow)
         tag = sized_image(image.replace(f'src="{source}"', f'src="{wide_source}"', 1), page)
         size = svg_size(figure_file(narrow_source, page))
         links.append(f'<a class="figure-link figure-link--{palette}" href="{wide_source}">'
@@ -159,8 +157,7 @@ class Markup(Postprocessor):
     def run(self, text):
         if not page_finished(self.md):  # a heading's text, for the toc
             return text
-        return finished(text, Page(page_location(self.md),
-                                   self.md.page_language.loaded_sources()))
+        return finished(text, Page(page_location(self.md), self.md.page_language.loaded_sources()))
 
 
 class PageMarkup(Extension):

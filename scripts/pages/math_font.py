@@ -33,8 +33,7 @@ def math_auto(character):
         return "\u210e"  # Unicode's italic h was there before its alphabet
     name = LETTER.fullmatch(unicodedata.name(character, ""))
     try:
-        return unicodedata.lookup(f"MATHEMATICAL ITALIC {name[1]} {name[2]}") if name \
-            else character
+        return unicodedata.lookup(f"MATHEMATICAL ITALIC {name[1]} {name[2]}") if name else character
     except KeyError:  # a letter with no italic of its own (ß, ÿ...) is drawn as it is
         return character
 

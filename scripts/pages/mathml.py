@@ -199,8 +199,7 @@ def formula(markup, tex):
     try:
         root = inert(ElementTree.fromstring(markup))
     except ElementTree.ParseError as error:
-        raise MathError(f"Temml wrote MathML that does not parse ({error}) for {tex!r}") \
-            from None
+        raise MathError(f"Temml wrote MathML that does not parse ({error}) for {tex!r}") from None
     shown = "block" if root.get("display") == "block" else "inline"
     tight_in_scripts(root, compact=shown == "inline")
     text = readable(root)

@@ -136,11 +136,20 @@ class NotebookCells(Preprocessor):
         return NOTEBOOK.sub(self.notebook, text).split("\n") if "{{" in text else lines
 
     def notebook(self, match):
+        """The download buttons, then the cells, converted with the page's own inert
+        extensions and settings; their headings go to the page's toc."""
         sources = self.md.page_language.loaded_sources()
-        if match[1] not in sources.lessons:
+        if (lesson := sources.lessons.get(match[1])) is None:
             raise PageError(f"{match[0]} names no lesson of lesson_code/lessons.toml")
-        body, self.md.page_language.notebook_toc = notebook_html(
-            sources.lessons[match[1]], sources, self.md, page_location(self.md))
+        if stale := notebook_problems(lesson, lesson.root):  # here: the other pages still build
+            raise PageError(stale[0])
+        converter = markdown.Markdown(extensions=[
+            *[type(ext)(**ext.getConfigs()) for ext in self.md.registeredExtensions
+              if type(ext).__module__ in INERT_EXTENSIONS], TextOnly()])
+        path = sources.docs / "notebooks" / f"{lesson.id}.ipynb"
+        body = download_buttons(lesson, path.name, page_location(self.md).base) + \
+            converter.convert(STASH_CHARACTERS.sub("", notebook_markdown(path)))
+        self.md.page_language.notebook_toc = getattr(converter, "toc_tokens", [])
         return f"\n\n{self.md.htmlStash.store(body)}\n\n"
 
 
@@ -150,20 +159,6 @@ class NotebookHeadings(Treeprocessor):
     def run(self, root):
         self.md.toc_tokens = [*getattr(self.md, "toc_tokens", []),
                               *self.md.page_language.notebook_toc]
-
-
-def notebook_html(lesson, sources, md, location):
-    """The notebook page's body, (HTML, its headings' toc tokens): the download buttons,
-    then the cells, converted with the page's own inert extensions and settings."""
-    converter = markdown.Markdown(extensions=[
-        *[type(ext)(**ext.getConfigs()) for ext in md.registeredExtensions
-          if type(ext).__module__ in INERT_EXTENSIONS], TextOnly()])
-    if stale := notebook_problems(lesson, lesson.root):  # here: the other pages still build
-        raise PageError(stale[0])
-    path = sources.docs / "notebooks" / f"{lesson.id}.ipynb"
-    text = STASH_CHARACTERS.sub("", notebook_markdown(path))
-    return (download_buttons(lesson, path.name, location.base) + converter.convert(text),
-            getattr(converter, "toc_tokens", []))
 
 
 def download_buttons(lesson, notebook, base):

@@ -61,27 +61,28 @@ class Conversion:
     def loaded_sources(self):
         """The sources MkDocs' hook handed over; under Zensical, those of the mkdocs.yml it
         builds, if that is this code's checkout; under Python-Markdown alone, this checkout's."""
-        if self.sources is None:
-            context = self.md.preprocessors["rendering_context"] \
-                if "rendering_context" in self.md.preprocessors else None
-            root = refuse_another_checkout(context.config["root_dir"]) if context else ROOT
-            self.sources = loaded_once(root, Path(root, context.config["docs_dir"]
-                                                  if context else "docs"))
+        if self.sources is None and "rendering_context" in self.md.preprocessors:
+            config = self.md.preprocessors["rendering_context"].config
+            root = refuse_another_checkout(config["root_dir"])
+            self.sources = loaded_once(root, Path(root, config["docs_dir"]))
+        elif self.sources is None:
+            self.sources = loaded_once(ROOT, ROOT / "docs")
         return self.sources
 
 
 class Directives(Preprocessor):
     def run(self, lines):
-        conversion = self.md.page_language
-        # A new page: Markdown.convert may be called again on the same instance.
-        conversion.values, conversion.tree_finished, conversion.notebook_toc = \
-            PageValues(), False, []
+        # A new page's values, the sources kept (Markdown.convert may run again on one md).
+        conversion = self.md.page_language = Conversion(self.md.page_language.sources, self.md)
         text, location = "\n".join(lines), page_location(self.md)
         if found := CONTROL.search(text):
             line = text.count("\n", 0, found.start()) + 1
             raise PageError(f"docs/{location.source}: line {line} holds U+{ord(found[0]):04X}, "
                             f"a control character no page can show; remove it")
-        lesson = lesson_of(location.source, conversion)
+        # A lesson's page (`lessons/<id>.md`) ends with its downloads.
+        lesson_id = location.source.removeprefix("lessons/").removesuffix(".md")
+        lesson = conversion.loaded_sources().lessons.get(lesson_id) \
+            if location.source == f"lessons/{lesson_id}.md" else None
         if "{{" not in text and lesson is None:
             return lines
         sources = conversion.loaded_sources()
@@ -89,13 +90,6 @@ class Directives(Preprocessor):
         if lesson is not None:
             text += downloads(lesson, location.source, sources.docs)
         return text.split("\n")
-
-
-def lesson_of(source, conversion):
-    """The lesson whose page this is (`lessons/<id>.md`), which ends with its downloads."""
-    lesson_id = source.removeprefix("lessons/").removesuffix(".md")
-    return conversion.loaded_sources().lessons.get(lesson_id) \
-        if source == f"lessons/{lesson_id}.md" else None
 
 
 SNIPPETS_PRIORITY = 32  # where pymdownx.snippets registers itself; its stand-in too

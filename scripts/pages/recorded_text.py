@@ -25,9 +25,8 @@ class PageError(Reported):
     """A page the page language cannot build; str() is the one line that says why."""
 
 
-# What a page read, said by the code that reads it as it reads (Sphinx's note_dependency):
-# an audit event, as open() raises one for a file, which `mkdocs serve` (pages/serve.py)
-# hears on the build thread to re-render the page when what it read changes.
+# What a page read, said as it reads: an audit event, as open() raises one for a file, which
+# pages/sources.Reads notes, so `mkdocs serve` re-renders the page when what it read changes.
 READ = "scripts.pages.read"
 
 
@@ -77,8 +76,7 @@ def formatted(value, spec):
     8601 timestamp is written for people (`|s` shows it as stored)."""
     if not spec:
         return human_date(value) if TIMESTAMP.match(str(value)) else str(value)
-    shape = FORMAT_SPEC.fullmatch(spec)
-    if shape is None:
+    if (shape := FORMAT_SPEC.fullmatch(spec)) is None:
         raise ValueError("not a format code")
     width, precision = int(shape["width"] or 0), int(shape["precision"] or 0)
     if width > MAX_WIDTH or precision > MAX_PRECISION:
@@ -127,17 +125,18 @@ class PageValues:
         """`content` with the values in, each escaped for where it landed: the page's
         finished HTML (`whole`), or a piece of it, such as the heading text the toc
         extension makes its entries and anchor ids from."""
-        pieces, end, shown = [], 0, set()
-        for match in self.marker.finditer(content):
+        shown = set()
+
+        def value(match):
             shown.add(int(match[1]))
-            pieces += [content[end:match.start()],
-                       self.render(int(match[1]), content, match.start())]
-            end = match.end()
+            return self.render(int(match[1]), content, match.start())
+
+        filled = self.marker.sub(value, content)
         if whole and len(shown) != len(self.values):
             raise PageError(f"{len(self.values) - len(shown)} recorded value(s) vanished "
                             f"while the page was converted; move the {{{{ rec:... }}}} "
                             f"directive out of raw HTML or a comment")
-        return "".join(pieces + [content[end:]])
+        return filled
 
     def render(self, index, content, at):
         value = self.values[index]

@@ -3,17 +3,14 @@
 mkdocs' dirty build re-renders a page whose Markdown is newer than its HTML. A page here is
 made from more: the recordings it reads, the files it opens as it renders (snippets of
 lesson code, figures, lesson pages' titles) and what every page shows (mkdocs.yml, the nav,
-the registry, the theme). The code that reads says so as it reads (open()'s audit event, and
-recorded_text.READ for a recording), so each page built while serving keeps what it was made
-from, and every rebuild is a dirty one that first marks modified each page whose inputs
-changed, and last removes the pages no longer in the site. `mkdocs build` and `mkdocs serve
---clean` build every page.
+the registry, the theme). The code that reads says so as it reads (audit events, noted by
+pages/sources.py), so each page built while serving keeps what it was made from, and every
+rebuild is a dirty one that first marks modified each page whose inputs changed, and last
+removes the pages no longer in the site. `mkdocs build` and `mkdocs serve --clean` build
+every page.
 """
 import json
 import logging
-import os
-import sys
-import threading
 from functools import partial
 from pathlib import Path
 
@@ -25,56 +22,29 @@ from mkdocs.structure.files import InclusionLevel
 from mkdocs.utils import DuplicateFilter
 
 from scripts.pages.page_language import NAME as PAGE_LANGUAGE
-from scripts.pages.recorded_text import READ, current
+from scripts.pages.sources import Reads, note_reads, stat
 from scripts.store.recordings import read_json
 from scripts.store.staging import write_atomically
-
-
-def stat(path):
-    try:
-        found = os.stat(path)
-        return found.st_mtime_ns, found.st_size
-    except OSError:
-        return None  # a file that appears later is a change too
 
 
 class Serving:
     """This `mkdocs serve` process's pages: what each was made from when it was written."""
 
     def __init__(self):
-        # src_uri -> (what every page showed, {file it opened: stat}, {what it read: value})
-        self.built, self.written = {}, {}  # src_uri -> the HTML file written for it
-        self.everywhere = self.sources = self.reading = self.thread = None  # this build's
+        self.built = {}  # src_uri -> (what every page showed, its sources.Reads, its HTML file)
+        self.everywhere = None  # this build's
         self.pages, self.rebuilt, self.entries = {}, set(), {}  # pages: src_uri -> url
-
-    def note(self, event, args):  # a sys.addaudithook hook: heard while a page is converted
-        if self.reading is None or threading.get_ident() != self.thread:
-            return
-        opened, read = self.reading
-        if event == "open" and isinstance(args[0], (str, os.PathLike)):  # not a descriptor
-            opened[os.path.abspath(args[0])] = stat(args[0])  # the stat before the read
-        elif event == READ:
-            read[args[0]] = args[1]
-
-    def changed(self, uri):
-        if uri not in self.built:
-            return True
-        everywhere, opened, read = self.built[uri]
-        return (everywhere != self.everywhere
-                or any(stat(path) != seen for path, seen in opened.items())
-                or any(current(self.sources, key) != seen for key, seen in read.items()))
 
 
 SERVING = None  # a Serving under `mkdocs serve`
 
 
 def on_startup(command, dirty):
-    """Serving: note what each page opens, and let strict mode pass the dirty build's
-    warning that its pages may be stale (this module keeps them current)."""
+    """Serving: let strict mode pass the dirty build's warning that its pages may be stale
+    (this module keeps them current)."""
     global SERVING
     if command == "serve" and SERVING is None:
         SERVING = Serving()
-        sys.addaudithook(SERVING.note)
         logging.getLogger("mkdocs.commands.build").addFilter(
             lambda record: not record.getMessage().startswith("A 'dirty' build"))
 
@@ -125,12 +95,12 @@ def on_nav(nav, config, files):
                           [(page.title, page.url) for page in nav.pages],
                           [file.src_uri for file in files],
                           {path: stat(path) for path in (Path(theme).rglob("*") if theme else ())})
-    SERVING.sources = sources
     pages = files.documentation_pages(inclusion=InclusionLevel.is_in_serve)
     SERVING.rebuilt.clear()
     SERVING.pages = {file.src_uri: "" if file.url == "./" else file.url for file in pages}
     for file in pages:
-        if SERVING.changed(file.src_uri):
+        shown, made_from, _ = SERVING.built.get(file.src_uri, (None, None, None))
+        if made_from is None or shown != SERVING.everywhere or made_from.changed(sources):
             file.is_modified = lambda: True
     return nav
 
@@ -144,7 +114,8 @@ def on_env(env, config, files):
 
 def on_pre_page(page, config, files):
     if SERVING is not None:
-        SERVING.reading, SERVING.thread = ({}, {}), threading.get_ident()
+        page.made_from = Reads()
+        note_reads(page.made_from)
         page.render = partial(render_or_keep, page, page.render)
     return page
 
@@ -162,19 +133,19 @@ def render_or_keep(page, render, config, files):
 
 def on_page_content(html, page, config, files):  # the last hook that reads files for a page
     if SERVING is not None:
-        page.made_from, SERVING.reading = SERVING.reading, None
+        note_reads(None)
     return html
 
 
 def on_post_page(output, page, config):
-    if SERVING is not None and getattr(page, "failed", False):  # to be built again
+    if SERVING is None:
+        return output
+    if getattr(page, "failed", False):  # to be built again
         last = Path(page.file.abs_dest_path)
         return last.read_text(encoding="utf-8") if last.is_file() else output
-    if SERVING is not None:  # written next
-        uri = page.file.src_uri
-        SERVING.built[uri] = SERVING.everywhere, *page.made_from
-        SERVING.written[uri] = page.file.abs_dest_path
-        SERVING.rebuilt.add(SERVING.pages[uri])
+    uri = page.file.src_uri  # written next
+    SERVING.built[uri] = SERVING.everywhere, page.made_from, page.file.abs_dest_path
+    SERVING.rebuilt.add(SERVING.pages[uri])
     return output
 
 
@@ -184,11 +155,10 @@ def on_post_build(config):
     entries, and the index lists them in the pages' order, as a full build writes it."""
     if SERVING is None:
         return
-    kept = {SERVING.written[uri] for uri in SERVING.pages if uri in SERVING.written}
-    for uri in set(SERVING.written) - set(SERVING.pages):
-        if (gone := SERVING.written.pop(uri)) not in kept:  # foo.md renamed foo/index.md
+    kept = {SERVING.built[uri][2] for uri in SERVING.pages if uri in SERVING.built}
+    for uri in set(SERVING.built) - set(SERVING.pages):
+        if (gone := SERVING.built.pop(uri)[2]) not in kept:  # foo.md renamed foo/index.md
             Path(gone).unlink(missing_ok=True)
-        SERVING.built.pop(uri, None)
     index = Path(config.site_dir) / "search" / "search_index.json"
     if not index.is_file():
         return

@@ -89,9 +89,8 @@ def stage(root=ROOT, docs=None):
 
 
 def checked_root():
-    """What mkdocs.yml gives the snippets as their base_path, so that either generator calls
-    it as it reads mkdocs.yml: this checkout's root, once SITE_URL is an address the theme can
-    write and stage() has run; else the one line that says why, and exit 1."""
+    """The snippets' base_path (mkdocs.yml): this checkout's root, once SITE_URL is an
+    address the theme can write and stage() has run; else one line saying why, and exit 1."""
     if (url := os.environ.get("SITE_URL")) and not re.fullmatch(SITE_URL, url):
         raise SystemExit(f"error: SITE_URL (mkdocs.yml's site_url) is {url[:80]!r}: it must be "
                          f"an http(s) address of letters, digits and . - _ ~ % / only; set "

@@ -1,20 +1,19 @@
 """What the pages are built from: the lesson registry, its recordings and the docs folder,
 loaded once per build by whichever generator runs (MkDocs' hook, or the page language under
-Zensical), and again only when a file it read has changed.
+Zensical); and what code read (Reads), so that the sources, and each page `mkdocs serve`
+wrote, are made again only once something they read has changed.
 """
 import os
 import sys
 import threading
-from contextlib import contextmanager
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from scripts import ROOT
 from scripts.store.freshness import load_all
 from scripts.store.hashes import ClosureError
 from scripts.store.lessons import RegistryError, first_of, load_lessons
-from scripts.pages.recorded_text import PageError
+from scripts.pages.recorded_text import READ, PageError, current
 from scripts.store.recordings import RecordingError
 
 
@@ -23,11 +22,6 @@ class Sources:
     lessons: dict  # lesson id -> Lesson, in the registry's order
     recordings: dict  # a directive's stem ("<lesson>.cpu") -> its freshness.Loaded
     docs: Path  # the pages' folder (docs/)
-
-    @cached_property
-    def by_path(self):
-        """The recordings by file: what a figure's data line names."""
-        return {loaded.path: loaded for loaded in self.recordings.values()}
 
 
 def refuse_another_checkout(root):
@@ -61,29 +55,40 @@ def stat(path):
         return None  # a file that appears later is a change too
 
 
-READING = threading.local()
+@dataclass
+class Reads:
+    """What code read while it was noted (Sphinx's note_dependency, heard as audit events):
+    each file opened and folder listed, with its stat before the read, and each recording
+    recorded_text.read gave, by its key."""
+    files: dict = field(default_factory=dict)
+    recorded: dict = field(default_factory=dict)
+
+    def changed(self, sources=None):
+        """Whether any of it reads differently now, the recordings as `sources` holds them."""
+        return any(stat(path) != seen for path, seen in self.files.items()) or \
+            any(current(sources, key) != seen for key, seen in self.recorded.items())
 
 
-def note_read(event, args):
-    """An audit hook: each file opened and folder listed on a thread noting its reads,
-    with its stat before the read."""
-    reads = getattr(READING, "reads", None)
-    if reads is not None and event in ("open", "os.scandir", "os.listdir") and \
+READING = threading.local()  # .reads: the Reads this thread's reads go in, if any
+
+
+def note_read(event, args):  # the audit hook
+    if (reads := getattr(READING, "reads", None)) is None:
+        return
+    if event == READ:
+        reads.recorded[args[0]] = args[1]
+    elif event in ("open", "os.scandir", "os.listdir") and \
             isinstance(args[0], (str, os.PathLike)):  # not a descriptor
-        reads.setdefault(os.path.abspath(args[0]), stat(args[0]))
+        reads.files.setdefault(os.path.abspath(args[0]), stat(args[0]))
 
 
-@contextmanager
-def noting_reads():
-    """{path: its stat} of what this thread reads inside the block."""
-    if not getattr(noting_reads, "hooked", False):
+def note_reads(reads):
+    """This thread's reads go in `reads` (None: nowhere) from now on; returns the one before."""
+    if not getattr(note_reads, "hooked", False):
         sys.addaudithook(note_read)  # for the process: an audit hook cannot be removed
-        noting_reads.hooked = True
-    READING.reads = reads = {}
-    try:
-        yield reads
-    finally:
-        READING.reads = None
+        note_reads.hooked = True
+    outer, READING.reads = getattr(READING, "reads", None), reads
+    return outer
 
 
 LOADED = {}  # (root, docs) -> (Sources, what loading them read)
@@ -93,9 +98,11 @@ def loaded_once(root, docs):
     """load_sources, again only once a file it read (or a folder it listed) has changed:
     MkDocs' every rebuild under `mkdocs serve`, and Zensical's Markdown instance per page."""
     key = str(root), str(docs)
-    if key in LOADED and all(stat(path) == seen for path, seen in LOADED[key][1].items()):
+    if key in LOADED and not LOADED[key][1].changed():
         return LOADED[key][0]
-    with noting_reads() as reads:
-        sources = load_sources(root, docs)
-    LOADED[key] = sources, reads
-    return sources
+    outer = note_reads(reads := Reads())
+    try:
+        LOADED[key] = load_sources(root, docs), reads
+    finally:
+        note_reads(outer)
+    return LOADED[key][0]

@@ -24,6 +24,12 @@ class LinkInCheckout(Exception):
                          f"`git rm {name}`")
 
 
+def no_link(name, flags):
+    """open()'s opener for a file the checkout holds: never through a link, never waiting on
+    a pipe."""
+    return os.open(name, flags | os.O_NOFOLLOW | os.O_NONBLOCK)
+
+
 def refuse_links(root=ROOT):
     """Raise LinkInCheckout for the first link under CONTROLLED (os.walk does not follow it)."""
     root = Path(root)

@@ -36,8 +36,7 @@ def running_in(groups):
     """Whether a process of these process groups still runs (a zombie has finished)."""
     for process in psutil.process_iter(["status"]):
         with suppress(ProcessLookupError):  # it exited while we looked
-            if process.info["status"] != psutil.STATUS_ZOMBIE \
-                    and os.getpgid(process.pid) in groups:
+            if process.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(process.pid) in groups:
                 return True
     return False
 

@@ -70,15 +70,11 @@ def derived_problems(output, lock, root=ROOT):
 def notebook_problems(lesson, root=ROOT):
     """The lesson's notebook's line when the module text it shows changed (a comment, a
     page's heading); an unreadable lock is load_all's to say."""
+    notebook = notebook_output(lesson)
     try:
-        return text_problems(notebook_output(lesson), read_lock(root), root)
+        recorded = read_lock(root).get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
     except LockError:
         return []
-
-
-def text_problems(notebook, lock, root=ROOT):
-    """The notebook's line when the module text it shows changed."""
-    recorded = lock.get(notebook.path, {}).get("inputs", {}).get(notebook.shows)
     if recorded is not None and recorded != digest(root / notebook.shows):
         return [problem(notebook.path, changed([notebook.shows]), notebook.fix)]
     return []
@@ -118,9 +114,7 @@ def lock_and_unclaimed(lessons, root):
 def check(lessons, root=ROOT, only=None):
     """One line per missing, invalid or stale file, of every lesson or of lesson `only`."""
     lock, lines = lock_and_unclaimed(lessons, root)
-    for lesson in lessons.values():
-        if only is not None and lesson.id != only:
-            continue
+    for lesson in [lesson for lesson in lessons.values() if only in (None, lesson.id)]:
         recordings = recording_outputs(lesson, root)
         for output in recordings:
             lines += recording_state(output, root)[1]

@@ -126,27 +126,19 @@ def read_registry(root):
         raise RegistryError(f"{where}: cannot be read ({error.strerror}); run "
                             f"`git checkout -- {where}`") from None
     except UnicodeDecodeError as error:
-        raise RegistryError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8") \
-            from None
+        raise RegistryError(f"{where}: not UTF-8 (byte {error.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as error:
         raise RegistryError(f"{where}: not valid TOML ({error}); fix the file") from None
     except RecursionError:  # tomllib reads nested arrays and tables by recursing
         raise RegistryError(f"{where}: nested too deeply to read; fix the file") from None
-    schema = registry_schema(root)
-    error = schema.error(registry)
-    if error is not None:
-        raise RegistryError(f"{where}: {refusal(error, registry, schema)}")
-    return registry, schema, where
-
-
-def registry_schema(root):
-    """lessons.schema.json, with the recordings' schema whose lessonId rule ids follow,
-    compiled as every schema is (store/schemas.py)."""
     try:
-        return compiled(root / SCHEMA, schema_file(root / SCHEMA),
-                        (root / SHARED, schema_file(root / SHARED)))
+        schema = compiled(root / SCHEMA, schema_file(root / SCHEMA),
+                          (root / SHARED, schema_file(root / SHARED)))
     except SchemaError as error:
         raise RegistryError(str(error)) from None
+    if (error := schema.error(registry)) is not None:
+        raise RegistryError(f"{where}: {refusal(error, registry, schema)}")
+    return registry, schema, where
 
 
 def refusal(error, registry, schema):

@@ -119,8 +119,7 @@ class DerivedOutput:
     pins: bool = False  # an analysis: SciPy's bootstrap makes its intervals
 
     def current_inputs(self, root=ROOT):
-        overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() \
-            else []
+        overlay = [root / self.overlay] if self.overlay and (root / self.overlay).exists() else []
         code = [path for module in (self.code, *self.also)
                 for path in import_closure(root / module, root)]
         return {**file_digests([root / self.source, *overlay, *code], root),

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from scripts import RECORDINGS, ROOT, display
+from scripts.plumbing.checkout import no_link
 from scripts.store.hashes import combined_hash, content_files, digest_bytes
 from scripts.store.schemas import SchemaError, compiled, schema_file
 
@@ -44,34 +45,24 @@ def read_bytes(path, fix=None, limit=MAX_JSON_BYTES):
     a folder, a device or pipe (opened without waiting), or a larger file."""
     where = display(path)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(path, "rb", opener=no_link) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                raise RecordingError(f"{where}: not a regular file (a device, pipe or socket); "
+                                     f"remove it", fix)
+            data = file.read(limit + 1)
     except FileNotFoundError:
         raise RecordingError(f"{where}: missing", fix) from None
+    except IsADirectoryError:
+        raise RecordingError(f"{where}: is a directory, not a recording (remove it)", fix) from None
     except OSError as error:
         if error.errno == errno.ELOOP:
             raise RecordingError(f"{where}: is a symbolic link; a recording is a file of "
                                  f"its own: `git rm {where}`", fix) from None
         raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
-    try:
-        kind = os.fstat(fd).st_mode
-        if stat.S_ISDIR(kind):
-            raise RecordingError(f"{where}: is a directory, not a recording (remove it)",
-                                 fix)
-        if not stat.S_ISREG(kind):
-            raise RecordingError(f"{where}: not a regular file (a device, pipe or socket); "
-                                 f"remove it", fix)
-        chunks, size = [], 0
-        while size <= limit and (chunk := os.read(fd, min(1 << 20, limit + 1 - size))):
-            chunks.append(chunk)
-            size += len(chunk)
-    except OSError as error:
-        raise RecordingError(f"{where}: cannot be read ({error.strerror})") from None
-    finally:
-        os.close(fd)
-    if size > limit:
+    if len(data) > limit:
         raise RecordingError(f"{where}: larger than {limit // 2**20} MiB, more than "
                              f"record.py writes", fix)
-    return b"".join(chunks)
+    return data
 
 
 def parse_json(data, where, fix=None):
@@ -98,10 +89,9 @@ def schemas_for(lesson):
     """(the shared schema, the lesson's data schema, its sweep part); None where none."""
     try:
         shared = SCHEMA_PATH, schema_file(SCHEMA_PATH)
-        path = lesson.root / lesson.data_schema if getattr(lesson, "data_schema", None) \
-            else None
-        if path is None:
+        if not getattr(lesson, "data_schema", None):
             return compiled(*shared), None, None
+        path = lesson.root / lesson.data_schema
         data = schema_file(path)
         return (compiled(*shared), compiled(path, data, shared),
                 compiled(path, data, shared, SWEEP_PART))
@@ -180,8 +170,7 @@ def load_recording(path, fix=RECORD, lesson=None):
     recording = parse_json(data, where, fix)
     if not isinstance(recording, dict):
         raise RecordingError(f"{where}: expected a JSON object", fix)
-    if lesson is None and isinstance(recording.get("lessonId"), str):
-        lesson = registered_lesson(recording["lessonId"])
+    lesson = lesson or registered_lesson(recording.get("lessonId"))  # None: not a str
     key = (digest_bytes(data), getattr(lesson, "id", None), *schemas_for(lesson))
     if key not in _VALID:
         validate(recording, where, fix, lesson)
@@ -192,8 +181,7 @@ def load_recording(path, fix=RECORD, lesson=None):
 def source_commit(root, files):
     """{HEAD's sha, whether `files` are as HEAD holds them}; None outside a git checkout."""
     def git(*args):
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
-                              timeout=30)
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
 
     try:
         top, head = git("rev-parse", "--show-toplevel"), git("rev-parse", "HEAD")

@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import jsonschema_rs
 
 from scripts import display
+from scripts.plumbing.checkout import no_link
 
 
 class SchemaError(Exception):
@@ -41,9 +42,8 @@ MAX_SCHEMA_BYTES = 2**20
 def schema_file(path):
     """The bytes of the schema file at `path`, which may be no link and no device."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as file:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # a folder, a device, a pipe
+        with open(path, "rb", opener=no_link) as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):  # a device, a pipe
                 raise unreadable(path, "not a regular file")
             data = file.read(MAX_SCHEMA_BYTES + 1)
     except FileNotFoundError:
@@ -79,38 +79,31 @@ def compiled(path, data, shared=None, part=None):
             return None
         schema = {"$schema": schema.get("$schema"), "$defs": schema["$defs"],
                   "$ref": f"#/$defs/{part}"}
+    if not jsonschema_rs.meta.is_valid(schema):
+        import jsonschema
+
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+        except jsonschema.SchemaError as error:
+            where = "/".join(map(str, error.absolute_path)) or "(top level)"
+            raise not_a_schema(path, f"at {where}: {error.message[:120]}") from None
     try:
-        return Schema(schema, pairs)
-    except NotASchema as error:
-        raise SchemaError(f"{display(path)}: not a JSON Schema ({error}); fix it, or "
-                          f"`git checkout -- {display(path)}`") from None
+        return Schema(schema, pairs, jsonschema_rs.Draft202012Validator(
+            schema, registry=jsonschema_rs.Registry(list(pairs)), offline=True))
+    except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError, ValueError) as error:
+        raise not_a_schema(path, str(error).splitlines()[0][:160]) from None
 
 
-class NotASchema(Exception):
-    """A schema that is not one; str() says where in it, in a few words."""
+def not_a_schema(path, why):
+    return SchemaError(f"{display(path)}: not a JSON Schema ({why}); fix it, or "
+                       f"`git checkout -- {display(path)}`")
 
 
 @dataclass(frozen=True, eq=False)  # one per schema text: equal only to itself
 class Schema:
     schema: dict
-    shared: tuple = ()  # (uri, schema) pairs it may $ref
-
-    def __post_init__(self):
-        if not jsonschema_rs.meta.is_valid(self.schema):
-            import jsonschema
-
-            try:
-                jsonschema.Draft202012Validator.check_schema(self.schema)
-            except jsonschema.SchemaError as error:
-                where = "/".join(map(str, error.absolute_path)) or "(top level)"
-                raise NotASchema(f"at {where}: {error.message[:120]}") from None
-        try:
-            fast = jsonschema_rs.Draft202012Validator(
-                self.schema, registry=jsonschema_rs.Registry(list(self.shared)), offline=True)
-        except (jsonschema_rs.ValidationError, jsonschema_rs.ReferencingError,
-                ValueError) as error:
-            raise NotASchema(str(error).splitlines()[0][:160]) from None
-        object.__setattr__(self, "fast", fast)
+    shared: tuple  # (uri, schema) pairs it may $ref
+    fast: object  # jsonschema-rs's compiled validator
 
     def error(self, value):
         """None when `value` fits; else the error a person reads, with `absolute_path`,

@@ -88,32 +88,28 @@ class Staging:
         staged_write(path, data, self.staged, mode, self.root)
 
     def commit(self, report=lambda path: None):
-        """Move every staged file into place, or none; signals wait until the moves are done."""
-        with signals_deferred():  # raises at once for a signal swallowed before now
-            moved = self._move_every_file()
-            interrupts.files_in_place = True  # a signal held until now says so
-            for final in moved:
-                report(final)
-
-    def _move_every_file(self):
-        """Each staged file into place, or the moved ones put back from links to the old."""
+        """Move every staged file into place, or none (the moved ones put back from links to
+        their old files); signals wait until the moves are done."""
         # (target, a link to its old file), listed before the move: putting back a file
         # whose move failed puts back the file it still is.
         moved = []
-        try:
-            for temp, final in self.staged:
-                moved.append((final, keep_old(final)))
-                os.replace(temp, final)
-        except OSError as error:
-            put_back(moved)
-            raise StagingError(f"{display(final)}: cannot be moved into place "
-                               f"({error.strerror}); every file is as it was") from None
-        finally:
-            for _, old in moved:
-                if old is not None:
-                    old.unlink(missing_ok=True)
-        self.staged = []
-        return [final for final, _ in moved]
+        with signals_deferred():  # raises at once for a signal swallowed before now
+            try:
+                for temp, final in self.staged:
+                    moved.append((final, keep_old(final)))
+                    os.replace(temp, final)
+            except OSError as error:
+                put_back(moved)
+                raise StagingError(f"{display(final)}: cannot be moved into place "
+                                   f"({error.strerror}); every file is as it was") from None
+            finally:
+                for _, old in moved:
+                    if old is not None:
+                        old.unlink(missing_ok=True)
+            self.staged = []
+            interrupts.files_in_place = True  # a signal held until now says so
+            for final, _ in moved:
+                report(final)
 
     def __enter__(self):
         return self

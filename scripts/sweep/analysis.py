@@ -1,8 +1,59 @@
-"""A message-size sweep's arithmetic, for any lesson's analysis: nccl-tests' bandwidths,
-the alpha-beta fit, and each collective's own cost (a looped call less a single one).
-NumPy only; the words and the programs' names are the lesson's.
+"""A message-size sweep's arithmetic, for any lesson's analysis (NumPy only): its blocks,
+each collective's own cost (a looped call less a single one), nccl-tests' bandwidths and
+the alpha-beta fit. What they say is reading.py's.
 """
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
+
+
+@dataclass(frozen=True)
+class Timings:
+    """A sweep's blocks by (collective, p, S), [[block 0's values per call], ...]: the single
+    and the looped calls' times (us) and faults."""
+    calls: dict
+    loops: dict
+    call_faults: dict
+    loop_faults: dict
+    looping: int  # collectives per looped call
+    page_bytes: int
+    output_over_s: Callable | None  # the lesson's: (collective, p) -> a device's output / S
+
+    def faulted_share(self, key, faults_per_call):
+        """The share of its p outputs' bytes a call faulted in afresh (1.0: all of them)."""
+        collective, ranks, nbytes = key
+        return faults_per_call * self.page_bytes / (
+            ranks * self.output_over_s(collective, ranks) * nbytes)
+
+    def extra(self, key, faults=False):
+        """One more collective in the loop, block by block, in us (or faults): the looped
+        call less the single one, medians of one block so that the dispatch and one-time
+        allocations cancel, over the loop's extra collectives."""
+        loops, calls = (self.loop_faults, self.call_faults) if faults else (self.loops, self.calls)
+        return [(float(np.median(loop)) - float(np.median(one))) / (self.looping - 1)
+                for loop, one in zip(loops[key], calls[key])]
+
+
+def timings(recording, output_over_s=None):
+    """A sweep recording's Timings (`output_over_s` None: no fault's share is asked for)."""
+    found = defaultdict(dict)  # (looped, of faults): Timings' dict
+    for row in sorted(recording["rows"], key=lambda row: row["block"]):
+        key, looped = (row["collective"], row["ranks"], row["bytes"]), row["collectivesPerCall"] > 1
+        found[looped, False].setdefault(key, []).append(row["samplesUs"])
+        found[looped, True].setdefault(key, []).append(
+            [count / row["callsPerSample"] for count in row["minorFaults"]])
+    return Timings(found[False, False], found[True, False], found[False, True], found[True, True],
+                   next(row["collectivesPerCall"] for row in recording["rows"]
+                        if row["collectivesPerCall"] > 1), recording["pageBytes"], output_over_s)
+
+
+def own_costs(recording):
+    """({(collective, p, S): one more collective in the loop, block by block (us)}, collectives
+    per looped call): every block's, however the calls faulted."""
+    t = timings(recording)
+    return {key: t.extra(key) for key in t.calls if key in t.loops}, t.looping
 
 
 def bus_factor(phases, ranks):
@@ -24,9 +75,10 @@ def fit_line_relative(x, y):
     return float(a), float(b)
 
 
-def relative_residuals(x, y, a, b):
-    """(a + b x) / y - 1 at every point: how far the straight line misses each one."""
-    return (a + b * np.asarray(x, dtype=float)) / np.asarray(y, dtype=float) - 1
+def worst_miss(x, y, a, b):
+    """The largest |(a + b x) / y - 1|: how far the straight line misses its worst point."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    return float(np.max(np.abs((a + b * x) / y - 1)))
 
 
 def fit_alpha_beta(nbytes, seconds):
@@ -40,44 +92,9 @@ def fit_alpha_beta(nbytes, seconds):
     return float(alpha), (float(1 / inverse_beta) if inverse_beta > 0 else None)
 
 
-def max_relative_residual(nbytes, seconds, alpha, beta):
-    inverse_beta = 1 / beta if beta else 0.0
-    return float(np.max(np.abs(relative_residuals(nbytes, seconds, alpha, inverse_beta))))
-
-
 def one_significant_figure(value):
     """`value` rounded to one significant figure: 502 -> 500, 257 -> 300."""
     return float(f"{value:.1g}")
-
-
-def grouped(rows, looped, field):
-    """{(collective, ranks, bytes): [[block 0's samples per call], ...]} of the single or the
-    looped rows; `field` "samplesUs" or "minorFaults" (divided here by the calls)."""
-    found = {}
-    for row in sorted(rows, key=lambda r: r["block"]):
-        if (row["collectivesPerCall"] > 1) != looped:
-            continue
-        values = row[field] if field == "samplesUs" else \
-            [faults / row["callsPerSample"] for faults in row[field]]
-        found.setdefault((row["collective"], row["ranks"], row["bytes"]), []).append(values)
-    return found
-
-
-def block_differences(loop_blocks, call_blocks, looping):
-    """One more collective inside the loop, block by block: (looped call - single call) /
-    (looping - 1), medians of the same block, so the dispatch and one-time allocations
-    cancel."""
-    return [(float(np.median(loop)) - float(np.median(one))) / (looping - 1)
-            for loop, one in zip(loop_blocks, call_blocks)]
-
-
-def own_costs(rows, field="samplesUs"):
-    """({(collective, ranks, bytes): [one more collective, block by block]}, collectives
-    per looped call) of a sweep recording's rows."""
-    calls, loops = grouped(rows, False, field), grouped(rows, True, field)
-    looping = next(row["collectivesPerCall"] for row in rows if row["collectivesPerCall"] > 1)
-    return {key: block_differences(loops[key], calls[key], looping)
-            for key in calls if key in loops}, looping
 
 
 def predicted_machine(predictions, device_kind):

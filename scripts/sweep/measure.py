@@ -1,6 +1,7 @@
-"""The sweep's measurements: each p in a fresh interpreter (`python -m scripts.sweep.measure
-CONFIG`; JAX fixes its device count at start-up), on p logical CPU devices or the first p
-chips, printing its rows as one JSON line; and, for scale, a memcpy and the L2 cache size.
+"""The sweep's plan (FULL) and measurements: each p in a fresh interpreter (`python -m
+scripts.sweep.measure CONFIG`; JAX fixes its device count at start-up), on p logical CPU
+devices or the first p chips, printing its rows as one JSON line; and, for scale, a memcpy
+and the L2 cache size.
 """
 import importlib
 import json
@@ -13,7 +14,24 @@ from pathlib import Path
 import numpy as np
 
 from scripts import ROOT
+from scripts.cli import UsageError
 from scripts.host import host_load
+
+# blocks: every p is measured this many times, in turns (p = 2, 4, 8, 2, 4, 8, ...), each
+# block in a fresh worker, so drift and a busy spell fall on every p and show as spread
+# between blocks; samples: per row and block.
+FULL = {"ranks": [2, 4, 8], "sizes": None, "blocks": 5, "samples": 3, "minSampleMs": 1.0}
+TIMING_KEYS = ("samples", "minSampleMs")
+
+
+def tpu_ranks(plan, lesson):
+    """The plan's device counts that a VM with the lesson's `devices` chips holds."""
+    fitting = [p for p in plan["ranks"] if p <= lesson.devices]
+    if not fitting:
+        raise UsageError(f"--platform tpu: {lesson.id} records on {lesson.devices} chip(s), "
+                         f"and the sweep's smallest p is {min(plan['ranks'])}; a TPU sweep "
+                         f"needs a lesson with at least {min(plan['ranks'])} `devices`")
+    return fitting
 
 
 class WorkerFailed(RuntimeError):

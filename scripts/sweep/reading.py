@@ -1,19 +1,14 @@
-"""What any sweep recording says, for a lesson's analysis (NumPy only): its blocks, the
-fault onset, warm, allocation-free costs, paired ratios, fits, and an interval's words.
-
-Every program was timed in each block as one collective per call and as a loop of
-`collectivesPerCall`; their difference over the loop's extra collectives is one more
-collective, warm and undispatched, and allocation-free where the two faulted alike. The
-lesson hands in its own: the bytes a device's output holds (`output_over_s`), its labels.
+"""What any sweep recording says, for a lesson's analysis: its blocks (`timings`), the fault
+onset, one more collective in the loop, warm and allocation-free, paired ratios, fits, and
+an interval's words. The lesson hands in its own: the bytes a device's output holds
+(`output_over_s`), its labels.
 """
-from dataclasses import dataclass
-from typing import Callable
-
 import numpy as np
 
 from scripts import intervals
-from scripts.sweep.analysis import (algbw_gbps, block_differences, bus_factor, fit_alpha_beta,
-                                    grouped, max_relative_residual, one_significant_figure)
+from scripts.sweep.analysis import (algbw_gbps, bus_factor, fit_alpha_beta,
+                                    one_significant_figure, worst_miss)
+from scripts.sweep.analysis import timings as timings  # where a lesson's reading starts
 from scripts.units import format_bytes
 
 # A call "faults in its outputs" when its faults cover this share of its p outputs' bytes:
@@ -26,31 +21,11 @@ FAULTED_SHARE = 0.75
 ALLOCATION_FREE = 0.05
 
 
-@dataclass(frozen=True)
-class Timings:
-    """A sweep's rows by (collective, p, S): per call and looped, times and faults per call."""
-    calls: dict
-    loops: dict
-    call_faults: dict
-    loop_faults: dict
-    looping: int
-    page_bytes: int
-    output_over_s: Callable  # the lesson's: (collective, p) -> a device's output bytes / S
-
-    def faulted_share(self, key, faults_per_call):
-        """The share of its p outputs' bytes a call faulted in afresh (1.0: all of them)."""
-        collective, ranks, nbytes = key
-        return faults_per_call * self.page_bytes / (
-            ranks * self.output_over_s(collective, ranks) * nbytes)
-
-
-def timings(recording, output_over_s):
-    rows = recording["rows"]
-    return Timings(grouped(rows, False, "samplesUs"), grouped(rows, True, "samplesUs"),
-                   grouped(rows, False, "minorFaults"), grouped(rows, True, "minorFaults"),
-                   next(row["collectivesPerCall"] for row in rows
-                        if row["collectivesPerCall"] > 1), recording["pageBytes"],
-                   output_over_s)
+def warm_costs(t, key):
+    """t.extra(key), None in a block where the two calls faulted apart: its difference holds
+    that allocation too."""
+    return [cost if abs(t.faulted_share(key, faults)) <= ALLOCATION_FREE else None
+            for cost, faults in zip(t.extra(key), t.extra(key, faults=True))]
 
 
 def median_of_blocks(blocks):
@@ -65,9 +40,8 @@ def faulted_in_part(t, key):
 
 def onsets(t):
     """{(collective, p): the smallest size from which its calls fault in FAULTED_SHARE of
-    their outputs at every larger size too (median block; a stray fault at a tiny size does
-    not count), or None}. The onset, where the allocator starts to set the time, is the
-    smallest of them."""
+    their outputs at every larger size too (median block), or None}. The smallest of them is
+    the onset, where the allocator starts to set the time."""
     series = {}
     for (collective, ranks, nbytes), blocks in sorted(t.call_faults.items()):
         share = t.faulted_share((collective, ranks, nbytes), median_of_blocks(blocks))
@@ -95,15 +69,6 @@ def onset_words(found, sizes, labels):
              f"from {first} up ({count} sizes),") + f" the calls of {who} fault in their outputs"
             + (f", some others' from {format_bytes(starts[1])}" if starts[1:] else "")
             + f": {first} is the onset")
-
-
-def warm_costs(t, key):
-    """One more collective in the loop, block by block (us); None in a block where the two
-    calls faulted apart, whose difference holds that allocation too."""
-    faults = block_differences(t.loop_faults[key], t.call_faults[key], t.looping)
-    return [cost if abs(t.faulted_share(key, extra)) <= ALLOCATION_FREE else None
-            for cost, extra in zip(block_differences(t.loops[key], t.calls[key], t.looping),
-                                   faults)]
 
 
 def kept_interval(values):
@@ -138,14 +103,14 @@ def points(t, programs):
 
 
 def fit_one(sizes, medians, boundary):
-    """alpha-beta over the sizes below `boundary` (None: every size), at least three."""
-    s = np.asarray(sizes, dtype=float)
-    t = np.asarray(medians, dtype=float) * 1e-6
+    """(alpha, beta, sizes fitted) over the sizes below `boundary` (None: every size), at
+    least three."""
+    s, t = np.asarray(sizes, dtype=float), np.asarray(medians, dtype=float) * 1e-6
     inside = s < boundary if boundary else np.ones_like(s, dtype=bool)
     if inside.sum() < 3:
         inside[:3] = True  # fewer than three sizes fit: fit the three smallest
     alpha, beta = fit_alpha_beta(s[inside], t[inside])
-    return alpha, beta, inside
+    return alpha, beta, [size for size, keep in zip(sizes, inside) if keep]
 
 
 def fits(blocks, points_by_series, boundary=None):
@@ -154,15 +119,11 @@ def fits(blocks, points_by_series, boundary=None):
     result = {}
     for (collective, ranks), series in sorted(points_by_series.items()):
         sizes = sorted(series)
-        alpha, beta, inside = fit_one(sizes, [series[s]["medianUs"] for s in sizes], boundary)
-        per_block = []
-        for b in range(len(blocks[collective, ranks, sizes[0]])):
-            medians = [float(np.median(blocks[collective, ranks, s][b])) for s in sizes]
-            per_block.append(fit_one(sizes, medians, boundary)[0] * 1e6)
-        fitted = [s for s, keep in zip(sizes, inside) if keep]
-        fitted_t = [series[s]["medianUs"] * 1e-6 for s in fitted]
-        largest = sizes[-1]
-        predicted = alpha + largest / beta if beta else alpha
+        medians = [series[s]["medianUs"] for s in sizes]
+        alpha, beta, fitted = fit_one(sizes, medians, boundary)
+        per_block = [fit_one(sizes, intervals.block_medians(by_size), boundary)[0] * 1e6
+                     for by_size in zip(*(blocks[collective, ranks, s] for s in sizes),
+                                        strict=True)]
         result.setdefault(collective, {})[str(ranks)] = {
             "alphaUs": alpha * 1e6, "alpha": intervals.median_interval(per_block),
             "alphaByBlockUs": per_block,
@@ -171,8 +132,9 @@ def fits(blocks, points_by_series, boundary=None):
             # no more digits worth printing, and a power of ten would show 2x as 10x.
             "nHalfKiB": one_significant_figure(alpha * beta / 1024) if beta else None,
             "fittedSizes": len(fitted), "fitMaxBytes": int(max(fitted)),
-            "maxRelResidual": max_relative_residual(fitted, fitted_t, alpha, beta),
-            "largestOverFit": series[largest]["medianUs"] * 1e-6 / predicted}
+            "maxRelResidual": worst_miss(fitted, [series[s]["medianUs"] * 1e-6 for s in fitted],
+                                         alpha, 1 / beta if beta else 0.0),
+            "largestOverFit": medians[-1] * 1e-6 / (alpha + sizes[-1] / beta if beta else alpha)}
     return result
 
 
