@@ -1,9 +1,8 @@
 """The lessons' code, and the only JAX in the repository (lesson_code/CONTRACT.md).
 
-Started as a program, `python -m lesson_code.<module>`, this package is imported before
-the module's first line, so the program shell (program.py) guards the start from here:
-a signal during `import jax`, or a JAX_NUM_CPU_DEVICES that is not a number, is one line.
-The shell is named, not imported, so that importing the package makes nothing depend on it.
+`python -m lesson_code.<module>` imports this package before the module's first line, so
+the program shell (program.py) starts from here; named, not imported, so that importing
+the package makes nothing depend on it.
 """
 import sys
 

@@ -1,13 +1,11 @@
 """The checks of distributed-03's exercises (the registry's `exercises` for this lesson).
 
 A learner edits distributed_03_exercises.py (and ring_exercises.py), never this file.
-`python scripts/exercises.py --lesson distributed-03` judges each exercise below in two
-processes (lesson_code/CONTRACT.md, "Exercises"): in the learner's, `attempt` runs the
-learner's function on the lesson's devices and returns what came out as plain data (the
-values, the lowered program's text); in the checker's, where no learner code runs,
-`answer(devices)` computes the right result from NumPy and the lesson's formulas and
-`compare(got, answer)` raises an AssertionError that says what differs, naming the
-central mistake when it is the one made.
+Each exercise is judged in two processes (lesson_code/exercise.py): in the learner's,
+`attempt` returns what the learner's function computed as plain data (the values, the
+lowered program's text); in the checker's, where no learner code runs, `answer(devices)`
+computes the right result from NumPy and the lesson's formulas, and `compare` says what
+differs, naming the central mistake when it is the one made.
 """
 import json
 import re
@@ -249,6 +247,6 @@ EXERCISES = [
              clipping_compare),
     # Going further: build the ring yourself (its scaffold lives beside the ring's page).
     Exercise("ring_all_gather", "lesson_code.ring_exercises:ring_all_gather",
-             ring_collectives.ring_all_gather, ring_checks.ring_answer,
+             ring_collectives.ring_all_gather, ring_checks.whole_vector,
              ring_checks.run_ring_all_gather, ring_checks.compare_ring_all_gather),
 ]

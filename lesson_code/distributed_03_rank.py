@@ -28,7 +28,7 @@ from functools import partial
 from lesson_code import distributed_03 as lesson
 from lesson_code import distributed_03_going_further as going_further
 from lesson_code import ring_collectives
-from lesson_code.program import launch_of, parse_rank_args, rank_parser, write_json
+from lesson_code.program import launch_of, parse_rank_args, rank_parser, save
 from lesson_code.tcp_bytes import bytes_sent_over, coordinator_connection
 
 import jax
@@ -51,15 +51,6 @@ TRAFFIC_METHOD = (
     "in block_until_ready; the change in the sum divided by {calls}. Includes gloo's "
     "message headers and notifications; excludes IP and TCP headers. trafficBaseline: the "
     "same count for the all-reduce program with its psum removed.")
-
-
-def private_stdout():
-    """The real stdout, on a descriptor of its own; file descriptor 1 becomes a copy of
-    stderr. gloo prints a connection banner from C++ straight to fd 1, and only process
-    0 prints the lesson, which it can know only once JAX has made its devices."""
-    real_stdout = os.dup(1)
-    os.dup2(2, 1)
-    return os.fdopen(real_stdout, "w")
 
 
 # --8<-- [start:join]
@@ -141,64 +132,50 @@ def add_bytes_by_rank(rows, sent, calls):
 
 
 def measure_traffic(devices, calls, coordinator_port):
-    """Bytes each rank sends per call: one row per collective and gradient size.
+    """Bytes each rank sends per call, one row per collective and gradient size: gloo's
+    (`traffic`), the ring built from ppermute (`ringTraffic`, lesson_code/ring_collectives.py)
+    and the all-reduce program with its psum removed (`trafficBaseline`).
 
-    Also returns the same count for a program with no collective, per size: it should
-    be zero, which shows that dispatching a call sends nothing the rows would include.
-    """
-    ranks = len(devices)
-    mesh = lesson.data_mesh(devices)
-    rows, sent = [], []
-    for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
-        x, y, w = place_unchecked(mesh, problem)
-        programs = lesson.build_programs(mesh, problem.n_total)
-        sliced = programs.shard_gradient(x, y, w)
-        # The calls we count compute the right thing: checked on this process's shards.
-        lesson.assert_matches(programs.all_gradient(x, y, w), lesson.reference_gradient(problem))
-        lesson.assert_matches(sliced, lesson.reference_gradient(problem))
-        model = dict(lesson.ring_payload_bytes(problem.w.nbytes, ranks), none=0.0)
-        for collective, program, args in (
-                ("all_reduce", programs.all_gradient, (x, y, w)),
-                ("reduce_scatter", programs.shard_gradient, (x, y, w)),
-                ("all_gather", programs.gather, (sliced,)),
-                ("none", no_collective(mesh, problem.n_total), (x, y, w))):
-            sent.append(bytes_sent_over(calls, coordinator_port, program, *args))
-            rows.append({"collective": collective, "gradientBytes": problem.w.nbytes,
-                         "modelBytesPerRank": model[collective], "calls": calls})
-    add_bytes_by_rank(rows, sent, calls)
-    traffic = [row for row in rows if row["collective"] != "none"]
-    baseline = [row for row in rows if row["collective"] == "none"]
-    return traffic, baseline
-
-
-def measure_ring_traffic(devices, calls, coordinator_port):
-    """The same count for the ring built from ppermute (lesson_code/ring_collectives.py).
-
-    gloo's reduce-scatter is halving-doubling; this one is the ring the byte model
-    describes, so here (p - 1)/p * G per rank per phase is a prediction to test.
+    gloo's reduce-scatter is halving-doubling; the ring is the one the byte model
+    describes, so there (p - 1)/p * G per rank per phase is a prediction to test. The
+    baseline should be zero, which shows that dispatching a call sends nothing the rows
+    would include.
     """
     ranks = len(devices)
     mesh = lesson.data_mesh(devices)
     ring = ring_collectives.ring_programs(mesh)
-    rows, sent = [], []
+    found, sent = [], []  # found: (its key in the data, row)
     for problem in (lesson.make_problem(ranks), problem_of_size(ranks, LARGE_GRADIENT_BYTES)):
         x, y, w = place_unchecked(mesh, problem)
-        g_locals = no_collective(mesh, problem.n_total)(x, y, w)  # per device: g_local f32[F]
+        programs = lesson.build_programs(mesh, problem.n_total)
+        local = no_collective(mesh, problem.n_total)
+        g_locals = local(x, y, w)  # per device: g_local f32[F]
+        sliced = programs.shard_gradient(x, y, w)
         chunks = ring["reduce_scatter"](g_locals)  # per device: chunk f32[F/p]
+        # The calls we count compute the right thing: checked on this process's shards.
         expected = lesson.reference_gradient(problem)
-        lesson.assert_matches(chunks, expected)  # on this process's shards
         copies = np.tile(expected, (ranks, 1))  # f32[p, F]: one row per device
-        lesson.assert_matches(ring["all_gather"](chunks), copies)
-        lesson.assert_matches(ring["all_reduce"](g_locals), copies)
-        model = lesson.ring_payload_bytes(problem.w.nbytes, ranks)
-        for collective, argument in (("reduce_scatter", g_locals), ("all_gather", chunks),
-                                     ("all_reduce", g_locals)):
-            sent.append(bytes_sent_over(calls, coordinator_port, ring[collective], argument))
-            rows.append({"collective": collective, "algorithm": "ppermute ring",
-                         "gradientBytes": problem.w.nbytes,
-                         "modelBytesPerRank": model[collective], "calls": calls})
-    add_bytes_by_rank(rows, sent, calls)
-    return rows
+        for got, right in ((programs.all_gradient(x, y, w), expected), (sliced, expected),
+                           (chunks, expected), (ring["all_gather"](chunks), copies),
+                           (ring["all_reduce"](g_locals), copies)):
+            lesson.assert_matches(got, right)
+        model = dict(lesson.ring_payload_bytes(problem.w.nbytes, ranks), none=0.0)
+        for kind, collective, program, args in (
+                ("traffic", "all_reduce", programs.all_gradient, (x, y, w)),
+                ("traffic", "reduce_scatter", programs.shard_gradient, (x, y, w)),
+                ("traffic", "all_gather", programs.gather, (sliced,)),
+                ("trafficBaseline", "none", local, (x, y, w)),
+                ("ringTraffic", "reduce_scatter", ring["reduce_scatter"], (g_locals,)),
+                ("ringTraffic", "all_gather", ring["all_gather"], (chunks,)),
+                ("ringTraffic", "all_reduce", ring["all_reduce"], (g_locals,))):
+            sent.append(bytes_sent_over(calls, coordinator_port, program, *args))
+            row = {"collective": collective, "gradientBytes": problem.w.nbytes,
+                   "modelBytesPerRank": model[collective], "calls": calls}
+            found.append((kind, {**row, "algorithm": "ppermute ring"}
+                          if kind == "ringTraffic" else row))
+    add_bytes_by_rank([row for _, row in found], sent, calls)
+    return {kind: [row for its, row in found if its == kind]
+            for kind in ("traffic", "trafficBaseline", "ringTraffic")}
 
 
 # The rounds experiment keeps the gradient fixed (the lesson's 32 B at p = 4) and changes
@@ -286,25 +263,18 @@ def progress(rank, message):
           flush=True)
 
 
-def parse_args(argv):
+def main(argv=None):
     parser = rank_parser(__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=("cpu", "tpu"), default="cpu",
                         help="cpu: one CPU device per process, traffic counted (default); "
                              "tpu: every chip of a multi-host slice, whose interconnect no "
                              "socket sees, so the lesson alone")
-    return parse_rank_args(parser, argv)
-
-
-def write_data(rank, path, data):
-    """Process 0 writes the run's data, whole; the others have checked their shards."""
-    if rank == 0 and path:
-        write_json(path, data)
-    return 0
-
-
-def main(argv=None):
-    args = parse_args(argv)
-    real_stdout = private_stdout()  # before gloo can print its banner
+    args = parse_rank_args(parser, argv)
+    # The real stdout on a descriptor of its own, fd 1 a copy of stderr, before gloo prints
+    # its connection banner there from C++: only process 0 prints the lesson, which it can
+    # know only once JAX has made its devices.
+    real_stdout = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     loopback = f"127.0.0.1:{args.port}" if args.port is not None else None
     host, coordinator_port = join(args.process_id, args.processes,
                                   loopback or args.coordinator, bind=loopback)
@@ -320,19 +290,17 @@ def main(argv=None):
     sys.stdout.flush()  # the lesson's output is complete even if a later step fails
     progress(rank, "lesson passed on its own shards")
     data["launch"] = launch
-    if args.platform == "tpu":  # ICI carries the collectives: no TCP count, no rounds
-        return write_data(rank, args.data_out, data)
-    data["traffic"], data["trafficBaseline"] = measure_traffic(devices, args.calls,
-                                                               coordinator_port)
-    data["trafficMethod"] = TRAFFIC_METHOD.format(calls=args.calls)
-    data["ringTraffic"] = measure_ring_traffic(devices, args.calls, coordinator_port)
-    data["gradientByRank"] = gradient_by_rank(devices)
-    progress(rank, "traffic measured")
-    before = lesson.host_load()
-    data["roundsTiming"] = measure_rounds(devices, rounds_blocks(args.calls))
-    data["roundsTiming"].update(hostBefore=before, hostAfter=lesson.host_load())
-    progress(rank, "rounds timed")
-    return write_data(rank, args.data_out, data)
+    if args.platform == "cpu":  # on a TPU, ICI carries the collectives: no TCP count, no rounds
+        data.update(measure_traffic(devices, args.calls, coordinator_port),
+                    trafficMethod=TRAFFIC_METHOD.format(calls=args.calls),
+                    gradientByRank=gradient_by_rank(devices))
+        progress(rank, "traffic measured")
+        before = lesson.host_load()
+        data["roundsTiming"] = measure_rounds(devices, rounds_blocks(args.calls))
+        data["roundsTiming"].update(hostBefore=before, hostAfter=lesson.host_load())
+        progress(rank, "rounds timed")
+    # Process 0 writes the run's data, whole; the others have checked their shards.
+    return save(args.data_out, data, "the run") if rank == 0 else 0
 
 
 if __name__ == "__main__":

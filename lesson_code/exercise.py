@@ -13,12 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-
-def top_level_function(value):
-    """True for a `def` at the top of its module: the child process finds `reference` and
-    `attempt` by "module:function" (scripts/exercises.py)."""
-    return callable(value) and getattr(value, "__qualname__", None) == \
-        getattr(value, "__name__", "") != "<lambda>" and hasattr(value, "__code__")
+from lesson_code.program import STOPPING
 
 
 @dataclass(frozen=True)
@@ -40,25 +35,20 @@ class Exercise:
             raise TypeError(f"exercise {self.name}: scaffold is \"module:function\" under "
                             f"lesson_code/, such as \"lesson_code.my_exercises:{self.name}\"; "
                             f"not {self.scaffold!r}")
+        # The child process finds each by "module:function" (scripts/exercises.py).
         for role in ("reference", "attempt"):
-            if not top_level_function(getattr(self, role)):
+            if not (callable(given := getattr(self, role)) and hasattr(given, "__code__")
+                    and given.__qualname__ == given.__name__ != "<lambda>"):
                 raise TypeError(f"exercise {self.name}: {role} must be a function defined "
-                                f"with `def` at the top of its module, not "
-                                f"{getattr(self, role)!r}")
-
-
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+                                f"with `def` at the top of its module, not {given!r}")
 
 
 def run_checker(*args):
     """Replace this process with `python scripts/exercises.py ARGS ...` (the command
-    line's own arguments follow): a scaffold module's `python -m` entry.
-
-    Call it before the scaffold imports JAX, which takes a second: a Ctrl-C that arrives
-    meanwhile would otherwise be a KeyboardInterrupt traceback, or be swallowed by a JAX
-    callback and the run go on. The signals are held, not lost, across the exec; the
-    checker takes them once its own handlers are in place.
-    """
+    line's own arguments follow): a scaffold module's `python -m` entry, called before it
+    imports JAX, which takes a second: a Ctrl-C meanwhile would be a traceback, or be
+    swallowed by a JAX callback. The stopping signals are held, not lost, across the exec;
+    the checker takes them once its own handlers are in place."""
     checker = Path(__file__).resolve().parents[1] / "scripts" / "exercises.py"
-    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPPING)
     os.execv(sys.executable, [sys.executable, str(checker), *args, *sys.argv[1:]])

@@ -1,21 +1,19 @@
 """The program every lesson shares: what `python -m lesson_code.<module>` runs.
 
-A lesson's file is its steps. `python -m` imports the package first, which starts here
-(lesson_code/__init__.py calls `guard_the_start`): a registered lesson is imported once,
-as itself, and run by `main`, so its file is never run as `__main__` and no recording of
-it depends on this file; its guard only runs the file alone (a reader's download).
-Written once, for every lesson: `--platform`, `--devices` (default: its `devices` in
-lessons.toml, refused outside its `device_counts`), `--data-out PATH` written whole; a setup
-error in one line, exit 2; Ctrl-C, SIGTERM and SIGHUP in one line, 128 + the signal, from
-the lesson's `import jax` on, but no SIGHUP under nohup. For every program under
-lesson_code/ (a simulation, a rank): a closed stdout (`| head`) silently, 141; a stdout
-the disk refuses in one line, 1; a Python without JAX in one line, 2. And for a rank
-module: its flags and `launch_of`.
-
-No scripts/ and, as the package imports it first, no JAX at import.
+`python -m` imports the package first, which starts here (lesson_code/__init__.py calls
+`guard_the_start`): a registered lesson is imported once, as itself, and run by `main`, so
+no recording of it depends on this file; its `__main__` guard only runs the file alone (a
+reader's download). Written once, for every lesson: `--platform`, `--devices` (default:
+its `devices` in lessons.toml, refused outside its `device_counts`), `--data-out PATH`
+written whole; a setup error in one line, exit 2; Ctrl-C, SIGTERM and SIGHUP in one line,
+128 + the signal, from its `import jax` on, but no SIGHUP under nohup. For every program
+here (a simulation, a rank): a closed stdout (`| head`) silently, 141; a stdout the disk
+refuses in one line, 1; a Python without JAX in one line, 2. And a rank module's flags
+and `launch_of`. No scripts/ and, as the package imports it first, no JAX at import.
 """
 import argparse
 import atexit
+import contextlib
 import errno
 import importlib
 import ipaddress
@@ -45,17 +43,15 @@ def take_signals(handler):
 def guard_the_start():
     """Before the program's first line, one line for what would end in a traceback: a
     JAX_NUM_CPU_DEVICES that is not a number, a signal during an import (JAX's takes a
-    second), and until the end a closed or full stdout or a Python without JAX (`said`).
-    Outside an import Python's own signal behaviour stays, until `main` takes over; a
-    registered lesson is run by `main` from here, its module imported once."""
+    second), and until the end what `said` names. Outside an import Python's own signal
+    behaviour stays, until `main` takes over."""
     devices = os.environ.get("JAX_NUM_CPU_DEVICES", "0")
     if not devices.strip().isdigit():
         print(f"error: JAX_NUM_CPU_DEVICES={devices!r} is not a whole number; unset it (the "
               f"program sets the device count itself: --devices N)", file=sys.stderr)
         sys.exit(2)
     take_signals(stop_while_starting)
-    sys.excepthook = end_in_one_line
-    atexit.register(flush_stdout)  # before Python's own flush, which could only complain
+    end_in_one_line()
     # During the package's import sys.argv is ["-m", *the program's arguments].
     module = sys.orig_argv[len(sys.orig_argv) - len(sys.argv)].removeprefix("-m")
     if module in (entry.get("module") for entry in registry(Path(__file__))):
@@ -95,44 +91,44 @@ def said(error):
     return None
 
 
-def leave(line, status):
-    """End the process now with `line`: what stdout still holds cannot be written."""
+def end_in_one_line():
+    """From here on, what `said` names ends the process in its line, even at exit."""
+    sys.excepthook = one_line_or_traceback
+    atexit.unregister(flush_stdout)  # once, however often asked
+    atexit.register(flush_stdout)  # before Python's own flush, which could only complain
+
+
+def one_line_or_traceback(kind, error, trace):  # sys.excepthook: what no code caught
+    if (ending := said(error)) is None:
+        return sys.__excepthook__(kind, error, trace)
+    line, status = ending
     if line:
         print(line, file=sys.stderr, flush=True)
     os._exit(status)  # unwinding further would meet stdout again at Python's own flush
-
-
-def end_in_one_line(kind, error, trace):  # sys.excepthook: what no code caught
-    if (ending := said(error)) is None:
-        return sys.__excepthook__(kind, error, trace)
-    leave(*ending)
 
 
 def flush_stdout():  # atexit: a stdout still buffered meets a closed pipe or full disk here
     try:
         sys.stdout.flush()
     except OSError as error:
-        if (ending := said(error)) is not None:
-            leave(*ending)
+        if said(error):
+            one_line_or_traceback(type(error), error, None)
 
 
-class SetupError(Exception):
-    """A platform or device count this machine cannot provide; the message says why."""
-
-
-def select_devices(configure_devices, platform, count, counts=None):
+def select_devices(configure_devices, platform, count, counts, refuse):
     """`count` devices of `platform` from the lesson's `configure_devices`; `counts`: the
-    only device counts the lesson runs on (its `device_counts`), or None for any."""
+    only device counts the lesson runs on (its `device_counts`), or None for any; else
+    `refuse(why)`, which exits."""
     if count < 1:
-        raise SetupError(f"--devices must be at least 1 (got {count}); try --devices 4")
+        refuse(f"--devices must be at least 1 (got {count}); try --devices 4")
     if platform == "cpu" and count > MAX_CPU_DEVICES:
-        raise SetupError(f"--devices {count} is more than the {MAX_CPU_DEVICES} logical CPU "
-                         f"devices a lesson program makes; try --devices 8")
+        refuse(f"--devices {count} is more than the {MAX_CPU_DEVICES} logical CPU devices a "
+               f"lesson program makes; try --devices 8")
     if counts and count not in counts:
         *some, last = map(str, counts)  # [1, 3, 9]: "1, 3 or 9"
-        raise SetupError(f"--devices {count}: this lesson runs on "
-                         f"{', '.join(some) + ' or ' if some else ''}{last} devices only (its "
-                         f"device_counts in lessons.toml); pass --devices {counts[0]}")
+        refuse(f"--devices {count}: this lesson runs on "
+               f"{', '.join(some) + ' or ' if some else ''}{last} devices only (its "
+               f"device_counts in lessons.toml); pass --devices {counts[0]}")
     try:
         devices = configure_devices(platform, count)
     except RuntimeError as error:
@@ -141,18 +137,18 @@ def select_devices(configure_devices, platform, count, counts=None):
         # JAX's own reason, minus its generic advice about JAX_PLATFORMS.
         reason = str(error).strip().splitlines()[0].split(" (set JAX_PLATFORMS")[0]
         extra = {"tpu": "jax[tpu]", "gpu": "jax[cuda12]"}.get(platform, "jax")
-        raise SetupError(f"no {platform.upper()} backend on this machine ({reason}); "
-                         f"run with --platform cpu, or on a {platform.upper()} machine "
-                         f"with {extra}=={jax.__version__} installed") from None
+        refuse(f"no {platform.upper()} backend on this machine ({reason}); run with "
+               f"--platform cpu, or on a {platform.upper()} machine with "
+               f"{extra}=={jax.__version__} installed")
     if len(devices) < count:
-        raise SetupError(f"--devices {count} asks for {count} {platform.upper()} devices "
-                         f"but this machine has {len(devices)}; pass --devices "
-                         f"{len(devices)} or use a machine with {count}")
+        refuse(f"--devices {count} asks for {count} {platform.upper()} devices but this "
+               f"machine has {len(devices)}; pass --devices {len(devices)} or use a machine "
+               f"with {count}")
     return devices
 
 
 class OneLineParser(argparse.ArgumentParser):
-    """argparse, ending a usage error in the program's one `error:` line."""
+    """argparse, ending a usage or setup error in the program's one `error:` line, exit 2."""
 
     def error(self, message):
         self.exit(2, f"error: {message}\n")
@@ -200,6 +196,19 @@ def write_json(path, data):
             os.unlink(temp)
 
 
+def save(path, data, what):
+    """--data-out's exit status: 0 once `data` is written whole to `path` (or none was
+    asked for), 1 after one line when it could not be; `what` passed regardless."""
+    if path:
+        try:
+            write_json(path, data)
+        except OSError as error:
+            print(f"error: cannot write {path} ({error.strerror}); {what} passed, but its "
+                  f"data was not written", file=sys.stderr)
+            return 1
+    return 0
+
+
 def registry(beside):
     """The [[lesson]] entries of the lessons.toml beside the file `beside`, unchecked: a
     broken registry is record.py's to report, in one line (scripts/store/lessons.py)."""
@@ -210,15 +219,16 @@ def registry(beside):
     return [entry for entry in lessons if isinstance(entry, dict)]
 
 
-def registered(lesson):
-    """The entry of the lesson module `lesson` in its registry (beside it), as record.py
-    runs it; {} when it has none."""
-    return next((entry for entry in registry(Path(lesson.__file__))
-                 if entry.get("module") == lesson.__name__), {})
-
-
-def parse_args(argv, module, description, devices):
-    parser = OneLineParser(prog=f"python -m {module}", description=description)
+def main(module):
+    """The lesson `module` as a program, on its entry in the registry beside it (as
+    record.py runs it): 0 after PASS, 2 for a setup error, 1 if its data could not be
+    written, or as `shell` ends it."""
+    lesson = importlib.import_module(module)
+    entry = next((entry for entry in registry(Path(lesson.__file__))
+                  if entry.get("module") == module), {})
+    devices = int(entry.get("devices", 4))  # 4.0 is 4
+    parser = OneLineParser(prog=f"python -m {module}",
+                           description=lesson.__doc__.splitlines()[0])
     parser.add_argument("--platform", choices=("cpu", "tpu", "gpu"), default="cpu",
                         help="cpu: logical devices on this host; tpu/gpu: physical chips")
     parser.add_argument("--devices", type=int, default=devices,
@@ -227,24 +237,22 @@ def parse_args(argv, module, description, devices):
     parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="also write the lesson's data (figure data, timings and "
                              "environment) as JSON")
-    return parser.parse_args(argv)
+    args = parser.parse_args()
+
+    def run():
+        devices = select_devices(lesson.configure_devices, args.platform, args.devices,
+                                 entry.get("device_counts"), parser.error)
+        # The going-further steps run inside the lesson, as recorded.
+        further = [importlib.import_module(entry["going_further"]).run_going_further] \
+            if entry.get("going_further") else []
+        return save(args.data_out, lesson.run_lesson(devices, *further), "the lesson")
+    return shell(run, "the lesson")
 
 
-def main(module, argv=None):
-    """The lesson `module` as a program: 0 after PASS, 2 for a setup error, 1 if its data
-    could not be written, 128 + a stopping signal, 141 for a closed stdout. Given no `argv`
-    (the process's own command line), a signal ends the process once its line is out."""
-    lesson = importlib.import_module(module)
-    entry = registered(lesson)
-    args = parse_args(argv, module, lesson.__doc__.splitlines()[0],
-                      int(entry.get("devices", 4)))  # 4.0 is 4
-    return shell(lambda: run_program(lesson, entry, args), "the lesson", whole=argv is None)
-
-
-def shell(work, what="the program", whole=True):
+def shell(work, what="the program"):
     """`work()`'s status, under the promises above (absl's app.run, for this course): a
-    stopping signal or a stdout closed or refused ends it in one line. `whole`: the process
-    is this program's, so a signal ends it once its line is out."""
+    stopping signal ends the process in one line once `work` has cleaned up."""
+    end_in_one_line()  # also for a caller that did not start here
     signals = []
 
     def stop(number, frame):
@@ -254,20 +262,8 @@ def shell(work, what="the program", whole=True):
     previous = take_signals(stop)
     try:
         status = work()
-        sys.stdout.flush()  # a line still buffered meets a closed pipe here, not at exit
-    except KeyboardInterrupt:
-        if not signals:  # raised by Python's own handler, before ours was installed
-            signals.append(signal.SIGINT)
-    except OSError as error:  # stdout's, closed or refused
-        if (ending := said(error)) is None:
-            raise
-        line, status = ending
-        print(line, file=sys.stderr, end="\n" if line else "")
-        # Point stdout at /dev/null, so the flush at exit does not fail again.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return status
+    except KeyboardInterrupt:  # the first signal counts: Python's own SIGINT if ours was late
+        signals.append(signal.SIGINT)
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
@@ -275,37 +271,12 @@ def shell(work, what="the program", whole=True):
         return status
     print(f"error: interrupted by {signal.Signals(signals[0]).name}; {what} did not "
           f"finish", file=sys.stderr, flush=True)
-    if whole:
-        # Everything is cleaned up; what is left is Python's own finalization, which can
-        # crash inside XLA while the interrupted computation's threads are still there
-        # (SIGSEGV, seen once in CI). Leave without it, with the signal's status.
-        try:
-            sys.stdout.flush()
-        except OSError:  # its reader went away too: nothing more to say
-            pass
-        os._exit(128 + signals[0])
-    return 128 + signals[0]
-
-
-def run_program(lesson, entry, args):
-    try:
-        devices = select_devices(lesson.configure_devices, args.platform, args.devices,
-                                 entry.get("device_counts"))
-    except SetupError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    # The going-further steps run inside the lesson, as recorded.
-    further = [importlib.import_module(entry["going_further"]).run_going_further] \
-        if entry.get("going_further") else []
-    data = lesson.run_lesson(devices, *further)
-    if args.data_out:
-        try:
-            write_json(args.data_out, data)
-        except OSError as error:
-            print(f"error: cannot write {args.data_out} ({error.strerror}); the lesson "
-                  f"passed, but its data was not written", file=sys.stderr)
-            return 1
-    return 0
+    # Everything is cleaned up; what is left is Python's own finalization, which can crash
+    # inside XLA while the interrupted computation's threads are still there (SIGSEGV, seen
+    # once in CI). Leave without it, with the signal's status.
+    with contextlib.suppress(OSError):  # its reader went away too: nothing more to say
+        sys.stdout.flush()
+    os._exit(128 + signals[0])
 
 
 # --- one rank of a multi-process run (a lesson's rank_module) ------------------------------
@@ -366,39 +337,27 @@ def address(text):
 
 
 # A variable each launcher sets in every process it starts, and the launcher's name.
-LAUNCHER_VARIABLES = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("SLURM_PROCID", "srun"),
-                      ("JOB_COMPLETION_INDEX", "kubernetes"))
-
-
-def launcher_name(platform="cpu"):
-    """What started this process, by the variables launchers set: Open MPI's mpirun,
-    SLURM's srun, a Kubernetes Indexed Job; on a TPU slice, its workers (a GKE pod's, when
-    Kubernetes says so); else this repository's single-machine launcher."""
-    for variable, name in LAUNCHER_VARIABLES:
-        if variable in os.environ:
-            return name
-    if platform == "tpu":
-        return "gke-tpu" if "KUBERNETES_SERVICE_HOST" in os.environ else "cloud-tpu"
-    return "processes.py"
-
-
-def coordinator_host(address):
-    """The coordinator's IP address as a reader could use it: a loopback address; that of
-    another interface is private to its network, so not recorded."""
-    if ipaddress.ip_address(address).is_loopback:
-        return address
-    return "rank 0's host (its IP address is not recorded)"
+LAUNCHERS = (("OMPI_COMM_WORLD_SIZE", "mpirun"), ("SLURM_PROCID", "srun"),
+             ("JOB_COMPLETION_INDEX", "kubernetes"))
 
 
 def launch_of(coordinator_address, platform="cpu"):
-    """How this run was put together: launcher, processes, hosts, coordinator's host."""
+    """How this run was put together: its launcher (Open MPI's mpirun, SLURM's srun, a
+    Kubernetes Indexed Job; on a TPU slice its workers, a GKE pod's when Kubernetes says
+    so; else this repository's single-machine launcher), processes, hosts, and the
+    coordinator's host: a loopback address, as another's is private to its network."""
     import jax
     import numpy as np
     from jax.experimental import multihost_utils
 
+    tpu = "gke-tpu" if "KUBERNETES_SERVICE_HOST" in os.environ else "cloud-tpu"
+    launcher = next((name for variable, name in LAUNCHERS if variable in os.environ),
+                    tpu if platform == "tpu" else "processes.py")
     # Hosts are counted by a checksum of each process's host name: no name leaves its host.
     name = zlib.crc32(socket.gethostname().encode()) & 0x7FFFFFFF
     names = multihost_utils.process_allgather(np.asarray(name, np.int32))  # i32[p]
-    return {"launcher": launcher_name(platform), "processes": jax.process_count(),
+    return {"launcher": launcher, "processes": jax.process_count(),
             "hosts": len(set(names.tolist())),
-            "coordinatorHost": coordinator_host(coordinator_address)}
+            "coordinatorHost": coordinator_address
+            if ipaddress.ip_address(coordinator_address).is_loopback
+            else "rank 0's host (its IP address is not recorded)"}

@@ -135,10 +135,10 @@ def recorded_traces(p: int = 4) -> dict:
     return {**trace(p), "byRanks": {str(q): trace(q) for q in STEPPABLE_RANKS if q != p}}
 
 
-def main(argv=None):
+def main():
     """`--data-out PATH` as every lesson program writes it, on the course's program shell
     (lesson_code/program.py)."""
-    from lesson_code.program import OneLineParser, data_out_path, shell, whole, write_json
+    from lesson_code.program import OneLineParser, data_out_path, save, shell, whole
 
     parser = OneLineParser(description="Simulate the ring on the example vector.")
     # Its trace holds p chunks for p ranks at each of p steps: p^3 entries a phase.
@@ -146,25 +146,17 @@ def main(argv=None):
                         help="ranks on the ring (default 4, at most 64)")
     parser.add_argument("--data-out", metavar="PATH", type=data_out_path,
                         help="write the trace as JSON here")
-    args = parser.parse_args(argv)
+    args = parser.parse_args()
 
     def simulate():
         data = recorded_traces(args.ranks)
-        sent = data["reduceScatter"]["bytesSent"][0] + data["allGather"]["bytesSent"][0]
+        sent = [data[phase]["bytesSent"][0] for phase in ("reduceScatter", "allGather")]
         print(f"Ring of {args.ranks} ranks on a {data['vectorBytes']}-byte vector: each "
-              f"rank sent {data['reduceScatter']['bytesSent'][0]} bytes in the "
-              f"reduce-scatter and {data['allGather']['bytesSent'][0]} in the all-gather, "
-              f"{sent} in all.")
+              f"rank sent {sent[0]} bytes in the reduce-scatter and {sent[1]} in the "
+              f"all-gather, {sum(sent)} in all.")
         print("Every rank ends with the full sum.")
-        if args.data_out:
-            try:
-                write_json(args.data_out, data)
-            except OSError as error:
-                print(f"error: cannot write {args.data_out} ({error.strerror})",
-                      file=sys.stderr)
-                return 1
-        return 0
-    return shell(simulate, "the simulation", whole=argv is None)
+        return save(args.data_out, data, "the simulation")
+    return shell(simulate, "the simulation")
 
 
 if __name__ == "__main__":

@@ -1,10 +1,8 @@
-"""The check of the ring all-gather exercise, apart from the scaffold a learner edits.
-
-In two halves, as every exercise is checked (lesson_code/CONTRACT.md): `run_ring_all_gather`
-runs an implementation on every device of `jax.devices()`, in the learner's process, and
-returns what each device computed and the lowered program's text; `compare_ring_all_gather`
-judges that, in the checker's: device r passed in chunk r of a known vector and must
-return the whole vector, using p - 1 ppermutes and no other collective.
+"""The check of the ring all-gather exercise, apart from the scaffold a learner edits, in
+two halves as every exercise's (lesson_code/exercise.py): `run_ring_all_gather` runs an
+implementation on every device, in the learner's process; `compare_ring_all_gather`
+judges, in the checker's, that device r, given chunk r of a known vector, returned the
+whole vector, using p - 1 ppermutes and no other collective.
 """
 import re
 
@@ -25,7 +23,8 @@ def collective_counts(lowered_text):
 
 
 def whole_vector(p):
-    """f32[p * CHUNK], device r's input is chunk r; no zeros, so a hole shows."""
+    """f32[p * CHUNK] for p devices (the exercise's answer): device r's input is chunk r;
+    no zeros, so a hole shows."""
     return np.arange(p * CHUNK, dtype=np.float32) + 1
 
 
@@ -42,10 +41,6 @@ def run_ring_all_gather(implementation):
     return {"devices": [[shard.index[0].start or 0, np.asarray(shard.data).reshape(-1)]
                         for shard in result.addressable_shards],
             "lowered": program.lower(whole).as_text()}
-
-
-def ring_answer(devices):
-    return whole_vector(devices)
 
 
 def compare_ring_all_gather(got, whole):

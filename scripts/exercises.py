@@ -24,10 +24,10 @@ from pkgutil import resolve_name
 
 import numpy as np
 
-from lesson_code.exercise import SIGNALS, Exercise
+from lesson_code.exercise import Exercise
 from scripts import display
 from scripts.plumbing.children import describe, dies_with, kill_all, poll_until, stderr_tail
-from scripts.plumbing.interrupts import signals_deferred
+from scripts.plumbing.interrupts import SIGNALS, signals_deferred
 from scripts.plumbing.scratch import scratch_folder
 from scripts.store.lessons import RegistryError, chosen_lessons, load_lessons
 
@@ -196,11 +196,10 @@ def choose(args):
         # A signal raised while jaxlib initialises would be an ImportError or a SIGSEGV.
         with signals_deferred():
             exercises = load_exercises(lesson)
-        if args.exercise is not None:
-            if not (exercises := [e for e in exercises if e.name == args.exercise]):
-                raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
-                                  f"--exercise {load_exercises(lesson)[0].name}")
-        picked.append((lesson, exercises))
+        if not (named := [e for e in exercises if args.exercise in (None, e.name)]):
+            raise ChecksError(f"no exercise {args.exercise!r} in {lesson.exercises}; try "
+                              f"--exercise {exercises[0].name}")
+        picked.append((lesson, named))
     return picked
 
 

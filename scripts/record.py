@@ -125,10 +125,8 @@ def stage_recording(lesson, recording, staging):
 def record_simulation(lesson, staging, scratch, inputs=None):
     progress(f"recording the simulation {lesson.simulation}")
     stdout, data, duration = run_module(lesson.simulation, lesson.root, scratch)
-    import numpy
-
     recording = header(lesson.id, "simulation", lesson.path(lesson.simulation),
-                       {"backend": "cpu", "jax": version("jax"), "numpy": numpy.__version__},
+                       {"backend": "cpu", "jax": version("jax"), "numpy": version("numpy")},
                        lesson.root, files=inputs)
     recording.update(stdout=stdout, data=data, durationS=round(duration, 2),
                      command=["python", "-m", lesson.simulation])

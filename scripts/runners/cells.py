@@ -55,26 +55,17 @@ class Execution:
     duration_s: float
 
 
-def kernel_manager(working_dir):
-    """This Python's own ipykernel, its sockets and key in the run's scratch folder."""
-    return AsyncKernelManager(kernel_name="python3",
-                              kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
-                              transport="ipc", ip=str(working_dir / "kernel"),
-                              connection_file=str(working_dir / "kernel.json"), log=QUIET)
-
-
-def kernel_environment(working_dir):
-    """This environment, less what would run the user's code before the first cell."""
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONSTARTUP"}
-    return {**env, "IPYTHONDIR": str(working_dir / "ipython")}
-
-
 def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
     """Run the notebook's code cells in order in a fresh kernel, filling in their outputs;
     CellRaised or ExecutionFailed otherwise. Every way out kills the kernel first. nbclient
     runs on a thread (MAINTAINING.md, "How a run executes")."""
     working_dir = Path(working_dir)
-    manager = kernel_manager(working_dir)  # kept: nbclient lets go of it when it is done
+    # This Python's own ipykernel, its sockets and key in the run's scratch folder; kept
+    # here: nbclient lets go of it when it is done.
+    manager = AsyncKernelManager(kernel_name="python3",
+                                 kernel_spec_manager=KernelSpecManager(kernel_dirs=[]),
+                                 transport="ipc", ip=str(working_dir / "kernel"),
+                                 connection_file=str(working_dir / "kernel.json"), log=QUIET)
     running = []  # the index of each cell as it starts: the last is where it stopped
     client = NotebookClient(
         notebook, km=manager, timeout=timeout_s, record_timing=False, log=QUIET,
@@ -86,12 +77,14 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
         resources={"metadata": {"path": str(working_dir)}},
         on_cell_execute=lambda cell, cell_index: running.append(cell_index))
     failures, finished = [], threading.Event()
+    # This environment, less what would run the user's code before the first cell.
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONSTARTUP"}
+    environment["IPYTHONDIR"] = str(working_dir / "ipython")
 
     def run_the_cells():
         try:
             with open(working_dir / "kernel.err", "wb") as log:
-                client.execute(cleanup_kc=True, stdout=log, stderr=log,
-                               env=kernel_environment(working_dir),
+                client.execute(cleanup_kc=True, stdout=log, stderr=log, env=environment,
                                preexec_fn=dies_with(os.getpid()))
         except Exception as error:  # noqa: BLE001 - raised below, on record.py's thread
             failures.append(error)
