@@ -6,7 +6,7 @@ import json
 from html.parser import HTMLParser
 
 from conftest import FIXTURES, SEED, module_file, recording_name, rederive_analyses
-from harness import passed, project as project_copy
+from harness import git, passed, project as project_copy
 
 # The hostile recordings are the seed lesson's: its panels carry the labels, its ring trace
 # the note, its TPU recording (tests/fixtures/tpu_recording.fixture.json) the stale tab.
@@ -31,9 +31,9 @@ def hostile_project(destination):
 
     # The seed's pages show recorded text, as every lesson's do.
     project = project_copy(destination, keep=[SEED.id])
-    (project / ".git").mkdir()
-    (project / ".git" / "config").write_text(
-        f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')
+    git(project, "init", "-q")  # a checkout's repository, its token in .git/config
+    with (project / ".git" / "config").open("a") as config:
+        config.write(f'[remote "origin"]\n\turl = https://x-access-token:{CANARY}@github.com/x/y\n')
     cpu = project / recording_name(SEED)
     tpu = write_tpu_recording(project / recording_name(SEED, "tpu"), project / MODULE, project,
                               stale=True, environment={"deviceKind": "TPU v6 lite (x+y)"})
