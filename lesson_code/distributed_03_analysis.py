@@ -15,38 +15,14 @@ NAMES = {"gloo": "gloo's", "ring": "the ring's", "reduce_scatter": "reduce-scatt
 
 
 def host(timing, environment):
-    """The host around a timing, and what the page says about it: whether other work
-    kept the cores busy when the run started (the readings during the timing count the
-    run's own processes too, so they cannot say)."""
-    before, after = timing["hostBefore"], timing["hostAfter"]
-    start = intervals.host_at_start(environment, before["cores"])
-    cores, loads = before["cores"], [f"{side['loadAverage1m']:.1f}" for side in (before, after)]
-    load = (f"was {loads[0]} to {loads[1]} on {cores} cores" if loads[0] != loads[1]
-            else f"on {cores} cores was {loads[0]} before and after")
-    words = (f"While it timed, the load average {load}, this run's own processes included. "
-             f"{start['words']}")
-    return {"cores": before["cores"], "loadBefore": before["loadAverage1m"],
-            "loadAfter": after["loadAverage1m"], "busyAtStart": start["busy"],
-            "busyCoresAtStart": start["busyCores"], "words": words}
-
-
-def interval_words(stat):
-    """'443 (95 % interval 410–480)', the way every interval is printed."""
-    return (f"{stat['median']:,.0f} ({stat['coverage']:.0%} interval "
-            f"{stat['low']:,.0f}–{stat['high']:,.0f})")
-
-
-def ratio_words(ratio):
-    """'1.76× (about 95% interval 1.39–2.30)': a bootstrap's coverage is nominal."""
-    return (f"{ratio['estimate']:.2f}× (about {ratio['coverage']:.0%} interval "
-            f"{ratio['low']:.2f}–{ratio['high']:.2f})")
+    return intervals.host([timing["hostBefore"], timing["hostAfter"]], environment, "processes")
 
 
 def program_timing(timing, environment):
     """Per program: the median of its block medians with its interval, and the spread."""
     programs = {name: intervals.summary(blocks) for name, blocks in timing["samplesUs"].items()}
     for stat in programs.values():
-        stat["words"] = interval_words(stat)
+        stat["words"] = intervals.words(stat, digits=0)
     design = {key: timing[key] for key in ("blocks", "samplesPerBlock", "warmupCallsPerBlock")}
     return {"programs": programs, "design": design, "host": host(timing, environment),
             "widestBlockSpread": max(stat["blockSpread"] for stat in programs.values())}
@@ -108,11 +84,11 @@ def rounds_row(rounds, lesson_timing, algorithm, collective, many, few):
             "messages": {f"p{p}": messages_per_rank(algorithm, collective, p)
                          for p in (many, few)},
             "dependentRounds": {f"p{p}": depth[p] for p in (many, few)},
-            "timing": {f"p{p}": {**stats[p], "words": interval_words(stats[p]),
+            "timing": {f"p{p}": {**stats[p], "words": intervals.words(stats[p], digits=0),
                                  "meanWords": f"{stats[p]['mean']:,.0f}",
                                  "perRoundUs": stats[p]["mean"] / depth[p]}
                        for p in (many, few)},
-            "perRoundRatio": {**ratio, "words": ratio_words(ratio)},
+            "perRoundRatio": {**ratio, "words": intervals.words(ratio, unit="×")},
             "pair": (blocks[many], blocks[few], scale),
             "twinDisagreement": twin, "twinMeanUs": twin_mean,
             "twinWords": (f"{twin_mean:,.0f}, {twin:.1f}× apart" if twin is not None
@@ -134,7 +110,7 @@ def algorithm_verdict(algorithm, rows, premise):
     word = (intervals.verdict(ratio, above=True, replicate_disagreement=twin)
             if premise else "not applicable")
     return {"algorithm": algorithm, "name": NAMES[algorithm].removesuffix("'s"),
-            "ratio": {**ratio, "words": ratio_words(ratio)}, "twinDisagreement": twin,
+            "ratio": {**ratio, "words": intervals.words(ratio, unit="×")}, "twinDisagreement": twin,
             "twinWords": f"{twin:.1f}×" if twin is not None else "not timed twice",
             "widestTwin": max(twins) if twins else None, "verdict": word}
 

@@ -239,9 +239,9 @@ def busbw(points_list, t, programs, ranks_list, nbytes):
         # Reported, not judged: the page tests no cause of a fall (a shared memory bus,
         # a working set past the cache), so its ratio earns no verdict word.
         falls[collective] = {**ratio, "faultedBlocks": faulted,
-                             "words": reading.ratio_words(ratio)[:-1] + (
-                                 f"; faulted in part in {faulted} of {len(per_block)} blocks)"
-                                 if faulted else ")")}
+                             "words": intervals.words(ratio, note=(
+                                 f"; faulted in part in {faulted} of {len(per_block)} blocks"
+                                 if faulted else ""))}
     return peaks, falls
 
 

@@ -119,9 +119,8 @@ def keep_freed(recording, t, ranks_list):
             "faultedShare": shares[0], "keptFaultedShare": shares[1],
             "callUs": float(np.median([times[0][key][b] for b in blocks])),
             "keptCallUs": float(np.median([times[1][key][b] for b in blocks])),
-            "fasterWords": (f"{ratio['median']:.1f}× ({ratio['coverage']:.0%} interval "
-                            f"{ratio['low']:.1f}–{ratio['high']:.1f}"
-                            f"{blocks_words(len(blocks), len(times[0][key]))})"),
+            "fasterWords": intervals.words(ratio, 1, "×",
+                                           blocks_words(len(blocks), len(times[0][key]))),
             "n": len(blocks), "verdict": intervals.verdict(ratio, above=True)}
     every = [entry for by_program in found.values() for entry in by_program.values()]
     # The median block hides a sample that still faulted: count those too.

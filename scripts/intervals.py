@@ -146,6 +146,15 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     return INCONCLUSIVE
 
 
+def words(interval, digits=2, unit="", note=""):
+    """How the course prints an interval: '2.25× (94% interval 2.02–2.46; `note`)'. A
+    bootstrap's, with no median, says 'about': its coverage is nominal."""
+    middle, about = ((interval["median"], "") if "median" in interval
+                     else (interval["estimate"], "about "))
+    return (f"{middle:,.{digits}f}{unit} ({about}{interval['coverage']:.0%} interval "
+            f"{interval['low']:,.{digits}f}–{interval['high']:,.{digits}f}{note})")
+
+
 def host_at_start(environment, cores):
     """Whether other work kept over half the cores busy as a measurement started
     (busyCoresAtStart; in an older recording, a load above the cores), and the sentence."""
@@ -162,3 +171,17 @@ def host_at_start(environment, cores):
                else "the host was otherwise idle")
     return {"busy": busy, "busyCores": busy_cores,
             "words": f"As it started, {said}: {verdict}."}
+
+
+def host(readings, environment, own):
+    """The load around a measurement (`readings`: the host before and after it, or around
+    each of its blocks), and whether other work kept the cores busy as it started: the
+    readings during it count its `own` processes too, so they cannot say."""
+    loads, cores = [reading["loadAverage1m"] for reading in readings], readings[0]["cores"]
+    start = host_at_start(environment, cores)
+    low, high = f"{min(loads):.1f}", f"{max(loads):.1f}"
+    load = f"was {low} to {high}" if low != high else f"was {low} at every reading"
+    return {"cores": cores, "loadMin": min(loads), "loadMax": max(loads),
+            "busyAtStart": start["busy"], "busyCoresAtStart": start["busyCores"],
+            "words": f"While it ran, the one-minute load average {load} on {cores} cores, "
+                     f"its own {own} included. {start['words']}"}

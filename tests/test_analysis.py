@@ -243,19 +243,27 @@ def test_the_gradient_size_is_derived_and_checked_against_the_recorded_payload()
 
 def test_a_host_that_other_work_kept_busy_says_so():
     """busyCoresAtStart decides, not the load during the timing (the run's own)."""
-    during = {"hostBefore": {"cores": 2, "loadAverage1m": 5.5},
-              "hostAfter": {"cores": 2, "loadAverage1m": 6.0}}
-    busy = analysis.host(during, {"busyCoresAtStart": 1.8, "loadAverage1m": 3.0})
+    during = [{"cores": 2, "loadAverage1m": 5.5}, {"cores": 2, "loadAverage1m": 6.0}]
+    busy = intervals.host(during, {"busyCoresAtStart": 1.8, "loadAverage1m": 3.0}, "workers")
     assert busy["busyAtStart"]
     assert "the host was busy, so these times also measure other work" in busy["words"]
-    quiet = analysis.host(during, {"busyCoresAtStart": 0.1, "loadAverage1m": 2.4})
+    quiet = intervals.host(during, {"busyCoresAtStart": 0.1, "loadAverage1m": 2.4}, "workers")
     assert not quiet["busyAtStart"] and "otherwise idle" in quiet["words"]
-    assert "the load average was 5.5 to 6.0 on 2 cores" in quiet["words"]
-    same = analysis.host({**during, "hostAfter": during["hostBefore"]}, {})  # not "5.5 to 5.5"
-    assert "the load average on 2 cores was 5.5 before and after" in same["words"]
+    assert "load average was 5.5 to 6.0 on 2 cores, its own workers included" in quiet["words"]
+    same = intervals.host(during[:1] * 2, {}, "workers")  # not "5.5 to 5.5"
+    assert "load average was 5.5 at every reading on 2 cores" in same["words"]
     # An older recording without busyCoresAtStart: the load at the start decides.
-    assert analysis.host(during, {"loadAverage1m": 2.5})["busyAtStart"]
-    assert not analysis.host(during, {"loadAverage1m": 1.0})["busyAtStart"]
+    assert intervals.host(during, {"loadAverage1m": 2.5}, "workers")["busyAtStart"]
+    assert not intervals.host(during, {"loadAverage1m": 1.0}, "workers")["busyAtStart"]
+
+
+def test_every_interval_is_printed_one_way():
+    """One vocabulary: a median's interval as measured, a bootstrap's 'about' (nominal)."""
+    median = intervals.median_interval([1.0, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0])
+    assert intervals.words(median, unit="×", note="; 7 of 9 blocks") == \
+        "2.50× (98% interval 1.00–4.00; 7 of 9 blocks)"
+    ratio = intervals.paired_mean_ratio([[2.0], [2.2], [1.8]], [[1.0], [1.0], [1.0]])
+    assert intervals.words(ratio, digits=1).startswith("2.0 (about 95% interval ")
 
 
 def sweep_recording(time_of, ranks=(2, 4, 8), sizes=(8, 512, 32768, 2**21, 2**25),

@@ -139,20 +139,13 @@ def fits(blocks, points_by_series, boundary=None):
 
 
 def host(recording):
-    """The load around every block, and whether other work kept the cores busy when the
-    sweep started (the readings during it count its own workers too)."""
+    """The load around every block; a sweep that started on a busy host says what that does."""
     readings = [reading for block in recording["hosts"] for reading in
                 (block["before"], block["after"])]
-    loads = [reading["loadAverage1m"] for reading in readings]
-    cores = readings[0]["cores"]
-    start = intervals.host_at_start(recording["environment"], cores)
-    words = (f"While it ran, the one-minute load average was {min(loads):.1f} to "
-             f"{max(loads):.1f} on {cores} cores, its own workers included. {start['words']}"
-             + (" A trend with p may then be the scheduler's rather than the runtime's."
-                if start["busy"] else ""))
-    return {"cores": cores, "loadMin": min(loads), "loadMax": max(loads),
-            "busyAtStart": start["busy"], "busyCoresAtStart": start["busyCores"],
-            "words": words}
+    found = intervals.host(readings, recording["environment"], "workers")
+    if found["busyAtStart"]:
+        found["words"] += " A trend with p may then be the scheduler's rather than the runtime's."
+    return found
 
 
 def verdict_counts(*groups):
@@ -204,6 +197,4 @@ def ratio_words(ratio, total=None):
     """'2.25 (94% interval 2.02–2.46)', saying how many blocks it rests on when not all."""
     if not ratio["n"]:
         return f"no block of {total} allocation-free for both"
-    kept = blocks_words(ratio["n"], total) if total else ""
-    return (f"{ratio['median']:.2f} ({ratio['coverage']:.0%} interval {ratio['low']:.2f}–"
-            f"{ratio['high']:.2f}{kept})")
+    return intervals.words(ratio, note=blocks_words(ratio["n"], total) if total else "")
