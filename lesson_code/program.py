@@ -164,9 +164,9 @@ def data_out_path(path):
         raise argparse.ArgumentTypeError(f"cannot write {path}: {folder} is not a writable "
                                          f"folder; create it, or pick another path")
     if not replaceable(path):
-        raise argparse.ArgumentTypeError(f"{path} is not a regular file, and only a regular "
-                                         f"file is replaced; give a new file path, such as "
-                                         f"{os.path.join(folder, 'data.json')}")
+        kind = "a symbolic link" if os.path.islink(path) else "not a regular file"
+        raise argparse.ArgumentTypeError(f"{path} is {kind}, and only a regular file is "
+                                         f"replaced; give a new file path, such as data.json")
     return path
 
 

@@ -756,7 +756,7 @@ def test_each_lesson_s_program_is_the_program_shell(lesson, tmp_path):
         ended = (*command.finish(), command.stdout())
     assert ended == (130, ["error: interrupted by SIGINT while starting; nothing ran"], "")
     for env, data_out, words in [({"JAX_NUM_CPU_DEVICES": "four"}, "old.json", "not a whole"),
-                                 ({}, "link.json", "not a regular file")]:
+                                 ({}, "link.json", "is a symbolic link")]:
         done = run("-m", lesson.module, "--data-out", tmp_path / data_out, env=env, timeout=180)
         assert (done.returncode, done.stdout) == (2, "")  # refused before the lesson ran
         one_error(done.stderr, words)
