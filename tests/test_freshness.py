@@ -2,6 +2,7 @@
 it, asked of an edited copy of the tree (freshness.check() in-process, as --check calls it)."""
 import ast
 import json
+import modulefinder
 import os
 import re
 import tempfile
@@ -78,8 +79,15 @@ def every_analysis(root, reading=None, lessons=None):
     return [(output.path, RENDER) for lesson in load_lessons(root).values()
             if lessons is None or lesson.id in lessons
             for output in analysis_outputs(lesson) if (root / output.source).exists()
-            and (reading is None or root / reading in hashes.import_closure(root / output.code,
-                                                                          root))]
+            and (reading is None or root / reading in imported(root / output.code, root))]
+
+
+def imported(code, root):
+    """The project's files `code` imports, as the standard library's modulefinder finds
+    them: not by the closure under test."""
+    finder = modulefinder.ModuleFinder(path=[str(root)])
+    finder.run_script(str(code))
+    return {Path(module.__file__) for module in finder.modules.values() if module.__file__}
 
 
 def rendered(*figures):
