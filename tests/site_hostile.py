@@ -50,6 +50,11 @@ def hostile_project(destination):
     recording["data"]["readerNote"] = [*PAYLOADS, HOSTILE_TEXT, "</SCRIPT >", "<!--"]
     simulation.write_text(json.dumps(recording, indent=2))
     hostile_notebook(project / "docs" / "notebooks" / f"{ID}.ipynb")
+    compiled = project / recording_name(SEED, "tpu-compiled")  # compiled from older code
+    recording = json.loads(compiled.read_text())
+    sweep = next(name for name in recording["contentFiles"] if name.endswith("_tpu_sweep.py"))
+    recording["contentFiles"][sweep] = "0" * 64
+    compiled.write_text(json.dumps(recording, indent=2))
     rederive_analyses(project)  # the build refuses an analysis older than its recording
     page = project / "docs" / "lessons" / f"{ID}.md"
     cells = "".join(f"| label {i} | {{{{ rec:{ID}.cpu:data.panels.0.labels.{i} }}}} |\n"

@@ -398,6 +398,12 @@ def test_a_stale_hardware_recording_gets_its_tab_and_says_what_changed(hostile_s
     assert "Completed TPU median microseconds" in page
     assert module_file(SEED) in page.split("Stale recording")[1][:2000]
     assert RECORDED_ON_TPU in course_entries(hostile_site)[SEED.id]
+    # The compiled record, stale too: the pages that print from it say so where they do.
+    compiled = recording_name(SEED, "tpu-compiled")
+    for name in (LESSON_PAGE, "going-further/tpu/index.html"):
+        warning = (hostile_site / name).read_text().split("Stale recording</p>")[1][:600]
+        assert f"_tpu_sweep.py</code> changed since. What is printed from <code>{compiled}" \
+            in warning and "tpu_job.py --write-compiled" in warning
 
 
 def test_the_recordings_table_lists_every_recording_and_ends_where_its_paragraph_begins(built_site):

@@ -2,6 +2,7 @@
 (scripts/store/staging.py): nothing a commit holds decides what is deleted, nothing is
 written through a link or over what is no regular file, and either generator refuses what a
 pull request controls before it lists docs/."""
+import shutil
 import subprocess
 import sys
 
@@ -65,6 +66,16 @@ def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course,
     stage(root)
     assert kept.read_text() == "<svg/>" and copy.read_bytes() == (root / copy.relative_to(
         docs)).read_bytes()
+    # A file committed in place of a folder of copies: refused the same way, not "File exists".
+    shutil.rmtree(docs / "figures")
+    (docs / "figures").write_text("a file\n")
+    git(root, "add", "-f", docs / "figures")
+    git(root, "commit", "-qm", "a file for a folder")
+    assert str(raised_in_one_line(StagingError, stage, root)).startswith(
+        "docs/figures is committed where the build writes a copy")
+    assert (docs / "figures").read_text() == "a file\n"
+    git(root, "rm", "-q", "--cached", docs / "figures")
+    (docs / "figures").unlink()
     # A repository git cannot read: what it tracks unknown, nothing is copied over anything.
     copy.unlink()
     monkeypatch.setenv("GIT_DIR", str(root / "nowhere"))
@@ -133,14 +144,17 @@ def test_either_generator_refuses_a_committed_link_before_it_lists_docs(tmp_path
 
 
 @pytest.mark.slow
-def test_zensical_refuses_another_checkouts_code_before_it_lists_docs(tmp_path):
-    """A worktree built by the zensical of another checkout's activated .venv: refused as
+def test_either_generator_refuses_another_checkouts_code_before_it_lists_docs(tmp_path):
+    """A worktree built by the generator of another checkout's activated .venv: refused as
     mkdocs.yml is read, so its committed link is not published and the other is not written."""
     second = project(tmp_path / "second", keep=[FIRST_LESSON.id])
     (second / "docs" / "leak.txt").symlink_to("/etc/hostname")
-    built = in_activated_venv("zensical", "build", "--clean", cwd=second)
-    assert built.returncode != 0 and not (second / "site").exists()
-    one_error(built.stderr, f"{second}/mkdocs.yml is being built with another checkout's code")
+    for folder, named in ((second, ()), (second / "docs", ("-f../mkdocs.yml",))):  # any spelling
+        for generator in ("zensical", "mkdocs"):
+            built = in_activated_venv(generator, "build", *named, cwd=folder)
+            assert built.returncode != 0 and not (second / "site").exists()
+            one_error(built.stderr,
+                      f"{second}/mkdocs.yml is being built with another checkout's code")
 
 
 @pytest.mark.slow

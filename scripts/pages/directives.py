@@ -10,7 +10,7 @@ import re
 
 from scripts.pages.course import lesson_list
 from scripts.pages.recorded_text import PageError, formatted, human_date, read
-from scripts.pages.recording_views import recording_table, recording_tabs
+from scripts.pages.recording_views import recording_table, recording_tabs, stale_warning
 from scripts.store.outputs import RECORD as FIX
 from scripts.store.outputs import recording_fix, stem_parts, stem_source
 
@@ -19,6 +19,7 @@ VALUE = re.compile(r"\{\{\s*rec:([\w.-]+):([\w.-]+)(?:\|([^}]*?))?\s*\}\}")
 # blank line after it and glue the next paragraph onto the table as more rows).
 TABS = re.compile(r"^\{\{\s*recordings:([\w-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
 TABLE = re.compile(r"^\{\{\s*recordings-table(?::([\w-]+))?[ \t]*\}\}[ \t]*$", re.MULTILINE)
+STALE = re.compile(r"^\{\{\s*stale-warning:([\w.-]+)[ \t]*\}\}[ \t]*$", re.MULTILINE)
 LESSON_LIST = re.compile(r"^\{\{\s*lessons[ \t]*\}\}[ \t]*$", re.MULTILINE)
 JSON_BLOCK = re.compile(r"^\{\{\s*json:([\w.-]+):([\w.-]+)#([a-z][\w-]*)[ \t]*\}\}[ \t]*$",
                         re.MULTILINE)
@@ -31,6 +32,7 @@ IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
 DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
                                 (("value", VALUE), ("tabs", TABS), ("table", TABLE),
+                                 ("stale", STALE),
                                  ("lessons", LESSON_LIST), ("json", JSON_BLOCK),
                                  ("rows", ROWS))),
                        re.MULTILINE)
@@ -63,6 +65,9 @@ def expand(match, sources, values, folder):
         return recording_tabs(TABS.match(text).group(1), sources, values)
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), sources, values)
+    if match.group("stale"):
+        return "\n".join(stale_warning(read(sources, STALE.match(text).group(1)), sources,
+                                        values))
     if match.group("lessons"):
         return lesson_list(sources, values, folder)
     if match.group("json"):

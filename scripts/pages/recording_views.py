@@ -3,6 +3,7 @@ recorded string goes in through values.hold, never read as Markdown.
 """
 from scripts.pages.recorded_text import PageError, human_date, read
 from scripts.store.outputs import RECORD as FIX
+from scripts.store.outputs import recording_fix
 
 
 def machine_label(recording):
@@ -68,12 +69,7 @@ def recording_tabs(lesson_id, sources, values):
         date = human_date(recording["generatedAt"])
         label = f"{machine_label(recording)} · {date} · JAX {env['jax']}"
         lines = [f'=== "{values.hold(label)}"', ""]
-        if loaded.stale:
-            changed = ", ".join(f"`{values.hold(name)}`" for name in loaded.stale)
-            lines += ['    !!! warning "Stale recording"',
-                      f"        Recorded from older code: {changed} changed since. "
-                      f"The values below are what that older code printed; rerun the "
-                      f"hardware job to refresh them.", ""]
+        lines += stale_warning(loaded, sources, values, "    ")
         lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
                   f"{values.hold(date)} · "
                   f"{values.hold(env['deviceCount'])} × "
@@ -85,3 +81,16 @@ def recording_tabs(lesson_id, sources, values):
                   "    ```", ""]
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
+
+
+def stale_warning(loaded, sources, values, indent=""):
+    """The lines that say a recording was made from code that changed since (none while
+    it is current): what a page prints from it is what that older code gave."""
+    if loaded is None or not loaded.stale:
+        return []
+    changed = ", ".join(f"`{values.hold(name)}`" for name in loaded.stale)
+    fix = recording_fix(sources.lessons, loaded.stem)
+    return [f'{indent}!!! warning "Stale recording"',
+            f"{indent}    Made from older code: {changed} changed since. What is printed "
+            f"from `{values.hold(loaded.path)}` is what that older code gave; run "
+            f"`{values.hold(fix)}` to refresh it.", ""]

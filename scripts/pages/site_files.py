@@ -11,12 +11,15 @@ removes only an untracked read-only file in COPIES that no lesson wants now, and
 rather than overwrite, a file git tracks where a copy goes. No list it reads decides what it
 deletes.
 """
+import inspect
 import os
 import re
 import stat
 import subprocess
-import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+
+import click
+import yaml
 
 from scripts import ROOT
 from scripts.pages.course import downloadable_files
@@ -84,7 +87,8 @@ def stage(root=ROOT):
     docs = root / "docs"
     refuse_links(root)
     files, committed = wanted(root, load_lessons(root)), tracked(root)
-    if in_the_way := sorted(set(files) & committed):
+    below = {str(folder) for path in files for folder in PurePosixPath(path).parents}
+    if in_the_way := sorted(committed & (set(files) | below)):  # a copy, or a folder of them
         raise StagingError(f"docs/{in_the_way[0]} is committed where the build writes a copy "
                            f"(docs/figures/, docs/lesson_code/, docs/recordings/ and each "
                            f"notebook's page are the build's, and git ignores them): `git rm "
@@ -103,15 +107,25 @@ def stage(root=ROOT):
 
 
 def config_being_read():
-    """The mkdocs.yml either generator reads (their -f/--config-file, else the working
-    folder's), or None where none is to be found (read from Python)."""
-    args = sys.argv[1:]
-    for number, arg in enumerate(args):
-        if arg.startswith("--config-file="):
-            return Path(arg.partition("=")[2])
-        if arg in ("-f", "--config-file") and number + 1 < len(args):
-            return Path(args[number + 1])
-    return Path("mkdocs.yml") if Path("mkdocs.yml").is_file() else None
+    """The mkdocs.yml either generator is reading, however its command line named it: the
+    file PyYAML's loader up the stack reads (MkDocs loads it from the open file), else the
+    `config_file` the generator's own click parser took (Zensical reads it to a string
+    first), else its default in the working folder. None when called from Python or for a
+    stream (`-f -`)."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        loader = frame.f_locals.get("self")
+        if isinstance(loader, yaml.reader.Reader) and not loader.name.startswith("<"):
+            return Path(loader.name)
+        frame = frame.f_back
+    if (command := click.get_current_context(silent=True)) is None:
+        return None
+    named = command.params.get("config_file")  # MkDocs's is an open file
+    if named is None:
+        return next((Path(name) for name in ("zensical.toml", "mkdocs.yml")
+                     if Path(name).is_file()), None)
+    named = str(getattr(named, "name", named))
+    return None if named.startswith("<") else Path(named)  # <stdin>: no folder to refuse
 
 
 def checked_root():
@@ -132,3 +146,7 @@ def checked_root():
     except (LinkInCheckout, RegistryError, StagingError) as error:
         raise SystemExit(f"error: {error}") from None
     return str(ROOT)
+
+
+if __name__ == "__main__":  # `python -m scripts.pages.site_files`: the copies alone
+    checked_root()
