@@ -47,7 +47,8 @@ def per_target(found):
 def matrix_keeps(target):
     """The smallest size from which a matrix's reduce-scatter stays one at every size above,
     over the whole slice in one call (None where it never does), the largest compiled below
-    it (None: none), and that p: the onset lies between the two, and nothing says where."""
+    it (None: none; the onset lies between the two, and nothing says where), that p, the
+    largest size compiled, and whether a collective-permute runs beside it at some size."""
     ranks = max(p for row in target["programs"] if row["program"] == MATRIX for p in row["ranks"])
     spans = sorted((row["bytes"], row["compilesTo"]) for row in target["programs"]
                    if row["program"] == MATRIX and ranks in row["ranks"]
@@ -56,7 +57,8 @@ def matrix_keeps(target):
                               reversed(spans))))
     first = spans[-kept][0][0] if kept else None
     below = (spans[-kept - 1][0][1], spans[-kept - 1][1]) if first and kept < len(spans) else None
-    return first, below, ranks
+    permuted = any("collective-permute" in ops for _, ops in spans[len(spans) - kept:])
+    return first, below, ranks, spans[-1][0][1], permuted
 
 
 def table(slices):
@@ -125,15 +127,17 @@ def compiled_ahead(recording):
     keeps = grouped(((*matrix_keeps(target), target["topology"].split(":")[1].replace(
         "x", "×")), target["accelerator"]) for target in slices)
     keep_words = " and ".join(
-        (f"from {format_bytes(kept)}" if kept else "at no size") + f" on a {shape} (p = {p}: "
-        f"{', '.join(names)}" + (f"; {with_article(below[1])} at {format_bytes(below[0])}"
-                                 if below else "") + ")"
-        for (kept, below, p, shape), names in keeps.items())
+        ("at no size" if not kept else f"at {format_bytes(kept)}" if kept == largest
+         else f"from {format_bytes(kept)} to {format_bytes(largest)}")
+        + f" on a {shape} (p = {p}: {', '.join(names)}"
+        + (f"; {with_article(below[1])} at {format_bytes(below[0])}" if below else "")
+        + ("; beside a collective-permute at the largest sizes" if permuted else "") + ")"
+        for (kept, below, p, largest, permuted, shape), names in keeps.items())
     first_screen = (
         f"on a {ranks}-chip slice ({names}), XLA:TPU compiles the lesson's psum_scatter to "
         f"{lesson['own'][0]} and its all_gather to {lesson['own'][1]}; for a 1 MiB "
         f"gradient, to {lesson['real'][0]} and to {lesson['real'][1]}. A matrix's "
-        f"reduce-scatter (rows of 4 KiB) stays one {keep_words}.")
+        f"reduce-scatter stays one {keep_words}.")
     gradients = {program: {"cpu": compiled_to(cpu, "gradient", program, None, ranks),
                            "own": on_chips("gradient", program, None),
                            "real": on_chips("gradient", program, 2**20)}

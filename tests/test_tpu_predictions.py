@@ -147,8 +147,15 @@ def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_
     assert {label for label, verdict in verdicts.items() if verdict != "supported"} >= {
         "reduce-scatter, p = 2, 32 B", "reduce-scatter, p = 4, 32 MiB", "reduce-scatter",
         "reduce-scatter of a matrix, p = 4, 32 B", "all-gather, p = 2, 32 B"}
+    # At 32 MiB the matrix compiles to collective-permute + reduce-scatter: judged, as the
+    # page says, the permute timed with the collective predicted.
     assert {verdicts[label] for label in ("reduce-scatter of a matrix, p = 4, 32 MiB",
                                           "reduce-scatter of a matrix")} == {"supported"}
+    v6e = next(target for target in compiled["targets"] if target["accelerator"] == "v6e-4")
+    assert importlib.import_module(f"{SEED.module}_tpu_compiled").compiled_to(
+        v6e, "sweep", "reduce_scatter_2d", 2**25, 4) == "collective-permute + reduce-scatter"
+    assert "is judged, with the permute in its time." in (ROOT / "docs" / "going-further" /
+                                                          "tpu.md").read_text()
     assert set(verdicts.values()) == {"supported", "compiles to all-reduce: not judged"}
     judged = sum(verdict == "supported" for verdict in verdicts.values())
     assert found["counts"] == {"supported": judged, "contradicted": 0, "inconclusive": 0,
@@ -158,6 +165,36 @@ def test_a_row_whose_program_compiles_to_another_collective_is_labelled_and_not_
     found = compare(tpu_sweep_fixture(lambda row: 1.5), compiled={**compiled, "targets": []})
     assert {entry["verdict"] for entry in found["rows"] + found["ratios"]} == {
         "not in the compiled record: not judged"} and set(found["counts"].values()) == {0}
+
+
+def test_the_first_screen_and_the_tpu_page_say_what_the_compiled_record_does():
+    """The lesson's first screen is derived from the committed compiled record; the TPU
+    page's sentences about it that are written by hand hold in that record."""
+    record = json.loads((ROOT / recording_name(SEED, "tpu-compiled")).read_text())
+    compiled = importlib.import_module(f"{SEED.module}_tpu_compiled")
+    said = compiled.compiled_ahead(record)["firstScreen"]
+    assert "psum_scatter to an all-reduce and its all_gather to an all-reduce" in said
+    assert ("stays one from 128 KiB to 32 MiB on a 2×2 (p = 4: v6e-4, v5litepod-4; an "
+            "all-reduce at 32 KiB; beside a collective-permute at the largest sizes)") in said
+    page = (ROOT / "docs" / "going-further" / "tpu.md").read_text()
+    assert "1-D vector into an all-reduce and a slice at every size the sweep measures" in page
+    assert "at 32 B it is an all-reduce too" in page
+    columns = importlib.import_module(f"{SEED.module}_tpu_sweep").COLUMNS  # float32s a row
+    assert f"`f32[m, c]` with rows of up to {columns * 4 // 1024} KiB" in page
+    for target in record["targets"][1:]:  # every TPU slice, in one call and in the loop
+        for calls in (1, importlib.import_module(SEED.sweep).LOOP_COLLECTIVES["tpu"]):
+            assert {compiled.compiled_to(target, "sweep", "reduce_scatter", 8 * 4**k, p, calls)
+                    for k in range(12) for p in (2, 4, 8)} - {None} == {"all-reduce"}
+            ranks = compiled.matrix_keeps(target)[2]  # the whole slice
+            assert compiled.compiled_to(target, "sweep", "reduce_scatter_2d", 32, ranks,
+                                        calls) == "all-reduce"
+    # The record, not the code, decides: a matrix kept at every size on both 2×2s, no permute.
+    for target in record["targets"][1:3]:
+        for row in target["programs"]:
+            if row["program"] == "reduce_scatter_2d":
+                row["compilesTo"] = "reduce-scatter"
+    assert "stays one from 8 B to 32 MiB on a 2×2 (p = 4: v6e-4, v5litepod-4) and" in \
+        compiled.compiled_ahead(record)["firstScreen"]
 
 
 @pytest.mark.parametrize("machine, topology", [("v5litepod-4", "v5e:2x2"), ("v6e-4", "v6e:2x2")])
