@@ -119,10 +119,10 @@ def assert_a_screen_reader_gets_each_rank_as_a_list(page, root, trace):
     assert "step 1 of" in root.locator(".ring-stepper__position").text_content()
 
 
-def open_stepper(browser, served, path=LESSON, scheme="light", width=1280,
+def open_stepper(browser, served, path=LESSON, scheme="light", width=1280, height=None,
                  motion="reduce", clock=False):
     """A page with the step-through, scrolled to its top (less motion unless asked)."""
-    page = new_page(browser, scheme, width, reduced_motion=motion)
+    page = new_page(browser, scheme, width, height, reduced_motion=motion)
     watch = PageWatch(page, served)
     if clock:  # the page's timers run on a clock the test moves, once the page has settled
         page.clock.install()
@@ -213,6 +213,31 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
                 root.locator("[data-go=next]").click()
         assert f"has sent {(ranks - 1) * other['vectorBytes'] // ranks} of its " \
             f"{other['allGather']['bytesSent'][0]} bytes" in shows(root)["status"]
+    assert watch.problems == []
+    page.close()
+
+
+OFF_SCREEN = in_page("ring_stepper_off_screen")
+
+
+@pytest.mark.browser
+def test_at_p_8_a_short_laptop_screen_keeps_the_step_name_every_rank_and_the_buttons(
+        browser, served):
+    """Audit L3: on a 768-px laptop's 1366 x 657 viewport, with the step's name just under
+    the header, Next step at p = 8 leaves the name, all eight ranks and the buttons on
+    screen, the ring in its column and its text at 9 px or more."""
+    page, watch, root = open_stepper(browser, served, scheme="dark", width=1366, height=657)
+    root.locator("input[type=radio][value='8']").check()
+    root.evaluate("""root => scrollBy(0, root.querySelector('.ring-stepper__position')
+        .getBoundingClientRect().top - document.querySelector('.md-header')
+        .getBoundingClientRect().bottom)""")
+    root.locator("[data-go=next]").click()
+    assert shows(root)["position"] == "Reduce-scatter, step 1 of 7"
+    assert root.evaluate(OFF_SCREEN) == []
+    figure = root.locator(".ring-stepper__figure")
+    assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
+    assert round(figure.locator("svg").evaluate(
+        "svg => svg.getBoundingClientRect().width / svg.viewBox.baseVal.width"), 3) >= 0.9
     assert watch.problems == []
     page.close()
 

@@ -7,10 +7,11 @@
 // are "start", then 1 to p - 1, one per send.
 (() => {
   "use strict";
-  // SVG units (text: 10-unit monospace), drawn at 0.9 to 1.3 px each.
+  // SVG units (text: 10-unit monospace), drawn at SMALLEST to LARGEST px each (9 px text).
   const CHAR = 6, ROW = 15, PAD = 5, GAP = 24, ARROW = 26, MARGIN = 4;
+  const SMALLEST = 0.9, LARGEST = 1.3;
   // CSS px of the screen's height the ring leaves to the header, the step's name and the
-  // buttons, so that all three show with it (p = 8 on a laptop's 800 px).
+  // buttons, so that all three show with it (p = 8 down to a 768-px laptop's 657 px).
   const BESIDE_RING = 200;
   const KEYS = {ArrowLeft: "previous", ArrowRight: "next", Home: "first", End: "last"};
 
@@ -94,9 +95,11 @@
   // Where the p cards sit: on an ellipse, rank 0 at the top and the ranks clockwise (a flat
   // top packs 8 cards into the page's column), just large enough that no two cards touch,
   // neighbours are GAP apart corner to corner and each arrow shows ARROW long between them.
-  // The first that fits the room at full size, from as round as a page is wide (height 0.8
-  // of the width) to taller ones; else the narrowest.
-  function ring(p, card, room) {
+  // The first that fits at full size, across the column (room) and down the screen (tall),
+  // from as round as a page is wide (height 0.8 of the width) to taller ones, then flatter
+  // ones (p = 8 on a short laptop screen); else the one drawn largest, any that fits the
+  // column at the smallest size first (none does for p = 8 on a phone: the narrowest).
+  function ring(p, card, room, tall) {
     const {w, h} = card, turn = p > 4 ? Math.PI / p : 0;
     const place = (radii) => {
       const spots = [...Array(p).keys()].map((r) => {
@@ -115,8 +118,10 @@
     // The canvas holds every card and the ring itself (whose sides p = 2 leaves bare).
     const extent = (radius, spots, axis, size) => 2 * (MARGIN + Math.max(radius + 2,
       ...spots.map((spot) => (axis ? spot.y : spot.x) + size / 2)));
-    let narrowest = null;
-    for (let k = 0.8; k < 1.65; k += 0.1) {
+    const size = (shape) => Math.min(room / shape.width, tall / shape.height) -
+      (SMALLEST * shape.width > room);
+    let best = null;
+    for (const k of [0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 0.7, 0.6, 0.5]) {
       let radii, spots = null;
       for (let rx = w / 4; !spots; rx *= 1.01) {
         // Two ranks sit one above the other: the ring's sides must show beside them.
@@ -125,10 +130,10 @@
       }
       const shape = {radii, spots, width: extent(radii[0], spots, 0, w),
                      height: extent(radii[1], spots, 1, h)};
-      if (shape.width <= room) return shape;
-      if (!narrowest || shape.width < narrowest.width - 1) narrowest = shape;
+      if (size(shape) >= 1) return shape;
+      if (!best || size(shape) > size(best) + 0.001) best = shape;
     }
-    return narrowest;
+    return best;
   }
 
   function drawRing(trace, at, card, shape, id) {
@@ -221,14 +226,16 @@
       shape = null;
     }
     function draw() {
-      const room = figure.clientWidth, fresh = !shape || shape.room !== room;
-      if (fresh) shape = {...ring(trace.ranks, card, room), room};
+      const room = figure.clientWidth, tall = innerHeight - BESIDE_RING;
+      // A phone's height changes as its address bar hides: that redraws, it does not scroll.
+      const fresh = !shape || shape.room !== room;
+      if (fresh || shape.tall !== tall) shape = {...ring(trace.ranks, card, room, tall), room, tall};
       const drawn = drawRing(trace, all[at], card, shape, id);
-      // Up to 1.3 times its size where there is room, across and down, never under 0.9
-      // (9 px text). A ring wider than that (p = 8 on a phone) scrolls in its box, which
-      // then takes focus and says so.
-      const width = Math.max(0.9 * shape.width, Math.min(
-        room, 1.3 * shape.width, (innerHeight - BESIDE_RING) * shape.width / shape.height));
+      // As large as there is room for, across and down, within SMALLEST and LARGEST. A ring
+      // wider than that (p = 8 on a phone) scrolls in its box, which then takes focus and
+      // says so.
+      const width = Math.max(SMALLEST * shape.width, Math.min(
+        room, LARGEST * shape.width, tall * shape.width / shape.height));
       drawn.style.width = `${width}px`;
       figure.replaceChildren(drawn);
       const scrolls = width > room;
