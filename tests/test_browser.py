@@ -133,10 +133,10 @@ def settle(page, watch, url, timeout_s=15):
         page.wait_for_timeout(20)  # lets Playwright deliver the pending answers' events
 
 
-def new_page(browser, scheme="light", width=1280, **options):
+def new_page(browser, scheme="light", width=1280, height=None, **options):
     """A page of `browser` as that screen shows it: a phone below 600 px."""
     phone = width < 600
-    return browser.new_page(viewport={"width": width, "height": 844 if phone else 900},
+    return browser.new_page(viewport={"width": width, "height": height or (844 if phone else 900)},
                             color_scheme=scheme, is_mobile=phone, has_touch=phone, **options)
 
 

@@ -119,10 +119,10 @@ def assert_a_screen_reader_gets_each_rank_as_a_list(page, root, trace):
     assert "step 1 of" in root.locator(".ring-stepper__position").text_content()
 
 
-def open_stepper(browser, served, path=LESSON, scheme="light", width=1280,
+def open_stepper(browser, served, path=LESSON, scheme="light", width=1280, height=None,
                  motion="reduce", clock=False):
     """A page with the step-through, scrolled to its top (less motion unless asked)."""
-    page = new_page(browser, scheme, width, reduced_motion=motion)
+    page = new_page(browser, scheme, width, height, reduced_motion=motion)
     watch = PageWatch(page, served)
     if clock:  # the page's timers run on a clock the test moves, once the page has settled
         page.clock.install()
@@ -213,6 +213,53 @@ def test_the_ring_steps_through_the_recorded_trace_and_stays_still(browser, serv
                 root.locator("[data-go=next]").click()
         assert f"has sent {(ranks - 1) * other['vectorBytes'] // ranks} of its " \
             f"{other['allGather']['bytesSent'][0]} bytes" in shows(root)["status"]
+    assert watch.problems == []
+    page.close()
+
+
+OFF_SCREEN = in_page("ring_stepper_off_screen")
+CUT_BY_THE_BOX = """box => [...box.querySelectorAll('.ring-stepper__rank')].filter(card => {
+    const [inner, outer] = [card, box].map(part => part.getBoundingClientRect());
+    return inner.left < outer.left || inner.right > outer.right;
+}).map(card => card.dataset.rank)"""
+NAME_UNDER_THE_HEADER = """root => scrollBy(0, root.querySelector('.ring-stepper__position')
+    .getBoundingClientRect().top - document.querySelector('.md-header')
+    .getBoundingClientRect().bottom)"""
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("scheme, width, height", [("dark", 1366, 657), ("light", 320, 640)])
+def test_p_8_on_a_short_laptop_and_a_320_px_phone_shows_every_rank_whole(
+        browser, served, scheme, width, height):
+    """At p = 8 no card is cut, nothing scrolls sideways, the text is 9 px or more and every
+    step is the recorded trace. Audit L3: on a 768-px laptop's 1366 x 657, with the step's
+    name just under the header, Next step leaves the name, all eight ranks and the buttons on
+    screen. L4: at 320 px, where even the side of the ring it would open on is wider than
+    the column, the ranks go down in one column. Nothing moves while stepping; axe finds
+    nothing in it."""
+    page, watch, root = open_stepper(browser, served, scheme=scheme, width=width, height=height)
+    root.locator("input[type=radio][value='8']").check()
+    root.evaluate(NAME_UNDER_THE_HEADER)
+    steps, still = expected_ring_steps(recorded_trace()["byRanks"]["8"]), shows(root)
+    for index, state in enumerate(steps):
+        seen = shows(root)
+        assert_shows(seen, state)
+        assert [seen["ring"], seen["controls"]] == [still["ring"], still["controls"]]
+        if index == 1 and width > 600:
+            assert root.evaluate(OFF_SCREEN) == []
+        if index < len(steps) - 1:
+            root.locator("[data-go=next]").click()
+    figure = root.locator(".ring-stepper__figure")
+    assert figure.evaluate("box => box.scrollWidth <= box.clientWidth")
+    assert figure.get_attribute("tabindex") is None
+    assert not root.locator(".ring-stepper__scroll").is_visible()
+    assert figure.evaluate(CUT_BY_THE_BOX) == []
+    assert figure.locator("svg").evaluate(  # 10-unit text, drawn at the SVG's scale
+        "svg => 10 * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width") >= 8.99
+    assert page.evaluate("document.documentElement.scrollWidth <= innerWidth")
+    if AXE.exists():
+        impacts = ("minor", "moderate", "serious", "critical")
+        assert axe_findings(page, ".ring-stepper", impacts) == []
     assert watch.problems == []
     page.close()
 

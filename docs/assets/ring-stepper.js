@@ -7,10 +7,11 @@
 // are "start", then 1 to p - 1, one per send.
 (() => {
   "use strict";
-  // SVG units (text: 10-unit monospace), drawn at 0.9 to 1.3 px each.
+  // SVG units (text: 10-unit monospace), drawn at SMALLEST to LARGEST px each (9 px text).
   const CHAR = 6, ROW = 15, PAD = 5, GAP = 24, ARROW = 26, MARGIN = 4;
+  const SMALLEST = 0.9, LARGEST = 1.3;
   // CSS px of the screen's height the ring leaves to the header, the step's name and the
-  // buttons, so that all three show with it (p = 8 on a laptop's 800 px).
+  // buttons, so that all three show with it (p = 8 down to a 768-px laptop's 657 px).
   const BESIDE_RING = 200;
   const KEYS = {ArrowLeft: "previous", ArrowRight: "next", Home: "first", End: "last"};
 
@@ -91,12 +92,46 @@
     return {wide: b - a > Math.PI, start: point(a), end: point(b), middle: point((a + b) / 2)};
   }
 
+  // The ring's line on an ellipse of these radii, and each send's arrow along it with the
+  // point for its chunk's name: inside the ring beside it, or on it where a card is in the way.
+  function onEllipse(radii, spots, card) {
+    return {
+      loop: `M${radii[0]} 0A${radii} 0 1 1 ${-radii[0]} 0A${radii} 0 1 1 ${radii[0]} 0`,
+      send(from, to) {
+        const arc = between(radii, spots[from], spots[to], card);
+        const inward = 1 - 13 / Math.hypot(...arc.middle);
+        let [x, y] = arc.middle.map((v) => v * inward);
+        if (spots.some((spot) => Math.abs(x - spot.x) < card.w / 2 + 10 &&
+                       Math.abs(y - spot.y) < card.h / 2 + 8)) [x, y] = arc.middle;
+        return {d: `M${arc.start}A${radii} 0 ${+arc.wide} 1 ${arc.end}`, x, y};
+      },
+    };
+  }
+
+  // The ranks one under another, a short arrow down from each to the next and the last's
+  // send back up the right side to rank 0, each chunk's name beside its arrow.
+  function column(p, {w, h}) {
+    const back = w / 2 + 14, pitch = h + ARROW + 8;
+    const spots = [...Array(p).keys()].map((r) => ({x: 0, y: (r - (p - 1) / 2) * pitch}));
+    const [top, bottom] = [spots[0].y, spots[p - 1].y];
+    return {spots, width: 2 * (back + 9 + MARGIN), height: bottom - top + h + 2 * MARGIN,
+            loop: `M0 ${top}V${bottom}H${back}V${top}Z`,
+            send: (from, to) => to === from + 1
+              ? {d: `M0 ${spots[from].y + h / 2}V${spots[to].y - h / 2}`, x: 16,
+                 y: (spots[from].y + spots[to].y) / 2}
+              : {d: `M${w / 2} ${bottom}H${back}V${top}H${w / 2}`, x: back, y: 0}};
+  }
+
   // Where the p cards sit: on an ellipse, rank 0 at the top and the ranks clockwise (a flat
   // top packs 8 cards into the page's column), just large enough that no two cards touch,
   // neighbours are GAP apart corner to corner and each arrow shows ARROW long between them.
-  // The first that fits the room at full size, from as round as a page is wide (height 0.8
-  // of the width) to taller ones; else the narrowest.
-  function ring(p, card, room) {
+  // The first that fits at full size, across the column (room) and down the screen (tall),
+  // from as round as a page is wide (height 0.8 of the width) to taller ones, then flatter
+  // ones (p = 8 on a short laptop screen); else the one drawn largest, any that fits the
+  // column at the smallest size first (none does for p = 8 on a phone: the narrowest, which
+  // scrolls in its box and opens on rank 0 and the ranks after it). Where even they are
+  // wider than the column (p = 8 at 320 px), the ranks go in one column, none cut.
+  function ring(p, card, room, tall) {
     const {w, h} = card, turn = p > 4 ? Math.PI / p : 0;
     const place = (radii) => {
       const spots = [...Array(p).keys()].map((r) => {
@@ -115,46 +150,43 @@
     // The canvas holds every card and the ring itself (whose sides p = 2 leaves bare).
     const extent = (radius, spots, axis, size) => 2 * (MARGIN + Math.max(radius + 2,
       ...spots.map((spot) => (axis ? spot.y : spot.x) + size / 2)));
-    let narrowest = null;
-    for (let k = 0.8; k < 1.65; k += 0.1) {
+    const size = (shape) => Math.min(room / shape.width, tall / shape.height) -
+      (SMALLEST * shape.width > room);
+    let best = null;
+    for (const k of [0.8, 0.9, 1, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 0.7, 0.6, 0.5]) {
       let radii, spots = null;
       for (let rx = w / 4; !spots; rx *= 1.01) {
         // Two ranks sit one above the other: the ring's sides must show beside them.
         radii = [p === 2 ? Math.max(rx, w / 2 + ARROW) : rx, k * rx];
         spots = place(radii);
       }
-      const shape = {radii, spots, width: extent(radii[0], spots, 0, w),
-                     height: extent(radii[1], spots, 1, h)};
-      if (shape.width <= room) return shape;
-      if (!narrowest || shape.width < narrowest.width - 1) narrowest = shape;
+      const shape = {spots, width: extent(radii[0], spots, 0, w),
+                     height: extent(radii[1], spots, 1, h), ...onEllipse(radii, spots, card)};
+      if (size(shape) >= 1) return shape;
+      if (!best || size(shape) > size(best) + 0.001) best = shape;
     }
-    return narrowest;
+    const opening = best.width / 2 - best.spots[0].x + w / 2 + MARGIN;
+    return SMALLEST * opening > room ? column(p, card) : best;
   }
 
   function drawRing(trace, at, card, shape, id) {
-    const p = trace.ranks, {w, h} = card, {radii, width, height} = shape;
+    const p = trace.ranks, {w, h} = card, {width, height} = shape;
     const root = svg("svg", {viewBox: `${-width / 2} ${-height / 2} ${width} ${height}`,
                              role: "group", "aria-label": "Ranks on the ring"});
     const marker = svg("marker", {id: `${id}-head`, viewBox: "0 0 10 10", refX: 9, refY: 5,
                                   markerWidth: 7, markerHeight: 7, orient: "auto"});
     marker.append(svg("path", {d: "M0 0L10 5L0 10z", class: "ring-stepper__head"}));
     const sends = svg("g", {"aria-hidden": "true"});  // the live region says the same
-    root.append(marker, svg("ellipse", {rx: radii[0], ry: radii[1],
-                                        class: "ring-stepper__ring"}), sends);
+    root.append(marker, svg("path", {d: shape.loop, class: "ring-stepper__ring"}), sends);
     const got = {};
     // One arrow per send, along the ring from the sender's card to the receiver's, and the
-    // chunk's name inside the ring beside it, or on it where a card is in the way.
+    // chunk's name beside it.
     for (const send of at.sends) {
       const [from, to, c] = send;
       got[to] = c;
-      const arc = between(radii, shape.spots[from], shape.spots[to], card);
-      const inward = 1 - 13 / Math.hypot(...arc.middle);
-      let [x, y] = arc.middle.map((v) => v * inward);
-      if (shape.spots.some((spot) => Math.abs(x - spot.x) < w / 2 + 10 &&
-                           Math.abs(y - spot.y) < h / 2 + 8)) [x, y] = arc.middle;
+      const {d, x, y} = shape.send(from, to);
       const arrow = svg("g", {class: "ring-stepper__arrow", "data-send": send.join(" ")});
-      arrow.append(svg("path", {d: `M${arc.start}A${radii} 0 ${+arc.wide} 1 ${arc.end}`,
-                                pathLength: 1, "marker-end": `url(#${id}-head)`}),
+      arrow.append(svg("path", {d, pathLength: 1, "marker-end": `url(#${id}-head)`}),
                    svg("rect", {x: x - 9, y: y - 7, width: 18, height: 14, rx: 3}),
                    svg("text", {x, y: y + 3.5, "text-anchor": "middle"}, `c${c}`));
       sends.append(arrow);
@@ -221,14 +253,16 @@
       shape = null;
     }
     function draw() {
-      const room = figure.clientWidth, fresh = !shape || shape.room !== room;
-      if (fresh) shape = {...ring(trace.ranks, card, room), room};
+      const room = figure.clientWidth, tall = innerHeight - BESIDE_RING;
+      // A phone's height changes as its address bar hides: that redraws, it does not scroll.
+      const fresh = !shape || shape.room !== room;
+      if (fresh || shape.tall !== tall) shape = {...ring(trace.ranks, card, room, tall), room, tall};
       const drawn = drawRing(trace, all[at], card, shape, id);
-      // Up to 1.3 times its size where there is room, across and down, never under 0.9
-      // (9 px text). A ring wider than that (p = 8 on a phone) scrolls in its box, which
-      // then takes focus and says so.
-      const width = Math.max(0.9 * shape.width, Math.min(
-        room, 1.3 * shape.width, (innerHeight - BESIDE_RING) * shape.width / shape.height));
+      // As large as there is room for, across and down, within SMALLEST and LARGEST. A ring
+      // wider than that (p = 8 on a phone) scrolls in its box, which then takes focus and
+      // says so.
+      const width = Math.max(SMALLEST * shape.width, Math.min(
+        room, LARGEST * shape.width, tall * shape.width / shape.height));
       drawn.style.width = `${width}px`;
       figure.replaceChildren(drawn);
       const scrolls = width > room;
