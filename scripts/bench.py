@@ -34,9 +34,8 @@ class WrongResults(RuntimeError):
 
 
 def measure_blocks(measure, ranks, sizes, plan, blocks):
-    """Every p, `blocks` times, in turns; each block's rows, the order and the host, what
-    each p's donation probe found (the worker runs it once, in block 0) and each block's
-    allocator probe."""
+    """Every p, `blocks` times, in turns: the rows, order, hosts, programs and backend, and
+    the donation (block 0's) and allocator probes."""
     rows, order, hosts, programs, backend, probes = [], [], [], {}, None, ([], [])
     for block in range(blocks):
         for p in ranks:
