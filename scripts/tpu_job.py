@@ -127,8 +127,7 @@ def refuse_uncommitted(lesson, root):
                         "`git archive`; install git and rerun") from None
     if status.returncode != 0:
         raise JobFailed(f"`git status` failed in {root}: {gcloud_message(status.stderr)}")
-    dirty = [line[3:] for line in status.stdout.splitlines()]
-    if dirty:
+    if dirty := [line[3:] for line in status.stdout.splitlines()]:
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {' '.join(dirty)} && git commit`, then rerun")
 

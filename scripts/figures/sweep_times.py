@@ -36,8 +36,7 @@ def series(analysis, ranks):
 def rows(analysis):
     return [{"ranks": ranks, "series": program, "label": analysis["labels"][program],
              "bytes": nbytes, "lowUs": low, "medianUs": median, "highUs": high}
-            for ranks in ranks_of(analysis)
-            for program, columns in series(analysis, ranks).items()
+            for ranks in ranks_of(analysis) for program, columns in series(analysis, ranks).items()
             for nbytes, low, median, high in zip(*columns)]
 
 
