@@ -33,18 +33,9 @@ class WrongResults(RuntimeError):
     """A collective returned values that differ from NumPy: nothing may be recorded."""
 
 
-def check_rows(rows):
-    if bad := [r for r in rows if r["wrong"]]:
-        where = ", ".join(f"{r['collective']} p={r['ranks']} {r['bytes']} B: {r['wrong']} wrong"
-                          for r in bad)
-        raise WrongResults(f"results differ from the NumPy reference ({where}); "
-                           "nothing was written")
-
-
 def measure_blocks(measure, ranks, sizes, plan, blocks):
-    """Every p, `blocks` times, in turns; each block's rows, the order and the host, what
-    each p's donation probe found (the worker runs it once, in block 0) and each block's
-    allocator probe."""
+    """Every p, `blocks` times, in turns: the rows, order, hosts, programs and backend, and
+    the donation (block 0's) and allocator probes."""
     rows, order, hosts, programs, backend, probes = [], [], [], {}, None, ([], [])
     for block in range(blocks):
         for p in ranks:
@@ -57,20 +48,6 @@ def measure_blocks(measure, ranks, sizes, plan, blocks):
             for found, name in zip(probes, ("donation", "allocator")):
                 found += [measured[name]] if measured.get(name) else []
     return rows, order, hosts, programs, backend, probes
-
-
-def method_summary(plan, blocks):
-    return {"warmupCalls": 1, "blocks": blocks, **plan,
-            "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before "
-                      "timing; in each block, calls per sample doubled until one sample "
-                      "lasts minSampleMs, then `samples` samples; block_until_ready on every "
-                      "call; per-call us = sample time / calls; every program twice, with "
-                      "one collective per call and with collectivesPerCall of them in one "
-                      "fori_loop; minorFaults: getrusage(RUSAGE_SELF).ru_minflt around "
-                      "each sample's calls",
-            "check": "inputs are small integers, so float32 sums are exact: wrong counts "
-                     "values != NumPy on every device's copy, for the warm-up and the last "
-                     "timed call"}
 
 
 def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blocks"],
@@ -90,10 +67,15 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     rows, order, hosts, programs, backend, (donation, allocator) = measure_blocks(
         measure, ranks, sizes, plan, blocks)
     # The probes' results are checked too: a wrong value in any row stops before any write.
-    check_rows(rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
-                        "ranks": probe["ranks"], "bytes": probe["bytes"]}
-                       for probe in donation for name in ("kept", "donated")]
-               + [row for probe in allocator for row in probe["rows"]])
+    checked = rows + [{"collective": f"{name} all_reduce (donation probe)", **probe[name],
+                       "ranks": probe["ranks"], "bytes": probe["bytes"]}
+                      for probe in donation for name in ("kept", "donated")]
+    if bad := [r for r in checked + [row for probe in allocator for row in probe["rows"]]
+               if r["wrong"]]:
+        where = ", ".join(f"{r['collective']} p={r['ranks']} {r['bytes']} B: {r['wrong']} wrong"
+                          for r in bad)
+        raise WrongResults(f"results differ from the NumPy reference ({where}); "
+                           "nothing was written")
     # header() adds what every recording says about the host (python, platform, cpus).
     environment = {**backend, "numpy": numpy.__version__,
                    "loadAverage1m": at_start["loadAverage1m"],
@@ -104,7 +86,18 @@ def record_sweep(lesson, out, ranks, sizes, plan, measure=None, blocks=FULL["blo
     # ran, with the host's load around each block. The analysis is derived below.
     recording = header(lesson.id, "sweep", lesson.path(lesson.sweep_on(platform)), environment,
                        lesson.root)
-    recording.update(method=method_summary(plan, blocks), rows=rows, order=order, hosts=hosts,
+    method = {"warmupCalls": 1, "blocks": blocks, **plan,
+              "timing": "jit(shard_map(...)) lowered and compiled, inputs placed, before "
+                        "timing; in each block, calls per sample doubled until one sample "
+                        "lasts minSampleMs, then `samples` samples; block_until_ready on every "
+                        "call; per-call us = sample time / calls; every program twice, with "
+                        "one collective per call and with collectivesPerCall of them in one "
+                        "fori_loop; minorFaults: getrusage(RUSAGE_SELF).ru_minflt around "
+                        "each sample's calls",
+              "check": "inputs are small integers, so float32 sums are exact: wrong counts "
+                       "values != NumPy on every device's copy, for the warm-up and the last "
+                       "timed call"}
+    recording.update(method=method, rows=rows, order=order, hosts=hosts,
                      programs=programs, donation=donation, allocator=allocator,
                      memcpyGBps=memcpy, memcpyBytes=MEMCPY_BYTES, memcpyRepeats=MEMCPY_REPEATS,
                      l2CacheBytes=l2_cache_bytes(), pageBytes=resource.getpagesize(),

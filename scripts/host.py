@@ -24,8 +24,7 @@ def host_at_start():
 def warn_if_busy(what, reading=None):
     """One line on stderr when the load already exceeds the cores; True if it did."""
     reading = reading or host_load()
-    busy = reading["loadAverage1m"] > reading["cores"]
-    if busy:
+    if busy := reading["loadAverage1m"] > reading["cores"]:
         print(f"{what}: warning: the load average is {reading['loadAverage1m']:.1f} on "
               f"{reading['cores']} cores; the times will include other work, and the page "
               f"will say so (measure on a quiet machine for a cleaner run)", file=sys.stderr)

@@ -141,8 +141,7 @@ def verdict(interval, above=None, band=None, replicate_disagreement=None):
     if low <= interval["low"] and interval["high"] <= high:
         return EQUIVALENT if band is None else SUPPORTED
     if interval["high"] < low or interval["low"] > high:
-        return CONTRADICTED if band is not None or (interval["low"] > high) != above \
-            else SUPPORTED
+        return CONTRADICTED if band is not None or (interval["low"] > high) != above else SUPPORTED
     return INCONCLUSIVE
 
 
@@ -169,8 +168,7 @@ def host_at_start(environment, cores):
                 "words": "The host's load before it started was not recorded."}
     verdict = ("the host was busy, so these times also measure other work" if busy
                else "the host was otherwise idle")
-    return {"busy": busy, "busyCores": busy_cores,
-            "words": f"As it started, {said}: {verdict}."}
+    return {"busy": busy, "busyCores": busy_cores, "words": f"As it started, {said}: {verdict}."}
 
 
 def host(readings, environment, own):

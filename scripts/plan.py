@@ -88,8 +88,7 @@ def plan_lesson(lesson, lock, platform, processes, render_only, every, chosen):
     simulation = files.recording("simulation")
     if not processes and simulation in outputs:
         inputs = outputs[simulation].current_inputs(lesson.root)
-        if state := next(iter(recording_state(outputs[simulation], lesson.root, inputs)[1]),
-                         None):
+        if state := next(iter(recording_state(outputs[simulation], lesson.root, inputs)[1]), None):
             steps.append(Step(simulation, state, SIMULATE, inputs=inputs))
     note = None if steps and steps[0].output == path else \
         f"{lesson.id}: {path} is current, not re-run (--all re-runs it)"

@@ -133,8 +133,7 @@ def record_simulation(lesson, staging, scratch, inputs=None):
     return stage_recording(lesson, recording, staging)
 
 
-def record_processes(lesson, processes, staging, start, launcher="processes", calls=None,
-                     inputs=None):
+def record_processes(lesson, processes, staging, start, launcher, calls, inputs):
     """`calls`: repeated calls per measurement in each rank (None: the rank's default)."""
     from scripts.runners.mpirun import run_mpirun
     from scripts.runners.processes import ProcessRunError, run_processes

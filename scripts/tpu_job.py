@@ -59,9 +59,8 @@ progress = partial(say, "tpu_job")
 
 
 def run_streamed(command, cwd):
-    """Run `command`, echoing its output as it comes; return (exit status, the end of it).
-    In a session of its own: a terminal's Ctrl-C reaches the job alone, which kills the
-    child (and what gcloud started) and can still delete the VM."""
+    """(exit status, the end of its output) of `command`, echoed as it comes. In a session
+    of its own: a Ctrl-C reaches the job alone, which kills it and can still delete the VM."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
     tail = ""
     with subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -128,8 +127,7 @@ def refuse_uncommitted(lesson, root):
                         "`git archive`; install git and rerun") from None
     if status.returncode != 0:
         raise JobFailed(f"`git status` failed in {root}: {gcloud_message(status.stderr)}")
-    dirty = [line[3:] for line in status.stdout.splitlines()]
-    if dirty:
+    if dirty := [line[3:] for line in status.stdout.splitlines()]:
         raise JobFailed(f"{', '.join(dirty)} differ from HEAD, and the VM runs only what is "
                         f"committed; run `git add {' '.join(dirty)} && git commit`, then rerun")
 

@@ -35,24 +35,6 @@ def table(rows):
     return columns, [[cell(row.get(name)) for name in columns] for row in rows]
 
 
-def csv_text(columns, rows):
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    # repr keeps every digit of a float, so a CSV cell is the JSON's number exactly.
-    writer.writerows([["" if v is None else repr(v) if isinstance(v, float) else v
-                       for v in row] for row in rows])
-    return out.getvalue()
-
-
-def json_text(about, columns, rows):
-    """`about` (where the rows come from), the columns, then one row a line, for diffs."""
-    fields = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
-              for k, v in {**about, "columns": columns}.items()]
-    lines = ",\n".join(f"  {json.dumps(row, ensure_ascii=False)}" for row in rows)
-    return "{\n" + ",\n".join([*fields, f' "rows": [\n{lines}\n ]']) + "\n}\n"
-
-
 @dataclass(frozen=True)
 class FigureDataKind:
     """How one data file of a figure is made: its renderer's rows, in one format."""
@@ -76,8 +58,18 @@ class FigureDataKind:
     def render(self, data, overlay=None):
         columns, rows = self.rows(data, overlay)
         if self.ending == ".csv":
-            return csv_text(columns, rows)
-        about = dict(self.about)
-        if overlay is None:
-            about.pop("overlay", None)  # drawn without it: the JSON does not name it
-        return json_text(about, columns, rows)
+            out = io.StringIO()
+            writer = csv.writer(out, lineterminator="\n")
+            writer.writerow(columns)
+            # repr keeps every digit of a float, so a CSV cell is the JSON's number exactly.
+            writer.writerows([["" if v is None else repr(v) if isinstance(v, float) else v
+                               for v in row] for row in rows])
+            return out.getvalue()
+        # `about` (where the rows come from; drawn without the overlay, it is not named),
+        # the columns, then one row a line, for diffs.
+        about = {key: value for key, value in self.about
+                 if overlay is not None or key != "overlay"}
+        fields = [f" {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)}"
+                  for k, v in {**about, "columns": columns}.items()]
+        lines = ",\n".join(f"  {json.dumps(row, ensure_ascii=False)}" for row in rows)
+        return "{\n" + ",\n".join([*fields, f' "rows": [\n{lines}\n ]']) + "\n}\n"

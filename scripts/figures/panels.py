@@ -39,12 +39,10 @@ def render(recording, variant=STATIC):
     palette = variant.palette
     width, font = (NARROW_IN, 9) if variant.narrow else (6.4, 10)
     with figure_style({**STYLE, "font.size": font}, palette):
-        fig, axes = new_figure(nrows=len(panels), figsize=(width, 2.5 * len(panels)),
-                               squeeze=False)
+        fig, axes = new_figure(nrows=len(panels), figsize=(width, 2.5 * len(panels)), squeeze=False)
         for ax, panel in zip(axes[:, 0], panels):
             if variant.narrow:  # labels wrap at their hyphens and spaces, titles too
-                panel = {**panel, "labels": [textwrap.fill(label, 10)
-                                             for label in panel["labels"]]}
+                panel = {**panel, "labels": [textwrap.fill(label, 10) for label in panel["labels"]]}
             if len(panel["series"]) == 1:
                 one_series(ax, panel, palette.bars)
             else:
@@ -79,7 +77,6 @@ def side_by_side(ax, panel, colours=LIGHT.bars, font=10):
         offset = (number - (count - 1) / 2) * width
         bars = ax.bar([x + offset for x in positions], series["y"], width=width * 0.95,
                       color=colours[number % len(colours)], label=series["label"])
-        ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2,
-                     fontsize=0.8 * font)
+        ax.bar_label(bars, labels=[f"{v:g}" for v in series["y"]], padding=2, fontsize=0.8 * font)
     ax.set_xticks(list(positions), panel["labels"])
     ax.legend(loc="upper right", fontsize=0.8 * font, frameon=False, ncols=min(count, 3))

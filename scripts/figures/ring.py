@@ -9,7 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from scripts.figures.palette import LIGHT
 from scripts.figures.svg import DETERMINISTIC, figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, STATIC, WIDE_IN
 
@@ -48,30 +47,28 @@ def per_line(p, layout):
     return min(p, layout.ranks_per_line or p)
 
 
-def cell_width(p, layout=WIDE):
+def cell_width(p, layout):
     k = per_line(p, layout)
     return (layout.width - 2 * MARGIN - (k - 1) * RANK_GAP) / (k * p)
 
 
-def cell_x(rank, chunk, p, layout=WIDE):
+def cell_x(rank, chunk, p, layout):
     slot = rank % per_line(p, layout)
     return MARGIN + slot * (p * cell_width(p, layout) + RANK_GAP) + chunk * cell_width(p, layout)
 
 
-def cell_look(summed, p, palette=LIGHT):
+def cell_look(summed, p, palette):
     """Fill, text colour and top-line label of a copy that sums the ranks in `summed`."""
     if not summed:
         return (*palette.missing, "—")
     if len(summed) == p:
         return (*palette.full, "all")  # "0+1+2+3" would overflow the cell
-    return (*(palette.own if len(summed) == 1 else palette.partial),
-            "+".join(map(str, summed)))
+    return (*(palette.own if len(summed) == 1 else palette.partial), "+".join(map(str, summed)))
 
 
-def draw_row(ax, y, label, state, values, sends, p, layout=WIDE, palette=LIGHT):
+def draw_row(ax, y, label, state, values, sends, p, layout, palette):
     """One step: its label, p rank blocks of p chunk cells, each rank's send and receive."""
-    ax.text(MARGIN, y, label, va="bottom", fontsize=TEXT, fontweight="bold",
-            color=palette.ink)
+    ax.text(MARGIN, y, label, va="bottom", fontsize=TEXT, fontweight="bold", color=palette.ink)
     y += 0.04
     got = {dst: (chunk, src) for src, dst, chunk in sends}
     width, k = cell_width(p, layout), per_line(p, layout)
@@ -79,8 +76,7 @@ def draw_row(ax, y, label, state, values, sends, p, layout=WIDE, palette=LIGHT):
         if k < p:  # several lines: each block says whose it is
             for r in range(first, first + k):
                 ax.text(cell_x(r, 0, p, layout) + p * width / 2, y + 0.02, f"rank {r}",
-                        ha="center", va="top", fontsize=TEXT, fontweight="bold",
-                        color=palette.ink)
+                        ha="center", va="top", fontsize=TEXT, fontweight="bold", color=palette.ink)
             y += LINE + 0.04
         for r in range(first, first + k):
             for c in range(p):
@@ -89,8 +85,7 @@ def draw_row(ax, y, label, state, values, sends, p, layout=WIDE, palette=LIGHT):
                 ax.add_patch(Rectangle(
                     (cell_x(r, c, p, layout), y), width, CELL_H, facecolor=fill,
                     edgecolor=palette.ink if arrived else palette.faint,
-                    linewidth=2.2 if arrived else 0.8,
-                    linestyle="-" if state[r][c] else "--"))
+                    linewidth=2.2 if arrived else 0.8, linestyle="-" if state[r][c] else "--"))
                 centre = cell_x(r, c, p, layout) + width / 2
                 ax.text(centre, y + 0.3 * CELL_H, top_line, ha="center", va="center",
                         fontsize=TEXT if len(top_line) < 5 else SMALL, color=ink)
@@ -113,7 +108,7 @@ def wrapped(text, chars):
     return textwrap.wrap(text, chars) or [""]
 
 
-def draw_header(ax, phase, p, layout=WIDE, palette=LIGHT):
+def draw_header(ax, phase, p, layout, palette):
     title = wrapped(phase.title, layout.title_chars)
     ax.text(MARGIN, 0.1, "\n".join(title), va="top", fontsize=9.5, fontweight="bold",
             color=palette.ink, linespacing=1.2)
@@ -140,8 +135,7 @@ def draw_header(ax, phase, p, layout=WIDE, palette=LIGHT):
     for r in range(k):
         if k == p:  # one line of ranks: named once, here; otherwise in every line
             ax.text(cell_x(r, 0, p, layout) + p * cell_width(p, layout) / 2, y, f"rank {r}",
-                    ha="center", va="center", fontsize=8.5, fontweight="bold",
-                    color=palette.ink)
+                    ha="center", va="center", fontsize=8.5, fontweight="bold", color=palette.ink)
         for c in range(p):
             ax.text(cell_x(r, c, p, layout) + cell_width(p, layout) / 2, y + 0.18, f"c{c}",
                     ha="center", va="center", fontsize=TEXT, color=palette.muted)
@@ -210,7 +204,7 @@ def rows(recording, *, part):
     return found
 
 
-def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
+def ring_figure(trace, phase, layout, palette):
     p, n = trace["ranks"], len(trace["contributions"][0])
     fig = Figure(figsize=(layout.width, 1), facecolor=palette.paper)  # its height once drawn
     ax = fig.add_axes((0, 0, 1, 1))
@@ -225,8 +219,7 @@ def ring_figure(trace, phase, layout=WIDE, palette=LIGHT):
             + wrapped(f"{phase.bytes_note} A simulation of the idealized ring schedule "
                       f"(lesson_code/ring.py), not a trace of what any runtime does.",
                       layout.note_chars))
-    ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=palette.ink,
-            linespacing=1.4)
+    ax.text(MARGIN, y, "\n".join(note), va="top", fontsize=TEXT, color=palette.ink, linespacing=1.4)
     height = y + len(note) * LINE * 1.4 + 0.1
     fig.set_size_inches(layout.width, height)
     ax.set_xlim(0, layout.width)

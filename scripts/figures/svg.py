@@ -16,12 +16,9 @@ from scripts.figures.palette import LIGHT
 # The salt only has to be fixed; changing it changes every figure's bytes.
 DETERMINISTIC = {"svg.hashsalt": "lesson-figure", "svg.fonttype": "none"}
 
-STYLE = {
-    **DETERMINISTIC,
-    # The default sans-serif list travels into the SVG, so browsers without DejaVu
-    # fall back to their own sans-serif instead of a serif font.
-    "font.size": 10,
-}
+# The default sans-serif list travels into the SVG, so browsers without DejaVu fall back to
+# their own sans-serif instead of a serif font.
+STYLE = {**DETERMINISTIC, "font.size": 10}
 
 
 @contextmanager

@@ -58,9 +58,8 @@ def onset_entries(analysis, look, words):
 
 
 def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
-    """(figure, one axes per p) under the figure's `legend` (its handles): the panels side
-    by side under `columns` legend columns in the wide drawing, stacked under one column
-    in the narrow one."""
+    """(figure, one axes per p) under `legend` (its handles): side by side under `columns`
+    legend columns (wide), or stacked under one (narrow)."""
     count = len(ranks_of(analysis))
     if look.narrow:
         legend_in = NARROW_ENTRY_IN * len(legend) + 0.2
@@ -82,11 +81,9 @@ def panel_grid(analysis, look, legend, columns, wide_panel_in, narrow_panel_in):
 
 
 def render_panels(analysis, variant, legend, grid, sizes, plot, ylabel, alt):
-    """The figure as SVG text with its `alt` (title, description): panel_grid(legend(analysis,
-    look), *grid); in each p's panel, titled, a line where calls start to fault in fresh
-    pages for their outputs, then plot(analysis, ax, p, look, x limits of `sizes`); the size
-    label under the middle (wide) or last (narrow) panel; y ticks and label on the left panel
-    only, where the panels sit side by side on one y range."""
+    """The figure as SVG text with its `alt` (title, description): in each p's panel the
+    fault onset's line, then `plot(analysis, ax, p, look, x limits)`, one x range (of
+    `sizes`) for all; side by side, they share the left panel's y axis."""
     look = Look(variant.palette, variant.narrow,
                 *((NARROW_SMALL, NARROW_TEXT) if variant.narrow else (WIDE_SMALL, TEXT)))
     # matplotlib's defaults, not the lesson figures' style: these figures set their own look.

@@ -36,8 +36,7 @@ def series(analysis, ranks):
 def rows(analysis):
     return [{"ranks": ranks, "series": program, "label": analysis["labels"][program],
              "bytes": nbytes, "lowUs": low, "medianUs": median, "highUs": high}
-            for ranks in ranks_of(analysis)
-            for program, columns in series(analysis, ranks).items()
+            for ranks in ranks_of(analysis) for program, columns in series(analysis, ranks).items()
             for nbytes, low, median, high in zip(*columns)]
 
 
@@ -51,8 +50,7 @@ def plot_times(analysis, ax, ranks, look, x_limits):
         ax.plot(nbytes, median, color=colour, marker=marker, ms=3.2,
                 lw=1.2, ls="--" if dashed else "-")
     grid = np.geomspace(min(sizes), max(sizes), 32)
-    ax.plot(grid, grid / (analysis["memcpyGBps"] * 1e3), color=look.palette.muted, lw=1,
-            ls=":")
+    ax.plot(grid, grid / (analysis["memcpyGBps"] * 1e3), color=look.palette.muted, lw=1, ls=":")
     log2_size_axis(ax, sizes, x_limits, look)
     ax.set_yscale("log")
     # One y range for every p: the measured bands set it; the memcpy line leaves it where

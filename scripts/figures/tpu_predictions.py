@@ -9,7 +9,6 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, svg_text
 from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
 from scripts.sweep.analysis import own_costs, predicted_machine
@@ -53,8 +52,7 @@ def rows(data, overlay=None):
         found += [{"part": "measured", "machine": name, "ranks": ranks,
                    "collective": collective, "bytes": nbytes, "ownCostUs": cost,
                    "measuredOverPredicted": ratio}
-                  for (collective, ranks), drawn in points.items()
-                  for nbytes, cost, ratio in drawn]
+                  for (collective, ranks), drawn in points.items() for nbytes, cost, ratio in drawn]
     return found
 
 
@@ -73,7 +71,7 @@ def measured(data, recording):
     return name, points
 
 
-def draw_prediction(ax, data, palette=LIGHT, small=WIDE_SMALL, narrow=False):
+def draw_prediction(ax, data, palette, small, narrow):
     colours = [palette.series[i] for i in VM_SERIES]
     for index, ((name, machine), colour) in enumerate(zip(data["machines"].items(), colours)):
         for ranks in sorted(data["ranks"], reverse=True):
@@ -92,7 +90,7 @@ def draw_prediction(ax, data, palette=LIGHT, small=WIDE_SMALL, narrow=False):
         ax.axvline(size, color=palette.grid, linewidth=0.8, zorder=0)
 
 
-def size_axis(ax, label=True, small=WIDE_SMALL):
+def size_axis(ax, small, label=True):
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_locator(LogLocator(base=32))
     ax.xaxis.set_minor_locator(NullLocator())
@@ -103,7 +101,7 @@ def size_axis(ax, label=True, small=WIDE_SMALL):
         ax.set_xlabel("bytes of the whole vector (V)", fontsize=small + 1.5)
 
 
-def draw_table(ax, data, palette=LIGHT, bbox=(0.0, 1.08, 1.0, 0.55), narrow=False):
+def draw_table(ax, data, palette, bbox, narrow):
     widths = [0.4, 0.3, 0.3] if narrow else None
     table = ax.table(cellText=table_text(data, narrow), loc="top", cellLoc="right",
                      bbox=bbox, edges="horizontal", colWidths=widths)
@@ -153,8 +151,7 @@ def narrow_canvas(overlay):
     else:
         ax, ratio_ax = fig.subplots(2, 1, sharex=True, gridspec_kw={
             "height_ratios": [NARROW_CHART_IN, NARROW_RATIO_IN]})
-    fig.subplots_adjust(left=NARROW_LEFT, right=NARROW_RIGHT, top=top, bottom=bottom,
-                        hspace=0.1)
+    fig.subplots_adjust(left=NARROW_LEFT, right=NARROW_RIGHT, top=top, bottom=bottom, hspace=0.1)
     # The table spans the whole width: from 0.03 to 0.97 of the figure, in axes units.
     chart_in = NARROW_CHART_IN if overlay is None else \
         (NARROW_CHART_IN + ratio_in) * NARROW_CHART_IN / (NARROW_CHART_IN + NARROW_RATIO_IN)
@@ -200,8 +197,7 @@ def render(data, overlay=None, variant=STATIC):
                                   color=colour, markerfacecolor=face, markersize=4, linewidth=0.8)
             ratio_ax.axhline(1, color=palette.muted, linewidth=0.8)
             band = data["bands"]["bandwidth"]
-            ratio_ax.axhspan(band["low"], band["high"], color=palette.shade, linewidth=0,
-                             zorder=0)
+            ratio_ax.axhspan(band["low"], band["high"], color=palette.shade, linewidth=0, zorder=0)
             ratio_ax.set_yscale("log")
             low = min(min(every_ratio), band["low"]) / 1.3
             high = max(max(every_ratio), band["high"]) * 1.3

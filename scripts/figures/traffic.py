@@ -8,7 +8,6 @@ import numpy as np
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, MultipleLocator, NullLocator
 
-from scripts.figures.palette import LIGHT
 from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.figures.variants import NARROW_IN, NARROW_SMALL, STATIC, WIDE_IN, WIDE_SMALL
 from scripts.units import format_bytes
@@ -54,7 +53,7 @@ def rows(recording):
             for rank, observed in enumerate(row["observedBytesPerRank"])]
 
 
-def draw_panel(ax, groups, log_scale, palette=LIGHT, narrow=False):
+def draw_panel(ax, groups, log_scale, palette, narrow):
     small, label = (NARROW_SMALL, 8) if narrow else (WIDE_SMALL, 9)
     ink = palette.ink
     style = {key: (palette.series[colour], marker) for key, _, colour, marker in ALGORITHMS}
@@ -133,8 +132,7 @@ def render(recording, variant=STATIC):
         def fill(text, chars):
             return textwrap.fill(text, chars) if narrow else text
 
-        heading = fill(f"Bytes each of {ranks} processes sent per call, against the ring model",
-                       42)
+        heading = fill(f"Bytes each of {ranks} processes sent per call, against the ring model", 42)
         handles = [Line2D([], [], color=ink, linestyle="--", label=fill(
             "ring model: 2(p−1)/p·G all-reduce, (p−1)/p·G the others", 40))]
         handles += [Line2D([], [], color=palette.series[colour], marker=marker, linestyle="none",

@@ -126,8 +126,7 @@ def fits(blocks, points_by_series, boundary=None):
                                         strict=True)]
         result.setdefault(collective, {})[str(ranks)] = {
             "alphaUs": alpha * 1e6, "alpha": intervals.median_interval(per_block),
-            "alphaByBlockUs": per_block,
-            "betaGBps": beta / 1e9 if beta else None,
+            "alphaByBlockUs": per_block, "betaGBps": beta / 1e9 if beta else None,
             # alpha x beta to one significant figure: misses of tens of per cent leave
             # no more digits worth printing, and a power of ten would show 2x as 10x.
             "nHalfKiB": one_significant_figure(alpha * beta / 1024) if beta else None,
