@@ -153,6 +153,11 @@ def snippet_sections(path):
     return {m.group(1): m.group(2) for m in pattern.finditer(Path(path).read_text())}
 
 
+def comment_in_first_section(text):
+    start = text.index("\n", text.index("# --8<-- [start:")) + 1
+    return text[:start] + "# a comment readers see\n" + text[start:]
+
+
 def edit(path, change):
     path.write_text(change(path.read_text()))
 

@@ -14,7 +14,8 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, project as project_copy, raised_in_one_line, snippet_sections
+from harness import (comment_in_first_section, edited, project as project_copy,
+                     raised_in_one_line, snippet_sections)
 from scripts.pages import sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -123,11 +124,6 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
                  "reduce-scatter when the update is sharded, as in ZeRO-2 and FSDP",
                  "all-gather when the next forward pass needs the whole weights"):
         assert when in visible(box), when
-
-
-def comment_in_first_section(text):
-    start = text.index("\n", text.index("# --8<-- [start:")) + 1
-    return text[:start] + "# a comment readers see\n" + text[start:]
 
 
 def linked(link, target):
