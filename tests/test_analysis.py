@@ -1,6 +1,5 @@
-"""The analysis of made-up timings, whose every outcome is known in advance: intervals,
-ratios and the verdicts they earn, kept in bytes that the recording and the code decide, not
-the processor. Nothing here measures this machine."""
+"""The analysis of made-up timings with outcomes known in advance: intervals, ratios and verdicts,
+in bytes the recording and code decide, not the processor. Nothing here times this machine."""
 import importlib
 import json
 import math

@@ -1,8 +1,7 @@
-"""Every fault ends clean: one line on stderr, the exit status a shell expects, every
-earlier file as it was, no staged `.tmp` file, no process and no scratch folder left: the
-signal matrix (tpu_job.py's steps: tests/test_tpu_job.py), SIGKILL, refused requests, faults
-in the machinery, a failed move, and lesson_code/program.py under each lesson (record.py's
-broken inputs: tests/test_record.py)."""
+"""Every fault ends clean: one line on stderr, the status a shell expects, every earlier file as it
+was, no staged `.tmp`, no process or scratch folder left: the signal matrix (tpu_job.py's steps:
+test_tpu_job.py), SIGKILL, refused requests, faults in the machinery, a failed move,
+lesson_code/program.py under each lesson (record.py's broken inputs: test_record.py)."""
 import errno
 import importlib
 import json

@@ -1,6 +1,5 @@
-"""A second, different lesson (tests/fixtures/second_lesson/) added to a copy as the README
-says: recorded, checked, linted and built there with nothing in scripts/ or tests/ changed,
-and the copy's own tests take it as one of their cases."""
+"""A second, different lesson (tests/fixtures/second_lesson/) added to a copy as the README says:
+recorded, checked, linted and built, scripts/ and tests/ unchanged; the copy's tests take it too."""
 import json
 import re
 import shutil

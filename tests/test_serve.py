@@ -1,6 +1,5 @@
-"""`mkdocs serve` watches what pages are made from and re-renders the pages an edit touches;
-a broken recording or page neither hangs the server nor leaves a traceback; `mkdocs` itself
-builds from an activated venv."""
+"""`mkdocs serve` watches what pages are made from, re-renders what an edit touches, and outlives a
+broken recording or page without a traceback; an activated venv's `mkdocs` builds."""
 import json
 import logging
 import os
@@ -61,9 +60,8 @@ def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, capl
 
 def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_rebuild(
         monkeypatch, caplog):
-    """A link committed while serving: site_files.checked_root's line, and the last pages
-    still served. The copies it writes into docs/ are not watched: each would be a second
-    rebuild after every figure or module edit."""
+    """A link committed while serving: site_files.checked_root's line, the last pages still served.
+    The copies written into docs/ go unwatched: each would be a second rebuild after every edit."""
     def refused(*path, **options):
         raise SystemExit("error: docs/leak.txt is a symbolic link (to '/etc/hostname'); ...")
     monkeypatch.setattr(serving, "SERVING", serving.Serving())
