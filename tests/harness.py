@@ -76,15 +76,18 @@ def project(destination, parts=PROJECT_PARTS, lesson=None, keep=()):
 
 
 RECORD = "scripts/record.py"
+# Root may write anywhere; without that capability, it meets a folder as a user does.
+AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
-def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
-    """`python ARGV` in `cwd`, to its end, as a user runs it; its output as text."""
+def run(*argv, cwd=ROOT, env=None, timeout=300, as_a_user=False, **popen):
+    """`python ARGV` in `cwd`, to its end, as a user runs it (`as_a_user`: as root does too);
+    its output as text."""
     if not {"stdout", "stderr"} & set(popen):
         popen["capture_output"] = True
-    return subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, text=True,
-                          env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})),
-                          timeout=timeout, **popen)
+    return subprocess.run([*(AS_A_USER if as_a_user else ()), sys.executable, *map(str, argv)],
+                          cwd=cwd, text=True, timeout=timeout,
+                          env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})), **popen)
 
 
 def in_activated_venv(*argv, cwd, timeout=300):
@@ -204,8 +207,7 @@ def unchanged(root):
     """After the block: each file record.py writes under `root` byte for byte as it was, no .tmp."""
     before = snapshot(root)
     yield before
-    assert changed(before, root) == []
-    assert leftover_temp_files(root) == []
+    assert changed(before, root) == [] and leftover_temp_files(root) == []
 
 
 def ended_pid():
@@ -352,10 +354,6 @@ def git(root, *args):
     return subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
                            *map(str, args)], cwd=root, check=True, capture_output=True,
                           text=True).stdout
-
-
-# Root may write anywhere; without that capability, it meets a folder as a user does.
-AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
 def hanging_ranks(root, lesson):

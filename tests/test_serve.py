@@ -19,7 +19,7 @@ from mkdocs.config import load_config
 from mkdocs.utils import DuplicateFilter
 
 from conftest import ROOT, SEED, module_file
-from harness import (clean_env, comment_in_first_section, edit, in_activated_venv, passed,
+from harness import (comment_in_first_section, edit, in_activated_venv, passed,
                      rederive_analyses, run)
 from harness import project as copy_project
 from scripts.pages import serve as serving
@@ -275,7 +275,6 @@ def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_
     (tmp_path / "docs" / "asset.js").write_text("//\n")
     (tmp_path / "mkdocs.yml").write_text(
         f"site_name: tiny\nhooks:\n  - {ROOT}/scripts/pages/machine_errors.py\n")
-    env = clean_env(PYTHONPATH=str(ROOT))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -285,6 +284,5 @@ def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_
                                                       "free space on its disk"),
                 (NO_JAX_BUILD, ["serve", "--dev-addr", f"127.0.0.1:{port}"],
                  f"cannot serve on 127.0.0.1:{port}: Address already in use; ")]:
-            assert words in mkdocs_error(subprocess.run(
-                [sys.executable, "-c", script, *argv], cwd=tmp_path, env=env,
-                capture_output=True, text=True, timeout=120))
+            assert words in mkdocs_error(run("-c", script, *argv, cwd=tmp_path, timeout=120,
+                                             env={"PYTHONPATH": str(ROOT)}))
