@@ -32,8 +32,7 @@ PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt",
                  "pyproject.toml", "docs", "scripts", "lesson_code", "recordings", "figures")
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
-# The small fixture lesson a course author adds, as lesson_code/CONTRACT.md says; these of
-# its files go into lesson_code/.
+# The fixture lesson a course author adds (lesson_code/CONTRACT.md); these files go to lesson_code/.
 FIXTURE_LESSON = FIXTURES / "second_lesson"
 FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json", "psum_timing.py",
                  "psum_01_analysis.py", "psum_01_exercises.py", "psum_01_checks.py")

@@ -89,8 +89,7 @@ def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says(
     # Blocks that vary tenfold, top twice bottom in each: drawn in pairs, every resample's
     # ratio is 2; drawn apart, the interval would span most of 1 to 4.
     ([20.0, 200.0, 60.0, 120.0, 30.0, 180.0], [10.0, 100.0, 30.0, 60.0, 15.0, 90.0], 2.0, 2.0),
-    # Every block alike: SciPy's default (BCa) gives NaN here; the percentile interval
-    # is the one ratio there is.
+    # Every block alike: SciPy's default (BCa) gives NaN; the percentile interval is the one ratio.
     ([5.0] * 6, [2.5] * 6, 2.0, 2.0),
     # Resamples whose bottom mean is 0 (x over 0): the upper end is infinite, not NaN.
     ([40.0] * 4 + [0.0], [0.0] * 4 + [10.0], 2.6, np.inf),

@@ -89,10 +89,8 @@ def test_every_copy_lies_in_a_folder_git_ignores_where_the_step_alone_writes():
     stage(ROOT)
     assert copies <= {path.relative_to(docs).as_posix() for pattern in site_files.COPIES
                       for path in docs.glob(pattern)}
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT,
-                             input="".join(f"docs/{path}\n" for path in copies),
-                             capture_output=True, text=True)
-    assert set(ignored.stdout.split()) == {f"docs/{path}" for path in copies}
+    ignored = git(ROOT, "check-ignore", "--no-index", *(f"docs/{path}" for path in copies))
+    assert set(ignored.split()) == {f"docs/{path}" for path in copies}
 
 
 def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, monkeypatch):
