@@ -366,9 +366,8 @@ def test_bytes_touched_predicts_what_the_review_computed():
 
 
 def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
-    def noisy(collective, p, nbytes):
-        return (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0)
-    verdicts = [entry["verdict"] for entry in analysed(noisy)["alphaWithRanks"].values()]
+    noisy = analysed(lambda collective, p, nbytes: (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0))
+    verdicts = [entry["verdict"] for entry in noisy["alphaWithRanks"].values()]
     assert verdicts.count("inconclusive") >= len(verdicts) - 1
 
 

@@ -30,11 +30,7 @@ from site_build import build
 from site_hostile import CANARY, ID, LESSON, Attributes
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
-def lesson_page(lesson):
-    return Path("lessons") / lesson.id / "index.html"
-
-
-LESSON_PAGE = lesson_page(SEED)  # the seed's, for its own content
+LESSON_PAGE = Path("lessons") / SEED.id / "index.html"  # the seed's, for its own content
 
 
 @pytest.fixture()
@@ -239,7 +235,7 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 @each_lesson
 def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site, lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
-    page = (built_site / lesson_page(lesson)).read_text()
+    page = (built_site / "lessons" / lesson.id / "index.html").read_text()
     assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
     assert f"JAX {recording['environment']['jax']}" in page
     for line in recording["stdout"].splitlines():  # once per tab, line by line, escaped
