@@ -11,8 +11,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
 from fixtures.tpu_recording_fixture import write_tpu_sweep

@@ -8,8 +8,7 @@ import nbformat
 import pytest
 
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
-from harness import DIGESTED, PROJECT_PARTS, digests, passed, run
-from harness import project as fresh_project
+from harness import DIGESTED, PROJECT_PARTS, digests, passed, project as fresh_project, run
 from scripts import record as record_script
 from scripts.store.lessons import load_lessons
 from site_build import build

@@ -20,10 +20,8 @@ from mkdocs.utils import DuplicateFilter
 
 from conftest import ROOT, SEED, module_file
 from harness import (comment_in_first_section, edit, in_activated_venv, passed,
-                     rederive_analyses, run)
-from harness import project as copy_project
-from scripts.pages import serve as serving
-from scripts.pages import site_files
+                     project as copy_project, rederive_analyses, run)
+from scripts.pages import serve as serving, site_files
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
