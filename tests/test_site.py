@@ -486,8 +486,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
         assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
         if path.suffix != ".html":
             continue
-        parser = Attributes()
-        parser.feed(text)
+        parser = Attributes(text)
         for tag, name, value in parser.attributes:
             assert not value.strip().lower().startswith("javascript:"), (path, tag, name)
             assert not (name.startswith("on") and "XSS" in value), (path, tag, name)
@@ -522,8 +521,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     # can end the element, and json.loads (JSON.parse's grammar) gives back what was recorded.
     recorded = json.loads((hostile_site.parent / "project" /
                            recording_name(SEED, "simulation")).read_text())["data"]
-    parser = Attributes()
-    parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
+    parser = Attributes((hostile_site / "going-further/ring-simulator/index.html").read_text())
     trace = [text for text in parser.json_scripts if '"readerNote"' in text]
     assert len(trace) == 1 and not set("<>&") & set(trace[0]) and json.loads(trace[0]) == recorded
     assert ("script", "id", "ring-trace") in parser.attributes
