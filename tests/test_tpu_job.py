@@ -350,8 +350,7 @@ def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gc
 def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcloud,
                                                                            monkeypatch, capsys):
     assert FIRST_LESSON == SEED  # the job's default lesson: what the tests naming none rely on
-    for name, value in (("TPU_NAME", "env-tpu"), ("ZONE", "us-east1-d"),
-                        ("PROJECT", "env-project")):
+    for name, value in dict(TPU_NAME="env-tpu", ZONE="us-east1-d", PROJECT="env-project").items():
         monkeypatch.setenv(name, value)
     assert tpu_job.main(["--create", "--dry-run"]) == 0
     out = capsys.readouterr().out
