@@ -170,8 +170,7 @@ SLOW_FIXTURES = {
     "project", "lesson_copy",  # a copy to build, record or check exercises in
     "pristine", "fixture_course", "recorded",  # record.py
     "run", "needs_mpirun",  # JAX processes, mpirun
-    "clone",  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
-}
+    "clone"}  # a clone the TPU job runs in, end to end, through the fake gcloud's processes
 BROWSER_FIXTURES = {"browser", "serve", "served", "visits", "reference_findings",
                     "classic_scrollbars"}
 

@@ -32,8 +32,7 @@ PROJECT_PARTS = ("mkdocs.yml", "requirements.txt", "constraints.txt",
                  "pyproject.toml", "docs", "scripts", "lesson_code", "recordings", "figures")
 # What record.py and bench.py write: a fault must leave these byte for byte as they were.
 OUTPUTS = ("recordings", "figures", "docs/notebooks")
-# The small fixture lesson a course author adds, as lesson_code/CONTRACT.md says; these of
-# its files go into lesson_code/.
+# The fixture lesson a course author adds (lesson_code/CONTRACT.md); these files go to lesson_code/.
 FIXTURE_LESSON = FIXTURES / "second_lesson"
 FIXTURE_FILES = ("psum_01.py", "psum_bars.py", "psum_01.schema.json", "psum_timing.py",
                  "psum_01_analysis.py", "psum_01_exercises.py", "psum_01_checks.py")
@@ -76,15 +75,18 @@ def project(destination, parts=PROJECT_PARTS, lesson=None, keep=()):
 
 
 RECORD = "scripts/record.py"
+# Root may write anywhere; without that capability, it meets a folder as a user does.
+AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
-def run(*argv, cwd=ROOT, env=None, timeout=300, **popen):
-    """`python ARGV` in `cwd`, to its end, as a user runs it; its output as text."""
+def run(*argv, cwd=ROOT, env=None, timeout=300, as_a_user=False, **popen):
+    """`python ARGV` in `cwd`, to its end, as a user runs it (`as_a_user`: as root does too);
+    its output as text."""
     if not {"stdout", "stderr"} & set(popen):
         popen["capture_output"] = True
-    return subprocess.run([sys.executable, *map(str, argv)], cwd=cwd, text=True,
-                          env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})),
-                          timeout=timeout, **popen)
+    return subprocess.run([*(AS_A_USER if as_a_user else ()), sys.executable, *map(str, argv)],
+                          cwd=cwd, text=True, timeout=timeout,
+                          env=clean_env(PYTHONDONTWRITEBYTECODE="1", **(env or {})), **popen)
 
 
 def in_activated_venv(*argv, cwd, timeout=300):
@@ -153,6 +155,11 @@ def snippet_sections(path):
     return {m.group(1): m.group(2) for m in pattern.finditer(Path(path).read_text())}
 
 
+def comment_in_first_section(text):
+    start = text.index("\n", text.index("# --8<-- [start:")) + 1
+    return text[:start] + "# a comment readers see\n" + text[start:]
+
+
 def edit(path, change):
     path.write_text(change(path.read_text()))
 
@@ -199,8 +206,7 @@ def unchanged(root):
     """After the block: each file record.py writes under `root` byte for byte as it was, no .tmp."""
     before = snapshot(root)
     yield before
-    assert changed(before, root) == []
-    assert leftover_temp_files(root) == []
+    assert changed(before, root) == [] and leftover_temp_files(root) == []
 
 
 def ended_pid():
@@ -347,10 +353,6 @@ def git(root, *args):
     return subprocess.run(["git", "-c", "user.name=tests", "-c", "user.email=tests@localhost",
                            *map(str, args)], cwd=root, check=True, capture_output=True,
                           text=True).stdout
-
-
-# Root may write anywhere; without that capability, it meets a folder as a user does.
-AS_A_USER = ["setpriv", "--bounding-set", "-dac_override"] if os.geteuid() == 0 else []
 
 
 def hanging_ranks(root, lesson):

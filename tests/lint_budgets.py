@@ -1,8 +1,7 @@
 """Prose and size budgets for `make lint`: choices about the pages, not behaviour, so no tests.
-Sentences average at most 20 words (the scaling book's sharding chapter: 21); a lesson page
-holds at most 3,000 words (1.5 times the published lesson's); a lesson program at most 500
-lines, 85 % of its code in the sections pages show. One line per budget exceeded, naming
-the fix; exit 1 if any."""
+Sentences average at most 20 words (the scaling book's sharding chapter: 21); a lesson page holds at
+most 3,000 words (1.5 times the published lesson's); a lesson program at most 500 lines, 85 % of its
+code in the sections pages show. One line per budget exceeded, naming the fix; exit 1 if any."""
 import ast
 import re
 import sys

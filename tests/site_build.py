@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import clean_env
+from conftest import clean_env, run
 
 # A build must never import JAX: make `import jax` fail outright inside the build.
 NO_JAX = "import sys; sys.modules['jax'] = None; sys.modules['jaxlib'] = None; "
@@ -30,8 +30,7 @@ def build(project, site_dir, environment=None):
 def build_with_zensical(project):
     """`make build-zensical` in `project` (into its site/): the failed step's run, or the last."""
     for step in ZENSICAL_STEPS:
-        run = subprocess.run([sys.executable, *step], cwd=project, env=clean_env(),
-                             capture_output=True, text=True, timeout=300)
-        if run.returncode:
+        done = run(*step, cwd=project)
+        if done.returncode:
             break
-    return run
+    return done

@@ -91,10 +91,11 @@ def build_hostile_site(folder):
 class Attributes(HTMLParser):
     """Every (tag, attribute, value) and the text of every script element in a page."""
 
-    def __init__(self):
+    def __init__(self, page):
         super().__init__()
         self.attributes, self.scripts, self.json_scripts = [], [], []
         self.in_script = None  # None, "code" or "json": which script element we are in
+        self.feed(page)
 
     def handle_starttag(self, tag, attrs):
         self.attributes += [(tag, name, value or "") for name, value in attrs]

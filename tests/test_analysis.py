@@ -1,6 +1,5 @@
-"""The analysis of made-up timings, whose every outcome is known in advance: intervals,
-ratios and the verdicts they earn, kept in bytes that the recording and the code decide, not
-the processor. Nothing here measures this machine."""
+"""The analysis of made-up timings with outcomes known in advance: intervals, ratios and verdicts,
+in bytes the recording and code decide, not the processor. Nothing here times this machine."""
 import importlib
 import json
 import math
@@ -39,8 +38,7 @@ def blocks(median, spread=0.05, count=7, samples=5):
      1 - 2 * sum(math.comb(21, i) for i in range(6)) / 2**21),  # 97.3 %
     ([5, 1, 4, 2, 3, 7, 6, 9, 8], (2, 8), 1 - 2 * 10 / 2**9),  # k = 2: 96.1 %
     ([3, 1, 2, 7, 5, 4, 6], (1, 7), 1 - 2 / 2**7),  # k = 1: 98.4 %
-    ([3, 1, 2, 5, 4], (1, 5), 1 - 2 / 2**5),  # 93.75 %: the best five values can do
-])
+    ([3, 1, 2, 5, 4], (1, 5), 1 - 2 / 2**5)])  # 93.75 %: the best five values can do
 def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, covered):
     stat = intervals.median_interval(values)
     assert (stat["low"], stat["high"]) == ends and stat["coverage"] == pytest.approx(covered)
@@ -50,8 +48,7 @@ def test_the_median_interval_is_the_binomial_order_statistics_one(values, ends, 
     (300, 100, 0.05, "supported", "contradicted"),  # a clear effect, and its reverse
     (100, 300, 0.05, "contradicted", "supported"),
     (100, 100, 0.6, "inconclusive", "inconclusive"),  # overlapping samples
-    (110, 100, 0.01, "equivalent", "equivalent"),  # clears 1, but not by a quarter
-])
+    (110, 100, 0.01, "equivalent", "equivalent")])  # clears 1, but not by a quarter
 def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, spread, above, below):
     tops, bottoms = (intervals.block_medians(blocks(m, spread)) for m in (top, bottom))
     ratio = intervals.median_interval([t / b for t, b in zip(tops, bottoms)])  # block by block
@@ -67,8 +64,7 @@ def test_paired_blocks_earn_the_verdict_their_interval_allows(top, bottom, sprea
     (2.6, 3.4, 3.8, "inconclusive"),  # one configuration measured twice, farther apart
     (2.6, 3.4, 1.2, "supported"),  # ... than the effect, or not
     (0.95, 1.1, 1.2, "equivalent"),  # no effect: a twin within the margin leaves it so
-    (0.95, 1.1, 1.4, "inconclusive"),  # ... one past it does not
-])
+    (0.95, 1.1, 1.4, "inconclusive")])  # ... one past it does not
 def test_an_interval_earns_a_verdict_only_clear_of_the_margin_and_its_twin(low, high, twin,
                                                                           expected):
     estimate = (low * high) ** 0.5
@@ -93,8 +89,7 @@ def test_the_paired_bootstrap_covers_a_ratio_of_means_about_as_often_as_it_says(
     # Blocks that vary tenfold, top twice bottom in each: drawn in pairs, every resample's
     # ratio is 2; drawn apart, the interval would span most of 1 to 4.
     ([20.0, 200.0, 60.0, 120.0, 30.0, 180.0], [10.0, 100.0, 30.0, 60.0, 15.0, 90.0], 2.0, 2.0),
-    # Every block alike: SciPy's default (BCa) gives NaN here; the percentile interval
-    # is the one ratio there is.
+    # Every block alike: SciPy's default (BCa) gives NaN; the percentile interval is the one ratio.
     ([5.0] * 6, [2.5] * 6, 2.0, 2.0),
     # Resamples whose bottom mean is 0 (x over 0): the upper end is infinite, not NaN.
     ([40.0] * 4 + [0.0], [0.0] * 4 + [10.0], 2.6, np.inf),
@@ -159,8 +154,7 @@ def test_the_rounds_hypothesis_earns_one_verdict_per_algorithm(per_round_at_4, v
     (dict(lesson_scale=1 / 3.8), 3.8, 3.8, "inconclusive"),
     # One collective 3.8x apart, two in agreement: pooled (1.56x), below the 3x effect.
     (dict(lesson_rs=900 / 3.8), 3.8, 3.8 ** (1 / 3), "supported"),
-    (dict(lesson_scale=1 / 1.5), 1.5, 1.5, "supported"),  # noise smaller than the effect
-])
+    (dict(lesson_scale=1 / 1.5), 1.5, 1.5, "supported")])  # noise smaller than the effect
 def test_twin_measurements_decide_only_where_they_disagree_past_the_effect(changes, widest,
                                                                            pooled, gloo):
     result = analysis.analyse("cpu-processes", rounds_recording(300.0, 100.0, **changes))
@@ -372,9 +366,8 @@ def test_bytes_touched_predicts_what_the_review_computed():
 
 
 def test_a_noisy_sweep_is_inconclusive_rather_than_a_trend():
-    def noisy(collective, p, nbytes):
-        return (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0)
-    verdicts = [entry["verdict"] for entry in analysed(noisy)["alphaWithRanks"].values()]
+    noisy = analysed(lambda collective, p, nbytes: (100.0 + nbytes / 1e3) * RNG.uniform(0.3, 3.0))
+    verdicts = [entry["verdict"] for entry in noisy["alphaWithRanks"].values()]
     assert verdicts.count("inconclusive") >= len(verdicts) - 1
 
 

@@ -341,16 +341,14 @@ TOO_MANY = 2 * SEED.devices  # chips the seed's TPU VM does not have
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--ranks", "0"], "each device count must be 2 to 16"),
-    (["--ranks", "1000"], "each device count must be 2 to 16"),
+    *((["--ranks", n], "each device count must be 2 to 16") for n in ("0", "1000")),
     (["--ranks", "4", "4", "--out", "x.json"], "each once"),
     (["--ranks", "8", "4"], "measures part of the sweep"),  # the committed sweep is whole
     (["--platform", "tpu", "--ranks", "2", str(TOO_MANY)],
      f"p = {TOO_MANY} needs {TOO_MANY} chips, and {SEED.id}'s TPU VM has {SEED.devices}"),
     (["--platform", "tpu", "--ranks", "2"], "measures part of the sweep"),
     (["--platform", "gpu"], "invalid choice: 'gpu'"),
-    (["--ranks", "2", "--out", "/dev/null"], "/dev/null is not a regular file"),  # not minutes
-])
+    (["--ranks", "2", "--out", "/dev/null"], "/dev/null is not a regular file")])  # not minutes
 def test_a_sweep_that_cannot_work_is_refused_in_one_line_before_measuring(argv, words, capsys,
                                                                         monkeypatch):
     monkeypatch.setattr(bench, "measure_in_subprocess", lambda *a, **k: pytest.fail("ran"))

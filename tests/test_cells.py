@@ -62,8 +62,7 @@ def test_the_cells_run_in_one_kernel_and_keep_what_each_printed(tmp_path, monkey
 
 @pytest.mark.parametrize("cell, line, said", [
     ("a = 1\nraise ValueError('no\\nluck')", 2, "ValueError: no luck"),  # no colours either
-    ("import sys\nsys.exit(4)", None, "SystemExit: 4"),  # that cell's error, as in a notebook
-])
+    ("import sys\nsys.exit(4)", None, "SystemExit: 4")])  # that cell's error, as in a notebook
 def test_a_cell_that_raises_stops_the_run_and_says_which_line(tmp_path, cell, line, said):
     notebook = notebook_of("print('before')", cell, "print('never')")
     raised = raised_in_one_line(CellRaised, execute, notebook, tmp_path)

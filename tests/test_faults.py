@@ -1,8 +1,7 @@
-"""Every fault ends clean: one line on stderr, the exit status a shell expects, every
-earlier file as it was, no staged `.tmp` file, no process and no scratch folder left: the
-signal matrix (tpu_job.py's steps: tests/test_tpu_job.py), SIGKILL, refused requests, faults
-in the machinery, a failed move, and lesson_code/program.py under each lesson (record.py's
-broken inputs: tests/test_record.py)."""
+"""Every fault ends clean: one line on stderr, the status a shell expects, every earlier file as it
+was, no staged `.tmp`, no process or scratch folder left: the signal matrix (tpu_job.py's steps:
+test_tpu_job.py), SIGKILL, refused requests, faults in the machinery, a failed move,
+lesson_code/program.py under each lesson (record.py's broken inputs: test_record.py)."""
 import errno
 import importlib
 import json
@@ -619,12 +618,8 @@ def test_a_test_stuck_in_native_code_ends_the_run_with_its_stack(tmp_path):
 # A lesson that only prints, run on the shell as `python -m` runs a lesson's: its
 # SHELL_LESSON says what happens while it runs. Its machine has 8 CPU devices, no TPU; its
 # registry (beside it, as lesson_code/lessons.toml is beside each lesson) gives it 3.
-SHELL_REGISTRY = """[[lesson]]
-id = "shell-lesson"
-module = "shell_lesson"
-devices = 3
-device_counts = [1, 3, 9]
-"""
+SHELL_REGISTRY = ('[[lesson]]\nid = "shell-lesson"\nmodule = "shell_lesson"\ndevices = 3\n'
+                  'device_counts = [1, 3, 9]\n')
 SHELL_LESSON = """\"\"\"shell-lesson · The program shell's own lesson.\"\"\"
 import os, signal, sys, time
 

@@ -22,8 +22,7 @@ from scripts.figures import data as figure_data
 from scripts.figures.palette import DARK, LIGHT
 from scripts.figures.svg import figure_style, new_figure, svg_text
 from scripts.figures.variants import VARIANTS
-from scripts.store.derive import DeriveError
-from scripts.store.derive import render as derive_render
+from scripts.store.derive import DeriveError, render as derive_render
 from scripts.store.hashes import digest_bytes
 from scripts.store.lessons import Lesson
 from scripts.store.outputs import figure_data_outputs, figure_outputs, read_lock

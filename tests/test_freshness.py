@@ -11,8 +11,7 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from conftest import ROOT, SEED, module_file, recording_name
 from fixtures.tpu_recording_fixture import write_tpu_sweep
@@ -186,8 +185,7 @@ def test_what_the_notebook_shows_as_text_re_renders_it_and_re_records_nothing(le
                               f"{', '.join(sorted(changed))} changed; run "
                               f"`{notebook_output(lesson).fix}`"]
     step = notebook_step(lesson, read_lock(tree))
-    assert step.fix == RERENDER
-    assert all(f"## {title}, retitled" in step.text for title in titles)
+    assert step.fix == RERENDER and all(f"## {title}, retitled" in step.text for title in titles)
 
 
 # --- what a recording is keyed on: its code as executed ----------------------------------

@@ -70,7 +70,7 @@ def test_the_committed_notebook_is_its_sections_freshly_built_and_printed_the_re
     assert setup_line("cpu", lesson.devices) in step_1.splitlines()
     assert any(line.startswith("results = ") for line in code[-1].splitlines())
     content, _ = rendered_page(ROOT / "docs", site_config, lesson)
-    assert "<pre" in content and live_markup(content) == []
+    assert "<pre" in content and LiveMarkup(content).found == []
 
 
 @pytest.mark.slow
@@ -137,9 +137,10 @@ def test_the_going_further_steps_follow_the_lesson_without_importing_it(lesson):
 # the notebook's page: untrusted input, shown as text ----------------------------------------
 
 class LiveMarkup(HTMLParser):
-    def __init__(self):
+    def __init__(self, html_text):
         super().__init__()
         self.found = []
+        self.feed(html_text)
 
     def handle_starttag(self, tag, attrs):
         if tag in ("script", "iframe", "object", "embed", "style", "link", "base", "meta"):
@@ -150,12 +151,6 @@ class LiveMarkup(HTMLParser):
             if name in ("href", "src", "xlink:href", "action", "formaction") and value \
                     and not notebook_page.safe_address(value):
                 self.found.append(f"{tag} {name}={value}")
-
-
-def live_markup(html_text):
-    parser = LiveMarkup()
-    parser.feed(html_text)
-    return parser.found
 
 
 @pytest.fixture(scope="module")
@@ -202,7 +197,7 @@ def test_a_hostile_notebook_reaches_the_page_as_text(tmp_path, site_config, monk
                           {"output_type": "error", "traceback": [include, "<b>x</b>"]}]}]
     html_text, titles = render(tmp_path, site_config, {"cells": cells, "metadata": {},
                                                        "nbformat": 4, "nbformat_minor": 5})
-    assert live_markup(html_text) == []
+    assert LiveMarkup(html_text).found == []
     assert CANARY not in html_text  # no snippet was expanded, from any cell or output
     text = html.unescape(re.sub(r"<[^>]+>", "", html_text))
     assert text.count('--8<-- ".git/config"') == 4  # ...each is shown as the text it is

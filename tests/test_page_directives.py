@@ -7,8 +7,7 @@ import string
 
 import markdown
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 from mkdocs.exceptions import PluginError
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, recording_name

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, SEED, module_file, recording_name
-from harness import (RECORD, changed, edit, edited, files_under, leftover_temp_files, one_error,
-                     passed, project, raised_in_one_line, run, snapshot, unchanged, written)
+from harness import (RECORD, changed, comment_in_first_section, edit, edited, files_under,
+                     leftover_temp_files, one_error, passed, project, raised_in_one_line, run,
+                     snapshot, unchanged, written)
 from scripts import record
 from scripts.plumbing.run_lock import exclusive_run
 from scripts.record import MAX_STDOUT_LINES, RecordError, check_stdout
@@ -204,9 +205,7 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
     assert "record: running" not in done.stderr
     assert f"record: {LESSON_ID}: recordings/{LESSON_ID}.cpu.json is current, not re-run " \
            f"(--all re-runs it)" in done.stderr
-    start = "# --8<-- [start:configure_devices]\n"
-    edit(tree / LESSON,
-         lambda t: t.replace(start, start + "# A reader's note, shown in the notebook.\n", 1))
+    edit(tree / LESSON, comment_in_first_section)  # a reader's note, shown in the notebook
     before = snapshot(tree)
     done = passed(run(RECORD, cwd=tree))
     assert "record: running" not in done.stderr  # no run, no JAX
@@ -216,7 +215,7 @@ def test_a_current_tree_runs_nothing_and_a_comment_edit_re_renders_only_the_note
     old, new = (nbformat.reads(text, as_version=4)
                 for text in (before[notebook].decode(), (tree / notebook).read_text()))
     assert stdout_of(new) == stdout_of(old)  # the outputs of the run that made the recording
-    assert any("# A reader's note, shown in the notebook." in cell.source for cell in new.cells)
+    assert any("# a comment readers see" in cell.source for cell in new.cells)
     assert check(tree) == []
 
 

@@ -9,8 +9,7 @@ from dataclasses import replace
 import jsonschema
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
-from hypothesis import strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from conftest import LESSONS, PUBLISHED_SEED, ROOT, SEED, each_lesson, module_file
 from harness import git, raised_in_one_line

@@ -6,13 +6,11 @@ import tomllib
 
 import jsonschema
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from referencing import Registry, Resource
 
 from conftest import ROOT, run_record
-from harness import project as project_copy
-from harness import raised_in_one_line, refused
+from harness import project as project_copy, raised_in_one_line, refused
 from scripts import record
 from scripts.figures import KINDS
 from scripts.store.lessons import RegistryError, load_course, load_lessons

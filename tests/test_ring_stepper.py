@@ -231,12 +231,11 @@ NAME_UNDER_THE_HEADER = """root => scrollBy(0, root.querySelector('.ring-stepper
 @pytest.mark.parametrize("scheme, width, height", [("dark", 1366, 657), ("light", 320, 640)])
 def test_p_8_on_a_short_laptop_and_a_320_px_phone_shows_every_rank_whole(
         browser, served, scheme, width, height):
-    """At p = 8 no card is cut, nothing scrolls sideways, the text is 9 px or more and every
-    step is the recorded trace. Audit L3: on a 768-px laptop's 1366 x 657, with the step's
-    name just under the header, Next step leaves the name, all eight ranks and the buttons on
-    screen. L4: at 320 px, where even the side of the ring it would open on is wider than
-    the column, the ranks go down in one column. Nothing moves while stepping; axe finds
-    nothing in it."""
+    """At p = 8 no card is cut, nothing scrolls sideways, the text is 9 px or more and every step is
+    the recorded trace. Audit L3: on a 768-px laptop's 1366 x 657, with the step's name just under
+    the header, Next step leaves the name, all eight ranks and the buttons on screen. L4: at 320 px,
+    where even the side of the ring it would open on is wider than the column, the ranks go down in
+    one column. Nothing moves while stepping; axe finds nothing in it."""
     page, watch, root = open_stepper(browser, served, scheme=scheme, width=width, height=height)
     root.locator("input[type=radio][value='8']").check()
     root.evaluate(NAME_UNDER_THE_HEADER)

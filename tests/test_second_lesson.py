@@ -1,6 +1,5 @@
-"""A second, different lesson (tests/fixtures/second_lesson/) added to a copy as the README
-says: recorded, checked, linted and built there with nothing in scripts/ or tests/ changed,
-and the copy's own tests take it as one of their cases."""
+"""A second, different lesson (tests/fixtures/second_lesson/) added to a copy as the README says:
+recorded, checked, linted and built, scripts/ and tests/ unchanged; the copy's tests take it too."""
 import json
 import re
 import shutil
@@ -9,8 +8,7 @@ import nbformat
 import pytest
 
 from conftest import FIXTURE_ID, ROOT, SEED, lessons_with, run_record
-from harness import DIGESTED, PROJECT_PARTS, digests, passed, run
-from harness import project as fresh_project
+from harness import DIGESTED, PROJECT_PARTS, digests, passed, project as fresh_project, run
 from scripts import record as record_script
 from scripts.store.lessons import load_lessons
 from site_build import build

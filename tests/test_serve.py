@@ -1,6 +1,5 @@
-"""`mkdocs serve` watches what pages are made from and re-renders the pages an edit touches;
-a broken recording or page neither hangs the server nor leaves a traceback; `mkdocs` itself
-builds from an activated venv."""
+"""`mkdocs serve` watches what pages are made from, re-renders what an edit touches, and outlives a
+broken recording or page without a traceback; an activated venv's `mkdocs` builds."""
 import json
 import logging
 import os
@@ -20,10 +19,9 @@ from mkdocs.config import load_config
 from mkdocs.utils import DuplicateFilter
 
 from conftest import ROOT, SEED, module_file
-from harness import clean_env, in_activated_venv, passed, rederive_analyses, run
-from harness import project as copy_project
-from scripts.pages import serve as serving
-from scripts.pages import site_files
+from harness import (comment_in_first_section, edit, in_activated_venv, passed,
+                     project as copy_project, rederive_analyses, run)
+from scripts.pages import serve as serving, site_files
 from scripts.runners.processes import free_port
 from site_build import NO_JAX_BUILD
 
@@ -60,9 +58,8 @@ def test_every_rebuild_says_how_it_ended_however_alike_two_are(monkeypatch, capl
 
 def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_rebuild(
         monkeypatch, caplog):
-    """A link committed while serving: site_files.checked_root's line, and the last pages
-    still served. The copies it writes into docs/ are not watched: each would be a second
-    rebuild after every figure or module edit."""
+    """A link committed while serving: site_files.checked_root's line, the last pages still served.
+    The copies written into docs/ go unwatched: each would be a second rebuild after every edit."""
     def refused(*path, **options):
         raise SystemExit("error: docs/leak.txt is a symbolic link (to '/etc/hostname'); ...")
     monkeypatch.setattr(serving, "SERVING", serving.Serving())
@@ -84,15 +81,6 @@ def test_a_refusal_as_mkdocs_yml_is_read_keeps_serving_and_the_copies_start_no_r
     assert "notebooks" in watched and "lessons" in watched
 
 
-def serve(project, log, **env):
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
-        cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1", **env})
-    return process, f"http://127.0.0.1:{port}/lessons/{SEED.id}/"
-
-
 def wait_for(log_path, text, after=0):
     """The log's length once `text` is in it after `after`."""
     return wait_until(lambda: text in (log := log_path.read_text())[after:] and len(log),
@@ -107,12 +95,6 @@ def stop(process):
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
         pytest.fail("mkdocs serve did not stop on Ctrl-C")
-
-
-def errors(log_path, after=0):
-    output = log_path.read_text()
-    assert "Traceback" not in output, output[-2000:]
-    return [line for line in output[after:].splitlines() if line.startswith("ERROR")]
 
 
 @pytest.mark.slow
@@ -149,11 +131,6 @@ def wait_until(served, log_path, what="not served", timeout=90):
     return found
 
 
-def html_of(page):
-    """Where the site holds the page at `page` (below docs/)."""
-    return "index.html" if page.as_posix() == "index.md" else f"{page.with_suffix('')}/index.html"
-
-
 def searched(site):
     """The pages the served search index lists."""
     index = json.loads((site / "search" / "search_index.json").read_text())
@@ -173,9 +150,14 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
     module = project / module_file(SEED)
     (tmp_path / "tmp").mkdir()
     log_path = tmp_path / "serve.log"
+    port = free_port()
+    home, url = f"http://127.0.0.1:{port}/", f"http://127.0.0.1:{port}/lessons/{SEED.id}/"
     with open(log_path, "w") as log:
-        process, url = serve(project, log, TMPDIR=str(tmp_path / "tmp"))  # mkdocs' site there
-        home = url.replace(f"lessons/{SEED.id}/", "")
+        process = subprocess.Popen(
+            [sys.executable, "-c", NO_JAX_BUILD, "serve", "--dev-addr", f"127.0.0.1:{port}"],
+            cwd=project, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env={**os.environ, "NO_MKDOCS_2_WARNING": "1",
+                 "TMPDIR": str(tmp_path / "tmp")})  # mkdocs' site there
         try:
             seen = wait_for(log_path, "Serving on")
             [site] = (tmp_path / "tmp").glob("mkdocs_*")
@@ -200,7 +182,8 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
             # The pages that read it (through {{ rec: }} alone too) or list the recordings,
             # and the notebook page, which reads the lock the analyses' writes changed.
             names = rf"\{{\{{\s*(rec:{re.escape(SEED.id)}\.cpu:|recordings)"
-            reading = {html_of(path.relative_to(project / "docs"))
+            reading = {"index.html" if path.name == "index.md" and path.parent == project / "docs"
+                       else f"{path.relative_to(project / 'docs').with_suffix('')}/index.html"
                        for path in (project / "docs").rglob("*.md")
                        if re.search(names, path.read_text())}
             rewritten = {path.relative_to(site).as_posix() for path, mtime in written.items()
@@ -217,17 +200,17 @@ def test_an_edit_while_serving_rebuilds_what_it_touches_and_an_error_keeps_the_l
             assert get(home) == before and "One sentence more." in get(url)
             page.write_text(page.read_text().replace(f"{{{{ rec:{SEED.id}.cpu:no.such }}}}", ""))
             # A comment the notebook shows: that page alone stops, the others still build.
-            text = module.read_text()
-            start = text.index("\n", text.index("# --8<-- [start:")) + 1
-            module.write_text(f"{text[:start]}# a comment the notebook shows\n{text[start:]}")
+            edit(module, comment_in_first_section)
             page.write_text(page.read_text() + "\nA sentence after it.\n")
             wait_until(lambda: "A sentence after it." in get(url), log_path)
             moved_pages(project, home, log_path)
         finally:
             assert stop(process) == 0
     # Each error is one line: the recording's, the page's, the notebook's.
-    found, kinds = errors(log_path, after=clean), [RECORDING, "no.such", f"notebooks/{SEED.id}."
-                                                   f"ipynb: stale, {module_file(SEED)} changed"]
+    output = log_path.read_text()
+    assert "Traceback" not in output, output[-2000:]
+    found = [line for line in output[clean:].splitlines() if line.startswith("ERROR")]
+    kinds = [RECORDING, "no.such", f"notebooks/{SEED.id}.ipynb: stale, {module_file(SEED)} changed"]
     assert all(any(kind in line for kind in kinds) for line in found), found
     assert all(any(kind in line for line in found) for kind in kinds), found
 
@@ -290,7 +273,6 @@ def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_
     (tmp_path / "docs" / "asset.js").write_text("//\n")
     (tmp_path / "mkdocs.yml").write_text(
         f"site_name: tiny\nhooks:\n  - {ROOT}/scripts/pages/machine_errors.py\n")
-    env = clean_env(PYTHONPATH=str(ROOT))
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -300,6 +282,5 @@ def test_a_full_disk_under_build_and_a_port_in_use_under_serve_are_one_line(tmp_
                                                       "free space on its disk"),
                 (NO_JAX_BUILD, ["serve", "--dev-addr", f"127.0.0.1:{port}"],
                  f"cannot serve on 127.0.0.1:{port}: Address already in use; ")]:
-            assert words in mkdocs_error(subprocess.run(
-                [sys.executable, "-c", script, *argv], cwd=tmp_path, env=env,
-                capture_output=True, text=True, timeout=120))
+            assert words in mkdocs_error(run("-c", script, *argv, cwd=tmp_path, timeout=120,
+                                             env={"PYTHONPATH": str(ROOT)}))

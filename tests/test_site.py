@@ -14,7 +14,8 @@ from mkdocs.exceptions import PluginError
 
 from conftest import (FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, SUB_PATH, each_lesson,
                       module_file, recording_name)
-from harness import edited, project as project_copy, raised_in_one_line, snippet_sections
+from harness import (comment_in_first_section, edited, project as project_copy,
+                     raised_in_one_line, snippet_sections)
 from scripts.pages import sources
 from scripts.pages.check_links import broken_links
 from scripts.pages.course import downloadable_files, downloads
@@ -29,11 +30,7 @@ from site_build import build
 from site_hostile import CANARY, ID, LESSON, Attributes
 from site_pages import formulas_in, markdown_source, page_file, site_pages
 
-def lesson_page(lesson):
-    return Path("lessons") / lesson.id / "index.html"
-
-
-LESSON_PAGE = lesson_page(SEED)  # the seed's, for its own content
+LESSON_PAGE = Path("lessons") / SEED.id / "index.html"  # the seed's, for its own content
 
 
 @pytest.fixture()
@@ -123,11 +120,6 @@ def test_the_first_screen_agrees_with_the_measured_table_and_says_when_to_use_ea
                  "reduce-scatter when the update is sharded, as in ZeRO-2 and FSDP",
                  "all-gather when the next forward pass needs the whole weights"):
         assert when in visible(box), when
-
-
-def comment_in_first_section(text):
-    start = text.index("\n", text.index("# --8<-- [start:")) + 1
-    return text[:start] + "# a comment readers see\n" + text[start:]
 
 
 def linked(link, target):
@@ -243,7 +235,7 @@ def test_a_figure_whose_size_is_not_a_number_stops_the_build_instead_of_sizing_i
 @each_lesson
 def test_a_lesson_page_shows_its_recording_for_people_and_its_code_verbatim(built_site, lesson):
     recording = json.loads((ROOT / recording_name(lesson)).read_text())
-    page = (built_site / lesson_page(lesson)).read_text()
+    page = (built_site / "lessons" / lesson.id / "index.html").read_text()
     assert f"recorded {human_date(recording['generatedAt'])}" in page  # its provenance line
     assert f"JAX {recording['environment']['jax']}" in page
     for line in recording["stdout"].splitlines():  # once per tab, line by line, escaped
@@ -494,8 +486,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
         assert not re.search(r"RECVAL[0-9A-F]{12}N\d+END", text, re.IGNORECASE), path.name
         if path.suffix != ".html":
             continue
-        parser = Attributes()
-        parser.feed(text)
+        parser = Attributes(text)
         for tag, name, value in parser.attributes:
             assert not value.strip().lower().startswith("javascript:"), (path, tag, name)
             assert not (name.startswith("on") and "XSS" in value), (path, tag, name)
@@ -530,8 +521,7 @@ def test_hostile_text_is_text_everywhere_in_the_site_and_recorded_json_stays_dat
     # can end the element, and json.loads (JSON.parse's grammar) gives back what was recorded.
     recorded = json.loads((hostile_site.parent / "project" /
                            recording_name(SEED, "simulation")).read_text())["data"]
-    parser = Attributes()
-    parser.feed((hostile_site / "going-further" / "ring-simulator" / "index.html").read_text())
+    parser = Attributes((hostile_site / "going-further/ring-simulator/index.html").read_text())
     trace = [text for text in parser.json_scripts if '"readerNote"' in text]
     assert len(trace) == 1 and not set("<>&") & set(trace[0]) and json.loads(trace[0]) == recorded
     assert ("script", "id", "ring-trace") in parser.attributes

@@ -4,13 +4,12 @@ written through a link or over what is no regular file, and either generator ref
 pull request controls before it lists docs/."""
 import shutil
 import subprocess
-import sys
 
 import pytest
 
 from conftest import FIRST_LESSON, ROOT, module_file
-from harness import (AS_A_USER, FullDisk, clean_env, files_under, git, in_activated_venv, one_error,
-                     project, raised_in_one_line, run)
+from harness import (FullDisk, files_under, git, in_activated_venv, one_error, project,
+                     raised_in_one_line, run)
 from scripts.pages import site_files
 from scripts.pages.site_files import stage, wanted
 from scripts.store import staging
@@ -46,8 +45,7 @@ def test_the_copies_are_read_only_and_only_they_are_ever_removed(course, tmp_pat
     assert files_under(docs) == {path: data for path, data in before.items() if path != gone}
 
 
-def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course,
-                                                                        monkeypatch):
+def test_a_committed_file_where_a_copy_goes_is_refused_and_left_as_it_is(course, monkeypatch):
     root, docs = course
     copy = docs / module_file(FIRST_LESSON)
     copy.unlink()
@@ -91,10 +89,8 @@ def test_every_copy_lies_in_a_folder_git_ignores_where_the_step_alone_writes():
     stage(ROOT)
     assert copies <= {path.relative_to(docs).as_posix() for pattern in site_files.COPIES
                       for path in docs.glob(pattern)}
-    ignored = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT,
-                             input="".join(f"docs/{path}\n" for path in copies),
-                             capture_output=True, text=True)
-    assert set(ignored.stdout.split()) == {f"docs/{path}" for path in copies}
+    ignored = git(ROOT, "check-ignore", "--no-index", *(f"docs/{path}" for path in copies))
+    assert set(ignored.split()) == {f"docs/{path}" for path in copies}
 
 
 def test_a_full_disk_during_the_copies_is_one_line_and_changes_nothing(course, monkeypatch):
@@ -165,9 +161,7 @@ def test_a_read_only_checkout_builds_elsewhere_and_says_in_one_line_what_it_cann
     def build(site):
         subprocess.run(["chmod", "-R", "a-w", root], check=True)
         try:
-            return subprocess.run([*AS_A_USER, sys.executable, "-m", "mkdocs", "build",
-                                   "--strict", "-d", str(site)], cwd=root, env=clean_env(),
-                                  capture_output=True, text=True, timeout=300)
+            return run("-m", "mkdocs", "build", "--strict", "-d", site, cwd=root, as_a_user=True)
         finally:
             subprocess.run(["chmod", "-R", "u+w", root], check=True)
 

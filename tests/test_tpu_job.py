@@ -8,7 +8,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -18,9 +17,9 @@ import psutil
 import pytest
 
 from conftest import FIRST_LESSON, FIXTURES, LESSONS, ROOT, SEED, module_file, recording_name
-from harness import (AS_A_USER, FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed,
-                     clean_env, edit, files_under, git, one_error, passed, project,
-                     raised_in_one_line, refused, run, snapshot, unchanged)
+from harness import (FIXTURE_LESSON, PROJECT_PARTS, RECORD, Started, changed, edit, files_under,
+                     git, one_error, passed, project, raised_in_one_line, refused, run, snapshot,
+                     unchanged)
 from fixtures.tpu_recording_fixture import FIXTURE, write_tpu_recording, write_tpu_sweep
 from scripts import tpu_job
 from scripts.hardware.verify import RefusedRecording, check_tpu_recording, check_tpu_sweep
@@ -215,9 +214,8 @@ def test_a_recordings_dir_the_job_cannot_write_is_refused_before_any_gcloud_call
         landing, why, clone, gcloud, tmp_path):
     folder = tmp_path / "landing"
     folder.write_text("") if landing == "a file" else folder.mkdir(mode=0o555)
-    done = subprocess.run([*AS_A_USER, sys.executable, "scripts/tpu_job.py", *VM, "--create",
-                           "--delete", "--recordings-dir", str(folder)], cwd=clone,
-                          env=clean_env(), capture_output=True, text=True, timeout=120)
+    done = run("scripts/tpu_job.py", *VM, "--create", "--delete", "--recordings-dir", folder,
+               cwd=clone, timeout=120, as_a_user=True)
     assert done.returncode == 2 and gcloud() == []  # refused before anything ran
     assert f"{folder}/{TARGET}: cannot be written ({why}); nothing was changed, and nothing " \
            f"was run: give --recordings-dir a folder" in job_error(done.stderr)
@@ -352,8 +350,7 @@ def test_a_request_that_cannot_work_is_refused_before_anything_runs(request_, gc
 def test_the_defaults_are_the_environment_s_and_the_accelerator_the_lesson_s(gcloud,
                                                                            monkeypatch, capsys):
     assert FIRST_LESSON == SEED  # the job's default lesson: what the tests naming none rely on
-    for name, value in (("TPU_NAME", "env-tpu"), ("ZONE", "us-east1-d"),
-                        ("PROJECT", "env-project")):
+    for name, value in dict(TPU_NAME="env-tpu", ZONE="us-east1-d", PROJECT="env-project").items():
         monkeypatch.setenv(name, value)
     assert tpu_job.main(["--create", "--dry-run"]) == 0
     out = capsys.readouterr().out

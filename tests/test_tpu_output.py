@@ -219,10 +219,9 @@ def test_the_real_one_chip_run_is_read_as_the_job_reads_a_fetched_recording(tmp_
     assert check_tpu_recording(fetched, one_device)["stdout"].endswith(f"PASS: {SEED.id}\n")
 
 
-def canned(compiled_collectives=None):
+def canned(**data):
     recording = json.loads(FIXTURE.read_text())
-    if compiled_collectives is not None:
-        recording["data"]["compiledCollectives"] = compiled_collectives
+    recording["data"].update(data)
     return recording
 
 
@@ -242,15 +241,15 @@ def tpu_page(recording):
 
 @pytest.mark.parametrize("recording, said, not_said", [
     (canned(), "XLA:TPU kept every collective as asked", "XLA:TPU did not keep"),
-    (canned({collective: sorted(compiled(SLICE / f"lesson.{collective}.compiled.hlo"))
-             for collective in COLLECTIVES}), "XLA:TPU did not keep every collective as asked: the "
-     "reduce-scatter program runs all-reduce; the all-gather program runs all-reduce; the "
-     "timed medians are of what runs, not of what was asked.", "XLA:TPU kept every"),
+    (canned(compiledCollectives={name: sorted(compiled(SLICE / f"lesson.{name}.compiled.hlo"))
+                                 for name in COLLECTIVES}),
+     "XLA:TPU did not keep every collective as asked: the reduce-scatter program runs all-reduce; "
+     "the all-gather program runs all-reduce; the timed medians are of what runs, not of what was "
+     "asked.", "XLA:TPU kept every"),
     ({**canned(), **one_chip_run(SEED.module)}, "XLA:TPU did not keep every collective as asked: "
      "the all-reduce program runs no collective; the reduce-scatter program runs no collective; "
      "the all-gather program runs no collective; on 1 device nothing crosses between chips",
-     "XLA:TPU kept every"),
-], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
+     "XLA:TPU kept every")], ids=["kept", "rewritten on a 2x2", "dropped on one chip"])
 def test_the_tpu_branch_says_what_the_recording_compiled(recording, said, not_said):
     page, environment = tpu_page(recording), recording["environment"]
     assert f"The lesson was recorded on {environment['deviceCount']} × " \
