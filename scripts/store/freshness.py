@@ -116,8 +116,7 @@ def check(lessons, root=ROOT, only=None):
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in [lesson for lesson in lessons.values() if only in (None, lesson.id)]:
         recordings = recording_outputs(lesson, root)
-        for output in recordings:
-            lines += recording_state(output, root)[1]
+        lines += [line for output in recordings for line in recording_state(output, root)[1]]
         for output in [*derived_outputs(lesson), notebook_output(lesson)]:
             if (root / output.source).exists() or output.source in lock:
                 lines += derived_problems(output, lock, root)
