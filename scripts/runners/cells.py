@@ -99,8 +99,12 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
             raise_if_interrupted()
             kernel = kernel or kernel_process(manager)
         kernel = kernel or kernel_process(manager)
-    finally:
-        stop(finished, manager, kernel)
+    finally:  # kill the kernel's process group, again until nbclient's thread has ended
+        deadline = time.monotonic() + 30
+        while True:
+            kill_all({kernel, kernel_process(manager)} - {None})
+            if finished.wait(0.2) or time.monotonic() > deadline:
+                break
     if failures:
         raise one_line(failures[0], notebook, running, working_dir, kernel, timeout_s)
     return notebook
@@ -108,15 +112,6 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
 
 def kernel_process(manager):
     return getattr(manager.provisioner, "process", None) if manager.provisioner else None
-
-
-def stop(finished, manager, kernel, settle_s=30):
-    """Kill the kernel's process group, again until nbclient's thread has ended."""
-    deadline = time.monotonic() + settle_s
-    while True:
-        kill_all({kernel, kernel_process(manager)} - {None})
-        if finished.wait(0.2) or time.monotonic() > deadline:
-            return
 
 
 CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")

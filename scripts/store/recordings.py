@@ -188,9 +188,8 @@ def source_commit(root, files):
         changed = git("status", "--porcelain", "--", *files)
     except (OSError, subprocess.SubprocessError):
         return None
-    if changed.returncode:
-        return None
-    return {"sha": head.stdout.strip(), "clean": changed.stdout.strip() == ""}
+    return None if changed.returncode else {"sha": head.stdout.strip(),
+                                            "clean": changed.stdout.strip() == ""}
 
 
 def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
