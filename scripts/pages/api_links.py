@@ -7,13 +7,12 @@ import re
 REFERENCE = "https://docs.jax.dev/en/latest/"
 AUTOSUMMARY = REFERENCE + "_autosummary/"
 JAX_REFERENCE = {
-    **{name: f"{AUTOSUMMARY}jax.lax.{name}.html"
-       for name in ("psum", "psum_scatter", "all_gather", "ppermute")},
+    **{name: f"{AUTOSUMMARY}jax.lax.{name}.html" for name in
+       ("psum", "psum_scatter", "all_gather", "ppermute")},
     **{name: f"{AUTOSUMMARY}jax.{name}.html" for name in
        ("shard_map", "jit", "devices", "distributed.initialize", "block_until_ready")},
-    **{name: f"{REFERENCE}jax.sharding.html#jax.sharding.{name}"
-       for name in ("NamedSharding", "PartitionSpec", "Mesh")},
-}
+    **{name: f"{REFERENCE}jax.sharding.html#jax.sharding.{name}" for name in
+       ("NamedSharding", "PartitionSpec", "Mesh")}}
 # Bare names that are also ordinary words or other things: only linked with a prefix.
 NEEDS_PREFIX = {"jit", "devices", "distributed.initialize"}
 INLINE_CODE = re.compile(r"<code>((?:jax\.)?(?:lax\.)?)([A-Za-z_][\w.]*)(\([^<]*\))?</code>")

@@ -30,12 +30,9 @@ FIELD = re.compile(r"\{(/?)([\w.*-]+)(?:\|([^{}|]*))?\}")
 CELL_BORDER = re.compile(r"\|(?![^{}]*\})")  # a | that is not inside a {field|format}
 IF_RECORDED = re.compile(r"\{\{\s*if-recorded:([\w.-]+)\s*\}\}(.*?)"
                          r"\{\{\s*else\s*\}\}(.*?)\{\{\s*end\s*\}\}", re.DOTALL)
-DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in
-                                (("value", VALUE), ("tabs", TABS), ("table", TABLE),
-                                 ("stale", STALE),
-                                 ("lessons", LESSON_LIST), ("json", JSON_BLOCK),
-                                 ("rows", ROWS))),
-                       re.MULTILINE)
+DIRECTIVE = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in (
+    ("value", VALUE), ("tabs", TABS), ("table", TABLE), ("stale", STALE),
+    ("lessons", LESSON_LIST), ("json", JSON_BLOCK), ("rows", ROWS))), re.MULTILINE)
 # A notebook's page, expanded later by page_language.py: it needs the Markdown instance.
 NOTEBOOK = re.compile(r"^\{\{\s*notebook:([\w-]+)\s*\}\}[ \t]*$", re.MULTILINE)
 # Directive-looking text left after expansion: a typo, a missing part, a bad character,
@@ -66,8 +63,7 @@ def expand(match, sources, values, folder):
     if match.group("table"):
         return recording_table(TABLE.match(text).group(1), sources, values)
     if match.group("stale"):
-        return "\n".join(stale_warning(read(sources, STALE.match(text).group(1)), sources,
-                                        values))
+        return "\n".join(stale_warning(read(sources, STALE.match(text).group(1)), sources, values))
     if match.group("lessons"):
         return lesson_list(sources, values, folder)
     if match.group("json"):
@@ -165,8 +161,7 @@ def recorded_rows(stem, dotted, order, cells, sources, values):
                         f"a list, or a dict with its keys in order (@<dotted.keys>)")
     templates = [" ".join(template.split()) for template in CELL_BORDER.split(cells)]
     return "\n".join("| " + " | ".join(cell(template, stem, key, row, dotted, sources, values)
-                                       for template in templates) + " |"
-                      for key, row in rows)
+                                       for template in templates) + " |" for key, row in rows)
 
 
 def cell(template, stem, key, row, dotted, sources, values):
@@ -182,15 +177,14 @@ def cell(template, stem, key, row, dotted, sources, values):
 
 def field_text(field, stem, key, row, dotted, sources, values):
     from_top, name, spec = field.groups()
-    directive = f"{{{{ rec-table:{stem}:{dotted} }}}}'s {field[0]}"
     if name == "*":
-        return values.hold(value_text(key, spec, directive))
-    if from_top:
-        return values.hold(value_text(recorded(stem, name.replace("*", str(key)), sources),
-                                      spec, directive))
-    try:
-        value = lookup(row, name)
-    except (KeyError, IndexError):
-        raise PageError(f"{sources.recordings[stem].path} has no value at "
-                        f"{f'{dotted}.{key}.{name}'!r}") from None
-    return values.hold(value_text(value, spec, directive))
+        value = key
+    elif from_top:
+        value = recorded(stem, name.replace("*", str(key)), sources)
+    else:
+        try:
+            value = lookup(row, name)
+        except (KeyError, IndexError):
+            raise PageError(f"{sources.recordings[stem].path} has no value at "
+                            f"{f'{dotted}.{key}.{name}'!r}") from None
+    return values.hold(value_text(value, spec, f"{{{{ rec-table:{stem}:{dotted} }}}}'s {field[0]}"))

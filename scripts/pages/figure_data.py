@@ -24,8 +24,7 @@ def figure_data(lessons):
 def served_files(lessons, root):
     """Every file a data line links to that exists, relative to the repository root."""
     paths = {path for pair in figure_data(lessons).values() for output in pair
-             for path in (output.path, output.recording or output.source, output.overlay)
-             if path}
+             for path in (output.path, output.recording or output.source, output.overlay) if path}
     return sorted(path for path in paths if (root / path).is_file())
 
 

@@ -52,8 +52,7 @@ def svg_size(path):
     box = attrs.get("viewBox", "").replace(",", " ").split()
     size = []
     for name, index in (("width", 2), ("height", 3)):
-        length = LENGTH.match(attrs.get(name, ""))
-        if length:
+        if length := LENGTH.match(attrs.get(name, "")):
             size.append(round(float(length.group(1)) * PX_PER_UNIT[length.group(2)]))
         elif name not in attrs and len(box) == 4 and all(map(VIEW_BOX_NUMBER.fullmatch, box)):
             size.append(round(float(box[index])))  # no width: the browser draws the box

@@ -158,11 +158,6 @@ TOKENS = {"mi", "mn", "mo", "mtext", "ms"}
 INVISIBLE = re.compile("[\u2061-\u2064\ufe00-\ufe0f]")  # function application, variation...
 
 
-def readable(node):
-    """A formula as one line of plain text: "(p−1)/p G", "g_r=2/N X_r^⊤(X_rw−y_r)"."""
-    return re.sub(r"\s+", " ", INVISIBLE.sub("", reading(node))).strip()
-
-
 def reading(node):
     tag, children = node.tag, list(node)
     if tag in TOKENS:
@@ -202,7 +197,8 @@ def formula(markup, tex):
         raise MathError(f"Temml wrote MathML that does not parse ({error}) for {tex!r}") from None
     shown = "block" if root.get("display") == "block" else "inline"
     tight_in_scripts(root, compact=shown == "inline")
-    text = readable(root)
+    # One line of plain text: "(p−1)/p G", "g_r=2/N X_r^⊤(X_rw−y_r)".
+    text = re.sub(r"\s+", " ", INVISIBLE.sub("", reading(root))).strip()
     body = "".join(ElementTree.tostring(child, encoding="unicode") for child in root)
     if len(root) != 1:  # <semantics> draws its first child only
         body = f"<mrow>{body}</mrow>"

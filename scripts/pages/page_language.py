@@ -31,10 +31,8 @@ CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 class PageLanguage(Extension):
     def __init__(self, **kwargs):
-        self.config = {
-            "sources": ["", "pages/sources.Sources the build already loaded (set by "
-                            "pages/hooks.py); empty: load them from this checkout"],
-        }
+        self.config = {"sources": ["", "pages/sources.Sources the build already loaded (set by "
+                                       "pages/hooks.py); empty: load them from this checkout"]}
         super().__init__(**kwargs)
 
     def extendMarkdown(self, md):

@@ -68,11 +68,9 @@ def recording_tabs(lesson_id, sources, values):
         recording, env = loaded.recording, loaded.recording["environment"]
         date = human_date(recording["generatedAt"])
         label = f"{machine_label(recording)} · {date} · JAX {env['jax']}"
-        lines = [f'=== "{values.hold(label)}"', ""]
-        lines += stale_warning(loaded, sources, values, "    ")
+        lines = [f'=== "{values.hold(label)}"', "", *stale_warning(loaded, sources, values, "    ")]
         lines += [f"    *Provenance:* `{values.hold(recording['provenance'])}` · recorded "
-                  f"{values.hold(date)} · "
-                  f"{values.hold(env['deviceCount'])} × "
+                  f"{values.hold(date)} · {values.hold(env['deviceCount'])} × "
                   f"{values.hold(env.get('deviceKind', '?'))} · "
                   f"NumPy {values.hold(env['numpy'])} · "
                   f"`{values.hold(' '.join(recording.get('command', [])))}`", "",

@@ -77,20 +77,17 @@ def on_serve(server, config, builder):
                 "still serving the last pages built; fix the error above to rebuild")
 
     server.builder = rebuild
-    watch_docs_but_the_copies(server, Path(config.docs_dir))
-    return server
-
-
-def watch_docs_but_the_copies(server, docs):
-    """mkdocs watches docs/; the copies that reading mkdocs.yml writes there
-    (pages/site_files.py) are no edit, and watched would start a second rebuild after each
-    figure or module edit. So docs/ itself, each folder but the copies' own, and the
-    notebooks' folder without the copies' subfolders."""
+    # mkdocs watches docs/; the copies that reading mkdocs.yml writes there
+    # (pages/site_files.py) are no edit, and watched would start a second rebuild after each
+    # figure or module edit. So docs/ itself, each folder but the copies' own, and the
+    # notebooks' folder without the copies' subfolders.
+    docs = Path(config.docs_dir)
     server.unwatch(str(docs))
     server.watch(str(docs), recursive=False)
     for folder in sorted(path for path in docs.iterdir() if path.is_dir()):
         if folder.name not in FOLDERS:
             server.watch(str(folder), recursive=folder.name != "notebooks")
+    return server
 
 
 def on_nav(nav, config, files):

@@ -85,5 +85,4 @@ def stderr_tail(path, lines=3, limit=400):
     """The last few non-empty stderr lines as one line: a traceback ends with its cause."""
     text = path.read_text(encoding="utf-8", errors="replace") if path.exists() else ""
     kept = [line.strip() for line in text.splitlines() if line.strip()]
-    tail = " | ".join(kept[-lines:])
-    return tail[-limit:] or "(empty)"
+    return " | ".join(kept[-lines:])[-limit:] or "(empty)"

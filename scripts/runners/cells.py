@@ -71,8 +71,7 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
         notebook, km=manager, timeout=timeout_s, record_timing=False, log=QUIET,
         coalesce_streams=True,  # one output per stream per cell, as a reader's notebook
         shutdown_kernel="immediate",  # SIGKILL once the last cell has run
-        # XLA's C++ logging goes to a file: nothing blocks on it, its tail says why a
-        # kernel died.
+        # XLA's C++ logging goes to a file: nothing blocks on it, its tail says why a kernel died.
         extra_arguments=["--IPKernelApp.capture_fd_output=False"],
         resources={"metadata": {"path": str(working_dir)}},
         on_cell_execute=lambda cell, cell_index: running.append(cell_index))
@@ -94,11 +93,18 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
             finished.set()
 
     threading.Thread(target=run_the_cells, name="nbclient", daemon=True).start()
-    kernel = None
+    kernel = None  # its Popen once started, kept to say how it died
     try:
-        kernel = wait(finished, manager)
-    finally:
-        stop(finished, manager, kernel)
+        while not finished.wait(0.02):  # polled: a signal Python discarded still stops it
+            raise_if_interrupted()
+            kernel = kernel or kernel_process(manager)
+        kernel = kernel or kernel_process(manager)
+    finally:  # kill the kernel's process group, again until nbclient's thread has ended
+        deadline = time.monotonic() + 30
+        while True:
+            kill_all({kernel, kernel_process(manager)} - {None})
+            if finished.wait(0.2) or time.monotonic() > deadline:
+                break
     if failures:
         raise one_line(failures[0], notebook, running, working_dir, kernel, timeout_s)
     return notebook
@@ -106,25 +112,6 @@ def execute(notebook, working_dir, timeout_s=LESSON_TIMEOUT_S):
 
 def kernel_process(manager):
     return getattr(manager.provisioner, "process", None) if manager.provisioner else None
-
-
-def wait(finished, manager, poll_s=0.02):
-    """The kernel's Popen once the cells have run (None if it never started), kept to say
-    how it died; polled, so a signal Python discarded still stops the wait."""
-    kernel = None
-    while not finished.wait(poll_s):
-        raise_if_interrupted()
-        kernel = kernel or kernel_process(manager)
-    return kernel or kernel_process(manager)
-
-
-def stop(finished, manager, kernel, settle_s=30):
-    """Kill the kernel's process group, again until nbclient's thread has ended."""
-    deadline = time.monotonic() + settle_s
-    while True:
-        kill_all({kernel, kernel_process(manager)} - {None})
-        if finished.wait(0.2) or time.monotonic() > deadline:
-            return
 
 
 CELL_LINE = re.compile(r"Cell In\[\d+\], line (\d+)")

@@ -58,43 +58,33 @@ def rank_files(output_dir, rank):
 # How mpirun names the first rank to fail: by its exit ("Process name: [[27429,1],2]" then
 # "Exit code: 3") or by a signal ("process rank 0 with PID 0 on node vm exited on signal 11").
 FAILED_BY_EXIT = re.compile(r"Process name: \[\[\d+,\d+\],(\d+)\]")
-FAILED_BY_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal "
-                              r"(\d+)")
-
-
-def first_failed_rank(mpirun_stderr, output_dir, status):
-    """(rank, how it ended, its stderr's tail) of the first rank mpirun names, or None."""
-    text = mpirun_stderr.read_text(errors="replace") if mpirun_stderr.exists() else ""
-    if found := FAILED_BY_SIGNAL.search(text):
-        rank, ended = int(found.group(1)), describe(-int(found.group(2)))
-    elif found := FAILED_BY_EXIT.search(text):
-        rank, ended = int(found.group(1)), describe(status)  # mpirun exits with its status
-    else:
-        return None
-    return rank, ended, stderr_tail(rank_files(output_dir, rank)[1])
+FAILED_BY_SIGNAL = re.compile(r"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 
 
 def wait_for_mpirun(launcher, timeout_s, scratch, output_dir, ranks):
     status = poll_until(launcher.poll, timeout_s, 0.05)
     if status == 0:
         return status
-    stderr = scratch / "mpirun.err"
+    stderr, pids = scratch / "mpirun.err", [launcher.pid]
     tail = stderr_tail(stderr)
     if status is None:
         raise ProcessRunError(f"mpirun still running after {timeout_s:g} s; it and its "
                               f"{ranks} ranks were killed; mpirun's stderr: "
-                              f"{stderr_tail(stderr, lines=1)}", None, None, tail, [launcher.pid])
+                              f"{stderr_tail(stderr, lines=1)}", None, None, tail, pids)
     if status < 0:  # mpirun itself was killed: its ranks are orphans, killed by the caller
         raise ProcessRunError(f"mpirun {describe(status)}; its {ranks} ranks were killed",
-                              None, status, tail, [launcher.pid])
-    failed = first_failed_rank(stderr, output_dir, status)
-    if failed is None:  # mpirun could not start the ranks: its own words say why
+                              None, status, tail, pids)
+    text = stderr.read_text(errors="replace") if stderr.exists() else ""
+    if found := FAILED_BY_SIGNAL.search(text):
+        rank, ended = int(found.group(1)), describe(-int(found.group(2)))
+    elif found := FAILED_BY_EXIT.search(text):
+        rank, ended = int(found.group(1)), describe(status)  # mpirun exits with its status
+    else:  # mpirun could not start the ranks: its own words say why
         raise ProcessRunError(f"mpirun {describe(status)} before any rank failed; all {ranks} "
-                              f"ranks killed; mpirun's stderr: {tail}", None, status, tail,
-                              [launcher.pid])
-    rank, ended, tail = failed
+                              f"ranks killed; mpirun's stderr: {tail}", None, status, tail, pids)
+    tail = stderr_tail(rank_files(output_dir, rank)[1])
     raise ProcessRunError(f"rank {rank} {ended} under mpirun; all {ranks} ranks killed; "
-                          f"stderr: {tail}", rank, status, tail, [launcher.pid])
+                          f"stderr: {tail}", rank, status, tail, pids)
 
 
 def run_mpirun(module, ranks=4, timeout_s=300, calls=100, cwd=ROOT, port=None):

@@ -99,8 +99,7 @@ def wait_for(children, timeout_s, scratch):
         return None if None in statuses else statuses
 
     # Polled often, so the first rank to fail is reported, not a peer that lost it.
-    statuses = poll_until(all_exited, timeout_s)
-    if statuses is not None:
+    if (statuses := poll_until(all_exited, timeout_s)) is not None:
         return statuses
     running = [rank for rank, child in enumerate(children) if child.poll() is None]
     tails = "; ".join(f"rank {rank}: {stderr_tail(scratch / f'rank{rank}.err', lines=1)}"

@@ -116,8 +116,7 @@ def check(lessons, root=ROOT, only=None):
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in [lesson for lesson in lessons.values() if only in (None, lesson.id)]:
         recordings = recording_outputs(lesson, root)
-        for output in recordings:
-            lines += recording_state(output, root)[1]
+        lines += [line for output in recordings for line in recording_state(output, root)[1]]
         for output in [*derived_outputs(lesson), notebook_output(lesson)]:
             if (root / output.source).exists() or output.source in lock:
                 lines += derived_problems(output, lock, root)
@@ -134,40 +133,31 @@ def from_absent_hardware_run(output, recordings, root=ROOT):
         and not (root / output.source).exists()
 
 
-def load_analyses(lesson, lock, recordings, root=ROOT):
-    """Each current analysis of a lesson, as Loaded by its stem, and a line for each other."""
-    loaded, lines = {}, []
-    for output in analysis_outputs(lesson):
-        if from_absent_hardware_run(output, recordings, root):
-            continue
-        if problems := derived_problems(output, lock, root):
-            lines += problems
-            continue
-        try:
-            analysis = read_json(root / output.path)
-        except RecordingError as error:
-            lines.append(problem(output.path, error.what.removeprefix(
-                f"{display(root / output.path)}: "), output.fix))
-            continue
-        if not isinstance(analysis, dict):
-            lines.append(problem(output.path, "not a JSON object", output.fix))
-            continue
-        stem = for_lesson(lesson).stem(output.kind.variant, analysis=True)
-        loaded[stem] = Loaded(analysis, stem, output.path)
-    return loaded, lines
-
-
 def load_all(lessons, root=ROOT):
-    """For the site build: ({stem: Loaded} of every recording and analysis, problem lines).
-    A notebook whose shown text changed is its page's to say (`notebook_problems`): the
-    other pages build, and `mkdocs serve` keeps serving them."""
+    """For the site build: ({stem: Loaded} of every recording and current analysis, a line
+    for each problem). A notebook whose shown text changed is its page's to say
+    (`notebook_problems`): the other pages build, and `mkdocs serve` keeps serving them."""
     loaded = {}
     lock, lines = lock_and_unclaimed(lessons, root)
     for lesson in lessons.values():
         recordings = recording_outputs(lesson, root)
-        analyses, problems = load_analyses(lesson, lock, recordings, root)
-        loaded.update(analyses)
-        lines += problems
+        for output in analysis_outputs(lesson):
+            if from_absent_hardware_run(output, recordings, root):
+                continue
+            if problems := derived_problems(output, lock, root):
+                lines += problems
+                continue
+            try:
+                analysis = read_json(root / output.path)
+            except RecordingError as error:
+                lines.append(problem(output.path, error.what.removeprefix(
+                    f"{display(root / output.path)}: "), output.fix))
+                continue
+            if not isinstance(analysis, dict):
+                lines.append(problem(output.path, "not a JSON object", output.fix))
+                continue
+            stem = for_lesson(lesson).stem(output.kind.variant, analysis=True)
+            loaded[stem] = Loaded(analysis, stem, output.path)
         for output in recordings:
             recording, problems = recording_state(output, root)
             lines += problems

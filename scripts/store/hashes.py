@@ -26,11 +26,9 @@ class ClosureError(ValueError):
 def without_docstrings(tree):
     """`tree` less every docstring (the parser already dropped the comments)."""
     for node in ast.walk(tree):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-                    and isinstance(body[0].value.value, str):
-                node.body = body[1:] or [ast.Pass()]
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) \
+                and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:] or [ast.Pass()]
     return tree
 
 
@@ -136,12 +134,9 @@ def content_files(module_path, root=ROOT, extra=()):
     """{relative path: digest} of what can change a recording: the module's code closure,
     the closures of `extra` (code whose results the recording stores), each keyed on its
     code as executed, and the pins."""
-    files = {}
-    for path in [module_path, *extra]:
-        files.update({Path(p).relative_to(root).as_posix(): code_digest(p)
-                      for p in import_closure(path, root)})
-    files.update(pin_digests(root))
-    return files
+    return {**{Path(p).relative_to(root).as_posix(): code_digest(p)
+               for path in [module_path, *extra] for p in import_closure(path, root)},
+            **pin_digests(root)}
 
 
 def combined_hash(digests):

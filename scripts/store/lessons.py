@@ -80,9 +80,8 @@ def load_lessons(root=ROOT):
         if entry["id"] in lessons:
             raise RegistryError(f"{where}: lesson id {entry['id']!r} is registered twice; "
                                 f"give each [[lesson]] its own id")
-        lessons[entry["id"]] = Lesson(**{**entry, "figures": tuple(entry.get("figures", ())),
-                                         "analyses": tuple(entry.get("analyses", ())),
-                                         "device_counts": tuple(entry.get("device_counts", ())),
+        lessons[entry["id"]] = Lesson(**{**entry, **{key: tuple(entry.get(key, ())) for key in
+                                                     ("figures", "analyses", "device_counts")},
                                          "devices": int(entry.get("devices", 4)),  # 4.0 is 4
                                          "root": root, "registered": len(registry["lesson"])})
     return lessons

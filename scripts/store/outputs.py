@@ -137,8 +137,7 @@ class NotebookOutput(DerivedOutput):
         """The modules' text and the pages whose headings title the cells: re-render only."""
         shown = [self.shows, *self.also_shows]
         includes = tuple(f'--8<-- "{path}:' for path in shown)
-        pages = [page.relative_to(root).as_posix()
-                 for page in sorted((root / "docs").rglob("*.md"))
+        pages = [page.relative_to(root).as_posix() for page in sorted((root / "docs").rglob("*.md"))
                  if page.is_file() and any(include in page.read_text(encoding="utf-8")
                                            for include in includes)]
         return [*shown, *pages]
@@ -180,11 +179,10 @@ def recording_output(lesson, variant, module, fix, required=True, path=None):
     compiled one (scripts/hardware/compile.py) is of the TPU sweep's programs too."""
     compiled = (lesson.path(lesson.sweep_on("tpu")),) \
         if variant.endswith("-compiled") and lesson.sweep else ()
-    return RecordingOutput(
-        path or for_lesson(lesson).recording(variant), variant,
-        lesson.path(module).relative_to(lesson.root).as_posix(), fix, required, lesson,
-        tuple(extra.relative_to(lesson.root).as_posix()
-              for extra in (*lesson.also_run_with(module), *compiled)))
+    module, *extra = [file.relative_to(lesson.root).as_posix()
+                      for file in (lesson.path(module), *lesson.also_run_with(module), *compiled)]
+    return RecordingOutput(path or for_lesson(lesson).recording(variant), variant, module, fix,
+                           required, lesson, tuple(extra))
 
 
 def hardware_module(lesson, variant):
@@ -246,13 +244,12 @@ def recording_fix(lessons, stem, root=ROOT):
 
 def figure_outputs(lesson):
     """Each figure the registry asks for, in each of its drawings (figures/variants.py)."""
-    outputs, files = [], for_lesson(lesson)
-    for kind in lesson.figures:
-        spec = KINDS[kind]  # the registry refuses an unknown kind in one line
-        overlay, path = files.figure_overlay(spec), files.figure(spec)
-        outputs += [DerivedOutput(variant.path(path), files.figure_input(spec, lesson.root),
-                                  spec.module_path(), RENDER, kind=spec, overlay=overlay,
-                                  variant=variant) for variant in spec.variants(lesson.root)]
+    files, root = for_lesson(lesson), lesson.root
+    outputs = [DerivedOutput(variant.path(files.figure(spec)), files.figure_input(spec, root),
+                             spec.module_path(), RENDER, kind=spec,
+                             overlay=files.figure_overlay(spec), variant=variant)
+               for spec in [KINDS[kind] for kind in lesson.figures]  # the registry knows each
+               for variant in spec.variants(root)]
     paths = [output.path for output in outputs]
     # A lesson renderer named `..._dark` would draw over a figure's dark drawing.
     if twice := sorted({path for path in paths if paths.count(path) > 1}):
@@ -285,20 +282,17 @@ def figure_data_outputs(lesson):
         outputs += [FigureDataOutput(data_path(figure, ending), source, spec.module_path(),
                                      RENDER, kind=FigureDataKind(spec, ending, about),
                                      overlay=overlay, also=("scripts/figures/data.py",),
-                                     figure=figure, recording=recording)
-                    for ending in FORMATS]
+                                     figure=figure, recording=recording) for ending in FORMATS]
     return outputs
 
 
 def notebook_output(lesson):
     """The executed companion, made in the same run as the CPU recording."""
     files = for_lesson(lesson)
-    def shown(module=None):
-        return lesson.path(module).relative_to(lesson.root).as_posix()
+    shown = [path.relative_to(lesson.root).as_posix()
+             for path in (lesson.path(), *lesson.also_run_with())]  # the going-further module
     return NotebookOutput(files.notebook, files.recording("cpu"), NOTEBOOK_BUILDER,
-                          lesson_command(lesson), shows=shown(),
-                          also_shows=(shown(lesson.going_further),) if lesson.going_further
-                          else ())
+                          lesson_command(lesson), shows=shown[0], also_shows=tuple(shown[1:]))
 
 
 def lock_path(root=ROOT):

@@ -151,10 +151,8 @@ def validate(recording, where="recording", fix=RECORD, lesson=None):
 
 def refuse(schema, value, prefix, where, fix):
     """RecordingError for `schema`'s most telling error on `value` (at `prefix`), if any."""
-    error = schema.error(value)
-    if error is not None:
-        field = "/".join(str(part) for part in (*prefix, *error.absolute_path)) or \
-            "(top level)"
+    if (error := schema.error(value)) is not None:
+        field = "/".join(str(part) for part in (*prefix, *error.absolute_path)) or "(top level)"
         message = error.message if len(error.message) < 160 else error.message[:157] + "..."
         raise RecordingError(f"{where}: invalid at {field}: {message}", fix)
 
@@ -190,9 +188,8 @@ def source_commit(root, files):
         changed = git("status", "--porcelain", "--", *files)
     except (OSError, subprocess.SubprocessError):
         return None
-    if changed.returncode:
-        return None
-    return {"sha": head.stdout.strip(), "clean": changed.stdout.strip() == ""}
+    return None if changed.returncode else {"sha": head.stdout.strip(),
+                                            "clean": changed.stdout.strip() == ""}
 
 
 def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files=None):
@@ -201,9 +198,7 @@ def header(lesson_id, kind, module_path, environment, root=ROOT, extra=(), files
     multiprocess = "_multiprocess" if environment.get("processCount", 1) > 1 else ""
     commit = source_commit(Path(root).resolve(), files)
     return {
-        "schemaVersion": 1,
-        "lessonId": lesson_id,
-        "kind": kind,
+        "schemaVersion": 1, "lessonId": lesson_id, "kind": kind,
         "contentHash": combined_hash(files),
         "generatedAt": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "provenance": f"recorded_{environment['backend']}{multiprocess}_computation",
