@@ -76,12 +76,13 @@ def expected_ring_steps(trace):
                 return ", ".join(f"{v:g}" for v in chunks[list(state[r][c]), c].sum(axis=0)) \
                     if state[r][c] else ""
 
-            ranks = [[[cell_look(state[r][c], p)[2], values(r, c), got.get(r) == c,
+            ranks = [[[cell_look(state[r][c], p, LIGHT)[2], values(r, c), got.get(r) == c,
                        "new" if got.get(r) == c else ""] for c in range(p)] for r in range(p)]
             said = []
             for src, dst, c in sends:
                 held = "finished" if phase == "All-gather" else "now fully reduced" \
-                    if len(state[dst][c]) == p else f"now ranks {cell_look(state[dst][c], p)[2]}"
+                    if len(state[dst][c]) == p else \
+                    f"now ranks {cell_look(state[dst][c], p, LIGHT)[2]}"
                 said.append(f"c{c} from rank {src} to rank {dst}, {held} ({values(dst, c)})")
             said.append(f"Each rank has sent {step * chunk_bytes} of its {total} bytes."
                         if step else f"{total} bytes per rank")
