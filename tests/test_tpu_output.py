@@ -158,7 +158,7 @@ def test_the_compiled_record_says_what_real_compiled_text_says():
     """Each 2x2 fixture, real libtpu output (its README), the gradients and timed loops among
     them: the committed record's v5e 2x2 row for its program, size (a sweep's loops are at
     32 B), p and calls names what the lesson's reader finds in its text."""
-    from lesson_code.distributed_03_tpu_compiled import compiled_to
+    compiled_to = importlib.import_module(f"{SEED.module}_tpu_compiled").compiled_to
     record = json.loads((ROOT / for_lesson(SEED).recording("tpu-compiled")).read_text())
     [target] = [target for target in record["targets"] if target["accelerator"] == "v5litepod-4"]
     read = set()
